@@ -1,0 +1,1 @@
+"""nexus-grpc: an async gRPC memory service for AI assistants."""

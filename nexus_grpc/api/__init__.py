@@ -1,0 +1,1 @@
+"""Servicers: translate protobuf to domain calls and back; nothing else."""

@@ -1,0 +1,95 @@
+"""Conversion between wire (protobuf) and domain types, in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from nexus_grpc.domain import models
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
+
+
+def timestamp(seconds: float | None) -> Timestamp | None:
+    if not seconds:
+        return None
+    ts = Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def struct(value: dict[str, Any]) -> Struct:
+    s = Struct()
+    if value:
+        s.update(value)
+    return s
+
+
+def from_struct(value: Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(value) if value.fields else {}
+
+
+def project(p: models.Project) -> mpb.Project:
+    return mpb.Project(
+        id=p.id,
+        name=p.name,
+        description=p.description,
+        colour=p.colour,
+        icon=p.icon,
+        notes=p.notes,
+        system_prompt=p.system_prompt,
+        create_time=timestamp(p.created_at),
+        update_time=timestamp(p.updated_at),
+    )
+
+
+def project_values(p: mpb.Project) -> dict[str, str]:
+    return {
+        "name": p.name,
+        "description": p.description,
+        "colour": p.colour,
+        "icon": p.icon,
+        "notes": p.notes,
+        "system_prompt": p.system_prompt,
+    }
+
+
+def session(s: models.Session) -> mpb.Session:
+    return mpb.Session(
+        id=s.id,
+        external_id=s.external_id,
+        name=s.name,
+        project_id=s.project_id,
+        metadata=struct(s.metadata),
+        create_time=timestamp(s.created_at),
+    )
+
+
+def episode(e: models.Episode) -> mpb.Episode:
+    return mpb.Episode(
+        id=e.id,
+        session_id=e.session_id,
+        user_message=e.user_message,
+        ai_response=e.ai_response,
+        metadata=struct(e.metadata),
+        create_time=timestamp(e.created_at),
+        embedding_state=int(e.embed_state),
+        embedding_error=e.embed_error,
+        extraction_state=int(e.extract_state),
+        extraction_error=e.extract_error,
+    )
+
+
+def search_mode(mode: int) -> models.SearchMode:
+    return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
+
+
+def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
+    return mpb.SearchHit(
+        episode=episode(h.episode),
+        score=h.score,
+        snippet=h.snippet,
+        sources=[int(s) for s in h.sources],
+    )

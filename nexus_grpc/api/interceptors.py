@@ -1,0 +1,143 @@
+"""Cross-cutting behaviour for every RPC: request ids, access logs, error
+mapping and the concurrency cap.
+
+One interceptor wraps each method handler (unary and streaming alike), so a
+servicer only ever raises domain exceptions.  Unknown exceptions become
+INTERNAL with a generic message; the traceback goes to the log with the
+request id, never to the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from nexus_grpc.errors import NexusError
+
+log = logging.getLogger("nexus_grpc.access")
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+# Health and reflection must answer even when the server is saturated.
+UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+class RequestObserver:
+    """Hook for metrics: called once per finished RPC."""
+
+    def observe(self, method: str, code: grpc.StatusCode, seconds: float) -> None:  # noqa: B027
+        pass
+
+
+class ServiceInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, max_concurrent: int, observer: RequestObserver | None = None) -> None:
+        self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
+        self._observer = observer or RequestObserver()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method
+        capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
+        incoming = dict(details.invocation_metadata or ())
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method, capped, incoming),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, capped, incoming),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # client- and bidi-streaming: none of ours
+
+    def _begin(self, incoming: dict[str, Any]) -> str:
+        rid = str(incoming.get("x-request-id") or uuid.uuid4().hex[:16])
+        request_id_var.set(rid)
+        return rid
+
+    async def _acquire(self, capped: bool, context: grpc.aio.ServicerContext) -> bool:
+        if not capped:
+            return False
+        assert self._slots is not None
+        if self._slots.locked():
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the server is at its concurrent RPC limit; retry with backoff",
+            )
+        await self._slots.acquire()
+        return True
+
+    async def _fail(
+        self, context: grpc.aio.ServicerContext, method: str, exc: BaseException
+    ) -> None:
+        if isinstance(exc, NexusError):
+            await context.abort(exc.code, exc.message)
+        log.error("unexpected error in %s", method, exc_info=exc)
+        await context.abort(
+            grpc.StatusCode.INTERNAL,
+            f"internal error (request id {request_id_var.get()}); see the server log",
+        )
+
+    def _finish(self, method: str, context: grpc.aio.ServicerContext, started: float) -> None:
+        code = context.code() or grpc.StatusCode.OK
+        if isinstance(code, int):
+            code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
+        elapsed = time.perf_counter() - started
+        self._observer.observe(method, code, elapsed)
+        log.info("%s %s %.1fms", method, code.name, elapsed * 1000)
+
+    def _wrap_unary(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
+        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            rid = self._begin(incoming)
+            context.set_trailing_metadata((("x-request-id", rid),))
+            held = await self._acquire(capped, context)
+            try:
+                return await fn(request, context)
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                raise
+            except Exception as exc:
+                await self._fail(context, method, exc)
+            finally:
+                if held:
+                    assert self._slots is not None
+                    self._slots.release()
+                self._finish(method, context, started)
+
+        return wrapper
+
+    def _wrap_stream(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
+        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            started = time.perf_counter()
+            rid = self._begin(incoming)
+            context.set_trailing_metadata((("x-request-id", rid),))
+            held = await self._acquire(capped, context)
+            try:
+                async for item in fn(request, context):
+                    yield item
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                raise
+            except Exception as exc:
+                await self._fail(context, method, exc)
+            finally:
+                if held:
+                    assert self._slots is not None
+                    self._slots.release()
+                self._finish(method, context, started)
+
+        return wrapper

@@ -1,0 +1,175 @@
+"""nexus.memory.v1.MemoryService."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from nexus_grpc.api import convert
+from nexus_grpc.app import App
+from nexus_grpc.domain.models import SearchMode
+from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+
+Ctx = grpc.aio.ServicerContext
+
+
+class MemoryServicer(mgrpc.MemoryServiceServicer):
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.conv = app.conversations
+
+    # Projects
+
+    async def CreateProject(self, request: mpb.CreateProjectRequest, context: Ctx) -> mpb.Project:
+        project = await self.conv.create_project(convert.project_values(request.project))
+        return convert.project(project)
+
+    async def GetProject(self, request: mpb.GetProjectRequest, context: Ctx) -> mpb.Project:
+        return convert.project(await self.conv.get_project(request.id))
+
+    async def ListProjects(
+        self, request: mpb.ListProjectsRequest, context: Ctx
+    ) -> mpb.ListProjectsResponse:
+        page = await self.conv.list_projects(request.page_size, request.page_token)
+        return mpb.ListProjectsResponse(
+            projects=[convert.project(p) for p in page.items], next_page_token=page.next_token
+        )
+
+    async def UpdateProject(self, request: mpb.UpdateProjectRequest, context: Ctx) -> mpb.Project:
+        project = await self.conv.update_project(
+            request.project.id,
+            convert.project_values(request.project),
+            list(request.update_mask.paths),
+        )
+        return convert.project(project)
+
+    async def DeleteProject(
+        self, request: mpb.DeleteProjectRequest, context: Ctx
+    ) -> mpb.DeleteProjectResponse:
+        detached = await self.conv.delete_project(request.id)
+        return mpb.DeleteProjectResponse(detached_sessions=detached)
+
+    # Sessions
+
+    async def CreateSession(self, request: mpb.CreateSessionRequest, context: Ctx) -> mpb.Session:
+        s = request.session
+        session = await self.conv.create_session(
+            s.external_id, s.name, s.project_id, convert.from_struct(s.metadata)
+        )
+        return convert.session(session)
+
+    async def GetSession(self, request: mpb.GetSessionRequest, context: Ctx) -> mpb.Session:
+        key = request.WhichOneof("key")
+        if key is None:
+            raise InvalidArgument("one of id or external_id is required")
+        session = await self.conv.get_session(request.id, request.external_id)
+        return convert.session(session)
+
+    async def ListSessions(
+        self, request: mpb.ListSessionsRequest, context: Ctx
+    ) -> mpb.ListSessionsResponse:
+        page = await self.conv.list_sessions(
+            request.page_size, request.page_token, request.project_id
+        )
+        return mpb.ListSessionsResponse(
+            sessions=[convert.session(s) for s in page.items], next_page_token=page.next_token
+        )
+
+    async def UpdateSession(self, request: mpb.UpdateSessionRequest, context: Ctx) -> mpb.Session:
+        s = request.session
+        session = await self.conv.update_session(
+            s.id,
+            {
+                "name": s.name,
+                "project_id": s.project_id,
+                "metadata": convert.from_struct(s.metadata),
+            },
+            list(request.update_mask.paths),
+        )
+        return convert.session(session)
+
+    async def DeleteSession(
+        self, request: mpb.DeleteSessionRequest, context: Ctx
+    ) -> mpb.DeleteSessionResponse:
+        deleted = await self.conv.delete_session(request.id)
+        return mpb.DeleteSessionResponse(deleted_episodes=deleted)
+
+    # Episodes
+
+    async def CreateEpisode(self, request: mpb.CreateEpisodeRequest, context: Ctx) -> mpb.Episode:
+        episode = await self.conv.create_episode(
+            request.session_id,
+            request.user_message,
+            request.ai_response,
+            convert.from_struct(request.metadata),
+            request.request_id,
+            request.project_id,
+        )
+        return convert.episode(episode)
+
+    async def GetEpisode(self, request: mpb.GetEpisodeRequest, context: Ctx) -> mpb.Episode:
+        return convert.episode(await self.conv.get_episode(request.id))
+
+    async def ListEpisodes(
+        self, request: mpb.ListEpisodesRequest, context: Ctx
+    ) -> mpb.ListEpisodesResponse:
+        page = await self.conv.list_episodes(
+            request.session_id, request.page_size, request.page_token
+        )
+        return mpb.ListEpisodesResponse(
+            episodes=[convert.episode(e) for e in page.items], next_page_token=page.next_token
+        )
+
+    async def DeleteEpisode(
+        self, request: mpb.DeleteEpisodeRequest, context: Ctx
+    ) -> mpb.DeleteEpisodeResponse:
+        await self.conv.delete_episode(request.id)
+        return mpb.DeleteEpisodeResponse()
+
+    async def SearchEpisodes(
+        self, request: mpb.SearchEpisodesRequest, context: Ctx
+    ) -> AsyncIterator[mpb.SearchHit]:
+        if request.mode not in mpb.SearchMode.values():
+            raise InvalidArgument(f"mode {request.mode} is not a SearchMode")
+        mode: SearchMode = convert.search_mode(request.mode)
+        async for hit in self.app.episode_search.search(
+            request.query, request.session_id, request.project_id, request.limit, mode
+        ):
+            yield convert.episode_hit(hit)
+
+    # Service status
+
+    async def GetServiceStatus(
+        self, request: mpb.GetServiceStatusRequest, context: Ctx
+    ) -> mpb.ServiceStatus:
+        status = await self.app.status()
+        return mpb.ServiceStatus(
+            state=status.state,
+            schema_version=status.schema_version,
+            embedding_model=status.embedding_model,
+            embedding_dimension=status.embedding_dimension,
+            dependencies=[
+                mpb.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
+                for d in status.dependencies
+            ],
+            queues=[
+                mpb.QueueStatus(
+                    kind=q.kind,
+                    pending=q.pending,
+                    failed=q.failed,
+                    oldest_pending_age_seconds=q.oldest_pending_age,
+                )
+                for q in status.queues
+            ],
+        )
+
+    async def ReconcileIndex(
+        self, request: mpb.ReconcileIndexRequest, context: Ctx
+    ) -> mpb.ReconcileIndexResponse:
+        result = await self.app.reconciler.reconcile()
+        return mpb.ReconcileIndexResponse(
+            requeued=result.requeued, removed_orphans=result.removed_orphans
+        )

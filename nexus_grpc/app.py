@@ -1,0 +1,178 @@
+"""The composition root: builds the stores, clients, use cases and workers.
+
+Everything the servicers need hangs off one ``App``; start() and close()
+order the lifecycle (stores before workers on the way up, workers before
+stores on the way down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+
+from nexus_grpc.config import Settings
+from nexus_grpc.domain.conversations import Conversations
+from nexus_grpc.domain.episode_search import EpisodeSearch
+from nexus_grpc.embedding import Embedder, make_embedder
+from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
+from nexus_grpc.pipeline.reconcile import Reconciler
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
+from nexus_grpc.store import Database
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store.jobs import QueueDepth
+from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex, VectorIndex
+
+log = logging.getLogger(__name__)
+EMBEDDING_META_KEY = "embedding_model"
+
+
+class EmbedderMismatch(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class DependencyState:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    state: str
+    schema_version: int
+    embedding_model: str
+    embedding_dimension: int
+    dependencies: list[DependencyState] = field(default_factory=list)
+    queues: list[QueueDepth] = field(default_factory=list)
+
+
+def make_index(settings: Settings) -> VectorIndex:
+    if settings.qdrant_url:
+        return QdrantVectorIndex(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
+    return EdgeVectorIndex(settings.vectors_dir)
+
+
+def embedding_signature(embedder: Embedder) -> str:
+    return f"{embedder.model_id}:{embedder.dimension}"
+
+
+def check_embedder(conn: sqlite3.Connection, signature: str) -> None:
+    """Record the embedding model on first start; refuse a different one later."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (EMBEDDING_META_KEY,)).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (EMBEDDING_META_KEY, signature))
+    elif row[0] != signature:
+        raise EmbedderMismatch(
+            f"this data was indexed with embedding model {row[0]!r}, but the server is configured"
+            f" for {signature!r}; vectors from two models cannot be mixed. Either start with the"
+            " original embedder, or run `nexus-grpc reindex` to rebuild the index with the new one."
+        )
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        index: VectorIndex | None = None,
+    ) -> None:
+        self.settings = settings
+        self.db = Database(settings.sqlite_path, synchronous=settings.sqlite_synchronous)
+        self.signals = JobSignals()
+        self.embedder = embedder or make_embedder(
+            settings.embedder,
+            ollama_host=settings.ollama_url or None,
+            ollama_model=settings.embedding_model,
+            threads=settings.embedder_threads,
+        )
+        self.index = index or make_index(settings)
+        self.conversations = Conversations(self.db, self.signals)
+        self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
+        self.indexer = Indexer(self.db, self.embedder, self.index)
+        self.reconciler = Reconciler(self.db, self.index, self.signals)
+        self.workers: list[JobWorker] = []
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _worker_config(self, **overrides: object) -> WorkerConfig:
+        base = WorkerConfig(max_attempts=self.settings.job_max_attempts)
+        return WorkerConfig(**{**base.__dict__, **overrides})  # type: ignore[arg-type]
+
+    async def start(self, *, reconcile: bool = True) -> None:
+        await self.db.open()
+        await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
+        for spec in collections.ALL:
+            await self.index.ensure_collection(
+                spec.name, self.embedder.dimension, spec.indexed_fields
+            )
+        for spec in collections.ALL:
+            is_episodes = spec is collections.EPISODES
+            self.workers.append(
+                JobWorker(
+                    self.db,
+                    self.signals,
+                    spec.job_kind,
+                    self.indexer.handler(spec),
+                    self._worker_config(batch_size=32, concurrency=1),
+                    on_dead=mark_episode_failed if is_episodes else None,
+                    on_retry=note_episode_retry if is_episodes else None,
+                )
+            )
+        for worker in self.workers:
+            worker.start()
+        if reconcile:
+            # In the background: a large index must not delay serving.
+            task = asyncio.create_task(self._reconcile_at_start())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _reconcile_at_start(self) -> None:
+        try:
+            result = await self.reconciler.reconcile()
+            log.info(
+                "start-up reconcile: %d requeued, %d orphans",
+                result.requeued,
+                result.removed_orphans,
+            )
+        except Exception:
+            log.exception("start-up reconcile failed; run ReconcileIndex once the index is back")
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        for worker in self.workers:
+            await worker.stop()
+        await self.db.close()
+        await self.index.close()
+        await self.embedder.close()
+
+    async def status(self) -> ServiceState:
+        deps = [DependencyState("sqlite", True, f"schema version {self.db.schema_version}")]
+        index_problem = await self.index.check() or self.indexer.index_error
+        deps.append(DependencyState("vector_index", index_problem is None, index_problem or "ok"))
+        deps.append(DependencyState("embedder", True, embedding_signature(self.embedder)))
+        if self.settings.ollama_url:
+            deps.append(DependencyState("ollama", True, self.settings.ollama_url))
+        else:
+            deps.append(
+                DependencyState(
+                    "ollama",
+                    False,
+                    "not configured (--ollama-url); extraction and summaries stay queued",
+                )
+            )
+        queues = await self.db.read(job_store.depths)
+        degraded = any(not d.ok for d in deps)
+        return ServiceState(
+            "DEGRADED" if degraded else "SERVING",
+            self.db.schema_version,
+            self.embedder.model_id,
+            self.embedder.dimension,
+            deps,
+            queues,
+        )

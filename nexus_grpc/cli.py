@@ -1,0 +1,97 @@
+"""The ``nexus-grpc`` command: serve, bench, reindex and doctor."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from nexus_grpc.config import OPTIONS, env_default, settings_from
+
+
+def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    for name, option in OPTIONS.items():
+        envs = " or ".join(option.env)
+        parser.add_argument(
+            option.flag,
+            dest=name,
+            default=env_default(name),
+            help=f"{option.help} (env {envs}; default {option.default!r})",
+        )
+
+
+def _settings(args: argparse.Namespace):
+    return settings_from({name: getattr(args, name) for name in OPTIONS})
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nexus_grpc import logs
+    from nexus_grpc.app import EmbedderMismatch
+    from nexus_grpc.server import serve
+
+    settings = _settings(args)
+    logs.configure(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(serve(settings))
+    except EmbedderMismatch as exc:
+        print(f"nexus-grpc: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from nexus_grpc import logs
+    from nexus_grpc.reindex import reindex
+
+    settings = _settings(args)
+    logs.configure("WARNING", settings.log_format)
+    asyncio.run(reindex(settings, progress=sys.stderr))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from nexus_grpc.doctor import doctor
+
+    return asyncio.run(doctor(args.target, timeout=args.timeout))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from nexus_grpc.bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nexus-grpc", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gRPC server")
+    _add_server_options(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    reindex = sub.add_parser(
+        "reindex", help="rebuild the vector index from SQLite (stop the server first)"
+    )
+    _add_server_options(reindex)
+    reindex.set_defaults(func=cmd_reindex)
+
+    doctor = sub.add_parser("doctor", help="print a running server's health detail")
+    doctor.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
+    doctor.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
+    doctor.set_defaults(func=cmd_doctor)
+
+    from nexus_grpc.bench import add_arguments
+
+    bench = sub.add_parser("bench", help="load-test a running server, ghz style")
+    add_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

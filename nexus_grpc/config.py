@@ -1,0 +1,182 @@
+"""Server settings: one frozen dataclass, every field a flag and an env var.
+
+``OPTIONS`` is the single table the CLI, the README and the Dockerfile follow,
+so a setting has the same name everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    env: tuple[str, ...]  # first one wins
+    default: str
+    help: str
+
+
+OPTIONS: dict[str, Option] = {
+    "listen": Option("--listen", ("NEXUS_LISTEN",), "127.0.0.1:50051", "gRPC address to serve on"),
+    "data_dir": Option(
+        "--data-dir",
+        ("NEXUS_DATA_DIR",),
+        "./data",
+        "directory for the SQLite file and the embedded vector index",
+    ),
+    "sqlite_synchronous": Option(
+        "--sqlite-synchronous",
+        ("NEXUS_SQLITE_SYNCHRONOUS",),
+        "FULL",
+        "SQLite synchronous mode; FULL makes every OK survive power loss",
+    ),
+    "embedder": Option(
+        "--embedder",
+        ("NEXUS_EMBEDDER",),
+        "minilm",
+        "minilm (offline, in-process) or ollama (nomic-embed-text on --ollama-url)",
+    ),
+    "embedding_model": Option(
+        "--embedding-model",
+        ("NEXUS_EMBEDDING_MODEL",),
+        "nomic-embed-text",
+        "Ollama embedding model when --embedder ollama",
+    ),
+    "embedder_threads": Option(
+        "--embedder-threads",
+        ("NEXUS_EMBEDDER_THREADS",),
+        "1",
+        "onnxruntime threads for the offline embedder",
+    ),
+    "qdrant_url": Option(
+        "--qdrant-url",
+        ("QDRANT_URL",),
+        "",
+        "Qdrant server or cluster URL; empty uses the embedded engine in --data-dir",
+    ),
+    "qdrant_api_key": Option("--qdrant-api-key", ("QDRANT_API_KEY",), "", "Qdrant API key"),
+    "ollama_url": Option(
+        "--ollama-url",
+        ("OLLAMA_URL", "OLLAMA_HOST"),
+        "",
+        "Ollama base URL; empty leaves extraction, summaries and selection queued",
+    ),
+    "extraction_model": Option(
+        "--extraction-model",
+        ("NEXUS_EXTRACTION_MODEL",),
+        "qwen2.5:3b",
+        "Ollama model for entity extraction",
+    ),
+    "summary_model": Option(
+        "--summary-model",
+        ("NEXUS_SUMMARY_MODEL",),
+        "qwen2.5:3b",
+        "Ollama model for summaries and overviews",
+    ),
+    "selection_model": Option(
+        "--selection-model",
+        ("NEXUS_SELECTION_MODEL",),
+        "qwen2.5:3b",
+        "fast Ollama model for two-pass memory selection",
+    ),
+    "llm_concurrency": Option(
+        "--llm-concurrency",
+        ("NEXUS_LLM_CONCURRENCY",),
+        "2",
+        "concurrent LLM calls per background worker",
+    ),
+    "llm_timeout": Option(
+        "--llm-timeout",
+        ("NEXUS_LLM_TIMEOUT",),
+        "120",
+        "seconds before an LLM call is abandoned and retried",
+    ),
+    "job_max_attempts": Option(
+        "--job-max-attempts",
+        ("NEXUS_JOB_MAX_ATTEMPTS",),
+        "6",
+        "attempts before a background job is dead-lettered",
+    ),
+    "max_concurrent_rpcs": Option(
+        "--max-concurrent-rpcs",
+        ("NEXUS_MAX_CONCURRENT_RPCS",),
+        "512",
+        "RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
+    ),
+    "max_message_bytes": Option(
+        "--max-message-bytes",
+        ("NEXUS_MAX_MESSAGE_BYTES",),
+        "4194304",
+        "largest request or response message",
+    ),
+    "grace_seconds": Option(
+        "--grace-seconds",
+        ("NEXUS_GRACE_SECONDS",),
+        "10",
+        "how long in-flight RPCs may finish on SIGTERM",
+    ),
+    "log_level": Option("--log-level", ("NEXUS_LOG_LEVEL",), "INFO", "DEBUG, INFO, WARNING, ERROR"),
+    "log_format": Option("--log-format", ("NEXUS_LOG_FORMAT",), "text", "text or json"),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = "127.0.0.1:50051"
+    data_dir: Path = Path("./data")
+    sqlite_synchronous: str = "FULL"
+    embedder: str = "minilm"
+    embedding_model: str = "nomic-embed-text"
+    embedder_threads: int = 1
+    qdrant_url: str = ""
+    qdrant_api_key: str = ""
+    ollama_url: str = ""
+    extraction_model: str = "qwen2.5:3b"
+    summary_model: str = "qwen2.5:3b"
+    selection_model: str = "qwen2.5:3b"
+    llm_concurrency: int = 2
+    llm_timeout: float = 120.0
+    job_max_attempts: int = 6
+    max_concurrent_rpcs: int = 512
+    max_message_bytes: int = 4 * 1024 * 1024
+    grace_seconds: float = 10.0
+    log_level: str = "INFO"
+    log_format: str = "text"
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "nexus.sqlite3"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.data_dir / "vectors"
+
+
+def env_default(name: str) -> str:
+    option = OPTIONS[name]
+    for var in option.env:
+        value = os.environ.get(var)
+        if value:
+            return value
+    return option.default
+
+
+def settings_from(values: dict[str, str]) -> Settings:
+    """Build Settings from string values (flags or env), converting types."""
+    defaults = Settings()
+    kwargs: dict[str, object] = {}
+    for f in fields(Settings):
+        if f.name not in values:
+            continue
+        raw, default = values[f.name], getattr(defaults, f.name)
+        convert = Path if isinstance(default, Path) else type(default)
+        try:
+            kwargs[f.name] = convert(raw)
+        except ValueError as exc:
+            raise SystemExit(
+                f"{OPTIONS[f.name].flag}: cannot read {raw!r} as {convert.__name__}"
+            ) from exc
+    return Settings(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Use cases: validation, scope resolution and the rules of the service."""

@@ -1,0 +1,199 @@
+"""Projects, sessions and episodes: the conversation record."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from nexus_grpc.domain import paging
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import Episode, Page, Project, Session
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+
+PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt")
+SESSION_FIELDS = ("name", "project_id", "metadata")
+
+
+def _project_values(values: Mapping[str, str]) -> dict[str, str]:
+    checked = {}
+    for name, value in values.items():
+        limit = v.MAX_NAME_CHARS if name in ("name", "colour", "icon") else v.MAX_SHORT_TEXT_CHARS
+        checked[name] = v.text(f"project.{name}", value, limit=limit, required=name == "name")
+    return checked
+
+
+class Conversations:
+    def __init__(self, db: Database, signals: JobSignals) -> None:
+        self.db = db
+        self.signals = signals
+
+    # Projects -------------------------------------------------------------
+
+    async def create_project(self, values: Mapping[str, str]) -> Project:
+        checked = _project_values({f: values.get(f, "") for f in PROJECT_FIELDS})
+        return await self.db.write(lambda c: project_store.insert(c, checked))
+
+    async def get_project(self, project_id: int) -> Project:
+        v.positive_id("id", project_id)
+        return await self.db.read(lambda c: project_store.get(c, project_id))
+
+    async def list_projects(self, page_size: int, page_token: str) -> Page[Project]:
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        rows = await self.db.read(lambda c: project_store.list_page(c, after, size + 1))
+        return _page(rows, size)
+
+    async def update_project(
+        self, project_id: int, values: Mapping[str, str], mask: list[str]
+    ) -> Project:
+        v.positive_id("project.id", project_id)
+        paths = v.update_mask(mask, PROJECT_FIELDS)
+        checked = _project_values({p: values.get(p, "") for p in paths})
+        return await self.db.write(lambda c: project_store.update(c, project_id, checked))
+
+    async def delete_project(self, project_id: int) -> int:
+        v.positive_id("id", project_id)
+        return await self.db.write(lambda c: project_store.delete(c, project_id))
+
+    # Sessions -------------------------------------------------------------
+
+    async def create_session(
+        self, external_id: str, name: str, project_id: int, metadata: Mapping[str, Any]
+    ) -> Session:
+        ext = v.external_id(external_id)
+        v.text("session.name", name, limit=v.MAX_NAME_CHARS)
+        v.positive_id("session.project_id", project_id, required=False)
+        meta = v.metadata("session.metadata", metadata)
+
+        def create(conn: sqlite3.Connection) -> Session:
+            if project_id and not project_store.exists(conn, project_id):
+                raise FailedPrecondition(f"session.project_id {project_id} does not exist")
+            return session_store.insert(conn, ext, name, project_id, meta)
+
+        return await self.db.write(create)
+
+    async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
+        if external_id:
+            ext = v.external_id(external_id)
+            return await self.db.read(lambda c: session_store.get_by_external_id(c, ext))
+        if session_id:
+            v.positive_id("id", session_id)
+            return await self.db.read(lambda c: session_store.get(c, session_id))
+        raise InvalidArgument("one of id or external_id is required")
+
+    async def list_sessions(
+        self, page_size: int, page_token: str, project_id: int
+    ) -> Page[Session]:
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        v.positive_id("project_id", project_id, required=False)
+        rows = await self.db.read(lambda c: session_store.list_page(c, after, size + 1, project_id))
+        return _page(rows, size)
+
+    async def update_session(
+        self, session_id: int, values: Mapping[str, Any], mask: list[str]
+    ) -> Session:
+        v.positive_id("session.id", session_id)
+        paths = v.update_mask(mask, SESSION_FIELDS)
+        changes: dict[str, Any] = {}
+        for path in paths:
+            if path == "name":
+                changes["name"] = v.text("session.name", values["name"], limit=v.MAX_NAME_CHARS)
+            elif path == "project_id":
+                changes["project_id"] = v.positive_id(
+                    "session.project_id", values["project_id"], required=False
+                )
+            else:
+                changes["metadata"] = v.metadata("session.metadata", values["metadata"])
+
+        def update(conn: sqlite3.Connection) -> Session:
+            new_project = changes.get("project_id")
+            if new_project and not project_store.exists(conn, new_project):
+                raise FailedPrecondition(f"session.project_id {new_project} does not exist")
+            return session_store.update(conn, session_id, changes)
+
+        return await self.db.write(update)
+
+    async def delete_session(self, session_id: int) -> int:
+        v.positive_id("id", session_id)
+        deleted = await self.db.write(lambda c: session_store.delete(c, session_id))
+        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY)
+        return deleted
+
+    # Episodes -------------------------------------------------------------
+
+    async def create_episode(
+        self,
+        session_id: int,
+        user_message: str,
+        ai_response: str,
+        metadata: Mapping[str, Any],
+        request_id: str,
+        project_id: int = 0,
+    ) -> Episode:
+        v.positive_id("session_id", session_id)
+        v.text("user_message", user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
+        v.text("ai_response", ai_response, limit=v.MAX_MESSAGE_CHARS)
+        v.text("request_id", request_id, limit=v.MAX_NAME_CHARS)
+        v.positive_id("project_id", project_id, required=False)
+        meta = v.metadata("metadata", metadata)
+
+        def create(conn: sqlite3.Connection) -> Episode:
+            session = session_store.get(conn, session_id)
+            if request_id:
+                existing = episode_store.find_by_request_id(conn, session_id, request_id)
+                if existing is not None:
+                    return existing
+            if project_id and session.project_id != project_id:
+                if session.project_id:
+                    raise FailedPrecondition(
+                        f"session {session_id} belongs to project {session.project_id},"
+                        f" not project_id {project_id}"
+                    )
+                if not project_store.exists(conn, project_id):
+                    raise FailedPrecondition(f"project_id {project_id} does not exist")
+                session_store.update(conn, session_id, {"project_id": project_id})
+            return episode_store.insert(
+                conn, session_id, user_message, ai_response, meta, request_id
+            )
+
+        episode = await self.db.write(create)
+        self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
+        return episode
+
+    async def get_episode(self, episode_id: int) -> Episode:
+        v.positive_id("id", episode_id)
+        return await self.db.read(lambda c: episode_store.get(c, episode_id))
+
+    async def list_episodes(
+        self, session_id: int, page_size: int, page_token: str
+    ) -> Page[Episode]:
+        v.positive_id("session_id", session_id)
+        size = paging.page_size(page_size)
+        before = paging.decode_token(page_token)
+
+        def read(conn: sqlite3.Connection) -> list[Episode]:
+            session_store.get(conn, session_id)
+            return episode_store.list_page(conn, session_id, before, size + 1)
+
+        rows = await self.db.read_in_transaction(read)
+        return _page(rows, size)
+
+    async def delete_episode(self, episode_id: int) -> None:
+        v.positive_id("id", episode_id)
+        await self.db.write(lambda c: episode_store.delete(c, episode_id))
+        self.signals.wake(jobs.INDEX_EPISODE)
+
+
+def _page(rows: list, size: int) -> Page:
+    """Rows were fetched with one extra: its presence means another page exists."""
+    if len(rows) > size:
+        rows = rows[:size]
+        return Page(rows, paging.encode_token(rows[-1].id))
+    return Page(rows, "")

@@ -1,0 +1,112 @@
+"""SearchEpisodes: keyword (FTS5 bm25), semantic (vectors) and hybrid (RRF)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+
+from nexus_grpc.domain import fts
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
+from nexus_grpc.domain.ranking import reciprocal_rank_fusion
+from nexus_grpc.domain.scope import episode_scope
+from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.errors import Unavailable
+from nexus_grpc.store import Database
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
+
+log = logging.getLogger(__name__)
+EPISODES = "episodes"
+# Each path fetches more than the limit so fusion has candidates to reorder.
+CANDIDATE_FACTOR = 3
+
+
+class EpisodeSearch:
+    def __init__(self, db: Database, embedder: Embedder, index: VectorIndex) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.index = index
+
+    async def search(
+        self, query: str, session_id: int, project_id: int, limit: int, mode: SearchMode
+    ) -> AsyncIterator[EpisodeHit]:
+        text = v.query(query)
+        n = v.search_limit(limit)
+        session_ids = await self.db.read_in_transaction(
+            lambda c: episode_scope(c, session_id, project_id)
+        )
+        if not session_ids:
+            return
+        if mode == SearchMode.KEYWORD:
+            for hit in await self._keyword(text, session_ids, n):
+                yield hit
+            return
+        if mode == SearchMode.SEMANTIC:
+            for hit in await self._semantic(text, session_ids, n):
+                yield hit
+            return
+        keyword = await self._keyword(text, session_ids, n * CANDIDATE_FACTOR)
+        semantic = await self._semantic(text, session_ids, n * CANDIDATE_FACTOR)
+        by_id: dict[int, tuple[EpisodeHit | None, EpisodeHit | None]] = {}
+        for hit in keyword:
+            by_id[hit.episode.id] = (hit, None)
+        for hit in semantic:
+            by_id[hit.episode.id] = (by_id.get(hit.episode.id, (None, None))[0], hit)
+        fused = reciprocal_rank_fusion(
+            [[h.episode.id for h in keyword], [h.episode.id for h in semantic]]
+        )
+        for episode_id, score in fused[:n]:
+            kw, sem = by_id[episode_id]
+            base = kw or sem
+            assert base is not None
+            sources = tuple(
+                s for s, h in ((SearchSource.KEYWORD, kw), (SearchSource.SEMANTIC, sem)) if h
+            )
+            snippet = kw.snippet if kw else base.snippet
+            yield EpisodeHit(base.episode, score, snippet, sources)
+
+    async def _keyword(self, text: str, session_ids: list[int], n: int) -> list[EpisodeHit]:
+        match = fts.match_expression(text)
+        if match is None:
+            return []
+
+        def read(conn: sqlite3.Connection) -> list[EpisodeHit]:
+            found = episode_store.keyword_search(conn, match, session_ids, n)
+            rows = episode_store.get_many(conn, [i for i, _, _ in found])
+            return [
+                EpisodeHit(rows[i], score, snip, (SearchSource.KEYWORD,))
+                for i, score, snip in found
+                if i in rows
+            ]
+
+        return await self.db.read_in_transaction(read)
+
+    async def _semantic(self, text: str, session_ids: list[int], n: int) -> list[EpisodeHit]:
+        try:
+            [vector] = await self.embedder.embed([text])
+            hits = await self.index.search(
+                EPISODES,
+                vector,
+                filter=Filter(must=(MatchAny("sessionId", tuple(session_ids)),)),
+                limit=n,
+            )
+        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+            raise Unavailable(f"semantic search is unavailable: {exc}") from exc
+        ids = [h.id for h in hits]
+        rows = await self.db.read(lambda c: episode_store.get_many(c, ids))
+        allowed = set(session_ids)
+        # The index is derived and may briefly hold a point whose row is gone or
+        # whose session moved; SQLite has the last word on existence and scope.
+        return [
+            EpisodeHit(
+                rows[h.id], h.score, _snippet(rows[h.id].user_message), (SearchSource.SEMANTIC,)
+            )
+            for h in hits
+            if h.id in rows and rows[h.id].session_id in allowed
+        ]
+
+
+def _snippet(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,99 @@
+"""The service's own types, independent of protobuf and SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class JobState(IntEnum):
+    PENDING = 1
+    DONE = 2
+    FAILED = 3
+
+
+class SearchMode(IntEnum):
+    KEYWORD = 1
+    SEMANTIC = 2
+    HYBRID = 3
+
+
+class SearchSource(IntEnum):
+    KEYWORD = 1
+    SEMANTIC = 2
+
+
+class MemoryKind(IntEnum):
+    PROJECT = 1
+    USER = 2
+
+
+class Tier(IntEnum):
+    TASK = 1
+    SESSION = 2
+    LONGTERM = 3
+    ARCHIVE = 4
+
+
+class MemoryCategory(IntEnum):
+    NECESSARY = 1
+    SUPPORTING = 2
+
+
+@dataclass(frozen=True)
+class Project:
+    id: int
+    name: str
+    description: str = ""
+    colour: str = ""
+    icon: str = ""
+    notes: str = ""
+    system_prompt: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Session:
+    id: int
+    external_id: str
+    name: str = ""
+    project_id: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Episode:
+    id: int
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    embed_state: JobState = JobState.PENDING
+    embed_error: str = ""
+    extract_state: JobState = JobState.PENDING
+    extract_error: str = ""
+
+    @property
+    def text(self) -> str:
+        """The text that is embedded, in seed 001's format."""
+        return f"User: {self.user_message}\nAssistant: {self.ai_response}"
+
+
+@dataclass(frozen=True)
+class EpisodeHit:
+    episode: Episode
+    score: float
+    snippet: str
+    sources: tuple[SearchSource, ...]
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_token: str

@@ -1,0 +1,39 @@
+"""Which sessions a search may see: seed 000's table, resolved per call.
+
+| session                  | scope                                   |
+| no project               | its own episodes                        |
+| in a project             | every episode of every project session  |
+| removed from a project   | its own, from the next call on          |
+
+Membership is read at query time (not stored in vector payloads), so adding
+or removing a session takes effect on the very next call, for pre-existing
+episodes too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from nexus_grpc.domain import validation as v
+from nexus_grpc.errors import InvalidArgument, NotFound
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+
+
+def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) -> list[int]:
+    v.positive_id("session_id", session_id, required=False)
+    v.positive_id("project_id", project_id, required=False)
+    if session_id:
+        session = session_store.get(conn, session_id)
+        if project_id and session.project_id != project_id:
+            raise InvalidArgument(
+                f"session {session_id} is not in project_id {project_id}; give one or the other"
+            )
+        if session.project_id:
+            return session_store.project_session_ids(conn, session.project_id)
+        return [session.id]
+    if project_id:
+        if not project_store.exists(conn, project_id):
+            raise NotFound(f"project {project_id} does not exist")
+        return session_store.project_session_ids(conn, project_id)
+    raise InvalidArgument("session_id or project_id is required to scope a search")

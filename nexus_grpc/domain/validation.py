@@ -1,0 +1,85 @@
+"""Input checks shared by every use case.
+
+Each failure names the field and the problem, so a client can fix its call
+without reading server logs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from nexus_grpc.errors import InvalidArgument
+
+# Per-field caps.  They bound what one call can make the server hold, embed or
+# send to the LLM; the gRPC message cap bounds the whole request.
+MAX_NAME_CHARS = 200
+MAX_SHORT_TEXT_CHARS = 10_000
+MAX_MESSAGE_CHARS = 100_000
+MAX_QUERY_CHARS = 2_000
+MAX_METADATA_BYTES = 64_000
+MAX_SEARCH_LIMIT = 100
+DEFAULT_SEARCH_LIMIT = 10
+
+
+def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
+    if required and not value.strip():
+        raise InvalidArgument(f"{field} is required and must not be blank")
+    if len(value) > limit:
+        raise InvalidArgument(f"{field} is {len(value)} characters; the limit is {limit}")
+    if "\x00" in value:
+        raise InvalidArgument(f"{field} must not contain NUL characters")
+    return value
+
+
+def positive_id(field: str, value: int, *, required: bool = True) -> int:
+    if value < 0 or (required and value == 0):
+        raise InvalidArgument(f"{field} must be a positive id, got {value}")
+    return value
+
+
+def metadata(field: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    encoded = json.dumps(value)
+    if len(encoded) > MAX_METADATA_BYTES:
+        raise InvalidArgument(
+            f"{field} is {len(encoded)} bytes as JSON; the limit is {MAX_METADATA_BYTES}"
+        )
+    return dict(value)
+
+
+def external_id(value: str) -> str:
+    if not value:
+        return str(uuid.uuid4())
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise InvalidArgument(f"external_id must be a UUID, got {value[:80]!r}") from exc
+
+
+def search_limit(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument(f"limit must not be negative, got {value}")
+    if value > MAX_SEARCH_LIMIT:
+        raise InvalidArgument(f"limit is {value}; the maximum is {MAX_SEARCH_LIMIT}")
+    return value or DEFAULT_SEARCH_LIMIT
+
+
+def query(value: str) -> str:
+    text("query", value, limit=MAX_QUERY_CHARS)
+    if not value.strip():
+        raise InvalidArgument("query is required and must not be blank")
+    return value.strip()
+
+
+def update_mask(paths: list[str], allowed: tuple[str, ...]) -> list[str]:
+    if not paths:
+        raise InvalidArgument(f"update_mask must name at least one of: {', '.join(allowed)}")
+    unknown = [p for p in paths if p not in allowed]
+    if unknown:
+        raise InvalidArgument(
+            f"update_mask names fields that cannot be updated: {', '.join(unknown)}"
+            f" (allowed: {', '.join(allowed)})"
+        )
+    return list(dict.fromkeys(paths))

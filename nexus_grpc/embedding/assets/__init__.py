@@ -1,0 +1,1 @@
+"""Data files shipped with the embedder (tokenizer.json; see NOTICE.txt)."""

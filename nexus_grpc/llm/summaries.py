@@ -1,0 +1,85 @@
+"""Prompts for session summaries and project overviews (plain-text answers).
+
+Session summaries are generated non-streaming (``LLMClient.chat_text``);
+project overviews are streamed (``LLMClient.chat_stream`` wrapped in
+``text.clean_stream``) so the caller can forward text as it is produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nexus_grpc.llm.options import SamplingOptions
+
+SESSION_SUMMARY_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 500}
+PROJECT_OVERVIEW_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 1200}
+MAX_OVERVIEW_INPUT_CHARS = 8000
+
+_SESSION_SYSTEM = """\
+You summarise a conversation between a user and an AI assistant for later recall.
+Write a concise summary (at most a few short paragraphs) covering the topics, \
+decisions, facts about the user and their work, and open questions. Plain text \
+only; no preamble, no headings, no lists of every message."""
+
+_OVERVIEW_SYSTEM = """\
+You write a project overview from the history of work on a project.
+Describe what the project is, its goals, the technologies and people involved, \
+key decisions so far, the current state and the next steps. Use short \
+paragraphs in plain text or simple Markdown; no preamble."""
+
+
+def truncate_recent(text: str, limit: int) -> str:
+    """Keep the last ``limit`` characters: the most recent material matters most
+    for an overview, and the prompt must fit the small model's context."""
+    if limit <= 0:
+        return ""
+    return text if len(text) <= limit else text[-limit:]
+
+
+def _format_episodes(episodes: Sequence[tuple[str, str]]) -> str:
+    return "\n\n".join(f"User: {user}\nAssistant: {ai}" for user, ai in episodes)
+
+
+def build_session_summary_messages(
+    episodes: Sequence[tuple[str, str]],
+    previous_summary: str | None,
+) -> list[dict[str, str]]:
+    """Messages for a session summary.
+
+    ``episodes`` are (user_message, ai_response) pairs, oldest first.  With no
+    previous summary they are all the episodes of the session; with one, they
+    are only the episodes since, and the model updates the summary cumulatively
+    (cheaper than re-reading the whole session).
+    """
+    body = _format_episodes(episodes) or "(no messages)"
+    if previous_summary and previous_summary.strip():
+        user = (
+            f"Current summary of the session:\n{previous_summary.strip()}\n\n"
+            f"New exchanges since that summary:\n{body}\n\n"
+            "Rewrite the summary so it also covers the new exchanges. "
+            "Keep what is still relevant from the current summary."
+        )
+    else:
+        user = f"Conversation:\n{body}\n\nWrite the summary."
+    return [{"role": "system", "content": _SESSION_SYSTEM}, {"role": "user", "content": user}]
+
+
+def build_project_overview_messages(
+    project_name: str,
+    sources: Sequence[str],
+    from_summaries: bool,
+) -> list[dict[str, str]]:
+    """Messages for a project overview.
+
+    ``sources`` are session summaries (``from_summaries=True``) or, when no
+    session has a summary yet, raw episode texts; oldest first.  The joined
+    input is cut to its last ``MAX_OVERVIEW_INPUT_CHARS`` characters.
+    """
+    kind = "Session summaries" if from_summaries else "Conversation excerpts"
+    material = truncate_recent("\n\n---\n\n".join(sources), MAX_OVERVIEW_INPUT_CHARS)
+    user = (
+        f"Project: {project_name}\n\n"
+        f"{kind} (oldest first, most recent last):\n{material or '(none)'}\n\n"
+        f"Write the overview of {project_name}."
+    )
+    return [{"role": "system", "content": _OVERVIEW_SYSTEM}, {"role": "user", "content": user}]

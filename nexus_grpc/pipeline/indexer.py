@@ -1,0 +1,82 @@
+"""Embeds rows and keeps the vector index in step with SQLite.
+
+One handler serves every collection.  A job names only a row id: if the row
+exists it is embedded and upserted under its own id (deterministic point
+ids, so a retry overwrites rather than duplicates); if it is gone its point
+is deleted.  Batches amortise the embedder, which is the costly step.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from nexus_grpc.domain.models import JobState
+from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.pipeline.collections import EPISODES, CollectionSpec
+from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
+from nexus_grpc.store import Database
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store.jobs import Job
+from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable, VectorPoint
+
+log = logging.getLogger(__name__)
+
+
+class Indexer:
+    def __init__(self, db: Database, embedder: Embedder, index: VectorIndex) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.index = index
+        # The last failure talking to the index, for health detail.
+        self.index_error: str | None = None
+
+    def handler(self, spec: CollectionSpec):
+        async def handle(batch: list[Job]) -> list[Outcome]:
+            return await self.run(spec, batch)
+
+        return handle
+
+    async def run(self, spec: CollectionSpec, batch: list[Job]) -> list[Outcome]:
+        ids = list(dict.fromkeys(j.target_id for j in batch))
+        docs = await self.db.read(lambda c: spec.load(c, ids))
+        present = [i for i in ids if i in docs]
+        gone = [i for i in ids if i not in docs]
+        try:
+            if present:
+                vectors = await self.embedder.embed([docs[i][0] for i in present])
+                await self.index.upsert(
+                    spec.name,
+                    [
+                        VectorPoint(i, vec, docs[i][1])
+                        for i, vec in zip(present, vectors, strict=True)
+                    ],
+                )
+            if gone:
+                await self.index.delete(spec.name, gone)
+        except VectorIndexUnavailable as exc:
+            self.index_error = str(exc)
+            return [Outcome(j, error=Postpone(f"vector index unavailable: {exc}")) for j in batch]
+        except EmbedderUnavailable as exc:
+            return [Outcome(j, error=Postpone(f"embedder unavailable: {exc}")) for j in batch]
+        except Exception as exc:
+            log.exception("indexing %d %s failed", len(ids), spec.name)
+            return [Outcome(j, error=Retry(f"indexing failed: {exc}")) for j in batch]
+        self.index_error = None
+        write = None
+        if spec is EPISODES and present:
+
+            def write(conn: sqlite3.Connection) -> None:
+                episode_store.set_embed_state(conn, present, JobState.DONE)
+
+        outcomes = [Outcome(j) for j in batch]
+        outcomes[0].write = write
+        return outcomes
+
+
+def mark_episode_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    episode_store.set_embed_state(conn, [job.target_id], JobState.FAILED, error)
+
+
+def note_episode_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    episode_store.set_embed_state(conn, [job.target_id], JobState.PENDING, error)

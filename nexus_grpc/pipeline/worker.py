@@ -1,0 +1,192 @@
+"""A durable job worker: claim due jobs, run them, record the outcome.
+
+Every outcome is written to SQLite in one transaction with the job's own
+row: a finished job's results and the deletion of its row commit together,
+so a crash can repeat work (handlers are idempotent) but never lose it.
+
+Failures come in two kinds:
+- ``Retry``: the attempt failed (a malformed answer, a timeout, a 500).  The
+  job runs again after exponential backoff; after ``max_attempts`` it is
+  dead-lettered (state 'failed', error kept) and ``on_dead`` records that on
+  the data it concerns.
+- ``Postpone``: a dependency is down or not configured.  The job waits
+  without spending an attempt, so an outage never exhausts the backlog; it
+  drains when the dependency returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store.jobs import Job
+
+log = logging.getLogger(__name__)
+WriteFn = Callable[[sqlite3.Connection], None]
+
+
+class Retry(Exception):
+    """This attempt failed; try again later and count the attempt."""
+
+
+class Postpone(Exception):
+    """A dependency is unavailable; wait without counting an attempt."""
+
+
+@dataclass
+class Outcome:
+    job: Job
+    write: WriteFn | None = None
+    error: Exception | None = None
+
+
+Handler = Callable[[list[Job]], Awaitable[list[Outcome]]]
+DeadHook = Callable[[sqlite3.Connection, Job, str], None]
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    batch_size: int = 1
+    concurrency: int = 1
+    max_attempts: int = 8
+    backoff_base: float = 1.0
+    backoff_max: float = 300.0
+    postpone_delay: float = 5.0
+    idle_poll: float = 5.0
+
+
+class JobWorker:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        kind: str,
+        handler: Handler,
+        config: WorkerConfig,
+        *,
+        on_dead: DeadHook | None = None,
+        on_retry: DeadHook | None = None,
+        ready: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.kind = kind
+        self.handler = handler
+        self.config = config
+        self.on_dead = on_dead
+        self.on_retry = on_retry
+        # Returns a reason when the worker must not run (e.g. no Ollama configured).
+        self.ready = ready or (lambda: None)
+        self._inflight: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._main: asyncio.Task[None] | None = None
+        self.failures = 0
+        self.completed = 0
+
+    def start(self) -> None:
+        self._main = asyncio.create_task(self._run(), name=f"worker:{self.kind}")
+
+    async def stop(self) -> None:
+        if self._main is not None:
+            self._main.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._main
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self) -> None:
+        event = self.signals.event(self.kind)
+        while True:
+            event.clear()
+            claimed = 0
+            if self.ready() is None:
+                claimed = await self._claim_and_dispatch()
+            if claimed:
+                continue
+            timeout = await self._idle_timeout()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+
+    async def _idle_timeout(self) -> float:
+        if self.ready() is not None:
+            return self.config.idle_poll
+        nxt = await self.db.read(lambda c: job_store.next_run_after(c, self.kind))
+        if nxt is None:
+            return self.config.idle_poll
+        loop_now = time.time()
+        return max(0.01, min(self.config.idle_poll, nxt - loop_now))
+
+    async def _claim_and_dispatch(self) -> int:
+        await self._slots.acquire()
+        try:
+            batch = await self.db.read(
+                lambda c: job_store.due(c, self.kind, self.config.batch_size, list(self._inflight))
+            )
+        except BaseException:
+            self._slots.release()
+            raise
+        if not batch:
+            self._slots.release()
+            return 0
+        self._inflight.update(j.id for j in batch)
+        task = asyncio.create_task(self._process(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return len(batch)
+
+    async def _process(self, batch: list[Job]) -> None:
+        try:
+            try:
+                outcomes = await self.handler(batch)
+            except Exception as exc:  # a handler bug must not kill the worker
+                log.exception("%s handler failed on %d jobs", self.kind, len(batch))
+                outcomes = [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in batch]
+            await self.db.write(lambda c: self._record(c, outcomes))
+            self.completed += sum(1 for o in outcomes if o.error is None)
+            self.failures += sum(1 for o in outcomes if o.error is not None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: recording outcomes failed; jobs stay pending", self.kind)
+        finally:
+            self._inflight.difference_update(j.id for j in batch)
+            self._slots.release()
+            self.signals.wake(self.kind)
+
+    def _record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> None:
+        done = []
+        for o in outcomes:
+            if o.error is None:
+                if o.write is not None:
+                    o.write(conn)
+                done.append(o.job.id)
+                continue
+            message = str(o.error) or type(o.error).__name__
+            if isinstance(o.error, Postpone):
+                job_store.postpone(conn, o.job.id, message, self.config.postpone_delay)
+            elif o.job.attempts + 1 >= self.config.max_attempts:
+                log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
+                job_store.dead_letter(conn, o.job.id, message)
+                if self.on_dead:
+                    self.on_dead(conn, o.job, message)
+            else:
+                job_store.retry_later(conn, o.job.id, message, self._backoff(o.job.attempts))
+                if self.on_retry:
+                    self.on_retry(conn, o.job, message)
+        job_store.finish(conn, done)
+
+    def _backoff(self, attempts: int) -> float:
+        delay = min(self.config.backoff_max, self.config.backoff_base * (2**attempts))
+        return delay * random.uniform(0.5, 1.0)  # jitter: retries of a burst spread out

@@ -1,0 +1,78 @@
+"""``nexus-grpc reindex``: rebuild the whole vector index from SQLite.
+
+Run with the server stopped (the embedded engine takes an exclusive lock).
+Drops every collection, re-embeds every row with the configured embedder,
+and records that embedder as the one the data is indexed with.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import TextIO
+
+from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_index
+from nexus_grpc.config import Settings
+from nexus_grpc.embedding import make_embedder
+from nexus_grpc.pipeline import collections
+from nexus_grpc.store import Database, documents
+from nexus_grpc.vectors import VectorPoint
+
+BATCH = 64
+
+
+def _progress(out: TextIO, name: str, done: int, total: int, started: float) -> None:
+    width = 30
+    filled = int(width * done / total) if total else width
+    rate = done / max(time.monotonic() - started, 1e-6)
+    out.write(f"\r{name:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {rate:,.0f}/s")
+    out.flush()
+
+
+async def reindex(settings: Settings, progress: TextIO) -> None:
+    db = Database(settings.sqlite_path, synchronous=settings.sqlite_synchronous)
+    await db.open()
+    embedder = make_embedder(
+        settings.embedder,
+        ollama_host=settings.ollama_url or None,
+        ollama_model=settings.embedding_model,
+        threads=settings.embedder_threads,
+    )
+    index = make_index(settings)
+    try:
+        for spec in collections.ALL:
+            await index.drop_collection(spec.name)
+            await index.ensure_collection(spec.name, embedder.dimension, spec.indexed_fields)
+            ids = sorted(await db.read(lambda c, t=spec.table: documents.all_ids(c, t)))
+            started = time.monotonic()
+            for start in range(0, len(ids), BATCH):
+                chunk = ids[start : start + BATCH]
+                docs = await db.read(lambda c, ch=chunk, s=spec: s.load(c, ch))
+                present = [i for i in chunk if i in docs]
+                vectors = await embedder.embed([docs[i][0] for i in present])
+                await index.upsert(
+                    spec.name,
+                    [VectorPoint(i, v, docs[i][1]) for i, v in zip(present, vectors, strict=True)],
+                )
+                _progress(progress, spec.name, start + len(chunk), len(ids), started)
+            _progress(progress, spec.name, len(ids), len(ids), started)
+            progress.write("\n")
+
+        signature = embedding_signature(embedder)
+
+        def record(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (EMBEDDING_META_KEY, signature),
+            )
+            conn.execute("UPDATE episodes SET embed_state = 2, embed_error = ''")
+            for spec in collections.ALL:
+                conn.execute("DELETE FROM jobs WHERE kind = ?", (spec.job_kind,))
+
+        await db.write(record)
+        progress.write(f"reindexed with {signature}\n")
+    finally:
+        await index.close()
+        await embedder.close()
+        await db.close()

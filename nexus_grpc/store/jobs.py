@@ -1,0 +1,156 @@
+"""The jobs table: the outbox of durable background work.
+
+A job is written in the same transaction as the data it concerns, so work is
+never lost between "saved" and "queued".  Index jobs carry only the target id:
+the worker reads the row when it runs, and a row that is gone means "delete
+the point".  That makes every index job idempotent and order-free.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from nexus_grpc.store.db import now
+
+INDEX_EPISODE = "index:episodes"
+INDEX_ENTITY = "index:entities"
+INDEX_SUMMARY = "index:summaries"
+INDEX_MEMORY = "index:memories"
+EXTRACT_EPISODE = "extract:episode"
+SUMMARIZE_SESSION = "summarize:session"
+
+ALL_KINDS = (
+    INDEX_EPISODE,
+    INDEX_ENTITY,
+    INDEX_SUMMARY,
+    INDEX_MEMORY,
+    EXTRACT_EPISODE,
+    SUMMARIZE_SESSION,
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    target_id: int
+    attempts: int
+
+
+def enqueue(conn: sqlite3.Connection, kind: str, target_ids: Iterable[int]) -> None:
+    ts = now()
+    conn.executemany(
+        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(kind, t, ts, ts, ts) for t in target_ids],
+    )
+
+
+def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params: Sequence) -> int:
+    ts = now()
+    cur = conn.execute(
+        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
+        f" SELECT ?, ids.id, ?, ?, ? FROM ({select_ids}) AS ids WHERE true"
+        " ON CONFLICT DO NOTHING",
+        (kind, ts, ts, ts, *params),
+    )
+    return cur.rowcount
+
+
+def due(conn: sqlite3.Connection, kind: str, limit: int, exclude: Sequence[int]) -> list[Job]:
+    """Pending jobs whose backoff has elapsed, oldest first."""
+    rows = conn.execute(
+        "SELECT id, kind, target_id, attempts FROM jobs"
+        " WHERE kind = ? AND state = 'pending' AND run_after <= ? ORDER BY id LIMIT ?",
+        (kind, now(), limit + len(exclude)),
+    ).fetchall()
+    skip = set(exclude)
+    return [Job(r[0], r[1], r[2], r[3]) for r in rows if r[0] not in skip][:limit]
+
+
+def next_run_after(conn: sqlite3.Connection, kind: str) -> float | None:
+    row = conn.execute(
+        "SELECT MIN(run_after) FROM jobs WHERE kind = ? AND state = 'pending'", (kind,)
+    ).fetchone()
+    return row[0]
+
+
+def finish(conn: sqlite3.Connection, job_ids: Sequence[int]) -> None:
+    conn.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in job_ids])
+
+
+def retry_later(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
+    conn.execute(
+        "UPDATE jobs SET attempts = attempts + 1, run_after = ?, last_error = ?, updated_at = ?"
+        " WHERE id = ?",
+        (now() + delay, error[:2000], now(), job_id),
+    )
+
+
+def postpone(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
+    """Wait without spending an attempt: the dependency is down, not the job wrong."""
+    conn.execute(
+        "UPDATE jobs SET run_after = ?, last_error = ?, updated_at = ? WHERE id = ?",
+        (now() + delay, error[:2000], now(), job_id),
+    )
+
+
+def dead_letter(conn: sqlite3.Connection, job_id: int, error: str) -> None:
+    conn.execute(
+        "UPDATE jobs SET state = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ?"
+        " WHERE id = ?",
+        (error[:2000], now(), job_id),
+    )
+
+
+def requeue_failed(conn: sqlite3.Connection, kind: str, target_id: int | None = None) -> int:
+    """Move dead-lettered jobs back to pending (dropping those already pending again)."""
+    where = "kind = ? AND state = 'failed'" + (" AND target_id = ?" if target_id else "")
+    params: tuple = (kind, target_id) if target_id else (kind,)
+    conn.execute(
+        f"DELETE FROM jobs WHERE {where} AND target_id IN"
+        " (SELECT target_id FROM jobs WHERE kind = ? AND state = 'pending')",
+        (*params, kind),
+    )
+    return conn.execute(
+        f"UPDATE jobs SET state = 'pending', attempts = 0, run_after = ?, updated_at = ?"
+        f" WHERE {where}",
+        (now(), now(), *params),
+    ).rowcount
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    kind: str
+    pending: int
+    failed: int
+    oldest_pending_age: float
+
+
+def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
+    rows = conn.execute(
+        "SELECT kind, SUM(state = 'pending'), SUM(state = 'failed'),"
+        " MIN(CASE WHEN state = 'pending' THEN created_at END) FROM jobs GROUP BY kind"
+    ).fetchall()
+    found = {r[0]: r for r in rows}
+    ts = now()
+    result = []
+    for kind in ALL_KINDS:
+        r = found.get(kind)
+        if r is None:
+            result.append(QueueDepth(kind, 0, 0, 0.0))
+        else:
+            result.append(
+                QueueDepth(kind, int(r[1] or 0), int(r[2] or 0), ts - r[3] if r[3] else 0.0)
+            )
+    return result
+
+
+def last_error(conn: sqlite3.Connection, kind: str, target_id: int) -> str:
+    row = conn.execute(
+        "SELECT last_error FROM jobs WHERE kind = ? AND target_id = ? ORDER BY id DESC LIMIT 1",
+        (kind, target_id),
+    ).fetchone()
+    return row[0] if row else ""

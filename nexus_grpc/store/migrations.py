@@ -1,0 +1,269 @@
+"""Versioned schema migrations, tracked with ``PRAGMA user_version``.
+
+Each migration runs once, inside its own transaction, and bumps the version in
+that same transaction: a crash mid-migration leaves the previous version
+intact.  Nothing swallows errors (the seed wrapped every ALTER in
+``try {} catch {}``), and the FTS index is built by triggers, never rebuilt
+at start-up.  New migrations are appended; existing ones are never edited.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS: list[str] = [
+    # 1: seed 001's tables, the jobs outbox, the extraction event log and FTS5.
+    """
+    CREATE TABLE projects (
+        id            INTEGER PRIMARY KEY,
+        name          TEXT NOT NULL,
+        description   TEXT NOT NULL DEFAULT '',
+        colour        TEXT NOT NULL DEFAULT '',
+        icon          TEXT NOT NULL DEFAULT '',
+        isolated      INTEGER NOT NULL DEFAULT 1,
+        notes         TEXT NOT NULL DEFAULT '',
+        system_prompt TEXT NOT NULL DEFAULT '',
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL
+    );
+
+    CREATE TABLE sessions (
+        id          INTEGER PRIMARY KEY,
+        external_id TEXT NOT NULL UNIQUE,
+        name        TEXT NOT NULL DEFAULT '',
+        project_id  INTEGER REFERENCES projects(id),
+        metadata    TEXT NOT NULL DEFAULT '{}',
+        created_at  REAL NOT NULL
+    );
+    CREATE INDEX idx_sessions_project ON sessions(project_id);
+
+    -- embed_state / extract_state: 1 pending, 2 done, 3 failed (JobState).
+    CREATE TABLE episodes (
+        id            INTEGER PRIMARY KEY,
+        session_id    INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        user_message  TEXT NOT NULL,
+        ai_response   TEXT NOT NULL,
+        metadata      TEXT NOT NULL DEFAULT '{}',
+        request_id    TEXT,
+        created_at    REAL NOT NULL,
+        embed_state   INTEGER NOT NULL DEFAULT 1,
+        embed_error   TEXT NOT NULL DEFAULT '',
+        extract_state INTEGER NOT NULL DEFAULT 1,
+        extract_error TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX idx_episodes_session ON episodes(session_id, id);
+    CREATE UNIQUE INDEX idx_episodes_request ON episodes(session_id, request_id)
+        WHERE request_id IS NOT NULL;
+
+    CREATE VIRTUAL TABLE episodes_fts USING fts5(
+        user_message, ai_response,
+        content='episodes', content_rowid='id',
+        tokenize='porter unicode61'
+    );
+    CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+        INSERT INTO episodes_fts(rowid, user_message, ai_response)
+        VALUES (new.id, new.user_message, new.ai_response);
+    END;
+    CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+        INSERT INTO episodes_fts(episodes_fts, rowid, user_message, ai_response)
+        VALUES ('delete', old.id, old.user_message, old.ai_response);
+    END;
+    CREATE TRIGGER episodes_fts_update AFTER UPDATE OF user_message, ai_response ON episodes BEGIN
+        INSERT INTO episodes_fts(episodes_fts, rowid, user_message, ai_response)
+        VALUES ('delete', old.id, old.user_message, old.ai_response);
+        INSERT INTO episodes_fts(rowid, user_message, ai_response)
+        VALUES (new.id, new.user_message, new.ai_response);
+    END;
+
+    CREATE TABLE entities (
+        id            INTEGER PRIMARY KEY,
+        name          TEXT NOT NULL,
+        type          TEXT NOT NULL,
+        notes         TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 1,
+        confidence    REAL NOT NULL DEFAULT 1.0,
+        source        TEXT NOT NULL DEFAULT 'extraction',
+        last_seen_at  REAL,
+        created_at    REAL NOT NULL,
+        UNIQUE(name, type)
+    );
+    CREATE INDEX idx_entities_type ON entities(type);
+
+    CREATE TABLE relationships (
+        id            INTEGER PRIMARY KEY,
+        from_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        to_id         INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        label         TEXT NOT NULL,
+        notes         TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 1,
+        created_at    REAL NOT NULL,
+        UNIQUE(from_id, to_id, label)
+    );
+    CREATE INDEX idx_relationships_to ON relationships(to_id);
+
+    CREATE TABLE entity_episodes (
+        entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+        PRIMARY KEY (entity_id, episode_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX idx_entity_episodes_episode ON entity_episodes(episode_id);
+
+    -- Which projects an entity belongs to (0 = seen outside any project), so
+    -- entity search and listing can be scoped without joining episodes.
+    CREATE TABLE entity_projects (
+        entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        project_id INTEGER NOT NULL,
+        PRIMARY KEY (entity_id, project_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX idx_entity_projects_project ON entity_projects(project_id);
+
+    -- A row with session_id NULL and a project_id is a project overview.
+    CREATE TABLE summaries (
+        id               INTEGER PRIMARY KEY,
+        session_id       INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
+        project_id       INTEGER REFERENCES projects(id) ON DELETE CASCADE,
+        content          TEXT NOT NULL,
+        first_episode_id INTEGER NOT NULL DEFAULT 0,
+        last_episode_id  INTEGER NOT NULL DEFAULT 0,
+        episode_count    INTEGER NOT NULL DEFAULT 0,
+        created_at       REAL NOT NULL,
+        updated_at       REAL NOT NULL
+    );
+    CREATE INDEX idx_summaries_session ON summaries(session_id, id);
+    CREATE INDEX idx_summaries_project ON summaries(project_id, id);
+
+    -- The outbox: background work written in the same transaction as its data.
+    -- state: pending | failed (dead letter).  Finished jobs are deleted.
+    CREATE TABLE jobs (
+        id         INTEGER PRIMARY KEY,
+        kind       TEXT NOT NULL,
+        target_id  INTEGER NOT NULL,
+        state      TEXT NOT NULL DEFAULT 'pending',
+        attempts   INTEGER NOT NULL DEFAULT 0,
+        run_after  REAL NOT NULL,
+        last_error TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX idx_jobs_ready ON jobs(kind, state, run_after);
+    -- One pending job per target: a second request for the same work coalesces.
+    CREATE UNIQUE INDEX idx_jobs_pending_target ON jobs(kind, target_id) WHERE state = 'pending';
+
+    -- Extraction outcomes, with a monotonic id clients resume from.
+    CREATE TABLE extraction_events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        episode_id INTEGER NOT NULL,
+        session_id INTEGER NOT NULL,
+        project_id INTEGER NOT NULL DEFAULT 0,
+        status     INTEGER NOT NULL,
+        error      TEXT NOT NULL DEFAULT '',
+        payload    TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX idx_extraction_events_episode ON extraction_events(episode_id, id);
+
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
+    # 2: curated PROJECT/USER memories with tiers, and their usage log.
+    """
+    CREATE TABLE memories (
+        id             INTEGER PRIMARY KEY,
+        kind           INTEGER NOT NULL,
+        title          TEXT NOT NULL,
+        content        TEXT NOT NULL,
+        tier           INTEGER NOT NULL,
+        project_id     INTEGER NOT NULL DEFAULT 0,
+        agent_id       TEXT NOT NULL DEFAULT '',
+        user_id        TEXT NOT NULL DEFAULT '',
+        session_id     INTEGER NOT NULL DEFAULT 0,
+        confidence     REAL NOT NULL DEFAULT 1.0,
+        metadata       TEXT NOT NULL DEFAULT '{}',
+        request_id     TEXT,
+        created_at     REAL NOT NULL,
+        updated_at     REAL NOT NULL,
+        last_used_at   REAL,
+        use_count      INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX idx_memories_project ON memories(project_id, agent_id, kind);
+    CREATE INDEX idx_memories_user ON memories(user_id, kind);
+    CREATE UNIQUE INDEX idx_memories_request ON memories(request_id) WHERE request_id IS NOT NULL;
+
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        title, content, content='memories', content_rowid='id', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, title, content) VALUES (new.id, new.title, new.content);
+    END;
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, title, content)
+        VALUES ('delete', old.id, old.title, old.content);
+    END;
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF title, content ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, title, content)
+        VALUES ('delete', old.id, old.title, old.content);
+        INSERT INTO memories_fts(rowid, title, content) VALUES (new.id, new.title, new.content);
+    END;
+
+    CREATE TABLE memory_usage (
+        id         INTEGER PRIMARY KEY,
+        memory_id  INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        thread_id  TEXT NOT NULL,
+        context    TEXT NOT NULL,
+        relevance  REAL NOT NULL,
+        category   INTEGER NOT NULL,
+        used_at    REAL NOT NULL
+    );
+    CREATE INDEX idx_memory_usage_thread ON memory_usage(thread_id, memory_id);
+    CREATE INDEX idx_memory_usage_memory ON memory_usage(memory_id, id);
+    """,
+]
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration newer than the database; returns the version."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > LATEST_VERSION:
+        raise RuntimeError(
+            f"database schema version {current} is newer than this build knows "
+            f"({LATEST_VERSION}); upgrade nexus-grpc"
+        )
+    for version in range(current + 1, LATEST_VERSION + 1):
+        log.info("applying schema migration %d", version)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return LATEST_VERSION
+
+
+def _split(script: str) -> list[str]:
+    """Split a script into statements, keeping trigger bodies whole.
+
+    executescript() would commit the open transaction, so statements run one
+    by one; sqlite3.complete_statement tells where each one ends.
+    """
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if not buffer.strip() and line.strip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete statement in migration: {buffer.strip()[:80]}")
+    return statements

@@ -1,0 +1,118 @@
+"""Sessions table."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from nexus_grpc.domain.models import Session
+from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.store import jobs
+from nexus_grpc.store.db import now
+
+
+def _row(row: sqlite3.Row) -> Session:
+    return Session(
+        id=row["id"],
+        external_id=row["external_id"],
+        name=row["name"],
+        project_id=row["project_id"] or 0,
+        metadata=json.loads(row["metadata"]),
+        created_at=row["created_at"],
+    )
+
+
+def insert(
+    conn: sqlite3.Connection,
+    external_id: str,
+    name: str,
+    project_id: int,
+    metadata: Mapping[str, Any],
+) -> Session:
+    try:
+        cur = conn.execute(
+            "INSERT INTO sessions (external_id, name, project_id, metadata, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (external_id, name, project_id or None, json.dumps(metadata), now()),
+        )
+    except sqlite3.IntegrityError as exc:
+        if "external_id" in str(exc):
+            raise AlreadyExists(
+                f"a session with external_id {external_id!r} already exists"
+            ) from exc
+        raise
+    return get(conn, cur.lastrowid or 0)
+
+
+def get(conn: sqlite3.Connection, session_id: int) -> Session:
+    row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} does not exist")
+    return _row(row)
+
+
+def get_by_external_id(conn: sqlite3.Connection, external_id: str) -> Session:
+    row = conn.execute("SELECT * FROM sessions WHERE external_id = ?", (external_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"session with external_id {external_id!r} does not exist")
+    return _row(row)
+
+
+def list_page(
+    conn: sqlite3.Connection, after_id: int | None, limit: int, project_id: int
+) -> list[Session]:
+    if project_id:
+        rows = conn.execute(
+            "SELECT * FROM sessions WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (project_id, after_id or 0, limit),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT * FROM sessions WHERE id > ? ORDER BY id LIMIT ?", (after_id or 0, limit)
+        ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def project_session_ids(conn: sqlite3.Connection, project_id: int) -> list[int]:
+    rows = conn.execute("SELECT id FROM sessions WHERE project_id = ?", (project_id,))
+    return [r[0] for r in rows]
+
+
+def update(conn: sqlite3.Connection, session_id: int, changes: Mapping[str, Any]) -> Session:
+    get(conn, session_id)
+    for column, value in changes.items():
+        if column == "name":
+            conn.execute("UPDATE sessions SET name = ? WHERE id = ?", (value, session_id))
+        elif column == "project_id":
+            conn.execute(
+                "UPDATE sessions SET project_id = ? WHERE id = ?", (value or None, session_id)
+            )
+        elif column == "metadata":
+            conn.execute(
+                "UPDATE sessions SET metadata = ? WHERE id = ?", (json.dumps(value), session_id)
+            )
+        else:  # the domain only passes the three columns above
+            raise ValueError(f"not an updatable session column: {column}")
+    return get(conn, session_id)
+
+
+def delete(conn: sqlite3.Connection, session_id: int) -> int:
+    """Delete a session and (by cascade) its episodes and summaries.
+
+    Index jobs for every episode and summary are queued in the same
+    transaction, so their vector points are removed durably too.
+    """
+    get(conn, session_id)
+    jobs.enqueue_select(
+        conn, jobs.INDEX_EPISODE, "SELECT id FROM episodes WHERE session_id = ?", (session_id,)
+    )
+    jobs.enqueue_select(
+        conn, jobs.INDEX_SUMMARY, "SELECT id FROM summaries WHERE session_id = ?", (session_id,)
+    )
+    count = conn.execute(
+        "SELECT COUNT(*) FROM episodes WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+    return int(count)

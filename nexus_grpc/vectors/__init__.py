@@ -1,0 +1,33 @@
+"""Vector indexes: embedded qdrant-edge (default) or a Qdrant server, behind one interface."""
+
+from __future__ import annotations
+
+from .base import (
+    CollectionNotFound,
+    Cond,
+    DimensionMismatch,
+    Filter,
+    MatchAny,
+    VectorHit,
+    VectorIndex,
+    VectorIndexLocked,
+    VectorIndexUnavailable,
+    VectorPoint,
+)
+from .edge import EdgeVectorIndex
+from .remote import QdrantVectorIndex
+
+__all__ = [
+    "CollectionNotFound",
+    "Cond",
+    "DimensionMismatch",
+    "EdgeVectorIndex",
+    "Filter",
+    "MatchAny",
+    "QdrantVectorIndex",
+    "VectorHit",
+    "VectorIndex",
+    "VectorIndexLocked",
+    "VectorIndexUnavailable",
+    "VectorPoint",
+]

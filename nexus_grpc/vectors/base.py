@@ -1,0 +1,125 @@
+"""Backend-neutral vector index interface, domain types and a tiny filter AST."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+FieldValue = int | str | bool
+FIELD_TYPES = ("integer", "keyword", "bool")
+
+
+@dataclass(frozen=True)
+class VectorPoint:
+    id: int  # unsigned 64-bit (Qdrant point ids are u64 or UUID; we only use ints)
+    vector: Sequence[float]
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: int
+    score: float  # cosine similarity, higher is better
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MatchAny:
+    """``key IN values``; use it for a single value too. Empty ``values`` matches nothing."""
+
+    key: str
+    values: tuple[FieldValue, ...]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """must: all hold; should: at least one holds (if any given); must_not: none holds."""
+
+    must: tuple[Cond, ...] = ()
+    should: tuple[Cond, ...] = ()
+    must_not: tuple[Cond, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.must or self.should or self.must_not)
+
+
+Cond = MatchAny | Filter  # nesting allowed: a Filter is itself a condition
+
+
+class VectorIndexUnavailable(Exception):
+    """The index cannot be reached right now (network, timeout, server down); retryable."""
+
+
+class VectorIndexLocked(RuntimeError):
+    """An embedded index directory is already opened by another process (or index object).
+    Not retryable: two writers would corrupt it, so the second one must not start."""
+
+
+class CollectionNotFound(LookupError):
+    """The named collection does not exist (call ensure_collection first)."""
+
+
+class DimensionMismatch(ValueError):
+    """A collection exists with a different vector size than requested (drop and rebuild)."""
+
+
+def split_values(values: Sequence[FieldValue]) -> tuple[list[int], list[str], list[bool]]:
+    """Group MatchAny values by type: Qdrant's match-any takes only all-int or all-str lists,
+    and bools need a separate exact match. bool is tested first since it subclasses int."""
+    ints: list[int] = []
+    strs: list[str] = []
+    bools: list[bool] = []
+    for v in values:
+        if isinstance(v, bool):
+            if v not in bools:
+                bools.append(v)
+        elif isinstance(v, int):
+            ints.append(v)
+        elif isinstance(v, str):
+            strs.append(v)
+        else:
+            raise TypeError(f"unsupported filter value {v!r} ({type(v).__name__})")
+    return ints, strs, bools
+
+
+def check_field_types(indexed_fields: Mapping[str, str]) -> None:
+    for key, kind in indexed_fields.items():
+        if kind not in FIELD_TYPES:
+            raise ValueError(
+                f"field {key!r}: unknown index type {kind!r}, want one of {FIELD_TYPES}"
+            )
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    async def ensure_collection(
+        self, name: str, dimension: int, indexed_fields: Mapping[str, str]
+    ) -> None:
+        """Create the collection (cosine) and a payload index per field; idempotent.
+        Raises DimensionMismatch if it exists with another dimension."""
+        ...
+
+    async def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None: ...
+
+    async def delete(self, collection: str, ids: Sequence[int]) -> None: ...
+
+    async def search(
+        self, collection: str, vector: Sequence[float], *, filter: Filter | None, limit: int
+    ) -> list[VectorHit]: ...
+
+    async def count(self, collection: str) -> int: ...
+
+    def ids(self, collection: str) -> AsyncIterator[list[int]]:
+        """Pages of all point ids (an async generator), for reconciliation with the DB."""
+        ...
+
+    async def retrieve_ids(self, collection: str, ids: Sequence[int]) -> set[int]: ...
+
+    async def collection_dimension(self, collection: str) -> int | None: ...
+
+    async def drop_collection(self, name: str) -> None: ...
+
+    async def check(self) -> str | None: ...
+
+    async def close(self) -> None: ...

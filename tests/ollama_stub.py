@@ -1,0 +1,714 @@
+"""A protocol-faithful Ollama stand-in, for tests only.
+
+It is a real HTTP server (stdlib ``ThreadingHTTPServer`` on a background
+thread), so it works under any event loop, with the real ``ollama`` client,
+and as a subprocess::
+
+    python tests/ollama_stub.py --port 0 --script script.json [--record requests.jsonl]
+
+It prints ``OLLAMA_STUB_READY http://127.0.0.1:PORT`` once listening.
+
+Wire format follows Ollama's API (docs/api.md): ``POST /api/chat`` and
+``/api/generate`` stream NDJSON (HTTP/1.1 chunked, ``application/x-ndjson``)
+unless ``"stream": false``, ending with a ``done: true`` chunk that carries
+``done_reason`` and the counters; ``POST /api/embed`` returns L2-normalised
+``embeddings``; ``GET /api/tags`` and ``/api/version``; an unknown model is a
+404 ``{"error": "model \\"x\\" not found, try pulling it first"}``; an error in
+the middle of a stream is an ``{"error": ...}`` line.
+
+What it answers is scripted, first match wins:
+
+1. fault switches (all endpoints): ``delay()``, ``fail_with()``, ``malformed()``;
+2. ``responder(endpoint, body) -> Reply | None`` (all endpoints);
+3. rules (``add_rule``: match endpoint / model / prompt substring);
+4. the FIFO queue (``enqueue``), consumed by chat/generate only, so health
+   checks never eat a scripted answer;
+5. ``default`` (a ``Reply``), for chat/generate.
+
+Every request body is recorded in ``stub.requests`` (dict subclasses with
+``.method`` and ``.path``); tests wait for them with ``wait_for_requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import re
+import signal
+import socket
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODELS: tuple[str, ...] = (
+    "qwen2.5:3b",
+    "qwen2.5:1.5b",
+    "qwen2.5:0.5b",
+    "nomic-embed-text:latest",
+)
+OLLAMA_VERSION = "0.12.6"
+GENERATION_ENDPOINTS = frozenset({"/api/chat", "/api/generate"})
+MODEL_ENDPOINTS = GENERATION_ENDPOINTS | {"/api/embed", "/api/embeddings"}
+# A truncated JSON document: what a body cut mid-write looks like.
+MALFORMED_BODY = '{"model": "stub", "message": {"role": "assistant", "content": "{\\"enti'
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer.
+
+    ``content``: the model's text (chat ``message.content`` / generate
+    ``response``).  ``status`` != 200 sends ``{"error": error}`` with that
+    status.  ``delay``: seconds before the response headers (client timeouts).
+    ``chunks``: explicit streaming pieces (default: split into words).
+    ``chunk_delay``: pause between streamed chunks.  ``malformed``: send an
+    unparseable body/line.  ``stream_error``: after the chunks, an ``{"error"}``
+    line, as Ollama does when a runner dies mid-generation.
+    """
+
+    content: str = ""
+    status: int = 200
+    error: str | None = None
+    delay: float = 0.0
+    chunks: tuple[str, ...] | None = None
+    chunk_delay: float = 0.0
+    malformed: bool = False
+    stream_error: str | None = None
+    done_reason: str = "stop"
+
+    @classmethod
+    def of(cls, content: str | dict[str, Any] | list[Any], **kw: Any) -> Reply:
+        """Text as-is; dicts/lists JSON-encoded (structured-output answers)."""
+        text = content if isinstance(content, str) else json.dumps(content)
+        return cls(content=text, **kw)
+
+    @classmethod
+    def error_status(cls, status: int, message: str | None = None) -> Reply:
+        return cls(status=status, error=message or f"stub error {status}")
+
+    @classmethod
+    def slow(cls, seconds: float, content: str = "") -> Reply:
+        return cls(content=content, delay=seconds)
+
+    @classmethod
+    def garbage(cls) -> Reply:
+        return cls(malformed=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reply:
+        """For JSON scripts: ``content`` may be an object (JSON-encoded)."""
+        data = dict(data)
+        content = data.pop("content", "")
+        if not isinstance(content, str):
+            content = json.dumps(content)
+        if data.get("chunks") is not None:
+            data["chunks"] = tuple(data["chunks"])
+        return cls(content=content, **data)
+
+
+Responder = Callable[[str, dict[str, Any]], Reply | None]
+
+
+class RecordedRequest(dict[str, Any]):
+    """A request body (so ``req["options"]["temperature"]`` works) plus
+    ``.method`` and ``.path``.  GET requests have an empty body."""
+
+    def __init__(self, method: str, path: str, body: dict[str, Any]) -> None:
+        super().__init__(body)
+        self.method = method
+        self.path = path
+
+    def prompt_text(self) -> str:
+        """All prompt text of a chat/generate request, for substring asserts."""
+        parts = [str(m.get("content", "")) for m in self.get("messages") or []]
+        parts += [str(self.get(k, "")) for k in ("system", "prompt")]
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class _Rule:
+    reply: Reply
+    endpoint: str | None = None
+    model: str | None = None
+    contains: str | None = None
+    times: int | None = None  # None: unlimited
+
+    def matches(self, endpoint: str, request: RecordedRequest) -> bool:
+        if self.times is not None and self.times <= 0:
+            return False
+        if self.endpoint is None and endpoint not in GENERATION_ENDPOINTS:
+            return False
+        if self.endpoint is not None and self.endpoint != endpoint:
+            return False
+        if self.model is not None and _full_name(str(request.get("model", ""))) != _full_name(
+            self.model
+        ):
+            return False
+        return self.contains is None or self.contains in request.prompt_text()
+
+
+@dataclass
+class _Faults:
+    status: int | None = None
+    message: str | None = None
+    delay: float = 0.0
+    malformed: bool = False
+
+
+def _full_name(model: str) -> str:
+    """Ollama treats "qwen2.5" as "qwen2.5:latest"."""
+    return model if ":" in model else f"{model}:latest"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def embed_vector(text: str, dim: int) -> list[float]:
+    """Deterministic unit vector from a hash of ``text`` (like /api/embed, normalised)."""
+    values: list[float] = []
+    counter = 0
+    while len(values) < dim:
+        digest = hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        values += [int.from_bytes(digest[i : i + 4], "big") / 2**31 - 1.0 for i in range(0, 32, 4)]
+        counter += 1
+    values = values[:dim]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+def split_words(text: str) -> list[str]:
+    """Default streaming chunks: word-ish pieces, whitespace kept, so joining
+    the deltas gives back the exact text."""
+    return re.findall(r"\s*\S+\s*|\s+", text) or [""]
+
+
+class OllamaStub:
+    """The stub server.  ``with OllamaStub() as stub: client(host=stub.url)``."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        models: Iterable[str] | None = DEFAULT_MODELS,
+        embed_dim: int = 384,
+        default: Reply | None = None,
+        responder: Responder | None = None,
+        version: str = OLLAMA_VERSION,
+        record_path: str | Path | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        #: Pulled models; ``None`` accepts any model name.  Mutable: remove a
+        #: model to simulate "not pulled".
+        self.models: list[str] | None = None if models is None else list(models)
+        self.embed_dim = embed_dim
+        self.default = default if default is not None else Reply(content="{}")
+        self.responder = responder
+        self.version = version
+        self.record_path = Path(record_path) if record_path else None
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Reply] = deque()
+        self._rules: list[_Rule] = []
+        self._faults = _Faults()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._abort = threading.Event()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def start(self) -> OllamaStub:
+        """Listen (again) on ``self.port``; the first start picks a free port."""
+        if self._server is not None:
+            return self
+        self._abort = threading.Event()
+        self._server = _Server((self.host, self.port), _Handler, self)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"ollama-stub:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Go away like a killed Ollama: stop listening and drop open connections
+        (including keep-alive ones and requests still sleeping in a delay)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._abort.set()
+        server.shutdown()
+        server.server_close()
+        server.close_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def restart(self) -> OllamaStub:
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> OllamaStub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- scripting -------------------------------------------------------------
+
+    def enqueue(self, *replies: Reply | str | dict[str, Any]) -> None:
+        """Queue answers for the next chat/generate requests (FIFO).  A str or
+        dict is shorthand for ``Reply.of(...)``."""
+        with self._lock:
+            self._queue.extend(r if isinstance(r, Reply) else Reply.of(r) for r in replies)
+
+    def add_rule(
+        self,
+        reply: Reply | str | dict[str, Any],
+        *,
+        endpoint: str | None = None,
+        model: str | None = None,
+        contains: str | None = None,
+        times: int | None = None,
+    ) -> None:
+        """Answer requests matching all given criteria (``contains``: substring of
+        the prompt) with ``reply``, ``times`` times or forever.  Without
+        ``endpoint`` a rule only applies to chat/generate."""
+        rep = reply if isinstance(reply, Reply) else Reply.of(reply)
+        with self._lock:
+            self._rules.append(_Rule(rep, endpoint, model, contains, times))
+
+    def fail_with(self, status: int, message: str | None = None) -> None:
+        """Every request (all endpoints) answers HTTP ``status`` until cleared."""
+        with self._lock:
+            self._faults.status, self._faults.message = status, message
+
+    def delay(self, seconds: float) -> None:
+        """Every request waits ``seconds`` before answering, until cleared."""
+        with self._lock:
+            self._faults.delay = seconds
+
+    def malformed(self, on: bool = True) -> None:
+        """Every request gets an unparseable body, until cleared."""
+        with self._lock:
+            self._faults.malformed = on
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults = _Faults()
+
+    def reset(self) -> None:
+        """Forget requests, queue, rules and faults (not models/responder)."""
+        with self._lock:
+            self.requests.clear()
+            self._queue.clear()
+            self._rules.clear()
+            self._faults = _Faults()
+
+    # -- inspection ------------------------------------------------------------
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path == path]
+
+    def wait_for_requests_sync(
+        self, n: int, timeout: float = 5.0, *, path: str | None = None
+    ) -> list[RecordedRequest]:
+        """Block until at least ``n`` requests (to ``path``, if given) were
+        received; returns them.  Raises ``TimeoutError``."""
+
+        def matching() -> list[RecordedRequest]:
+            return [r for r in self.requests if path is None or r.path == path]
+
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(matching()) >= n, timeout):
+                seen = [f"{r.method} {r.path}" for r in self.requests]
+                raise TimeoutError(f"stub got {len(matching())}/{n} requests in {timeout}s: {seen}")
+            return matching()
+
+    async def wait_for_requests(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - mirrors the sync version's signature
+        *,
+        path: str | None = None,
+    ) -> list[RecordedRequest]:
+        """Async version (waits in a worker thread; never blocks the loop)."""
+        return await asyncio.to_thread(self.wait_for_requests_sync, n, timeout, path=path)
+
+    # -- request handling (server threads) ---------------------------------------
+
+    def _record(self, method: str, path: str, body: dict[str, Any]) -> RecordedRequest:
+        req = RecordedRequest(method, path, body)
+        with self._cond:
+            self.requests.append(req)
+            if self.record_path is not None:
+                line = json.dumps({"method": method, "path": path, "body": body})
+                with self.record_path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            self._cond.notify_all()
+        return req
+
+    def _faults_now(self) -> _Faults:
+        with self._lock:
+            return replace(self._faults)
+
+    def _scripted(self, endpoint: str, req: RecordedRequest) -> Reply | None:
+        if self.responder is not None:
+            reply = self.responder(endpoint, dict(req))
+            if reply is not None:
+                return reply
+        with self._lock:
+            for rule in self._rules:
+                if rule.matches(endpoint, req):
+                    if rule.times is not None:
+                        rule.times -= 1
+                    return rule.reply
+            if endpoint in GENERATION_ENDPOINTS:
+                return self._queue.popleft() if self._queue else self.default
+        return None
+
+    def _model_error(self, endpoint: str, body: dict[str, Any]) -> tuple[int, str] | None:
+        if endpoint not in MODEL_ENDPOINTS:
+            return None
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return 400, "model is required"
+        if self.models is not None and _full_name(model) not in {
+            _full_name(m) for m in self.models
+        }:
+            return 404, f'model "{model}" not found, try pulling it first'
+        return None
+
+    def _tags(self) -> dict[str, Any]:
+        models = self.models if self.models is not None else list(DEFAULT_MODELS)
+        return {
+            "models": [
+                {
+                    "name": _full_name(m),
+                    "model": _full_name(m),
+                    "modified_at": "2025-06-01T12:00:00.000000000Z",
+                    "size": 1_929_912_432,
+                    "digest": hashlib.sha256(m.encode()).hexdigest(),
+                    "details": {
+                        "parent_model": "",
+                        "format": "gguf",
+                        "family": m.split(":")[0],
+                        "families": [m.split(":")[0]],
+                        "parameter_size": "3.1B",
+                        "quantization_level": "Q4_K_M",
+                    },
+                }
+                for m in models
+            ]
+        }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True  # restart on the same port despite TIME_WAIT
+
+    def __init__(self, address: tuple[str, int], handler: type, stub: OllamaStub) -> None:
+        self.stub = stub
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conns_lock:
+            self._conns.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conns_lock:
+            self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Aborted(Exception):
+    """The stub was stopped while this request was waiting."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive + chunked streams, like Ollama
+    server: _Server
+    timeout = 30  # idle keep-alive connections end eventually
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    @property
+    def stub(self) -> OllamaStub:
+        return self.server.stub
+
+    def do_HEAD(self) -> None:
+        self._send_raw(200, b"", "text/plain; charset=utf-8", head=True)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET", {})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError as exc:
+            self.stub._record("POST", self.path, {})
+            self._send_json(400, {"error": f"invalid JSON: {exc.msg}"})
+            return
+        if not isinstance(body, dict):
+            body = {"_body": body}
+        self._dispatch("POST", body)
+
+    def _dispatch(self, method: str, body: dict[str, Any]) -> None:
+        path = self.path.split("?")[0]
+        req = self.stub._record(method, path, body)
+        known = {
+            ("GET", "/"),
+            ("GET", "/api/tags"),
+            ("GET", "/api/version"),
+            ("POST", "/api/chat"),
+            ("POST", "/api/generate"),
+            ("POST", "/api/embed"),
+            ("POST", "/api/embeddings"),
+        }
+        if (method, path) not in known:
+            self._send_raw(404, b"404 page not found", "text/plain")
+            return
+        try:
+            # Order: server-wide faults, then Ollama's own checks, then the script.
+            faults = self.stub._faults_now()
+            if faults.delay and self.stub._abort.wait(faults.delay):
+                raise _Aborted
+            if faults.status is not None:
+                self._send_error(faults.status, faults.message)
+                return
+            if faults.malformed and not self._streaming(path, body):
+                self._send_raw(200, MALFORMED_BODY.encode(), "application/json; charset=utf-8")
+                return
+            error = self.stub._model_error(path, body)
+            if error is not None:
+                self._send_error(*error)
+                return
+            reply = self.stub._scripted(path, req)
+            if faults.malformed:
+                reply = replace(reply or self.stub.default, malformed=True)
+            if reply is not None and reply.delay and self.stub._abort.wait(reply.delay):
+                raise _Aborted
+            if reply is not None and reply.status != 200:
+                self._send_error(reply.status, reply.error)
+                return
+            if reply is not None and reply.malformed and not self._streaming(path, body):
+                self._send_raw(200, MALFORMED_BODY.encode(), "application/json; charset=utf-8")
+                return
+            self._answer(path, body, reply)
+        except (_Aborted, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _send_error(self, status: int, message: str | None) -> None:
+        self._send_json(status, {"error": message or f"stub error {status}"})
+
+    def _answer(self, path: str, body: dict[str, Any], reply: Reply | None) -> None:
+        stub = self.stub
+        if path == "/":
+            self._send_raw(200, b"Ollama is running", "text/plain; charset=utf-8")
+        elif path == "/api/version":
+            self._send_json(200, {"version": stub.version})
+        elif path == "/api/tags":
+            self._send_json(200, stub._tags())
+        elif path == "/api/embed":
+            inputs = body.get("input", [])
+            if isinstance(inputs, str):
+                inputs = [inputs]
+            if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+                self._send_json(400, {"error": "invalid input type"})
+                return
+            dim = int(body.get("dimensions") or stub.embed_dim)
+            self._send_json(
+                200,
+                {
+                    "model": body["model"],
+                    "embeddings": [embed_vector(t, dim) for t in inputs],
+                    "total_duration": 14_143_917,
+                    "load_duration": 1_019_500,
+                    "prompt_eval_count": sum(max(1, len(t) // 4) for t in inputs),
+                },
+            )
+        elif path == "/api/embeddings":  # legacy single-prompt endpoint
+            self._send_json(
+                200, {"embedding": embed_vector(str(body.get("prompt", "")), stub.embed_dim)}
+            )
+        else:
+            self._generate(path, body, reply or stub.default)
+
+    def _generate(self, path: str, body: dict[str, Any], reply: Reply) -> None:
+        chat = path == "/api/chat"
+        if chat and not isinstance(body.get("messages", []), list):
+            self._send_json(400, {"error": "messages must be a list"})
+            return
+        model = body["model"]
+        prompt_chars = len(RecordedRequest("POST", path, body).prompt_text())
+
+        def piece(text: str, done: bool) -> dict[str, Any]:
+            out: dict[str, Any] = {"model": model, "created_at": _now()}
+            if chat:
+                out["message"] = {"role": "assistant", "content": text}
+            else:
+                out["response"] = text
+            out["done"] = done
+            return out
+
+        def final(text: str, n_chunks: int) -> dict[str, Any]:
+            out = piece(text, True)
+            out.update(
+                done_reason=reply.done_reason,
+                total_duration=123_456_789,
+                load_duration=1_234_567,
+                prompt_eval_count=max(1, prompt_chars // 4),
+                prompt_eval_duration=12_345_678,
+                eval_count=n_chunks,
+                eval_duration=98_765_432,
+            )
+            return out
+
+        if not self._streaming(path, body):
+            self._send_json(200, final(reply.content, len(split_words(reply.content))))
+            return
+
+        chunks = list(reply.chunks) if reply.chunks is not None else split_words(reply.content)
+        self._start_stream()
+        if reply.malformed:
+            self._write_chunk(MALFORMED_BODY + "\n")
+            self._end_stream()
+            return
+        for i, text in enumerate(chunks):
+            if i and reply.chunk_delay and self.stub._abort.wait(reply.chunk_delay):
+                raise _Aborted
+            self._write_chunk(json.dumps(piece(text, False)) + "\n")
+        if reply.stream_error is not None:
+            self._write_chunk(json.dumps({"error": reply.stream_error}) + "\n")
+        else:
+            self._write_chunk(json.dumps(final("", len(chunks))) + "\n")
+        self._end_stream()
+
+    @staticmethod
+    def _streaming(path: str, body: dict[str, Any]) -> bool:
+        return path in GENERATION_ENDPOINTS and body.get("stream", True) is not False
+
+    # -- wire helpers ----------------------------------------------------------
+
+    def _send_json(self, status: int, obj: dict[str, Any]) -> None:
+        self._send_raw(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
+
+    def _send_raw(self, status: int, data: bytes, ctype: str, *, head: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+        self.wfile.flush()
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def _write_chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+# -- subprocess mode ------------------------------------------------------------
+
+
+def load_script(stub: OllamaStub, script: dict[str, Any]) -> None:
+    """Apply a JSON script::
+
+        {"models": [...] | null, "embed_dim": 384, "default": {Reply},
+         "queue": [{Reply}, ...],
+         "rules": [{"endpoint", "model", "contains", "times", "reply": {Reply}}],
+         "faults": {"fail_with": 503, "delay": 0.5, "malformed": false}}
+
+    A Reply dict has the ``Reply`` fields; ``content`` may be a JSON object.
+    """
+    if "models" in script:
+        stub.models = None if script["models"] is None else list(script["models"])
+    if "embed_dim" in script:
+        stub.embed_dim = int(script["embed_dim"])
+    if "default" in script:
+        stub.default = Reply.from_dict(script["default"])
+    stub.enqueue(*(Reply.from_dict(r) for r in script.get("queue", [])))
+    for rule in script.get("rules", []):
+        rule = dict(rule)
+        stub.add_rule(Reply.from_dict(rule.pop("reply")), **rule)
+    faults = script.get("faults", {})
+    if faults.get("fail_with") is not None:
+        stub.fail_with(int(faults["fail_with"]), faults.get("message"))
+    if faults.get("delay"):
+        stub.delay(float(faults["delay"]))
+    if faults.get("malformed"):
+        stub.malformed()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Ollama stand-in for tests")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", type=Path, help="JSON script (see load_script)")
+    parser.add_argument("--record", type=Path, help="append each request as a JSON line")
+    args = parser.parse_args(argv)
+
+    stub = OllamaStub(host=args.host, port=args.port, record_path=args.record)
+    if args.script is not None:
+        load_script(stub, json.loads(args.script.read_text(encoding="utf-8")))
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    with stub:
+        print(f"OLLAMA_STUB_READY {stub.url}", flush=True)
+        done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Test helpers: a fast deterministic embedder and a running-server harness.
+
+The embedder stands in for MiniLM where a test is about plumbing, not
+meaning (one test uses the real model); it hashes words into a vector, so
+texts sharing words are close, deterministically, in microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from nexus_grpc.app import App
+from nexus_grpc.config import Settings
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
+from nexus_grpc.server import RunningServer, start_server
+from nexus_grpc.vectors import VectorIndex
+
+
+class HashingEmbedder:
+    model_id = "test-hashing-64"
+    dimension = 64
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail_with: Exception | None = None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [self._one(t) for t in texts]
+
+    def _one(self, text: str) -> list[float]:
+        vec = [0.0] * self.dimension
+        for word in re.findall(r"\w+", text.lower()):
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+            vec[h % self.dimension] += 1.0 if h & 0x100 else -1.0
+        norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+        return [x / norm for x in vec]
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class Harness:
+    running: RunningServer
+    channel: grpc.aio.Channel
+    memory: mgrpc.MemoryServiceStub
+    graph: ggrpc.GraphServiceStub
+    summary: sgrpc.SummaryServiceStub
+    app: App
+    target: str
+    extras: dict = field(default_factory=dict)
+
+    async def close(self) -> None:
+        await self.channel.close()
+        await self.running.stop(None)
+
+
+async def start_harness(
+    data_dir: Path, *, embedder=None, index: VectorIndex | None = None, **settings_kw
+) -> Harness:
+    settings = Settings(listen="127.0.0.1:0", data_dir=data_dir, **settings_kw)
+    app = App(settings, embedder=embedder or HashingEmbedder(), index=index)
+    running = await start_server(settings, app)
+    target = f"127.0.0.1:{running.port}"
+    channel = grpc.aio.insecure_channel(target)
+    return Harness(
+        running, channel, mgrpc.MemoryServiceStub(channel), ggrpc.GraphServiceStub(channel),
+        sgrpc.SummaryServiceStub(channel), app, target,
+    )
+
+
+async def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
+    """Poll an async predicate: for state that has no event to wait on (e.g. job rows)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await predicate()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
