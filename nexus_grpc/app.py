@@ -16,6 +16,7 @@ from nexus_grpc.config import Settings
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.embedding import Embedder, make_embedder
+from nexus_grpc.llm import LLMClient
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
@@ -96,8 +97,23 @@ class App:
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
+        # None when no Ollama is configured: LLM jobs then wait in the queue.
+        self.llm: LLMClient | None = (
+            LLMClient(settings.ollama_url, timeout=settings.llm_timeout)
+            if settings.ollama_url
+            else None
+        )
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
+        # --- knowledge graph (extraction, GraphService) ---
+        # --- summaries (SummaryService) ---
+        # --- memories (PROJECT/USER memories, selection) ---
+
+    def llm_ready(self) -> str | None:
+        """Why LLM workers must wait, or None when they may run."""
+        if self.llm is None:
+            return "no Ollama configured (--ollama-url / OLLAMA_HOST)"
+        return None
 
     def _worker_config(self, **overrides: object) -> WorkerConfig:
         base = WorkerConfig(max_attempts=self.settings.job_max_attempts)
@@ -106,6 +122,7 @@ class App:
     async def start(self, *, reconcile: bool = True) -> None:
         await self.db.open()
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
+        await self.db.write(job_store.reset_running)
         for spec in collections.ALL:
             await self.index.ensure_collection(
                 spec.name, self.embedder.dimension, spec.indexed_fields
@@ -123,6 +140,7 @@ class App:
                     on_retry=note_episode_retry if is_episodes else None,
                 )
             )
+        # --- workers of later capabilities are appended here ---
         for worker in self.workers:
             worker.start()
         if reconcile:
@@ -150,6 +168,8 @@ class App:
         await self.db.close()
         await self.index.close()
         await self.embedder.close()
+        if self.llm is not None:
+            await self.llm.close()
 
     async def status(self) -> ServiceState:
         deps = [DependencyState("sqlite", True, f"schema version {self.db.schema_version}")]

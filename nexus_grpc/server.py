@@ -68,6 +68,7 @@ async def start_server(
         options=server_options(settings),
     )
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
+    # --- GraphService / SummaryService servicers are registered here ---
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -447,6 +447,13 @@ class _Server(ThreadingHTTPServer):
             self._conns.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out or closed its pool resets the socket; that is
+        # normal traffic, not a stub bug worth a traceback on stderr.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         with self._conns_lock:
             conns = list(self._conns)

@@ -98,7 +98,7 @@ async def test_generate_both_modes(stub: OllamaStub, client: ollama.AsyncClient)
     full = await client.generate(model="qwen2.5:3b", prompt="count")
     assert full.response == "one two three" and full.done
     parts = [p async for p in await client.generate(model="qwen2.5:3b", prompt="x", stream=True)]
-    assert "".join(p.response for p in parts) == "four five"
+    assert "".join(p.response or "" for p in parts) == "four five"
     assert parts[-1].done and parts[-1].response == ""
     assert stub.requests_to("/api/generate")[0]["prompt"] == "count"
 
@@ -230,7 +230,7 @@ async def test_wait_for_requests(stub: OllamaStub, client: ollama.AsyncClient) -
         await stub.wait_for_requests(2, timeout=0.05, path="/api/tags")
 
 
-async def test_subprocess_mode(tmp_path: Path) -> None:
+def test_subprocess_mode(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     record = tmp_path / "requests.jsonl"
     script.write_text(
@@ -243,31 +243,28 @@ async def test_subprocess_mode(tmp_path: Path) -> None:
         )
     )
     stub_py = Path(__file__).with_name("ollama_stub.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(stub_py), "--port", "0", "--script", str(script)]
-        + ["--record", str(record)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
-        assert line.startswith("OLLAMA_STUB_READY ")
-        url = line.split()[1]
-        async with ollama.AsyncClient(host=url, timeout=5) as c:
-            summary = await c.chat(
-                model="qwen2.5:3b", messages=[{"role": "user", "content": "write a summary"}]
-            )
-            assert summary.message.content == "A short summary."
-            extraction = await c.chat(model="qwen2.5:3b", messages=USER, format=SCHEMA)
-            assert json.loads(extraction.message.content or "") == {
-                "entities": [],
-                "relationships": [],
-            }
-        lines = [json.loads(x) for x in record.read_text().splitlines()]
-        assert [x["path"] for x in lines] == ["/api/chat", "/api/chat"]
-        assert lines[1]["body"]["format"] == SCHEMA
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    cmd = [sys.executable, str(stub_py), "--port", "0", "--script", str(script)]
+    with subprocess.Popen(
+        cmd + ["--record", str(record)], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # the stub prints it once listening
+            assert line.startswith("OLLAMA_STUB_READY ")
+            with ollama.Client(host=line.split()[1], timeout=5) as c:
+                summary = c.chat(
+                    model="qwen2.5:3b", messages=[{"role": "user", "content": "write a summary"}]
+                )
+                assert summary.message.content == "A short summary."
+                extraction = c.chat(model="qwen2.5:3b", messages=USER, format=SCHEMA)
+                assert json.loads(extraction.message.content or "") == {
+                    "entities": [],
+                    "relationships": [],
+                }
+            lines = [json.loads(x) for x in record.read_text().splitlines()]
+            assert [x["path"] for x in lines] == ["/api/chat", "/api/chat"]
+            assert lines[1]["body"]["format"] == SCHEMA
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
     assert proc.returncode == 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -104,7 +104,7 @@ class LLMClient:
         temperature: float,
         num_predict: int,
         timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Yield content deltas as the model produces them (raw: wrap with
         ``text.clean_stream`` to drop think/ChatML tokens).
 

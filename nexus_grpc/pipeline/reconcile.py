@@ -58,7 +58,7 @@ class Reconciler:
             lambda c: {
                 r[0]
                 for r in c.execute(
-                    "SELECT target_id FROM jobs WHERE kind = ? AND state = 'pending'",
+                    "SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'",
                     (spec.job_kind,),
                 )
             }

@@ -86,7 +86,6 @@ class JobWorker:
         self.on_retry = on_retry
         # Returns a reason when the worker must not run (e.g. no Ollama configured).
         self.ready = ready or (lambda: None)
-        self._inflight: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(config.concurrency)
         self._main: asyncio.Task[None] | None = None
@@ -131,8 +130,8 @@ class JobWorker:
     async def _claim_and_dispatch(self) -> int:
         await self._slots.acquire()
         try:
-            batch = await self.db.read(
-                lambda c: job_store.due(c, self.kind, self.config.batch_size, list(self._inflight))
+            batch = await self.db.write(
+                lambda c: job_store.claim(c, self.kind, self.config.batch_size)
             )
         except BaseException:
             self._slots.release()
@@ -140,7 +139,6 @@ class JobWorker:
         if not batch:
             self._slots.release()
             return 0
-        self._inflight.update(j.id for j in batch)
         task = asyncio.create_task(self._process(batch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -161,7 +159,6 @@ class JobWorker:
         except Exception:
             log.exception("%s: recording outcomes failed; jobs stay pending", self.kind)
         finally:
-            self._inflight.difference_update(j.id for j in batch)
             self._slots.release()
             self.signals.wake(self.kind)
 

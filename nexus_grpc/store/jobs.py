@@ -59,15 +59,38 @@ def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params:
     return cur.rowcount
 
 
-def due(conn: sqlite3.Connection, kind: str, limit: int, exclude: Sequence[int]) -> list[Job]:
-    """Pending jobs whose backoff has elapsed, oldest first."""
+def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
+    """Take due jobs, oldest first, marking them running.
+
+    A running job is out of the pending set, so a new request for the same
+    target (say, a delete arriving while its upsert is being embedded) queues
+    a fresh job instead of coalescing into one that already read stale data.
+    """
     rows = conn.execute(
         "SELECT id, kind, target_id, attempts FROM jobs"
         " WHERE kind = ? AND state = 'pending' AND run_after <= ? ORDER BY id LIMIT ?",
-        (kind, now(), limit + len(exclude)),
+        (kind, now(), limit),
     ).fetchall()
-    skip = set(exclude)
-    return [Job(r[0], r[1], r[2], r[3]) for r in rows if r[0] not in skip][:limit]
+    conn.executemany(
+        "UPDATE jobs SET state = 'running', updated_at = ? WHERE id = ?",
+        [(now(), r[0]) for r in rows],
+    )
+    return [Job(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def reset_running(conn: sqlite3.Connection) -> int:
+    """After a crash or restart, jobs that were running run again.
+
+    Where the same work is queued twice (running and pending, or running
+    twice), one job is kept: every job reads its row afresh, so one run covers
+    both.
+    """
+    conn.execute(
+        "DELETE FROM jobs WHERE state = 'running' AND EXISTS (SELECT 1 FROM jobs o"
+        " WHERE o.kind = jobs.kind AND o.target_id = jobs.target_id AND o.id != jobs.id"
+        " AND (o.state = 'pending' OR (o.state = 'running' AND o.id > jobs.id)))"
+    )
+    return conn.execute("UPDATE jobs SET state = 'pending' WHERE state = 'running'").rowcount
 
 
 def next_run_after(conn: sqlite3.Connection, kind: str) -> float | None:
@@ -82,18 +105,28 @@ def finish(conn: sqlite3.Connection, job_ids: Sequence[int]) -> None:
 
 
 def retry_later(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
-    conn.execute(
-        "UPDATE jobs SET attempts = attempts + 1, run_after = ?, last_error = ?, updated_at = ?"
-        " WHERE id = ?",
-        (now() + delay, error[:2000], now(), job_id),
-    )
+    _back_to_pending(conn, job_id, error, delay, spend_attempt=True)
 
 
 def postpone(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
     """Wait without spending an attempt: the dependency is down, not the job wrong."""
+    _back_to_pending(conn, job_id, error, delay, spend_attempt=False)
+
+
+def _back_to_pending(
+    conn: sqlite3.Connection, job_id: int, error: str, delay: float, *, spend_attempt: bool
+) -> None:
+    # If the same work was queued again meanwhile, that newer job covers it.
+    row = conn.execute("SELECT kind, target_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is not None and conn.execute(
+        "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'", tuple(row)
+    ).fetchone():
+        conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        return
     conn.execute(
-        "UPDATE jobs SET run_after = ?, last_error = ?, updated_at = ? WHERE id = ?",
-        (now() + delay, error[:2000], now(), job_id),
+        "UPDATE jobs SET state = 'pending', attempts = attempts + ?, run_after = ?,"
+        " last_error = ?, updated_at = ? WHERE id = ?",
+        (1 if spend_attempt else 0, now() + delay, error[:2000], now(), job_id),
     )
 
 
@@ -131,8 +164,8 @@ class QueueDepth:
 
 def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
     rows = conn.execute(
-        "SELECT kind, SUM(state = 'pending'), SUM(state = 'failed'),"
-        " MIN(CASE WHEN state = 'pending' THEN created_at END) FROM jobs GROUP BY kind"
+        "SELECT kind, SUM(state IN ('pending', 'running')), SUM(state = 'failed'),"
+        " MIN(CASE WHEN state != 'failed' THEN created_at END) FROM jobs GROUP BY kind"
     ).fetchall()
     found = {r[0]: r for r in rows}
     ts = now()

@@ -111,6 +111,15 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX idx_entity_episodes_episode ON entity_episodes(episode_id);
 
+    -- Which episodes mentioned a relationship: re-extracting an episode must
+    -- not count its mentions twice.
+    CREATE TABLE relationship_episodes (
+        relationship_id INTEGER NOT NULL REFERENCES relationships(id) ON DELETE CASCADE,
+        episode_id      INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+        PRIMARY KEY (relationship_id, episode_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX idx_relationship_episodes_episode ON relationship_episodes(episode_id);
+
     -- Which projects an entity belongs to (0 = seen outside any project), so
     -- entity search and listing can be scoped without joining episodes.
     CREATE TABLE entity_projects (
@@ -164,6 +173,8 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     CREATE INDEX idx_extraction_events_episode ON extraction_events(episode_id, id);
+    CREATE INDEX idx_extraction_events_session ON extraction_events(session_id, id);
+    CREATE INDEX idx_extraction_events_project ON extraction_events(project_id, id);
 
     CREATE TABLE meta (
         key   TEXT PRIMARY KEY,

@@ -1,0 +1,880 @@
+"""``nexus-grpc bench``: a ghz-style load generator for a running server.
+
+Closed loop by default: ``--concurrency`` workers each fire back-to-back for
+``--duration`` seconds.  ``--rps R`` switches to an open loop: arrivals are
+scheduled every ``1/R`` seconds and handed to the workers, and each latency is
+measured from the arrival's *scheduled* time, so a slow server is charged for
+the queueing it causes (no coordinated omission).
+
+RPCs: ``health`` (grpc.health.v1 Check, the baseline), ``create_episode``,
+``search_episodes`` (server streaming: time to first hit and total),
+``get_episode`` and ``mixed`` (``--mix create=4,search=4,watch=1,health=1``;
+``watch`` opens WatchExtractions on a random session, reads the first event or
+waits 1 s, then cancels).  Several comma-separated ``--rpc`` names run one after
+another.
+
+Programmatic use: ``await run_bench(target, rpc, concurrency, duration, **opts)``
+returns a ``BenchResult``; ``format_result`` renders it as a small table.
+"""
+
+# The ``timeout`` parameters are gRPC deadlines handed to the calls, not asyncio timeouts.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import random
+import shlex
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+
+__all__ = [
+    "RPC_NAMES",
+    "BenchError",
+    "BenchResult",
+    "OpStats",
+    "add_arguments",
+    "format_result",
+    "main",
+    "parse_mix",
+    "percentile",
+    "run_bench",
+]
+
+RPC_NAMES = ("health", "create_episode", "search_episodes", "get_episode", "mixed")
+MIX_OPS = ("create", "search", "get", "watch", "health")
+DEFAULT_MIX = "create=4,search=4,watch=1,health=1"
+SEARCH_MODES = {
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+    "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
+}
+WORKERS_PER_CHANNEL = 16
+WATCH_WAIT_S = 1.0
+
+# The op each single-RPC run drives.
+_RPC_OP = {
+    "health": "health",
+    "create_episode": "create",
+    "search_episodes": "search",
+    "get_episode": "get",
+}
+_STREAMING_OPS = frozenset({"search", "watch"})
+
+WORDS = (
+    "the project deadline moved to friday so we need to finish the migration plan "
+    "before the review meeting with the database team about postgres replication "
+    "latency and the new caching layer for the search service python rust golang "
+    "kubernetes cluster deployment pipeline tests failing on the staging branch "
+    "because the config file points at an old endpoint customer feedback says "
+    "the mobile app feels slow when loading the dashboard charts we should profile "
+    "the api gateway and check memory usage of the worker pool maybe add an index "
+    "on the orders table alice suggested a queue for background jobs bob prefers "
+    "cron tasks budget approval for the gpu servers arrives next month the design "
+    "doc covers authentication tokens rate limits retries and error handling "
+    "vacation in lisbon booked for august remember to renew the passport and "
+    "water the plants book club reads a novel about a lighthouse keeper recipe "
+    "for lentil soup needs cumin garlic onions and lemon the marathon training "
+    "plan has long runs on sunday physics lecture on entropy and thermodynamics "
+    "music practice piano scales chords jazz improvisation weekend hiking trail "
+    "near the river with great views embeddings vectors similarity ranking recall "
+    "precision benchmark throughput latency percentile histogram"
+).split()
+
+
+class BenchError(Exception):
+    """The benchmark could not start (server unreachable, setup RPC failed, bad options)."""
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile of an already sorted sequence (0 when empty)."""
+    if not sorted_values:
+        return 0.0
+    rank = math.ceil(p / 100.0 * len(sorted_values))
+    return sorted_values[min(len(sorted_values) - 1, max(0, rank - 1))]
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``"create=4,search=4,watch=1,health=1"`` -> weights by op name."""
+    weights: dict[str, float] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if name not in MIX_OPS:
+            raise BenchError(f"unknown --mix op {name!r}; expected one of {', '.join(MIX_OPS)}")
+        try:
+            weight = float(value) if sep else 1.0
+        except ValueError:
+            raise BenchError(f"bad --mix weight in {part!r}") from None
+        if weight < 0:
+            raise BenchError(f"negative --mix weight in {part!r}")
+        weights[name] = weight
+    if not weights or sum(weights.values()) <= 0:
+        raise BenchError(f"--mix {text!r} has no positive weight")
+    return weights
+
+
+# --- results ------------------------------------------------------------------------
+
+
+@dataclass
+class OpStats:
+    """Latency and status summary of one op (all ops of a single-RPC run share one)."""
+
+    name: str
+    count: int = 0
+    ok: int = 0
+    rps: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    max_ms: float = 0.0
+    mean_ms: float = 0.0
+    min_ms: float = 0.0
+    first_item_p50_ms: float | None = None
+    first_item_p99_ms: float | None = None
+    first_item_count: int | None = None
+
+
+@dataclass
+class BenchResult:
+    """One run of one RPC; ``to_dict()`` is what ``--json`` writes.
+
+    Latencies cover successful calls; failures are counted in ``errors`` by status
+    code name.  ``rps`` is every finished call over ``elapsed_s``.
+    """
+
+    rpc: str
+    target: str
+    concurrency: int
+    duration_s: float
+    elapsed_s: float
+    load: str  # "closed" or "open"
+    rps_target: float | None
+    channels: int
+    warmup_s: float
+    count: int
+    ok: int
+    rps: float
+    errors: dict[str, int]
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+    min_ms: float
+    first_item_p50_ms: float | None = None
+    first_item_p99_ms: float | None = None
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    timestamp: str = ""
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _OpRecorder:
+    __slots__ = ("count", "errors", "first", "latencies")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.latencies: list[float] = []
+        self.first: list[float] = []
+        self.errors: dict[str, int] = {}
+
+    def summary(self, name: str, elapsed: float, streaming: bool) -> OpStats:
+        lat = sorted(self.latencies)
+        stats = OpStats(
+            name=name,
+            count=self.count,
+            ok=len(lat),
+            rps=self.count / elapsed if elapsed > 0 else 0.0,
+            errors=dict(sorted(self.errors.items())),
+        )
+        if lat:
+            stats.p50_ms = percentile(lat, 50) * 1e3
+            stats.p95_ms = percentile(lat, 95) * 1e3
+            stats.p99_ms = percentile(lat, 99) * 1e3
+            stats.max_ms = lat[-1] * 1e3
+            stats.min_ms = lat[0] * 1e3
+            stats.mean_ms = sum(lat) / len(lat) * 1e3
+        if streaming:
+            first = sorted(self.first)
+            stats.first_item_count = len(first)
+            if first:
+                stats.first_item_p50_ms = percentile(first, 50) * 1e3
+                stats.first_item_p99_ms = percentile(first, 99) * 1e3
+        return stats
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.ops: dict[str, _OpRecorder] = {}
+        self.count = 0
+        self.errors = 0
+
+    def record(
+        self, op: str, latency: float, code: str | None, first: float | None = None
+    ) -> None:
+        rec = self.ops.get(op)
+        if rec is None:
+            rec = self.ops[op] = _OpRecorder()
+        rec.count += 1
+        self.count += 1
+        if code is None:
+            rec.latencies.append(latency)
+            if first is not None:
+                rec.first.append(first)
+        else:
+            rec.errors[code] = rec.errors.get(code, 0) + 1
+            self.errors += 1
+
+
+# --- the load ------------------------------------------------------------------------
+
+
+def _words(rng: random.Random, chars: int) -> str:
+    out: list[str] = []
+    length = 0
+    sentence = 0
+    while length < chars:
+        word = rng.choice(WORDS)
+        if sentence == 0:
+            word = word.capitalize()
+        sentence += 1
+        if sentence >= rng.randint(8, 16):
+            word += "."
+            sentence = 0
+        out.append(word)
+        length += len(word) + 1
+    text = " ".join(out)
+    return text if text.endswith(".") else text + "."
+
+
+class _Context:
+    """Channels, stubs and the data the ops draw from."""
+
+    def __init__(self, target: str, opts: dict[str, Any]) -> None:
+        self.target = target
+        self.opts = opts
+        self.run_id = uuid.uuid4().hex[:10]
+        self.seq = itertools.count()
+        self.channels: list[grpc.aio.Channel] = []
+        self.memory: list[memory_grpc.MemoryServiceStub] = []
+        self.graph: list[graph_grpc.GraphServiceStub] = []
+        self.health: list[health_pb2_grpc.HealthStub] = []
+        self.project_id = 0
+        self.session_ids: list[int] = []
+        self.episode_ids: list[int] = []
+        rng = random.Random(opts["seed"])
+        self.texts = [_words(rng, opts["text_chars"]) for _ in range(256)]
+        query = opts.get("query")
+        self.queries = (
+            [query] if query else [" ".join(rng.sample(WORDS, 2)) for _ in range(64)]
+        )
+        self.timeout: float | None = opts["timeout"]
+        self.metadata: tuple[tuple[str, str], ...] | None = (
+            (("authorization", f"Bearer {opts['api_key']}"),) if opts.get("api_key") else None
+        )
+
+    async def connect(self, n: int) -> None:
+        credentials = None
+        if self.opts.get("root_certificates") is not None:
+            credentials = grpc.ssl_channel_credentials(self.opts["root_certificates"])
+        for i in range(n):
+            # A local subchannel pool gives every channel its own HTTP/2 connection.
+            options = [("grpc.use_local_subchannel_pool", 1), ("nexus.bench.channel", i)]
+            if credentials is not None:
+                channel = grpc.aio.secure_channel(self.target, credentials, options=options)
+            else:
+                channel = grpc.aio.insecure_channel(self.target, options=options)
+            self.channels.append(channel)
+            self.memory.append(memory_grpc.MemoryServiceStub(channel))
+            self.graph.append(graph_grpc.GraphServiceStub(channel))
+            self.health.append(health_pb2_grpc.HealthStub(channel))
+        wait = self.opts["connect_timeout"]
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(c.channel_ready() for c in self.channels)), wait
+            )
+        except TimeoutError:
+            raise BenchError(
+                f"cannot connect to {self.target} within {wait:g}s; is the server running?"
+            ) from None
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.channels), return_exceptions=True)
+
+    async def _setup_call(self, what: str, coro: Awaitable[Any]) -> Any:
+        try:
+            return await coro
+        except grpc.aio.AioRpcError as exc:
+            raise BenchError(
+                f"setup failed: {what}: {exc.code().name}: {exc.details()}"
+            ) from None
+
+    async def prepare(self, ops: set[str]) -> None:
+        """Creates the project, sessions and seed episodes the ops need."""
+        stub = self.memory[0]
+        md, timeout = self.metadata, self.timeout
+        if not ops & {"create", "search", "get", "watch"}:
+            return
+        try:
+            project = await stub.CreateProject(
+                memory_pb2.CreateProjectRequest(
+                    project=memory_pb2.Project(
+                        name=f"nexus-bench {self.run_id}",
+                        description="created by nexus-grpc bench",
+                    )
+                ),
+                timeout=timeout, metadata=md,
+            )
+            self.project_id = project.id
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise BenchError(
+                    f"setup failed: CreateProject: {exc.code().name}: {exc.details()}"
+                ) from None
+        for k in range(max(1, self.opts["sessions"])):
+            session = await self._setup_call(
+                "CreateSession",
+                stub.CreateSession(
+                    memory_pb2.CreateSessionRequest(
+                        session=memory_pb2.Session(
+                            name=f"bench {self.run_id} #{k}", project_id=self.project_id
+                        )
+                    ),
+                    timeout=timeout, metadata=md,
+                ),
+            )
+            self.session_ids.append(session.id)
+        if ops & {"search", "get"}:
+            rng = random.Random(self.opts["seed"] + 7)
+            slots = asyncio.Semaphore(8)
+
+            async def seed(i: int) -> None:
+                async with slots:
+                    episode = await self._setup_call(
+                        "CreateEpisode", stub.CreateEpisode(
+                            self._episode_request(rng, f"seed-{i}"),
+                            timeout=timeout, metadata=md,
+                        ),
+                    )
+                    self.episode_ids.append(episode.id)
+
+            await asyncio.gather(*(seed(i) for i in range(self.opts["seed_episodes"])))
+            if "get" in ops and not self.episode_ids:
+                raise BenchError("setup failed: no seed episodes to get")
+
+    def _episode_request(
+        self, rng: random.Random, tag: str
+    ) -> memory_pb2.CreateEpisodeRequest:
+        return memory_pb2.CreateEpisodeRequest(
+            session_id=rng.choice(self.session_ids),
+            user_message=rng.choice(self.texts),
+            ai_response=rng.choice(self.texts),
+            request_id=f"bench-{self.run_id}-{tag}",
+        )
+
+    def op_function(
+        self, op: str, slot: int
+    ) -> Callable[[random.Random], Awaitable[float | None]]:
+        """The coroutine function of one op on the channel ``slot``; it returns the
+        ``perf_counter`` time of the first streamed item, if any."""
+        memory = self.memory[slot]
+        md, timeout = self.metadata, self.timeout
+
+        if op == "health":
+            health = self.health[slot]
+            request = health_pb2.HealthCheckRequest(service=self.opts["health_service"])
+
+            async def do_health(rng: random.Random) -> float | None:
+                await health.Check(request, timeout=timeout, metadata=md)
+                return None
+
+            return do_health
+
+        if op == "create":
+            async def do_create(rng: random.Random) -> float | None:
+                request = self._episode_request(rng, str(next(self.seq)))
+                await memory.CreateEpisode(request, timeout=timeout, metadata=md)
+                return None
+
+            return do_create
+
+        if op == "get":
+            async def do_get(rng: random.Random) -> float | None:
+                request = memory_pb2.GetEpisodeRequest(id=rng.choice(self.episode_ids))
+                await memory.GetEpisode(request, timeout=timeout, metadata=md)
+                return None
+
+            return do_get
+
+        if op == "search":
+            mode = SEARCH_MODES[self.opts["mode"]]
+            limit = self.opts["limit"]
+
+            async def do_search(rng: random.Random) -> float | None:
+                request = memory_pb2.SearchEpisodesRequest(
+                    query=rng.choice(self.queries),
+                    session_id=rng.choice(self.session_ids),
+                    limit=limit,
+                    mode=mode,
+                )
+                first: float | None = None
+                call = memory.SearchEpisodes(request, timeout=timeout, metadata=md)
+                async for _hit in call:
+                    if first is None:
+                        first = time.perf_counter()
+                return first
+
+            return do_search
+
+        if op == "watch":
+            graph = self.graph[slot]
+
+            async def do_watch(rng: random.Random) -> float | None:
+                request = graph_pb2.WatchExtractionsRequest(
+                    session_id=rng.choice(self.session_ids)
+                )
+                call = graph.WatchExtractions(request, metadata=md)
+                first: float | None = None
+                try:
+                    async with asyncio.timeout(WATCH_WAIT_S):
+                        item = await call.read()
+                    if item is not grpc.aio.EOF:
+                        first = time.perf_counter()
+                except TimeoutError:
+                    pass
+                finally:
+                    call.cancel()
+                return first
+
+            return do_watch
+
+        raise BenchError(f"unknown op {op!r}")
+
+
+def _progress_line(
+    phase: str, elapsed: float, count: int, rps: float, errors: int
+) -> str:
+    line = f"{phase:>7} {elapsed:6.1f}s  {count:>9} requests  {rps:>9.1f} rps"
+    if errors:
+        line += f"  {errors} errors"
+    return line
+
+
+async def _progress(
+    out: TextIO,
+    live: Callable[[], tuple[str, float, _Recorder]],
+) -> None:
+    tty = out.isatty()
+    last_count, last_time = 0, time.perf_counter()
+    last_rec: _Recorder | None = None
+    try:
+        while True:
+            await asyncio.sleep(1.0)
+            phase, elapsed, rec = live()
+            now = time.perf_counter()
+            if rec is not last_rec:
+                last_rec, last_count = rec, 0
+            rps = (rec.count - last_count) / (now - last_time)
+            last_count, last_time = rec.count, now
+            line = _progress_line(phase, elapsed, rec.count, rps, rec.errors)
+            if tty:
+                out.write("\r" + line + "\x1b[K")
+            else:
+                out.write(line + "\n")
+            out.flush()
+    finally:
+        if tty and last_rec is not None:
+            out.write("\n")
+            out.flush()
+
+
+def _code_name(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code().name
+    return f"CLIENT_{type(exc).__name__}"
+
+
+async def run_bench(
+    target: str,
+    rpc: str,
+    concurrency: int,
+    duration: float,
+    *,
+    rps: float | None = None,
+    mix: str | dict[str, float] = DEFAULT_MIX,
+    warmup: float = 0.0,
+    query: str | None = None,
+    mode: str = "hybrid",
+    sessions: int = 8,
+    seed_episodes: int = 32,
+    limit: int = 10,
+    timeout: float | None = 10.0,
+    connect_timeout: float = 5.0,
+    channels: int | None = None,
+    api_key: str | None = None,
+    root_certificates: bytes | None = None,
+    health_service: str = "",
+    seed: int = 1,
+    text_chars: int = 300,
+    progress: TextIO | None = None,
+    command: str | None = None,
+) -> BenchResult:
+    """Runs one benchmark and returns its result.
+
+    Raises ``BenchError`` when the run cannot start: the server does not answer
+    within ``connect_timeout`` seconds, a setup RPC fails or an option is invalid.
+    """
+    if rpc not in RPC_NAMES:
+        raise BenchError(f"unknown rpc {rpc!r}; expected one of {', '.join(RPC_NAMES)}")
+    if concurrency < 1:
+        raise BenchError("concurrency must be at least 1")
+    if duration <= 0:
+        raise BenchError("duration must be positive")
+    if rps is not None and rps <= 0:
+        raise BenchError("--rps must be positive")
+    if mode not in SEARCH_MODES:
+        raise BenchError(f"unknown search mode {mode!r}")
+    weights = (
+        (parse_mix(mix) if isinstance(mix, str) else dict(mix))
+        if rpc == "mixed"
+        else {_RPC_OP[rpc]: 1.0}
+    )
+    op_names = [name for name, w in weights.items() if w > 0]
+    op_weights = [weights[name] for name in op_names]
+    n_channels = channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL))
+    n_channels = min(n_channels, concurrency)
+    opts: dict[str, Any] = {
+        "query": query, "mode": mode, "sessions": sessions, "seed_episodes": seed_episodes,
+        "limit": limit, "timeout": timeout, "connect_timeout": connect_timeout,
+        "api_key": api_key, "root_certificates": root_certificates,
+        "health_service": health_service, "seed": seed, "text_chars": text_chars,
+    }
+    timestamp = datetime.now(UTC).isoformat(timespec="seconds")
+    if command is None:
+        command = " ".join(shlex.quote(a) for a in sys.argv)
+
+    ctx = _Context(target, opts)
+    try:
+        await ctx.connect(n_channels)
+        await ctx.prepare(set(op_names))
+
+        warm_rec, rec = _Recorder(), _Recorder()
+        start = time.perf_counter()
+        measure_from = start + warmup
+        end = measure_from + duration
+        interval = 1.0 / rps if rps else 0.0
+        arrivals = itertools.count()
+
+        async def worker(index: int) -> None:
+            rng = random.Random(seed * 100_003 + index)
+            slot = index % n_channels
+            fns = {name: ctx.op_function(name, slot) for name in op_names}
+            single = fns[op_names[0]] if len(op_names) == 1 else None
+            while True:
+                if interval:
+                    scheduled = start + next(arrivals) * interval
+                    if scheduled >= end:
+                        return
+                    delay = scheduled - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    began = scheduled
+                else:
+                    began = time.perf_counter()
+                    if began >= end:
+                        return
+                if single is not None:
+                    op, fn = op_names[0], single
+                else:
+                    op = rng.choices(op_names, op_weights)[0]
+                    fn = fns[op]
+                code: str | None = None
+                first: float | None = None
+                try:
+                    first = await fn(rng)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    code = _code_name(exc)
+                done = time.perf_counter()
+                target_rec = rec if began >= measure_from else warm_rec
+                target_rec.record(
+                    op, done - began, code, None if first is None else first - began
+                )
+
+        def live() -> tuple[str, float, _Recorder]:
+            now = time.perf_counter()
+            if now < measure_from:
+                return "warmup", now - start, warm_rec
+            return "run", now - measure_from, rec
+
+        reporter = (
+            asyncio.create_task(_progress(progress, live)) if progress is not None else None
+        )
+        workers = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+        # Every in-flight call has a deadline; this is a backstop for ones that don't.
+        grace = (timeout or 10.0) + WATCH_WAIT_S + 5.0
+        try:
+            _done, pending = await asyncio.wait(
+                workers, timeout=warmup + duration + grace
+            )
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            for task in workers:
+                task.cancel()
+            if reporter is not None:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
+        elapsed = max(time.perf_counter() - measure_from, duration)
+        for task in workers:
+            if not task.cancelled() and task.exception() is not None:
+                raise BenchError(f"worker failed: {task.exception()!r}")
+    finally:
+        await ctx.close()
+
+    ops = {
+        name: rec.ops[name].summary(name, elapsed, name in _STREAMING_OPS)
+        for name in op_names
+        if name in rec.ops
+    }
+    total = _OpRecorder()
+    for op_rec in rec.ops.values():
+        total.count += op_rec.count
+        total.latencies.extend(op_rec.latencies)
+        total.first.extend(op_rec.first)
+        for code, n in op_rec.errors.items():
+            total.errors[code] = total.errors.get(code, 0) + n
+    streaming = any(name in _STREAMING_OPS for name in op_names)
+    overall = total.summary(rpc, elapsed, streaming)
+    return BenchResult(
+        rpc=rpc,
+        target=target,
+        concurrency=concurrency,
+        duration_s=duration,
+        elapsed_s=round(elapsed, 4),
+        load="open" if rps else "closed",
+        rps_target=rps,
+        channels=n_channels,
+        warmup_s=warmup,
+        count=overall.count,
+        ok=overall.ok,
+        rps=overall.rps,
+        errors=overall.errors,
+        p50_ms=overall.p50_ms,
+        p95_ms=overall.p95_ms,
+        p99_ms=overall.p99_ms,
+        max_ms=overall.max_ms,
+        mean_ms=overall.mean_ms,
+        min_ms=overall.min_ms,
+        first_item_p50_ms=overall.first_item_p50_ms,
+        first_item_p99_ms=overall.first_item_p99_ms,
+        ops=ops,
+        options={
+            "mix": weights if rpc == "mixed" else None,
+            "query": query,
+            "mode": mode,
+            "sessions": sessions,
+            "seed_episodes": seed_episodes if set(op_names) & {"search", "get"} else 0,
+            "limit": limit,
+            "timeout": timeout,
+            "health_service": health_service,
+            "seed": seed,
+        },
+        command=command,
+        timestamp=timestamp,
+    )
+
+
+# --- output -------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_result(result: BenchResult) -> str:
+    """A small ghz-like table of one run."""
+    load = (
+        f"open loop at {result.rps_target:g} rps" if result.load == "open" else "closed loop"
+    )
+    lines = [
+        f"{result.rpc} @ {result.target}: {load}, concurrency {result.concurrency}, "
+        f"{result.channels} channel{'s' if result.channels != 1 else ''}, "
+        f"{result.duration_s:g}s (+{result.warmup_s:g}s warmup)",
+        f"  requests {result.count}  ok {result.ok}  errors {result.error_count}  "
+        f"rps {result.rps:.1f}  elapsed {result.elapsed_s:.2f}s",
+    ]
+    header = (
+        f"  {'op':<10}{'count':>9}{'rps':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"{'max ms':>9}{'1st p50':>9}{'1st p99':>9}"
+    )
+    lines.append(header)
+
+    def row(s: OpStats | BenchResult, name: str) -> str:
+        return (
+            f"  {name:<10}{s.count:>9}{s.rps:>10.1f}{s.p50_ms:>9.2f}{s.p95_ms:>9.2f}"
+            f"{s.p99_ms:>9.2f}{s.max_ms:>9.2f}{_ms(s.first_item_p50_ms):>9}"
+            f"{_ms(s.first_item_p99_ms):>9}"
+        )
+
+    if len(result.ops) > 1:
+        for name, stats in result.ops.items():
+            lines.append(row(stats, name))
+    lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc[:10]))
+    if result.errors:
+        lines.append(
+            "  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items())
+        )
+    return "\n".join(lines)
+
+
+# --- CLI ----------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
+    parser.add_argument(
+        "--rpc", default="health",
+        help=f"what to drive: {', '.join(RPC_NAMES)}; comma-separate to run several in turn",
+    )
+    parser.add_argument("-c", "--concurrency", type=int, default=16, help="workers (16)")
+    parser.add_argument(
+        "-d", "--duration", type=float, default=10.0, help="measured seconds per run (10)"
+    )
+    parser.add_argument(
+        "--rps", type=float, default=None,
+        help="open loop: schedule this many requests per second (default: closed loop)",
+    )
+    parser.add_argument(
+        "--mix", default=DEFAULT_MIX, help=f"op weights for --rpc mixed ({DEFAULT_MIX})"
+    )
+    parser.add_argument("--json", metavar="PATH", help="write every run's result as JSON")
+    parser.add_argument(
+        "--warmup", type=float, default=1.0, help="unmeasured seconds before each run (1)"
+    )
+    parser.add_argument(
+        "--query", default=None, help="search query (default: random word pairs)"
+    )
+    parser.add_argument(
+        "--mode", choices=sorted(SEARCH_MODES), default="hybrid", help="search mode (hybrid)"
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=8, help="sessions created for episode RPCs (8)"
+    )
+    parser.add_argument(
+        "--seed-episodes", type=int, default=32,
+        help="episodes created before search/get runs (32)",
+    )
+    parser.add_argument("--limit", type=int, default=10, help="search hit limit (10)")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="per-call deadline in seconds (10)"
+    )
+    parser.add_argument(
+        "--connect-timeout", type=float, default=5.0, help="seconds to wait for the server (5)"
+    )
+    parser.add_argument(
+        "--channels", type=int, default=None,
+        help=f"channels/connections (default: one per {WORKERS_PER_CHANNEL} workers)",
+    )
+    parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
+    parser.add_argument("--cacert", default=None, help="PEM root certificates: use TLS")
+    parser.add_argument(
+        "--health-service", default="", help="service name for health checks ('')"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+async def _run_all(args: argparse.Namespace, rpcs: list[str]) -> list[BenchResult]:
+    root = None
+    if args.cacert:
+        with open(args.cacert, "rb") as fh:
+            root = fh.read()
+    command = " ".join(shlex.quote(a) for a in sys.argv)
+    results = []
+    for rpc in rpcs:
+        result = await run_bench(
+            args.target, rpc, args.concurrency, args.duration,
+            rps=args.rps, mix=args.mix, warmup=args.warmup, query=args.query,
+            mode=args.mode, sessions=args.sessions, seed_episodes=args.seed_episodes,
+            limit=args.limit, timeout=args.timeout, connect_timeout=args.connect_timeout,
+            channels=args.channels, api_key=args.api_key, root_certificates=root,
+            health_service=args.health_service, seed=args.seed,
+            progress=None if args.quiet else sys.stderr, command=command,
+        )
+        print(format_result(result), flush=True)
+        results.append(result)
+    return results
+
+
+def write_json(path: str, results: Sequence[BenchResult]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump([r.to_dict() for r in results], fh, indent=2)
+        fh.write("\n")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Runs ``nexus-grpc bench``: 0 when every call succeeded, 1 when some failed,
+    2 when a run could not start."""
+    rpcs = [name.strip() for name in str(args.rpc).split(",") if name.strip()]
+    bad = [name for name in rpcs if name not in RPC_NAMES]
+    if not rpcs or bad:
+        print(
+            f"nexus-grpc bench: unknown --rpc {', '.join(bad) or repr(args.rpc)}; "
+            f"expected {', '.join(RPC_NAMES)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        results = asyncio.run(_run_all(args, rpcs))
+    except BenchError as exc:
+        print(f"nexus-grpc bench: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"nexus-grpc bench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nexus-grpc bench: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        try:
+            write_json(args.json, results)
+        except OSError as exc:
+            print(f"nexus-grpc bench: cannot write {args.json}: {exc}", file=sys.stderr)
+            return 2
+    return 1 if any(r.error_count for r in results) else 0

@@ -1,0 +1,292 @@
+"""Curated PROJECT and USER memories: CRUD, the cap, and SearchMemories.
+
+Ownership rules for id-addressed calls: a USER memory is read, changed or
+deleted only with its own ``user_id``; with any other (or none) the answer is
+NOT_FOUND, exactly as for an id that does not exist, so a caller cannot probe
+for other users' memories.  Scoped calls (list, search, selection) see only
+what ``memory_scope`` allows.
+
+A PROJECT memory needs an existing project, and a memory stored with a
+session needs an existing session: otherwise FAILED_PRECONDITION (the
+request is well-formed; the world is not in the state it needs).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nexus_grpc.domain import fts, paging
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where, vector_filter
+from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
+from nexus_grpc.domain.ranking import reciprocal_rank_fusion
+from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable
+
+log = logging.getLogger(__name__)
+MEMORIES = "memories"
+# Seed 003: "capped at 1000 to keep reasonable to read all titles".
+MAX_MEMORIES_PER_PROJECT_AGENT = 1000
+MAX_TITLE_CHARS = 500
+MAX_REQUEST_ID_CHARS = 200
+UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
+CANDIDATE_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    memory: Memory
+    score: float
+    sources: tuple[SearchSource, ...]
+
+
+def _check_tier(field: str, tier: int, *, default: bool) -> int:
+    if tier == 0 and default:
+        return int(Tier.LONGTERM)
+    if tier not in {int(t) for t in Tier}:
+        raise InvalidArgument(f"{field} must be TASK, SESSION, LONGTERM or ARCHIVE, got {tier}")
+    return tier
+
+
+def _check_confidence(field: str, value: float) -> float:
+    if math.isnan(value) or value < 0.0 or value > 1.0:
+        raise InvalidArgument(f"{field} must be between 0 and 1, got {value}")
+    return value
+
+
+def _check_user_id(field: str, value: str) -> str:
+    return v.text(field, value, limit=200)
+
+
+class Memories:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        embedder: Embedder,
+        index: VectorIndex,
+        *,
+        cap: int = MAX_MEMORIES_PER_PROJECT_AGENT,
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.embedder = embedder
+        self.index = index
+        self.cap = cap
+
+    # CRUD -------------------------------------------------------------------
+
+    async def create(self, values: Mapping[str, Any], request_id: str = "") -> Memory:
+        kind = int(values.get("kind", 0))
+        if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
+            raise InvalidArgument(f"memory.kind must be PROJECT or USER, got {kind}")
+        title = v.text("memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True)
+        content = v.text(
+            "memory.content", values.get("content", ""), limit=v.MAX_MESSAGE_CHARS, required=True
+        )
+        tier = _check_tier("memory.tier", int(values.get("tier", 0)), default=True)
+        project_id = v.positive_id("memory.project_id", int(values.get("project_id", 0)), required=False)
+        session_id = v.positive_id("memory.session_id", int(values.get("session_id", 0)), required=False)
+        user_id = _check_user_id("memory.user_id", values.get("user_id", "")).strip()
+        agent_id = v.text("memory.agent_id", values.get("agent_id", ""), limit=200)
+        confidence = float(values.get("confidence", 0.0)) or 1.0
+        _check_confidence("memory.confidence", confidence)
+        metadata = v.metadata("memory.metadata", values.get("metadata") or {})
+        v.text("request_id", request_id, limit=MAX_REQUEST_ID_CHARS)
+        if kind == MemoryKind.USER and not user_id:
+            raise InvalidArgument("memory.user_id is required for a USER memory")
+        if kind == MemoryKind.PROJECT:
+            if not project_id:
+                raise InvalidArgument("memory.project_id is required for a PROJECT memory")
+            if user_id:
+                raise InvalidArgument(
+                    "memory.user_id must be empty for a PROJECT memory (use kind USER)"
+                )
+        row = {
+            "kind": kind,
+            "title": title,
+            "content": content,
+            "tier": tier,
+            "project_id": project_id,
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "session_id": session_id,
+            "confidence": confidence,
+            "metadata": metadata,
+        }
+
+        def write(conn: sqlite3.Connection) -> tuple[Memory, bool]:
+            if request_id:
+                existing = memory_store.find_by_request_id(conn, request_id)
+                if existing is not None:
+                    if (existing.kind, existing.user_id, existing.project_id, existing.title) != (
+                        kind,
+                        user_id,
+                        project_id,
+                        title,
+                    ):
+                        raise AlreadyExists(
+                            f"request_id {request_id!r} was already used for a different memory"
+                        )
+                    return existing, False
+            if project_id and not project_store.exists(conn, project_id):
+                raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
+            if session_id:
+                try:
+                    session_store.get(conn, session_id)
+                except NotFound:
+                    raise FailedPrecondition(
+                        f"memory.session_id {session_id} does not exist"
+                    ) from None
+            count = memory_store.count_in_cap_scope(conn, project_id, agent_id, user_id)
+            if count >= self.cap:
+                where = f"project {project_id}" if project_id else f"user {user_id!r}"
+                raise FailedPrecondition(
+                    f"{where} already holds {count} memories for agent {agent_id!r}; the limit"
+                    f" is {self.cap} per project and agent (so every title can be read at"
+                    " selection). Delete or archive some first."
+                )
+            return memory_store.insert(conn, row, request_id), True
+
+        memory, created = await self.db.write(write)
+        if created:
+            self.signals.wake(jobs.INDEX_MEMORY)
+        return memory
+
+    async def get(self, memory_id: int, user_id: str) -> Memory:
+        v.positive_id("id", memory_id)
+        memory = await self.db.read(lambda c: memory_store.find(c, memory_id))
+        return self._owned(memory, memory_id, user_id)
+
+    @staticmethod
+    def _owned(memory: Memory | None, memory_id: int, user_id: str) -> Memory:
+        if memory is None or (
+            memory.kind == MemoryKind.USER and (not user_id or memory.user_id != user_id)
+        ):
+            raise NotFound(f"memory {memory_id} does not exist")
+        return memory
+
+    async def list(self, scope: MemoryScope, kind: int, page_size: int, page_token: str) -> Page[Memory]:
+        check_scope(scope)
+        if kind not in (0, int(MemoryKind.PROJECT), int(MemoryKind.USER)):
+            raise InvalidArgument(f"kind must be PROJECT, USER or unset, got {kind}")
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        where, params = sql_where(scope)
+        rows = await self.db.read(
+            lambda c: memory_store.list_visible(c, where, params, kind=kind, after_id=after, limit=size + 1)
+        )
+        more = len(rows) > size
+        rows = rows[:size]
+        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")
+
+    async def update(
+        self, memory_id: int, values: Mapping[str, Any], mask: list[str], user_id: str
+    ) -> Memory:
+        v.positive_id("memory.id", memory_id)
+        paths = v.update_mask(mask, UPDATE_FIELDS)
+        changes: dict[str, Any] = {}
+        for p in paths:
+            value = values.get(p)
+            if p == "title":
+                changes[p] = v.text("memory.title", value or "", limit=MAX_TITLE_CHARS, required=True)
+            elif p == "content":
+                changes[p] = v.text(
+                    "memory.content", value or "", limit=v.MAX_MESSAGE_CHARS, required=True
+                )
+            elif p == "tier":
+                changes[p] = _check_tier("memory.tier", int(value or 0), default=False)
+            elif p == "confidence":
+                changes[p] = _check_confidence("memory.confidence", float(value or 0.0))
+            elif p == "metadata":
+                changes[p] = v.metadata("memory.metadata", value or {})
+
+        def write(conn: sqlite3.Connection) -> Memory:
+            self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+            return memory_store.update(conn, memory_id, changes)
+
+        memory = await self.db.write(write)
+        self.signals.wake(jobs.INDEX_MEMORY)
+        return memory
+
+    async def delete(self, memory_id: int, user_id: str) -> None:
+        v.positive_id("id", memory_id)
+
+        def write(conn: sqlite3.Connection) -> None:
+            self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+            memory_store.delete(conn, memory_id)
+
+        await self.db.write(write)
+        self.signals.wake(jobs.INDEX_MEMORY)
+
+    # Search -----------------------------------------------------------------
+
+    async def search(
+        self, query: str, scope: MemoryScope, limit: int, mode: SearchMode
+    ) -> AsyncIterator[MemoryHit]:
+        text = v.query(query)
+        n = v.search_limit(limit)
+        check_scope(scope)
+        if mode == SearchMode.KEYWORD:
+            for hit in await self.keyword(text, scope, n):
+                yield hit
+            return
+        if mode == SearchMode.SEMANTIC:
+            for hit in await self.semantic(text, scope, n):
+                yield hit
+            return
+        keyword = await self.keyword(text, scope, n * CANDIDATE_FACTOR)
+        semantic = await self.semantic(text, scope, n * CANDIDATE_FACTOR)
+        by_id: dict[int, tuple[MemoryHit | None, MemoryHit | None]] = {}
+        for hit in keyword:
+            by_id[hit.memory.id] = (hit, None)
+        for hit in semantic:
+            by_id[hit.memory.id] = (by_id.get(hit.memory.id, (None, None))[0], hit)
+        fused = reciprocal_rank_fusion(
+            [[h.memory.id for h in keyword], [h.memory.id for h in semantic]]
+        )
+        for memory_id, score in fused[:n]:
+            kw, sem = by_id[memory_id]
+            base = kw or sem
+            assert base is not None
+            sources = tuple(
+                s for s, h in ((SearchSource.KEYWORD, kw), (SearchSource.SEMANTIC, sem)) if h
+            )
+            yield MemoryHit(base.memory, score, sources)
+
+    async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
+        match = fts.match_expression(text)
+        if match is None:
+            return []
+        where, params = sql_where(scope)
+        found = await self.db.read(
+            lambda c: memory_store.keyword_search(c, match, where, params, n)
+        )
+        return [MemoryHit(m, score, (SearchSource.KEYWORD,)) for m, score in found]
+
+    async def semantic(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
+        flt = vector_filter(scope)
+        if flt is None:
+            return []
+        try:
+            [vector] = await self.embedder.embed([text])
+            hits = await self.index.search(MEMORIES, vector, filter=flt, limit=n)
+        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+            raise Unavailable(f"semantic search is unavailable: {exc}") from exc
+        ids = [h.id for h in hits]
+        where, params = sql_where(scope)
+        # The index is derived: SQLite has the last word on existence and scope.
+        rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
+        return [MemoryHit(rows[h.id], h.score, (SearchSource.SEMANTIC,)) for h in hits if h.id in rows]

@@ -1,0 +1,154 @@
+"""Who may see which memory: the one visibility rule, as SQL and as a vector filter.
+
+A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
+
+- kind: a PROJECT memory belongs to ``scope.project_id`` (a scope without a
+  project sees no PROJECT memory); a USER memory has ``user_id ==
+  scope.user_id`` (a scope without a user sees no USER memory) and was stored
+  either outside any project (project_id 0: the user's own, everywhere) or in
+  ``scope.project_id``;
+- tier: TASK and SESSION memories only in their origin session
+  (``session_id == scope.session_id``), except one stored outside a session
+  (session_id 0), which stays visible within its scope; LONGTERM is shared
+  within the scope; ARCHIVE is shared too but only with ``include_archived``;
+- agent: when ``scope.agent_id`` is set, only that agent's memories.
+
+``sql_where`` and ``vector_filter`` express exactly this rule; every query
+path (list, keyword, semantic, selection, usage) uses one of them, and
+vector hits are re-checked against SQLite with ``sql_where``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import MemoryKind, Tier
+from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.vectors import Filter, MatchAny
+
+MAX_USER_ID_CHARS = 200
+MAX_AGENT_ID_CHARS = 200
+SESSION_TIERS = (int(Tier.TASK), int(Tier.SESSION))
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    project_id: int = 0
+    user_id: str = ""
+    session_id: int = 0
+    agent_id: str = ""
+    include_archived: bool = False
+
+    def shared_tiers(self) -> tuple[int, ...]:
+        if self.include_archived:
+            return (int(Tier.LONGTERM), int(Tier.ARCHIVE))
+        return (int(Tier.LONGTERM),)
+
+
+def check_scope(scope: MemoryScope) -> MemoryScope:
+    """Validate a scope; it must name a project or a user (or it sees nothing)."""
+    v.positive_id("scope.project_id", scope.project_id, required=False)
+    v.positive_id("scope.session_id", scope.session_id, required=False)
+    v.text("scope.user_id", scope.user_id, limit=MAX_USER_ID_CHARS)
+    v.text("scope.agent_id", scope.agent_id, limit=MAX_AGENT_ID_CHARS)
+    if not scope.project_id and not scope.user_id.strip():
+        raise InvalidArgument("scope needs a project_id or a user_id: an empty scope sees nothing")
+    return scope
+
+
+def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, ...]]:
+    """A WHERE fragment (no leading AND) and its parameters."""
+    a = f"{alias}." if alias else ""
+    owners: list[str] = []
+    params: list[object] = []
+    if scope.project_id:
+        owners.append(f"({a}kind = ? AND {a}project_id = ?)")
+        params += [int(MemoryKind.PROJECT), scope.project_id]
+    if scope.user_id:
+        owners.append(f"({a}kind = ? AND {a}user_id = ? AND {a}project_id IN (0, ?))")
+        params += [int(MemoryKind.USER), scope.user_id, scope.project_id]
+    if not owners:
+        return "0", ()
+    shared = scope.shared_tiers()
+    clause = (
+        f"({' OR '.join(owners)})"
+        f" AND ({a}tier IN ({','.join('?' * len(shared))})"
+        f" OR ({a}tier IN (?, ?) AND {a}session_id IN (0, ?)))"
+    )
+    params += [*shared, *SESSION_TIERS, scope.session_id]
+    if scope.agent_id:
+        clause += f" AND {a}agent_id = ?"
+        params.append(scope.agent_id)
+    return clause, tuple(params)
+
+
+def vector_filter(scope: MemoryScope) -> Filter | None:
+    """The same rule over the memories collection's payload; None sees nothing."""
+    owners: list[Filter] = []
+    if scope.project_id:
+        owners.append(
+            Filter(
+                must=(
+                    MatchAny("kind", (int(MemoryKind.PROJECT),)),
+                    MatchAny("projectId", (scope.project_id,)),
+                )
+            )
+        )
+    if scope.user_id:
+        owners.append(
+            Filter(
+                must=(
+                    MatchAny("kind", (int(MemoryKind.USER),)),
+                    MatchAny("userId", (scope.user_id,)),
+                    MatchAny("projectId", tuple(dict.fromkeys((0, scope.project_id)))),
+                )
+            )
+        )
+    if not owners:
+        return None
+    tiers = Filter(
+        should=(
+            MatchAny("tier", scope.shared_tiers()),
+            Filter(
+                must=(
+                    MatchAny("tier", SESSION_TIERS),
+                    MatchAny("sessionId", tuple(dict.fromkeys((0, scope.session_id)))),
+                )
+            ),
+        )
+    )
+    must: list[MatchAny | Filter] = [Filter(should=tuple(owners)), tiers]
+    if scope.agent_id:
+        must.append(MatchAny("agentId", (scope.agent_id,)))
+    return Filter(must=tuple(must))
+
+
+def visible(
+    scope: MemoryScope,
+    *,
+    kind: int,
+    tier: int,
+    project_id: int,
+    user_id: str,
+    session_id: int,
+    agent_id: str,
+) -> bool:
+    """The rule in Python (for tests and in-memory checks); mirrors sql_where."""
+    if kind == MemoryKind.PROJECT:
+        owner = bool(scope.project_id) and project_id == scope.project_id
+    elif kind == MemoryKind.USER:
+        owner = (
+            bool(scope.user_id) and user_id == scope.user_id and project_id in (0, scope.project_id)
+        )
+    else:
+        owner = False
+    if not owner:
+        return False
+    if tier in SESSION_TIERS:
+        tier_ok = session_id in (0, scope.session_id)
+    else:
+        tier_ok = tier in scope.shared_tiers()
+    if not tier_ok:
+        return False
+    return not scope.agent_id or agent_id == scope.agent_id

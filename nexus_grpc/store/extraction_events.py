@@ -1,0 +1,94 @@
+"""The extraction event log: one row per finished or failed extraction.
+
+Ids are AUTOINCREMENT, so they only grow (never reused after a delete) and a
+client can resume a watch from the last id it saw.  Rows are written in the
+same transaction as the outcome they report.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from nexus_grpc.store.db import now
+
+DONE = 1
+FAILED = 2
+
+
+@dataclass(frozen=True)
+class ExtractionEvent:
+    id: int
+    episode_id: int
+    session_id: int
+    project_id: int
+    status: int
+    error: str
+    payload: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    episode_id: int = 0
+    session_id: int = 0
+    project_id: int = 0
+
+
+def insert(
+    conn: sqlite3.Connection,
+    episode_id: int,
+    session_id: int,
+    project_id: int,
+    status: int,
+    error: str = "",
+    payload: dict[str, Any] | None = None,
+) -> int:
+    cur = conn.execute(
+        "INSERT INTO extraction_events (episode_id, session_id, project_id, status, error,"
+        " payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            episode_id,
+            session_id,
+            project_id,
+            status,
+            error[:2000],
+            json.dumps(payload or {}),
+            now(),
+        ),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def page_after(
+    conn: sqlite3.Connection, after_id: int, where: EventFilter, limit: int
+) -> list[ExtractionEvent]:
+    """Events with id > after_id matching the filter, in id order."""
+    clauses = ["id > ?"]
+    params: list[object] = [after_id]
+    for column, value in (
+        ("episode_id", where.episode_id),
+        ("session_id", where.session_id),
+        ("project_id", where.project_id),
+    ):
+        if value:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    rows = conn.execute(
+        "SELECT id, episode_id, session_id, project_id, status, error, payload, created_at"
+        f" FROM extraction_events WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [
+        ExtractionEvent(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7]) for r in rows
+    ]
+
+
+def any_for_episode(conn: sqlite3.Connection, episode_id: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM extraction_events WHERE episode_id = ? LIMIT 1", (episode_id,)
+    ).fetchone()
+    return row is not None

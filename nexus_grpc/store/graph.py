@@ -1,0 +1,331 @@
+"""Entities, relationships and their traversal (seed 001/002's knowledge graph).
+
+Upserts are idempotent per episode: an entity (or relationship) mentioned by
+an episode counts that mention once, however often the episode is
+re-extracted, because the count only moves when the (row, episode) link is
+new.  Mentions without an episode (manual upserts) always count.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from nexus_grpc.errors import NotFound
+from nexus_grpc.store import jobs
+from nexus_grpc.store.db import now
+
+SOURCE_EXTRACTION = "extraction"
+SOURCE_MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: int
+    name: str
+    type: str
+    notes: str | None
+    mention_count: int
+    confidence: float
+    source: str
+    last_seen_at: float | None
+    created_at: float
+    project_ids: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Relationship:
+    id: int
+    from_id: int
+    to_id: int
+    label: str
+    notes: str | None
+    mention_count: int
+    created_at: float
+
+
+_ENTITY_COLUMNS = (
+    "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
+    " e.created_at,"
+    " (SELECT group_concat(p.project_id) FROM entity_projects p WHERE p.entity_id = e.id)"
+)
+_REL_COLUMNS = "id, from_id, to_id, label, notes, mention_count, created_at"
+
+
+def _entity(r: Sequence) -> Entity:
+    projects = tuple(sorted(int(p) for p in r[9].split(","))) if r[9] else ()
+    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], projects)
+
+
+def _rel(r: Sequence) -> Relationship:
+    return Relationship(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
+
+
+def _ids_json(ids: Sequence[int]) -> str:
+    return json.dumps([int(i) for i in ids])
+
+
+# Entities -------------------------------------------------------------------
+
+
+def upsert_entity(
+    conn: sqlite3.Connection,
+    name: str,
+    etype: str,
+    notes: str | None,
+    *,
+    source: str,
+    project_id: int,
+    episode_id: int | None = None,
+    confidence: float | None = None,
+) -> int:
+    """Insert or update by (name, type); returns the entity id.
+
+    Queues the entity's (re-)embedding in the same transaction.
+    """
+    ts = now()
+    row = conn.execute(
+        "SELECT id FROM entities WHERE name = ? AND type = ?", (name, etype)
+    ).fetchone()
+    if row is None:
+        entity_id = conn.execute(
+            "INSERT INTO entities (name, type, notes, mention_count, confidence, source,"
+            " last_seen_at, created_at) VALUES (?, ?, ?, 1, ?, ?, ?, ?)",
+            (name, etype, notes, 1.0 if confidence is None else confidence, source, ts, ts),
+        ).lastrowid
+        assert entity_id is not None
+        if episode_id is not None:
+            _link(conn, "entity_episodes", "entity_id", entity_id, episode_id)
+    else:
+        entity_id = row[0]
+        new_mention = episode_id is None or _link(
+            conn, "entity_episodes", "entity_id", entity_id, episode_id
+        )
+        conn.execute(
+            "UPDATE entities SET mention_count = mention_count + ?, notes = COALESCE(?, notes),"
+            " confidence = COALESCE(?, confidence), last_seen_at = ? WHERE id = ?",
+            (1 if new_mention else 0, notes, confidence, ts, entity_id),
+        )
+    conn.execute(
+        "INSERT OR IGNORE INTO entity_projects (entity_id, project_id) VALUES (?, ?)",
+        (entity_id, project_id),
+    )
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
+    return entity_id
+
+
+def _link(conn: sqlite3.Connection, table: str, column: str, row_id: int, episode_id: int) -> bool:
+    """Record that an episode mentions a row; True when the link is new."""
+    cur = conn.execute(
+        f"INSERT OR IGNORE INTO {table} ({column}, episode_id) VALUES (?, ?)", (row_id, episode_id)
+    )
+    return cur.rowcount == 1
+
+
+def get_entity(conn: sqlite3.Connection, entity_id: int) -> Entity:
+    row = conn.execute(
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.id = ?", (entity_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"entity {entity_id} does not exist")
+    return _entity(row)
+
+
+def get_entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Entity]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e"
+        " WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id",
+        (_ids_json(ids),),
+    ).fetchall()
+    return {r[0]: _entity(r) for r in rows}
+
+
+def entity_exists(conn: sqlite3.Connection, entity_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM entities WHERE id = ?", (entity_id,)).fetchone() is not None
+
+
+def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
+    """Delete an entity and (by cascade) its edges; returns how many edges went."""
+    get_entity(conn, entity_id)
+    edges = conn.execute(
+        "SELECT COUNT(*) FROM relationships WHERE from_id = ? OR to_id = ?",
+        (entity_id, entity_id),
+    ).fetchone()[0]
+    conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])  # row gone: the point is deleted
+    return int(edges)
+
+
+def list_entities(
+    conn: sqlite3.Connection, etype: str, project_id: int, after_id: int | None, limit: int
+) -> list[Entity]:
+    """Oldest first (keyset on id), optionally by type and by project."""
+    where = ["e.id > ?"]
+    params: list[object] = [after_id or 0]
+    if etype:
+        where.append("e.type = ?")
+        params.append(etype)
+    if project_id:
+        where.append(
+            "EXISTS (SELECT 1 FROM entity_projects p WHERE p.entity_id = e.id AND p.project_id = ?)"
+        )
+        params.append(project_id)
+    rows = conn.execute(
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE {' AND '.join(where)}"
+        " ORDER BY e.id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [_entity(r) for r in rows]
+
+
+def recent_entities(conn: sqlite3.Connection, project_id: int, limit: int) -> list[tuple[str, str]]:
+    """The last ``limit`` entities seen in a project's scope, oldest first."""
+    rows = conn.execute(
+        "SELECT e.name, e.type FROM entities e JOIN entity_projects p ON p.entity_id = e.id"
+        " WHERE p.project_id = ? ORDER BY e.last_seen_at DESC, e.id DESC LIMIT ?",
+        (project_id, limit),
+    ).fetchall()
+    return [(r[0], r[1]) for r in reversed(rows)]
+
+
+# Relationships --------------------------------------------------------------
+
+
+def upsert_relationship(
+    conn: sqlite3.Connection,
+    from_id: int,
+    to_id: int,
+    label: str,
+    notes: str | None,
+    *,
+    episode_id: int | None = None,
+) -> int:
+    row = conn.execute(
+        "SELECT id FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?",
+        (from_id, to_id, label),
+    ).fetchone()
+    if row is None:
+        rel_id = conn.execute(
+            "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at)"
+            " VALUES (?, ?, ?, ?, 1, ?)",
+            (from_id, to_id, label, notes, now()),
+        ).lastrowid
+        assert rel_id is not None
+        if episode_id is not None:
+            _link(conn, "relationship_episodes", "relationship_id", rel_id, episode_id)
+        return rel_id
+    rel_id = row[0]
+    new_mention = episode_id is None or _link(
+        conn, "relationship_episodes", "relationship_id", rel_id, episode_id
+    )
+    conn.execute(
+        "UPDATE relationships SET mention_count = mention_count + ?, notes = COALESCE(?, notes)"
+        " WHERE id = ?",
+        (1 if new_mention else 0, notes, rel_id),
+    )
+    return rel_id
+
+
+def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
+    row = conn.execute(f"SELECT {_REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
+    found = row.fetchone()
+    if found is None:
+        raise NotFound(f"relationship {rel_id} does not exist")
+    return _rel(found)
+
+
+def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
+    rows = conn.execute(
+        f"SELECT {_REL_COLUMNS} FROM relationships"
+        " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (_ids_json(ids),),
+    ).fetchall()
+    return [_rel(r) for r in rows]
+
+
+def list_relationships(
+    conn: sqlite3.Connection, entity_id: int, include_inbound: bool
+) -> list[Relationship]:
+    if include_inbound:
+        sql = (
+            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ?"
+            f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? ORDER BY id"
+        )
+        params: tuple = (entity_id, entity_id)
+    else:
+        sql = f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? ORDER BY id"
+        params = (entity_id,)
+    return [_rel(r) for r in conn.execute(sql, params)]
+
+
+def delete_relationship(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> bool:
+    cur = conn.execute(
+        "DELETE FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?",
+        (from_id, to_id, label),
+    )
+    return cur.rowcount > 0
+
+
+# Traversal ------------------------------------------------------------------
+
+# Bidirectional walk.  UNION (not UNION ALL) drops rows already produced, so a
+# cycle cannot feed itself; the depth bound ends the walk.  Each direction is
+# its own recursive branch so both use an index (from_id via the UNIQUE key,
+# to_id via idx_relationships_to) instead of an OR that scans.
+_NEIGHBORHOOD = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT ?, 0
+    UNION
+    SELECT r.to_id, w.depth + 1 FROM walk w JOIN relationships r ON r.from_id = w.id
+    WHERE w.depth < ?
+    UNION
+    SELECT r.from_id, w.depth + 1 FROM walk w JOIN relationships r ON r.to_id = w.id
+    WHERE w.depth < ?
+)
+SELECT DISTINCT id FROM walk
+"""
+
+
+def edges_within(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
+    """Every relationship with both ends in ``ids``."""
+    if not ids:
+        return []
+    members = _ids_json(ids)
+    rows = conn.execute(
+        f"SELECT {_REL_COLUMNS} FROM relationships"
+        " WHERE from_id IN (SELECT value FROM json_each(?))"
+        " AND to_id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (members, members),
+    ).fetchall()
+    return [_rel(r) for r in rows]
+
+
+def neighborhood(
+    conn: sqlite3.Connection, entity_id: int, depth: int
+) -> tuple[list[Entity], list[Relationship]]:
+    get_entity(conn, entity_id)
+    ids = [r[0] for r in conn.execute(_NEIGHBORHOOD, (entity_id, depth, depth))]
+    nodes = get_entities(conn, ids)
+    return list(nodes.values()), edges_within(conn, list(nodes))
+
+
+def neighbors(
+    conn: sqlite3.Connection, entity_ids: Sequence[int]
+) -> tuple[list[Entity], list[Relationship]]:
+    """One hop from a set, plus every edge inside the combined set."""
+    seeds = _ids_json(entity_ids)
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT value FROM json_each(?)"
+            " UNION SELECT to_id FROM relationships WHERE from_id IN (SELECT value FROM json_each(?))"
+            " UNION SELECT from_id FROM relationships WHERE to_id IN (SELECT value FROM json_each(?))",
+            (seeds, seeds, seeds),
+        )
+    ]
+    nodes = get_entities(conn, ids)
+    return list(nodes.values()), edges_within(conn, list(nodes))

@@ -1,0 +1,288 @@
+"""The memories table, its FTS5 index and the usage log.
+
+Every read a viewer makes goes through a scope clause from
+``domain.memory_scope.sql_where``; only the id-addressed reads (get, the
+owner checks) take no scope, and their callers check ownership.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nexus_grpc.domain.models import MemoryKind
+from nexus_grpc.errors import NotFound
+from nexus_grpc.store import jobs
+from nexus_grpc.store.db import now
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    kind: int
+    title: str
+    content: str
+    tier: int
+    project_id: int = 0
+    agent_id: str = ""
+    user_id: str = ""
+    session_id: int = 0
+    confidence: float = 1.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    last_used_at: float | None = None
+    use_count: int = 0
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    id: int
+    memory_id: int
+    thread_id: str
+    context: str
+    relevance: float
+    category: int
+    used_at: float
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    memory_id: int
+    relevance: float
+    category: int
+
+
+def _row(r: sqlite3.Row) -> Memory:
+    return Memory(
+        id=r["id"],
+        kind=r["kind"],
+        title=r["title"],
+        content=r["content"],
+        tier=r["tier"],
+        project_id=r["project_id"],
+        agent_id=r["agent_id"],
+        user_id=r["user_id"],
+        session_id=r["session_id"],
+        confidence=r["confidence"],
+        metadata=json.loads(r["metadata"]),
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        last_used_at=r["last_used_at"],
+        use_count=r["use_count"],
+        request_id=r["request_id"],
+    )
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def insert(conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None) -> Memory:
+    ts = now()
+    cur = conn.execute(
+        "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
+        " session_id, confidence, metadata, request_id, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            values["kind"],
+            values["title"],
+            values["content"],
+            values["tier"],
+            values["project_id"],
+            values["agent_id"],
+            values["user_id"],
+            values["session_id"],
+            values["confidence"],
+            json.dumps(values["metadata"]),
+            request_id or None,
+            ts,
+            ts,
+        ),
+    )
+    memory_id = cur.lastrowid or 0
+    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+    return get(conn, memory_id)
+
+
+def find(conn: sqlite3.Connection, memory_id: int) -> Memory | None:
+    row = conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    return _row(row) if row else None
+
+
+def get(conn: sqlite3.Connection, memory_id: int) -> Memory:
+    memory = find(conn, memory_id)
+    if memory is None:
+        raise NotFound(f"memory {memory_id} does not exist")
+    return memory
+
+
+def find_by_request_id(conn: sqlite3.Connection, request_id: str) -> Memory | None:
+    row = conn.execute("SELECT * FROM memories WHERE request_id = ?", (request_id,)).fetchone()
+    return _row(row) if row else None
+
+
+def count_in_cap_scope(
+    conn: sqlite3.Connection, project_id: int, agent_id: str, user_id: str
+) -> int:
+    """Memories counted against the per-(project, agent) cap.
+
+    Inside a project every memory of that project and agent counts; a USER
+    memory stored outside any project counts against its user's own cap.
+    """
+    if project_id:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE project_id = ? AND agent_id = ?",
+            (project_id, agent_id),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE project_id = 0 AND user_id = ? AND agent_id = ?",
+            (user_id, agent_id),
+        ).fetchone()
+    return int(row[0])
+
+
+def update(conn: sqlite3.Connection, memory_id: int, changes: Mapping[str, Any]) -> Memory:
+    get(conn, memory_id)
+    if changes:
+        cols = []
+        params: list[Any] = []
+        for name, value in changes.items():
+            cols.append(f"{name} = ?")
+            params.append(json.dumps(value) if name == "metadata" else value)
+        conn.execute(
+            f"UPDATE memories SET {', '.join(cols)}, updated_at = ? WHERE id = ?",
+            (*params, now(), memory_id),
+        )
+        jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+    return get(conn, memory_id)
+
+
+def delete(conn: sqlite3.Connection, memory_id: int) -> None:
+    get(conn, memory_id)
+    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+
+
+def list_visible(
+    conn: sqlite3.Connection,
+    where: str,
+    params: Sequence[Any],
+    *,
+    kind: int = 0,
+    after_id: int | None = None,
+    limit: int = 50,
+) -> list[Memory]:
+    extra = " AND m.kind = ?" if kind else ""
+    rows = conn.execute(
+        f"SELECT m.* FROM memories m WHERE {where}{extra} AND m.id > ? ORDER BY m.id LIMIT ?",
+        (*params, *((kind,) if kind else ()), after_id or 0, limit),
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def get_visible(
+    conn: sqlite3.Connection, ids: Sequence[int], where: str, params: Sequence[Any]
+) -> dict[int, Memory]:
+    """The rows among ``ids`` that exist and that the scope may see."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT m.* FROM memories m WHERE m.id IN ({_marks(len(ids))}) AND {where}",
+        (*ids, *params),
+    ).fetchall()
+    return {r["id"]: _row(r) for r in rows}
+
+
+def keyword_search(
+    conn: sqlite3.Connection, match: str, where: str, params: Sequence[Any], limit: int
+) -> list[tuple[Memory, float]]:
+    """(memory, bm25 with higher better), best first, scoped in the same query."""
+    rows = conn.execute(
+        "SELECT m.*, bm25(memories_fts) AS score FROM memories_fts f"
+        " JOIN memories m ON m.id = f.rowid"
+        f" WHERE memories_fts MATCH ? AND {where}"
+        " ORDER BY bm25(memories_fts) LIMIT ?",
+        (match, *params, limit),
+    ).fetchall()
+    return [(_row(r), -float(r["score"])) for r in rows]
+
+
+def used_in_thread(conn: sqlite3.Connection, thread_id: str, ids: Sequence[int]) -> set[int]:
+    if not thread_id or not ids:
+        return set()
+    rows = conn.execute(
+        "SELECT DISTINCT memory_id FROM memory_usage"
+        f" WHERE thread_id = ? AND memory_id IN ({_marks(len(ids))})",
+        (thread_id, *ids),
+    )
+    return {r[0] for r in rows}
+
+
+def record_usage(
+    conn: sqlite3.Connection, thread_id: str, context: str, used: Sequence[UsageRecord]
+) -> dict[int, Memory]:
+    """One bulk write: a usage row per memory, and its counters.  Memories
+    deleted meanwhile are skipped.  Returns the updated rows."""
+    ids = [u.memory_id for u in used]
+    if not ids:
+        return {}
+    present = {
+        r[0]
+        for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({_marks(len(ids))})", ids)
+    }
+    live = [u for u in used if u.memory_id in present]
+    ts = now()
+    conn.executemany(
+        "INSERT INTO memory_usage (memory_id, thread_id, context, relevance, category, used_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(u.memory_id, thread_id, context, u.relevance, u.category, ts) for u in live],
+    )
+    conn.executemany(
+        "UPDATE memories SET use_count = use_count + 1, last_used_at = ? WHERE id = ?",
+        [(ts, u.memory_id) for u in live],
+    )
+    rows = conn.execute(
+        f"SELECT * FROM memories WHERE id IN ({_marks(len(live))})", [u.memory_id for u in live]
+    ).fetchall()
+    return {r["id"]: _row(r) for r in rows}
+
+
+def _usage_row(r: sqlite3.Row) -> MemoryUsage:
+    return MemoryUsage(
+        id=r["id"],
+        memory_id=r["memory_id"],
+        thread_id=r["thread_id"],
+        context=r["context"],
+        relevance=r["relevance"],
+        category=r["category"],
+        used_at=r["used_at"],
+    )
+
+
+def usage_by_memory(
+    conn: sqlite3.Connection, memory_id: int, after_id: int | None, limit: int
+) -> list[MemoryUsage]:
+    rows = conn.execute(
+        "SELECT * FROM memory_usage WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (memory_id, after_id or 0, limit),
+    ).fetchall()
+    return [_usage_row(r) for r in rows]
+
+
+def usage_by_thread(
+    conn: sqlite3.Connection, thread_id: str, user_id: str, after_id: int | None, limit: int
+) -> list[MemoryUsage]:
+    """A thread's usage; USER memories' rows only for their own user."""
+    rows = conn.execute(
+        "SELECT u.* FROM memory_usage u JOIN memories m ON m.id = u.memory_id"
+        " WHERE u.thread_id = ? AND u.id > ? AND (m.kind != 2 OR (m.user_id = ? AND ? != ''))"
+        " ORDER BY u.id LIMIT ?",
+        (thread_id, after_id or 0, user_id, user_id, limit),
+    ).fetchall()
+    return [_usage_row(r) for r in rows]
