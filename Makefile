@@ -21,10 +21,10 @@ run: $(STAMP)
 	$(BIN)/nexus-grpc serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 test: $(STAMP) proto-check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
 
 soak: $(STAMP)
-	NEXUS_SOAK=1 $(BIN)/python -m pytest -q -m slow --timeout 1800
+	NEXUS_SOAK=1 $(BIN)/python -m pytest -q -m slow --timeout 3600
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py

@@ -106,8 +106,37 @@ class App:
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
         # --- knowledge graph (extraction, GraphService) ---
+        from nexus_grpc.domain.extraction import Extraction
+        from nexus_grpc.domain.graph import Graph
+        from nexus_grpc.pipeline.events import EventBroadcaster
+
+        # Wakes WatchExtractions streams after extraction outcomes commit.
+        self.graph_events = EventBroadcaster()
+        self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
+        self.extraction = Extraction(
+            self.db,
+            self.signals,
+            self.graph_events,
+            lambda: self.llm,
+            model=settings.extraction_model,
+            timeout=settings.llm_timeout,
+        )
         # --- summaries (SummaryService) ---
+        from nexus_grpc.domain.summaries import Summaries
+
+        self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
         # --- memories (PROJECT/USER memories, selection) ---
+        from nexus_grpc.domain.memories import Memories
+        from nexus_grpc.domain.selection import Selector
+
+        self.memories = Memories(self.db, self.signals, self.embedder, self.index)
+        self.selector = Selector(
+            self.db,
+            self.memories,
+            self.llm,
+            settings.selection_model,
+            timeout=settings.llm_timeout,
+        )
 
     def llm_ready(self) -> str | None:
         """Why LLM workers must wait, or None when they may run."""
@@ -141,6 +170,28 @@ class App:
                 )
             )
         # --- workers of later capabilities are appended here ---
+        from nexus_grpc.pipeline.summarizer import SessionSummarizer
+
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.SUMMARIZE_SESSION,
+                SessionSummarizer(self.summaries).handle,
+                self._worker_config(batch_size=1, concurrency=1),
+                ready=self.llm_ready,
+            )
+        )
+        from nexus_grpc.pipeline.extractor import ExtractionWorker
+
+        self.extraction_worker = ExtractionWorker(
+            self.db,
+            self.signals,
+            self.extraction,
+            self._worker_config(batch_size=1, concurrency=max(1, self.settings.llm_concurrency)),
+            ready=self.llm_ready,
+        )
+        self.workers.append(self.extraction_worker)
         for worker in self.workers:
             worker.start()
         if reconcile:

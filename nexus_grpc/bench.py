@@ -442,10 +442,13 @@ class _Context:
             mode = SEARCH_MODES[self.opts["mode"]]
             limit = self.opts["limit"]
 
+            # Existing sessions (e.g. a seeded 100k-episode database) when given.
+            scope = self.opts.get("search_session_ids") or self.session_ids
+
             async def do_search(rng: random.Random) -> float | None:
                 request = memory_pb2.SearchEpisodesRequest(
                     query=rng.choice(self.queries),
-                    session_id=rng.choice(self.session_ids),
+                    session_id=rng.choice(scope),
                     limit=limit,
                     mode=mode,
                 )
@@ -504,9 +507,10 @@ async def _progress(
             await asyncio.sleep(1.0)
             phase, elapsed, rec = live()
             now = time.perf_counter()
-            if rec is not last_rec:
+            if rec is not last_rec:  # a new phase: rate over its own time only
                 last_rec, last_count = rec, 0
-            rps = (rec.count - last_count) / (now - last_time)
+                last_time = max(last_time, now - elapsed)
+            rps = (rec.count - last_count) / max(now - last_time, 1e-6)
             last_count, last_time = rec.count, now
             line = _progress_line(phase, elapsed, rec.count, rps, rec.errors)
             if tty:
@@ -539,6 +543,7 @@ async def run_bench(
     mode: str = "hybrid",
     sessions: int = 8,
     seed_episodes: int = 32,
+    search_session_ids: Sequence[int] | None = None,
     limit: int = 10,
     timeout: float | None = 10.0,
     connect_timeout: float = 5.0,
@@ -577,6 +582,7 @@ async def run_bench(
     n_channels = min(n_channels, concurrency)
     opts: dict[str, Any] = {
         "query": query, "mode": mode, "sessions": sessions, "seed_episodes": seed_episodes,
+        "search_session_ids": list(search_session_ids or []),
         "limit": limit, "timeout": timeout, "connect_timeout": connect_timeout,
         "api_key": api_key, "root_certificates": root_certificates,
         "health_service": health_service, "seed": seed, "text_chars": text_chars,
@@ -740,14 +746,14 @@ def format_result(result: BenchResult) -> str:
         f"rps {result.rps:.1f}  elapsed {result.elapsed_s:.2f}s",
     ]
     header = (
-        f"  {'op':<10}{'count':>9}{'rps':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"  {'op':<16}{'count':>9}{'rps':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
         f"{'max ms':>9}{'1st p50':>9}{'1st p99':>9}"
     )
     lines.append(header)
 
     def row(s: OpStats | BenchResult, name: str) -> str:
         return (
-            f"  {name:<10}{s.count:>9}{s.rps:>10.1f}{s.p50_ms:>9.2f}{s.p95_ms:>9.2f}"
+            f"  {name:<16}{s.count:>9}{s.rps:>10.1f}{s.p50_ms:>9.2f}{s.p95_ms:>9.2f}"
             f"{s.p99_ms:>9.2f}{s.max_ms:>9.2f}{_ms(s.first_item_p50_ms):>9}"
             f"{_ms(s.first_item_p99_ms):>9}"
         )
@@ -755,7 +761,7 @@ def format_result(result: BenchResult) -> str:
     if len(result.ops) > 1:
         for name, stats in result.ops.items():
             lines.append(row(stats, name))
-    lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc[:10]))
+    lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc))
     if result.errors:
         lines.append(
             "  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items())
@@ -820,11 +826,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-async def _run_all(args: argparse.Namespace, rpcs: list[str]) -> list[BenchResult]:
-    root = None
-    if args.cacert:
-        with open(args.cacert, "rb") as fh:
-            root = fh.read()
+async def _run_all(
+    args: argparse.Namespace, rpcs: list[str], root: bytes | None
+) -> list[BenchResult]:
     command = " ".join(shlex.quote(a) for a in sys.argv)
     results = []
     for rpc in rpcs:
@@ -861,7 +865,11 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        results = asyncio.run(_run_all(args, rpcs))
+        root = None
+        if args.cacert:
+            with open(args.cacert, "rb") as fh:
+                root = fh.read()
+        results = asyncio.run(_run_all(args, rpcs, root))
     except BenchError as exc:
         print(f"nexus-grpc bench: {exc}", file=sys.stderr)
         return 2

@@ -27,13 +27,16 @@ def _settings(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     from nexus_grpc import logs
     from nexus_grpc.app import EmbedderMismatch
+    from nexus_grpc.auth import KeyFileError
+    from nexus_grpc.tls import TLSConfigError
     from nexus_grpc.server import serve
 
     settings = _settings(args)
     logs.configure(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings))
-    except EmbedderMismatch as exc:
+    except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError) as exc:
+        # Configuration problems: a clear line, not a traceback.
         print(f"nexus-grpc: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -118,6 +118,31 @@ OPTIONS: dict[str, Option] = {
         "10",
         "how long in-flight RPCs may finish on SIGTERM",
     ),
+    "tls_cert": Option(
+        "--tls-cert",
+        ("NEXUS_TLS_CERT",),
+        "",
+        "PEM server certificate chain; with --tls-key serves TLS instead of plaintext",
+    ),
+    "tls_key": Option("--tls-key", ("NEXUS_TLS_KEY",), "", "PEM private key for --tls-cert"),
+    "tls_client_ca": Option(
+        "--tls-client-ca",
+        ("NEXUS_TLS_CLIENT_CA",),
+        "",
+        "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)",
+    ),
+    "auth_keys_file": Option(
+        "--auth-keys-file",
+        ("NEXUS_AUTH_KEYS_FILE",),
+        "",
+        "JSON file of API keys and the users each may act for; empty turns auth off",
+    ),
+    "metrics_listen": Option(
+        "--metrics-listen",
+        ("NEXUS_METRICS_LISTEN",),
+        "",
+        "host:port for Prometheus metrics over HTTP (e.g. 127.0.0.1:9464); empty turns them off",
+    ),
     "log_level": Option("--log-level", ("NEXUS_LOG_LEVEL",), "INFO", "DEBUG, INFO, WARNING, ERROR"),
     "log_format": Option("--log-format", ("NEXUS_LOG_FORMAT",), "text", "text or json"),
 }
@@ -143,6 +168,11 @@ class Settings:
     max_concurrent_rpcs: int = 512
     max_message_bytes: int = 4 * 1024 * 1024
     grace_seconds: float = 10.0
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    auth_keys_file: str = ""
+    metrics_listen: str = ""
     log_level: str = "INFO"
     log_format: str = "text"
 

@@ -34,7 +34,11 @@ def _age(seconds: float) -> str:
 
 
 async def doctor(
-    target: str, timeout: float, *, api_key: str | None = None, out: TextIO | None = None
+    target: str,
+    timeout: float,  # noqa: ASYNC109 - a gRPC deadline, not an asyncio timeout
+    *,
+    api_key: str | None = None,
+    out: TextIO | None = None,
 ) -> int:
     """Prints ``target``'s health report to ``out`` (stdout); returns the exit status."""
     out = out or sys.stdout

@@ -93,3 +93,83 @@ def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
         snippet=h.snippet,
         sources=[int(s) for s in h.sources],
     )
+
+
+# Memories (PROJECT/USER) ---------------------------------------------------
+
+
+def memory(m: Any) -> mpb.Memory:
+    """``m``: a ``store.memories.Memory``."""
+    return mpb.Memory(
+        id=m.id,
+        kind=m.kind,
+        title=m.title,
+        content=m.content,
+        tier=m.tier,
+        project_id=m.project_id,
+        agent_id=m.agent_id,
+        user_id=m.user_id,
+        session_id=m.session_id,
+        confidence=m.confidence,
+        metadata=struct(m.metadata),
+        create_time=timestamp(m.created_at),
+        update_time=timestamp(m.updated_at),
+        last_used_time=timestamp(m.last_used_at),
+        use_count=m.use_count,
+    )
+
+
+def memory_values(m: mpb.Memory) -> dict[str, Any]:
+    return {
+        "kind": m.kind,
+        "title": m.title,
+        "content": m.content,
+        "tier": m.tier,
+        "project_id": m.project_id,
+        "agent_id": m.agent_id,
+        "user_id": m.user_id,
+        "session_id": m.session_id,
+        "confidence": m.confidence,
+        "metadata": from_struct(m.metadata),
+    }
+
+
+def memory_scope(s: mpb.MemoryScope) -> Any:
+    from nexus_grpc.domain.memory_scope import MemoryScope
+
+    return MemoryScope(
+        project_id=s.project_id,
+        user_id=s.user_id,
+        session_id=s.session_id,
+        agent_id=s.agent_id,
+        include_archived=s.include_archived,
+    )
+
+
+def memory_hit(h: Any) -> mpb.MemoryHit:
+    return mpb.MemoryHit(
+        memory=memory(h.memory), score=h.score, sources=[int(s) for s in h.sources]
+    )
+
+
+def selected_memory(s: Any) -> mpb.SelectedMemory:
+    return mpb.SelectedMemory(
+        memory=memory(s.memory),
+        relevance=s.relevance,
+        category=int(s.category),
+        previously_used=s.previously_used,
+        method=s.method,
+        degraded_reason=s.degraded_reason,
+    )
+
+
+def memory_usage(u: Any) -> mpb.MemoryUsage:
+    return mpb.MemoryUsage(
+        id=u.id,
+        time=timestamp(u.used_at),
+        context=u.context,
+        thread_id=u.thread_id,
+        memory_id=u.memory_id,
+        relevance=u.relevance,
+        category=u.category,
+    )

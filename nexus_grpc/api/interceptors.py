@@ -29,9 +29,16 @@ UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
 class RequestObserver:
-    """Hook for metrics: called once per finished RPC."""
+    """Hook for metrics: observe() once per finished RPC; stream_started() and
+    stream_ended() around each server stream that got past the concurrency cap."""
 
     def observe(self, method: str, code: grpc.StatusCode, seconds: float) -> None:  # noqa: B027
+        pass
+
+    def stream_started(self, method: str) -> None:  # noqa: B027
+        pass
+
+    def stream_ended(self, method: str) -> None:  # noqa: B027
         pass
 
 
@@ -93,8 +100,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             f"internal error (request id {request_id_var.get()}); see the server log",
         )
 
-    def _finish(self, method: str, context: grpc.aio.ServicerContext, started: float) -> None:
-        code = context.code() or grpc.StatusCode.OK
+    def _finish(
+        self, method: str, context: grpc.aio.ServicerContext, started: float, cancelled: bool
+    ) -> None:
+        code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
         if isinstance(code, int):
             code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
         elapsed = time.perf_counter() - started
@@ -104,12 +113,16 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
     def _wrap_unary(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
+            cancelled = False
             rid = self._begin(incoming)
             context.set_trailing_metadata((("x-request-id", rid),))
             held = await self._acquire(capped, context)
             try:
                 return await fn(request, context)
-            except (asyncio.CancelledError, grpc.aio.AbortError):
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+            except grpc.aio.AbortError:
                 raise
             except Exception as exc:
                 await self._fail(context, method, exc)
@@ -117,27 +130,33 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 if held:
                     assert self._slots is not None
                     self._slots.release()
-                self._finish(method, context, started)
+                self._finish(method, context, started, cancelled)
 
         return wrapper
 
     def _wrap_stream(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             started = time.perf_counter()
+            cancelled = False
             rid = self._begin(incoming)
             context.set_trailing_metadata((("x-request-id", rid),))
             held = await self._acquire(capped, context)
+            self._observer.stream_started(method)
             try:
                 async for item in fn(request, context):
                     yield item
-            except (asyncio.CancelledError, grpc.aio.AbortError):
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+            except grpc.aio.AbortError:
                 raise
             except Exception as exc:
                 await self._fail(context, method, exc)
             finally:
+                self._observer.stream_ended(method)
                 if held:
                     assert self._slots is not None
                     self._slots.release()
-                self._finish(method, context, started)
+                self._finish(method, context, started, cancelled)
 
         return wrapper

@@ -173,3 +173,84 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return mpb.ReconcileIndexResponse(
             requeued=result.requeued, removed_orphans=result.removed_orphans
         )
+
+    # Memories (PROJECT/USER, tiers, selection)
+
+    async def CreateMemory(self, request: mpb.CreateMemoryRequest, context: Ctx) -> mpb.Memory:
+        created = await self.app.memories.create(
+            convert.memory_values(request.memory), request.request_id
+        )
+        return convert.memory(created)
+
+    async def GetMemory(self, request: mpb.GetMemoryRequest, context: Ctx) -> mpb.Memory:
+        return convert.memory(await self.app.memories.get(request.id, request.user_id))
+
+    async def ListMemories(
+        self, request: mpb.ListMemoriesRequest, context: Ctx
+    ) -> mpb.ListMemoriesResponse:
+        page = await self.app.memories.list(
+            convert.memory_scope(request.scope),
+            request.kind,
+            request.page_size,
+            request.page_token,
+        )
+        return mpb.ListMemoriesResponse(
+            memories=[convert.memory(m) for m in page.items], next_page_token=page.next_token
+        )
+
+    async def UpdateMemory(self, request: mpb.UpdateMemoryRequest, context: Ctx) -> mpb.Memory:
+        updated = await self.app.memories.update(
+            request.memory.id,
+            convert.memory_values(request.memory),
+            list(request.update_mask.paths),
+            request.user_id,
+        )
+        return convert.memory(updated)
+
+    async def DeleteMemory(
+        self, request: mpb.DeleteMemoryRequest, context: Ctx
+    ) -> mpb.DeleteMemoryResponse:
+        await self.app.memories.delete(request.id, request.user_id)
+        return mpb.DeleteMemoryResponse()
+
+    async def SearchMemories(
+        self, request: mpb.SearchMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[mpb.MemoryHit]:
+        if request.mode not in mpb.SearchMode.values():
+            raise InvalidArgument(f"mode {request.mode} is not a SearchMode")
+        async for hit in self.app.memories.search(
+            request.query,
+            convert.memory_scope(request.scope),
+            request.limit,
+            convert.search_mode(request.mode),
+        ):
+            yield convert.memory_hit(hit)
+
+    async def SelectMemories(
+        self, request: mpb.SelectMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[mpb.SelectedMemory]:
+        async for selected in self.app.selector.select(
+            request.prompt,
+            convert.memory_scope(request.scope),
+            request.thread_id,
+            request.thread_summary,
+            request.limit,
+        ):
+            yield convert.selected_memory(selected)
+
+    async def ListMemoryUsage(
+        self, request: mpb.ListMemoryUsageRequest, context: Ctx
+    ) -> mpb.ListMemoryUsageResponse:
+        key = request.WhichOneof("key")
+        if key is None:
+            raise InvalidArgument("one of thread_id or memory_id is required")
+        page = await self.app.memories.usage(
+            request.thread_id if key == "thread_id" else "",
+            request.memory_id if key == "memory_id" else 0,
+            request.user_id,
+            request.page_size,
+            request.page_token,
+        )
+        return mpb.ListMemoryUsageResponse(
+            usage=[convert.memory_usage(u) for u in page.items], next_page_token=page.next_token
+        )

@@ -26,7 +26,13 @@ from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where, 
 from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
 from nexus_grpc.domain.ranking import reciprocal_rank_fusion
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
-from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from nexus_grpc.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import memories as memory_store
@@ -92,13 +98,19 @@ class Memories:
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(f"memory.kind must be PROJECT or USER, got {kind}")
-        title = v.text("memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True)
+        title = v.text(
+            "memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True
+        )
         content = v.text(
             "memory.content", values.get("content", ""), limit=v.MAX_MESSAGE_CHARS, required=True
         )
         tier = _check_tier("memory.tier", int(values.get("tier", 0)), default=True)
-        project_id = v.positive_id("memory.project_id", int(values.get("project_id", 0)), required=False)
-        session_id = v.positive_id("memory.session_id", int(values.get("session_id", 0)), required=False)
+        project_id = v.positive_id(
+            "memory.project_id", int(values.get("project_id", 0)), required=False
+        )
+        session_id = v.positive_id(
+            "memory.session_id", int(values.get("session_id", 0)), required=False
+        )
         user_id = _check_user_id("memory.user_id", values.get("user_id", "")).strip()
         agent_id = v.text("memory.agent_id", values.get("agent_id", ""), limit=200)
         confidence = float(values.get("confidence", 0.0)) or 1.0
@@ -178,7 +190,9 @@ class Memories:
             raise NotFound(f"memory {memory_id} does not exist")
         return memory
 
-    async def list(self, scope: MemoryScope, kind: int, page_size: int, page_token: str) -> Page[Memory]:
+    async def list(
+        self, scope: MemoryScope, kind: int, page_size: int, page_token: str
+    ) -> Page[Memory]:
         check_scope(scope)
         if kind not in (0, int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(f"kind must be PROJECT, USER or unset, got {kind}")
@@ -186,7 +200,9 @@ class Memories:
         after = paging.decode_token(page_token)
         where, params = sql_where(scope)
         rows = await self.db.read(
-            lambda c: memory_store.list_visible(c, where, params, kind=kind, after_id=after, limit=size + 1)
+            lambda c: memory_store.list_visible(
+                c, where, params, kind=kind, after_id=after, limit=size + 1
+            )
         )
         more = len(rows) > size
         rows = rows[:size]
@@ -201,7 +217,9 @@ class Memories:
         for p in paths:
             value = values.get(p)
             if p == "title":
-                changes[p] = v.text("memory.title", value or "", limit=MAX_TITLE_CHARS, required=True)
+                changes[p] = v.text(
+                    "memory.title", value or "", limit=MAX_TITLE_CHARS, required=True
+                )
             elif p == "content":
                 changes[p] = v.text(
                     "memory.content", value or "", limit=v.MAX_MESSAGE_CHARS, required=True
@@ -289,4 +307,35 @@ class Memories:
         where, params = sql_where(scope)
         # The index is derived: SQLite has the last word on existence and scope.
         rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
-        return [MemoryHit(rows[h.id], h.score, (SearchSource.SEMANTIC,)) for h in hits if h.id in rows]
+        return [
+            MemoryHit(rows[h.id], h.score, (SearchSource.SEMANTIC,)) for h in hits if h.id in rows
+        ]
+
+    # Usage log ----------------------------------------------------------------
+
+    async def usage(
+        self, thread_id: str, memory_id: int, user_id: str, page_size: int, page_token: str
+    ) -> Page[memory_store.MemoryUsage]:
+        """By memory (a USER memory's log only for its user), or by thread
+        (rows of USER memories only for their user)."""
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        v.text("user_id", user_id, limit=200)
+        if memory_id:
+            v.positive_id("memory_id", memory_id)
+
+            def by_memory(conn: sqlite3.Connection) -> list[memory_store.MemoryUsage]:
+                self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+                return memory_store.usage_by_memory(conn, memory_id, after, size + 1)
+
+            rows = await self.db.read_in_transaction(by_memory)
+        else:
+            if not thread_id.strip():
+                raise InvalidArgument("thread_id is required and must not be blank")
+            v.text("thread_id", thread_id, limit=200)
+            rows = await self.db.read(
+                lambda c: memory_store.usage_by_thread(c, thread_id, user_id, after, size + 1)
+            )
+        more = len(rows) > size
+        rows = rows[:size]
+        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")

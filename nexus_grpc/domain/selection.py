@@ -108,10 +108,7 @@ class Selector:
                 (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
             ]
         ranked = sorted(
-            (
-                (mid, rel * (USED_PENALTY if mid in used else 1.0), cat)
-                for mid, rel, cat in picks
-            ),
+            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
             key=lambda p: p[1],
             reverse=True,
         )[:n]
@@ -160,7 +157,9 @@ class Selector:
             (
                 s.id,
                 ranking.get(s.id, s.relevance),
-                MemoryCategory.NECESSARY if s.category == "necessary" else MemoryCategory.SUPPORTING,
+                MemoryCategory.NECESSARY
+                if s.category == "necessary"
+                else MemoryCategory.SUPPORTING,
             )
             for s in selected
         ]

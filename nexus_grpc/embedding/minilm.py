@@ -57,6 +57,10 @@ class MiniLMEmbedder:
         # `threads` cores, so running two batches at once would only oversubscribe
         # the CPU. Serialising also keeps tokenizer/session use single-threaded.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm")
+        # A second lane for single texts (search queries): without it a query
+        # waits behind background indexing batches, which take seconds.
+        # onnxruntime sessions and HF tokenizers are safe to call concurrently.
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm-q")
         self._closed = False
 
     # -- loading ---------------------------------------------------------------------------
@@ -140,14 +144,15 @@ class MiniLMEmbedder:
         if not texts:
             return []
         batch = [str(t) for t in texts]
-        vectors = await self._run(self._embed_sync, batch)
+        vectors = await self._run(self._embed_sync, batch, interactive=len(batch) == 1)
         return vectors.tolist()  # type: ignore[no-any-return]
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Any, *args: Any, interactive: bool = False) -> Any:
         if self._closed:
             raise RuntimeError("MiniLMEmbedder is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        executor = self._query_executor if interactive else self._executor
+        return await loop.run_in_executor(executor, fn, *args)
 
     async def close(self) -> None:
         if self._closed:
@@ -155,5 +160,6 @@ class MiniLMEmbedder:
         self._closed = True
         # Let an in-flight batch finish without blocking the loop while it does.
         await asyncio.to_thread(self._executor.shutdown, wait=True)
+        await asyncio.to_thread(self._query_executor.shutdown, wait=True)
         self._session = None
         self._tokenizer = None

@@ -13,6 +13,7 @@ event, so no wake-up is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 
 class EventBroadcaster:
@@ -44,7 +45,8 @@ class EventBroadcaster:
         """Wait for ``event`` (from ``current()``) or ``timeout``, whichever first."""
         if self._closed:
             return
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+        # asyncio.timeout, not wait_for: on 3.11, wait_for can swallow a
+        # cancellation that lands as the event is set.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await event.wait()

@@ -115,8 +115,11 @@ class JobWorker:
             if claimed:
                 continue
             timeout = await self._idle_timeout()
+            # asyncio.timeout, not wait_for: on 3.11, wait_for swallows a cancel
+            # that lands as the event is set, and stop() would then hang.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await event.wait()
 
     async def _idle_timeout(self) -> float:
         if self.ready() is not None:

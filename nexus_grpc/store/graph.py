@@ -136,12 +136,14 @@ def get_entity(conn: sqlite3.Connection, entity_id: int) -> Entity:
 def get_entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Entity]:
     if not ids:
         return {}
+    # CROSS JOIN pins the id list as the outer loop: one primary-key lookup
+    # per id, never a scan of the table.
     rows = conn.execute(
-        f"SELECT {_ENTITY_COLUMNS} FROM entities e"
-        " WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id",
+        f"SELECT {_ENTITY_COLUMNS} FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
+        " CROSS JOIN entities e ON e.id = j.id",
         (_ids_json(ids),),
     ).fetchall()
-    return {r[0]: _entity(r) for r in rows}
+    return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: int) -> bool:
@@ -295,13 +297,16 @@ def edges_within(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relations
     if not ids:
         return []
     members = _ids_json(ids)
+    # Outbound edges of each member (UNIQUE(from_id, ...) index), kept when
+    # the other end is a member too.
     rows = conn.execute(
-        f"SELECT {_REL_COLUMNS} FROM relationships"
-        " WHERE from_id IN (SELECT value FROM json_each(?))"
-        " AND to_id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        f"SELECT {', '.join('r.' + c for c in _REL_COLUMNS.split(', '))}"
+        " FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
+        " CROSS JOIN relationships r ON r.from_id = j.id"
+        " WHERE +r.to_id IN (SELECT value FROM json_each(?))",  # + : filter, not probe
         (members, members),
     ).fetchall()
-    return [_rel(r) for r in rows]
+    return [_rel(r) for r in sorted(rows, key=lambda r: r[0])]
 
 
 def neighborhood(
@@ -321,10 +326,11 @@ def neighbors(
     ids = [
         r[0]
         for r in conn.execute(
-            "SELECT value FROM json_each(?)"
-            " UNION SELECT to_id FROM relationships WHERE from_id IN (SELECT value FROM json_each(?))"
-            " UNION SELECT from_id FROM relationships WHERE to_id IN (SELECT value FROM json_each(?))",
-            (seeds, seeds, seeds),
+            "WITH seeds(id) AS (SELECT value FROM json_each(?))"
+            " SELECT id FROM seeds"
+            " UNION SELECT r.to_id FROM relationships r WHERE r.from_id IN seeds"
+            " UNION SELECT r.from_id FROM relationships r WHERE r.to_id IN seeds",
+            (seeds,),
         )
     ]
     nodes = get_entities(conn, ids)

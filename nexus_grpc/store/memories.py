@@ -233,8 +233,7 @@ def record_usage(
     if not ids:
         return {}
     present = {
-        r[0]
-        for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({_marks(len(ids))})", ids)
+        r[0] for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({_marks(len(ids))})", ids)
     }
     live = [u for u in used if u.memory_id in present]
     ts = now()
@@ -281,8 +280,8 @@ def usage_by_thread(
     """A thread's usage; USER memories' rows only for their own user."""
     rows = conn.execute(
         "SELECT u.* FROM memory_usage u JOIN memories m ON m.id = u.memory_id"
-        " WHERE u.thread_id = ? AND u.id > ? AND (m.kind != 2 OR (m.user_id = ? AND ? != ''))"
+        " WHERE u.thread_id = ? AND u.id > ? AND (m.kind != ? OR (m.user_id = ? AND ? != ''))"
         " ORDER BY u.id LIMIT ?",
-        (thread_id, after_id or 0, user_id, user_id, limit),
+        (thread_id, after_id or 0, int(MemoryKind.USER), user_id, user_id, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]

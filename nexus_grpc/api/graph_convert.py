@@ -1,0 +1,72 @@
+"""Conversion between GraphService wire types and the graph's domain types."""
+
+from __future__ import annotations
+
+from nexus_grpc.api.convert import timestamp
+from nexus_grpc.domain.extraction import entity_from_dict, rel_from_dict
+from nexus_grpc.domain.graph import EntityHit, Subgraph
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
+from nexus_grpc.store import extraction_events as event_store
+from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store.extraction_events import ExtractionEvent
+from nexus_grpc.store.graph import Entity, Relationship
+
+_SOURCES = {
+    graph_store.SOURCE_EXTRACTION: gpb.ENTITY_SOURCE_EXTRACTION,
+    graph_store.SOURCE_MANUAL: gpb.ENTITY_SOURCE_MANUAL,
+}
+_STATUSES = {
+    event_store.DONE: gpb.EXTRACTION_STATUS_DONE,
+    event_store.FAILED: gpb.EXTRACTION_STATUS_FAILED,
+}
+
+
+def entity(e: Entity) -> gpb.Entity:
+    return gpb.Entity(
+        id=e.id,
+        name=e.name,
+        type=e.type,
+        notes=e.notes or "",
+        mention_count=e.mention_count,
+        confidence=e.confidence,
+        source=_SOURCES.get(e.source, gpb.ENTITY_SOURCE_UNSPECIFIED),
+        last_seen_time=timestamp(e.last_seen_at),
+        create_time=timestamp(e.created_at),
+        project_ids=list(e.project_ids),
+    )
+
+
+def relationship(r: Relationship) -> gpb.Relationship:
+    return gpb.Relationship(
+        id=r.id,
+        from_id=r.from_id,
+        to_id=r.to_id,
+        label=r.label,
+        notes=r.notes or "",
+        mention_count=r.mention_count,
+        create_time=timestamp(r.created_at),
+    )
+
+
+def subgraph(g: Subgraph) -> gpb.Subgraph:
+    return gpb.Subgraph(
+        nodes=[entity(n) for n in g.nodes], edges=[relationship(r) for r in g.edges]
+    )
+
+
+def entity_hit(h: EntityHit) -> gpb.EntityHit:
+    return gpb.EntityHit(entity=entity(h.entity), score=h.score)
+
+
+def extraction_event(ev: ExtractionEvent) -> gpb.ExtractionEvent:
+    return gpb.ExtractionEvent(
+        event_id=ev.id,
+        episode_id=ev.episode_id,
+        session_id=ev.session_id,
+        project_id=ev.project_id,
+        status=_STATUSES.get(ev.status, gpb.EXTRACTION_STATUS_UNSPECIFIED),
+        error=ev.error,
+        entities=[entity(entity_from_dict(d)) for d in ev.payload.get("entities", [])],
+        relationships=[relationship(rel_from_dict(d)) for d in ev.payload.get("relationships", [])],
+        time=timestamp(ev.created_at),
+    )

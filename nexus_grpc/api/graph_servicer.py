@@ -1,0 +1,109 @@
+"""nexus.graph.v1.GraphService."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from nexus_grpc.api import graph_convert as convert
+from nexus_grpc.app import App
+from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
+
+Ctx = grpc.aio.ServicerContext
+
+
+class GraphServicer(ggrpc.GraphServiceServicer):
+    def __init__(self, app: App) -> None:
+        self.graph = app.graph
+        self.extraction = app.extraction
+
+    # Entities
+
+    async def UpsertEntity(self, request: gpb.UpsertEntityRequest, context: Ctx) -> gpb.Entity:
+        e = await self.graph.upsert_entity(
+            request.name, request.type, request.notes, request.confidence, request.project_id
+        )
+        return convert.entity(e)
+
+    async def GetEntity(self, request: gpb.GetEntityRequest, context: Ctx) -> gpb.Entity:
+        return convert.entity(await self.graph.get_entity(request.id))
+
+    async def DeleteEntity(
+        self, request: gpb.DeleteEntityRequest, context: Ctx
+    ) -> gpb.DeleteEntityResponse:
+        deleted = await self.graph.delete_entity(request.id)
+        return gpb.DeleteEntityResponse(deleted_relationships=deleted)
+
+    async def ListEntities(
+        self, request: gpb.ListEntitiesRequest, context: Ctx
+    ) -> gpb.ListEntitiesResponse:
+        page = await self.graph.list_entities(
+            request.type, request.project_id, request.page_size, request.page_token
+        )
+        return gpb.ListEntitiesResponse(
+            entities=[convert.entity(e) for e in page.items], next_page_token=page.next_token
+        )
+
+    # Relationships
+
+    async def UpsertRelationship(
+        self, request: gpb.UpsertRelationshipRequest, context: Ctx
+    ) -> gpb.Relationship:
+        r = await self.graph.upsert_relationship(
+            request.from_id, request.to_id, request.label, request.notes
+        )
+        return convert.relationship(r)
+
+    async def ListRelationships(
+        self, request: gpb.ListRelationshipsRequest, context: Ctx
+    ) -> gpb.ListRelationshipsResponse:
+        rels = await self.graph.list_relationships(request.entity_id, request.include_inbound)
+        return gpb.ListRelationshipsResponse(relationships=[convert.relationship(r) for r in rels])
+
+    async def DeleteRelationship(
+        self, request: gpb.DeleteRelationshipRequest, context: Ctx
+    ) -> gpb.DeleteRelationshipResponse:
+        await self.graph.delete_relationship(request.from_id, request.to_id, request.label)
+        return gpb.DeleteRelationshipResponse()
+
+    # Traversal and search
+
+    async def GetNeighborhood(
+        self, request: gpb.GetNeighborhoodRequest, context: Ctx
+    ) -> gpb.Subgraph:
+        return convert.subgraph(await self.graph.neighborhood(request.entity_id, request.depth))
+
+    async def GetNeighbors(self, request: gpb.GetNeighborsRequest, context: Ctx) -> gpb.Subgraph:
+        return convert.subgraph(await self.graph.neighbors(list(request.entity_ids)))
+
+    async def SearchEntities(
+        self, request: gpb.SearchEntitiesRequest, context: Ctx
+    ) -> AsyncIterator[gpb.EntityHit]:
+        async for hit in self.graph.search(request.query, request.project_id, request.limit):
+            yield convert.entity_hit(hit)
+
+    # Extraction
+
+    async def ExtractEpisode(
+        self, request: gpb.ExtractEpisodeRequest, context: Ctx
+    ) -> gpb.ExtractEpisodeResponse:
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidArgument("one of episode_id or all_failed is required")
+        if target == "all_failed" and not request.all_failed:
+            raise InvalidArgument("all_failed must be true when given")
+        queued = await self.extraction.requeue(
+            request.episode_id if target == "episode_id" else 0, target == "all_failed"
+        )
+        return gpb.ExtractEpisodeResponse(queued=queued)
+
+    async def WatchExtractions(
+        self, request: gpb.WatchExtractionsRequest, context: Ctx
+    ) -> AsyncIterator[gpb.ExtractionEvent]:
+        async for event in self.graph.watch(
+            request.episode_id, request.session_id, request.project_id, request.after_event_id
+        ):
+            yield convert.extraction_event(event)

@@ -1,0 +1,29 @@
+"""Summary conversions between wire (protobuf) and domain types."""
+
+from __future__ import annotations
+
+from nexus_grpc.api.convert import timestamp
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
+from nexus_grpc.store.summaries import Summary
+
+
+def summary(s: Summary) -> spb.Summary:
+    return spb.Summary(
+        id=s.id,
+        session_id=s.session_id,
+        project_id=s.project_id,
+        content=s.content,
+        first_episode_id=s.first_episode_id,
+        last_episode_id=s.last_episode_id,
+        episode_count=s.episode_count,
+        create_time=timestamp(s.created_at),
+        update_time=timestamp(s.updated_at),
+    )
+
+
+def range_values(s: spb.Summary) -> dict[str, int]:
+    return {
+        "first_episode_id": s.first_episode_id,
+        "last_episode_id": s.last_episode_id,
+        "episode_count": s.episode_count,
+    }

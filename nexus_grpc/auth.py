@@ -1,0 +1,323 @@
+"""API-key authentication and per-user authorisation for every RPC.
+
+A key file maps API keys to principals::
+
+    {"keys": [
+      {"key": "s3cret", "name": "orchestrator", "users": ["alice", "bob"], "admin": false},
+      {"key_sha256": "9f86d0...", "name": "ops", "users": "*", "admin": true}
+    ]}
+
+``key`` is the key itself; ``key_sha256`` (hex) lets the file hold only the
+digest.  Only SHA-256 digests are kept in memory, and a presented key is
+compared against every digest with ``hmac.compare_digest``.
+
+``AuthInterceptor`` must be the first interceptor: a call without a known key
+is refused (UNAUTHENTICATED) before any other interceptor or servicer runs.
+The identity comes from the key alone: after deserialisation every string
+field named ``user_id`` anywhere in the request must name a user the
+principal holds (PERMISSION_DENIED otherwise), and admin-only RPCs refuse
+non-admin principals.  Health and reflection stay open.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from nexus_grpc.api.interceptors import RequestObserver
+
+log = logging.getLogger("nexus_grpc.auth")
+
+#: Methods anyone may call, key or not.
+OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+#: Methods only admin principals may call.
+ADMIN_METHODS = frozenset({"/nexus.memory.v1.MemoryService/ReconcileIndex"})
+ALL_USERS = "*"
+USER_FIELD = "user_id"
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    users: frozenset[str] | None  # None: every user
+    admin: bool = False
+
+    def may_act_for(self, user_id: str) -> bool:
+        return self.admin or self.users is None or user_id in self.users
+
+
+_principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "principal", default=None
+)
+
+
+def current_principal() -> Principal | None:
+    """The caller of the RPC being served; None when auth is off."""
+    return _principal_var.get()
+
+
+class KeyFileError(ValueError):
+    pass
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class KeyRing:
+    """Principals by SHA-256 digest of their API key."""
+
+    def __init__(self, entries: list[tuple[bytes, Principal]]) -> None:
+        if not entries:
+            raise KeyFileError("the key file holds no keys; every call would be refused")
+        self._entries = entries
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> KeyRing:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise KeyFileError(f"cannot read key file {path}: {exc}") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "key file") -> KeyRing:
+        if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+            raise KeyFileError(f'{source}: expected {{"keys": [...]}}')
+        entries: list[tuple[bytes, Principal]] = []
+        seen: set[bytes] = set()
+        for i, item in enumerate(data["keys"]):
+            where = f"{source}: keys[{i}]"
+            if not isinstance(item, dict):
+                raise KeyFileError(f"{where}: expected an object")
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                raise KeyFileError(f"{where}: 'name' must be a non-empty string")
+            digest = cls._entry_digest(item, where)
+            if digest in seen:
+                raise KeyFileError(f"{where}: duplicate key")
+            seen.add(digest)
+            users = item.get("users", [])
+            if users == ALL_USERS:
+                allowed: frozenset[str] | None = None
+            elif isinstance(users, list) and all(isinstance(u, str) and u for u in users):
+                allowed = frozenset(users)
+            else:
+                raise KeyFileError(f"{where}: 'users' must be \"*\" or a list of user ids")
+            admin = item.get("admin", False)
+            if not isinstance(admin, bool):
+                raise KeyFileError(f"{where}: 'admin' must be true or false")
+            entries.append((digest, Principal(name, allowed, admin)))
+        return cls(entries)
+
+    @staticmethod
+    def _entry_digest(item: dict[str, Any], where: str) -> bytes:
+        key, hashed = item.get("key"), item.get("key_sha256")
+        if (key is None) == (hashed is None):
+            raise KeyFileError(f"{where}: give exactly one of 'key' and 'key_sha256'")
+        if key is not None:
+            if not isinstance(key, str) or len(key) < 16:
+                raise KeyFileError(f"{where}: 'key' must be a string of 16 characters or more")
+            return _digest(key)
+        try:
+            digest = bytes.fromhex(hashed) if isinstance(hashed, str) else b""
+        except ValueError:
+            digest = b""
+        if len(digest) != 32:
+            raise KeyFileError(f"{where}: 'key_sha256' must be 64 hex digits")
+        return digest
+
+    def lookup(self, key: str) -> Principal | None:
+        digest = _digest(key)
+        found = None
+        for candidate, principal in self._entries:  # no early exit: same work for every key
+            if hmac.compare_digest(candidate, digest):
+                found = principal
+        return found
+
+
+def bearer_key(metadata: Any) -> str | None:
+    for name, value in metadata or ():
+        if name != "authorization":
+            continue
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        return None
+    return None
+
+
+# --- walking requests for user ids --------------------------------------------------
+
+_HAS_USER: dict[str, bool] = {}
+
+
+def _has_user_field(desc: Descriptor | Any, visiting: frozenset[str] = frozenset()) -> bool:
+    cached = _HAS_USER.get(desc.full_name)
+    if cached is not None:
+        return cached
+    if desc.full_name in visiting or desc.full_name.startswith("google.protobuf."):
+        return False
+    found = False
+    for field in desc.fields:
+        if field.name == USER_FIELD and field.type == FieldDescriptor.TYPE_STRING:
+            found = True
+        elif field.message_type is not None and _has_user_field(
+            field.message_type, visiting | {desc.full_name}
+        ):
+            found = True
+    if not visiting:  # only whole answers are cached
+        _HAS_USER[desc.full_name] = found
+    return found
+
+
+def request_user_ids(message: Message) -> Iterator[str]:
+    """Every non-empty string field named ``user_id`` in the message, recursively."""
+    if not _has_user_field(message.DESCRIPTOR):
+        return
+    for field, value in message.ListFields():
+        if field.name == USER_FIELD and field.type == FieldDescriptor.TYPE_STRING:
+            values = value if _is_repeated(field) else (value,)
+            yield from (v for v in values if v)
+        elif field.message_type is not None and _has_user_field(field.message_type):
+            if field.message_type.GetOptions().map_entry:
+                for item in value.values():
+                    if isinstance(item, Message):
+                        yield from request_user_ids(item)
+            elif _is_repeated(field):
+                for item in value:
+                    yield from request_user_ids(item)
+            else:
+                yield from request_user_ids(value)
+
+
+def _is_repeated(field: FieldDescriptor) -> bool:
+    return field.is_repeated  # protobuf 7 dropped ``label``
+
+
+# --- the interceptor ------------------------------------------------------------------
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, keys: KeyRing, observer: RequestObserver | None = None) -> None:
+        self._keys = keys
+        self._observer = observer or RequestObserver()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = details.method
+        handler = await continuation(details)  # only builds wrappers; nothing runs yet
+        if handler is None or method.startswith(OPEN_PREFIXES):
+            return handler
+        key = bearer_key(details.invocation_metadata)
+        principal = self._keys.lookup(key) if key else None
+        if principal is None:
+            why = "missing API key" if key is None else "unknown API key"
+            return self._refuse(handler, method, grpc.StatusCode.UNAUTHENTICATED, why)
+        if method in ADMIN_METHODS and not principal.admin:
+            return self._refuse(
+                handler,
+                method,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{method.rsplit('/', 1)[-1]} needs an admin key; {principal.name!r} is not one",
+            )
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method, principal),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, principal),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        # Client- and bidi-streaming: none of ours; refuse rather than skip the user check.
+        return self._refuse(
+            handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
+        )
+
+    def _denied_user(self, request: Any, principal: Principal) -> str | None:
+        if not isinstance(request, Message):
+            return None
+        for user_id in request_user_ids(request):
+            if not principal.may_act_for(user_id):
+                return user_id
+        return None
+
+    async def _check(
+        self, request: Any, context: grpc.aio.ServicerContext, method: str, principal: Principal
+    ) -> None:
+        _principal_var.set(principal)
+        user_id = self._denied_user(request, principal)
+        if user_id is not None:
+            self._record(method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
+            log.warning("%s: %r may not act for user %r", method, principal.name, user_id)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"API key {principal.name!r} may not act for user {user_id!r}",
+            )
+
+    def _wrap_unary(self, fn, method: str, principal: Principal):
+        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await self._check(request, context, method, principal)
+            return await fn(request, context)
+
+        return wrapper
+
+    def _wrap_stream(self, fn, method: str, principal: Principal):
+        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await self._check(request, context, method, principal)
+            async for item in fn(request, context):
+                yield item
+
+        return wrapper
+
+    def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        self._observer.observe(method, code, time.perf_counter() - started)
+
+    def _refuse(
+        self,
+        handler: grpc.RpcMethodHandler,
+        method: str,
+        code: grpc.StatusCode,
+        message: str,
+    ) -> grpc.RpcMethodHandler:
+        async def abort(context: grpc.aio.ServicerContext) -> None:
+            self._record(method, code, time.perf_counter())
+            log.info("%s %s: %s", method, code.name, message)
+            await context.abort(code, message)
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await abort(context)
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await abort(context)
+            yield  # pragma: no cover - makes this an async generator
+
+        # The request is never read, so it is left undeserialised.
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                stream, response_serializer=handler.response_serializer
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            unary, response_serializer=handler.response_serializer
+        )

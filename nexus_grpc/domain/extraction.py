@@ -1,0 +1,234 @@
+"""Entity extraction, the use case: one episode in, graph upserts and an event out.
+
+``run`` does the slow part (the LLM call) outside any transaction and
+returns a write function; the job worker commits that write in the same
+transaction as the job's deletion, so the graph, the episode's state, the
+event and the entity index jobs land together or not at all.
+
+Re-running an episode is idempotent: mention counts move only for
+(entity, episode) and (relationship, episode) links that are new.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import JobState
+from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.llm import LLMClient, LLMUnavailable
+from nexus_grpc.llm.extraction import (
+    EXTRACTION_OPTIONS,
+    EXTRACTION_SCHEMA,
+    MAX_KNOWN_ENTITIES,
+    ExtractionResult,
+    build_extraction_messages,
+    parse_extraction,
+)
+from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import extraction_events as event_store
+from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.jobs import Job
+
+log = logging.getLogger(__name__)
+WriteFn = Callable[[sqlite3.Connection], Any]
+
+
+@dataclass(frozen=True)
+class _EpisodeContext:
+    user_message: str
+    ai_response: str
+    known: list[tuple[str, str]]
+
+
+def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
+    """(session id, project id or 0) of an episode, or None if it is gone."""
+    row = conn.execute(
+        "SELECT e.session_id, COALESCE(s.project_id, 0) FROM episodes e"
+        " JOIN sessions s ON s.id = e.session_id WHERE e.id = ?",
+        (episode_id,),
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | None:
+    scope = episode_scope(conn, episode_id)
+    if scope is None:
+        return None
+    episode = episode_store.get(conn, episode_id)
+    # Only entities of the episode's own scope: another project's names must
+    # not leak into this one's prompt (and from there into its graph).
+    known = graph_store.recent_entities(conn, scope[1], MAX_KNOWN_ENTITIES)
+    return _EpisodeContext(episode.user_message, episode.ai_response, known)
+
+
+def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionResult) -> int | None:
+    """Upsert what was extracted, mark the episode done and log the event.
+
+    Returns the event id, or None when the episode was deleted meanwhile.
+    """
+    scope = episode_scope(conn, episode_id)
+    if scope is None:
+        return None
+    session_id, project_id = scope
+    by_name: dict[str, int] = {}
+    entity_ids: list[int] = []
+    for e in result.entities:
+        entity_id = graph_store.upsert_entity(
+            conn,
+            e.name,
+            e.type,
+            e.notes,
+            source=graph_store.SOURCE_EXTRACTION,
+            project_id=project_id,
+            episode_id=episode_id,
+        )
+        entity_ids.append(entity_id)
+        by_name.setdefault(e.name.lower(), entity_id)
+    rel_ids: list[int] = []
+    for r in result.relationships:
+        src, dst = by_name.get(r.source.lower()), by_name.get(r.target.lower())
+        if src is None or dst is None or src == dst:
+            continue
+        rel_ids.append(
+            graph_store.upsert_relationship(conn, src, dst, r.label, r.notes, episode_id=episode_id)
+        )
+    entities = graph_store.get_entities(conn, entity_ids)
+    payload = {
+        "entities": [entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids)],
+        "relationships": [
+            rel_to_dict(r)
+            for r in graph_store.get_relationships(conn, list(dict.fromkeys(rel_ids)))
+        ],
+    }
+    episode_store.set_extract_state(conn, episode_id, JobState.DONE)
+    return event_store.insert(
+        conn, episode_id, session_id, project_id, event_store.DONE, payload=payload
+    )
+
+
+def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    """Dead letter: the episode shows FAILED with the error, and watchers hear it."""
+    scope = episode_scope(conn, job.target_id)
+    if scope is None:
+        return
+    episode_store.set_extract_state(conn, job.target_id, JobState.FAILED, error)
+    event_store.insert(conn, job.target_id, scope[0], scope[1], event_store.FAILED, error=error)
+
+
+def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    """Still pending, but the last error is visible on the episode."""
+    episode_store.set_extract_state(conn, job.target_id, JobState.PENDING, error)
+
+
+def entity_to_dict(e: Entity) -> dict[str, Any]:
+    d = asdict(e)
+    d["project_ids"] = list(e.project_ids)
+    return d
+
+
+def entity_from_dict(d: dict[str, Any]) -> Entity:
+    return Entity(**{**d, "project_ids": tuple(d.get("project_ids", ()))})
+
+
+def rel_to_dict(r: Relationship) -> dict[str, Any]:
+    return asdict(r)
+
+
+def rel_from_dict(d: dict[str, Any]) -> Relationship:
+    return Relationship(**d)
+
+
+class Extraction:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        events: EventBroadcaster,
+        llm: Callable[[], LLMClient | None],
+        *,
+        model: str,
+        timeout: float,
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.events = events
+        self._llm = llm
+        self.model = model
+        self.timeout = timeout
+
+    async def run(self, episode_id: int) -> WriteFn | None:
+        """Extract one episode; returns the write that records the outcome.
+
+        Raises ``LLMUnavailable`` / ``LLMBadOutput`` for the worker to retry.
+        """
+        ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
+        if ctx is None:
+            return None  # deleted: nothing left to extract
+        llm = self._llm()
+        if llm is None:
+            raise LLMUnavailable("no Ollama configured")
+        messages = build_extraction_messages(ctx.user_message, ctx.ai_response, ctx.known)
+        answer = await llm.chat_json(
+            self.model,
+            messages,
+            EXTRACTION_SCHEMA,
+            temperature=EXTRACTION_OPTIONS["temperature"],
+            num_predict=EXTRACTION_OPTIONS["num_predict"],
+            timeout=self.timeout,
+        )
+        result = parse_extraction(answer)
+        log.debug(
+            "episode %d: %d entities, %d relationships",
+            episode_id,
+            len(result.entities),
+            len(result.relationships),
+        )
+        return lambda conn: apply_result(conn, episode_id, result)
+
+    def committed(self) -> None:
+        """After the worker committed outcomes: index the entities, wake watchers."""
+        self.signals.wake(jobs.INDEX_ENTITY)
+        self.events.notify()
+
+    async def requeue(self, episode_id: int, all_failed: bool) -> int:
+        """ExtractEpisode: queue one episode again, or every failed one."""
+        if all_failed:
+            if episode_id:
+                raise InvalidArgument("give episode_id or all_failed, not both")
+            queued = await self.db.write(_requeue_all_failed)
+        else:
+            v.positive_id("episode_id", episode_id)
+            queued = await self.db.write(lambda c: _requeue_one(c, episode_id))
+        self.signals.wake(jobs.EXTRACT_EPISODE)
+        return queued
+
+
+def _requeue_one(conn: sqlite3.Connection, episode_id: int) -> int:
+    episode_store.get(conn, episode_id)  # NOT_FOUND
+    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
+    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
+    episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
+    return 1
+
+
+def _requeue_all_failed(conn: sqlite3.Connection) -> int:
+    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE)
+    jobs.enqueue_select(
+        conn,
+        jobs.EXTRACT_EPISODE,
+        "SELECT id FROM episodes WHERE extract_state = ?",
+        (int(JobState.FAILED),),
+    )
+    return conn.execute(
+        "UPDATE episodes SET extract_state = ?, extract_error = '' WHERE extract_state = ?",
+        (int(JobState.PENDING), int(JobState.FAILED)),
+    ).rowcount

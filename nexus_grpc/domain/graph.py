@@ -1,0 +1,308 @@
+"""GraphService use cases: entities, relationships, traversal, entity search,
+and the extraction-event watch."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from nexus_grpc.domain import paging
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import Page
+from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from nexus_grpc.llm.extraction import ENTITY_TYPES
+from nexus_grpc.llm.text import to_snake_case
+from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import extraction_events as event_store
+from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
+
+ENTITIES = "entities"
+MAX_DEPTH = 3
+MAX_NEIGHBOR_SEEDS = 1000
+# How many events a watch reads per query; bounds what one stream holds.
+WATCH_PAGE = 100
+# Safety net: a watcher re-reads at least this often even without a wake-up.
+WATCH_POLL_SECONDS = 5.0
+CANDIDATE_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    nodes: list[Entity]
+    edges: list[Relationship]
+
+
+@dataclass(frozen=True)
+class EntityHit:
+    entity: Entity
+    score: float
+
+
+def _entity_type(field: str, value: str, *, required: bool) -> str:
+    etype = value.strip().lower()
+    if not etype:
+        if required:
+            raise InvalidArgument(f"{field} is required: one of {', '.join(sorted(ENTITY_TYPES))}")
+        return ""
+    if etype not in ENTITY_TYPES:
+        raise InvalidArgument(
+            f"{field} {value[:40]!r} is not an entity type; use one of"
+            f" {', '.join(sorted(ENTITY_TYPES))}"
+        )
+    return etype
+
+
+def _label(value: str) -> str:
+    v.text("label", value, limit=v.MAX_NAME_CHARS, required=True)
+    label = to_snake_case(value)
+    if not label:
+        raise InvalidArgument(f"label {value[:40]!r} has no letters or digits")
+    return label
+
+
+def _notes(value: str) -> str | None:
+    v.text("notes", value, limit=v.MAX_SHORT_TEXT_CHARS)
+    return value.strip() or None
+
+
+class Graph:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        embedder: Embedder,
+        index: VectorIndex,
+        events: EventBroadcaster,
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.embedder = embedder
+        self.index = index
+        self.events = events
+
+    # Entities ---------------------------------------------------------------
+
+    async def upsert_entity(
+        self, name: str, etype: str, notes: str, confidence: float, project_id: int
+    ) -> Entity:
+        v.text("name", name, limit=v.MAX_NAME_CHARS, required=True)
+        clean_name = " ".join(name.split())
+        clean_type = _entity_type("type", etype, required=True)
+        clean_notes = _notes(notes)
+        if not 0.0 <= confidence <= 1.0:
+            raise InvalidArgument(f"confidence must be between 0 and 1, got {confidence}")
+        v.positive_id("project_id", project_id, required=False)
+
+        def write(conn: sqlite3.Connection) -> Entity:
+            if project_id and not project_store.exists(conn, project_id):
+                raise FailedPrecondition(f"project_id {project_id} does not exist")
+            entity_id = graph_store.upsert_entity(
+                conn,
+                clean_name,
+                clean_type,
+                clean_notes,
+                source=graph_store.SOURCE_MANUAL,
+                project_id=project_id,
+                confidence=confidence or None,
+            )
+            return graph_store.get_entity(conn, entity_id)
+
+        entity = await self.db.write(write)
+        self.signals.wake(jobs.INDEX_ENTITY)
+        return entity
+
+    async def get_entity(self, entity_id: int) -> Entity:
+        v.positive_id("id", entity_id)
+        return await self.db.read(lambda c: graph_store.get_entity(c, entity_id))
+
+    async def delete_entity(self, entity_id: int) -> int:
+        v.positive_id("id", entity_id)
+        deleted = await self.db.write(lambda c: graph_store.delete_entity(c, entity_id))
+        self.signals.wake(jobs.INDEX_ENTITY)
+        return deleted
+
+    async def list_entities(
+        self, etype: str, project_id: int, page_size: int, page_token: str
+    ) -> Page[Entity]:
+        clean_type = _entity_type("type", etype, required=False)
+        v.positive_id("project_id", project_id, required=False)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        rows = await self.db.read(
+            lambda c: graph_store.list_entities(c, clean_type, project_id, after, size + 1)
+        )
+        if len(rows) > size:
+            rows = rows[:size]
+            return Page(rows, paging.encode_token(rows[-1].id))
+        return Page(rows, "")
+
+    # Relationships ----------------------------------------------------------
+
+    async def upsert_relationship(
+        self, from_id: int, to_id: int, label: str, notes: str
+    ) -> Relationship:
+        v.positive_id("from_id", from_id)
+        v.positive_id("to_id", to_id)
+        if from_id == to_id:
+            raise InvalidArgument("from_id and to_id must be different entities")
+        clean_label = _label(label)
+        clean_notes = _notes(notes)
+
+        def write(conn: sqlite3.Connection) -> Relationship:
+            for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
+                if not graph_store.entity_exists(conn, entity_id):
+                    raise NotFound(f"{field}: entity {entity_id} does not exist")
+            rel_id = graph_store.upsert_relationship(conn, from_id, to_id, clean_label, clean_notes)
+            return graph_store.get_relationship(conn, rel_id)
+
+        return await self.db.write(write)
+
+    async def list_relationships(self, entity_id: int, include_inbound: bool) -> list[Relationship]:
+        v.positive_id("entity_id", entity_id)
+
+        def read(conn: sqlite3.Connection) -> list[Relationship]:
+            graph_store.get_entity(conn, entity_id)
+            return graph_store.list_relationships(conn, entity_id, include_inbound)
+
+        return await self.db.read_in_transaction(read)
+
+    async def delete_relationship(self, from_id: int, to_id: int, label: str) -> None:
+        v.positive_id("from_id", from_id)
+        v.positive_id("to_id", to_id)
+        clean_label = _label(label)
+        deleted = await self.db.write(
+            lambda c: graph_store.delete_relationship(c, from_id, to_id, clean_label)
+        )
+        if not deleted:
+            raise NotFound(f"no relationship {from_id} -[{clean_label}]-> {to_id}")
+
+    # Traversal --------------------------------------------------------------
+
+    async def neighborhood(self, entity_id: int, depth: int) -> Subgraph:
+        v.positive_id("entity_id", entity_id)
+        if depth == 0:
+            depth = 1
+        if not 1 <= depth <= MAX_DEPTH:
+            raise InvalidArgument(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+        nodes, edges = await self.db.read_in_transaction(
+            lambda c: graph_store.neighborhood(c, entity_id, depth)
+        )
+        return Subgraph(nodes, edges)
+
+    async def neighbors(self, entity_ids: Sequence[int]) -> Subgraph:
+        if not entity_ids:
+            raise InvalidArgument("entity_ids must name at least one entity")
+        if len(entity_ids) > MAX_NEIGHBOR_SEEDS:
+            raise InvalidArgument(
+                f"entity_ids has {len(entity_ids)} ids; the limit is {MAX_NEIGHBOR_SEEDS}"
+            )
+        for i in entity_ids:
+            v.positive_id("entity_ids", i)
+        seeds = list(dict.fromkeys(entity_ids))
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
+            present = graph_store.get_entities(conn, seeds)
+            missing = [i for i in seeds if i not in present]
+            if missing:
+                shown = ", ".join(str(i) for i in missing[:10])
+                raise NotFound(f"entity_ids: no entity {shown}")
+            return graph_store.neighbors(conn, seeds)
+
+        nodes, edges = await self.db.read_in_transaction(read)
+        return Subgraph(nodes, edges)
+
+    # Search -----------------------------------------------------------------
+
+    async def search(self, query: str, project_id: int, limit: int) -> AsyncIterator[EntityHit]:
+        text = v.query(query)
+        n = v.search_limit(limit)
+        if project_id <= 0:
+            raise InvalidArgument(
+                f"project_id is required to scope an entity search, got {project_id}"
+            )
+        if not await self.db.read(lambda c: project_store.exists(c, project_id)):
+            raise NotFound(f"project {project_id} does not exist")
+        try:
+            [vector] = await self.embedder.embed([text])
+            hits = await self.index.search(
+                ENTITIES,
+                vector,
+                filter=Filter(must=(MatchAny("projectIds", (project_id,)),)),
+                limit=n * CANDIDATE_FACTOR,
+            )
+        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+            raise Unavailable(f"entity search is unavailable: {exc}") from exc
+        rows = await self.db.read(lambda c: graph_store.get_entities(c, [h.id for h in hits]))
+        sent = 0
+        # The index is derived: SQLite has the last word on existence and scope.
+        for hit in hits:
+            entity = rows.get(hit.id)
+            if entity is None or project_id not in entity.project_ids:
+                continue
+            yield EntityHit(entity, hit.score)
+            sent += 1
+            if sent >= n:
+                return
+
+    # Watch ------------------------------------------------------------------
+
+    async def watch(
+        self, episode_id: int, session_id: int, project_id: int, after_event_id: int
+    ) -> AsyncIterator[ExtractionEvent]:
+        """Replay matching events after the cursor from SQLite, then live ones.
+
+        One cursor, one query loop: the replay and the live phase are the same
+        read, so there is no gap and no duplicate between them.  At most one
+        page is held at a time, and each event is yielded lazily, so a slow
+        reader is throttled by gRPC flow control instead of growing memory.
+        """
+        for field, value in (
+            ("episode_id", episode_id),
+            ("session_id", session_id),
+            ("project_id", project_id),
+            ("after_event_id", after_event_id),
+        ):
+            v.positive_id(field, value, required=False)
+        if sum(1 for x in (episode_id, session_id, project_id) if x) > 1:
+            raise InvalidArgument("give at most one of episode_id, session_id or project_id")
+        await self.db.read_in_transaction(
+            lambda c: _check_watch_target(c, episode_id, session_id, project_id)
+        )
+        where = EventFilter(episode_id, session_id, project_id)
+        cursor = after_event_id
+        while not self.events.closed:
+            woken = self.events.current()  # before the read: no lost wake-up
+            page = await self.db.read(
+                lambda c, after=cursor: event_store.page_after(c, after, where, WATCH_PAGE)
+            )
+            for event in page:
+                cursor = event.id
+                yield event
+            if not page:
+                await self.events.wait(woken, WATCH_POLL_SECONDS)
+
+
+def _check_watch_target(
+    conn: sqlite3.Connection, episode_id: int, session_id: int, project_id: int
+) -> None:
+    if episode_id:
+        try:
+            episode_store.get(conn, episode_id)
+        except NotFound:
+            # A deleted episode's events can still be replayed.
+            if not event_store.any_for_episode(conn, episode_id):
+                raise
+    if session_id:
+        session_store.get(conn, session_id)
+    if project_id and not project_store.exists(conn, project_id):
+        raise NotFound(f"project {project_id} does not exist")

@@ -1,0 +1,330 @@
+"""Session summaries and project overviews (seeds 001 and 002).
+
+Session summaries: the first one covers every episode of the session; while
+the latest is under ``SUMMARY_SIZE_CAP`` characters it is rewritten
+cumulatively (old summary + the episodes since); past the cap a new row
+starts with the episodes since.  Each row records the episode range it
+covers (first/last id, count).  The same code serves the SummarizeSession
+RPC and the automatic ``summarize:session`` job.
+
+Project overviews are built from the project's session summaries, or, when
+there are none, from its most recent raw episodes (``overview_episode_limit``);
+the prompt input is cut to its most recent 8,000 characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import defaultdict
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from nexus_grpc.domain import paging
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.models import Page
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMError, clean_stream, strip_model_tokens
+from nexus_grpc.llm import summaries as prompts
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store import summaries as summary_store
+from nexus_grpc.store.summaries import Summary
+
+SUMMARY_SIZE_CAP = 2000
+OVERVIEW_EPISODE_LIMIT = 200
+# Episodes read for one summary pass (the rest wait for the next pass).
+MAX_EPISODES_PER_PASS = 500
+UPDATE_FIELDS = ("content",)
+
+
+class NothingToSummarize(Exception):
+    """The session has no episode the summaries do not already cover."""
+
+
+@dataclass(frozen=True)
+class OverviewPart:
+    """One item of SummarizeProject's stream: a text delta, or the stored row."""
+
+    text: str = ""
+    summary: Summary | None = None
+
+
+class Summaries:
+    def __init__(
+        self,
+        db: Database,
+        signals: JobSignals,
+        llm: LLMClient | None,
+        model: str,
+        *,
+        size_cap: int = SUMMARY_SIZE_CAP,
+        overview_episode_limit: int = OVERVIEW_EPISODE_LIMIT,
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.llm = llm
+        self.model = model
+        self.size_cap = size_cap
+        self.overview_episode_limit = overview_episode_limit
+        # One summarization at a time per session (the RPC and the job).
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    # CRUD -------------------------------------------------------------------
+
+    async def create(
+        self, session_id: int, project_id: int, content: str, values: Mapping[str, int]
+    ) -> Summary:
+        v.positive_id("summary.session_id", session_id, required=False)
+        v.positive_id("summary.project_id", project_id, required=False)
+        v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
+        if not session_id and not project_id:
+            raise InvalidArgument("summary needs a session_id or a project_id")
+        first = v.positive_id(
+            "summary.first_episode_id", values.get("first_episode_id", 0), required=False
+        )
+        last = v.positive_id(
+            "summary.last_episode_id", values.get("last_episode_id", 0), required=False
+        )
+        count = v.positive_id(
+            "summary.episode_count", values.get("episode_count", 0), required=False
+        )
+
+        def write(conn: sqlite3.Connection) -> Summary:
+            if session_id:
+                session = _session(conn, session_id, "summary.session_id")
+                if project_id and session.project_id != project_id:
+                    raise InvalidArgument(
+                        f"session {session_id} is not in project {project_id}; give one or the"
+                        " other (a session summary belongs to its session's project)"
+                    )
+            elif not project_store.exists(conn, project_id):
+                raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
+            return summary_store.insert(
+                conn,
+                session_id=session_id,
+                project_id=project_id,
+                content=content,
+                first_episode_id=first,
+                last_episode_id=last,
+                episode_count=count,
+            )
+
+        summary = await self.db.write(write)
+        self.signals.wake(jobs.INDEX_SUMMARY)
+        return summary
+
+    async def get(self, summary_id: int) -> Summary:
+        v.positive_id("id", summary_id)
+        return await self.db.read(lambda c: summary_store.get(c, summary_id))
+
+    async def update(self, summary_id: int, content: str, mask: list[str]) -> Summary:
+        v.positive_id("summary.id", summary_id)
+        v.update_mask(mask, UPDATE_FIELDS)
+        v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
+        summary = await self.db.write(
+            lambda c: summary_store.update(c, summary_id, {"content": content})
+        )
+        self.signals.wake(jobs.INDEX_SUMMARY)
+        return summary
+
+    async def delete(self, summary_id: int) -> None:
+        v.positive_id("id", summary_id)
+        await self.db.write(lambda c: summary_store.delete(c, summary_id))
+        self.signals.wake(jobs.INDEX_SUMMARY)
+
+    async def list(
+        self, session_id: int, project_id: int, page_size: int, page_token: str
+    ) -> Page[Summary]:
+        v.positive_id("session_id", session_id, required=False)
+        v.positive_id("project_id", project_id, required=False)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+
+        def read(conn: sqlite3.Connection) -> list[Summary]:
+            if session_id:
+                session_store.get(conn, session_id)
+                return summary_store.list_for_session(conn, session_id, after, size + 1)
+            if project_id:
+                if not project_store.exists(conn, project_id):
+                    raise NotFound(f"project {project_id} does not exist")
+                return summary_store.list_for_project(conn, project_id, after, size + 1)
+            raise InvalidArgument("session_id or project_id is required")
+
+        rows = await self.db.read_in_transaction(read)
+        more = len(rows) > size
+        rows = rows[:size]
+        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")
+
+    # Session summaries -------------------------------------------------------
+
+    async def summarize_session(self, session_id: int) -> Summary:
+        """The SummarizeSession RPC: summarize now, or return the latest summary
+        when no episode is new.  FAILED_PRECONDITION for a session with no
+        episodes; UNAVAILABLE without a reachable model."""
+        v.positive_id("session_id", session_id)
+        await self.db.read(lambda c: session_store.get(c, session_id))
+        if self.llm is None:
+            raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
+        try:
+            return await self.run_session_summary(session_id)
+        except NothingToSummarize:
+            latest = await self.db.read(lambda c: summary_store.latest_for_session(c, session_id))
+            if latest is None:
+                raise FailedPrecondition(
+                    f"session {session_id} has no episodes to summarize"
+                ) from None
+            return latest
+        except LLMError as exc:
+            raise Unavailable(f"the summary model failed: {exc}") from exc
+
+    async def run_session_summary(self, session_id: int) -> Summary:
+        """Summarize the episodes not yet covered and store the result.
+
+        Raises NothingToSummarize, NotFound (session gone) or an LLMError.
+        Idempotent: a rerun after a crash finds the episodes already covered.
+        """
+        assert self.llm is not None
+        async with self._locks[session_id]:
+            latest, new = await self.db.read_in_transaction(
+                lambda c: self._pending_episodes(c, session_id)
+            )
+            if not new:
+                raise NothingToSummarize(session_id)
+            cumulative = latest is not None and len(latest.content) < self.size_cap
+            previous = latest.content if cumulative and latest is not None else None
+            messages = prompts.build_session_summary_messages(
+                [(e.user_message, e.ai_response) for e in new], previous
+            )
+            text = strip_model_tokens(
+                await self.llm.chat_text(self.model, messages, **prompts.SESSION_SUMMARY_OPTIONS)
+            )
+            if not text:
+                raise LLMBadOutput("the summary model answered with empty text")
+
+            def write(conn: sqlite3.Connection) -> Summary:
+                if cumulative and latest is not None:
+                    current = summary_store.find(conn, latest.id)
+                    if current is None or current.last_episode_id != latest.last_episode_id:
+                        raise FailedPrecondition(
+                            f"summary {latest.id} changed while it was being updated"
+                        )
+                    return summary_store.update(
+                        conn,
+                        latest.id,
+                        {
+                            "content": text,
+                            "last_episode_id": new[-1].id,
+                            "episode_count": latest.episode_count + len(new),
+                        },
+                    )
+                return summary_store.insert(
+                    conn,
+                    session_id=session_id,
+                    project_id=0,
+                    content=text,
+                    first_episode_id=new[0].id,
+                    last_episode_id=new[-1].id,
+                    episode_count=len(new),
+                )
+
+            summary = await self.db.write(write)
+        self.signals.wake(jobs.INDEX_SUMMARY)
+        return summary
+
+    @staticmethod
+    def _pending_episodes(conn: sqlite3.Connection, session_id: int):
+        session_store.get(conn, session_id)
+        latest = summary_store.latest_for_session(conn, session_id)
+        after = latest.last_episode_id if latest else 0
+        return latest, episode_store.list_for_session(
+            conn, session_id, after, MAX_EPISODES_PER_PASS
+        )
+
+    # Project overviews -------------------------------------------------------
+
+    async def get_overview(self, project_id: int) -> Summary | None:
+        v.positive_id("project_id", project_id)
+
+        def read(conn: sqlite3.Connection) -> Summary | None:
+            if not project_store.exists(conn, project_id):
+                raise NotFound(f"project {project_id} does not exist")
+            return summary_store.overview(conn, project_id)
+
+        return await self.db.read_in_transaction(read)
+
+    async def summarize_project(self, project_id: int) -> AsyncIterator[OverviewPart]:
+        v.positive_id("project_id", project_id)
+
+        def read(conn: sqlite3.Connection):
+            project = project_store.get(conn, project_id)
+            sums = summary_store.project_session_summaries(conn, project_id)
+            eps = (
+                []
+                if sums
+                else summary_store.project_recent_episodes(
+                    conn, project_id, self.overview_episode_limit
+                )
+            )
+            return project, sums, eps
+
+        project, sums, eps = await self.db.read_in_transaction(read)
+        if sums:
+            sources = [s.content for s in sums]
+        elif eps:
+            sources = [f"User: {u}\nAssistant: {a}" for _, u, a in eps]
+        else:
+            raise FailedPrecondition(
+                f"project {project_id} has no session summaries and no episodes to summarize"
+            )
+        if self.llm is None:
+            raise Unavailable(
+                "project overviews need Ollama, and none is configured (--ollama-url)"
+            )
+        messages = prompts.build_project_overview_messages(project.name, sources, bool(sums))
+        parts: list[str] = []
+        try:
+            async for delta in clean_stream(
+                self.llm.chat_stream(self.model, messages, **prompts.PROJECT_OVERVIEW_OPTIONS)
+            ):
+                parts.append(delta)
+                yield OverviewPart(text=delta)
+        except LLMError as exc:
+            raise Unavailable(f"the summary model failed: {exc}") from exc
+        text = strip_model_tokens("".join(parts))
+        if not text:
+            raise Unavailable("the summary model answered with an empty overview")
+        if sums:
+            first = min((s.first_episode_id for s in sums if s.first_episode_id), default=0)
+            last = max(s.last_episode_id for s in sums)
+            count = sum(s.episode_count for s in sums)
+        else:
+            first, last, count = eps[0][0], eps[-1][0], len(eps)
+
+        def write(conn: sqlite3.Connection) -> Summary:
+            existing = summary_store.overview(conn, project_id)
+            changes = {
+                "content": text,
+                "first_episode_id": first,
+                "last_episode_id": last,
+                "episode_count": count,
+            }
+            if existing is not None:
+                return summary_store.update(conn, existing.id, changes)
+            if not project_store.exists(conn, project_id):
+                raise NotFound(f"project {project_id} was deleted while being summarized")
+            return summary_store.insert(conn, session_id=0, project_id=project_id, **changes)
+
+        summary = await self.db.write(write)
+        self.signals.wake(jobs.INDEX_SUMMARY)
+        yield OverviewPart(summary=summary)
+
+
+def _session(conn: sqlite3.Connection, session_id: int, field: str):
+    try:
+        return session_store.get(conn, session_id)
+    except NotFound:
+        raise FailedPrecondition(f"{field} {session_id} does not exist") from None

@@ -1,0 +1,392 @@
+"""Durable entity extraction through the real server and the Ollama stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.llm import LLMUnavailable
+from nexus_grpc.pipeline.extractor import is_unreachable
+from tests.ollama_stub import OllamaStub, Reply
+from tests.support import Harness, start_harness, wait_until
+
+EMPTY = {"entities": [], "relationships": []}
+ALICE = {
+    "entities": [
+        {"name": "Alice", "type": "person", "notes": "Leads the Atlas project"},
+        {"name": "Atlas", "type": "project", "notes": None},
+    ],
+    "relationships": [{"from": "Alice", "to": "Atlas", "label": "leads", "notes": None}],
+}
+
+
+# Helpers (shared with test_watch.py) -----------------------------------------
+
+
+def speed_up(h: Harness, **overrides) -> None:
+    """Fast backoff, so retry tests take milliseconds instead of seconds."""
+    w = h.app.extraction_worker
+    w.config = replace(
+        w.config,
+        **{"backoff_base": 0.02, "backoff_max": 0.1, "postpone_delay": 0.05, **overrides},
+    )
+
+
+async def start_graph_harness(data_dir, stub: OllamaStub, **kw) -> Harness:
+    h = await start_harness(
+        data_dir, ollama_url=stub.url, **{"job_max_attempts": 3, "llm_timeout": 10.0, **kw}
+    )
+    speed_up(h)
+    return h
+
+
+async def new_project(h: Harness, name: str = "proj") -> m.Project:
+    return await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=name)))
+
+
+async def new_session(h: Harness, project_id: int = 0) -> m.Session:
+    return await h.memory.CreateSession(
+        m.CreateSessionRequest(session=m.Session(project_id=project_id))
+    )
+
+
+async def new_episode(h: Harness, session_id: int, user: str = "hi", ai: str = "ok") -> m.Episode:
+    return await h.memory.CreateEpisode(
+        m.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
+    )
+
+
+async def take(call, n: int, limit: float = 10.0) -> list[g.ExtractionEvent]:
+    """The next ``n`` messages of a stream (fails rather than hangs)."""
+
+    async def read() -> list[g.ExtractionEvent]:
+        out = []
+        while len(out) < n:
+            msg = await call.read()
+            assert msg is not grpc.aio.EOF, f"stream ended after {len(out)}/{n} events"
+            out.append(msg)
+        return out
+
+    return await asyncio.wait_for(read(), limit)
+
+
+async def event_for(h: Harness, episode_id: int, limit: float = 10.0) -> g.ExtractionEvent:
+    call = h.graph.WatchExtractions(g.WatchExtractionsRequest(episode_id=episode_id))
+    try:
+        [event] = await take(call, 1, limit)
+        return event
+    finally:
+        call.cancel()
+
+
+async def expect_status(coro, code: grpc.StatusCode, text: str = "") -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await coro
+    assert info.value.code() == code, info.value.details()
+    assert text in info.value.details(), info.value.details()
+    return info.value.details()
+
+
+async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
+    return await h.app.db.read(
+        lambda c: [
+            tuple(r)
+            for r in c.execute(
+                "SELECT target_id, state, attempts, last_error FROM jobs WHERE kind = ?", (kind,)
+            )
+        ]
+    )
+
+
+# Fixtures -------------------------------------------------------------------
+
+
+@pytest.fixture
+def stub():
+    s = OllamaStub(default=Reply.of(EMPTY)).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+async def gh(tmp_path, stub) -> Harness:
+    h = await start_graph_harness(tmp_path / "data", stub)
+    yield h
+    await h.close()
+
+
+# The LLM call -----------------------------------------------------------------
+
+
+async def test_prompt_holds_episode_and_last_20_known_entities(gh, stub):
+    for i in range(22):
+        await gh.graph.UpsertEntity(g.UpsertEntityRequest(name=f"Thing{i:02d}", type="concept"))
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id, "Where does Alice work?", "Alice works at Initech.")
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_DONE
+
+    [req] = stub.requests_to("/api/chat")
+    assert req["model"] == "qwen2.5:3b"
+    assert req["stream"] is False
+    assert req["options"]["temperature"] == 0.1
+    assert req["options"]["num_predict"] == 1500
+    schema = req["format"]
+    assert isinstance(schema, dict) and set(schema["required"]) == {"entities", "relationships"}
+    prompt = req.prompt_text()
+    assert "Where does Alice work?" in prompt and "Alice works at Initech." in prompt
+    assert "Thing21 (concept)" in prompt and "Thing02 (concept)" in prompt
+    assert "Thing01" not in prompt and "Thing00" not in prompt  # only the last 20
+
+
+async def test_known_entities_of_other_projects_stay_out_of_the_prompt(gh, stub):
+    p1, p2 = await new_project(gh, "one"), await new_project(gh, "two")
+    await gh.graph.UpsertEntity(
+        g.UpsertEntityRequest(name="SecretThing", type="concept", project_id=p2.id)
+    )
+    s = await new_session(gh, p1.id)
+    ep = await new_episode(gh, s.id)
+    await event_for(gh, ep.id)
+    assert "SecretThing" not in stub.requests_to("/api/chat")[0].prompt_text()
+
+
+# What gets kept ---------------------------------------------------------------
+
+
+async def test_types_ignore_list_and_labels_are_filtered(gh, stub):
+    stub.enqueue(
+        Reply.of(
+            "<think>let me see</think>"
+            + json.dumps(
+                {
+                    "entities": [
+                        {"name": "Alice", "type": "Person", "notes": "an engineer"},
+                        {"name": "Initech", "type": "organization", "notes": None},
+                        {"name": "Tuesday", "type": "date", "notes": None},
+                        {"name": "Thanks", "type": "concept", "notes": None},
+                        {"name": "hello", "type": "person", "notes": None},
+                    ],
+                    "relationships": [
+                        {
+                            "from": "Alice",
+                            "to": "Initech",
+                            "label": "Works At",
+                            "notes": "since 2020",
+                        },
+                        {"from": "Alice", "to": "Tuesday", "label": "met_on", "notes": None},
+                        {"from": "Thanks", "to": "Alice", "label": "x", "notes": None},
+                    ],
+                }
+            )
+        )
+    )
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_DONE
+    assert sorted((e.name, e.type) for e in event.entities) == [
+        ("Alice", "person"),
+        ("Initech", "organization"),
+    ]
+    assert [(r.label, r.notes) for r in event.relationships] == [("works_at", "since 2020")]
+    listed = await gh.graph.ListEntities(g.ListEntitiesRequest())
+    assert {e.name for e in listed.entities} == {"Alice", "Initech"}
+    alice = next(e for e in listed.entities if e.name == "Alice")
+    assert alice.source == g.ENTITY_SOURCE_EXTRACTION and list(alice.project_ids) == [0]
+    got = await gh.app.db.read(
+        lambda c: c.execute(
+            "SELECT COUNT(*) FROM entity_episodes WHERE episode_id = ?", (ep.id,)
+        ).fetchone()[0]
+    )
+    assert got == 2
+    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == m.JOB_STATE_DONE
+
+
+async def test_upserts_count_mentions_and_keep_notes(gh, stub):
+    stub.enqueue(
+        Reply.of(ALICE),
+        Reply.of(
+            {
+                "entities": [
+                    {"name": "Alice", "type": "person", "notes": None},
+                    {"name": "Atlas", "type": "project", "notes": "A mapping tool"},
+                ],
+                "relationships": [
+                    {"from": "Alice", "to": "Atlas", "label": "leads", "notes": None}
+                ],
+            }
+        ),
+    )
+    p = await new_project(gh)
+    s = await new_session(gh, p.id)
+    first = await new_episode(gh, s.id)
+    e1 = await event_for(gh, first.id)
+    alice1 = next(e for e in e1.entities if e.name == "Alice")
+    second = await new_episode(gh, s.id)
+    e2 = await event_for(gh, second.id)
+    assert e2.event_id > e1.event_id and e2.project_id == p.id
+    alice = next(e for e in e2.entities if e.name == "Alice")
+    atlas = next(e for e in e2.entities if e.name == "Atlas")
+    assert alice.id == alice1.id and alice.mention_count == 2
+    assert alice.notes == "Leads the Atlas project"  # kept: the new notes were null
+    assert atlas.notes == "A mapping tool" and atlas.mention_count == 2
+    assert alice.last_seen_time.ToNanoseconds() >= alice1.last_seen_time.ToNanoseconds()
+    assert list(alice.project_ids) == [p.id]
+    [rel] = e2.relationships
+    assert rel.mention_count == 2 and rel.from_id == alice.id and rel.to_id == atlas.id
+
+
+async def test_reextraction_is_idempotent(gh, stub):
+    stub.default = Reply.of(ALICE)
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    first = await event_for(gh, ep.id)
+    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=ep.id))
+    assert resp.queued == 1
+    call = gh.graph.WatchExtractions(
+        g.WatchExtractionsRequest(episode_id=ep.id, after_event_id=first.event_id)
+    )
+    [again] = await take(call, 1)
+    call.cancel()
+    assert again.event_id > first.event_id
+    assert sorted(e.mention_count for e in again.entities) == [1, 1]
+    assert [r.mention_count for r in again.relationships] == [1]
+    assert len(stub.requests_to("/api/chat")) == 2
+
+
+# Failures ---------------------------------------------------------------------
+
+
+async def test_malformed_answer_then_success_on_retry(gh, stub):
+    stub.enqueue(Reply.of("Sure! Here are the entities: Alice"), Reply.garbage(), Reply.of(ALICE))
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_DONE and len(event.entities) == 2
+    assert len(stub.requests_to("/api/chat")) == 3
+    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == m.JOB_STATE_DONE and episode.extraction_error == ""
+    assert await job_rows(gh) == []
+
+
+async def test_server_error_is_retried_and_its_error_is_visible(tmp_path, stub):
+    # Slow backoff here, so the pending state with its error can be observed.
+    h = await start_graph_harness(tmp_path / "data", stub)
+    speed_up(h, backoff_base=0.5, backoff_max=0.5)
+    try:
+        stub.enqueue(Reply.error_status(500, "runner crashed"), Reply.of(ALICE))
+        s = await new_session(h)
+        ep = await new_episode(h, s.id)
+
+        async def shows_error():
+            e = await h.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+            return e.extraction_state == m.JOB_STATE_PENDING and "runner crashed" in (
+                e.extraction_error
+            )
+
+        await wait_until(shows_error)
+        event = await event_for(h, ep.id)
+        assert event.status == g.EXTRACTION_STATUS_DONE
+    finally:
+        await h.close()
+
+
+async def test_failure_after_max_attempts_then_requeue_all_failed(gh, stub):
+    stub.default = Reply.of("I cannot do that")
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_FAILED
+    assert "did not answer JSON" in event.error
+    assert len(stub.requests_to("/api/chat")) == 3  # job_max_attempts
+    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == m.JOB_STATE_FAILED
+    assert "did not answer JSON" in episode.extraction_error
+    [(target, state, attempts, _)] = await job_rows(gh)
+    assert (target, state, attempts) == (ep.id, "failed", 3)
+
+    stub.default = Reply.of(ALICE)
+    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+    assert resp.queued == 1
+    call = gh.graph.WatchExtractions(
+        g.WatchExtractionsRequest(episode_id=ep.id, after_event_id=event.event_id)
+    )
+    [done] = await take(call, 1)
+    call.cancel()
+    assert done.status == g.EXTRACTION_STATUS_DONE
+    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == m.JOB_STATE_DONE and episode.extraction_error == ""
+
+
+async def test_ollama_down_then_backlog_drains(gh, stub):
+    stub.default = Reply.of(ALICE)
+    stub.stop()
+    s = await new_session(gh)
+    episodes = [await new_episode(gh, s.id, f"message {i}") for i in range(3)]
+
+    async def all_postponed():
+        rows = await job_rows(gh)
+        return len(rows) == 3 and all(
+            r[1] == "pending" and r[2] == 0 and "cannot reach Ollama" in r[3] for r in rows
+        )
+
+    await wait_until(all_postponed)  # waiting, without spending attempts
+    call = gh.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=s.id))
+    stub.start()  # same port
+    events = await take(call, 3)
+    call.cancel()
+    assert sorted(e.episode_id for e in events) == [e.id for e in episodes]
+    assert all(e.status == g.EXTRACTION_STATUS_DONE for e in events)
+
+
+async def test_without_ollama_jobs_wait_and_status_says_so(harness):
+    s = await new_session(harness)
+    ep = await new_episode(harness, s.id)
+    status = await harness.memory.GetServiceStatus(m.GetServiceStatusRequest())
+    ollama = next(d for d in status.dependencies if d.name == "ollama")
+    assert not ollama.ok and "queued" in ollama.detail
+    assert harness.app.llm_ready() is not None
+    rows = await job_rows(harness)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(ep.id, "pending", 0)]
+
+
+def test_unreachable_is_told_apart_from_slow():
+    assert is_unreachable(LLMUnavailable("cannot reach Ollama at http://x: refused"))
+    assert is_unreachable(LLMUnavailable("model 'q' is not available on Ollama at x (404)"))
+    assert not is_unreachable(LLMUnavailable("Ollama (q) at x did not answer within 1.0s"))
+    assert not is_unreachable(LLMUnavailable("Ollama (q) at x failed (HTTP 500): boom"))
+
+
+# ExtractEpisode errors ----------------------------------------------------------
+
+
+async def test_extract_episode_errors(gh):
+    await expect_status(
+        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest()),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "episode_id or all_failed",
+    )
+    await expect_status(
+        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=-4)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "episode_id",
+    )
+    await expect_status(
+        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=False)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "all_failed",
+    )
+    await expect_status(
+        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=999)),
+        grpc.StatusCode.NOT_FOUND,
+        "999",
+    )
+    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+    assert resp.queued == 0

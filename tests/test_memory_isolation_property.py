@@ -1,0 +1,332 @@
+"""Isolation as a property: a hypothesis state machine against a model.
+
+Random interleavings of create, update, delete (one at a time and all of one
+user's), indexing, list, keyword/semantic/hybrid search and selection run
+against the real domain objects, a real SQLite database and the embedded
+vector index.  After every read the answer is compared with a plain Python
+model of who may see what: nothing outside the viewer's scope is ever
+returned, and list and keyword search return exactly the visible set.
+
+Indexing is a rule of its own, so searches also run against a stale index
+(points whose rows changed tier or were deleted): the SQLite re-check must
+hide them.  Selection runs with a hostile fake model that "selects" every id
+it has ever seen, so ids outside the scope must be dropped.
+
+``max_examples`` is 200 by default; ``NEXUS_SOAK=1`` runs far more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+from nexus_grpc.domain.memories import Memories
+from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
+from nexus_grpc.domain.models import MemoryKind, SearchMode, Tier
+from nexus_grpc.domain.selection import Selector
+from nexus_grpc.errors import NotFound
+from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline.indexer import Indexer
+from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.store import Database
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from tests.support import HashingEmbedder
+
+SOAK = os.environ.get("NEXUS_SOAK") == "1"
+USERS = ("u1", "u2", "u3")
+AGENTS = ("", "a")
+
+
+@dataclass
+class Row:
+    kind: int
+    tier: int
+    project_id: int
+    user_id: str
+    session_id: int
+    agent_id: str
+
+
+def may_see(scope: MemoryScope, r: Row) -> bool:
+    """The model: written from the rules in the issue, not from memory_scope."""
+    if r.kind == MemoryKind.PROJECT:
+        if not scope.project_id or r.project_id != scope.project_id:
+            return False
+    else:
+        if not scope.user_id or r.user_id != scope.user_id:
+            return False
+        if r.project_id not in (0, scope.project_id):
+            return False
+    if r.tier in (Tier.TASK, Tier.SESSION) and r.session_id not in (0, scope.session_id):
+        return False
+    if r.tier == Tier.ARCHIVE and not scope.include_archived:
+        return False
+    return not (scope.agent_id and r.agent_id != scope.agent_id)
+
+
+class HostileLLM:
+    """Selects (and ranks) every id that appears anywhere, plus invented ones."""
+
+    def __init__(self) -> None:
+        self.known: set[int] = set()
+
+    async def chat_json(self, model, messages, schema, **kw):
+        ids = sorted(self.known | {10**6})
+        text = "\n".join(m["content"] for m in messages)
+        seen = {int(x) for x in re.findall(r"\[(\d+)\]", text)}
+        ids = sorted(set(ids) | seen)
+        if "selected" in schema["properties"]:
+            return {"selected": [{"id": i, "relevance": 0.5, "category": "necessary"} for i in ids]}
+        return {"ranked": [{"id": i, "relevance": 0.5} for i in ids]}
+
+
+class World:
+    """One database, index and loop shared by every example (reset between)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.db = Database(tmp / "prop.sqlite3", synchronous="OFF")
+        from nexus_grpc.vectors import QdrantVectorIndex
+
+        self.index = QdrantVectorIndex(location=":memory:")
+        self.embedder = HashingEmbedder()
+        self.run(self._open())
+
+    async def _open(self) -> None:
+        await self.db.open()
+        spec = collections.MEMORIES
+        await self.index.ensure_collection(spec.name, self.embedder.dimension, spec.indexed_fields)
+        self.memories = Memories(self.db, JobSignals(), self.embedder, self.index)
+        self.llm = HostileLLM()
+        self.llm_selector = Selector(self.db, self.memories, self.llm, "m")  # type: ignore[arg-type]
+        self.semantic_selector = Selector(self.db, self.memories, None, "m")
+        self.indexer = Indexer(self.db, self.embedder, self.index)
+
+        def setup(conn):
+            projects = [project_store.insert(conn, {"name": f"p{i}"}).id for i in (1, 2)]
+            sessions = [
+                session_store.insert(
+                    conn, f"00000000-0000-0000-0000-00000000000{i}", "", projects[0], {}
+                ).id
+                for i in (1, 2, 3)
+            ]
+            return projects, sessions
+
+        self.projects, self.sessions = await self.db.write(setup)
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    async def reset(self) -> None:
+        await self.db.write(lambda c: c.execute("DELETE FROM memories"))
+        await self.db.write(lambda c: c.execute("DELETE FROM jobs"))
+        name = collections.MEMORIES.name
+        stale = [i async for page in self.index.ids(name) for i in page]
+        if stale:
+            await self.index.delete(name, stale)
+        self.llm.known.clear()
+
+    async def drain_index(self) -> None:
+        kind = collections.MEMORIES.job_kind
+        batch = await self.db.write(lambda c: job_store.claim(c, kind, 10_000))
+        if batch:
+            await self.indexer.run(collections.MEMORIES, batch)
+            await self.db.write(lambda c: job_store.finish(c, [j.id for j in batch]))
+
+    def close(self) -> None:
+        self.run(self.db.close())
+        self.run(self.index.close())
+        self.loop.close()
+
+
+def make_machine(world: World):
+    sessions = st.sampled_from([0, *world.sessions])
+    tiers = st.sampled_from(list(Tier))
+    users = st.sampled_from(USERS)
+
+    @st.composite
+    def scopes(draw) -> MemoryScope:
+        project = draw(st.sampled_from([0, *world.projects]))
+        user = draw(st.sampled_from(("", *USERS)))
+        if not project and not user:
+            user = USERS[0]
+        return MemoryScope(
+            project, user, draw(sessions), draw(st.sampled_from(AGENTS)), draw(st.booleans())
+        )
+
+    class IsolationMachine(RuleBasedStateMachine):
+        ids = Bundle("ids")
+
+        @initialize()
+        def reset(self) -> None:
+            world.run(world.reset())
+            self.model: dict[int, Row] = {}
+
+        @rule(
+            target=ids,
+            kind=st.sampled_from(list(MemoryKind)),
+            tier=tiers,
+            project=st.sampled_from([0, *world.projects]),
+            user=users,
+            session=sessions,
+            agent=st.sampled_from(AGENTS),
+            word=st.sampled_from(("alpha", "beta", "gamma")),
+        )
+        def create(self, kind, tier, project, user, session, agent, word):
+            if kind == MemoryKind.PROJECT:
+                project = project or world.projects[0]
+                user = ""
+            values = {
+                "kind": int(kind),
+                "title": f"zebra {word}",
+                "content": f"{word} note",
+                "tier": int(tier),
+                "project_id": project,
+                "user_id": user,
+                "session_id": session,
+                "agent_id": agent,
+            }
+            mem = world.run(world.memories.create(values))
+            self.model[mem.id] = Row(int(kind), int(tier), project, user, session, agent)
+            world.llm.known.add(mem.id)
+            return mem.id
+
+        @rule(memory_id=ids, tier=tiers, as_owner=st.booleans(), other=users)
+        def update_tier(self, memory_id, tier, as_owner, other):
+            row = self.model.get(memory_id)
+            user = row.user_id if row and as_owner else other
+            allowed = row is not None and (row.kind == MemoryKind.PROJECT or user == row.user_id)
+            try:
+                world.run(world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user))
+            except NotFound:
+                assert not allowed, "the owner was refused"
+            else:
+                assert allowed, "a non-owner changed a USER memory"
+                row.tier = int(tier)
+
+        @rule(memory_id=consumes(ids), as_owner=st.booleans(), other=users)
+        def delete(self, memory_id, as_owner, other):
+            row = self.model.get(memory_id)
+            user = row.user_id if row and as_owner else other
+            allowed = row is not None and (row.kind == MemoryKind.PROJECT or user == row.user_id)
+            try:
+                world.run(world.memories.delete(memory_id, user))
+            except NotFound:
+                assert not allowed, "the owner was refused"
+            else:
+                assert allowed, "a non-owner deleted a USER memory"
+                del self.model[memory_id]
+
+        @rule(user=users)
+        def delete_all_of_user(self, user):
+            before = {i: r for i, r in self.model.items() if r.user_id != user}
+            for i in [i for i, r in self.model.items() if r.user_id == user]:
+                world.run(world.memories.delete(i, user))
+                del self.model[i]
+            remaining = world.run(
+                world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
+            )
+            assert remaining == set(before), "deleting one user's memories touched others"
+
+        @rule()
+        def index(self):
+            world.run(world.drain_index())
+
+        def visible(self, scope: MemoryScope) -> set[int]:
+            return {i for i, r in self.model.items() if may_see(scope, r)}
+
+        @rule(scope=scopes())
+        def list_is_exactly_the_visible_set(self, scope):
+            page = world.run(world.memories.list(scope, 0, 1000, ""))
+            assert {m.id for m in page.items} == self.visible(scope)
+
+        @rule(scope=scopes(), mode=st.sampled_from(list(SearchMode)))
+        def search_returns_only_visible(self, scope, mode):
+            async def go():
+                return [h async for h in world.memories.search("zebra alpha", scope, 100, mode)]
+
+            got = {h.memory.id for h in world.run(go())}
+            visible = self.visible(scope)
+            assert got <= visible, f"{mode.name} leaked {got - visible}"
+            if mode == SearchMode.KEYWORD:
+                assert got == visible
+
+        @rule(scope=scopes(), with_model=st.booleans(), thread=st.sampled_from(("t1", "t2")))
+        def select_returns_only_visible(self, scope, with_model, thread):
+            selector = world.llm_selector if with_model else world.semantic_selector
+
+            async def go():
+                return [s async for s in selector.select("zebra?", scope, thread, "", 100)]
+
+            got = {s.memory.id for s in world.run(go())}
+            visible = self.visible(scope)
+            assert got <= visible, f"selection leaked {got - visible}"
+            if with_model:
+                assert got == visible  # the hostile model picks everything it may
+
+        @rule(scope=scopes())
+        def vector_filter_alone_is_sound(self, scope):
+            """With a fresh index, the payload filter by itself hides what it must
+            (the SQLite re-check is a second line, not the only one)."""
+
+            async def go():
+                await world.drain_index()
+                [vec] = await world.embedder.embed(["zebra alpha"])
+                flt = vector_filter(scope)
+                return await world.index.search(
+                    collections.MEMORIES.name, vec, filter=flt, limit=1000
+                )
+
+            got = {h.id for h in world.run(go())}
+            visible = self.visible(scope)
+            assert got <= visible, f"vector filter leaked {got - visible}"
+
+        @invariant()
+        def database_matches_model(self):
+            ids = world.run(
+                world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
+            )
+            assert ids == set(self.model)
+
+    return IsolationMachine
+
+
+def test_memory_isolation_state_machine(tmp_path):
+    world = World(tmp_path)
+    try:
+        machine = make_machine(world)
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=5000 if SOAK else 200,
+                stateful_step_count=50 if SOAK else 25,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+                database=None,
+            ),
+        )
+    finally:
+        world.close()
+
+
+@pytest.mark.slow
+def test_memory_isolation_soak(tmp_path):
+    test_memory_isolation_state_machine(tmp_path)
