@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./data
 
-.PHONY: run test soak proto proto-check lint bench venv clean
+.PHONY: run test soak proto proto-check lint typecheck bench venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ proto-check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
+
+# Not yet in CI: the remaining findings are listed in the issue notes.
+typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc
 
 bench: $(STAMP)

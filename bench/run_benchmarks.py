@@ -203,10 +203,11 @@ def write_report(path: Path, args, episodes: int, server: Server, results, rss_m
         )
     lines += [
         "",
-        f"- Start-up on {episodes:,} episodes (process start to serving): {server.startup_s:.2f} s.",
+        f"- Start-up on {episodes:,} episodes (process start to serving):"
+        f" {server.startup_s:.2f} s.",
         f"- Server RSS after the runs: {rss_mb:.0f} MB.",
     ]
-    for rpc, conc, mode, res in results:
+    for rpc, _conc, mode, res in results:
         if res.first_item_p50_ms is not None:
             lines.append(
                 f"- {rpc} ({mode}): first hit p50 {res.first_item_p50_ms:.1f} ms vs whole stream"

@@ -28,8 +28,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nexus_grpc import logs
     from nexus_grpc.app import EmbedderMismatch
     from nexus_grpc.auth import KeyFileError
-    from nexus_grpc.tls import TLSConfigError
     from nexus_grpc.server import serve
+    from nexus_grpc.tls import TLSConfigError
 
     settings = _settings(args)
     logs.configure(settings.log_level, settings.log_format)

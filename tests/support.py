@@ -82,7 +82,7 @@ async def start_harness(
     )
 
 
-async def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):
+async def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02):  # noqa: ASYNC109
     """Poll an async predicate: for state that has no event to wait on (e.g. job rows)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
