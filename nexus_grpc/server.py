@@ -62,6 +62,8 @@ class RunningServer:
 
     async def stop(self, grace: float | None) -> None:
         await self.health.enter_graceful_shutdown()
+        # Watch streams end cleanly (OK) instead of running out the grace period.
+        self.app.graph_events.close()
         await self.server.stop(grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
