@@ -144,3 +144,31 @@ async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_pa
         assert await h.app.index.retrieve_ids("episodes", [*ids, 9999]) == set(ids)
     finally:
         await h.close()
+
+
+async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path):
+    import io
+
+    from nexus_grpc.reindex import reindex
+
+    h = await start_harness(tmp_path / "d")
+    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    for i in range(5):
+        await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id,
+                                                            user_message=f"reindex me {i}"))
+    await wait_until(lambda: _zero(h))
+    await h.close()
+
+    # The hashing embedder indexed this data; reindex switches it to the offline model.
+    progress = io.StringIO()
+    await reindex(Settings(data_dir=tmp_path / "d"), progress=progress)
+    assert "episodes" in progress.getvalue() and "5/5" in progress.getvalue()
+
+    h = await start_harness(tmp_path / "d", embedder=MiniLMEmbedder(threads=1))
+    try:
+        assert await h.app.index.count("episodes") == 5
+        hits = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
+            query="reindex", session_id=s.id, mode=m.SEARCH_MODE_SEMANTIC))]
+        assert len(hits) == 5
+    finally:
+        await h.close()
