@@ -182,14 +182,20 @@ class App:
                 ready=self.llm_ready,
             )
         )
-        from nexus_grpc.pipeline.extractor import ExtractionWorker
+        from nexus_grpc.domain.extraction import mark_failed, note_retry
+        from nexus_grpc.pipeline.extractor import ExtractionHandler
 
-        self.extraction_worker = ExtractionWorker(
+        self.extraction_worker = JobWorker(
             self.db,
             self.signals,
-            self.extraction,
+            job_store.EXTRACT_EPISODE,
+            ExtractionHandler(self.extraction),
             self._worker_config(batch_size=1, concurrency=max(1, self.settings.llm_concurrency)),
+            on_dead=mark_failed,
+            on_retry=note_retry,
             ready=self.llm_ready,
+            # Wakes the entity indexer and the extraction watchers.
+            after_commit=self.extraction.committed,
         )
         self.workers.append(self.extraction_worker)
         for worker in self.workers:

@@ -11,8 +11,9 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.llm import LLMUnavailable
-from nexus_grpc.pipeline.extractor import is_unreachable
+from nexus_grpc.llm import LLMUnavailable, LLMUnreachable
+from nexus_grpc.pipeline.llm_failures import failure_for
+from nexus_grpc.pipeline.worker import Postpone
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness, wait_until
 
@@ -358,10 +359,13 @@ async def test_without_ollama_jobs_wait_and_status_says_so(harness):
 
 
 def test_unreachable_is_told_apart_from_slow():
-    assert is_unreachable(LLMUnavailable("cannot reach Ollama at http://x: refused"))
-    assert is_unreachable(LLMUnavailable("model 'q' is not available on Ollama at x (404)"))
-    assert not is_unreachable(LLMUnavailable("Ollama (q) at x did not answer within 1.0s"))
-    assert not is_unreachable(LLMUnavailable("Ollama (q) at x failed (HTTP 500): boom"))
+    def waits(exc):
+        return isinstance(failure_for(exc, "extraction"), Postpone)
+
+    assert waits(LLMUnreachable("cannot reach Ollama at http://x: refused"))
+    assert waits(LLMUnreachable("model 'q' is not available on Ollama at x (404)"))
+    assert not waits(LLMUnavailable("Ollama (q) at x did not answer within 1.0s"))
+    assert not waits(LLMUnavailable("Ollama (q) at x failed (HTTP 500): boom"))
 
 
 # ExtractEpisode errors ----------------------------------------------------------

@@ -12,6 +12,7 @@ from nexus_grpc.llm import (
     LLMBadOutput,
     LLMClient,
     LLMUnavailable,
+    LLMUnreachable,
     StreamCleaner,
     clean_stream,
     strip_model_tokens,
@@ -109,11 +110,11 @@ async def test_malformed_body_is_bad_output(stub: OllamaStub, llm: LLMClient) ->
 async def test_closed_port_is_unavailable() -> None:
     client = LLMClient(f"http://127.0.0.1:{_closed_port()}", timeout=2)
     try:
-        with pytest.raises(LLMUnavailable, match="cannot reach Ollama"):
+        with pytest.raises(LLMUnreachable, match="cannot reach Ollama"):
             await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-        with pytest.raises(LLMUnavailable):
+        with pytest.raises(LLMUnreachable):
             await client.list_models()
-        with pytest.raises(LLMUnavailable):
+        with pytest.raises(LLMUnreachable):
             async for _ in client.chat_stream(MODEL, MSGS, temperature=0, num_predict=10):
                 pass
     finally:
@@ -142,10 +143,11 @@ async def test_stream_deadline_mid_stream(stub: OllamaStub, llm: LLMClient) -> N
 
 async def test_http_errors_map(stub: OllamaStub, llm: LLMClient) -> None:
     stub.fail_with(503, "server busy")
-    with pytest.raises(LLMUnavailable, match="HTTP 503"):
+    with pytest.raises(LLMUnavailable, match="HTTP 503") as busy:
         await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
+    assert not isinstance(busy.value, LLMUnreachable)  # a failing answer, not an outage
     stub.clear_faults()
-    with pytest.raises(LLMUnavailable, match="ollama pull llama9"):
+    with pytest.raises(LLMUnreachable, match="ollama pull llama9"):
         await llm.chat_json("llama9", MSGS, {}, temperature=0, num_predict=10)
     stub.enqueue(Reply.error_status(400, "invalid format"))
     with pytest.raises(LLMBadOutput, match="rejected the request"):

@@ -20,7 +20,7 @@ from typing import Any
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import JobState
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.llm import LLMClient, LLMUnavailable
+from nexus_grpc.llm import LLMClient, LLMUnreachable
 from nexus_grpc.llm.extraction import (
     EXTRACTION_OPTIONS,
     EXTRACTION_SCHEMA,
@@ -168,14 +168,14 @@ class Extraction:
     async def run(self, episode_id: int) -> WriteFn | None:
         """Extract one episode; returns the write that records the outcome.
 
-        Raises ``LLMUnavailable`` / ``LLMBadOutput`` for the worker to retry.
+        Raises an ``LLMError`` for the worker to retry or wait on.
         """
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None  # deleted: nothing left to extract
         llm = self._llm()
         if llm is None:
-            raise LLMUnavailable("no Ollama configured")
+            raise LLMUnreachable("no Ollama configured")
         messages = build_extraction_messages(ctx.user_message, ctx.ai_response, ctx.known)
         answer = await llm.chat_json(
             self.model,

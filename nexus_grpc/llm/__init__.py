@@ -3,7 +3,7 @@ and JSON schemas for extraction, summaries and memory selection, and the
 parsers that turn untrusted model answers into clean values."""
 
 from nexus_grpc.llm.client import LLMClient, parse_json_object
-from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable
+from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 from nexus_grpc.llm.options import SamplingOptions
 from nexus_grpc.llm.text import StreamCleaner, clean_stream, strip_model_tokens, to_snake_case
 
@@ -12,6 +12,7 @@ __all__ = [
     "LLMClient",
     "LLMError",
     "LLMUnavailable",
+    "LLMUnreachable",
     "SamplingOptions",
     "StreamCleaner",
     "clean_stream",

@@ -20,7 +20,7 @@ import httpx
 import ollama
 import pydantic
 
-from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable
+from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 from nexus_grpc.llm.text import strip_model_tokens
 
 Message = Mapping[str, Any]
@@ -195,7 +195,7 @@ class LLMClient:
         if isinstance(exc, ollama.ResponseError):
             code = exc.status_code
             if code == 404:
-                return LLMUnavailable(
+                return LLMUnreachable(
                     f"model {model!r} is not available on Ollama at {self._host} "
                     f"({exc.error}); pull it with `ollama pull {model}`"
                 )
@@ -217,7 +217,7 @@ class LLMClient:
             return self._timed_out(model, limit)
         if isinstance(exc, (ConnectionError, httpx.TransportError)):
             reason = str(exc) or type(exc).__name__
-            return LLMUnavailable(f"cannot reach Ollama at {self._host}: {reason}")
+            return LLMUnreachable(f"cannot reach Ollama at {self._host}: {reason}")
         if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError)):
             return LLMBadOutput(
                 f"Ollama{_for(model)} at {self._host} sent a malformed response body: "

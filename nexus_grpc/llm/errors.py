@@ -22,6 +22,13 @@ class LLMUnavailable(LLMError):
     model is not pulled.  Retry with backoff; the service itself is healthy."""
 
 
+class LLMUnreachable(LLMUnavailable):
+    """Nobody is there to answer: Ollama refused the connection, the model is
+    not pulled, or no Ollama is configured.  Background jobs wait for it
+    without spending attempts; a slow or failing answer is a plain
+    ``LLMUnavailable`` and does spend one."""
+
+
 class LLMBadOutput(LLMError):
     """Ollama answered, but the answer (or the response body) could not be
     used: not JSON, wrong shape, rejected request.  Retry a few times only."""

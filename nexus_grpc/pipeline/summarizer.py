@@ -13,8 +13,9 @@ import logging
 
 from nexus_grpc.domain.summaries import NothingToSummarize, Summaries
 from nexus_grpc.errors import FailedPrecondition, NotFound
-from nexus_grpc.llm import LLMBadOutput, LLMUnavailable
-from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
+from nexus_grpc.llm import LLMError
+from nexus_grpc.pipeline.llm_failures import failure_for
+from nexus_grpc.pipeline.worker import Outcome, Retry
 from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,9 @@ class SessionSummarizer:
             summary = await self.summaries.run_session_summary(job.target_id)
         except (NothingToSummarize, NotFound):
             return Outcome(job)  # covered already, or the session is gone
-        except LLMUnavailable as exc:
-            # Unreachable: wait without spending an attempt.  Timeouts and 5xx
-            # are attempts that failed: retried with backoff, then dead-lettered.
-            if str(exc).startswith("cannot reach"):
-                return Outcome(job, error=Postpone(f"summary model unavailable: {exc}"))
-            return Outcome(job, error=Retry(f"summary model failed: {exc}"))
-        except (LLMBadOutput, FailedPrecondition) as exc:
+        except LLMError as exc:
+            return Outcome(job, error=failure_for(exc, "summary failed"))
+        except FailedPrecondition as exc:
             return Outcome(job, error=Retry(f"summary failed: {exc}"))
         log.debug("session %d summarized into summary %d", job.target_id, summary.id)
         return Outcome(job)

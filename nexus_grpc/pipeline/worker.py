@@ -76,6 +76,7 @@ class JobWorker:
         on_dead: DeadHook | None = None,
         on_retry: DeadHook | None = None,
         ready: Callable[[], str | None] | None = None,
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self.db = db
         self.signals = signals
@@ -86,6 +87,8 @@ class JobWorker:
         self.on_retry = on_retry
         # Returns a reason when the worker must not run (e.g. no Ollama configured).
         self.ready = ready or (lambda: None)
+        # Runs once a batch's outcomes are committed (e.g. wake what reads them).
+        self.after_commit = after_commit
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(config.concurrency)
         self._main: asyncio.Task[None] | None = None
@@ -157,13 +160,30 @@ class JobWorker:
             await self.db.write(lambda c: self._record(c, outcomes))
             self.completed += sum(1 for o in outcomes if o.error is None)
             self.failures += sum(1 for o in outcomes if o.error is not None)
+            if self.after_commit is not None:
+                self.after_commit()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("%s: recording outcomes failed; jobs stay pending", self.kind)
+        except Exception as exc:
+            log.exception("%s: recording outcomes failed; the jobs will run again", self.kind)
+            await self._release(batch, f"recording the outcome failed: {exc!r}")
         finally:
             self._slots.release()
             self.signals.wake(self.kind)
+
+    async def _release(self, batch: list[Job], error: str) -> None:
+        """Put claimed jobs back in the queue, so they are not left 'running'
+        (and so not retried) until the next restart."""
+
+        def release(conn: sqlite3.Connection) -> None:
+            for job in batch:
+                job_store.retry_later(conn, job.id, error, self._backoff(job.attempts))
+
+        try:
+            await self.db.write(release)
+        except Exception:
+            log.exception("%s: could not requeue %d jobs; they rerun at restart", self.kind,
+                          len(batch))
 
     def _record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> None:
         done = []

@@ -15,7 +15,6 @@ costs more than the statements themselves.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import sqlite3
@@ -195,15 +194,3 @@ class Database:
 
 def now() -> float:
     return time.time()
-
-
-@contextlib.contextmanager
-def savepoint(conn: sqlite3.Connection, name: str = "sp"):  # pragma: no cover - helper
-    conn.execute(f"SAVEPOINT {name}")
-    try:
-        yield
-    except BaseException:
-        conn.execute(f"ROLLBACK TO {name}")
-        conn.execute(f"RELEASE {name}")
-        raise
-    conn.execute(f"RELEASE {name}")

@@ -65,23 +65,35 @@ def insert(
 
 
 def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
-    row = conn.execute(
-        "SELECT MAX(last_episode_id) FROM summaries WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    covered = row[0] or 0
-    count, chars = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0)"
-        " FROM episodes WHERE session_id = ? AND id > ?",
-        (session_id, covered),
-    ).fetchone()
-    if count < SUMMARY_MIN_NEW_EPISODES:
-        return False
-    total_chars = conn.execute(
-        "SELECT COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0)"
-        " FROM episodes WHERE session_id = ?",
+    """Whether the session now needs a summary.
+
+    This runs inside every CreateEpisode transaction, so each query is
+    bounded: by an index lookup, or by a LIMIT that cannot change the answer.
+    """
+    if conn.execute(
+        "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'",
+        (jobs.SUMMARIZE_SESSION, session_id),
+    ).fetchone():
+        return False  # already queued; that job will read this episode too
+    covered = conn.execute(
+        "SELECT COALESCE(MAX(last_episode_id), 0) FROM summaries WHERE session_id = ?",
         (session_id,),
     ).fetchone()[0]
-    return bool(total_chars > SUMMARY_MIN_CHARS)
+    new = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)",
+        (session_id, covered, SUMMARY_MIN_NEW_EPISODES),
+    ).fetchone()[0]
+    if new < SUMMARY_MIN_NEW_EPISODES:
+        return False
+    # user_message is never blank, so every episode has at least one character:
+    # summing more than SUMMARY_MIN_CHARS episodes cannot change the answer.
+    chars = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0) FROM"
+        " (SELECT user_message, ai_response FROM episodes WHERE session_id = ?"
+        " ORDER BY id LIMIT ?)",
+        (session_id, SUMMARY_MIN_CHARS + 1),
+    ).fetchone()[0]
+    return bool(chars > SUMMARY_MIN_CHARS)
 
 
 def get(conn: sqlite3.Connection, episode_id: int) -> Episode:
