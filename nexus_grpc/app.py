@@ -25,7 +25,12 @@ from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
-from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex, VectorIndex
+from nexus_grpc.vectors import (
+    EdgeVectorIndex,
+    QdrantVectorIndex,
+    VectorIndex,
+    VectorIndexUnavailable,
+)
 
 log = logging.getLogger(__name__)
 EMBEDDING_META_KEY = "embedding_model"
@@ -153,9 +158,14 @@ class App:
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
         await self.db.write(job_store.reset_running)
         for spec in collections.ALL:
-            await self.index.ensure_collection(
-                spec.name, self.embedder.dimension, spec.indexed_fields
-            )
+            try:
+                await self.indexer.ensure(spec)
+            except VectorIndexUnavailable as exc:
+                # The index is derived: serve anyway (degraded), keep writes
+                # queued, and let the indexer create the collection when the
+                # index is back.
+                self.indexer.index_error = str(exc)
+                log.warning("vector index unavailable at start: %s", exc)
         for spec in collections.ALL:
             is_episodes = spec is collections.EPISODES
             self.workers.append(

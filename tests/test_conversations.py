@@ -294,3 +294,15 @@ async def test_request_id_and_error_trailers(harness):
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await call
     assert ("x-request-id", "trace-123") in tuple(info.value.trailing_metadata())
+
+
+async def test_out_of_range_page_token_and_nan_metadata_are_invalid_argument(harness):
+    import base64
+
+    huge = base64.urlsafe_b64encode(b"after:99999999999999999999999").decode().rstrip("=")
+    await expect_status(harness.memory.ListProjects(m.ListProjectsRequest(page_token=huge)),
+                        INVALID, "page_token")
+    meta = Struct()
+    meta.update({"score": float("nan")})
+    await expect_status(new_session(harness, metadata=meta), INVALID, "metadata")
+    assert await count_rows(harness, "sessions") == 0

@@ -9,6 +9,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.domain import models
+from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 
 
@@ -27,8 +28,11 @@ def struct(value: dict[str, Any]) -> Struct:
     return s
 
 
-def from_struct(value: Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(value) if value.fields else {}
+def from_struct(value: Struct, field: str = "metadata") -> dict[str, Any]:
+    try:
+        return json_format.MessageToDict(value) if value.fields else {}
+    except ValueError as exc:  # NaN and infinities have no JSON form
+        raise InvalidArgument(f"{field} must be JSON-representable: {exc}") from exc
 
 
 def project(p: models.Project) -> mpb.Project:

@@ -47,7 +47,7 @@ class Conversations:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         rows = await self.db.read(lambda c: project_store.list_page(c, after, size + 1))
-        return _page(rows, size)
+        return paging.page(rows, size)
 
     async def update_project(
         self, project_id: int, values: Mapping[str, str], mask: list[str]
@@ -94,7 +94,7 @@ class Conversations:
         after = paging.decode_token(page_token)
         v.positive_id("project_id", project_id, required=False)
         rows = await self.db.read(lambda c: session_store.list_page(c, after, size + 1, project_id))
-        return _page(rows, size)
+        return paging.page(rows, size)
 
     async def update_session(
         self, session_id: int, values: Mapping[str, Any], mask: list[str]
@@ -183,17 +183,10 @@ class Conversations:
             return episode_store.list_page(conn, session_id, before, size + 1)
 
         rows = await self.db.read_in_transaction(read)
-        return _page(rows, size)
+        return paging.page(rows, size)
 
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)
         await self.db.write(lambda c: episode_store.delete(c, episode_id))
         self.signals.wake(jobs.INDEX_EPISODE)
 
-
-def _page(rows: list, size: int) -> Page:
-    """Rows were fetched with one extra: its presence means another page exists."""
-    if len(rows) > size:
-        rows = rows[:size]
-        return Page(rows, paging.encode_token(rows[-1].id))
-    return Page(rows, "")

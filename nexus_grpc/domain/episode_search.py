@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
-from nexus_grpc.domain.ranking import reciprocal_rank_fusion
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
@@ -19,8 +19,6 @@ from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavail
 
 log = logging.getLogger(__name__)
 EPISODES = "episodes"
-# Each path fetches more than the limit so fusion has candidates to reorder.
-CANDIDATE_FACTOR = 3
 
 
 class EpisodeSearch:
@@ -47,25 +45,11 @@ class EpisodeSearch:
             for hit in await self._semantic(text, session_ids, n):
                 yield hit
             return
-        keyword = await self._keyword(text, session_ids, n * CANDIDATE_FACTOR)
-        semantic = await self._semantic(text, session_ids, n * CANDIDATE_FACTOR)
-        by_id: dict[int, tuple[EpisodeHit | None, EpisodeHit | None]] = {}
-        for hit in keyword:
-            by_id[hit.episode.id] = (hit, None)
-        for hit in semantic:
-            by_id[hit.episode.id] = (by_id.get(hit.episode.id, (None, None))[0], hit)
-        fused = reciprocal_rank_fusion(
-            [[h.episode.id for h in keyword], [h.episode.id for h in semantic]]
-        )
-        for episode_id, score in fused[:n]:
-            kw, sem = by_id[episode_id]
-            base = kw or sem
-            assert base is not None
-            sources = tuple(
-                s for s, h in ((SearchSource.KEYWORD, kw), (SearchSource.SEMANTIC, sem)) if h
-            )
-            snippet = kw.snippet if kw else base.snippet
-            yield EpisodeHit(base.episode, score, snippet, sources)
+        keyword = await self._keyword(text, session_ids, n * HYBRID_CANDIDATE_FACTOR)
+        semantic = await self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR)
+        for f in fuse(keyword, semantic, lambda h: h.episode.id, n):
+            # The keyword path's snippet shows where the words matched.
+            yield EpisodeHit(f.hit.episode, f.score, f.hit.snippet, f.sources)
 
     async def _keyword(self, text: str, session_ids: list[int], n: int) -> list[EpisodeHit]:
         match = fts.match_expression(text)

@@ -24,7 +24,7 @@ from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where, vector_filter
 from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
-from nexus_grpc.domain.ranking import reciprocal_rank_fusion
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -48,7 +48,6 @@ MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
 MAX_REQUEST_ID_CHARS = 200
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
-CANDIDATE_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -204,9 +203,7 @@ class Memories:
                 c, where, params, kind=kind, after_id=after, limit=size + 1
             )
         )
-        more = len(rows) > size
-        rows = rows[:size]
-        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")
+        return paging.page(rows, size)
 
     async def update(
         self, memory_id: int, values: Mapping[str, Any], mask: list[str], user_id: str
@@ -265,24 +262,10 @@ class Memories:
             for hit in await self.semantic(text, scope, n):
                 yield hit
             return
-        keyword = await self.keyword(text, scope, n * CANDIDATE_FACTOR)
-        semantic = await self.semantic(text, scope, n * CANDIDATE_FACTOR)
-        by_id: dict[int, tuple[MemoryHit | None, MemoryHit | None]] = {}
-        for hit in keyword:
-            by_id[hit.memory.id] = (hit, None)
-        for hit in semantic:
-            by_id[hit.memory.id] = (by_id.get(hit.memory.id, (None, None))[0], hit)
-        fused = reciprocal_rank_fusion(
-            [[h.memory.id for h in keyword], [h.memory.id for h in semantic]]
-        )
-        for memory_id, score in fused[:n]:
-            kw, sem = by_id[memory_id]
-            base = kw or sem
-            assert base is not None
-            sources = tuple(
-                s for s, h in ((SearchSource.KEYWORD, kw), (SearchSource.SEMANTIC, sem)) if h
-            )
-            yield MemoryHit(base.memory, score, sources)
+        keyword = await self.keyword(text, scope, n * HYBRID_CANDIDATE_FACTOR)
+        semantic = await self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR)
+        for f in fuse(keyword, semantic, lambda h: h.memory.id, n):
+            yield MemoryHit(f.hit.memory, f.score, f.sources)
 
     async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
         match = fts.match_expression(text)
@@ -336,6 +319,4 @@ class Memories:
             rows = await self.db.read(
                 lambda c: memory_store.usage_by_thread(c, thread_id, user_id, after, size + 1)
             )
-        more = len(rows) > size
-        rows = rows[:size]
-        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")
+        return paging.page(rows, size)

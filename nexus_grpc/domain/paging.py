@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 
+from nexus_grpc.domain.models import Page
 from nexus_grpc.errors import InvalidArgument
 
 DEFAULT_PAGE_SIZE = 50
@@ -35,8 +36,17 @@ def decode_token(token: str) -> int | None:
         padded = token + "=" * (-len(token) % 4)
         text = base64.urlsafe_b64decode(padded.encode()).decode()
         prefix, _, value = text.partition(":")
-        if prefix != "after":
-            raise ValueError(prefix)
-        return int(value)
+        last_id = int(value)
+        if prefix != "after" or not 0 <= last_id < 2**63:
+            raise ValueError(text)
+        return last_id
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"page_token is not a token this service issued: {token!r}") from exc
+
+
+def page(rows: list, size: int) -> Page:
+    """A page from rows fetched with one extra: its presence means more follow."""
+    if len(rows) > size:
+        rows = rows[:size]
+        return Page(rows, encode_token(rows[-1].id))
+    return Page(rows, "")

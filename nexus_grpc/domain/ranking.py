@@ -7,8 +7,11 @@ engines use.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from nexus_grpc.domain.models import SearchSource
 
 K = TypeVar("K", bound=Hashable)
 RRF_K = 60
@@ -22,3 +25,45 @@ def reciprocal_rank_fusion(
         for rank, key in enumerate(ranking, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda item: item[1], reverse=True)
+
+
+# Hybrid search fetches this many times the limit from each path, so fusion
+# has candidates to reorder.
+HYBRID_CANDIDATE_FACTOR = 3
+H = TypeVar("H")
+
+
+@dataclass(frozen=True)
+class Fused(Generic[H]):
+    """One hybrid hit: its RRF score and the hit from each path that found it."""
+
+    score: float
+    keyword: H | None
+    semantic: H | None
+
+    @property
+    def hit(self) -> H:
+        found = self.keyword if self.keyword is not None else self.semantic
+        assert found is not None
+        return found
+
+    @property
+    def sources(self) -> tuple[SearchSource, ...]:
+        return tuple(
+            source
+            for source, hit in (
+                (SearchSource.KEYWORD, self.keyword),
+                (SearchSource.SEMANTIC, self.semantic),
+            )
+            if hit is not None
+        )
+
+
+def fuse(
+    keyword: Sequence[H], semantic: Sequence[H], key: Callable[[H], int], limit: int
+) -> list[Fused[H]]:
+    """Keyword and semantic hits fused by reciprocal rank, best first."""
+    by_keyword = {key(h): h for h in keyword}
+    by_semantic = {key(h): h for h in semantic}
+    fused = reciprocal_rank_fusion([list(by_keyword), list(by_semantic)])
+    return [Fused(score, by_keyword.get(k), by_semantic.get(k)) for k, score in fused[:limit]]

@@ -155,9 +155,7 @@ class Summaries:
             raise InvalidArgument("session_id or project_id is required")
 
         rows = await self.db.read_in_transaction(read)
-        more = len(rows) > size
-        rows = rows[:size]
-        return Page(rows, paging.encode_token(rows[-1].id) if more and rows else "")
+        return paging.page(rows, size)
 
     # Session summaries -------------------------------------------------------
 

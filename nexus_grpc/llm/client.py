@@ -211,13 +211,19 @@ class LLMClient:
                 f"Ollama{_for(model)} at {self._host} rejected the request "
                 f"(HTTP {code}): {exc.error}"
             )
+        # Only a failed connection means nobody is there (worth waiting for
+        # without spending attempts).  A connect timeout is a host that is off
+        # or firewalled; a read error mid-answer is a failed attempt.
+        if isinstance(exc, (ConnectionError, httpx.ConnectError, httpx.ConnectTimeout)):
+            reason = str(exc) or type(exc).__name__
+            return LLMUnreachable(f"cannot reach Ollama at {self._host}: {reason}")
         # TimeoutError covers asyncio.wait_for; httpx timeouts are checked before
         # the generic transport errors they subclass.
         if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
             return self._timed_out(model, limit)
-        if isinstance(exc, (ConnectionError, httpx.TransportError)):
+        if isinstance(exc, httpx.TransportError):
             reason = str(exc) or type(exc).__name__
-            return LLMUnreachable(f"cannot reach Ollama at {self._host}: {reason}")
+            return LLMUnavailable(f"connection to Ollama at {self._host} failed: {reason}")
         if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError)):
             return LLMBadOutput(
                 f"Ollama{_for(model)} at {self._host} sent a malformed response body: "

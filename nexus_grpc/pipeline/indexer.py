@@ -18,7 +18,12 @@ from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
 from nexus_grpc.store import Database
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store.jobs import Job
-from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable, VectorPoint
+from nexus_grpc.vectors import (
+    CollectionNotFound,
+    VectorIndex,
+    VectorIndexUnavailable,
+    VectorPoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,23 @@ class Indexer:
         self.index = index
         # The last failure talking to the index, for health detail.
         self.index_error: str | None = None
+
+    async def ensure(self, spec: CollectionSpec) -> None:
+        await self.index.ensure_collection(
+            spec.name, self.embedder.dimension, spec.indexed_fields
+        )
+
+    async def _apply(
+        self, spec: CollectionSpec, docs: dict, present: list[int], gone: list[int]
+    ) -> None:
+        if present:
+            vectors = await self.embedder.embed([docs[i][0] for i in present])
+            await self.index.upsert(
+                spec.name,
+                [VectorPoint(i, vec, docs[i][1]) for i, vec in zip(present, vectors, strict=True)],
+            )
+        if gone:
+            await self.index.delete(spec.name, gone)
 
     def handler(self, spec: CollectionSpec):
         async def handle(batch: list[Job]) -> list[Outcome]:
@@ -43,17 +65,13 @@ class Indexer:
         present = [i for i in ids if i in docs]
         gone = [i for i in ids if i not in docs]
         try:
-            if present:
-                vectors = await self.embedder.embed([docs[i][0] for i in present])
-                await self.index.upsert(
-                    spec.name,
-                    [
-                        VectorPoint(i, vec, docs[i][1])
-                        for i, vec in zip(present, vectors, strict=True)
-                    ],
-                )
-            if gone:
-                await self.index.delete(spec.name, gone)
+            try:
+                await self._apply(spec, docs, present, gone)
+            except CollectionNotFound:
+                # A Qdrant server that restarted empty, or one that was down
+                # when we started: create the collection and go on.
+                await self.ensure(spec)
+                await self._apply(spec, docs, present, gone)
         except VectorIndexUnavailable as exc:
             self.index_error = str(exc)
             return [Outcome(j, error=Postpone(f"vector index unavailable: {exc}")) for j in batch]

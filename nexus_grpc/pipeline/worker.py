@@ -157,33 +157,28 @@ class JobWorker:
             except Exception as exc:  # a handler bug must not kill the worker
                 log.exception("%s handler failed on %d jobs", self.kind, len(batch))
                 outcomes = [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in batch]
-            await self.db.write(lambda c: self._record(c, outcomes))
+            try:
+                await self.db.write(lambda c: self._record(c, outcomes))
+            except Exception as exc:
+                # Recording failed (e.g. the result's write raised): count it as a
+                # failed attempt, so the job is retried and finally dead-lettered
+                # instead of staying 'running' until a restart, or looping forever.
+                log.exception("%s: recording outcomes failed", self.kind)
+                failed = Retry(f"recording the outcome failed: {exc!r}")
+                outcomes = [Outcome(j, error=failed) for j in batch]
+                await self.db.write(lambda c: self._record(c, outcomes))
             self.completed += sum(1 for o in outcomes if o.error is None)
             self.failures += sum(1 for o in outcomes if o.error is not None)
-            if self.after_commit is not None:
-                self.after_commit()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
-            log.exception("%s: recording outcomes failed; the jobs will run again", self.kind)
-            await self._release(batch, f"recording the outcome failed: {exc!r}")
+        except Exception:
+            log.exception("%s: could not record outcomes; the jobs rerun at restart", self.kind)
         finally:
             self._slots.release()
             self.signals.wake(self.kind)
-
-    async def _release(self, batch: list[Job], error: str) -> None:
-        """Put claimed jobs back in the queue, so they are not left 'running'
-        (and so not retried) until the next restart."""
-
-        def release(conn: sqlite3.Connection) -> None:
-            for job in batch:
-                job_store.retry_later(conn, job.id, error, self._backoff(job.attempts))
-
-        try:
-            await self.db.write(release)
-        except Exception:
-            log.exception("%s: could not requeue %d jobs; they rerun at restart", self.kind,
-                          len(batch))
+        if self.after_commit is not None:
+            # Also after a failure: a spurious wake-up costs readers one empty read.
+            self.after_commit()
 
     def _record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> None:
         done = []
@@ -198,8 +193,7 @@ class JobWorker:
                 job_store.postpone(conn, o.job.id, message, self.config.postpone_delay)
             elif o.job.attempts + 1 >= self.config.max_attempts:
                 log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
-                job_store.dead_letter(conn, o.job.id, message)
-                if self.on_dead:
+                if job_store.dead_letter(conn, o.job.id, message) and self.on_dead:
                     self.on_dead(conn, o.job, message)
             else:
                 job_store.retry_later(conn, o.job.id, message, self._backoff(o.job.attempts))

@@ -117,11 +117,7 @@ def _back_to_pending(
     conn: sqlite3.Connection, job_id: int, error: str, delay: float, *, spend_attempt: bool
 ) -> None:
     # If the same work was queued again meanwhile, that newer job covers it.
-    row = conn.execute("SELECT kind, target_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row is not None and conn.execute(
-        "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'", tuple(row)
-    ).fetchone():
-        conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    if _covered_by_pending(conn, job_id):
         return
     conn.execute(
         "UPDATE jobs SET state = 'pending', attempts = attempts + ?, run_after = ?,"
@@ -130,18 +126,41 @@ def _back_to_pending(
     )
 
 
-def dead_letter(conn: sqlite3.Connection, job_id: int, error: str) -> None:
+def _covered_by_pending(conn: sqlite3.Connection, job_id: int) -> bool:
+    """If the same work was queued again meanwhile, drop this job: the newer
+    one reads the row afresh and covers it."""
+    row = conn.execute("SELECT kind, target_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is not None and conn.execute(
+        "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'", tuple(row)
+    ).fetchone():
+        conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        return True
+    return False
+
+
+def dead_letter(conn: sqlite3.Connection, job_id: int, error: str) -> bool:
+    """Mark the job failed; False when a newer pending job covers it instead."""
+    if _covered_by_pending(conn, job_id):
+        return False
     conn.execute(
         "UPDATE jobs SET state = 'failed', attempts = attempts + 1, last_error = ?, updated_at = ?"
         " WHERE id = ?",
         (error[:2000], now(), job_id),
     )
+    return True
 
 
 def requeue_failed(conn: sqlite3.Connection, kind: str, target_id: int | None = None) -> int:
     """Move dead-lettered jobs back to pending (dropping those already pending again)."""
     where = "kind = ? AND state = 'failed'" + (" AND target_id = ?" if target_id else "")
     params: tuple = (kind, target_id) if target_id else (kind,)
+    # Keep one failed row per target, or the UPDATE below would make two
+    # pending jobs for one target.
+    conn.execute(
+        f"DELETE FROM jobs WHERE {where} AND id NOT IN"
+        " (SELECT MAX(id) FROM jobs WHERE kind = ? AND state = 'failed' GROUP BY target_id)",
+        (*params, kind),
+    )
     conn.execute(
         f"DELETE FROM jobs WHERE {where} AND target_id IN"
         " (SELECT target_id FROM jobs WHERE kind = ? AND state = 'pending')",

@@ -56,8 +56,12 @@ class VectorIndexLocked(RuntimeError):
     Not retryable: two writers would corrupt it, so the second one must not start."""
 
 
-class CollectionNotFound(LookupError):
-    """The named collection does not exist (call ensure_collection first)."""
+class CollectionNotFound(VectorIndexUnavailable, LookupError):
+    """The named collection does not exist (call ensure_collection first).
+
+    To a reader it is the index not being ready (a Qdrant server that came
+    back empty), so it is a kind of unavailability; the indexer creates the
+    collection and carries on."""
 
 
 class DimensionMismatch(ValueError):
