@@ -22,7 +22,7 @@ from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episo
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
-from nexus_grpc.store import Database
+from nexus_grpc.store import Database, meta
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.vectors import (
@@ -69,12 +69,12 @@ def embedding_signature(embedder: Embedder) -> str:
 
 def check_embedder(conn: sqlite3.Connection, signature: str) -> None:
     """Record the embedding model on first start; refuse a different one later."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (EMBEDDING_META_KEY,)).fetchone()
-    if row is None:
-        conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (EMBEDDING_META_KEY, signature))
-    elif row[0] != signature:
+    recorded = meta.get(conn, EMBEDDING_META_KEY)
+    if recorded is None:
+        meta.put(conn, EMBEDDING_META_KEY, signature)
+    elif recorded != signature:
         raise EmbedderMismatch(
-            f"this data was indexed with embedding model {row[0]!r}, but the server is configured"
+            f"this data was indexed with embedding model {recorded!r}, but the server is configured"
             f" for {signature!r}; vectors from two models cannot be mixed. Either start with the"
             " original embedder, or run `nexus-grpc reindex` to rebuild the index with the new one."
         )

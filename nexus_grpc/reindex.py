@@ -15,8 +15,11 @@ from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_index
 from nexus_grpc.config import Settings
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.pipeline import collections
-from nexus_grpc.store import Database, documents
-from nexus_grpc.vectors import VectorPoint
+from nexus_grpc.pipeline.indexer import Indexer
+from nexus_grpc.store import Database, documents, meta
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store.db import now
 
 BATCH = 64
 
@@ -39,21 +42,20 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         threads=settings.embedder_threads,
     )
     index = make_index(settings)
+    indexer = Indexer(db, embedder, index)
+    # Rows and jobs created after this moment (should a server be running
+    # against a remote index) keep their own index jobs.
+    began = now()
     try:
         for spec in collections.ALL:
             await index.drop_collection(spec.name)
-            await index.ensure_collection(spec.name, embedder.dimension, spec.indexed_fields)
+            await indexer.ensure(spec)
             ids = sorted(await db.read(lambda c, t=spec.table: documents.all_ids(c, t)))
             started = time.monotonic()
             for start in range(0, len(ids), BATCH):
                 chunk = ids[start : start + BATCH]
                 docs = await db.read(lambda c, ch=chunk, s=spec: s.load(c, ch))
-                present = [i for i in chunk if i in docs]
-                vectors = await embedder.embed([docs[i][0] for i in present])
-                await index.upsert(
-                    spec.name,
-                    [VectorPoint(i, v, docs[i][1]) for i, v in zip(present, vectors, strict=True)],
-                )
+                await indexer.apply(spec, docs, [i for i in chunk if i in docs], [])
                 _progress(progress, spec.name, start + len(chunk), len(ids), started)
             _progress(progress, spec.name, len(ids), len(ids), started)
             progress.write("\n")
@@ -61,14 +63,10 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         signature = embedding_signature(embedder)
 
         def record(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (EMBEDDING_META_KEY, signature),
-            )
-            conn.execute("UPDATE episodes SET embed_state = 2, embed_error = ''")
+            meta.put(conn, EMBEDDING_META_KEY, signature)
+            episode_store.mark_indexed_before(conn, began)
             for spec in collections.ALL:
-                conn.execute("DELETE FROM jobs WHERE kind = ?", (spec.job_kind,))
+                job_store.delete_created_before(conn, spec.job_kind, began)
 
         await db.write(record)
         progress.write(f"reindexed with {signature}\n")

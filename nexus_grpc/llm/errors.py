@@ -13,9 +13,6 @@ from __future__ import annotations
 class LLMError(Exception):
     """Base class: something went wrong talking to the model."""
 
-    #: Whether retrying the same request can reasonably succeed.
-    retryable: bool = True
-
 
 class LLMUnavailable(LLMError):
     """Ollama could not answer: connection refused, timeout, HTTP 5xx, or the

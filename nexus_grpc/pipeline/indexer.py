@@ -41,7 +41,7 @@ class Indexer:
             spec.name, self.embedder.dimension, spec.indexed_fields
         )
 
-    async def _apply(
+    async def apply(
         self, spec: CollectionSpec, docs: dict, present: list[int], gone: list[int]
     ) -> None:
         if present:
@@ -66,12 +66,12 @@ class Indexer:
         gone = [i for i in ids if i not in docs]
         try:
             try:
-                await self._apply(spec, docs, present, gone)
+                await self.apply(spec, docs, present, gone)
             except CollectionNotFound:
                 # A Qdrant server that restarted empty, or one that was down
                 # when we started: create the collection and go on.
                 await self.ensure(spec)
-                await self._apply(spec, docs, present, gone)
+                await self.apply(spec, docs, present, gone)
         except VectorIndexUnavailable as exc:
             self.index_error = str(exc)
             return [Outcome(j, error=Postpone(f"vector index unavailable: {exc}")) for j in batch]

@@ -54,13 +54,5 @@ class Reconciler:
         in_index: set[int] = set()
         async for page in self.index.ids(spec.name):
             in_index.update(page)
-        pending = await self.db.read(
-            lambda c: {
-                r[0]
-                for r in c.execute(
-                    "SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'",
-                    (spec.job_kind,),
-                )
-            }
-        )
+        pending = await self.db.read(lambda c: job_store.queued_targets(c, spec.job_kind))
         return (in_db - in_index) - pending, (in_index - in_db) - pending

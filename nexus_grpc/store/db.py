@@ -20,7 +20,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +41,6 @@ MAX_BATCH = 256
 class _Write:
     fn: WriteFn
     future: asyncio.Future[Any]
-    after_commit: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _configure(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int) -> None:

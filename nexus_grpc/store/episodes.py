@@ -147,6 +147,14 @@ def set_embed_state(
     )
 
 
+def mark_indexed_before(conn: sqlite3.Connection, before: float) -> None:
+    """After a full rebuild: every episode that existed when it began is indexed."""
+    conn.execute(
+        "UPDATE episodes SET embed_state = ?, embed_error = '' WHERE created_at <= ?",
+        (int(JobState.DONE), before),
+    )
+
+
 def set_extract_state(
     conn: sqlite3.Connection, episode_id: int, state: JobState, error: str = ""
 ) -> None:
@@ -182,14 +190,3 @@ def keyword_search(
             (match, *session_ids, limit),
         ).fetchall()
     return [(r[0], -float(r[1]), r[2]) for r in rows]
-
-
-def count(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0])
-
-
-def ids_after(conn: sqlite3.Connection, after_id: int, limit: int) -> list[int]:
-    rows = conn.execute(
-        "SELECT id FROM episodes WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
-    )
-    return [r[0] for r in rows]

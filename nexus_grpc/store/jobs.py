@@ -126,6 +126,21 @@ def _back_to_pending(
     )
 
 
+def queued_targets(conn: sqlite3.Connection, kind: str) -> set[int]:
+    """Targets with a pending or running job: work already on its way."""
+    rows = conn.execute(
+        "SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)
+    )
+    return {r[0] for r in rows}
+
+
+def delete_created_before(conn: sqlite3.Connection, kind: str, before: float) -> int:
+    """Drop jobs a full rebuild has made redundant; newer ones still run."""
+    return conn.execute(
+        "DELETE FROM jobs WHERE kind = ? AND created_at <= ?", (kind, before)
+    ).rowcount
+
+
 def _covered_by_pending(conn: sqlite3.Connection, job_id: int) -> bool:
     """If the same work was queued again meanwhile, drop this job: the newer
     one reads the row afresh and covers it."""
@@ -198,11 +213,3 @@ def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
                 QueueDepth(kind, int(r[1] or 0), int(r[2] or 0), ts - r[3] if r[3] else 0.0)
             )
     return result
-
-
-def last_error(conn: sqlite3.Connection, kind: str, target_id: int) -> str:
-    row = conn.execute(
-        "SELECT last_error FROM jobs WHERE kind = ? AND target_id = ? ORDER BY id DESC LIMIT 1",
-        (kind, target_id),
-    ).fetchone()
-    return row[0] if row else ""
