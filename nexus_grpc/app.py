@@ -244,7 +244,15 @@ class App:
         deps.append(DependencyState("vector_index", index_problem is None, index_problem or "ok"))
         deps.append(DependencyState("embedder", True, embedding_signature(self.embedder)))
         if self.settings.ollama_url:
-            deps.append(DependencyState("ollama", True, self.settings.ollama_url))
+            # The LLM workers know best: they are the ones waiting on it.
+            waits = [
+                w.waiting_on
+                for w in self.workers
+                if w.kind in (job_store.EXTRACT_EPISODE, job_store.SUMMARIZE_SESSION)
+                and w.waiting_on
+            ]
+            detail = waits[0] if waits else self.settings.ollama_url
+            deps.append(DependencyState("ollama", not waits, detail))
         else:
             deps.append(
                 DependencyState(

@@ -306,3 +306,24 @@ async def test_out_of_range_page_token_and_nan_metadata_are_invalid_argument(har
     meta.update({"score": float("nan")})
     await expect_status(new_session(harness, metadata=meta), INVALID, "metadata")
     assert await count_rows(harness, "sessions") == 0
+
+
+async def test_delete_project_deletes_what_only_it_owned(harness):
+    kept = await new_project(harness, "other")
+    p = await new_project(harness)
+    for project in (p, kept):
+        await harness.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(
+            kind=m.MEMORY_KIND_PROJECT, project_id=project.id, title="t", content="c",
+            tier=m.TIER_LONGTERM)))
+    from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+
+    entity = await harness.graph.UpsertEntity(g.UpsertEntityRequest(
+        name="Atlas", type="project", project_id=p.id))
+    await harness.memory.DeleteProject(m.DeleteProjectRequest(id=p.id))
+    rows = await harness.app.db.read(lambda c: c.execute(
+        "SELECT project_id FROM memories").fetchall())
+    assert [r[0] for r in rows] == [kept.id]
+    await expect_status(harness.graph.GetEntity(g.GetEntityRequest(id=entity.id)), NOT_FOUND)
+    # A project created next never inherits the deleted one's id (or its data).
+    again = await new_project(harness, "next")
+    assert again.id > p.id

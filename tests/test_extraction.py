@@ -157,6 +157,109 @@ async def test_known_entities_of_other_projects_stay_out_of_the_prompt(gh, stub)
     assert "SecretThing" not in stub.requests_to("/api/chat")[0].prompt_text()
 
 
+# One graph per project ----------------------------------------------------------
+
+
+async def test_each_project_has_its_own_graph(gh, stub):
+    """The same name and type extracted in two projects are two entities, and
+    no read, walk, search or event of one project shows the other's."""
+
+    def about(where: str) -> dict:
+        return {
+            "entities": [
+                {"name": "Alice", "type": "person", "notes": f"Works on {where}"},
+                {"name": "Atlas", "type": "project", "notes": f"The {where} atlas"},
+            ],
+            "relationships": [{"from": "Alice", "to": "Atlas", "label": "leads", "notes": None}],
+        }
+
+    stub.add_rule(Reply.of(about("Orion")), contains="orion-episode")
+    stub.add_rule(Reply.of(about("Vega")), contains="vega-episode")
+    p1, p2 = await new_project(gh, "one"), await new_project(gh, "two")
+    s1, s2 = await new_session(gh, p1.id), await new_session(gh, p2.id)
+    ev1 = await event_for(gh, (await new_episode(gh, s1.id, "orion-episode")).id)
+    ev2 = await event_for(gh, (await new_episode(gh, s2.id, "vega-episode")).id)
+    scopes = [(p1, ev1, "Orion"), (p2, ev2, "Vega")]
+    ids1 = {e.name: e.id for e in ev1.entities}
+    ids2 = {e.name: e.id for e in ev2.entities}
+    assert set(ids1) == set(ids2) == {"Alice", "Atlas"}
+    assert not set(ids1.values()) & set(ids2.values())  # two entities per name/type
+
+    index = gh.app.index
+    everyone = [*ids1.values(), *ids2.values()]
+
+    async def indexed() -> bool:
+        return await index.retrieve_ids("entities", everyone) == set(everyone)
+
+    await wait_until(indexed)
+    for p, event, where in scopes:
+        own = {e.id for e in event.entities}
+        # The event payload: this project's entities, notes and edge only.
+        assert event.project_id == p.id
+        assert all(e.project_id == p.id and where in e.notes for e in event.entities)
+        assert all(e.mention_count == 1 for e in event.entities)
+        [rel] = event.relationships
+        assert {rel.from_id, rel.to_id} == own
+        # Replayed through a project watch, too.
+        call = gh.graph.WatchExtractions(g.WatchExtractionsRequest(project_id=p.id))
+        [replayed] = await take(call, 1)
+        call.cancel()
+        assert replayed.episode_id == event.episode_id and replayed.entities == event.entities
+
+        listed = await gh.graph.ListEntities(g.ListEntitiesRequest(project_id=p.id))
+        assert {e.id for e in listed.entities} == own
+        assert all(e.project_id == p.id and where in e.notes for e in listed.entities)
+
+        alice = next(e for e in event.entities if e.name == "Alice")
+        hood = await gh.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=alice.id, depth=3))
+        assert {n.id for n in hood.nodes} == own and [e.id for e in hood.edges] == [rel.id]
+        assert all(where in n.notes for n in hood.nodes)
+        near = await gh.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[alice.id]))
+        assert {n.id for n in near.nodes} == own and [e.id for e in near.edges] == [rel.id]
+        rels = await gh.graph.ListRelationships(
+            g.ListRelationshipsRequest(entity_id=alice.id, include_inbound=True)
+        )
+        assert [r.id for r in rels.relationships] == [rel.id]
+
+        call = gh.graph.SearchEntities(
+            g.SearchEntitiesRequest(query="Alice works on Atlas", project_id=p.id, limit=10)
+        )
+        hits = [h async for h in call]
+        assert alice.id in {h.entity.id for h in hits}
+        assert {h.entity.id for h in hits} <= own
+        assert all(h.entity.project_id == p.id and where in h.entity.notes for h in hits)
+
+    # An edge between two projects' entities is refused, and nothing is written.
+    details = await expect_status(
+        gh.graph.UpsertRelationship(
+            g.UpsertRelationshipRequest(from_id=ids1["Alice"], to_id=ids2["Atlas"], label="knows")
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "project",
+    )
+    assert str(p1.id) in details and str(p2.id) in details
+    for ids in (ids1, ids2):
+        rels = await gh.graph.ListRelationships(
+            g.ListRelationshipsRequest(entity_id=ids["Alice"], include_inbound=True)
+        )
+        assert len(rels.relationships) == 1
+
+    # A manual upsert is keyed by its project too.
+    again = await gh.graph.UpsertEntity(
+        g.UpsertEntityRequest(name="Alice", type="person", project_id=p2.id)
+    )
+    assert again.id == ids2["Alice"] and again.mention_count == 2
+    loose = await gh.graph.UpsertEntity(g.UpsertEntityRequest(name="Alice", type="person"))
+    assert loose.id not in everyone and loose.project_id == 0
+    await expect_status(
+        gh.graph.UpsertRelationship(
+            g.UpsertRelationshipRequest(from_id=loose.id, to_id=ids1["Atlas"], label="knows")
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "project",
+    )
+
+
 # What gets kept ---------------------------------------------------------------
 
 
@@ -199,7 +302,7 @@ async def test_types_ignore_list_and_labels_are_filtered(gh, stub):
     listed = await gh.graph.ListEntities(g.ListEntitiesRequest())
     assert {e.name for e in listed.entities} == {"Alice", "Initech"}
     alice = next(e for e in listed.entities if e.name == "Alice")
-    assert alice.source == g.ENTITY_SOURCE_EXTRACTION and list(alice.project_ids) == [0]
+    assert alice.source == g.ENTITY_SOURCE_EXTRACTION and alice.project_id == 0
     got = await gh.app.db.read(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM entity_episodes WHERE episode_id = ?", (ep.id,)
@@ -239,7 +342,7 @@ async def test_upserts_count_mentions_and_keep_notes(gh, stub):
     assert alice.notes == "Leads the Atlas project"  # kept: the new notes were null
     assert atlas.notes == "A mapping tool" and atlas.mention_count == 2
     assert alice.last_seen_time.ToNanoseconds() >= alice1.last_seen_time.ToNanoseconds()
-    assert list(alice.project_ids) == [p.id]
+    assert alice.project_id == p.id and atlas.project_id == p.id
     [rel] = e2.relationships
     assert rel.mention_count == 2 and rel.from_id == alice.id and rel.to_id == atlas.id
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import grpc
+import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.store import graph as graph_store
 from tests.support import wait_until
 from tests.test_extraction import expect_status, new_project
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
+FAILED = grpc.StatusCode.FAILED_PRECONDITION
 
 
 async def entity(h, name: str, etype: str = "concept", **kw) -> g.Entity:
@@ -73,6 +78,8 @@ async def test_list_entities_by_type_and_project_paginated(harness):
         if not token:
             break
     assert names == ["P0", "P1", "P2", "P3", "P4"]
+    mine = await harness.graph.ListEntities(g.ListEntitiesRequest(project_id=p1.id))
+    assert [e.project_id for e in mine.entities] == [p1.id] * 6
     everything = await harness.graph.ListEntities(g.ListEntitiesRequest())
     assert len(everything.entities) == 7
     await expect_status(
@@ -149,6 +156,13 @@ async def test_relationship_errors(harness):
     await expect_status(edge(harness, a.id, b.id, "!!!"), INVALID, "label")
     await expect_status(edge(harness, 99, b.id), NOT_FOUND, "from_id")
     await expect_status(edge(harness, a.id, 98), NOT_FOUND, "to_id")
+    elsewhere = await entity(harness, "b", project_id=(await new_project(harness)).id)
+    assert elsewhere.id != b.id  # same name and type, another project
+    await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
+    with pytest.raises(sqlite3.IntegrityError, match="different projects"):  # the store's own guard
+        await harness.app.db.write(
+            lambda c: graph_store.upsert_relationship(c, elsewhere.id, a.id, "x", None)
+        )
     await expect_status(
         graph.ListRelationships(g.ListRelationshipsRequest(entity_id=0)), INVALID, "entity_id"
     )
@@ -247,9 +261,11 @@ async def test_entity_search_is_scoped_to_its_project(harness):
     mine = await entity(harness, "Postgres database", "technology", project_id=p1.id)
     await entity(harness, "Redis cache", "technology", project_id=p1.id)
     theirs = await entity(harness, "Postgres cluster", "technology", project_id=p2.id)
+    # Same name and type in both projects: two entities, one per project.
     shared = await entity(harness, "Postgres", "technology", project_id=p1.id)
-    await entity(harness, "Postgres", "technology", project_id=p2.id)
-    everyone = [mine.id, theirs.id, shared.id]
+    twin = await entity(harness, "Postgres", "technology", project_id=p2.id)
+    assert twin.id != shared.id and (shared.project_id, twin.project_id) == (p1.id, p2.id)
+    everyone = [mine.id, theirs.id, shared.id, twin.id]
     await wait_until(lambda: _has_points(harness.app.index, everyone))
 
     async def search(project_id: int, query: str = "Postgres database", limit: int = 10):
@@ -258,19 +274,16 @@ async def test_entity_search_is_scoped_to_its_project(harness):
         )
         return [hit async for hit in call]
 
-    async def sees_shared_in_both() -> bool:
-        # The re-index with both projects in the payload is asynchronous.
-        return any(h.entity.id == shared.id for h in await search(p2.id))
-
-    await wait_until(sees_shared_in_both)
     hits = await search(p1.id)
     found = [h.entity.id for h in hits]
     assert found[0] == mine.id and theirs.id not in found and shared.id in found
-    assert all(p1.id in h.entity.project_ids for h in hits)
+    assert twin.id not in found
+    assert all(h.entity.project_id == p1.id for h in hits)
     assert hits == sorted(hits, key=lambda h: -h.score)
     assert len(await search(p1.id, limit=1)) == 1
-    other = [h.entity.id for h in await search(p2.id)]
-    assert mine.id not in other and theirs.id in other
+    other = await search(p2.id)
+    assert {h.entity.id for h in other} == {theirs.id, twin.id}
+    assert all(h.entity.project_id == p2.id for h in other)
 
     await expect_status(search(0), INVALID, "project_id")
     await expect_status(search(-1), INVALID, "project_id")

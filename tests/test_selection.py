@@ -89,10 +89,14 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     assert "details about postgres port" in p2.prompt_text()
     assert "talking about databases" in p2.prompt_text()
 
-    usage = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="t1"))
+    usage = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(thread_id="t1", project_id=pid)
+    )
     assert sorted(u.memory_id for u in usage.usage) == sorted([a.id, b.id])
     assert {u.context for u in usage.usage} == {"which database port?"}
-    by_memory = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(memory_id=a.id))
+    by_memory = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=a.id, project_id=pid)
+    )
     assert [u.relevance for u in by_memory.usage] == [0.95]
 
     # Second prompt in the same thread: a and b were used; c is fresh.
@@ -179,7 +183,7 @@ async def test_selection_never_offers_or_returns_anothers_memories(llm_harness, 
     assert alice_mem.use_count == 0
 
 
-async def test_usage_of_user_memories_needs_the_user(llm_harness, stub):
+async def test_usage_belongs_to_the_user_and_project_that_selected(llm_harness, stub):
     h = llm_harness
     pid, _ = await world(h)
     mine = await create(h, kind=U, user_id="bob", title="bob note")
@@ -196,14 +200,41 @@ async def test_usage_of_user_memories_needs_the_user(llm_harness, stub):
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(memory_id=mine.id))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    ok = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(memory_id=mine.id, user_id="bob"))
+    ok = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=mine.id, user_id="bob", project_id=pid)
+    )
     assert len(ok.usage) == 1
-    anon = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb"))
-    assert [u.memory_id for u in anon.usage] == [shared.id]
-    other = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb", user_id="eve"))
-    assert [u.memory_id for u in other.usage] == [shared.id]
-    own = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb", user_id="bob"))
+    # The log holds bob's prompt: nobody else sees any of the thread, not even
+    # the rows of the shared PROJECT memory.
+    anon = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb", project_id=pid))
+    assert anon.usage == []
+    other = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(thread_id="tb", user_id="eve", project_id=pid)
+    )
+    assert other.usage == []
+    shared_log = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=shared.id, user_id="eve", project_id=pid)
+    )
+    assert shared_log.usage == []
+    own = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(thread_id="tb", user_id="bob", project_id=pid)
+    )
     assert sorted(u.memory_id for u in own.usage) == sorted([mine.id, shared.id])
+    assert {u.context for u in own.usage} == {"which database port?"}
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest())
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_another_users_selections_do_not_change_my_thread(llm_harness, stub):
+    """Threads belong to the (user, project) that selected: eve using the same
+    thread id neither marks bob's memories as used nor reads his usage."""
+    h = llm_harness
+    pid, _ = await world(h)
+    shared = await create(h, kind=P, project_id=pid, title="shared")
+    picks = [{"id": shared.id, "relevance": 0.8, "category": "necessary"}]
+    script(stub, picks, [{"id": shared.id, "relevance": 0.8}], times=2)
+    await select(h, m.MemoryScope(project_id=pid, user_id="eve"), thread="t-shared")
+    [mine] = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="t-shared")
+    assert not mine.previously_used
+    assert mine.relevance == 0.8

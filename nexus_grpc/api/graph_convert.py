@@ -32,7 +32,7 @@ def entity(e: Entity) -> gpb.Entity:
         source=_SOURCES.get(e.source, gpb.ENTITY_SOURCE_UNSPECIFIED),
         last_seen_time=timestamp(e.last_seen_at),
         create_time=timestamp(e.created_at),
-        project_ids=list(e.project_ids),
+        project_id=e.project_id,
     )
 
 

@@ -246,8 +246,9 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             raise InvalidArgument("one of thread_id or memory_id is required")
         page = await self.app.memories.usage(
             request.thread_id if key == "thread_id" else "",
-            request.memory_id if key == "memory_id" else 0,
+            request.memory_id if key == "memory_id" else None,
             request.user_id,
+            request.project_id,
             request.page_size,
             request.page_token,
         )

@@ -59,7 +59,9 @@ class Conversations:
 
     async def delete_project(self, project_id: int) -> int:
         v.positive_id("id", project_id)
-        return await self.db.write(lambda c: project_store.delete(c, project_id))
+        detached = await self.db.write(lambda c: project_store.delete(c, project_id))
+        self.signals.wake(jobs.INDEX_MEMORY, jobs.INDEX_SUMMARY, jobs.INDEX_ENTITY)
+        return detached
 
     # Sessions -------------------------------------------------------------
 
@@ -118,7 +120,10 @@ class Conversations:
                 raise FailedPrecondition(f"session.project_id {new_project} does not exist")
             return session_store.update(conn, session_id, changes)
 
-        return await self.db.write(update)
+        session = await self.db.write(update)
+        if "project_id" in changes:
+            self.signals.wake(jobs.INDEX_SUMMARY)
+        return session
 
     async def delete_session(self, session_id: int) -> int:
         v.positive_id("id", session_id)

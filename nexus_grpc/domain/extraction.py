@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nexus_grpc.domain import validation as v
@@ -39,6 +39,7 @@ from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
+_ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
 WriteFn = Callable[[sqlite3.Connection], Any]
 
 
@@ -130,13 +131,11 @@ def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
 
 
 def entity_to_dict(e: Entity) -> dict[str, Any]:
-    d = asdict(e)
-    d["project_ids"] = list(e.project_ids)
-    return d
+    return asdict(e)
 
 
 def entity_from_dict(d: dict[str, Any]) -> Entity:
-    return Entity(**{**d, "project_ids": tuple(d.get("project_ids", ()))})
+    return Entity(**{k: v for k, v in d.items() if k in _ENTITY_FIELDS})
 
 
 def rel_to_dict(r: Relationship) -> dict[str, Any]:

@@ -159,9 +159,17 @@ class Graph:
         clean_notes = _notes(notes)
 
         def write(conn: sqlite3.Connection) -> Relationship:
+            projects = []
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
-                if not graph_store.entity_exists(conn, entity_id):
+                project = graph_store.entity_project(conn, entity_id)
+                if project is None:
                     raise NotFound(f"{field}: entity {entity_id} does not exist")
+                projects.append(project)
+            if projects[0] != projects[1]:
+                raise FailedPrecondition(
+                    f"entity {from_id} belongs to project {projects[0]} and entity {to_id} to"
+                    f" project {projects[1]}; a relationship joins entities of one project"
+                )
             rel_id = graph_store.upsert_relationship(conn, from_id, to_id, clean_label, clean_notes)
             return graph_store.get_relationship(conn, rel_id)
 
@@ -237,7 +245,7 @@ class Graph:
             hits = await self.index.search(
                 ENTITIES,
                 vector,
-                filter=Filter(must=(MatchAny("projectIds", (project_id,)),)),
+                filter=Filter(must=(MatchAny("projectId", (project_id,)),)),
                 limit=n * CANDIDATE_FACTOR,
             )
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
@@ -247,7 +255,7 @@ class Graph:
         # The index is derived: SQLite has the last word on existence and scope.
         for hit in hits:
             entity = rows.get(hit.id)
-            if entity is None or project_id not in entity.project_ids:
+            if entity is None or entity.project_id != project_id:
                 continue
             yield EntityHit(entity, hit.score)
             sent += 1

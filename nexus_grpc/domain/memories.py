@@ -297,19 +297,27 @@ class Memories:
     # Usage log ----------------------------------------------------------------
 
     async def usage(
-        self, thread_id: str, memory_id: int, user_id: str, page_size: int, page_token: str
+        self,
+        thread_id: str,
+        memory_id: int | None,
+        user_id: str,
+        project_id: int,
+        page_size: int,
+        page_token: str,
     ) -> Page[memory_store.MemoryUsage]:
-        """By memory (a USER memory's log only for its user), or by thread
-        (rows of USER memories only for their user)."""
+        """By memory or by thread, only what this (user, project) recorded:
+        the usage log holds prompts, which must never reach another user."""
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         v.text("user_id", user_id, limit=200)
-        if memory_id:
+        v.positive_id("project_id", project_id, required=False)
+        owner = memory_store.UsageOwner(user_id, project_id)
+        if memory_id is not None:
             v.positive_id("memory_id", memory_id)
 
             def by_memory(conn: sqlite3.Connection) -> list[memory_store.MemoryUsage]:
                 self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
-                return memory_store.usage_by_memory(conn, memory_id, after, size + 1)
+                return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
 
             rows = await self.db.read_in_transaction(by_memory)
         else:
@@ -317,6 +325,11 @@ class Memories:
                 raise InvalidArgument("thread_id is required and must not be blank")
             v.text("thread_id", thread_id, limit=200)
             rows = await self.db.read(
-                lambda c: memory_store.usage_by_thread(c, thread_id, user_id, after, size + 1)
+                lambda c: memory_store.usage_by_thread(c, thread_id, owner, after, size + 1)
             )
         return paging.page(rows, size)
+
+
+def usage_owner(scope: MemoryScope) -> memory_store.UsageOwner:
+    """Who a selection's usage (and its thread) belongs to."""
+    return memory_store.UsageOwner(scope.user_id, scope.project_id)

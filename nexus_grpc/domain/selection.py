@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.memories import Memories
+from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where
 from nexus_grpc.domain.models import MemoryCategory
 from nexus_grpc.llm import LLMClient, LLMError
@@ -81,10 +81,14 @@ class Selector:
         n = v.search_limit(limit)
         check_scope(scope)
         where, params = sql_where(scope)
+        owner = usage_owner(scope)
 
         def read(conn: sqlite3.Connection) -> tuple[list[Memory], set[int]]:
-            rows = memory_store.list_visible(conn, where, params, limit=MAX_TITLES)
-            used = memory_store.used_in_thread(conn, thread_id, [m.id for m in rows])
+            # Past MAX_TITLES, the newest memories are the ones offered.
+            rows = memory_store.list_visible(
+                conn, where, params, limit=MAX_TITLES, newest_first=True
+            )
+            used = memory_store.used_in_thread(conn, thread_id, owner, [m.id for m in rows])
             return rows, used
 
         candidates, used = await self.db.read_in_transaction(read)
@@ -117,7 +121,7 @@ class Selector:
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
         updated = await self.db.write(
-            lambda c: memory_store.record_usage(c, thread_id, context, records)
+            lambda c: memory_store.record_usage(c, thread_id, owner, context, records)
         )
         for mid, rel, cat in ranked:
             if mid in updated:

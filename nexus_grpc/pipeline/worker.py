@@ -61,6 +61,10 @@ class WorkerConfig:
     backoff_base: float = 1.0
     backoff_max: float = 300.0
     postpone_delay: float = 5.0
+    # While a dependency stays down, the whole worker pauses, doubling up to
+    # this, and then probes with one batch: a backlog of N jobs must not cost
+    # N failed calls and 2N commits every postpone_delay.
+    postpone_max: float = 60.0
     idle_poll: float = 5.0
 
 
@@ -94,6 +98,10 @@ class JobWorker:
         self._main: asyncio.Task[None] | None = None
         self.failures = 0
         self.completed = 0
+        self._down_streak = 0
+        self._paused_until = 0.0
+        # Why the worker is waiting on a dependency, for health detail; None when not.
+        self.waiting_on: str | None = None
 
     def start(self) -> None:
         self._main = asyncio.create_task(self._run(), name=f"worker:{self.kind}")
@@ -113,7 +121,7 @@ class JobWorker:
         while True:
             event.clear()
             claimed = 0
-            if self.ready() is None:
+            if self.ready() is None and time.time() >= self._paused_until:
                 claimed = await self._claim_and_dispatch()
             if claimed:
                 continue
@@ -127,6 +135,9 @@ class JobWorker:
     async def _idle_timeout(self) -> float:
         if self.ready() is not None:
             return self.config.idle_poll
+        pause = self._paused_until - time.time()
+        if pause > 0:
+            return pause
         nxt = await self.db.read(lambda c: job_store.next_run_after(c, self.kind))
         if nxt is None:
             return self.config.idle_poll
@@ -169,6 +180,7 @@ class JobWorker:
                 await self.db.write(lambda c: self._record(c, outcomes))
             self.completed += sum(1 for o in outcomes if o.error is None)
             self.failures += sum(1 for o in outcomes if o.error is not None)
+            await self._note_dependency(outcomes)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -179,6 +191,24 @@ class JobWorker:
         if self.after_commit is not None:
             # Also after a failure: a spurious wake-up costs readers one empty read.
             self.after_commit()
+
+    async def _note_dependency(self, outcomes: Sequence[Outcome]) -> None:
+        postponed = [o.error for o in outcomes if isinstance(o.error, Postpone)]
+        if outcomes and len(postponed) == len(outcomes):
+            self._down_streak += 1
+            pause = self.config.postpone_delay * 2 ** (self._down_streak - 1)
+            self._paused_until = time.time() + min(self.config.postpone_max, pause)
+            self.waiting_on = str(postponed[-1])
+            # Every waiting job shows why, in one statement, without spending attempts.
+            await self.db.write(
+                lambda c: job_store.postpone_pending(
+                    c, self.kind, self.waiting_on or "", self._paused_until
+                )
+            )
+        elif not postponed:
+            self._down_streak = 0
+            self._paused_until = 0.0
+            self.waiting_on = None
 
     def _record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> None:
         done = []

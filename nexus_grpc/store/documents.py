@@ -33,16 +33,12 @@ def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
 
 def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
-        "SELECT e.id, e.name, e.type, e.notes,"
-        " (SELECT group_concat(project_id) FROM entity_projects p WHERE p.entity_id = e.id)"
-        f" FROM entities e WHERE e.id IN ({_marks(ids)})",
+        f"SELECT id, name, type, notes, project_id FROM entities WHERE id IN ({_marks(ids)})",
         tuple(ids),
     )
-    docs = {}
-    for r in rows:
-        projects = [int(p) for p in (r[4] or "0").split(",")]
-        docs[r[0]] = (f"{r[1]} ({r[2]}): {r[3] or ''}".rstrip(": "), {"projectIds": projects})
-    return docs
+    return {
+        r[0]: (f"{r[1]} ({r[2]}): {r[3] or ''}".rstrip(": "), {"projectId": r[4]}) for r in rows
+    }
 
 
 def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:

@@ -1,5 +1,10 @@
 """Entities, relationships and their traversal (seed 001/002's knowledge graph).
 
+Each project has its own graph: an entity is keyed by (project, name, type)
+(project 0 holds what sessions in no project mention), and a relationship
+only joins two entities of one project, so listing, search and every walk
+stay inside one project.
+
 Upserts are idempotent per episode: an entity (or relationship) mentioned by
 an episode counts that mention once, however often the episode is
 re-extracted, because the count only moves when the (row, episode) link is
@@ -11,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
@@ -32,7 +37,7 @@ class Entity:
     source: str
     last_seen_at: float | None
     created_at: float
-    project_ids: tuple[int, ...] = field(default_factory=tuple)
+    project_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,15 +53,13 @@ class Relationship:
 
 _ENTITY_COLUMNS = (
     "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
-    " e.created_at,"
-    " (SELECT group_concat(p.project_id) FROM entity_projects p WHERE p.entity_id = e.id)"
+    " e.created_at, e.project_id"
 )
 _REL_COLUMNS = "id, from_id, to_id, label, notes, mention_count, created_at"
 
 
 def _entity(r: Sequence) -> Entity:
-    projects = tuple(sorted(int(p) for p in r[9].split(","))) if r[9] else ()
-    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], projects)
+    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
 
 
 def _rel(r: Sequence) -> Relationship:
@@ -81,19 +84,29 @@ def upsert_entity(
     episode_id: int | None = None,
     confidence: float | None = None,
 ) -> int:
-    """Insert or update by (name, type); returns the entity id.
+    """Insert or update by (project, name, type); returns the entity id.
 
     Queues the entity's (re-)embedding in the same transaction.
     """
     ts = now()
     row = conn.execute(
-        "SELECT id FROM entities WHERE name = ? AND type = ?", (name, etype)
+        "SELECT id FROM entities WHERE project_id = ? AND name = ? AND type = ?",
+        (project_id, name, etype),
     ).fetchone()
     if row is None:
         entity_id = conn.execute(
-            "INSERT INTO entities (name, type, notes, mention_count, confidence, source,"
-            " last_seen_at, created_at) VALUES (?, ?, ?, 1, ?, ?, ?, ?)",
-            (name, etype, notes, 1.0 if confidence is None else confidence, source, ts, ts),
+            "INSERT INTO entities (project_id, name, type, notes, mention_count, confidence,"
+            " source, last_seen_at, created_at) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
+            (
+                project_id,
+                name,
+                etype,
+                notes,
+                1.0 if confidence is None else confidence,
+                source,
+                ts,
+                ts,
+            ),
         ).lastrowid
         assert entity_id is not None
         if episode_id is not None:
@@ -108,10 +121,6 @@ def upsert_entity(
             " confidence = COALESCE(?, confidence), last_seen_at = ? WHERE id = ?",
             (1 if new_mention else 0, notes, confidence, ts, entity_id),
         )
-    conn.execute(
-        "INSERT OR IGNORE INTO entity_projects (entity_id, project_id) VALUES (?, ?)",
-        (entity_id, project_id),
-    )
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     return entity_id
 
@@ -146,8 +155,10 @@ def get_entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Enti
     return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
 
 
-def entity_exists(conn: sqlite3.Connection, entity_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM entities WHERE id = ?", (entity_id,)).fetchone() is not None
+def entity_project(conn: sqlite3.Connection, entity_id: int) -> int | None:
+    """The entity's project (0: none), or None when the entity does not exist."""
+    row = conn.execute("SELECT project_id FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
@@ -172,9 +183,7 @@ def list_entities(
         where.append("e.type = ?")
         params.append(etype)
     if project_id:
-        where.append(
-            "EXISTS (SELECT 1 FROM entity_projects p WHERE p.entity_id = e.id AND p.project_id = ?)"
-        )
+        where.append("e.project_id = ?")
         params.append(project_id)
     rows = conn.execute(
         f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE {' AND '.join(where)}"
@@ -187,8 +196,8 @@ def list_entities(
 def recent_entities(conn: sqlite3.Connection, project_id: int, limit: int) -> list[tuple[str, str]]:
     """The last ``limit`` entities seen in a project's scope, oldest first."""
     rows = conn.execute(
-        "SELECT e.name, e.type FROM entities e JOIN entity_projects p ON p.entity_id = e.id"
-        " WHERE p.project_id = ? ORDER BY e.last_seen_at DESC, e.id DESC LIMIT ?",
+        "SELECT name, type FROM entities WHERE project_id = ?"
+        " ORDER BY last_seen_at DESC, id DESC LIMIT ?",
         (project_id, limit),
     ).fetchall()
     return [(r[0], r[1]) for r in reversed(rows)]

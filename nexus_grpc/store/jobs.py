@@ -113,6 +113,16 @@ def postpone(conn: sqlite3.Connection, job_id: int, error: str, delay: float) ->
     _back_to_pending(conn, job_id, error, delay, spend_attempt=False)
 
 
+def postpone_pending(conn: sqlite3.Connection, kind: str, error: str, until: float) -> None:
+    """A dependency is down: every pending job of this kind waits until
+    ``until`` and shows why, without spending an attempt."""
+    conn.execute(
+        "UPDATE jobs SET run_after = MAX(run_after, ?), last_error = ?, updated_at = ?"
+        " WHERE kind = ? AND state = 'pending'",
+        (until, error[:2000], now(), kind),
+    )
+
+
 def _back_to_pending(
     conn: sqlite3.Connection, job_id: int, error: str, delay: float, *, spend_attempt: bool
 ) -> None:

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.domain.models import MemoryKind
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -48,6 +47,14 @@ class MemoryUsage:
     relevance: float
     category: int
     used_at: float
+
+
+@dataclass(frozen=True)
+class UsageOwner:
+    """The scope that selected: threads and their prompts belong to it."""
+
+    user_id: str
+    project_id: int
 
 
 @dataclass(frozen=True)
@@ -177,11 +184,17 @@ def list_visible(
     kind: int = 0,
     after_id: int | None = None,
     limit: int = 50,
+    newest_first: bool = False,
 ) -> list[Memory]:
     extra = " AND m.kind = ?" if kind else ""
+    if newest_first:
+        order, bound, start = "DESC", "<", after_id if after_id is not None else 2**62
+    else:
+        order, bound, start = "", ">", after_id or 0
     rows = conn.execute(
-        f"SELECT m.* FROM memories m WHERE {where}{extra} AND m.id > ? ORDER BY m.id LIMIT ?",
-        (*params, *((kind,) if kind else ()), after_id or 0, limit),
+        f"SELECT m.* FROM memories m WHERE {where}{extra} AND m.id {bound} ?"
+        f" ORDER BY m.id {order} LIMIT ?",
+        (*params, *((kind,) if kind else ()), start, limit),
     ).fetchall()
     return [_row(r) for r in rows]
 
@@ -213,19 +226,26 @@ def keyword_search(
     return [(_row(r), -float(r["score"])) for r in rows]
 
 
-def used_in_thread(conn: sqlite3.Connection, thread_id: str, ids: Sequence[int]) -> set[int]:
+def used_in_thread(
+    conn: sqlite3.Connection, thread_id: str, owner: UsageOwner, ids: Sequence[int]
+) -> set[int]:
     if not thread_id or not ids:
         return set()
     rows = conn.execute(
         "SELECT DISTINCT memory_id FROM memory_usage"
-        f" WHERE thread_id = ? AND memory_id IN ({_marks(len(ids))})",
-        (thread_id, *ids),
+        " WHERE thread_id = ? AND user_id = ? AND project_id = ?"
+        f" AND memory_id IN ({_marks(len(ids))})",
+        (thread_id, owner.user_id, owner.project_id, *ids),
     )
     return {r[0] for r in rows}
 
 
 def record_usage(
-    conn: sqlite3.Connection, thread_id: str, context: str, used: Sequence[UsageRecord]
+    conn: sqlite3.Connection,
+    thread_id: str,
+    owner: UsageOwner,
+    context: str,
+    used: Sequence[UsageRecord],
 ) -> dict[int, Memory]:
     """One bulk write: a usage row per memory, and its counters.  Memories
     deleted meanwhile are skipped.  Returns the updated rows."""
@@ -238,9 +258,13 @@ def record_usage(
     live = [u for u in used if u.memory_id in present]
     ts = now()
     conn.executemany(
-        "INSERT INTO memory_usage (memory_id, thread_id, context, relevance, category, used_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        [(u.memory_id, thread_id, context, u.relevance, u.category, ts) for u in live],
+        "INSERT INTO memory_usage (memory_id, thread_id, user_id, project_id, context,"
+        " relevance, category, used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (u.memory_id, thread_id, owner.user_id, owner.project_id, context, u.relevance,
+             u.category, ts)
+            for u in live
+        ],
     )
     conn.executemany(
         "UPDATE memories SET use_count = use_count + 1, last_used_at = ? WHERE id = ?",
@@ -265,23 +289,24 @@ def _usage_row(r: sqlite3.Row) -> MemoryUsage:
 
 
 def usage_by_memory(
-    conn: sqlite3.Connection, memory_id: int, after_id: int | None, limit: int
+    conn: sqlite3.Connection, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
+    """The memory's usage recorded by this owner (their prompts only)."""
     rows = conn.execute(
-        "SELECT * FROM memory_usage WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
-        (memory_id, after_id or 0, limit),
+        "SELECT * FROM memory_usage WHERE memory_id = ? AND user_id = ? AND project_id = ?"
+        " AND id > ? ORDER BY id LIMIT ?",
+        (memory_id, owner.user_id, owner.project_id, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
 
 
 def usage_by_thread(
-    conn: sqlite3.Connection, thread_id: str, user_id: str, after_id: int | None, limit: int
+    conn: sqlite3.Connection, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
-    """A thread's usage; USER memories' rows only for their own user."""
+    """A thread's usage, as recorded by its owner."""
     rows = conn.execute(
-        "SELECT u.* FROM memory_usage u JOIN memories m ON m.id = u.memory_id"
-        " WHERE u.thread_id = ? AND u.id > ? AND (m.kind != ? OR (m.user_id = ? AND ? != ''))"
-        " ORDER BY u.id LIMIT ?",
-        (thread_id, after_id or 0, int(MemoryKind.USER), user_id, user_id, limit),
+        "SELECT * FROM memory_usage WHERE thread_id = ? AND user_id = ? AND project_id = ?"
+        " AND id > ? ORDER BY id LIMIT ?",
+        (thread_id, owner.user_id, owner.project_id, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]

@@ -16,9 +16,12 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS: list[str] = [
     # 1: seed 001's tables, the jobs outbox, the extraction event log and FTS5.
+    # Ids that clients hold are AUTOINCREMENT: a deleted project, session,
+    # episode or memory's id is never handed to a new row, so a stale id can
+    # never reach another's data.
     """
     CREATE TABLE projects (
-        id            INTEGER PRIMARY KEY,
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
         name          TEXT NOT NULL,
         description   TEXT NOT NULL DEFAULT '',
         colour        TEXT NOT NULL DEFAULT '',
@@ -31,7 +34,7 @@ MIGRATIONS: list[str] = [
     );
 
     CREATE TABLE sessions (
-        id          INTEGER PRIMARY KEY,
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
         external_id TEXT NOT NULL UNIQUE,
         name        TEXT NOT NULL DEFAULT '',
         project_id  INTEGER REFERENCES projects(id),
@@ -42,7 +45,7 @@ MIGRATIONS: list[str] = [
 
     -- embed_state / extract_state: 1 pending, 2 done, 3 failed (JobState).
     CREATE TABLE episodes (
-        id            INTEGER PRIMARY KEY,
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
         session_id    INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         user_message  TEXT NOT NULL,
         ai_response   TEXT NOT NULL,
@@ -78,8 +81,12 @@ MIGRATIONS: list[str] = [
         VALUES (new.id, new.user_message, new.ai_response);
     END;
 
+    -- Each project has its own graph: entities are keyed by project
+    -- (0 = episodes of sessions in no project), and relationships only join
+    -- entities of one project, so no read or walk crosses projects.
     CREATE TABLE entities (
-        id            INTEGER PRIMARY KEY,
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id    INTEGER NOT NULL DEFAULT 0,
         name          TEXT NOT NULL,
         type          TEXT NOT NULL,
         notes         TEXT,
@@ -88,12 +95,16 @@ MIGRATIONS: list[str] = [
         source        TEXT NOT NULL DEFAULT 'extraction',
         last_seen_at  REAL,
         created_at    REAL NOT NULL,
-        UNIQUE(name, type)
+        UNIQUE(project_id, name, type)
     );
     CREATE INDEX idx_entities_type ON entities(type);
+    -- ListEntities by project (keyset on id: the rowid ends every index).
+    CREATE INDEX idx_entities_project ON entities(project_id);
+    -- The extraction prompt's last known entities of a project.
+    CREATE INDEX idx_entities_project_seen ON entities(project_id, last_seen_at);
 
     CREATE TABLE relationships (
-        id            INTEGER PRIMARY KEY,
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
         from_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
         to_id         INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
         label         TEXT NOT NULL,
@@ -103,6 +114,14 @@ MIGRATIONS: list[str] = [
         UNIQUE(from_id, to_id, label)
     );
     CREATE INDEX idx_relationships_to ON relationships(to_id);
+    -- The store's guarantee behind the API's FAILED_PRECONDITION: an edge
+    -- never joins two projects (an entity's project_id never changes).
+    CREATE TRIGGER relationships_same_project BEFORE INSERT ON relationships
+    WHEN (SELECT project_id FROM entities WHERE id = new.from_id)
+        IS NOT (SELECT project_id FROM entities WHERE id = new.to_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'relationship endpoints belong to different projects');
+    END;
 
     CREATE TABLE entity_episodes (
         entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
@@ -120,18 +139,9 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX idx_relationship_episodes_episode ON relationship_episodes(episode_id);
 
-    -- Which projects an entity belongs to (0 = seen outside any project), so
-    -- entity search and listing can be scoped without joining episodes.
-    CREATE TABLE entity_projects (
-        entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
-        project_id INTEGER NOT NULL,
-        PRIMARY KEY (entity_id, project_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX idx_entity_projects_project ON entity_projects(project_id);
-
     -- A row with session_id NULL and a project_id is a project overview.
     CREATE TABLE summaries (
-        id               INTEGER PRIMARY KEY,
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
         session_id       INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
         project_id       INTEGER REFERENCES projects(id) ON DELETE CASCADE,
         content          TEXT NOT NULL,
@@ -145,7 +155,8 @@ MIGRATIONS: list[str] = [
     CREATE INDEX idx_summaries_project ON summaries(project_id, id);
 
     -- The outbox: background work written in the same transaction as its data.
-    -- state: pending | failed (dead letter).  Finished jobs are deleted.
+    -- state: pending | running (claimed by a worker) | failed (dead letter).
+    -- Finished jobs are deleted.
     CREATE TABLE jobs (
         id         INTEGER PRIMARY KEY,
         kind       TEXT NOT NULL,
@@ -158,6 +169,8 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     );
     CREATE INDEX idx_jobs_ready ON jobs(kind, state, run_after);
+    -- Claims walk pending jobs oldest first without sorting the backlog.
+    CREATE INDEX idx_jobs_claim ON jobs(kind, id) WHERE state = 'pending';
     -- One pending job per target: a second request for the same work coalesces.
     CREATE UNIQUE INDEX idx_jobs_pending_target ON jobs(kind, target_id) WHERE state = 'pending';
 
@@ -184,7 +197,7 @@ MIGRATIONS: list[str] = [
     # 2: curated PROJECT/USER memories with tiers, and their usage log.
     """
     CREATE TABLE memories (
-        id             INTEGER PRIMARY KEY,
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
         kind           INTEGER NOT NULL,
         title          TEXT NOT NULL,
         content        TEXT NOT NULL,
@@ -225,12 +238,16 @@ MIGRATIONS: list[str] = [
         id         INTEGER PRIMARY KEY,
         memory_id  INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
         thread_id  TEXT NOT NULL,
+        -- The scope that made the selection: a thread, its prompts (context)
+        -- and its used-memory list belong to that user in that project.
+        user_id    TEXT NOT NULL DEFAULT '',
+        project_id INTEGER NOT NULL DEFAULT 0,
         context    TEXT NOT NULL,
         relevance  REAL NOT NULL,
         category   INTEGER NOT NULL,
         used_at    REAL NOT NULL
     );
-    CREATE INDEX idx_memory_usage_thread ON memory_usage(thread_id, memory_id);
+    CREATE INDEX idx_memory_usage_thread ON memory_usage(thread_id, user_id, project_id, memory_id);
     CREATE INDEX idx_memory_usage_memory ON memory_usage(memory_id, id);
     """,
 ]

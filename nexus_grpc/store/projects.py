@@ -8,6 +8,7 @@ from typing import Any
 
 from nexus_grpc.domain.models import Project
 from nexus_grpc.errors import NotFound
+from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 
 COLUMNS = ("name", "description", "colour", "icon", "notes", "system_prompt")
@@ -68,8 +69,28 @@ def update(conn: sqlite3.Connection, project_id: int, changes: Mapping[str, Any]
 
 
 def delete(conn: sqlite3.Connection, project_id: int) -> int:
-    """Detach the project's sessions, then delete it; returns sessions detached."""
+    """Detach the project's sessions, then delete it and what only it owned:
+    its memories, its graph and its overviews (their index points go through index
+    jobs in the same transaction).  Returns the sessions detached."""
     get(conn, project_id)
+    # Detached sessions' summaries carry the project in their vector payload.
+    jobs.enqueue_select(
+        conn,
+        jobs.INDEX_SUMMARY,
+        "SELECT s.id FROM summaries s JOIN sessions ss ON ss.id = s.session_id"
+        " WHERE ss.project_id = ?",
+        (project_id,),
+    )
+    for table, kind in (("memories", jobs.INDEX_MEMORY), ("summaries", jobs.INDEX_SUMMARY)):
+        jobs.enqueue_select(
+            conn, kind, f"SELECT id FROM {table} WHERE project_id = ?", (project_id,)
+        )
+    jobs.enqueue_select(
+        conn, jobs.INDEX_ENTITY, "SELECT id FROM entities WHERE project_id = ?", (project_id,)
+    )
+    conn.execute("DELETE FROM memories WHERE project_id = ?", (project_id,))
+    # Its graph goes too (edges and episode links by cascade).
+    conn.execute("DELETE FROM entities WHERE project_id = ?", (project_id,))
     detached = conn.execute(
         "UPDATE sessions SET project_id = NULL WHERE project_id = ?", (project_id,)
     ).rowcount

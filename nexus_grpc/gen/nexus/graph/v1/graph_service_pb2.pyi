@@ -69,7 +69,7 @@ class Entity(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     LAST_SEEN_TIME_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
-    PROJECT_IDS_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: _builtins.str
@@ -78,14 +78,12 @@ class Entity(_message.Message):
     mention_count: _builtins.int
     confidence: _builtins.float
     source: Global___EntitySource.ValueType
+    project_id: _builtins.int
+    """The project the entity belongs to (0: sessions in no project)."""
     @_builtins.property
     def last_seen_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
-    @_builtins.property
-    def project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The projects whose episodes mention the entity (0 for none)."""
-
     def __init__(
         self,
         *,
@@ -98,11 +96,11 @@ class Entity(_message.Message):
         source: Global___EntitySource.ValueType = ...,
         last_seen_time: _timestamp_pb2.Timestamp | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
-        project_ids: _abc.Iterable[_builtins.int] | None = ...,
+        project_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen_time", b"last_seen_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_ids", b"project_ids", "source", b"source", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_id", b"project_id", "source", b"source", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -161,7 +159,7 @@ class UpsertEntityRequest(_message.Message):
     notes: _builtins.str
     confidence: _builtins.float
     project_id: _builtins.int
-    """Ties a manually added entity to a project's scope."""
+    """The project the entity belongs to, part of its key (0: no project)."""
     def __init__(
         self,
         *,
@@ -246,7 +244,7 @@ class ListEntitiesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     project_id: _builtins.int
-    """When set, only entities seen in this project."""
+    """When set, only this project's entities."""
     page_size: _builtins.int
     page_token: _builtins.str
     def __init__(

@@ -100,8 +100,8 @@ class GraphServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def UpsertEntity(self, request, context):
-        """Upserts by (name, type): mention_count increments, notes are kept when
-        the new ones are empty.
+        """Upserts by (project_id, name, type): mention_count increments, notes are
+        kept when the new ones are empty.  Each project has its own entities.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,7 +127,8 @@ class GraphServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpsertRelationship(self, request, context):
-        """Upserts by (from, to, label).
+        """Upserts by (from, to, label).  Both entities must belong to the same
+        project (FAILED_PRECONDITION otherwise).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,7 +147,8 @@ class GraphServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetNeighborhood(self, request, context):
-        """Bidirectional traversal, depth 1 (default) to 3.
+        """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
+        of one project, so a walk never leaves the start entity's project.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -34,19 +34,23 @@ class GraphServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> GraphServiceAsyncStub: ...
     UpsertEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertEntityRequest, _graph_service_pb2.Entity]
-    """Upserts by (name, type): mention_count increments, notes are kept when
-    the new ones are empty.
+    """Upserts by (project_id, name, type): mention_count increments, notes are
+    kept when the new ones are empty.  Each project has its own entities.
     """
     GetEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetEntityRequest, _graph_service_pb2.Entity]
     DeleteEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteEntityRequest, _graph_service_pb2.DeleteEntityResponse]
     """Also removes the entity's edges."""
     ListEntities: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntitiesRequest, _graph_service_pb2.ListEntitiesResponse]
     UpsertRelationship: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertRelationshipRequest, _graph_service_pb2.Relationship]
-    """Upserts by (from, to, label)."""
+    """Upserts by (from, to, label).  Both entities must belong to the same
+    project (FAILED_PRECONDITION otherwise).
+    """
     ListRelationships: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListRelationshipsRequest, _graph_service_pb2.ListRelationshipsResponse]
     DeleteRelationship: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteRelationshipRequest, _graph_service_pb2.DeleteRelationshipResponse]
     GetNeighborhood: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborhoodRequest, _graph_service_pb2.Subgraph]
-    """Bidirectional traversal, depth 1 (default) to 3."""
+    """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
+    of one project, so a walk never leaves the start entity's project.
+    """
     GetNeighbors: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborsRequest, _graph_service_pb2.Subgraph]
     """One hop from a set of entities, with every edge inside the combined set."""
     SearchEntities: _grpc.UnaryStreamMultiCallable[_graph_service_pb2.SearchEntitiesRequest, _graph_service_pb2.EntityHit]
@@ -60,19 +64,23 @@ class GraphServiceStub:
 class GraphServiceAsyncStub(GraphServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     UpsertEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertEntityRequest, _graph_service_pb2.Entity]  # type: ignore[assignment]
-    """Upserts by (name, type): mention_count increments, notes are kept when
-    the new ones are empty.
+    """Upserts by (project_id, name, type): mention_count increments, notes are
+    kept when the new ones are empty.  Each project has its own entities.
     """
     GetEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetEntityRequest, _graph_service_pb2.Entity]  # type: ignore[assignment]
     DeleteEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteEntityRequest, _graph_service_pb2.DeleteEntityResponse]  # type: ignore[assignment]
     """Also removes the entity's edges."""
     ListEntities: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntitiesRequest, _graph_service_pb2.ListEntitiesResponse]  # type: ignore[assignment]
     UpsertRelationship: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertRelationshipRequest, _graph_service_pb2.Relationship]  # type: ignore[assignment]
-    """Upserts by (from, to, label)."""
+    """Upserts by (from, to, label).  Both entities must belong to the same
+    project (FAILED_PRECONDITION otherwise).
+    """
     ListRelationships: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListRelationshipsRequest, _graph_service_pb2.ListRelationshipsResponse]  # type: ignore[assignment]
     DeleteRelationship: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteRelationshipRequest, _graph_service_pb2.DeleteRelationshipResponse]  # type: ignore[assignment]
     GetNeighborhood: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborhoodRequest, _graph_service_pb2.Subgraph]  # type: ignore[assignment]
-    """Bidirectional traversal, depth 1 (default) to 3."""
+    """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
+    of one project, so a walk never leaves the start entity's project.
+    """
     GetNeighbors: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborsRequest, _graph_service_pb2.Subgraph]  # type: ignore[assignment]
     """One hop from a set of entities, with every edge inside the combined set."""
     SearchEntities: _aio.UnaryStreamMultiCallable[_graph_service_pb2.SearchEntitiesRequest, _graph_service_pb2.EntityHit]  # type: ignore[assignment]
@@ -89,8 +97,8 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.UpsertEntityRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Entity, _abc.Awaitable[_graph_service_pb2.Entity]]:
-        """Upserts by (name, type): mention_count increments, notes are kept when
-        the new ones are empty.
+        """Upserts by (project_id, name, type): mention_count increments, notes are
+        kept when the new ones are empty.  Each project has its own entities.
         """
 
     @_abc_1.abstractmethod
@@ -121,7 +129,9 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.UpsertRelationshipRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Relationship, _abc.Awaitable[_graph_service_pb2.Relationship]]:
-        """Upserts by (from, to, label)."""
+        """Upserts by (from, to, label).  Both entities must belong to the same
+        project (FAILED_PRECONDITION otherwise).
+        """
 
     @_abc_1.abstractmethod
     def ListRelationships(
@@ -143,7 +153,9 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.GetNeighborhoodRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Subgraph, _abc.Awaitable[_graph_service_pb2.Subgraph]]:
-        """Bidirectional traversal, depth 1 (default) to 3."""
+        """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
+        of one project, so a walk never leaves the start entity's project.
+        """
 
     @_abc_1.abstractmethod
     def GetNeighbors(

@@ -1202,12 +1202,17 @@ class ListMemoryUsageRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     memory_id: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
     user_id: _builtins.str
-    """Required when the memories involved are USER memories."""
+    """Usage belongs to the scope that selected: only rows recorded by
+    SelectMemories with this user_id and project_id are returned, so one
+    user's prompts (context) never reach another.
+    """
+    project_id: _builtins.int
     def __init__(
         self,
         *,
@@ -1216,10 +1221,11 @@ class ListMemoryUsageRequest(_message.Message):
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
         user_id: _builtins.str = ...,
+        project_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "memory_id", b"memory_id", "thread_id", b"thread_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "memory_id", b"memory_id", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "memory_id", b"memory_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "thread_id", b"thread_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_key: _TypeAlias = _typing.Literal["thread_id", "memory_id"]  # noqa: Y015
     _WhichOneofArgType_key: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
