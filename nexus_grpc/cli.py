@@ -35,7 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.configure(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings))
-    except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError) as exc:
+    except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError, ValueError) as exc:
         # Configuration problems: a clear line, not a traceback.
         print(f"nexus-grpc: {exc}", file=sys.stderr)
         return 2

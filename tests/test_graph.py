@@ -290,3 +290,10 @@ async def test_entity_search_is_scoped_to_its_project(harness):
     await expect_status(search(999), NOT_FOUND, "999")
     await expect_status(search(p1.id, query="  "), INVALID, "query")
     await expect_status(search(p1.id, limit=1000), INVALID, "limit")
+
+
+async def test_entity_names_match_whatever_their_case(harness):
+    first = await entity(harness, "Python", "technology", notes="a language")
+    again = await entity(harness, "python", "technology")
+    assert again.id == first.id
+    assert again.name == "Python" and again.mention_count == 2 and again.notes == "a language"

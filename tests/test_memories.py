@@ -327,3 +327,13 @@ async def test_deleting_one_users_memories_leaves_others(harness):
         await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=x.id, user_id="alice"))
     page = await h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id="bob")))
     assert [x.id for x in page.memories] == [x.id for x in b]
+
+
+async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
+    h = harness
+    assert await code_of(create(h, kind=m.MEMORY_KIND_USER, user_id="bob ", title="t",
+                                content="c")) == grpc.StatusCode.INVALID_ARGUMENT
+    listing = h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id=" bob")))
+    assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
+    rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    assert rows == 0

@@ -317,3 +317,29 @@ async def test_overview_falls_back_to_recent_episodes_truncated(llm_harness, stu
     assert len(material) <= 8000
     assert parts[-1].summary.last_episode_id == eps[-1].id
     assert parts[-1].summary.first_episode_id == eps[10].id
+
+
+async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_harness, stub):
+    h = llm_harness
+    stub.default = Reply.of("a summary so far")
+    _, sid = await project_session(h)
+    eps = [await episode(h, sid, user="x" * 5000, ai="ok") for _ in range(3)]
+    first = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    # 5,000 characters each: one episode fits the 8,000-character pass.
+    assert (first.first_episode_id, first.last_episode_id) == (eps[0].id, eps[0].id)
+    assert all(len(r.prompt_text()) < 12_000 for r in prompts(stub, SESSION_PROMPT))
+
+    async def covered():
+        rows = await summaries_of(h, sid)
+        return rows and max(r.last_episode_id for r in rows) == eps[-1].id
+
+    # The rest was queued as further passes, and the worker runs them.
+    await wait_until(covered)
+
+
+async def test_a_summary_range_must_run_forwards(harness):
+    _, sid = await project_session(harness)
+    bad = harness.summary.CreateSummary(s.CreateSummaryRequest(summary=s.Summary(
+        session_id=sid, content="c", first_episode_id=9, last_episode_id=3)))
+    assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
+    assert await summaries_of(harness, sid) == []

@@ -46,7 +46,6 @@ MEMORIES = "memories"
 # Seed 003: "capped at 1000 to keep reasonable to read all titles".
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
-MAX_REQUEST_ID_CHARS = 200
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
 
 
@@ -69,10 +68,6 @@ def _check_confidence(field: str, value: float) -> float:
     if math.isnan(value) or value < 0.0 or value > 1.0:
         raise InvalidArgument(f"{field} must be between 0 and 1, got {value}")
     return value
-
-
-def _check_user_id(field: str, value: str) -> str:
-    return v.text(field, value, limit=200)
 
 
 class Memories:
@@ -110,12 +105,12 @@ class Memories:
         session_id = v.positive_id(
             "memory.session_id", int(values.get("session_id", 0)), required=False
         )
-        user_id = _check_user_id("memory.user_id", values.get("user_id", "")).strip()
-        agent_id = v.text("memory.agent_id", values.get("agent_id", ""), limit=200)
+        user_id = v.identifier("memory.user_id", values.get("user_id", ""))
+        agent_id = v.identifier("memory.agent_id", values.get("agent_id", ""))
         confidence = float(values.get("confidence", 0.0)) or 1.0
         _check_confidence("memory.confidence", confidence)
         metadata = v.metadata("memory.metadata", values.get("metadata") or {})
-        v.text("request_id", request_id, limit=MAX_REQUEST_ID_CHARS)
+        v.identifier("request_id", request_id)
         if kind == MemoryKind.USER and not user_id:
             raise InvalidArgument("memory.user_id is required for a USER memory")
         if kind == MemoryKind.PROJECT:
@@ -309,7 +304,7 @@ class Memories:
         the usage log holds prompts, which must never reach another user."""
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
-        v.text("user_id", user_id, limit=200)
+        v.identifier("user_id", user_id)
         v.positive_id("project_id", project_id, required=False)
         owner = memory_store.UsageOwner(user_id, project_id)
         if memory_id is not None:
@@ -323,7 +318,7 @@ class Memories:
         else:
             if not thread_id.strip():
                 raise InvalidArgument("thread_id is required and must not be blank")
-            v.text("thread_id", thread_id, limit=200)
+            v.identifier("thread_id", thread_id)
             rows = await self.db.read(
                 lambda c: memory_store.usage_by_thread(c, thread_id, owner, after, size + 1)
             )

@@ -27,8 +27,6 @@ from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.vectors import Filter, MatchAny
 
-MAX_USER_ID_CHARS = 200
-MAX_AGENT_ID_CHARS = 200
 SESSION_TIERS = (int(Tier.TASK), int(Tier.SESSION))
 
 
@@ -50,9 +48,9 @@ def check_scope(scope: MemoryScope) -> MemoryScope:
     """Validate a scope; it must name a project or a user (or it sees nothing)."""
     v.positive_id("scope.project_id", scope.project_id, required=False)
     v.positive_id("scope.session_id", scope.session_id, required=False)
-    v.text("scope.user_id", scope.user_id, limit=MAX_USER_ID_CHARS)
-    v.text("scope.agent_id", scope.agent_id, limit=MAX_AGENT_ID_CHARS)
-    if not scope.project_id and not scope.user_id.strip():
+    v.identifier("scope.user_id", scope.user_id)
+    v.identifier("scope.agent_id", scope.agent_id)
+    if not scope.project_id and not scope.user_id:
         raise InvalidArgument("scope needs a project_id or a user_id: an empty scope sees nothing")
     return scope
 

@@ -33,7 +33,6 @@ from nexus_grpc.store.memories import Memory, UsageRecord
 
 log = logging.getLogger(__name__)
 USED_PENALTY = 0.5
-MAX_THREAD_ID_CHARS = 200
 # Titles read for pass 1 (the cap keeps a project and agent at 1000; a scope
 # also sees the user's own memories).
 MAX_TITLES = 2000
@@ -76,7 +75,7 @@ class Selector:
         limit: int,
     ) -> AsyncIterator[Selection]:
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
-        v.text("thread_id", thread_id, limit=MAX_THREAD_ID_CHARS)
+        v.identifier("thread_id", thread_id)
         v.text("thread_summary", thread_summary, limit=v.MAX_SHORT_TEXT_CHARS)
         n = v.search_limit(limit)
         check_scope(scope)

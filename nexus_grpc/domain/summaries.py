@@ -36,8 +36,11 @@ from nexus_grpc.store.summaries import Summary
 
 SUMMARY_SIZE_CAP = 2000
 OVERVIEW_EPISODE_LIMIT = 200
-# Episodes read for one summary pass (the rest wait for the next pass).
+# One summary pass reads at most this many episodes and this much text, so
+# the prompt fits the model's context instead of being cut silently; what
+# is left is queued as the next pass.
 MAX_EPISODES_PER_PASS = 500
+MAX_PASS_CHARS = 8000
 UPDATE_FIELDS = ("content",)
 
 
@@ -92,6 +95,10 @@ class Summaries:
         count = v.positive_id(
             "summary.episode_count", values.get("episode_count", 0), required=False
         )
+        if first and last and first > last:
+            raise InvalidArgument(
+                f"summary.first_episode_id {first} is after summary.last_episode_id {last}"
+            )
 
         def write(conn: sqlite3.Connection) -> Summary:
             if session_id:
@@ -192,10 +199,14 @@ class Summaries:
             )
             if not new:
                 raise NothingToSummarize(session_id)
+            this_pass = _within_budget(new, MAX_PASS_CHARS)
+            more = len(this_pass) < len(new) or len(new) == MAX_EPISODES_PER_PASS
+            new = this_pass
             cumulative = latest is not None and len(latest.content) < self.size_cap
             previous = latest.content if cumulative and latest is not None else None
             messages = prompts.build_session_summary_messages(
-                [(e.user_message, e.ai_response) for e in new], previous
+                [(e.user_message[:MAX_PASS_CHARS], e.ai_response[:MAX_PASS_CHARS]) for e in new],
+                previous,
             )
             text = strip_model_tokens(
                 await self.llm.chat_text(self.model, messages, **prompts.SESSION_SUMMARY_OPTIONS)
@@ -204,6 +215,8 @@ class Summaries:
                 raise LLMBadOutput("the summary model answered with empty text")
 
             def write(conn: sqlite3.Connection) -> Summary:
+                if more:
+                    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id])
                 if cumulative and latest is not None:
                     current = summary_store.find(conn, latest.id)
                     if current is None or current.last_episode_id != latest.last_episode_id:
@@ -230,7 +243,7 @@ class Summaries:
                 )
 
             summary = await self.db.write(write)
-        self.signals.wake(jobs.INDEX_SUMMARY)
+        self.signals.wake(jobs.INDEX_SUMMARY, jobs.SUMMARIZE_SESSION)
         return summary
 
     @staticmethod
@@ -319,6 +332,18 @@ class Summaries:
         summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
         yield OverviewPart(summary=summary)
+
+
+def _within_budget(episodes: list, budget: int) -> list:
+    """The oldest episodes whose text fits the budget (always at least one)."""
+    taken, used = [], 0
+    for e in episodes:
+        size = len(e.user_message) + len(e.ai_response)
+        if taken and used + size > budget:
+            break
+        taken.append(e)
+        used += size
+    return taken
 
 
 def _session(conn: sqlite3.Connection, session_id: int, field: str):

@@ -16,6 +16,7 @@ from nexus_grpc.errors import InvalidArgument
 # Per-field caps.  They bound what one call can make the server hold, embed or
 # send to the LLM; the gRPC message cap bounds the whole request.
 MAX_NAME_CHARS = 200
+MAX_ID_CHARS = 200
 MAX_SHORT_TEXT_CHARS = 10_000
 MAX_MESSAGE_CHARS = 100_000
 MAX_QUERY_CHARS = 2_000
@@ -31,6 +32,16 @@ def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
         raise InvalidArgument(f"{field} is {len(value)} characters; the limit is {limit}")
     if "\x00" in value:
         raise InvalidArgument(f"{field} must not contain NUL characters")
+    return value
+
+
+def identifier(field: str, value: str) -> str:
+    """A caller-chosen id (user, agent, thread, request).  Surrounding spaces
+    are refused rather than stripped: "bob " and "bob" must not be two users
+    to one check and one user to another."""
+    text(field, value, limit=MAX_ID_CHARS)
+    if value != value.strip():
+        raise InvalidArgument(f"{field} must not start or end with whitespace")
     return value
 
 

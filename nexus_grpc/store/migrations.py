@@ -87,7 +87,9 @@ MIGRATIONS: list[str] = [
     CREATE TABLE entities (
         id            INTEGER PRIMARY KEY AUTOINCREMENT,
         project_id    INTEGER NOT NULL DEFAULT 0,
-        name          TEXT NOT NULL,
+        -- "Python" and "python" from two episodes are one entity; the first
+        -- spelling is kept.
+        name          TEXT NOT NULL COLLATE NOCASE,
         type          TEXT NOT NULL,
         notes         TEXT,
         mention_count INTEGER NOT NULL DEFAULT 1,
