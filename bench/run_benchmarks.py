@@ -1,14 +1,19 @@
 """``make bench``: seed a database, start a real server, measure, write docs/benchmarks.md.
 
-Every figure is measured in one run against the same server, and each speed is
+Every figure is measured in one run against the same server, and speeds are
 also reported as a ratio to grpc.health.v1 Check (the cheapest RPC the server
 answers), because these machines are shared and noisy.
 
-Seeding: episodes are written straight into SQLite (FTS5 triggers index them)
-and their vectors straight into the embedded index.  Embedding 100,000
-episodes with the offline model would take ~15 minutes on 2 cores, so the
-seeded vectors are random unit vectors; every *query* is embedded by the real
-model, so the measured search path is the production path.
+Seeding writes straight into SQLite (FTS5 triggers index the text) and into
+the embedded vector index:
+- Episode text follows a Zipf distribution over a 20,000-word vocabulary
+  that includes the words the load tool's queries use, so keyword queries
+  meet realistic term frequencies (a tiny vocabulary makes every query match
+  every episode).
+- Embedding 100,000 episodes with the offline model would take ~15 minutes
+  on 2 cores, so seeded vectors are random unit vectors; every *query* is
+  embedded by the real model, so the measured search path is the production
+  path.
 """
 
 from __future__ import annotations
@@ -26,79 +31,147 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import grpc
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nexus_grpc.bench import format_result, run_bench  # noqa: E402
+from nexus_grpc.bench import WORDS as QUERY_WORDS  # noqa: E402
+from nexus_grpc.bench import format_result, percentile, run_bench  # noqa: E402
+from nexus_grpc.embedding import MiniLMEmbedder  # noqa: E402
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb  # noqa: E402
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc  # noqa: E402
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb  # noqa: E402
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc  # noqa: E402
 from nexus_grpc.store.migrations import migrate  # noqa: E402
 from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint  # noqa: E402
 
-WORDS = (
-    "postgres kubernetes deploy latency budget invoice python rust grpc cache index vector "
-    "summary project meeting design review incident outage backup restore schema migration "
-    "token model prompt embedding cluster replica shard queue worker retry timeout socket "
-    "browser mobile release roadmap customer pricing contract security audit password login"
-).split()
 EPISODES_PER_SESSION = 50
 SESSIONS_PER_PROJECT = 20
+VOCABULARY = 20_000
+GRAPH_PROJECT = 1
+ENTITIES = 100_000
+RELATIONSHIPS = 300_000
+MEMORIES = 100_000
+USERS = 1_000
+
+
+def vocabulary(rng: random.Random) -> tuple[list[str], np.ndarray]:
+    """Words and Zipf probabilities; the query words take random ranks."""
+    real = list(dict.fromkeys(QUERY_WORDS))
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zu", "pe", "da", "gi"]
+    synthetic: set[str] = set()
+    while len(synthetic) < VOCABULARY - len(real):
+        synthetic.add("".join(rng.choices(syllables, k=rng.randint(2, 4))))
+    words = real + sorted(synthetic)
+    rng.shuffle(words)
+    weights = 1.0 / np.arange(1, len(words) + 1)
+    return words, weights / weights.sum()
+
+
+def texts(n: int, words_per_text: int, seed: int) -> list[str]:
+    words, probs = vocabulary(random.Random(seed))
+    picks = np.random.default_rng(seed).choice(len(words), size=(n, words_per_text), p=probs)
+    return [" ".join(words[i] for i in row) for row in picks]
+
+
+def unit_vectors(gen: np.random.Generator, n: int) -> np.ndarray:
+    vecs = gen.standard_normal((n, 384)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
 def seed(data_dir: Path, episodes: int) -> list[int]:
-    """Returns the ids of sessions that belong to projects (the search scopes)."""
-    rng = random.Random(7)
-    db_path = data_dir / "nexus.sqlite3"
+    """Seed episodes, a graph and memories; returns session ids inside projects."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn = sqlite3.connect(data_dir / "nexus.sqlite3", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     migrate(conn)
     conn.execute("PRAGMA synchronous=OFF")
     now = time.time()
     sessions = max(1, episodes // EPISODES_PER_SESSION)
+    projects = sessions // SESSIONS_PER_PROJECT + 1
     conn.execute("BEGIN")
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('embedding_model', 'all-MiniLM-L6-v2-onnx-int8:384')"
     )
-    for p in range(sessions // SESSIONS_PER_PROJECT + 1):
-        conn.execute(
-            "INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
-            (p + 1, f"project {p}", now, now),
-        )
-    session_rows = []
-    for s in range(sessions):
-        project = s // SESSIONS_PER_PROJECT + 1
-        session_rows.append((s + 1, f"00000000-0000-4000-8000-{s + 1:012d}", project, now))
+    conn.executemany(
+        "INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
+        [(p + 1, f"project {p}", now, now) for p in range(projects)],
+    )
+    session_rows = [
+        (s + 1, f"00000000-0000-4000-8000-{s + 1:012d}", s // SESSIONS_PER_PROJECT + 1, now)
+        for s in range(sessions)
+    ]
     conn.executemany(
         "INSERT INTO sessions (id, external_id, project_id, created_at) VALUES (?, ?, ?, ?)",
         session_rows,
     )
-    rows = []
-    for e in range(episodes):
-        user = " ".join(rng.choices(WORDS, k=24))
-        ai = " ".join(rng.choices(WORDS, k=30))
-        rows.append((e + 1, e // EPISODES_PER_SESSION + 1, user, ai, now, 2, 2))
+    user_texts, ai_texts = texts(episodes, 24, 1), texts(episodes, 30, 2)
     conn.executemany(
         "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at,"
-        " embed_state, extract_state) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
+        " embed_state, extract_state) VALUES (?, ?, ?, ?, ?, 2, 2)",
+        [
+            (e + 1, e // EPISODES_PER_SESSION + 1, user_texts[e], ai_texts[e], now)
+            for e in range(episodes)
+        ],
+    )
+    rng = random.Random(3)
+    conn.executemany(
+        "INSERT INTO entities (id, project_id, name, type, notes, last_seen_at, created_at)"
+        " VALUES (?, ?, ?, 'concept', 'seeded', ?, ?)",
+        [(i + 1, GRAPH_PROJECT, f"entity {i}", now, now) for i in range(ENTITIES)],
+    )
+    edges = set()
+    while len(edges) < RELATIONSHIPS:
+        a, b = rng.randint(1, ENTITIES), rng.randint(1, ENTITIES)
+        if a != b:
+            edges.add((a, b))
+    conn.executemany(
+        "INSERT INTO relationships (from_id, to_id, label, created_at)"
+        " VALUES (?, ?, 'related_to', ?)",
+        [(a, b, now) for a, b in edges],
+    )
+    memory_texts = texts(MEMORIES, 20, 4)
+    conn.executemany(
+        "INSERT INTO memories (id, kind, title, content, tier, project_id, user_id,"
+        " created_at, updated_at) VALUES (?, 2, ?, ?, 3, 1, ?, ?, ?)",
+        [
+            (i + 1, memory_texts[i][:40], memory_texts[i], f"user{i % USERS}", now, now)
+            for i in range(MEMORIES)
+        ],
     )
     conn.execute("COMMIT")
     conn.close()
 
     async def vectors() -> None:
         index = EdgeVectorIndex(data_dir / "vectors")
-        await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
         gen = np.random.default_rng(7)
+        await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
+        await index.ensure_collection(
+            "memories", 384,
+            {"kind": "integer", "tier": "integer", "projectId": "integer", "userId": "keyword",
+             "sessionId": "integer", "agentId": "keyword"},
+        )
         for start in range(0, episodes, 5000):
             n = min(5000, episodes - start)
-            vecs = gen.standard_normal((n, 384)).astype(np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            vecs = unit_vectors(gen, n)
             await index.upsert("episodes", [
                 VectorPoint(start + i + 1, vecs[i].tolist(),
                             {"sessionId": (start + i) // EPISODES_PER_SESSION + 1, "createdAt": 0})
+                for i in range(n)
+            ])
+        for start in range(0, MEMORIES, 5000):
+            n = min(5000, MEMORIES - start)
+            vecs = unit_vectors(gen, n)
+            await index.upsert("memories", [
+                VectorPoint(start + i + 1, vecs[i].tolist(),
+                            {"kind": 2, "tier": 3, "projectId": 1,
+                             "userId": f"user{(start + i) % USERS}", "sessionId": 0,
+                             "agentId": ""})
                 for i in range(n)
             ])
         await index.close()
@@ -151,16 +224,116 @@ class Server:
             self.proc.wait(60)
 
 
+async def drive(call: Callable[[random.Random], Awaitable[None]], concurrency: int,
+                duration: float) -> dict[str, float]:
+    """A closed loop of ``concurrency`` workers; latency percentiles in ms."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + duration
+
+    async def worker(n: int) -> None:
+        rng = random.Random(n)
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            await call(rng)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(n) for n in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return {
+        "count": len(ordered), "rps": len(ordered) / elapsed,
+        "p50": percentile(ordered, 50) * 1000, "p99": percentile(ordered, 99) * 1000,
+    }
+
+
+async def measure_extra(target: str, duration: float) -> dict[str, dict[str, float]]:
+    """Graph traversal and memory search, each beside Health/Check at the same concurrency."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    out: dict[str, dict[str, float]] = {}
+    async with grpc.aio.insecure_channel(target) as channel:
+        graph = ggrpc.GraphServiceStub(channel)
+        memory = mgrpc.MemoryServiceStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+
+        async def check(rng: random.Random) -> None:
+            await health.Check(health_pb2.HealthCheckRequest())
+
+        async def neighborhood(rng: random.Random) -> None:
+            await graph.GetNeighborhood(gpb.GetNeighborhoodRequest(
+                entity_id=rng.randint(1, ENTITIES), depth=3))
+
+        words = list(dict.fromkeys(QUERY_WORDS))
+
+        def memory_search(mode: int):
+            async def search(rng: random.Random) -> None:
+                scope = mpb.MemoryScope(project_id=1, user_id=f"user{rng.randrange(USERS)}")
+                request = mpb.SearchMemoriesRequest(
+                    query=" ".join(rng.sample(words, 2)), scope=scope, mode=mode, limit=10)
+                async for _ in memory.SearchMemories(request):
+                    pass
+            return search
+
+        out["health (c=1)"] = await drive(check, 1, duration)
+        out["GetNeighborhood depth 3 (c=1)"] = await drive(neighborhood, 1, duration)
+        out["health (c=16)"] = await drive(check, 16, duration)
+        out["SearchMemories keyword (c=16)"] = await drive(
+            memory_search(mpb.SEARCH_MODE_KEYWORD), 16, duration)
+        out["SearchMemories semantic (c=16)"] = await drive(
+            memory_search(mpb.SEARCH_MODE_SEMANTIC), 16, duration)
+    return out
+
+
+async def measure_ingest(target: str, episodes: int) -> dict[str, float]:
+    """Episodes/s from CreateEpisode to indexed, against the raw embedder on the same texts."""
+    sample = texts(episodes, 54, 9)
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = mgrpc.MemoryServiceStub(channel)
+        session = await stub.CreateSession(mpb.CreateSessionRequest(session=mpb.Session()))
+        await _drained(stub)
+        started = time.perf_counter()
+        sem = asyncio.Semaphore(16)
+
+        async def create(text: str) -> None:
+            async with sem:
+                await stub.CreateEpisode(mpb.CreateEpisodeRequest(
+                    session_id=session.id, user_message=text[:150], ai_response=text[150:]))
+
+        await asyncio.gather(*(create(t) for t in sample))
+        await _drained(stub)
+        ingest_s = time.perf_counter() - started
+    embedder = MiniLMEmbedder()
+    started = time.perf_counter()
+    for start in range(0, episodes, 32):
+        await embedder.embed([f"User: {t[:150]}\nAssistant: {t[150:]}"
+                              for t in sample[start:start + 32]])
+    raw_s = time.perf_counter() - started
+    await embedder.close()
+    return {"episodes": episodes, "ingest_rate": episodes / ingest_s,
+            "raw_rate": episodes / raw_s}
+
+
+async def _drained(stub: mgrpc.MemoryServiceStub) -> None:
+    while True:
+        status = await stub.GetServiceStatus(mpb.GetServiceStatusRequest())
+        if {q.kind: q.pending for q in status.queues}["index:episodes"] == 0:
+            return
+        await asyncio.sleep(0.05)  # the queue lives in another process: poll it
+
+
 async def measure(target: str, duration: float, scopes: list[int]) -> list:
     results = []
     common = {"duration": duration, "warmup": 1.0, "progress": sys.stderr}
+    # CreateEpisode runs last: the episodes it writes keep the embedder busy
+    # for minutes afterwards, which would weigh on every later figure.
     runs = [
-        ("health", 64, {}),
-        ("create_episode", 64, {}),
         ("health", 16, {}),
         ("search_episodes", 16, {"mode": "keyword", "search_session_ids": scopes}),
         ("search_episodes", 16, {"mode": "semantic", "search_session_ids": scopes}),
         ("search_episodes", 16, {"mode": "hybrid", "search_session_ids": scopes}),
+        ("health", 64, {}),
+        ("create_episode", 64, {}),
     ]
     for rpc, conc, extra in runs:
         result = await run_bench(target, rpc, conc, **common, **extra)
@@ -169,8 +342,9 @@ async def measure(target: str, duration: float, scopes: list[int]) -> list:
     return results
 
 
-def write_report(path: Path, args, episodes: int, server: Server, results, rss_mb: float,
+def write_report(path: Path, args, server: Server, results, extra, ingest, rss_mb: float,
                  seed_s: float) -> None:
+    episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
     by = {(r, c, m): res for r, c, m, res in results}
     h64, h16 = by[("health", 64, "")], by[("health", 16, "")]
@@ -184,10 +358,13 @@ def write_report(path: Path, args, episodes: int, server: Server, results, rss_m
         f"- Machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; shared and noisy,"
         " so compare ratios within a run.",
         f"- Database: {episodes:,} episodes in {episodes // EPISODES_PER_SESSION:,} sessions,"
-        f" {SESSIONS_PER_PROJECT} sessions per project (seeded in {seed_s:.0f} s; vectors are"
-        " random unit vectors, queries are embedded by the real offline model).",
-        "- Searches are scoped to a session in a project: scope = 1,000 episodes of the"
-        f" {episodes:,}.",
+        f" {SESSIONS_PER_PROJECT} sessions per project; {ENTITIES:,} entities and"
+        f" {RELATIONSHIPS:,} relationships; {MEMORIES:,} USER memories across {USERS:,} users"
+        f" (seeded in {seed_s:.0f} s). Text is Zipf-distributed over a {VOCABULARY:,}-word"
+        " vocabulary; seeded vectors are random unit vectors and every query is embedded by"
+        " the real offline model.",
+        "- Episode searches are scoped to a session in a project: 1,000 episodes of the"
+        f" {episodes:,}. Memory searches are scoped to one user in one project.",
         f"- Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| what | concurrency | req/s | p50 ms | p95 ms | p99 ms | errors | vs Health/Check |",
@@ -203,6 +380,19 @@ def write_report(path: Path, args, episodes: int, server: Server, results, rss_m
         )
     lines += [
         "",
+        "| what | req/s | p50 ms | p99 ms |",
+        "|---|---|---|---|",
+    ]
+    for name, figures in extra.items():
+        lines.append(
+            f"| {name} | {figures['rps']:,.0f} | {figures['p50']:.2f} | {figures['p99']:.2f} |"
+        )
+    lines += [
+        "",
+        f"- Ingest to searchable: {ingest['episodes']:,.0f} CreateEpisode calls (concurrency"
+        f" 16) until the index queue was empty: {ingest['ingest_rate']:.0f} episodes/s; the raw"
+        f" embedder on the same texts in batches of 32: {ingest['raw_rate']:.0f} texts/s"
+        f" ({ingest['ingest_rate'] / ingest['raw_rate']:.0%}).",
         f"- Start-up on {episodes:,} episodes (process start to serving):"
         f" {server.startup_s:.2f} s.",
         f"- Server RSS after the runs: {rss_mb:.0f} MB.",
@@ -215,7 +405,9 @@ def write_report(path: Path, args, episodes: int, server: Server, results, rss_m
             )
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
-    json_path.write_text(json.dumps([r.to_dict() for *_, r in results], indent=1, default=str))
+    json_path.write_text(json.dumps(
+        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "ingest": ingest},
+        indent=1, default=str))
 
 
 def main() -> int:
@@ -224,6 +416,7 @@ def main() -> int:
                         default=int(os.environ.get("BENCH_EPISODES", "100000")))
     parser.add_argument("--duration", type=float,
                         default=float(os.environ.get("BENCH_DURATION", "10")))
+    parser.add_argument("--ingest", type=int, default=int(os.environ.get("BENCH_INGEST", "500")))
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="nexus-bench-") as tmp:
@@ -231,15 +424,18 @@ def main() -> int:
         started = time.perf_counter()
         scopes = seed(data_dir, args.episodes)
         seed_s = time.perf_counter() - started
-        print(f"seeded {args.episodes} episodes in {seed_s:.1f}s", file=sys.stderr)
+        print(f"seeded in {seed_s:.1f}s", file=sys.stderr)
         server = Server(data_dir)
         server.start()
+        target = f"127.0.0.1:{server.port}"
         try:
-            results = asyncio.run(measure(f"127.0.0.1:{server.port}", args.duration, scopes))
+            extra = asyncio.run(measure_extra(target, args.duration))
+            ingest = asyncio.run(measure_ingest(target, args.ingest))
+            results = asyncio.run(measure(target, args.duration, scopes))
             rss = server.rss_mb()
         finally:
             server.stop()
-        write_report(args.out, args, args.episodes, server, results, rss, seed_s)
+        write_report(args.out, args, server, results, extra, ingest, rss, seed_s)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -8,6 +8,7 @@ stores on the way down).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sqlite3
 from dataclasses import dataclass, field
@@ -15,12 +16,20 @@ from dataclasses import dataclass, field
 from nexus_grpc.config import Settings
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
+from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
+from nexus_grpc.domain.graph import Graph
+from nexus_grpc.domain.memories import Memories
+from nexus_grpc.domain.selection import Selector
+from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
 from nexus_grpc.llm import LLMClient
 from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta
 from nexus_grpc.store import jobs as job_store
@@ -110,11 +119,6 @@ class App:
         )
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
-        # --- knowledge graph (extraction, GraphService) ---
-        from nexus_grpc.domain.extraction import Extraction
-        from nexus_grpc.domain.graph import Graph
-        from nexus_grpc.pipeline.events import EventBroadcaster
-
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster()
         self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
@@ -122,18 +126,11 @@ class App:
             self.db,
             self.signals,
             self.graph_events,
-            lambda: self.llm,
+            self.llm,
             model=settings.extraction_model,
             timeout=settings.llm_timeout,
         )
-        # --- summaries (SummaryService) ---
-        from nexus_grpc.domain.summaries import Summaries
-
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
-        # --- memories (PROJECT/USER memories, selection) ---
-        from nexus_grpc.domain.memories import Memories
-        from nexus_grpc.domain.selection import Selector
-
         self.memories = Memories(self.db, self.signals, self.embedder, self.index)
         self.selector = Selector(
             self.db,
@@ -150,8 +147,9 @@ class App:
         return None
 
     def _worker_config(self, **overrides: object) -> WorkerConfig:
-        base = WorkerConfig(max_attempts=self.settings.job_max_attempts)
-        return WorkerConfig(**{**base.__dict__, **overrides})  # type: ignore[arg-type]
+        return dataclasses.replace(
+            WorkerConfig(max_attempts=self.settings.job_max_attempts), **overrides
+        )
 
     async def start(self, *, reconcile: bool = True) -> None:
         await self.db.open()
@@ -179,9 +177,6 @@ class App:
                     on_retry=note_episode_retry if is_episodes else None,
                 )
             )
-        # --- workers of later capabilities are appended here ---
-        from nexus_grpc.pipeline.summarizer import SessionSummarizer
-
         self.workers.append(
             JobWorker(
                 self.db,
@@ -192,9 +187,6 @@ class App:
                 ready=self.llm_ready,
             )
         )
-        from nexus_grpc.domain.extraction import mark_failed, note_retry
-        from nexus_grpc.pipeline.extractor import ExtractionHandler
-
         self.extraction_worker = JobWorker(
             self.db,
             self.signals,

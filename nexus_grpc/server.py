@@ -19,6 +19,7 @@ from nexus_grpc.api.graph_servicer import GraphServicer
 from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
 from nexus_grpc.api.reflection import enable_reflection
+from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
@@ -26,17 +27,18 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
 from nexus_grpc.metrics import Metrics, MetricsServer, combine, start_metrics_server
 from nexus_grpc.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAMES = (mpb.DESCRIPTOR.services_by_name["MemoryService"].full_name,)
-# --- GraphService / SummaryService names are added here ---
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb  # noqa: E402
-
-SERVICE_NAMES += (spb.DESCRIPTOR.services_by_name["SummaryService"].full_name,)
-SERVICE_NAMES += (gpb.DESCRIPTOR.services_by_name["GraphService"].full_name,)
+SERVICE_NAMES = (
+    mpb.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    spb.DESCRIPTOR.services_by_name["SummaryService"].full_name,
+    gpb.DESCRIPTOR.services_by_name["GraphService"].full_name,
+)
 
 
 def server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -91,10 +93,6 @@ async def start_server(
     interceptors.append(ServiceInterceptor(settings.max_concurrent_rpcs, observer))
     server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
-    # --- GraphService / SummaryService servicers are registered here ---
-    from nexus_grpc.api.summary_servicer import SummaryServicer
-    from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
-
     sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
     ggrpc.add_GraphServiceServicer_to_server(GraphServicer(app), server)
     health_servicer = health.aio.HealthServicer()

@@ -152,7 +152,7 @@ class Extraction:
         db: Database,
         signals: JobSignals,
         events: EventBroadcaster,
-        llm: Callable[[], LLMClient | None],
+        llm: LLMClient | None,
         *,
         model: str,
         timeout: float,
@@ -172,7 +172,7 @@ class Extraction:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None  # deleted: nothing left to extract
-        llm = self._llm()
+        llm = self._llm
         if llm is None:
             raise LLMUnreachable("no Ollama configured")
         messages = build_extraction_messages(ctx.user_message, ctx.ai_response, ctx.known)
