@@ -135,3 +135,29 @@ async def test_search_errors(h):
             await search(h, **{"mode": 0, **kwargs})
         assert info.value.code() == code
         assert text in info.value.details()
+
+
+async def test_hybrid_answers_from_keywords_when_the_semantic_path_is_down(tmp_path):
+    from nexus_grpc.embedding import EmbedderUnavailable
+    from tests.support import HashingEmbedder
+
+    embedder = HashingEmbedder()
+    h = await start_harness(tmp_path / "data", embedder=embedder)
+    try:
+        s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        await h.memory.CreateEpisode(m.CreateEpisodeRequest(
+            session_id=s.id, user_message="postgres replication lag"))
+        await indexed(h)
+        embedder.fail_with = EmbedderUnavailable("embedding server is down")
+        call = h.memory.SearchEpisodes(m.SearchEpisodesRequest(
+            query="replication", session_id=s.id, mode=m.SEARCH_MODE_HYBRID))
+        hits = [hit async for hit in call]
+        assert [list(hit.sources) for hit in hits] == [[m.SEARCH_SOURCE_KEYWORD]]
+        trailers = dict(await call.trailing_metadata())
+        assert "embedding server is down" in trailers["x-nexus-degraded"]
+        # Asking for meaning alone still says plainly that it cannot answer.
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await search(h, "replication", m.SEARCH_MODE_SEMANTIC, session_id=s.id)
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await h.close()

@@ -87,6 +87,8 @@ def episode(e: models.Episode) -> mpb.Episode:
 
 
 def search_mode(mode: int) -> models.SearchMode:
+    if mode not in mpb.SearchMode.values():
+        raise InvalidArgument(f"mode {mode} is not a SearchMode")
     return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
 
 

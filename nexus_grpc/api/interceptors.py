@@ -116,8 +116,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             cancelled = False
             rid = self._begin(incoming)
             context.set_trailing_metadata((("x-request-id", rid),))
-            held = await self._acquire(capped, context)
+            held = False
             try:
+                # Inside the try: a call refused at the cap is logged and counted too.
+                held = await self._acquire(capped, context)
                 return await fn(request, context)
             except asyncio.CancelledError:
                 cancelled = True
@@ -140,9 +142,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             cancelled = False
             rid = self._begin(incoming)
             context.set_trailing_metadata((("x-request-id", rid),))
-            held = await self._acquire(capped, context)
-            self._observer.stream_started(method)
+            held = streaming = False
             try:
+                held = await self._acquire(capped, context)
+                self._observer.stream_started(method)
+                streaming = True
                 async for item in fn(request, context):
                     yield item
             except asyncio.CancelledError:
@@ -153,7 +157,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             except Exception as exc:
                 await self._fail(context, method, exc)
             finally:
-                self._observer.stream_ended(method)
+                if streaming:
+                    self._observer.stream_ended(method)
                 if held:
                     assert self._slots is not None
                     self._slots.release()

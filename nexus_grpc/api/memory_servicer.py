@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from nexus_grpc.api import convert
+from nexus_grpc.api.interceptors import request_id_var
 from nexus_grpc.app import App
 from nexus_grpc.domain.models import SearchMode
 from nexus_grpc.errors import InvalidArgument
@@ -132,11 +133,10 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
     async def SearchEpisodes(
         self, request: mpb.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[mpb.SearchHit]:
-        if request.mode not in mpb.SearchMode.values():
-            raise InvalidArgument(f"mode {request.mode} is not a SearchMode")
         mode: SearchMode = convert.search_mode(request.mode)
         async for hit in self.app.episode_search.search(
-            request.query, request.session_id, request.project_id, request.limit, mode
+            request.query, request.session_id, request.project_id, request.limit, mode,
+            on_degraded=_report_degraded(context),
         ):
             yield convert.episode_hit(hit)
 
@@ -216,13 +216,12 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Ctx
     ) -> AsyncIterator[mpb.MemoryHit]:
-        if request.mode not in mpb.SearchMode.values():
-            raise InvalidArgument(f"mode {request.mode} is not a SearchMode")
         async for hit in self.app.memories.search(
             request.query,
             convert.memory_scope(request.scope),
             request.limit,
             convert.search_mode(request.mode),
+            on_degraded=_report_degraded(context),
         ):
             yield convert.memory_hit(hit)
 
@@ -255,3 +254,16 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return mpb.ListMemoryUsageResponse(
             usage=[convert.memory_usage(u) for u in page.items], next_page_token=page.next_token
         )
+
+
+def _report_degraded(context: Ctx):
+    """Tell the client, in trailing metadata, that a hybrid search answered
+    from keywords alone because the semantic path was down."""
+
+    def report(reason: str) -> None:
+        ascii_reason = " ".join(reason.encode("ascii", "replace").decode().split())[:500]
+        context.set_trailing_metadata(
+            (("x-request-id", request_id_var.get()), ("x-nexus-degraded", ascii_reason))
+        )
+
+    return report

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, keyword_if_down
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
@@ -28,7 +28,13 @@ class EpisodeSearch:
         self.index = index
 
     async def search(
-        self, query: str, session_id: int, project_id: int, limit: int, mode: SearchMode
+        self,
+        query: str,
+        session_id: int,
+        project_id: int,
+        limit: int,
+        mode: SearchMode,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[EpisodeHit]:
         text = v.query(query)
         n = v.search_limit(limit)
@@ -46,7 +52,9 @@ class EpisodeSearch:
                 yield hit
             return
         keyword = await self._keyword(text, session_ids, n * HYBRID_CANDIDATE_FACTOR)
-        semantic = await self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR)
+        semantic = await keyword_if_down(
+            self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR), on_degraded
+        )
         for f in fuse(keyword, semantic, lambda h: h.episode.id, n):
             # The keyword path's snippet shows where the words matched.
             yield EpisodeHit(f.hit.episode, f.score, f.hit.snippet, f.sources)

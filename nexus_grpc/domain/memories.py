@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where, vector_filter
 from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, keyword_if_down
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -244,7 +244,12 @@ class Memories:
     # Search -----------------------------------------------------------------
 
     async def search(
-        self, query: str, scope: MemoryScope, limit: int, mode: SearchMode
+        self,
+        query: str,
+        scope: MemoryScope,
+        limit: int,
+        mode: SearchMode,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[MemoryHit]:
         text = v.query(query)
         n = v.search_limit(limit)
@@ -258,7 +263,9 @@ class Memories:
                 yield hit
             return
         keyword = await self.keyword(text, scope, n * HYBRID_CANDIDATE_FACTOR)
-        semantic = await self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR)
+        semantic = await keyword_if_down(
+            self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR), on_degraded
+        )
         for f in fuse(keyword, semantic, lambda h: h.memory.id, n):
             yield MemoryHit(f.hit.memory, f.score, f.sources)
 

@@ -7,11 +7,15 @@ engines use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from nexus_grpc.domain.models import SearchSource
+from nexus_grpc.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 RRF_K = 60
@@ -67,3 +71,17 @@ def fuse(
     by_semantic = {key(h): h for h in semantic}
     fused = reciprocal_rank_fusion([list(by_keyword), list(by_semantic)])
     return [Fused(score, by_keyword.get(k), by_semantic.get(k)) for k, score in fused[:limit]]
+
+
+async def keyword_if_down(
+    semantic: Awaitable[list[H]], on_degraded: Callable[[str], None] | None
+) -> list[H]:
+    """A hybrid search's semantic half; when the embedder or the index is
+    down, an empty list (the keyword half still answers) and a report."""
+    try:
+        return await semantic
+    except Unavailable as exc:
+        log.warning("hybrid search answered from keywords only: %s", exc)
+        if on_degraded is not None:
+            on_degraded(exc.message)
+        return []
