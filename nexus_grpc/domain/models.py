@@ -9,6 +9,12 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 
+def episode_text(user_message: str, ai_response: str) -> str:
+    """An exchange as one text (seed 001's format): what is embedded and
+    what summaries read."""
+    return f"User: {user_message}\nAssistant: {ai_response}"
+
+
 class JobState(IntEnum):
     PENDING = 1
     DONE = 2
@@ -82,7 +88,7 @@ class Episode:
     @property
     def text(self) -> str:
         """The text that is embedded, in seed 001's format."""
-        return f"User: {self.user_message}\nAssistant: {self.ai_response}"
+        return episode_text(self.user_message, self.ai_response)
 
 
 @dataclass(frozen=True)

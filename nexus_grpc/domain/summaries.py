@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import Page
+from nexus_grpc.domain.models import Page, episode_text
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMError, clean_stream, strip_model_tokens
 from nexus_grpc.llm import summaries as prompts
@@ -286,7 +286,7 @@ class Summaries:
         if sums:
             sources = [s.content for s in sums]
         elif eps:
-            sources = [f"User: {u}\nAssistant: {a}" for _, u, a in eps]
+            sources = [episode_text(u, a) for _, u, a in eps]
         else:
             raise FailedPrecondition(
                 f"project {project_id} has no session summaries and no episodes to summarize"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nexus_grpc.domain.models import episode_text
 from nexus_grpc.llm.options import SamplingOptions
 
 SESSION_SUMMARY_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 500}
@@ -37,7 +38,7 @@ def truncate_recent(text: str, limit: int) -> str:
 
 
 def _format_episodes(episodes: Sequence[tuple[str, str]]) -> str:
-    return "\n\n".join(f"User: {user}\nAssistant: {ai}" for user, ai in episodes)
+    return "\n\n".join(episode_text(user, ai) for user, ai in episodes)
 
 
 def build_session_summary_messages(

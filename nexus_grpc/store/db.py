@@ -193,3 +193,8 @@ class Database:
 
 def now() -> float:
     return time.time()
+
+
+def placeholders(n: int) -> str:
+    """``?, ?, ?`` for an IN list of n values."""
+    return ",".join("?" * n)

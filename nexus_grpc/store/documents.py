@@ -11,29 +11,28 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nexus_grpc.domain.models import episode_text
+from nexus_grpc.store.db import placeholders
+
 Document = tuple[str, dict[str, Any]]
 Loader = Callable[[sqlite3.Connection, Sequence[int]], dict[int, Document]]
-
-
-def _marks(ids: Sequence[int]) -> str:
-    return ",".join("?" * len(ids))
 
 
 def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, session_id, user_message, ai_response, created_at FROM episodes"
-        f" WHERE id IN ({_marks(ids)})",
+        f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
     return {
-        r[0]: (f"User: {r[2]}\nAssistant: {r[3]}", {"sessionId": r[1], "createdAt": int(r[4])})
-        for r in rows
+        r[0]: (episode_text(r[2], r[3]), {"sessionId": r[1], "createdAt": int(r[4])}) for r in rows
     }
 
 
 def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
-        f"SELECT id, name, type, notes, project_id FROM entities WHERE id IN ({_marks(ids)})",
+        "SELECT id, name, type, notes, project_id FROM entities"
+        f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
     return {
@@ -45,7 +44,7 @@ def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Documen
     rows = conn.execute(
         "SELECT s.id, s.content, COALESCE(s.session_id, 0),"
         " COALESCE(s.project_id, (SELECT project_id FROM sessions WHERE id = s.session_id), 0)"
-        f" FROM summaries s WHERE s.id IN ({_marks(ids)})",
+        f" FROM summaries s WHERE s.id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
     return {r[0]: (r[1], {"sessionId": r[2], "projectId": r[3] or 0}) for r in rows}
@@ -54,7 +53,7 @@ def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Documen
 def memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, title, content, kind, tier, project_id, user_id, session_id, agent_id"
-        f" FROM memories WHERE id IN ({_marks(ids)})",
+        f" FROM memories WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
     return {

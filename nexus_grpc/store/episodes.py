@@ -10,7 +10,7 @@ from typing import Any
 from nexus_grpc.domain.models import Episode, JobState
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
+from nexus_grpc.store.db import now, placeholders
 
 # Seed 002's summary trigger: about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
@@ -106,7 +106,7 @@ def get(conn: sqlite3.Connection, episode_id: int) -> Episode:
 def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Episode]:
     if not ids:
         return {}
-    marks = ",".join("?" * len(ids))
+    marks = placeholders(len(ids))
     rows = conn.execute(f"SELECT * FROM episodes WHERE id IN ({marks})", tuple(ids)).fetchall()
     return {r["id"]: _row(r) for r in rows}
 
@@ -181,7 +181,7 @@ def keyword_search(
     else:
         if not session_ids:
             return []
-        marks = ",".join("?" * len(session_ids))
+        marks = placeholders(len(session_ids))
         rows = conn.execute(
             f"SELECT f.rowid, bm25(episodes_fts), {snippet} FROM episodes_fts f"
             " JOIN episodes e ON e.id = f.rowid"

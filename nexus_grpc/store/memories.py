@@ -15,7 +15,7 @@ from typing import Any
 
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
+from nexus_grpc.store.db import now, placeholders
 
 
 @dataclass(frozen=True)
@@ -83,10 +83,6 @@ def _row(r: sqlite3.Row) -> Memory:
         use_count=r["use_count"],
         request_id=r["request_id"],
     )
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def insert(conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None) -> Memory:
@@ -206,7 +202,7 @@ def get_visible(
     if not ids:
         return {}
     rows = conn.execute(
-        f"SELECT m.* FROM memories m WHERE m.id IN ({_marks(len(ids))}) AND {where}",
+        f"SELECT m.* FROM memories m WHERE m.id IN ({placeholders(len(ids))}) AND {where}",
         (*ids, *params),
     ).fetchall()
     return {r["id"]: _row(r) for r in rows}
@@ -234,7 +230,7 @@ def used_in_thread(
     rows = conn.execute(
         "SELECT DISTINCT memory_id FROM memory_usage"
         " WHERE thread_id = ? AND user_id = ? AND project_id = ?"
-        f" AND memory_id IN ({_marks(len(ids))})",
+        f" AND memory_id IN ({placeholders(len(ids))})",
         (thread_id, owner.user_id, owner.project_id, *ids),
     )
     return {r[0] for r in rows}
@@ -253,7 +249,10 @@ def record_usage(
     if not ids:
         return {}
     present = {
-        r[0] for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({_marks(len(ids))})", ids)
+        r[0]
+        for r in conn.execute(
+            f"SELECT id FROM memories WHERE id IN ({placeholders(len(ids))})", ids
+        )
     }
     live = [u for u in used if u.memory_id in present]
     ts = now()
@@ -261,8 +260,16 @@ def record_usage(
         "INSERT INTO memory_usage (memory_id, thread_id, user_id, project_id, context,"
         " relevance, category, used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (u.memory_id, thread_id, owner.user_id, owner.project_id, context, u.relevance,
-             u.category, ts)
+            (
+                u.memory_id,
+                thread_id,
+                owner.user_id,
+                owner.project_id,
+                context,
+                u.relevance,
+                u.category,
+                ts,
+            )
             for u in live
         ],
     )
@@ -271,7 +278,8 @@ def record_usage(
         [(ts, u.memory_id) for u in live],
     )
     rows = conn.execute(
-        f"SELECT * FROM memories WHERE id IN ({_marks(len(live))})", [u.memory_id for u in live]
+        f"SELECT * FROM memories WHERE id IN ({placeholders(len(live))})",
+        [u.memory_id for u in live],
     ).fetchall()
     return {r["id"]: _row(r) for r in rows}
 
