@@ -148,6 +148,37 @@ async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
     await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, user_id="alice"))
 
 
+async def test_session_tier_memory_needs_its_origin_session_for_get_update_delete(harness):
+    h = harness
+    p1, _, s1, s2 = await setup_world(h)
+    nf = grpc.StatusCode.NOT_FOUND
+    for tier in (TASK, SESSION):
+        mem = await create(h, kind=P, title=f"plan {tier}", project_id=p1, session_id=s1, tier=tier)
+        for sid in (0, s2):
+            get = m.GetMemoryRequest(id=mem.id, session_id=sid)
+            assert await code_of(h.memory.GetMemory(get)) == nf
+            update = m.UpdateMemoryRequest(
+                memory=m.Memory(id=mem.id, tier=LONGTERM),
+                update_mask=FieldMask(paths=["tier"]),
+                session_id=sid,
+            )
+            assert await code_of(h.memory.UpdateMemory(update)) == nf
+            delete = m.DeleteMemoryRequest(id=mem.id, session_id=sid)
+            assert await code_of(h.memory.DeleteMemory(delete)) == nf
+        # The refusals wrote nothing: still there, still session-bound.
+        got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        assert got.tier == tier and got.title == f"plan {tier}"
+        await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, session_id=s1))
+        assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))) == nf
+    # Shared tiers, and session tiers stored outside a session, need no session.
+    shared = await create(h, kind=P, title="shared", project_id=p1, session_id=s1, tier=LONGTERM)
+    loose = await create(h, kind=P, title="loose", project_id=p1, tier=TASK)
+    for mem in (shared, loose):
+        assert (await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))).id == mem.id
+    bad = m.GetMemoryRequest(id=shared.id, session_id=-1)
+    assert await code_of(h.memory.GetMemory(bad)) == grpc.StatusCode.INVALID_ARGUMENT
+
+
 async def test_cap_per_project_and_agent(harness):
     h = harness
     h.app.memories.cap = 3

@@ -82,6 +82,15 @@ def may_see(scope: MemoryScope, r: Row) -> bool:
     return not (scope.agent_id and r.agent_id != scope.agent_id)
 
 
+def may_address(r: Row | None, user: str, session: int) -> bool:
+    """By id: the owner for USER memories, the origin session for session tiers."""
+    if r is None:
+        return False
+    if r.kind == MemoryKind.USER and user != r.user_id:
+        return False
+    return not (r.tier in (Tier.TASK, Tier.SESSION) and r.session_id not in (0, session))
+
+
 class HostileLLM:
     """Selects (and ranks) every id that appears anywhere, plus invented ones."""
 
@@ -209,37 +218,54 @@ def make_machine(world: World):
             world.llm.known.add(mem.id)
             return mem.id
 
-        @rule(memory_id=ids, tier=tiers, as_owner=st.booleans(), other=users)
-        def update_tier(self, memory_id, tier, as_owner, other):
+        @rule(
+            memory_id=ids,
+            tier=tiers,
+            as_owner=st.booleans(),
+            other=users,
+            in_origin=st.booleans(),
+            other_session=sessions,
+        )
+        def update_tier(self, memory_id, tier, as_owner, other, in_origin, other_session):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
-            allowed = row is not None and (row.kind == MemoryKind.PROJECT or user == row.user_id)
+            session = row.session_id if row and in_origin else other_session
+            allowed = may_address(row, user, session)
             try:
-                world.run(world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user))
+                world.run(
+                    world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user, session)
+                )
             except NotFound:
                 assert not allowed, "the owner was refused"
             else:
-                assert allowed, "a non-owner changed a USER memory"
+                assert allowed, "a non-owner changed a USER or session-bound memory"
                 row.tier = int(tier)
 
-        @rule(memory_id=consumes(ids), as_owner=st.booleans(), other=users)
-        def delete(self, memory_id, as_owner, other):
+        @rule(
+            memory_id=consumes(ids),
+            as_owner=st.booleans(),
+            other=users,
+            in_origin=st.booleans(),
+            other_session=sessions,
+        )
+        def delete(self, memory_id, as_owner, other, in_origin, other_session):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
-            allowed = row is not None and (row.kind == MemoryKind.PROJECT or user == row.user_id)
+            session = row.session_id if row and in_origin else other_session
+            allowed = may_address(row, user, session)
             try:
-                world.run(world.memories.delete(memory_id, user))
+                world.run(world.memories.delete(memory_id, user, session))
             except NotFound:
                 assert not allowed, "the owner was refused"
             else:
-                assert allowed, "a non-owner deleted a USER memory"
+                assert allowed, "a non-owner deleted a USER or session-bound memory"
                 del self.model[memory_id]
 
         @rule(user=users)
         def delete_all_of_user(self, user):
             before = {i: r for i, r in self.model.items() if r.user_id != user}
             for i in [i for i, r in self.model.items() if r.user_id == user]:
-                world.run(world.memories.delete(i, user))
+                world.run(world.memories.delete(i, user, self.model[i].session_id))
                 del self.model[i]
             remaining = world.run(
                 world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})

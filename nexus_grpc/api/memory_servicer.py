@@ -183,7 +183,9 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.memory(created)
 
     async def GetMemory(self, request: mpb.GetMemoryRequest, context: Ctx) -> mpb.Memory:
-        return convert.memory(await self.app.memories.get(request.id, request.user_id))
+        return convert.memory(
+            await self.app.memories.get(request.id, request.user_id, request.session_id)
+        )
 
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Ctx
@@ -204,13 +206,14 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             convert.memory_values(request.memory),
             list(request.update_mask.paths),
             request.user_id,
+            request.session_id,
         )
         return convert.memory(updated)
 
     async def DeleteMemory(
         self, request: mpb.DeleteMemoryRequest, context: Ctx
     ) -> mpb.DeleteMemoryResponse:
-        await self.app.memories.delete(request.id, request.user_id)
+        await self.app.memories.delete(request.id, request.user_id, request.session_id)
         return mpb.DeleteMemoryResponse()
 
     async def SearchMemories(

@@ -22,7 +22,13 @@ from typing import Any
 
 from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where, vector_filter
+from nexus_grpc.domain.memory_scope import (
+    SESSION_TIERS,
+    MemoryScope,
+    check_scope,
+    sql_where,
+    vector_filter,
+)
 from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
 from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, keyword_if_down
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
@@ -171,15 +177,34 @@ class Memories:
             self.signals.wake(jobs.INDEX_MEMORY)
         return memory
 
-    async def get(self, memory_id: int, user_id: str) -> Memory:
+    async def get(self, memory_id: int, user_id: str, session_id: int = 0) -> Memory:
         v.positive_id("id", memory_id)
+        v.positive_id("session_id", session_id, required=False)
         memory = await self.db.read(lambda c: memory_store.find(c, memory_id))
-        return self._owned(memory, memory_id, user_id)
+        return self._owned(memory, memory_id, user_id, session_id)
 
     @staticmethod
-    def _owned(memory: Memory | None, memory_id: int, user_id: str) -> Memory:
-        if memory is None or (
-            memory.kind == MemoryKind.USER and (not user_id or memory.user_id != user_id)
+    def _owned(
+        memory: Memory | None, memory_id: int, user_id: str, session_id: int | None
+    ) -> Memory:
+        """The memory, if this caller may address it by id; NOT_FOUND otherwise.
+
+        An id is guessable, so a by-id call proves the same ownership a query
+        filters on: the user for a USER memory, and the origin session for a
+        TASK or SESSION tier memory. A refusal reads exactly like a missing
+        row, so it does not confirm that someone else's memory exists.
+        ``session_id=None`` skips the session check, for the usage log, whose
+        rows are already confined to the (user, project) that recorded them.
+        """
+        if memory is None:
+            raise NotFound(f"memory {memory_id} does not exist")
+        if memory.kind == MemoryKind.USER and (not user_id or memory.user_id != user_id):
+            raise NotFound(f"memory {memory_id} does not exist")
+        if (
+            session_id is not None
+            and int(memory.tier) in SESSION_TIERS
+            and memory.session_id
+            and memory.session_id != session_id
         ):
             raise NotFound(f"memory {memory_id} does not exist")
         return memory
@@ -201,9 +226,15 @@ class Memories:
         return paging.page(rows, size)
 
     async def update(
-        self, memory_id: int, values: Mapping[str, Any], mask: list[str], user_id: str
+        self,
+        memory_id: int,
+        values: Mapping[str, Any],
+        mask: list[str],
+        user_id: str,
+        session_id: int = 0,
     ) -> Memory:
         v.positive_id("memory.id", memory_id)
+        v.positive_id("session_id", session_id, required=False)
         paths = v.update_mask(mask, UPDATE_FIELDS)
         changes: dict[str, Any] = {}
         for p in paths:
@@ -224,18 +255,19 @@ class Memories:
                 changes[p] = v.metadata("memory.metadata", value or {})
 
         def write(conn: sqlite3.Connection) -> Memory:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
             return memory_store.update(conn, memory_id, changes)
 
         memory = await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
         return memory
 
-    async def delete(self, memory_id: int, user_id: str) -> None:
+    async def delete(self, memory_id: int, user_id: str, session_id: int = 0) -> None:
         v.positive_id("id", memory_id)
+        v.positive_id("session_id", session_id, required=False)
 
         def write(conn: sqlite3.Connection) -> None:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
             memory_store.delete(conn, memory_id)
 
         await self.db.write(write)
@@ -318,7 +350,7 @@ class Memories:
             v.positive_id("memory_id", memory_id)
 
             def by_memory(conn: sqlite3.Connection) -> list[memory_store.MemoryUsage]:
-                self._owned(memory_store.find(conn, memory_id), memory_id, user_id)
+                self._owned(memory_store.find(conn, memory_id), memory_id, user_id, None)
                 return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
 
             rows = await self.db.read_in_transaction(by_memory)

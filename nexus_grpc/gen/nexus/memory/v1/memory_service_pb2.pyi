@@ -928,18 +928,24 @@ class GetMemoryRequest(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     user_id: _builtins.str
     """Required to read a USER memory: the user it belongs to."""
+    session_id: _builtins.int
+    """Required to read a TASK or SESSION tier memory stored with an origin
+    session: that session. Such memories never reach another session.
+    """
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
         user_id: _builtins.str = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1005,8 +1011,13 @@ class UpdateMemoryRequest(_message.Message):
     MEMORY_FIELD_NUMBER: _builtins.int
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     user_id: _builtins.str
     """Required to change a USER memory: the user it belongs to."""
+    session_id: _builtins.int
+    """Required to change a TASK or SESSION tier memory stored with an origin
+    session: that session.
+    """
     @_builtins.property
     def memory(self) -> Global___Memory:
         """memory.id names it; fields: title, content, tier, confidence, metadata."""
@@ -1019,10 +1030,11 @@ class UpdateMemoryRequest(_message.Message):
         memory: Global___Memory | None = ...,
         update_mask: _field_mask_pb2.FieldMask | None = ...,
         user_id: _builtins.str = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "update_mask", b"update_mask"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "update_mask", b"update_mask", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "session_id", b"session_id", "update_mask", b"update_mask", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1034,17 +1046,24 @@ class DeleteMemoryRequest(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     user_id: _builtins.str
+    """Required to delete a USER memory: the user it belongs to."""
+    session_id: _builtins.int
+    """Required to delete a TASK or SESSION tier memory stored with an origin
+    session: that session.
+    """
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
         user_id: _builtins.str = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
