@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .coalesce import CoalescingLane
+
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
 MAX_SEQ_LENGTH = 256  # sentence-transformers' max_seq_length for this model
@@ -60,7 +62,9 @@ class MiniLMEmbedder:
         # A second lane for single texts (search queries): without it a query
         # waits behind background indexing batches, which take seconds.
         # onnxruntime sessions and HF tokenizers are safe to call concurrently.
+        # Concurrent queries are coalesced into one run (see coalesce.py).
         self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm-q")
+        self._queries = CoalescingLane(self._embed_queries, max_batch=batch_size)
         self._closed = False
 
     # -- loading ---------------------------------------------------------------------------
@@ -143,8 +147,15 @@ class MiniLMEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        batch = [str(t) for t in texts]
-        vectors = await self._run(self._embed_sync, batch, interactive=len(batch) == 1)
+        if len(texts) == 1:
+            if self._closed:
+                raise RuntimeError("MiniLMEmbedder is closed")
+            return [await self._queries.embed(str(texts[0]))]
+        vectors = await self._run(self._embed_sync, [str(t) for t in texts])
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+    async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        vectors = await self._run(self._embed_sync, texts, interactive=True)
         return vectors.tolist()  # type: ignore[no-any-return]
 
     async def _run(self, fn: Any, *args: Any, interactive: bool = False) -> Any:
@@ -158,6 +169,7 @@ class MiniLMEmbedder:
         if self._closed:
             return
         self._closed = True
+        await self._queries.close()
         # Let an in-flight batch finish without blocking the loop while it does.
         await asyncio.to_thread(self._executor.shutdown, wait=True)
         await asyncio.to_thread(self._query_executor.shutdown, wait=True)

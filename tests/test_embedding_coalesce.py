@@ -1,0 +1,93 @@
+"""Concurrent single-text embeds (search queries) share model runs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from nexus_grpc.embedding import MiniLMEmbedder
+from nexus_grpc.embedding.coalesce import CoalescingLane
+
+
+class GatedModel:
+    """Records each batch; the first run waits for a gate so the rest pile up."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.fail_on: str | None = None
+
+    async def run(self, texts: list[str]) -> list[list[float]]:
+        self.batches.append(list(texts))
+        self.started.set()
+        await self.gate.wait()
+        if self.fail_on in texts:
+            raise RuntimeError(f"model failed on {self.fail_on}")
+        return [[float(len(t)), float(i)] for i, t in enumerate(texts)]
+
+
+async def test_queries_arriving_during_a_run_share_the_next_batch():
+    model = GatedModel()
+    lane = CoalescingLane(model.run, max_batch=8)
+    first = asyncio.create_task(lane.embed("a"))
+    await model.started.wait()
+    rest = [asyncio.create_task(lane.embed("b" * n)) for n in range(1, 11)]
+    await asyncio.sleep(0)  # let them enqueue behind the running batch
+    model.gate.set()
+    assert await first == [1.0, 0.0]
+    results = await asyncio.gather(*rest)
+    # Each caller gets the vector of its own text, in its own order.
+    assert [r[0] for r in results] == [float(n) for n in range(1, 11)]
+    assert [len(b) for b in model.batches] == [1, 8, 2]
+
+
+async def test_a_cancelled_caller_does_not_strand_the_others():
+    model = GatedModel()
+    lane = CoalescingLane(model.run, max_batch=8)
+    first = asyncio.create_task(lane.embed("first"))
+    await model.started.wait()
+    doomed = asyncio.create_task(lane.embed("doomed"))
+    kept = asyncio.create_task(lane.embed("kept"))
+    await asyncio.sleep(0)
+    doomed.cancel()
+    first.cancel()  # the caller whose call started the drain goes away mid-run
+    model.gate.set()
+    assert (await kept)[0] == float(len("kept"))
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    assert ["doomed"] not in model.batches and ["kept"] in model.batches
+
+
+async def test_a_failed_run_fails_its_callers_and_the_lane_keeps_going():
+    model = GatedModel()
+    model.fail_on = "bad"
+    lane = CoalescingLane(model.run, max_batch=8)
+    first = asyncio.create_task(lane.embed("x"))
+    await model.started.wait()
+    together = [asyncio.create_task(lane.embed(t)) for t in ("bad", "ok")]
+    await asyncio.sleep(0)
+    model.gate.set()
+    await first
+    for task in together:
+        with pytest.raises(RuntimeError, match="model failed on bad"):
+            await task
+    assert (await lane.embed("later"))[0] == float(len("later"))
+    await lane.close()
+
+
+async def test_minilm_concurrent_queries_match_single_runs_with_fewer_model_runs():
+    e = MiniLMEmbedder()
+    await e.warm()
+    try:
+        texts = [f"what did we decide about topic {i} last week" for i in range(24)]
+        alone = [(await e.embed([t]))[0] for t in texts]
+        runs_before = e._queries.batches
+        together = await asyncio.gather(*[e.embed([t]) for t in texts])
+        for a, (b,) in zip(alone, together, strict=True):
+            assert float(np.dot(a, b)) > 0.9999
+        assert e._queries.batches - runs_before < len(texts)
+    finally:
+        await e.close()
