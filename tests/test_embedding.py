@@ -186,3 +186,22 @@ async def test_ollama_closed_port_is_unavailable() -> None:
     with pytest.raises(EmbedderUnavailable):
         await e.embed(["a"])
     await e.close()
+
+
+async def test_minilm_batches_stay_within_the_token_budget(minilm: MiniLMEmbedder) -> None:
+    from nexus_grpc.embedding.minilm import BATCH_TOKENS
+
+    shapes: list[tuple[int, int]] = []
+    run = minilm._embed_batch
+
+    def recording(ids, mask):
+        shapes.append(ids.shape)
+        return run(ids, mask)
+
+    minilm._embed_batch = recording  # type: ignore[method-assign]
+    texts = ["short note"] * 40 + ["a much longer note " * 60] * 40
+    vectors = await minilm.embed(texts)
+    assert sum(rows for rows, _ in shapes) == len(texts)
+    assert all(rows * width <= BATCH_TOKENS or rows == 1 for rows, width in shapes)
+    assert max(width for _, width in shapes) == 256  # long texts are truncated, not dropped
+    assert _cos(vectors[0], vectors[39]) > 0.9999 and _cos(vectors[40], vectors[79]) > 0.9999

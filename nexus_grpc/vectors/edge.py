@@ -91,6 +91,21 @@ def _cond(c: MatchAny | Filter) -> Any:
     return parts[0] if len(parts) == 1 else qe.Filter(should=parts)
 
 
+def _collection_config(dimension: int) -> qe.EdgeConfig:
+    """Vectors and payloads stay in their memory-mapped files, not pinned in RAM.
+
+    Searches are always filtered to a scope through the payload indexes, so a
+    query reads a few pages of a few hundred vectors, not the whole file. The
+    default preloads every vector: at 100,000 points that is ~300 MB resident
+    per collection, for 0.05 ms a query instead of ~1 ms from the page cache.
+    Loading an existing shard with this config converts it in place.
+    """
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(dimension, qe.Distance.Cosine, on_disk=True),
+        on_disk_payload=True,
+    )
+
+
 class EdgeVectorIndex:
     """VectorIndex over embedded qdrant-edge shards under ``directory``."""
 
@@ -185,7 +200,7 @@ class EdgeVectorIndex:
 
     def _ensure(self, name: str, dimension: int, fields: dict[str, str]) -> None:
         path = self._path(name)
-        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(dimension, qe.Distance.Cosine))
+        config = _collection_config(dimension)
         if self._exists(path):
             existing = self._read_dim(name)
             if existing != dimension:
