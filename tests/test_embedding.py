@@ -199,7 +199,7 @@ async def test_minilm_batches_stay_within_the_token_budget(minilm: MiniLMEmbedde
         return run(ids, mask)
 
     minilm._embed_batch = recording  # type: ignore[method-assign]
-    texts = ["short note"] * 40 + ["a much longer note " * 60] * 40
+    texts = ["short note"] * 40 + ["a much longer note " * 90] * 40
     vectors = await minilm.embed(texts)
     assert sum(rows for rows, _ in shapes) == len(texts)
     assert all(rows * width <= BATCH_TOKENS or rows == 1 for rows, width in shapes)
