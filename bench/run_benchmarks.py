@@ -79,6 +79,24 @@ def texts(n: int, words_per_text: int, seed: int) -> list[str]:
     return [" ".join(words[i] for i in row) for row in picks]
 
 
+def english_words() -> list[str]:
+    """Whole English words from MiniLM's own vocabulary, roughly by frequency."""
+    asset = ROOT / "nexus_grpc" / "embedding" / "assets" / "tokenizer.json"
+    vocab = json.loads(asset.read_text())["model"]["vocab"]
+    return [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])
+            if w.isalpha() and w.isascii() and len(w) > 2]
+
+
+def chat_turns(n: int, seed: int) -> list[tuple[str, str]]:
+    """Chat-length turns: a 12-word question and a 28-word answer, Zipf over real words."""
+    words = english_words()
+    weights = 1.0 / np.arange(1, len(words) + 1)
+    picks = np.random.default_rng(seed).choice(
+        len(words), size=(n, 40), p=weights / weights.sum())
+    return [(" ".join(words[i] for i in row[:12]), " ".join(words[i] for i in row[12:]))
+            for row in picks]
+
+
 def unit_vectors(gen: np.random.Generator, n: int) -> np.ndarray:
     vecs = gen.standard_normal((n, 384)).astype(np.float32)
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -211,12 +229,16 @@ class Server:
         if not ready.wait(120) or not self.port:
             raise SystemExit("server did not start")
 
-    def rss_mb(self) -> float:
+    def rss_mb(self) -> dict[str, float]:
+        """Resident memory in MB: anonymous (heap, arenas) and file-backed (mmapped
+        files, which the kernel can drop under pressure); VmRSS is their sum."""
         assert self.proc
+        out = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[key] = int(value.split()[0]) / 1024
+        return out
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -285,9 +307,9 @@ async def measure_extra(target: str, duration: float) -> dict[str, dict[str, flo
     return out
 
 
-async def measure_ingest(target: str, episodes: int) -> dict[str, float]:
+async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str, float]:
     """Episodes/s from CreateEpisode to indexed, against the raw embedder on the same texts."""
-    sample = texts(episodes, 54, 9)
+    episodes = len(turns)
     async with grpc.aio.insecure_channel(target) as channel:
         stub = mgrpc.MemoryServiceStub(channel)
         session = await stub.CreateSession(mpb.CreateSessionRequest(session=mpb.Session()))
@@ -295,23 +317,32 @@ async def measure_ingest(target: str, episodes: int) -> dict[str, float]:
         started = time.perf_counter()
         sem = asyncio.Semaphore(16)
 
-        async def create(text: str) -> None:
+        async def create(user: str, ai: str) -> None:
             async with sem:
                 await stub.CreateEpisode(mpb.CreateEpisodeRequest(
-                    session_id=session.id, user_message=text[:150], ai_response=text[150:]))
+                    session_id=session.id, user_message=user, ai_response=ai))
 
-        await asyncio.gather(*(create(t) for t in sample))
+        await asyncio.gather(*(create(u, a) for u, a in turns))
         await _drained(stub)
         ingest_s = time.perf_counter() - started
     embedder = MiniLMEmbedder()
+    await embedder.warm()
     started = time.perf_counter()
     for start in range(0, episodes, 32):
-        await embedder.embed([f"User: {t[:150]}\nAssistant: {t[150:]}"
-                              for t in sample[start:start + 32]])
+        await embedder.embed([f"User: {u}\nAssistant: {a}" for u, a in turns[start:start + 32]])
     raw_s = time.perf_counter() - started
+    tokens = embedder._tokenizer.encode_batch(  # noqa: SLF001 -- bench-only introspection
+        [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]])
     await embedder.close()
     return {"episodes": episodes, "ingest_rate": episodes / ingest_s,
-            "raw_rate": episodes / raw_s}
+            "raw_rate": episodes / raw_s,
+            "tokens_p50": float(np.median([sum(e.attention_mask) for e in tokens]))}
+
+
+async def service_status(target: str) -> mpb.ServiceStatus:
+    async with grpc.aio.insecure_channel(target) as channel:
+        return await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
+            mpb.GetServiceStatusRequest())
 
 
 async def _drained(stub: mgrpc.MemoryServiceStub) -> None:
@@ -333,6 +364,7 @@ async def measure(target: str, duration: float, scopes: list[int]) -> list:
         ("search_episodes", 16, {"mode": "semantic", "search_session_ids": scopes}),
         ("search_episodes", 16, {"mode": "hybrid", "search_session_ids": scopes}),
         ("health", 64, {}),
+        ("mixed", 64, {"search_session_ids": scopes}),
         ("create_episode", 64, {}),
     ]
     for rpc, conc, extra in runs:
@@ -342,7 +374,11 @@ async def measure(target: str, duration: float, scopes: list[int]) -> list:
     return results
 
 
-def write_report(path: Path, args, server: Server, results, extra, ingest, rss_mb: float,
+def _mix(weights: dict[str, float]) -> str:
+    return ",".join(f"{op}={w:g}" for op, w in weights.items())
+
+
+def write_report(path: Path, args, server: Server, results, extra, ingests, rss, lag,
                  seed_s: float) -> None:
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
@@ -389,16 +425,38 @@ def write_report(path: Path, args, server: Server, results, extra, ingest, rss_m
         )
     lines += [
         "",
-        f"- Ingest to searchable: {ingest['episodes']:,.0f} CreateEpisode calls (concurrency"
-        f" 16) until the index queue was empty: {ingest['ingest_rate']:.0f} episodes/s; the raw"
-        f" embedder on the same texts in batches of 32: {ingest['raw_rate']:.0f} texts/s"
-        f" ({ingest['ingest_rate'] / ingest['raw_rate']:.0%}).",
+    ]
+    for label, ingest in ingests.items():
+        lines.append(
+            f"- Ingest to searchable, {label} (p50 {ingest['tokens_p50']:.0f} tokens an episode):"
+            f" {ingest['episodes']:,.0f} CreateEpisode calls (concurrency 16) until the index"
+            f" queue was empty: {ingest['ingest_rate']:.0f} episodes/s; the raw embedder on the"
+            f" same texts in batches of 32: {ingest['raw_rate']:.0f} texts/s"
+            f" ({ingest['ingest_rate'] / ingest['raw_rate']:.0%})."
+        )
+    start_rss, end_rss = rss
+    lines += [
         f"- Start-up on {episodes:,} episodes (process start to serving):"
         f" {server.startup_s:.2f} s.",
-        f"- Server RSS after the runs: {rss_mb:.0f} MB.",
+        f"- Server RSS at start: {start_rss['VmRSS']:.0f} MB ({start_rss['RssAnon']:.0f} MB"
+        f" anonymous, {start_rss['RssFile']:.0f} MB file-backed); after every run above:"
+        f" {end_rss['VmRSS']:.0f} MB ({end_rss['RssAnon']:.0f} MB anonymous,"
+        f" {end_rss['RssFile']:.0f} MB file-backed: mmapped vector and SQLite pages the kernel"
+        " can drop).",
+        f"- Event loop, over every run above (a wake-up asked for every 50 ms, from"
+        f" GetServiceStatus): worst delay {lag.max_lag_ms:.0f} ms; {lag.over_100ms} of"
+        f" {lag.samples:,} wake-ups were more than 100 ms late.",
     ]
+    mixed = by.get(("mixed", 64, ""))
+    if mixed is not None:
+        lines.append(
+            f"- mixed (c=64, mix {_mix(mixed.options['mix'])}): "
+            + "; ".join(f"{op} p50 {st.p50_ms:.1f} ms p99 {st.p99_ms:.1f} ms"
+                        for op, st in sorted(mixed.ops.items()))
+            + "."
+        )
     for rpc, _conc, mode, res in results:
-        if res.first_item_p50_ms is not None:
+        if res.first_item_p50_ms is not None and rpc != "mixed":
             lines.append(
                 f"- {rpc} ({mode}): first hit p50 {res.first_item_p50_ms:.1f} ms vs whole stream"
                 f" p50 {res.p50_ms:.1f} ms."
@@ -406,7 +464,10 @@ def write_report(path: Path, args, server: Server, results, extra, ingest, rss_m
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
     json_path.write_text(json.dumps(
-        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "ingest": ingest},
+        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "ingest": ingests,
+         "rss_mb": {"start": start_rss, "end": end_rss},
+         "event_loop": {"samples": lag.samples, "max_lag_ms": lag.max_lag_ms,
+                        "over_100ms": lag.over_100ms}},
         indent=1, default=str))
 
 
@@ -429,13 +490,21 @@ def main() -> int:
         server.start()
         target = f"127.0.0.1:{server.port}"
         try:
+            start_rss = server.rss_mb()
             extra = asyncio.run(measure_extra(target, args.duration))
-            ingest = asyncio.run(measure_ingest(target, args.ingest))
+            ingests = {
+                "chat-length turns": asyncio.run(
+                    measure_ingest(target, chat_turns(args.ingest, 9))),
+                "long synthetic turns": asyncio.run(measure_ingest(
+                    target, [(t[:150], t[150:]) for t in texts(args.ingest, 54, 9)])),
+            }
             results = asyncio.run(measure(target, args.duration, scopes))
-            rss = server.rss_mb()
+            end_rss = server.rss_mb()
+            lag = asyncio.run(service_status(target)).event_loop
         finally:
             server.stop()
-        write_report(args.out, args, server, results, extra, ingest, rss, seed_s)
+        write_report(args.out, args, server, results, extra, ingests, (start_rss, end_rss), lag,
+                     seed_s)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

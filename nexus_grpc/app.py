@@ -23,6 +23,7 @@ from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
 from nexus_grpc.llm import LLMClient
+from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
 from nexus_grpc.pipeline.extractor import ExtractionHandler
@@ -64,6 +65,7 @@ class ServiceState:
     embedding_dimension: int
     dependencies: list[DependencyState] = field(default_factory=list)
     queues: list[QueueDepth] = field(default_factory=list)
+    event_loop: LoopLag | None = None
 
 
 def make_index(settings: Settings) -> VectorIndex:
@@ -119,6 +121,7 @@ class App:
         )
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.loop_lag = LoopLagMonitor()
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster()
         self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
@@ -202,6 +205,7 @@ class App:
         self.workers.append(self.extraction_worker)
         for worker in self.workers:
             worker.start()
+        self.loop_lag.start()
         if reconcile:
             # In the background: a large index must not delay serving.
             task = asyncio.create_task(self._reconcile_at_start())
@@ -220,6 +224,7 @@ class App:
             log.exception("start-up reconcile failed; run ReconcileIndex once the index is back")
 
     async def close(self) -> None:
+        await self.loop_lag.stop()
         for task in list(self._background):
             task.cancel()
         for worker in self.workers:
@@ -262,4 +267,5 @@ class App:
             self.embedder.dimension,
             deps,
             queues,
+            self.loop_lag.snapshot(),
         )

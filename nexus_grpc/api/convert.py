@@ -11,6 +11,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.domain import models
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
+from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
@@ -178,4 +179,15 @@ def memory_usage(u: Any) -> mpb.MemoryUsage:
         memory_id=u.memory_id,
         relevance=u.relevance,
         category=u.category,
+    )
+
+
+def event_loop(lag: LoopLag | None) -> mpb.EventLoopStatus:
+    if lag is None:
+        return mpb.EventLoopStatus()
+    within_100ms = lag.bucket_counts[LAG_BUCKETS.index(0.1)]
+    return mpb.EventLoopStatus(
+        samples=lag.samples,
+        max_lag_ms=lag.max_seconds * 1000,
+        over_100ms=lag.samples - within_100ms,
     )

@@ -164,6 +164,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
                 )
                 for q in status.queues
             ],
+            event_loop=convert.event_loop(status.event_loop),
         )
 
     async def ReconcileIndex(

@@ -1391,6 +1391,7 @@ class ServiceStatus(_message.Message):
     EMBEDDING_DIMENSION_FIELD_NUMBER: _builtins.int
     DEPENDENCIES_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
+    EVENT_LOOP_FIELD_NUMBER: _builtins.int
     state: _builtins.str
     """"SERVING", or "DEGRADED" with the reasons in dependencies."""
     schema_version: _builtins.int
@@ -1400,6 +1401,8 @@ class ServiceStatus(_message.Message):
     def dependencies(self) -> _containers.RepeatedCompositeFieldContainer[Global___DependencyStatus]: ...
     @_builtins.property
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStatus]: ...
+    @_builtins.property
+    def event_loop(self) -> Global___EventLoopStatus: ...
     def __init__(
         self,
         *,
@@ -1409,14 +1412,47 @@ class ServiceStatus(_message.Message):
         embedding_dimension: _builtins.int = ...,
         dependencies: _abc.Iterable[Global___DependencyStatus] | None = ...,
         queues: _abc.Iterable[Global___QueueStatus] | None = ...,
+        event_loop: Global___EventLoopStatus | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_loop", b"event_loop"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "queues", b"queues", "schema_version", b"schema_version", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "event_loop", b"event_loop", "queues", b"queues", "schema_version", b"schema_version", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ServiceStatus: _TypeAlias = ServiceStatus  # noqa: Y015
+
+@_typing.final
+class EventLoopStatus(_message.Message):
+    """How late the server's event loop ran since start: every RPC, stream and
+    worker shares it, so a lag here delays all of them at once.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    MAX_LAG_MS_FIELD_NUMBER: _builtins.int
+    OVER_100MS_FIELD_NUMBER: _builtins.int
+    samples: _builtins.int
+    """Wake-ups measured (one every 50 ms)."""
+    max_lag_ms: _builtins.float
+    """The worst delay seen."""
+    over_100ms: _builtins.int
+    """Wake-ups delayed by more than 100 ms."""
+    def __init__(
+        self,
+        *,
+        samples: _builtins.int = ...,
+        max_lag_ms: _builtins.float = ...,
+        over_100ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_lag_ms", b"max_lag_ms", "over_100ms", b"over_100ms", "samples", b"samples"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EventLoopStatus: _TypeAlias = EventLoopStatus  # noqa: Y015
 
 @_typing.final
 class ReconcileIndexRequest(_message.Message):
