@@ -48,3 +48,7 @@ class PermissionDenied(NexusError):
 
 class ResourceExhausted(NexusError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class DeadlineExceeded(NexusError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED

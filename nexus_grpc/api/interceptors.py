@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from nexus_grpc import deadlines
 from nexus_grpc.errors import NexusError
 
 log = logging.getLogger("nexus_grpc.access")
@@ -115,6 +116,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             started = time.perf_counter()
             cancelled = False
             rid = self._begin(incoming)
+            deadlines.start(context.time_remaining())
             context.set_trailing_metadata((("x-request-id", rid),))
             held = False
             try:
@@ -141,6 +143,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             started = time.perf_counter()
             cancelled = False
             rid = self._begin(incoming)
+            deadlines.start(context.time_remaining())
             context.set_trailing_metadata((("x-request-id", rid),))
             held = streaming = False
             try:

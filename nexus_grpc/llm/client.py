@@ -20,6 +20,7 @@ import httpx
 import ollama
 import pydantic
 
+from nexus_grpc import deadlines
 from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 from nexus_grpc.llm.text import strip_model_tokens
 
@@ -115,6 +116,8 @@ class LLMClient:
         """
         # No overall cap by default: a long overview may legitimately stream for
         # minutes; httpx's read timeout still bounds each silence.
+        if timeout is None:
+            timeout = deadlines.remaining()  # the RPC's, when streaming to a caller
         limit = self._deadline(timeout, model, cap=False) if timeout is not None else None
         loop = asyncio.get_running_loop()
         deadline = None if limit is None else loop.time() + limit
@@ -173,7 +176,13 @@ class LLMClient:
     # -- helpers ---------------------------------------------------------------
 
     def _deadline(self, timeout: float | None, model: str | None, *, cap: bool = True) -> float:
-        """Overall limit for a call: the caller's remaining deadline, capped by ours."""
+        """Overall limit for a call: the caller's remaining deadline, capped by ours.
+
+        Without an explicit ``timeout``, the deadline of the RPC being served
+        (if any) is the caller's: an answer after it would reach nobody.
+        """
+        if timeout is None:
+            timeout = deadlines.remaining()
         if timeout is None:
             limit = self._timeout
         else:

@@ -37,6 +37,8 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
+from nexus_grpc import deadlines
+
 from .base import (
     CollectionNotFound,
     DimensionMismatch,
@@ -278,6 +280,9 @@ class EdgeVectorIndex:
             with_payload=True,
             with_vector=False,
         )
+        # In-process and uninterruptible once started: refuse to start a search
+        # whose caller has already given up, rather than hold the index thread.
+        deadlines.budget(None, f"searching {collection!r}")
         found = await self._call(lambda: self._shard(collection).query(request))
         return [VectorHit(int(p.id), float(p.score), dict(p.payload or {})) for p in found]
 

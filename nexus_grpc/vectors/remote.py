@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -10,6 +11,8 @@ from typing import Any
 import httpx
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from nexus_grpc import deadlines
 
 from .base import (
     CollectionNotFound,
@@ -210,15 +213,20 @@ class QdrantVectorIndex:
     ) -> list[VectorHit]:
         if limit <= 0:
             return []
+        # The caller's remaining deadline bounds the search on the Qdrant server
+        # too (its `timeout` is whole seconds), and our wait for it here.
+        budget = deadlines.budget(None, f"searching {collection!r} in Qdrant")
         with self._errors(collection):
-            resp = await self._client.query_points(
-                collection,
-                query=[float(x) for x in vector],
-                query_filter=to_qdrant_filter(filter),
-                limit=limit,
-                with_payload=True,
-                with_vectors=False,
-            )
+            async with asyncio.timeout(budget):
+                resp = await self._client.query_points(
+                    collection,
+                    query=[float(x) for x in vector],
+                    query_filter=to_qdrant_filter(filter),
+                    limit=limit,
+                    with_payload=True,
+                    with_vectors=False,
+                    timeout=None if budget is None else max(1, math.ceil(budget)),
+                )
         return [VectorHit(int(p.id), float(p.score), dict(p.payload or {})) for p in resp.points]
 
     async def count(self, collection: str) -> int:
