@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from nexus_grpc.config import OPTIONS, env_default, settings_from
@@ -55,7 +56,30 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from nexus_grpc.doctor import doctor
 
-    return asyncio.run(doctor(args.target, timeout=args.timeout))
+    def read(path: str | None) -> bytes | None:
+        if not path:
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    if bool(args.cert) != bool(args.key):
+        raise SystemExit("doctor: --cert and --key go together (a client certificate for mTLS)")
+    try:
+        roots, key, chain = read(args.cacert), read(args.key), read(args.cert)
+    except OSError as exc:
+        raise SystemExit(f"doctor: {exc}") from exc
+    if (key or chain) and roots is None:
+        raise SystemExit("doctor: --cert/--key need --cacert (mTLS runs over TLS)")
+    return asyncio.run(
+        doctor(
+            args.target,
+            timeout=args.timeout,
+            api_key=args.api_key or None,
+            root_certificates=roots,
+            private_key=key,
+            certificate_chain=chain,
+        )
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -81,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="print a running server's health detail")
     doctor.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
     doctor.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
+    doctor.add_argument(
+        "--api-key",
+        default=os.environ.get("NEXUS_API_KEY", ""),
+        help="sent as authorization: Bearer KEY (default: $NEXUS_API_KEY)",
+    )
+    doctor.add_argument("--cacert", default=None, help="PEM root certificates: use TLS")
+    doctor.add_argument("--cert", default=None, help="PEM client certificate, for mTLS")
+    doctor.add_argument("--key", default=None, help="PEM client private key, for mTLS")
     doctor.set_defaults(func=cmd_doctor)
 
     from nexus_grpc.bench import add_arguments

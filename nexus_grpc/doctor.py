@@ -38,16 +38,31 @@ async def doctor(
     timeout: float,  # noqa: ASYNC109 - a gRPC deadline, not an asyncio timeout
     *,
     api_key: str | None = None,
+    root_certificates: bytes | None = None,
+    private_key: bytes | None = None,
+    certificate_chain: bytes | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Prints ``target``'s health report to ``out`` (stdout); returns the exit status."""
+    """Prints ``target``'s health report to ``out`` (stdout); returns the exit status.
+
+    With auth on, the health check still answers without a key, but the
+    service status needs one (any valid key). TLS roots (and a client
+    certificate, for mTLS) reach a server started with ``--tls-cert``.
+    """
     out = out or sys.stdout
 
     def say(line: str = "") -> None:
         print(line, file=out)
 
     say(f"nexus-grpc doctor: {target}")
-    async with NexusClient(target, api_key=api_key, timeout=timeout) as client:
+    async with NexusClient(
+        target,
+        api_key=api_key,
+        root_certificates=root_certificates,
+        private_key=private_key,
+        certificate_chain=certificate_chain,
+        timeout=timeout,
+    ) as client:
         try:
             await client.wait_ready(timeout)
         except TimeoutError:
@@ -82,6 +97,10 @@ async def doctor(
             mark = "ok  " if dep.ok else "FAIL"
             detail = f"  {dep.detail}" if dep.detail else ""
             say(f"    {mark}  {dep.name:<{width}}{detail}")
+    if status.HasField("event_loop"):
+        loop = status.event_loop
+        say(f"  event loop        worst delay {loop.max_lag_ms:.0f} ms; "
+            f"{loop.over_100ms} of {loop.samples} wake-ups over 100 ms late")
     if status.queues:
         say("  queues")
         width = max(len(q.kind) for q in status.queues)
