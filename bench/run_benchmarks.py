@@ -199,8 +199,9 @@ def seed(data_dir: Path, episodes: int) -> list[int]:
 
 
 class Server:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *extra_args: str) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.startup_s = 0.0
@@ -209,7 +210,7 @@ class Server:
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nexus_grpc.cli", "serve", "--listen", "127.0.0.1:0",
-             "--data-dir", str(self.data_dir)],
+             "--data-dir", str(self.data_dir), *self.extra_args],
             stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "NEXUS_LOG_LEVEL": "INFO"},  # the port line is INFO
         )
@@ -339,6 +340,65 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
             "tokens_p50": float(np.median([sum(e.attention_mask) for e in tokens]))}
 
 
+async def measure_watch(episodes: int) -> dict[str, float]:
+    """WatchExtractions delivery, on its own server with an Ollama stand-in.
+
+    No LLM runs here, so extraction answers come from the protocol-faithful
+    stub the tests use (instantly): what is measured is our path from the
+    extraction job's commit to the subscriber, not a model's speed. It runs on
+    a separate small server so its extraction work never weighs on the other
+    figures.
+    """
+    from tests.ollama_stub import OllamaStub, Reply
+
+    answer = Reply.of({
+        "entities": [{"name": "Postgres", "type": "technology", "notes": "the database"},
+                     {"name": "Ada", "type": "person", "notes": None}],
+        "relationships": [{"from": "Ada", "to": "Postgres", "label": "maintains",
+                           "notes": None}],
+    })
+    with OllamaStub(default=answer) as stub, \
+            tempfile.TemporaryDirectory(prefix="nexus-watch-") as tmp:
+        server = Server(Path(tmp) / "data", "--ollama-url", stub.url)
+        server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                memory = mgrpc.MemoryServiceStub(channel)
+                graph = ggrpc.GraphServiceStub(channel)
+                session = await memory.CreateSession(
+                    mpb.CreateSessionRequest(session=mpb.Session()))
+                acked: dict[int, float] = {}
+                from_commit: list[float] = []
+                from_ack: list[float] = []
+                call = graph.WatchExtractions(gpb.WatchExtractionsRequest(session_id=session.id))
+
+                async def watch() -> None:
+                    async for event in call:
+                        now = time.time()
+                        committed = event.time.seconds + event.time.nanos / 1e9
+                        from_commit.append((now - committed) * 1000)
+                        from_ack.append((now - acked[event.episode_id]) * 1000)
+                        if len(from_commit) == episodes:
+                            return
+
+                reader = asyncio.create_task(watch())
+                for i in range(episodes):
+                    ep = await memory.CreateEpisode(mpb.CreateEpisodeRequest(
+                        session_id=session.id, user_message=f"Ada moved us to Postgres ({i})",
+                        ai_response="Noted: Postgres it is."))
+                    acked[ep.id] = time.time()
+                    await asyncio.sleep(0.02)  # a chat's pace, not a flood: one at a time
+                await asyncio.wait_for(reader, 120)
+                call.cancel()
+        finally:
+            server.stop()
+    from_commit.sort()
+    from_ack.sort()
+    return {"events": episodes,
+            "commit_p50": percentile(from_commit, 50), "commit_p99": percentile(from_commit, 99),
+            "ack_p50": percentile(from_ack, 50), "ack_p99": percentile(from_ack, 99)}
+
+
 async def service_status(target: str) -> mpb.ServiceStatus:
     async with grpc.aio.insecure_channel(target) as channel:
         return await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
@@ -378,7 +438,7 @@ def _mix(weights: dict[str, float]) -> str:
     return ",".join(f"{op}={w:g}" for op, w in weights.items())
 
 
-def write_report(path: Path, args, server: Server, results, extra, ingests, rss, lag,
+def write_report(path: Path, args, server: Server, results, extra, ingests, rss, lag, watch,
                  seed_s: float) -> None:
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
@@ -435,6 +495,14 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
             f" ({ingest['ingest_rate'] / ingest['raw_rate']:.0%})."
         )
     start_rss, end_rss = rss
+    lines.append(
+        f"- WatchExtractions delivery ({watch['events']} episodes, one every ~20 ms, on a"
+        " separate server whose Ollama is the tests' instant stand-in): from the extraction"
+        f" job's commit to the subscriber p50 {watch['commit_p50']:.1f} ms, p99"
+        f" {watch['commit_p99']:.1f} ms; from CreateEpisode's answer (queue pickup, the stub's"
+        f" answer, the graph upserts and the commit) p50 {watch['ack_p50']:.1f} ms, p99"
+        f" {watch['ack_p99']:.1f} ms."
+    )
     lines += [
         f"- Start-up on {episodes:,} episodes (process start to serving):"
         f" {server.startup_s:.2f} s.",
@@ -466,6 +534,7 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
     json_path.write_text(json.dumps(
         {"runs": [r.to_dict() for *_, r in results], "extra": extra, "ingest": ingests,
          "rss_mb": {"start": start_rss, "end": end_rss},
+         "watch": watch,
          "event_loop": {"samples": lag.samples, "max_lag_ms": lag.max_lag_ms,
                         "over_100ms": lag.over_100ms}},
         indent=1, default=str))
@@ -503,8 +572,9 @@ def main() -> int:
             lag = asyncio.run(service_status(target)).event_loop
         finally:
             server.stop()
+        watch = asyncio.run(measure_watch(200))
         write_report(args.out, args, server, results, extra, ingests, (start_rss, end_rss), lag,
-                     seed_s)
+                     watch, seed_s)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
