@@ -300,6 +300,11 @@ async def measure_extra(target: str, duration: float) -> dict[str, dict[str, flo
 
         out["health (c=1)"] = await drive(check, 1, duration)
         out["GetNeighborhood depth 3 (c=1)"] = await drive(neighborhood, 1, duration)
+        # The memory-search target names no concurrency: one caller, then sixteen.
+        out["SearchMemories keyword (c=1)"] = await drive(
+            memory_search(mpb.SEARCH_MODE_KEYWORD), 1, duration)
+        out["SearchMemories semantic (c=1)"] = await drive(
+            memory_search(mpb.SEARCH_MODE_SEMANTIC), 1, duration)
         out["health (c=16)"] = await drive(check, 16, duration)
         out["SearchMemories keyword (c=16)"] = await drive(
             memory_search(mpb.SEARCH_MODE_KEYWORD), 16, duration)
