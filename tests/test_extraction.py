@@ -126,9 +126,12 @@ async def gh(tmp_path, stub) -> Harness:
 
 
 async def test_prompt_holds_episode_and_last_20_known_entities(gh, stub):
+    p = await new_project(gh)
     for i in range(22):
-        await gh.graph.UpsertEntity(g.UpsertEntityRequest(name=f"Thing{i:02d}", type="concept"))
-    s = await new_session(gh)
+        await gh.graph.UpsertEntity(
+            g.UpsertEntityRequest(name=f"Thing{i:02d}", type="concept", project_id=p.id)
+        )
+    s = await new_session(gh, p.id)
     ep = await new_episode(gh, s.id, "Where does Alice work?", "Alice works at Initech.")
     event = await event_for(gh, ep.id)
     assert event.status == g.EXTRACTION_STATUS_DONE
@@ -497,3 +500,116 @@ async def test_extract_episode_errors(gh):
     )
     resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
     assert resp.queued == 0
+
+
+async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
+    """Sessions with no project never share entities: not in the prompt, not
+    in a listing, not in a search, and no edge may join their graphs."""
+    answer = {
+        "entities": [{"name": "Alice", "type": "person", "notes": "a private person"}],
+        "relationships": [],
+    }
+    stub.default = Reply.of(answer)
+    s1, s2 = await new_session(gh), await new_session(gh)
+    ev1 = await event_for(gh, (await new_episode(gh, s1.id, "first session talk")).id)
+    ev2 = await event_for(gh, (await new_episode(gh, s2.id, "second session talk")).id)
+    [a1], [a2] = ev1.entities, ev2.entities
+    assert a1.id != a2.id
+    assert (a1.project_id, a1.session_id) == (0, s1.id)
+    assert (a2.project_id, a2.session_id) == (0, s2.id)
+    # Session 2's prompt did not list session 1's Alice as a known entity.
+    second = next(r for r in stub.requests_to("/api/chat") if "second session" in r.prompt_text())
+    assert "Alice (person)" not in second.prompt_text()
+
+    for s, own in ((s1, a1), (s2, a2)):
+        listed = await gh.graph.ListEntities(g.ListEntitiesRequest(session_id=s.id))
+        assert [e.id for e in listed.entities] == [own.id]
+
+    async def indexed() -> bool:
+        return await gh.app.index.retrieve_ids("entities", [a1.id, a2.id]) == {a1.id, a2.id}
+
+    await wait_until(indexed)
+    for s, own in ((s1, a1), (s2, a2)):
+        call = gh.graph.SearchEntities(
+            g.SearchEntitiesRequest(query="Alice", session_id=s.id, limit=10)
+        )
+        assert [h.entity.id async for h in call] == [own.id]
+
+    # A manual upsert into a session's graph joins that graph's entity.
+    again = await gh.graph.UpsertEntity(
+        g.UpsertEntityRequest(name="alice", type="person", session_id=s1.id)
+    )
+    assert again.id == a1.id and again.mention_count == 2
+    other = await gh.graph.UpsertEntity(
+        g.UpsertEntityRequest(name="Bob", type="person", session_id=s2.id)
+    )
+    await expect_status(
+        gh.graph.UpsertRelationship(
+            g.UpsertRelationshipRequest(from_id=a1.id, to_id=other.id, label="knows")
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"session {s1.id}",
+    )
+
+    # Bad scopes say what is wrong.
+    p = await new_project(gh)
+    in_project = await new_session(gh, p.id)
+    bad = [
+        (g.SearchEntitiesRequest(query="Alice", limit=5), grpc.StatusCode.INVALID_ARGUMENT),
+        (
+            g.SearchEntitiesRequest(query="Alice", project_id=p.id, session_id=s1.id, limit=5),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            g.SearchEntitiesRequest(query="Alice", session_id=in_project.id, limit=5),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        ),
+        (
+            g.SearchEntitiesRequest(query="Alice", session_id=99999, limit=5),
+            grpc.StatusCode.NOT_FOUND,
+        ),
+    ]
+    for request, code in bad:
+        await expect_status(_drain(gh.graph.SearchEntities(request)), code, "")
+    await expect_status(
+        gh.graph.UpsertEntity(
+            g.UpsertEntityRequest(name="X", type="person", session_id=in_project.id)
+        ),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"project {p.id}",
+    )
+
+
+async def test_deleting_a_session_deletes_its_own_graph(gh, stub):
+    stub.default = Reply.of({
+        "entities": [{"name": "Carol", "type": "person", "notes": None},
+                     {"name": "Quartz", "type": "project", "notes": None}],
+        "relationships": [{"from": "Carol", "to": "Quartz", "label": "owns", "notes": None}],
+    })  # fmt: skip
+    gone, kept = await new_session(gh), await new_session(gh)
+    ev_gone = await event_for(gh, (await new_episode(gh, gone.id, "to be deleted")).id)
+    ev_kept = await event_for(gh, (await new_episode(gh, kept.id, "to be kept")).id)
+    gone_ids = [e.id for e in ev_gone.entities]
+
+    async def indexed() -> bool:
+        ids = [*gone_ids, *(e.id for e in ev_kept.entities)]
+        return await gh.app.index.retrieve_ids("entities", ids) == set(ids)
+
+    await wait_until(indexed)
+    await gh.memory.DeleteSession(m.DeleteSessionRequest(id=gone.id))
+    for entity_id in gone_ids:
+        await expect_status(
+            gh.graph.GetEntity(g.GetEntityRequest(id=entity_id)), grpc.StatusCode.NOT_FOUND
+        )
+
+    async def points_gone() -> bool:
+        return not await gh.app.index.retrieve_ids("entities", gone_ids)
+
+    await wait_until(points_gone)
+    listed = await gh.graph.ListEntities(g.ListEntitiesRequest(session_id=kept.id))
+    assert {e.id for e in listed.entities} == {e.id for e in ev_kept.entities}
+    assert len(ev_kept.relationships) == 1
+
+
+async def _drain(call) -> list:
+    return [item async for item in call]

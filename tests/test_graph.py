@@ -159,7 +159,7 @@ async def test_relationship_errors(harness):
     elsewhere = await entity(harness, "b", project_id=(await new_project(harness)).id)
     assert elsewhere.id != b.id  # same name and type, another project
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
-    with pytest.raises(sqlite3.IntegrityError, match="different projects"):  # the store's own guard
+    with pytest.raises(sqlite3.IntegrityError, match="different graphs"):  # the store's own guard
         await harness.app.db.write(
             lambda c: graph_store.upsert_relationship(c, elsewhere.id, a.id, "x", None)
         )

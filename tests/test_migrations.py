@@ -37,3 +37,54 @@ def test_a_newer_database_is_refused(tmp_path):
     conn.execute(f"PRAGMA user_version = {migrations.LATEST_VERSION + 1}")
     with pytest.raises(RuntimeError, match="newer than this build knows"):
         migrations.migrate(conn)
+
+
+def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path, monkeypatch):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    _migrate_to(conn, 3, monkeypatch)
+    conn.execute("INSERT INTO sessions (id, external_id, created_at)"
+                 " VALUES (1, 'a', 0), (2, 'b', 0)")  # fmt: skip
+    conn.execute("INSERT INTO episodes (id, session_id, user_message, ai_response, created_at)"
+                 " VALUES (1, 1, 'x', '', 0), (2, 2, 'y', '', 0)")  # fmt: skip
+    conn.execute("INSERT INTO entities (id, project_id, name, type, created_at)"
+                 " VALUES (1, 0, 'only a', 'concept', 0), (2, 0, 'both', 'concept', 0),"
+                 " (3, 0, 'also a', 'concept', 0), (9, 0, 'deleted', 'concept', 0)")  # fmt: skip
+    conn.execute("DELETE FROM entities WHERE id = 9")
+    conn.execute("INSERT INTO entity_episodes (entity_id, episode_id)"
+                 " VALUES (1, 1), (2, 1), (2, 2), (3, 1)")  # fmt: skip
+    conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at)"
+                 " VALUES (1, 3, 'near', 0)")  # fmt: skip
+
+    migrations.migrate(conn)
+
+    scopes = dict(conn.execute("SELECT id, session_id FROM entities").fetchall())
+    assert scopes == {1: 1, 2: 0, 3: 1}
+    assert conn.execute("SELECT from_id, to_id FROM relationships").fetchall() == [(1, 3)]
+    assert conn.execute("SELECT COUNT(*) FROM entity_episodes").fetchone()[0] == 4
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # The id high-water mark survives the rebuild.
+    new_id = conn.execute("INSERT INTO entities (name, type, created_at)"
+                          " VALUES ('new', 'concept', 0)").lastrowid  # fmt: skip
+    assert new_id == 10
+    # The same name may now live in two sessions' graphs, but no edge joins them.
+    conn.execute("INSERT INTO entities (id, session_id, name, type, created_at)"
+                 " VALUES (20, 2, 'only a', 'concept', 0)")  # fmt: skip
+    with pytest.raises(sqlite3.IntegrityError, match="different graphs"):
+        conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at)"
+                     " VALUES (1, 20, 'leak', 0)")  # fmt: skip
+    # Deleting an entity still cascades to its edges and links.
+    conn.execute("DELETE FROM entities WHERE id = 1")
+    assert conn.execute("SELECT COUNT(*) FROM relationships").fetchone()[0] == 0
+
+
+def test_the_graph_migration_reindexes_every_entity(tmp_path, monkeypatch):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, 3, monkeypatch)
+    conn.execute("INSERT INTO entities (id, project_id, name, type, created_at)"
+                 " VALUES (1, 7, 'a', 'concept', 0), (2, 0, 'b', 'concept', 0)")  # fmt: skip
+    migrations.migrate(conn)
+    queued = conn.execute("SELECT target_id FROM jobs WHERE kind = 'index:entities'"
+                          " AND state = 'pending' ORDER BY target_id").fetchall()  # fmt: skip
+    assert queued == [(1,), (2,)]

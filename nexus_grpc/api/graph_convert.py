@@ -42,6 +42,7 @@ def entity(e: Entity) -> gpb.Entity:
         last_seen_time=_ts(e.last_seen_at),
         create_time=_ts(e.created_at),
         project_id=e.project_id,
+        session_id=e.session_id,
     )
 
 

@@ -24,7 +24,12 @@ class GraphServicer(ggrpc.GraphServiceServicer):
 
     async def UpsertEntity(self, request: gpb.UpsertEntityRequest, context: Ctx) -> gpb.Entity:
         e = await self.graph.upsert_entity(
-            request.name, request.type, request.notes, request.confidence, request.project_id
+            request.name,
+            request.type,
+            request.notes,
+            request.confidence,
+            request.project_id,
+            session_id=request.session_id,
         )
         return convert.entity(e)
 
@@ -41,7 +46,11 @@ class GraphServicer(ggrpc.GraphServiceServicer):
         self, request: gpb.ListEntitiesRequest, context: Ctx
     ) -> gpb.ListEntitiesResponse:
         page = await self.graph.list_entities(
-            request.type, request.project_id, request.page_size, request.page_token
+            request.type,
+            request.project_id,
+            request.page_size,
+            request.page_token,
+            session_id=request.session_id,
         )
         return gpb.ListEntitiesResponse(
             entities=[convert.entity(e) for e in page.items], next_page_token=page.next_token
@@ -82,7 +91,9 @@ class GraphServicer(ggrpc.GraphServiceServicer):
     async def SearchEntities(
         self, request: gpb.SearchEntitiesRequest, context: Ctx
     ) -> AsyncIterator[gpb.EntityHit]:
-        async for hit in self.graph.search(request.query, request.project_id, request.limit):
+        async for hit in self.graph.search(
+            request.query, request.project_id, request.limit, session_id=request.session_id
+        ):
             yield convert.entity_hit(hit)
 
     # Extraction

@@ -60,6 +60,16 @@ def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] 
     return (row[0], row[1]) if row else None
 
 
+def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
+    """The graph an episode's facts go to, as (project_id, session_id).
+
+    A project's sessions share the project's graph. A session outside any
+    project has its own: seed 000 keeps such a session's memory to itself,
+    and a shared pool would put one session's names in another's prompt.
+    """
+    return (project_id, 0) if project_id else (0, session_id)
+
+
 def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | None:
     scope = episode_scope(conn, episode_id)
     if scope is None:
@@ -67,7 +77,10 @@ def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | Non
     episode = episode_store.get(conn, episode_id)
     # Only entities of the episode's own scope: another project's names must
     # not leak into this one's prompt (and from there into its graph).
-    known = graph_store.recent_entities(conn, scope[1], MAX_KNOWN_ENTITIES)
+    project_id, session_id = graph_of(*scope)
+    known = graph_store.recent_entities(
+        conn, project_id, MAX_KNOWN_ENTITIES, session_id=session_id
+    )
     return _EpisodeContext(episode.user_message, episode.ai_response, known)
 
 
@@ -80,6 +93,7 @@ def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionRe
     if scope is None:
         return None
     session_id, project_id = scope
+    graph = graph_of(session_id, project_id)
     by_name: dict[str, int] = {}
     entity_ids: list[int] = []
     for e in result.entities:
@@ -89,7 +103,8 @@ def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionRe
             e.type,
             e.notes,
             source=graph_store.SOURCE_EXTRACTION,
-            project_id=project_id,
+            project_id=graph[0],
+            session_id=graph[1],
             episode_id=episode_id,
         )
         entity_ids.append(entity_id)

@@ -75,6 +75,25 @@ def _notes(value: str) -> str | None:
     return value.strip() or None
 
 
+def _check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
+    """A session's own graph exists only while the session is outside any project."""
+    session = session_store.get(conn, session_id)  # NotFound when it does not exist
+    if session.project_id:
+        raise FailedPrecondition(
+            f"session {session_id} is in project {session.project_id}, whose graph its"
+            f" episodes share: use project_id {session.project_id}"
+        )
+
+
+def _graph_name(graph: tuple[int, int]) -> str:
+    project_id, session_id = graph
+    if project_id:
+        return f"project {project_id}"
+    if session_id:
+        return f"the graph of session {session_id} (outside any project)"
+    return "project 0 (no project)"
+
+
 class Graph:
     def __init__(
         self,
@@ -93,7 +112,14 @@ class Graph:
     # Entities ---------------------------------------------------------------
 
     async def upsert_entity(
-        self, name: str, etype: str, notes: str, confidence: float, project_id: int
+        self,
+        name: str,
+        etype: str,
+        notes: str,
+        confidence: float,
+        project_id: int,
+        *,
+        session_id: int = 0,
     ) -> Entity:
         v.text("name", name, limit=v.MAX_NAME_CHARS, required=True)
         clean_name = " ".join(name.split())
@@ -102,10 +128,17 @@ class Graph:
         if not 0.0 <= confidence <= 1.0:
             raise InvalidArgument(f"confidence must be between 0 and 1, got {confidence}")
         v.positive_id("project_id", project_id, required=False)
+        v.positive_id("session_id", session_id, required=False)
+        if project_id and session_id:
+            raise InvalidArgument(
+                "set project_id or session_id, not both: an entity lives in one graph"
+            )
 
         def write(conn: sqlite3.Connection) -> Entity:
             if project_id and not project_store.exists(conn, project_id):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
+            if session_id:
+                _check_session_graph(conn, session_id)
             entity_id = graph_store.upsert_entity(
                 conn,
                 clean_name,
@@ -113,6 +146,7 @@ class Graph:
                 clean_notes,
                 source=graph_store.SOURCE_MANUAL,
                 project_id=project_id,
+                session_id=session_id,
                 confidence=confidence or None,
             )
             return graph_store.get_entity(conn, entity_id)
@@ -132,14 +166,19 @@ class Graph:
         return deleted
 
     async def list_entities(
-        self, etype: str, project_id: int, page_size: int, page_token: str
+        self, etype: str, project_id: int, page_size: int, page_token: str, *, session_id: int = 0
     ) -> Page[Entity]:
         clean_type = _entity_type("type", etype, required=False)
         v.positive_id("project_id", project_id, required=False)
+        v.positive_id("session_id", session_id, required=False)
+        if project_id and session_id:
+            raise InvalidArgument("set project_id or session_id, not both: they name two graphs")
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         rows = await self.db.read(
-            lambda c: graph_store.list_entities(c, clean_type, project_id, after, size + 1)
+            lambda c: graph_store.list_entities(
+                c, clean_type, project_id, after, size + 1, session_id=session_id
+            )
         )
         if len(rows) > size:
             rows = rows[:size]
@@ -159,16 +198,17 @@ class Graph:
         clean_notes = _notes(notes)
 
         def write(conn: sqlite3.Connection) -> Relationship:
-            projects = []
+            graphs = []
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
-                project = graph_store.entity_project(conn, entity_id)
-                if project is None:
+                graph = graph_store.entity_graph(conn, entity_id)
+                if graph is None:
                     raise NotFound(f"{field}: entity {entity_id} does not exist")
-                projects.append(project)
-            if projects[0] != projects[1]:
+                graphs.append(graph)
+            if graphs[0] != graphs[1]:
                 raise FailedPrecondition(
-                    f"entity {from_id} belongs to project {projects[0]} and entity {to_id} to"
-                    f" project {projects[1]}; a relationship joins entities of one project"
+                    f"entity {from_id} belongs to {_graph_name(graphs[0])} and entity {to_id} to"
+                    f" {_graph_name(graphs[1])}; a relationship joins entities of one project"
+                    " (or of one session outside any project)"
                 )
             rel_id = graph_store.upsert_relationship(conn, from_id, to_id, clean_label, clean_notes)
             return graph_store.get_relationship(conn, rel_id)
@@ -231,21 +271,36 @@ class Graph:
 
     # Search -----------------------------------------------------------------
 
-    async def search(self, query: str, project_id: int, limit: int) -> AsyncIterator[EntityHit]:
+    async def search(
+        self, query: str, project_id: int, limit: int, *, session_id: int = 0
+    ) -> AsyncIterator[EntityHit]:
         text = v.query(query)
         n = v.search_limit(limit)
-        if project_id <= 0:
+        v.positive_id("project_id", project_id, required=False)
+        v.positive_id("session_id", session_id, required=False)
+        if bool(project_id) == bool(session_id):
             raise InvalidArgument(
-                f"project_id is required to scope an entity search, got {project_id}"
+                "an entity search needs exactly one graph: project_id, or session_id for a"
+                f" session outside any project (got project_id {project_id},"
+                f" session_id {session_id})"
             )
-        if not await self.db.read(lambda c: project_store.exists(c, project_id)):
-            raise NotFound(f"project {project_id} does not exist")
+        if project_id:
+            if not await self.db.read(lambda c: project_store.exists(c, project_id)):
+                raise NotFound(f"project {project_id} does not exist")
+        else:
+            await self.db.read(lambda c: _check_session_graph(c, session_id))
+        graph = (project_id, session_id)
         try:
             [vector] = await self.embedder.embed([text])
             hits = await self.index.search(
                 ENTITIES,
                 vector,
-                filter=Filter(must=(MatchAny("projectId", (project_id,)),)),
+                filter=Filter(
+                    must=(
+                        MatchAny("projectId", (project_id,)),
+                        MatchAny("sessionId", (session_id,)),
+                    )
+                ),
                 limit=n * CANDIDATE_FACTOR,
             )
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
@@ -255,7 +310,7 @@ class Graph:
         # The index is derived: SQLite has the last word on existence and scope.
         for hit in hits:
             entity = rows.get(hit.id)
-            if entity is None or entity.project_id != project_id:
+            if entity is None or (entity.project_id, entity.session_id) != graph:
                 continue
             yield EntityHit(entity, hit.score)
             sent += 1

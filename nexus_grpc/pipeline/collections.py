@@ -22,7 +22,11 @@ EPISODES = CollectionSpec(
     "episodes", jobs.INDEX_EPISODE, "episodes", {"sessionId": "integer"}, documents.episodes
 )
 ENTITIES = CollectionSpec(
-    "entities", jobs.INDEX_ENTITY, "entities", {"projectId": "integer"}, documents.entities
+    "entities",
+    jobs.INDEX_ENTITY,
+    "entities",
+    {"projectId": "integer", "sessionId": "integer"},
+    documents.entities,
 )
 SUMMARIES = CollectionSpec(
     "summaries",

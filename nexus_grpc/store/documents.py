@@ -31,12 +31,16 @@ def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
 
 def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
-        "SELECT id, name, type, notes, project_id FROM entities"
+        "SELECT id, name, type, notes, project_id, session_id FROM entities"
         f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
     return {
-        r[0]: (f"{r[1]} ({r[2]}): {r[3] or ''}".rstrip(": "), {"projectId": r[4]}) for r in rows
+        r[0]: (
+            f"{r[1]} ({r[2]}): {r[3] or ''}".rstrip(": "),
+            {"projectId": r[4], "sessionId": r[5]},
+        )
+        for r in rows
     }
 
 

@@ -38,6 +38,8 @@ class Entity:
     last_seen_at: float | None
     created_at: float
     project_id: int = 0
+    # Set only for the graph of a session outside any project (project_id 0).
+    session_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,13 @@ class Relationship:
 
 _ENTITY_COLUMNS = (
     "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
-    " e.created_at, e.project_id"
+    " e.created_at, e.project_id, e.session_id"
 )
 _REL_COLUMNS = "id, from_id, to_id, label, notes, mention_count, created_at"
 
 
 def _entity(r: Sequence) -> Entity:
-    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
 
 
 def _rel(r: Sequence) -> Relationship:
@@ -81,24 +83,30 @@ def upsert_entity(
     *,
     source: str,
     project_id: int,
+    session_id: int = 0,
     episode_id: int | None = None,
     confidence: float | None = None,
 ) -> int:
-    """Insert or update by (project, name, type); returns the entity id.
+    """Insert or update by (graph, name, type); returns the entity id.
+
+    The graph is a project's (``session_id`` 0), or a project-less session's
+    own (``project_id`` 0).
 
     Queues the entity's (re-)embedding in the same transaction.
     """
     ts = now()
     row = conn.execute(
-        "SELECT id FROM entities WHERE project_id = ? AND name = ? AND type = ?",
-        (project_id, name, etype),
+        "SELECT id FROM entities WHERE project_id = ? AND session_id = ? AND name = ?"
+        " AND type = ?",
+        (project_id, session_id, name, etype),
     ).fetchone()
     if row is None:
         entity_id = conn.execute(
-            "INSERT INTO entities (project_id, name, type, notes, mention_count, confidence,"
-            " source, last_seen_at, created_at) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
+            "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
+            " confidence, source, last_seen_at, created_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
             (
                 project_id,
+                session_id,
                 name,
                 etype,
                 notes,
@@ -161,6 +169,14 @@ def entity_project(conn: sqlite3.Connection, entity_id: int) -> int | None:
     return None if row is None else int(row[0])
 
 
+def entity_graph(conn: sqlite3.Connection, entity_id: int) -> tuple[int, int] | None:
+    """The entity's graph as (project_id, session_id), or None when it does not exist."""
+    row = conn.execute(
+        "SELECT project_id, session_id FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
 def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
     """Delete an entity and (by cascade) its edges; returns how many edges went."""
     get_entity(conn, entity_id)
@@ -174,9 +190,14 @@ def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
 
 
 def list_entities(
-    conn: sqlite3.Connection, etype: str, project_id: int, after_id: int | None, limit: int
+    conn: sqlite3.Connection,
+    etype: str,
+    project_id: int,
+    after_id: int | None,
+    limit: int,
+    session_id: int = 0,
 ) -> list[Entity]:
-    """Oldest first (keyset on id), optionally by type and by project."""
+    """Oldest first (keyset on id), optionally by type and by project or session graph."""
     where = ["e.id > ?"]
     params: list[object] = [after_id or 0]
     if etype:
@@ -185,6 +206,9 @@ def list_entities(
     if project_id:
         where.append("e.project_id = ?")
         params.append(project_id)
+    if session_id:
+        where.append("e.project_id = 0 AND e.session_id = ?")
+        params.append(session_id)
     rows = conn.execute(
         f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE {' AND '.join(where)}"
         " ORDER BY e.id LIMIT ?",
@@ -193,12 +217,14 @@ def list_entities(
     return [_entity(r) for r in rows]
 
 
-def recent_entities(conn: sqlite3.Connection, project_id: int, limit: int) -> list[tuple[str, str]]:
-    """The last ``limit`` entities seen in a project's scope, oldest first."""
+def recent_entities(
+    conn: sqlite3.Connection, project_id: int, limit: int, session_id: int = 0
+) -> list[tuple[str, str]]:
+    """The last ``limit`` entities seen in one graph, oldest first."""
     rows = conn.execute(
-        "SELECT name, type FROM entities WHERE project_id = ?"
+        "SELECT name, type FROM entities WHERE project_id = ? AND session_id = ?"
         " ORDER BY last_seen_at DESC, id DESC LIMIT ?",
-        (project_id, limit),
+        (project_id, session_id, limit),
     ).fetchall()
     return [(r[0], r[1]) for r in reversed(rows)]
 

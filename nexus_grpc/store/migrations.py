@@ -14,6 +14,12 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
+# A migration that starts with this marker rebuilds a table that others
+# reference: it runs with foreign keys off (DROP TABLE would otherwise cascade
+# into the referencing rows), and PRAGMA foreign_key_check must find nothing
+# before it commits.
+REBUILD = "-- rebuild\n"
+
 MIGRATIONS: list[str] = [
     # 1: seed 001's tables, the jobs outbox, the extraction event log and FTS5.
     # Ids that clients hold are AUTOINCREMENT: a deleted project, session,
@@ -259,6 +265,68 @@ MIGRATIONS: list[str] = [
     DROP INDEX idx_relationships_to;
     CREATE INDEX idx_relationships_to ON relationships(to_id, from_id);
     """,
+    # 4: a session outside any project gets a graph of its own. Until now all
+    # such sessions extracted into one shared pool (project 0), so one
+    # session's entity names reached another's prompt and entity search. The
+    # UNIQUE constraint changes, so the table is rebuilt (foreign keys off,
+    # checked before commit). Existing pool entities mentioned by exactly one
+    # session move to it; the rest stay in the unscoped pool (0, 0).
+    REBUILD
+    + """
+    CREATE TABLE entities_new (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id    INTEGER NOT NULL DEFAULT 0,
+        -- The session whose own graph this is: only for a session outside any
+        -- project (project_id 0). 0 for every project entity.
+        session_id    INTEGER NOT NULL DEFAULT 0,
+        name          TEXT NOT NULL COLLATE NOCASE,
+        type          TEXT NOT NULL,
+        notes         TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 1,
+        confidence    REAL NOT NULL DEFAULT 1.0,
+        source        TEXT NOT NULL DEFAULT 'extraction',
+        last_seen_at  REAL,
+        created_at    REAL NOT NULL,
+        UNIQUE(project_id, session_id, name, type)
+    );
+    INSERT INTO entities_new (id, project_id, session_id, name, type, notes, mention_count,
+                              confidence, source, last_seen_at, created_at)
+    SELECT e.id, e.project_id,
+           CASE WHEN e.project_id != 0 THEN 0 ELSE COALESCE((
+               SELECT MIN(ep.session_id) FROM entity_episodes ee
+               JOIN episodes ep ON ep.id = ee.episode_id
+               WHERE ee.entity_id = e.id
+               HAVING COUNT(DISTINCT ep.session_id) = 1), 0) END,
+           e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,
+           e.created_at
+    FROM entities e;
+    -- Keep the id high-water mark: a deleted entity's id is never handed out again.
+    UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'entities'), 0))
+    WHERE name = 'entities_new';
+    DROP TRIGGER relationships_same_project;
+    DROP TABLE entities;
+    ALTER TABLE entities_new RENAME TO entities;
+    CREATE INDEX idx_entities_type ON entities(type);
+    -- ListEntities by project or session (keyset on id: the rowid ends every index).
+    CREATE INDEX idx_entities_scope ON entities(project_id, session_id);
+    -- The extraction prompt's last known entities of a graph.
+    CREATE INDEX idx_entities_scope_seen ON entities(project_id, session_id, last_seen_at);
+    -- An edge never joins two graphs.
+    CREATE TRIGGER relationships_same_graph BEFORE INSERT ON relationships
+    WHEN (SELECT project_id || '/' || session_id FROM entities WHERE id = new.from_id)
+        IS NOT (SELECT project_id || '/' || session_id FROM entities WHERE id = new.to_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'relationship endpoints belong to different graphs');
+    END;
+    -- Entity points now carry sessionId, which entity search filters on:
+    -- re-index every entity through the outbox.
+    INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)
+    SELECT 'index:entities', id, 0, (julianday('now') - 2440587.5) * 86400.0,
+           (julianday('now') - 2440587.5) * 86400.0
+    FROM entities WHERE true
+    ON CONFLICT DO NOTHING;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -274,15 +342,25 @@ def migrate(conn: sqlite3.Connection) -> int:
         )
     for version in range(current + 1, LATEST_VERSION + 1):
         log.info("applying schema migration %d", version)
+        script = MIGRATIONS[version - 1]
+        rebuild = script.startswith(REBUILD)
+        foreign_keys = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+        if rebuild:
+            conn.execute("PRAGMA foreign_keys = OFF")  # only takes effect outside a transaction
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _split(MIGRATIONS[version - 1]):
+            for statement in _split(script):
                 conn.execute(statement)
+            if rebuild and conn.execute("PRAGMA foreign_key_check").fetchall():
+                raise RuntimeError(f"schema migration {version} would break foreign keys")
             conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        finally:
+            if rebuild:
+                conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
     return LATEST_VERSION
 
 

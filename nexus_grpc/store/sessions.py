@@ -118,6 +118,11 @@ def delete(conn: sqlite3.Connection, session_id: int) -> int:
     jobs.enqueue_select(
         conn, jobs.INDEX_SUMMARY, "SELECT id FROM summaries WHERE session_id = ?", (session_id,)
     )
+    # The graph of a session outside any project is the session's alone: it
+    # goes with it (edges and episode links by cascade), points included.
+    own_graph = "SELECT id FROM entities WHERE project_id = 0 AND session_id = ?"
+    jobs.enqueue_select(conn, jobs.INDEX_ENTITY, own_graph, (session_id,))
+    conn.execute(f"DELETE FROM entities WHERE id IN ({own_graph})", (session_id,))
     count = conn.execute(
         "SELECT COUNT(*) FROM episodes WHERE session_id = ?", (session_id,)
     ).fetchone()[0]

@@ -70,6 +70,7 @@ class Entity(_message.Message):
     LAST_SEEN_TIME_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: _builtins.str
@@ -79,7 +80,11 @@ class Entity(_message.Message):
     confidence: _builtins.float
     source: Global___EntitySource.ValueType
     project_id: _builtins.int
-    """The project the entity belongs to (0: sessions in no project)."""
+    """The project whose graph holds the entity (0: none)."""
+    session_id: _builtins.int
+    """Set instead of project_id for the graph of a session outside any project:
+    each such session keeps a graph of its own.
+    """
     @_builtins.property
     def last_seen_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -97,10 +102,11 @@ class Entity(_message.Message):
         last_seen_time: _timestamp_pb2.Timestamp | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         project_id: _builtins.int = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen_time", b"last_seen_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_id", b"project_id", "source", b"source", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_id", b"project_id", "session_id", b"session_id", "source", b"source", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -154,12 +160,17 @@ class UpsertEntityRequest(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     type: _builtins.str
     notes: _builtins.str
     confidence: _builtins.float
     project_id: _builtins.int
     """The project the entity belongs to, part of its key (0: no project)."""
+    session_id: _builtins.int
+    """Instead of project_id: the graph of this session, which must be outside
+    any project (a project's sessions share the project's graph).
+    """
     def __init__(
         self,
         *,
@@ -168,10 +179,11 @@ class UpsertEntityRequest(_message.Message):
         notes: _builtins.str = ...,
         confidence: _builtins.float = ...,
         project_id: _builtins.int = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "name", b"name", "notes", b"notes", "project_id", b"project_id", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "name", b"name", "notes", b"notes", "project_id", b"project_id", "session_id", b"session_id", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -242,11 +254,14 @@ class ListEntitiesRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     project_id: _builtins.int
     """When set, only this project's entities."""
     page_size: _builtins.int
     page_token: _builtins.str
+    session_id: _builtins.int
+    """When set, only the graph of this session (outside any project)."""
     def __init__(
         self,
         *,
@@ -254,10 +269,11 @@ class ListEntitiesRequest(_message.Message):
         project_id: _builtins.int = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "session_id", b"session_id", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -471,19 +487,25 @@ class SearchEntitiesRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     project_id: _builtins.int
+    """The graph to search: a project's, or (session_id instead) the graph of a
+    session outside any project. Exactly one is required.
+    """
     limit: _builtins.int
+    session_id: _builtins.int
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         project_id: _builtins.int = ...,
         limit: _builtins.int = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "project_id", b"project_id", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "project_id", b"project_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
