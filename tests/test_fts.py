@@ -27,3 +27,21 @@ def test_every_expression_is_valid_fts5():
         expression = match_expression(query)
         if expression is not None:
             conn.execute("SELECT * FROM t WHERE t MATCH ?", (expression,)).fetchall()
+
+
+def test_a_scope_of_more_sessions_than_sqlite_binds_still_searches(tmp_path):
+    from nexus_grpc.store import episodes
+    from nexus_grpc.store.migrations import migrate
+
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    migrate(conn)
+    conn.execute("INSERT INTO sessions (id, external_id, created_at) VALUES (40000, 'x', 0)")
+    conn.execute("INSERT INTO episodes (session_id, user_message, ai_response, created_at)"
+                 " VALUES (40000, 'the zebra migration', '', 0)")  # fmt: skip
+    # A stricter SQLite build: 999 bound variables at most.
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    scope = list(range(1, 40001))
+    hits = episodes.keyword_search(conn, match_expression("zebra"), scope, 10)
+    assert [h[0] for h in hits] == [1]
+    assert episodes.keyword_search(conn, match_expression("zebra"), scope[:-1], 10) == []

@@ -181,12 +181,13 @@ def keyword_search(
     else:
         if not session_ids:
             return []
-        marks = placeholders(len(session_ids))
+        # One JSON parameter, not one per session: a project's session list has
+        # no upper bound, and SQLite builds cap bound variables (32,766 by default).
         rows = conn.execute(
             f"SELECT f.rowid, bm25(episodes_fts), {snippet} FROM episodes_fts f"
             " JOIN episodes e ON e.id = f.rowid"
-            f" WHERE episodes_fts MATCH ? AND e.session_id IN ({marks})"
+            " WHERE episodes_fts MATCH ? AND e.session_id IN (SELECT value FROM json_each(?))"
             " ORDER BY bm25(episodes_fts) LIMIT ?",
-            (match, *session_ids, limit),
+            (match, json.dumps([int(i) for i in session_ids]), limit),
         ).fetchall()
     return [(r[0], -float(r[1]), r[2]) for r in rows]
