@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, keyword_if_down
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, hybrid_halves
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
@@ -51,9 +51,10 @@ class EpisodeSearch:
             for hit in await self._semantic(text, session_ids, n):
                 yield hit
             return
-        keyword = await self._keyword(text, session_ids, n * HYBRID_CANDIDATE_FACTOR)
-        semantic = await keyword_if_down(
-            self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR), on_degraded
+        keyword, semantic = await hybrid_halves(
+            self._keyword(text, session_ids, n * HYBRID_CANDIDATE_FACTOR),
+            self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR),
+            on_degraded,
         )
         for f in fuse(keyword, semantic, lambda h: h.episode.id, n):
             # The keyword path's snippet shows where the words matched.

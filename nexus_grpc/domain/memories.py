@@ -30,7 +30,7 @@ from nexus_grpc.domain.memory_scope import (
     vector_filter,
 )
 from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, keyword_if_down
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, hybrid_halves
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -294,9 +294,10 @@ class Memories:
             for hit in await self.semantic(text, scope, n):
                 yield hit
             return
-        keyword = await self.keyword(text, scope, n * HYBRID_CANDIDATE_FACTOR)
-        semantic = await keyword_if_down(
-            self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR), on_degraded
+        keyword, semantic = await hybrid_halves(
+            self.keyword(text, scope, n * HYBRID_CANDIDATE_FACTOR),
+            self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR),
+            on_degraded,
         )
         for f in fuse(keyword, semantic, lambda h: h.memory.id, n):
             yield MemoryHit(f.hit.memory, f.score, f.sources)

@@ -7,10 +7,11 @@ engines use.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nexus_grpc.domain.models import SearchSource
 from nexus_grpc.errors import Unavailable
@@ -71,6 +72,23 @@ def fuse(
     by_semantic = {key(h): h for h in semantic}
     fused = reciprocal_rank_fusion([list(by_keyword), list(by_semantic)])
     return [Fused(score, by_keyword.get(k), by_semantic.get(k)) for k, score in fused[:limit]]
+
+
+async def hybrid_halves(
+    keyword: Coroutine[Any, Any, list[H]],
+    semantic: Coroutine[Any, Any, list[H]],
+    on_degraded: Callable[[str], None] | None,
+) -> tuple[list[H], list[H]]:
+    """Both halves of a hybrid search at once: the keyword half reads SQLite on
+    a reader thread while the semantic half embeds on the model's, so a hybrid
+    search costs the slower half, not the sum. A failure in either ends both."""
+    keyword_task = asyncio.ensure_future(keyword)
+    try:
+        semantic_hits = await keyword_if_down(semantic, on_degraded)
+        return await keyword_task, semantic_hits
+    finally:
+        if not keyword_task.done():
+            keyword_task.cancel()
 
 
 async def keyword_if_down(
