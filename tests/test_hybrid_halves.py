@@ -39,9 +39,10 @@ async def test_a_semantic_outage_degrades_to_keywords_and_says_so():
 
 
 async def test_a_failing_half_ends_the_other_and_keeps_its_error():
-    cancelled = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def slow_keyword():
+        started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -49,6 +50,7 @@ async def test_a_failing_half_ends_the_other_and_keeps_its_error():
             raise
 
     async def broken_semantic():
+        await asyncio.wait_for(started.wait(), 5)
         raise RuntimeError("index bug")
 
     with pytest.raises(RuntimeError, match="index bug"):
