@@ -222,6 +222,39 @@ async def test_create_episode_is_idempotent_by_request_id(harness):
     assert await count_rows(harness, "episodes") == 1
 
 
+async def test_a_request_id_reused_for_a_different_episode_is_refused(harness):
+    """Found by tests/test_fuzz_rpcs.py: a retry key reused with other content
+    (or a project that does not exist) answered OK with the first episode."""
+    p = await new_project(harness)
+    s = await new_session(harness)
+    first = await harness.memory.CreateEpisode(m.CreateEpisodeRequest(
+        session_id=s.id, user_message="a", ai_response="b", request_id="r-1"))
+    exists = grpc.StatusCode.ALREADY_EXISTS
+    for changed in ({"user_message": "other"}, {"ai_response": ""}, {"project_id": p.id},
+                    {"project_id": 999}):  # fmt: skip
+        request = m.CreateEpisodeRequest(
+            session_id=s.id, user_message="a", ai_response="b", request_id="r-1")
+        for name, value in changed.items():
+            setattr(request, name, value)
+        details = await expect_status(harness.memory.CreateEpisode(request), exists, "r-1")
+        assert next(iter(changed)) in details
+    meta = Struct()
+    meta.update({"k": 1})
+    await expect_status(harness.memory.CreateEpisode(m.CreateEpisodeRequest(
+        session_id=s.id, user_message="a", ai_response="b", request_id="r-1", metadata=meta)),
+        exists, "metadata")  # fmt: skip
+    # Surrounding spaces would make a second key that looks like the first.
+    await expect_status(harness.memory.CreateEpisode(m.CreateEpisodeRequest(
+        session_id=s.id, user_message="a", ai_response="b", request_id=" r-1")),
+        INVALID, "request_id")  # fmt: skip
+    again = await harness.memory.CreateEpisode(m.CreateEpisodeRequest(
+        session_id=s.id, user_message="a", ai_response="b", request_id="r-1"))
+    assert again.id == first.id
+    assert await count_rows(harness, "episodes") == 1
+    got = await harness.memory.GetSession(m.GetSessionRequest(id=s.id))
+    assert got.project_id == 0  # the refused retries attached nothing
+
+
 async def test_create_episode_errors_write_nothing(harness):
     s = await new_session(harness)
     await expect_status(harness.memory.CreateEpisode(m.CreateEpisodeRequest(
@@ -306,6 +339,24 @@ async def test_out_of_range_page_token_and_nan_metadata_are_invalid_argument(har
     meta.update({"score": float("nan")})
     await expect_status(new_session(harness, metadata=meta), INVALID, "metadata")
     assert await count_rows(harness, "sessions") == 0
+
+
+async def test_an_error_quotes_a_huge_rejected_value_only_in_part(harness):
+    """Found by tests/test_fuzz_rpcs.py: a 100 kB page_token (or mask path) was
+    quoted whole in the status message, which grpc caps at 16 KiB, so the
+    client got RESOURCE_EXHAUSTED "stream removed" instead of the mistake."""
+    p = await new_project(harness)
+    for call, field in (
+        (harness.memory.ListProjects(m.ListProjectsRequest(page_token="x" * 100_000)),
+         "page_token"),
+        (harness.memory.UpdateProject(m.UpdateProjectRequest(
+            project=m.Project(id=p.id, name="n"), update_mask=FieldMask(paths=["é" * 100_000]))),
+         "update_mask"),
+        (harness.memory.CreateSession(m.CreateSessionRequest(
+            session=m.Session(external_id="u" * 100_000))), "external_id"),
+    ):  # fmt: skip
+        details = await expect_status(call, INVALID, field)
+        assert "100000 characters" in details and len(details) < 500, details
 
 
 async def test_delete_project_deletes_what_only_it_owned(harness):

@@ -63,13 +63,14 @@ async def summaries_of(h, session_id):
 async def test_crud_and_listing(harness):
     h = harness
     pid, sid = await project_session(h)
+    eps = [await episode(h, sid) for _ in range(3)]
     a = await h.summary.CreateSummary(
         s.CreateSummaryRequest(
             summary=s.Summary(
                 session_id=sid,
                 content="first",
-                first_episode_id=1,
-                last_episode_id=3,
+                first_episode_id=eps[0].id,
+                last_episode_id=eps[2].id,
                 episode_count=3,
             )
         )
@@ -264,13 +265,14 @@ async def test_overview_with_no_data_is_failed_precondition(llm_harness, stub):
 async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     h = llm_harness
     pid, sid = await project_session(h, "Garden")
+    eps = [await episode(h, sid, f"rose {i}") for i in range(4)]
     await h.summary.CreateSummary(
         s.CreateSummaryRequest(
             summary=s.Summary(
                 session_id=sid,
                 content="Session about roses.",
-                first_episode_id=1,
-                last_episode_id=4,
+                first_episode_id=eps[0].id,
+                last_episode_id=eps[3].id,
                 episode_count=4,
             )
         )
@@ -343,3 +345,35 @@ async def test_a_summary_range_must_run_forwards(harness):
         session_id=sid, content="c", first_episode_id=9, last_episode_id=3)))
     assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
     assert await summaries_of(harness, sid) == []
+
+
+async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
+    """Found by tests/test_fuzz_rpcs.py: a range naming an episode that never
+    existed was stored, and the summarizer, which resumes after the latest
+    summary's last_episode_id, would then skip every episode up to it."""
+    h = harness
+    pid, sid = await project_session(h)
+    _, other_sid = await project_session(h, "other")
+    mine, theirs = await episode(h, sid), await episode(h, other_sid)
+    precondition = grpc.StatusCode.FAILED_PRECONDITION
+    for scope, first, last in (
+        ({"session_id": sid}, 0, theirs.id + 100),  # never existed
+        ({"session_id": sid}, mine.id, theirs.id),  # another session's
+        ({"session_id": sid}, theirs.id, 0),
+        ({"project_id": pid}, 0, theirs.id),  # another project's
+    ):
+        bad = h.summary.CreateSummary(s.CreateSummaryRequest(summary=s.Summary(
+            content="c", first_episode_id=first, last_episode_id=last, **scope)))  # fmt: skip
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await bad
+        assert err.value.code() == precondition, (scope, first, last)
+        assert "episode" in err.value.details()
+    assert await summaries_of(h, sid) == []
+    ok = await h.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(
+                project_id=pid, content="c", first_episode_id=mine.id, last_episode_id=mine.id
+            )
+        )
+    )
+    assert (ok.project_id, ok.last_episode_id) == (pid, mine.id)

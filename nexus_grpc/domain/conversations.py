@@ -9,7 +9,7 @@ from typing import Any
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Episode, Page, Project, Session
-from nexus_grpc.errors import FailedPrecondition, InvalidArgument
+from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
@@ -26,6 +26,37 @@ def _project_values(values: Mapping[str, str]) -> dict[str, str]:
         limit = v.MAX_NAME_CHARS if name in ("name", "colour", "icon") else v.MAX_SHORT_TEXT_CHARS
         checked[name] = v.text(f"project.{name}", value, limit=limit, required=name == "name")
     return checked
+
+
+def _check_retry(
+    existing: Episode,
+    session: Session,
+    request_id: str,
+    user_message: str,
+    ai_response: str,
+    metadata: Mapping[str, Any],
+    project_id: int,
+) -> None:
+    """A request_id replays the first call only for that same call (AIP-155):
+    the same request again gets the first episode; a different one reusing
+    the id is refused, as CreateMemory does, instead of being answered with
+    an episode that is not what it asked to store."""
+    differs = [
+        name
+        for name, old, new in (
+            ("user_message", existing.user_message, user_message),
+            ("ai_response", existing.ai_response, ai_response),
+            ("metadata", existing.metadata, dict(metadata)),
+        )
+        if old != new
+    ]
+    if project_id and session.project_id != project_id:
+        differs.append("project_id")
+    if differs:
+        raise AlreadyExists(
+            f"request_id {v.quoted(request_id)} was already used in session {session.id} for"
+            f" episode {existing.id}, with a different {', '.join(differs)}"
+        )
 
 
 class Conversations:
@@ -145,7 +176,9 @@ class Conversations:
         v.positive_id("session_id", session_id)
         v.text("user_message", user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
         v.text("ai_response", ai_response, limit=v.MAX_MESSAGE_CHARS)
-        v.text("request_id", request_id, limit=v.MAX_NAME_CHARS)
+        # An identifier, as a memory's request_id is: " r1" and "r1" must not
+        # be one retry key to the client and two to the server.
+        v.identifier("request_id", request_id)
         v.positive_id("project_id", project_id, required=False)
         meta = v.metadata("metadata", metadata)
 
@@ -154,6 +187,9 @@ class Conversations:
             if request_id:
                 existing = episode_store.find_by_request_id(conn, session_id, request_id)
                 if existing is not None:
+                    _check_retry(
+                        existing, session, request_id, user_message, ai_response, meta, project_id
+                    )
                     return existing
             if project_id and session.project_id != project_id:
                 if session.project_id:
@@ -194,4 +230,3 @@ class Conversations:
         v.positive_id("id", episode_id)
         await self.db.write(lambda c: episode_store.delete(c, episode_id))
         self.signals.wake(jobs.INDEX_EPISODE)
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 
 from nexus_grpc.domain.models import Page
+from nexus_grpc.domain.validation import quoted
 from nexus_grpc.errors import InvalidArgument
 
 DEFAULT_PAGE_SIZE = 50
@@ -41,7 +42,9 @@ def decode_token(token: str) -> int | None:
             raise ValueError(text)
         return last_id
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"page_token is not a token this service issued: {token!r}") from exc
+        raise InvalidArgument(
+            f"page_token is not a token this service issued: {quoted(token)}"
+        ) from exc
 
 
 def page(rows: list, size: int) -> Page:

@@ -110,6 +110,7 @@ class Summaries:
                     )
             elif not project_store.exists(conn, project_id):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
+            _check_range(conn, session_id, project_id, first, last)
             return summary_store.insert(
                 conn,
                 session_id=session_id,
@@ -344,6 +345,35 @@ def _within_budget(episodes: list, budget: int) -> list:
         taken.append(e)
         used += size
     return taken
+
+
+def _check_range(
+    conn: sqlite3.Connection, session_id: int, project_id: int, first: int, last: int
+) -> None:
+    """A stored range must name episodes the summary's scope holds.
+
+    The automatic summarizer resumes after the latest summary's
+    last_episode_id: a range naming an episode that never existed (or
+    another session's) would silently mark episodes as summarized that
+    never were.
+    """
+    owner = f"session {session_id}" if session_id else f"project {project_id}"
+    for field, episode_id in (
+        ("summary.first_episode_id", first),
+        ("summary.last_episode_id", last),
+    ):
+        if not episode_id:
+            continue
+        try:
+            episode = episode_store.get(conn, episode_id)
+        except NotFound:
+            raise FailedPrecondition(f"{field} {episode_id} does not exist") from None
+        if session_id:
+            inside = episode.session_id == session_id
+        else:
+            inside = session_store.get(conn, episode.session_id).project_id == project_id
+        if not inside:
+            raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
 def _session(conn: sqlite3.Connection, session_id: int, field: str):

@@ -23,6 +23,18 @@ MAX_QUERY_CHARS = 2_000
 MAX_METADATA_BYTES = 64_000
 MAX_SEARCH_LIMIT = 100
 DEFAULT_SEARCH_LIMIT = 10
+# How much of a rejected value an error message quotes.  A status message
+# travels in a trailer that peers cap (16 KiB by default in grpc): quoting a
+# whole 100 kB value would turn INVALID_ARGUMENT into a RESOURCE_EXHAUSTED
+# "stream removed" that says nothing about the mistake.
+MAX_QUOTED_CHARS = 80
+
+
+def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``value`` for an error message: repr'd, and cut with a note past ``limit``."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
@@ -66,7 +78,7 @@ def external_id(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError as exc:
-        raise InvalidArgument(f"external_id must be a UUID, got {value[:80]!r}") from exc
+        raise InvalidArgument(f"external_id must be a UUID, got {quoted(value)}") from exc
 
 
 def search_limit(value: int) -> int:
@@ -89,8 +101,10 @@ def update_mask(paths: list[str], allowed: tuple[str, ...]) -> list[str]:
         raise InvalidArgument(f"update_mask must name at least one of: {', '.join(allowed)}")
     unknown = [p for p in paths if p not in allowed]
     if unknown:
+        shown = ", ".join(quoted(p, 40) for p in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidArgument(
-            f"update_mask names fields that cannot be updated: {', '.join(unknown)}"
+            f"update_mask names fields that cannot be updated: {shown}{more}"
             f" (allowed: {', '.join(allowed)})"
         )
     return list(dict.fromkeys(paths))
