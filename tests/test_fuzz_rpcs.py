@@ -1260,14 +1260,10 @@ def check_next_page(
     assert not seen & {row.id for row in _items(nxt.responses[0])}, said
 
 
-# Open findings in code this file may not change (see the strict xfail tests
-# at the end, which fail as soon as they are fixed, so that these entries go):
-# only the INVALID_ARGUMENT expectation is waived for them, nothing else.
-KNOWN_GAPS = {
-    ("GetMemory", "user_id contains NUL"),
-    ("UpdateMemory", "user_id contains NUL"),
-    ("DeleteMemory", "user_id contains NUL"),
-}
+# Findings that are open in code this file may not change go here, each with
+# a strict xfail test that fails once it is fixed; only the INVALID_ARGUMENT
+# expectation is waived for them, nothing else. None are open.
+KNOWN_GAPS: set[tuple[str, str]] = set()
 
 
 # The tests ---------------------------------------------------------------------
@@ -1377,12 +1373,6 @@ def _bad_payloads(desc: Descriptor) -> dict[str, bytes]:
     return payloads
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a request that does not decode is answered UNKNOWN (grpc's"
-    " deserializer error, with the exception text); it needs INVALID_ARGUMENT from"
-    " nexus_grpc/api/interceptors.py, which wraps every handler's deserializer",
-)
 def test_request_bytes_that_do_not_decode_are_invalid_argument(world):
     wrong = {}
     before = world.digest()
@@ -1408,12 +1398,6 @@ async def _raw_status(channel, method: MethodDescriptor, payload: bytes) -> grpc
     return OK
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: GetMemory, UpdateMemory and DeleteMemory do not check user_id as an"
-    " identifier (NUL, surrounding spaces, over 200 characters), unlike every scoped"
-    " call; the check belongs in nexus_grpc/domain/memories.py (get, update, delete)",
-)
 def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
     memory_id = world.ro.execute(
         "SELECT id FROM memories WHERE kind = ? AND tier = ? LIMIT 1",

@@ -125,6 +125,23 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     assert other[0].previously_used is False and other[0].relevance == 0.9
 
 
+async def test_selections_without_a_thread_never_count_as_used(llm_harness, stub):
+    h = llm_harness
+    pid, sid = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="postgres port")
+    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    for _ in range(2):
+        script(
+            stub,
+            [{"id": a.id, "relevance": 0.8, "category": "necessary"}],
+            [{"id": a.id, "relevance": 0.8}],
+        )
+        [picked] = await select(h, scope, thread="")
+        # Two unrelated thread-less calls: the second is not "already used".
+        assert picked.previously_used is False and picked.relevance == 0.8
+    assert picked.memory.use_count == 2  # the use is still counted on the memory
+
+
 async def test_pass1_selecting_nothing_returns_nothing(llm_harness, stub):
     h = llm_harness
     pid, _ = await world(h)

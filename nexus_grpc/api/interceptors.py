@@ -43,6 +43,38 @@ class RequestObserver:
         pass
 
 
+class Undecodable:
+    """A request whose bytes are not a valid message of the method's type.
+
+    grpc answers a deserializer's exception with UNKNOWN and the exception's
+    text; the client sent something wrong, so it is INVALID_ARGUMENT, said
+    in our words. The wrapper sees this marker instead of a request.
+    """
+
+    def __init__(self, type_name: str, error: BaseException) -> None:
+        reason = str(error) or type(error).__name__
+        self.message = (
+            f"the request is not a valid {type_name}: {reason[:200]}"
+            " (check that client and server use the same .proto)"
+        )
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+    type_name = getattr(getattr(deserializer, "__self__", None), "__name__", "message")
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        # DecodeError, bad UTF-8, RecursionError for absurd nesting: all the
+        # client's bytes, never our fault.
+        except Exception as exc:
+            return Undecodable(type_name, exc)
+
+    return decode
+
+
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, max_concurrent: int, observer: RequestObserver | None = None) -> None:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
@@ -62,13 +94,13 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(handler.unary_unary, method, capped, incoming),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(handler.unary_stream, method, capped, incoming),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler  # client- and bidi-streaming: none of ours
@@ -120,6 +152,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             context.set_trailing_metadata((("x-request-id", rid),))
             held = False
             try:
+                if isinstance(request, Undecodable):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
                 # Inside the try: a call refused at the cap is logged and counted too.
                 held = await self._acquire(capped, context)
                 return await fn(request, context)
@@ -147,6 +181,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             context.set_trailing_metadata((("x-request-id", rid),))
             held = streaming = False
             try:
+                if isinstance(request, Undecodable):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
                 held = await self._acquire(capped, context)
                 self._observer.stream_started(method)
                 streaming = True

@@ -179,6 +179,7 @@ class Memories:
 
     async def get(self, memory_id: int, user_id: str, session_id: int = 0) -> Memory:
         v.positive_id("id", memory_id)
+        v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
         memory = await self.db.read(lambda c: memory_store.find(c, memory_id))
         return self._owned(memory, memory_id, user_id, session_id)
@@ -234,6 +235,7 @@ class Memories:
         session_id: int = 0,
     ) -> Memory:
         v.positive_id("memory.id", memory_id)
+        v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
         paths = v.update_mask(mask, UPDATE_FIELDS)
         changes: dict[str, Any] = {}
@@ -264,6 +266,7 @@ class Memories:
 
     async def delete(self, memory_id: int, user_id: str, session_id: int = 0) -> None:
         v.positive_id("id", memory_id)
+        v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
         def write(conn: sqlite3.Connection) -> None:

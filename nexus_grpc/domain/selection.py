@@ -87,7 +87,13 @@ class Selector:
             rows = memory_store.list_visible(
                 conn, where, params, limit=MAX_TITLES, newest_first=True
             )
-            used = memory_store.used_in_thread(conn, thread_id, owner, [m.id for m in rows])
+            # Without a thread there is no conversation to have used anything in:
+            # the thread-less selections of one user must not deprioritise each other.
+            used = (
+                memory_store.used_in_thread(conn, thread_id, owner, [m.id for m in rows])
+                if thread_id
+                else set()
+            )
             return rows, used
 
         candidates, used = await self.db.read_in_transaction(read)
