@@ -146,6 +146,30 @@ async def test_relationship_upsert_list_and_delete(harness):
     assert list(out.relationships) == []
 
 
+async def test_relationships_of_a_hub_come_in_pages(harness):
+    hub = await entity(harness, "hub")
+    spokes = [await entity(harness, f"spoke {i}") for i in range(7)]
+    made = [(await edge(harness, hub.id, s.id, "links")).id for s in spokes[:4]]
+    made += [(await edge(harness, s.id, hub.id, "feeds")).id for s in spokes[4:]]
+    seen, token = [], ""
+    for _ in range(10):
+        page = await harness.graph.ListRelationships(
+            g.ListRelationshipsRequest(
+                entity_id=hub.id, include_inbound=True, page_size=3, page_token=token
+            )
+        )
+        assert len(page.relationships) <= 3
+        seen += [r.id for r in page.relationships]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == sorted(made)  # every edge once, in id order
+    outbound = await harness.graph.ListRelationships(
+        g.ListRelationshipsRequest(entity_id=hub.id, page_size=2)
+    )
+    assert [r.id for r in outbound.relationships] == made[:2] and outbound.next_page_token
+
+
 async def test_relationship_errors(harness):
     a, b = await entity(harness, "a"), await entity(harness, "b")
     graph = harness.graph

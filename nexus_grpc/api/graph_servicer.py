@@ -69,8 +69,13 @@ class GraphServicer(ggrpc.GraphServiceServicer):
     async def ListRelationships(
         self, request: gpb.ListRelationshipsRequest, context: Ctx
     ) -> gpb.ListRelationshipsResponse:
-        rels = await self.graph.list_relationships(request.entity_id, request.include_inbound)
-        return gpb.ListRelationshipsResponse(relationships=[convert.relationship(r) for r in rels])
+        page = await self.graph.list_relationships(
+            request.entity_id, request.include_inbound, request.page_size, request.page_token
+        )
+        return gpb.ListRelationshipsResponse(
+            relationships=[convert.relationship(r) for r in page.items],
+            next_page_token=page.next_token,
+        )
 
     async def DeleteRelationship(
         self, request: gpb.DeleteRelationshipRequest, context: Ctx

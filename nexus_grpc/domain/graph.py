@@ -215,14 +215,20 @@ class Graph:
 
         return await self.db.write(write)
 
-    async def list_relationships(self, entity_id: int, include_inbound: bool) -> list[Relationship]:
+    async def list_relationships(
+        self, entity_id: int, include_inbound: bool, page_size: int = 0, page_token: str = ""
+    ) -> Page[Relationship]:
         v.positive_id("entity_id", entity_id)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
 
         def read(conn: sqlite3.Connection) -> list[Relationship]:
             graph_store.get_entity(conn, entity_id)
-            return graph_store.list_relationships(conn, entity_id, include_inbound)
+            return graph_store.list_relationships(
+                conn, entity_id, include_inbound, after_id=after, limit=size + 1
+            )
 
-        return await self.db.read_in_transaction(read)
+        return paging.page(await self.db.read_in_transaction(read), size)
 
     async def delete_relationship(self, from_id: int, to_id: int, label: str) -> None:
         v.positive_id("from_id", from_id)

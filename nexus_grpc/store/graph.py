@@ -285,17 +285,27 @@ def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Rela
 
 
 def list_relationships(
-    conn: sqlite3.Connection, entity_id: int, include_inbound: bool
+    conn: sqlite3.Connection,
+    entity_id: int,
+    include_inbound: bool,
+    after_id: int | None = None,
+    limit: int = -1,
 ) -> list[Relationship]:
+    """An entity's edges in id order (keyset: ids after ``after_id``)."""
+    after = after_id or 0
     if include_inbound:
         sql = (
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ?"
-            f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? ORDER BY id"
+            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
+            f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?"
+            " ORDER BY id LIMIT ?"
         )
-        params: tuple = (entity_id, entity_id)
+        params: tuple = (entity_id, after, entity_id, after, limit)
     else:
-        sql = f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? ORDER BY id"
-        params = (entity_id,)
+        sql = (
+            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
+            " ORDER BY id LIMIT ?"
+        )
+        params = (entity_id, after, limit)
     return [_rel(r) for r in conn.execute(sql, params)]
 
 

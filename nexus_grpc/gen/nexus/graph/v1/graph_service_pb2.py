@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nexus/graph/v1/graph_service.proto\x12\x0enexus.graph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x02\n\x06\x45ntity\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x01(\t\x12\x15\n\rmention_count\x18\x05 \x01(\x03\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12,\n\x06source\x18\x07 \x01(\x0e\x32\x1c.nexus.graph.v1.EntitySource\x12\x32\n\x0elast_seen_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nproject_id\x18\n \x01(\x03\x12\x12\n\nsession_id\x18\x0b \x01(\x03\"\xa0\x01\n\x0cRelationship\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0f\n\x07\x66rom_id\x18\x02 \x01(\x03\x12\r\n\x05to_id\x18\x03 \x01(\x03\x12\r\n\x05label\x18\x04 \x01(\t\x12\r\n\x05notes\x18\x05 \x01(\t\x12\x15\n\rmention_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"|\n\x13UpsertEntityRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05notes\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x12\n\nproject_id\x18\x05 \x01(\x03\x12\x12\n\nsession_id\x18\x06 \x01(\x03\"\x1e\n\x10GetEntityRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"!\n\x13\x44\x65leteEntityRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"5\n\x14\x44\x65leteEntityResponse\x12\x1d\n\x15\x64\x65leted_relationships\x18\x01 \x01(\x03\"r\n\x13ListEntitiesRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\x03\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\x03\"Y\n\x14ListEntitiesResponse\x12(\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"Y\n\x19UpsertRelationshipRequest\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\x03\x12\r\n\x05to_id\x18\x02 \x01(\x03\x12\r\n\x05label\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x01(\t\"F\n\x18ListRelationshipsRequest\x12\x11\n\tentity_id\x18\x01 \x01(\x03\x12\x17\n\x0finclude_inbound\x18\x02 \x01(\x08\"P\n\x19ListRelationshipsResponse\x12\x33\n\rrelationships\x18\x01 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\"J\n\x19\x44\x65leteRelationshipRequest\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\x03\x12\r\n\x05to_id\x18\x02 \x01(\x03\x12\r\n\x05label\x18\x03 \x01(\t\"\x1c\n\x1a\x44\x65leteRelationshipResponse\":\n\x16GetNeighborhoodRequest\x12\x11\n\tentity_id\x18\x01 \x01(\x03\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\")\n\x13GetNeighborsRequest\x12\x12\n\nentity_ids\x18\x01 \x03(\x03\"^\n\x08Subgraph\x12%\n\x05nodes\x18\x01 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12+\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\"]\n\x15SearchEntitiesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\x03\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x12\n\nsession_id\x18\x04 \x01(\x03\"B\n\tEntityHit\x12&\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x16.nexus.graph.v1.Entity\x12\r\n\x05score\x18\x02 \x01(\x01\"M\n\x15\x45xtractEpisodeRequest\x12\x14\n\nepisode_id\x18\x01 \x01(\x03H\x00\x12\x14\n\nall_failed\x18\x02 \x01(\x08H\x00\x42\x08\n\x06target\"(\n\x16\x45xtractEpisodeResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x03\"m\n\x17WatchExtractionsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\x03\x12\x12\n\nsession_id\x18\x02 \x01(\x03\x12\x12\n\nproject_id\x18\x03 \x01(\x03\x12\x16\n\x0e\x61\x66ter_event_id\x18\x04 \x01(\x03\"\xa9\x02\n\x0f\x45xtractionEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\x12\x12\n\nepisode_id\x18\x02 \x01(\x03\x12\x12\n\nsession_id\x18\x03 \x01(\x03\x12\x12\n\nproject_id\x18\x04 \x01(\x03\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .nexus.graph.v1.ExtractionStatus\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12(\n\x08\x65ntities\x18\x07 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12\x33\n\rrelationships\x18\x08 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\x12(\n\x04time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp*e\n\x0c\x45ntitySource\x12\x1d\n\x19\x45NTITY_SOURCE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45NTITY_SOURCE_EXTRACTION\x10\x01\x12\x18\n\x14\x45NTITY_SOURCE_MANUAL\x10\x02*o\n\x10\x45xtractionStatus\x12!\n\x1d\x45XTRACTION_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XTRACTION_STATUS_DONE\x10\x01\x12\x1c\n\x18\x45XTRACTION_STATUS_FAILED\x10\x02\x32\xc9\x08\n\x0cGraphService\x12K\n\x0cUpsertEntity\x12#.nexus.graph.v1.UpsertEntityRequest\x1a\x16.nexus.graph.v1.Entity\x12\x45\n\tGetEntity\x12 .nexus.graph.v1.GetEntityRequest\x1a\x16.nexus.graph.v1.Entity\x12Y\n\x0c\x44\x65leteEntity\x12#.nexus.graph.v1.DeleteEntityRequest\x1a$.nexus.graph.v1.DeleteEntityResponse\x12Y\n\x0cListEntities\x12#.nexus.graph.v1.ListEntitiesRequest\x1a$.nexus.graph.v1.ListEntitiesResponse\x12]\n\x12UpsertRelationship\x12).nexus.graph.v1.UpsertRelationshipRequest\x1a\x1c.nexus.graph.v1.Relationship\x12h\n\x11ListRelationships\x12(.nexus.graph.v1.ListRelationshipsRequest\x1a).nexus.graph.v1.ListRelationshipsResponse\x12k\n\x12\x44\x65leteRelationship\x12).nexus.graph.v1.DeleteRelationshipRequest\x1a*.nexus.graph.v1.DeleteRelationshipResponse\x12S\n\x0fGetNeighborhood\x12&.nexus.graph.v1.GetNeighborhoodRequest\x1a\x18.nexus.graph.v1.Subgraph\x12M\n\x0cGetNeighbors\x12#.nexus.graph.v1.GetNeighborsRequest\x1a\x18.nexus.graph.v1.Subgraph\x12T\n\x0eSearchEntities\x12%.nexus.graph.v1.SearchEntitiesRequest\x1a\x19.nexus.graph.v1.EntityHit0\x01\x12_\n\x0e\x45xtractEpisode\x12%.nexus.graph.v1.ExtractEpisodeRequest\x1a&.nexus.graph.v1.ExtractEpisodeResponse\x12^\n\x10WatchExtractions\x12\'.nexus.graph.v1.WatchExtractionsRequest\x1a\x1f.nexus.graph.v1.ExtractionEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nexus/graph/v1/graph_service.proto\x12\x0enexus.graph.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x02\n\x06\x45ntity\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x01(\t\x12\x15\n\rmention_count\x18\x05 \x01(\x03\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12,\n\x06source\x18\x07 \x01(\x0e\x32\x1c.nexus.graph.v1.EntitySource\x12\x32\n\x0elast_seen_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nproject_id\x18\n \x01(\x03\x12\x12\n\nsession_id\x18\x0b \x01(\x03\"\xa0\x01\n\x0cRelationship\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0f\n\x07\x66rom_id\x18\x02 \x01(\x03\x12\r\n\x05to_id\x18\x03 \x01(\x03\x12\r\n\x05label\x18\x04 \x01(\t\x12\r\n\x05notes\x18\x05 \x01(\t\x12\x15\n\rmention_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"|\n\x13UpsertEntityRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\r\n\x05notes\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x12\n\nproject_id\x18\x05 \x01(\x03\x12\x12\n\nsession_id\x18\x06 \x01(\x03\"\x1e\n\x10GetEntityRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"!\n\x13\x44\x65leteEntityRequest\x12\n\n\x02id\x18\x01 \x01(\x03\"5\n\x14\x44\x65leteEntityResponse\x12\x1d\n\x15\x64\x65leted_relationships\x18\x01 \x01(\x03\"r\n\x13ListEntitiesRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\x03\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\x03\"Y\n\x14ListEntitiesResponse\x12(\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"Y\n\x19UpsertRelationshipRequest\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\x03\x12\r\n\x05to_id\x18\x02 \x01(\x03\x12\r\n\x05label\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x01(\t\"m\n\x18ListRelationshipsRequest\x12\x11\n\tentity_id\x18\x01 \x01(\x03\x12\x17\n\x0finclude_inbound\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"i\n\x19ListRelationshipsResponse\x12\x33\n\rrelationships\x18\x01 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"J\n\x19\x44\x65leteRelationshipRequest\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\x03\x12\r\n\x05to_id\x18\x02 \x01(\x03\x12\r\n\x05label\x18\x03 \x01(\t\"\x1c\n\x1a\x44\x65leteRelationshipResponse\":\n\x16GetNeighborhoodRequest\x12\x11\n\tentity_id\x18\x01 \x01(\x03\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\")\n\x13GetNeighborsRequest\x12\x12\n\nentity_ids\x18\x01 \x03(\x03\"^\n\x08Subgraph\x12%\n\x05nodes\x18\x01 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12+\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\"]\n\x15SearchEntitiesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\x03\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x12\n\nsession_id\x18\x04 \x01(\x03\"B\n\tEntityHit\x12&\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x16.nexus.graph.v1.Entity\x12\r\n\x05score\x18\x02 \x01(\x01\"M\n\x15\x45xtractEpisodeRequest\x12\x14\n\nepisode_id\x18\x01 \x01(\x03H\x00\x12\x14\n\nall_failed\x18\x02 \x01(\x08H\x00\x42\x08\n\x06target\"(\n\x16\x45xtractEpisodeResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x03\"m\n\x17WatchExtractionsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\x03\x12\x12\n\nsession_id\x18\x02 \x01(\x03\x12\x12\n\nproject_id\x18\x03 \x01(\x03\x12\x16\n\x0e\x61\x66ter_event_id\x18\x04 \x01(\x03\"\xa9\x02\n\x0f\x45xtractionEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\x12\x12\n\nepisode_id\x18\x02 \x01(\x03\x12\x12\n\nsession_id\x18\x03 \x01(\x03\x12\x12\n\nproject_id\x18\x04 \x01(\x03\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .nexus.graph.v1.ExtractionStatus\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12(\n\x08\x65ntities\x18\x07 \x03(\x0b\x32\x16.nexus.graph.v1.Entity\x12\x33\n\rrelationships\x18\x08 \x03(\x0b\x32\x1c.nexus.graph.v1.Relationship\x12(\n\x04time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp*e\n\x0c\x45ntitySource\x12\x1d\n\x19\x45NTITY_SOURCE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45NTITY_SOURCE_EXTRACTION\x10\x01\x12\x18\n\x14\x45NTITY_SOURCE_MANUAL\x10\x02*o\n\x10\x45xtractionStatus\x12!\n\x1d\x45XTRACTION_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XTRACTION_STATUS_DONE\x10\x01\x12\x1c\n\x18\x45XTRACTION_STATUS_FAILED\x10\x02\x32\xc9\x08\n\x0cGraphService\x12K\n\x0cUpsertEntity\x12#.nexus.graph.v1.UpsertEntityRequest\x1a\x16.nexus.graph.v1.Entity\x12\x45\n\tGetEntity\x12 .nexus.graph.v1.GetEntityRequest\x1a\x16.nexus.graph.v1.Entity\x12Y\n\x0c\x44\x65leteEntity\x12#.nexus.graph.v1.DeleteEntityRequest\x1a$.nexus.graph.v1.DeleteEntityResponse\x12Y\n\x0cListEntities\x12#.nexus.graph.v1.ListEntitiesRequest\x1a$.nexus.graph.v1.ListEntitiesResponse\x12]\n\x12UpsertRelationship\x12).nexus.graph.v1.UpsertRelationshipRequest\x1a\x1c.nexus.graph.v1.Relationship\x12h\n\x11ListRelationships\x12(.nexus.graph.v1.ListRelationshipsRequest\x1a).nexus.graph.v1.ListRelationshipsResponse\x12k\n\x12\x44\x65leteRelationship\x12).nexus.graph.v1.DeleteRelationshipRequest\x1a*.nexus.graph.v1.DeleteRelationshipResponse\x12S\n\x0fGetNeighborhood\x12&.nexus.graph.v1.GetNeighborhoodRequest\x1a\x18.nexus.graph.v1.Subgraph\x12M\n\x0cGetNeighbors\x12#.nexus.graph.v1.GetNeighborsRequest\x1a\x18.nexus.graph.v1.Subgraph\x12T\n\x0eSearchEntities\x12%.nexus.graph.v1.SearchEntitiesRequest\x1a\x19.nexus.graph.v1.EntityHit0\x01\x12_\n\x0e\x45xtractEpisode\x12%.nexus.graph.v1.ExtractEpisodeRequest\x1a&.nexus.graph.v1.ExtractEpisodeResponse\x12^\n\x10WatchExtractions\x12\'.nexus.graph.v1.WatchExtractionsRequest\x1a\x1f.nexus.graph.v1.ExtractionEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nexus.graph.v1.graph_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ENTITYSOURCE']._serialized_start=2246
-  _globals['_ENTITYSOURCE']._serialized_end=2347
-  _globals['_EXTRACTIONSTATUS']._serialized_start=2349
-  _globals['_EXTRACTIONSTATUS']._serialized_end=2460
+  _globals['_ENTITYSOURCE']._serialized_start=2310
+  _globals['_ENTITYSOURCE']._serialized_end=2411
+  _globals['_EXTRACTIONSTATUS']._serialized_start=2413
+  _globals['_EXTRACTIONSTATUS']._serialized_end=2524
   _globals['_ENTITY']._serialized_start=88
   _globals['_ENTITY']._serialized_end=381
   _globals['_RELATIONSHIP']._serialized_start=384
@@ -55,31 +55,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPSERTRELATIONSHIPREQUEST']._serialized_start=1001
   _globals['_UPSERTRELATIONSHIPREQUEST']._serialized_end=1090
   _globals['_LISTRELATIONSHIPSREQUEST']._serialized_start=1092
-  _globals['_LISTRELATIONSHIPSREQUEST']._serialized_end=1162
-  _globals['_LISTRELATIONSHIPSRESPONSE']._serialized_start=1164
-  _globals['_LISTRELATIONSHIPSRESPONSE']._serialized_end=1244
-  _globals['_DELETERELATIONSHIPREQUEST']._serialized_start=1246
-  _globals['_DELETERELATIONSHIPREQUEST']._serialized_end=1320
-  _globals['_DELETERELATIONSHIPRESPONSE']._serialized_start=1322
-  _globals['_DELETERELATIONSHIPRESPONSE']._serialized_end=1350
-  _globals['_GETNEIGHBORHOODREQUEST']._serialized_start=1352
-  _globals['_GETNEIGHBORHOODREQUEST']._serialized_end=1410
-  _globals['_GETNEIGHBORSREQUEST']._serialized_start=1412
-  _globals['_GETNEIGHBORSREQUEST']._serialized_end=1453
-  _globals['_SUBGRAPH']._serialized_start=1455
-  _globals['_SUBGRAPH']._serialized_end=1549
-  _globals['_SEARCHENTITIESREQUEST']._serialized_start=1551
-  _globals['_SEARCHENTITIESREQUEST']._serialized_end=1644
-  _globals['_ENTITYHIT']._serialized_start=1646
-  _globals['_ENTITYHIT']._serialized_end=1712
-  _globals['_EXTRACTEPISODEREQUEST']._serialized_start=1714
-  _globals['_EXTRACTEPISODEREQUEST']._serialized_end=1791
-  _globals['_EXTRACTEPISODERESPONSE']._serialized_start=1793
-  _globals['_EXTRACTEPISODERESPONSE']._serialized_end=1833
-  _globals['_WATCHEXTRACTIONSREQUEST']._serialized_start=1835
-  _globals['_WATCHEXTRACTIONSREQUEST']._serialized_end=1944
-  _globals['_EXTRACTIONEVENT']._serialized_start=1947
-  _globals['_EXTRACTIONEVENT']._serialized_end=2244
-  _globals['_GRAPHSERVICE']._serialized_start=2463
-  _globals['_GRAPHSERVICE']._serialized_end=3560
+  _globals['_LISTRELATIONSHIPSREQUEST']._serialized_end=1201
+  _globals['_LISTRELATIONSHIPSRESPONSE']._serialized_start=1203
+  _globals['_LISTRELATIONSHIPSRESPONSE']._serialized_end=1308
+  _globals['_DELETERELATIONSHIPREQUEST']._serialized_start=1310
+  _globals['_DELETERELATIONSHIPREQUEST']._serialized_end=1384
+  _globals['_DELETERELATIONSHIPRESPONSE']._serialized_start=1386
+  _globals['_DELETERELATIONSHIPRESPONSE']._serialized_end=1414
+  _globals['_GETNEIGHBORHOODREQUEST']._serialized_start=1416
+  _globals['_GETNEIGHBORHOODREQUEST']._serialized_end=1474
+  _globals['_GETNEIGHBORSREQUEST']._serialized_start=1476
+  _globals['_GETNEIGHBORSREQUEST']._serialized_end=1517
+  _globals['_SUBGRAPH']._serialized_start=1519
+  _globals['_SUBGRAPH']._serialized_end=1613
+  _globals['_SEARCHENTITIESREQUEST']._serialized_start=1615
+  _globals['_SEARCHENTITIESREQUEST']._serialized_end=1708
+  _globals['_ENTITYHIT']._serialized_start=1710
+  _globals['_ENTITYHIT']._serialized_end=1776
+  _globals['_EXTRACTEPISODEREQUEST']._serialized_start=1778
+  _globals['_EXTRACTEPISODEREQUEST']._serialized_end=1855
+  _globals['_EXTRACTEPISODERESPONSE']._serialized_start=1857
+  _globals['_EXTRACTEPISODERESPONSE']._serialized_end=1897
+  _globals['_WATCHEXTRACTIONSREQUEST']._serialized_start=1899
+  _globals['_WATCHEXTRACTIONSREQUEST']._serialized_end=2008
+  _globals['_EXTRACTIONEVENT']._serialized_start=2011
+  _globals['_EXTRACTIONEVENT']._serialized_end=2308
+  _globals['_GRAPHSERVICE']._serialized_start=2527
+  _globals['_GRAPHSERVICE']._serialized_end=3624
 # @@protoc_insertion_point(module_scope)

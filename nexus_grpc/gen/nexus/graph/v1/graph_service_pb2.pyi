@@ -336,18 +336,25 @@ class ListRelationshipsRequest(_message.Message):
 
     ENTITY_ID_FIELD_NUMBER: _builtins.int
     INCLUDE_INBOUND_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     entity_id: _builtins.int
     include_inbound: _builtins.bool
     """Outbound by default; inbound too when set."""
+    page_size: _builtins.int
+    """Pages in id order, like every List (a hub entity may have many edges)."""
+    page_token: _builtins.str
     def __init__(
         self,
         *,
         entity_id: _builtins.int = ...,
         include_inbound: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "include_inbound", b"include_inbound"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "include_inbound", b"include_inbound", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -358,16 +365,19 @@ class ListRelationshipsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RELATIONSHIPS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
     @_builtins.property
     def relationships(self) -> _containers.RepeatedCompositeFieldContainer[Global___Relationship]: ...
     def __init__(
         self,
         *,
         relationships: _abc.Iterable[Global___Relationship] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["relationships", b"relationships"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "relationships", b"relationships"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
