@@ -37,7 +37,6 @@ proto-check: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
 
-# Not yet in CI: the remaining findings are listed in the issue notes.
 typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc
 

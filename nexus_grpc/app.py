@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from nexus_grpc.config import Settings
 from nexus_grpc.domain.conversations import Conversations
@@ -149,7 +150,7 @@ class App:
             return "no Ollama configured (--ollama-url / OLLAMA_HOST)"
         return None
 
-    def _worker_config(self, **overrides: object) -> WorkerConfig:
+    def _worker_config(self, **overrides: Any) -> WorkerConfig:
         return dataclasses.replace(
             WorkerConfig(max_attempts=self.settings.job_max_attempts), **overrides
         )

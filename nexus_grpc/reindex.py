@@ -7,6 +7,7 @@ and records that embedder as the one the data is indexed with.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from typing import TextIO
@@ -50,11 +51,11 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         for spec in collections.ALL:
             await index.drop_collection(spec.name)
             await indexer.ensure(spec)
-            ids = sorted(await db.read(lambda c, t=spec.table: documents.all_ids(c, t)))
+            ids = sorted(await db.read(functools.partial(documents.all_ids, table=spec.table)))
             started = time.monotonic()
             for start in range(0, len(ids), BATCH):
                 chunk = ids[start : start + BATCH]
-                docs = await db.read(lambda c, ch=chunk, s=spec: s.load(c, ch))
+                docs = await db.read(functools.partial(_load_chunk, spec, chunk))
                 await indexer.apply(spec, docs, [i for i in chunk if i in docs], [])
                 _progress(progress, spec.name, start + len(chunk), len(ids), started)
             _progress(progress, spec.name, len(ids), len(ids), started)
@@ -74,3 +75,9 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         await index.close()
         await embedder.close()
         await db.close()
+
+
+def _load_chunk(
+    spec: collections.CollectionSpec, ids: list[int], conn: sqlite3.Connection
+) -> dict[int, documents.Document]:
+    return spec.load(conn, ids)

@@ -281,7 +281,7 @@ def make_machine(world: World):
 
         @rule(scope=scopes())
         def list_is_exactly_the_visible_set(self, scope):
-            page = world.run(world.memories.list(scope, 0, 1000, ""))
+            page = world.run(world.memories.list_visible(scope, 0, 1000, ""))
             assert {m.id for m in page.items} == self.visible(scope)
 
         @rule(scope=scopes(), mode=st.sampled_from(list(SearchMode)))

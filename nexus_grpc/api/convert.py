@@ -80,9 +80,9 @@ def episode(e: models.Episode) -> mpb.Episode:
         ai_response=e.ai_response,
         metadata=struct(e.metadata),
         create_time=timestamp(e.created_at),
-        embedding_state=int(e.embed_state),
+        embedding_state=mpb.JobState.ValueType(e.embed_state),
         embedding_error=e.embed_error,
-        extraction_state=int(e.extract_state),
+        extraction_state=mpb.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
     )
 
@@ -98,7 +98,7 @@ def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
         episode=episode(h.episode),
         score=h.score,
         snippet=h.snippet,
-        sources=[int(s) for s in h.sources],
+        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
@@ -155,7 +155,9 @@ def memory_scope(s: mpb.MemoryScope) -> Any:
 
 def memory_hit(h: Any) -> mpb.MemoryHit:
     return mpb.MemoryHit(
-        memory=memory(h.memory), score=h.score, sources=[int(s) for s in h.sources]
+        memory=memory(h.memory),
+        score=h.score,
+        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
@@ -163,7 +165,7 @@ def selected_memory(s: Any) -> mpb.SelectedMemory:
     return mpb.SelectedMemory(
         memory=memory(s.memory),
         relevance=s.relevance,
-        category=int(s.category),
+        category=mpb.MemoryCategory.ValueType(s.category),
         previously_used=s.previously_used,
         method=s.method,
         degraded_reason=s.degraded_reason,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nexus_grpc.api.convert import timestamp
 from nexus_grpc.domain.extraction import entity_from_dict, rel_from_dict
 from nexus_grpc.domain.graph import EntityHit, Subgraph
@@ -21,7 +23,7 @@ _STATUSES = {
 }
 
 
-def _ts(seconds: float | None) -> dict[str, int] | None:
+def _ts(seconds: float | None) -> Any:  # Timestamp fields, or None
     """A Timestamp as constructor fields: a neighborhood converts ~500 of these per
     call, and fields are a third cheaper than building Timestamp messages."""
     if not seconds:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TypeAlias
 
 import grpc
 
@@ -12,7 +13,7 @@ from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 
-Ctx = grpc.aio.ServicerContext
+Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class GraphServicer(ggrpc.GraphServiceServicer):

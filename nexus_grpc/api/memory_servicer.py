@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TypeAlias
 
 import grpc
 
@@ -14,7 +15,7 @@ from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 
-Ctx = grpc.aio.ServicerContext
+Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class MemoryServicer(mgrpc.MemoryServiceServicer):
@@ -191,7 +192,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
     async def ListMemories(
         self, request: mpb.ListMemoriesRequest, context: Ctx
     ) -> mpb.ListMemoriesResponse:
-        page = await self.app.memories.list(
+        page = await self.app.memories.list_visible(
             convert.memory_scope(request.scope),
             request.kind,
             request.page_size,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TypeAlias
 
 import grpc
 
@@ -12,7 +13,7 @@ from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
 
-Ctx = grpc.aio.ServicerContext
+Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class SummaryServicer(sgrpc.SummaryServiceServicer):

@@ -3,8 +3,9 @@ and the extraction-event watch."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.domain import paging
@@ -327,7 +328,7 @@ class Graph:
 
     async def watch(
         self, episode_id: int, session_id: int, project_id: int, after_event_id: int
-    ) -> AsyncIterator[ExtractionEvent]:
+    ) -> AsyncGenerator[ExtractionEvent, None]:
         """Replay matching events after the cursor from SQLite, then live ones.
 
         One cursor, one query loop: the replay and the live phase are the same
@@ -352,7 +353,9 @@ class Graph:
         while not self.events.closed:
             woken = self.events.current()  # before the read: no lost wake-up
             page = await self.db.read(
-                lambda c, after=cursor: event_store.page_after(c, after, where, WATCH_PAGE)
+                functools.partial(
+                    event_store.page_after, after_id=cursor, where=where, limit=WATCH_PAGE
+                )
             )
             for event in page:
                 cursor = event.id

@@ -210,7 +210,7 @@ class Memories:
             raise NotFound(f"memory {memory_id} does not exist")
         return memory
 
-    async def list(
+    async def list_visible(
         self, scope: MemoryScope, kind: int, page_size: int, page_token: str
     ) -> Page[Memory]:
         check_scope(scope)

@@ -337,7 +337,8 @@ class Summaries:
 
 def _within_budget(episodes: list, budget: int) -> list:
     """The oldest episodes whose text fits the budget (always at least one)."""
-    taken, used = [], 0
+    taken: list = []
+    used = 0
     for e in episodes:
         size = len(e.user_message) + len(e.ai_response)
         if taken and used + size > budget:

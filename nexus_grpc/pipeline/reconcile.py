@@ -8,6 +8,7 @@ and on demand (ReconcileIndex).
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ class Reconciler:
             if missing or extra:
                 ids = sorted(missing | extra)
                 await self.db.write(
-                    lambda c, ids=ids, k=spec.job_kind: job_store.enqueue(c, k, ids)
+                    functools.partial(job_store.enqueue, kind=spec.job_kind, target_ids=ids)
                 )
                 self.signals.wake(spec.job_kind)
                 log.info(
