@@ -176,7 +176,10 @@ class App:
                     self.signals,
                     spec.job_kind,
                     self.indexer.handler(spec),
-                    self._worker_config(batch_size=32, concurrency=1),
+                    # Two batches in flight: one embeds while the other writes its
+                    # points and records its jobs (fsyncs), so the model never idles
+                    # on I/O. The model and the index each run one call at a time.
+                    self._worker_config(batch_size=32, concurrency=2),
                     on_dead=mark_episode_failed if is_episodes else None,
                     on_retry=note_episode_retry if is_episodes else None,
                 )

@@ -195,9 +195,13 @@ class JobWorker:
     async def _note_dependency(self, outcomes: Sequence[Outcome]) -> None:
         postponed = [o.error for o in outcomes if isinstance(o.error, Postpone)]
         if outcomes and len(postponed) == len(outcomes):
-            self._down_streak += 1
-            pause = self.config.postpone_delay * 2 ** (self._down_streak - 1)
-            self._paused_until = time.time() + min(self.config.postpone_max, pause)
+            now = time.time()
+            # Back off further only when a probe after the last pause failed:
+            # batches that were in flight together report one outage, not several.
+            if now >= self._paused_until:
+                self._down_streak += 1
+                pause = self.config.postpone_delay * 2 ** (self._down_streak - 1)
+                self._paused_until = now + min(self.config.postpone_max, pause)
             self.waiting_on = str(postponed[-1])
             # Every waiting job shows why, in one statement, without spending attempts.
             await self.db.write(

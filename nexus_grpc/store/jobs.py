@@ -65,10 +65,16 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     A running job is out of the pending set, so a new request for the same
     target (say, a delete arriving while its upsert is being embedded) queues
     a fresh job instead of coalescing into one that already read stale data.
+    That fresh job waits until the running one is recorded: one target's jobs
+    never run at once, so with several batches in flight a slow upsert can
+    never land after the delete that followed it.
     """
     rows = conn.execute(
-        "SELECT id, kind, target_id, attempts FROM jobs"
-        " WHERE kind = ? AND state = 'pending' AND run_after <= ? ORDER BY id LIMIT ?",
+        "SELECT j.id, j.kind, j.target_id, j.attempts FROM jobs j"
+        " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
+        " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
+        " AND r.target_id = j.target_id AND r.state = 'running')"
+        " ORDER BY j.id LIMIT ?",
         (kind, now(), limit),
     ).fetchall()
     conn.executemany(

@@ -327,6 +327,11 @@ MIGRATIONS: list[str] = [
     FROM entities WHERE true
     ON CONFLICT DO NOTHING;
     """,
+    # 5: a claim skips targets that already have a running job; this answers
+    # that check from the few running rows, not the whole backlog.
+    """
+    CREATE INDEX idx_jobs_running_target ON jobs(kind, target_id) WHERE state = 'running';
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -1,0 +1,37 @@
+"""The jobs outbox: claims, and one target's jobs never running at once."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from nexus_grpc.store import jobs
+from nexus_grpc.store.migrations import migrate
+
+
+def _db(tmp_path) -> sqlite3.Connection:
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    migrate(conn)
+    return conn
+
+
+def test_a_target_with_a_running_job_waits_for_it(tmp_path):
+    conn = _db(tmp_path)
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, [1, 2])
+    first = jobs.claim(conn, jobs.INDEX_EPISODE, 10)
+    assert sorted(j.target_id for j in first) == [1, 2]
+    # A delete for episode 1 arrives while its upsert is running; 3 is new.
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, [1, 3])
+    second = jobs.claim(conn, jobs.INDEX_EPISODE, 10)
+    assert [j.target_id for j in second] == [3]  # 1 waits: its first job still runs
+    assert jobs.claim(conn, jobs.INDEX_EPISODE, 10) == []
+    conn.execute("DELETE FROM jobs WHERE id = ?", (next(j.id for j in first if j.target_id == 1),))
+    third = jobs.claim(conn, jobs.INDEX_EPISODE, 10)
+    assert [j.target_id for j in third] == [1]
+
+
+def test_other_kinds_do_not_block_each_other(tmp_path):
+    conn = _db(tmp_path)
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, [7])
+    assert len(jobs.claim(conn, jobs.INDEX_EPISODE, 10)) == 1
+    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [7])
+    assert [j.target_id for j in jobs.claim(conn, jobs.EXTRACT_EPISODE, 10)] == [7]
