@@ -465,6 +465,37 @@ async def measure(target: str, duration: float, scopes: list[int]) -> list:
     return results
 
 
+def targets_table(by, extra, ingests, watch, end_rss, lag) -> list[str]:
+    """Each issue's performance target beside what this run measured."""
+    sem, hyb = by[("search_episodes", 16, "semantic")], by[("search_episodes", 16, "hybrid")]
+    hood = extra["GetNeighborhood depth 3 (c=1)"]
+    mem1, mem_kw = extra["SearchMemories semantic (c=1)"], extra["SearchMemories keyword (c=1)"]
+    chat = ingests["chat-length turns"]
+    rows = [
+        ("semantic search p50 at c=16 (issue 3)", "≤ 20 ms", sem.p50_ms, sem.p50_ms <= 20),
+        ("semantic search p99 at c=16 (issue 3)", "≤ 60 ms", sem.p99_ms, sem.p99_ms <= 60),
+        ("hybrid search p50 at c=16 (issue 3)", "≤ 20 ms", hyb.p50_ms, hyb.p50_ms <= 20),
+        ("hybrid search p99 at c=16 (issue 3)", "≤ 60 ms", hyb.p99_ms, hyb.p99_ms <= 60),
+        ("ingest, chat-length (issue 3)", "≥ 100 /s", chat["ingest_rate"],
+         chat["ingest_rate"] >= 100),
+        ("ingest vs raw embedder (issue 3)", "≥ 75 %",
+         100 * chat["ingest_rate"] / chat["raw_rate"],
+         chat["ingest_rate"] >= 0.75 * chat["raw_rate"]),
+        ("worst event-loop delay (issue 3)", "≤ 100 ms", lag.max_lag_ms, lag.over_100ms == 0),
+        ("RSS, MB (issue 3)", "≤ 1,000", end_rss["VmRSS"], end_rss["VmRSS"] <= 1000),
+        ("GetNeighborhood depth 3 p99 (issue 4)", "≤ 20 ms", hood["p99"], hood["p99"] <= 20),
+        ("WatchExtractions delivery p50 (issue 4)", "≤ 50 ms", watch["commit_p50"],
+         watch["commit_p50"] <= 50),
+        ("SearchMemories semantic p50, c=1 (issue 5)", "≤ 10 ms", mem1["p50"], mem1["p50"] <= 10),
+        ("SearchMemories keyword p50, c=1 (issue 5)", "≤ 10 ms", mem_kw["p50"],
+         mem_kw["p50"] <= 10),
+    ]
+    out = ["", "## Targets", "", "| target | wanted | this run | met |", "|---|---|---|---|"]
+    for name, wanted, got, met in rows:
+        out.append(f"| {name} | {wanted} | {got:,.1f} | {'yes' if met else 'no'} |")
+    return out
+
+
 def _mix(weights: dict[str, float]) -> str:
     return ",".join(f"{op}={w:g}" for op, w in weights.items())
 
@@ -560,6 +591,7 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
                 f"- {rpc} ({mode}): first hit p50 {res.first_item_p50_ms:.1f} ms vs whole stream"
                 f" p50 {res.p50_ms:.1f} ms."
             )
+    lines += targets_table(by, extra, ingests, watch, end_rss, lag)
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
     json_path.write_text(json.dumps(
