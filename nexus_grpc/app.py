@@ -124,7 +124,7 @@ class App:
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
         # Wakes WatchExtractions streams after extraction outcomes commit.
-        self.graph_events = EventBroadcaster()
+        self.graph_events = EventBroadcaster(settings.max_watch_streams)
         self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
         self.extraction = Extraction(
             self.db,

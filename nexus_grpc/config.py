@@ -106,6 +106,13 @@ OPTIONS: dict[str, Option] = {
         "512",
         "RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
     ),
+    "max_watch_streams": Option(
+        "--max-watch-streams",
+        ("NEXUS_MAX_WATCH_STREAMS",),
+        "256",
+        "WatchExtractions streams open at once (each also takes one of --max-concurrent-rpcs);"
+        " more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off",
+    ),
     "max_message_bytes": Option(
         "--max-message-bytes",
         ("NEXUS_MAX_MESSAGE_BYTES",),
@@ -166,6 +173,7 @@ class Settings:
     llm_timeout: float = 120.0
     job_max_attempts: int = 6
     max_concurrent_rpcs: int = 512
+    max_watch_streams: int = 256
     max_message_bytes: int = 4 * 1024 * 1024
     grace_seconds: float = 10.0
     tls_cert: str = ""

@@ -14,6 +14,10 @@ Prometheus scrapes, so they are never stale:
 - ``nexus_job_dead_letters{kind}``: jobs that exhausted their attempts.
 - ``nexus_job_failures_total{kind}`` / ``nexus_job_completed_total{kind}``: job
   attempts that failed / succeeded in this process.
+- ``nexus_watch_streams`` / ``nexus_watch_streams_limit``: WatchExtractions
+  streams holding a slot now, and ``--max-watch-streams`` (0: no limit).
+- ``nexus_watch_streams_refused_total``: WatchExtractions calls refused at that
+  limit (the general RPC cap's refusals are in ``nexus_rpc_requests_total``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from nexus_grpc.app import App
+    from nexus_grpc.pipeline.events import EventBroadcaster
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +153,29 @@ class JobCollector(Collector):
             failures.add_metric((kind,), failed)
             completed.add_metric((kind,), done)
         yield from (depth, age, dead, failures, completed)
+        yield from _watch_metrics(getattr(self._app, "graph_events", None))
+
+
+def _watch_metrics(events: EventBroadcaster | None) -> Iterator[Metric]:
+    """The WatchExtractions cap, read off the broadcaster (plain ints: a read
+    from the scrape thread needs no lock)."""
+    if events is None:  # a stand-in App without one
+        return
+    yield GaugeMetricFamily(
+        "nexus_watch_streams",
+        "WatchExtractions streams open now (each holds one of --max-watch-streams).",
+        value=events.watchers,
+    )
+    yield GaugeMetricFamily(
+        "nexus_watch_streams_limit",
+        "--max-watch-streams: WatchExtractions streams allowed at once (0: no limit).",
+        value=max(0, events.max_watchers),
+    )
+    yield CounterMetricFamily(
+        "nexus_watch_streams_refused",
+        "WatchExtractions calls refused with RESOURCE_EXHAUSTED at --max-watch-streams.",
+        value=events.refused,
+    )
 
 
 def _worker_counts(workers: Iterable[object]) -> dict[str, tuple[int, int]]:

@@ -120,7 +120,17 @@ class GraphServicer(ggrpc.GraphServiceServicer):
     async def WatchExtractions(
         self, request: gpb.WatchExtractionsRequest, context: Ctx
     ) -> AsyncIterator[gpb.ExtractionEvent]:
-        async for event in self.graph.watch(
-            request.episode_id, request.session_id, request.project_id, request.after_event_id
-        ):
-            yield convert.extraction_event(event)
+        # A watch stream lives as long as its client wants: it holds one of
+        # --max-watch-streams (refused with RESOURCE_EXHAUSTED beyond it) as
+        # well as one of the general RPC slots.
+        with self.graph.events.watching():
+            events = self.graph.watch(
+                request.episode_id, request.session_id, request.project_id, request.after_event_id
+            )
+            try:
+                async for event in events:
+                    yield convert.extraction_event(event)
+            finally:
+                # Close it now, not when it is collected: the slot and the
+                # page it holds are freed with the stream.
+                await events.aclose()

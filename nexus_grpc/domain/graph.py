@@ -30,8 +30,10 @@ from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavail
 ENTITIES = "entities"
 MAX_DEPTH = 3
 MAX_NEIGHBOR_SEEDS = 1000
-# How many events a watch reads per query; bounds what one stream holds.
-WATCH_PAGE = 100
+# How many events a watch reads per query; bounds what one stream holds. A
+# slow reader keeps its page decoded: at 100 events that was ~0.6 MiB each,
+# up to the --max-watch-streams cap of them. 20 still replays thousands a second.
+WATCH_PAGE = 20
 # Safety net: a watcher re-reads at least this often even without a wake-up.
 WATCH_POLL_SECONDS = 5.0
 CANDIDATE_FACTOR = 2

@@ -8,23 +8,62 @@ next page from the database.
 Use: take ``current()`` *before* reading, then wait on it if the read found
 nothing.  A notify between the read and the wait has already set that very
 event, so no wake-up is lost.
+
+What a watcher does cost is its stream: a coroutine, grpc's call state, and
+the page of events it is sending (bounded by the page size; gRPC flow control
+stops it reading further ahead of a slow reader).  Those streams live as long
+as their clients want, so they have their own cap, ``max_watchers``
+(``--max-watch-streams``), apart from the server-wide cap on concurrent RPCs:
+without it, idle watchers alone could hold every RPC slot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
+
+from nexus_grpc.errors import ResourceExhausted
+
+#: The default of ``--max-watch-streams``: half the default RPC cap (512), so
+#: watchers can never take every slot from unary calls.
+DEFAULT_MAX_WATCHERS = 256
 
 
 class EventBroadcaster:
-    def __init__(self) -> None:
+    def __init__(self, max_watchers: int = DEFAULT_MAX_WATCHERS) -> None:
         self._event = asyncio.Event()
         self._closed = False
         self.notifications = 0
+        #: 0 or less: no limit.
+        self.max_watchers = max_watchers
+        self.watchers = 0
+        self.refused = 0
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Hold one of the ``max_watchers`` slots for a stream's lifetime.
+
+        Raises ``ResourceExhausted`` when all are taken: the client is told
+        the limit and how to raise it, and may retry once a stream closes.
+        """
+        if 0 < self.max_watchers <= self.watchers:
+            self.refused += 1
+            raise ResourceExhausted(
+                f"the server already has {self.watchers} WatchExtractions streams open, its"
+                f" limit; close streams you no longer need and retry with backoff, or raise the"
+                f" limit with --max-watch-streams / NEXUS_MAX_WATCH_STREAMS"
+                f" (now {self.max_watchers})"
+            )
+        self.watchers += 1
+        try:
+            yield
+        finally:
+            self.watchers -= 1
 
     def current(self) -> asyncio.Event:
         """The event the next ``notify`` sets."""
