@@ -14,6 +14,8 @@ Prometheus scrapes, so they are never stale:
 - ``nexus_job_dead_letters{kind}``: jobs that exhausted their attempts.
 - ``nexus_job_failures_total{kind}`` / ``nexus_job_completed_total{kind}``: job
   attempts that failed / succeeded in this process.
+- ``nexus_event_loop_lag_seconds`` (histogram) and
+  ``nexus_event_loop_lag_max_seconds``: how late the event loop runs.
 - ``nexus_watch_streams`` / ``nexus_watch_streams_limit``: WatchExtractions
   streams holding a slot now, and ``--max-watch-streams`` (0: no limit).
 - ``nexus_watch_streams_refused_total``: WatchExtractions calls refused at that
@@ -31,10 +33,16 @@ from typing import TYPE_CHECKING
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from nexus_grpc.api.interceptors import RequestObserver
+from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 
@@ -154,6 +162,29 @@ class JobCollector(Collector):
             completed.add_metric((kind,), done)
         yield from (depth, age, dead, failures, completed)
         yield from _watch_metrics(getattr(self._app, "graph_events", None))
+        yield from _loop_lag_metrics(getattr(self._app, "loop_lag", None))
+
+
+def _loop_lag_metrics(monitor: LoopLagMonitor | None) -> Iterator[Metric]:
+    """How late the event loop woke, sampled every 50 ms: anything that blocks
+    the loop delays every RPC at once, and shows up here first."""
+    if monitor is None:
+        return
+    lag = monitor.snapshot()
+    pairs = zip(LAG_BUCKETS, lag.bucket_counts, strict=True)
+    buckets = [(str(bound), float(n)) for bound, n in pairs]
+    buckets.append(("+Inf", float(lag.samples)))
+    yield HistogramMetricFamily(
+        "nexus_event_loop_lag_seconds",
+        "How late the event loop woke from a 50 ms sleep.",
+        buckets=buckets,
+        sum_value=lag.total_seconds,
+    )
+    yield GaugeMetricFamily(
+        "nexus_event_loop_lag_max_seconds",
+        "The worst event-loop delay since start.",
+        value=lag.max_seconds,
+    )
 
 
 def _watch_metrics(events: EventBroadcaster | None) -> Iterator[Metric]:

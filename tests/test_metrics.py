@@ -153,3 +153,16 @@ def test_metrics_listen_parsing():
     assert split_host_port("[::1]:9464") == ("::1", 9464)
     with pytest.raises(ValueError):
         split_host_port("9464")
+
+
+async def test_event_loop_lag_is_exported(metered):
+    async def sampled():
+        samples = await scrape(metered)
+        count = sample(samples, "nexus_event_loop_lag_seconds_count")
+        return samples if count and count >= 2 else None
+
+    samples = await wait_until(sampled)
+    count = sample(samples, "nexus_event_loop_lag_seconds_count")
+    assert sample(samples, "nexus_event_loop_lag_seconds_bucket", le="+Inf") == count
+    assert sample(samples, "nexus_event_loop_lag_seconds_bucket", le="0.1") <= count
+    assert 0 <= sample(samples, "nexus_event_loop_lag_max_seconds") < 5
