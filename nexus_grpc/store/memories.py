@@ -201,9 +201,13 @@ def get_visible(
     """The rows among ``ids`` that exist and that the scope may see."""
     if not ids:
         return {}
+    # CROSS JOIN pins the id list as the outer loop: one primary-key lookup per
+    # hit. Left to itself the planner ORed the scope's indexes instead, and a
+    # project's index walks every memory in the project (4.5 ms at 100,000).
     rows = conn.execute(
-        f"SELECT m.* FROM memories m WHERE m.id IN ({placeholders(len(ids))}) AND {where}",
-        (*ids, *params),
+        "SELECT m.* FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
+        f" CROSS JOIN memories m ON m.id = j.id WHERE {where}",
+        (json.dumps([int(i) for i in ids]), *params),
     ).fetchall()
     return {r["id"]: _row(r) for r in rows}
 
