@@ -1,8 +1,21 @@
 """The grpc.aio server: servicers, health, reflection, interceptors, shutdown.
 
-Shutdown order (after vLLM's gRPC server): health turns NOT_SERVING first so
-load balancers stop sending, then ``server.stop(grace)`` lets in-flight RPCs
-finish, then workers and stores close.
+Shutdown order (after vLLM's gRPC server), all within ``grace`` seconds:
+
+1. Health turns NOT_SERVING, so load balancers stop sending; health Watch
+   streams send it and end (OK), as WatchExtractions streams do.
+2. The gate closes: a new call is refused with UNAVAILABLE ("shutting down"),
+   a status every client may retry elsewhere, while calls already running
+   finish with their real answer.  Until the gate is idle the server keeps
+   taking calls off the wire, because grpc core CANCELs (not UNAVAILABLE) any
+   call that arrived but was not yet dispatched when ``server.stop`` begins:
+   a client could not tell whether such a write happened.
+3. ``server.stop(remaining grace)``: the listener and connections close; any
+   RPC still running when the grace runs out is cancelled.
+4. Workers and stores close.
+
+tests/test_fault_shutdown.py checks this from a client, against the real
+process, under load.
 """
 
 from __future__ import annotations
@@ -10,10 +23,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1.health_pb2 import HealthCheckResponse
 
 from nexus_grpc.api.graph_servicer import GraphServicer
 from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
@@ -54,18 +71,213 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
     ]
 
 
+class HealthServicer(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1, as ``grpc_health.v1.health.aio.HealthServicer`` does it,
+    except for Watch:
+
+    - Watch is an async generator, like every server stream here, so it passes
+      through ``ServiceInterceptor`` (which iterates a handler's result; the
+      library's Watch writes with ``context.write`` and returns None there).
+    - Once shutdown begins, Watch sends NOT_SERVING and ends with OK.  An open
+      Watch would otherwise hold ``server.stop(grace)`` for the whole grace
+      period, and be cancelled at its end.
+    """
+
+    def __init__(self) -> None:
+        self._status: dict[str, HealthCheckResponse.ServingStatus.ValueType] = {
+            "": HealthCheckResponse.SERVING
+        }
+        self._changed = asyncio.Condition()
+        self._shutting_down = False
+
+    async def Check(self, request, context):  # noqa: N802 - the gRPC method name
+        status = self._status.get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return HealthCheckResponse(status=status)
+
+    async def Watch(self, request, context) -> AsyncIterator[HealthCheckResponse]:  # noqa: N802
+        last = None
+
+        def moved() -> bool:
+            status = self._status.get(request.service, HealthCheckResponse.SERVICE_UNKNOWN)
+            return status != last or self._shutting_down
+
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(moved)
+                status = self._status.get(request.service, HealthCheckResponse.SERVICE_UNKNOWN)
+                closing = self._shutting_down
+            if status != last:
+                yield HealthCheckResponse(status=status)
+                last = status
+            if closing:
+                return
+
+    async def set(self, service: str, status: HealthCheckResponse.ServingStatus.ValueType) -> None:
+        """Set a service's status; ignored once shutdown has begun."""
+        if self._shutting_down:
+            return
+        async with self._changed:
+            self._status[service] = status
+            self._changed.notify_all()
+
+    async def enter_graceful_shutdown(self) -> None:
+        """Every service NOT_SERVING, for good; Watch streams say so and end."""
+        async with self._changed:
+            self._shutting_down = True
+            for service in self._status:
+                self._status[service] = HealthCheckResponse.NOT_SERVING
+            self._changed.notify_all()
+
+
+# How long no new call may arrive before shutdown stops the listener (step 2).
+DRAIN_QUIET_SECONDS = 0.2
+# Even a stop without grace lets the streams it has just ended (Watch,
+# WatchExtractions) send their OK first, for up to this long.
+STREAM_END_SECONDS = 1.0
+# Health keeps answering (NOT_SERVING) while the gate refuses, and reflection
+# holds no data: neither is refused, and neither keeps the drain's quiet
+# window open, but running health calls are waited for like any other.
+UNGATED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+class ShutdownGate(grpc.aio.ServerInterceptor):
+    """Counts the calls in flight, and once closed refuses new ones with
+    UNAVAILABLE, so shutdown can wait for the running ones (see the module doc).
+
+    Outermost interceptor: a refused call does no work, auth included.
+    """
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._arrived = asyncio.Event()
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    async def drain(self, timeout: float, quiet: float) -> bool:  # noqa: ASYNC109 - grace budget
+        """Wait until no call is running and no gated call has arrived for
+        ``quiet`` seconds: a call grpc received but had not dispatched yet gets
+        its clean UNAVAILABLE here instead of core's CANCELLED at
+        ``server.stop``.  False when ``timeout`` ran out with calls running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(max(0.0, remaining)):
+                    await self._idle.wait()
+            except TimeoutError:
+                return False
+            self._arrived.clear()
+            remaining = deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(max(0.0, min(quiet, remaining))):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return self._active == 0
+            # A call arrived in the quiet window (refused, or running if it was
+            # dispatched just before the gate closed): wait again.
+
+    def _enter(self, gated: bool, context: grpc.aio.ServicerContext) -> None:
+        if gated:
+            self._arrived.set()
+        self._active += 1
+        self._idle.clear()
+        # Done when grpc has sent the status, not when the handler returns: a
+        # stream that shutdown ended must get its OK out before server.stop.
+        context.add_done_callback(self._leave)
+
+    def _leave(self, _context: object = None) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self._idle.set()
+
+    async def _refuse(self, context: grpc.aio.ServicerContext) -> None:
+        self._arrived.set()
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            "the server is shutting down; retry (the call was not started)",
+        )
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        gated = not details.method.startswith(UNGATED_PREFIXES)
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, gated),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream, gated),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # client- and bidi-streaming (reflection): not counted
+
+    def _unary(self, fn, gated: bool):
+        async def counted(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if gated and self.closed:
+                await self._refuse(context)
+            self._enter(gated, context)
+            return await fn(request, context)
+
+        return counted
+
+    def _stream(self, fn, gated: bool):
+        async def counted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if gated and self.closed:
+                await self._refuse(context)
+            self._enter(gated, context)
+            async for item in fn(request, context):
+                yield item
+
+        return counted
+
+
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
     app: App
-    health: health.aio.HealthServicer
+    health: HealthServicer
     port: int
     metrics: MetricsServer | None = None
+    gate: ShutdownGate = field(default_factory=ShutdownGate)
 
     async def stop(self, grace: float | None) -> None:
+        """Graceful stop in the order of the module doc.  ``grace=None`` waits
+        only for the streams shutdown ends (up to STREAM_END_SECONDS), then
+        cancels whatever is still running."""
+        started = time.monotonic()
         await self.health.enter_graceful_shutdown()
+        self.gate.close()
         # Watch streams end cleanly (OK) instead of running out the grace period.
         self.app.graph_events.close()
+        if grace is None:
+            await self.gate.drain(STREAM_END_SECONDS, 0.0)
+        else:
+            if not await self.gate.drain(grace, DRAIN_QUIET_SECONDS):
+                log.warning(
+                    "%d RPCs still running after the %.0fs grace period; cancelling them",
+                    self.gate.active,
+                    grace,
+                )
+            grace = max(0.0, grace - (time.monotonic() - started))
         await self.server.stop(grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
@@ -86,8 +298,10 @@ async def start_server(
     await app.start(reconcile=reconcile)
     metrics = Metrics(app) if settings.metrics_listen else None
     observer = combine(observer, metrics)
-    # Auth first, so a call without a valid key does no work.
-    interceptors: list[grpc.aio.ServerInterceptor] = []
+    # The shutdown gate, then auth, so neither a call refused at shutdown nor
+    # one without a valid key does any work.
+    gate = ShutdownGate()
+    interceptors: list[grpc.aio.ServerInterceptor] = [gate]
     if keys is not None:
         interceptors.append(AuthInterceptor(keys, observer))
     interceptors.append(ServiceInterceptor(settings.max_concurrent_rpcs, observer))
@@ -95,7 +309,7 @@ async def start_server(
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
     sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
     ggrpc.add_GraphServiceServicer_to_server(GraphServicer(app), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
     if credentials is not None:
@@ -121,7 +335,7 @@ async def start_server(
         "mTLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
         "on" if keys else "off",
     )
-    return RunningServer(server, app, health_servicer, port, metrics_server)
+    return RunningServer(server, app, health_servicer, port, metrics_server, gate)
 
 
 async def serve(settings: Settings) -> None:
@@ -133,7 +347,7 @@ async def serve(settings: Settings) -> None:
     try:
         await stop.wait()
         log.info(
-            "shutting down: NOT_SERVING, then up to %.0fs for in-flight RPCs",
+            "shutting down: NOT_SERVING, new calls refused, up to %.0fs for in-flight RPCs",
             settings.grace_seconds,
         )
     finally:

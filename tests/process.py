@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 from pathlib import Path
+
+import grpc
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 
 PORT_LINE = re.compile(r"serving on \S+ \(port (\d+)\)")
 
@@ -50,6 +57,19 @@ class ServerProcess:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "nexus.sqlite3"
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def sigkill(self) -> None:
+        """kill -9, without waiting: safe to call from the event loop."""
+        if self.running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -59,3 +79,61 @@ class ServerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "".join(self.log[-lines:])
+
+    async def wait_for_log(
+        self,
+        pattern: str,
+        timeout: float = 60.0,  # noqa: ASYNC109
+        interval: float = 0.05,
+    ) -> re.Match[str]:
+        """Poll the server's log (stderr) for a line matching ``pattern``."""
+        regex = re.compile(pattern)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = 0
+        while True:
+            lines = self.log[seen:]  # the pump thread only appends
+            seen += len(lines)
+            for line in lines:
+                found = regex.search(line)
+                if found:
+                    return found
+            if loop.time() > deadline:
+                raise AssertionError(f"no log line matching {pattern!r}:\n{self.log_tail()}")
+            await asyncio.sleep(interval)
+
+
+async def queue_depths(target: str) -> dict[str, tuple[int, int]]:
+    """{job kind: (pending, failed)} from GetServiceStatus."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        status = await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
+            m.GetServiceStatusRequest(), timeout=10
+        )
+    return {q.kind: (q.pending, q.failed) for q in status.queues}
+
+
+async def wait_queue_empty(
+    target: str,
+    kind: str,
+    timeout: float,  # noqa: ASYNC109 - a drain can take minutes; callers size it
+    interval: float = 0.2,
+) -> tuple[int, int]:
+    """Poll GetServiceStatus until ``kind`` has nothing pending (no event crosses
+    the process boundary).  Returns (pending, failed) as last seen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        depth = (await queue_depths(target)).get(kind, (0, 0))
+        if depth[0] == 0:
+            return depth
+        if loop.time() > deadline:
+            raise AssertionError(f"{kind} still has {depth[0]} pending after {timeout:.0f}s")
+        await asyncio.sleep(interval)
+
+
+def read_only(path: Path) -> sqlite3.Connection:
+    """A reader beside a live server (WAL lets it read while the server writes)."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 import time
 import uuid
@@ -186,8 +187,14 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 held = await self._acquire(capped, context)
                 self._observer.stream_started(method)
                 streaming = True
-                async for item in fn(request, context):
-                    yield item
+                result = fn(request, context)
+                if inspect.isawaitable(result):
+                    # A handler that streams with context.write() and returns
+                    # None (grpc_health's Watch does): nothing to iterate.
+                    await result
+                else:
+                    async for item in result:
+                        yield item
             except asyncio.CancelledError:
                 cancelled = True
                 raise

@@ -225,6 +225,10 @@ class JobWorker:
             message = str(o.error) or type(o.error).__name__
             if isinstance(o.error, Postpone):
                 job_store.postpone(conn, o.job.id, message, self.config.postpone_delay)
+                # Not an attempt, but the target shows why it waits (say, on
+                # GetEpisode while Ollama is unreachable).
+                if self.on_retry:
+                    self.on_retry(conn, o.job, message)
             elif o.job.attempts + 1 >= self.config.max_attempts:
                 log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
                 if job_store.dead_letter(conn, o.job.id, message) and self.on_dead:

@@ -74,7 +74,9 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
         " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
         " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
         " AND r.target_id = j.target_id AND r.state = 'running')"
-        " ORDER BY j.id LIMIT ?",
+        # Due time first: a job that keeps failing with a short back-off must
+        # not keep newer jobs from their first attempt.
+        " ORDER BY j.run_after, j.id LIMIT ?",
         (kind, now(), limit),
     ).fetchall()
     conn.executemany(
