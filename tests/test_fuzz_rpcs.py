@@ -1328,14 +1328,11 @@ def test_the_digest_sees_every_committed_change_and_only_those(world):
     )
     assert refused.code == INVALID
     assert world.digest() == before
-    world.run(
-        world.h.memory.UpdateProject(
-            m.UpdateProjectRequest(
-                project=m.Project(id=project_id, name=f"renamed {uuid.uuid4()}"),
-                update_mask={"paths": ["name"]},
-            )
-        )
+    renamed = m.UpdateProjectRequest(
+        project=m.Project(id=project_id, name=f"renamed {uuid.uuid4()}"),
+        update_mask={"paths": ["name"]},
     )
+    world.run(_called(world.h.memory.UpdateProject, renamed))
     after = world.digest()
     assert after["projects"][0] == before["projects"][0]
     assert after["projects"][1] != before["projects"][1]
@@ -1398,6 +1395,10 @@ async def _raw_status(channel, method: MethodDescriptor, payload: bytes) -> grpc
     return OK
 
 
+async def _called(method, request):
+    return await method(request)
+
+
 def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
     memory_id = world.ro.execute(
         "SELECT id FROM memories WHERE kind = ? AND tier = ? LIMIT 1",
@@ -1405,18 +1406,16 @@ def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
     ).fetchone()[0]
     wrong = {}
     for user in ("a\x00b", " alice", "x" * 201):
-        doomed = world.run(
-            world.h.memory.CreateMemory(
-                m.CreateMemoryRequest(
-                    memory=m.Memory(
-                        kind=m.MEMORY_KIND_PROJECT,
-                        project_id=world.pools().ids["projects"][0],
-                        title="to delete",
-                        content="c",
-                    )
-                )
+        create = m.CreateMemoryRequest(
+            memory=m.Memory(
+                kind=m.MEMORY_KIND_PROJECT,
+                project_id=world.pools().ids["projects"][0],
+                title="to delete",
+                content="c",
             )
         )
+        # The call object is made inside the loop: grpc.aio needs a running one.
+        doomed = world.run(_called(world.h.memory.CreateMemory, create))
         requests = {
             "DeleteMemory": m.DeleteMemoryRequest(id=doomed.id, user_id=user),
             "GetMemory": m.GetMemoryRequest(id=memory_id, user_id=user),
