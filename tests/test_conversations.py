@@ -56,7 +56,15 @@ async def test_project_crud_round_trip(harness):
 async def test_create_project_requires_name_and_writes_nothing(harness):
     await expect_status(harness.memory.CreateProject(m.CreateProjectRequest()), INVALID,
                         "project.name")
+    # Only spaces, or only zero-width and byte-order marks: nothing to show, so blank.
+    for name in ("  \t ", "\u200b\ufeff", " \u200b "):
+        request = m.CreateProjectRequest(project=m.Project(name=name))
+        await expect_status(harness.memory.CreateProject(request), INVALID, "blank")
     assert await count_rows(harness, "projects") == 0
+    ok = await harness.memory.CreateProject(
+        m.CreateProjectRequest(project=m.Project(name="\u200bnamed"))
+    )
+    assert ok.name == "\u200bnamed"  # a visible character makes it a name
 
 
 async def test_project_errors(harness):

@@ -37,8 +37,14 @@ def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return f"{value[:limit]!r}... ({len(value)} characters)"
 
 
+def _visible(value: str) -> bool:
+    # Zero-width and other format characters (U+200B, U+FEFF) are not
+    # whitespace to str.strip(), but a name made only of them shows nothing.
+    return any(c.isprintable() and not c.isspace() for c in value)
+
+
 def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
-    if required and not value.strip():
+    if required and not _visible(value):
         raise InvalidArgument(f"{field} is required and must not be blank")
     if len(value) > limit:
         raise InvalidArgument(f"{field} is {len(value)} characters; the limit is {limit}")
