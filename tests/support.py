@@ -92,3 +92,17 @@ async def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02): 
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+async def take(call, n: int, limit: float = 30.0) -> list:
+    """The next ``n`` messages of a server stream (fails rather than hangs)."""
+
+    async def read() -> list:
+        out = []
+        while len(out) < n:
+            msg = await call.read()
+            assert msg is not grpc.aio.EOF, f"stream ended after {len(out)}/{n} messages"
+            out.append(msg)
+        return out
+
+    return await asyncio.wait_for(read(), limit)

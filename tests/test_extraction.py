@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import replace
 
@@ -15,7 +14,7 @@ from nexus_grpc.llm import LLMUnavailable, LLMUnreachable
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Postpone
 from tests.ollama_stub import OllamaStub, Reply
-from tests.support import Harness, start_harness, wait_until
+from tests.support import Harness, start_harness, take, wait_until
 
 EMPTY = {"entities": [], "relationships": []}
 ALICE = {
@@ -61,20 +60,6 @@ async def new_episode(h: Harness, session_id: int, user: str = "hi", ai: str = "
     return await h.memory.CreateEpisode(
         m.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
     )
-
-
-async def take(call, n: int, limit: float = 10.0) -> list[g.ExtractionEvent]:
-    """The next ``n`` messages of a stream (fails rather than hangs)."""
-
-    async def read() -> list[g.ExtractionEvent]:
-        out = []
-        while len(out) < n:
-            msg = await call.read()
-            assert msg is not grpc.aio.EOF, f"stream ended after {len(out)}/{n} events"
-            out.append(msg)
-        return out
-
-    return await asyncio.wait_for(read(), limit)
 
 
 async def event_for(h: Harness, episode_id: int, limit: float = 10.0) -> g.ExtractionEvent:

@@ -39,13 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import grpc
 import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.ollama_stub import OllamaStub, Reply
-from tests.support import Harness, start_harness, wait_until
+from tests.support import Harness, start_harness, take, wait_until
 
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
 BASE_SEED = int(os.environ.get("NEXUS_FAULT_SEED") or random.SystemRandom().randrange(2**31))
@@ -113,18 +112,6 @@ async def start(data: Path, stub: OllamaStub, max_attempts: int) -> Harness:
         w.config, backoff_base=0.02, backoff_max=0.1, postpone_delay=0.05, postpone_max=0.2
     )
     return h
-
-
-async def take(call, n: int, limit: float = 30.0) -> list[g.ExtractionEvent]:
-    async def read() -> list[g.ExtractionEvent]:
-        out = []
-        while len(out) < n:
-            msg = await call.read()
-            assert msg is not grpc.aio.EOF, f"stream ended after {len(out)}/{n} events"
-            out.append(msg)
-        return out
-
-    return await asyncio.wait_for(read(), limit)
 
 
 async def silent_losses(h: Harness) -> list[str]:
