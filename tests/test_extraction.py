@@ -563,6 +563,27 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
         grpc.StatusCode.FAILED_PRECONDITION,
         f"project {p.id}",
     )
+    await expect_status(
+        gh.graph.UpsertEntity(g.UpsertEntityRequest(name="X", type="person", session_id=99999)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "session_id 99999 does not exist",
+    )
+    await expect_status(
+        gh.graph.UpsertEntity(
+            g.UpsertEntityRequest(name="X", type="person", project_id=p.id, session_id=s1.id)
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "not both",
+    )
+    await expect_status(
+        gh.graph.ListEntities(g.ListEntitiesRequest(session_id=s1.id, project_id=p.id)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "not both",
+    )
+    # None of the refusals wrote anything.
+    assert await gh.app.db.read(
+        lambda c: c.execute("SELECT COUNT(*) FROM entities WHERE name = 'X'").fetchone()[0]
+    ) == 0
 
 
 async def test_deleting_a_session_deletes_its_own_graph(gh, stub):

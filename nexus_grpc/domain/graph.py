@@ -141,7 +141,11 @@ class Graph:
             if project_id and not project_store.exists(conn, project_id):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
             if session_id:
-                _check_session_graph(conn, session_id)
+                try:
+                    _check_session_graph(conn, session_id)
+                except NotFound:
+                    # A reference in a write, like project_id above: a precondition.
+                    raise FailedPrecondition(f"session_id {session_id} does not exist") from None
             entity_id = graph_store.upsert_entity(
                 conn,
                 clean_name,
@@ -183,10 +187,7 @@ class Graph:
                 c, clean_type, project_id, after, size + 1, session_id=session_id
             )
         )
-        if len(rows) > size:
-            rows = rows[:size]
-            return Page(rows, paging.encode_token(rows[-1].id))
-        return Page(rows, "")
+        return paging.page(rows, size)
 
     # Relationships ----------------------------------------------------------
 

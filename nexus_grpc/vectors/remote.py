@@ -13,6 +13,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from nexus_grpc import deadlines
+from nexus_grpc.errors import DeadlineExceeded
 
 from .base import (
     CollectionNotFound,
@@ -216,17 +217,24 @@ class QdrantVectorIndex:
         # The caller's remaining deadline bounds the search on the Qdrant server
         # too (its `timeout` is whole seconds), and our wait for it here.
         budget = deadlines.budget(None, f"searching {collection!r} in Qdrant")
-        with self._errors(collection):
+        try:
             async with asyncio.timeout(budget):
-                resp = await self._client.query_points(
-                    collection,
-                    query=[float(x) for x in vector],
-                    query_filter=to_qdrant_filter(filter),
-                    limit=limit,
-                    with_payload=True,
-                    with_vectors=False,
-                    timeout=None if budget is None else max(1, math.ceil(budget)),
-                )
+                # Inside the timeout: the client's own transport timeouts still read
+                # as "unreachable"; only our deadline passing reads as a deadline.
+                with self._errors(collection):
+                    resp = await self._client.query_points(
+                        collection,
+                        query=[float(x) for x in vector],
+                        query_filter=to_qdrant_filter(filter),
+                        limit=limit,
+                        with_payload=True,
+                        with_vectors=False,
+                        timeout=None if budget is None else max(1, math.ceil(budget)),
+                    )
+        except TimeoutError as exc:
+            raise DeadlineExceeded(
+                f"the call's deadline passed while searching {collection!r} in Qdrant"
+            ) from exc
         return [VectorHit(int(p.id), float(p.score), dict(p.payload or {})) for p in resp.points]
 
     async def count(self, collection: str) -> int:
