@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import sqlite3
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,9 @@ class ServiceState:
 def make_index(settings: Settings) -> VectorIndex:
     if settings.qdrant_url:
         return QdrantVectorIndex(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
-    return EdgeVectorIndex(settings.vectors_dir)
+    return EdgeVectorIndex(
+        settings.vectors_dir, prewarm_bytes=settings.vector_prewarm_mb * 1024 * 1024
+    )
 
 
 def embedding_signature(embedder: Embedder) -> str:
@@ -210,11 +213,25 @@ class App:
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()
+        warm = getattr(self.embedder, "warm", None)
+        if warm is not None:
+            # An in-process model loads in ~0.5 s: load it now, in the background, so
+            # the first search does not wait for it (and serving is not delayed).
+            self._in_background(warm(), "embedder warm-up")
         if reconcile:
             # In the background: a large index must not delay serving.
-            task = asyncio.create_task(self._reconcile_at_start())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._in_background(self._reconcile_at_start(), "start-up reconcile")
+
+    def _in_background(self, work: Awaitable[Any], what: str) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("%s failed", what)
+
+        task = asyncio.create_task(run(), name=what)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _reconcile_at_start(self) -> None:
         try:

@@ -48,8 +48,9 @@ OPTIONS: dict[str, Option] = {
     "embedder_threads": Option(
         "--embedder-threads",
         ("NEXUS_EMBEDDER_THREADS",),
-        "1",
-        "onnxruntime threads for the offline embedder",
+        "0",
+        "onnxruntime threads for the offline embedder's indexing batches; 0 uses one per"
+        " core, at most 2 (search queries always run on one)",
     ),
     "qdrant_url": Option(
         "--qdrant-url",
@@ -58,6 +59,13 @@ OPTIONS: dict[str, Option] = {
         "Qdrant server or cluster URL; empty uses the embedded engine in --data-dir",
     ),
     "qdrant_api_key": Option("--qdrant-api-key", ("QDRANT_API_KEY",), "", "Qdrant API key"),
+    "vector_prewarm_mb": Option(
+        "--vector-prewarm-mb",
+        ("NEXUS_VECTOR_PREWARM_MB",),
+        "2048",
+        "MB of the embedded index's files read into the OS page cache at start, so the"
+        " first searches after a restart do not wait on disk; 0 turns it off",
+    ),
     "ollama_url": Option(
         "--ollama-url",
         ("OLLAMA_URL", "OLLAMA_HOST"),
@@ -162,9 +170,10 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     embedder: str = "minilm"
     embedding_model: str = "nomic-embed-text"
-    embedder_threads: int = 1
+    embedder_threads: int = 0
     qdrant_url: str = ""
     qdrant_api_key: str = ""
+    vector_prewarm_mb: int = 2048
     ollama_url: str = ""
     extraction_model: str = "qwen2.5:3b"
     summary_model: str = "qwen2.5:3b"

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,8 +52,10 @@ from .base import (
     check_field_types,
     split_values,
 )
+from .prewarm import PageCacheWarmer, shard_files
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 META_FILE = "nexus_meta.json"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -118,7 +122,10 @@ class EdgeVectorIndex:
         flush_on_write: bool = True,
         write_chunk: int = 256,
         page_size: int = 1000,
+        prewarm_bytes: int = 0,
     ) -> None:
+        """``prewarm_bytes``: how much of the opened shards' files to read into the page
+        cache in the background (see prewarm.py); 0 reads nothing."""
         self._dir = Path(directory)
         self._dir.mkdir(parents=True, exist_ok=True)
         self._flush_on_write = flush_on_write
@@ -128,6 +135,11 @@ class EdgeVectorIndex:
         self._dims: dict[str, int] = {}
         # Only this thread touches shards: serialises access and keeps the loop free.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant-edge")
+        # Its own thread: reading files releases the GIL and must not queue searches.
+        self._warmer = PageCacheWarmer(prewarm_bytes)
+        self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-warm")
+        self._prewarm = prewarm_bytes > 0
+        self._warm_futures: list[Future[None]] = []
         self._closed = False
 
     # -- plumbing --------------------------------------------------------------------------
@@ -166,7 +178,27 @@ class EdgeVectorIndex:
             if not self._exists(path):
                 raise CollectionNotFound(name)
             shard = self._shards[name] = self._load(path)
+            self._schedule_warm(path)
         return shard
+
+    def _schedule_warm(self, path: Path) -> None:
+        if self._prewarm and not self._closed:
+            self._warm_futures.append(self._warm_executor.submit(self._warm, path))
+
+    async def prewarm_finished(self) -> int:
+        """Waits for the page-cache warm-ups scheduled so far; returns bytes read in all."""
+        pending = [asyncio.wrap_future(f) for f in self._warm_futures]
+        await asyncio.gather(*pending, return_exceptions=True)
+        return self._warmer.read_bytes
+
+    def _warm(self, path: Path) -> None:
+        started = time.perf_counter()
+        read = self._warmer.warm(shard_files(path))
+        if read:
+            log.info(
+                "vector index: read %.0f MB of %r into the page cache in %.2fs",
+                read / 1e6, path.name, time.perf_counter() - started,
+            )
 
     def _read_dim(self, name: str) -> int | None:
         if name in self._dims:
@@ -212,6 +244,7 @@ class EdgeVectorIndex:
             shard = self._shards.get(name)
             if shard is None:
                 shard = self._shards[name] = self._load(path, config)  # also validates config
+                self._schedule_warm(path)
         else:
             shard = self._shards[name] = qe.EdgeShard.create(str(path), config)
         if not (path / META_FILE).is_file():
@@ -325,6 +358,8 @@ class EdgeVectorIndex:
         if self._closed:
             return
         self._closed = True  # refuse new calls; already-queued ones still run first
+        self._warmer.stop()
+        self._warm_executor.shutdown(wait=False, cancel_futures=True)
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self._close_all)
