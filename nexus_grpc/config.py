@@ -49,8 +49,7 @@ OPTIONS: dict[str, Option] = {
         "--embedder-threads",
         ("NEXUS_EMBEDDER_THREADS",),
         "0",
-        "onnxruntime threads for the offline embedder's indexing batches; 0 uses one per"
-        " core, at most 2 (search queries always run on one)",
+        "onnxruntime threads for the offline embedder; 0 uses one per core, at most 2",
     ),
     "qdrant_url": Option(
         "--qdrant-url",

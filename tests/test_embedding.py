@@ -194,9 +194,9 @@ async def test_minilm_batches_stay_within_the_token_budget(minilm: MiniLMEmbedde
     shapes: list[tuple[int, int]] = []
     run = minilm._embed_batch
 
-    def recording(session, ids, mask):
+    def recording(ids, mask):
         shapes.append(ids.shape)
-        return run(session, ids, mask)
+        return run(ids, mask)
 
     minilm._embed_batch = recording  # type: ignore[method-assign]
     texts = ["short note"] * 40 + ["a much longer note " * 90] * 40

