@@ -49,7 +49,8 @@ OPTIONS: dict[str, Option] = {
         "--embedder-threads",
         ("NEXUS_EMBEDDER_THREADS",),
         "0",
-        "onnxruntime threads for the offline embedder; 0 uses one per core, at most 2",
+        "indexing batches the offline embedder runs at once, one core each, below normal"
+        " priority; 0 uses one per core, at most 2",
     ),
     "qdrant_url": Option(
         "--qdrant-url",

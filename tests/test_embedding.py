@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -205,3 +207,35 @@ async def test_minilm_batches_stay_within_the_token_budget(minilm: MiniLMEmbedde
     assert all(rows * width <= BATCH_TOKENS or rows == 1 for rows, width in shapes)
     assert max(width for _, width in shapes) == 256  # long texts are truncated, not dropped
     assert _cos(vectors[0], vectors[39]) > 0.9999 and _cos(vectors[40], vectors[79]) > 0.9999
+
+
+async def test_minilm_large_call_is_split_across_threads_in_order() -> None:
+    texts = [f"note {i}: " + "word " * (i % 37) for i in range(75)]
+    two, one = MiniLMEmbedder(threads=2), MiniLMEmbedder(threads=1)
+    try:
+        split, whole = await two.embed(texts), await one.embed(texts)
+    finally:
+        await two.close()
+        await one.close()
+    assert len(split) == len(texts)
+    assert all(_cos(a, b) > 0.9999 for a, b in zip(split, whole, strict=True))
+    assert _cos(split[0], split[1]) < 0.999  # distinct texts stay distinct, in their places
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is a Linux feature")
+def test_indexing_threads_run_below_normal_priority() -> None:
+    from nexus_grpc.embedding.minilm import BACKGROUND_NICE, _background_priority
+
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: list[int] = []
+
+    def worker() -> None:
+        _background_priority()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == [min(19, base + BACKGROUND_NICE)]
+    # Only that thread: the caller (here, the event loop's thread) keeps its priority.
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base

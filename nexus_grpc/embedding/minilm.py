@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +30,29 @@ BATCH_SIZE = 32
 BATCH_TOKENS = 4096
 
 
+#: Niceness of the indexing threads. Background embedding takes every core it is
+#: given; at normal priority it pushed the event loop past 100 ms under write load.
+BACKGROUND_NICE = 10
+
+
 def _default_threads() -> int:
-    # The target host has 2 cores; more intra-op threads than cores only adds contention.
+    # The target host has 2 cores; more threads than cores only adds contention.
     return max(1, min(2, os.cpu_count() or 1))
+
+
+def _background_priority() -> None:
+    """Runs in each indexing thread: searches and the event loop come first.
+
+    On Linux a thread has its own nice value, so this lowers only the calling
+    thread. Elsewhere it may lower nothing or the whole process, so it is skipped."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, nice))
+    except OSError:  # a sandbox that forbids it: run at normal priority
+        pass
 
 
 class MiniLMEmbedder:
@@ -57,17 +78,28 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._load_lock = threading.Lock()
-        # One worker thread: onnxruntime already parallelises a single run over
-        # `threads` cores, so running two batches at once would only oversubscribe
-        # the CPU. Serialising also keeps tokenizer/session use single-threaded.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm")
-        # A second lane for single texts (search queries): without it a query
-        # waits behind background indexing batches, which take seconds.
-        # onnxruntime sessions and HF tokenizers are safe to call concurrently.
+        # Each run is single-threaded and `threads` batches run at once, one per
+        # core. One thread per batch uses the CPU better than onnxruntime's
+        # intra-op threads (16 short texts: 14.5 ms on one thread against 12.4 ms on
+        # two, i.e. 70 % more CPU), and keeps all indexing work on threads we can
+        # lower in priority. onnxruntime sessions and HF tokenizers are safe to call
+        # concurrently.
+        self._executor = ThreadPoolExecutor(
+            max_workers=self._threads,
+            thread_name_prefix="minilm",
+            initializer=_background_priority,
+        )
+        # A second lane, at normal priority, for single texts (search queries):
+        # without it a query waits behind indexing batches, which take seconds.
         # Concurrent queries are coalesced into one run (see coalesce.py).
         self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm-q")
         self._queries = CoalescingLane(self._embed_queries, max_batch=batch_size)
         self._closed = False
+
+    @property
+    def threads(self) -> int:
+        """Indexing batches run at once, each on one core."""
+        return self._threads
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -95,7 +127,7 @@ class MiniLMEmbedder:
             else:
                 model_path = str(self._model_path)
             opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self._threads
+            opts.intra_op_num_threads = 1  # parallelism is across runs: see __init__
             opts.inter_op_num_threads = 1
             opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             # Spinning worker threads burn a whole core between runs; on a 2-core host that
@@ -105,9 +137,8 @@ class MiniLMEmbedder:
             # batches it held 1.2 GB for good. Freeing per run costs a few % of speed.
             opts.enable_cpu_mem_arena = False
             opts.log_severity_level = 3
-            # One session serves both lanes (runs are thread-safe). A single-threaded
-            # second session for queries used ~10 % less CPU per query under load but held
-            # another 93 MB: the packaged int8 weights are folded to fp32 when it loads.
+            # One session serves every thread (runs are thread-safe): each session holds
+            # ~90 MB, since the packaged int8 weights are folded to fp32 when it loads.
             session = ort.InferenceSession(
                 model_path, sess_options=opts, providers=["CPUExecutionProvider"]
             )
@@ -171,8 +202,20 @@ class MiniLMEmbedder:
             if self._closed:
                 raise RuntimeError("MiniLMEmbedder is closed")
             return [await self._queries.embed(str(texts[0]))]
-        vectors = await self._run(self._embed_sync, [str(t) for t in texts])
-        return vectors.tolist()  # type: ignore[no-any-return]
+        items = [str(t) for t in texts]
+        # A large call (a reindex page) is split across the indexing threads; a
+        # worker's batch of 32 is not, as the job worker keeps two in flight.
+        parts = min(self._threads, -(-len(items) // self._batch_size))
+        if parts <= 1:
+            vectors = await self._run(self._embed_sync, items)
+            return vectors.tolist()  # type: ignore[no-any-return]
+        done = await asyncio.gather(
+            *(self._run(self._embed_sync, items[k::parts]) for k in range(parts))
+        )
+        out: list[list[float]] = [[] for _ in items]
+        for k, vectors in enumerate(done):
+            out[k::parts] = vectors.tolist()
+        return out
 
     async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
         vectors = await self._run(self._embed_sync, texts, interactive=True)
