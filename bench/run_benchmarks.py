@@ -367,9 +367,13 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
             await embedder.embed(
                 [f"User: {u}\nAssistant: {a}" for u, a in turns[start:start + 32]])
 
-    started = time.perf_counter()
-    await asyncio.gather(*(raw_batch(start) for start in range(0, episodes, 32)))
-    raw_s = time.perf_counter() - started
+    # The faster of two passes: the reference should be the embedder at its best,
+    # not at a moment the shared machine was busy.
+    raw_s = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        await asyncio.gather(*(raw_batch(start) for start in range(0, episodes, 32)))
+        raw_s = min(raw_s, time.perf_counter() - started)
     tokens = embedder._tokenizer.encode_batch(  # noqa: SLF001 -- bench-only introspection
         [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]])
     await embedder.close()
@@ -565,7 +569,8 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
             f"- Ingest to searchable, {label} (p50 {ingest['tokens_p50']:.0f} tokens an episode):"
             f" {ingest['episodes']:,.0f} CreateEpisode calls (concurrency 16) until the index"
             f" queue was empty: {ingest['ingest_rate']:.0f} episodes/s; the raw embedder on the"
-            f" same texts in batches of 32, two at once: {ingest['raw_rate']:.0f} texts/s"
+            f" same texts in batches of 32, two at once, the faster of two passes:"
+            f" {ingest['raw_rate']:.0f} texts/s"
             f" ({ingest['ingest_rate'] / ingest['raw_rate']:.0%})."
         )
     start_rss, end_rss = rss

@@ -8,6 +8,7 @@ import os
 import sys
 
 from nexus_grpc.config import OPTIONS, env_default, settings_from
+from nexus_grpc.heap import release_large_blocks
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logs.configure(settings.log_level, settings.log_format)
+    release_large_blocks()
     try:
         asyncio.run(serve(settings))
     except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError, ValueError) as exc:
@@ -49,6 +51,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logs.configure("WARNING", settings.log_format)
+    release_large_blocks()
     asyncio.run(reindex(settings, progress=sys.stderr))
     return 0
 
