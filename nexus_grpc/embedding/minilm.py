@@ -147,8 +147,12 @@ class MiniLMEmbedder:
             self._session = session
 
     async def warm(self) -> None:
-        """Load tokenizer and model now (≈0.2–0.5 s) instead of on the first embed()."""
-        await self._run(self._warm_sync)
+        """Load tokenizer and model now (≈0.2–0.5 s) instead of on the first embed().
+
+        On the query lane, at normal priority: a search waits on the load, and
+        on a niced indexing thread under load it took seconds (and held up a
+        SIGTERM that arrived meanwhile)."""
+        await self._run(self._warm_sync, interactive=True)
 
     def _warm_sync(self) -> None:
         self._load()
