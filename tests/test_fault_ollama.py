@@ -234,11 +234,7 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
         if fault.spends_attempts:
             requeued = await h.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
             assert requeued.queued == N
-        done = await take(watch, N)
-        watch.cancel()
-        assert sorted(e.episode_id for e in done) == ids
-        assert all(e.status == g.EXTRACTION_STATUS_DONE for e in done)
-        await assert_all_extracted(h, ids)
+        await assert_drained(h, watch, ids)
     finally:
         await h.close()
 
@@ -264,13 +260,18 @@ async def test_fault_cleared_while_retrying_drains_by_itself(tmp_path, stub, fau
         assert await silent_losses(h) == []
 
         clear(stub)
-        done = await take(watch, N)
-        watch.cancel()
-        assert sorted(e.episode_id for e in done) == ids
-        assert all(e.status == g.EXTRACTION_STATUS_DONE for e in done)
-        await assert_all_extracted(h, ids)
+        await assert_drained(h, watch, ids)
     finally:
         await h.close()
+
+
+async def assert_drained(h: Harness, watch, ids: list[int]) -> None:
+    """Once the fault clears, the watch reports every episode done and each is extracted."""
+    done = await take(watch, N)
+    watch.cancel()
+    assert sorted(e.episode_id for e in done) == ids
+    assert all(e.status == g.EXTRACTION_STATUS_DONE for e in done)
+    await assert_all_extracted(h, ids)
 
 
 async def _ge(value: int, floor: int) -> bool:

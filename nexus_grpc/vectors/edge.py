@@ -138,7 +138,6 @@ class EdgeVectorIndex:
         # Its own thread: reading files releases the GIL and must not queue searches.
         self._warmer = PageCacheWarmer(prewarm_bytes)
         self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-warm")
-        self._prewarm = prewarm_bytes > 0
         self._warm_futures: list[Future[None]] = []
         self._closed = False
 
@@ -182,7 +181,7 @@ class EdgeVectorIndex:
         return shard
 
     def _schedule_warm(self, path: Path) -> None:
-        if self._prewarm and not self._closed:
+        if self._warmer.enabled and not self._closed:
             self._warm_futures.append(self._warm_executor.submit(self._warm, path))
 
     async def prewarm_finished(self) -> int:

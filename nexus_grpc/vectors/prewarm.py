@@ -66,45 +66,48 @@ def _data_extents(fd: int) -> list[tuple[int, int]]:
 
 
 class PageCacheWarmer:
-    """Reads files into the page cache on one background thread, within a byte budget."""
+    """Reads files into the page cache within a byte budget, on one thread at a time."""
 
     def __init__(self, budget_bytes: int) -> None:
         self._budget = max(0, budget_bytes)
         self.read_bytes = 0
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._buffer = bytearray(CHUNK)
+
+    @property
+    def enabled(self) -> bool:
+        return self._budget > 0
 
     def warm(self, files: Iterable[Path]) -> int:
         """Read ``files`` (blocking) until the budget is spent; returns bytes read."""
-        done = 0
-        buffer = bytearray(CHUNK)
+        before = self.read_bytes
         for path in files:
-            if self._stop.is_set():
+            if self._stop.is_set() or self.read_bytes >= self._budget:
                 break
             try:
                 fd = os.open(path, os.O_RDONLY)
-            except OSError:  # a segment the optimizer just replaced: nothing to warm
+            except OSError:  # a segment qdrant just replaced: nothing to warm
                 continue
             try:
-                for start, end in _data_extents(fd):
-                    offset = start
-                    while offset < end and not self._stop.is_set():
-                        with self._lock:
-                            allowed = min(CHUNK, end - offset, self._budget - self.read_bytes)
-                            if allowed <= 0:
-                                return done
-                        n = os.preadv(fd, [memoryview(buffer)[:allowed]], offset)
-                        if n <= 0:
-                            break
-                        with self._lock:
-                            self.read_bytes += n
-                        done += n
-                        offset += n
+                self._read(fd)
             except OSError as e:
                 log.debug("page cache warm-up skipped %s: %s", path, e)
             finally:
                 os.close(fd)
-        return done
+        return self.read_bytes - before
+
+    def _read(self, fd: int) -> None:
+        chunk = memoryview(self._buffer)
+        for offset, end in _data_extents(fd):
+            while offset < end and not self._stop.is_set():
+                allowed = min(CHUNK, end - offset, self._budget - self.read_bytes)
+                if allowed <= 0:
+                    return
+                n = os.preadv(fd, [chunk[:allowed]], offset)
+                if n <= 0:
+                    break
+                self.read_bytes += n
+                offset += n
 
     def stop(self) -> None:
         self._stop.set()
