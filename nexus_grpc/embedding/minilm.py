@@ -9,6 +9,7 @@ attention mask, then L2 normalisation.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -21,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from .coalesce import CoalescingLane
+from .int8_matmul import pack_in_subprocess
+
+log = logging.getLogger(__name__)
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
@@ -69,6 +73,7 @@ class MiniLMEmbedder:
         max_seq_length: int = MAX_SEQ_LENGTH,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
+        int8_kernels: bool = True,
     ) -> None:
         self._threads = threads if threads and threads > 0 else _default_threads()
         self._batch_size = batch_size
@@ -77,6 +82,8 @@ class MiniLMEmbedder:
         self._tokenizer_path = tokenizer_path
         self._session: Any = None
         self._tokenizer: Any = None
+        self._int8_kernels = int8_kernels  # False: the packaged graph as it is (for comparison)
+        self._int8_layers = 0
         self._load_lock = threading.Lock()
         # Each run is single-threaded and `threads` batches run at once, one per
         # core. One thread per batch uses the CPU better than onnxruntime's
@@ -100,6 +107,11 @@ class MiniLMEmbedder:
     def threads(self) -> int:
         """Indexing batches run at once, each on one core."""
         return self._threads
+
+    @property
+    def int8_layers(self) -> int:
+        """Dense layers running on int8 kernels (0: all unpacked to fp32)."""
+        return self._int8_layers
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -137,14 +149,33 @@ class MiniLMEmbedder:
             # batches it held 1.2 GB for good. Freeing per run costs a few % of speed.
             opts.enable_cpu_mem_arena = False
             opts.log_severity_level = 3
-            # One session serves every thread (runs are thread-safe): each session holds
-            # ~90 MB, since the packaged int8 weights are folded to fp32 when it loads.
-            session = ort.InferenceSession(
-                model_path, sess_options=opts, providers=["CPUExecutionProvider"]
+            session, self._int8_layers = self._open_session(
+                ort, model_path, opts, self._int8_kernels
             )
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    @staticmethod
+    def _open_session(ort: Any, model_path: str, opts: Any, int8: bool) -> tuple[Any, int]:
+        """One session serves every thread (runs are thread-safe). Its dense layers
+        run on int8 kernels where this onnxruntime has them (see int8_matmul.py);
+        otherwise the packaged weights are unpacked to fp32 (~90 MB a session)."""
+        providers = ["CPUExecutionProvider"]
+        try:
+            packed = pack_in_subprocess(model_path) if int8 else None
+            if packed and packed.layers:
+                session = ort.InferenceSession(packed.model, sess_options=opts, providers=providers)
+                # A kernel may be registered yet refuse a shape at run time: try one now.
+                ids = np.asarray([[101, 102]], dtype=np.int64)  # [CLS] [SEP]
+                feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+                if any(i.name == "token_type_ids" for i in session.get_inputs()):
+                    feeds["token_type_ids"] = np.zeros_like(ids)
+                session.run(None, feeds)
+                return session, packed.layers
+        except Exception as exc:  # an onnxruntime without 8-bit MatMulNBits, say
+            log.warning("int8 kernels unavailable (%s); embedding on fp32 kernels", exc)
+        return ort.InferenceSession(model_path, sess_options=opts, providers=providers), 0
 
     async def warm(self) -> None:
         """Load tokenizer and model now (≈0.2–0.5 s) instead of on the first embed().
