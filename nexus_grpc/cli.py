@@ -39,7 +39,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(settings))
     except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError, ValueError) as exc:
-        # Configuration problems: a clear line, not a traceback.
+        # Configuration problems: a clear line, not a traceback, after the log lines
+        # that led to it.
+        logs.stop()
         print(f"nexus-grpc: {exc}", file=sys.stderr)
         return 2
     return 0
