@@ -267,6 +267,12 @@ class Server:
                 out[key] = int(value.split()[0]) / 1024
         return out
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU the server process has used, all threads."""
+        assert self.proc
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -486,7 +492,15 @@ async def _drained(stub: mgrpc.MemoryServiceStub) -> None:
         await asyncio.sleep(0.05)  # the queue lives in another process: poll it
 
 
-async def measure(target: str, duration: float, scopes: list[int]) -> list:
+def client_cpu_seconds() -> float:
+    """CPU this process (the load client) has used: it shares the server's cores."""
+    t = os.times()
+    return t.user + t.system
+
+
+async def measure(target: str, duration: float, scopes: list[int], server: Server) -> list:
+    """Each run's result, with the CPU that server and client spent during it
+    (cores busy on average, warm-up included), to show what bounds it."""
     results = []
     common = {"duration": duration, "warmup": 1.0, "progress": sys.stderr}
     # CreateEpisode runs last: the episodes it writes keep the embedder busy
@@ -501,7 +515,11 @@ async def measure(target: str, duration: float, scopes: list[int]) -> list:
         ("create_episode", 64, {}),
     ]
     for rpc, conc, extra in runs:
+        s0, c0, w0 = server.cpu_seconds(), client_cpu_seconds(), time.perf_counter()
         result = await run_bench(target, rpc, conc, **common, **extra)
+        wall = time.perf_counter() - w0
+        result.options["cpu_cores"] = {"server": (server.cpu_seconds() - s0) / wall,
+                                       "client": (client_cpu_seconds() - c0) / wall}
         print(format_result(result), file=sys.stderr)
         results.append((rpc, conc, extra.get("mode", ""), result))
     return results
@@ -567,16 +585,20 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
         f" {episodes:,}. Memory searches are scoped to one user in one project.",
         f"- Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
-        "| what | concurrency | req/s | p50 ms | p95 ms | p99 ms | errors | vs Health/Check |",
-        "|---|---|---|---|---|---|---|---|",
+        "| what | concurrency | req/s | p50 ms | p95 ms | p99 ms | errors | vs Health/Check"
+        " | server CPU ms a call | cores busy: server / client |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rpc, conc, mode, res in results:
         base = h64 if conc == 64 else h16
         name = rpc + (f" ({mode})" if mode else "")
         ratio = res.rps / base.rps if base.rps else 0
+        cores = res.options["cpu_cores"]
+        per_call = 1000 * cores["server"] / res.rps if res.rps else 0
         lines.append(
             f"| {name} | {conc} | {res.rps:,.0f} | {res.p50_ms:.1f} | {res.p95_ms:.1f} |"
-            f" {res.p99_ms:.1f} | {res.error_count} | {ratio:.0%} |"
+            f" {res.p99_ms:.1f} | {res.error_count} | {ratio:.0%} | {per_call:.2f} |"
+            f" {cores['server']:.2f} / {cores['client']:.2f} |"
         )
     lines += [
         "",
@@ -683,7 +705,7 @@ def main() -> int:
                 "long synthetic turns": asyncio.run(measure_ingest(
                     target, [(t[:150], t[150:]) for t in texts(args.ingest, 54, 9)])),
             }
-            results = asyncio.run(measure(target, args.duration, scopes))
+            results = asyncio.run(measure(target, args.duration, scopes, server))
             end_rss = server.rss_mb()
             lag = asyncio.run(service_status(target)).event_loop
         finally:
