@@ -54,7 +54,7 @@ class _DroppingQueueHandler(QueueHandler):
 
     def __init__(self, q: queue.Queue[logging.LogRecord]) -> None:
         super().__init__(q)
-        self.bounded = q
+        self.bounded = q  # self.queue, typed as the bounded Queue it is
         self.dropped = 0
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:

