@@ -1,4 +1,4 @@
-"""SearchEpisodes: keyword (FTS5 bm25), semantic (vectors) and hybrid (RRF)."""
+"""SearchEpisodes: keyword (FTS5 bm25), semantic (vectors) and hybrid (fused scores)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
 from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, hybrid_halves
 from nexus_grpc.domain.scope import episode_scope
@@ -26,6 +27,7 @@ class EpisodeSearch:
         self.db = db
         self.embedder = embedder
         self.index = index
+        self.vocabulary = ScopeVocabulary()
 
     async def search(
         self,
@@ -43,34 +45,43 @@ class EpisodeSearch:
         )
         if not session_ids:
             return
+        common = await self.vocabulary.common(
+            tuple(sorted(session_ids)),
+            lambda size: self.db.read(lambda c: episode_store.scope_sample(c, session_ids, size)),
+        )
         if mode == SearchMode.KEYWORD:
-            for hit in await self._keyword(text, session_ids, n):
+            for hit in await self._keyword(text, common, session_ids, n):
                 yield hit
             return
         if mode == SearchMode.SEMANTIC:
-            for hit in await self._semantic(text, session_ids, n):
+            for hit in await self._semantic(without(text, common), session_ids, n):
                 yield hit
             return
         keyword, semantic = await hybrid_halves(
-            self._keyword(text, session_ids, n * HYBRID_CANDIDATE_FACTOR),
-            self._semantic(text, session_ids, n * HYBRID_CANDIDATE_FACTOR),
+            self._keyword(text, common, session_ids, n * HYBRID_CANDIDATE_FACTOR),
+            self._semantic(without(text, common), session_ids, n * HYBRID_CANDIDATE_FACTOR),
             on_degraded,
         )
-        for f in fuse(keyword, semantic, lambda h: h.episode.id, n):
+        for f in fuse(keyword, semantic, lambda h: h.episode.id, lambda h: h.score, n):
             # The keyword path's snippet shows where the words matched.
             yield EpisodeHit(f.hit.episode, f.score, f.hit.snippet, f.sources)
 
-    async def _keyword(self, text: str, session_ids: list[int], n: int) -> list[EpisodeHit]:
-        match = fts.match_expression(text)
+    async def _keyword(
+        self, text: str, common: frozenset[str], session_ids: list[int], n: int
+    ) -> list[EpisodeHit]:
+        match = fts.match_expression(text, drop=common)
         if match is None:
             return []
 
         def read(conn: sqlite3.Connection) -> list[EpisodeHit]:
             found = episode_store.keyword_search(conn, match, session_ids, n)
-            rows = episode_store.get_many(conn, [i for i, _, _ in found])
+            ids = [i for i, _ in found]
+            rows = episode_store.get_many(conn, ids)
+            # Snippets only for the hits returned, not for every match ranked.
+            snippets = episode_store.snippets(conn, match, ids)
             return [
-                EpisodeHit(rows[i], score, snip, (SearchSource.KEYWORD,))
-                for i, score, snip in found
+                EpisodeHit(rows[i], score, snippets.get(i, ""), (SearchSource.KEYWORD,))
+                for i, score in found
                 if i in rows
             ]
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.memory_scope import (
     SESSION_TIERS,
     MemoryScope,
@@ -91,6 +92,7 @@ class Memories:
         self.embedder = embedder
         self.index = index
         self.cap = cap
+        self.vocabulary = ScopeVocabulary()
 
     # CRUD -------------------------------------------------------------------
 
@@ -302,11 +304,22 @@ class Memories:
             self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR),
             on_degraded,
         )
-        for f in fuse(keyword, semantic, lambda h: h.memory.id, n):
+        for f in fuse(keyword, semantic, lambda h: h.memory.id, lambda h: h.score, n):
             yield MemoryHit(f.hit.memory, f.score, f.sources)
 
+    async def _common(self, scope: MemoryScope) -> frozenset[str]:
+        """Words on more than half the scope's memories ("user", "likes"...): they
+        rank nothing and would make FTS5 walk every memory in the scope."""
+        where, params = sql_where(scope)
+        return await self.vocabulary.common(
+            scope,
+            lambda size: self.db.read(
+                lambda c: memory_store.scope_sample(c, where, params, size)
+            ),
+        )
+
     async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        match = fts.match_expression(text)
+        match = fts.match_expression(text, drop=await self._common(scope))
         if match is None:
             return []
         where, params = sql_where(scope)
@@ -320,7 +333,7 @@ class Memories:
         if flt is None:
             return []
         try:
-            [vector] = await self.embedder.embed([text])
+            [vector] = await self.embedder.embed([without(text, await self._common(scope))])
             hits = await self.index.search(MEMORIES, vector, filter=flt, limit=n)
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
             raise Unavailable(f"semantic search is unavailable: {exc}") from exc

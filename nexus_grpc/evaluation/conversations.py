@@ -93,8 +93,8 @@ def load(path: str | Path) -> Conversation:
     questions: list[Question] = []
     skipped = 0
     for item in raw["qa"]:
-        ids = {m for e in item.get("evidence") or [] for m in _DIALOGUE_ID.findall(str(e))}
-        evidence = frozenset(where[i] for i in ids if i in where)
+        cited = {m for e in item.get("evidence") or [] for m in _DIALOGUE_ID.findall(str(e))}
+        evidence = frozenset(where[i] for i in cited if i in where)
         if not evidence:
             skipped += 1
             continue

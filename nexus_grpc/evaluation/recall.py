@@ -18,7 +18,6 @@ import json
 import sys
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO

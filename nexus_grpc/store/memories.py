@@ -215,15 +215,39 @@ def get_visible(
 def keyword_search(
     conn: sqlite3.Connection, match: str, where: str, params: Sequence[Any], limit: int
 ) -> list[tuple[Memory, float]]:
-    """(memory, bm25 with higher better), best first, scoped in the same query."""
-    rows = conn.execute(
-        "SELECT m.*, bm25(memories_fts) AS score FROM memories_fts f"
+    """(memory, bm25 with higher better), best first, scoped in the same query.
+
+    Ranks ids first and reads whole rows only for the ``limit`` kept: selecting
+    every column of every match before the sort cost a row copy per match."""
+    ranked = conn.execute(
+        "SELECT f.rowid, f.rank FROM memories_fts f"
         " JOIN memories m ON m.id = f.rowid"
         f" WHERE memories_fts MATCH ? AND {where}"
-        " ORDER BY bm25(memories_fts) LIMIT ?",
+        " ORDER BY f.rank LIMIT ?",
         (match, *params, limit),
     ).fetchall()
-    return [(_row(r), -float(r["score"])) for r in rows]
+    rows = get_many(conn, [r[0] for r in ranked])
+    return [(rows[i], -float(score)) for i, score in ranked if i in rows]
+
+
+def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})", tuple(ids)
+    ).fetchall()
+    return {r["id"]: _row(r) for r in rows}
+
+
+def scope_sample(
+    conn: sqlite3.Connection, where: str, params: Sequence[Any], limit: int
+) -> list[str]:
+    """Title and content of up to ``limit`` of the scope's most recent memories."""
+    rows = conn.execute(
+        f"SELECT m.title, m.content FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [f"{t}\n{c}" for t, c in rows]
 
 
 def used_in_thread(

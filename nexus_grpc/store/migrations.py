@@ -332,6 +332,58 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX idx_jobs_running_target ON jobs(kind, target_id) WHERE state = 'running';
     """,
+    # 6: keyword search reads each episode with its neighbouring turns and can
+    # be evaluated inside one session's postings.
+    # - context: the turn before the episode and the turn after it, in its
+    #   session (episodes.context, kept by store/episodes.py). An answer often
+    #   shares no word with the question while the turn around it does; on the
+    #   LoCoMo dev split this column, at half a turn's weight, lifts keyword
+    #   recall@10 from 0.78 to 0.89 (docs/recall.md).
+    # - scope: one token per episode naming its session ("s<id>"), read from a
+    #   view, so a search confined to a small session intersects that session's
+    #   postings instead of walking every match in the table.
+    # - rank: bm25 with the columns weighted, so ORDER BY rank ... LIMIT is
+    #   FTS5's own top-N.
+    """
+    ALTER TABLE episodes ADD COLUMN context TEXT NOT NULL DEFAULT '';
+    UPDATE episodes SET context = COALESCE((
+        SELECT substr(p.ai_response, -1000) FROM episodes p
+        WHERE p.session_id = episodes.session_id AND p.id < episodes.id
+        ORDER BY p.id DESC LIMIT 1), '') || char(10) || COALESCE((
+        SELECT substr(n.user_message, 1, 1000) FROM episodes n
+        WHERE n.session_id = episodes.session_id AND n.id > episodes.id
+        ORDER BY n.id LIMIT 1), '');
+    DROP TRIGGER episodes_fts_insert;
+    DROP TRIGGER episodes_fts_delete;
+    DROP TRIGGER episodes_fts_update;
+    DROP TABLE episodes_fts;
+    CREATE VIEW episodes_fts_source AS
+        SELECT id, user_message, ai_response, context, 's' || session_id AS scope FROM episodes;
+    CREATE VIRTUAL TABLE episodes_fts USING fts5(
+        user_message, ai_response, context, scope,
+        content='episodes_fts_source', content_rowid='id',
+        tokenize='porter unicode61'
+    );
+    CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+        INSERT INTO episodes_fts(rowid, user_message, ai_response, context, scope)
+        VALUES (new.id, new.user_message, new.ai_response, new.context, 's' || new.session_id);
+    END;
+    CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+        INSERT INTO episodes_fts(episodes_fts, rowid, user_message, ai_response, context, scope)
+        VALUES ('delete', old.id, old.user_message, old.ai_response, old.context,
+                's' || old.session_id);
+    END;
+    CREATE TRIGGER episodes_fts_update
+    AFTER UPDATE OF user_message, ai_response, context, session_id ON episodes BEGIN
+        INSERT INTO episodes_fts(episodes_fts, rowid, user_message, ai_response, context, scope)
+        VALUES ('delete', old.id, old.user_message, old.ai_response, old.context,
+                's' || old.session_id);
+        INSERT INTO episodes_fts(rowid, user_message, ai_response, context, scope)
+        VALUES (new.id, new.user_message, new.ai_response, new.context, 's' || new.session_id);
+    END;
+    INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild');
+    INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5, 0.0)');
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
