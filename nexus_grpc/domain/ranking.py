@@ -34,6 +34,10 @@ K = TypeVar("K", bound=Hashable)
 #: recall@10; 0.6 is better at recall@1).
 KEYWORD_WEIGHT = 0.6
 
+#: bm25 at or below this carries no signal (FTS5 floors the IDF of a word found
+#: in most documents at 1e-6).
+MEANINGFUL_BM25 = 1e-3
+
 # Hybrid search fetches this many times the limit from each path, so fusion
 # has candidates to reorder.
 HYBRID_CANDIDATE_FACTOR = 3
@@ -73,7 +77,9 @@ def fused_scores(
     scores: dict[K, float] = {}
     best = max((s for _, s in keyword), default=0.0)
     for key, s in keyword:
-        scores[key] = KEYWORD_WEIGHT * (s / best if best > 0 else 1.0)
+        # A best bm25 of ~0 means only words on every document matched: the
+        # keyword list then orders nothing and adds nothing.
+        scores[key] = KEYWORD_WEIGHT * s / best if best > MEANINGFUL_BM25 else 0.0
     if semantic:
         low = min(s for _, s in semantic)
         spread = max(s for _, s in semantic) - low
