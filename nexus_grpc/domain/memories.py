@@ -323,8 +323,9 @@ class Memories:
         if match is None:
             return []
         where, params = sql_where(scope)
+        owners = memory_store.scope_tokens(scope.project_id, scope.user_id)
         found = await self.db.read(
-            lambda c: memory_store.keyword_search(c, match, where, params, n)
+            lambda c: memory_store.keyword_search(c, match, owners, where, params, n)
         )
         return [MemoryHit(m, score, (SearchSource.KEYWORD,)) for m, score in found]
 

@@ -212,19 +212,38 @@ def get_visible(
     return {r["id"]: _row(r) for r in rows}
 
 
+def scope_tokens(project_id: int, user_id: str) -> list[str]:
+    """The memories_fts scope tokens of a search's owners (see migration 7)."""
+    tokens = []
+    if project_id:
+        tokens.append(f"p{int(project_id)}")
+    if user_id:
+        tokens.append("u" + user_id.encode().hex())
+    return tokens
+
+
 def keyword_search(
-    conn: sqlite3.Connection, match: str, where: str, params: Sequence[Any], limit: int
+    conn: sqlite3.Connection,
+    match: str,
+    owners: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    limit: int,
 ) -> list[tuple[Memory, float]]:
     """(memory, bm25 with higher better), best first, scoped in the same query.
 
-    Ranks ids first and reads whole rows only for the ``limit`` kept: selecting
-    every column of every match before the sort cost a row copy per match."""
+    ``owners`` (scope_tokens) confine the words to the owners' own postings;
+    ``where`` then applies the whole visibility rule. Ranks ids first and reads
+    whole rows only for the ``limit`` kept."""
+    if not owners:
+        return []
+    expression = f"scope : ({' OR '.join(owners)}) AND {{title content}} : ({match})"
     ranked = conn.execute(
         "SELECT f.rowid, f.rank FROM memories_fts f"
         " JOIN memories m ON m.id = f.rowid"
         f" WHERE memories_fts MATCH ? AND {where}"
         " ORDER BY f.rank LIMIT ?",
-        (match, *params, limit),
+        (expression, *params, limit),
     ).fetchall()
     rows = get_many(conn, [r[0] for r in ranked])
     return [(rows[i], -float(score)) for i, score in ranked if i in rows]

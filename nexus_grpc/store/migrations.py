@@ -384,6 +384,45 @@ MIGRATIONS: list[str] = [
     INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild');
     INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5, 0.0)');
     """,
+    # 7: memory keyword search is evaluated inside its owners' postings: one
+    # scope token per memory ("p<project>" for a PROJECT memory, "u<hex of the
+    # user id>" for a USER memory), so a user's search costs their memories,
+    # not every memory sharing a word in the table.
+    """
+    DROP TRIGGER memories_fts_insert;
+    DROP TRIGGER memories_fts_delete;
+    DROP TRIGGER memories_fts_update;
+    DROP TABLE memories_fts;
+    CREATE VIEW memories_fts_source AS
+        SELECT id, title, content,
+               CASE kind WHEN 1 THEN 'p' || project_id ELSE 'u' || hex(user_id) END AS scope
+        FROM memories;
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        title, content, scope,
+        content='memories_fts_source', content_rowid='id', tokenize='porter unicode61'
+    );
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, title, content, scope) VALUES (new.id, new.title,
+            new.content,
+            CASE new.kind WHEN 1 THEN 'p' || new.project_id ELSE 'u' || hex(new.user_id) END);
+    END;
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, title, content, scope)
+        VALUES ('delete', old.id, old.title, old.content,
+            CASE old.kind WHEN 1 THEN 'p' || old.project_id ELSE 'u' || hex(old.user_id) END);
+    END;
+    CREATE TRIGGER memories_fts_update
+    AFTER UPDATE OF title, content, kind, project_id, user_id ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, title, content, scope)
+        VALUES ('delete', old.id, old.title, old.content,
+            CASE old.kind WHEN 1 THEN 'p' || old.project_id ELSE 'u' || hex(old.user_id) END);
+        INSERT INTO memories_fts(rowid, title, content, scope) VALUES (new.id, new.title,
+            new.content,
+            CASE new.kind WHEN 1 THEN 'p' || new.project_id ELSE 'u' || hex(new.user_id) END);
+    END;
+    INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+    INSERT INTO memories_fts(memories_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.0)');
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
