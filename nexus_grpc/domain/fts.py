@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 16
 STOPWORDS = frozenset(
     """
@@ -33,7 +33,7 @@ STOPWORDS = frozenset(
 
 def words(text: str) -> list[str]:
     """The distinct lower-cased words of ``text``, in order."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
 
 
 def match_expression(query: str, drop: Collection[str] = ()) -> str | None:

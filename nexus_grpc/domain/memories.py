@@ -314,7 +314,9 @@ class Memories:
         return await self.vocabulary.common(
             scope,
             lambda size: self.db.read(
-                lambda c: memory_store.scope_sample(c, where, params, size)
+                lambda c: memory_store.scope_sample(
+                    c, scope.project_id, scope.user_id, where, params, size
+                )
             ),
         )
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_grpc.domain.models import MemoryKind
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -259,12 +260,28 @@ def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
 
 
 def scope_sample(
-    conn: sqlite3.Connection, where: str, params: Sequence[Any], limit: int
+    conn: sqlite3.Connection,
+    project_id: int,
+    user_id: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
 ) -> list[str]:
-    """Title and content of up to ``limit`` of the scope's most recent memories."""
+    """Title and content of up to ``limit`` of the scope's most recent memories.
+
+    Each owner's newest are read through its own index (the user's USER memories,
+    the project's PROJECT memories), so the cost follows the scope: filtering the
+    table newest-first would walk every other user's memories in between."""
     rows = conn.execute(
-        f"SELECT m.title, m.content FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT ?",
-        (*params, limit),
+        "SELECT m.title, m.content FROM ("
+        "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"
+        "                  ORDER BY id DESC LIMIT ?)"
+        "  UNION"
+        "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
+        "                  ORDER BY id DESC LIMIT ?)"
+        f") j CROSS JOIN memories m ON m.id = j.id WHERE {where} ORDER BY m.id DESC LIMIT ?",
+        (user_id, int(MemoryKind.USER), limit, project_id, int(MemoryKind.PROJECT), limit,
+         *params, limit),
     ).fetchall()
     return [f"{t}\n{c}" for t, c in rows]
 

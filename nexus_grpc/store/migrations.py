@@ -422,6 +422,8 @@ MIGRATIONS: list[str] = [
     END;
     INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
     INSERT INTO memories_fts(memories_fts, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.0)');
+    -- A project's PROJECT memories, newest first, without walking its users' ones.
+    CREATE INDEX idx_memories_kind_project ON memories(kind, project_id);
     """,
 ]
 
