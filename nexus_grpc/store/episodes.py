@@ -51,13 +51,23 @@ def insert(
     request_id: str | None,
 ) -> Episode:
     """Insert an episode and queue its embedding, extraction and (maybe) summary."""
+    # The new episode is the session's last: its context is the turn before it,
+    # known now, so its FTS row is written once. Its predecessor gains this
+    # episode's first turn as the turn after it.
+    previous = conn.execute(
+        "SELECT id, substr(ai_response, -?) FROM episodes WHERE session_id = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (CONTEXT_CHARS, session_id),
+    ).fetchone()
     cur = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, user_message, ai_response, json.dumps(metadata), request_id or None, now()),
+        " created_at, context) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, user_message, ai_response, json.dumps(metadata), request_id or None, now(),
+         (previous[1] if previous else "") + "\n"),
     )
     episode_id = cur.lastrowid or 0
-    _refresh_context(conn, [episode_id, *_neighbours(conn, session_id, episode_id)])
+    if previous:
+        _refresh_context(conn, [previous[0]])
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])
     if summary_due(conn, session_id):
@@ -199,10 +209,18 @@ def _refresh_context(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
         )
 
 
-#: A scope of at most this many sessions is searched inside its sessions' own
-#: postings (their scope tokens); a larger one walks the words' postings and
-#: filters by session.
-SCOPE_FIRST_MAX_SESSIONS = 64
+#: When to search inside the scope's own postings (its sessions' scope tokens)
+#: rather than walk the words' postings and filter by session. The first costs
+#: about the scope's size, the second about the table's: measured on a 21,000
+#: episode table (bench/profile_search.py's seed), 1 session took 0.12 ms against
+#: 0.76, 8 sessions 0.38 against 0.72, and 20 sessions 1.16 against 0.61; the
+#: second grows with the table, the first does not. So a scope goes first when
+#: it has at most one session per SESSIONS_PER_ROWS rows of the table (and
+#: always at SCOPE_FIRST_MIN_SESSIONS or fewer).
+SCOPE_FIRST_MIN_SESSIONS = 4
+SESSIONS_PER_ROWS = 2_000
+#: Sessions written into one MATCH; past this, SQLite's expression depth is near.
+SCOPE_FIRST_MAX_SESSIONS = 500
 _TEXT_COLUMNS = "{user_message ai_response context}"
 
 
@@ -223,7 +241,7 @@ def keyword_search(
         ).fetchall()
     elif not session_ids:
         return []
-    elif len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
+    elif _scope_first(conn, len(session_ids)):
         scope = " OR ".join(f"s{int(i)}" for i in session_ids)
         rows = conn.execute(
             "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
@@ -241,6 +259,16 @@ def keyword_search(
             (words, json.dumps([int(i) for i in session_ids]), limit),
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]
+
+
+def _scope_first(conn: sqlite3.Connection, sessions: int) -> bool:
+    if sessions <= SCOPE_FIRST_MIN_SESSIONS:
+        return True
+    if sessions > SCOPE_FIRST_MAX_SESSIONS:
+        return False
+    # The largest id stands in for the table's size: one step down the b-tree.
+    rows = conn.execute("SELECT MAX(id) FROM episodes").fetchone()[0] or 0
+    return sessions * SESSIONS_PER_ROWS <= rows
 
 
 # Private-use characters mark matches while the snippet is chosen, so brackets
