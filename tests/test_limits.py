@@ -23,9 +23,12 @@ class Recorder(RequestObserver):
     def __init__(self) -> None:
         self.codes: list[tuple[str, grpc.StatusCode]] = []
         self.stream_open = asyncio.Event()
+        self.refused = asyncio.Event()
 
     def observe(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
         self.codes.append((method, code))
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            self.refused.set()
 
     def stream_started(self, method: str) -> None:
         self.stream_open.set()
@@ -45,6 +48,9 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path):
             await mgrpc.MemoryServiceStub(channel).ListProjects(m.ListProjectsRequest())
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "limit" in refused.value.details()
+        # The server records the call once its status is sent, which may be just
+        # after the client has it.
+        await asyncio.wait_for(recorder.refused.wait(), 10)
         assert ("/nexus.memory.v1.MemoryService/ListProjects",
                 grpc.StatusCode.RESOURCE_EXHAUSTED) in recorder.codes
         # Health stays answerable when the server is saturated.
