@@ -1,4 +1,8 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { NexusClient, NexusError, Status, memory } from "../src";
@@ -169,6 +173,78 @@ describe("retries through a server restart", () => {
     } finally {
       client.close();
       await restarted?.catch(() => undefined);
+    }
+  });
+});
+
+describe("against a TLS server that requires a client certificate and an API key", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "nexus-ts-certs-"));
+  const file = (name: string): string => path.join(dir, name);
+  const openssl = (...args: string[]): void => {
+    execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+  };
+  const issue = (name: string, cn: string, ext: string): void => {
+    writeFileSync(file(`${name}.ext`), `${ext}\n`);
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+      "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`);
+    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key",
+      "-CAcreateserial", "-days", "2", "-out", `${name}.pem`, "-extfile", `${name}.ext`);
+  };
+  openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=nexus ts test CA");
+  issue("server", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth");
+  issue("client", "orchestrator", "extendedKeyUsage=clientAuth");
+  const apiKey = "ts-client-test-key-0001";
+  writeFileSync(file("keys.json"), JSON.stringify({ keys: [{ key: apiKey, name: "ts", users: "*" }] }));
+  const server = new Server([
+    "--tls-cert", file("server.pem"), "--tls-key", file("server.key"),
+    "--tls-client-ca", file("ca.pem"), "--auth-keys-file", file("keys.json"),
+  ]);
+  const mtls = (): { rootCerts: Buffer; privateKey: Buffer; certChain: Buffer } => ({
+    rootCerts: readFileSync(file("ca.pem")),
+    privateKey: readFileSync(file("client.key")),
+    certChain: readFileSync(file("client.pem")),
+  });
+
+  before(() => server.start());
+  after(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("mTLS with the key is served", async () => {
+    const client = new NexusClient(server.target, { tls: mtls(), apiKey });
+    try {
+      const status = await client.memory.getServiceStatus({});
+      assert.ok(status.schemaVersion > 0);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("without the key the call is UNAUTHENTICATED", async () => {
+    const client = new NexusClient(server.target, { tls: mtls() });
+    try {
+      await assert.rejects(client.memory.getServiceStatus({}), (error: unknown) => {
+        return error instanceof NexusError && error.code === Status.UNAUTHENTICATED;
+      });
+    } finally {
+      client.close();
+    }
+  });
+
+  test("without a client certificate no connection is made", async () => {
+    const client = new NexusClient(server.target, {
+      tls: { rootCerts: readFileSync(file("ca.pem")) },
+      apiKey,
+      retry: false,
+    });
+    try {
+      await assert.rejects(client.memory.getServiceStatus({}), (error: unknown) => {
+        return error instanceof NexusError && error.code === Status.UNAVAILABLE;
+      });
+    } finally {
+      client.close();
     }
   });
 });
