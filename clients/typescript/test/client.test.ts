@@ -5,8 +5,30 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { NexusClient, NexusError, Status, memory } from "../src";
+import { NexusClient, NexusError, Status, graph, memory, retryableMethods, serviceConfig, summary } from "../src";
 import { freePort, Server } from "./server";
+
+test("only calls safe to repeat are in the retry policy", () => {
+  const methods = new Set(
+    retryableMethods([
+      memory.MemoryServiceDefinition,
+      graph.GraphServiceDefinition,
+      summary.SummaryServiceDefinition,
+    ]).map((m) => m.method),
+  );
+  for (const safe of ["GetEpisode", "ListEpisodes", "SearchEpisodes", "WatchExtractions", "CreateEpisode", "CreateMemory"]) {
+    assert.ok(methods.has(safe), safe);
+  }
+  for (const unsafe of ["CreateSession", "CreateProject", "UpdateMemory", "DeleteEpisode", "UpsertEntity", "SummarizeSession", "SummarizeProject", "ExtractEpisode", "CreateSummary"]) {
+    assert.ok(!methods.has(unsafe), unsafe);
+  }
+  const config = serviceConfig([{ service: "s", method: "m" }], { maxAttempts: 3, initialBackoffMs: 250 }) as {
+    methodConfig: Array<{ retryPolicy: Record<string, unknown> }>;
+  };
+  assert.equal(config.methodConfig[0].retryPolicy.maxAttempts, 3);
+  assert.equal(config.methodConfig[0].retryPolicy.initialBackoff, "0.25s");
+  assert.deepEqual(config.methodConfig[0].retryPolicy.retryableStatusCodes, ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]);
+});
 
 describe("against a plaintext server", () => {
   const server = new Server();
