@@ -11,7 +11,7 @@ COPY pyproject.toml README.md ./
 COPY nexus_grpc ./nexus_grpc
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --upgrade pip \
- && /opt/venv/bin/pip install .
+ && /opt/venv/bin/pip install ".[server,otel]"
 
 FROM python:3.11-slim
 RUN groupadd --system nexus && useradd --system --gid nexus --home /data nexus \

@@ -7,32 +7,66 @@ STAMP := $(VENV)/.installed
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./data
 
-.PHONY: run test soak proto proto-check lint typecheck bench venv clean
+# The TypeScript client (clients/typescript) and buf, the contract checker,
+# come from npm: `npm ci` installs exactly what package-lock.json pins.
+TS := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed
+BUF := $(TS)/node_modules/.bin/buf
+# buf breaking compares proto/ with the newest release tag; a clone without
+# tags (shallow CI checkouts) uses the committed image of that release.
+CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
+CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
+
+.PHONY: run test ts-test soak proto proto-check proto-lint lint typecheck bench venv ts-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[server,otel,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
+$(TS_STAMP): $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	touch $(TS_STAMP)
+
+ts-deps: $(TS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/nexus-grpc serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-test: $(STAMP) proto-check
+test: $(STAMP) proto-check ts-test
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The TypeScript client's tests start the real server from $(VENV).
+ts-test: $(STAMP) $(TS_STAMP)
+	cd $(TS) && npm test --silent
 
 soak: $(STAMP)
 	NEXUS_SOAK=1 $(BIN)/python -m pytest -q -m slow --timeout 3600
 
-proto: $(STAMP)
+proto: $(STAMP) $(TS_STAMP)
 	$(BIN)/python proto/generate.py
+	cd $(TS) && npm run --silent generate
 
 # Regenerates into a scratch tree and compares, so a stale commit fails CI
 # without touching the working copy.
-proto-check: $(STAMP)
+proto-check: $(STAMP) $(TS_STAMP)
 	$(BIN)/python proto/generate.py --check
+	cd $(TS) && npm run --silent check-generated
+
+# The contract: buf lint (rules in buf.yaml) and no breaking change since the
+# last release.
+proto-lint: $(TS_STAMP)
+	$(BUF) lint
+	@if [ -n "$(CONTRACT_TAG)" ]; then \
+		echo "buf breaking against tag $(CONTRACT_TAG)"; \
+		$(BUF) breaking --against '.git#tag=$(CONTRACT_TAG),subdir=proto'; \
+	else \
+		echo "no release tag in this clone; buf breaking against $(CONTRACT_IMAGE)"; \
+		$(BUF) breaking --against $(CONTRACT_IMAGE); \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
@@ -44,4 +78,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_benchmarks.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(TS)/node_modules $(TS)/dist

@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_grpc import tracing
 from nexus_grpc.config import Settings
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
@@ -113,6 +114,10 @@ class App:
             threads=settings.embedder_threads,
         )
         self.index = index or make_index(settings)
+        # Child spans of each RPC's work when tracing is on; else these are unchanged.
+        self.db = tracing.traced(self.db, "db")
+        self.embedder = tracing.traced(self.embedder, "embedder")
+        self.index = tracing.traced(self.index, "vector")
         self.conversations = Conversations(self.db, self.signals)
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
@@ -123,6 +128,7 @@ class App:
             if settings.ollama_url
             else None
         )
+        self.llm = tracing.traced(self.llm, "llm")
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()

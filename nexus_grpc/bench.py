@@ -42,6 +42,7 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from nexus_grpc.connection import bearer_metadata, open_channel
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -302,20 +303,21 @@ class _Context:
         )
         self.timeout: float | None = opts["timeout"]
         self.metadata: tuple[tuple[str, str], ...] | None = (
-            (("authorization", f"Bearer {opts['api_key']}"),) if opts.get("api_key") else None
+            bearer_metadata(opts.get("api_key")) or None
         )
 
     async def connect(self, n: int) -> None:
-        credentials = None
-        if self.opts.get("root_certificates") is not None:
-            credentials = grpc.ssl_channel_credentials(self.opts["root_certificates"])
         for i in range(n):
             # A local subchannel pool gives every channel its own HTTP/2 connection.
             options = [("grpc.use_local_subchannel_pool", 1), ("nexus.bench.channel", i)]
-            if credentials is not None:
-                channel = grpc.aio.secure_channel(self.target, credentials, options=options)
-            else:
-                channel = grpc.aio.insecure_channel(self.target, options=options)
+            # No retries: the bench counts every failed call, and its figures stay
+            # comparable with those taken before the client retried.
+            channel = open_channel(
+                self.target,
+                root_certificates=self.opts.get("root_certificates"),
+                retry=None,
+                options=options,
+            )
             self.channels.append(channel)
             self.memory.append(memory_grpc.MemoryServiceStub(channel))
             self.graph.append(graph_grpc.GraphServiceStub(channel))

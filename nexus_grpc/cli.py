@@ -26,12 +26,23 @@ def _settings(args: argparse.Namespace):
     return settings_from({name: getattr(args, name) for name in OPTIONS})
 
 
+SERVER_EXTRA_HINT = (
+    "nexus-grpc: the server's dependencies are not installed ({missing});"
+    " `pip install 'nexus-grpc[server]'` installs them (plain `nexus-grpc` is the client)"
+)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from nexus_grpc import logs
-    from nexus_grpc.app import EmbedderMismatch
-    from nexus_grpc.auth import KeyFileError
-    from nexus_grpc.server import serve
-    from nexus_grpc.tls import TLSConfigError
+    try:
+        from nexus_grpc import logs
+        from nexus_grpc.app import EmbedderMismatch
+        from nexus_grpc.auth import KeyFileError
+        from nexus_grpc.server import serve
+        from nexus_grpc.tls import TLSConfigError
+    except ModuleNotFoundError as exc:
+        # A client-only install (`pip install nexus-grpc`) has the CLI but not the server.
+        print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
+        return 2
 
     settings = _settings(args)
     logs.configure(settings.log_level, settings.log_format)
@@ -48,8 +59,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from nexus_grpc import logs
-    from nexus_grpc.reindex import reindex
+    try:
+        from nexus_grpc import logs
+        from nexus_grpc.reindex import reindex
+    except ModuleNotFoundError as exc:
+        print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
+        return 2
 
     settings = _settings(args)
     logs.configure("WARNING", settings.log_format)

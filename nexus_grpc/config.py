@@ -158,6 +158,13 @@ OPTIONS: dict[str, Option] = {
         "",
         "host:port for Prometheus metrics over HTTP (e.g. 127.0.0.1:9464); empty turns them off",
     ),
+    "otel_endpoint": Option(
+        "--otel-endpoint",
+        ("OTEL_EXPORTER_OTLP_ENDPOINT",),
+        "",
+        "OTLP/gRPC endpoint for OpenTelemetry traces (e.g. http://127.0.0.1:4317); empty turns"
+        " tracing off; needs pip install 'nexus-grpc[otel]'",
+    ),
     "log_level": Option("--log-level", ("NEXUS_LOG_LEVEL",), "INFO", "DEBUG, INFO, WARNING, ERROR"),
     "log_format": Option("--log-format", ("NEXUS_LOG_FORMAT",), "text", "text or json"),
 }
@@ -190,6 +197,7 @@ class Settings:
     tls_client_ca: str = ""
     auth_keys_file: str = ""
     metrics_listen: str = ""
+    otel_endpoint: str = ""
     log_level: str = "INFO"
     log_format: str = "text"
 

@@ -32,6 +32,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1.health_pb2 import HealthCheckResponse
 
+from nexus_grpc import tracing
 from nexus_grpc.api.graph_servicer import GraphServicer
 from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
@@ -258,6 +259,7 @@ class RunningServer:
     port: int
     metrics: MetricsServer | None = None
     gate: ShutdownGate = field(default_factory=ShutdownGate)
+    tracing: bool = False  # this server turned tracing on, so it flushes it at stop
 
     async def stop(self, grace: float | None) -> None:
         """Graceful stop in the order of the module doc.  ``grace=None`` waits
@@ -282,6 +284,8 @@ class RunningServer:
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
         await self.app.close()
+        if self.tracing:
+            await asyncio.to_thread(tracing.shutdown)
 
 
 async def start_server(
@@ -294,6 +298,9 @@ async def start_server(
     # Key file and certificates are read first: a mistake in them fails before any work.
     keys = KeyRing.from_file(settings.auth_keys_file) if settings.auth_keys_file else None
     credentials = server_credentials(settings)
+    tracing_on = bool(settings.otel_endpoint) and not tracing.enabled()
+    if tracing_on:  # before App: it wraps its components only when tracing is on
+        tracing.configure(settings.otel_endpoint)
     app = app or App(settings)
     await app.start(reconcile=reconcile)
     metrics = Metrics(app) if settings.metrics_listen else None
@@ -335,7 +342,7 @@ async def start_server(
         "mTLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
         "on" if keys else "off",
     )
-    return RunningServer(server, app, health_servicer, port, metrics_server, gate)
+    return RunningServer(server, app, health_servicer, port, metrics_server, gate, tracing_on)
 
 
 async def serve(settings: Settings) -> None:

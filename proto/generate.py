@@ -1,5 +1,9 @@
 """Generate the Python protobuf and gRPC code (with .pyi stubs) from proto/.
 
+It also writes nexus_grpc/client.py, the typed client, from the same
+descriptors (proto/gen_client.py), so its methods and docstrings follow the
+protos.  The TypeScript client has its own generator (clients/typescript).
+
 The generated modules live in nexus_grpc/gen/ and are committed, so a user
 needs no protoc.  protoc writes imports such as ``from nexus.memory.v1 import``
 for cross-file references; they are rewritten to ``nexus_grpc.gen.nexus...``
@@ -23,11 +27,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
 GEN_DIR = ROOT / "nexus_grpc" / "gen"
+CLIENT = ROOT / "nexus_grpc" / "client.py"
 IMPORT_RE = re.compile(r"^(from|import) nexus\.", re.MULTILINE)
 
 
-def generate(out: Path) -> None:
+def generate(out: Path, client: Path) -> None:
     import grpc_tools
+    from google.protobuf import descriptor_pb2
+
+    sys.path.insert(0, str(PROTO_DIR))
+    from gen_client import render
 
     protos = sorted(str(p.relative_to(PROTO_DIR)) for p in PROTO_DIR.rglob("*.proto"))
     well_known = Path(grpc_tools.__file__).parent / "_proto"
@@ -43,6 +52,17 @@ def generate(out: Path) -> None:
         *protos,
     ]
     subprocess.run(cmd, check=True, cwd=PROTO_DIR)
+    with tempfile.TemporaryDirectory() as tmp:
+        descriptors = Path(tmp) / "descriptors.binpb"
+        # Source info carries the proto comments, which become the client's docstrings.
+        subprocess.run(
+            [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{well_known}",
+             "--include_imports", "--include_source_info",
+             f"--descriptor_set_out={descriptors}", *protos],
+            check=True, cwd=PROTO_DIR,
+        )
+        fds = descriptor_pb2.FileDescriptorSet.FromString(descriptors.read_bytes())
+    client.write_text(render(fds))
     for path in out.rglob("*"):
         if path.suffix in (".py", ".pyi"):
             text = path.read_text()
@@ -70,16 +90,19 @@ def main() -> int:
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             fresh = Path(tmp) / "gen"
-            generate(fresh)
+            fresh_client = Path(tmp) / "client.py"
+            generate(fresh, fresh_client)
             stale = differences(fresh, GEN_DIR)
+            if not filecmp.cmp(fresh_client, CLIENT, shallow=False):
+                stale.append(str(CLIENT.relative_to(ROOT)))
         if stale:
             print("generated code differs from proto/; run `make proto`:", *stale, sep="\n  ")
             return 1
         print("generated code matches proto/")
         return 0
     shutil.rmtree(GEN_DIR, ignore_errors=True)
-    generate(GEN_DIR)
-    print(f"generated into {GEN_DIR.relative_to(ROOT)}")
+    generate(GEN_DIR, CLIENT)
+    print(f"generated into {GEN_DIR.relative_to(ROOT)} and {CLIENT.relative_to(ROOT)}")
     return 0
 
 

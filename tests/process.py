@@ -12,8 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-import grpc
-
+from nexus_grpc.connection import open_channel
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 
@@ -29,9 +28,11 @@ class ServerProcess:
         self.port = 0
         self.log: list[str] = []
 
-    def start(self, timeout: float = 60.0) -> ServerProcess:
+    def start(self, timeout: float = 60.0, port: int = 0) -> ServerProcess:
+        """Starts the server on ``port`` (0: an ephemeral one; a restart passes the old one)."""
+        self.port = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nexus_grpc.cli", "serve", "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", "nexus_grpc.cli", "serve", "--listen", f"127.0.0.1:{port}",
              "--data-dir", str(self.data_dir), *self.extra],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=self.env,
         )
@@ -108,7 +109,7 @@ class ServerProcess:
 
 async def queue_depths(target: str) -> dict[str, tuple[int, int]]:
     """{job kind: (pending, failed)} from GetServiceStatus."""
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target) as channel:
         status = await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
             m.GetServiceStatusRequest(), timeout=10
         )

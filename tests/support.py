@@ -19,6 +19,7 @@ import grpc
 
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
+from nexus_grpc.connection import open_channel
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
@@ -75,7 +76,9 @@ async def start_harness(
     app = App(settings, embedder=embedder or HashingEmbedder(), index=index)
     running = await start_server(settings, app)
     target = f"127.0.0.1:{running.port}"
-    channel = grpc.aio.insecure_channel(target)
+    # The shared connection module, without retries: these tests assert the status
+    # of each single call.
+    channel = open_channel(target, retry=None)
     return Harness(
         running, channel, mgrpc.MemoryServiceStub(channel), ggrpc.GraphServiceStub(channel),
         sgrpc.SummaryServiceStub(channel), app, target,

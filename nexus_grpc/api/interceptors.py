@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from nexus_grpc import deadlines
+from nexus_grpc import deadlines, tracing
 from nexus_grpc.errors import NexusError
 
 log = logging.getLogger("nexus_grpc.access")
@@ -136,19 +136,21 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
     def _finish(
         self, method: str, context: grpc.aio.ServicerContext, started: float, cancelled: bool
-    ) -> None:
+    ) -> grpc.StatusCode:
         code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
         if isinstance(code, int):
             code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
         elapsed = time.perf_counter() - started
         self._observer.observe(method, code, elapsed)
         log.info("%s %s %.1fms", method, code.name, elapsed * 1000)
+        return code
 
     def _wrap_unary(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
             cancelled = False
             rid = self._begin(incoming)
+            span = tracing.start_rpc(method, rid, incoming) if tracing.enabled() else None
             deadlines.start(context.time_remaining())
             context.set_trailing_metadata((("x-request-id", rid),))
             held = False
@@ -169,7 +171,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 if held:
                     assert self._slots is not None
                     self._slots.release()
-                self._finish(method, context, started, cancelled)
+                code = self._finish(method, context, started, cancelled)
+                if span is not None:
+                    tracing.end_rpc(span, code)
 
         return wrapper
 
@@ -178,6 +182,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             started = time.perf_counter()
             cancelled = False
             rid = self._begin(incoming)
+            span = tracing.start_rpc(method, rid, incoming) if tracing.enabled() else None
             deadlines.start(context.time_remaining())
             context.set_trailing_metadata((("x-request-id", rid),))
             held = streaming = False
@@ -208,6 +213,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 if held:
                     assert self._slots is not None
                     self._slots.release()
-                self._finish(method, context, started, cancelled)
+                code = self._finish(method, context, started, cancelled)
+                if span is not None:
+                    tracing.end_rpc(span, code)
 
         return wrapper

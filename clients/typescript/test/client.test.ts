@@ -1,0 +1,272 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { NexusClient, NexusError, Status, graph, memory, retryableMethods, serviceConfig, summary } from "../src";
+import { freePort, Server } from "./server";
+
+test("only calls safe to repeat are in the retry policy", () => {
+  const methods = new Set(
+    retryableMethods([
+      memory.MemoryServiceDefinition,
+      graph.GraphServiceDefinition,
+      summary.SummaryServiceDefinition,
+    ]).map((m) => m.method),
+  );
+  for (const safe of ["GetEpisode", "ListEpisodes", "SearchEpisodes", "WatchExtractions", "CreateEpisode", "CreateMemory"]) {
+    assert.ok(methods.has(safe), safe);
+  }
+  for (const unsafe of ["CreateSession", "CreateProject", "UpdateMemory", "DeleteEpisode", "UpsertEntity", "SummarizeSession", "SummarizeProject", "ExtractEpisode", "CreateSummary"]) {
+    assert.ok(!methods.has(unsafe), unsafe);
+  }
+  const config = serviceConfig([{ service: "s", method: "m" }], { maxAttempts: 3, initialBackoffMs: 250 }) as {
+    methodConfig: Array<{ retryPolicy: Record<string, unknown> }>;
+  };
+  assert.equal(config.methodConfig[0].retryPolicy.maxAttempts, 3);
+  assert.equal(config.methodConfig[0].retryPolicy.initialBackoff, "0.25s");
+  assert.deepEqual(config.methodConfig[0].retryPolicy.retryableStatusCodes, ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]);
+});
+
+describe("against a plaintext server", () => {
+  const server = new Server();
+  let client: NexusClient;
+
+  before(async () => {
+    await server.start();
+    client = new NexusClient(server.target, { timeoutMs: 10_000 });
+  });
+  after(async () => {
+    client?.close();
+    await server.stop();
+  });
+
+  test("creates, reads and lists through the three services", async () => {
+    const project = await client.memory.createProject({ project: { name: "ts-client" } });
+    assert.ok(project.id > 0);
+    assert.equal(project.name, "ts-client");
+    assert.ok(project.createTime instanceof Date);
+
+    const session = await client.memory.createSession({ session: { name: "s", projectId: project.id } });
+    const episode = await client.memory.createEpisode({
+      sessionId: session.id,
+      userMessage: "the deploy key rotates every ninety days",
+      aiResponse: "noted",
+      metadata: { source: "test" },
+    });
+    assert.equal(episode.sessionId, session.id);
+    assert.deepEqual(episode.metadata, { source: "test" });
+
+    const listed = await client.memory.listEpisodes({ sessionId: session.id });
+    assert.deepEqual(listed.episodes.map((e) => e.id), [episode.id]);
+
+    const entity = await client.graph.upsertEntity({ projectId: project.id, name: "deploy key", type: "concept" });
+    assert.equal((await client.graph.getEntity({ id: entity.id })).name, "deploy key");
+
+    const summary = await client.summary.createSummary({
+      summary: { projectId: project.id, content: "rotation policy" },
+    });
+    assert.equal((await client.summary.getSummary({ id: summary.id })).content, "rotation policy");
+  });
+
+  test("server streams are async iterables", async () => {
+    const session = await client.memory.createSession({ session: { name: "stream" } });
+    for (const text of ["apples are red", "bananas are yellow", "apples grow on trees"]) {
+      await client.memory.createEpisode({ sessionId: session.id, userMessage: text });
+    }
+    const hits: memory.SearchHit[] = [];
+    for await (const hit of client.memory.searchEpisodes({
+      query: "apples",
+      sessionId: session.id,
+      mode: memory.SearchMode.SEARCH_MODE_KEYWORD,
+    })) {
+      hits.push(hit);
+    }
+    assert.equal(hits.length, 2);
+    assert.ok(hits.every((h) => h.episode?.userMessage.includes("apples")));
+  });
+
+  test("a create without a request_id gets one, so a retry cannot duplicate it", async () => {
+    const session = await client.memory.createSession({ session: { name: "dedupe" } });
+    const first = await client.memory.createEpisode({ sessionId: session.id, userMessage: "a" });
+    const again = await client.memory.createEpisode({ sessionId: session.id, userMessage: "b" });
+    assert.notEqual(first.id, again.id, "distinct calls get distinct ids");
+    const requestId = "caller-chosen-id";
+    const one = await client.memory.createEpisode({ sessionId: session.id, userMessage: "c", requestId });
+    const two = await client.memory.createEpisode({ sessionId: session.id, userMessage: "c", requestId });
+    assert.equal(two.id, one.id, "the caller's request_id is kept and deduplicates");
+    const listed = await client.memory.listEpisodes({ sessionId: session.id });
+    assert.equal(listed.episodes.length, 3);
+  });
+
+  test("a failed call raises NexusError with the status code, message and request id", async () => {
+    await assert.rejects(client.memory.getSession({ id: 987_654 }), (error: unknown) => {
+      assert.ok(error instanceof NexusError);
+      assert.equal(error.code, Status.NOT_FOUND);
+      assert.equal(error.codeName, "NOT_FOUND");
+      assert.match(error.details, /987654/);
+      assert.ok(error.requestId, "the server's x-request-id comes back");
+      return true;
+    });
+    await assert.rejects(client.memory.createEpisode({ sessionId: 0, userMessage: "x" }), (error: unknown) => {
+      assert.ok(error instanceof NexusError);
+      assert.equal(error.code, Status.INVALID_ARGUMENT);
+      assert.match(error.details, /session/);
+      return true;
+    });
+  });
+
+  test("a deadline ends a call that outlives it", async () => {
+    const started = Date.now();
+    const events = client.graph.watchExtractions({}, { timeoutMs: 300 });
+    await assert.rejects(
+      (async () => {
+        for await (const _ of events) void _;
+      })(),
+      (error: unknown) => error instanceof NexusError && error.code === Status.DEADLINE_EXCEEDED,
+    );
+    assert.ok(Date.now() - started >= 250);
+  });
+
+  test("cancelling a long-lived stream ends the loop without an error", async () => {
+    const controller = new AbortController();
+    const events = client.graph.watchExtractions({}, { signal: controller.signal });
+    const loop = (async () => {
+      let seen = 0;
+      for await (const _ of events) seen += 1;
+      return seen;
+    })();
+    // The watch has no default deadline; it ends only because it is cancelled.
+    setTimeout(() => controller.abort(), 200);
+    assert.equal(typeof (await loop), "number");
+  });
+
+  test("an unreachable server fails fast with UNAVAILABLE", async () => {
+    const nobody = new NexusClient(`127.0.0.1:${await freePort()}`, { retry: { maxAttempts: 2 } });
+    try {
+      await assert.rejects(nobody.memory.getServiceStatus({}), (error: unknown) => {
+        return error instanceof NexusError && error.code === Status.UNAVAILABLE;
+      });
+    } finally {
+      nobody.close();
+    }
+  });
+});
+
+describe("retries through a server restart", () => {
+  const server = new Server();
+
+  after(() => server.stop());
+
+  test("creates in flight across kill -9 and restart all succeed, none duplicated", async () => {
+    await server.start(await freePort());
+    // waitForReady: calls issued while the server is down wait for it instead of
+    // failing; calls cut off mid-flight come back UNAVAILABLE and the retry policy
+    // resends them with the same request_id.
+    const client = new NexusClient(server.target, { waitForReady: true, timeoutMs: 30_000 });
+    let restarted: Promise<void> | undefined;
+    try {
+      const session = await client.memory.createSession({ session: { name: "restart" } });
+      const total = 40;
+      let done = 0;
+      const calls = Array.from({ length: total }, (_, i) =>
+        (async () => {
+          // Spread the calls out so some land before, during and after the restart.
+          await new Promise((r) => setTimeout(r, i * 25));
+          const episode = await client.memory.createEpisode({ sessionId: session.id, userMessage: `m${i}` });
+          done += 1;
+          if (done === 10) restarted = server.restart();
+          return episode;
+        })(),
+      );
+      const episodes = await Promise.all(calls);
+      assert.ok(restarted, "the server was killed mid-run");
+      await restarted;
+      const ids = new Set(episodes.map((e) => e.id));
+      assert.equal(ids.size, total, "every call got its own episode");
+      const listed = await client.memory.listEpisodes({ sessionId: session.id, pageSize: 100 });
+      assert.equal(listed.episodes.length, total, "no create was stored twice");
+      assert.deepEqual(
+        listed.episodes.map((e) => e.userMessage).sort(),
+        Array.from({ length: total }, (_, i) => `m${i}`).sort(),
+      );
+    } finally {
+      client.close();
+      await restarted?.catch(() => undefined);
+    }
+  });
+});
+
+describe("against a TLS server that requires a client certificate and an API key", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "nexus-ts-certs-"));
+  const file = (name: string): string => path.join(dir, name);
+  const openssl = (...args: string[]): void => {
+    execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+  };
+  const issue = (name: string, cn: string, ext: string): void => {
+    writeFileSync(file(`${name}.ext`), `${ext}\n`);
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+      "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`);
+    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key",
+      "-CAcreateserial", "-days", "2", "-out", `${name}.pem`, "-extfile", `${name}.ext`);
+  };
+  openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=nexus ts test CA");
+  issue("server", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth");
+  issue("client", "orchestrator", "extendedKeyUsage=clientAuth");
+  const apiKey = "ts-client-test-key-0001";
+  writeFileSync(file("keys.json"), JSON.stringify({ keys: [{ key: apiKey, name: "ts", users: "*" }] }));
+  const server = new Server([
+    "--tls-cert", file("server.pem"), "--tls-key", file("server.key"),
+    "--tls-client-ca", file("ca.pem"), "--auth-keys-file", file("keys.json"),
+  ]);
+  const mtls = (): { rootCerts: Buffer; privateKey: Buffer; certChain: Buffer } => ({
+    rootCerts: readFileSync(file("ca.pem")),
+    privateKey: readFileSync(file("client.key")),
+    certChain: readFileSync(file("client.pem")),
+  });
+
+  before(() => server.start());
+  after(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("mTLS with the key is served", async () => {
+    const client = new NexusClient(server.target, { tls: mtls(), apiKey });
+    try {
+      const status = await client.memory.getServiceStatus({});
+      assert.ok(status.schemaVersion > 0);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("without the key the call is UNAUTHENTICATED", async () => {
+    const client = new NexusClient(server.target, { tls: mtls() });
+    try {
+      await assert.rejects(client.memory.getServiceStatus({}), (error: unknown) => {
+        return error instanceof NexusError && error.code === Status.UNAUTHENTICATED;
+      });
+    } finally {
+      client.close();
+    }
+  });
+
+  test("without a client certificate no connection is made", async () => {
+    const client = new NexusClient(server.target, {
+      tls: { rootCerts: readFileSync(file("ca.pem")) },
+      apiKey,
+      retry: false,
+    });
+    try {
+      await assert.rejects(client.memory.getServiceStatus({}), (error: unknown) => {
+        return error instanceof NexusError && error.code === Status.UNAVAILABLE;
+      });
+    } finally {
+      client.close();
+    }
+  });
+});

@@ -1,0 +1,444 @@
+"""The runtime under the generated ``nexus_grpc.client``: errors, streams, calls.
+
+``proto/gen_client.py`` writes ``nexus_grpc/client.py`` from the proto
+descriptors: one typed method per RPC on ``NexusClient``, a subclass of
+``ClientBase`` here.  The channel itself comes from ``nexus_grpc.connection``.
+
+``NexusClient`` wraps the generated stubs of ``nexus.memory.v1.MemoryService``,
+``nexus.graph.v1.GraphService``, ``nexus.summary.v1.SummaryService`` and
+``grpc.health.v1.Health`` with one snake_case method per RPC::
+
+    async with NexusClient("127.0.0.1:50051", api_key="secret") as client:
+        session = await client.create_session(session=memory_pb2.Session(name="demo"))
+        episode = await client.create_episode(session_id=session.id, user_message="hi")
+        async for hit in client.search_episodes(query="hi", session_id=session.id):
+            print(hit.score, hit.snippet)
+
+Every method takes either a request message or the request's fields as typed keyword
+arguments (``create_episode(session_id=1, user_message="hi")`` builds
+``CreateEpisodeRequest(session_id=1, user_message="hi")``), plus optional per-call
+``timeout=`` (seconds; ``None`` for no deadline) and ``metadata=`` (gRPC metadata:
+a sequence of ``(key, value)`` pairs or ``grpc.aio.Metadata``).  Because
+``CreateEpisodeRequest`` also has a field called ``metadata``, a mapping or
+``Struct`` passed as ``metadata=`` to a method whose request has that field is
+the request field, never gRPC metadata.
+
+Unary methods return the response message.  Server-streaming methods return a
+``ServerStream``: an async iterator of messages that starts the call on first
+use and can be cancelled (``stream.cancel()`` or ``async with stream:``).
+
+Every failed RPC raises ``NexusClientError`` carrying the status code, the
+status message and the server's ``x-request-id`` when it sent one.
+
+Calls that are safe to repeat are retried by gRPC itself on UNAVAILABLE and
+RESOURCE_EXHAUSTED (see ``nexus_grpc.connection``); a create whose request has a
+``request_id`` gets a fresh one when the caller leaves it empty, so that a retry
+the server already executed returns the first result instead of a duplicate.
+"""
+
+# The ``timeout`` parameters are gRPC deadlines handed to the call, not asyncio timeouts.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from types import EllipsisType, TracebackType
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf.message import Message
+from google.protobuf.struct_pb2 import Struct
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nexus_grpc import tracing
+from nexus_grpc.connection import (
+    DEFAULT_RETRY,
+    REQUEST_ID_FIELD,
+    SERVICES,
+    RetryPolicy,
+    bearer_metadata,
+    open_channel,
+)
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
+
+__all__ = [
+    "DEFAULT",
+    "RPCS",
+    "ClientBase",
+    "MetadataArg",
+    "NexusClientError",
+    "RetryPolicy",
+    "ServerStream",
+    "Timeout",
+]
+
+T = TypeVar("T", bound=Message)
+_Self = TypeVar("_Self", bound="ClientBase")
+
+#: Sentinel for "use the client's default timeout".
+DEFAULT: EllipsisType = ...
+Timeout: TypeAlias = float | None | EllipsisType
+MetadataArg: TypeAlias = (
+    Sequence[tuple[str, str | bytes]] | grpc.aio.Metadata | Mapping[str, Any] | Struct | None
+)
+
+REQUEST_ID_KEY = "x-request-id"
+
+# Streams that stay open by design: the client's default deadline does not apply.
+_LONG_LIVED = frozenset({"WatchExtractions"})
+
+_STUBS: dict[str, Callable[[grpc.aio.Channel], Any]] = {
+    "MemoryService": memory_grpc.MemoryServiceStub,
+    "GraphService": graph_grpc.GraphServiceStub,
+    "SummaryService": summary_grpc.SummaryServiceStub,
+    "Health": health_pb2_grpc.HealthStub,
+}
+
+
+
+def _snake(name: str) -> str:
+    out: list[str] = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+#: ``(method_name, service, rpc, server_streaming)`` for every nexus RPC, derived
+#: from the service descriptors; each has an explicit ``NexusClient`` method.
+RPCS: tuple[tuple[str, str, str, bool], ...] = tuple(
+    (_snake(method.name), service, method.name, method.server_streaming)
+    for service, descriptor in SERVICES.items()
+    for method in descriptor.methods
+)
+
+
+class NexusClientError(Exception):
+    """A failed RPC: the gRPC status code, its message and the server's request id."""
+
+    def __init__(
+        self, code: grpc.StatusCode, message: str, request_id: str | None = None
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        text = f"{code.name}: {message}"
+        if request_id:
+            text += f" (request id {request_id})"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.message, self.request_id))
+
+    @classmethod
+    def from_rpc_error(cls, exc: grpc.aio.AioRpcError) -> NexusClientError:
+        request_id: str | None = None
+        for metadata in (exc.trailing_metadata(), exc.initial_metadata()):
+            if not metadata:
+                continue
+            for key, value in metadata:
+                if key == REQUEST_ID_KEY:
+                    request_id = value.decode() if isinstance(value, bytes) else str(value)
+                    break
+            if request_id:
+                break
+        return cls(exc.code(), exc.details() or "", request_id)
+
+
+class ServerStream(Generic[T]):
+    """The messages of one server-streaming call, as an async iterator.
+
+    The call starts on first iteration (or ``async with``).  A failed call raises
+    ``NexusClientError`` from ``__anext__``; ``cancel()`` ends the iteration.
+    """
+
+    def __init__(self, start: Callable[[], grpc.aio.UnaryStreamCall]) -> None:
+        self._start = start
+        self._call: grpc.aio.UnaryStreamCall | None = None
+        self._done = False
+        self._cancelled = False
+
+    @property
+    def call(self) -> grpc.aio.UnaryStreamCall:
+        """The underlying ``grpc.aio`` call (started if it was not yet)."""
+        if self._call is None:
+            self._call = self._start()
+        return self._call
+
+    def __aiter__(self) -> ServerStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._done:
+            raise StopAsyncIteration
+        call = self.call
+        try:
+            item = await call.read()
+        except grpc.aio.AioRpcError as exc:
+            self._done = True
+            if self._cancelled and exc.code() == grpc.StatusCode.CANCELLED:
+                raise StopAsyncIteration from None
+            raise NexusClientError.from_rpc_error(exc) from exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._cancelled and not (task is not None and task.cancelling()):
+                self._done = True
+                raise StopAsyncIteration from None
+            raise
+        if item is grpc.aio.EOF:
+            self._done = True
+            raise StopAsyncIteration
+        return item  # type: ignore[no-any-return]
+
+    def cancel(self) -> bool:
+        """Cancels the call; iteration then stops.  False if it had already finished."""
+        self._cancelled = True
+        self._done = True
+        if self._call is None:
+            return False
+        return self._call.cancel()
+
+    async def aclose(self) -> None:
+        if self._call is not None and not self._call.done():
+            self.cancel()
+        self._done = True
+
+    async def collect(self) -> list[T]:
+        """Reads the whole stream into a list."""
+        return [item async for item in self]
+
+    async def __aenter__(self) -> ServerStream[T]:
+        _ = self.call
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class ClientBase:
+    """Connection, deadlines and call plumbing of ``NexusClient``; see the module docstring.
+
+    The ``grpc.aio`` channel is created on first use: a secure channel when any of
+    ``root_certificates``, ``private_key`` or ``certificate_chain`` is given, else
+    an insecure one.  ``api_key`` is sent as ``authorization: Bearer KEY`` on every
+    call.  ``timeout`` is the default deadline in seconds for every call except the
+    long-lived ``watch_extractions`` stream (``None``: no deadline).  ``retry`` is
+    the gRPC retry policy of the safe calls (``None``: every call is tried once);
+    ``wait_for_ready`` makes calls wait for a (re)connection within their deadline
+    instead of failing at once while the server is down.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str | None = None,
+        root_certificates: bytes | None = None,
+        private_key: bytes | None = None,
+        certificate_chain: bytes | None = None,
+        timeout: float | None = 30.0,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
+        wait_for_ready: bool | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._api_key = api_key
+        self._root_certificates = root_certificates
+        self._private_key = private_key
+        self._certificate_chain = certificate_chain
+        self._retry = retry
+        self._wait_for_ready = wait_for_ready
+        self._options = tuple(options)
+        self._base_metadata: tuple[tuple[str, str], ...] = bearer_metadata(api_key)
+        self._channel: grpc.aio.Channel | None = None
+        self._stubs: dict[str, Any] = {}
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    @property
+    def secure(self) -> bool:
+        return any(
+            x is not None
+            for x in (self._root_certificates, self._private_key, self._certificate_chain)
+        )
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The ``grpc.aio`` channel, created on first access."""
+        if self._channel is None:
+            self._channel = open_channel(
+                self.target,
+                root_certificates=self._root_certificates,
+                private_key=self._private_key,
+                certificate_chain=self._certificate_chain,
+                retry=self._retry,
+                options=self._options,
+            )
+            self._stubs = {}
+        return self._channel
+
+    def stub(self, service: str) -> Any:
+        """The generated stub for ``MemoryService``, ``GraphService``, ``SummaryService``
+        or ``Health`` on this client's channel."""
+        stub = self._stubs.get(service)
+        if stub is None:
+            try:
+                factory = _STUBS[service]
+            except KeyError:
+                raise ValueError(f"unknown service {service!r}") from None
+            stub = self._stubs[service] = factory(self.channel)
+        return stub
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Waits until the channel is connected; ``TimeoutError`` when it is not in time."""
+        await asyncio.wait_for(self.channel.channel_ready(), timeout)
+
+    async def close(self, grace: float | None = None) -> None:
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            self._stubs = {}
+            await channel.close(grace)
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _request(
+        self, cls: type[T], request: T | Mapping[str, Any] | None, fields: dict[str, Any]
+    ) -> T:
+        if request is None:
+            return cls(**fields)
+        if fields:
+            raise TypeError(
+                f"pass either a {cls.__name__} or its fields as keyword arguments, not both"
+            )
+        if isinstance(request, cls):
+            return request
+        if isinstance(request, Mapping):
+            return cls(**request)
+        raise TypeError(f"expected {cls.__name__}, got {type(request).__name__}")
+
+    @staticmethod
+    def _with_request_id(message: T) -> T:
+        """``message``, with a fresh request_id when it has the field and it is empty."""
+        if REQUEST_ID_FIELD not in message.DESCRIPTOR.fields_by_name:
+            return message
+        if getattr(message, REQUEST_ID_FIELD):
+            return message
+        filled = type(message)()
+        filled.CopyFrom(message)  # the caller's message stays as it was
+        setattr(filled, REQUEST_ID_FIELD, uuid.uuid4().hex)
+        return filled
+
+    def _call_options(
+        self,
+        cls: type[Message],
+        rpc: str,
+        request: Any,
+        fields: dict[str, Any],
+        timeout: Timeout,
+        metadata: MetadataArg,
+    ) -> tuple[float | None, tuple[tuple[str, Any], ...]]:
+        if isinstance(metadata, Mapping | Struct):
+            if request is None and "metadata" in cls.DESCRIPTOR.fields_by_name:
+                fields["metadata"] = metadata
+                metadata = None
+            else:
+                raise TypeError(
+                    "metadata= is gRPC call metadata: a sequence of (key, value) pairs"
+                )
+        if timeout is DEFAULT:
+            timeout = None if rpc in _LONG_LIVED else self.timeout
+        assert not isinstance(timeout, EllipsisType)
+        call_metadata = [*self._base_metadata, *(metadata or ())]
+        # The caller's trace continues on the server (when it uses OpenTelemetry).
+        tracing.inject(call_metadata)
+        return timeout, tuple(call_metadata)
+
+    async def _unary(
+        self,
+        service: str,
+        rpc: str,
+        cls: type[T],
+        request: Any,
+        fields: dict[str, Any],
+        timeout: Timeout,
+        metadata: MetadataArg,
+    ) -> Any:
+        # The generated methods pass every keyword; None means "not given".
+        fields = {k: v for k, v in fields.items() if v is not None}
+        deadline, call_metadata = self._call_options(
+            cls, rpc, request, fields, timeout, metadata
+        )
+        message = self._with_request_id(self._request(cls, request, fields))
+        method = getattr(self.stub(service), rpc)
+        try:
+            return await method(
+                message,
+                timeout=deadline,
+                metadata=call_metadata or None,
+                wait_for_ready=self._wait_for_ready,
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise NexusClientError.from_rpc_error(exc) from exc
+
+    def _stream(
+        self,
+        service: str,
+        rpc: str,
+        cls: type[T],
+        request: Any,
+        fields: dict[str, Any],
+        timeout: Timeout,
+        metadata: MetadataArg,
+    ) -> Any:
+        # The generated methods pass every keyword; None means "not given".
+        fields = {k: v for k, v in fields.items() if v is not None}
+        deadline, call_metadata = self._call_options(
+            cls, rpc, request, fields, timeout, metadata
+        )
+        message = self._with_request_id(self._request(cls, request, fields))
+
+        def start() -> grpc.aio.UnaryStreamCall:
+            method = getattr(self.stub(service), rpc)
+            return method(  # type: ignore[no-any-return]
+                message,
+                timeout=deadline,
+                metadata=call_metadata or None,
+                wait_for_ready=self._wait_for_ready,
+            )
+
+        return ServerStream(start)
+
+    # --- grpc.health.v1.Health --------------------------------------------------------
+
+    async def check_health(
+        self, service: str = "", *, timeout: Timeout = DEFAULT, metadata: MetadataArg = None
+    ) -> str:
+        """grpc.health.v1.Health.Check: the status name (``SERVING``, ``NOT_SERVING``...)."""
+        response = await self._unary(
+            "Health", "Check", health_pb2.HealthCheckRequest,
+            None, {"service": service}, timeout, metadata,
+        )
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)

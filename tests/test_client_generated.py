@@ -1,0 +1,56 @@
+"""nexus_grpc/client.py is generated from the descriptors: typed keywords, proto docs."""
+
+from __future__ import annotations
+
+import inspect
+
+from nexus_grpc.client import RPCS, NexusClient
+from nexus_grpc.client_base import ClientBase
+from nexus_grpc.connection import SERVICES
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+
+
+def test_every_request_field_is_a_typed_keyword_parameter():
+    for name, service, rpc, _ in RPCS:
+        method = SERVICES[service].methods_by_name[rpc]
+        params = inspect.signature(getattr(NexusClient, name)).parameters
+        for field in method.input_type.fields:
+            # `metadata` is shared with gRPC call metadata (see client_base).
+            assert field.name in params, (name, field.name)
+            assert params[field.name].kind is inspect.Parameter.KEYWORD_ONLY
+            assert params[field.name].default is None
+        assert params["request"].kind is inspect.Parameter.POSITIONAL_ONLY
+    annotations = inspect.get_annotations(NexusClient.create_episode)
+    assert annotations["session_id"] == "int | None"
+    assert annotations["metadata"] == "MetadataArg"
+    assert annotations["return"] == "memory_pb2.Episode"
+    assert inspect.get_annotations(NexusClient.search_episodes)["mode"] == (
+        "memory_pb2.SearchMode.ValueType | None"
+    )
+    assert inspect.get_annotations(NexusClient.search_episodes)["return"] == (
+        "ServerStream[memory_pb2.SearchHit]"
+    )
+
+
+def test_docstrings_carry_the_proto_comments():
+    doc = NexusClient.create_episode.__doc__ or ""
+    assert "MemoryService.CreateEpisode" in doc
+    assert "Returns as soon as the episode is durable" in doc  # the rpc's comment
+    assert "A retry with the same request_id returns the first episode." in doc  # a field's
+
+
+def test_the_client_is_the_runtime_plus_generated_methods():
+    assert issubclass(NexusClient, ClientBase)
+    generated = {n for n, v in vars(NexusClient).items() if inspect.isfunction(v)}
+    assert generated == {name for name, *_ in RPCS}
+
+
+def test_an_empty_request_id_is_filled_in_and_the_callers_message_kept():
+    request = memory_pb2.CreateEpisodeRequest(session_id=1, user_message="x")
+    filled = ClientBase._with_request_id(request)
+    assert filled.request_id and request.request_id == ""
+    assert ClientBase._with_request_id(filled) is filled  # an id the caller chose stays
+    other = ClientBase._with_request_id(memory_pb2.CreateEpisodeRequest(session_id=1))
+    assert other.request_id != filled.request_id
+    get = memory_pb2.GetEpisodeRequest(id=1)
+    assert ClientBase._with_request_id(get) is get  # no such field: untouched
