@@ -24,7 +24,7 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
-from nexus_grpc.llm import LLMClient
+from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
@@ -46,6 +46,8 @@ from nexus_grpc.vectors import (
 
 log = logging.getLogger(__name__)
 EMBEDDING_META_KEY = "embedding_model"
+# A dependency that takes longer than this to answer a health check is down for it.
+HEALTH_TIMEOUT = 5.0
 
 
 class EmbedderMismatch(RuntimeError):
@@ -117,10 +119,16 @@ class App:
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
-        # None when no Ollama is configured: LLM jobs then wait in the queue.
+        # None when no LLM server is configured: LLM jobs then wait in the queue.
         self.llm: LLMClient | None = (
-            LLMClient(settings.ollama_url, timeout=settings.llm_timeout)
-            if settings.ollama_url
+            make_client(
+                settings.llm_api,
+                settings.llm_base_url,
+                timeout=settings.llm_timeout,
+                context_length=settings.llm_context_length,
+                api_key=settings.llm_api_key,
+            )
+            if settings.llm_base_url
             else None
         )
         self.workers: list[JobWorker] = []
@@ -147,10 +155,70 @@ class App:
             timeout=settings.llm_timeout,
         )
 
+    async def _check_sqlite(self) -> DependencyState:
+        try:
+            await self.db.read(lambda c: c.execute("SELECT count(*) FROM sqlite_master").fetchone())
+        except Exception as exc:
+            return DependencyState("sqlite", False, f"query failed: {exc}")
+        return DependencyState("sqlite", True, f"schema version {self.db.schema_version}")
+
+    async def _check_index(self) -> DependencyState:
+        problem = await self.index.check() or self.indexer.index_error
+        return DependencyState("vector_index", problem is None, problem or "ok")
+
+    async def _check_embedder(self) -> DependencyState:
+        signature = embedding_signature(self.embedder)
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT):
+                vectors = await self.embedder.embed(["health check"])
+        except Exception as exc:
+            return DependencyState("embedder", False, f"{signature}: cannot embed: {exc}")
+        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimension:
+            return DependencyState(
+                "embedder", False, f"{signature}: answered a vector of the wrong size"
+            )
+        return DependencyState("embedder", True, signature)
+
+    async def _check_llm(self) -> DependencyState:
+        name = self.settings.llm_api
+        if self.llm is None:
+            return DependencyState(
+                name,
+                False,
+                "not configured (--ollama-url or --llm-url); extraction and summaries stay"
+                " queued, selection ranks by semantic similarity",
+            )
+        models = [
+            self.settings.extraction_model,
+            self.settings.summary_model,
+            self.settings.selection_model,
+        ]
+        try:
+            missing = await self.llm.missing_models(models, timeout=HEALTH_TIMEOUT)
+        except LLMError as exc:
+            return DependencyState(name, False, str(exc))
+        if missing:
+            return DependencyState(
+                name,
+                False,
+                f"{self.llm.host} does not have {', '.join(missing)}"
+                + (f"; pull with `ollama pull {missing[0]}`" if name == "ollama" else ""),
+            )
+        # The LLM workers know best whether calls are failing: they are the
+        # ones waiting on it.
+        waits = [
+            w.waiting_on
+            for w in self.workers
+            if w.kind in (job_store.EXTRACT_EPISODE, job_store.SUMMARIZE_SESSION) and w.waiting_on
+        ]
+        if waits:
+            return DependencyState(name, False, waits[0])
+        return DependencyState(name, True, f"{self.llm.host}: {', '.join(dict.fromkeys(models))}")
+
     def llm_ready(self) -> str | None:
         """Why LLM workers must wait, or None when they may run."""
         if self.llm is None:
-            return "no Ollama configured (--ollama-url / OLLAMA_HOST)"
+            return "no LLM server configured (--ollama-url / OLLAMA_HOST, or --llm-url)"
         return None
 
     def _worker_config(self, **overrides: Any) -> WorkerConfig:
@@ -257,28 +325,15 @@ class App:
             await self.llm.close()
 
     async def status(self) -> ServiceState:
-        deps = [DependencyState("sqlite", True, f"schema version {self.db.schema_version}")]
-        index_problem = await self.index.check() or self.indexer.index_error
-        deps.append(DependencyState("vector_index", index_problem is None, index_problem or "ok"))
-        deps.append(DependencyState("embedder", True, embedding_signature(self.embedder)))
-        if self.settings.ollama_url:
-            # The LLM workers know best: they are the ones waiting on it.
-            waits = [
-                w.waiting_on
-                for w in self.workers
-                if w.kind in (job_store.EXTRACT_EPISODE, job_store.SUMMARIZE_SESSION)
-                and w.waiting_on
-            ]
-            detail = waits[0] if waits else self.settings.ollama_url
-            deps.append(DependencyState("ollama", not waits, detail))
-        else:
-            deps.append(
-                DependencyState(
-                    "ollama",
-                    False,
-                    "not configured (--ollama-url); extraction and summaries stay queued",
-                )
-            )
+        """Each dependency checked now, not assumed: SQLite answers a query, the
+        embedder embeds, the vector index answers, and the LLM server lists
+        every configured model."""
+        deps = [
+            await self._check_sqlite(),
+            await self._check_index(),
+            await self._check_embedder(),
+            await self._check_llm(),
+        ]
         queues = await self.db.read(job_store.depths)
         degraded = any(not d.ok for d in deps)
         return ServiceState(

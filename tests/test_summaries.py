@@ -324,12 +324,14 @@ async def test_overview_falls_back_to_recent_episodes_truncated(llm_harness, stu
 async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_harness, stub):
     h = llm_harness
     stub.default = Reply.of("a summary so far")
+    # An 8,192-token model: room for one 5,000-character episode per pass, not two.
+    stub.context_lengths = {"qwen2.5:3b": 8192}
     _, sid = await project_session(h)
     eps = [await episode(h, sid, user="x" * 5000, ai="ok") for _ in range(3)]
     first = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
-    # 5,000 characters each: one episode fits the 8,000-character pass.
     assert (first.first_episode_id, first.last_episode_id) == (eps[0].id, eps[0].id)
-    assert all(len(r.prompt_text()) < 12_000 for r in prompts(stub, SESSION_PROMPT))
+    sent = prompts(stub, SESSION_PROMPT)
+    assert sent and all(not r.truncated and r["options"]["num_ctx"] == 8192 for r in sent)
 
     async def covered():
         rows = await summaries_of(h, sid)
@@ -339,10 +341,31 @@ async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_ha
     await wait_until(covered)
 
 
+async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness, stub):
+    h = llm_harness
+    stub.context_lengths = {"qwen2.5:3b": 4096}
+    stub.add_rule(Reply.of("Part one: the user likes roses."), contains="FIRST-FACT", times=1)
+    stub.default = Reply.of("The user likes roses and tulips.")
+    _, sid = await project_session(h)
+    ep = await episode(h, sid, user="FIRST-FACT " + "roses " * 1200 + "LAST-FACT tulips", ai="ok")
+    summary = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    assert summary.content == "The user likes roses and tulips."
+    assert (summary.first_episode_id, summary.last_episode_id) == (ep.id, ep.id)
+    sent = prompts(stub, SESSION_PROMPT)
+    assert len(sent) >= 2  # folded in several calls...
+    assert all(not r.truncated for r in sent)  # ...none of them cut by the server
+    assert "FIRST-FACT" in sent[0].prompt_text() and "LAST-FACT" in sent[-1].prompt_text()
+    # Each later part is folded into the summary so far.
+    assert "Part one: the user likes roses." in sent[1].prompt_text()
+
+
 async def test_a_summary_range_must_run_forwards(harness):
     _, sid = await project_session(harness)
-    bad = harness.summary.CreateSummary(s.CreateSummaryRequest(summary=s.Summary(
-        session_id=sid, content="c", first_episode_id=9, last_episode_id=3)))
+    bad = harness.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(session_id=sid, content="c", first_episode_id=9, last_episode_id=3)
+        )
+    )
     assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
     assert await summaries_of(harness, sid) == []
 
