@@ -289,6 +289,7 @@ async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     assert last.WhichOneof("part") == "summary"
     assert last.summary.content == "Roses and soil." and last.summary.session_id == 0
     assert last.summary.project_id == pid and last.summary.episode_count == 4
+    assert last.passes == 1  # it fitted whole
     req = prompts(stub, OVERVIEW_PROMPT)[0]
     assert req["options"]["temperature"] == 0.2 and req["options"]["num_predict"] == 1200
     assert "Session summaries" in req.prompt_text() and "Session about roses." in req.prompt_text()
@@ -400,3 +401,61 @@ async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
         )
     )
     assert (ok.project_id, ok.last_episode_id) == (pid, mine.id)
+
+
+FOLD_PROMPT = "You condense part of a project's history"
+
+
+async def test_an_overview_past_the_context_is_folded_and_says_how_often(llm_harness, stub):
+    h = llm_harness
+    # A 4,096-token model: the 8,000 characters of summaries do not fit with
+    # 1,200 answer tokens; whole, as a real server would cut them, not at all.
+    stub.context_lengths = {"qwen2.5:3b": 4096}
+    pid, sid = await project_session(h, "Garden")
+    for i in range(4):
+        e = await episode(h, sid, f"rose {i}")
+        await h.summary.CreateSummary(
+            s.CreateSummaryRequest(
+                summary=s.Summary(
+                    session_id=sid,
+                    content=f"SESSION-{i} " + "roses " * 300,
+                    first_episode_id=e.id,
+                    last_episode_id=e.id,
+                    episode_count=1,
+                )
+            )
+        )
+    stub.add_rule(Reply.of("Condensed: roses."), contains=FOLD_PROMPT)
+    stub.add_rule(Reply(content="An overview of roses."), contains=OVERVIEW_PROMPT)
+    parts = await _overview(h, pid)
+    folds, final = prompts(stub, FOLD_PROMPT), prompts(stub, OVERVIEW_PROMPT)
+    assert len(folds) >= 2 and len(final) == 1
+    assert parts[-1].summary.content == "An overview of roses."
+    assert parts[-1].passes == len(folds) + 1
+    assert all(not r.truncated for r in folds + final)
+    # Oldest first, every session's summary in some part, none cut mid-way.
+    folded = "".join(r.prompt_text() for r in folds)
+    assert all(f"SESSION-{i}" in folded for i in range(1, 4))
+    assert final[0].prompt_text().count("Condensed: roses.") == len(folds)
+
+
+async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
+    h = llm_harness
+    pid, sid = await project_session(h, "Garden")
+    await episode(h, sid, "I set up Grafana dashboards and Prometheus alerts.")
+    stub.default = Reply.of("The user set up Grafana dashboards and " + "more " * 2000)
+    err = await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+    assert err == grpc.StatusCode.UNAVAILABLE
+    assert await summaries_of(h, sid) == []
+    # Retried once with twice the room, then refused: not stored mid-sentence.
+    assert [r["options"]["num_predict"] for r in prompts(stub, SESSION_PROMPT)] == [500, 1000]
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await _overview(h, pid)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "cut off and not stored" in info.value.details()
+    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    assert not ov.HasField("overview")
+    # The positive case: an answer that ends on its own is stored.
+    stub.default = Reply.of("The user set up Grafana dashboards.")
+    done = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    assert done.content == "The user set up Grafana dashboards."
