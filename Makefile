@@ -36,6 +36,7 @@ proto-check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
+	$(BIN)/mypy nexus_grpc
 
 typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc

@@ -286,6 +286,10 @@ class App:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
             # the first search does not wait for it (and serving is not delayed).
             self._in_background(warm(), "embedder warm-up")
+        if self.llm is not None:
+            # Each model's context window, read now so the first call does not
+            # wait for it; a server that is away is read again on first use.
+            self._in_background(self._read_contexts(self.llm), "LLM context lengths")
         if reconcile:
             # In the background: a large index must not delay serving.
             self._in_background(self._reconcile_at_start(), "start-up reconcile")
@@ -300,6 +304,18 @@ class App:
         task = asyncio.create_task(run(), name=what)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _read_contexts(self, llm: LLMClient) -> None:
+        settings = self.settings
+        for model in dict.fromkeys(
+            (settings.extraction_model, settings.summary_model, settings.selection_model)
+        ):
+            try:
+                tokens = await llm.context_length(model, timeout=HEALTH_TIMEOUT)
+            except LLMError as exc:
+                log.warning("cannot read %s's context length yet: %s", model, exc)
+            else:
+                log.info("%s: a context of %d tokens", model, tokens)
 
     async def _reconcile_at_start(self) -> None:
         try:

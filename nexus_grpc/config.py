@@ -72,7 +72,8 @@ OPTIONS: dict[str, Option] = {
         "--ollama-url",
         ("OLLAMA_URL", "OLLAMA_HOST"),
         "",
-        "Ollama base URL; empty leaves extraction, summaries and selection queued",
+        "Ollama base URL (the LLM server too, with --llm-api ollama); empty leaves extraction"
+        " and summaries queued and ranks memory selection by semantic similarity",
     ),
     "llm_api": Option(
         "--llm-api",
@@ -85,8 +86,8 @@ OPTIONS: dict[str, Option] = {
         "--llm-url",
         ("NEXUS_LLM_URL",),
         "",
-        "LLM server base URL; empty uses --ollama-url with --llm-api ollama, and leaves"
-        " extraction, summaries and selection queued with --llm-api openai",
+        "LLM server base URL; empty uses --ollama-url with --llm-api ollama (with --llm-api"
+        " openai, none: extraction and summaries stay queued)",
     ),
     "llm_api_key": Option(
         "--llm-api-key",
