@@ -295,6 +295,7 @@ async def test_a_question_too_long_for_the_context_degrades_and_says_why(llm_har
     stub.context_lengths = {"qwen2.5:3b": 2048}
     pid, sid = await world(h)
     await create(h, kind=P, project_id=pid, title="postgres port")
+    await wait_until(lambda: index_idle(h))  # the fallback searches the index
     scope = m.MemoryScope(project_id=pid, session_id=sid)
     got = await select(h, scope, prompt="which port? " + "really " * 300)
     assert got and {x.method for x in got} == {"semantic"}
