@@ -185,6 +185,18 @@ async def test_answer_cut_twice_fails_with_the_reason(stub: OllamaStub, llm: Oll
     assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
 
 
+async def test_a_retry_too_slow_for_the_deadline_still_fails_as_cut_off(
+    stub: OllamaStub, llm: OllamaClient
+) -> None:
+    # The first answer is cut at once; the retry with twice the room is slow
+    # (as a real small model is: 1,500 tokens took up to 115 s on 2 cores).
+    stub.add_rule(Reply.of(ANSWER), times=1)
+    stub.default = Reply(content=ANSWER, delay=5)
+    with pytest.raises(LLMCutOff, match="retry with 20 did not finish within the 1s deadline"):
+        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=1)
+    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
+
+
 async def test_cut_text_is_never_returned(stub: OllamaStub, llm: OllamaClient) -> None:
     stub.default = Reply(content="The user set up Grafana dashboards and Prometheus alerts.")
     # The positive case: with room, the whole text.

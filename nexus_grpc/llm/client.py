@@ -284,13 +284,23 @@ class LLMClient(abc.ABC):
         prompt = tokens.estimate_messages(messages)
         for attempt in (1, 2):
             remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise self._timed_out(model, limit)
-            call = self._chat(model, messages, temperature, room, num_ctx, schema)
             try:
+                if remaining <= 0:
+                    raise TimeoutError
+                call = self._chat(model, messages, temperature, room, num_ctx, schema)
                 answer = await asyncio.wait_for(call, remaining)
             except Exception as exc:
-                raise self._map_error(exc, model, limit) from exc
+                error = self._map_error(exc, model, limit)
+                if attempt == 2 and _is_timeout(exc):
+                    # The cut-off is the cause: a slow model cannot write twice
+                    # the answer in what is left of the deadline.  Retrying the
+                    # job would repeat both calls.
+                    raise LLMCutOff(
+                        f"the answer of {model} was cut off at its limit of {num_predict} tokens,"
+                        f" and the retry with {room} did not finish within the {limit:.0f}s"
+                        " deadline (done_reason=length)"
+                    ) from exc
+                raise error from exc
             if answer.done_reason != LENGTH:
                 return answer
             more = min(room * 2, context - prompt)
@@ -541,6 +551,10 @@ def parse_json_object(text: str, *, model: str | None = None) -> dict[str, Any]:
             f"model{_for(model)} answered JSON {type(value).__name__}, expected an object"
         )
     return value
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, (TimeoutError, httpx.TimeoutException))
 
 
 def _for(model: str | None) -> str:
