@@ -345,7 +345,12 @@ async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_ha
 async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness, stub):
     h = llm_harness
     stub.context_lengths = {"qwen2.5:3b": 4096}
-    stub.add_rule(Reply.of("Part one: the user likes roses."), contains="FIRST-FACT", times=1)
+    # Only the summary's first part (extraction reads the same text).
+    stub.add_rule(
+        Reply.of("Part one: the user likes roses."),
+        contains="Conversation:\nUser: FIRST-FACT",
+        times=1,
+    )
     stub.default = Reply.of("The user likes roses and tulips.")
     _, sid = await project_session(h)
     ep = await episode(h, sid, user="FIRST-FACT " + "roses " * 1200 + "LAST-FACT tulips", ai="ok")
