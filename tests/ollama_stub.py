@@ -33,6 +33,12 @@ Tokens are counted by ``stub_tokens`` (word pieces of at most 4 characters
 and single punctuation marks): never more than the text's UTF-8 bytes, like
 the real models' tokenizers, so the server's byte bound holds here too.
 
+With ``llama_cpp_slot_ctx`` set, ``GET /props`` and the ``meta`` of each
+``/v1/models`` entry answer as llama.cpp's ``llama-server`` does (its
+per-slot ``default_generation_settings.n_ctx`` and the model's
+``n_ctx_train``), for the ``openai`` backend's context detection; otherwise
+``/props`` is a 404, as on Ollama.
+
 Ollama's OpenAI-compatible endpoints are served too, as Ollama serves them:
 ``POST /v1/chat/completions`` (``max_tokens`` as ``num_predict``,
 ``response_format`` accepted, ``finish_reason``, server-sent events when
@@ -261,6 +267,7 @@ class OllamaStub:
         record_path: str | Path | None = None,
         context_length: int = DEFAULT_CONTEXT_LENGTH,
         default_num_ctx: int = DEFAULT_NUM_CTX,
+        llama_cpp_slot_ctx: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -278,6 +285,8 @@ class OllamaStub:
         self.context_lengths: dict[str, int] = {}
         #: The context a request without num_ctx gets (Ollama's default).
         self.default_num_ctx = default_num_ctx
+        #: Answer /props and /v1/models' meta as llama-server with this slot context.
+        self.llama_cpp_slot_ctx = llama_cpp_slot_ctx
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._rules: list[_Rule] = []
@@ -523,15 +532,35 @@ class OllamaStub:
         models = self.models if self.models is not None else list(DEFAULT_MODELS)
         return {
             "object": "list",
-            "data": [
-                {
-                    "id": _full_name(m),
-                    "object": "model",
-                    "created": 1748779200,
-                    "owned_by": "library",
-                }
-                for m in models
-            ],
+            "data": [self._openai_model(m) for m in models],
+        }
+
+    def _openai_model(self, model: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "id": _full_name(model),
+            "object": "model",
+            "created": 1748779200,
+            "owned_by": "library",
+        }
+        if self.llama_cpp_slot_ctx is not None:
+            entry["owned_by"] = "llamacpp"
+            entry["meta"] = {
+                "vocab_type": 2,
+                "n_vocab": 49152,
+                "n_ctx_train": self.model_context(model),
+                "n_embd": 576,
+                "n_params": 134_515_008,
+                "size": 98_362_432,
+            }
+        return entry
+
+    def _props(self) -> dict[str, Any]:
+        return {
+            "default_generation_settings": {"n_ctx": self.llama_cpp_slot_ctx, "temperature": 0.8},
+            "total_slots": 2,
+            "model_path": "/models/model.gguf",
+            "chat_template": "{{ messages }}",
+            "build_info": "b4000-stub",
         }
 
     def _tags(self) -> dict[str, Any]:
@@ -646,8 +675,11 @@ class _Handler(BaseHTTPRequestHandler):
             ("POST", "/api/show"),
             ("POST", OPENAI_CHAT),
             ("GET", "/v1/models"),
+            ("GET", "/props"),
         }
-        if (method, path) not in known:
+        if (method, path) not in known or (
+            path == "/props" and self.stub.llama_cpp_slot_ctx is None
+        ):
             self._send_raw(404, b"404 page not found", "text/plain")
             return
         try:
@@ -703,6 +735,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, stub._show(str(body["model"])))
         elif path == "/v1/models":
             self._send_json(200, stub._openai_models())
+        elif path == "/props":
+            self._send_json(200, stub._props())
         elif path == OPENAI_CHAT:
             self._openai_chat(body, reply or stub.default)
         elif path == "/api/embed":

@@ -279,6 +279,20 @@ async def test_openai_models_and_errors(stub: OllamaStub, openai: OpenAIClient) 
         await openai.list_models()
 
 
+async def test_openai_context_from_llama_cpp_props_and_model_meta(stub: OllamaStub) -> None:
+    # llama-server: 16,384 tokens over 2 slots is 8,192 per request, and the
+    # model was trained for 32,768: a request gets the smaller.
+    stub.llama_cpp_slot_ctx = 8192
+    client = OpenAIClient(stub.url, timeout=5)
+    try:
+        assert await client.context_length(MODEL) == 8192
+        stub.llama_cpp_slot_ctx = 65536
+        assert await client.context_length("qwen2.5:1.5b") == 32768  # n_ctx_train
+        assert len(stub.requests_to("/props")) == 2
+    finally:
+        await client.close()
+
+
 async def test_openai_context_override(stub: OllamaStub) -> None:
     client = OpenAIClient(stub.url, timeout=5, context_length=2048)
     try:

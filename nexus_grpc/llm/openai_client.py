@@ -65,8 +65,13 @@ class OpenAIClient(LLMClient):
         except OpenAIHTTPError:
             props = {}
         settings = props.get("default_generation_settings")
-        if isinstance(settings, Mapping) and isinstance(settings.get("n_ctx"), int):
-            found.append(settings["n_ctx"])
+        for value in (
+            settings.get("n_ctx") if isinstance(settings, Mapping) else None,
+            props.get("n_ctx"),  # older builds put it at the top
+        ):
+            if isinstance(value, int) and value > 0:
+                found.append(value)
+                break
         return min(found) if found else None
 
     def _body(
