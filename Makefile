@@ -70,6 +70,7 @@ proto-lint: $(TS_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
+	$(BIN)/mypy nexus_grpc
 
 typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc

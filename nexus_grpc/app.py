@@ -25,7 +25,7 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
-from nexus_grpc.llm import LLMClient
+from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
@@ -47,6 +47,8 @@ from nexus_grpc.vectors import (
 
 log = logging.getLogger(__name__)
 EMBEDDING_META_KEY = "embedding_model"
+# A dependency that takes longer than this to answer a health check is down for it.
+HEALTH_TIMEOUT = 5.0
 
 
 class EmbedderMismatch(RuntimeError):
@@ -122,10 +124,16 @@ class App:
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
-        # None when no Ollama is configured: LLM jobs then wait in the queue.
+        # None when no LLM server is configured: LLM jobs then wait in the queue.
         self.llm: LLMClient | None = (
-            LLMClient(settings.ollama_url, timeout=settings.llm_timeout)
-            if settings.ollama_url
+            make_client(
+                settings.llm_api,
+                settings.llm_base_url,
+                timeout=settings.llm_timeout,
+                context_length=settings.llm_context_length,
+                api_key=settings.llm_api_key,
+            )
+            if settings.llm_base_url
             else None
         )
         self.llm = tracing.traced(self.llm, "llm")
@@ -153,10 +161,70 @@ class App:
             timeout=settings.llm_timeout,
         )
 
+    async def _check_sqlite(self) -> DependencyState:
+        try:
+            await self.db.read(lambda c: c.execute("SELECT count(*) FROM sqlite_master").fetchone())
+        except Exception as exc:
+            return DependencyState("sqlite", False, f"query failed: {exc}")
+        return DependencyState("sqlite", True, f"schema version {self.db.schema_version}")
+
+    async def _check_index(self) -> DependencyState:
+        problem = await self.index.check() or self.indexer.index_error
+        return DependencyState("vector_index", problem is None, problem or "ok")
+
+    async def _check_embedder(self) -> DependencyState:
+        signature = embedding_signature(self.embedder)
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT):
+                vectors = await self.embedder.embed(["health check"])
+        except Exception as exc:
+            return DependencyState("embedder", False, f"{signature}: cannot embed: {exc}")
+        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimension:
+            return DependencyState(
+                "embedder", False, f"{signature}: answered a vector of the wrong size"
+            )
+        return DependencyState("embedder", True, signature)
+
+    async def _check_llm(self) -> DependencyState:
+        name = self.settings.llm_api
+        if self.llm is None:
+            return DependencyState(
+                name,
+                False,
+                "not configured (--ollama-url or --llm-url); extraction and summaries stay"
+                " queued, selection ranks by semantic similarity",
+            )
+        models = [
+            self.settings.extraction_model,
+            self.settings.summary_model,
+            self.settings.selection_model,
+        ]
+        try:
+            missing = await self.llm.missing_models(models, timeout=HEALTH_TIMEOUT)
+        except LLMError as exc:
+            return DependencyState(name, False, str(exc))
+        if missing:
+            return DependencyState(
+                name,
+                False,
+                f"{self.llm.host} does not have {', '.join(missing)}"
+                + (f"; pull with `ollama pull {missing[0]}`" if name == "ollama" else ""),
+            )
+        # The LLM workers know best whether calls are failing: they are the
+        # ones waiting on it.
+        waits = [
+            w.waiting_on
+            for w in self.workers
+            if w.kind in (job_store.EXTRACT_EPISODE, job_store.SUMMARIZE_SESSION) and w.waiting_on
+        ]
+        if waits:
+            return DependencyState(name, False, waits[0])
+        return DependencyState(name, True, f"{self.llm.host}: {', '.join(dict.fromkeys(models))}")
+
     def llm_ready(self) -> str | None:
         """Why LLM workers must wait, or None when they may run."""
         if self.llm is None:
-            return "no Ollama configured (--ollama-url / OLLAMA_HOST)"
+            return "no LLM server configured (--ollama-url / OLLAMA_HOST, or --llm-url)"
         return None
 
     def _worker_config(self, **overrides: Any) -> WorkerConfig:
@@ -224,6 +292,10 @@ class App:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
             # the first search does not wait for it (and serving is not delayed).
             self._in_background(warm(), "embedder warm-up")
+        if self.llm is not None:
+            # Each model's context window, read now so the first call does not
+            # wait for it; a server that is away is read again on first use.
+            self._in_background(self._read_contexts(self.llm), "LLM context lengths")
         if reconcile:
             # In the background: a large index must not delay serving.
             self._in_background(self._reconcile_at_start(), "start-up reconcile")
@@ -238,6 +310,18 @@ class App:
         task = asyncio.create_task(run(), name=what)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _read_contexts(self, llm: LLMClient) -> None:
+        settings = self.settings
+        for model in dict.fromkeys(
+            (settings.extraction_model, settings.summary_model, settings.selection_model)
+        ):
+            try:
+                tokens = await llm.context_length(model, timeout=HEALTH_TIMEOUT)
+            except LLMError as exc:
+                log.warning("cannot read %s's context length yet: %s", model, exc)
+            else:
+                log.info("%s: a context of %d tokens", model, tokens)
 
     async def _reconcile_at_start(self) -> None:
         try:
@@ -263,28 +347,15 @@ class App:
             await self.llm.close()
 
     async def status(self) -> ServiceState:
-        deps = [DependencyState("sqlite", True, f"schema version {self.db.schema_version}")]
-        index_problem = await self.index.check() or self.indexer.index_error
-        deps.append(DependencyState("vector_index", index_problem is None, index_problem or "ok"))
-        deps.append(DependencyState("embedder", True, embedding_signature(self.embedder)))
-        if self.settings.ollama_url:
-            # The LLM workers know best: they are the ones waiting on it.
-            waits = [
-                w.waiting_on
-                for w in self.workers
-                if w.kind in (job_store.EXTRACT_EPISODE, job_store.SUMMARIZE_SESSION)
-                and w.waiting_on
-            ]
-            detail = waits[0] if waits else self.settings.ollama_url
-            deps.append(DependencyState("ollama", not waits, detail))
-        else:
-            deps.append(
-                DependencyState(
-                    "ollama",
-                    False,
-                    "not configured (--ollama-url); extraction and summaries stay queued",
-                )
-            )
+        """Each dependency checked now, not assumed: SQLite answers a query, the
+        embedder embeds, the vector index answers, and the LLM server lists
+        every configured model."""
+        deps = [
+            await self._check_sqlite(),
+            await self._check_index(),
+            await self._check_embedder(),
+            await self._check_llm(),
+        ]
         queues = await self.db.read(job_store.depths)
         degraded = any(not d.ok for d in deps)
         return ServiceState(

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+LLM_APIS = ("ollama", "openai")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -70,7 +72,35 @@ OPTIONS: dict[str, Option] = {
         "--ollama-url",
         ("OLLAMA_URL", "OLLAMA_HOST"),
         "",
-        "Ollama base URL; empty leaves extraction, summaries and selection queued",
+        "Ollama base URL (the LLM server too, with --llm-api ollama); empty leaves extraction"
+        " and summaries queued and ranks memory selection by semantic similarity",
+    ),
+    "llm_api": Option(
+        "--llm-api",
+        ("NEXUS_LLM_API",),
+        "ollama",
+        "how the LLM is reached: ollama (Ollama's API) or openai (an OpenAI-compatible server:"
+        " llama.cpp's llama-server, vLLM, LM Studio)",
+    ),
+    "llm_url": Option(
+        "--llm-url",
+        ("NEXUS_LLM_URL",),
+        "",
+        "LLM server base URL; empty uses --ollama-url with --llm-api ollama (with --llm-api"
+        " openai, none: extraction and summaries stay queued)",
+    ),
+    "llm_api_key": Option(
+        "--llm-api-key",
+        ("NEXUS_LLM_API_KEY",),
+        "",
+        "bearer token for an OpenAI-compatible server that asks for one",
+    ),
+    "llm_context_length": Option(
+        "--llm-context-length",
+        ("NEXUS_LLM_CONTEXT_LENGTH",),
+        "0",
+        "context window in tokens of every LLM model; 0 asks the server (Ollama /api/show,"
+        " llama.cpp /props, vLLM /v1/models) and assumes 4096 where it does not say",
     ),
     "extraction_model": Option(
         "--extraction-model",
@@ -182,6 +212,10 @@ class Settings:
     qdrant_api_key: str = ""
     vector_prewarm_mb: int = 2048
     ollama_url: str = ""
+    llm_api: str = "ollama"
+    llm_url: str = ""
+    llm_api_key: str = ""
+    llm_context_length: int = 0
     extraction_model: str = "qwen2.5:3b"
     summary_model: str = "qwen2.5:3b"
     selection_model: str = "qwen2.5:3b"
@@ -209,6 +243,13 @@ class Settings:
     def vectors_dir(self) -> Path:
         return self.data_dir / "vectors"
 
+    @property
+    def llm_base_url(self) -> str:
+        """Where the LLM is served; empty when none is configured."""
+        if self.llm_url:
+            return self.llm_url
+        return self.ollama_url if self.llm_api == "ollama" else ""
+
 
 def env_default(name: str) -> str:
     option = OPTIONS[name]
@@ -234,4 +275,7 @@ def settings_from(values: dict[str, str]) -> Settings:
             raise SystemExit(
                 f"{OPTIONS[f.name].flag}: cannot read {raw!r} as {convert.__name__}"
             ) from exc
-    return Settings(**kwargs)  # type: ignore[arg-type]
+    settings = Settings(**kwargs)  # type: ignore[arg-type]
+    if settings.llm_api not in LLM_APIS:
+        raise SystemExit(f"--llm-api: {settings.llm_api!r} is not one of {', '.join(LLM_APIS)}")
+    return settings

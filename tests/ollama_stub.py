@@ -14,7 +14,35 @@ unless ``"stream": false``, ending with a ``done: true`` chunk that carries
 ``done_reason`` and the counters; ``POST /api/embed`` returns L2-normalised
 ``embeddings``; ``GET /api/tags`` and ``/api/version``; an unknown model is a
 404 ``{"error": "model \\"x\\" not found, try pulling it first"}``; an error in
-the middle of a stream is an ``{"error": ...}`` line.
+the middle of a stream is an ``{"error": ...}`` line.  ``POST /api/show``
+answers ``model_info`` with ``<arch>.context_length`` (``context_length``).
+
+It honours the options a real Ollama honours, so a client that ignores them
+fails here as it would there:
+
+- ``num_ctx`` (default ``default_num_ctx``, 4096 like Ollama's): a prompt
+  longer than that loses its *front* (the system prompt first), as Ollama's
+  runner truncates; ``rules`` match on what is left, and the request records
+  ``seen_text`` and ``truncated``;
+- ``num_predict``: an answer longer than that is cut and ends with
+  ``done_reason: "length"``;
+- ``format``: accepted but not enforced, so an answer that ignores the schema
+  is possible (script one).
+
+Tokens are counted by ``stub_tokens`` (word pieces of at most 4 characters
+and single punctuation marks): never more than the text's UTF-8 bytes, like
+the real models' tokenizers, so the server's byte bound holds here too.
+
+With ``llama_cpp_slot_ctx`` set, ``GET /props`` and the ``meta`` of each
+``/v1/models`` entry answer as llama.cpp's ``llama-server`` does (its
+per-slot ``default_generation_settings.n_ctx`` and the model's
+``n_ctx_train``), for the ``openai`` backend's context detection; otherwise
+``/props`` is a 404, as on Ollama.
+
+Ollama's OpenAI-compatible endpoints are served too, as Ollama serves them:
+``POST /v1/chat/completions`` (``max_tokens`` as ``num_predict``,
+``response_format`` accepted, ``finish_reason``, server-sent events when
+streaming; no ``num_ctx``: the default applies) and ``GET /v1/models``.
 
 What it answers is scripted, first match wins:
 
@@ -56,8 +84,21 @@ DEFAULT_MODELS: tuple[str, ...] = (
     "nomic-embed-text:latest",
 )
 OLLAMA_VERSION = "0.12.6"
-GENERATION_ENDPOINTS = frozenset({"/api/chat", "/api/generate"})
-MODEL_ENDPOINTS = GENERATION_ENDPOINTS | {"/api/embed", "/api/embeddings"}
+OPENAI_CHAT = "/v1/chat/completions"
+GENERATION_ENDPOINTS = frozenset({"/api/chat", "/api/generate", OPENAI_CHAT})
+MODEL_ENDPOINTS = GENERATION_ENDPOINTS | {"/api/embed", "/api/embeddings", "/api/show"}
+DEFAULT_NUM_CTX = 4096
+DEFAULT_CONTEXT_LENGTH = 32768
+# Per message, the chat template's control tokens (ChatML's is 5).
+TEMPLATE_TOKENS = 5
+_TOKEN = re.compile(r"\w{1,4}|[^\w\s]|\s+")
+
+
+def stub_tokens(text: str) -> list[str]:
+    """The stub's tokenizer: joined, the pieces give back the exact text."""
+    return _TOKEN.findall(text)
+
+
 # A truncated JSON document: what a body cut mid-write looks like.
 MALFORMED_BODY = '{"model": "stub", "message": {"role": "assistant", "content": "{\\"enti'
 
@@ -127,11 +168,28 @@ class RecordedRequest(dict[str, Any]):
         self.method = method
         self.path = path
 
+    #: What the "model" saw after num_ctx truncation (set for chat/generate).
+    seen_text: str | None = None
+    truncated: bool = False
+    prompt_tokens: int = 0
+
     def prompt_text(self) -> str:
         """All prompt text of a chat/generate request, for substring asserts."""
         parts = [str(m.get("content", "")) for m in self.get("messages") or []]
         parts += [str(self.get(k, "")) for k in ("system", "prompt")]
         return "\n".join(p for p in parts if p)
+
+    def options(self) -> dict[str, Any]:
+        """Ollama options; for an OpenAI-style body, what Ollama maps them to."""
+        if self.path == OPENAI_CHAT:
+            out: dict[str, Any] = {}
+            if self.get("max_tokens") is not None:
+                out["num_predict"] = self["max_tokens"]
+            if self.get("temperature") is not None:
+                out["temperature"] = self["temperature"]
+            return out
+        opts = self.get("options")
+        return dict(opts) if isinstance(opts, dict) else {}
 
 
 @dataclass
@@ -153,7 +211,8 @@ class _Rule:
             self.model
         ):
             return False
-        return self.contains is None or self.contains in request.prompt_text()
+        seen = request.seen_text if request.seen_text is not None else request.prompt_text()
+        return self.contains is None or self.contains in seen
 
 
 @dataclass
@@ -206,6 +265,9 @@ class OllamaStub:
         responder: Responder | None = None,
         version: str = OLLAMA_VERSION,
         record_path: str | Path | None = None,
+        context_length: int = DEFAULT_CONTEXT_LENGTH,
+        default_num_ctx: int = DEFAULT_NUM_CTX,
+        llama_cpp_slot_ctx: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -217,6 +279,14 @@ class OllamaStub:
         self.responder = responder
         self.version = version
         self.record_path = Path(record_path) if record_path else None
+        #: What /api/show reports (and the most num_ctx may give), per model
+        #: name in ``context_lengths``, else ``context_length``.
+        self.context_length = context_length
+        self.context_lengths: dict[str, int] = {}
+        #: The context a request without num_ctx gets (Ollama's default).
+        self.default_num_ctx = default_num_ctx
+        #: Answer /props and /v1/models' meta as llama-server with this slot context.
+        self.llama_cpp_slot_ctx = llama_cpp_slot_ctx
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._rules: list[_Rule] = []
@@ -376,7 +446,36 @@ class OllamaStub:
         with self._lock:
             return replace(self._faults)
 
+    def model_context(self, model: str) -> int:
+        return self.context_lengths.get(_full_name(model), self.context_length)
+
+    def _fit_prompt(self, req: RecordedRequest) -> None:
+        """Cut the prompt from the front to the request's context, as Ollama's
+        runner does; record what is left."""
+        model = str(req.get("model", ""))
+        num_ctx = req.options().get("num_ctx") or self.default_num_ctx
+        num_ctx = min(int(num_ctx), self.model_context(model))
+        messages = req.get("messages") or []
+        texts = [str(m.get("content", "")) for m in messages if isinstance(m, dict)]
+        texts += [str(req.get(k, "")) for k in ("system", "prompt") if req.get(k)]
+        pieces = [stub_tokens(t) for t in texts]
+        total = sum(len(p) + TEMPLATE_TOKENS for p in pieces)
+        drop = max(0, total - num_ctx)
+        req.truncated = drop > 0
+        kept: list[str] = []
+        for p in pieces:
+            cost = len(p) + TEMPLATE_TOKENS
+            if drop >= cost:
+                drop -= cost
+                continue
+            kept.append("".join(p[max(0, drop - TEMPLATE_TOKENS) :]))
+            drop = 0
+        req.seen_text = "\n".join(k for k in kept if k)
+        req.prompt_tokens = min(total, num_ctx)
+
     def _scripted(self, endpoint: str, req: RecordedRequest) -> Reply | None:
+        if endpoint in GENERATION_ENDPOINTS:
+            self._fit_prompt(req)
         if self.responder is not None:
             reply = self.responder(endpoint, dict(req))
             if reply is not None:
@@ -402,6 +501,67 @@ class OllamaStub:
         }:
             return 404, f'model "{model}" not found, try pulling it first'
         return None
+
+    def _show(self, model: str) -> dict[str, Any]:
+        family = model.split(":")[0]
+        arch = "qwen2" if family.startswith("qwen2") else re.sub(r"\W", "", family) or "llama"
+        return {
+            "license": "",
+            "modelfile": f"FROM {model}\n",
+            "parameters": 'stop "<|im_end|>"',
+            "template": "{{ .Prompt }}",
+            "details": {
+                "parent_model": "",
+                "format": "gguf",
+                "family": arch,
+                "families": [arch],
+                "parameter_size": "3.1B",
+                "quantization_level": "Q4_K_M",
+            },
+            "model_info": {
+                "general.architecture": arch,
+                "general.parameter_count": 3_085_938_688,
+                f"{arch}.context_length": self.model_context(model),
+                f"{arch}.embedding_length": 2048,
+            },
+            "capabilities": ["completion"],
+            "modified_at": "2025-06-01T12:00:00.000000000Z",
+        }
+
+    def _openai_models(self) -> dict[str, Any]:
+        models = self.models if self.models is not None else list(DEFAULT_MODELS)
+        return {
+            "object": "list",
+            "data": [self._openai_model(m) for m in models],
+        }
+
+    def _openai_model(self, model: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "id": _full_name(model),
+            "object": "model",
+            "created": 1748779200,
+            "owned_by": "library",
+        }
+        if self.llama_cpp_slot_ctx is not None:
+            entry["owned_by"] = "llamacpp"
+            entry["meta"] = {
+                "vocab_type": 2,
+                "n_vocab": 49152,
+                "n_ctx_train": self.model_context(model),
+                "n_embd": 576,
+                "n_params": 134_515_008,
+                "size": 98_362_432,
+            }
+        return entry
+
+    def _props(self) -> dict[str, Any]:
+        return {
+            "default_generation_settings": {"n_ctx": self.llama_cpp_slot_ctx, "temperature": 0.8},
+            "total_slots": 2,
+            "model_path": "/models/model.gguf",
+            "chat_template": "{{ messages }}",
+            "build_info": "b4000-stub",
+        }
 
     def _tags(self) -> dict[str, Any]:
         models = self.models if self.models is not None else list(DEFAULT_MODELS)
@@ -472,6 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive + chunked streams, like Ollama
     server: _Server
     timeout = 30  # idle keep-alive connections end eventually
+    _req: RecordedRequest
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
@@ -502,6 +663,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str, body: dict[str, Any]) -> None:
         path = self.path.split("?")[0]
         req = self.stub._record(method, path, body)
+        self._req = req
         known = {
             ("GET", "/"),
             ("GET", "/api/tags"),
@@ -510,8 +672,14 @@ class _Handler(BaseHTTPRequestHandler):
             ("POST", "/api/generate"),
             ("POST", "/api/embed"),
             ("POST", "/api/embeddings"),
+            ("POST", "/api/show"),
+            ("POST", OPENAI_CHAT),
+            ("GET", "/v1/models"),
+            ("GET", "/props"),
         }
-        if (method, path) not in known:
+        if (method, path) not in known or (
+            path == "/props" and self.stub.llama_cpp_slot_ctx is None
+        ):
             self._send_raw(404, b"404 page not found", "text/plain")
             return
         try:
@@ -545,7 +713,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _send_error(self, status: int, message: str | None) -> None:
-        self._send_json(status, {"error": message or f"stub error {status}"})
+        text = message or f"stub error {status}"
+        if self.path.startswith("/v1/"):
+            # Ollama's OpenAI-compatible endpoints answer OpenAI's error shape.
+            kind = "invalid_request_error" if status < 500 else "api_error"
+            self._send_json(
+                status, {"error": {"message": text, "type": kind, "param": None, "code": None}}
+            )
+            return
+        self._send_json(status, {"error": text})
 
     def _answer(self, path: str, body: dict[str, Any], reply: Reply | None) -> None:
         stub = self.stub
@@ -555,6 +731,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"version": stub.version})
         elif path == "/api/tags":
             self._send_json(200, stub._tags())
+        elif path == "/api/show":
+            self._send_json(200, stub._show(str(body["model"])))
+        elif path == "/v1/models":
+            self._send_json(200, stub._openai_models())
+        elif path == "/props":
+            self._send_json(200, stub._props())
+        elif path == OPENAI_CHAT:
+            self._openai_chat(body, reply or stub.default)
         elif path == "/api/embed":
             inputs = body.get("input", [])
             if isinstance(inputs, str):
@@ -586,7 +770,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": "messages must be a list"})
             return
         model = body["model"]
-        prompt_chars = len(RecordedRequest("POST", path, body).prompt_text())
+        req = self._req
+        self.stub._fit_prompt(req)
+        content, done_reason = self._cut_answer(req, reply)
 
         def piece(text: str, done: bool) -> dict[str, Any]:
             out: dict[str, Any] = {"model": model, "created_at": _now()}
@@ -600,10 +786,10 @@ class _Handler(BaseHTTPRequestHandler):
         def final(text: str, n_chunks: int) -> dict[str, Any]:
             out = piece(text, True)
             out.update(
-                done_reason=reply.done_reason,
+                done_reason=done_reason,
                 total_duration=123_456_789,
                 load_duration=1_234_567,
-                prompt_eval_count=max(1, prompt_chars // 4),
+                prompt_eval_count=max(1, req.prompt_tokens),
                 prompt_eval_duration=12_345_678,
                 eval_count=n_chunks,
                 eval_duration=98_765_432,
@@ -611,10 +797,10 @@ class _Handler(BaseHTTPRequestHandler):
             return out
 
         if not self._streaming(path, body):
-            self._send_json(200, final(reply.content, len(split_words(reply.content))))
+            self._send_json(200, final(content, len(stub_tokens(content))))
             return
 
-        chunks = list(reply.chunks) if reply.chunks is not None else split_words(reply.content)
+        chunks = self._chunks(reply, content)
         self._start_stream()
         if reply.malformed:
             self._write_chunk(MALFORMED_BODY + "\n")
@@ -631,7 +817,100 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_stream()
 
     @staticmethod
+    def _cut_answer(req: RecordedRequest, reply: Reply) -> tuple[str, str]:
+        """The answer, cut at num_predict tokens (then done_reason "length")."""
+        limit = req.options().get("num_predict")
+        pieces = stub_tokens(reply.content)
+        if isinstance(limit, int) and limit >= 0 and len(pieces) > limit:
+            return "".join(pieces[:limit]), "length"
+        return reply.content, reply.done_reason
+
+    @staticmethod
+    def _chunks(reply: Reply, content: str) -> list[str]:
+        """Streamed pieces of ``content`` (the scripted ones, cut like it)."""
+        if reply.chunks is None:
+            return split_words(content)
+        if content == reply.content:
+            return list(reply.chunks)
+        out, left = [], len(content)
+        for chunk in reply.chunks:
+            if left <= 0:
+                break
+            out.append(chunk[:left])
+            left -= len(chunk)
+        return out
+
+    def _openai_chat(self, body: dict[str, Any], reply: Reply) -> None:
+        """Ollama's /v1/chat/completions: OpenAI's shapes around the same model."""
+        if not isinstance(body.get("messages"), list):
+            self._send_error(400, "messages must be a list")
+            return
+        model = body["model"]
+        req = self._req
+        self.stub._fit_prompt(req)
+        content, reason = self._cut_answer(req, reply)
+        created = 1748779200
+        base = {
+            "id": "chatcmpl-stub",
+            "created": created,
+            "model": model,
+            "system_fingerprint": "fp_ollama",
+        }
+        if body.get("stream") is not True:
+            usage = {
+                "prompt_tokens": req.prompt_tokens,
+                "completion_tokens": len(stub_tokens(content)),
+            }
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            self._send_json(
+                200,
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": reason,
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def event(delta: dict[str, Any], finish: str | None) -> None:
+            chunk = {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n")
+
+        if reply.malformed:
+            self._write_chunk("data: " + MALFORMED_BODY + "\n\n")
+            self._end_stream()
+            return
+        for i, text in enumerate(self._chunks(reply, content)):
+            if i and reply.chunk_delay and self.stub._abort.wait(reply.chunk_delay):
+                raise _Aborted
+            event({"role": "assistant", "content": text}, None)
+        if reply.stream_error is not None:
+            error = {"error": {"message": reply.stream_error, "type": "api_error"}}
+            self._write_chunk(f"data: {json.dumps(error)}\n\n")
+        else:
+            event({"role": "assistant", "content": ""}, reason)
+            self._write_chunk("data: [DONE]\n\n")
+        self._end_stream()
+
+    @staticmethod
     def _streaming(path: str, body: dict[str, Any]) -> bool:
+        if path == OPENAI_CHAT:
+            return body.get("stream") is True
         return path in GENERATION_ENDPOINTS and body.get("stream", True) is not False
 
     # -- wire helpers ----------------------------------------------------------

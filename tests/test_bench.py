@@ -99,11 +99,12 @@ async def test_mixed(target):
         target, "mixed", 8, 1.5, mix="create=4,search=4,watch=1,health=1", warmup=0.2
     )
     assert result.errors == {}
-    assert set(result.ops) <= {"create", "search", "watch", "health"}
-    assert {"create", "search", "health"} <= set(result.ops)
+    # Hundreds of picks in the first half second: a watch is among them
+    # (P(none) < 1e-20), and it ends inside the run.
+    assert set(result.ops) == {"create", "search", "watch", "health"}
     assert sum(op.count for op in result.ops.values()) == result.count
-    if "watch" in result.ops:  # the fake never emits: each watch waits its 1 s
-        assert result.ops["watch"].p50_ms >= 900
+    # The fake never emits: each watch waits its 1 s.
+    assert result.ops["watch"].p50_ms >= 900
     text = format_result(result)
     assert "total" in text and "create" in text
 

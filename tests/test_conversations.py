@@ -318,6 +318,11 @@ async def test_delete_episode(harness):
 
 async def test_64_concurrent_creates_all_succeed(harness):
     s = await new_session(harness)
+    # Only the creates commit while they run: the background workers (which
+    # commit their own batches) are stopped, so the count measures grouping.
+    for worker in harness.app.workers:
+        await worker.stop()
+    commits = harness.app.db.commits
     results = await asyncio.gather(*[
         harness.memory.CreateEpisode(m.CreateEpisodeRequest(
             session_id=s.id, user_message=f"concurrent {i}", request_id=f"c{i}"))
@@ -325,8 +330,10 @@ async def test_64_concurrent_creates_all_succeed(harness):
     ])
     assert len({r.id for r in results}) == 64
     assert await count_rows(harness, "episodes") == 64
-    # Group commit actually grouped: far fewer commits than writes.
-    assert harness.app.db.commits < 64
+    # Group commit actually grouped: at least two writes per commit on
+    # average (measured 8 to 19 commits for the 64 on a busy 2-core machine;
+    # one commit per write would be 64).
+    assert harness.app.db.commits - commits <= 32
 
 
 async def test_request_id_and_error_trailers(harness):

@@ -10,7 +10,7 @@ import pytest
 from nexus_grpc import deadlines
 from nexus_grpc.errors import DeadlineExceeded
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.llm import LLMClient, LLMUnavailable
+from nexus_grpc.llm import LLMUnavailable, OllamaClient
 from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
 from tests.ollama_stub import OllamaStub, Reply
 
@@ -34,7 +34,7 @@ def test_budget_is_our_limit_cut_to_what_the_caller_has_left():
 
 
 async def test_ollama_call_gives_up_when_the_rpc_deadline_does(stub):
-    llm = LLMClient(stub.url, timeout=30)
+    llm = OllamaClient(stub.url, timeout=30)
     stub.enqueue(Reply.slow(10, "{}"))
     try:
         deadlines.start(0.3)

@@ -254,8 +254,7 @@ async def test_each_project_has_its_own_graph(gh, stub):
 async def test_types_ignore_list_and_labels_are_filtered(gh, stub):
     stub.enqueue(
         Reply.of(
-            "<think>let me see</think>"
-            + json.dumps(
+            json.dumps(
                 {
                     "entities": [
                         {"name": "Alice", "type": "Person", "notes": "an engineer"},
@@ -581,9 +580,12 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
         "not both",
     )
     # None of the refusals wrote anything.
-    assert await gh.app.db.read(
-        lambda c: c.execute("SELECT COUNT(*) FROM entities WHERE name = 'X'").fetchone()[0]
-    ) == 0
+    assert (
+        await gh.app.db.read(
+            lambda c: c.execute("SELECT COUNT(*) FROM entities WHERE name = 'X'").fetchone()[0]
+        )
+        == 0
+    )
 
 
 async def test_deleting_a_session_deletes_its_own_graph(gh, stub):
@@ -619,3 +621,68 @@ async def test_deleting_a_session_deletes_its_own_graph(gh, stub):
 
 async def _drain(call) -> list:
     return [item async for item in call]
+
+
+# Context and cut-off answers ------------------------------------------------------
+
+
+async def test_an_episode_longer_than_the_context_is_extracted_in_parts(gh, stub):
+    # A 4,096-token model: a ~9,000-byte exchange cannot fit one call.
+    stub.context_lengths = {"qwen2.5:3b": 4096}
+    stub.add_rule(Reply.of(ALICE), contains="part 1 of", times=1)
+    bob = {
+        "entities": [
+            {"name": "Bob", "type": "person", "notes": None},
+            {"name": "Atlas", "type": "project", "notes": "a search engine"},
+        ],
+        "relationships": [{"from": "Bob", "to": "Atlas", "label": "works_on", "notes": None}],
+    }
+    stub.default = Reply.of(bob)
+    s = await new_session(gh)
+    user = "Alice leads Atlas. " + "filler words here. " * 250
+    ai = "Bob works on Atlas too. " + "more filler text. " * 250
+    ep = await new_episode(gh, s.id, user, ai)
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_DONE
+    calls = stub.requests_to("/api/chat")
+    assert event.parts == len(calls) >= 2
+    # Every part reached the model whole: instructions, known list and all.
+    for i, call in enumerate(calls, 1):
+        assert not call.truncated and call["options"]["num_ctx"] == 4096
+        assert f"part {i} of {len(calls)}" in call.prompt_text()
+        assert call.prompt_text().startswith("You build a knowledge graph")
+    assert "Alice leads Atlas" in calls[0].prompt_text()
+    assert "Bob works on Atlas" in "".join(c.prompt_text() for c in calls[1:])
+    # Merged: each entity once, the first part's spelling, notes filled in.
+    assert sorted((e.name, e.type) for e in event.entities) == [
+        ("Alice", "person"),
+        ("Atlas", "project"),
+        ("Bob", "person"),
+    ]
+    assert sorted(r.label for r in event.relationships) == ["leads", "works_on"]
+    # A short one fits whole, and says so.
+    short = await new_episode(gh, s.id, "hi", "ok")
+    assert (await event_for(gh, short.id)).parts == 1
+
+
+async def test_an_answer_cut_off_twice_fails_at_once_with_the_reason(gh, stub):
+    looping = {
+        "entities": [
+            {"name": f"thing {i}", "type": "concept", "notes": "x" * 40} for i in range(200)
+        ],
+        "relationships": [],
+    }
+    stub.default = Reply.of(looping)  # ~3,000 stand-in tokens: past 1,500 and 3,000
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    event = await event_for(gh, ep.id)
+    assert event.status == g.EXTRACTION_STATUS_FAILED
+    assert "cut off" in event.error and "done_reason=length" in event.error
+    # One attempt, retried once by the client with twice the room: not
+    # job_max_attempts identical calls.
+    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [1500, 3000]
+    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == m.JOB_STATE_FAILED
+    assert "done_reason=length" in episode.extraction_error
+    [(target, state, attempts, error)] = await job_rows(gh)
+    assert (target, state) == (ep.id, "failed") and "done_reason=length" in error

@@ -28,8 +28,10 @@ PROBE = textwrap.dedent(
         texts = [f"{i} " + "a long note about the release " * (20 + i % 30) for i in range(64)]
         for _ in range(2):  # two threads, as the indexer runs them
             await asyncio.gather(*(e.embed(texts[k::2]) for k in range(2)))
-        await e.close()
+        # Measured with the model still loaded: closing it frees ~70 MB,
+        # which would hide memory left behind by the batches.
         print(anon_mb() - base)
+        await e.close()
 
     asyncio.run(main())
     """
@@ -38,9 +40,10 @@ PROBE = textwrap.dedent(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
 def test_long_batches_on_two_threads_leave_no_memory_behind() -> None:
-    # A fresh interpreter: the setting is process-wide. Without it, the same run
-    # kept between -90 and +95 MB, depending on how glibc's arenas were reused.
+    # A fresh interpreter: the setting is process-wide. Measured on a 2-core
+    # machine: with it, +7 MB; without it, the same run kept +188 to +253 MB.
     out = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120
     )
-    assert float(out.stdout) < 16
+    # Both ways: a freed arena can also show as a large negative delta.
+    assert abs(float(out.stdout)) < 16

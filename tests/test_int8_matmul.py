@@ -62,11 +62,12 @@ def test_dense_layer_moves_to_matmulnbits_with_its_bias(tmp_path: Path) -> None:
     x = np.random.default_rng(1).normal(size=(5, w.shape[0])).astype(np.float32)
     expected = x @ w + bias
     got = _run(packed.model, x)
-    # int8 activations: close to the fp32 product, not bit-equal
+    # int8 activations: close to the fp32 product, not bit-equal.  Measured
+    # 0.99998 or more (1 - cos ~2e-5); the bound leaves 5x that, no more.
     cos = (got * expected).sum(axis=1) / (
         np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
     )
-    assert cos.min() > 0.999
+    assert cos.min() > 0.9999
     np.testing.assert_allclose(_run(str(path), x), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -112,8 +113,9 @@ async def test_minilm_int8_kernels_agree_with_the_unpacked_weights() -> None:
         assert plain.int8_layers == 0
         cos = (np.asarray(a) * np.asarray(b)).sum(axis=1)
         # The packaged int8 model agrees with the fp32 original at >= 0.9995:
-        # the kernels must not add more error than that, or the index would mix spaces.
-        assert cos.min() > 0.999, cos
+        # the kernels must not add more error than that, or the index would mix
+        # spaces.  Measured: 0.99986 at the least on these texts.
+        assert cos.min() > 0.9995, cos
     finally:
         await fast.close()
         await plain.close()

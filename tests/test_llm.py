@@ -13,6 +13,7 @@ from nexus_grpc.llm import (
     LLMClient,
     LLMUnavailable,
     LLMUnreachable,
+    OllamaClient,
     StreamCleaner,
     clean_stream,
     strip_model_tokens,
@@ -61,7 +62,7 @@ def stub() -> Iterator[OllamaStub]:
 
 @pytest.fixture
 async def llm(stub: OllamaStub) -> AsyncIterator[LLMClient]:
-    client = LLMClient(stub.url, timeout=5)
+    client = OllamaClient(stub.url, timeout=5)
     yield client
     await client.close()
 
@@ -82,13 +83,27 @@ async def test_chat_json_sends_schema_and_options(stub: OllamaStub, llm: LLMClie
     (request,) = stub.requests_to("/api/chat")
     assert request["model"] == MODEL
     assert request["format"] == EXTRACTION_SCHEMA
-    assert request["options"] == {"temperature": 0.1, "num_predict": 1500}
+    # num_ctx: the smallest step holding the prompt and 1,500 answer tokens.
+    assert request["options"] == {"temperature": 0.1, "num_predict": 1500, "num_ctx": 2048}
     assert request["stream"] is False
+    assert not request.truncated
+    # The context window was read once, from /api/show, before the call.
+    assert [r["model"] for r in stub.requests_to("/api/show")] == [MODEL]
 
 
-async def test_chat_json_strips_think_and_chatml(stub: OllamaStub, llm: LLMClient) -> None:
-    stub.enqueue('<think>let me see</think>\n<|im_start|>assistant\n{"a": 1}<|im_end|>')
-    assert await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10) == {"a": 1}
+async def test_chat_json_is_never_passed_through_the_think_stripper(
+    stub: OllamaStub, llm: LLMClient
+) -> None:
+    note = {"name": "Qwen3", "notes": "emits <think>...</think> blocks before answering"}
+    stub.enqueue({"entities": [note]})
+    # The positive case: the answer is parsed as sent, the note intact.
+    assert await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100) == {
+        "entities": [note]
+    }
+    # Text around JSON is not JSON: a schema-constrained answer never has any.
+    stub.enqueue('<think>let me see</think>\n{"a": 1}')
+    with pytest.raises(LLMBadOutput, match="did not answer JSON"):
+        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100)
 
 
 @pytest.mark.parametrize("content", ["not json at all", "[1, 2]", "", "<think>never closed"])
@@ -108,7 +123,7 @@ async def test_malformed_body_is_bad_output(stub: OllamaStub, llm: LLMClient) ->
 
 
 async def test_closed_port_is_unavailable() -> None:
-    client = LLMClient(f"http://127.0.0.1:{_closed_port()}", timeout=2)
+    client = OllamaClient(f"http://127.0.0.1:{_closed_port()}", timeout=2)
     try:
         with pytest.raises(LLMUnreachable, match="cannot reach Ollama"):
             await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
@@ -164,7 +179,7 @@ async def test_stream_yields_deltas(stub: OllamaStub, llm: LLMClient) -> None:
     assert deltas == ["Hello", " there", " world"]
     request = stub.requests_to("/api/chat")[0]
     assert request["stream"] is True and "format" not in request
-    assert request["options"] == {"temperature": 0.2, "num_predict": 1200}
+    assert request["options"] == {"temperature": 0.2, "num_predict": 1200, "num_ctx": 2048}
 
 
 async def test_stream_closed_early_cancels_producer(stub: OllamaStub, llm: LLMClient) -> None:
@@ -188,7 +203,8 @@ async def test_chat_text_for_summaries(stub: OllamaStub, llm: LLMClient) -> None
     msgs = build_session_summary_messages([("q", "a")], None)
     text = await llm.chat_text(MODEL, msgs, **SESSION_SUMMARY_OPTIONS)
     assert text == "The user set up Postgres."
-    assert stub.requests[0]["options"] == {"temperature": 0.2, "num_predict": 500}
+    (request,) = stub.requests_to("/api/chat")
+    assert request["options"] == {"temperature": 0.2, "num_predict": 500, "num_ctx": 2048}
 
 
 # -- text ---------------------------------------------------------------------------

@@ -125,6 +125,10 @@ async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
     h = harness
     mem = await create(h, kind=U, title="alice likes tea", user_id="alice")
     nf = grpc.StatusCode.NOT_FOUND
+    # The positive case first: its owner reads it, so a NOT_FOUND below is
+    # the refusal, not a memory that was never there.
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))
+    assert got.id == mem.id
     for uid in ("", "bob"):
         assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id=uid))) == nf
         assert (
@@ -154,6 +158,9 @@ async def test_session_tier_memory_needs_its_origin_session_for_get_update_delet
     nf = grpc.StatusCode.NOT_FOUND
     for tier in (TASK, SESSION):
         mem = await create(h, kind=P, title=f"plan {tier}", project_id=p1, session_id=s1, tier=tier)
+        # The positive case first: its own session reads it.
+        own = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        assert own.id == mem.id
         for sid in (0, s2):
             get = m.GetMemoryRequest(id=mem.id, session_id=sid)
             assert await code_of(h.memory.GetMemory(get)) == nf
@@ -300,6 +307,7 @@ async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
     ]
     for scope, expected in cases:
         found = await _visible_everywhere(h, scope)
+        assert set(found) == {"list", "keyword", "semantic", "hybrid"}
         for path, titles in found.items():
             assert titles == expected, (path, scope)
 
@@ -309,6 +317,11 @@ async def test_semantic_hits_are_rechecked_against_sqlite(harness):
     h = harness
     mem = await create(h, kind=U, title="zebra secret", user_id="alice")
     await wait_until(lambda: index_idle(h))
+    search = m.SearchMemoriesRequest(
+        query="zebra secret", scope=m.MemoryScope(user_id="alice"), mode=m.SEARCH_MODE_SEMANTIC
+    )
+    # The positive case first: while the row is alice's, the point finds it.
+    assert [x.memory.id async for x in h.memory.SearchMemories(search)] == [mem.id]
     await h.app.db.write(
         lambda c: c.execute("UPDATE memories SET user_id = 'bob' WHERE id = ?", (mem.id,))
     )

@@ -97,6 +97,9 @@ class HostileLLM:
     def __init__(self) -> None:
         self.known: set[int] = set()
 
+    async def input_budget(self, model, fixed, num_predict, **kw):
+        return 1_000_000  # every title in one batch: the hostile answer sees them all
+
     async def chat_json(self, model, messages, schema, **kw):
         ids = sorted(self.known | {10**6})
         text = "\n".join(m["content"] for m in messages)

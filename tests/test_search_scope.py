@@ -110,14 +110,23 @@ async def test_hybrid_hits_say_which_paths_found_them_and_stream_in_rank_order(h
 
 @pytest.mark.parametrize(
     "query",
-    ['"unbalanced', "postgres*", "col:umn", "NEAR(a b)", "((()", "a AND OR NOT", "'; DROP"],
+    ['"unbalanced', "postgres*", "col:umn", "NEAR(a b)", "a AND OR NOT", "'; DROP"],
 )
 async def test_fts_syntax_in_queries_is_searched_as_plain_words(h, query):
     s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-    await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id,
-                                                        user_message="postgres column near"))
+    # Every word of every query is in the episode: searched as plain words,
+    # each query must find it (an empty answer would pass an all() check).
+    text = "postgres column near unbalanced col umn a b and or not drop"
+    ep = await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id, user_message=text))
     hits = await search(h, query, m.SEARCH_MODE_KEYWORD, session_id=s.id)
-    assert all(hit.episode.session_id == s.id for hit in hits)
+    assert [hit.episode.id for hit in hits] == [ep.id]
+
+
+async def test_a_query_of_fts_syntax_alone_finds_nothing_and_is_no_error(h):
+    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id, user_message="((() x"))
+    assert await search(h, "x", m.SEARCH_MODE_KEYWORD, session_id=s.id)  # the positive case
+    assert await search(h, "((()", m.SEARCH_MODE_KEYWORD, session_id=s.id) == []
 
 
 async def test_search_errors(h):

@@ -89,9 +89,7 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     assert "details about postgres port" in p2.prompt_text()
     assert "talking about databases" in p2.prompt_text()
 
-    usage = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(thread_id="t1", project_id=pid)
-    )
+    usage = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="t1", project_id=pid))
     assert sorted(u.memory_id for u in usage.usage) == sorted([a.id, b.id])
     assert {u.context for u in usage.usage} == {"which database port?"}
     by_memory = await h.memory.ListMemoryUsage(
@@ -255,3 +253,51 @@ async def test_another_users_selections_do_not_change_my_thread(llm_harness, stu
     [mine] = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="t-shared")
     assert not mine.previously_used
     assert mine.relevance == 0.8
+
+
+async def test_titles_past_the_context_are_read_in_batches_never_cut(llm_harness, stub):
+    h = llm_harness
+    # A 2,048-token model: room for ~900 bytes of titles next to the prompt.
+    stub.context_lengths = {"qwen2.5:3b": 2048}
+    pid, sid = await world(h)
+    mems = [
+        await create(h, kind=P, project_id=pid, title=f"memory number {i} about " + "x" * 40)
+        for i in range(40)
+    ]
+    first, last = mems[0], mems[-1]
+    stub.add_rule(Reply.of({"ranked": []}), contains=PASS2)  # first: it names titles too
+    stub.add_rule(
+        Reply.of({"selected": [{"id": first.id, "relevance": 0.6, "category": "supporting"}]}),
+        contains=f"[{first.id}] memory number 0 ",
+    )
+    stub.add_rule(
+        Reply.of({"selected": [{"id": last.id, "relevance": 0.9, "category": "necessary"}]}),
+        contains=f"[{last.id}] memory number 39 ",
+    )
+    stub.add_rule(Reply.of({"selected": []}), contains=PASS1)
+    got = await select(h, m.MemoryScope(project_id=pid, session_id=sid))
+    pass1 = [r for r in stub.requests if PASS1 in r.prompt_text()]
+    assert len(pass1) >= 2
+    assert {x.title_batches for x in got} == {len(pass1)}
+    assert {x.method for x in got} == {"llm"} and all(not x.degraded_reason for x in got)
+    # Picks of every batch are merged, most relevant first.
+    assert [x.memory.id for x in got] == [last.id, first.id]
+    # Each batch reached the model whole: instructions and the question first.
+    for r in pass1:
+        assert not r.truncated and r.seen_text.startswith(PASS1)
+        assert "which database port?" in r.seen_text
+    offered = "".join(r.prompt_text() for r in pass1)
+    assert all(f"[{x.id}] memory number" in offered for x in mems)
+
+
+async def test_a_question_too_long_for_the_context_degrades_and_says_why(llm_harness, stub):
+    h = llm_harness
+    stub.context_lengths = {"qwen2.5:3b": 2048}
+    pid, sid = await world(h)
+    await create(h, kind=P, project_id=pid, title="postgres port")
+    await wait_until(lambda: index_idle(h))  # the fallback searches the index
+    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    got = await select(h, scope, prompt="which port? " + "really " * 300)
+    assert got and {x.method for x in got} == {"semantic"}
+    assert "context" in got[0].degraded_reason
+    assert [r for r in stub.requests if PASS1 in r.prompt_text()] == []

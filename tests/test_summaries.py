@@ -289,6 +289,7 @@ async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     assert last.WhichOneof("part") == "summary"
     assert last.summary.content == "Roses and soil." and last.summary.session_id == 0
     assert last.summary.project_id == pid and last.summary.episode_count == 4
+    assert last.passes == 1  # it fitted whole
     req = prompts(stub, OVERVIEW_PROMPT)[0]
     assert req["options"]["temperature"] == 0.2 and req["options"]["num_predict"] == 1200
     assert "Session summaries" in req.prompt_text() and "Session about roses." in req.prompt_text()
@@ -324,12 +325,14 @@ async def test_overview_falls_back_to_recent_episodes_truncated(llm_harness, stu
 async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_harness, stub):
     h = llm_harness
     stub.default = Reply.of("a summary so far")
+    # An 8,192-token model: room for one 5,000-character episode per pass, not two.
+    stub.context_lengths = {"qwen2.5:3b": 8192}
     _, sid = await project_session(h)
     eps = [await episode(h, sid, user="x" * 5000, ai="ok") for _ in range(3)]
     first = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
-    # 5,000 characters each: one episode fits the 8,000-character pass.
     assert (first.first_episode_id, first.last_episode_id) == (eps[0].id, eps[0].id)
-    assert all(len(r.prompt_text()) < 12_000 for r in prompts(stub, SESSION_PROMPT))
+    sent = prompts(stub, SESSION_PROMPT)
+    assert sent and all(not r.truncated and r["options"]["num_ctx"] == 8192 for r in sent)
 
     async def covered():
         rows = await summaries_of(h, sid)
@@ -339,10 +342,36 @@ async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_ha
     await wait_until(covered)
 
 
+async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness, stub):
+    h = llm_harness
+    stub.context_lengths = {"qwen2.5:3b": 4096}
+    # Only the summary's first part (extraction reads the same text).
+    stub.add_rule(
+        Reply.of("Part one: the user likes roses."),
+        contains="Conversation:\nUser: FIRST-FACT",
+        times=1,
+    )
+    stub.default = Reply.of("The user likes roses and tulips.")
+    _, sid = await project_session(h)
+    ep = await episode(h, sid, user="FIRST-FACT " + "roses " * 1200 + "LAST-FACT tulips", ai="ok")
+    summary = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    assert summary.content == "The user likes roses and tulips."
+    assert (summary.first_episode_id, summary.last_episode_id) == (ep.id, ep.id)
+    sent = prompts(stub, SESSION_PROMPT)
+    assert len(sent) >= 2  # folded in several calls...
+    assert all(not r.truncated for r in sent)  # ...none of them cut by the server
+    assert "FIRST-FACT" in sent[0].prompt_text() and "LAST-FACT" in sent[-1].prompt_text()
+    # Each later part is folded into the summary so far.
+    assert "Part one: the user likes roses." in sent[1].prompt_text()
+
+
 async def test_a_summary_range_must_run_forwards(harness):
     _, sid = await project_session(harness)
-    bad = harness.summary.CreateSummary(s.CreateSummaryRequest(summary=s.Summary(
-        session_id=sid, content="c", first_episode_id=9, last_episode_id=3)))
+    bad = harness.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(session_id=sid, content="c", first_episode_id=9, last_episode_id=3)
+        )
+    )
     assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
     assert await summaries_of(harness, sid) == []
 
@@ -377,3 +406,61 @@ async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
         )
     )
     assert (ok.project_id, ok.last_episode_id) == (pid, mine.id)
+
+
+FOLD_PROMPT = "You condense part of a project's history"
+
+
+async def test_an_overview_past_the_context_is_folded_and_says_how_often(llm_harness, stub):
+    h = llm_harness
+    # A 4,096-token model: the 8,000 characters of summaries do not fit with
+    # 1,200 answer tokens; whole, as a real server would cut them, not at all.
+    stub.context_lengths = {"qwen2.5:3b": 4096}
+    pid, sid = await project_session(h, "Garden")
+    for i in range(4):
+        e = await episode(h, sid, f"rose {i}")
+        await h.summary.CreateSummary(
+            s.CreateSummaryRequest(
+                summary=s.Summary(
+                    session_id=sid,
+                    content=f"SESSION-{i} " + "roses " * 300,
+                    first_episode_id=e.id,
+                    last_episode_id=e.id,
+                    episode_count=1,
+                )
+            )
+        )
+    stub.add_rule(Reply.of("Condensed: roses."), contains=FOLD_PROMPT)
+    stub.add_rule(Reply(content="An overview of roses."), contains=OVERVIEW_PROMPT)
+    parts = await _overview(h, pid)
+    folds, final = prompts(stub, FOLD_PROMPT), prompts(stub, OVERVIEW_PROMPT)
+    assert len(folds) >= 2 and len(final) == 1
+    assert parts[-1].summary.content == "An overview of roses."
+    assert parts[-1].passes == len(folds) + 1
+    assert all(not r.truncated for r in folds + final)
+    # Oldest first, every session's summary in some part, none cut mid-way.
+    folded = "".join(r.prompt_text() for r in folds)
+    assert all(f"SESSION-{i}" in folded for i in range(1, 4))
+    assert final[0].prompt_text().count("Condensed: roses.") == len(folds)
+
+
+async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
+    h = llm_harness
+    pid, sid = await project_session(h, "Garden")
+    await episode(h, sid, "I set up Grafana dashboards and Prometheus alerts.")
+    stub.default = Reply.of("The user set up Grafana dashboards and " + "more " * 2000)
+    err = await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+    assert err == grpc.StatusCode.UNAVAILABLE
+    assert await summaries_of(h, sid) == []
+    # Retried once with twice the room, then refused: not stored mid-sentence.
+    assert [r["options"]["num_predict"] for r in prompts(stub, SESSION_PROMPT)] == [500, 1000]
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await _overview(h, pid)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "cut off and not stored" in info.value.details()
+    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    assert not ov.HasField("overview")
+    # The positive case: an answer that ends on its own is stored.
+    stub.default = Reply.of("The user set up Grafana dashboards.")
+    done = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    assert done.content == "The user set up Grafana dashboards."

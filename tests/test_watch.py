@@ -127,12 +127,20 @@ async def test_watch_errors(gh):
 
 async def test_cancellation_ends_the_stream_and_the_server_keeps_serving(gh):
     calls = [watch(gh) for _ in range(5)]
-    await asyncio.sleep(0)  # let them start; cancel while they wait on the broadcaster
+    events = gh.app.graph_events
+
+    async def watching(n: int) -> bool:
+        return events.watchers == n
+
+    # Cancel once all five are open on the server (each holds a watcher slot
+    # while it waits on the broadcaster), not after a guessed pause.
+    await wait_until(lambda: watching(5))
     for call in calls:
         call.cancel()
     for call in calls:
         with pytest.raises(asyncio.CancelledError):
             await call.read()
+    await wait_until(lambda: watching(0))  # the server let go of every one
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     [event] = await take(watch(gh, episode_id=ep.id), 1)

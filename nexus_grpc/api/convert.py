@@ -169,6 +169,7 @@ def selected_memory(s: Any) -> mpb.SelectedMemory:
         previously_used=s.previously_used,
         method=s.method,
         degraded_reason=s.degraded_reason,
+        title_batches=s.title_batches,
     )
 
 

@@ -81,4 +81,5 @@ def extraction_event(ev: ExtractionEvent) -> gpb.ExtractionEvent:
         entities=[entity(entity_from_dict(d)) for d in ev.payload.get("entities", [])],
         relationships=[relationship(rel_from_dict(d)) for d in ev.payload.get("relationships", [])],
         time=timestamp(ev.created_at),
+        parts=int(ev.payload.get("parts", 1 if ev.status == event_store.DONE else 0)),
     )

@@ -64,7 +64,9 @@ class SummaryServicer(sgrpc.SummaryServiceServicer):
     ) -> AsyncIterator[spb.SummarizeProjectResponse]:
         async for part in self.summaries.summarize_project(request.project_id):
             if part.summary is not None:
-                yield spb.SummarizeProjectResponse(summary=convert.summary(part.summary))
+                yield spb.SummarizeProjectResponse(
+                    summary=convert.summary(part.summary), passes=part.passes
+                )
             else:
                 yield spb.SummarizeProjectResponse(text_delta=part.text)
 

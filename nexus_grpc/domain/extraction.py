@@ -20,13 +20,15 @@ from typing import Any
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import JobState
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.llm import LLMClient, LLMUnreachable
+from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
     EXTRACTION_OPTIONS,
     EXTRACTION_SCHEMA,
     MAX_KNOWN_ENTITIES,
     ExtractionResult,
-    build_extraction_messages,
+    build_extraction_part_messages,
+    exchange_text,
+    merge_results,
     parse_extraction,
 )
 from nexus_grpc.pipeline.events import EventBroadcaster
@@ -78,9 +80,7 @@ def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | Non
     # Only entities of the episode's own scope: another project's names must
     # not leak into this one's prompt (and from there into its graph).
     project_id, session_id = graph_of(*scope)
-    known = graph_store.recent_entities(
-        conn, project_id, MAX_KNOWN_ENTITIES, session_id=session_id
-    )
+    known = graph_store.recent_entities(conn, project_id, MAX_KNOWN_ENTITIES, session_id=session_id)
     return _EpisodeContext(episode.user_message, episode.ai_response, known)
 
 
@@ -119,6 +119,7 @@ def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionRe
         )
     entities = graph_store.get_entities(conn, entity_ids)
     payload = {
+        "parts": result.parts,
         "entities": [entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids)],
         "relationships": [
             rel_to_dict(r)
@@ -189,17 +190,36 @@ class Extraction:
             return None  # deleted: nothing left to extract
         llm = self._llm
         if llm is None:
-            raise LLMUnreachable("no Ollama configured")
-        messages = build_extraction_messages(ctx.user_message, ctx.ai_response, ctx.known)
-        answer = await llm.chat_json(
-            self.model,
-            messages,
-            EXTRACTION_SCHEMA,
-            temperature=EXTRACTION_OPTIONS["temperature"],
-            num_predict=EXTRACTION_OPTIONS["num_predict"],
-            timeout=self.timeout,
-        )
-        result = parse_extraction(answer)
+            raise LLMUnreachable("no LLM server configured")
+        exchange = exchange_text(ctx.user_message, ctx.ai_response)
+        num_predict = EXTRACTION_OPTIONS["num_predict"]
+        # The fixed prompt is measured as a part's, with the longest known
+        # list: what is left is the room for the exchange itself.
+        fixed = build_extraction_part_messages("", ctx.known, part=(999, 999))
+        budget = await llm.input_budget(self.model, fixed, num_predict, timeout=self.timeout)
+        if budget <= 0:
+            raise LLMInputTooLong(
+                f"{self.model}'s context has no room for an episode next to the instructions"
+            )
+        pieces = tokens.split_to_budget(exchange, budget)
+        results: list[ExtractionResult] = []
+        # Every part gets the same known list (the budget was measured with
+        # it); the merge joins names the parts spell alike.
+        known = list(ctx.known)
+        for i, piece in enumerate(pieces, 1):
+            part = (i, len(pieces)) if len(pieces) > 1 else None
+            answer = await llm.chat_json(
+                self.model,
+                build_extraction_part_messages(piece, known, part),
+                EXTRACTION_SCHEMA,
+                temperature=EXTRACTION_OPTIONS["temperature"],
+                num_predict=num_predict,
+                timeout=self.timeout,
+            )
+            results.append(parse_extraction(answer))
+        result = results[0] if len(results) == 1 else merge_results(results)
+        if result.parts > 1:
+            log.info("episode %d was extracted in %d parts", episode_id, result.parts)
         log.debug(
             "episode %d: %d entities, %d relationships",
             episode_id,

@@ -3,7 +3,11 @@
 1. Read the live titles the scope may see (ARCHIVE only with include_archived).
 2. Pass 1 (selection model): prompt + titles (+ thread summary, with the
    memories already used in the thread marked) -> ids, relevance, category.
+   The titles are read in batches, each sized in tokens to fit the model's
+   context whole (``title_batches`` in the answer says how many), and the
+   picks of all batches are merged: a prompt is never cut to fit.
 3. Pass 2 (same model): the picks with their content -> final relevance.
+   Picks whose content does not fit the context keep their pass-1 relevance.
 4. Memories already used in the thread get their relevance halved, so fresh
    matches come first unless the old ones are clearly more relevant.
 5. Usage is recorded in one transaction (a row per memory, use_count + 1,
@@ -25,7 +29,7 @@ from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where
 from nexus_grpc.domain.models import MemoryCategory
-from nexus_grpc.llm import LLMClient, LLMError
+from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection as prompts
 from nexus_grpc.store import Database
 from nexus_grpc.store import memories as memory_store
@@ -48,6 +52,7 @@ class Selection:
     previously_used: bool
     method: str
     degraded_reason: str = ""
+    title_batches: int = 0
 
 
 class Selector:
@@ -101,11 +106,12 @@ class Selector:
             return
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
+        batches = 0
         if self.llm is None:
-            reason = "no LLM configured (--ollama-url); ranked by semantic similarity"
+            reason = "no LLM configured (--ollama-url or --llm-url); ranked by semantic similarity"
         else:
             try:
-                picks = await self._two_pass(prompt, candidates, used, thread_summary)
+                picks, batches = await self._two_pass(prompt, candidates, used, thread_summary)
             except LLMError as exc:
                 log.warning("memory selection fell back to semantic ranking: %s", exc)
                 reason = f"selection model failed ({exc}); ranked by semantic similarity"
@@ -130,39 +136,62 @@ class Selector:
         )
         for mid, rel, cat in ranked:
             if mid in updated:
-                yield Selection(updated[mid], rel, cat, mid in used, method, reason)
+                yield Selection(updated[mid], rel, cat, mid in used, method, reason, batches)
 
     async def _two_pass(
         self, prompt: str, candidates: list[Memory], used: set[int], thread_summary: str
-    ) -> list[tuple[int, float, MemoryCategory]]:
-        assert self.llm is not None
-        valid = {m.id for m in candidates}
-        answer = await self.llm.chat_json(
-            self.model,
-            prompts.build_selection_messages(
-                prompt, [(m.id, m.title) for m in candidates], thread_summary, used
-            ),
-            prompts.SELECTION_SCHEMA,
-            timeout=self.timeout,
-            **prompts.SELECTION_OPTIONS,
+    ) -> tuple[list[tuple[int, float, MemoryCategory]], int]:
+        """The picks, and how many batches pass 1 read the titles in."""
+        llm = self.llm
+        assert llm is not None
+        opts = prompts.SELECTION_OPTIONS
+        fixed = prompts.build_selection_messages(prompt, [], thread_summary, used)
+        budget = await llm.input_budget(
+            self.model, fixed, opts["num_predict"], timeout=self.timeout
         )
-        selected = prompts.parse_selection(answer, valid)
+        batches = _batches(candidates, used, budget, self.model)
+        if len(batches) > 1:
+            log.info("memory selection read %d titles in %d batches", len(candidates), len(batches))
+        selected: list[prompts.Selected] = []
+        for batch in batches:
+            answer = await llm.chat_json(
+                self.model,
+                prompts.build_selection_messages(
+                    prompt, [(m.id, m.title) for m in batch], thread_summary, used
+                ),
+                prompts.SELECTION_SCHEMA,
+                timeout=self.timeout,
+                **opts,
+            )
+            selected += prompts.parse_selection(answer, {m.id for m in batch})
         if not selected:
-            return []
+            return [], len(batches)
+        selected.sort(key=lambda s: s.relevance, reverse=True)
         by_id = {m.id: m for m in candidates}
-        answer = await self.llm.chat_json(
-            self.model,
-            prompts.build_ranking_messages(
-                prompt,
-                [(s.id, by_id[s.id].title, by_id[s.id].content) for s in selected],
-                thread_summary,
-            ),
-            prompts.RANKING_SCHEMA,
-            timeout=self.timeout,
-            **prompts.RANKING_OPTIONS,
+        fixed = prompts.build_ranking_messages(prompt, [], thread_summary)
+        room = await llm.input_budget(
+            self.model, fixed, prompts.RANKING_OPTIONS["num_predict"], timeout=self.timeout
         )
-        ranking = prompts.parse_ranking(answer, {s.id for s in selected})
-        return [
+        # The most relevant picks first, as many as fit whole and one answer holds.
+        ranked_input: list[tuple[int, str, str]] = []
+        for s in selected[: prompts.MAX_PICKS_PER_ANSWER]:
+            m = by_id[s.id]
+            cost = tokens.estimate_tokens(prompts.ranking_block(m.id, m.title, m.content)) + 2
+            if cost > room:
+                break
+            room -= cost
+            ranked_input.append((m.id, m.title, m.content))
+        ranking: dict[int, float] = {}
+        if ranked_input:
+            answer = await llm.chat_json(
+                self.model,
+                prompts.build_ranking_messages(prompt, ranked_input, thread_summary),
+                prompts.RANKING_SCHEMA,
+                timeout=self.timeout,
+                **prompts.RANKING_OPTIONS,
+            )
+            ranking = prompts.parse_ranking(answer, {mid for mid, _, _ in ranked_input})
+        picks = [
             (
                 s.id,
                 ranking.get(s.id, s.relevance),
@@ -172,3 +201,28 @@ class Selector:
             )
             for s in selected
         ]
+        return picks, len(batches)
+
+
+def _batches(
+    candidates: list[Memory], used: set[int], budget: int, model: str
+) -> list[list[Memory]]:
+    """Consecutive batches of titles, each within ``budget`` tokens."""
+    batches: list[list[Memory]] = []
+    current: list[Memory] = []
+    room = budget
+    for m in candidates:
+        # +1: the newline that joins the lines.
+        cost = tokens.estimate_tokens(prompts.title_line(m.id, m.title, m.id in used)) + 1
+        if cost > budget:
+            raise LLMInputTooLong(
+                f"memory {m.id}'s title alone does not fit {model}'s context next to the prompt"
+            )
+        if cost > room:
+            batches.append(current)
+            current, room = [], budget
+        current.append(m)
+        room -= cost
+    if current:
+        batches.append(current)
+    return batches

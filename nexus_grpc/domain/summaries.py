@@ -15,16 +15,26 @@ the prompt input is cut to its most recent 8,000 characters.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Page, episode_text
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMError, clean_stream, strip_model_tokens
+from nexus_grpc.llm import (
+    LLMBadOutput,
+    LLMClient,
+    LLMCutOff,
+    LLMError,
+    LLMInputTooLong,
+    clean_stream,
+    strip_model_tokens,
+    tokens,
+)
 from nexus_grpc.llm import summaries as prompts
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
@@ -34,13 +44,13 @@ from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store import summaries as summary_store
 from nexus_grpc.store.summaries import Summary
 
+log = logging.getLogger(__name__)
 SUMMARY_SIZE_CAP = 2000
 OVERVIEW_EPISODE_LIMIT = 200
-# One summary pass reads at most this many episodes and this much text, so
-# the prompt fits the model's context instead of being cut silently; what
-# is left is queued as the next pass.
+# One summary pass reads at most this many episodes, and as many as fit the
+# model's context in tokens (llm/tokens.py), so the prompt is never cut
+# silently; what is left is queued as the next pass.
 MAX_EPISODES_PER_PASS = 500
-MAX_PASS_CHARS = 8000
 UPDATE_FIELDS = ("content",)
 
 
@@ -54,6 +64,8 @@ class OverviewPart:
 
     text: str = ""
     summary: Summary | None = None
+    # With the summary: model calls that made it (1, or more when folded).
+    passes: int = 0
 
 
 class Summaries:
@@ -200,20 +212,52 @@ class Summaries:
             )
             if not new:
                 raise NothingToSummarize(session_id)
-            this_pass = _within_budget(new, MAX_PASS_CHARS)
-            more = len(this_pass) < len(new) or len(new) == MAX_EPISODES_PER_PASS
-            new = this_pass
             cumulative = latest is not None and len(latest.content) < self.size_cap
             previous = latest.content if cumulative and latest is not None else None
-            messages = prompts.build_session_summary_messages(
-                [(e.user_message[:MAX_PASS_CHARS], e.ai_response[:MAX_PASS_CHARS]) for e in new],
-                previous,
-            )
-            text = strip_model_tokens(
-                await self.llm.chat_text(self.model, messages, **prompts.SESSION_SUMMARY_OPTIONS)
-            )
-            if not text:
-                raise LLMBadOutput("the summary model answered with empty text")
+            llm, num_predict = self.llm, prompts.SESSION_SUMMARY_OPTIONS["num_predict"]
+            fixed = prompts.build_session_text_messages("", previous)
+            budget = await llm.input_budget(self.model, fixed, num_predict)
+            if budget <= 0:
+                raise LLMInputTooLong(
+                    f"{self.model}'s context has no room for new exchanges next to the summary"
+                )
+            this_pass = _within_budget(new, budget)
+            more = len(this_pass) < len(new) or len(new) == MAX_EPISODES_PER_PASS
+            new = this_pass
+            body = "\n\n".join(episode_text(e.user_message, e.ai_response) for e in new)
+            # One exchange longer than the context is folded, never cut: its
+            # parts are summarized in order, each into the summary so far.
+            text, calls = previous, 0
+            while True:
+                budget = await llm.input_budget(
+                    self.model, prompts.build_session_text_messages("", text), num_predict
+                )
+                if budget <= 0:
+                    raise LLMInputTooLong(
+                        f"{self.model}'s context has no room to fold episode {new[0].id}"
+                    )
+                head = tokens.split_to_budget(body, budget)[0]
+                body = body[len(head) :]
+                answer = await llm.chat_text(
+                    self.model,
+                    prompts.build_session_text_messages(head, text),
+                    **prompts.SESSION_SUMMARY_OPTIONS,
+                )
+                calls += 1
+                if not answer:
+                    raise LLMBadOutput("the summary model answered with empty text")
+                text = answer
+                if not body.strip():
+                    break
+            assert text is not None
+            if calls > 1:
+                log.info(
+                    "session %d: episode %d was longer than %s's context; folded in %d calls",
+                    session_id,
+                    new[0].id,
+                    self.model,
+                    calls,
+                )
 
             def write(conn: sqlite3.Connection) -> Summary:
                 if more:
@@ -296,14 +340,27 @@ class Summaries:
             raise Unavailable(
                 "project overviews need Ollama, and none is configured (--ollama-url)"
             )
-        messages = prompts.build_project_overview_messages(project.name, sources, bool(sums))
+        llm = self.llm
+        try:
+            material, passes = await self._fold_overview_input(llm, project.name, sources)
+            messages = prompts.build_project_overview_messages(
+                project.name, sources, bool(sums), material=material
+            )
+        except LLMError as exc:
+            raise Unavailable(f"the summary model failed: {exc}") from exc
         parts: list[str] = []
         try:
             async for delta in clean_stream(
-                self.llm.chat_stream(self.model, messages, **prompts.PROJECT_OVERVIEW_OPTIONS)
+                llm.chat_stream(self.model, messages, **prompts.PROJECT_OVERVIEW_OPTIONS)
             ):
                 parts.append(delta)
                 yield OverviewPart(text=delta)
+        except LLMCutOff as exc:
+            # The deltas were shown as they came; a cut overview is not stored.
+            raise Unavailable(
+                f"the overview was cut off and not stored: {exc}; a model with more room"
+                " (or a shorter history) is needed"
+            ) from exc
         except LLMError as exc:
             raise Unavailable(f"the summary model failed: {exc}") from exc
         text = strip_model_tokens("".join(parts))
@@ -332,15 +389,62 @@ class Summaries:
 
         summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
-        yield OverviewPart(summary=summary)
+        yield OverviewPart(summary=summary, passes=passes + 1)
+
+    async def _fold_overview_input(
+        self, llm: LLMClient, project_name: str, sources: Sequence[str]
+    ) -> tuple[str, int]:
+        """The overview's input, and how many fold calls made it fit.
+
+        Material longer than the model's context is condensed part by part
+        (oldest first, each part whole) until it fits: never cut from the
+        front, where a real server would cut it silently.
+        """
+        num_predict = prompts.PROJECT_OVERVIEW_OPTIONS["num_predict"]
+        material = prompts.overview_material(sources)
+        passes = 0
+        while True:
+            fixed = prompts.build_project_overview_messages(project_name, [], True, material="")
+            budget = await llm.input_budget(self.model, fixed, num_predict)
+            if tokens.estimate_tokens(material) <= budget:
+                return material, passes
+            fold_fixed = prompts.build_fold_messages(project_name, "", 999, 999)
+            fold_budget = await llm.input_budget(
+                self.model, fold_fixed, prompts.SESSION_SUMMARY_OPTIONS["num_predict"]
+            )
+            if budget <= 0 or fold_budget <= 0:
+                raise LLMInputTooLong(f"{self.model}'s context has no room for an overview")
+            pieces = tokens.split_to_budget(material, fold_budget)
+            if len(pieces) == 1 and passes:
+                raise LLMInputTooLong(
+                    f"the condensed history still does not fit {self.model}'s context"
+                )
+            condensed = []
+            for i, piece in enumerate(pieces, 1):
+                condensed.append(
+                    await llm.chat_text(
+                        self.model,
+                        prompts.build_fold_messages(project_name, piece, i, len(pieces)),
+                        **prompts.SESSION_SUMMARY_OPTIONS,
+                    )
+                )
+                passes += 1
+            material = "\n\n---\n\n".join(c for c in condensed if c)
+            log.info(
+                "project overview of %s: input folded in %d parts to fit %s's context",
+                project_name,
+                len(pieces),
+                self.model,
+            )
 
 
 def _within_budget(episodes: list, budget: int) -> list:
-    """The oldest episodes whose text fits the budget (always at least one)."""
+    """The oldest episodes whose text fits the token budget (always at least
+    one: a longer one is folded)."""
     taken: list = []
     used = 0
     for e in episodes:
-        size = len(e.user_message) + len(e.ai_response)
+        size = tokens.estimate_tokens(episode_text(e.user_message, e.ai_response)) + 2
         if taken and used + size > budget:
             break
         taken.append(e)

@@ -1,19 +1,28 @@
-"""Thin async wrapper around ``ollama.AsyncClient``.
+"""What every LLM backend shares, and the Ollama backend.
 
-Why a wrapper: the ollama client leaks several unrelated exception types
-(``httpx.ConnectError`` on streams but builtin ``ConnectionError`` otherwise,
-``httpx.ReadTimeout``, ``ollama.ResponseError``, ``json.JSONDecodeError``,
-``pydantic.ValidationError``) and has no per-request timeout.  Everything here
-is mapped to ``LLMUnavailable`` / ``LLMBadOutput`` and every call honours the
-caller's remaining deadline.
+``LLMClient`` does the parts that do not depend on the wire protocol: the
+caller's deadline, the context window (read from the server once per model),
+``num_ctx`` sized to the prompt, the token budget callers split their input
+by, and cut-off answers (``done_reason == "length"``: retried once with more
+room, then ``LLMCutOff``).  A backend (``OllamaClient`` here, ``OpenAIClient``
+in ``openai_client.py``) only sends one request and maps its errors.
+
+Why a wrapper around ``ollama.AsyncClient``: it leaks several unrelated
+exception types (``httpx.ConnectError`` on streams but builtin
+``ConnectionError`` otherwise, ``httpx.ReadTimeout``, ``ollama.ResponseError``,
+``json.JSONDecodeError``, ``pydantic.ValidationError``) and has no per-request
+timeout.  Everything here is mapped to the errors in ``errors.py``.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
+import logging
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -21,35 +30,118 @@ import ollama
 import pydantic
 
 from nexus_grpc import deadlines
-from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
+from nexus_grpc.llm import tokens
+from nexus_grpc.llm.errors import (
+    LLMBadOutput,
+    LLMCutOff,
+    LLMError,
+    LLMInputTooLong,
+    LLMUnavailable,
+    LLMUnreachable,
+)
 from nexus_grpc.llm.text import strip_model_tokens
 
+log = logging.getLogger(__name__)
 Message = Mapping[str, Any]
 
-_FENCE = re.compile(r"\A```[a-zA-Z]*\s*\n?(.*?)\n?```\s*\Z", re.S)
+_FENCE = re.compile(r"\A\s*```[a-zA-Z]*\s*\n?(.*?)\n?```\s*\Z", re.S)
 _END = object()  # end-of-stream marker between the producer task and the consumer
+LENGTH = "length"
 
 
-class LLMClient:
+@dataclass(frozen=True, slots=True)
+class ChatAnswer:
+    """One finished answer: its raw text and why the model stopped."""
+
+    text: str
+    done_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDelta:
+    """A piece of a streamed answer; the last one carries ``done_reason``."""
+
+    text: str
+    done_reason: str | None = None
+
+
+class LLMClient(abc.ABC):
     """One shared client per process (it pools HTTP connections).
 
-    ``timeout`` is the httpx timeout (connect, and each read: for a stream that
+    ``timeout`` is the HTTP timeout (connect, and each read: for a stream that
     is the longest silence between chunks) and the default overall deadline of
     non-streaming calls.  A per-call ``timeout`` is the caller's remaining
     deadline for the whole call, stream included.
+
+    ``context_length`` overrides what the server says about every model's
+    context window (0: ask the server).
     """
 
-    def __init__(self, host: str, *, timeout: float) -> None:
+    api = "llm"
+    server_name = "the model server"
+
+    def __init__(self, host: str, *, timeout: float, context_length: int = 0) -> None:
         self._host = host
         self._timeout = timeout
-        self._client = ollama.AsyncClient(host=host, timeout=timeout)
+        self._context_override = context_length
+        self._contexts: dict[str, int] = {}
 
     @property
     def host(self) -> str:
         return self._host
 
+    @abc.abstractmethod
     async def close(self) -> None:
-        await self._client.close()
+        raise NotImplementedError
+
+    # -- context and budgets ---------------------------------------------------
+
+    async def context_length(
+        self,
+        model: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
+    ) -> int:
+        """The model's context window in tokens, read once per model name (a
+        different model, or a restarted server that lost it, is read again)."""
+        if self._context_override > 0:
+            return self._context_override
+        known = self._contexts.get(model)
+        if known is not None:
+            return known
+        limit = self._deadline(timeout, model)
+        try:
+            found = await asyncio.wait_for(self._fetch_context_length(model), limit)
+        except Exception as exc:
+            raise self._map_error(exc, model, limit) from exc
+        if found is None:
+            found = tokens.DEFAULT_CONTEXT_LENGTH
+            log.warning(
+                "%s at %s does not say how long %s's context is; assuming %d tokens"
+                " (set --llm-context-length)",
+                self.server_name,
+                self._host,
+                model,
+                found,
+            )
+        self._contexts[model] = found
+        return found
+
+    async def input_budget(
+        self,
+        model: str,
+        fixed: Sequence[Message],
+        num_predict: int,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
+    ) -> int:
+        """Tokens the variable part of a prompt may take: the context window
+        less the answer's room and the ``fixed`` messages (the prompt with its
+        variable part empty)."""
+        context = await self.context_length(model, timeout=timeout)
+        return tokens.input_budget(context, num_predict, tokens.estimate_messages(fixed))
+
+    # -- calls -------------------------------------------------------------------
 
     async def chat_json(
         self,
@@ -61,16 +153,11 @@ class LLMClient:
         num_predict: int,
         timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
     ) -> dict[str, Any]:
-        """Non-streaming chat constrained by a JSON schema; returns the parsed object."""
-        text = await self.chat_text(
-            model,
-            messages,
-            temperature=temperature,
-            num_predict=num_predict,
-            timeout=timeout,
-            schema=schema,
-        )
-        return parse_json_object(text, model=model)
+        """Non-streaming chat constrained by a JSON schema; returns the parsed
+        object.  The answer is parsed as sent: never through the think/ChatML
+        stripper, which would cut an entity or note that mentions ``<think>``."""
+        answer = await self._complete(model, messages, temperature, num_predict, timeout, schema)
+        return parse_json_object(answer.text, model=model)
 
     async def chat_text(
         self,
@@ -80,22 +167,11 @@ class LLMClient:
         temperature: float,
         num_predict: int,
         timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
-        schema: Mapping[str, Any] | None = None,
     ) -> str:
-        """Non-streaming chat; returns the answer with think/ChatML tokens stripped."""
-        limit = self._deadline(timeout, model)
-        call = self._client.chat(
-            model=model,
-            messages=list(messages),
-            stream=False,
-            format=dict(schema) if schema is not None else None,
-            options={"temperature": temperature, "num_predict": num_predict},
-        )
-        try:
-            response = await asyncio.wait_for(call, limit)
-        except Exception as exc:
-            raise self._map_error(exc, model, limit) from exc
-        return strip_model_tokens(response.message.content or "")
+        """Non-streaming chat; returns the answer with think/ChatML tokens stripped.
+        Never a cut answer: a cut-off one raises ``LLMCutOff``."""
+        answer = await self._complete(model, messages, temperature, num_predict, timeout, None)
+        return strip_model_tokens(answer.text)
 
     async def chat_stream(
         self,
@@ -107,7 +183,9 @@ class LLMClient:
         timeout: float | None = None,  # noqa: ASYNC109 - the caller's remaining deadline
     ) -> AsyncGenerator[str, None]:
         """Yield content deltas as the model produces them (raw: wrap with
-        ``text.clean_stream`` to drop think/ChatML tokens).
+        ``text.clean_stream`` to drop think/ChatML tokens).  If the model
+        stopped at ``num_predict``, ``LLMCutOff`` is raised after the last
+        delta: the text was shown as it came, but must not be stored.
 
         The HTTP stream is read by one producer task feeding a small queue, so
         the deadline can be enforced with ``wait_for`` on the queue without ever
@@ -121,24 +199,20 @@ class LLMClient:
         limit = self._deadline(timeout, model, cap=False) if timeout is not None else None
         loop = asyncio.get_running_loop()
         deadline = None if limit is None else loop.time() + limit
+        num_ctx, num_predict = await self._fit(model, messages, num_predict, limit)
         queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
 
         async def produce() -> None:
             try:
-                parts = await self._client.chat(
-                    model=model,
-                    messages=list(messages),
-                    stream=True,
-                    options={"temperature": temperature, "num_predict": num_predict},
-                )
+                parts = self._stream(model, messages, temperature, num_predict, num_ctx)
                 async for part in parts:
-                    if part.message.content:
-                        await queue.put(part.message.content)
+                    await queue.put(part)
                 await queue.put(_END)
             except Exception as exc:
                 await queue.put(self._map_error(exc, model, limit))
 
         producer = asyncio.create_task(produce())
+        done_reason: str | None = None
         try:
             while True:
                 remaining = None if deadline is None else deadline - loop.time()
@@ -149,29 +223,156 @@ class LLMClient:
                 except TimeoutError:
                     raise self._timed_out(model, limit) from None
                 if item is _END:
-                    return
+                    break
                 if isinstance(item, LLMError):
                     raise item
-                assert isinstance(item, str)
-                yield item
+                assert isinstance(item, StreamDelta)
+                if item.done_reason:
+                    done_reason = item.done_reason
+                if item.text:
+                    yield item.text
         finally:
             producer.cancel()
             # asyncio.wait never raises the task's outcome, and does not swallow
             # a cancellation of *this* task.
             await asyncio.wait({producer})
+        if done_reason == LENGTH:
+            raise LLMCutOff(
+                f"the answer of {model} was cut off at its limit of {num_predict} tokens"
+                " (done_reason=length)"
+            )
 
     async def list_models(
         self,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - remaining deadline
     ) -> list[str]:
-        """Names of the pulled models (health checks, ``doctor``)."""
+        """Names of the models the server has (health checks, ``doctor``)."""
         limit = self._deadline(timeout, None)
         try:
-            response = await asyncio.wait_for(self._client.list(), limit)
+            return await asyncio.wait_for(self._list_models(), limit)
         except Exception as exc:
             raise self._map_error(exc, None, limit) from exc
-        return [m.model for m in response.models if m.model]
+
+    async def missing_models(
+        self,
+        models: Sequence[str],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - remaining deadline
+    ) -> list[str]:
+        """Which of ``models`` the server does not have (health checks)."""
+        have = await self.list_models(timeout=timeout)
+        return [m for m in dict.fromkeys(models) if not self._has_model(m, have)]
+
+    # -- the shared call path ----------------------------------------------------
+
+    async def _complete(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        timeout: float | None,  # noqa: ASYNC109 - the caller's remaining deadline
+        schema: Mapping[str, Any] | None,
+    ) -> ChatAnswer:
+        """One answer, retried once with twice the room if it was cut off."""
+        limit = self._deadline(timeout, model)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        num_ctx, room = await self._fit(model, messages, num_predict, limit)
+        context = await self.context_length(model, timeout=limit)
+        prompt = tokens.estimate_messages(messages)
+        for attempt in (1, 2):
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                call = self._chat(model, messages, temperature, room, num_ctx, schema)
+                answer = await asyncio.wait_for(call, remaining)
+            except Exception as exc:
+                error = self._map_error(exc, model, limit)
+                if attempt == 2 and _is_timeout(exc):
+                    # The cut-off is the cause: a slow model cannot write twice
+                    # the answer in what is left of the deadline.  Retrying the
+                    # job would repeat both calls.
+                    raise LLMCutOff(
+                        f"the answer of {model} was cut off at its limit of {num_predict} tokens,"
+                        f" and the retry with {room} did not finish within the {limit:.0f}s"
+                        " deadline (done_reason=length)"
+                    ) from exc
+                raise error from exc
+            if answer.done_reason != LENGTH:
+                return answer
+            more = min(room * 2, context - prompt)
+            if attempt == 2 or more <= room:
+                break
+            log.info(
+                "%s's answer was cut off at %d tokens; retrying once with %d",
+                model,
+                room,
+                more,
+            )
+            room = more
+            num_ctx = tokens.num_ctx_for(prompt, room, context)
+        raise LLMCutOff(
+            f"the answer of {model} was cut off at its limit of {room} tokens"
+            + (" after a retry with more room" if attempt == 2 else "")
+            + " (done_reason=length)"
+        )
+
+    async def _fit(
+        self, model: str, messages: Sequence[Message], num_predict: int, limit: float | None
+    ) -> tuple[int, int]:
+        """(num_ctx, num_predict) for a call: the prompt must fit whole."""
+        context = await self.context_length(model, timeout=limit)
+        prompt = tokens.estimate_messages(messages)
+        if prompt + num_predict > context:
+            raise LLMInputTooLong(
+                f"the prompt (up to {prompt} tokens) and its answer ({num_predict} tokens)"
+                f" do not fit {model}'s context of {context} tokens"
+            )
+        return tokens.num_ctx_for(prompt, num_predict, context), num_predict
+
+    # -- what a backend implements ------------------------------------------------
+
+    @abc.abstractmethod
+    async def _fetch_context_length(self, model: str) -> int | None:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    async def _chat(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        num_ctx: int,
+        schema: Mapping[str, Any] | None,
+    ) -> ChatAnswer:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def _stream(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        num_ctx: int,
+    ) -> AsyncIterator[StreamDelta]:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    async def _list_models(self) -> list[str]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _has_model(model: str, have: Sequence[str]) -> bool:
+        return model in have
+
+    @abc.abstractmethod
+    def _map_error(self, exc: Exception, model: str | None, limit: float | None) -> LLMError:
+        raise NotImplementedError
 
     # -- helpers ---------------------------------------------------------------
 
@@ -189,16 +390,120 @@ class LLMClient:
             limit = min(timeout, self._timeout) if cap else timeout
         if limit <= 0:
             raise LLMUnavailable(
-                f"deadline already expired before calling Ollama{_for(model)} at {self._host}"
+                f"deadline already expired before calling {self.server_name}{_for(model)}"
+                f" at {self._host}"
             )
         return limit
 
     def _timed_out(self, model: str | None, limit: float | None) -> LLMUnavailable:
         took = f" within {limit:.1f}s" if limit is not None else ""
-        return LLMUnavailable(f"Ollama{_for(model)} at {self._host} did not answer{took}")
+        return LLMUnavailable(
+            f"{self.server_name}{_for(model)} at {self._host} did not answer{took}"
+        )
+
+    def _map_transport(self, exc: Exception, model: str | None, limit: float | None) -> LLMError:
+        """httpx and socket errors, the same for every backend."""
+        name = self.server_name
+        # Only a failed connection means nobody is there (worth waiting for
+        # without spending attempts).  A connect timeout is a host that is off
+        # or firewalled; a read error mid-answer is a failed attempt.
+        if isinstance(exc, (ConnectionError, httpx.ConnectError, httpx.ConnectTimeout)):
+            reason = str(exc) or type(exc).__name__
+            return LLMUnreachable(f"cannot reach {name} at {self._host}: {reason}")
+        # TimeoutError covers asyncio.wait_for; httpx timeouts are checked before
+        # the generic transport errors they subclass.
+        if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
+            return self._timed_out(model, limit)
+        if isinstance(exc, httpx.TransportError):
+            reason = str(exc) or type(exc).__name__
+            return LLMUnavailable(f"connection to {name} at {self._host} failed: {reason}")
+        if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError)):
+            return LLMBadOutput(
+                f"{name}{_for(model)} at {self._host} sent a malformed response body: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        if isinstance(exc, (httpx.HTTPError, OSError)):
+            return LLMUnavailable(f"error talking to {name} at {self._host}: {exc!r}")
+        return LLMBadOutput(f"unexpected error from {name}{_for(model)}: {exc!r}")
+
+
+class OllamaClient(LLMClient):
+    """Ollama's own API through the ``ollama`` package: ``/api/chat`` with
+    ``format`` (a JSON schema) and ``options.num_ctx``, ``/api/show`` for the
+    context window, ``/api/tags`` for the pulled models."""
+
+    api = "ollama"
+    server_name = "Ollama"
+
+    def __init__(self, host: str, *, timeout: float, context_length: int = 0) -> None:
+        super().__init__(host, timeout=timeout, context_length=context_length)
+        self._client = ollama.AsyncClient(host=host, timeout=timeout)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _fetch_context_length(self, model: str) -> int | None:
+        shown = await self._client.show(model)
+        info = shown.modelinfo or {}
+        arch = info.get("general.architecture")
+        value = info.get(f"{arch}.context_length") if arch else None
+        if value is None:  # an architecture we do not know the key of
+            value = next((v for k, v in info.items() if k.endswith(".context_length")), None)
+        return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    @staticmethod
+    def _options(temperature: float, num_predict: int, num_ctx: int) -> dict[str, Any]:
+        return {"temperature": temperature, "num_predict": num_predict, "num_ctx": num_ctx}
+
+    async def _chat(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        num_ctx: int,
+        schema: Mapping[str, Any] | None,
+    ) -> ChatAnswer:
+        response = await self._client.chat(
+            model=model,
+            messages=list(messages),
+            stream=False,
+            format=dict(schema) if schema is not None else None,
+            options=self._options(temperature, num_predict, num_ctx),
+        )
+        return ChatAnswer(response.message.content or "", response.done_reason or "")
+
+    async def _stream(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        num_ctx: int,
+    ) -> AsyncIterator[StreamDelta]:
+        parts = await self._client.chat(
+            model=model,
+            messages=list(messages),
+            stream=True,
+            options=self._options(temperature, num_predict, num_ctx),
+        )
+        async for part in parts:
+            reason = part.done_reason if part.done else None
+            if part.message.content or reason:
+                yield StreamDelta(part.message.content or "", reason)
+
+    async def _list_models(self) -> list[str]:
+        response = await self._client.list()
+        return [m.model for m in response.models if m.model]
+
+    @staticmethod
+    def _has_model(model: str, have: Sequence[str]) -> bool:
+        # Ollama reads "qwen2.5" as "qwen2.5:latest".
+        full = model if ":" in model else f"{model}:latest"
+        return full in have or model in have
 
     def _map_error(self, exc: Exception, model: str | None, limit: float | None) -> LLMError:
-        """Translate whatever the ollama/httpx stack raised into our two errors."""
+        """Translate whatever the ollama/httpx stack raised into our errors."""
         if isinstance(exc, LLMError):
             return exc
         if isinstance(exc, ollama.ResponseError):
@@ -220,36 +525,17 @@ class LLMClient:
                 f"Ollama{_for(model)} at {self._host} rejected the request "
                 f"(HTTP {code}): {exc.error}"
             )
-        # Only a failed connection means nobody is there (worth waiting for
-        # without spending attempts).  A connect timeout is a host that is off
-        # or firewalled; a read error mid-answer is a failed attempt.
-        if isinstance(exc, (ConnectionError, httpx.ConnectError, httpx.ConnectTimeout)):
-            reason = str(exc) or type(exc).__name__
-            return LLMUnreachable(f"cannot reach Ollama at {self._host}: {reason}")
-        # TimeoutError covers asyncio.wait_for; httpx timeouts are checked before
-        # the generic transport errors they subclass.
-        if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
-            return self._timed_out(model, limit)
-        if isinstance(exc, httpx.TransportError):
-            reason = str(exc) or type(exc).__name__
-            return LLMUnavailable(f"connection to Ollama at {self._host} failed: {reason}")
-        if isinstance(exc, (json.JSONDecodeError, pydantic.ValidationError, httpx.DecodingError)):
-            return LLMBadOutput(
-                f"Ollama{_for(model)} at {self._host} sent a malformed response body: "
-                f"{type(exc).__name__}: {exc}"
-            )
-        if isinstance(exc, (httpx.HTTPError, OSError)):
-            return LLMUnavailable(f"error talking to Ollama at {self._host}: {exc!r}")
-        return LLMBadOutput(f"unexpected error from Ollama{_for(model)}: {exc!r}")
+        return self._map_transport(exc, model, limit)
 
 
 def parse_json_object(text: str, *, model: str | None = None) -> dict[str, Any]:
-    """Parse a model answer that must be one JSON object (after token stripping).
+    """Parse a model answer that must be one JSON object.
 
     Structured output makes fences unlikely, but a stray ```json fence costs
-    nothing to tolerate.
+    nothing to tolerate.  Nothing else is removed: text inside the JSON (a
+    note quoting ``<think>``) is the answer's.
     """
-    cleaned = strip_model_tokens(text)
+    cleaned = text.strip()
     fenced = _FENCE.match(cleaned)
     if fenced:
         cleaned = fenced.group(1).strip()
@@ -265,6 +551,10 @@ def parse_json_object(text: str, *, model: str | None = None) -> dict[str, Any]:
             f"model{_for(model)} answered JSON {type(value).__name__}, expected an object"
         )
     return value
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, (TimeoutError, httpx.TimeoutException))
 
 
 def _for(model: str | None) -> str:

@@ -19,6 +19,10 @@ from nexus_grpc.llm.text import to_snake_case
 EXTRACTION_MODEL = "qwen2.5:3b"
 EXTRACTION_OPTIONS: SamplingOptions = {"temperature": 0.1, "num_predict": 1500}
 MAX_KNOWN_ENTITIES = 20
+# Bounds in the schema: a small model otherwise loops inside valid JSON until
+# num_predict cuts it off (seen on a real model: 54 of 56 calls).
+MAX_ENTITIES_PER_ANSWER = 30
+MAX_RELATIONSHIPS_PER_ANSWER = 30
 
 ENTITY_TYPES: frozenset[str] = frozenset(
     {"person", "place", "project", "technology", "concept", "organization"}
@@ -46,6 +50,7 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     "properties": {
         "entities": {
             "type": "array",
+            "maxItems": MAX_ENTITIES_PER_ANSWER,
             "items": {
                 "type": "object",
                 "properties": {
@@ -60,6 +65,7 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
         },
         "relationships": {
             "type": "array",
+            "maxItems": MAX_RELATIONSHIPS_PER_ANSWER,
             "items": {
                 "type": "object",
                 "properties": {
@@ -111,6 +117,8 @@ class ExtractedRelationship:
 class ExtractionResult:
     entities: list[ExtractedEntity]
     relationships: list[ExtractedRelationship]
+    # How many parts the episode was split into to fit the model's context.
+    parts: int = 1
 
 
 def build_extraction_messages(
@@ -124,15 +132,53 @@ def build_extraction_messages(
     ``MAX_KNOWN_ENTITIES`` are listed so the model reuses their spelling instead
     of creating near-duplicates ("Postgres" vs "PostgreSQL").
     """
+    return build_extraction_part_messages(exchange_text(user_message, ai_response), known_entities)
+
+
+def exchange_text(user_message: str, ai_response: str) -> str:
+    return f"User message:\n{user_message}\n\nAI response:\n{ai_response}"
+
+
+def build_extraction_part_messages(
+    exchange: str,
+    known_entities: Sequence[tuple[str, str]],
+    part: tuple[int, int] | None = None,
+) -> list[dict[str, str]]:
+    """Messages for an exchange (``exchange_text``) or, ``part=(i, n)``, for
+    the i-th of n consecutive parts of a long one."""
     known = list(known_entities)[-MAX_KNOWN_ENTITIES:]
     known_block = "\n".join(f"- {name} ({etype})" for name, etype in known) or "(none yet)"
+    where = ""
+    if part is not None:
+        where = (
+            f"The exchange is long; this is part {part[0]} of {part[1]}."
+            " Extract from this part only.\n\n"
+        )
     user = (
-        f"Known entities:\n{known_block}\n\n"
-        f"User message:\n{user_message}\n\n"
-        f"AI response:\n{ai_response}\n\n"
+        f"Known entities:\n{known_block}\n\n{where}{exchange}\n\n"
         "Extract the entities and relationships as JSON."
     )
     return [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def merge_results(results: Sequence[ExtractionResult]) -> ExtractionResult:
+    """One result from the parts of a split episode: each entity and edge once
+    (first spelling kept, notes from the first part that had some)."""
+    entities: dict[tuple[str, str], ExtractedEntity] = {}
+    edges: dict[tuple[str, str, str], ExtractedRelationship] = {}
+    for result in results:
+        for e in result.entities:
+            key = (e.name.lower(), e.type)
+            kept = entities.get(key)
+            if kept is None:
+                entities[key] = e
+            elif kept.notes is None and e.notes is not None:
+                entities[key] = ExtractedEntity(kept.name, kept.type, e.notes)
+        for r in result.relationships:
+            edge = (r.source.lower(), r.target.lower(), r.label)
+            if edge not in edges:
+                edges[edge] = r
+    return ExtractionResult(list(entities.values()), list(edges.values()), parts=len(results))
 
 
 def parse_extraction(obj: Mapping[str, Any]) -> ExtractionResult:

@@ -24,12 +24,16 @@ RANKING_OPTIONS: SamplingOptions = {"temperature": 0.1, "num_predict": 600}
 # Each memory's content is cut in the ranking prompt so many candidates still
 # fit a small model's context window.
 MAX_RANKING_CONTENT_CHARS = 2000
+# Answers are bounded in the schema so they fit num_predict (~20 tokens per
+# item): a model that lists every title otherwise runs into the cut-off.
+MAX_PICKS_PER_ANSWER = 25
 
 SELECTION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "selected": {
             "type": "array",
+            "maxItems": MAX_PICKS_PER_ANSWER,
             "items": {
                 "type": "object",
                 "properties": {
@@ -49,6 +53,7 @@ RANKING_SCHEMA: dict[str, Any] = {
     "properties": {
         "ranked": {
             "type": "array",
+            "maxItems": MAX_PICKS_PER_ANSWER,
             "items": {
                 "type": "object",
                 "properties": {
@@ -94,10 +99,7 @@ def build_selection_messages(
     assistant earlier in this thread; they are marked so the model re-selects
     them only when still needed."""
     used = set(used_ids)
-    lines = [
-        f"- [{mid}] {title}" + ("  (already used in this thread)" if mid in used else "")
-        for mid, title in titles
-    ]
+    lines = [title_line(mid, title, mid in used) for mid, title in titles]
     user = (
         f"Thread summary:\n{_or_none(thread_summary)}\n\n"
         f"User prompt:\n{prompt}\n\n"
@@ -106,16 +108,23 @@ def build_selection_messages(
     return [{"role": "system", "content": _SELECTION_SYSTEM}, {"role": "user", "content": user}]
 
 
+def title_line(mid: int, title: str, used: bool) -> str:
+    """One memory's line in the pass-1 prompt (also what batches are sized by)."""
+    return f"- [{mid}] {title}" + ("  (already used in this thread)" if used else "")
+
+
+def ranking_block(mid: int, title: str, content: str) -> str:
+    """One memory's block in the pass-2 prompt."""
+    return f"[{mid}] {title}\n{_cut(content, MAX_RANKING_CONTENT_CHARS)}"
+
+
 def build_ranking_messages(
     prompt: str,
     memories: Sequence[tuple[int, str, str]],
     thread_summary: str | None,
 ) -> list[dict[str, str]]:
     """Pass-2 messages; ``memories`` are (id, title, content) of the pass-1 picks."""
-    blocks = [
-        f"[{mid}] {title}\n{_cut(content, MAX_RANKING_CONTENT_CHARS)}"
-        for mid, title, content in memories
-    ]
+    blocks = [ranking_block(mid, title, content) for mid, title, content in memories]
     user = (
         f"Thread summary:\n{_or_none(thread_summary)}\n\n"
         f"User prompt:\n{prompt}\n\n"

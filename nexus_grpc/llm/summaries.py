@@ -52,7 +52,13 @@ def build_session_summary_messages(
     are only the episodes since, and the model updates the summary cumulatively
     (cheaper than re-reading the whole session).
     """
-    body = _format_episodes(episodes) or "(no messages)"
+    return build_session_text_messages(_format_episodes(episodes), previous_summary)
+
+
+def build_session_text_messages(body: str, previous_summary: str | None) -> list[dict[str, str]]:
+    """Session-summary messages for already formatted exchanges, or for one
+    part of an exchange too long for the model's context (folded in order)."""
+    body = body or "(no messages)"
     if previous_summary and previous_summary.strip():
         user = (
             f"Current summary of the session:\n{previous_summary.strip()}\n\n"
@@ -65,19 +71,47 @@ def build_session_summary_messages(
     return [{"role": "system", "content": _SESSION_SYSTEM}, {"role": "user", "content": user}]
 
 
+_FOLD_SYSTEM = """\
+You condense part of a project's history for a later overview. Keep every \
+decision, technology, person, fact and open question; drop chit-chat. Plain \
+text only; no preamble."""
+
+
+def overview_material(sources: Sequence[str]) -> str:
+    """The overview's input: the sources joined, cut to their most recent
+    ``MAX_OVERVIEW_INPUT_CHARS`` characters (the seed's rule)."""
+    return truncate_recent("\n\n---\n\n".join(sources), MAX_OVERVIEW_INPUT_CHARS)
+
+
+def build_fold_messages(
+    project_name: str, part: str, index: int, count: int
+) -> list[dict[str, str]]:
+    """A fold pass: one part of material too long for one call, condensed."""
+    user = (
+        f"Project: {project_name}\n\n"
+        f"Part {index} of {count} of its history (oldest first):\n{part or '(none)'}\n\n"
+        "Condense this part."
+    )
+    return [{"role": "system", "content": _FOLD_SYSTEM}, {"role": "user", "content": user}]
+
+
 def build_project_overview_messages(
     project_name: str,
     sources: Sequence[str],
     from_summaries: bool,
+    *,
+    material: str | None = None,
 ) -> list[dict[str, str]]:
     """Messages for a project overview.
 
     ``sources`` are session summaries (``from_summaries=True``) or, when no
     session has a summary yet, raw episode texts; oldest first.  The joined
     input is cut to its last ``MAX_OVERVIEW_INPUT_CHARS`` characters.
+    ``material`` replaces that input (the condensed parts of a folded one).
     """
     kind = "Session summaries" if from_summaries else "Conversation excerpts"
-    material = truncate_recent("\n\n---\n\n".join(sources), MAX_OVERVIEW_INPUT_CHARS)
+    if material is None:
+        material = overview_material(sources)
     user = (
         f"Project: {project_name}\n\n"
         f"{kind} (oldest first, most recent last):\n{material or '(none)'}\n\n"

@@ -9,6 +9,8 @@ Failures come in two kinds:
   job runs again after exponential backoff; after ``max_attempts`` it is
   dead-lettered (state 'failed', error kept) and ``on_dead`` records that on
   the data it concerns.
+- ``GiveUp``: repeating the attempt would fail the same way (an answer cut
+  off even with more room): dead-lettered at once, with the reason.
 - ``Postpone``: a dependency is down or not configured.  The job waits
   without spending an attempt, so an outage never exhausts the backlog; it
   drains when the dependency returns.
@@ -36,6 +38,10 @@ WriteFn = Callable[[sqlite3.Connection], None]
 
 class Retry(Exception):
     """This attempt failed; try again later and count the attempt."""
+
+
+class GiveUp(Retry):
+    """This attempt failed in a way a retry repeats; dead-letter the job now."""
 
 
 class Postpone(Exception):
@@ -229,7 +235,7 @@ class JobWorker:
                 # GetEpisode while Ollama is unreachable).
                 if self.on_retry:
                     self.on_retry(conn, o.job, message)
-            elif o.job.attempts + 1 >= self.config.max_attempts:
+            elif isinstance(o.error, GiveUp) or o.job.attempts + 1 >= self.config.max_attempts:
                 log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
                 if job_store.dead_letter(conn, o.job.id, message) and self.on_dead:
                     self.on_dead(conn, o.job, message)

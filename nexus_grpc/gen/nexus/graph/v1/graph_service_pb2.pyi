@@ -634,6 +634,7 @@ class ExtractionEvent(_message.Message):
     ENTITIES_FIELD_NUMBER: _builtins.int
     RELATIONSHIPS_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
     event_id: _builtins.int
     """Monotonic; pass it back as after_event_id to resume."""
     episode_id: _builtins.int
@@ -641,6 +642,10 @@ class ExtractionEvent(_message.Message):
     project_id: _builtins.int
     status: Global___ExtractionStatus.ValueType
     error: _builtins.str
+    parts: _builtins.int
+    """DONE only: how many parts the episode was split into to fit the model's
+    context (1: it fitted whole); the parts' entities are merged.
+    """
     @_builtins.property
     def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]: ...
     @_builtins.property
@@ -659,10 +664,11 @@ class ExtractionEvent(_message.Message):
         entities: _abc.Iterable[Global___Entity] | None = ...,
         relationships: _abc.Iterable[Global___Relationship] | None = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        parts: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1190,6 +1190,7 @@ class SelectedMemory(_message.Message):
     PREVIOUSLY_USED_FIELD_NUMBER: _builtins.int
     METHOD_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
+    TITLE_BATCHES_FIELD_NUMBER: _builtins.int
     relevance: _builtins.float
     category: Global___MemoryCategory.ValueType
     previously_used: _builtins.bool
@@ -1199,6 +1200,10 @@ class SelectedMemory(_message.Message):
     was reachable, so it fell back to semantic ranking).
     """
     degraded_reason: _builtins.str
+    title_batches: _builtins.int
+    """method "llm" only: how many batches pass 1 read the titles in, each
+    sized to fit the selection model's context (1: all titles at once).
+    """
     @_builtins.property
     def memory(self) -> Global___Memory: ...
     def __init__(
@@ -1210,10 +1215,11 @@ class SelectedMemory(_message.Message):
         previously_used: _builtins.bool = ...,
         method: _builtins.str = ...,
         degraded_reason: _builtins.str = ...,
+        title_batches: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "degraded_reason", b"degraded_reason", "memory", b"memory", "method", b"method", "previously_used", b"previously_used", "relevance", b"relevance"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "degraded_reason", b"degraded_reason", "memory", b"memory", "method", b"method", "previously_used", b"previously_used", "relevance", b"relevance", "title_batches", b"title_batches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

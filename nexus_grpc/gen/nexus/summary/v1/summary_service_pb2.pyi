@@ -263,8 +263,14 @@ class SummarizeProjectResponse(_message.Message):
 
     TEXT_DELTA_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
+    PASSES_FIELD_NUMBER: _builtins.int
     text_delta: _builtins.str
     """A piece of the overview as the model produces it."""
+    passes: _builtins.int
+    """With the summary: how many model calls folded the input into the
+    overview (1: it fitted the model's context whole; more: it was
+    summarized in parts first, oldest first, never cut).
+    """
     @_builtins.property
     def summary(self) -> Global___Summary:
         """The stored overview, last."""
@@ -274,10 +280,11 @@ class SummarizeProjectResponse(_message.Message):
         *,
         text_delta: _builtins.str = ...,
         summary: Global___Summary | None = ...,
+        passes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["part", b"part", "summary", b"summary", "text_delta", b"text_delta"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["part", b"part", "summary", b"summary", "text_delta", b"text_delta"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["part", b"part", "passes", b"passes", "summary", b"summary", "text_delta", b"text_delta"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["text_delta", "summary"]  # noqa: Y015
     _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
