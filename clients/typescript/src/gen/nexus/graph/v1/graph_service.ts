@@ -235,7 +235,13 @@ export interface SearchEntitiesRequest {
 }
 
 export interface EntityHit {
-  entity: Entity | undefined;
+  entity:
+    | Entity
+    | undefined;
+  /**
+   * 0..1, higher is better: the fused score of a name match (an entity the
+   * query names) and the cosine similarity of the entity's text.
+   */
   score: number;
 }
 
@@ -270,7 +276,14 @@ export interface ExtractionEvent {
   error: string;
   entities: Entity[];
   relationships: Relationship[];
-  time: Date | undefined;
+  time:
+    | Date
+    | undefined;
+  /**
+   * DONE only: how many parts the episode was split into to fit the model's
+   * context (1: it fitted whole); the parts' entities are merged.
+   */
+  parts: number;
 }
 
 function createBaseEntity(): Entity {
@@ -2604,6 +2617,7 @@ function createBaseExtractionEvent(): ExtractionEvent {
     entities: [],
     relationships: [],
     time: undefined,
+    parts: 0,
   };
 }
 
@@ -2635,6 +2649,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     }
     if (message.time !== undefined) {
       Timestamp.encode(toTimestamp(message.time), writer.uint32(74).fork()).join();
+    }
+    if (message.parts !== 0) {
+      writer.uint32(80).int32(message.parts);
     }
     return writer;
   },
@@ -2724,6 +2741,14 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
             message.time = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.parts = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2767,6 +2792,7 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
         ? object.relationships.map((e: any) => Relationship.fromJSON(e))
         : [],
       time: isSet(object.time) ? fromJsonTimestamp(object.time) : undefined,
+      parts: isSet(object.parts) ? globalThis.Number(object.parts) : 0,
     };
   },
 
@@ -2799,6 +2825,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     if (message.time !== undefined) {
       obj.time = message.time.toISOString();
     }
+    if (message.parts !== 0) {
+      obj.parts = Math.round(message.parts);
+    }
     return obj;
   },
 
@@ -2816,6 +2845,7 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     message.entities = object.entities?.map((e) => Entity.fromPartial(e)) || [];
     message.relationships = object.relationships?.map((e) => Relationship.fromPartial(e)) || [];
     message.time = object.time ?? undefined;
+    message.parts = object.parts ?? 0;
     return message;
   },
 };

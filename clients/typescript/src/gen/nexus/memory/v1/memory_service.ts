@@ -458,7 +458,12 @@ export interface SearchHit {
   episode:
     | Episode
     | undefined;
-  /** bm25 (keyword, higher is better), cosine (semantic) or RRF (hybrid). */
+  /**
+   * Higher is always better. Keyword: bm25 (unbounded above). Semantic:
+   * cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
+   * (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
+   * candidates; a path that missed the hit adds 0).
+   */
   score: number;
   /** The matching text with keyword hits wrapped in [ and ]. */
   snippet: string;
@@ -564,7 +569,13 @@ export interface SearchMemoriesRequest {
 }
 
 export interface MemoryHit {
-  memory: Memory | undefined;
+  memory:
+    | Memory
+    | undefined;
+  /**
+   * As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
+   * 0..1 score (hybrid); higher is better.
+   */
   score: number;
   sources: SearchSource[];
 }
@@ -592,6 +603,11 @@ export interface SelectedMemory {
    */
   method: string;
   degradedReason: string;
+  /**
+   * method "llm" only: how many batches pass 1 read the titles in, each
+   * sized to fit the selection model's context (1: all titles at once).
+   */
+  titleBatches: number;
 }
 
 export interface ListMemoryUsageRequest {
@@ -4860,7 +4876,15 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
 };
 
 function createBaseSelectedMemory(): SelectedMemory {
-  return { memory: undefined, relevance: 0, category: 0, previouslyUsed: false, method: "", degradedReason: "" };
+  return {
+    memory: undefined,
+    relevance: 0,
+    category: 0,
+    previouslyUsed: false,
+    method: "",
+    degradedReason: "",
+    titleBatches: 0,
+  };
 }
 
 export const SelectedMemory: MessageFns<SelectedMemory> = {
@@ -4882,6 +4906,9 @@ export const SelectedMemory: MessageFns<SelectedMemory> = {
     }
     if (message.degradedReason !== "") {
       writer.uint32(50).string(message.degradedReason);
+    }
+    if (message.titleBatches !== 0) {
+      writer.uint32(56).int32(message.titleBatches);
     }
     return writer;
   },
@@ -4947,6 +4974,14 @@ export const SelectedMemory: MessageFns<SelectedMemory> = {
             message.degradedReason = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.titleBatches = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4975,6 +5010,11 @@ export const SelectedMemory: MessageFns<SelectedMemory> = {
         : isSet(object.degraded_reason)
         ? globalThis.String(object.degraded_reason)
         : "",
+      titleBatches: isSet(object.titleBatches)
+        ? globalThis.Number(object.titleBatches)
+        : isSet(object.title_batches)
+        ? globalThis.Number(object.title_batches)
+        : 0,
     };
   },
 
@@ -4998,6 +5038,9 @@ export const SelectedMemory: MessageFns<SelectedMemory> = {
     if (message.degradedReason !== "") {
       obj.degradedReason = message.degradedReason;
     }
+    if (message.titleBatches !== 0) {
+      obj.titleBatches = Math.round(message.titleBatches);
+    }
     return obj;
   },
 
@@ -5014,6 +5057,7 @@ export const SelectedMemory: MessageFns<SelectedMemory> = {
     message.previouslyUsed = object.previouslyUsed ?? false;
     message.method = object.method ?? "";
     message.degradedReason = object.degradedReason ?? "";
+    message.titleBatches = object.titleBatches ?? 0;
     return message;
   },
 };

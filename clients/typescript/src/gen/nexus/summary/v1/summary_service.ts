@@ -88,7 +88,15 @@ export interface SummarizeProjectResponse {
     | string
     | undefined;
   /** The stored overview, last. */
-  summary?: Summary | undefined;
+  summary?:
+    | Summary
+    | undefined;
+  /**
+   * With the summary: how many model calls folded the input into the
+   * overview (1: it fitted the model's context whole; more: it was
+   * summarized in parts first, oldest first, never cut).
+   */
+  passes: number;
 }
 
 export interface GetProjectOverviewRequest {
@@ -1052,7 +1060,7 @@ export const SummarizeProjectRequest: MessageFns<SummarizeProjectRequest> = {
 };
 
 function createBaseSummarizeProjectResponse(): SummarizeProjectResponse {
-  return { textDelta: undefined, summary: undefined };
+  return { textDelta: undefined, summary: undefined, passes: 0 };
 }
 
 export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
@@ -1062,6 +1070,9 @@ export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
     }
     if (message.summary !== undefined) {
       Summary.encode(message.summary, writer.uint32(18).fork()).join();
+    }
+    if (message.passes !== 0) {
+      writer.uint32(24).int32(message.passes);
     }
     return writer;
   },
@@ -1095,6 +1106,14 @@ export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
             message.summary = Summary.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.passes = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1115,6 +1134,7 @@ export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
         ? globalThis.String(object.text_delta)
         : undefined,
       summary: isSet(object.summary) ? Summary.fromJSON(object.summary) : undefined,
+      passes: isSet(object.passes) ? globalThis.Number(object.passes) : 0,
     };
   },
 
@@ -1125,6 +1145,9 @@ export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
     }
     if (message.summary !== undefined) {
       obj.summary = Summary.toJSON(message.summary);
+    }
+    if (message.passes !== 0) {
+      obj.passes = Math.round(message.passes);
     }
     return obj;
   },
@@ -1138,6 +1161,7 @@ export const SummarizeProjectResponse: MessageFns<SummarizeProjectResponse> = {
     message.summary = (object.summary !== undefined && object.summary !== null)
       ? Summary.fromPartial(object.summary)
       : undefined;
+    message.passes = object.passes ?? 0;
     return message;
   },
 };
