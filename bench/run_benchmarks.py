@@ -650,8 +650,9 @@ def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
         ("worst event-loop delay (issue 3)", "≤ 100 ms", lag.max_lag_ms, lag.over_100ms == 0),
         ("RSS, MB (issue 3)", "≤ 1,000", end_rss["VmRSS"], end_rss["VmRSS"] <= 1000),
         ("GetNeighborhood depth 3 p99 (issue 4)", "≤ 20 ms", hood["p99"], hood["p99"] <= 20),
-        ("WatchExtractions delivery p50 (issue 4)", "≤ 50 ms", watch["commit_p50"],
-         watch["commit_p50"] <= 50),
+        # Measured from the CreateEpisode call, as a client sees it (issue 18 item 7).
+        ("WatchExtractions delivery p50 from CreateEpisode (issue 4)", "≤ 50 ms",
+         watch["ack_p50"], watch["ack_p50"] <= 50),
         ("SearchMemories semantic p50, c=1 (issue 5)", "≤ 10 ms", mem1["p50"], mem1["p50"] <= 10),
         ("SearchMemories keyword p50, c=1 (issue 5)", "≤ 10 ms", mem_kw["p50"],
          mem_kw["p50"] <= 10),
