@@ -73,7 +73,9 @@ describe("against a plaintext server", () => {
 
   test("server streams are async iterables", async () => {
     const session = await client.memory.createSession({ session: { name: "stream" } });
-    for (const text of ["apples are red", "bananas are yellow", "apples grow on trees"]) {
+    // Keyword search also reads each episode's neighbouring turns: the banana
+    // episode comes last, after no turn that mentions apples.
+    for (const text of ["apples are red", "apples grow on trees", "bananas are yellow"]) {
       await client.memory.createEpisode({ sessionId: session.id, userMessage: text });
     }
     const hits: memory.SearchHit[] = [];
