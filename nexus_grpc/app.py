@@ -104,7 +104,11 @@ class App:
         index: VectorIndex | None = None,
     ) -> None:
         self.settings = settings
-        self.db = Database(settings.sqlite_path, synchronous=settings.sqlite_synchronous)
+        self.db = Database(
+            settings.sqlite_path,
+            synchronous=settings.sqlite_synchronous,
+            default_tenant=settings.default_tenant,
+        )
         self.signals = JobSignals()
         self.embedder = embedder or make_embedder(
             settings.embedder,
@@ -113,7 +117,7 @@ class App:
             threads=settings.embedder_threads,
         )
         self.index = index or make_index(settings)
-        self.conversations = Conversations(self.db, self.signals)
+        self.conversations = Conversations(self.db, self.signals, settings.default_tenant)
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
@@ -128,7 +132,14 @@ class App:
         self.loop_lag = LoopLagMonitor()
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster(settings.max_watch_streams)
-        self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
+        self.graph = Graph(
+            self.db,
+            self.signals,
+            self.embedder,
+            self.index,
+            self.graph_events,
+            default_tenant=settings.default_tenant,
+        )
         self.extraction = Extraction(
             self.db,
             self.signals,
@@ -138,7 +149,9 @@ class App:
             timeout=settings.llm_timeout,
         )
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
-        self.memories = Memories(self.db, self.signals, self.embedder, self.index)
+        self.memories = Memories(
+            self.db, self.signals, self.embedder, self.index, default_tenant=settings.default_tenant
+        )
         self.selector = Selector(
             self.db,
             self.memories,

@@ -67,7 +67,8 @@ def key_file(path: Path) -> Path:
                         "users": [],
                         "admin": True,
                     },
-                    {"key": ANY_KEY, "name": "gateway", "users": "*"},
+                    # Shares the admin's tenant: several keys may hold one.
+                    {"key": ANY_KEY, "name": "gateway", "users": "*", "tenant": "ops"},
                 ]
             }
         )

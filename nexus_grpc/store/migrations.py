@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+
 log = logging.getLogger(__name__)
 
 # A migration that starts with this marker rebuilds a table that others
@@ -332,13 +334,74 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX idx_jobs_running_target ON jobs(kind, target_id) WHERE state = 'running';
     """,
+    # 6: tenants. Every project and every session outside a project belongs to
+    # the tenant of the key that created it, and everything under them to the
+    # same tenant. Rows that hold data a tenant query filters on directly
+    # (lists, the watch log, memories outside projects) carry the tenant; the
+    # rest reach it through their session or project. Existing data goes to
+    # the default tenant the operator names (--default-tenant). Sessions are
+    # rebuilt because external_id becomes unique per tenant: one tenant's
+    # external id must neither collide with nor reveal another's.
+    REBUILD
+    + """
+    ALTER TABLE projects ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE projects SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_projects_tenant ON projects(tenant);
+
+    CREATE TABLE sessions_new (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant      TEXT NOT NULL,
+        external_id TEXT NOT NULL,
+        name        TEXT NOT NULL DEFAULT '',
+        project_id  INTEGER REFERENCES projects(id),
+        metadata    TEXT NOT NULL DEFAULT '{}',
+        created_at  REAL NOT NULL,
+        UNIQUE(tenant, external_id)
+    );
+    INSERT INTO sessions_new (id, tenant, external_id, name, project_id, metadata, created_at)
+    SELECT id, :default_tenant, external_id, name, project_id, metadata, created_at FROM sessions;
+    UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'sessions'), 0))
+    WHERE name = 'sessions_new';
+    INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'sessions_new', seq FROM sqlite_sequence WHERE name = 'sessions'
+    AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sessions_new');
+    DROP TABLE sessions;
+    ALTER TABLE sessions_new RENAME TO sessions;
+    CREATE INDEX idx_sessions_project ON sessions(project_id);
+    CREATE INDEX idx_sessions_tenant ON sessions(tenant);
+
+    ALTER TABLE entities ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE entities SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_entities_tenant ON entities(tenant);
+
+    ALTER TABLE extraction_events ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE extraction_events SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_extraction_events_tenant ON extraction_events(tenant, id);
+
+    ALTER TABLE memories ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE memories SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_memories_tenant_user ON memories(tenant, user_id, kind);
+    -- A retry key belongs to its owner (tenant and user; '' for PROJECT
+    -- memories): another user's id is neither refused nor revealed.
+    DROP INDEX idx_memories_request;
+    CREATE UNIQUE INDEX idx_memories_request ON memories(tenant, user_id, request_id)
+        WHERE request_id IS NOT NULL;
+
+    ALTER TABLE memory_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE memory_usage SET tenant = :default_tenant WHERE true;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration newer than the database; returns the version."""
+def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> int:
+    """Apply every migration newer than the database; returns the version.
+
+    ``default_tenant`` is the tenant that rows written before tenants existed
+    are given (migration 6); it is bound wherever a script names it.
+    """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     if current > LATEST_VERSION:
         raise RuntimeError(
@@ -355,7 +418,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _split(script):
-                conn.execute(statement)
+                if ":default_tenant" in statement:
+                    conn.execute(statement, {"default_tenant": default_tenant})
+                else:
+                    conn.execute(statement)
             if rebuild and conn.execute("PRAGMA foreign_key_check").fetchall():
                 raise RuntimeError(f"schema migration {version} would break foreign keys")
             conn.execute(f"PRAGMA user_version = {version}")
