@@ -432,7 +432,24 @@ def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> i
         finally:
             if rebuild:
                 conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+    probe(conn)
     return LATEST_VERSION
+
+
+def probe(conn: sqlite3.Connection) -> None:
+    """Touch the last page of every table, cheaply, so a damaged file fails
+    the start instead of the first request that reaches the damage.
+
+    A file cut short (a copy that stopped, a full disk) loses its tail, which
+    is where rowid tables keep their newest rows: ``max(rowid)`` walks only
+    the rightmost path of each table (a few pages), not the whole file.
+    """
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE '%WITHOUT ROWID%'"
+        " AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+    ).fetchall()
+    for (name,) in tables:
+        conn.execute(f'SELECT max(rowid) FROM "{name}"').fetchone()
 
 
 def _split(script: str) -> list[str]:
