@@ -149,7 +149,9 @@ class App:
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
         # Wakes WatchExtractions streams after extraction outcomes commit.
-        self.graph_events = EventBroadcaster(settings.max_watch_streams)
+        self.graph_events = EventBroadcaster(
+            settings.max_watch_streams, settings.max_watch_streams_per_key
+        )
         self.graph = Graph(
             self.db,
             self.signals,

@@ -127,7 +127,7 @@ OPTIONS: dict[str, Option] = {
         "16",
         "WatchExtractions streams one API key may hold open at once, so one client cannot"
         " take every --max-watch-streams slot; more are refused with RESOURCE_EXHAUSTED;"
-        " 0 turns this limit off (auth off: one shared key)",
+        " 0 turns this limit off; it applies only with API keys on",
     ),
     "max_message_bytes": Option(
         "--max-message-bytes",

@@ -304,7 +304,9 @@ async def start_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [gate]
     if keys is not None:
         interceptors.append(AuthInterceptor(keys, observer))
-    interceptors.append(ServiceInterceptor(settings.max_concurrent_rpcs, observer))
+    interceptors.append(
+        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+    )
     server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
     sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)

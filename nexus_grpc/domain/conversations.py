@@ -23,8 +23,10 @@ SESSION_FIELDS = ("name", "project_id", "metadata")
 def _project_values(values: Mapping[str, str]) -> dict[str, str]:
     checked = {}
     for name, value in values.items():
-        limit = v.MAX_NAME_CHARS if name in ("name", "colour", "icon") else v.MAX_SHORT_TEXT_CHARS
-        checked[name] = v.text(f"project.{name}", value, limit=limit, required=name == "name")
+        if name in ("name", "colour", "icon"):
+            checked[name] = v.name(f"project.{name}", value, required=name == "name")
+        else:
+            checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
 
 
@@ -155,7 +157,7 @@ class Conversations:
         self, external_id: str, name: str, project_id: int, metadata: Mapping[str, Any]
     ) -> Session:
         ext = v.external_id(external_id)
-        v.text("session.name", name, limit=v.MAX_NAME_CHARS)
+        v.name("session.name", name)
         v.positive_id("session.project_id", project_id, required=False)
         meta = v.metadata("session.metadata", metadata)
 
@@ -203,7 +205,7 @@ class Conversations:
         changes: dict[str, Any] = {}
         for path in paths:
             if path == "name":
-                changes["name"] = v.text("session.name", values["name"], limit=v.MAX_NAME_CHARS)
+                changes["name"] = v.name("session.name", values["name"])
             elif path == "project_id":
                 changes["project_id"] = v.positive_id(
                     "session.project_id", values["project_id"], required=False

@@ -66,7 +66,7 @@ def _entity_type(field: str, value: str, *, required: bool) -> str:
 
 
 def _label(value: str) -> str:
-    v.text("label", value, limit=v.MAX_NAME_CHARS, required=True)
+    v.name("label", value, required=True)
     label = to_snake_case(value)
     if not label:
         raise InvalidArgument(f"label {value[:40]!r} has no letters or digits")
@@ -127,7 +127,7 @@ class Graph:
         *,
         session_id: int = 0,
     ) -> Entity:
-        v.text("name", name, limit=v.MAX_NAME_CHARS, required=True)
+        v.name("name", name, required=True)
         clean_name = " ".join(name.split())
         clean_type = _entity_type("type", etype, required=True)
         clean_notes = _notes(notes)

@@ -100,7 +100,7 @@ class Memories:
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(f"memory.kind must be PROJECT or USER, got {kind}")
-        title = v.text(
+        title = v.name(
             "memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True
         )
         content = v.text(
@@ -255,7 +255,7 @@ class Memories:
         for p in paths:
             value = values.get(p)
             if p == "title":
-                changes[p] = v.text(
+                changes[p] = v.name(
                     "memory.title", value or "", limit=MAX_TITLE_CHARS, required=True
                 )
             elif p == "content":
