@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -56,8 +57,16 @@ VOCABULARY = 20_000
 GRAPH_PROJECT = 1
 ENTITIES = 100_000
 RELATIONSHIPS = 300_000
-MEMORIES = 100_000
-USERS = 1_000
+# "Many users, one project": each user holds MEMORIES_PER_USER USER memories of one agent.
+MEMORIES_PER_USER = 1_000
+MEMORY_USERS = 100  # 100,000 memories in the main database
+SMALL_MEMORY_USERS = 10  # 10,000 in the small one
+# One large project (its sessions share one scope) beside today's layout, and sessions
+# outside any project: small scopes in a large table.
+BIG_PROJECT_SESSIONS = 1_000
+LONE_SESSIONS = 20
+LONE_EPISODES = 50
+SMALL_EPISODES = 10_000
 
 
 def vocabulary(rng: random.Random) -> tuple[list[str], np.ndarray]:
@@ -102,8 +111,20 @@ def unit_vectors(gen: np.random.Generator, n: int) -> np.ndarray:
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
-def seed(data_dir: Path, episodes: int) -> list[int]:
-    """Seed episodes, a graph and memories; returns session ids inside projects."""
+@dataclass
+class Seeded:
+    #: Sessions in today's projects (20 sessions of 50 episodes each).
+    session_scopes: list[int]
+    #: The project of BIG_PROJECT_SESSIONS sessions holding as many episodes as today's layout.
+    big_project: int
+    #: Sessions outside any project, LONE_EPISODES episodes each.
+    lone_sessions: list[int]
+    memories: int
+    episodes: int
+
+
+def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> Seeded:
+    """Seed episodes, a graph and memories (see Seeded for the layout)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(data_dir / "nexus.sqlite3", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -112,30 +133,34 @@ def seed(data_dir: Path, episodes: int) -> list[int]:
     now = time.time()
     sessions = max(1, episodes // EPISODES_PER_SESSION)
     projects = sessions // SESSIONS_PER_PROJECT + 1
+    big_project = projects + 1
+    per_big_session = max(1, episodes // BIG_PROJECT_SESSIONS)
     conn.execute("BEGIN")
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('embedding_model', 'all-MiniLM-L6-v2-onnx-int8:384')"
     )
     conn.executemany(
         "INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
-        [(p + 1, f"project {p}", now, now) for p in range(projects)],
+        [(p + 1, f"project {p}", now, now) for p in range(projects + 1)],
     )
-    session_rows = [
-        (s + 1, f"00000000-0000-4000-8000-{s + 1:012d}", s // SESSIONS_PER_PROJECT + 1, now)
-        for s in range(sessions)
+    # (session id, project id or None, episodes in it)
+    layout = [(s + 1, s // SESSIONS_PER_PROJECT + 1, EPISODES_PER_SESSION) for s in range(sessions)]
+    layout += [
+        (sessions + b + 1, big_project, per_big_session) for b in range(BIG_PROJECT_SESSIONS)
     ]
+    first_lone = sessions + BIG_PROJECT_SESSIONS + 1
+    layout += [(first_lone + n, None, LONE_EPISODES) for n in range(LONE_SESSIONS)]
     conn.executemany(
         "INSERT INTO sessions (id, external_id, project_id, created_at) VALUES (?, ?, ?, ?)",
-        session_rows,
+        [(sid, f"00000000-0000-4000-8000-{sid:012d}", pid, now) for sid, pid, _ in layout],
     )
-    user_texts, ai_texts = texts(episodes, 24, 1), texts(episodes, 30, 2)
+    episode_sessions = [sid for sid, _, n in layout for _ in range(n)]
+    total = len(episode_sessions)
+    user_texts, ai_texts = texts(total, 24, 1), texts(total, 30, 2)
     conn.executemany(
         "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at,"
         " embed_state, extract_state) VALUES (?, ?, ?, ?, ?, 2, 2)",
-        [
-            (e + 1, e // EPISODES_PER_SESSION + 1, user_texts[e], ai_texts[e], now)
-            for e in range(episodes)
-        ],
+        [(e + 1, sid, user_texts[e], ai_texts[e], now) for e, sid in enumerate(episode_sessions)],
     )
     rng = random.Random(3)
     conn.executemany(
@@ -153,13 +178,16 @@ def seed(data_dir: Path, episodes: int) -> list[int]:
         " VALUES (?, ?, 'related_to', ?)",
         [(a, b, now) for a, b in edges],
     )
-    memory_texts = texts(MEMORIES, 20, 4)
+    memory_count = memory_users * MEMORIES_PER_USER
+    # Every memory says "The user likes ...", as real user memories do: words on
+    # every row of a scope, which rank nothing.
+    memory_texts = [f"The user likes {t}" for t in texts(memory_count, 20, 4)]
     conn.executemany(
         "INSERT INTO memories (id, kind, title, content, tier, project_id, user_id,"
         " created_at, updated_at) VALUES (?, 2, ?, ?, 3, 1, ?, ?, ?)",
         [
-            (i + 1, memory_texts[i][:40], memory_texts[i], f"user{i % USERS}", now, now)
-            for i in range(MEMORIES)
+            (i + 1, memory_texts[i][:40], memory_texts[i], f"user{i % memory_users}", now, now)
+            for i in range(memory_count)
         ],
     )
     conn.execute("COMMIT")
@@ -174,12 +202,12 @@ def seed(data_dir: Path, episodes: int) -> list[int]:
             {"kind": "integer", "tier": "integer", "projectId": "integer", "userId": "keyword",
              "sessionId": "integer", "agentId": "keyword"},
         )
-        for start in range(0, episodes, 5000):
-            n = min(5000, episodes - start)
+        for start in range(0, total, 5000):
+            n = min(5000, total - start)
             vecs = unit_vectors(gen, n)
             await index.upsert("episodes", [
                 VectorPoint(start + i + 1, vecs[i].tolist(),
-                            {"sessionId": (start + i) // EPISODES_PER_SESSION + 1, "createdAt": 0})
+                            {"sessionId": episode_sessions[start + i], "createdAt": 0})
                 for i in range(n)
             ])
         # Every seeded row gets its point: a row without one would be found by the
@@ -194,20 +222,26 @@ def seed(data_dir: Path, episodes: int) -> list[int]:
                             {"projectId": GRAPH_PROJECT, "sessionId": 0})
                 for i in range(n)
             ])
-        for start in range(0, MEMORIES, 5000):
-            n = min(5000, MEMORIES - start)
+        for start in range(0, memory_count, 5000):
+            n = min(5000, memory_count - start)
             vecs = unit_vectors(gen, n)
             await index.upsert("memories", [
                 VectorPoint(start + i + 1, vecs[i].tolist(),
                             {"kind": 2, "tier": 3, "projectId": 1,
-                             "userId": f"user{(start + i) % USERS}", "sessionId": 0,
+                             "userId": f"user{(start + i) % memory_users}", "sessionId": 0,
                              "agentId": ""})
                 for i in range(n)
             ])
         await index.close()
 
     asyncio.run(vectors())
-    return [s[0] for s in session_rows[: SESSIONS_PER_PROJECT * 5]]
+    return Seeded(
+        session_scopes=[sid for sid, _, _ in layout[: SESSIONS_PER_PROJECT * 5]],
+        big_project=big_project,
+        lone_sessions=[first_lone + n for n in range(LONE_SESSIONS)],
+        memories=memory_count,
+        episodes=total,
+    )
 
 
 class Server:
@@ -302,8 +336,52 @@ async def drive(call: Callable[[random.Random], Awaitable[None]], concurrency: i
     }
 
 
-async def measure_extra(target: str, duration: float) -> dict[str, dict[str, float]]:
-    """Graph traversal and memory search, each beside Health/Check at the same concurrency."""
+async def _timed(server: Server, run: Awaitable[dict[str, float]]) -> dict[str, float]:
+    """A drive() result with the server CPU each call cost."""
+    cpu = server.cpu_seconds()
+    figures = await run
+    spent = server.cpu_seconds() - cpu
+    figures["cpu_ms"] = 1000 * spent / figures["count"] if figures["count"] else 0.0
+    return figures
+
+
+EPISODE_MODES = {
+    "keyword": mpb.SEARCH_MODE_KEYWORD,
+    "semantic": mpb.SEARCH_MODE_SEMANTIC,
+    "default": mpb.SEARCH_MODE_UNSPECIFIED,
+}
+
+
+def _memory_search(memory: mgrpc.MemoryServiceStub, mode: int, users: int):
+    words = list(dict.fromkeys(QUERY_WORDS))
+
+    async def search(rng: random.Random) -> None:
+        scope = mpb.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
+        w1, w2 = rng.sample(words, 2)
+        request = mpb.SearchMemoriesRequest(
+            query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10)
+        async for _ in memory.SearchMemories(request):
+            pass
+    return search
+
+
+def _episode_search(memory: mgrpc.MemoryServiceStub, mode: int, *, sessions=(), project=0):
+    words = list(dict.fromkeys(QUERY_WORDS))
+
+    async def search(rng: random.Random) -> None:
+        request = mpb.SearchEpisodesRequest(
+            query=" ".join(rng.sample(words, 2)), mode=mode, limit=10,
+            session_id=rng.choice(sessions) if sessions else 0, project_id=project)
+        async for _ in memory.SearchEpisodes(request):
+            pass
+    return search
+
+
+async def measure_extra(
+    target: str, duration: float, seeded: Seeded, server: Server
+) -> dict[str, dict[str, float]]:
+    """Graph traversal, memory and episode search, each beside Health/Check at the
+    same concurrency, with the server CPU per call."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     out: dict[str, dict[str, float]] = {}
@@ -319,29 +397,46 @@ async def measure_extra(target: str, duration: float) -> dict[str, dict[str, flo
             await graph.GetNeighborhood(gpb.GetNeighborhoodRequest(
                 entity_id=rng.randint(1, ENTITIES), depth=3))
 
-        words = list(dict.fromkeys(QUERY_WORDS))
+        async def run(name: str, call, concurrency: int) -> None:
+            out[name] = await _timed(server, drive(call, concurrency, duration))
+            print(f"{name}: p50 {out[name]['p50']:.2f} ms", file=sys.stderr)
 
-        def memory_search(mode: int):
-            async def search(rng: random.Random) -> None:
-                scope = mpb.MemoryScope(project_id=1, user_id=f"user{rng.randrange(USERS)}")
-                request = mpb.SearchMemoriesRequest(
-                    query=" ".join(rng.sample(words, 2)), scope=scope, mode=mode, limit=10)
-                async for _ in memory.SearchMemories(request):
-                    pass
-            return search
+        users = seeded.memories // MEMORIES_PER_USER
+        await run("health (c=1)", check, 1)
+        await run("GetNeighborhood depth 3 (c=1)", neighborhood, 1)
+        for name, mode in EPISODE_MODES.items():
+            await run(f"SearchMemories {name} (c=1)", _memory_search(memory, mode, users), 1)
+        for name, mode in EPISODE_MODES.items():
+            await run(f"SearchEpisodes {name}, session in a project (c=1)",
+                      _episode_search(memory, mode, sessions=seeded.session_scopes), 1)
+        for name in ("keyword", "default"):
+            mode = EPISODE_MODES[name]
+            await run(f"SearchEpisodes {name}, whole large project (c=1)",
+                      _episode_search(memory, mode, project=seeded.big_project), 1)
+            await run(f"SearchEpisodes {name}, small session outside projects (c=1)",
+                      _episode_search(memory, mode, sessions=seeded.lone_sessions), 1)
+        await run("health (c=16)", check, 16)
+        for name in ("keyword", "semantic"):
+            await run(f"SearchMemories {name} (c=16)",
+                      _memory_search(memory, EPISODE_MODES[name], users), 16)
+    return out
 
-        out["health (c=1)"] = await drive(check, 1, duration)
-        out["GetNeighborhood depth 3 (c=1)"] = await drive(neighborhood, 1, duration)
-        # The memory-search target names no concurrency: one caller, then sixteen.
-        out["SearchMemories keyword (c=1)"] = await drive(
-            memory_search(mpb.SEARCH_MODE_KEYWORD), 1, duration)
-        out["SearchMemories semantic (c=1)"] = await drive(
-            memory_search(mpb.SEARCH_MODE_SEMANTIC), 1, duration)
-        out["health (c=16)"] = await drive(check, 16, duration)
-        out["SearchMemories keyword (c=16)"] = await drive(
-            memory_search(mpb.SEARCH_MODE_KEYWORD), 16, duration)
-        out["SearchMemories semantic (c=16)"] = await drive(
-            memory_search(mpb.SEARCH_MODE_SEMANTIC), 16, duration)
+
+async def measure_small_scopes(target: str, duration: float, seeded: Seeded,
+                               server: Server) -> dict[str, dict[str, float]]:
+    """The scope-bound searches again on a database a tenth the size: their cost
+    should follow the scope, not the table."""
+    out: dict[str, dict[str, float]] = {}
+    async with grpc.aio.insecure_channel(target) as channel:
+        memory = mgrpc.MemoryServiceStub(channel)
+        users = seeded.memories // MEMORIES_PER_USER
+        for name in ("keyword", "default"):
+            mode = EPISODE_MODES[name]
+            out[f"SearchMemories {name} (c=1)"] = await _timed(
+                server, drive(_memory_search(memory, mode, users), 1, duration))
+            out[f"SearchEpisodes {name}, small session outside projects (c=1)"] = await _timed(
+                server, drive(_episode_search(memory, mode, sessions=seeded.lone_sessions), 1,
+                              duration))
     return out
 
 
@@ -525,12 +620,23 @@ async def measure(target: str, duration: float, scopes: list[int], server: Serve
     return results
 
 
-def targets_table(by, extra, ingests, watch, end_rss, lag) -> list[str]:
+def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
     """Each issue's performance target beside what this run measured."""
     sem, hyb = by[("search_episodes", 16, "semantic")], by[("search_episodes", 16, "hybrid")]
+    kw16, h16, h64 = (by[("search_episodes", 16, "keyword")], by[("health", 16, "")],
+                      by[("health", 64, "")])
+    create = by[("create_episode", 64, "")]
     hood = extra["GetNeighborhood depth 3 (c=1)"]
     mem1, mem_kw = extra["SearchMemories semantic (c=1)"], extra["SearchMemories keyword (c=1)"]
+    default1 = extra["SearchEpisodes default, session in a project (c=1)"]
     chat = ingests["chat-length turns"]
+
+    def cpu(res) -> float:
+        return 1000 * res.options["cpu_cores"]["server"] / res.rps if res.rps else 0.0
+
+    def growth(name: str) -> float:
+        return extra[name]["p50"] / small[name]["p50"] if small[name]["p50"] else 0.0
+
     rows = [
         ("semantic search p50 at c=16 (issue 3)", "≤ 20 ms", sem.p50_ms, sem.p50_ms <= 20),
         ("semantic search p99 at c=16 (issue 3)", "≤ 60 ms", sem.p99_ms, sem.p99_ms <= 60),
@@ -549,10 +655,29 @@ def targets_table(by, extra, ingests, watch, end_rss, lag) -> list[str]:
         ("SearchMemories semantic p50, c=1 (issue 5)", "≤ 10 ms", mem1["p50"], mem1["p50"] <= 10),
         ("SearchMemories keyword p50, c=1 (issue 5)", "≤ 10 ms", mem_kw["p50"],
          mem_kw["p50"] <= 10),
+        ("default-mode SearchEpisodes p50, c=1 (issue 12)", "≤ 30 ms", default1["p50"],
+         default1["p50"] <= 30),
+        ("hybrid SearchEpisodes at c=16, % of Health/Check req/s (issue 12)", "≥ 8 %",
+         100 * hyb.rps / h16.rps, hyb.rps >= 0.08 * h16.rps),
+        ("ingest, chat-length (issue 12)", "≥ 75 /s", chat["ingest_rate"],
+         chat["ingest_rate"] >= 75),
+    ]
+    for name in ("SearchMemories keyword (c=1)", "SearchMemories default (c=1)",
+                 "SearchEpisodes keyword, small session outside projects (c=1)",
+                 "SearchEpisodes default, small session outside projects (c=1)"):
+        rows.append((f"{name} p50, 10× the data ÷ the small database (issue 19)", "≤ 1.5×",
+                     growth(name), growth(name) <= 1.5))
+    rows += [
+        ("server CPU a semantic call − keyword's, c=16 (issue 19)", "≤ 1.5 ms",
+         cpu(sem) - cpu(kw16), cpu(sem) - cpu(kw16) <= 1.5),
+        ("server CPU a hybrid call − semantic's, c=16 (issue 19)", "≤ 0.5 ms",
+         cpu(hyb) - cpu(sem), cpu(hyb) - cpu(sem) <= 0.5),
+        ("CreateEpisode at c=64, % of Health/Check req/s (issue 19)", "≥ 50 %",
+         100 * create.rps / h64.rps, create.rps >= 0.5 * h64.rps),
     ]
     out = ["", "## Targets", "", "| target | wanted | this run | met |", "|---|---|---|---|"]
     for name, wanted, got, met in rows:
-        out.append(f"| {name} | {wanted} | {got:,.1f} | {'yes' if met else 'no'} |")
+        out.append(f"| {name} | {wanted} | {got:,.2f} | {'yes' if met else 'no'} |")
     return out
 
 
@@ -560,8 +685,8 @@ def _mix(weights: dict[str, float]) -> str:
     return ",".join(f"{op}={w:g}" for op, w in weights.items())
 
 
-def write_report(path: Path, args, server: Server, results, extra, ingests, rss, lag, watch,
-                 seed_s: float, kernels: dict[str, float]) -> None:
+def write_report(path: Path, args, server: Server, results, extra, small, seeded: Seeded,
+                 ingests, rss, lag, watch, seed_s: float, kernels: dict[str, float]) -> None:
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
     by = {(r, c, m): res for r, c, m, res in results}
@@ -575,14 +700,21 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
         "",
         f"- Machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; shared and noisy,"
         " so compare ratios within a run.",
-        f"- Database: {episodes:,} episodes in {episodes // EPISODES_PER_SESSION:,} sessions,"
-        f" {SESSIONS_PER_PROJECT} sessions per project; {ENTITIES:,} entities and"
-        f" {RELATIONSHIPS:,} relationships; {MEMORIES:,} USER memories across {USERS:,} users"
-        f" (seeded in {seed_s:.0f} s). Text is Zipf-distributed over a {VOCABULARY:,}-word"
-        " vocabulary; seeded vectors are random unit vectors and every query is embedded by"
-        " the real offline model.",
-        "- Episode searches are scoped to a session in a project: 1,000 episodes of the"
-        f" {episodes:,}. Memory searches are scoped to one user in one project.",
+        f"- Database: {seeded.episodes:,} episodes: {episodes:,} in"
+        f" {episodes // EPISODES_PER_SESSION:,} sessions of {SESSIONS_PER_PROJECT} per project,"
+        f" {episodes:,} more in one project of {BIG_PROJECT_SESSIONS:,} sessions, and"
+        f" {LONE_SESSIONS} sessions of {LONE_EPISODES} outside any project; {ENTITIES:,}"
+        f" entities and {RELATIONSHIPS:,} relationships; {seeded.memories:,} USER memories,"
+        f" {MEMORIES_PER_USER:,} for each of {seeded.memories // MEMORIES_PER_USER:,} users in"
+        f" one project, each starting \"The user likes\" (seeded in {seed_s:.0f} s). Text is"
+        f" Zipf-distributed over a {VOCABULARY:,}-word vocabulary; seeded vectors are random"
+        " unit vectors and every query is embedded by the real offline model.",
+        "- Episode searches at c=16 are scoped to a session in a project: 1,000 episodes."
+        " Memory searches are scoped to one user in the project (1,000 memories of theirs) and"
+        " ask \"what does the user enjoy, X or Y?\".",
+        f"- The small database (for the scope-cost ratios): {SMALL_EPISODES:,} episodes in the"
+        f" same layout and {SMALL_MEMORY_USERS * MEMORIES_PER_USER:,} memories"
+        f" ({SMALL_MEMORY_USERS} users), on a second server started after the first stops.",
         f"- Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| what | concurrency | req/s | p50 ms | p95 ms | p99 ms | errors | vs Health/Check"
@@ -602,12 +734,27 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
         )
     lines += [
         "",
-        "| what | req/s | p50 ms | p99 ms |",
-        "|---|---|---|---|",
+        "| what | req/s | p50 ms | p99 ms | server CPU ms a call |",
+        "|---|---|---|---|---|",
     ]
     for name, figures in extra.items():
         lines.append(
             f"| {name} | {figures['rps']:,.0f} | {figures['p50']:.2f} | {figures['p99']:.2f} |"
+            f" {figures['cpu_ms']:.2f} |"
+        )
+    lines += [
+        "",
+        "The same scope-bound searches on the small database (a tenth of the data):",
+        "",
+        "| what | p50 ms small | p50 ms main | main ÷ small | server CPU ms a call, small |",
+        "|---|---|---|---|---|",
+    ]
+    for name, figures in small.items():
+        main_p50 = extra[name]["p50"]
+        lines.append(
+            f"| {name} | {figures['p50']:.2f} | {main_p50:.2f} |"
+            f" {main_p50 / figures['p50'] if figures['p50'] else 0:.2f} |"
+            f" {figures['cpu_ms']:.2f} |"
         )
     lines += [
         "",
@@ -665,11 +812,12 @@ def write_report(path: Path, args, server: Server, results, extra, ingests, rss,
                 f"- {rpc} ({mode}): first hit p50 {res.first_item_p50_ms:.1f} ms vs whole stream"
                 f" p50 {res.p50_ms:.1f} ms."
             )
-    lines += targets_table(by, extra, ingests, watch, end_rss, lag)
+    lines += targets_table(by, extra, small, ingests, watch, end_rss, lag)
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
     json_path.write_text(json.dumps(
-        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "ingest": ingests,
+        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "small": small,
+         "ingest": ingests,
          "rss_mb": {"start": start_rss, "end": end_rss},
          "watch": watch, "kernels": kernels,
          "event_loop": {"samples": lag.samples, "max_lag_ms": lag.max_lag_ms,
@@ -689,7 +837,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nexus-bench-") as tmp:
         data_dir = Path(tmp) / "data"
         started = time.perf_counter()
-        scopes = seed(data_dir, args.episodes)
+        seeded = seed(data_dir, args.episodes)
         seed_s = time.perf_counter() - started
         print(f"seeded in {seed_s:.1f}s", file=sys.stderr)
         server = Server(data_dir)
@@ -698,22 +846,32 @@ def main() -> int:
         target = f"127.0.0.1:{server.port}"
         try:
             start_rss = server.rss_mb()
-            extra = asyncio.run(measure_extra(target, args.duration))
+            extra = asyncio.run(measure_extra(target, args.duration, seeded, server))
             ingests = {
                 "chat-length turns": asyncio.run(
                     measure_ingest(target, chat_turns(args.ingest, 9))),
                 "long synthetic turns": asyncio.run(measure_ingest(
                     target, [(t[:150], t[150:]) for t in texts(args.ingest, 54, 9)])),
             }
-            results = asyncio.run(measure(target, args.duration, scopes, server))
+            results = asyncio.run(measure(target, args.duration, seeded.session_scopes, server))
             end_rss = server.rss_mb()
             lag = asyncio.run(service_status(target)).event_loop
         finally:
             server.stop()
+        small_dir = Path(tmp) / "small"
+        small_seeded = seed(small_dir, SMALL_EPISODES, SMALL_MEMORY_USERS)
+        small_server = Server(small_dir)
+        small_server.start()
+        small_server.wait_settled()
+        try:
+            small = asyncio.run(measure_small_scopes(
+                f"127.0.0.1:{small_server.port}", args.duration, small_seeded, small_server))
+        finally:
+            small_server.stop()
         watch = asyncio.run(measure_watch(200))
         kernels = measure_kernels()
-        write_report(args.out, args, server, results, extra, ingests, (start_rss, end_rss), lag,
-                     watch, seed_s, kernels)
+        write_report(args.out, args, server, results, extra, small, seeded, ingests,
+                     (start_rss, end_rss), lag, watch, seed_s, kernels)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

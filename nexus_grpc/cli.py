@@ -1,4 +1,4 @@
-"""The ``nexus-grpc`` command: serve, bench, reindex and doctor."""
+"""The ``nexus-grpc`` command: serve, bench, eval, reindex and doctor."""
 
 from __future__ import annotations
 
@@ -100,6 +100,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def cmd_eval_recall(args: argparse.Namespace) -> int:
+    from nexus_grpc.evaluation.recall import main as recall_main
+
+    return recall_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nexus-grpc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="load-test a running server, ghz style")
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
+
+    evaluation = sub.add_parser("eval", help="measure a running server")
+    evals = evaluation.add_subparsers(dest="eval_command", required=True)
+    from nexus_grpc.evaluation.recall import add_arguments as add_recall_arguments
+
+    recall = evals.add_parser(
+        "recall",
+        help="store long conversations (LoCoMo format) and report how often search finds"
+        " the evidence",
+    )
+    add_recall_arguments(recall)
+    recall.set_defaults(func=cmd_eval_recall)
     return parser
 
 

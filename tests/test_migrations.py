@@ -91,7 +91,7 @@ def test_the_graph_migration_reindexes_every_entity(tmp_path, monkeypatch):
 
 
 def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path, monkeypatch):
-    """Migration 6: every row written before tenants belongs to --default-tenant."""
+    """Migration 8: every row written before tenants belongs to --default-tenant."""
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
     _migrate_to(conn, 5, monkeypatch)
     conn.executescript(

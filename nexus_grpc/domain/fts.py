@@ -7,14 +7,16 @@ that bm25 ranks documents matching more of them higher.
 
 Common English function words are dropped (unless the query has nothing
 else): ORing "the" into a query matches nearly every episode, which costs a
-scan of the whole scope and adds nothing to the ranking.
+scan of the whole scope and adds nothing to the ranking.  The caller may drop
+more: words common in the scope being searched (see common_terms.py).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 16
 STOPWORDS = frozenset(
     """
@@ -29,10 +31,18 @@ STOPWORDS = frozenset(
 )
 
 
-def match_expression(query: str) -> str | None:
-    """The MATCH expression for ``query``, or None when it has no words."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-    content = [w for w in words if w not in STOPWORDS] or words
+def words(text: str) -> list[str]:
+    """The distinct lower-cased words of ``text``, in order."""
+    return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
+
+
+def match_expression(query: str, drop: Collection[str] = ()) -> str | None:
+    """The MATCH expression for ``query``, or None when it has no words.
+
+    Words in ``drop`` are left out unless nothing else would remain."""
+    found = words(query)
+    content = [w for w in found if w not in STOPWORDS] or found
+    content = [w for w in content if w not in drop] or content
     if not content:
         return None
     return " OR ".join(f'"{w}"' for w in content[:MAX_TERMS])

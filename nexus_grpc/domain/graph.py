@@ -8,9 +8,10 @@ import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain import paging, tenancy
+from nexus_grpc.domain import fts, paging, tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Page
+from nexus_grpc.domain.ranking import fuse, hybrid_halves
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm.extraction import ENTITY_TYPES
@@ -339,6 +340,39 @@ class Graph:
         else:
             await self.db.read(lambda c: _check_session_graph(c, session_id))
         graph = (project_id, session_id)
+        down: list[str] = []
+        keyword, semantic = await hybrid_halves(
+            self._named(text, graph, n * CANDIDATE_FACTOR),
+            self._semantic(text, graph, n * CANDIDATE_FACTOR),
+            on_degraded=down.append,
+        )
+        if down and not keyword:
+            # No name matched and the index is down: say so rather than
+            # answer "nothing found".
+            raise Unavailable(down[0])
+        for f in fuse(keyword, semantic, lambda h: h.entity.id, lambda h: h.score, n):
+            yield EntityHit(f.hit.entity, f.score)
+
+    async def _named(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
+        """The keyword half: entities named in the query (a word, or two or three
+        words in a row, e.g. "New York"); the score counts the words matched."""
+        found = fts.words(text)
+        phrases = {
+            " ".join(found[i : i + size])
+            for size in (1, 2, 3)
+            for i in range(len(found) - size + 1)
+        }
+        phrases -= fts.STOPWORDS
+        entities = await self.db.read(
+            lambda c: graph_store.entities_named(c, graph[0], graph[1], sorted(phrases), n)
+        )
+        return sorted(
+            (EntityHit(e, float(len(e.name.split()))) for e in entities),
+            key=lambda h: -h.score,
+        )
+
+    async def _semantic(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
+        project_id, session_id = graph
         try:
             [vector] = await self.embedder.embed([text])
             hits = await self.index.search(
@@ -350,21 +384,17 @@ class Graph:
                         MatchAny("sessionId", (session_id,)),
                     )
                 ),
-                limit=n * CANDIDATE_FACTOR,
+                limit=n,
             )
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
             raise Unavailable(f"entity search is unavailable: {exc}") from exc
         rows = await self.db.read(lambda c: graph_store.get_entities(c, [h.id for h in hits]))
-        sent = 0
         # The index is derived: SQLite has the last word on existence and scope.
-        for hit in hits:
-            entity = rows.get(hit.id)
-            if entity is None or (entity.project_id, entity.session_id) != graph:
-                continue
-            yield EntityHit(entity, hit.score)
-            sent += 1
-            if sent >= n:
-                return
+        return [
+            EntityHit(rows[h.id], h.score)
+            for h in hits
+            if h.id in rows and (rows[h.id].project_id, rows[h.id].session_id) == graph
+        ]
 
     # Watch ------------------------------------------------------------------
 

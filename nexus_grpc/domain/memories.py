@@ -22,6 +22,7 @@ from typing import Any
 
 from nexus_grpc.domain import fts, paging, tenancy
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.memory_scope import (
     SESSION_TIERS,
     MemoryScope,
@@ -93,6 +94,7 @@ class Memories:
         self.embedder = embedder
         self.index = index
         self.cap = cap
+        self.vocabulary = ScopeVocabulary()
 
     # CRUD -------------------------------------------------------------------
 
@@ -315,16 +317,30 @@ class Memories:
             self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR),
             on_degraded,
         )
-        for f in fuse(keyword, semantic, lambda h: h.memory.id, n):
+        for f in fuse(keyword, semantic, lambda h: h.memory.id, lambda h: h.score, n):
             yield MemoryHit(f.hit.memory, f.score, f.sources)
 
+    async def _common(self, scope: MemoryScope) -> frozenset[str]:
+        """Words on more than half the scope's memories ("user", "likes"...): they
+        rank nothing and would make FTS5 walk every memory in the scope."""
+        where, params = sql_where(scope)
+        return await self.vocabulary.common(
+            scope,
+            lambda size: self.db.read(
+                lambda c: memory_store.scope_sample(
+                    c, scope.project_id, scope.user_id, where, params, size
+                )
+            ),
+        )
+
     async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        match = fts.match_expression(text)
+        match = fts.match_expression(text, drop=await self._common(scope))
         if match is None:
             return []
         where, params = sql_where(scope)
+        owners = memory_store.scope_tokens(scope.project_id, scope.user_id)
         found = await self.db.read(
-            lambda c: memory_store.keyword_search(c, match, where, params, n)
+            lambda c: memory_store.keyword_search(c, match, owners, where, params, n)
         )
         return [MemoryHit(m, score, (SearchSource.KEYWORD,)) for m, score in found]
 
@@ -333,7 +349,7 @@ class Memories:
         if flt is None:
             return []
         try:
-            [vector] = await self.embedder.embed([text])
+            [vector] = await self.embedder.embed([without(text, await self._common(scope))])
             hits = await self.index.search(MEMORIES, vector, filter=flt, limit=n)
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
             raise Unavailable(f"semantic search is unavailable: {exc}") from exc

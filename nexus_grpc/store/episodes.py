@@ -51,12 +51,23 @@ def insert(
     request_id: str | None,
 ) -> Episode:
     """Insert an episode and queue its embedding, extraction and (maybe) summary."""
+    # The new episode is the session's last: its context is the turn before it,
+    # known now, so its FTS row is written once. Its predecessor gains this
+    # episode's first turn as the turn after it.
+    previous = conn.execute(
+        "SELECT id, substr(ai_response, -?) FROM episodes WHERE session_id = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (CONTEXT_CHARS, session_id),
+    ).fetchone()
     cur = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, user_message, ai_response, json.dumps(metadata), request_id or None, now()),
+        " created_at, context) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, user_message, ai_response, json.dumps(metadata), request_id or None, now(),
+         (previous[1] if previous else "") + "\n"),
     )
     episode_id = cur.lastrowid or 0
+    if previous:
+        _refresh_context(conn, [previous[0]])
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])
     if summary_due(conn, session_id):
@@ -142,8 +153,10 @@ def list_for_session(
 
 
 def delete(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> None:
-    get(conn, episode_id, tenant)
+    episode = get(conn, episode_id, tenant)
+    neighbours = _neighbours(conn, episode.session_id, episode_id)
     conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+    _refresh_context(conn, neighbours)
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
 
 
@@ -182,30 +195,137 @@ def set_extract_state(
     )
 
 
+# Each side of an episode's context keeps the part of the neighbouring turn nearest to it.
+CONTEXT_CHARS = 1000
+_CONTEXT = f"""
+    COALESCE((SELECT substr(p.ai_response, -{CONTEXT_CHARS}) FROM episodes p
+              WHERE p.session_id = episodes.session_id AND p.id < episodes.id
+              ORDER BY p.id DESC LIMIT 1), '')
+    || char(10) ||
+    COALESCE((SELECT substr(n.user_message, 1, {CONTEXT_CHARS}) FROM episodes n
+              WHERE n.session_id = episodes.session_id AND n.id > episodes.id
+              ORDER BY n.id LIMIT 1), '')"""
+
+
+def _neighbours(conn: sqlite3.Connection, session_id: int, episode_id: int) -> list[int]:
+    """The episodes just before and just after ``episode_id`` in its session."""
+    row = conn.execute(
+        "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ?1 AND id < ?2),"
+        " (SELECT MIN(id) FROM episodes WHERE session_id = ?1 AND id > ?2)",
+        (session_id, episode_id),
+    ).fetchone()
+    return [i for i in row if i is not None]
+
+
+def _refresh_context(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Recompute the neighbouring-turn text keyword search reads with each episode
+    (the FTS triggers re-index the rows whose context changed)."""
+    if ids:
+        conn.execute(
+            f"UPDATE episodes SET context = {_CONTEXT} WHERE id IN ({placeholders(len(ids))})",
+            tuple(ids),
+        )
+
+
+#: When to search inside the scope's own postings (its sessions' scope tokens)
+#: rather than walk the words' postings and filter by session. The first costs
+#: about the scope's size, the second about the table's: measured on a 21,000
+#: episode table (bench/profile_search.py's seed), 1 session took 0.12 ms against
+#: 0.76, 8 sessions 0.38 against 0.72, and 20 sessions 1.16 against 0.61; the
+#: second grows with the table, the first does not. So a scope goes first when
+#: it has at most one session per SESSIONS_PER_ROWS rows of the table (and
+#: always at SCOPE_FIRST_MIN_SESSIONS or fewer).
+SCOPE_FIRST_MIN_SESSIONS = 4
+SESSIONS_PER_ROWS = 2_000
+#: Sessions written into one MATCH; past this, SQLite's expression depth is near.
+SCOPE_FIRST_MAX_SESSIONS = 500
+_TEXT_COLUMNS = "{user_message ai_response context}"
+
+
 def keyword_search(
     conn: sqlite3.Connection, match: str, session_ids: Sequence[int] | None, limit: int
-) -> list[tuple[int, float, str]]:
-    """(episode id, bm25 score with higher better, snippet), best first.
+) -> list[tuple[int, float]]:
+    """(episode id, bm25 score with higher better), best first.
 
+    ``match`` is an FTS5 expression over the words (see domain/fts.py);
     session_ids None means every session (used only by admin paths).
     """
-    snippet = "snippet(episodes_fts, -1, '[', ']', '…', 16)"
+    words = f"{_TEXT_COLUMNS} : ({match})"
     if session_ids is None:
         rows = conn.execute(
-            f"SELECT rowid, bm25(episodes_fts), {snippet} FROM episodes_fts"
-            " WHERE episodes_fts MATCH ? ORDER BY bm25(episodes_fts) LIMIT ?",
-            (match, limit),
+            "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
+            " ORDER BY rank LIMIT ?",
+            (words, limit),
+        ).fetchall()
+    elif not session_ids:
+        return []
+    elif _scope_first(conn, len(session_ids)):
+        scope = " OR ".join(f"s{int(i)}" for i in session_ids)
+        rows = conn.execute(
+            "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
+            " ORDER BY rank LIMIT ?",
+            (f"scope : ({scope}) AND {words}", limit),
         ).fetchall()
     else:
-        if not session_ids:
-            return []
         # One JSON parameter, not one per session: a project's session list has
         # no upper bound, and SQLite builds cap bound variables (32,766 by default).
         rows = conn.execute(
-            f"SELECT f.rowid, bm25(episodes_fts), {snippet} FROM episodes_fts f"
+            "SELECT f.rowid, f.rank FROM episodes_fts f"
             " JOIN episodes e ON e.id = f.rowid"
             " WHERE episodes_fts MATCH ? AND e.session_id IN (SELECT value FROM json_each(?))"
-            " ORDER BY bm25(episodes_fts) LIMIT ?",
-            (match, json.dumps([int(i) for i in session_ids]), limit),
+            " ORDER BY f.rank LIMIT ?",
+            (words, json.dumps([int(i) for i in session_ids]), limit),
         ).fetchall()
-    return [(r[0], -float(r[1]), r[2]) for r in rows]
+    return [(r[0], -float(r[1])) for r in rows]
+
+
+def _scope_first(conn: sqlite3.Connection, sessions: int) -> bool:
+    if sessions <= SCOPE_FIRST_MIN_SESSIONS:
+        return True
+    if sessions > SCOPE_FIRST_MAX_SESSIONS:
+        return False
+    # The largest id stands in for the table's size: one step down the b-tree.
+    rows = conn.execute("SELECT MAX(id) FROM episodes").fetchone()[0] or 0
+    return sessions * SESSIONS_PER_ROWS <= rows
+
+
+# Private-use characters mark matches while the snippet is chosen, so brackets
+# already in the text (a "[date]" prefix) are not taken for a match.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+
+
+def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
+    """The matching text of each id, keyword hits wrapped in [ and ]: from the user
+    message or the answer, whichever matched (never the neighbours' context)."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT rowid, snippet(episodes_fts, 0, '{_OPEN}', '{_CLOSE}', '…', 16),"
+        f" snippet(episodes_fts, 1, '{_OPEN}', '{_CLOSE}', '…', 16)"
+        f" FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid IN ({placeholders(len(ids))})",
+        (f"{_TEXT_COLUMNS} : ({match})", *ids),
+    ).fetchall()
+    out = {}
+    for rowid, user, answer in rows:
+        chosen = user if _OPEN in user or _OPEN not in answer else answer
+        out[rowid] = chosen.replace(_OPEN, "[").replace(_CLOSE, "]")
+    return out
+
+
+def scope_sample(
+    conn: sqlite3.Connection, session_ids: Sequence[int], limit: int
+) -> list[str]:
+    """The texts of up to ``limit`` of the scope's most recent episodes."""
+    if len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
+        rows = conn.execute(
+            "SELECT user_message, ai_response FROM episodes WHERE session_id IN"
+            f" ({placeholders(len(session_ids))}) ORDER BY id DESC LIMIT ?",
+            (*session_ids, limit),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT user_message, ai_response FROM episodes WHERE session_id IN"
+            " (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
+            (json.dumps([int(i) for i in session_ids]), limit),
+        ).fetchall()
+    return [f"{u}\n{a}" for u, a in rows]

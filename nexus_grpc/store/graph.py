@@ -186,6 +186,23 @@ def get_entities(
     return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
 
 
+def entities_named(
+    conn: sqlite3.Connection, project_id: int, session_id: int, names: Sequence[str], limit: int
+) -> list[Entity]:
+    """The graph's entities whose name is one of ``names`` (case-insensitive,
+    answered from the graph's unique name index)."""
+    if not names:
+        return []
+    rows = conn.execute(
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e"
+        " WHERE e.project_id = ? AND e.session_id = ?"
+        " AND e.name IN (SELECT value FROM json_each(?))"
+        " ORDER BY e.mention_count DESC, e.id LIMIT ?",
+        (project_id, session_id, json.dumps(list(names)), limit),
+    ).fetchall()
+    return [_entity(r) for r in rows]
+
+
 def entity_project(conn: sqlite3.Connection, entity_id: int) -> int | None:
     """The entity's project (0: none), or None when the entity does not exist."""
     row = conn.execute("SELECT project_id FROM entities WHERE id = ?", (entity_id,)).fetchone()

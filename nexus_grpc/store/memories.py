@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_grpc.domain.models import MemoryKind
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -236,18 +237,77 @@ def get_visible(
     return {r["id"]: _row(r) for r in rows}
 
 
+def scope_tokens(project_id: int, user_id: str) -> list[str]:
+    """The memories_fts scope tokens of a search's owners (see migration 7)."""
+    tokens = []
+    if project_id:
+        tokens.append(f"p{int(project_id)}")
+    if user_id:
+        tokens.append("u" + user_id.encode().hex())
+    return tokens
+
+
 def keyword_search(
-    conn: sqlite3.Connection, match: str, where: str, params: Sequence[Any], limit: int
+    conn: sqlite3.Connection,
+    match: str,
+    owners: Sequence[str],
+    where: str,
+    params: Sequence[Any],
+    limit: int,
 ) -> list[tuple[Memory, float]]:
-    """(memory, bm25 with higher better), best first, scoped in the same query."""
-    rows = conn.execute(
-        "SELECT m.*, bm25(memories_fts) AS score FROM memories_fts f"
+    """(memory, bm25 with higher better), best first, scoped in the same query.
+
+    ``owners`` (scope_tokens) confine the words to the owners' own postings;
+    ``where`` then applies the whole visibility rule. Ranks ids first and reads
+    whole rows only for the ``limit`` kept."""
+    if not owners:
+        return []
+    expression = f"scope : ({' OR '.join(owners)}) AND {{title content}} : ({match})"
+    ranked = conn.execute(
+        "SELECT f.rowid, f.rank FROM memories_fts f"
         " JOIN memories m ON m.id = f.rowid"
         f" WHERE memories_fts MATCH ? AND {where}"
-        " ORDER BY bm25(memories_fts) LIMIT ?",
-        (match, *params, limit),
+        " ORDER BY f.rank LIMIT ?",
+        (expression, *params, limit),
     ).fetchall()
-    return [(_row(r), -float(r["score"])) for r in rows]
+    rows = get_many(conn, [r[0] for r in ranked])
+    return [(rows[i], -float(score)) for i, score in ranked if i in rows]
+
+
+def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})", tuple(ids)
+    ).fetchall()
+    return {r["id"]: _row(r) for r in rows}
+
+
+def scope_sample(
+    conn: sqlite3.Connection,
+    project_id: int,
+    user_id: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+) -> list[str]:
+    """Title and content of up to ``limit`` of the scope's most recent memories.
+
+    Each owner's newest are read through its own index (the user's USER memories,
+    the project's PROJECT memories), so the cost follows the scope: filtering the
+    table newest-first would walk every other user's memories in between."""
+    rows = conn.execute(
+        "SELECT m.title, m.content FROM ("
+        "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"
+        "                  ORDER BY id DESC LIMIT ?)"
+        "  UNION"
+        "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
+        "                  ORDER BY id DESC LIMIT ?)"
+        f") j CROSS JOIN memories m ON m.id = j.id WHERE {where} ORDER BY m.id DESC LIMIT ?",
+        (user_id, int(MemoryKind.USER), limit, project_id, int(MemoryKind.PROJECT), limit,
+         *params, limit),
+    ).fetchall()
+    return [f"{t}\n{c}" for t, c in rows]
 
 
 def used_in_thread(

@@ -7,10 +7,12 @@ qdrant-edge's internal ``edge_config.json``).
 Things measured on qdrant-edge-py 0.9.0 that shape this module:
 
 * Every shard call (update, query, scroll, count, flush) holds the GIL for its whole
-  duration; a thread does not let the event loop run meanwhile. So all calls go through one
-  dedicated worker thread (which also serialises access to the shards) and writes are cut
-  into chunks (a 20k-point upsert held the GIL ~0.4 s; 256 points ≈4 ms) so the loop gets
-  the GIL back between chunks.
+  duration; a thread does not let the event loop run meanwhile. So every call but a query
+  on an open shard goes through one dedicated worker thread (which also serialises access
+  to the shards) and writes are cut into chunks (a 20k-point upsert held the GIL ~0.4 s;
+  256 points ≈4 ms) so the loop gets the GIL back between chunks. A query on an open shard
+  runs on the caller's thread: it would hold the GIL, and so the loop, just as long on the
+  worker, plus the hop.
 * ``optimize()`` is never called: it holds the GIL for seconds to minutes. Filtered queries
   on payload-indexed fields stay fast without it.
 * ``MatchValue(True)`` is silently converted to the integer 1 by the bindings and then
@@ -315,7 +317,16 @@ class EdgeVectorIndex:
         # In-process and uninterruptible once started: refuse to start a search
         # whose caller has already given up, rather than hold the index thread.
         deadlines.budget(None, f"searching {collection!r}")
-        found = await self._call(lambda: self._shard(collection).query(request))
+        shard = None if self._closed else self._shards.get(collection)
+        if shard is not None:
+            # A query holds the GIL from start to end (see above), so on the index
+            # thread it stops the event loop just as long, and the hop there and
+            # back cost the loop more than the query saved it (bench/profile_search.py:
+            # the executor's wake-ups were 7 % of GIL time under semantic search).
+            # Writes stay on the index thread; the GIL keeps the two apart.
+            found = shard.query(request)
+        else:
+            found = await self._call(lambda: self._shard(collection).query(request))
         return [VectorHit(int(p.id), float(p.score), dict(p.payload or {})) for p in found]
 
     async def count(self, collection: str) -> int:

@@ -528,6 +528,9 @@ class EntityHit(_message.Message):
     ENTITY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    """0..1, higher is better: the fused score of a name match (an entity the
+    query names) and the cosine similarity of the entity's text.
+    """
     @_builtins.property
     def entity(self) -> Global___Entity: ...
     def __init__(

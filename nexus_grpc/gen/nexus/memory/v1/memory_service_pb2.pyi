@@ -773,7 +773,11 @@ class SearchHit(_message.Message):
     SNIPPET_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
     score: _builtins.float
-    """bm25 (keyword, higher is better), cosine (semantic) or RRF (hybrid)."""
+    """Higher is always better. Keyword: bm25 (unbounded above). Semantic:
+    cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
+    (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
+    candidates; a path that missed the hit adds 0).
+    """
     snippet: _builtins.str
     """The matching text with keyword hits wrapped in [ and ]."""
     @_builtins.property
@@ -1121,6 +1125,9 @@ class MemoryHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    """As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
+    0..1 score (hybrid); higher is better.
+    """
     @_builtins.property
     def memory(self) -> Global___Memory: ...
     @_builtins.property

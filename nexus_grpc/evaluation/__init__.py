@@ -1,0 +1,1 @@
+"""Recall evaluation: long public conversations stored through the public API, then asked."""

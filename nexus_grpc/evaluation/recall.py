@@ -1,0 +1,348 @@
+"""``nexus-grpc eval recall``: how often search finds the evidence.
+
+Stores each conversation through the public gRPC API (the construction in
+``conversations.py``), waits until every episode is indexed, then asks every
+question with ``SearchEpisodes(project_id, question, mode, limit)`` one at a
+time and scores where the first evidence episode lands. Latencies are client
+wall-clock per search at concurrency 1, so p50/p99 include the RPC.
+"""
+
+# The ``timeout`` parameters are gRPC deadlines handed to the calls, not asyncio timeouts.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import grpc
+import grpc.aio
+
+from nexus_grpc.evaluation.conversations import Conversation, DataError, load_all
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+
+MODES = {
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+    "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
+    # What a caller gets without asking for a mode.
+    "default": memory_pb2.SEARCH_MODE_UNSPECIFIED,
+}
+KS = (1, 5, 10)
+INDEX_QUEUE = "index:episodes"
+
+
+class EvalError(Exception):
+    """The evaluation could not run (server unreachable, a write refused...)."""
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    questions: int = 0
+    hits: dict[int, int] = field(default_factory=lambda: {k: 0 for k in KS})
+    reciprocal_rank: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    by_category: dict[int, list[int]] = field(default_factory=dict)  # cat -> [n, hits@10]
+
+    def add(self, rank: int | None, category: int, latency_ms: float) -> None:
+        self.questions += 1
+        self.latencies_ms.append(latency_ms)
+        cat = self.by_category.setdefault(category, [0, 0])
+        cat[0] += 1
+        if rank is None:
+            return
+        self.reciprocal_rank += 1.0 / rank
+        for k in KS:
+            if rank <= k:
+                self.hits[k] += 1
+        if rank <= 10:
+            cat[1] += 1
+
+    def recall(self, k: int) -> float:
+        return self.hits[k] / self.questions if self.questions else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        lat = sorted(self.latencies_ms)
+        return {
+            "mode": self.mode,
+            "questions": self.questions,
+            **{f"recall@{k}": round(self.recall(k), 4) for k in KS},
+            "mrr": round(self.reciprocal_rank / self.questions, 4) if self.questions else 0.0,
+            "p50_ms": round(percentile(lat, 50), 2),
+            "p99_ms": round(percentile(lat, 99), 2),
+            "recall@10_by_category": {
+                str(c): round(h / n, 4) for c, (n, h) in sorted(self.by_category.items())
+            },
+        }
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    if not ordered:
+        return 0.0
+    i = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[i]
+
+
+@dataclass
+class Stored:
+    conversation: Conversation
+    project_id: int
+    episode_ids: list[int]
+
+
+class Progress:
+    """One overwritten line on a terminal, a line per step elsewhere."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+        self.tty = bool(out and out.isatty())
+        self._last = 0.0
+
+    def __call__(self, text: str, final: bool = False) -> None:
+        if self.out is None:
+            return
+        now = time.monotonic()
+        if not final and now - self._last < (0.2 if self.tty else 5.0):
+            return
+        self._last = now
+        if self.tty:
+            self.out.write("\r\x1b[2K" + text + ("\n" if final else ""))
+        else:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+
+async def _store(
+    stub: memory_grpc.MemoryServiceStub,
+    conv: Conversation,
+    run_id: str,
+    timeout: float,
+    done: list[int],
+) -> Stored:
+    project = await stub.CreateProject(
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name=f"recall-eval {conv.name} {run_id}")
+        ),
+        timeout=timeout,
+    )
+    ids: list[int] = []
+    # Episodes go in conversation order, one at a time: order is part of a
+    # conversation (a turn's neighbours are context).
+    for n, session in enumerate(conv.sessions, start=1):
+        created = await stub.CreateSession(
+            memory_pb2.CreateSessionRequest(
+                session=memory_pb2.Session(name=f"session {n}", project_id=project.id)
+            ),
+            timeout=timeout,
+        )
+        for i, episode in enumerate(session.episodes):
+            reply = await stub.CreateEpisode(
+                memory_pb2.CreateEpisodeRequest(
+                    session_id=created.id,
+                    user_message=episode.user_message,
+                    ai_response=episode.ai_response,
+                    request_id=f"{run_id}-{conv.name}-{n}-{i}",
+                ),
+                timeout=timeout,
+            )
+            ids.append(reply.id)
+            done[0] += 1
+    return Stored(conv, project.id, ids)
+
+
+async def _wait_indexed(
+    stub: memory_grpc.MemoryServiceStub, progress: Progress, timeout: float, deadline_s: float
+) -> None:
+    end = time.monotonic() + deadline_s
+    while True:
+        status = await stub.GetServiceStatus(memory_pb2.GetServiceStatusRequest(), timeout=timeout)
+        queue = next((q for q in status.queues if q.kind == INDEX_QUEUE), None)
+        pending = queue.pending if queue else 0
+        if queue and queue.failed:
+            raise EvalError(f"{queue.failed} episodes failed to index; see GetServiceStatus")
+        if pending == 0:
+            progress("indexed", final=True)
+            return
+        if time.monotonic() > end:
+            raise EvalError(f"{pending} episodes still waiting to be indexed after {deadline_s}s")
+        progress(f"indexing: {pending} episodes to go")
+        await asyncio.sleep(0.25)  # polling a remote server: there is no event to wait on
+
+
+async def _ask(
+    stub: memory_grpc.MemoryServiceStub,
+    stored: list[Stored],
+    modes: list[str],
+    limit: int,
+    timeout: float,
+    progress: Progress,
+) -> dict[str, ModeResult]:
+    results = {m: ModeResult(m) for m in modes}
+    total = sum(len(s.conversation.questions) for s in stored) * len(modes)
+    asked = 0
+    for mode in modes:
+        for s in stored:
+            position = {episode_id: i for i, episode_id in enumerate(s.episode_ids)}
+            for q in s.conversation.questions:
+                start = time.perf_counter()
+                rank = None
+                n = 0
+                async for hit in stub.SearchEpisodes(
+                    memory_pb2.SearchEpisodesRequest(
+                        project_id=s.project_id, query=q.text, mode=MODES[mode], limit=limit
+                    ),
+                    timeout=timeout,
+                ):
+                    n += 1
+                    if rank is None and position.get(hit.episode.id) in q.evidence:
+                        rank = n
+                latency = (time.perf_counter() - start) * 1000
+                results[mode].add(rank, q.category, latency)
+                asked += 1
+                progress(f"asking: {asked}/{total} searches ({mode})")
+    progress(f"asked {asked} searches", final=True)
+    return results
+
+
+async def evaluate(
+    target: str,
+    paths: list[str],
+    *,
+    modes: Sequence[str] = ("keyword", "semantic", "hybrid", "default"),
+    limit: int = 10,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    index_deadline: float = 1800.0,
+    progress_out: TextIO | None = sys.stderr,
+) -> dict[str, Any]:
+    """Stores the conversations under ``paths`` on ``target`` and asks their questions.
+
+    Returns a JSON-ready report: per mode recall@1/5/10, MRR, per-category
+    recall@10 and search latency."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise EvalError(f"unknown mode {', '.join(unknown)}; expected {', '.join(MODES)}")
+    conversations = load_all(paths)
+    progress = Progress(progress_out)
+    metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
+    interceptors = [_Metadata(metadata)] if metadata else None
+    async with grpc.aio.insecure_channel(target, interceptors=interceptors) as channel:
+        try:
+            await asyncio.wait_for(channel.channel_ready(), timeout)
+        except TimeoutError as exc:
+            raise EvalError(f"no server answered at {target} within {timeout}s") from exc
+        stub = memory_grpc.MemoryServiceStub(channel)
+        run_id = uuid.uuid4().hex[:8]
+        episodes = sum(len(c.episodes()) for c in conversations)
+        done = [0]
+        started = time.perf_counter()
+        try:
+            tasks = [
+                asyncio.ensure_future(_store(stub, c, run_id, timeout, done))
+                for c in conversations
+            ]
+            while not all(t.done() for t in tasks):
+                progress(f"storing: {done[0]}/{episodes} episodes")
+                await asyncio.wait(tasks, timeout=0.2)
+            stored = [t.result() for t in tasks]
+            progress(f"stored {episodes} episodes", final=True)
+            await _wait_indexed(stub, progress, timeout, index_deadline)
+            ingest_s = time.perf_counter() - started
+            results = await _ask(stub, stored, list(modes), limit, timeout, progress)
+        except grpc.aio.AioRpcError as exc:
+            raise EvalError(f"{exc.code().name}: {exc.details()}") from exc
+    return {
+        "target": target,
+        "conversations": [c.name for c in conversations],
+        "episodes": episodes,
+        "questions": sum(len(c.questions) for c in conversations),
+        "skipped_questions": sum(c.skipped for c in conversations),
+        "limit": limit,
+        "ingest_seconds": round(ingest_s, 2),
+        "modes": {m: r.summary() for m, r in results.items()},
+    }
+
+
+class _Metadata(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    """Adds the bearer key to every call."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.metadata = metadata
+
+    def _with(self, details: Any) -> Any:
+        return details._replace(metadata=list(details.metadata or ()) + list(self.metadata))
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        return await continuation(self._with(client_call_details), request)
+
+    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        return await continuation(self._with(client_call_details), request)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['episodes']} episodes, {report['questions']} questions"
+        f" ({report['skipped_questions']} without mapped evidence skipped),"
+        f" {len(report['conversations'])} conversations; limit={report['limit']};"
+        f" stored and indexed in {report['ingest_seconds']} s",
+        "",
+        f"{'mode':<10} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'p50 ms':>8} {'p99 ms':>8}",
+    ]
+    for m in report["modes"].values():
+        lines.append(
+            f"{m['mode']:<10} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} {m['recall@10']:>6.3f}"
+            f" {m['mrr']:>6.3f} {m['p50_ms']:>8.1f} {m['p99_ms']:>8.1f}"
+        )
+    cats = sorted({c for m in report["modes"].values() for c in m["recall@10_by_category"]})
+    lines += ["", "recall@10 by question category", f"{'mode':<10} " + " ".join(
+        f"{'cat ' + c:>7}" for c in cats
+    )]
+    for m in report["modes"].values():
+        by = m["recall@10_by_category"]
+        lines.append(f"{m['mode']:<10} " + " ".join(f"{by.get(c, 0):>7.3f}" for c in cats))
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
+    parser.add_argument(
+        "--data", nargs="+", required=True, metavar="PATH",
+        help="LoCoMo-format conversation files, or folders of them",
+    )
+    parser.add_argument(
+        "--modes", default="keyword,semantic,hybrid,default",
+        help="comma-separated: keyword, semantic, hybrid, default (all four)",
+    )
+    parser.add_argument("--limit", type=int, default=10, help="hits asked per search (10)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
+    parser.add_argument("--timeout", type=float, default=30.0, help="per-call deadline (30 s)")
+
+
+def main(args: argparse.Namespace) -> int:
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    if args.limit < 10:
+        print("nexus-grpc eval recall: --limit must be at least 10 (recall@10)", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(
+            evaluate(args.target, args.data, modes=modes, limit=args.limit,
+                     api_key=args.api_key, timeout=args.timeout)
+        )
+    except (EvalError, DataError) as exc:
+        print(f"nexus-grpc eval recall: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+__all__ = ["EvalError", "ModeResult", "add_arguments", "evaluate", "format_report", "main"]

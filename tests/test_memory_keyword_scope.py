@@ -1,0 +1,50 @@
+"""Memory keyword search walks only its owners' postings, for any user id."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.memory_scope import MemoryScope, sql_where
+from nexus_grpc.store import memories
+from nexus_grpc.store.migrations import migrate
+
+USERS = ["ann", "Zoë Ångström", "bob@example.com", "e", "ed", "u616e6e"]
+
+
+@pytest.fixture
+def conn(tmp_path):
+    c = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    c.row_factory = sqlite3.Row
+    migrate(c)
+    c.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0)")
+    rows = [(2, "t", f"{u} keeps a falcon", 3, 1, u) for u in USERS]
+    rows.append((1, "t", "the project keeps a falcon", 3, 1, ""))
+    c.executemany(
+        "INSERT INTO memories (kind, title, content, tier, project_id, user_id, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
+        rows,
+    )
+    return c
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_each_user_finds_their_own_and_the_projects_memories_only(conn, user):
+    scope = MemoryScope(project_id=1, user_id=user)
+    where, params = sql_where(scope)
+    owners = memories.scope_tokens(1, user)
+    found = memories.keyword_search(conn, match_expression("falcon"), owners, where, params, 50)
+    assert sorted((m.kind, m.user_id) for m, _ in found) == [(1, ""), (2, user)]
+
+
+def test_a_renamed_memory_is_found_by_its_new_words_only(conn):
+    conn.execute("UPDATE memories SET content = 'ann keeps an owl' WHERE user_id = 'ann'")
+    where, params = sql_where(MemoryScope(project_id=1, user_id="ann"))
+    owners = memories.scope_tokens(1, "ann")
+    owl = memories.keyword_search(conn, match_expression("owl"), owners, where, params, 50)
+    assert [m.user_id for m, _ in owl] == ["ann"]
+    falcon = memories.keyword_search(conn, match_expression("falcon"), owners, where, params, 50)
+    assert [m.user_id for m, _ in falcon] == [""]
+    assert conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
