@@ -325,7 +325,9 @@ class Memories:
         rank nothing and would make FTS5 walk every memory in the scope."""
         where, params = sql_where(scope)
         return await self.vocabulary.common(
-            scope,
+            # Per tenant too: one scope's user id names a different user in
+            # each tenant, and one tenant's words must not shape another's search.
+            (tenancy.visible(), scope),
             lambda size: self.db.read(
                 lambda c: memory_store.scope_sample(
                     c, scope.project_id, scope.user_id, where, params, size
