@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import sqlite3
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,15 @@ HEALTH_TIMEOUT = 5.0
 
 class EmbedderMismatch(RuntimeError):
     pass
+
+
+class StartupError(RuntimeError):
+    """The server cannot start; the message names the file or address at fault.
+
+    Raised after everything opened so far is closed again, so the process can
+    exit at once: a supervisor sees a non-zero exit and one clear line, not a
+    traceback followed by a process that hangs with no listener.
+    """
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,11 @@ class App:
         index: VectorIndex | None = None,
     ) -> None:
         self.settings = settings
-        self.db = Database(settings.sqlite_path, synchronous=settings.sqlite_synchronous)
+        self.db = Database(
+            settings.sqlite_path,
+            synchronous=settings.sqlite_synchronous,
+            default_tenant=settings.default_tenant,
+        )
         self.signals = JobSignals()
         self.embedder = embedder or make_embedder(
             settings.embedder,
@@ -115,12 +128,21 @@ class App:
             ollama_model=settings.embedding_model,
             threads=settings.embedder_threads,
         )
-        self.index = index or make_index(settings)
+        try:
+            self.index = index or make_index(settings)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot open the vector index {settings.vectors_dir}: {exc}"
+            ) from exc
         # Child spans of each RPC's work when tracing is on; else these are unchanged.
         self.db = tracing.traced(self.db, "db")
         self.embedder = tracing.traced(self.embedder, "embedder")
         self.index = tracing.traced(self.index, "vector")
-        self.conversations = Conversations(self.db, self.signals)
+        # Set when something found after start makes serving impossible
+        # (``serve`` then stops and exits non-zero with ``failure``).
+        self.failed = asyncio.Event()
+        self.failure: StartupError | None = None
+        self.conversations = Conversations(self.db, self.signals, settings.default_tenant)
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
@@ -141,8 +163,17 @@ class App:
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
         # Wakes WatchExtractions streams after extraction outcomes commit.
-        self.graph_events = EventBroadcaster(settings.max_watch_streams)
-        self.graph = Graph(self.db, self.signals, self.embedder, self.index, self.graph_events)
+        self.graph_events = EventBroadcaster(
+            settings.max_watch_streams, settings.max_watch_streams_per_key
+        )
+        self.graph = Graph(
+            self.db,
+            self.signals,
+            self.embedder,
+            self.index,
+            self.graph_events,
+            default_tenant=settings.default_tenant,
+        )
         self.extraction = Extraction(
             self.db,
             self.signals,
@@ -152,7 +183,9 @@ class App:
             timeout=settings.llm_timeout,
         )
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
-        self.memories = Memories(self.db, self.signals, self.embedder, self.index)
+        self.memories = Memories(
+            self.db, self.signals, self.embedder, self.index, default_tenant=settings.default_tenant
+        )
         self.selector = Selector(
             self.db,
             self.memories,
@@ -233,9 +266,22 @@ class App:
         )
 
     async def start(self, *, reconcile: bool = True) -> None:
-        await self.db.open()
+        try:
+            await self._open_stores()
+        except BaseException:
+            await self.close()
+            raise
+        self._start_workers(reconcile)
+
+    async def _open_stores(self) -> None:
+        where = f"the database {self.settings.sqlite_path}"
+        try:
+            await self.db.open()
+            await self.db.write(job_store.reset_running)
+        except (sqlite3.Error, OSError, RuntimeError) as exc:
+            raise StartupError(f"cannot open {where}: {exc}") from exc
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
-        await self.db.write(job_store.reset_running)
+        index = self.settings.qdrant_url or str(self.settings.vectors_dir)
         for spec in collections.ALL:
             try:
                 await self.indexer.ensure(spec)
@@ -245,6 +291,10 @@ class App:
                 # index is back.
                 self.indexer.index_error = str(exc)
                 log.warning("vector index unavailable at start: %s", exc)
+            except Exception as exc:
+                raise StartupError(f"cannot open the vector index {index}: {exc}") from exc
+
+    def _start_workers(self, reconcile: bool) -> None:
         for spec in collections.ALL:
             is_episodes = spec is collections.EPISODES
             self.workers.append(
@@ -291,7 +341,9 @@ class App:
         if warm is not None:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
             # the first search does not wait for it (and serving is not delayed).
-            self._in_background(warm(), "embedder warm-up")
+            # A model that cannot load is fatal: every search and every index job
+            # would fail, so the process must exit and say so (see ``failed``).
+            self._in_background(self._warm(warm), "embedder warm-up")
         if self.llm is not None:
             # Each model's context window, read now so the first call does not
             # wait for it; a server that is away is read again on first use.
@@ -299,6 +351,21 @@ class App:
         if reconcile:
             # In the background: a large index must not delay serving.
             self._in_background(self._reconcile_at_start(), "start-up reconcile")
+
+    async def _warm(self, warm: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await warm()
+        except Exception as exc:
+            log.debug("embedder warm-up failed", exc_info=True)
+            self.fail(
+                StartupError(f"cannot load the embedding model {self.embedder.model_id}: {exc}")
+            )
+
+    def fail(self, error: StartupError) -> None:
+        """A failure found after serving began that the process cannot serve past."""
+        if self.failure is None:
+            self.failure = error
+        self.failed.set()
 
     def _in_background(self, work: Awaitable[Any], what: str) -> None:
         async def run() -> None:
@@ -335,16 +402,24 @@ class App:
             log.exception("start-up reconcile failed; run ReconcileIndex once the index is back")
 
     async def close(self) -> None:
+        """Close everything; safe after a start that failed part way."""
         await self.loop_lag.stop()
         for task in list(self._background):
             task.cancel()
         for worker in self.workers:
             await worker.stop()
         await self.db.close()
-        await self.index.close()
-        await self.embedder.close()
-        if self.llm is not None:
-            await self.llm.close()
+        for name, closer in (
+            ("vector index", self.index.close),
+            ("embedder", self.embedder.close),
+            ("LLM client", self.llm.close if self.llm is not None else None),
+        ):
+            if closer is None:
+                continue
+            try:
+                await closer()
+            except Exception:
+                log.exception("closing the %s failed", name)
 
     async def status(self) -> ServiceState:
         """Each dependency checked now, not assumed: SQLite answers a query, the

@@ -37,6 +37,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nexus_grpc.api.interceptors import RequestObserver
+from nexus_grpc.domain import tenancy
 
 log = logging.getLogger("nexus_grpc.auth")
 
@@ -46,6 +47,11 @@ OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 ADMIN_METHODS = frozenset({"/nexus.memory.v1.MemoryService/ReconcileIndex"})
 ALL_USERS = "*"
 USER_FIELD = "user_id"
+MAX_TENANT_CHARS = 128
+
+
+def _is_token(value: str) -> bool:
+    return 0 < len(value) <= MAX_TENANT_CHARS and value.isprintable() and " " not in value
 
 
 @dataclass(frozen=True)
@@ -53,9 +59,21 @@ class Principal:
     name: str
     users: frozenset[str] | None  # None: every user
     admin: bool = False
+    #: Whose projects, sessions and everything under them this key sees;
+    #: the key's name unless the key file says otherwise.
+    tenant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.tenant:
+            object.__setattr__(self, "tenant", self.name)
 
     def may_act_for(self, user_id: str) -> bool:
         return self.admin or self.users is None or user_id in self.users
+
+    def caller(self) -> tenancy.Caller:
+        return tenancy.Caller(
+            self.tenant, None if self.admin else self.users, all_tenants=self.admin
+        )
 
 
 _principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
@@ -119,7 +137,13 @@ class KeyRing:
             admin = item.get("admin", False)
             if not isinstance(admin, bool):
                 raise KeyFileError(f"{where}: 'admin' must be true or false")
-            entries.append((digest, Principal(name, allowed, admin)))
+            tenant = item.get("tenant", name)
+            if not isinstance(tenant, str) or not _is_token(tenant):
+                raise KeyFileError(
+                    f"{where}: 'tenant' must be 1 to {MAX_TENANT_CHARS} printable characters"
+                    " with no spaces"
+                )
+            entries.append((digest, Principal(name, allowed, admin, tenant)))
         return cls(entries)
 
     @staticmethod
@@ -267,6 +291,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self, request: Any, context: grpc.aio.ServicerContext, method: str, principal: Principal
     ) -> None:
         _principal_var.set(principal)
+        # The call's task owns this context: the binding ends with the call.
+        tenancy.bind(principal.caller())
         user_id = self._denied_user(request, principal)
         if user_id is not None:
             self._record(method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())

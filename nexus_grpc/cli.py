@@ -35,7 +35,7 @@ SERVER_EXTRA_HINT = (
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from nexus_grpc import logs
-        from nexus_grpc.app import EmbedderMismatch
+        from nexus_grpc.app import EmbedderMismatch, StartupError
         from nexus_grpc.auth import KeyFileError
         from nexus_grpc.server import serve
         from nexus_grpc.tls import TLSConfigError
@@ -49,7 +49,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     release_large_blocks()
     try:
         asyncio.run(serve(settings))
-    except (EmbedderMismatch, KeyFileError, TLSConfigError, OSError, ValueError) as exc:
+    except (
+        StartupError,
+        EmbedderMismatch,
+        KeyFileError,
+        TLSConfigError,
+        OSError,
+        ValueError,
+    ) as exc:
         # Configuration problems: a clear line, not a traceback, after the log lines
         # that led to it.
         logs.stop()

@@ -151,6 +151,14 @@ OPTIONS: dict[str, Option] = {
         "WatchExtractions streams open at once (each also takes one of --max-concurrent-rpcs);"
         " more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off",
     ),
+    "max_watch_streams_per_key": Option(
+        "--max-watch-streams-per-key",
+        ("NEXUS_MAX_WATCH_STREAMS_PER_KEY",),
+        "16",
+        "WatchExtractions streams one API key may hold open at once, so one client cannot"
+        " take every --max-watch-streams slot; more are refused with RESOURCE_EXHAUSTED;"
+        " 0 turns this limit off; it applies only with API keys on",
+    ),
     "max_message_bytes": Option(
         "--max-message-bytes",
         ("NEXUS_MAX_MESSAGE_BYTES",),
@@ -181,6 +189,13 @@ OPTIONS: dict[str, Option] = {
         ("NEXUS_AUTH_KEYS_FILE",),
         "",
         "JSON file of API keys and the users each may act for; empty turns auth off",
+    ),
+    "default_tenant": Option(
+        "--default-tenant",
+        ("NEXUS_DEFAULT_TENANT",),
+        "default",
+        "tenant that owns data written before tenants existed (set on the first start of"
+        " this version) and everything created with auth off",
     ),
     "metrics_listen": Option(
         "--metrics-listen",
@@ -224,12 +239,14 @@ class Settings:
     job_max_attempts: int = 6
     max_concurrent_rpcs: int = 512
     max_watch_streams: int = 256
+    max_watch_streams_per_key: int = 16
     max_message_bytes: int = 4 * 1024 * 1024
     grace_seconds: float = 10.0
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
     auth_keys_file: str = ""
+    default_tenant: str = "default"
     metrics_listen: str = ""
     otel_endpoint: str = ""
     log_level: str = "INFO"

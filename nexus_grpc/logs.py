@@ -18,12 +18,24 @@ from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
 from nexus_grpc.api.interceptors import request_id_var
+from nexus_grpc.domain.validation import escape_controls
 
 
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
         return True
+
+
+class _TextFormatter(logging.Formatter):
+    """One record, one line: control characters a caller put into a logged
+    value (a name, an id) are escaped, so no request can forge a log entry or
+    repaint an operator's terminal. A traceback, appended after the message,
+    keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
 
 class _JsonFormatter(logging.Formatter):
@@ -98,7 +110,7 @@ def configure(level: str = "INFO", fmt: str = "text", stream: TextIO | None = No
         handler.setFormatter(_JsonFormatter())
     else:
         handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+            _TextFormatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
         )
     # The request id lives in a context variable of the calling task: read it
     # on the caller's side of the queue.

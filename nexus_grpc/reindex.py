@@ -34,7 +34,11 @@ def _progress(out: TextIO, name: str, done: int, total: int, started: float) -> 
 
 
 async def reindex(settings: Settings, progress: TextIO) -> None:
-    db = Database(settings.sqlite_path, synchronous=settings.sqlite_synchronous)
+    db = Database(
+        settings.sqlite_path,
+        synchronous=settings.sqlite_synchronous,
+        default_tenant=settings.default_tenant,
+    )
     await db.open()
     embedder = make_embedder(
         settings.embedder,

@@ -38,7 +38,7 @@ from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
 from nexus_grpc.api.reflection import enable_reflection
 from nexus_grpc.api.summary_servicer import SummaryServicer
-from nexus_grpc.app import App
+from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
@@ -302,7 +302,7 @@ async def start_server(
     if tracing_on:  # before App: it wraps its components only when tracing is on
         tracing.configure(settings.otel_endpoint)
     app = app or App(settings)
-    await app.start(reconcile=reconcile)
+    await app.start(reconcile=reconcile)  # closes what it opened if it fails
     metrics = Metrics(app) if settings.metrics_listen else None
     observer = combine(observer, metrics)
     # The shutdown gate, then auth, so neither a call refused at shutdown nor
@@ -311,7 +311,9 @@ async def start_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [gate]
     if keys is not None:
         interceptors.append(AuthInterceptor(keys, observer))
-    interceptors.append(ServiceInterceptor(settings.max_concurrent_rpcs, observer))
+    interceptors.append(
+        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+    )
     server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
     sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
@@ -319,19 +321,25 @@ async def start_server(
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)
-    if credentials is not None:
-        port = server.add_secure_port(settings.listen, credentials)
-    else:
-        port = server.add_insecure_port(settings.listen)
-    if port == 0:
-        await app.close()
-        raise RuntimeError(f"cannot listen on {settings.listen}")
     try:
-        metrics_server = start_metrics_server(settings.metrics_listen, metrics) if metrics else None
-    except (OSError, ValueError):
+        if credentials is not None:
+            port = server.add_secure_port(settings.listen, credentials)
+        else:
+            port = server.add_insecure_port(settings.listen)
+    except RuntimeError:  # newer grpcio raises where older ones returned 0
+        port = 0
+    if port == 0:
         await server.stop(None)
         await app.close()
-        raise
+        raise StartupError(
+            f"cannot listen on {settings.listen}: the address is in use or not one of this host's"
+        )
+    try:
+        metrics_server = start_metrics_server(settings.metrics_listen, metrics) if metrics else None
+    except (OSError, ValueError) as exc:
+        await server.stop(None)
+        await app.close()
+        raise StartupError(f"cannot serve metrics on {settings.metrics_listen}: {exc}") from exc
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -352,11 +360,20 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
-        log.info(
-            "shutting down: NOT_SERVING, new calls refused, up to %.0fs for in-flight RPCs",
-            settings.grace_seconds,
-        )
+        stopped = asyncio.create_task(stop.wait())
+        failed = asyncio.create_task(running.app.failed.wait())
+        await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        failed.cancel()
+        if running.app.failure is not None:
+            log.error("cannot go on serving: %s", running.app.failure)
+        else:
+            log.info(
+                "shutting down: NOT_SERVING, new calls refused, up to %.0fs for in-flight RPCs",
+                settings.grace_seconds,
+            )
     finally:
         await running.stop(settings.grace_seconds)
         log.info("stopped")
+    if running.app.failure is not None:
+        raise running.app.failure

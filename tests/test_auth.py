@@ -67,7 +67,8 @@ def key_file(path: Path) -> Path:
                         "users": [],
                         "admin": True,
                     },
-                    {"key": ANY_KEY, "name": "gateway", "users": "*"},
+                    # Shares the admin's tenant: several keys may hold one.
+                    {"key": ANY_KEY, "name": "gateway", "users": "*", "tenant": "ops"},
                 ]
             }
         )
@@ -304,6 +305,9 @@ def test_key_ring_keeps_digests_only_and_rejects_bad_files(tmp_path):
     assert ring.lookup(ALICE_KEY) == Principal("orchestrator", frozenset({"alice", "bob"}))
     assert ring.lookup(ADMIN_KEY).admin
     assert ring.lookup(ANY_KEY).may_act_for("anyone")
+    # The tenant defaults to the key's name; several keys may share one.
+    assert ring.lookup(ALICE_KEY).tenant == "orchestrator"
+    assert ring.lookup(ANY_KEY).tenant == ring.lookup(ADMIN_KEY).tenant == "ops"
     assert ring.lookup("nope") is None
     bad = [
         {},
@@ -314,6 +318,9 @@ def test_key_ring_keeps_digests_only_and_rejects_bad_files(tmp_path):
         {"keys": [{"key": ALICE_KEY, "name": "x", "key_sha256": "00" * 32}]},
         {"keys": [{"key": ALICE_KEY, "name": "a"}, {"key": ALICE_KEY, "name": "b"}]},
         {"keys": [{"key_sha256": "abc", "name": "x"}]},
+        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": ""}]},
+        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": "two words"}]},
+        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": 7}]},
     ]
     for data in bad:
         with pytest.raises(KeyFileError):

@@ -115,10 +115,32 @@ async def test_request_id_is_idempotent(harness):
     a = await h.memory.CreateMemory(req)
     b = await h.memory.CreateMemory(req)
     assert a.id == b.id
+    # The same owner reusing the key for a different memory is refused, and
+    # told which field differs, even when only the content, tier or agent does.
+    for change in ({"content": "changed"}, {"tier": m.TIER_ARCHIVE}, {"agent_id": "a2"}):
+        changed = m.CreateMemoryRequest(
+            memory=m.Memory(
+                **{"kind": P, "title": "t", "content": "c", "project_id": p1, **change}
+            ),
+            request_id="r-1",
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await h.memory.CreateMemory(changed)
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert next(iter(change)) in err.value.details()
+    # Another owner's key is another key: neither refused nor revealed.
     other = m.CreateMemoryRequest(
         memory=m.Memory(kind=U, title="x", content="c", user_id="bob"), request_id="r-1"
     )
-    assert await code_of(h.memory.CreateMemory(other)) == grpc.StatusCode.ALREADY_EXISTS
+    bobs = await h.memory.CreateMemory(other)
+    assert bobs.id != a.id and bobs.user_id == "bob"
+    assert (await h.memory.CreateMemory(other)).id == bobs.id
+    carols = await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(kind=U, title="x", content="c", user_id="carol"), request_id="r-1"
+        )
+    )
+    assert carols.id not in (a.id, bobs.id)
 
 
 async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
@@ -375,8 +397,10 @@ async def test_deleting_one_users_memories_leaves_others(harness):
 
 async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
     h = harness
-    assert await code_of(create(h, kind=m.MEMORY_KIND_USER, user_id="bob ", title="t",
-                                content="c")) == grpc.StatusCode.INVALID_ARGUMENT
+    assert (
+        await code_of(create(h, kind=m.MEMORY_KIND_USER, user_id="bob ", title="t", content="c"))
+        == grpc.StatusCode.INVALID_ARGUMENT
+    )
     listing = h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id=" bob")))
     assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
     rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])

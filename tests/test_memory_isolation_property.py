@@ -12,6 +12,12 @@ Indexing is a rule of its own, so searches also run against a stale index
 hide them.  Selection runs with a hostile fake model that "selects" every id
 it has ever seen, so ids outside the scope must be dropped.
 
+Two tenants share the database, with the same user names in both ("u1" of
+one tenant is not "u1" of the other): every call runs as a tenant's key (or
+an admin's, who sees both), and a memory of another tenant must be exactly as
+invisible and unaddressable as one that does not exist.  Creating a memory in
+another tenant's project or session is refused as if it did not exist.
+
 ``max_examples`` is 200 by default; ``NEXUS_SOAK=1`` runs far more.
 """
 
@@ -32,15 +38,17 @@ from hypothesis.stateful import (
     consumes,
     initialize,
     invariant,
+    multiple,
     rule,
     run_state_machine_as_test,
 )
 
+from nexus_grpc.domain import tenancy
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
 from nexus_grpc.domain.models import MemoryKind, SearchMode, Tier
 from nexus_grpc.domain.selection import Selector
-from nexus_grpc.errors import NotFound
+from nexus_grpc.errors import FailedPrecondition, NotFound
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.indexer import Indexer
 from nexus_grpc.pipeline.signals import JobSignals
@@ -53,6 +61,9 @@ from tests.support import HashingEmbedder
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
 USERS = ("u1", "u2", "u3")
 AGENTS = ("", "a")
+TENANTS = ("t1", "t2")
+#: A viewer: one tenant's key, or None for an admin key (every tenant).
+VIEWERS = (*TENANTS, None)
 
 
 @dataclass
@@ -63,10 +74,13 @@ class Row:
     user_id: str
     session_id: int
     agent_id: str
+    tenant: str
 
 
-def may_see(scope: MemoryScope, r: Row) -> bool:
+def may_see(scope: MemoryScope, r: Row, viewer: str | None = None, tenants: bool = True) -> bool:
     """The model: written from the rules in the issue, not from memory_scope."""
+    if tenants and viewer is not None and r.tenant != viewer:
+        return False
     if r.kind == MemoryKind.PROJECT:
         if not scope.project_id or r.project_id != scope.project_id:
             return False
@@ -82,9 +96,12 @@ def may_see(scope: MemoryScope, r: Row) -> bool:
     return not (scope.agent_id and r.agent_id != scope.agent_id)
 
 
-def may_address(r: Row | None, user: str, session: int) -> bool:
-    """By id: the owner for USER memories, the origin session for session tiers."""
+def may_address(r: Row | None, user: str, session: int, viewer: str | None) -> bool:
+    """By id: the owner for USER memories, the origin session for session tiers,
+    and only within the viewer's tenant."""
     if r is None:
+        return False
+    if viewer is not None and r.tenant != viewer:
         return False
     if r.kind == MemoryKind.USER and user != r.user_id:
         return False
@@ -133,19 +150,40 @@ class World:
         self.indexer = Indexer(self.db, self.embedder, self.index)
 
         def setup(conn):
-            projects = [project_store.insert(conn, {"name": f"p{i}"}).id for i in (1, 2)]
+            # Tenant t1 holds p1, p2 and sessions 1-3 (in p1); t2 holds p3 and session 4.
+            projects = [
+                project_store.insert(conn, {"name": f"p{i}"}, tenant).id
+                for i, tenant in ((1, "t1"), (2, "t1"), (3, "t2"))
+            ]
             sessions = [
                 session_store.insert(
-                    conn, f"00000000-0000-0000-0000-00000000000{i}", "", projects[0], {}
+                    conn, f"00000000-0000-0000-0000-00000000000{i}", "", project, {}, tenant
                 ).id
-                for i in (1, 2, 3)
+                for i, project, tenant in (
+                    (1, projects[0], "t1"),
+                    (2, projects[0], "t1"),
+                    (3, projects[0], "t1"),
+                    (4, projects[2], "t2"),
+                )
             ]
             return projects, sessions
 
         self.projects, self.sessions = await self.db.write(setup)
+        self.tenant_of_project = dict(zip(self.projects, ("t1", "t1", "t2"), strict=True))
+        self.tenant_of_session = dict(zip(self.sessions, ("t1", "t1", "t1", "t2"), strict=True))
 
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
+    def run(self, coro, viewer: str | None = None):
+        """Run as a key of ``viewer``'s tenant (None: an admin key)."""
+
+        async def as_caller():
+            caller = tenancy.Caller(viewer or "t1", None, all_tenants=viewer is None)
+            token = tenancy.bind(caller)
+            try:
+                return await coro
+            finally:
+                tenancy.reset(token)
+
+        return self.loop.run_until_complete(as_caller())
 
     async def reset(self) -> None:
         await self.db.write(lambda c: c.execute("DELETE FROM memories"))
@@ -173,6 +211,8 @@ def make_machine(world: World):
     sessions = st.sampled_from([0, *world.sessions])
     tiers = st.sampled_from(list(Tier))
     users = st.sampled_from(USERS)
+    viewers = st.sampled_from(VIEWERS)
+    tenants = st.sampled_from(TENANTS)
 
     @st.composite
     def scopes(draw) -> MemoryScope:
@@ -201,11 +241,16 @@ def make_machine(world: World):
             session=sessions,
             agent=st.sampled_from(AGENTS),
             word=st.sampled_from(("alpha", "beta", "gamma")),
+            tenant=tenants,
         )
-        def create(self, kind, tier, project, user, session, agent, word):
+        def create(self, kind, tier, project, user, session, agent, word, tenant):
             if kind == MemoryKind.PROJECT:
                 project = project or world.projects[0]
                 user = ""
+            # Another tenant's project or session reads as missing: refused.
+            foreign = (project and world.tenant_of_project[project] != tenant) or (
+                session and world.tenant_of_session[session] != tenant
+            )
             values = {
                 "kind": int(kind),
                 "title": f"zebra {word}",
@@ -216,8 +261,14 @@ def make_machine(world: World):
                 "session_id": session,
                 "agent_id": agent,
             }
-            mem = world.run(world.memories.create(values))
-            self.model[mem.id] = Row(int(kind), int(tier), project, user, session, agent)
+            try:
+                mem = world.run(world.memories.create(values), tenant)
+            except FailedPrecondition as exc:
+                assert foreign, f"refused in its own tenant: {exc}"
+                assert "does not exist" in str(exc)
+                return multiple()
+            assert not foreign, "created in another tenant's project or session"
+            self.model[mem.id] = Row(int(kind), int(tier), project, user, session, agent, tenant)
             world.llm.known.add(mem.id)
             return mem.id
 
@@ -228,15 +279,17 @@ def make_machine(world: World):
             other=users,
             in_origin=st.booleans(),
             other_session=sessions,
+            viewer=viewers,
         )
-        def update_tier(self, memory_id, tier, as_owner, other, in_origin, other_session):
+        def update_tier(self, memory_id, tier, as_owner, other, in_origin, other_session, viewer):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session)
+            allowed = may_address(row, user, session, viewer)
             try:
                 world.run(
-                    world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user, session)
+                    world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user, session),
+                    viewer,
                 )
             except NotFound:
                 assert not allowed, "the owner was refused"
@@ -250,25 +303,28 @@ def make_machine(world: World):
             other=users,
             in_origin=st.booleans(),
             other_session=sessions,
+            viewer=viewers,
         )
-        def delete(self, memory_id, as_owner, other, in_origin, other_session):
+        def delete(self, memory_id, as_owner, other, in_origin, other_session, viewer):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session)
+            allowed = may_address(row, user, session, viewer)
             try:
-                world.run(world.memories.delete(memory_id, user, session))
+                world.run(world.memories.delete(memory_id, user, session), viewer)
             except NotFound:
                 assert not allowed, "the owner was refused"
             else:
                 assert allowed, "a non-owner deleted a USER or session-bound memory"
                 del self.model[memory_id]
 
-        @rule(user=users)
-        def delete_all_of_user(self, user):
-            before = {i: r for i, r in self.model.items() if r.user_id != user}
-            for i in [i for i, r in self.model.items() if r.user_id == user]:
-                world.run(world.memories.delete(i, user, self.model[i].session_id))
+        @rule(user=users, tenant=tenants)
+        def delete_all_of_user(self, user, tenant):
+            """One tenant's user: the same name in the other tenant is someone else."""
+            mine = [i for i, r in self.model.items() if r.user_id == user and r.tenant == tenant]
+            before = {i: r for i, r in self.model.items() if i not in mine}
+            for i in mine:
+                world.run(world.memories.delete(i, user, self.model[i].session_id), tenant)
                 del self.model[i]
             remaining = world.run(
                 world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
@@ -279,34 +335,41 @@ def make_machine(world: World):
         def index(self):
             world.run(world.drain_index())
 
-        def visible(self, scope: MemoryScope) -> set[int]:
-            return {i for i, r in self.model.items() if may_see(scope, r)}
+        def visible(
+            self, scope: MemoryScope, viewer: str | None = None, tenants: bool = True
+        ) -> set[int]:
+            return {i for i, r in self.model.items() if may_see(scope, r, viewer, tenants)}
 
-        @rule(scope=scopes())
-        def list_is_exactly_the_visible_set(self, scope):
-            page = world.run(world.memories.list_visible(scope, 0, 1000, ""))
-            assert {m.id for m in page.items} == self.visible(scope)
+        @rule(scope=scopes(), viewer=viewers)
+        def list_is_exactly_the_visible_set(self, scope, viewer):
+            page = world.run(world.memories.list_visible(scope, 0, 1000, ""), viewer)
+            assert {m.id for m in page.items} == self.visible(scope, viewer)
 
-        @rule(scope=scopes(), mode=st.sampled_from(list(SearchMode)))
-        def search_returns_only_visible(self, scope, mode):
+        @rule(scope=scopes(), mode=st.sampled_from(list(SearchMode)), viewer=viewers)
+        def search_returns_only_visible(self, scope, mode, viewer):
             async def go():
                 return [h async for h in world.memories.search("zebra alpha", scope, 100, mode)]
 
-            got = {h.memory.id for h in world.run(go())}
-            visible = self.visible(scope)
+            got = {h.memory.id for h in world.run(go(), viewer)}
+            visible = self.visible(scope, viewer)
             assert got <= visible, f"{mode.name} leaked {got - visible}"
             if mode == SearchMode.KEYWORD:
                 assert got == visible
 
-        @rule(scope=scopes(), with_model=st.booleans(), thread=st.sampled_from(("t1", "t2")))
-        def select_returns_only_visible(self, scope, with_model, thread):
+        @rule(
+            scope=scopes(),
+            with_model=st.booleans(),
+            thread=st.sampled_from(("t1", "t2")),
+            viewer=viewers,
+        )
+        def select_returns_only_visible(self, scope, with_model, thread, viewer):
             selector = world.llm_selector if with_model else world.semantic_selector
 
             async def go():
                 return [s async for s in selector.select("zebra?", scope, thread, "", 100)]
 
-            got = {s.memory.id for s in world.run(go())}
-            visible = self.visible(scope)
+            got = {s.memory.id for s in world.run(go(), viewer)}
+            visible = self.visible(scope, viewer)
             assert got <= visible, f"selection leaked {got - visible}"
             if with_model:
                 assert got == visible  # the hostile model picks everything it may
@@ -314,7 +377,9 @@ def make_machine(world: World):
         @rule(scope=scopes())
         def vector_filter_alone_is_sound(self, scope):
             """With a fresh index, the payload filter by itself hides what it must
-            (the SQLite re-check is a second line, not the only one)."""
+            (the SQLite re-check is a second line, not the only one). Vector
+            payloads carry no tenant: that line is the SQLite re-check's alone,
+            which the search and selection rules above prove."""
 
             async def go():
                 await world.drain_index()
@@ -325,7 +390,7 @@ def make_machine(world: World):
                 )
 
             got = {h.id for h in world.run(go())}
-            visible = self.visible(scope)
+            visible = self.visible(scope, tenants=False)
             assert got <= visible, f"vector filter leaked {got - visible}"
 
         @invariant()

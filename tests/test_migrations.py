@@ -88,3 +88,42 @@ def test_the_graph_migration_reindexes_every_entity(tmp_path, monkeypatch):
     queued = conn.execute("SELECT target_id FROM jobs WHERE kind = 'index:entities'"
                           " AND state = 'pending' ORDER BY target_id").fetchall()  # fmt: skip
     assert queued == [(1,), (2,)]
+
+
+def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path, monkeypatch):
+    """Migration 8: every row written before tenants belongs to --default-tenant."""
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, 5, monkeypatch)
+    conn.executescript(
+        """
+        INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0);
+        INSERT INTO sessions (id, external_id, project_id, created_at) VALUES (1, 'e1', 1, 0);
+        INSERT INTO sessions (id, external_id, created_at) VALUES (7, 'e7', 0);
+        DELETE FROM sessions WHERE id = 7;
+        INSERT INTO episodes (session_id, user_message, ai_response, created_at)
+            VALUES (1, 'hello', 'hi', 0);
+        INSERT INTO memories (kind, title, content, tier, user_id, request_id, created_at,
+            updated_at) VALUES (2, 't', 'c', 3, 'alice', 'r1', 0, 0);
+        INSERT INTO entities (project_id, name, type, created_at) VALUES (1, 'a', 'concept', 0);
+        INSERT INTO extraction_events (episode_id, session_id, project_id, status, created_at)
+            VALUES (1, 1, 1, 1, 0);
+        """
+    )
+    assert migrations.migrate(conn, default_tenant="acme") == migrations.LATEST_VERSION
+    for table in ("projects", "sessions", "memories", "entities", "extraction_events"):
+        assert conn.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall() == [("acme",)]
+    # The rebuilt sessions table keeps its rows, its links and its id high-water mark:
+    # a deleted session's id is never handed out again.
+    assert conn.execute("SELECT id, project_id FROM sessions").fetchall() == [(1, 1)]
+    assert conn.execute("SELECT session_id FROM episodes").fetchall() == [(1,)]
+    conn.execute("INSERT INTO sessions (tenant, external_id, created_at) VALUES ('b', 'e1', 0)")
+    assert conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0] == 8
+    # External ids and memory request ids are unique per tenant (and user), not globally.
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO sessions (tenant, external_id, created_at) VALUES ('b', 'e1', 0)")
+    conn.execute(
+        "INSERT INTO memories (kind, title, content, tier, user_id, request_id, created_at,"
+        " updated_at, tenant) VALUES (2, 't', 'c', 3, 'bob', 'r1', 0, 0, 'acme')"
+    )
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

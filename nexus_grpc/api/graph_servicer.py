@@ -8,7 +8,9 @@ from typing import TypeAlias
 import grpc
 
 from nexus_grpc.api import graph_convert as convert
+from nexus_grpc.api import pages
 from nexus_grpc.app import App
+from nexus_grpc.auth import current_principal
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
@@ -20,6 +22,7 @@ class GraphServicer(ggrpc.GraphServiceServicer):
     def __init__(self, app: App) -> None:
         self.graph = app.graph
         self.extraction = app.extraction
+        self.max_bytes = app.settings.max_message_bytes
 
     # Entities
 
@@ -53,9 +56,8 @@ class GraphServicer(ggrpc.GraphServiceServicer):
             request.page_token,
             session_id=request.session_id,
         )
-        return gpb.ListEntitiesResponse(
-            entities=[convert.entity(e) for e in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.entity, self.max_bytes)
+        return gpb.ListEntitiesResponse(entities=items, next_page_token=token)
 
     # Relationships
 
@@ -73,10 +75,8 @@ class GraphServicer(ggrpc.GraphServiceServicer):
         page = await self.graph.list_relationships(
             request.entity_id, request.include_inbound, request.page_size, request.page_token
         )
-        return gpb.ListRelationshipsResponse(
-            relationships=[convert.relationship(r) for r in page.items],
-            next_page_token=page.next_token,
-        )
+        items, token = pages.fitted(page, convert.relationship, self.max_bytes)
+        return gpb.ListRelationshipsResponse(relationships=items, next_page_token=token)
 
     async def DeleteRelationship(
         self, request: gpb.DeleteRelationshipRequest, context: Ctx
@@ -123,7 +123,9 @@ class GraphServicer(ggrpc.GraphServiceServicer):
         # A watch stream lives as long as its client wants: it holds one of
         # --max-watch-streams (refused with RESOURCE_EXHAUSTED beyond it) as
         # well as one of the general RPC slots.
-        with self.graph.events.watching():
+        # ...and one of --max-watch-streams-per-key for the caller's key.
+        principal = current_principal()
+        with self.graph.events.watching(principal.name if principal is not None else None):
             events = self.graph.watch(
                 request.episode_id, request.session_id, request.project_id, request.after_event_id
             )

@@ -13,18 +13,25 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
 from nexus_grpc.errors import NexusError
 
 log = logging.getLogger("nexus_grpc.access")
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+#: A client's x-request-id is echoed in trailers and written into every log
+#: line of its call: it must be a short token of visible ASCII, or it could
+#: forge log entries or bloat every line. Anything else is replaced.
+REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 # Health and reflection must answer even when the server is saturated.
 UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
@@ -77,9 +84,38 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, max_concurrent: int, observer: RequestObserver | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrent: int,
+        observer: RequestObserver | None = None,
+        max_message_bytes: int = 0,
+    ) -> None:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
         self._observer = observer or RequestObserver()
+        #: The send limit (0: unchecked). grpc refuses a larger response after
+        #: the handler has returned, where this interceptor would have logged
+        #: and counted the call as OK; checking here records the real status.
+        self._max_bytes = max_message_bytes
+
+    async def _check_size(
+        self, context: grpc.aio.ServicerContext, method: str, response: Any
+    ) -> None:
+        if self._max_bytes <= 0 or not isinstance(response, Message):
+            return
+        size = response.ByteSize()
+        if size > self._max_bytes:
+            log.error(
+                "%s: a %d-byte response exceeds --max-message-bytes (%d); not sent",
+                method,
+                size,
+                self._max_bytes,
+            )
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the response is {size} bytes, over the server's message limit of"
+                f" {self._max_bytes} (--max-message-bytes); ask for less (a smaller"
+                f" page_size or limit), or raise the limit on server and client",
+            )
 
     async def intercept_service(
         self,
@@ -107,8 +143,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         return handler  # client- and bidi-streaming: none of ours
 
     def _begin(self, incoming: dict[str, Any]) -> str:
-        rid = str(incoming.get("x-request-id") or uuid.uuid4().hex[:16])
+        given = incoming.get("x-request-id")
+        if isinstance(given, str) and REQUEST_ID.fullmatch(given):
+            request_id_var.set(given)
+            return given
+        rid = uuid.uuid4().hex[:16]
         request_id_var.set(rid)
+        if given:
+            # The client's value never reaches the log as it is: only its size
+            # and a safe, cut-down rendering of it.
+            shown = ascii(given if isinstance(given, str) else bytes(given))[:60]
+            log.warning(
+                "x-request-id replaced by %s: the client sent %d characters that are not"
+                " a token of 1 to 128 visible ASCII characters (%s)",
+                rid,
+                len(given),
+                shown,
+            )
         return rid
 
     async def _acquire(self, capped: bool, context: grpc.aio.ServicerContext) -> bool:
@@ -159,7 +210,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
                 # Inside the try: a call refused at the cap is logged and counted too.
                 held = await self._acquire(capped, context)
-                return await fn(request, context)
+                response = await fn(request, context)
+                await self._check_size(context, method, response)
+                return response
             except asyncio.CancelledError:
                 cancelled = True
                 raise
@@ -199,6 +252,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                     await result
                 else:
                     async for item in result:
+                        await self._check_size(context, method, item)
                         yield item
             except asyncio.CancelledError:
                 cancelled = True

@@ -7,7 +7,7 @@ from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert
+from nexus_grpc.api import convert, pages
 from nexus_grpc.api.interceptors import request_id_var
 from nexus_grpc.app import App
 from nexus_grpc.domain.models import SearchMode
@@ -22,6 +22,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
         self.conv = app.conversations
+        self.max_bytes = app.settings.max_message_bytes
 
     # Projects
 
@@ -36,9 +37,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         self, request: mpb.ListProjectsRequest, context: Ctx
     ) -> mpb.ListProjectsResponse:
         page = await self.conv.list_projects(request.page_size, request.page_token)
-        return mpb.ListProjectsResponse(
-            projects=[convert.project(p) for p in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.project, self.max_bytes)
+        return mpb.ListProjectsResponse(projects=items, next_page_token=token)
 
     async def UpdateProject(self, request: mpb.UpdateProjectRequest, context: Ctx) -> mpb.Project:
         project = await self.conv.update_project(
@@ -76,9 +76,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         page = await self.conv.list_sessions(
             request.page_size, request.page_token, request.project_id
         )
-        return mpb.ListSessionsResponse(
-            sessions=[convert.session(s) for s in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.session, self.max_bytes)
+        return mpb.ListSessionsResponse(sessions=items, next_page_token=token)
 
     async def UpdateSession(self, request: mpb.UpdateSessionRequest, context: Ctx) -> mpb.Session:
         s = request.session
@@ -121,9 +120,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         page = await self.conv.list_episodes(
             request.session_id, request.page_size, request.page_token
         )
-        return mpb.ListEpisodesResponse(
-            episodes=[convert.episode(e) for e in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.episode, self.max_bytes)
+        return mpb.ListEpisodesResponse(episodes=items, next_page_token=token)
 
     async def DeleteEpisode(
         self, request: mpb.DeleteEpisodeRequest, context: Ctx
@@ -198,9 +196,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return mpb.ListMemoriesResponse(
-            memories=[convert.memory(m) for m in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.memory, self.max_bytes)
+        return mpb.ListMemoriesResponse(memories=items, next_page_token=token)
 
     async def UpdateMemory(self, request: mpb.UpdateMemoryRequest, context: Ctx) -> mpb.Memory:
         updated = await self.app.memories.update(
@@ -256,9 +253,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return mpb.ListMemoryUsageResponse(
-            usage=[convert.memory_usage(u) for u in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
+        return mpb.ListMemoryUsageResponse(usage=items, next_page_token=token)
 
 
 def _report_degraded(context: Ctx):

@@ -7,6 +7,7 @@ from typing import TypeAlias
 
 import grpc
 
+from nexus_grpc.api import pages
 from nexus_grpc.api import summary_convert as convert
 from nexus_grpc.app import App
 from nexus_grpc.errors import InvalidArgument
@@ -19,6 +20,7 @@ Ctx: TypeAlias = grpc.aio.ServicerContext
 class SummaryServicer(sgrpc.SummaryServiceServicer):
     def __init__(self, app: App) -> None:
         self.summaries = app.summaries
+        self.max_bytes = app.settings.max_message_bytes
 
     async def CreateSummary(self, request: spb.CreateSummaryRequest, context: Ctx) -> spb.Summary:
         s = request.summary
@@ -50,9 +52,8 @@ class SummaryServicer(sgrpc.SummaryServiceServicer):
         page = await self.summaries.list(
             request.session_id, request.project_id, request.page_size, request.page_token
         )
-        return spb.ListSummariesResponse(
-            summaries=[convert.summary(s) for s in page.items], next_page_token=page.next_token
-        )
+        items, token = pages.fitted(page, convert.summary, self.max_bytes)
+        return spb.ListSummariesResponse(summaries=items, next_page_token=token)
 
     async def SummarizeSession(
         self, request: spb.SummarizeSessionRequest, context: Ctx

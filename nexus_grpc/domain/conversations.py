@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain import paging
+from nexus_grpc.domain import paging, tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Episode, Page, Project, Session
 from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument
@@ -23,8 +23,10 @@ SESSION_FIELDS = ("name", "project_id", "metadata")
 def _project_values(values: Mapping[str, str]) -> dict[str, str]:
     checked = {}
     for name, value in values.items():
-        limit = v.MAX_NAME_CHARS if name in ("name", "colour", "icon") else v.MAX_SHORT_TEXT_CHARS
-        checked[name] = v.text(f"project.{name}", value, limit=limit, required=name == "name")
+        if name in ("name", "colour", "icon"):
+            checked[name] = v.name(f"project.{name}", value, required=name == "name")
+        else:
+            checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
 
 
@@ -59,25 +61,46 @@ def _check_retry(
         )
 
 
+def _check_same_tenant(
+    conn: sqlite3.Connection, session: Session, project_id: int, field: str, tenant: str | None
+) -> None:
+    """A session joins only a project of its own tenant: everything under a
+    project must stay in one tenant."""
+    if not project_store.exists(conn, project_id, tenant):
+        raise FailedPrecondition(f"{field} {project_id} does not exist")
+    if project_store.tenant_of(conn, project_id) != session.tenant:
+        # Only a caller who sees every tenant (an admin) gets here.
+        raise FailedPrecondition(
+            f"{field} {project_id} belongs to another tenant than session {session.id};"
+            " a session joins only a project of its own tenant"
+        )
+
+
 class Conversations:
-    def __init__(self, db: Database, signals: JobSignals) -> None:
+    def __init__(
+        self, db: Database, signals: JobSignals, default_tenant: str = tenancy.DEFAULT_TENANT
+    ) -> None:
         self.db = db
         self.signals = signals
+        self.default_tenant = default_tenant
 
     # Projects -------------------------------------------------------------
 
     async def create_project(self, values: Mapping[str, str]) -> Project:
         checked = _project_values({f: values.get(f, "") for f in PROJECT_FIELDS})
-        return await self.db.write(lambda c: project_store.insert(c, checked))
+        tenant = tenancy.creator(self.default_tenant)
+        return await self.db.write(lambda c: project_store.insert(c, checked, tenant))
 
     async def get_project(self, project_id: int) -> Project:
         v.positive_id("id", project_id)
-        return await self.db.read(lambda c: project_store.get(c, project_id))
+        tenant = tenancy.visible()
+        return await self.db.read(lambda c: project_store.get(c, project_id, tenant))
 
     async def list_projects(self, page_size: int, page_token: str) -> Page[Project]:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
-        rows = await self.db.read(lambda c: project_store.list_page(c, after, size + 1))
+        tenant = tenancy.visible()
+        rows = await self.db.read(lambda c: project_store.list_page(c, after, size + 1, tenant))
         return paging.page(rows, size)
 
     async def update_project(
@@ -86,11 +109,45 @@ class Conversations:
         v.positive_id("project.id", project_id)
         paths = v.update_mask(mask, PROJECT_FIELDS)
         checked = _project_values({p: values.get(p, "") for p in paths})
-        return await self.db.write(lambda c: project_store.update(c, project_id, checked))
+        tenant = tenancy.visible()
+        return await self.db.write(lambda c: project_store.update(c, project_id, checked, tenant))
 
     async def delete_project(self, project_id: int) -> int:
+        """Delete a project and what only it owned.
+
+        USER memories stored in the project belong to their users, and
+        DeleteMemory lets only a key that may act for that user remove one;
+        the cascade must not be a way around that.  So the delete is refused
+        (FAILED_PRECONDITION) while the project holds a USER memory of a user
+        the key may not act for, rather than deleting only some: a partial
+        delete would leave the others pointing at a project that no longer
+        exists, where no scope can ever reach them again.  The message names
+        only users the key may act for, and counts the rest.
+        """
         v.positive_id("id", project_id)
-        detached = await self.db.write(lambda c: project_store.delete(c, project_id))
+        tenant = tenancy.visible()
+
+        def delete(conn: sqlite3.Connection) -> int:
+            project_store.get(conn, project_id, tenant)
+            owners = project_store.user_memory_owners(conn, project_id)
+            others = {u: n for u, n in owners.items() if not tenancy.may_act_for(u)}
+            if others:
+                mine = sorted(u for u in owners if u not in others)
+                named = (
+                    f", and {sum(owners[u] for u in mine)} of users it may act for"
+                    f" ({', '.join(map(repr, mine))})"
+                    if mine
+                    else ""
+                )
+                raise FailedPrecondition(
+                    f"project {project_id} still holds USER memories:"
+                    f" {sum(others.values())} of users this key may not act for{named}."
+                    " Those users' memories must be deleted first, with a key that may act"
+                    " for them (or an admin key); nothing was deleted"
+                )
+            return project_store.delete(conn, project_id, tenant)
+
+        detached = await self.db.write(delete)
         self.signals.wake(jobs.INDEX_MEMORY, jobs.INDEX_SUMMARY, jobs.INDEX_ENTITY)
         return detached
 
@@ -100,24 +157,32 @@ class Conversations:
         self, external_id: str, name: str, project_id: int, metadata: Mapping[str, Any]
     ) -> Session:
         ext = v.external_id(external_id)
-        v.text("session.name", name, limit=v.MAX_NAME_CHARS)
+        v.name("session.name", name)
         v.positive_id("session.project_id", project_id, required=False)
         meta = v.metadata("session.metadata", metadata)
 
+        visible = tenancy.visible()
+        tenant = tenancy.creator(self.default_tenant)
+
         def create(conn: sqlite3.Connection) -> Session:
-            if project_id and not project_store.exists(conn, project_id):
-                raise FailedPrecondition(f"session.project_id {project_id} does not exist")
-            return session_store.insert(conn, ext, name, project_id, meta)
+            owner = tenant
+            if project_id:
+                if not project_store.exists(conn, project_id, visible):
+                    raise FailedPrecondition(f"session.project_id {project_id} does not exist")
+                # A session in a project belongs to the project's tenant.
+                owner = project_store.tenant_of(conn, project_id) or tenant
+            return session_store.insert(conn, ext, name, project_id, meta, owner)
 
         return await self.db.write(create)
 
     async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
+        tenant = tenancy.visible()
         if external_id:
             ext = v.external_id(external_id)
-            return await self.db.read(lambda c: session_store.get_by_external_id(c, ext))
+            return await self.db.read(lambda c: session_store.get_by_external_id(c, ext, tenant))
         if session_id:
             v.positive_id("id", session_id)
-            return await self.db.read(lambda c: session_store.get(c, session_id))
+            return await self.db.read(lambda c: session_store.get(c, session_id, tenant))
         raise InvalidArgument("one of id or external_id is required")
 
     async def list_sessions(
@@ -126,7 +191,10 @@ class Conversations:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         v.positive_id("project_id", project_id, required=False)
-        rows = await self.db.read(lambda c: session_store.list_page(c, after, size + 1, project_id))
+        tenant = tenancy.visible()
+        rows = await self.db.read(
+            lambda c: session_store.list_page(c, after, size + 1, project_id, tenant)
+        )
         return paging.page(rows, size)
 
     async def update_session(
@@ -137,7 +205,7 @@ class Conversations:
         changes: dict[str, Any] = {}
         for path in paths:
             if path == "name":
-                changes["name"] = v.text("session.name", values["name"], limit=v.MAX_NAME_CHARS)
+                changes["name"] = v.name("session.name", values["name"])
             elif path == "project_id":
                 changes["project_id"] = v.positive_id(
                     "session.project_id", values["project_id"], required=False
@@ -145,11 +213,14 @@ class Conversations:
             else:
                 changes["metadata"] = v.metadata("session.metadata", values["metadata"])
 
+        tenant = tenancy.visible()
+
         def update(conn: sqlite3.Connection) -> Session:
+            session = session_store.get(conn, session_id, tenant)
             new_project = changes.get("project_id")
-            if new_project and not project_store.exists(conn, new_project):
-                raise FailedPrecondition(f"session.project_id {new_project} does not exist")
-            return session_store.update(conn, session_id, changes)
+            if new_project:
+                _check_same_tenant(conn, session, new_project, "session.project_id", tenant)
+            return session_store.update(conn, session_id, changes, tenant)
 
         session = await self.db.write(update)
         if "project_id" in changes:
@@ -158,7 +229,8 @@ class Conversations:
 
     async def delete_session(self, session_id: int) -> int:
         v.positive_id("id", session_id)
-        deleted = await self.db.write(lambda c: session_store.delete(c, session_id))
+        tenant = tenancy.visible()
+        deleted = await self.db.write(lambda c: session_store.delete(c, session_id, tenant))
         self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY)
         return deleted
 
@@ -182,8 +254,10 @@ class Conversations:
         v.positive_id("project_id", project_id, required=False)
         meta = v.metadata("metadata", metadata)
 
+        tenant = tenancy.visible()
+
         def create(conn: sqlite3.Connection) -> Episode:
-            session = session_store.get(conn, session_id)
+            session = session_store.get(conn, session_id, tenant)
             if request_id:
                 existing = episode_store.find_by_request_id(conn, session_id, request_id)
                 if existing is not None:
@@ -197,8 +271,7 @@ class Conversations:
                         f"session {session_id} belongs to project {session.project_id},"
                         f" not project_id {project_id}"
                     )
-                if not project_store.exists(conn, project_id):
-                    raise FailedPrecondition(f"project_id {project_id} does not exist")
+                _check_same_tenant(conn, session, project_id, "project_id", tenant)
                 session_store.update(conn, session_id, {"project_id": project_id})
             return episode_store.insert(
                 conn, session_id, user_message, ai_response, meta, request_id
@@ -210,7 +283,8 @@ class Conversations:
 
     async def get_episode(self, episode_id: int) -> Episode:
         v.positive_id("id", episode_id)
-        return await self.db.read(lambda c: episode_store.get(c, episode_id))
+        tenant = tenancy.visible()
+        return await self.db.read(lambda c: episode_store.get(c, episode_id, tenant))
 
     async def list_episodes(
         self, session_id: int, page_size: int, page_token: str
@@ -219,8 +293,10 @@ class Conversations:
         size = paging.page_size(page_size)
         before = paging.decode_token(page_token)
 
+        tenant = tenancy.visible()
+
         def read(conn: sqlite3.Connection) -> list[Episode]:
-            session_store.get(conn, session_id)
+            session_store.get(conn, session_id, tenant)
             return episode_store.list_page(conn, session_id, before, size + 1)
 
         rows = await self.db.read_in_transaction(read)
@@ -228,5 +304,6 @@ class Conversations:
 
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)
-        await self.db.write(lambda c: episode_store.delete(c, episode_id))
+        tenant = tenancy.visible()
+        await self.db.write(lambda c: episode_store.delete(c, episode_id, tenant))
         self.signals.wake(jobs.INDEX_EPISODE)

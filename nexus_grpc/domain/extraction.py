@@ -11,12 +11,14 @@ Re-running an episode is idempotent: mention counts move only for
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from nexus_grpc.domain import tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import JobState
 from nexus_grpc.errors import InvalidArgument
@@ -238,20 +240,35 @@ class Extraction:
         if all_failed:
             if episode_id:
                 raise InvalidArgument("give episode_id or all_failed, not both")
-            queued = await self.db.write(_requeue_all_failed)
+            tenant = tenancy.visible()
+            if tenant is None:
+                queued = await self.db.write(_requeue_all_failed)
+            else:
+                queued = await self.db.write(
+                    functools.partial(_requeue_tenant_failed, tenant=tenant)
+                )
         else:
             v.positive_id("episode_id", episode_id)
-            queued = await self.db.write(lambda c: _requeue_one(c, episode_id))
+            tenant = tenancy.visible()
+            queued = await self.db.write(lambda c: _requeue_one(c, episode_id, tenant))
         self.signals.wake(jobs.EXTRACT_EPISODE)
         return queued
 
 
-def _requeue_one(conn: sqlite3.Connection, episode_id: int) -> int:
-    episode_store.get(conn, episode_id)  # NOT_FOUND
+def _requeue_one(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> int:
+    episode_store.get(conn, episode_id, tenant)  # NOT_FOUND, for another tenant's too
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
     episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
     return 1
+
+
+def _requeue_tenant_failed(conn: sqlite3.Connection, tenant: str) -> int:
+    """``all_failed`` for a caller confined to one tenant: only its episodes."""
+    ids = episode_store.failed_extraction_ids(conn, tenant)
+    for episode_id in ids:
+        _requeue_one(conn, episode_id)
+    return len(ids)
 
 
 def _requeue_all_failed(conn: sqlite3.Connection) -> int:

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain import fts, paging
+from nexus_grpc.domain import fts, paging, tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Page
 from nexus_grpc.domain.ranking import fuse, hybrid_halves
@@ -67,7 +67,7 @@ def _entity_type(field: str, value: str, *, required: bool) -> str:
 
 
 def _label(value: str) -> str:
-    v.text("label", value, limit=v.MAX_NAME_CHARS, required=True)
+    v.name("label", value, required=True)
     label = to_snake_case(value)
     if not label:
         raise InvalidArgument(f"label {value[:40]!r} has no letters or digits")
@@ -81,7 +81,8 @@ def _notes(value: str) -> str | None:
 
 def _check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
     """A session's own graph exists only while the session is outside any project."""
-    session = session_store.get(conn, session_id)  # NotFound when it does not exist
+    # NotFound when it does not exist, or is another tenant's.
+    session = session_store.get(conn, session_id, tenancy.visible())
     if session.project_id:
         raise FailedPrecondition(
             f"session {session_id} is in project {session.project_id}, whose graph its"
@@ -106,7 +107,9 @@ class Graph:
         embedder: Embedder,
         index: VectorIndex,
         events: EventBroadcaster,
+        default_tenant: str = tenancy.DEFAULT_TENANT,
     ) -> None:
+        self.default_tenant = default_tenant
         self.db = db
         self.signals = signals
         self.embedder = embedder
@@ -125,7 +128,7 @@ class Graph:
         *,
         session_id: int = 0,
     ) -> Entity:
-        v.text("name", name, limit=v.MAX_NAME_CHARS, required=True)
+        v.name("name", name, required=True)
         clean_name = " ".join(name.split())
         clean_type = _entity_type("type", etype, required=True)
         clean_notes = _notes(notes)
@@ -137,9 +140,17 @@ class Graph:
             raise InvalidArgument(
                 "set project_id or session_id, not both: an entity lives in one graph"
             )
+        tenant = tenancy.visible()
+        if not project_id and not session_id and tenant not in (None, self.default_tenant):
+            # The graph of no project and no session predates tenants and
+            # belongs to the default tenant; one name in it is one entity.
+            raise InvalidArgument(
+                "set project_id or session_id: the graph outside any project or session"
+                " belongs to the default tenant"
+            )
 
         def write(conn: sqlite3.Connection) -> Entity:
-            if project_id and not project_store.exists(conn, project_id):
+            if project_id and not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
             if session_id:
                 try:
@@ -156,6 +167,7 @@ class Graph:
                 project_id=project_id,
                 session_id=session_id,
                 confidence=confidence or None,
+                fallback_tenant=self.default_tenant,
             )
             return graph_store.get_entity(conn, entity_id)
 
@@ -165,11 +177,18 @@ class Graph:
 
     async def get_entity(self, entity_id: int) -> Entity:
         v.positive_id("id", entity_id)
-        return await self.db.read(lambda c: graph_store.get_entity(c, entity_id))
+        tenant = tenancy.visible()
+        return await self.db.read(lambda c: graph_store.get_entity(c, entity_id, tenant))
 
     async def delete_entity(self, entity_id: int) -> int:
         v.positive_id("id", entity_id)
-        deleted = await self.db.write(lambda c: graph_store.delete_entity(c, entity_id))
+        tenant = tenancy.visible()
+
+        def write(conn: sqlite3.Connection) -> int:
+            graph_store.get_entity(conn, entity_id, tenant)  # NOT_FOUND for another tenant's
+            return graph_store.delete_entity(conn, entity_id)
+
+        deleted = await self.db.write(write)
         self.signals.wake(jobs.INDEX_ENTITY)
         return deleted
 
@@ -183,9 +202,10 @@ class Graph:
             raise InvalidArgument("set project_id or session_id, not both: they name two graphs")
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
+        tenant = tenancy.visible()
         rows = await self.db.read(
             lambda c: graph_store.list_entities(
-                c, clean_type, project_id, after, size + 1, session_id=session_id
+                c, clean_type, project_id, after, size + 1, session_id=session_id, tenant=tenant
             )
         )
         return paging.page(rows, size)
@@ -202,10 +222,12 @@ class Graph:
         clean_label = _label(label)
         clean_notes = _notes(notes)
 
+        tenant = tenancy.visible()
+
         def write(conn: sqlite3.Connection) -> Relationship:
             graphs = []
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
-                graph = graph_store.entity_graph(conn, entity_id)
+                graph = graph_store.entity_graph(conn, entity_id, tenant)
                 if graph is None:
                     raise NotFound(f"{field}: entity {entity_id} does not exist")
                 graphs.append(graph)
@@ -227,8 +249,10 @@ class Graph:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
 
+        tenant = tenancy.visible()
+
         def read(conn: sqlite3.Connection) -> list[Relationship]:
-            graph_store.get_entity(conn, entity_id)
+            graph_store.get_entity(conn, entity_id, tenant)
             return graph_store.list_relationships(
                 conn, entity_id, include_inbound, after_id=after, limit=size + 1
             )
@@ -239,9 +263,15 @@ class Graph:
         v.positive_id("from_id", from_id)
         v.positive_id("to_id", to_id)
         clean_label = _label(label)
-        deleted = await self.db.write(
-            lambda c: graph_store.delete_relationship(c, from_id, to_id, clean_label)
-        )
+        tenant = tenancy.visible()
+
+        def write(conn: sqlite3.Connection) -> bool:
+            # Both ends are of one graph; another tenant's reads as no relationship.
+            if graph_store.entity_graph(conn, from_id, tenant) is None:
+                return False
+            return graph_store.delete_relationship(conn, from_id, to_id, clean_label)
+
+        deleted = await self.db.write(write)
         if not deleted:
             raise NotFound(f"no relationship {from_id} -[{clean_label}]-> {to_id}")
 
@@ -253,9 +283,15 @@ class Graph:
             depth = 1
         if not 1 <= depth <= MAX_DEPTH:
             raise InvalidArgument(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
-        nodes, edges = await self.db.read_in_transaction(
-            lambda c: graph_store.neighborhood(c, entity_id, depth)
-        )
+        tenant = tenancy.visible()
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
+            # The walk never leaves the seed's graph (edges join one graph),
+            # so the seed's tenant is the whole answer's.
+            graph_store.get_entity(conn, entity_id, tenant)
+            return graph_store.neighborhood(conn, entity_id, depth)
+
+        nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
 
     async def neighbors(self, entity_ids: Sequence[int]) -> Subgraph:
@@ -269,8 +305,10 @@ class Graph:
             v.positive_id("entity_ids", i)
         seeds = list(dict.fromkeys(entity_ids))
 
+        tenant = tenancy.visible()
+
         def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
-            present = graph_store.get_entities(conn, seeds)
+            present = graph_store.get_entities(conn, seeds, tenant)
             missing = [i for i in seeds if i not in present]
             if missing:
                 shown = ", ".join(str(i) for i in missing[:10])
@@ -295,8 +333,9 @@ class Graph:
                 f" session outside any project (got project_id {project_id},"
                 f" session_id {session_id})"
             )
+        tenant = tenancy.visible()
         if project_id:
-            if not await self.db.read(lambda c: project_store.exists(c, project_id)):
+            if not await self.db.read(lambda c: project_store.exists(c, project_id, tenant)):
                 raise NotFound(f"project {project_id} does not exist")
         else:
             await self.db.read(lambda c: _check_session_graph(c, session_id))
@@ -378,10 +417,12 @@ class Graph:
             v.positive_id(field, value, required=False)
         if sum(1 for x in (episode_id, session_id, project_id) if x) > 1:
             raise InvalidArgument("give at most one of episode_id, session_id or project_id")
+        tenant = tenancy.visible()
         await self.db.read_in_transaction(
-            lambda c: _check_watch_target(c, episode_id, session_id, project_id)
+            lambda c: _check_watch_target(c, episode_id, session_id, project_id, tenant)
         )
-        where = EventFilter(episode_id, session_id, project_id)
+        # With or without a filter, a watcher hears only its tenant's events.
+        where = EventFilter(episode_id, session_id, project_id, tenant)
         cursor = after_event_id
         while not self.events.closed:
             woken = self.events.current()  # before the read: no lost wake-up
@@ -398,16 +439,16 @@ class Graph:
 
 
 def _check_watch_target(
-    conn: sqlite3.Connection, episode_id: int, session_id: int, project_id: int
+    conn: sqlite3.Connection, episode_id: int, session_id: int, project_id: int, tenant: str | None
 ) -> None:
     if episode_id:
         try:
-            episode_store.get(conn, episode_id)
+            episode_store.get(conn, episode_id, tenant)
         except NotFound:
             # A deleted episode's events can still be replayed.
-            if not event_store.any_for_episode(conn, episode_id):
+            if not event_store.any_for_episode(conn, episode_id, tenant):
                 raise
     if session_id:
-        session_store.get(conn, session_id)
-    if project_id and not project_store.exists(conn, project_id):
+        session_store.get(conn, session_id, tenant)
+    if project_id and not project_store.exists(conn, project_id, tenant):
         raise NotFound(f"project {project_id} does not exist")

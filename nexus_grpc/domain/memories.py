@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nexus_grpc.domain import fts, paging
+from nexus_grpc.domain import fts, paging, tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.memory_scope import (
@@ -86,7 +86,9 @@ class Memories:
         index: VectorIndex,
         *,
         cap: int = MAX_MEMORIES_PER_PROJECT_AGENT,
+        default_tenant: str = tenancy.DEFAULT_TENANT,
     ) -> None:
+        self.default_tenant = default_tenant
         self.db = db
         self.signals = signals
         self.embedder = embedder
@@ -100,7 +102,7 @@ class Memories:
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(f"memory.kind must be PROJECT or USER, got {kind}")
-        title = v.text(
+        title = v.name(
             "memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True
         )
         content = v.text(
@@ -141,30 +143,38 @@ class Memories:
             "metadata": metadata,
         }
 
+        visible = tenancy.visible()
+        creator = tenancy.creator(self.default_tenant)
+
         def write(conn: sqlite3.Connection) -> tuple[Memory, bool]:
-            if request_id:
-                existing = memory_store.find_by_request_id(conn, request_id)
-                if existing is not None:
-                    if (existing.kind, existing.user_id, existing.project_id, existing.title) != (
-                        kind,
-                        user_id,
-                        project_id,
-                        title,
-                    ):
-                        raise AlreadyExists(
-                            f"request_id {request_id!r} was already used for a different memory"
-                        )
-                    return existing, False
-            if project_id and not project_store.exists(conn, project_id):
-                raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
+            # Whose memory this is: the project's tenant, else the session's,
+            # else the caller's. Each must be one the caller sees.
+            tenant = creator
+            if project_id:
+                if not project_store.exists(conn, project_id, visible):
+                    raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
+                tenant = project_store.tenant_of(conn, project_id) or creator
             if session_id:
                 try:
-                    session_store.get(conn, session_id)
+                    session = session_store.get(conn, session_id, visible)
                 except NotFound:
                     raise FailedPrecondition(
                         f"memory.session_id {session_id} does not exist"
                     ) from None
-            count = memory_store.count_in_cap_scope(conn, project_id, agent_id, user_id)
+                if project_id and session.tenant != tenant:
+                    raise FailedPrecondition(
+                        f"memory.session_id {session_id} and memory.project_id {project_id}"
+                        " belong to different tenants"
+                    )
+                tenant = session.tenant
+            if request_id:
+                # A retry key belongs to its owner (tenant and user): another
+                # user's key is neither refused nor revealed.
+                existing = memory_store.find_by_request_id(conn, tenant, user_id, request_id)
+                if existing is not None:
+                    _check_replay(existing, row, request_id)
+                    return existing, False
+            count = memory_store.count_in_cap_scope(conn, project_id, agent_id, user_id, tenant)
             if count >= self.cap:
                 where = f"project {project_id}" if project_id else f"user {user_id!r}"
                 raise FailedPrecondition(
@@ -172,7 +182,7 @@ class Memories:
                     f" is {self.cap} per project and agent (so every title can be read at"
                     " selection). Delete or archive some first."
                 )
-            return memory_store.insert(conn, row, request_id), True
+            return memory_store.insert(conn, row, request_id, tenant), True
 
         memory, created = await self.db.write(write)
         if created:
@@ -200,6 +210,9 @@ class Memories:
         rows are already confined to the (user, project) that recorded them.
         """
         if memory is None:
+            raise NotFound(f"memory {memory_id} does not exist")
+        tenant = tenancy.visible()
+        if tenant is not None and memory.tenant != tenant:
             raise NotFound(f"memory {memory_id} does not exist")
         if memory.kind == MemoryKind.USER and (not user_id or memory.user_id != user_id):
             raise NotFound(f"memory {memory_id} does not exist")
@@ -244,7 +257,7 @@ class Memories:
         for p in paths:
             value = values.get(p)
             if p == "title":
-                changes[p] = v.text(
+                changes[p] = v.name(
                     "memory.title", value or "", limit=MAX_TITLE_CHARS, required=True
                 )
             elif p == "content":
@@ -312,7 +325,9 @@ class Memories:
         rank nothing and would make FTS5 walk every memory in the scope."""
         where, params = sql_where(scope)
         return await self.vocabulary.common(
-            scope,
+            # Per tenant too: one scope's user id names a different user in
+            # each tenant, and one tenant's words must not shape another's search.
+            (tenancy.visible(), scope),
             lambda size: self.db.read(
                 lambda c: memory_store.scope_sample(
                     c, scope.project_id, scope.user_id, where, params, size
@@ -365,7 +380,7 @@ class Memories:
         after = paging.decode_token(page_token)
         v.identifier("user_id", user_id)
         v.positive_id("project_id", project_id, required=False)
-        owner = memory_store.UsageOwner(user_id, project_id)
+        owner = memory_store.UsageOwner(user_id, project_id, tenancy.visible())
         if memory_id is not None:
             v.positive_id("memory_id", memory_id)
 
@@ -386,4 +401,28 @@ class Memories:
 
 def usage_owner(scope: MemoryScope) -> memory_store.UsageOwner:
     """Who a selection's usage (and its thread) belongs to."""
-    return memory_store.UsageOwner(scope.user_id, scope.project_id)
+    return memory_store.UsageOwner(scope.user_id, scope.project_id, tenancy.visible())
+
+
+def _check_replay(existing: Memory, row: Mapping[str, Any], request_id: str) -> None:
+    """A request_id replays the first call only for that same call (AIP-155):
+    the whole request is compared, so a retry that changed the content, tier
+    or agent is refused instead of answered with what it did not ask to store."""
+    stored = {
+        "kind": existing.kind,
+        "title": existing.title,
+        "content": existing.content,
+        "tier": existing.tier,
+        "project_id": existing.project_id,
+        "agent_id": existing.agent_id,
+        "user_id": existing.user_id,
+        "session_id": existing.session_id,
+        "confidence": existing.confidence,
+        "metadata": existing.metadata,
+    }
+    differs = [name for name, old in stored.items() if row[name] != old]
+    if differs:
+        raise AlreadyExists(
+            f"request_id {v.quoted(request_id)} was already used for memory {existing.id},"
+            f" with a different {', '.join(differs)}"
+        )

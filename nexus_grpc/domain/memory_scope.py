@@ -11,17 +11,23 @@ A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
   (``session_id == scope.session_id``), except one stored outside a session
   (session_id 0), which stays visible within its scope; LONGTERM is shared
   within the scope; ARCHIVE is shared too but only with ``include_archived``;
-- agent: when ``scope.agent_id`` is set, only that agent's memories.
+- agent: when ``scope.agent_id`` is set, only that agent's memories;
+- tenant: only memories of the caller's tenant (``domain.tenancy``), unless
+  the caller sees every tenant (an admin key, or auth off).  A user id names
+  a user within a tenant: "alice" of one tenant is not "alice" of another.
 
 ``sql_where`` and ``vector_filter`` express exactly this rule; every query
 path (list, keyword, semantic, selection, usage) uses one of them, and
-vector hits are re-checked against SQLite with ``sql_where``.
+vector hits are re-checked against SQLite with ``sql_where``.  The tenant
+is in ``sql_where`` only: vector payloads do not carry it, and every vector
+hit passes through that re-check, so a point of another tenant is dropped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nexus_grpc.domain import tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import InvalidArgument
@@ -68,6 +74,7 @@ def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, 
         params += [int(MemoryKind.USER), scope.user_id, scope.project_id]
     if not owners:
         return "0", ()
+    tenant = tenancy.visible()
     shared = scope.shared_tiers()
     clause = (
         f"({' OR '.join(owners)})"
@@ -78,6 +85,9 @@ def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, 
     if scope.agent_id:
         clause += f" AND {a}agent_id = ?"
         params.append(scope.agent_id)
+    if tenant is not None:
+        clause += f" AND {a}tenant = ?"
+        params.append(tenant)
     return clause, tuple(params)
 
 

@@ -60,6 +60,7 @@ class Project:
     system_prompt: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Session:
     project_id: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    tenant: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,16 @@
 
 Membership is read at query time (not stored in vector payloads), so adding
 or removing a session takes effect on the very next call, for pre-existing
-episodes too.
+episodes too.  The caller's tenant is checked here too: a session or project
+of another tenant resolves exactly as a missing one does, so every search
+mode (keyword, semantic, hybrid) is confined before any ranking runs.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
+from nexus_grpc.domain import tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import InvalidArgument, NotFound
 from nexus_grpc.store import projects as project_store
@@ -23,8 +26,9 @@ from nexus_grpc.store import sessions as session_store
 def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) -> list[int]:
     v.positive_id("session_id", session_id, required=False)
     v.positive_id("project_id", project_id, required=False)
+    tenant = tenancy.visible()
     if session_id:
-        session = session_store.get(conn, session_id)
+        session = session_store.get(conn, session_id, tenant)
         if project_id and session.project_id != project_id:
             raise InvalidArgument(
                 f"session {session_id} is not in project_id {project_id}; give one or the other"
@@ -33,7 +37,7 @@ def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) ->
             return session_store.project_session_ids(conn, session.project_id)
         return [session.id]
     if project_id:
-        if not project_store.exists(conn, project_id):
+        if not project_store.exists(conn, project_id, tenant):
             raise NotFound(f"project {project_id} does not exist")
         return session_store.project_session_ids(conn, project_id)
     raise InvalidArgument("session_id or project_id is required to scope a search")

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain import paging
+from nexus_grpc.domain import paging, tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.models import Page, episode_text
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -112,15 +112,17 @@ class Summaries:
                 f"summary.first_episode_id {first} is after summary.last_episode_id {last}"
             )
 
+        tenant = tenancy.visible()
+
         def write(conn: sqlite3.Connection) -> Summary:
             if session_id:
-                session = _session(conn, session_id, "summary.session_id")
+                session = _session(conn, session_id, "summary.session_id", tenant)
                 if project_id and session.project_id != project_id:
                     raise InvalidArgument(
                         f"session {session_id} is not in project {project_id}; give one or the"
                         " other (a session summary belongs to its session's project)"
                     )
-            elif not project_store.exists(conn, project_id):
+            elif not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
             _check_range(conn, session_id, project_id, first, last)
             return summary_store.insert(
@@ -139,21 +141,24 @@ class Summaries:
 
     async def get(self, summary_id: int) -> Summary:
         v.positive_id("id", summary_id)
-        return await self.db.read(lambda c: summary_store.get(c, summary_id))
+        tenant = tenancy.visible()
+        return await self.db.read(lambda c: summary_store.get(c, summary_id, tenant))
 
     async def update(self, summary_id: int, content: str, mask: list[str]) -> Summary:
         v.positive_id("summary.id", summary_id)
         v.update_mask(mask, UPDATE_FIELDS)
         v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
+        tenant = tenancy.visible()
         summary = await self.db.write(
-            lambda c: summary_store.update(c, summary_id, {"content": content})
+            lambda c: summary_store.update(c, summary_id, {"content": content}, tenant)
         )
         self.signals.wake(jobs.INDEX_SUMMARY)
         return summary
 
     async def delete(self, summary_id: int) -> None:
         v.positive_id("id", summary_id)
-        await self.db.write(lambda c: summary_store.delete(c, summary_id))
+        tenant = tenancy.visible()
+        await self.db.write(lambda c: summary_store.delete(c, summary_id, tenant))
         self.signals.wake(jobs.INDEX_SUMMARY)
 
     async def list(
@@ -164,12 +169,14 @@ class Summaries:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
 
+        tenant = tenancy.visible()
+
         def read(conn: sqlite3.Connection) -> list[Summary]:
             if session_id:
-                session_store.get(conn, session_id)
+                session_store.get(conn, session_id, tenant)
                 return summary_store.list_for_session(conn, session_id, after, size + 1)
             if project_id:
-                if not project_store.exists(conn, project_id):
+                if not project_store.exists(conn, project_id, tenant):
                     raise NotFound(f"project {project_id} does not exist")
                 return summary_store.list_for_project(conn, project_id, after, size + 1)
             raise InvalidArgument("session_id or project_id is required")
@@ -184,7 +191,8 @@ class Summaries:
         when no episode is new.  FAILED_PRECONDITION for a session with no
         episodes; UNAVAILABLE without a reachable model."""
         v.positive_id("session_id", session_id)
-        await self.db.read(lambda c: session_store.get(c, session_id))
+        tenant = tenancy.visible()
+        await self.db.read(lambda c: session_store.get(c, session_id, tenant))
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
         try:
@@ -304,9 +312,10 @@ class Summaries:
 
     async def get_overview(self, project_id: int) -> Summary | None:
         v.positive_id("project_id", project_id)
+        tenant = tenancy.visible()
 
         def read(conn: sqlite3.Connection) -> Summary | None:
-            if not project_store.exists(conn, project_id):
+            if not project_store.exists(conn, project_id, tenant):
                 raise NotFound(f"project {project_id} does not exist")
             return summary_store.overview(conn, project_id)
 
@@ -315,8 +324,10 @@ class Summaries:
     async def summarize_project(self, project_id: int) -> AsyncIterator[OverviewPart]:
         v.positive_id("project_id", project_id)
 
+        tenant = tenancy.visible()
+
         def read(conn: sqlite3.Connection):
-            project = project_store.get(conn, project_id)
+            project = project_store.get(conn, project_id, tenant)
             sums = summary_store.project_session_summaries(conn, project_id)
             eps = (
                 []
@@ -470,7 +481,8 @@ def _check_range(
         if not episode_id:
             continue
         try:
-            episode = episode_store.get(conn, episode_id)
+            # Another tenant's episode reads as missing, not as someone else's.
+            episode = episode_store.get(conn, episode_id, tenancy.visible())
         except NotFound:
             raise FailedPrecondition(f"{field} {episode_id} does not exist") from None
         if session_id:
@@ -481,8 +493,8 @@ def _check_range(
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
-def _session(conn: sqlite3.Connection, session_id: int, field: str):
+def _session(conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None):
     try:
-        return session_store.get(conn, session_id)
+        return session_store.get(conn, session_id, tenant)
     except NotFound:
         raise FailedPrecondition(f"{field} {session_id} does not exist") from None

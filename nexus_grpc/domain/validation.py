@@ -7,6 +7,7 @@ without reading server logs.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +29,19 @@ DEFAULT_SEARCH_LIMIT = 10
 # whole 100 kB value would turn INVALID_ARGUMENT into a RESOURCE_EXHAUSTED
 # "stream removed" that says nothing about the mistake.
 MAX_QUOTED_CHARS = 80
+
+
+#: Characters that rewrite what a terminal or a log viewer shows: C0 and C1
+#: controls (newlines, ANSI escapes), line and paragraph separators, and the
+#: bidirectional embeddings, overrides, isolates and marks that reorder text.
+CONTROL_CHARS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def escape_controls(value: str) -> str:
+    """``value`` with every CONTROL_CHARS character written as an escape (``\x1b``)."""
+    return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
 
 
 def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:
@@ -53,11 +67,25 @@ def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
     return value
 
 
+def name(field: str, value: str, *, limit: int = MAX_NAME_CHARS, required: bool = False) -> str:
+    """A one-line label people read in lists, consoles and logs (a name, a
+    title): it must not carry control characters that could forge a line or
+    repaint the screen of whoever reads it."""
+    text(field, value, limit=limit, required=required)
+    found = CONTROL_CHARS.search(value)
+    if found:
+        raise InvalidArgument(
+            f"{field} must not contain control characters; found"
+            f" {escape_controls(found.group())} at position {found.start()}"
+        )
+    return value
+
+
 def identifier(field: str, value: str) -> str:
     """A caller-chosen id (user, agent, thread, request).  Surrounding spaces
     are refused rather than stripped: "bob " and "bob" must not be two users
     to one check and one user to another."""
-    text(field, value, limit=MAX_ID_CHARS)
+    name(field, value, limit=MAX_ID_CHARS)
     if value != value.strip():
         raise InvalidArgument(f"{field} must not start or end with whitespace")
     return value

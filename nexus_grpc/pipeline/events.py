@@ -30,14 +30,26 @@ from nexus_grpc.errors import ResourceExhausted
 DEFAULT_MAX_WATCHERS = 256
 
 
+#: The default of ``--max-watch-streams-per-key``.
+DEFAULT_MAX_WATCHERS_PER_KEY = 16
+
+
 class EventBroadcaster:
-    def __init__(self, max_watchers: int = DEFAULT_MAX_WATCHERS) -> None:
+    def __init__(
+        self,
+        max_watchers: int = DEFAULT_MAX_WATCHERS,
+        max_per_key: int = DEFAULT_MAX_WATCHERS_PER_KEY,
+    ) -> None:
         self._event = asyncio.Event()
         self._closed = False
         self.notifications = 0
         #: 0 or less: no limit.
         self.max_watchers = max_watchers
+        #: Streams one API key may hold (0 or less: no limit), so one client
+        #: cannot take every slot and lock every other client out.
+        self.max_per_key = max_per_key
         self.watchers = 0
+        self._by_key: dict[str, int] = {}
         self.refused = 0
 
     @property
@@ -45,12 +57,23 @@ class EventBroadcaster:
         return self._closed
 
     @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        """Hold one of the ``max_watchers`` slots for a stream's lifetime.
+    def watching(self, key: str | None = None) -> Iterator[None]:
+        """Hold one of the ``max_watchers`` slots for a stream's lifetime, and
+        one of ``key``'s ``max_per_key`` (``key`` None: auth is off, and there
+        is no key to tell clients apart).
 
         Raises ``ResourceExhausted`` when all are taken: the client is told
         the limit and how to raise it, and may retry once a stream closes.
         """
+        held = self._by_key.get(key, 0) if key is not None else 0
+        if key is not None and 0 < self.max_per_key <= held:
+            self.refused += 1
+            raise ResourceExhausted(
+                f"API key {key!r} already has {held} WatchExtractions streams open, the limit"
+                " for one key; close streams you no longer need and retry with backoff, or"
+                " raise the limit with --max-watch-streams-per-key /"
+                f" NEXUS_MAX_WATCH_STREAMS_PER_KEY (now {self.max_per_key})"
+            )
         if 0 < self.max_watchers <= self.watchers:
             self.refused += 1
             raise ResourceExhausted(
@@ -60,10 +83,18 @@ class EventBroadcaster:
                 f" (now {self.max_watchers})"
             )
         self.watchers += 1
+        if key is not None:
+            self._by_key[key] = held + 1
         try:
             yield
         finally:
             self.watchers -= 1
+            if key is not None:
+                left = self._by_key[key] - 1
+                if left:
+                    self._by_key[key] = left
+                else:
+                    del self._by_key[key]
 
     def current(self) -> asyncio.Event:
         """The event the next ``notify`` sets."""

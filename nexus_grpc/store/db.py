@@ -15,6 +15,7 @@ costs more than the statements themselves.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import sqlite3
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
 from nexus_grpc.store.migrations import migrate
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,17 @@ MAX_BATCH = 256
 class _Write:
     fn: WriteFn
     future: asyncio.Future[Any]
+
+
+def _in_caller_context(fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+    """``fn`` bound to the calling task's context variables.
+
+    Work runs on aiosqlite's threads, which do not inherit the caller's
+    context; the caller's tenant (domain.tenancy) must reach every query a
+    call makes, including those decided inside ``fn``.
+    """
+    ctx = contextvars.copy_context()
+    return lambda conn: ctx.run(fn, conn)
 
 
 def _configure(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int) -> None:
@@ -84,6 +97,7 @@ class Database:
         synchronous: str = "FULL",
         readers: int = 2,
         busy_timeout_ms: int = 5000,
+        default_tenant: str = DEFAULT_TENANT,
     ) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -96,14 +110,24 @@ class Database:
         self._reader_cycle: itertools.cycle[aiosqlite.Connection] | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
+        self.default_tenant = default_tenant
         self.schema_version = 0
         self.commits = 0
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
-        self.schema_version = await self._writer._execute(migrate, self._writer._conn)
-        self._readers = [await self._connect() for _ in range(self._reader_count)]
+        try:
+            self._writer = await self._connect()
+            self.schema_version = await self._writer._execute(
+                migrate, self._writer._conn, self.default_tenant
+            )
+            self._readers = [await self._connect() for _ in range(self._reader_count)]
+        except BaseException:
+            # Each aiosqlite connection is a thread: one left open keeps the
+            # process alive after a failed start (a corrupt file, a schema
+            # from the future), with no listener and no exit code.
+            await self.close()
+            raise
         self._reader_cycle = itertools.cycle(self._readers)
         self._writer_task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
 
@@ -111,7 +135,11 @@ class Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves.
         conn = await aiosqlite.connect(str(self.path), isolation_level=None)
         conn.row_factory = sqlite3.Row
-        await conn._execute(_configure, conn._conn, self.synchronous, self._busy_timeout_ms)
+        try:
+            await conn._execute(_configure, conn._conn, self.synchronous, self._busy_timeout_ms)
+        except BaseException:
+            await conn.close()  # its thread must not outlive a failed start
+            raise
         return conn
 
     async def close(self) -> None:
@@ -129,14 +157,14 @@ class Database:
         if self._writer_task is None:
             raise RuntimeError("database is not open")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Write(fn, future))
+        await self._queue.put(_Write(_in_caller_context(fn), future))
         return await future
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a read connection (a consistent WAL snapshot per statement)."""
         assert self._reader_cycle is not None, "database is not open"
         conn = next(self._reader_cycle)
-        return await conn._execute(fn, conn._conn)
+        return await conn._execute(_in_caller_context(fn), conn._conn)
 
     async def read_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Like read, but several statements see one snapshot."""

@@ -107,8 +107,17 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
     return bool(chars > SUMMARY_MIN_CHARS)
 
 
-def get(conn: sqlite3.Connection, episode_id: int) -> Episode:
-    row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+def get(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> Episode:
+    """The episode; NOT_FOUND, with one message, when it does not exist or its
+    session belongs to another tenant (``tenant`` None: any tenant)."""
+    if tenant is None:
+        row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT e.* FROM episodes e JOIN sessions s ON s.id = e.session_id"
+            " WHERE e.id = ? AND s.tenant = ?",
+            (episode_id, tenant),
+        ).fetchone()
     if row is None:
         raise NotFound(f"episode {episode_id} does not exist")
     return _row(row)
@@ -143,8 +152,8 @@ def list_for_session(
     return [_row(r) for r in rows]
 
 
-def delete(conn: sqlite3.Connection, episode_id: int) -> None:
-    episode = get(conn, episode_id)
+def delete(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> None:
+    episode = get(conn, episode_id, tenant)
     neighbours = _neighbours(conn, episode.session_id, episode_id)
     conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
     _refresh_context(conn, neighbours)
@@ -166,6 +175,15 @@ def mark_indexed_before(conn: sqlite3.Connection, before: float) -> None:
         "UPDATE episodes SET embed_state = ?, embed_error = '' WHERE created_at <= ?",
         (int(JobState.DONE), before),
     )
+
+
+def failed_extraction_ids(conn: sqlite3.Connection, tenant: str) -> list[int]:
+    rows = conn.execute(
+        "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
+        " WHERE e.extract_state = ? AND s.tenant = ? ORDER BY e.id",
+        (int(JobState.FAILED), tenant),
+    )
+    return [int(r[0]) for r in rows]
 
 
 def set_extract_state(

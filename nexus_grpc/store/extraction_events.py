@@ -35,6 +35,8 @@ class EventFilter:
     episode_id: int = 0
     session_id: int = 0
     project_id: int = 0
+    #: Only this tenant's events; None: every tenant's.
+    tenant: str | None = None
 
 
 def insert(
@@ -46,9 +48,12 @@ def insert(
     error: str = "",
     payload: dict[str, Any] | None = None,
 ) -> int:
+    # An event belongs to its session's tenant, written with it: the watch
+    # log outlives deleted sessions and must stay confined after them.
     cur = conn.execute(
         "INSERT INTO extraction_events (episode_id, session_id, project_id, status, error,"
-        " payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " payload, created_at, tenant) VALUES (?, ?, ?, ?, ?, ?, ?,"
+        " COALESCE((SELECT tenant FROM sessions WHERE id = ?), ''))",
         (
             episode_id,
             session_id,
@@ -57,6 +62,7 @@ def insert(
             error[:2000],
             json.dumps(payload or {}),
             now(),
+            session_id,
         ),
     )
     assert cur.lastrowid is not None
@@ -77,6 +83,9 @@ def page_after(
         if value:
             clauses.append(f"{column} = ?")
             params.append(value)
+    if where.tenant is not None:
+        clauses.append("tenant = ?")
+        params.append(where.tenant)
     rows = conn.execute(
         "SELECT id, episode_id, session_id, project_id, status, error, payload, created_at"
         f" FROM extraction_events WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",
@@ -87,8 +96,10 @@ def page_after(
     ]
 
 
-def any_for_episode(conn: sqlite3.Connection, episode_id: int) -> bool:
+def any_for_episode(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> bool:
+    clause, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
     row = conn.execute(
-        "SELECT 1 FROM extraction_events WHERE episode_id = ? LIMIT 1", (episode_id,)
+        f"SELECT 1 FROM extraction_events WHERE episode_id = ?{clause} LIMIT 1",
+        (episode_id, *params),
     ).fetchone()
     return row is not None

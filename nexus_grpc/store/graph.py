@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -40,6 +41,8 @@ class Entity:
     project_id: int = 0
     # Set only for the graph of a session outside any project (project_id 0).
     session_id: int = 0
+    # The tenant of the project or session whose graph this is.
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,18 @@ class Relationship:
 
 _ENTITY_COLUMNS = (
     "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
-    " e.created_at, e.project_id, e.session_id"
+    " e.created_at, e.project_id, e.session_id, e.tenant"
 )
 _REL_COLUMNS = "id, from_id, to_id, label, notes, mention_count, created_at"
 
 
 def _entity(r: Sequence) -> Entity:
-    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10])
+    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
+
+
+def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
+    """`` AND e.tenant = ?`` for one tenant; nothing for a caller who sees all."""
+    return ("", ()) if tenant is None else (" AND e.tenant = ?", (tenant,))
 
 
 def _rel(r: Sequence) -> Relationship:
@@ -86,6 +94,7 @@ def upsert_entity(
     session_id: int = 0,
     episode_id: int | None = None,
     confidence: float | None = None,
+    fallback_tenant: str = DEFAULT_TENANT,
 ) -> int:
     """Insert or update by (graph, name, type); returns the entity id.
 
@@ -96,14 +105,21 @@ def upsert_entity(
     """
     ts = now()
     row = conn.execute(
-        "SELECT id FROM entities WHERE project_id = ? AND session_id = ? AND name = ?"
-        " AND type = ?",
+        "SELECT id FROM entities WHERE project_id = ? AND session_id = ? AND name = ? AND type = ?",
         (project_id, session_id, name, etype),
     ).fetchone()
     if row is None:
+        # An entity belongs to the tenant of its graph's project or session;
+        # the graph of neither (legacy) to the default tenant.
+        tenant = conn.execute(
+            "SELECT COALESCE((SELECT tenant FROM projects WHERE id = ?),"
+            " (SELECT tenant FROM sessions WHERE id = ?), ?)",
+            (project_id, session_id, fallback_tenant),
+        ).fetchone()[0]
         entity_id = conn.execute(
             "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
-            " confidence, source, last_seen_at, created_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
+            " confidence, source, last_seen_at, created_at, tenant)"
+            " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
             (
                 project_id,
                 session_id,
@@ -114,6 +130,7 @@ def upsert_entity(
                 source,
                 ts,
                 ts,
+                tenant,
             ),
         ).lastrowid
         assert entity_id is not None
@@ -141,24 +158,30 @@ def _link(conn: sqlite3.Connection, table: str, column: str, row_id: int, episod
     return cur.rowcount == 1
 
 
-def get_entity(conn: sqlite3.Connection, entity_id: int) -> Entity:
+def get_entity(conn: sqlite3.Connection, entity_id: int, tenant: str | None = None) -> Entity:
+    """The entity; NOT_FOUND, with one message, when it does not exist or
+    belongs to another tenant (``tenant`` None: any tenant)."""
+    clause, params = _tenant_clause(tenant)
     row = conn.execute(
-        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.id = ?", (entity_id,)
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.id = ?{clause}", (entity_id, *params)
     ).fetchone()
     if row is None:
         raise NotFound(f"entity {entity_id} does not exist")
     return _entity(row)
 
 
-def get_entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Entity]:
+def get_entities(
+    conn: sqlite3.Connection, ids: Sequence[int], tenant: str | None = None
+) -> dict[int, Entity]:
     if not ids:
         return {}
+    clause, params = _tenant_clause(tenant)
     # CROSS JOIN pins the id list as the outer loop: one primary-key lookup
     # per id, never a scan of the table.
     rows = conn.execute(
         f"SELECT {_ENTITY_COLUMNS} FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
-        " CROSS JOIN entities e ON e.id = j.id",
-        (_ids_json(ids),),
+        f" CROSS JOIN entities e ON e.id = j.id WHERE true{clause}",
+        (_ids_json(ids), *params),
     ).fetchall()
     return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
 
@@ -186,10 +209,15 @@ def entity_project(conn: sqlite3.Connection, entity_id: int) -> int | None:
     return None if row is None else int(row[0])
 
 
-def entity_graph(conn: sqlite3.Connection, entity_id: int) -> tuple[int, int] | None:
-    """The entity's graph as (project_id, session_id), or None when it does not exist."""
+def entity_graph(
+    conn: sqlite3.Connection, entity_id: int, tenant: str | None = None
+) -> tuple[int, int] | None:
+    """The entity's graph as (project_id, session_id), or None when it does not
+    exist (or belongs to another tenant)."""
+    clause, params = _tenant_clause(tenant)
     row = conn.execute(
-        "SELECT project_id, session_id FROM entities WHERE id = ?", (entity_id,)
+        f"SELECT e.project_id, e.session_id FROM entities e WHERE e.id = ?{clause}",
+        (entity_id, *params),
     ).fetchone()
     return None if row is None else (int(row[0]), int(row[1]))
 
@@ -213,10 +241,14 @@ def list_entities(
     after_id: int | None,
     limit: int,
     session_id: int = 0,
+    tenant: str | None = None,
 ) -> list[Entity]:
     """Oldest first (keyset on id), optionally by type and by project or session graph."""
     where = ["e.id > ?"]
     params: list[object] = [after_id or 0]
+    if tenant is not None:
+        where.append("e.tenant = ?")
+        params.append(tenant)
     if etype:
         where.append("e.type = ?")
         params.append(etype)

@@ -37,6 +37,7 @@ class Memory:
     last_used_at: float | None = None
     use_count: int = 0
     request_id: str | None = None
+    tenant: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ class UsageOwner:
 
     user_id: str
     project_id: int
+    #: The caller's tenant; None for a caller who sees every tenant.
+    tenant: str | None = None
+
+    def clause(self) -> tuple[str, tuple[object, ...]]:
+        """The WHERE fragment (no leading AND) that confines usage rows to this owner."""
+        if self.tenant is None:
+            return "user_id = ? AND project_id = ?", (self.user_id, self.project_id)
+        return (
+            "user_id = ? AND project_id = ? AND tenant = ?",
+            (self.user_id, self.project_id, self.tenant),
+        )
 
 
 @dataclass(frozen=True)
@@ -83,15 +95,18 @@ def _row(r: sqlite3.Row) -> Memory:
         last_used_at=r["last_used_at"],
         use_count=r["use_count"],
         request_id=r["request_id"],
+        tenant=r["tenant"],
     )
 
 
-def insert(conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None) -> Memory:
+def insert(
+    conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None, tenant: str
+) -> Memory:
     ts = now()
     cur = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
-        " session_id, confidence, metadata, request_id, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " session_id, confidence, metadata, request_id, created_at, updated_at, tenant)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             values["kind"],
             values["title"],
@@ -106,6 +121,7 @@ def insert(conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str 
             request_id or None,
             ts,
             ts,
+            tenant,
         ),
     )
     memory_id = cur.lastrowid or 0
@@ -125,13 +141,20 @@ def get(conn: sqlite3.Connection, memory_id: int) -> Memory:
     return memory
 
 
-def find_by_request_id(conn: sqlite3.Connection, request_id: str) -> Memory | None:
-    row = conn.execute("SELECT * FROM memories WHERE request_id = ?", (request_id,)).fetchone()
+def find_by_request_id(
+    conn: sqlite3.Connection, tenant: str, user_id: str, request_id: str
+) -> Memory | None:
+    """The memory this owner (tenant and user; '' for PROJECT memories) stored
+    with this retry key."""
+    row = conn.execute(
+        "SELECT * FROM memories WHERE tenant = ? AND user_id = ? AND request_id = ?",
+        (tenant, user_id, request_id),
+    ).fetchone()
     return _row(row) if row else None
 
 
 def count_in_cap_scope(
-    conn: sqlite3.Connection, project_id: int, agent_id: str, user_id: str
+    conn: sqlite3.Connection, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
     """Memories counted against the per-(project, agent) cap.
 
@@ -145,8 +168,9 @@ def count_in_cap_scope(
         ).fetchone()
     else:
         row = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE project_id = 0 AND user_id = ? AND agent_id = ?",
-            (user_id, agent_id),
+            "SELECT COUNT(*) FROM memories WHERE project_id = 0 AND user_id = ? AND agent_id = ?"
+            " AND tenant = ?",
+            (user_id, agent_id, tenant),
         ).fetchone()
     return int(row[0])
 
@@ -291,11 +315,11 @@ def used_in_thread(
 ) -> set[int]:
     if not thread_id or not ids:
         return set()
+    where, params = owner.clause()
     rows = conn.execute(
-        "SELECT DISTINCT memory_id FROM memory_usage"
-        " WHERE thread_id = ? AND user_id = ? AND project_id = ?"
+        f"SELECT DISTINCT memory_id FROM memory_usage WHERE thread_id = ? AND {where}"
         f" AND memory_id IN ({placeholders(len(ids))})",
-        (thread_id, owner.user_id, owner.project_id, *ids),
+        (thread_id, *params, *ids),
     )
     return {r[0] for r in rows}
 
@@ -312,17 +336,18 @@ def record_usage(
     ids = [u.memory_id for u in used]
     if not ids:
         return {}
+    # Each usage row belongs to its memory's tenant.
     present = {
-        r[0]
+        r[0]: r[1]
         for r in conn.execute(
-            f"SELECT id FROM memories WHERE id IN ({placeholders(len(ids))})", ids
+            f"SELECT id, tenant FROM memories WHERE id IN ({placeholders(len(ids))})", ids
         )
     }
     live = [u for u in used if u.memory_id in present]
     ts = now()
     conn.executemany(
         "INSERT INTO memory_usage (memory_id, thread_id, user_id, project_id, context,"
-        " relevance, category, used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " relevance, category, used_at, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 u.memory_id,
@@ -333,6 +358,7 @@ def record_usage(
                 u.relevance,
                 u.category,
                 ts,
+                present[u.memory_id],
             )
             for u in live
         ],
@@ -364,10 +390,11 @@ def usage_by_memory(
     conn: sqlite3.Connection, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """The memory's usage recorded by this owner (their prompts only)."""
+    where, params = owner.clause()
     rows = conn.execute(
-        "SELECT * FROM memory_usage WHERE memory_id = ? AND user_id = ? AND project_id = ?"
+        f"SELECT * FROM memory_usage WHERE memory_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",
-        (memory_id, owner.user_id, owner.project_id, after_id or 0, limit),
+        (memory_id, *params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
 
@@ -376,9 +403,10 @@ def usage_by_thread(
     conn: sqlite3.Connection, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """A thread's usage, as recorded by its owner."""
+    where, params = owner.clause()
     rows = conn.execute(
-        "SELECT * FROM memory_usage WHERE thread_id = ? AND user_id = ? AND project_id = ?"
+        f"SELECT * FROM memory_usage WHERE thread_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",
-        (thread_id, owner.user_id, owner.project_id, after_id or 0, limit),
+        (thread_id, *params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+
 log = logging.getLogger(__name__)
 
 # A migration that starts with this marker rebuilds a table that others
@@ -425,13 +427,76 @@ MIGRATIONS: list[str] = [
     -- A project's PROJECT memories, newest first, without walking its users' ones.
     CREATE INDEX idx_memories_kind_project ON memories(kind, project_id);
     """,
+    # 8: tenants. Every project and every session outside a project belongs to
+    # the tenant of the key that created it, and everything under them to the
+    # same tenant. Rows that hold data a tenant query filters on directly
+    # (lists, the watch log, memories outside projects) carry the tenant; the
+    # rest reach it through their session or project. Existing data goes to
+    # the default tenant the operator names (--default-tenant). Sessions are
+    # rebuilt because external_id becomes unique per tenant: one tenant's
+    # external id must neither collide with nor reveal another's.
+    REBUILD
+    + """
+    ALTER TABLE projects ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE projects SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_projects_tenant ON projects(tenant);
+
+    CREATE TABLE sessions_new (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        -- The code always names the tenant; '' (no tenant's) is only what a
+        -- row inserted by hand gets, and only admin keys see it.
+        tenant      TEXT NOT NULL DEFAULT '',
+        external_id TEXT NOT NULL,
+        name        TEXT NOT NULL DEFAULT '',
+        project_id  INTEGER REFERENCES projects(id),
+        metadata    TEXT NOT NULL DEFAULT '{}',
+        created_at  REAL NOT NULL,
+        UNIQUE(tenant, external_id)
+    );
+    INSERT INTO sessions_new (id, tenant, external_id, name, project_id, metadata, created_at)
+    SELECT id, :default_tenant, external_id, name, project_id, metadata, created_at FROM sessions;
+    UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'sessions'), 0))
+    WHERE name = 'sessions_new';
+    INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'sessions_new', seq FROM sqlite_sequence WHERE name = 'sessions'
+    AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sessions_new');
+    DROP TABLE sessions;
+    ALTER TABLE sessions_new RENAME TO sessions;
+    CREATE INDEX idx_sessions_project ON sessions(project_id);
+    CREATE INDEX idx_sessions_tenant ON sessions(tenant);
+
+    ALTER TABLE entities ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE entities SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_entities_tenant ON entities(tenant);
+
+    ALTER TABLE extraction_events ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE extraction_events SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_extraction_events_tenant ON extraction_events(tenant, id);
+
+    ALTER TABLE memories ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE memories SET tenant = :default_tenant WHERE true;
+    CREATE INDEX idx_memories_tenant_user ON memories(tenant, user_id, kind);
+    -- A retry key belongs to its owner (tenant and user; '' for PROJECT
+    -- memories): another user's id is neither refused nor revealed.
+    DROP INDEX idx_memories_request;
+    CREATE UNIQUE INDEX idx_memories_request ON memories(tenant, user_id, request_id)
+        WHERE request_id IS NOT NULL;
+
+    ALTER TABLE memory_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE memory_usage SET tenant = :default_tenant WHERE true;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration newer than the database; returns the version."""
+def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> int:
+    """Apply every migration newer than the database; returns the version.
+
+    ``default_tenant`` is the tenant that rows written before tenants existed
+    are given (migration 8); it is bound wherever a script names it.
+    """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     if current > LATEST_VERSION:
         raise RuntimeError(
@@ -448,7 +513,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _split(script):
-                conn.execute(statement)
+                if ":default_tenant" in statement:
+                    conn.execute(statement, {"default_tenant": default_tenant})
+                else:
+                    conn.execute(statement)
             if rebuild and conn.execute("PRAGMA foreign_key_check").fetchall():
                 raise RuntimeError(f"schema migration {version} would break foreign keys")
             conn.execute(f"PRAGMA user_version = {version}")
@@ -459,7 +527,24 @@ def migrate(conn: sqlite3.Connection) -> int:
         finally:
             if rebuild:
                 conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+    probe(conn)
     return LATEST_VERSION
+
+
+def probe(conn: sqlite3.Connection) -> None:
+    """Touch the last page of every table, cheaply, so a damaged file fails
+    the start instead of the first request that reaches the damage.
+
+    A file cut short (a copy that stopped, a full disk) loses its tail, which
+    is where rowid tables keep their newest rows: ``max(rowid)`` walks only
+    the rightmost path of each table (a few pages), not the whole file.
+    """
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE '%WITHOUT ROWID%'"
+        " AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+    ).fetchall()
+    for (name,) in tables:
+        conn.execute(f'SELECT max(rowid) FROM "{name}"').fetchone()
 
 
 def _split(script: str) -> list[str]:

@@ -6,7 +6,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain.models import Project
+from nexus_grpc.domain.models import MemoryKind, Project
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -25,39 +26,77 @@ def _row(row: sqlite3.Row) -> Project:
         system_prompt=row["system_prompt"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        tenant=row["tenant"],
     )
 
 
-def insert(conn: sqlite3.Connection, values: Mapping[str, Any]) -> Project:
+def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
+    """`` AND tenant = ?`` for one tenant; nothing for a caller who sees all."""
+    return ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
+
+
+def insert(
+    conn: sqlite3.Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT
+) -> Project:
     ts = now()
     cur = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " isolated, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
-        (*(values.get(c, "") for c in COLUMNS), ts, ts),
+        " isolated, created_at, updated_at, tenant) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        (*(values.get(c, "") for c in COLUMNS), ts, ts, tenant),
     )
     return get(conn, cur.lastrowid or 0)
 
 
-def get(conn: sqlite3.Connection, project_id: int) -> Project:
-    row = conn.execute("SELECT * FROM projects WHERE id = ?", (project_id,)).fetchone()
+def get(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> Project:
+    """The project; NOT_FOUND when it does not exist or belongs to another tenant
+    (``tenant`` None: any tenant), with one message for both."""
+    clause, params = _tenant_clause(tenant)
+    row = conn.execute(
+        f"SELECT * FROM projects WHERE id = ?{clause}", (project_id, *params)
+    ).fetchone()
     if row is None:
         raise NotFound(f"project {project_id} does not exist")
     return _row(row)
 
 
-def exists(conn: sqlite3.Connection, project_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone() is not None
+def exists(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> bool:
+    clause, params = _tenant_clause(tenant)
+    row = conn.execute(f"SELECT 1 FROM projects WHERE id = ?{clause}", (project_id, *params))
+    return row.fetchone() is not None
 
 
-def list_page(conn: sqlite3.Connection, after_id: int | None, limit: int) -> list[Project]:
+def tenant_of(conn: sqlite3.Connection, project_id: int) -> str | None:
+    row = conn.execute("SELECT tenant FROM projects WHERE id = ?", (project_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def list_page(
+    conn: sqlite3.Connection, after_id: int | None, limit: int, tenant: str | None = None
+) -> list[Project]:
+    clause, params = _tenant_clause(tenant)
     rows = conn.execute(
-        "SELECT * FROM projects WHERE id > ? ORDER BY id LIMIT ?", (after_id or 0, limit)
+        f"SELECT * FROM projects WHERE id > ?{clause} ORDER BY id LIMIT ?",
+        (after_id or 0, *params, limit),
     ).fetchall()
     return [_row(r) for r in rows]
 
 
-def update(conn: sqlite3.Connection, project_id: int, changes: Mapping[str, Any]) -> Project:
-    get(conn, project_id)
+def user_memory_owners(conn: sqlite3.Connection, project_id: int) -> dict[str, int]:
+    """USER memories stored in the project, counted by user."""
+    rows = conn.execute(
+        "SELECT user_id, COUNT(*) FROM memories WHERE project_id = ? AND kind = ? GROUP BY user_id",
+        (project_id, int(MemoryKind.USER)),
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def update(
+    conn: sqlite3.Connection,
+    project_id: int,
+    changes: Mapping[str, Any],
+    tenant: str | None = None,
+) -> Project:
+    get(conn, project_id, tenant)
     if changes:
         # Column names come from COLUMNS (checked by the domain), never from the client.
         assignments = ", ".join(f"{c} = ?" for c in changes if c in COLUMNS)
@@ -68,11 +107,12 @@ def update(conn: sqlite3.Connection, project_id: int, changes: Mapping[str, Any]
     return get(conn, project_id)
 
 
-def delete(conn: sqlite3.Connection, project_id: int) -> int:
+def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> int:
     """Detach the project's sessions, then delete it and what only it owned:
     its memories, its graph and its overviews (their index points go through index
-    jobs in the same transaction).  Returns the sessions detached."""
-    get(conn, project_id)
+    jobs in the same transaction).  Returns the sessions detached.  The caller
+    has already decided that every USER memory in it may go."""
+    get(conn, project_id, tenant)
     # Detached sessions' summaries carry the project in their vector payload.
     jobs.enqueue_select(
         conn,

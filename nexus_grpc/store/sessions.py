@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.domain.models import Session
+from nexus_grpc.domain.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -21,7 +22,12 @@ def _row(row: sqlite3.Row) -> Session:
         project_id=row["project_id"] or 0,
         metadata=json.loads(row["metadata"]),
         created_at=row["created_at"],
+        tenant=row["tenant"],
     )
+
+
+def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
+    return ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
 
 
 def insert(
@@ -30,12 +36,13 @@ def insert(
     name: str,
     project_id: int,
     metadata: Mapping[str, Any],
+    tenant: str = DEFAULT_TENANT,
 ) -> Session:
     try:
         cur = conn.execute(
-            "INSERT INTO sessions (external_id, name, project_id, metadata, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (external_id, name, project_id or None, json.dumps(metadata), now()),
+            "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (tenant, external_id, name, project_id or None, json.dumps(metadata), now()),
         )
     except sqlite3.IntegrityError as exc:
         if "external_id" in str(exc):
@@ -46,31 +53,50 @@ def insert(
     return get(conn, cur.lastrowid or 0)
 
 
-def get(conn: sqlite3.Connection, session_id: int) -> Session:
-    row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+def get(conn: sqlite3.Connection, session_id: int, tenant: str | None = None) -> Session:
+    """The session; NOT_FOUND, with one message, when it does not exist or
+    belongs to another tenant (``tenant`` None: any tenant)."""
+    clause, params = _tenant_clause(tenant)
+    row = conn.execute(
+        f"SELECT * FROM sessions WHERE id = ?{clause}", (session_id, *params)
+    ).fetchone()
     if row is None:
         raise NotFound(f"session {session_id} does not exist")
     return _row(row)
 
 
-def get_by_external_id(conn: sqlite3.Connection, external_id: str) -> Session:
-    row = conn.execute("SELECT * FROM sessions WHERE external_id = ?", (external_id,)).fetchone()
+def get_by_external_id(
+    conn: sqlite3.Connection, external_id: str, tenant: str | None = None
+) -> Session:
+    # External ids are unique per tenant; a caller who sees every tenant
+    # gets the oldest session that uses it.
+    clause, params = _tenant_clause(tenant)
+    row = conn.execute(
+        f"SELECT * FROM sessions WHERE external_id = ?{clause} ORDER BY id LIMIT 1",
+        (external_id, *params),
+    ).fetchone()
     if row is None:
         raise NotFound(f"session with external_id {external_id!r} does not exist")
     return _row(row)
 
 
 def list_page(
-    conn: sqlite3.Connection, after_id: int | None, limit: int, project_id: int
+    conn: sqlite3.Connection,
+    after_id: int | None,
+    limit: int,
+    project_id: int,
+    tenant: str | None = None,
 ) -> list[Session]:
+    clause, params = _tenant_clause(tenant)
     if project_id:
         rows = conn.execute(
-            "SELECT * FROM sessions WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?",
-            (project_id, after_id or 0, limit),
+            f"SELECT * FROM sessions WHERE project_id = ?{clause} AND id > ? ORDER BY id LIMIT ?",
+            (project_id, *params, after_id or 0, limit),
         ).fetchall()
     else:
         rows = conn.execute(
-            "SELECT * FROM sessions WHERE id > ? ORDER BY id LIMIT ?", (after_id or 0, limit)
+            f"SELECT * FROM sessions WHERE id > ?{clause} ORDER BY id LIMIT ?",
+            (after_id or 0, *params, limit),
         ).fetchall()
     return [_row(r) for r in rows]
 
@@ -80,8 +106,13 @@ def project_session_ids(conn: sqlite3.Connection, project_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-def update(conn: sqlite3.Connection, session_id: int, changes: Mapping[str, Any]) -> Session:
-    get(conn, session_id)
+def update(
+    conn: sqlite3.Connection,
+    session_id: int,
+    changes: Mapping[str, Any],
+    tenant: str | None = None,
+) -> Session:
+    get(conn, session_id, tenant)
     for column, value in changes.items():
         if column == "name":
             conn.execute("UPDATE sessions SET name = ? WHERE id = ?", (value, session_id))
@@ -105,13 +136,13 @@ def update(conn: sqlite3.Connection, session_id: int, changes: Mapping[str, Any]
     return get(conn, session_id)
 
 
-def delete(conn: sqlite3.Connection, session_id: int) -> int:
+def delete(conn: sqlite3.Connection, session_id: int, tenant: str | None = None) -> int:
     """Delete a session and (by cascade) its episodes and summaries.
 
     Index jobs for every episode and summary are queued in the same
     transaction, so their vector points are removed durably too.
     """
-    get(conn, session_id)
+    get(conn, session_id, tenant)
     jobs.enqueue_select(
         conn, jobs.INDEX_EPISODE, "SELECT id FROM episodes WHERE session_id = ?", (session_id,)
     )

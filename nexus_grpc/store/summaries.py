@@ -86,20 +86,39 @@ def insert(
     return get(conn, summary_id)
 
 
-def find(conn: sqlite3.Connection, summary_id: int) -> Summary | None:
-    row = conn.execute(f"{_SELECT} WHERE s.id = ?", (summary_id,)).fetchone()
+# A summary belongs to its session's tenant, an overview to its project's.
+_TENANT = (
+    "COALESCE((SELECT tenant FROM sessions WHERE id = s.session_id),"
+    " (SELECT tenant FROM projects WHERE id = s.project_id))"
+)
+
+
+def find(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> Summary | None:
+    if tenant is None:
+        row = conn.execute(f"{_SELECT} WHERE s.id = ?", (summary_id,)).fetchone()
+    else:
+        row = conn.execute(
+            f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?", (summary_id, tenant)
+        ).fetchone()
     return _row(row) if row else None
 
 
-def get(conn: sqlite3.Connection, summary_id: int) -> Summary:
-    summary = find(conn, summary_id)
+def get(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> Summary:
+    """The summary; NOT_FOUND, with one message, when it does not exist or
+    belongs to another tenant (``tenant`` None: any tenant)."""
+    summary = find(conn, summary_id, tenant)
     if summary is None:
         raise NotFound(f"summary {summary_id} does not exist")
     return summary
 
 
-def update(conn: sqlite3.Connection, summary_id: int, changes: Mapping[str, Any]) -> Summary:
-    get(conn, summary_id)
+def update(
+    conn: sqlite3.Connection,
+    summary_id: int,
+    changes: Mapping[str, Any],
+    tenant: str | None = None,
+) -> Summary:
+    get(conn, summary_id, tenant)
     if changes:
         cols = ", ".join(f"{k} = ?" for k in changes)
         conn.execute(
@@ -110,8 +129,8 @@ def update(conn: sqlite3.Connection, summary_id: int, changes: Mapping[str, Any]
     return get(conn, summary_id)
 
 
-def delete(conn: sqlite3.Connection, summary_id: int) -> None:
-    get(conn, summary_id)
+def delete(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> None:
+    get(conn, summary_id, tenant)
     conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
     jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
 
