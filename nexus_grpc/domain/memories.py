@@ -174,20 +174,43 @@ class Memories:
                 if existing is not None:
                     _check_replay(existing, row, request_id)
                     return existing, False
-            count = memory_store.count_in_cap_scope(conn, project_id, agent_id, user_id, tenant)
-            if count >= self.cap:
-                where = f"project {project_id}" if project_id else f"user {user_id!r}"
-                raise FailedPrecondition(
-                    f"{where} already holds {count} memories for agent {agent_id!r}; the limit"
-                    f" is {self.cap} per project and agent (so every title can be read at"
-                    " selection). Delete or archive some first."
-                )
+            if tier != Tier.ARCHIVE:
+                self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
             return memory_store.insert(conn, row, request_id, tenant), True
 
         memory, created = await self.db.write(write)
         if created:
             self.signals.wake(jobs.INDEX_MEMORY)
         return memory
+
+    def _check_cap(
+        self,
+        conn: sqlite3.Connection,
+        kind: int,
+        project_id: int,
+        agent_id: str,
+        user_id: str,
+        tenant: str,
+    ) -> None:
+        """Refuse a memory that would take its owner past the cap.
+
+        The refusal names only the caller's own count: another user's number
+        of memories is theirs, not something a refusal may reveal."""
+        count = memory_store.count_in_cap_scope(conn, kind, project_id, agent_id, user_id, tenant)
+        if count < self.cap:
+            return
+        where = f"project {project_id}" if project_id else "no project"
+        if kind == MemoryKind.PROJECT:
+            owner = f"project {project_id} already holds {count} PROJECT memories"
+            unit = "per project and agent"
+        else:
+            owner = f"user {user_id!r} already holds {count} USER memories in {where}"
+            unit = "per user, project and agent"
+        raise FailedPrecondition(
+            f"{owner} for agent {agent_id!r} outside the ARCHIVE tier; the limit is {self.cap}"
+            f" {unit} (so every title can be read at selection). Delete some or move them to"
+            " the ARCHIVE tier first."
+        )
 
     async def get(self, memory_id: int, user_id: str, session_id: int = 0) -> Memory:
         v.positive_id("id", memory_id)
@@ -272,7 +295,19 @@ class Memories:
                 changes[p] = v.metadata("memory.metadata", value or {})
 
         def write(conn: sqlite3.Connection) -> Memory:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
+            current = self._owned(
+                memory_store.find(conn, memory_id), memory_id, user_id, session_id
+            )
+            if current.tier == Tier.ARCHIVE and changes.get("tier", Tier.ARCHIVE) != Tier.ARCHIVE:
+                # Leaving ARCHIVE brings it back into what selection reads.
+                self._check_cap(
+                    conn,
+                    current.kind,
+                    current.project_id,
+                    current.agent_id,
+                    current.user_id,
+                    current.tenant,
+                )
             return memory_store.update(conn, memory_id, changes)
 
         memory = await self.db.write(write)

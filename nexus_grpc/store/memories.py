@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.domain.models import MemoryKind
+from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -154,23 +154,27 @@ def find_by_request_id(
 
 
 def count_in_cap_scope(
-    conn: sqlite3.Connection, project_id: int, agent_id: str, user_id: str, tenant: str
+    conn: sqlite3.Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
-    """Memories counted against the per-(project, agent) cap.
+    """Memories counted against the cap of the owner a new memory would join.
 
-    Inside a project every memory of that project and agent counts; a USER
-    memory stored outside any project counts against its user's own cap.
-    """
-    if project_id:
+    One selection reads a project's PROJECT memories plus one user's USER
+    memories, so that is what the cap bounds: PROJECT memories per (project,
+    agent), USER memories per (project, agent, user), project 0 included.
+    ARCHIVE is never read by selection, so it does not count. A user id names
+    a user within a tenant, so USER counts are per tenant too. Each count walks
+    only its owner's index (idx_memories_project / idx_memories_user)."""
+    if kind == MemoryKind.PROJECT:
         row = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE project_id = ? AND agent_id = ?",
-            (project_id, agent_id),
+            "SELECT COUNT(*) FROM memories WHERE project_id = ? AND agent_id = ? AND kind = ?"
+            " AND tier != ?",
+            (project_id, agent_id, int(MemoryKind.PROJECT), int(Tier.ARCHIVE)),
         ).fetchone()
     else:
         row = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE project_id = 0 AND user_id = ? AND agent_id = ?"
-            " AND tenant = ?",
-            (user_id, agent_id, tenant),
+            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND kind = ? AND project_id = ?"
+            " AND agent_id = ? AND tier != ? AND tenant = ?",
+            (user_id, int(MemoryKind.USER), project_id, agent_id, int(Tier.ARCHIVE), tenant),
         ).fetchone()
     return int(row[0])
 
