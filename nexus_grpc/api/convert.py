@@ -22,6 +22,31 @@ def timestamp(seconds: float | None) -> Timestamp | None:
     return ts
 
 
+# google.protobuf.Timestamp's valid range: 0001-01-01 to 9999-12-31 (UTC).
+_MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def time_field(message: Any, field: str) -> float | None:
+    """A Timestamp field as epoch seconds, None when unset; one outside
+    Timestamp's range (which json_format and other languages refuse) is
+    INVALID_ARGUMENT naming the field."""
+    if not message.HasField(field):
+        return None
+    ts: Timestamp = getattr(message, field)
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(
+            f"{field} is not a valid timestamp (seconds {ts.seconds}, nanos {ts.nanos})"
+        )
+    return ts.seconds + ts.nanos / 1e9
+
+
+def exact_timestamp(seconds: float) -> Timestamp:
+    """Always set, the epoch included (``timestamp`` leaves 0 unset)."""
+    ts = Timestamp()
+    ts.FromNanoseconds(round(seconds * 1e9))
+    return ts
+
+
 def struct(value: dict[str, Any]) -> Struct:
     s = Struct()
     if value:
@@ -84,6 +109,7 @@ def episode(e: models.Episode) -> mpb.Episode:
         embedding_error=e.embed_error,
         extraction_state=mpb.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
+        occur_time=exact_timestamp(e.occur_at or e.created_at),
     )
 
 

@@ -10,7 +10,7 @@ import grpc
 from nexus_grpc.api import convert, pages
 from nexus_grpc.api.interceptors import request_id_var
 from nexus_grpc.app import App
-from nexus_grpc.domain.models import SearchMode
+from nexus_grpc.domain.models import SearchMode, TimeWindow
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
@@ -108,6 +108,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             convert.from_struct(request.metadata),
             request.request_id,
             request.project_id,
+            convert.time_field(request, "occur_time"),
         )
         return convert.episode(episode)
 
@@ -133,9 +134,17 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         self, request: mpb.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[mpb.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
+        window = TimeWindow(
+            convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+        )
         async for hit in self.app.episode_search.search(
-            request.query, request.session_id, request.project_id, request.limit, mode,
+            request.query,
+            request.session_id,
+            request.project_id,
+            request.limit,
+            mode,
             on_degraded=_report_degraded(context),
+            window=window,
         ):
             yield convert.episode_hit(hit)
 

@@ -486,6 +486,20 @@ MIGRATIONS: list[str] = [
     ALTER TABLE memory_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     UPDATE memory_usage SET tenant = :default_tenant WHERE true;
     """,
+    # 9: an episode's occur_time: when the exchange happened, which an import
+    # sets from the original conversation (created_at stays when it was
+    # stored). Existing episodes happened when they were stored. Episode points
+    # now carry occurAt, which a windowed semantic search filters on:
+    # re-index every episode through the outbox, as migration 4 did entities.
+    """
+    ALTER TABLE episodes ADD COLUMN occur_at REAL NOT NULL DEFAULT 0;
+    UPDATE episodes SET occur_at = created_at;
+    INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)
+    SELECT 'index:episodes', id, 0, (julianday('now') - 2440587.5) * 86400.0,
+           (julianday('now') - 2440587.5) * 86400.0
+    FROM episodes WHERE true
+    ON CONFLICT DO NOTHING;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

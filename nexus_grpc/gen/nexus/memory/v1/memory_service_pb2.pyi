@@ -553,6 +553,7 @@ class Episode(_message.Message):
     EMBEDDING_ERROR_FIELD_NUMBER: _builtins.int
     EXTRACTION_STATE_FIELD_NUMBER: _builtins.int
     EXTRACTION_ERROR_FIELD_NUMBER: _builtins.int
+    OCCUR_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     session_id: _builtins.int
     user_message: _builtins.str
@@ -567,6 +568,12 @@ class Episode(_message.Message):
     def metadata(self) -> _struct_pb2.Struct: ...
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def occur_time(self) -> _timestamp_pb2.Timestamp:
+        """When the exchange happened: the occur_time it was created with, or its
+        create_time. Search windows and summaries go by this time.
+        """
+
     def __init__(
         self,
         *,
@@ -580,10 +587,11 @@ class Episode(_message.Message):
         embedding_error: _builtins.str = ...,
         extraction_state: Global___JobState.ValueType = ...,
         extraction_error: _builtins.str = ...,
+        occur_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata", "occur_time", b"occur_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "metadata", b"metadata", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "metadata", b"metadata", "occur_time", b"occur_time", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -599,6 +607,7 @@ class CreateEpisodeRequest(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OCCUR_TIME_FIELD_NUMBER: _builtins.int
     session_id: _builtins.int
     user_message: _builtins.str
     ai_response: _builtins.str
@@ -610,6 +619,13 @@ class CreateEpisodeRequest(_message.Message):
     """
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
+    @_builtins.property
+    def occur_time(self) -> _timestamp_pb2.Timestamp:
+        """When the exchange happened, for a conversation stored after the fact.
+        Unset: now. More than 5 minutes ahead of the server's clock is
+        INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
@@ -619,10 +635,11 @@ class CreateEpisodeRequest(_message.Message):
         metadata: _struct_pb2.Struct | None = ...,
         request_id: _builtins.str = ...,
         project_id: _builtins.int = ...,
+        occur_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "occur_time", b"occur_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "metadata", b"metadata", "project_id", b"project_id", "request_id", b"request_id", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "metadata", b"metadata", "occur_time", b"occur_time", "project_id", b"project_id", "request_id", b"request_id", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -738,6 +755,8 @@ class SearchEpisodesRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
     """The asking session: its scope follows seed 000 (own episodes, or its
@@ -747,6 +766,15 @@ class SearchEpisodesRequest(_message.Message):
     """Searches the whole project when no session is given."""
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """Only episodes whose occur_time is in [start_time, end_time), on every
+        mode. Either side may be left unset (open); start_time must be earlier
+        than end_time.
+        """
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -755,10 +783,12 @@ class SearchEpisodesRequest(_message.Message):
         project_id: _builtins.int = ...,
         limit: _builtins.int = ...,
         mode: Global___SearchMode.ValueType = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -401,6 +401,11 @@ export interface Episode {
   /** Whether entities and relationships have been extracted from it. */
   extractionState: JobState;
   extractionError: string;
+  /**
+   * When the exchange happened: the occur_time it was created with, or its
+   * create_time. Search windows and summaries go by this time.
+   */
+  occurTime: Date | undefined;
 }
 
 export interface CreateEpisodeRequest {
@@ -417,6 +422,12 @@ export interface CreateEpisodeRequest {
    * project yet to this project, in the same transaction as the episode.
    */
   projectId: number;
+  /**
+   * When the exchange happened, for a conversation stored after the fact.
+   * Unset: now. More than 5 minutes ahead of the server's clock is
+   * INVALID_ARGUMENT.
+   */
+  occurTime: Date | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -452,6 +463,13 @@ export interface SearchEpisodesRequest {
   projectId: number;
   limit: number;
   mode: SearchMode;
+  /**
+   * Only episodes whose occur_time is in [start_time, end_time), on every
+   * mode. Either side may be left unset (open); start_time must be earlier
+   * than end_time.
+   */
+  startTime: Date | undefined;
+  endTime: Date | undefined;
 }
 
 export interface SearchHit {
@@ -2219,6 +2237,7 @@ function createBaseEpisode(): Episode {
     embeddingError: "",
     extractionState: 0,
     extractionError: "",
+    occurTime: undefined,
   };
 }
 
@@ -2253,6 +2272,9 @@ export const Episode: MessageFns<Episode> = {
     }
     if (message.extractionError !== "") {
       writer.uint32(82).string(message.extractionError);
+    }
+    if (message.occurTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -2350,6 +2372,14 @@ export const Episode: MessageFns<Episode> = {
             message.extractionError = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2406,6 +2436,11 @@ export const Episode: MessageFns<Episode> = {
         : isSet(object.extraction_error)
         ? globalThis.String(object.extraction_error)
         : "",
+      occurTime: isSet(object.occurTime)
+        ? fromJsonTimestamp(object.occurTime)
+        : isSet(object.occur_time)
+        ? fromJsonTimestamp(object.occur_time)
+        : undefined,
     };
   },
 
@@ -2441,6 +2476,9 @@ export const Episode: MessageFns<Episode> = {
     if (message.extractionError !== "") {
       obj.extractionError = message.extractionError;
     }
+    if (message.occurTime !== undefined) {
+      obj.occurTime = message.occurTime.toISOString();
+    }
     return obj;
   },
 
@@ -2459,12 +2497,21 @@ export const Episode: MessageFns<Episode> = {
     message.embeddingError = object.embeddingError ?? "";
     message.extractionState = object.extractionState ?? 0;
     message.extractionError = object.extractionError ?? "";
+    message.occurTime = object.occurTime ?? undefined;
     return message;
   },
 };
 
 function createBaseCreateEpisodeRequest(): CreateEpisodeRequest {
-  return { sessionId: 0, userMessage: "", aiResponse: "", metadata: undefined, requestId: "", projectId: 0 };
+  return {
+    sessionId: 0,
+    userMessage: "",
+    aiResponse: "",
+    metadata: undefined,
+    requestId: "",
+    projectId: 0,
+    occurTime: undefined,
+  };
 }
 
 export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
@@ -2486,6 +2533,9 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     }
     if (message.projectId !== 0) {
       writer.uint32(48).int64(message.projectId);
+    }
+    if (message.occurTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -2551,6 +2601,14 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
             message.projectId = longToNumber(reader.int64());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2591,6 +2649,11 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
         : isSet(object.project_id)
         ? globalThis.Number(object.project_id)
         : 0,
+      occurTime: isSet(object.occurTime)
+        ? fromJsonTimestamp(object.occurTime)
+        : isSet(object.occur_time)
+        ? fromJsonTimestamp(object.occur_time)
+        : undefined,
     };
   },
 
@@ -2614,6 +2677,9 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     if (message.projectId !== 0) {
       obj.projectId = Math.round(message.projectId);
     }
+    if (message.occurTime !== undefined) {
+      obj.occurTime = message.occurTime.toISOString();
+    }
     return obj;
   },
 
@@ -2628,6 +2694,7 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     message.metadata = object.metadata ?? undefined;
     message.requestId = object.requestId ?? "";
     message.projectId = object.projectId ?? 0;
+    message.occurTime = object.occurTime ?? undefined;
     return message;
   },
 };
@@ -3021,7 +3088,7 @@ export const DeleteEpisodeResponse: MessageFns<DeleteEpisodeResponse> = {
 };
 
 function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
-  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0 };
+  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0, startTime: undefined, endTime: undefined };
 }
 
 export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
@@ -3040,6 +3107,12 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.mode !== 0) {
       writer.uint32(40).int32(message.mode);
+    }
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(50).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -3097,6 +3170,22 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.mode = reader.int32() as any;
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3124,6 +3213,16 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       mode: isSet(object.mode) ? searchModeFromJSON(object.mode) : 0,
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
     };
   },
 
@@ -3144,6 +3243,12 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.mode !== 0) {
       obj.mode = searchModeToJSON(message.mode);
     }
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
     return obj;
   },
 
@@ -3157,6 +3262,8 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.projectId = object.projectId ?? 0;
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
     return message;
   },
 };
