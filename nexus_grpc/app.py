@@ -30,6 +30,7 @@ from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
 from nexus_grpc.pipeline.extractor import ExtractionHandler
+from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.signals import JobSignals
@@ -184,7 +185,12 @@ class App:
         )
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
         self.memories = Memories(
-            self.db, self.signals, self.embedder, self.index, default_tenant=settings.default_tenant
+            self.db,
+            self.signals,
+            self.embedder,
+            self.index,
+            default_tenant=settings.default_tenant,
+            history_retention=settings.memory_history_retention_days * 86_400.0,
         )
         self.selector = Selector(
             self.db,
@@ -334,6 +340,15 @@ class App:
             after_commit=self.extraction.committed,
         )
         self.workers.append(self.extraction_worker)
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.PURGE_MEMORY_HISTORY,
+                purge_history,
+                self._worker_config(batch_size=64, concurrency=1),
+            )
+        )
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()

@@ -822,6 +822,49 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    async def list_memory_history(
+        self,
+        request: memory_pb2.ListMemoryHistoryRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        memory_id: int | None = None,
+        user_id: str | None = None,
+        session_id: int | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ListMemoryHistoryResponse:
+        """MemoryService.ListMemoryHistory: returns ``ListMemoryHistoryResponse``.
+
+        The versions a memory's updates and deletes replaced, oldest first, under
+        GetMemory's ownership rules. A deleted memory's history stays readable by its owner
+        for --memory-history-retention-days, then is purged.
+
+        Args (the fields of ``ListMemoryHistoryRequest``):
+            memory_id: int
+            user_id: As GetMemory: required for a USER memory (its user) and for a TASK or
+                SESSION tier memory stored with an origin session (that session).
+            session_id: int
+            page_size: int
+            page_token: str
+        """
+        return await self._unary(
+            "MemoryService",
+            "ListMemoryHistory",
+            memory_pb2.ListMemoryHistoryRequest,
+            request,
+            {
+                "memory_id": memory_id,
+                "user_id": user_id,
+                "session_id": session_id,
+                "page_size": page_size,
+                "page_token": page_token,
+            },
+            timeout,
+            metadata,
+        )
+
     async def get_service_status(
         self,
         request: memory_pb2.GetServiceStatusRequest | Mapping[str, Any] | None = None,

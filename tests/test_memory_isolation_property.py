@@ -187,6 +187,7 @@ class World:
 
     async def reset(self) -> None:
         await self.db.write(lambda c: c.execute("DELETE FROM memories"))
+        await self.db.write(lambda c: c.execute("DELETE FROM memory_history"))
         await self.db.write(lambda c: c.execute("DELETE FROM jobs"))
         name = collections.MEMORIES.name
         stale = [i async for page in self.index.ids(name) for i in page]
@@ -231,6 +232,9 @@ def make_machine(world: World):
         def reset(self) -> None:
             world.run(world.reset())
             self.model: dict[int, Row] = {}
+            # Deleted memories as they were at deletion: their history stays
+            # readable by the same owner (the retention outlasts any example).
+            self.deleted: dict[int, Row] = {}
 
         @rule(
             target=ids,
@@ -316,7 +320,7 @@ def make_machine(world: World):
                 assert not allowed, "the owner was refused"
             else:
                 assert allowed, "a non-owner deleted a USER or session-bound memory"
-                del self.model[memory_id]
+                self.deleted[memory_id] = self.model.pop(memory_id)
 
         @rule(user=users, tenant=tenants)
         def delete_all_of_user(self, user, tenant):
@@ -325,11 +329,37 @@ def make_machine(world: World):
             before = {i: r for i, r in self.model.items() if i not in mine}
             for i in mine:
                 world.run(world.memories.delete(i, user, self.model[i].session_id), tenant)
-                del self.model[i]
+                self.deleted[i] = self.model.pop(i)
             remaining = world.run(
                 world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
             )
             assert remaining == set(before), "deleting one user's memories touched others"
+
+        @rule(
+            data=st.data(),
+            as_owner=st.booleans(),
+            other=users,
+            in_origin=st.booleans(),
+            other_session=sessions,
+            viewer=viewers,
+        )
+        def history_only_for_its_owner(
+            self, data, as_owner, other, in_origin, other_session, viewer
+        ):
+            known = sorted({*self.model, *self.deleted})
+            if not known:
+                return
+            memory_id = data.draw(st.sampled_from(known))
+            row = self.model.get(memory_id) or self.deleted[memory_id]
+            user = row.user_id if as_owner else other
+            session = row.session_id if in_origin else other_session
+            allowed = may_address(row, user, session, viewer)
+            try:
+                world.run(world.memories.history(memory_id, user, session, 1000, ""), viewer)
+            except NotFound:
+                assert not allowed, "the owner was refused their memory's history"
+            else:
+                assert allowed, "a non-owner read a USER or session-bound memory's history"
 
         @rule()
         def index(self):

@@ -12,6 +12,7 @@ from nexus_grpc.domain import models
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
+from nexus_grpc.store import memory_history
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
@@ -219,4 +220,17 @@ def event_loop(lag: LoopLag | None) -> mpb.EventLoopStatus:
         samples=lag.samples,
         max_lag_ms=lag.max_seconds * 1000,
         over_100ms=lag.samples - within_100ms,
+    )
+
+
+def memory_revision(r: memory_history.Revision) -> mpb.MemoryRevision:
+    return mpb.MemoryRevision(
+        id=r.id,
+        memory_id=r.memory_id,
+        change=mpb.MemoryChange.ValueType(r.action),
+        changed_fields=r.changed,
+        previous=memory(r.previous),
+        change_time=timestamp(r.changed_at),
+        request_id=r.request_id,
+        principal=r.principal,
     )

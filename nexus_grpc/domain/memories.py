@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,9 +44,11 @@ from nexus_grpc.errors import (
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import ChangedBy
 from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ MEMORIES = "memories"
 # Seed 003: "capped at 1000 to keep reasonable to read all titles".
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
+DEFAULT_HISTORY_RETENTION_SECONDS = 30 * 86_400.0
+ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests, tools)
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
 
 
@@ -87,9 +92,12 @@ class Memories:
         *,
         cap: int = MAX_MEMORIES_PER_PROJECT_AGENT,
         default_tenant: str = tenancy.DEFAULT_TENANT,
+        history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
     ) -> None:
         self.default_tenant = default_tenant
         self.db = db
+        # How long a deleted memory's history stays readable by its owner.
+        self.history_retention = history_retention
         self.signals = signals
         self.embedder = embedder
         self.index = index
@@ -271,6 +279,7 @@ class Memories:
         mask: list[str],
         user_id: str,
         session_id: int = 0,
+        by: ChangedBy = ANONYMOUS,
     ) -> Memory:
         v.positive_id("memory.id", memory_id)
         v.identifier("user_id", user_id)
@@ -308,23 +317,61 @@ class Memories:
                     current.user_id,
                     current.tenant,
                 )
+            changed = [name for name, value in changes.items() if getattr(current, name) != value]
+            if changed:
+                history_store.record(conn, current, history_store.UPDATE, changed, by)
             return memory_store.update(conn, memory_id, changes)
 
         memory = await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
         return memory
 
-    async def delete(self, memory_id: int, user_id: str, session_id: int = 0) -> None:
+    async def delete(
+        self, memory_id: int, user_id: str, session_id: int = 0, by: ChangedBy = ANONYMOUS
+    ) -> None:
         v.positive_id("id", memory_id)
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
         def write(conn: sqlite3.Connection) -> None:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
+            current = self._owned(
+                memory_store.find(conn, memory_id), memory_id, user_id, session_id
+            )
+            history_store.record_deletion(conn, current, by, self.history_retention)
             memory_store.delete(conn, memory_id)
 
         await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
+
+    async def history(
+        self, memory_id: int, user_id: str, session_id: int, page_size: int, page_token: str
+    ) -> Page[history_store.Revision]:
+        """A memory's earlier versions, oldest first, under GetMemory's ownership
+        rule. A deleted memory's history is judged by the version deleted and
+        stays readable until its retention ends; after that it reads as a
+        memory that never existed, whether or not the purge job has run."""
+        v.positive_id("memory_id", memory_id)
+        v.identifier("user_id", user_id)
+        v.positive_id("session_id", session_id, required=False)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+
+        def read(conn: sqlite3.Connection) -> list[history_store.Revision]:
+            memory = memory_store.find(conn, memory_id)
+            if memory is None:
+                last = history_store.last(conn, memory_id)
+                if (
+                    last is not None
+                    and last.action == history_store.DELETE
+                    and last.purge_after is not None
+                    and last.purge_after > time.time()
+                ):
+                    memory = last.previous
+            self._owned(memory, memory_id, user_id, session_id)
+            return history_store.page(conn, memory_id, after, size + 1)
+
+        rows = await self.db.read_in_transaction(read)
+        return paging.page(rows, size)
 
     # Search -----------------------------------------------------------------
 

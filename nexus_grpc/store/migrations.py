@@ -500,6 +500,29 @@ MIGRATIONS: list[str] = [
     FROM episodes WHERE true
     ON CONFLICT DO NOTHING;
     """,
+    # 9: a memory's history. Each update and delete keeps the version it
+    # replaced. memory_id is no foreign key: a deleted memory's history stays
+    # readable by its owner until purge_after (set at the delete), when a
+    # durable purge job removes it. The owner columns answer GetMemory's
+    # ownership rule without the memory row.
+    """
+    CREATE TABLE memory_history (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id    INTEGER NOT NULL,
+        action       INTEGER NOT NULL,
+        changed      TEXT NOT NULL DEFAULT '[]',
+        previous     TEXT NOT NULL,
+        kind         INTEGER NOT NULL,
+        user_id      TEXT NOT NULL DEFAULT '',
+        tier         INTEGER NOT NULL,
+        session_id   INTEGER NOT NULL DEFAULT 0,
+        request_id   TEXT NOT NULL DEFAULT '',
+        principal    TEXT NOT NULL DEFAULT '',
+        changed_at   REAL NOT NULL,
+        purge_after  REAL
+    );
+    CREATE INDEX idx_memory_history_memory ON memory_history(memory_id, id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -148,6 +148,23 @@ MEMORY_CATEGORY_NECESSARY: MemoryCategory.ValueType  # 1
 MEMORY_CATEGORY_SUPPORTING: MemoryCategory.ValueType  # 2
 Global___MemoryCategory: _TypeAlias = MemoryCategory  # noqa: Y015
 
+class _MemoryChange:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryChangeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryChange.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_CHANGE_UNSPECIFIED: _MemoryChange.ValueType  # 0
+    MEMORY_CHANGE_UPDATE: _MemoryChange.ValueType  # 1
+    MEMORY_CHANGE_DELETE: _MemoryChange.ValueType  # 2
+
+class MemoryChange(_MemoryChange, metaclass=_MemoryChangeEnumTypeWrapper): ...
+
+MEMORY_CHANGE_UNSPECIFIED: MemoryChange.ValueType  # 0
+MEMORY_CHANGE_UPDATE: MemoryChange.ValueType  # 1
+MEMORY_CHANGE_DELETE: MemoryChange.ValueType  # 2
+Global___MemoryChange: _TypeAlias = MemoryChange  # noqa: Y015
+
 @_typing.final
 class Project(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -1355,6 +1372,112 @@ class ListMemoryUsageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListMemoryUsageResponse: _TypeAlias = ListMemoryUsageResponse  # noqa: Y015
+
+@_typing.final
+class ListMemoryHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.int
+    user_id: _builtins.str
+    """As GetMemory: required for a USER memory (its user) and for a TASK or
+    SESSION tier memory stored with an origin session (that session).
+    """
+    session_id: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.int = ...,
+        user_id: _builtins.str = ...,
+        session_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoryHistoryRequest: _TypeAlias = ListMemoryHistoryRequest  # noqa: Y015
+
+@_typing.final
+class MemoryRevision(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CHANGE_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELDS_FIELD_NUMBER: _builtins.int
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    CHANGE_TIME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    memory_id: _builtins.int
+    change: Global___MemoryChange.ValueType
+    request_id: _builtins.str
+    """The changing call's x-request-id."""
+    principal: _builtins.str
+    """The API key's principal when auth is on; empty otherwise."""
+    @_builtins.property
+    def changed_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The fields the update changed (empty for a delete)."""
+
+    @_builtins.property
+    def previous(self) -> Global___Memory:
+        """The memory as it was before the change."""
+
+    @_builtins.property
+    def change_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        memory_id: _builtins.int = ...,
+        change: Global___MemoryChange.ValueType = ...,
+        changed_fields: _abc.Iterable[_builtins.str] | None = ...,
+        previous: Global___Memory | None = ...,
+        change_time: _timestamp_pb2.Timestamp | None = ...,
+        request_id: _builtins.str = ...,
+        principal: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["change_time", b"change_time", "previous", b"previous"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "change_time", b"change_time", "changed_fields", b"changed_fields", "id", b"id", "memory_id", b"memory_id", "previous", b"previous", "principal", b"principal", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryRevision: _TypeAlias = MemoryRevision  # noqa: Y015
+
+@_typing.final
+class ListMemoryHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryRevision]: ...
+    def __init__(
+        self,
+        *,
+        revisions: _abc.Iterable[Global___MemoryRevision] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoryHistoryResponse: _TypeAlias = ListMemoryHistoryResponse  # noqa: Y015
 
 @_typing.final
 class GetServiceStatusRequest(_message.Message):
