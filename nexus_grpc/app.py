@@ -29,6 +29,7 @@ from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
@@ -347,6 +348,17 @@ class App:
                 job_store.PURGE_MEMORY_HISTORY,
                 purge_history,
                 self._worker_config(batch_size=64, concurrency=1),
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.EXPIRE_MEMORY,
+                MemoryExpiry(self.memories.history_retention).handle,
+                self._worker_config(batch_size=64, concurrency=1),
+                # The removed rows' index jobs are committed: let the indexer drop the points.
+                after_commit=lambda: self.signals.wake(job_store.INDEX_MEMORY),
             )
         )
         for worker in self.workers:

@@ -650,7 +650,8 @@ class NexusClient(ClientBase):
         """MemoryService.UpdateMemory: returns ``Memory``.
 
         Args (the fields of ``UpdateMemoryRequest``):
-            memory: memory.id names it; fields: title, content, tier, confidence, metadata.
+            memory: memory.id names it; fields: title, content, tier, confidence, metadata,
+                expire_time.
             update_mask: field_mask_pb2.FieldMask
             user_id: Required to change a USER memory: the user it belongs to.
             session_id: Required to change a TASK or SESSION tier memory stored with an

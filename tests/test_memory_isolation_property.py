@@ -1,11 +1,12 @@
 """Isolation as a property: a hypothesis state machine against a model.
 
 Random interleavings of create, update, delete (one at a time and all of one
-user's), indexing, list, keyword/semantic/hybrid search and selection run
-against the real domain objects, a real SQLite database and the embedded
-vector index.  After every read the answer is compared with a plain Python
-model of who may see what: nothing outside the viewer's scope is ever
-returned, and list and keyword search return exactly the visible set.
+user's), expiry (a memory's expire_at passing), history reads, indexing,
+list, keyword/semantic/hybrid search and selection run against the real
+domain objects, a real SQLite database and the embedded vector index.
+After every read the answer is compared with a plain Python model of who may
+see what: nothing outside the viewer's scope is ever returned, and list and
+keyword search return exactly the visible set.
 
 Indexing is a rule of its own, so searches also run against a stale index
 (points whose rows changed tier or were deleted): the SQLite re-check must
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,6 +237,9 @@ def make_machine(world: World):
             # Deleted memories as they were at deletion: their history stays
             # readable by the same owner (the retention outlasts any example).
             self.deleted: dict[int, Row] = {}
+            # Rows whose expire_at has passed (no expiry job runs here): still in
+            # the table, visible to no one and addressable by no one.
+            self.expired: set[int] = set()
 
         @rule(
             target=ids,
@@ -289,7 +294,7 @@ def make_machine(world: World):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session, viewer)
+            allowed = may_address(row, user, session, viewer) and memory_id not in self.expired
             try:
                 world.run(
                     world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user, session),
@@ -313,7 +318,7 @@ def make_machine(world: World):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session, viewer)
+            allowed = may_address(row, user, session, viewer) and memory_id not in self.expired
             try:
                 world.run(world.memories.delete(memory_id, user, session), viewer)
             except NotFound:
@@ -325,7 +330,11 @@ def make_machine(world: World):
         @rule(user=users, tenant=tenants)
         def delete_all_of_user(self, user, tenant):
             """One tenant's user: the same name in the other tenant is someone else."""
-            mine = [i for i, r in self.model.items() if r.user_id == user and r.tenant == tenant]
+            mine = [
+                i
+                for i, r in self.model.items()
+                if r.user_id == user and r.tenant == tenant and i not in self.expired
+            ]
             before = {i: r for i, r in self.model.items() if i not in mine}
             for i in mine:
                 world.run(world.memories.delete(i, user, self.model[i].session_id), tenant)
@@ -361,14 +370,40 @@ def make_machine(world: World):
             else:
                 assert allowed, "a non-owner read a USER or session-bound memory's history"
 
+        @rule(data=st.data())
+        def expire(self, data):
+            """Time passes for one memory: its expire_at is now behind us."""
+            live = sorted(set(self.model) - self.expired)
+            if not live:
+                return
+            memory_id = data.draw(st.sampled_from(live))
+            world.run(
+                world.db.write(
+                    lambda c: c.execute(
+                        "UPDATE memories SET expire_at = ? WHERE id = ?",
+                        (time.time() - 1, memory_id),
+                    )
+                )
+            )
+            self.expired.add(memory_id)
+
         @rule()
         def index(self):
             world.run(world.drain_index())
 
         def visible(
-            self, scope: MemoryScope, viewer: str | None = None, tenants: bool = True
+            self,
+            scope: MemoryScope,
+            viewer: str | None = None,
+            tenants: bool = True,
+            *,
+            expired_too: bool = False,
         ) -> set[int]:
-            return {i for i, r in self.model.items() if may_see(scope, r, viewer, tenants)}
+            return {
+                i
+                for i, r in self.model.items()
+                if may_see(scope, r, viewer, tenants) and (expired_too or i not in self.expired)
+            }
 
         @rule(scope=scopes(), viewer=viewers)
         def list_is_exactly_the_visible_set(self, scope, viewer):
@@ -420,7 +455,8 @@ def make_machine(world: World):
                 )
 
             got = {h.id for h in world.run(go())}
-            visible = self.visible(scope, tenants=False)
+            # Tenant and time are the SQLite re-check's to apply; scope is the filter's own.
+            visible = self.visible(scope, tenants=False, expired_too=True)
             assert got <= visible, f"vector filter leaked {got - visible}"
 
         @invariant()

@@ -110,7 +110,7 @@ def episode(e: models.Episode) -> mpb.Episode:
         embedding_error=e.embed_error,
         extraction_state=mpb.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
-        occur_time=exact_timestamp(e.occur_at or e.created_at),
+        occur_time=exact_timestamp(e.occur_at),
     )
 
 
@@ -150,6 +150,7 @@ def memory(m: Any) -> mpb.Memory:
         update_time=timestamp(m.updated_at),
         last_used_time=timestamp(m.last_used_at),
         use_count=m.use_count,
+        expire_time=None if m.expire_at is None else exact_timestamp(m.expire_at),
     )
 
 
@@ -165,7 +166,24 @@ def memory_values(m: mpb.Memory) -> dict[str, Any]:
         "session_id": m.session_id,
         "confidence": m.confidence,
         "metadata": from_struct(m.metadata),
+        "expire_time": time_field(m, "expire_time"),
+        "ttl": _duration_field(m, "ttl"),
     }
+
+
+def _duration_field(message: Any, field: str) -> float | None:
+    """A Duration field as seconds, None when unset; outside Duration's range
+    (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
+    if not message.HasField(field):
+        return None
+    d = getattr(message, field)
+    if abs(d.seconds) > 315_576_000_000 or abs(d.nanos) > 999_999_999 or (
+        d.seconds * d.nanos < 0
+    ):
+        raise InvalidArgument(
+            f"memory.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
+        )
+    return d.seconds + d.nanos / 1e9
 
 
 def memory_scope(s: mpb.MemoryScope) -> Any:

@@ -236,7 +236,7 @@ class Conversations:
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
         deleted = await self.db.write(lambda c: session_store.delete(c, session_id, tenant))
-        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY)
+        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
         return deleted
 
     # Episodes -------------------------------------------------------------

@@ -58,7 +58,9 @@ MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
 DEFAULT_HISTORY_RETENTION_SECONDS = 30 * 86_400.0
 ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests, tools)
-UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
+UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata", "expire_time")
+# The longest ttl accepted: beyond it "never" is what the caller means.
+MAX_TTL_SECONDS = 100 * 365 * 86_400.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,22 @@ def _check_tier(field: str, tier: int, *, default: bool) -> int:
     if tier not in {int(t) for t in Tier}:
         raise InvalidArgument(f"{field} must be TASK, SESSION, LONGTERM or ARCHIVE, got {tier}")
     return tier
+
+
+def _expiry(expire_time: float | None, ttl: float | None) -> float | None:
+    """When a memory expires, from an absolute time or a ttl; None: never."""
+    if ttl is not None:
+        if math.isnan(ttl) or ttl <= 0:
+            raise InvalidArgument(f"memory.ttl must be positive, got {ttl} seconds")
+        if ttl > MAX_TTL_SECONDS:
+            raise InvalidArgument(
+                f"memory.ttl is {ttl:.0f} seconds; the limit is {MAX_TTL_SECONDS:.0f}"
+                " (100 years): leave it unset for a memory that never expires"
+            )
+        return time.time() + ttl
+    if expire_time is not None and expire_time <= time.time():
+        raise InvalidArgument("memory.expire_time is in the past: it would expire on arrival")
+    return expire_time
 
 
 def _check_confidence(field: str, value: float) -> float:
@@ -128,6 +146,7 @@ class Memories:
         confidence = float(values.get("confidence", 0.0)) or 1.0
         _check_confidence("memory.confidence", confidence)
         metadata = v.metadata("memory.metadata", values.get("metadata") or {})
+        expire_at = _expiry(values.get("expire_time"), values.get("ttl"))
         v.identifier("request_id", request_id)
         if kind == MemoryKind.USER and not user_id:
             raise InvalidArgument("memory.user_id is required for a USER memory")
@@ -149,6 +168,7 @@ class Memories:
             "session_id": session_id,
             "confidence": confidence,
             "metadata": metadata,
+            "expire_at": expire_at,
         }
 
         visible = tenancy.visible()
@@ -188,7 +208,7 @@ class Memories:
 
         memory, created = await self.db.write(write)
         if created:
-            self.signals.wake(jobs.INDEX_MEMORY)
+            self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
         return memory
 
     def _check_cap(
@@ -229,7 +249,12 @@ class Memories:
 
     @staticmethod
     def _owned(
-        memory: Memory | None, memory_id: int, user_id: str, session_id: int | None
+        memory: Memory | None,
+        memory_id: int,
+        user_id: str,
+        session_id: int | None,
+        *,
+        expired_ok: bool = False,
     ) -> Memory:
         """The memory, if this caller may address it by id; NOT_FOUND otherwise.
 
@@ -240,7 +265,7 @@ class Memories:
         ``session_id=None`` skips the session check, for the usage log, whose
         rows are already confined to the (user, project) that recorded them.
         """
-        if memory is None:
+        if memory is None or (not expired_ok and memory.expired(time.time())):
             raise NotFound(f"memory {memory_id} does not exist")
         tenant = tenancy.visible()
         if tenant is not None and memory.tenant != tenant:
@@ -302,6 +327,9 @@ class Memories:
                 changes[p] = _check_confidence("memory.confidence", float(value or 0.0))
             elif p == "metadata":
                 changes[p] = v.metadata("memory.metadata", value or {})
+            elif p == "expire_time":
+                # Unset in the request clears it: the memory no longer expires.
+                changes["expire_at"] = _expiry(value, None)
 
         def write(conn: sqlite3.Connection) -> Memory:
             current = self._owned(
@@ -317,13 +345,17 @@ class Memories:
                     current.user_id,
                     current.tenant,
                 )
-            changed = [name for name, value in changes.items() if getattr(current, name) != value]
+            changed = [
+                "expire_time" if name == "expire_at" else name
+                for name, value in changes.items()
+                if getattr(current, name) != value
+            ]
             if changed:
                 history_store.record(conn, current, history_store.UPDATE, changed, by)
             return memory_store.update(conn, memory_id, changes)
 
         memory = await self.db.write(write)
-        self.signals.wake(jobs.INDEX_MEMORY)
+        self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
         return memory
 
     async def delete(
@@ -362,12 +394,14 @@ class Memories:
                 last = history_store.last(conn, memory_id)
                 if (
                     last is not None
-                    and last.action == history_store.DELETE
+                    and last.action in history_store.GONE
                     and last.purge_after is not None
                     and last.purge_after > time.time()
                 ):
                     memory = last.previous
-            self._owned(memory, memory_id, user_id, session_id)
+            # An expired memory the job has not removed yet is as good as
+            # deleted: its owner may read its history.
+            self._owned(memory, memory_id, user_id, session_id, expired_ok=True)
             return history_store.page(conn, memory_id, after, size + 1)
 
         rows = await self.db.read_in_transaction(read)

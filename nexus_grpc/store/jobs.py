@@ -24,7 +24,9 @@ SUMMARIZE_SESSION = "summarize:session"
 PURGE_MEMORY_HISTORY = "purge:memory_history"
 # Kinds whose jobs are queued for a future time on purpose: their age counts
 # from when they fall due, not from when they were queued.
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY,)
+# Scheduled for a memory's expire_time.
+EXPIRE_MEMORY = "expire:memory"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY)
 
 ALL_KINDS = (
     INDEX_EPISODE,
@@ -34,6 +36,7 @@ ALL_KINDS = (
     EXTRACT_EPISODE,
     SUMMARIZE_SESSION,
     PURGE_MEMORY_HISTORY,
+    EXPIRE_MEMORY,
 )
 
 
@@ -60,6 +63,18 @@ def enqueue(
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         [(kind, t, due, ts, ts) for t in target_ids],
     )
+
+
+def schedule(conn: sqlite3.Connection, kind: str, target_id: int, at: float) -> None:
+    """Make ``kind`` for ``target_id`` due at ``at``: moves a pending one, or
+    queues one (a running one finishes first; its handler re-checks)."""
+    moved = conn.execute(
+        "UPDATE jobs SET run_after = ?, updated_at = ? WHERE kind = ? AND target_id = ?"
+        " AND state = 'pending'",
+        (at, now(), kind, target_id),
+    ).rowcount
+    if not moved:
+        enqueue(conn, kind, [target_id], run_after=at)
 
 
 def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params: Sequence) -> int:

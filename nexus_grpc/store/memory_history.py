@@ -20,6 +20,8 @@ from nexus_grpc.store.memories import Memory
 
 UPDATE = 1
 DELETE = 2
+EXPIRE = 3  # removed by the expire:memory job when its expire_time passed
+GONE = (DELETE, EXPIRE)
 
 
 @dataclass(frozen=True)
@@ -92,12 +94,16 @@ def record(
 
 
 def record_deletion(
-    conn: sqlite3.Connection, previous: Memory, by: ChangedBy, retention: float
+    conn: sqlite3.Connection,
+    previous: Memory,
+    by: ChangedBy,
+    retention: float,
+    action: int = DELETE,
 ) -> None:
-    """The delete's revision, and the job that purges the memory's history
-    once ``retention`` seconds have passed."""
+    """The delete's (or expiry's) revision, and the job that purges the
+    memory's history once ``retention`` seconds have passed."""
     purge_after = now() + retention
-    record(conn, previous, DELETE, [], by, purge_after)
+    record(conn, previous, action, [], by, purge_after)
     conn.execute(
         "UPDATE memory_history SET purge_after = ? WHERE memory_id = ?",
         (purge_after, previous.id),

@@ -500,7 +500,7 @@ MIGRATIONS: list[str] = [
     FROM episodes WHERE true
     ON CONFLICT DO NOTHING;
     """,
-    # 9: a memory's history. Each update and delete keeps the version it
+    # 10: a memory's history. Each update and delete keeps the version it
     # replaced. memory_id is no foreign key: a deleted memory's history stays
     # readable by its owner until purge_after (set at the delete), when a
     # durable purge job removes it. The owner columns answer GetMemory's
@@ -522,6 +522,15 @@ MIGRATIONS: list[str] = [
         purge_after  REAL
     );
     CREATE INDEX idx_memory_history_memory ON memory_history(memory_id, id);
+    """,
+    # 11: a memory may expire. expire_at NULL: never. Reads hide a memory from
+    # the moment it expires; an expire:memory job scheduled for that time
+    # removes the row and, through the outbox, its point. TASK-tier memories
+    # of a deleted session go with it.
+    """
+    ALTER TABLE memories ADD COLUMN expire_at REAL;
+    -- A deleted session's TASK-tier memories go with it (store/sessions.py).
+    CREATE INDEX idx_memories_task_session ON memories(session_id) WHERE tier = 1;
     """,
 ]
 

@@ -7,6 +7,7 @@ memory an orchestrator writes after every turn and recalls before the next.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
@@ -157,12 +158,16 @@ class _MemoryChangeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryCh
     MEMORY_CHANGE_UNSPECIFIED: _MemoryChange.ValueType  # 0
     MEMORY_CHANGE_UPDATE: _MemoryChange.ValueType  # 1
     MEMORY_CHANGE_DELETE: _MemoryChange.ValueType  # 2
+    MEMORY_CHANGE_EXPIRE: _MemoryChange.ValueType  # 3
+    """Removed when its expire_time passed."""
 
 class MemoryChange(_MemoryChange, metaclass=_MemoryChangeEnumTypeWrapper): ...
 
 MEMORY_CHANGE_UNSPECIFIED: MemoryChange.ValueType  # 0
 MEMORY_CHANGE_UPDATE: MemoryChange.ValueType  # 1
 MEMORY_CHANGE_DELETE: MemoryChange.ValueType  # 2
+MEMORY_CHANGE_EXPIRE: MemoryChange.ValueType  # 3
+"""Removed when its expire_time passed."""
 Global___MemoryChange: _TypeAlias = MemoryChange  # noqa: Y015
 
 @_typing.final
@@ -866,6 +871,8 @@ class Memory(_message.Message):
     LAST_USED_TIME_FIELD_NUMBER: _builtins.int
     USE_COUNT_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     kind: Global___MemoryKind.ValueType
     title: _builtins.str
@@ -886,6 +893,16 @@ class Memory(_message.Message):
     def last_used_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """Must be in the future."""
+
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """Input only, on create: expire this long from now (positive, at most
+        100 years). Memories are returned with expire_time.
+        """
+
     def __init__(
         self,
         *,
@@ -904,12 +921,16 @@ class Memory(_message.Message):
         last_used_time: _timestamp_pb2.Timestamp | None = ...,
         use_count: _builtins.int = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+        ttl: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_used_time", b"last_used_time", "metadata", b"metadata", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "last_used_time", b"last_used_time", "metadata", b"metadata", "ttl", b"ttl", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "tier", b"tier", "title", b"title", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "tier", b"tier", "title", b"title", "ttl", b"ttl", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_expiration: _TypeAlias = _typing.Literal["expire_time", "ttl"]  # noqa: Y015
+    _WhichOneofArgType_expiration: _TypeAlias = _typing.Literal["expiration", b"expiration"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_expiration) -> _WhichOneofReturnType_expiration | None: ...
 
 Global___Memory: _TypeAlias = Memory  # noqa: Y015
 
@@ -1071,7 +1092,9 @@ class UpdateMemoryRequest(_message.Message):
     """
     @_builtins.property
     def memory(self) -> Global___Memory:
-        """memory.id names it; fields: title, content, tier, confidence, metadata."""
+        """memory.id names it; fields: title, content, tier, confidence, metadata,
+        expire_time.
+        """
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask: ...

@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
@@ -298,6 +299,8 @@ export enum MemoryChange {
   MEMORY_CHANGE_UNSPECIFIED = 0,
   MEMORY_CHANGE_UPDATE = 1,
   MEMORY_CHANGE_DELETE = 2,
+  /** MEMORY_CHANGE_EXPIRE - Removed when its expire_time passed. */
+  MEMORY_CHANGE_EXPIRE = 3,
   UNRECOGNIZED = -1,
 }
 
@@ -312,6 +315,9 @@ export function memoryChangeFromJSON(object: any): MemoryChange {
     case 2:
     case "MEMORY_CHANGE_DELETE":
       return MemoryChange.MEMORY_CHANGE_DELETE;
+    case 3:
+    case "MEMORY_CHANGE_EXPIRE":
+      return MemoryChange.MEMORY_CHANGE_EXPIRE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -327,6 +333,8 @@ export function memoryChangeToJSON(object: MemoryChange): string {
       return "MEMORY_CHANGE_UPDATE";
     case MemoryChange.MEMORY_CHANGE_DELETE:
       return "MEMORY_CHANGE_DELETE";
+    case MemoryChange.MEMORY_CHANGE_EXPIRE:
+      return "MEMORY_CHANGE_EXPIRE";
     case MemoryChange.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -543,7 +551,18 @@ export interface Memory {
   createTime: Date | undefined;
   lastUsedTime: Date | undefined;
   useCount: number;
-  updateTime: Date | undefined;
+  updateTime:
+    | Date
+    | undefined;
+  /** Must be in the future. */
+  expireTime?:
+    | Date
+    | undefined;
+  /**
+   * Input only, on create: expire this long from now (positive, at most
+   * 100 years). Memories are returned with expire_time.
+   */
+  ttl?: Duration | undefined;
 }
 
 /**
@@ -590,7 +609,10 @@ export interface ListMemoriesResponse {
 }
 
 export interface UpdateMemoryRequest {
-  /** memory.id names it; fields: title, content, tier, confidence, metadata. */
+  /**
+   * memory.id names it; fields: title, content, tier, confidence, metadata,
+   * expire_time.
+   */
   memory: Memory | undefined;
   updateMask:
     | string[]
@@ -3491,6 +3513,8 @@ function createBaseMemory(): Memory {
     lastUsedTime: undefined,
     useCount: 0,
     updateTime: undefined,
+    expireTime: undefined,
+    ttl: undefined,
   };
 }
 
@@ -3540,6 +3564,12 @@ export const Memory: MessageFns<Memory> = {
     }
     if (message.updateTime !== undefined) {
       Timestamp.encode(toTimestamp(message.updateTime), writer.uint32(122).fork()).join();
+    }
+    if (message.expireTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.expireTime), writer.uint32(130).fork()).join();
+    }
+    if (message.ttl !== undefined) {
+      Duration.encode(message.ttl, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -3677,6 +3707,22 @@ export const Memory: MessageFns<Memory> = {
             message.updateTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.expireTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.ttl = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3738,6 +3784,12 @@ export const Memory: MessageFns<Memory> = {
         : isSet(object.update_time)
         ? fromJsonTimestamp(object.update_time)
         : undefined,
+      expireTime: isSet(object.expireTime)
+        ? fromJsonTimestamp(object.expireTime)
+        : isSet(object.expire_time)
+        ? fromJsonTimestamp(object.expire_time)
+        : undefined,
+      ttl: isSet(object.ttl) ? Duration.fromJSON(object.ttl) : undefined,
     };
   },
 
@@ -3788,6 +3840,12 @@ export const Memory: MessageFns<Memory> = {
     if (message.updateTime !== undefined) {
       obj.updateTime = message.updateTime.toISOString();
     }
+    if (message.expireTime !== undefined) {
+      obj.expireTime = message.expireTime.toISOString();
+    }
+    if (message.ttl !== undefined) {
+      obj.ttl = Duration.toJSON(message.ttl);
+    }
     return obj;
   },
 
@@ -3811,6 +3869,8 @@ export const Memory: MessageFns<Memory> = {
     message.lastUsedTime = object.lastUsedTime ?? undefined;
     message.useCount = object.useCount ?? 0;
     message.updateTime = object.updateTime ?? undefined;
+    message.expireTime = object.expireTime ?? undefined;
+    message.ttl = (object.ttl !== undefined && object.ttl !== null) ? Duration.fromPartial(object.ttl) : undefined;
     return message;
   },
 };
