@@ -29,7 +29,9 @@ from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
+from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.signals import JobSignals
@@ -184,7 +186,12 @@ class App:
         )
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
         self.memories = Memories(
-            self.db, self.signals, self.embedder, self.index, default_tenant=settings.default_tenant
+            self.db,
+            self.signals,
+            self.embedder,
+            self.index,
+            default_tenant=settings.default_tenant,
+            history_retention=settings.memory_history_retention_days * 86_400.0,
         )
         self.selector = Selector(
             self.db,
@@ -334,6 +341,26 @@ class App:
             after_commit=self.extraction.committed,
         )
         self.workers.append(self.extraction_worker)
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.PURGE_MEMORY_HISTORY,
+                purge_history,
+                self._worker_config(batch_size=64, concurrency=1),
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.EXPIRE_MEMORY,
+                MemoryExpiry(self.memories.history_retention).handle,
+                self._worker_config(batch_size=64, concurrency=1),
+                # The removed rows' index jobs are committed: let the indexer drop the points.
+                after_commit=lambda: self.signals.wake(job_store.INDEX_MEMORY),
+            )
+        )
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()

@@ -362,6 +362,7 @@ class NexusClient(ClientBase):
         ai_response: str | None = None,
         request_id: str | None = None,
         project_id: int | None = None,
+        occur_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> memory_pb2.Episode:
@@ -380,6 +381,9 @@ class NexusClient(ClientBase):
                 in with a random id when empty, so retries cannot duplicate)
             project_id: Closes seed 000's first-message gap: attaches a session that has no
                 project yet to this project, in the same transaction as the episode.
+            occur_time: When the exchange happened, for a conversation stored after the
+                fact. Unset: now. More than 5 minutes ahead of the server's clock is
+                INVALID_ARGUMENT.
         """
         return await self._unary(
             "MemoryService",
@@ -392,6 +396,7 @@ class NexusClient(ClientBase):
                 "ai_response": ai_response,
                 "request_id": request_id,
                 "project_id": project_id,
+                "occur_time": occur_time,
             },
             timeout,
             metadata,
@@ -493,6 +498,8 @@ class NexusClient(ClientBase):
         project_id: int | None = None,
         limit: int | None = None,
         mode: memory_pb2.SearchMode.ValueType | None = None,
+        start_time: timestamp_pb2.Timestamp | None = None,
+        end_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> ServerStream[memory_pb2.SearchHit]:
@@ -507,6 +514,10 @@ class NexusClient(ClientBase):
             project_id: Searches the whole project when no session is given.
             limit: int
             mode: memory_pb2.SearchMode.ValueType
+            start_time: Only episodes whose occur_time is in [start_time, end_time), on
+                every mode. Either side may be left unset (open); start_time must be earlier
+                than end_time.
+            end_time: timestamp_pb2.Timestamp
         """
         return self._stream(
             "MemoryService",
@@ -519,6 +530,8 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
                 "limit": limit,
                 "mode": mode,
+                "start_time": start_time,
+                "end_time": end_time,
             },
             timeout,
             metadata,
@@ -637,7 +650,8 @@ class NexusClient(ClientBase):
         """MemoryService.UpdateMemory: returns ``Memory``.
 
         Args (the fields of ``UpdateMemoryRequest``):
-            memory: memory.id names it; fields: title, content, tier, confidence, metadata.
+            memory: memory.id names it; fields: title, content, tier, confidence, metadata,
+                expire_time.
             update_mask: field_mask_pb2.FieldMask
             user_id: Required to change a USER memory: the user it belongs to.
             session_id: Required to change a TASK or SESSION tier memory stored with an
@@ -804,6 +818,49 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
                 "user_id": user_id,
                 "project_id": project_id,
+            },
+            timeout,
+            metadata,
+        )
+
+    async def list_memory_history(
+        self,
+        request: memory_pb2.ListMemoryHistoryRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        memory_id: int | None = None,
+        user_id: str | None = None,
+        session_id: int | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ListMemoryHistoryResponse:
+        """MemoryService.ListMemoryHistory: returns ``ListMemoryHistoryResponse``.
+
+        The versions a memory's updates and deletes replaced, oldest first, under
+        GetMemory's ownership rules. A deleted memory's history stays readable by its owner
+        for --memory-history-retention-days, then is purged.
+
+        Args (the fields of ``ListMemoryHistoryRequest``):
+            memory_id: int
+            user_id: As GetMemory: required for a USER memory (its user) and for a TASK or
+                SESSION tier memory stored with an origin session (that session).
+            session_id: int
+            page_size: int
+            page_token: str
+        """
+        return await self._unary(
+            "MemoryService",
+            "ListMemoryHistory",
+            memory_pb2.ListMemoryHistoryRequest,
+            request,
+            {
+                "memory_id": memory_id,
+                "user_id": user_id,
+                "session_id": session_id,
+                "page_size": page_size,
+                "page_token": page_token,
             },
             timeout,
             metadata,

@@ -138,6 +138,12 @@ OPTIONS: dict[str, Option] = {
         "6",
         "attempts before a background job is dead-lettered",
     ),
+    "memory_history_retention_days": Option(
+        "--memory-history-retention-days",
+        ("NEXUS_MEMORY_HISTORY_RETENTION_DAYS",),
+        "30",
+        "days a deleted memory's history stays readable by its owner before it is purged",
+    ),
     "max_concurrent_rpcs": Option(
         "--max-concurrent-rpcs",
         ("NEXUS_MAX_CONCURRENT_RPCS",),
@@ -237,6 +243,7 @@ class Settings:
     llm_concurrency: int = 2
     llm_timeout: float = 120.0
     job_max_attempts: int = 6
+    memory_history_retention_days: float = 30.0
     max_concurrent_rpcs: int = 512
     max_watch_streams: int = 256
     max_watch_streams_per_key: int = 16
@@ -292,6 +299,12 @@ def settings_from(values: dict[str, str]) -> Settings:
             raise SystemExit(
                 f"{OPTIONS[f.name].flag}: cannot read {raw!r} as {convert.__name__}"
             ) from exc
+    retention = kwargs.get("memory_history_retention_days", 30.0)
+    if not isinstance(retention, float) or not 0 <= retention < 1e6:
+        raise SystemExit(
+            f"{OPTIONS['memory_history_retention_days'].flag}: must be between 0 and 1000000"
+            f" days, got {retention!r}"
+        )
     settings = Settings(**kwargs)  # type: ignore[arg-type]
     if settings.llm_api not in LLM_APIS:
         raise SystemExit(f"--llm-api: {settings.llm_api!r} is not one of {', '.join(LLM_APIS)}")

@@ -160,6 +160,7 @@ def test_the_walk_finds_the_user_scoped_rpcs():
         "SearchMemories",
         "SelectMemories",
         "ListMemoryUsage",
+        "ListMemoryHistory",
     } <= names
     # Every user_id the walk sets is one the server's check sees.
     for _, method in USER_METHODS:

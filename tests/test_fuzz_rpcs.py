@@ -1425,6 +1425,7 @@ def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
         requests = {
             "DeleteMemory": m.DeleteMemoryRequest(id=doomed.id, user_id=user),
             "GetMemory": m.GetMemoryRequest(id=memory_id, user_id=user),
+            "ListMemoryHistory": m.ListMemoryHistoryRequest(memory_id=memory_id, user_id=user),
             "UpdateMemory": m.UpdateMemoryRequest(
                 memory=m.Memory(id=memory_id, title="renamed"),
                 update_mask={"paths": ["title"]},

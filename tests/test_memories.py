@@ -217,9 +217,62 @@ async def test_cap_per_project_and_agent(harness):
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await create(h, kind=P, title="one too many", project_id=p1, agent_id="a")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "already holds 3 PROJECT memories" in err.value.details()
     assert "limit is 3 per project and agent" in err.value.details()
     await create(h, kind=P, title="other agent", project_id=p1, agent_id="b")
     await create(h, kind=P, title="other project", project_id=p2, agent_id="a")
+
+
+async def test_one_user_filling_their_cap_never_blocks_another(harness):
+    h = harness
+    h.app.memories.cap = 3
+    p1, _, _, _ = await setup_world(h)
+    for i in range(3):
+        await create(h, kind=U, title=f"alice {i}", project_id=p1, user_id="alice")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await create(h, kind=U, title="alice 4", project_id=p1, user_id="alice")
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "user 'alice' already holds 3 USER memories in project" in err.value.details()
+    # Bob, and the project's own memories, still have their whole cap.
+    for i in range(3):
+        await create(h, kind=U, title=f"bob {i}", project_id=p1, user_id="bob")
+        await create(h, kind=P, title=f"proj {i}", project_id=p1)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await create(h, kind=U, title="bob 4", project_id=p1, user_id="bob")
+    # Bob's refusal tells him his own count, nothing about alice or the project.
+    assert "user 'bob' already holds 3" in err.value.details()
+    assert "alice" not in err.value.details() and "9" not in err.value.details()
+    # Alice's memories outside the project are a cap of their own.
+    await create(h, kind=U, title="alice anywhere", user_id="alice")
+
+
+async def test_archive_tier_is_outside_the_cap(harness):
+    h = harness
+    h.app.memories.cap = 2
+    p1, _, _, _ = await setup_world(h)
+    a = await create(h, kind=P, title="a", project_id=p1)
+    await create(h, kind=P, title="b", project_id=p1)
+    assert await code_of(create(h, kind=P, title="c", project_id=p1)) == (
+        grpc.StatusCode.FAILED_PRECONDITION
+    )
+    # Archived memories are not read at selection: any number may be kept.
+    for i in range(3):
+        await create(h, kind=P, title=f"old {i}", project_id=p1, tier=ARCHIVE)
+    await h.memory.UpdateMemory(
+        m.UpdateMemoryRequest(
+            memory=m.Memory(id=a.id, tier=ARCHIVE), update_mask=FieldMask(paths=["tier"])
+        )
+    )
+    c = await create(h, kind=P, title="c", project_id=p1)
+    # Bringing one back out of ARCHIVE is a create as far as the cap goes.
+    unarchive = m.UpdateMemoryRequest(
+        memory=m.Memory(id=a.id, tier=LONGTERM), update_mask=FieldMask(paths=["tier"])
+    )
+    assert await code_of(h.memory.UpdateMemory(unarchive)) == grpc.StatusCode.FAILED_PRECONDITION
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=a.id))
+    assert got.tier == ARCHIVE
+    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=c.id))
+    assert (await h.memory.UpdateMemory(unarchive)).tier == LONGTERM
 
 
 async def test_list_pagination(harness):

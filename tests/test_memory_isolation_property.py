@@ -1,11 +1,12 @@
 """Isolation as a property: a hypothesis state machine against a model.
 
 Random interleavings of create, update, delete (one at a time and all of one
-user's), indexing, list, keyword/semantic/hybrid search and selection run
-against the real domain objects, a real SQLite database and the embedded
-vector index.  After every read the answer is compared with a plain Python
-model of who may see what: nothing outside the viewer's scope is ever
-returned, and list and keyword search return exactly the visible set.
+user's), expiry (a memory's expire_at passing), history reads, indexing,
+list, keyword/semantic/hybrid search and selection run against the real
+domain objects, a real SQLite database and the embedded vector index.
+After every read the answer is compared with a plain Python model of who may
+see what: nothing outside the viewer's scope is ever returned, and list and
+keyword search return exactly the visible set.
 
 Indexing is a rule of its own, so searches also run against a stale index
 (points whose rows changed tier or were deleted): the SQLite re-check must
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +189,7 @@ class World:
 
     async def reset(self) -> None:
         await self.db.write(lambda c: c.execute("DELETE FROM memories"))
+        await self.db.write(lambda c: c.execute("DELETE FROM memory_history"))
         await self.db.write(lambda c: c.execute("DELETE FROM jobs"))
         name = collections.MEMORIES.name
         stale = [i async for page in self.index.ids(name) for i in page]
@@ -231,6 +234,12 @@ def make_machine(world: World):
         def reset(self) -> None:
             world.run(world.reset())
             self.model: dict[int, Row] = {}
+            # Deleted memories as they were at deletion: their history stays
+            # readable by the same owner (the retention outlasts any example).
+            self.deleted: dict[int, Row] = {}
+            # Rows whose expire_at has passed (no expiry job runs here): still in
+            # the table, visible to no one and addressable by no one.
+            self.expired: set[int] = set()
 
         @rule(
             target=ids,
@@ -285,7 +294,7 @@ def make_machine(world: World):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session, viewer)
+            allowed = may_address(row, user, session, viewer) and memory_id not in self.expired
             try:
                 world.run(
                     world.memories.update(memory_id, {"tier": int(tier)}, ["tier"], user, session),
@@ -309,36 +318,92 @@ def make_machine(world: World):
             row = self.model.get(memory_id)
             user = row.user_id if row and as_owner else other
             session = row.session_id if row and in_origin else other_session
-            allowed = may_address(row, user, session, viewer)
+            allowed = may_address(row, user, session, viewer) and memory_id not in self.expired
             try:
                 world.run(world.memories.delete(memory_id, user, session), viewer)
             except NotFound:
                 assert not allowed, "the owner was refused"
             else:
                 assert allowed, "a non-owner deleted a USER or session-bound memory"
-                del self.model[memory_id]
+                self.deleted[memory_id] = self.model.pop(memory_id)
 
         @rule(user=users, tenant=tenants)
         def delete_all_of_user(self, user, tenant):
             """One tenant's user: the same name in the other tenant is someone else."""
-            mine = [i for i, r in self.model.items() if r.user_id == user and r.tenant == tenant]
+            mine = [
+                i
+                for i, r in self.model.items()
+                if r.user_id == user and r.tenant == tenant and i not in self.expired
+            ]
             before = {i: r for i, r in self.model.items() if i not in mine}
             for i in mine:
                 world.run(world.memories.delete(i, user, self.model[i].session_id), tenant)
-                del self.model[i]
+                self.deleted[i] = self.model.pop(i)
             remaining = world.run(
                 world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
             )
             assert remaining == set(before), "deleting one user's memories touched others"
+
+        @rule(
+            data=st.data(),
+            as_owner=st.booleans(),
+            other=users,
+            in_origin=st.booleans(),
+            other_session=sessions,
+            viewer=viewers,
+        )
+        def history_only_for_its_owner(
+            self, data, as_owner, other, in_origin, other_session, viewer
+        ):
+            known = sorted({*self.model, *self.deleted})
+            if not known:
+                return
+            memory_id = data.draw(st.sampled_from(known))
+            row = self.model.get(memory_id) or self.deleted[memory_id]
+            user = row.user_id if as_owner else other
+            session = row.session_id if in_origin else other_session
+            allowed = may_address(row, user, session, viewer)
+            try:
+                world.run(world.memories.history(memory_id, user, session, 1000, ""), viewer)
+            except NotFound:
+                assert not allowed, "the owner was refused their memory's history"
+            else:
+                assert allowed, "a non-owner read a USER or session-bound memory's history"
+
+        @rule(data=st.data())
+        def expire(self, data):
+            """Time passes for one memory: its expire_at is now behind us."""
+            live = sorted(set(self.model) - self.expired)
+            if not live:
+                return
+            memory_id = data.draw(st.sampled_from(live))
+            world.run(
+                world.db.write(
+                    lambda c: c.execute(
+                        "UPDATE memories SET expire_at = ? WHERE id = ?",
+                        (time.time() - 1, memory_id),
+                    )
+                )
+            )
+            self.expired.add(memory_id)
 
         @rule()
         def index(self):
             world.run(world.drain_index())
 
         def visible(
-            self, scope: MemoryScope, viewer: str | None = None, tenants: bool = True
+            self,
+            scope: MemoryScope,
+            viewer: str | None = None,
+            tenants: bool = True,
+            *,
+            expired_too: bool = False,
         ) -> set[int]:
-            return {i for i, r in self.model.items() if may_see(scope, r, viewer, tenants)}
+            return {
+                i
+                for i, r in self.model.items()
+                if may_see(scope, r, viewer, tenants) and (expired_too or i not in self.expired)
+            }
 
         @rule(scope=scopes(), viewer=viewers)
         def list_is_exactly_the_visible_set(self, scope, viewer):
@@ -390,7 +455,8 @@ def make_machine(world: World):
                 )
 
             got = {h.id for h in world.run(go())}
-            visible = self.visible(scope, tenants=False)
+            # Tenant and time are the SQLite re-check's to apply; scope is the filter's own.
+            visible = self.visible(scope, tenants=False, expired_too=True)
             assert got <= visible, f"vector filter leaked {got - visible}"
 
         @invariant()

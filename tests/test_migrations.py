@@ -127,3 +127,22 @@ def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path
     )
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(
+    tmp_path, monkeypatch
+):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, 8, monkeypatch)
+    conn.execute(
+        "INSERT INTO sessions (id, tenant, external_id, created_at) VALUES (1, 't', 'x', 0)"
+    )
+    conn.execute("INSERT INTO episodes (id, session_id, user_message, ai_response, created_at)"
+                 " VALUES (1, 1, 'a', 'b', 100.5), (2, 1, 'c', 'd', 200.25)")  # fmt: skip
+    migrations.migrate(conn)
+    # An existing episode happened when it was stored.
+    times = conn.execute("SELECT id, occur_at FROM episodes ORDER BY id").fetchall()
+    assert times == [(1, 100.5), (2, 200.25)]
+    queued = conn.execute("SELECT target_id FROM jobs WHERE kind = 'index:episodes'"
+                          " AND state = 'pending' ORDER BY target_id").fetchall()  # fmt: skip
+    assert queued == [(1,), (2,)]

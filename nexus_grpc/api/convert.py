@@ -12,6 +12,7 @@ from nexus_grpc.domain import models
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
+from nexus_grpc.store import memory_history
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
@@ -19,6 +20,31 @@ def timestamp(seconds: float | None) -> Timestamp | None:
         return None
     ts = Timestamp()
     ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+# google.protobuf.Timestamp's valid range: 0001-01-01 to 9999-12-31 (UTC).
+_MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def time_field(message: Any, field: str) -> float | None:
+    """A Timestamp field as epoch seconds, None when unset; one outside
+    Timestamp's range (which json_format and other languages refuse) is
+    INVALID_ARGUMENT naming the field."""
+    if not message.HasField(field):
+        return None
+    ts: Timestamp = getattr(message, field)
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(
+            f"{field} is not a valid timestamp (seconds {ts.seconds}, nanos {ts.nanos})"
+        )
+    return ts.seconds + ts.nanos / 1e9
+
+
+def exact_timestamp(seconds: float) -> Timestamp:
+    """Always set, the epoch included (``timestamp`` leaves 0 unset)."""
+    ts = Timestamp()
+    ts.FromNanoseconds(round(seconds * 1e9))
     return ts
 
 
@@ -84,6 +110,7 @@ def episode(e: models.Episode) -> mpb.Episode:
         embedding_error=e.embed_error,
         extraction_state=mpb.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
+        occur_time=exact_timestamp(e.occur_at),
     )
 
 
@@ -123,6 +150,7 @@ def memory(m: Any) -> mpb.Memory:
         update_time=timestamp(m.updated_at),
         last_used_time=timestamp(m.last_used_at),
         use_count=m.use_count,
+        expire_time=None if m.expire_at is None else exact_timestamp(m.expire_at),
     )
 
 
@@ -138,7 +166,24 @@ def memory_values(m: mpb.Memory) -> dict[str, Any]:
         "session_id": m.session_id,
         "confidence": m.confidence,
         "metadata": from_struct(m.metadata),
+        "expire_time": time_field(m, "expire_time"),
+        "ttl": _duration_field(m, "ttl"),
     }
+
+
+def _duration_field(message: Any, field: str) -> float | None:
+    """A Duration field as seconds, None when unset; outside Duration's range
+    (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
+    if not message.HasField(field):
+        return None
+    d = getattr(message, field)
+    if abs(d.seconds) > 315_576_000_000 or abs(d.nanos) > 999_999_999 or (
+        d.seconds * d.nanos < 0
+    ):
+        raise InvalidArgument(
+            f"memory.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
+        )
+    return d.seconds + d.nanos / 1e9
 
 
 def memory_scope(s: mpb.MemoryScope) -> Any:
@@ -193,4 +238,17 @@ def event_loop(lag: LoopLag | None) -> mpb.EventLoopStatus:
         samples=lag.samples,
         max_lag_ms=lag.max_seconds * 1000,
         over_100ms=lag.samples - within_100ms,
+    )
+
+
+def memory_revision(r: memory_history.Revision) -> mpb.MemoryRevision:
+    return mpb.MemoryRevision(
+        id=r.id,
+        memory_id=r.memory_id,
+        change=mpb.MemoryChange.ValueType(r.action),
+        changed_fields=r.changed,
+        previous=memory(r.previous),
+        change_time=timestamp(r.changed_at),
+        request_id=r.request_id,
+        principal=r.principal,
     )

@@ -10,10 +10,12 @@ import grpc
 from nexus_grpc.api import convert, pages
 from nexus_grpc.api.interceptors import request_id_var
 from nexus_grpc.app import App
-from nexus_grpc.domain.models import SearchMode
+from nexus_grpc.auth import current_principal
+from nexus_grpc.domain.models import SearchMode, TimeWindow
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.store.memory_history import ChangedBy
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
@@ -108,6 +110,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             convert.from_struct(request.metadata),
             request.request_id,
             request.project_id,
+            convert.time_field(request, "occur_time"),
         )
         return convert.episode(episode)
 
@@ -133,9 +136,17 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         self, request: mpb.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[mpb.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
+        window = TimeWindow(
+            convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+        )
         async for hit in self.app.episode_search.search(
-            request.query, request.session_id, request.project_id, request.limit, mode,
+            request.query,
+            request.session_id,
+            request.project_id,
+            request.limit,
+            mode,
             on_degraded=_report_degraded(context),
+            window=window,
         ):
             yield convert.episode_hit(hit)
 
@@ -206,14 +217,32 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             list(request.update_mask.paths),
             request.user_id,
             request.session_id,
+            _changed_by(),
         )
         return convert.memory(updated)
 
     async def DeleteMemory(
         self, request: mpb.DeleteMemoryRequest, context: Ctx
     ) -> mpb.DeleteMemoryResponse:
-        await self.app.memories.delete(request.id, request.user_id, request.session_id)
+        await self.app.memories.delete(
+            request.id, request.user_id, request.session_id, _changed_by()
+        )
         return mpb.DeleteMemoryResponse()
+
+    async def ListMemoryHistory(
+        self, request: mpb.ListMemoryHistoryRequest, context: Ctx
+    ) -> mpb.ListMemoryHistoryResponse:
+        page = await self.app.memories.history(
+            request.memory_id,
+            request.user_id,
+            request.session_id,
+            request.page_size,
+            request.page_token,
+        )
+        return mpb.ListMemoryHistoryResponse(
+            revisions=[convert.memory_revision(r) for r in page.items],
+            next_page_token=page.next_token,
+        )
 
     async def SearchMemories(
         self, request: mpb.SearchMemoriesRequest, context: Ctx
@@ -255,6 +284,15 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
         items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
         return mpb.ListMemoryUsageResponse(usage=items, next_page_token=token)
+
+
+def _changed_by() -> ChangedBy:
+    """Who is making this change, for the memory's history."""
+    principal = current_principal()
+    rid = request_id_var.get()
+    return ChangedBy(
+        request_id="" if rid == "-" else rid, principal=principal.name if principal else ""
+    )
 
 
 def _report_degraded(context: Ctx):

@@ -38,6 +38,7 @@ def _check_retry(
     ai_response: str,
     metadata: Mapping[str, Any],
     project_id: int,
+    occur_at: float | None = None,
 ) -> None:
     """A request_id replays the first call only for that same call (AIP-155):
     the same request again gets the first episode; a different one reusing
@@ -54,6 +55,10 @@ def _check_retry(
     ]
     if project_id and session.project_id != project_id:
         differs.append("project_id")
+    # An unset occur_time means "now", which a retry cannot repeat: only a
+    # given one is compared.
+    if occur_at is not None and existing.occur_at != occur_at:
+        differs.append("occur_time")
     if differs:
         raise AlreadyExists(
             f"request_id {v.quoted(request_id)} was already used in session {session.id} for"
@@ -231,7 +236,7 @@ class Conversations:
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
         deleted = await self.db.write(lambda c: session_store.delete(c, session_id, tenant))
-        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY)
+        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
         return deleted
 
     # Episodes -------------------------------------------------------------
@@ -244,8 +249,10 @@ class Conversations:
         metadata: Mapping[str, Any],
         request_id: str,
         project_id: int = 0,
+        occur_at: float | None = None,
     ) -> Episode:
         v.positive_id("session_id", session_id)
+        v.occur_time("occur_time", occur_at)
         v.text("user_message", user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
         v.text("ai_response", ai_response, limit=v.MAX_MESSAGE_CHARS)
         # An identifier, as a memory's request_id is: " r1" and "r1" must not
@@ -262,7 +269,14 @@ class Conversations:
                 existing = episode_store.find_by_request_id(conn, session_id, request_id)
                 if existing is not None:
                     _check_retry(
-                        existing, session, request_id, user_message, ai_response, meta, project_id
+                        existing,
+                        session,
+                        request_id,
+                        user_message,
+                        ai_response,
+                        meta,
+                        project_id,
+                        occur_at,
                     )
                     return existing
             if project_id and session.project_id != project_id:
@@ -274,7 +288,7 @@ class Conversations:
                 _check_same_tenant(conn, session, project_id, "project_id", tenant)
                 session_store.update(conn, session_id, {"project_id": project_id})
             return episode_store.insert(
-                conn, session_id, user_message, ai_response, meta, request_id
+                conn, session_id, user_message, ai_response, meta, request_id, occur_at
             )
 
         episode = await self.db.write(create)

@@ -8,20 +8,28 @@ and reading every candidate's row and snippet was a third of its SQLite time.
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
-from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource
+from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource, TimeWindow
 from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fused_scores, hybrid_halves
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.store import Database
 from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
+from nexus_grpc.vectors import (
+    Cond,
+    Filter,
+    MatchAny,
+    Range,
+    VectorIndex,
+    VectorIndexUnavailable,
+)
 
 log = logging.getLogger(__name__)
 EPISODES = "episodes"
@@ -46,9 +54,11 @@ class EpisodeSearch:
         limit: int,
         mode: SearchMode,
         on_degraded: Callable[[str], None] | None = None,
+        window: TimeWindow | None = None,
     ) -> AsyncIterator[EpisodeHit]:
         text = v.query(query)
         n = v.search_limit(limit)
+        w = v.time_window(window)
         session_ids = await self.db.read_in_transaction(
             lambda c: episode_scope(c, session_id, project_id)
         )
@@ -64,15 +74,19 @@ class EpisodeSearch:
                 return
             # One read: rank, then the rows and snippets of what is returned.
             hits = await self.db.read_in_transaction(
-                lambda c: _hits(c, _keyword(c, match, session_ids, n), match, session_ids, n)
+                lambda c: _hits(
+                    c, _keyword(c, match, session_ids, n, w), match, session_ids, n, w
+                )
             )
         elif mode == SearchMode.SEMANTIC:
-            ranked = await self._semantic(without(text, common), session_ids, n)
-            hits = await self._read_hits(ranked, None, session_ids, n)
+            ranked = await self._semantic(without(text, common), session_ids, n, w)
+            hits = await self._read_hits(ranked, None, session_ids, n, w)
         else:
             keyword, semantic = await hybrid_halves(
-                self._keyword(match, session_ids, n * HYBRID_CANDIDATE_FACTOR),
-                self._semantic(without(text, common), session_ids, n * HYBRID_CANDIDATE_FACTOR),
+                self._keyword(match, session_ids, n * HYBRID_CANDIDATE_FACTOR, w),
+                self._semantic(
+                    without(text, common), session_ids, n * HYBRID_CANDIDATE_FACTOR, w
+                ),
                 on_degraded,
             )
             found: dict[int, tuple[SearchSource, ...]] = {i: KEYWORD for i, _, _ in keyword}
@@ -81,22 +95,39 @@ class EpisodeSearch:
             fused = fused_scores([(i, s) for i, s, _ in keyword], [(i, s) for i, s, _ in semantic])
             # A few spare candidates stand in for rows deleted since they were indexed.
             ranked = [(i, s, found[i]) for i, s in fused[: n + 5]]
-            hits = await self._read_hits(ranked, match, session_ids, n)
+            hits = await self._read_hits(ranked, match, session_ids, n, w)
         for hit in hits:
             yield hit
 
-    async def _keyword(self, match: str | None, session_ids: list[int], n: int) -> Ranked:
+    async def _keyword(
+        self, match: str | None, session_ids: list[int], n: int, window: TimeWindow | None
+    ) -> Ranked:
         if match is None:
             return []
-        return await self.db.read(lambda c: _keyword(c, match, session_ids, n))
+        return await self.db.read(lambda c: _keyword(c, match, session_ids, n, window))
 
-    async def _semantic(self, text: str, session_ids: list[int], n: int) -> Ranked:
+    async def _semantic(
+        self, text: str, session_ids: list[int], n: int, window: TimeWindow | None = None
+    ) -> Ranked:
+        must: list[Cond] = [MatchAny("sessionId", tuple(session_ids))]
+        if window is not None:
+            # occurAt is whole seconds rounded down: a point of second k may hold
+            # a time in [start, end) exactly when floor(start) <= k < ceil(end).
+            # Only the window's own fractional seconds are left to the exact
+            # re-check in _hits, so the index's top n are (nearly all) kept.
+            must.append(
+                Range(
+                    "occurAt",
+                    gte=None if window.start is None else math.floor(window.start),
+                    lte=None if window.end is None else math.ceil(window.end) - 1,
+                )
+            )
         try:
             [vector] = await self.embedder.embed([text])
             found = await self.index.search(
                 EPISODES,
                 vector,
-                filter=Filter(must=(MatchAny("sessionId", tuple(session_ids)),)),
+                filter=Filter(must=tuple(must)),
                 limit=n,
             )
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
@@ -104,17 +135,29 @@ class EpisodeSearch:
         return [(h.id, h.score, SEMANTIC) for h in found]
 
     async def _read_hits(
-        self, ranked: Ranked, match: str | None, session_ids: list[int], n: int
+        self,
+        ranked: Ranked,
+        match: str | None,
+        session_ids: list[int],
+        n: int,
+        window: TimeWindow | None = None,
     ) -> list[EpisodeHit]:
         if not ranked:
             return []
         return await self.db.read_in_transaction(
-            lambda c: _hits(c, ranked, match, session_ids, n)
+            lambda c: _hits(c, ranked, match, session_ids, n, window)
         )
 
 
-def _keyword(conn: sqlite3.Connection, match: str, session_ids: list[int], n: int) -> Ranked:
-    return [(i, s, KEYWORD) for i, s in episode_store.keyword_search(conn, match, session_ids, n)]
+def _keyword(
+    conn: sqlite3.Connection,
+    match: str,
+    session_ids: list[int],
+    n: int,
+    window: TimeWindow | None = None,
+) -> Ranked:
+    found = episode_store.keyword_search(conn, match, session_ids, n, window)
+    return [(i, s, KEYWORD) for i, s in found]
 
 
 def _hits(
@@ -123,13 +166,20 @@ def _hits(
     match: str | None,
     session_ids: Sequence[int],
     n: int,
+    window: TimeWindow | None = None,
 ) -> list[EpisodeHit]:
     """The first ``n`` ranked episodes that exist in the scope, with their rows and
     snippets: the index is derived and may briefly hold a point whose row is gone,
     so SQLite has the last word on existence and scope."""
     rows = episode_store.get_many(conn, [i for i, _, _ in ranked])
     allowed = set(session_ids)
-    kept = [r for r in ranked if r[0] in rows and rows[r[0]].session_id in allowed][:n]
+    kept = [
+        r
+        for r in ranked
+        if r[0] in rows
+        and rows[r[0]].session_id in allowed
+        and (window is None or window.holds(rows[r[0]].occur_at))
+    ][:n]
     matched = [i for i, _, sources in kept if SearchSource.KEYWORD in sources]
     snippets = episode_store.snippets(conn, match, matched) if match and matched else {}
     return [

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,9 +44,11 @@ from nexus_grpc.errors import (
 from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import ChangedBy
 from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,11 @@ MEMORIES = "memories"
 # Seed 003: "capped at 1000 to keep reasonable to read all titles".
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
-UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata")
+DEFAULT_HISTORY_RETENTION_SECONDS = 30 * 86_400.0
+ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests, tools)
+UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata", "expire_time")
+# The longest ttl accepted: beyond it "never" is what the caller means.
+MAX_TTL_SECONDS = 100 * 365 * 86_400.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,22 @@ def _check_tier(field: str, tier: int, *, default: bool) -> int:
     if tier not in {int(t) for t in Tier}:
         raise InvalidArgument(f"{field} must be TASK, SESSION, LONGTERM or ARCHIVE, got {tier}")
     return tier
+
+
+def _expiry(expire_time: float | None, ttl: float | None) -> float | None:
+    """When a memory expires, from an absolute time or a ttl; None: never."""
+    if ttl is not None:
+        if math.isnan(ttl) or ttl <= 0:
+            raise InvalidArgument(f"memory.ttl must be positive, got {ttl} seconds")
+        if ttl > MAX_TTL_SECONDS:
+            raise InvalidArgument(
+                f"memory.ttl is {ttl:.0f} seconds; the limit is {MAX_TTL_SECONDS:.0f}"
+                " (100 years): leave it unset for a memory that never expires"
+            )
+        return time.time() + ttl
+    if expire_time is not None and expire_time <= time.time():
+        raise InvalidArgument("memory.expire_time is in the past: it would expire on arrival")
+    return expire_time
 
 
 def _check_confidence(field: str, value: float) -> float:
@@ -87,9 +110,12 @@ class Memories:
         *,
         cap: int = MAX_MEMORIES_PER_PROJECT_AGENT,
         default_tenant: str = tenancy.DEFAULT_TENANT,
+        history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
     ) -> None:
         self.default_tenant = default_tenant
         self.db = db
+        # How long a deleted memory's history stays readable by its owner.
+        self.history_retention = history_retention
         self.signals = signals
         self.embedder = embedder
         self.index = index
@@ -120,6 +146,7 @@ class Memories:
         confidence = float(values.get("confidence", 0.0)) or 1.0
         _check_confidence("memory.confidence", confidence)
         metadata = v.metadata("memory.metadata", values.get("metadata") or {})
+        expire_at = _expiry(values.get("expire_time"), values.get("ttl"))
         v.identifier("request_id", request_id)
         if kind == MemoryKind.USER and not user_id:
             raise InvalidArgument("memory.user_id is required for a USER memory")
@@ -141,6 +168,7 @@ class Memories:
             "session_id": session_id,
             "confidence": confidence,
             "metadata": metadata,
+            "expire_at": expire_at,
         }
 
         visible = tenancy.visible()
@@ -174,20 +202,43 @@ class Memories:
                 if existing is not None:
                     _check_replay(existing, row, request_id)
                     return existing, False
-            count = memory_store.count_in_cap_scope(conn, project_id, agent_id, user_id, tenant)
-            if count >= self.cap:
-                where = f"project {project_id}" if project_id else f"user {user_id!r}"
-                raise FailedPrecondition(
-                    f"{where} already holds {count} memories for agent {agent_id!r}; the limit"
-                    f" is {self.cap} per project and agent (so every title can be read at"
-                    " selection). Delete or archive some first."
-                )
+            if tier != Tier.ARCHIVE:
+                self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
             return memory_store.insert(conn, row, request_id, tenant), True
 
         memory, created = await self.db.write(write)
         if created:
-            self.signals.wake(jobs.INDEX_MEMORY)
+            self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
         return memory
+
+    def _check_cap(
+        self,
+        conn: sqlite3.Connection,
+        kind: int,
+        project_id: int,
+        agent_id: str,
+        user_id: str,
+        tenant: str,
+    ) -> None:
+        """Refuse a memory that would take its owner past the cap.
+
+        The refusal names only the caller's own count: another user's number
+        of memories is theirs, not something a refusal may reveal."""
+        count = memory_store.count_in_cap_scope(conn, kind, project_id, agent_id, user_id, tenant)
+        if count < self.cap:
+            return
+        where = f"project {project_id}" if project_id else "no project"
+        if kind == MemoryKind.PROJECT:
+            owner = f"project {project_id} already holds {count} PROJECT memories"
+            unit = "per project and agent"
+        else:
+            owner = f"user {user_id!r} already holds {count} USER memories in {where}"
+            unit = "per user, project and agent"
+        raise FailedPrecondition(
+            f"{owner} for agent {agent_id!r} outside the ARCHIVE tier; the limit is {self.cap}"
+            f" {unit} (so every title can be read at selection). Delete some or move them to"
+            " the ARCHIVE tier first."
+        )
 
     async def get(self, memory_id: int, user_id: str, session_id: int = 0) -> Memory:
         v.positive_id("id", memory_id)
@@ -198,7 +249,12 @@ class Memories:
 
     @staticmethod
     def _owned(
-        memory: Memory | None, memory_id: int, user_id: str, session_id: int | None
+        memory: Memory | None,
+        memory_id: int,
+        user_id: str,
+        session_id: int | None,
+        *,
+        expired_ok: bool = False,
     ) -> Memory:
         """The memory, if this caller may address it by id; NOT_FOUND otherwise.
 
@@ -209,7 +265,7 @@ class Memories:
         ``session_id=None`` skips the session check, for the usage log, whose
         rows are already confined to the (user, project) that recorded them.
         """
-        if memory is None:
+        if memory is None or (not expired_ok and memory.expired(time.time())):
             raise NotFound(f"memory {memory_id} does not exist")
         tenant = tenancy.visible()
         if tenant is not None and memory.tenant != tenant:
@@ -248,6 +304,7 @@ class Memories:
         mask: list[str],
         user_id: str,
         session_id: int = 0,
+        by: ChangedBy = ANONYMOUS,
     ) -> Memory:
         v.positive_id("memory.id", memory_id)
         v.identifier("user_id", user_id)
@@ -270,26 +327,85 @@ class Memories:
                 changes[p] = _check_confidence("memory.confidence", float(value or 0.0))
             elif p == "metadata":
                 changes[p] = v.metadata("memory.metadata", value or {})
+            elif p == "expire_time":
+                # Unset in the request clears it: the memory no longer expires.
+                changes["expire_at"] = _expiry(value, None)
 
         def write(conn: sqlite3.Connection) -> Memory:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
+            current = self._owned(
+                memory_store.find(conn, memory_id), memory_id, user_id, session_id
+            )
+            if current.tier == Tier.ARCHIVE and changes.get("tier", Tier.ARCHIVE) != Tier.ARCHIVE:
+                # Leaving ARCHIVE brings it back into what selection reads.
+                self._check_cap(
+                    conn,
+                    current.kind,
+                    current.project_id,
+                    current.agent_id,
+                    current.user_id,
+                    current.tenant,
+                )
+            changed = [
+                "expire_time" if name == "expire_at" else name
+                for name, value in changes.items()
+                if getattr(current, name) != value
+            ]
+            if changed:
+                history_store.record(conn, current, history_store.UPDATE, changed, by)
             return memory_store.update(conn, memory_id, changes)
 
         memory = await self.db.write(write)
-        self.signals.wake(jobs.INDEX_MEMORY)
+        self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
         return memory
 
-    async def delete(self, memory_id: int, user_id: str, session_id: int = 0) -> None:
+    async def delete(
+        self, memory_id: int, user_id: str, session_id: int = 0, by: ChangedBy = ANONYMOUS
+    ) -> None:
         v.positive_id("id", memory_id)
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
         def write(conn: sqlite3.Connection) -> None:
-            self._owned(memory_store.find(conn, memory_id), memory_id, user_id, session_id)
+            current = self._owned(
+                memory_store.find(conn, memory_id), memory_id, user_id, session_id
+            )
+            history_store.record_deletion(conn, current, by, self.history_retention)
             memory_store.delete(conn, memory_id)
 
         await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
+
+    async def history(
+        self, memory_id: int, user_id: str, session_id: int, page_size: int, page_token: str
+    ) -> Page[history_store.Revision]:
+        """A memory's earlier versions, oldest first, under GetMemory's ownership
+        rule. A deleted memory's history is judged by the version deleted and
+        stays readable until its retention ends; after that it reads as a
+        memory that never existed, whether or not the purge job has run."""
+        v.positive_id("memory_id", memory_id)
+        v.identifier("user_id", user_id)
+        v.positive_id("session_id", session_id, required=False)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+
+        def read(conn: sqlite3.Connection) -> list[history_store.Revision]:
+            memory = memory_store.find(conn, memory_id)
+            if memory is None:
+                last = history_store.last(conn, memory_id)
+                if (
+                    last is not None
+                    and last.action in history_store.GONE
+                    and last.purge_after is not None
+                    and last.purge_after > time.time()
+                ):
+                    memory = last.previous
+            # An expired memory the job has not removed yet is as good as
+            # deleted: its owner may read its history.
+            self._owned(memory, memory_id, user_id, session_id, expired_ok=True)
+            return history_store.page(conn, memory_id, after, size + 1)
+
+        rows = await self.db.read_in_transaction(read)
+        return paging.page(rows, size)
 
     # Search -----------------------------------------------------------------
 

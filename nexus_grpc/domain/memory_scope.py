@@ -14,7 +14,10 @@ A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
 - agent: when ``scope.agent_id`` is set, only that agent's memories;
 - tenant: only memories of the caller's tenant (``domain.tenancy``), unless
   the caller sees every tenant (an admin key, or auth off).  A user id names
-  a user within a tenant: "alice" of one tenant is not "alice" of another.
+  a user within a tenant: "alice" of one tenant is not "alice" of another;
+- time: a memory whose ``expire_at`` has passed is visible to no one, from
+  that moment (SQL only: the vector filter leaves it to the SQLite re-check,
+  which every vector hit goes through).
 
 ``sql_where`` and ``vector_filter`` express exactly this rule; every query
 path (list, keyword, semantic, selection, usage) uses one of them, and
@@ -25,6 +28,7 @@ hit passes through that re-check, so a point of another tenant is dropped.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from nexus_grpc.domain import tenancy
@@ -88,6 +92,8 @@ def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, 
     if tenant is not None:
         clause += f" AND {a}tenant = ?"
         params.append(tenant)
+    clause += f" AND ({a}expire_at IS NULL OR {a}expire_at > ?)"
+    params.append(time.time())
     return clause, tuple(params)
 
 

@@ -82,6 +82,8 @@ class Episode:
     ai_response: str
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    # When the exchange happened: created_at unless stored with an occur_time.
+    occur_at: float = 0.0
     embed_state: JobState = JobState.PENDING
     embed_error: str = ""
     extract_state: JobState = JobState.PENDING
@@ -91,6 +93,22 @@ class Episode:
     def text(self) -> str:
         """The text that is embedded, in seed 001's format."""
         return episode_text(self.user_message, self.ai_response)
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """[start, end) in epoch seconds; None leaves that side open."""
+
+    start: float | None = None
+    end: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when the window bounds nothing (both sides open)."""
+        return self.start is None and self.end is None
+
+    def holds(self, t: float) -> bool:
+        return (self.start is None or t >= self.start) and (self.end is None or t < self.end)
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,18 @@ class Summaries:
             this_pass = _within_budget(new, budget)
             more = len(this_pass) < len(new) or len(new) == MAX_EPISODES_PER_PASS
             new = this_pass
-            body = "\n\n".join(episode_text(e.user_message, e.ai_response) for e in new)
+            body = "\n\n".join(
+                prompts.dated_text(
+                    e.user_message,
+                    e.ai_response,
+                    # Only an imported exchange (stored well after it happened)
+                    # carries its date: a live one happened when it was stored.
+                    e.occur_at
+                    if abs(e.created_at - e.occur_at) > prompts.IMPORTED_AFTER_SECONDS
+                    else None,
+                )
+                for e in new
+            )
             # One exchange longer than the context is folded, never cut: its
             # parts are summarized in order, each into the summary so far.
             text, calls = previous, 0

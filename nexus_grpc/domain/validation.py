@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from nexus_grpc.domain.models import TimeWindow
 from nexus_grpc.errors import InvalidArgument
 
 # Per-field caps.  They bound what one call can make the server hold, embed or
@@ -29,6 +31,9 @@ DEFAULT_SEARCH_LIMIT = 10
 # whole 100 kB value would turn INVALID_ARGUMENT into a RESOURCE_EXHAUSTED
 # "stream removed" that says nothing about the mistake.
 MAX_QUOTED_CHARS = 80
+# How far ahead of this server's clock an occur_time may be: a client's clock
+# may run a little fast, but an exchange cannot have happened in the future.
+MAX_CLOCK_SKEW_SECONDS = 300.0
 
 
 #: Characters that rewrite what a terminal or a log viewer shows: C0 and C1
@@ -142,3 +147,19 @@ def update_mask(paths: list[str], allowed: tuple[str, ...]) -> list[str]:
             f" (allowed: {', '.join(allowed)})"
         )
     return list(dict.fromkeys(paths))
+
+
+def occur_time(field: str, value: float | None) -> float | None:
+    """When an exchange happened; None (unset) means now."""
+    if value is not None and value > time.time() + MAX_CLOCK_SKEW_SECONDS:
+        raise InvalidArgument(f"{field} is in the future; an exchange must have happened already")
+    return value
+
+
+def time_window(window: TimeWindow | None) -> TimeWindow | None:
+    """A search's [start_time, end_time) window; None when it bounds nothing."""
+    if window is None or window.empty:
+        return None
+    if window.start is not None and window.end is not None and window.start >= window.end:
+        raise InvalidArgument("start_time must be earlier than end_time")
+    return window

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import grpc
@@ -38,6 +39,13 @@ MODES = {
 }
 KS = (1, 5, 10)
 INDEX_QUEUE = "index:episodes"
+# readme: the construction shared/eval/README.md fixes (the session date in the
+# first turn's text). timed: the date moves out of the text into each
+# episode's occur_time (the session's time, turns 30 s apart), as an importer
+# with episode time would store it. "both" stores each conversation twice, in
+# two projects, and reports the timed modes as "timed:<mode>".
+CONSTRUCTIONS = ("readme", "timed")
+TURN_SECONDS = 30
 
 
 class EvalError(Exception):
@@ -97,6 +105,25 @@ class Stored:
     conversation: Conversation
     project_id: int
     episode_ids: list[int]
+    construction: str = "readme"
+
+
+def session_time(date: str) -> float:
+    """A LoCoMo session date ("1:56 pm on 8 May, 2023") as epoch seconds, read as UTC."""
+    try:
+        parsed = datetime.strptime(date.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError as exc:
+        raise EvalError(f"session date {date!r} is not like '1:56 pm on 8 May, 2023'") from exc
+    return parsed.replace(tzinfo=UTC).timestamp()
+
+
+def _timed_text(session_date: str, user_message: str) -> str:
+    prefix = f"[{session_date}] "
+    return user_message[len(prefix):] if user_message.startswith(prefix) else user_message
+
+
+def result_key(construction: str, mode: str) -> str:
+    return mode if construction == "readme" else f"{construction}:{mode}"
 
 
 class Progress:
@@ -127,10 +154,11 @@ async def _store(
     run_id: str,
     timeout: float,
     done: list[int],
+    construction: str = "readme",
 ) -> Stored:
     project = await stub.CreateProject(
         memory_pb2.CreateProjectRequest(
-            project=memory_pb2.Project(name=f"recall-eval {conv.name} {run_id}")
+            project=memory_pb2.Project(name=f"recall-eval {conv.name} {construction} {run_id}")
         ),
         timeout=timeout,
     )
@@ -144,19 +172,21 @@ async def _store(
             ),
             timeout=timeout,
         )
+        start = session_time(session.date) if construction == "timed" else 0.0
         for i, episode in enumerate(session.episodes):
-            reply = await stub.CreateEpisode(
-                memory_pb2.CreateEpisodeRequest(
-                    session_id=created.id,
-                    user_message=episode.user_message,
-                    ai_response=episode.ai_response,
-                    request_id=f"{run_id}-{conv.name}-{n}-{i}",
-                ),
-                timeout=timeout,
+            request = memory_pb2.CreateEpisodeRequest(
+                session_id=created.id,
+                user_message=episode.user_message,
+                ai_response=episode.ai_response,
+                request_id=f"{run_id}-{conv.name}-{construction}-{n}-{i}",
             )
+            if construction == "timed":
+                request.user_message = _timed_text(session.date, episode.user_message)
+                request.occur_time.FromNanoseconds(int((start + i * TURN_SECONDS) * 1e9))
+            reply = await stub.CreateEpisode(request, timeout=timeout)
             ids.append(reply.id)
             done[0] += 1
-    return Stored(conv, project.id, ids)
+    return Stored(conv, project.id, ids, construction)
 
 
 async def _wait_indexed(
@@ -186,11 +216,13 @@ async def _ask(
     timeout: float,
     progress: Progress,
 ) -> dict[str, ModeResult]:
-    results = {m: ModeResult(m) for m in modes}
+    results = {result_key(s.construction, m): ModeResult(result_key(s.construction, m))
+               for s in stored for m in modes}
     total = sum(len(s.conversation.questions) for s in stored) * len(modes)
     asked = 0
     for mode in modes:
         for s in stored:
+            key = result_key(s.construction, mode)
             position = {episode_id: i for i, episode_id in enumerate(s.episode_ids)}
             for q in s.conversation.questions:
                 start = time.perf_counter()
@@ -206,7 +238,7 @@ async def _ask(
                     if rank is None and position.get(hit.episode.id) in q.evidence:
                         rank = n
                 latency = (time.perf_counter() - start) * 1000
-                results[mode].add(rank, q.category, latency)
+                results[key].add(rank, q.category, latency)
                 asked += 1
                 progress(f"asking: {asked}/{total} searches ({mode})")
     progress(f"asked {asked} searches", final=True)
@@ -223,6 +255,7 @@ async def evaluate(
     timeout: float = 30.0,
     index_deadline: float = 1800.0,
     progress_out: TextIO | None = sys.stderr,
+    construction: str = "readme",
 ) -> dict[str, Any]:
     """Stores the conversations under ``paths`` on ``target`` and asks their questions.
 
@@ -231,7 +264,14 @@ async def evaluate(
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise EvalError(f"unknown mode {', '.join(unknown)}; expected {', '.join(MODES)}")
+    if construction not in (*CONSTRUCTIONS, "both"):
+        raise EvalError(f"unknown construction {construction!r}; expected readme, timed or both")
+    constructions = list(CONSTRUCTIONS) if construction == "both" else [construction]
     conversations = load_all(paths)
+    if "timed" in constructions:
+        for c in conversations:  # a bad date fails before anything is stored
+            for session in c.sessions:
+                session_time(session.date)
     progress = Progress(progress_out)
     metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
     interceptors = [_Metadata(metadata)] if metadata else None
@@ -242,12 +282,13 @@ async def evaluate(
             raise EvalError(f"no server answered at {target} within {timeout}s") from exc
         stub = memory_grpc.MemoryServiceStub(channel)
         run_id = uuid.uuid4().hex[:8]
-        episodes = sum(len(c.episodes()) for c in conversations)
+        episodes = sum(len(c.episodes()) for c in conversations) * len(constructions)
         done = [0]
         started = time.perf_counter()
         try:
             tasks = [
-                asyncio.ensure_future(_store(stub, c, run_id, timeout, done))
+                asyncio.ensure_future(_store(stub, c, run_id, timeout, done, k))
+                for k in constructions
                 for c in conversations
             ]
             while not all(t.done() for t in tasks):
@@ -263,6 +304,7 @@ async def evaluate(
     return {
         "target": target,
         "conversations": [c.name for c in conversations],
+        "constructions": constructions,
         "episodes": episodes,
         "questions": sum(len(c.questions) for c in conversations),
         "skipped_questions": sum(c.skipped for c in conversations),
@@ -295,20 +337,20 @@ def format_report(report: dict[str, Any]) -> str:
         f" {len(report['conversations'])} conversations; limit={report['limit']};"
         f" stored and indexed in {report['ingest_seconds']} s",
         "",
-        f"{'mode':<10} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'p50 ms':>8} {'p99 ms':>8}",
+        f"{'mode':<16} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'p50 ms':>8} {'p99 ms':>8}",
     ]
     for m in report["modes"].values():
         lines.append(
-            f"{m['mode']:<10} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} {m['recall@10']:>6.3f}"
+            f"{m['mode']:<16} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} {m['recall@10']:>6.3f}"
             f" {m['mrr']:>6.3f} {m['p50_ms']:>8.1f} {m['p99_ms']:>8.1f}"
         )
     cats = sorted({c for m in report["modes"].values() for c in m["recall@10_by_category"]})
-    lines += ["", "recall@10 by question category", f"{'mode':<10} " + " ".join(
+    lines += ["", "recall@10 by question category", f"{'mode':<16} " + " ".join(
         f"{'cat ' + c:>7}" for c in cats
     )]
     for m in report["modes"].values():
         by = m["recall@10_by_category"]
-        lines.append(f"{m['mode']:<10} " + " ".join(f"{by.get(c, 0):>7.3f}" for c in cats))
+        lines.append(f"{m['mode']:<16} " + " ".join(f"{by.get(c, 0):>7.3f}" for c in cats))
     return "\n".join(lines)
 
 
@@ -326,6 +368,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-call deadline (30 s)")
+    parser.add_argument(
+        "--construction", choices=("readme", "timed", "both"), default="readme",
+        help="readme: the date in the text (shared/eval/README.md); timed: the date as each"
+        " episode's occur_time instead; both: side by side (readme)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -336,7 +383,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         report = asyncio.run(
             evaluate(args.target, args.data, modes=modes, limit=args.limit,
-                     api_key=args.api_key, timeout=args.timeout)
+                     api_key=args.api_key, timeout=args.timeout,
+                     construction=args.construction)
         )
     except (EvalError, DataError) as exc:
         print(f"nexus-grpc eval recall: {exc}", file=sys.stderr)

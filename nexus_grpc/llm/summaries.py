@@ -8,6 +8,7 @@ project overviews are streamed (``LLMClient.chat_stream`` wrapped in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from nexus_grpc.domain.models import episode_text
 from nexus_grpc.llm.options import SamplingOptions
@@ -35,6 +36,21 @@ def truncate_recent(text: str, limit: int) -> str:
     if limit <= 0:
         return ""
     return text if len(text) <= limit else text[-limit:]
+
+
+# An exchange stored this much later than it happened was imported: its date
+# is part of what the summary should keep ("in May 2023 they moved to Paris").
+IMPORTED_AFTER_SECONDS = 60.0
+
+
+def dated_text(user: str, ai: str, occur_at: float | None = None) -> str:
+    """An exchange for the summary prompt, led by the date it happened when that
+    is not simply the moment it was stored (None: no date line)."""
+    text = episode_text(user, ai)
+    if occur_at is None:
+        return text
+    when = datetime.fromtimestamp(occur_at, tz=UTC).strftime("%d %B %Y, %H:%M UTC")
+    return f"(On {when})\n{text}"
 
 
 def _format_episodes(episodes: Sequence[tuple[str, str]]) -> str:

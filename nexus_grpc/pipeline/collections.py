@@ -19,7 +19,11 @@ class CollectionSpec:
 
 
 EPISODES = CollectionSpec(
-    "episodes", jobs.INDEX_EPISODE, "episodes", {"sessionId": "integer"}, documents.episodes
+    "episodes",
+    jobs.INDEX_EPISODE,
+    "episodes",
+    {"sessionId": "integer", "occurAt": "integer"},
+    documents.episodes,
 )
 ENTITIES = CollectionSpec(
     "entities",

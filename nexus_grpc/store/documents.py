@@ -7,6 +7,7 @@ carry exactly the fields scope filters match on.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,12 +21,18 @@ Loader = Callable[[sqlite3.Connection, Sequence[int]], dict[int, Document]]
 
 def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
-        "SELECT id, session_id, user_message, ai_response, created_at FROM episodes"
+        "SELECT id, session_id, user_message, ai_response, created_at, occur_at FROM episodes"
         f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
+    # occurAt is whole seconds, rounded down: a window's range over it is
+    # widened to whole seconds and SQLite re-checks the exact time.
     return {
-        r[0]: (episode_text(r[2], r[3]), {"sessionId": r[1], "createdAt": int(r[4])}) for r in rows
+        r[0]: (
+            episode_text(r[2], r[3]),
+            {"sessionId": r[1], "createdAt": int(r[4]), "occurAt": math.floor(r[5])},
+        )
+        for r in rows
     }
 
 

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.domain.models import Episode, JobState
+from nexus_grpc.domain.models import Episode, JobState, TimeWindow
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -26,6 +26,7 @@ def _row(row: sqlite3.Row) -> Episode:
         ai_response=row["ai_response"],
         metadata=json.loads(row["metadata"]),
         created_at=row["created_at"],
+        occur_at=row["occur_at"],
         embed_state=JobState(row["embed_state"]),
         embed_error=row["embed_error"],
         extract_state=JobState(row["extract_state"]),
@@ -49,8 +50,12 @@ def insert(
     ai_response: str,
     metadata: Mapping[str, Any],
     request_id: str | None,
+    occur_at: float | None = None,
 ) -> Episode:
-    """Insert an episode and queue its embedding, extraction and (maybe) summary."""
+    """Insert an episode and queue its embedding, extraction and (maybe) summary.
+
+    ``occur_at`` is when the exchange happened (an import's original time);
+    None means now."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
@@ -59,11 +64,20 @@ def insert(
         " ORDER BY id DESC LIMIT 1",
         (CONTEXT_CHARS, session_id),
     ).fetchone()
+    ts = now()
     cur = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at, context) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, user_message, ai_response, json.dumps(metadata), request_id or None, now(),
-         (previous[1] if previous else "") + "\n"),
+        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            user_message,
+            ai_response,
+            json.dumps(metadata),
+            request_id or None,
+            ts,
+            (previous[1] if previous else "") + "\n",
+            ts if occur_at is None else occur_at,
+        ),
     )
     episode_id = cur.lastrowid or 0
     if previous:
@@ -242,29 +256,54 @@ SCOPE_FIRST_MAX_SESSIONS = 500
 _TEXT_COLUMNS = "{user_message ai_response context}"
 
 
+def _window(window: TimeWindow | None, alias: str) -> tuple[str, tuple[float, ...]]:
+    """The occur_at condition of a [start, end) window (" AND ..."), or nothing."""
+    if window is None:
+        return "", ()
+    sql, params = "", []
+    if window.start is not None:
+        sql += f" AND {alias}.occur_at >= ?"
+        params.append(window.start)
+    if window.end is not None:
+        sql += f" AND {alias}.occur_at < ?"
+        params.append(window.end)
+    return sql, tuple(params)
+
+
 def keyword_search(
-    conn: sqlite3.Connection, match: str, session_ids: Sequence[int] | None, limit: int
+    conn: sqlite3.Connection,
+    match: str,
+    session_ids: Sequence[int] | None,
+    limit: int,
+    window: TimeWindow | None = None,
 ) -> list[tuple[int, float]]:
     """(episode id, bm25 score with higher better), best first.
 
     ``match`` is an FTS5 expression over the words (see domain/fts.py);
     session_ids None means every session (used only by admin paths).
+    ``window`` keeps only episodes that occurred inside it; without one the
+    queries stay FTS5-only where they were.
     """
     words = f"{_TEXT_COLUMNS} : ({match})"
+    when, when_params = _window(window if window and not window.empty else None, "e")
+    # With a window each shape reads the episode row beside its postings.
+    source = (
+        "episodes_fts f JOIN episodes e ON e.id = f.rowid" if when else "episodes_fts f"
+    )
     if session_ids is None:
         rows = conn.execute(
-            "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
-            " ORDER BY rank LIMIT ?",
-            (words, limit),
+            f"SELECT f.rowid, f.rank FROM {source} WHERE episodes_fts MATCH ?{when}"
+            " ORDER BY f.rank LIMIT ?",
+            (words, *when_params, limit),
         ).fetchall()
     elif not session_ids:
         return []
     elif _scope_first(conn, len(session_ids)):
         scope = " OR ".join(f"s{int(i)}" for i in session_ids)
         rows = conn.execute(
-            "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
-            " ORDER BY rank LIMIT ?",
-            (f"scope : ({scope}) AND {words}", limit),
+            f"SELECT f.rowid, f.rank FROM {source} WHERE episodes_fts MATCH ?{when}"
+            " ORDER BY f.rank LIMIT ?",
+            (f"scope : ({scope}) AND {words}", *when_params, limit),
         ).fetchall()
     else:
         # One JSON parameter, not one per session: a project's session list has
@@ -273,8 +312,8 @@ def keyword_search(
             "SELECT f.rowid, f.rank FROM episodes_fts f"
             " JOIN episodes e ON e.id = f.rowid"
             " WHERE episodes_fts MATCH ? AND e.session_id IN (SELECT value FROM json_each(?))"
-            " ORDER BY f.rank LIMIT ?",
-            (words, json.dumps([int(i) for i in session_ids]), limit),
+            f"{when} ORDER BY f.rank LIMIT ?",
+            (words, json.dumps([int(i) for i in session_ids]), *when_params, limit),
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]
 

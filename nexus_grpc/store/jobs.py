@@ -20,6 +20,13 @@ INDEX_SUMMARY = "index:summaries"
 INDEX_MEMORY = "index:memories"
 EXTRACT_EPISODE = "extract:episode"
 SUMMARIZE_SESSION = "summarize:session"
+# Scheduled for the end of a deleted memory's history retention (run_after).
+PURGE_MEMORY_HISTORY = "purge:memory_history"
+# Kinds whose jobs are queued for a future time on purpose: their age counts
+# from when they fall due, not from when they were queued.
+# Scheduled for a memory's expire_time.
+EXPIRE_MEMORY = "expire:memory"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY)
 
 ALL_KINDS = (
     INDEX_EPISODE,
@@ -28,6 +35,8 @@ ALL_KINDS = (
     INDEX_MEMORY,
     EXTRACT_EPISODE,
     SUMMARIZE_SESSION,
+    PURGE_MEMORY_HISTORY,
+    EXPIRE_MEMORY,
 )
 
 
@@ -39,13 +48,33 @@ class Job:
     attempts: int
 
 
-def enqueue(conn: sqlite3.Connection, kind: str, target_ids: Iterable[int]) -> None:
+def enqueue(
+    conn: sqlite3.Connection,
+    kind: str,
+    target_ids: Iterable[int],
+    *,
+    run_after: float | None = None,
+) -> None:
+    """Queue ``kind`` for each target, due now or at ``run_after``."""
     ts = now()
+    due = ts if run_after is None else run_after
     conn.executemany(
         "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [(kind, t, ts, ts, ts) for t in target_ids],
+        [(kind, t, due, ts, ts) for t in target_ids],
     )
+
+
+def schedule(conn: sqlite3.Connection, kind: str, target_id: int, at: float) -> None:
+    """Make ``kind`` for ``target_id`` due at ``at``: moves a pending one, or
+    queues one (a running one finishes first; its handler re-checks)."""
+    moved = conn.execute(
+        "UPDATE jobs SET run_after = ?, updated_at = ? WHERE kind = ? AND target_id = ?"
+        " AND state = 'pending'",
+        (at, now(), kind, target_id),
+    ).rowcount
+    if not moved:
+        enqueue(conn, kind, [target_id], run_after=at)
 
 
 def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params: Sequence) -> int:
@@ -217,7 +246,11 @@ class QueueDepth:
 def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
     rows = conn.execute(
         "SELECT kind, SUM(state IN ('pending', 'running')), SUM(state = 'failed'),"
-        " MIN(CASE WHEN state != 'failed' THEN created_at END) FROM jobs GROUP BY kind"
+        " MIN(CASE WHEN state != 'failed' THEN"
+        f"  CASE WHEN kind IN ({','.join('?' * len(SCHEDULED_KINDS))})"
+        "   THEN run_after ELSE created_at END END)"
+        " FROM jobs GROUP BY kind",
+        SCHEDULED_KINDS,
     ).fetchall()
     found = {r[0]: r for r in rows}
     ts = now()
@@ -228,6 +261,8 @@ def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
             result.append(QueueDepth(kind, 0, 0, 0.0))
         else:
             result.append(
-                QueueDepth(kind, int(r[1] or 0), int(r[2] or 0), ts - r[3] if r[3] else 0.0)
+                QueueDepth(
+                    kind, int(r[1] or 0), int(r[2] or 0), max(0.0, ts - r[3]) if r[3] else 0.0
+                )
             )
     return result

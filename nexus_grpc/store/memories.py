@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.domain.models import MemoryKind
+from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -38,6 +38,11 @@ class Memory:
     use_count: int = 0
     request_id: str | None = None
     tenant: str = ""
+    # Epoch seconds after which the memory is gone; None: never.
+    expire_at: float | None = None
+
+    def expired(self, at: float) -> bool:
+        return self.expire_at is not None and self.expire_at <= at
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ def _row(r: sqlite3.Row) -> Memory:
         use_count=r["use_count"],
         request_id=r["request_id"],
         tenant=r["tenant"],
+        expire_at=r["expire_at"],
     )
 
 
@@ -105,8 +111,9 @@ def insert(
     ts = now()
     cur = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
-        " session_id, confidence, metadata, request_id, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " session_id, confidence, metadata, request_id, created_at, updated_at, tenant,"
+        " expire_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             values["kind"],
             values["title"],
@@ -122,10 +129,13 @@ def insert(
             ts,
             ts,
             tenant,
+            values.get("expire_at"),
         ),
     )
     memory_id = cur.lastrowid or 0
     jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+    if values.get("expire_at") is not None:
+        jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, values["expire_at"])
     return get(conn, memory_id)
 
 
@@ -154,23 +164,36 @@ def find_by_request_id(
 
 
 def count_in_cap_scope(
-    conn: sqlite3.Connection, project_id: int, agent_id: str, user_id: str, tenant: str
+    conn: sqlite3.Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
-    """Memories counted against the per-(project, agent) cap.
+    """Memories counted against the cap of the owner a new memory would join.
 
-    Inside a project every memory of that project and agent counts; a USER
-    memory stored outside any project counts against its user's own cap.
-    """
-    if project_id:
+    One selection reads a project's PROJECT memories plus one user's USER
+    memories, so that is what the cap bounds: PROJECT memories per (project,
+    agent), USER memories per (project, agent, user), project 0 included.
+    ARCHIVE is never read by selection, so it does not count. A user id names
+    a user within a tenant, so USER counts are per tenant too. Each count walks
+    only its owner's index (idx_memories_project / idx_memories_user)."""
+    if kind == MemoryKind.PROJECT:
         row = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE project_id = ? AND agent_id = ?",
-            (project_id, agent_id),
+            "SELECT COUNT(*) FROM memories WHERE project_id = ? AND agent_id = ? AND kind = ?"
+            " AND tier != ? AND (expire_at IS NULL OR expire_at > ?)",
+            (project_id, agent_id, int(MemoryKind.PROJECT), int(Tier.ARCHIVE), now()),
         ).fetchone()
     else:
         row = conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE project_id = 0 AND user_id = ? AND agent_id = ?"
-            " AND tenant = ?",
-            (user_id, agent_id, tenant),
+            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND kind = ? AND project_id = ?"
+            " AND agent_id = ? AND tier != ? AND tenant = ?"
+            " AND (expire_at IS NULL OR expire_at > ?)",
+            (
+                user_id,
+                int(MemoryKind.USER),
+                project_id,
+                agent_id,
+                int(Tier.ARCHIVE),
+                tenant,
+                now(),
+            ),
         ).fetchone()
     return int(row[0])
 
@@ -188,6 +211,8 @@ def update(conn: sqlite3.Connection, memory_id: int, changes: Mapping[str, Any])
             (*params, now(), memory_id),
         )
         jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+        if changes.get("expire_at") is not None:
+            jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, changes["expire_at"])
     return get(conn, memory_id)
 
 
@@ -336,15 +361,17 @@ def record_usage(
     ids = [u.memory_id for u in used]
     if not ids:
         return {}
-    # Each usage row belongs to its memory's tenant.
+    # Each usage row belongs to its memory's tenant; an expired memory is skipped.
+    ts = now()
     present = {
         r[0]: r[1]
         for r in conn.execute(
-            f"SELECT id, tenant FROM memories WHERE id IN ({placeholders(len(ids))})", ids
+            f"SELECT id, tenant FROM memories WHERE id IN ({placeholders(len(ids))})"
+            " AND (expire_at IS NULL OR expire_at > ?)",
+            (*ids, ts),
         )
     }
     live = [u for u in used if u.memory_id in present]
-    ts = now()
     conn.executemany(
         "INSERT INTO memory_usage (memory_id, thread_id, user_id, project_id, context,"
         " relevance, category, used_at, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -410,3 +437,4 @@ def usage_by_thread(
         (thread_id, *params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
+

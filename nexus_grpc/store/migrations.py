@@ -486,6 +486,52 @@ MIGRATIONS: list[str] = [
     ALTER TABLE memory_usage ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     UPDATE memory_usage SET tenant = :default_tenant WHERE true;
     """,
+    # 9: an episode's occur_time: when the exchange happened, which an import
+    # sets from the original conversation (created_at stays when it was
+    # stored). Existing episodes happened when they were stored. Episode points
+    # now carry occurAt, which a windowed semantic search filters on:
+    # re-index every episode through the outbox, as migration 4 did entities.
+    """
+    ALTER TABLE episodes ADD COLUMN occur_at REAL NOT NULL DEFAULT 0;
+    UPDATE episodes SET occur_at = created_at;
+    INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)
+    SELECT 'index:episodes', id, 0, (julianday('now') - 2440587.5) * 86400.0,
+           (julianday('now') - 2440587.5) * 86400.0
+    FROM episodes WHERE true
+    ON CONFLICT DO NOTHING;
+    """,
+    # 10: a memory's history. Each update and delete keeps the version it
+    # replaced. memory_id is no foreign key: a deleted memory's history stays
+    # readable by its owner until purge_after (set at the delete), when a
+    # durable purge job removes it. The owner columns answer GetMemory's
+    # ownership rule without the memory row.
+    """
+    CREATE TABLE memory_history (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id    INTEGER NOT NULL,
+        action       INTEGER NOT NULL,
+        changed      TEXT NOT NULL DEFAULT '[]',
+        previous     TEXT NOT NULL,
+        kind         INTEGER NOT NULL,
+        user_id      TEXT NOT NULL DEFAULT '',
+        tier         INTEGER NOT NULL,
+        session_id   INTEGER NOT NULL DEFAULT 0,
+        request_id   TEXT NOT NULL DEFAULT '',
+        principal    TEXT NOT NULL DEFAULT '',
+        changed_at   REAL NOT NULL,
+        purge_after  REAL
+    );
+    CREATE INDEX idx_memory_history_memory ON memory_history(memory_id, id);
+    """,
+    # 11: a memory may expire. expire_at NULL: never. Reads hide a memory from
+    # the moment it expires; an expire:memory job scheduled for that time
+    # removes the row and, through the outbox, its point. TASK-tier memories
+    # of a deleted session go with it.
+    """
+    ALTER TABLE memories ADD COLUMN expire_at REAL;
+    -- A deleted session's TASK-tier memories go with it (store/sessions.py).
+    CREATE INDEX idx_memories_task_session ON memories(session_id) WHERE tier = 1;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -128,6 +128,13 @@ def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None)
     jobs.enqueue_select(
         conn, jobs.INDEX_ENTITY, "SELECT id FROM entities WHERE project_id = ?", (project_id,)
     )
+    # A project's deletion takes its memories' history with it at once: no
+    # owner is left to read it, and nothing would purge it later.
+    conn.execute(
+        "DELETE FROM memory_history WHERE memory_id IN"
+        " (SELECT id FROM memories WHERE project_id = ?)",
+        (project_id,),
+    )
     conn.execute("DELETE FROM memories WHERE project_id = ?", (project_id,))
     # Its graph goes too (edges and episode links by cascade).
     conn.execute("DELETE FROM entities WHERE project_id = ?", (project_id,))

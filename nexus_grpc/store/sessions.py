@@ -154,6 +154,15 @@ def delete(conn: sqlite3.Connection, session_id: int, tenant: str | None = None)
     own_graph = "SELECT id FROM entities WHERE project_id = 0 AND session_id = ?"
     jobs.enqueue_select(conn, jobs.INDEX_ENTITY, own_graph, (session_id,))
     conn.execute(f"DELETE FROM entities WHERE id IN ({own_graph})", (session_id,))
+    # TASK-tier memories live only as long as their session: they go with it,
+    # points and history included (no one can prove the origin session now).
+    # tier = 1 (TASK) as a literal: it lets SQLite use the partial index
+    # idx_memories_task_session (migration 11) instead of scanning memories.
+    task_memories = "SELECT id FROM memories WHERE session_id = ? AND tier = 1"
+    params = (session_id,)
+    jobs.enqueue_select(conn, jobs.INDEX_MEMORY, task_memories, params)
+    conn.execute(f"DELETE FROM memory_history WHERE memory_id IN ({task_memories})", params)
+    conn.execute(f"DELETE FROM memories WHERE id IN ({task_memories})", params)
     count = conn.execute(
         "SELECT COUNT(*) FROM episodes WHERE session_id = ?", (session_id,)
     ).fetchone()[0]

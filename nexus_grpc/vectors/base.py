@@ -33,6 +33,15 @@ class MatchAny:
 
 
 @dataclass(frozen=True)
+class Range:
+    """``gte <= key <= lte`` on a numeric field; a None bound is open."""
+
+    key: str
+    gte: float | None = None
+    lte: float | None = None
+
+
+@dataclass(frozen=True)
 class Filter:
     """must: all hold; should: at least one holds (if any given); must_not: none holds."""
 
@@ -44,7 +53,7 @@ class Filter:
         return not (self.must or self.should or self.must_not)
 
 
-Cond = MatchAny | Filter  # nesting allowed: a Filter is itself a condition
+Cond = MatchAny | Range | Filter  # nesting allowed: a Filter is itself a condition
 
 
 class VectorIndexUnavailable(Exception):

@@ -48,6 +48,7 @@ from .base import (
     DimensionMismatch,
     Filter,
     MatchAny,
+    Range,
     VectorHit,
     VectorIndexLocked,
     VectorPoint,
@@ -82,9 +83,11 @@ def _filter(f: Filter) -> qe.Filter:
     )
 
 
-def _cond(c: MatchAny | Filter) -> Any:
+def _cond(c: MatchAny | Range | Filter) -> Any:
     if isinstance(c, Filter):
         return _filter(c)
+    if isinstance(c, Range):
+        return qe.FieldCondition(c.key, range=qe.RangeFloat(gte=c.gte, lte=c.lte))
     ints, strs, bools = split_values(c.values)
     parts: list[Any] = []
     # One MatchAny per type instead of `should` over single values: 4–21× faster.

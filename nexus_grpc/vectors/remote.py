@@ -20,6 +20,7 @@ from .base import (
     DimensionMismatch,
     Filter,
     MatchAny,
+    Range,
     VectorHit,
     VectorIndexUnavailable,
     VectorPoint,
@@ -64,9 +65,11 @@ def _filter(f: Filter) -> models.Filter:
     )
 
 
-def _cond(c: MatchAny | Filter) -> Any:
+def _cond(c: MatchAny | Range | Filter) -> Any:
     if isinstance(c, Filter):
         return _filter(c)
+    if isinstance(c, Range):
+        return models.FieldCondition(key=c.key, range=models.Range(gte=c.gte, lte=c.lte))
     ints, strs, bools = split_values(c.values)
     parts: list[Any] = []
     # models.MatchAny takes strict ints or strict strs (no bools, no mixing).

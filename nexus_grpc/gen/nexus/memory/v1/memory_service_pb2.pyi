@@ -7,6 +7,7 @@ memory an orchestrator writes after every turn and recalls before the next.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
@@ -147,6 +148,27 @@ MEMORY_CATEGORY_UNSPECIFIED: MemoryCategory.ValueType  # 0
 MEMORY_CATEGORY_NECESSARY: MemoryCategory.ValueType  # 1
 MEMORY_CATEGORY_SUPPORTING: MemoryCategory.ValueType  # 2
 Global___MemoryCategory: _TypeAlias = MemoryCategory  # noqa: Y015
+
+class _MemoryChange:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryChangeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryChange.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_CHANGE_UNSPECIFIED: _MemoryChange.ValueType  # 0
+    MEMORY_CHANGE_UPDATE: _MemoryChange.ValueType  # 1
+    MEMORY_CHANGE_DELETE: _MemoryChange.ValueType  # 2
+    MEMORY_CHANGE_EXPIRE: _MemoryChange.ValueType  # 3
+    """Removed when its expire_time passed."""
+
+class MemoryChange(_MemoryChange, metaclass=_MemoryChangeEnumTypeWrapper): ...
+
+MEMORY_CHANGE_UNSPECIFIED: MemoryChange.ValueType  # 0
+MEMORY_CHANGE_UPDATE: MemoryChange.ValueType  # 1
+MEMORY_CHANGE_DELETE: MemoryChange.ValueType  # 2
+MEMORY_CHANGE_EXPIRE: MemoryChange.ValueType  # 3
+"""Removed when its expire_time passed."""
+Global___MemoryChange: _TypeAlias = MemoryChange  # noqa: Y015
 
 @_typing.final
 class Project(_message.Message):
@@ -553,6 +575,7 @@ class Episode(_message.Message):
     EMBEDDING_ERROR_FIELD_NUMBER: _builtins.int
     EXTRACTION_STATE_FIELD_NUMBER: _builtins.int
     EXTRACTION_ERROR_FIELD_NUMBER: _builtins.int
+    OCCUR_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     session_id: _builtins.int
     user_message: _builtins.str
@@ -567,6 +590,12 @@ class Episode(_message.Message):
     def metadata(self) -> _struct_pb2.Struct: ...
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def occur_time(self) -> _timestamp_pb2.Timestamp:
+        """When the exchange happened: the occur_time it was created with, or its
+        create_time. Search windows and summaries go by this time.
+        """
+
     def __init__(
         self,
         *,
@@ -580,10 +609,11 @@ class Episode(_message.Message):
         embedding_error: _builtins.str = ...,
         extraction_state: Global___JobState.ValueType = ...,
         extraction_error: _builtins.str = ...,
+        occur_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata", "occur_time", b"occur_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "metadata", b"metadata", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "metadata", b"metadata", "occur_time", b"occur_time", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -599,6 +629,7 @@ class CreateEpisodeRequest(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OCCUR_TIME_FIELD_NUMBER: _builtins.int
     session_id: _builtins.int
     user_message: _builtins.str
     ai_response: _builtins.str
@@ -610,6 +641,13 @@ class CreateEpisodeRequest(_message.Message):
     """
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
+    @_builtins.property
+    def occur_time(self) -> _timestamp_pb2.Timestamp:
+        """When the exchange happened, for a conversation stored after the fact.
+        Unset: now. More than 5 minutes ahead of the server's clock is
+        INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
@@ -619,10 +657,11 @@ class CreateEpisodeRequest(_message.Message):
         metadata: _struct_pb2.Struct | None = ...,
         request_id: _builtins.str = ...,
         project_id: _builtins.int = ...,
+        occur_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "occur_time", b"occur_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "metadata", b"metadata", "project_id", b"project_id", "request_id", b"request_id", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "metadata", b"metadata", "occur_time", b"occur_time", "project_id", b"project_id", "request_id", b"request_id", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -738,6 +777,8 @@ class SearchEpisodesRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
     """The asking session: its scope follows seed 000 (own episodes, or its
@@ -747,6 +788,15 @@ class SearchEpisodesRequest(_message.Message):
     """Searches the whole project when no session is given."""
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """Only episodes whose occur_time is in [start_time, end_time), on every
+        mode. Either side may be left unset (open); start_time must be earlier
+        than end_time.
+        """
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -755,10 +805,12 @@ class SearchEpisodesRequest(_message.Message):
         project_id: _builtins.int = ...,
         limit: _builtins.int = ...,
         mode: Global___SearchMode.ValueType = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -819,6 +871,8 @@ class Memory(_message.Message):
     LAST_USED_TIME_FIELD_NUMBER: _builtins.int
     USE_COUNT_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     kind: Global___MemoryKind.ValueType
     title: _builtins.str
@@ -839,6 +893,16 @@ class Memory(_message.Message):
     def last_used_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """Must be in the future."""
+
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """Input only, on create: expire this long from now (positive, at most
+        100 years). Memories are returned with expire_time.
+        """
+
     def __init__(
         self,
         *,
@@ -857,12 +921,16 @@ class Memory(_message.Message):
         last_used_time: _timestamp_pb2.Timestamp | None = ...,
         use_count: _builtins.int = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+        ttl: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_used_time", b"last_used_time", "metadata", b"metadata", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "last_used_time", b"last_used_time", "metadata", b"metadata", "ttl", b"ttl", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "tier", b"tier", "title", b"title", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "tier", b"tier", "title", b"title", "ttl", b"ttl", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_expiration: _TypeAlias = _typing.Literal["expire_time", "ttl"]  # noqa: Y015
+    _WhichOneofArgType_expiration: _TypeAlias = _typing.Literal["expiration", b"expiration"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_expiration) -> _WhichOneofReturnType_expiration | None: ...
 
 Global___Memory: _TypeAlias = Memory  # noqa: Y015
 
@@ -1024,7 +1092,9 @@ class UpdateMemoryRequest(_message.Message):
     """
     @_builtins.property
     def memory(self) -> Global___Memory:
-        """memory.id names it; fields: title, content, tier, confidence, metadata."""
+        """memory.id names it; fields: title, content, tier, confidence, metadata,
+        expire_time.
+        """
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask: ...
@@ -1325,6 +1395,112 @@ class ListMemoryUsageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListMemoryUsageResponse: _TypeAlias = ListMemoryUsageResponse  # noqa: Y015
+
+@_typing.final
+class ListMemoryHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.int
+    user_id: _builtins.str
+    """As GetMemory: required for a USER memory (its user) and for a TASK or
+    SESSION tier memory stored with an origin session (that session).
+    """
+    session_id: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.int = ...,
+        user_id: _builtins.str = ...,
+        session_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoryHistoryRequest: _TypeAlias = ListMemoryHistoryRequest  # noqa: Y015
+
+@_typing.final
+class MemoryRevision(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CHANGE_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELDS_FIELD_NUMBER: _builtins.int
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    CHANGE_TIME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    memory_id: _builtins.int
+    change: Global___MemoryChange.ValueType
+    request_id: _builtins.str
+    """The changing call's x-request-id."""
+    principal: _builtins.str
+    """The API key's principal when auth is on; empty otherwise."""
+    @_builtins.property
+    def changed_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The fields the update changed (empty for a delete)."""
+
+    @_builtins.property
+    def previous(self) -> Global___Memory:
+        """The memory as it was before the change."""
+
+    @_builtins.property
+    def change_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        memory_id: _builtins.int = ...,
+        change: Global___MemoryChange.ValueType = ...,
+        changed_fields: _abc.Iterable[_builtins.str] | None = ...,
+        previous: Global___Memory | None = ...,
+        change_time: _timestamp_pb2.Timestamp | None = ...,
+        request_id: _builtins.str = ...,
+        principal: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["change_time", b"change_time", "previous", b"previous"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "change_time", b"change_time", "changed_fields", b"changed_fields", "id", b"id", "memory_id", b"memory_id", "previous", b"previous", "principal", b"principal", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryRevision: _TypeAlias = MemoryRevision  # noqa: Y015
+
+@_typing.final
+class ListMemoryHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryRevision]: ...
+    def __init__(
+        self,
+        *,
+        revisions: _abc.Iterable[Global___MemoryRevision] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoryHistoryResponse: _TypeAlias = ListMemoryHistoryResponse  # noqa: Y015
 
 @_typing.final
 class GetServiceStatusRequest(_message.Message):

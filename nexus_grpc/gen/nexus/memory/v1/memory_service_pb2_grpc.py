@@ -149,6 +149,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageResponse.FromString,
                 _registered_method=True)
+        self.ListMemoryHistory = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/ListMemoryHistory',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
+                _registered_method=True)
         self.GetServiceStatus = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/GetServiceStatus',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetServiceStatusRequest.SerializeToString,
@@ -310,6 +315,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemoryHistory(self, request, context):
+        """The versions a memory's updates and deletes replaced, oldest first, under
+        GetMemory's ownership rules. A deleted memory's history stays readable by
+        its owner for --memory-history-retention-days, then is purged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServiceStatus(self, request, context):
         """Health detail: stores, embedder, LLM, queue depths, schema version.
         """
@@ -441,6 +455,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemoryUsage,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageResponse.SerializeToString,
+            ),
+            'ListMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryHistory,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.SerializeToString,
             ),
             'GetServiceStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServiceStatus,
@@ -1074,6 +1093,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/ListMemoryUsage',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ListMemoryHistory',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

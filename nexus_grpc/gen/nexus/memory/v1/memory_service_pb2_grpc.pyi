@@ -65,6 +65,11 @@ class MemoryServiceStub:
     SelectMemories: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.SelectMemoriesRequest, _memory_service_pb2.SelectedMemory]
     """Two-pass LLM selection of the memories a prompt needs; records usage."""
     ListMemoryUsage: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]
+    ListMemoryHistory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]
+    """The versions a memory's updates and deletes replaced, oldest first, under
+    GetMemory's ownership rules. A deleted memory's history stays readable by
+    its owner for --memory-history-retention-days, then is purged.
+    """
     GetServiceStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]
@@ -105,6 +110,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     SelectMemories: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SelectMemoriesRequest, _memory_service_pb2.SelectedMemory]  # type: ignore[assignment]
     """Two-pass LLM selection of the memories a prompt needs; records usage."""
     ListMemoryUsage: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]  # type: ignore[assignment]
+    ListMemoryHistory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]  # type: ignore[assignment]
+    """The versions a memory's updates and deletes replaced, oldest first, under
+    GetMemory's ownership rules. A deleted memory's history stays readable by
+    its owner for --memory-history-retention-days, then is purged.
+    """
     GetServiceStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]  # type: ignore[assignment]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]  # type: ignore[assignment]
@@ -280,6 +290,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.ListMemoryUsageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListMemoryUsageResponse, _abc.Awaitable[_memory_service_pb2.ListMemoryUsageResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListMemoryHistory(
+        self,
+        request: _memory_service_pb2.ListMemoryHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListMemoryHistoryResponse, _abc.Awaitable[_memory_service_pb2.ListMemoryHistoryResponse]]:
+        """The versions a memory's updates and deletes replaced, oldest first, under
+        GetMemory's ownership rules. A deleted memory's history stays readable by
+        its owner for --memory-history-retention-days, then is purged.
+        """
 
     @_abc_1.abstractmethod
     def GetServiceStatus(

@@ -20,6 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
@@ -294,6 +295,52 @@ export function memoryCategoryToJSON(object: MemoryCategory): string {
   }
 }
 
+export enum MemoryChange {
+  MEMORY_CHANGE_UNSPECIFIED = 0,
+  MEMORY_CHANGE_UPDATE = 1,
+  MEMORY_CHANGE_DELETE = 2,
+  /** MEMORY_CHANGE_EXPIRE - Removed when its expire_time passed. */
+  MEMORY_CHANGE_EXPIRE = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function memoryChangeFromJSON(object: any): MemoryChange {
+  switch (object) {
+    case 0:
+    case "MEMORY_CHANGE_UNSPECIFIED":
+      return MemoryChange.MEMORY_CHANGE_UNSPECIFIED;
+    case 1:
+    case "MEMORY_CHANGE_UPDATE":
+      return MemoryChange.MEMORY_CHANGE_UPDATE;
+    case 2:
+    case "MEMORY_CHANGE_DELETE":
+      return MemoryChange.MEMORY_CHANGE_DELETE;
+    case 3:
+    case "MEMORY_CHANGE_EXPIRE":
+      return MemoryChange.MEMORY_CHANGE_EXPIRE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemoryChange.UNRECOGNIZED;
+  }
+}
+
+export function memoryChangeToJSON(object: MemoryChange): string {
+  switch (object) {
+    case MemoryChange.MEMORY_CHANGE_UNSPECIFIED:
+      return "MEMORY_CHANGE_UNSPECIFIED";
+    case MemoryChange.MEMORY_CHANGE_UPDATE:
+      return "MEMORY_CHANGE_UPDATE";
+    case MemoryChange.MEMORY_CHANGE_DELETE:
+      return "MEMORY_CHANGE_DELETE";
+    case MemoryChange.MEMORY_CHANGE_EXPIRE:
+      return "MEMORY_CHANGE_EXPIRE";
+    case MemoryChange.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface Project {
   id: number;
   name: string;
@@ -401,6 +448,11 @@ export interface Episode {
   /** Whether entities and relationships have been extracted from it. */
   extractionState: JobState;
   extractionError: string;
+  /**
+   * When the exchange happened: the occur_time it was created with, or its
+   * create_time. Search windows and summaries go by this time.
+   */
+  occurTime: Date | undefined;
 }
 
 export interface CreateEpisodeRequest {
@@ -417,6 +469,12 @@ export interface CreateEpisodeRequest {
    * project yet to this project, in the same transaction as the episode.
    */
   projectId: number;
+  /**
+   * When the exchange happened, for a conversation stored after the fact.
+   * Unset: now. More than 5 minutes ahead of the server's clock is
+   * INVALID_ARGUMENT.
+   */
+  occurTime: Date | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -452,6 +510,13 @@ export interface SearchEpisodesRequest {
   projectId: number;
   limit: number;
   mode: SearchMode;
+  /**
+   * Only episodes whose occur_time is in [start_time, end_time), on every
+   * mode. Either side may be left unset (open); start_time must be earlier
+   * than end_time.
+   */
+  startTime: Date | undefined;
+  endTime: Date | undefined;
 }
 
 export interface SearchHit {
@@ -486,7 +551,18 @@ export interface Memory {
   createTime: Date | undefined;
   lastUsedTime: Date | undefined;
   useCount: number;
-  updateTime: Date | undefined;
+  updateTime:
+    | Date
+    | undefined;
+  /** Must be in the future. */
+  expireTime?:
+    | Date
+    | undefined;
+  /**
+   * Input only, on create: expire this long from now (positive, at most
+   * 100 years). Memories are returned with expire_time.
+   */
+  ttl?: Duration | undefined;
 }
 
 /**
@@ -533,7 +609,10 @@ export interface ListMemoriesResponse {
 }
 
 export interface UpdateMemoryRequest {
-  /** memory.id names it; fields: title, content, tier, confidence, metadata. */
+  /**
+   * memory.id names it; fields: title, content, tier, confidence, metadata,
+   * expire_time.
+   */
   memory: Memory | undefined;
   updateMask:
     | string[]
@@ -636,6 +715,40 @@ export interface MemoryUsage {
 
 export interface ListMemoryUsageResponse {
   usage: MemoryUsage[];
+  nextPageToken: string;
+}
+
+export interface ListMemoryHistoryRequest {
+  memoryId: number;
+  /**
+   * As GetMemory: required for a USER memory (its user) and for a TASK or
+   * SESSION tier memory stored with an origin session (that session).
+   */
+  userId: string;
+  sessionId: number;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface MemoryRevision {
+  id: number;
+  memoryId: number;
+  change: MemoryChange;
+  /** The fields the update changed (empty for a delete). */
+  changedFields: string[];
+  /** The memory as it was before the change. */
+  previous: Memory | undefined;
+  changeTime:
+    | Date
+    | undefined;
+  /** The changing call's x-request-id. */
+  requestId: string;
+  /** The API key's principal when auth is on; empty otherwise. */
+  principal: string;
+}
+
+export interface ListMemoryHistoryResponse {
+  revisions: MemoryRevision[];
   nextPageToken: string;
 }
 
@@ -2219,6 +2332,7 @@ function createBaseEpisode(): Episode {
     embeddingError: "",
     extractionState: 0,
     extractionError: "",
+    occurTime: undefined,
   };
 }
 
@@ -2253,6 +2367,9 @@ export const Episode: MessageFns<Episode> = {
     }
     if (message.extractionError !== "") {
       writer.uint32(82).string(message.extractionError);
+    }
+    if (message.occurTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -2350,6 +2467,14 @@ export const Episode: MessageFns<Episode> = {
             message.extractionError = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2406,6 +2531,11 @@ export const Episode: MessageFns<Episode> = {
         : isSet(object.extraction_error)
         ? globalThis.String(object.extraction_error)
         : "",
+      occurTime: isSet(object.occurTime)
+        ? fromJsonTimestamp(object.occurTime)
+        : isSet(object.occur_time)
+        ? fromJsonTimestamp(object.occur_time)
+        : undefined,
     };
   },
 
@@ -2441,6 +2571,9 @@ export const Episode: MessageFns<Episode> = {
     if (message.extractionError !== "") {
       obj.extractionError = message.extractionError;
     }
+    if (message.occurTime !== undefined) {
+      obj.occurTime = message.occurTime.toISOString();
+    }
     return obj;
   },
 
@@ -2459,12 +2592,21 @@ export const Episode: MessageFns<Episode> = {
     message.embeddingError = object.embeddingError ?? "";
     message.extractionState = object.extractionState ?? 0;
     message.extractionError = object.extractionError ?? "";
+    message.occurTime = object.occurTime ?? undefined;
     return message;
   },
 };
 
 function createBaseCreateEpisodeRequest(): CreateEpisodeRequest {
-  return { sessionId: 0, userMessage: "", aiResponse: "", metadata: undefined, requestId: "", projectId: 0 };
+  return {
+    sessionId: 0,
+    userMessage: "",
+    aiResponse: "",
+    metadata: undefined,
+    requestId: "",
+    projectId: 0,
+    occurTime: undefined,
+  };
 }
 
 export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
@@ -2486,6 +2628,9 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     }
     if (message.projectId !== 0) {
       writer.uint32(48).int64(message.projectId);
+    }
+    if (message.occurTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -2551,6 +2696,14 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
             message.projectId = longToNumber(reader.int64());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2591,6 +2744,11 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
         : isSet(object.project_id)
         ? globalThis.Number(object.project_id)
         : 0,
+      occurTime: isSet(object.occurTime)
+        ? fromJsonTimestamp(object.occurTime)
+        : isSet(object.occur_time)
+        ? fromJsonTimestamp(object.occur_time)
+        : undefined,
     };
   },
 
@@ -2614,6 +2772,9 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     if (message.projectId !== 0) {
       obj.projectId = Math.round(message.projectId);
     }
+    if (message.occurTime !== undefined) {
+      obj.occurTime = message.occurTime.toISOString();
+    }
     return obj;
   },
 
@@ -2628,6 +2789,7 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     message.metadata = object.metadata ?? undefined;
     message.requestId = object.requestId ?? "";
     message.projectId = object.projectId ?? 0;
+    message.occurTime = object.occurTime ?? undefined;
     return message;
   },
 };
@@ -3021,7 +3183,7 @@ export const DeleteEpisodeResponse: MessageFns<DeleteEpisodeResponse> = {
 };
 
 function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
-  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0 };
+  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0, startTime: undefined, endTime: undefined };
 }
 
 export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
@@ -3040,6 +3202,12 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.mode !== 0) {
       writer.uint32(40).int32(message.mode);
+    }
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(50).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -3097,6 +3265,22 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.mode = reader.int32() as any;
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3124,6 +3308,16 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       mode: isSet(object.mode) ? searchModeFromJSON(object.mode) : 0,
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
     };
   },
 
@@ -3144,6 +3338,12 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.mode !== 0) {
       obj.mode = searchModeToJSON(message.mode);
     }
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
     return obj;
   },
 
@@ -3157,6 +3357,8 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.projectId = object.projectId ?? 0;
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
     return message;
   },
 };
@@ -3311,6 +3513,8 @@ function createBaseMemory(): Memory {
     lastUsedTime: undefined,
     useCount: 0,
     updateTime: undefined,
+    expireTime: undefined,
+    ttl: undefined,
   };
 }
 
@@ -3360,6 +3564,12 @@ export const Memory: MessageFns<Memory> = {
     }
     if (message.updateTime !== undefined) {
       Timestamp.encode(toTimestamp(message.updateTime), writer.uint32(122).fork()).join();
+    }
+    if (message.expireTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.expireTime), writer.uint32(130).fork()).join();
+    }
+    if (message.ttl !== undefined) {
+      Duration.encode(message.ttl, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -3497,6 +3707,22 @@ export const Memory: MessageFns<Memory> = {
             message.updateTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.expireTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.ttl = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3558,6 +3784,12 @@ export const Memory: MessageFns<Memory> = {
         : isSet(object.update_time)
         ? fromJsonTimestamp(object.update_time)
         : undefined,
+      expireTime: isSet(object.expireTime)
+        ? fromJsonTimestamp(object.expireTime)
+        : isSet(object.expire_time)
+        ? fromJsonTimestamp(object.expire_time)
+        : undefined,
+      ttl: isSet(object.ttl) ? Duration.fromJSON(object.ttl) : undefined,
     };
   },
 
@@ -3608,6 +3840,12 @@ export const Memory: MessageFns<Memory> = {
     if (message.updateTime !== undefined) {
       obj.updateTime = message.updateTime.toISOString();
     }
+    if (message.expireTime !== undefined) {
+      obj.expireTime = message.expireTime.toISOString();
+    }
+    if (message.ttl !== undefined) {
+      obj.ttl = Duration.toJSON(message.ttl);
+    }
     return obj;
   },
 
@@ -3631,6 +3869,8 @@ export const Memory: MessageFns<Memory> = {
     message.lastUsedTime = object.lastUsedTime ?? undefined;
     message.useCount = object.useCount ?? 0;
     message.updateTime = object.updateTime ?? undefined;
+    message.expireTime = object.expireTime ?? undefined;
+    message.ttl = (object.ttl !== undefined && object.ttl !== null) ? Duration.fromPartial(object.ttl) : undefined;
     return message;
   },
 };
@@ -5497,6 +5737,458 @@ export const ListMemoryUsageResponse: MessageFns<ListMemoryUsageResponse> = {
   },
 };
 
+function createBaseListMemoryHistoryRequest(): ListMemoryHistoryRequest {
+  return { memoryId: 0, userId: "", sessionId: 0, pageSize: 0, pageToken: "" };
+}
+
+export const ListMemoryHistoryRequest: MessageFns<ListMemoryHistoryRequest> = {
+  encode(message: ListMemoryHistoryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.memoryId !== 0) {
+      writer.uint32(8).int64(message.memoryId);
+    }
+    if (message.userId !== "") {
+      writer.uint32(18).string(message.userId);
+    }
+    if (message.sessionId !== 0) {
+      writer.uint32(24).int64(message.sessionId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(32).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(42).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMemoryHistoryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMemoryHistoryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.memoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.sessionId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListMemoryHistoryRequest {
+    return {
+      memoryId: isSet(object.memoryId)
+        ? globalThis.Number(object.memoryId)
+        : isSet(object.memory_id)
+        ? globalThis.Number(object.memory_id)
+        : 0,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      sessionId: isSet(object.sessionId)
+        ? globalThis.Number(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.Number(object.session_id)
+        : 0,
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListMemoryHistoryRequest): unknown {
+    const obj: any = {};
+    if (message.memoryId !== 0) {
+      obj.memoryId = Math.round(message.memoryId);
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.sessionId !== 0) {
+      obj.sessionId = Math.round(message.sessionId);
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListMemoryHistoryRequest>): ListMemoryHistoryRequest {
+    return ListMemoryHistoryRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListMemoryHistoryRequest>): ListMemoryHistoryRequest {
+    const message = createBaseListMemoryHistoryRequest();
+    message.memoryId = object.memoryId ?? 0;
+    message.userId = object.userId ?? "";
+    message.sessionId = object.sessionId ?? 0;
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseMemoryRevision(): MemoryRevision {
+  return {
+    id: 0,
+    memoryId: 0,
+    change: 0,
+    changedFields: [],
+    previous: undefined,
+    changeTime: undefined,
+    requestId: "",
+    principal: "",
+  };
+}
+
+export const MemoryRevision: MessageFns<MemoryRevision> = {
+  encode(message: MemoryRevision, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    if (message.memoryId !== 0) {
+      writer.uint32(16).int64(message.memoryId);
+    }
+    if (message.change !== 0) {
+      writer.uint32(24).int32(message.change);
+    }
+    for (const v of message.changedFields) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.previous !== undefined) {
+      Memory.encode(message.previous, writer.uint32(42).fork()).join();
+    }
+    if (message.changeTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.changeTime), writer.uint32(50).fork()).join();
+    }
+    if (message.requestId !== "") {
+      writer.uint32(58).string(message.requestId);
+    }
+    if (message.principal !== "") {
+      writer.uint32(66).string(message.principal);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryRevision {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryRevision();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.memoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.change = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.changedFields.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.previous = Memory.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.changeTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.principal = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryRevision {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      memoryId: isSet(object.memoryId)
+        ? globalThis.Number(object.memoryId)
+        : isSet(object.memory_id)
+        ? globalThis.Number(object.memory_id)
+        : 0,
+      change: isSet(object.change) ? memoryChangeFromJSON(object.change) : 0,
+      changedFields: globalThis.Array.isArray(object?.changedFields)
+        ? object.changedFields.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.changed_fields)
+        ? object.changed_fields.map((e: any) => globalThis.String(e))
+        : [],
+      previous: isSet(object.previous) ? Memory.fromJSON(object.previous) : undefined,
+      changeTime: isSet(object.changeTime)
+        ? fromJsonTimestamp(object.changeTime)
+        : isSet(object.change_time)
+        ? fromJsonTimestamp(object.change_time)
+        : undefined,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      principal: isSet(object.principal) ? globalThis.String(object.principal) : "",
+    };
+  },
+
+  toJSON(message: MemoryRevision): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.memoryId !== 0) {
+      obj.memoryId = Math.round(message.memoryId);
+    }
+    if (message.change !== 0) {
+      obj.change = memoryChangeToJSON(message.change);
+    }
+    if (message.changedFields?.length) {
+      obj.changedFields = message.changedFields;
+    }
+    if (message.previous !== undefined) {
+      obj.previous = Memory.toJSON(message.previous);
+    }
+    if (message.changeTime !== undefined) {
+      obj.changeTime = message.changeTime.toISOString();
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.principal !== "") {
+      obj.principal = message.principal;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryRevision>): MemoryRevision {
+    return MemoryRevision.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryRevision>): MemoryRevision {
+    const message = createBaseMemoryRevision();
+    message.id = object.id ?? 0;
+    message.memoryId = object.memoryId ?? 0;
+    message.change = object.change ?? 0;
+    message.changedFields = object.changedFields?.map((e) => e) || [];
+    message.previous = (object.previous !== undefined && object.previous !== null)
+      ? Memory.fromPartial(object.previous)
+      : undefined;
+    message.changeTime = object.changeTime ?? undefined;
+    message.requestId = object.requestId ?? "";
+    message.principal = object.principal ?? "";
+    return message;
+  },
+};
+
+function createBaseListMemoryHistoryResponse(): ListMemoryHistoryResponse {
+  return { revisions: [], nextPageToken: "" };
+}
+
+export const ListMemoryHistoryResponse: MessageFns<ListMemoryHistoryResponse> = {
+  encode(message: ListMemoryHistoryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.revisions) {
+      MemoryRevision.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMemoryHistoryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMemoryHistoryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.revisions.push(MemoryRevision.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListMemoryHistoryResponse {
+    return {
+      revisions: globalThis.Array.isArray(object?.revisions)
+        ? object.revisions.map((e: any) => MemoryRevision.fromJSON(e))
+        : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListMemoryHistoryResponse): unknown {
+    const obj: any = {};
+    if (message.revisions?.length) {
+      obj.revisions = message.revisions.map((e) => MemoryRevision.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListMemoryHistoryResponse>): ListMemoryHistoryResponse {
+    return ListMemoryHistoryResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListMemoryHistoryResponse>): ListMemoryHistoryResponse {
+    const message = createBaseListMemoryHistoryResponse();
+    message.revisions = object.revisions?.map((e) => MemoryRevision.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 function createBaseGetServiceStatusRequest(): GetServiceStatusRequest {
   return {};
 }
@@ -6415,6 +7107,19 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * The versions a memory's updates and deletes replaced, oldest first, under
+     * GetMemory's ownership rules. A deleted memory's history stays readable by
+     * its owner for --memory-history-retention-days, then is purged.
+     */
+    listMemoryHistory: {
+      name: "ListMemoryHistory",
+      requestType: ListMemoryHistoryRequest as typeof ListMemoryHistoryRequest,
+      requestStream: false,
+      responseType: ListMemoryHistoryResponse as typeof ListMemoryHistoryResponse,
+      responseStream: false,
+      options: {},
+    },
     /** Health detail: stores, embedder, LLM, queue depths, schema version. */
     getServiceStatus: {
       name: "GetServiceStatus",
@@ -6668,6 +7373,22 @@ export const MemoryServiceService = {
       Buffer.from(ListMemoryUsageResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListMemoryUsageResponse => ListMemoryUsageResponse.decode(value),
   },
+  /**
+   * The versions a memory's updates and deletes replaced, oldest first, under
+   * GetMemory's ownership rules. A deleted memory's history stays readable by
+   * its owner for --memory-history-retention-days, then is purged.
+   */
+  listMemoryHistory: {
+    path: "/nexus.memory.v1.MemoryService/ListMemoryHistory" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListMemoryHistoryRequest): Buffer =>
+      Buffer.from(ListMemoryHistoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListMemoryHistoryRequest => ListMemoryHistoryRequest.decode(value),
+    responseSerialize: (value: ListMemoryHistoryResponse): Buffer =>
+      Buffer.from(ListMemoryHistoryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListMemoryHistoryResponse => ListMemoryHistoryResponse.decode(value),
+  },
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: {
     path: "/nexus.memory.v1.MemoryService/GetServiceStatus" as const,
@@ -6727,6 +7448,12 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   /** Two-pass LLM selection of the memories a prompt needs; records usage. */
   selectMemories: handleServerStreamingCall<SelectMemoriesRequest, SelectedMemory>;
   listMemoryUsage: handleUnaryCall<ListMemoryUsageRequest, ListMemoryUsageResponse>;
+  /**
+   * The versions a memory's updates and deletes replaced, oldest first, under
+   * GetMemory's ownership rules. A deleted memory's history stays readable by
+   * its owner for --memory-history-retention-days, then is purged.
+   */
+  listMemoryHistory: handleUnaryCall<ListMemoryHistoryRequest, ListMemoryHistoryResponse>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: handleUnaryCall<GetServiceStatusRequest, ServiceStatus>;
   /** Compares SQLite with the vector index and re-queues whatever is missing. */
@@ -7061,6 +7788,26 @@ export interface MemoryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListMemoryUsageResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The versions a memory's updates and deletes replaced, oldest first, under
+   * GetMemory's ownership rules. A deleted memory's history stays readable by
+   * its owner for --memory-history-retention-days, then is purged.
+   */
+  listMemoryHistory(
+    request: ListMemoryHistoryRequest,
+    callback: (error: ServiceError | null, response: ListMemoryHistoryResponse) => void,
+  ): ClientUnaryCall;
+  listMemoryHistory(
+    request: ListMemoryHistoryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListMemoryHistoryResponse) => void,
+  ): ClientUnaryCall;
+  listMemoryHistory(
+    request: ListMemoryHistoryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListMemoryHistoryResponse) => void,
   ): ClientUnaryCall;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus(

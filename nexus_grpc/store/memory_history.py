@@ -1,0 +1,142 @@
+"""The memory_history table: the version each update or delete replaced.
+
+A row is written in the same transaction as the change it records, so a
+change that committed always has its history. Rows of a deleted memory carry
+``purge_after``; a ``purge:memory_history`` job scheduled for that time (also
+written with the delete) removes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nexus_grpc.store import jobs
+from nexus_grpc.store.db import now
+from nexus_grpc.store.memories import Memory
+
+UPDATE = 1
+DELETE = 2
+EXPIRE = 3  # removed by the expire:memory job when its expire_time passed
+GONE = (DELETE, EXPIRE)
+
+
+@dataclass(frozen=True)
+class ChangedBy:
+    """Who made a change: the call's request id, and the API key's principal
+    when auth is on (empty otherwise)."""
+
+    request_id: str = ""
+    principal: str = ""
+
+
+@dataclass(frozen=True)
+class Revision:
+    id: int
+    memory_id: int
+    action: int
+    changed: list[str]
+    previous: Memory
+    request_id: str
+    principal: str
+    changed_at: float
+    purge_after: float | None
+
+
+def _memory_json(memory: Memory) -> str:
+    return json.dumps(dataclasses.asdict(memory))
+
+
+def _row(r: sqlite3.Row) -> Revision:
+    return Revision(
+        id=r["id"],
+        memory_id=r["memory_id"],
+        action=r["action"],
+        changed=json.loads(r["changed"]),
+        previous=Memory(**json.loads(r["previous"])),
+        request_id=r["request_id"],
+        principal=r["principal"],
+        changed_at=r["changed_at"],
+        purge_after=r["purge_after"],
+    )
+
+
+def record(
+    conn: sqlite3.Connection,
+    previous: Memory,
+    action: int,
+    changed: Sequence[str],
+    by: ChangedBy,
+    purge_after: float | None = None,
+) -> None:
+    conn.execute(
+        "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
+        " session_id, request_id, principal, changed_at, purge_after)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            previous.id,
+            action,
+            json.dumps(list(changed)),
+            _memory_json(previous),
+            previous.kind,
+            previous.user_id,
+            previous.tier,
+            previous.session_id,
+            by.request_id,
+            by.principal,
+            now(),
+            purge_after,
+        ),
+    )
+
+
+def record_deletion(
+    conn: sqlite3.Connection,
+    previous: Memory,
+    by: ChangedBy,
+    retention: float,
+    action: int = DELETE,
+) -> None:
+    """The delete's (or expiry's) revision, and the job that purges the
+    memory's history once ``retention`` seconds have passed."""
+    purge_after = now() + retention
+    record(conn, previous, action, [], by, purge_after)
+    conn.execute(
+        "UPDATE memory_history SET purge_after = ? WHERE memory_id = ?",
+        (purge_after, previous.id),
+    )
+    jobs.enqueue(conn, jobs.PURGE_MEMORY_HISTORY, [previous.id], run_after=purge_after)
+
+
+def last(conn: sqlite3.Connection, memory_id: int) -> Revision | None:
+    row = conn.execute(
+        "SELECT * FROM memory_history WHERE memory_id = ? ORDER BY id DESC LIMIT 1",
+        (memory_id,),
+    ).fetchone()
+    return _row(row) if row else None
+
+
+def page(
+    conn: sqlite3.Connection, memory_id: int, after_id: int | None, limit: int
+) -> list[Revision]:
+    """Oldest first."""
+    rows = conn.execute(
+        "SELECT * FROM memory_history WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (memory_id, after_id or 0, limit),
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def purge(conn: sqlite3.Connection, memory_ids: Sequence[int], at: float) -> int:
+    """Remove the history of deleted memories whose retention ended by ``at``."""
+    removed = 0
+    for memory_id in memory_ids:
+        removed += conn.execute(
+            "DELETE FROM memory_history WHERE memory_id = ? AND purge_after IS NOT NULL"
+            " AND purge_after <= ?",
+            (memory_id, at),
+        ).rowcount
+    return removed
