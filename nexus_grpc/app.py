@@ -17,6 +17,8 @@ from typing import Any
 
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
+from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
@@ -28,11 +30,9 @@ from nexus_grpc.embedding import Embedder, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import collections
-from nexus_grpc.pipeline.events import EventBroadcaster
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta

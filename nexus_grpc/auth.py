@@ -36,8 +36,8 @@ import grpc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from nexus_grpc.api.interceptors import RequestObserver
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.requests import RequestObserver
 
 log = logging.getLogger("nexus_grpc.auth")
 

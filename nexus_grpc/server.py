@@ -34,13 +34,14 @@ from grpc_health.v1.health_pb2 import HealthCheckResponse
 
 from nexus_grpc import tracing
 from nexus_grpc.api.graph_servicer import GraphServicer
-from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
+from nexus_grpc.api.interceptors import ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
 from nexus_grpc.api.reflection import enable_reflection
 from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
+from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb

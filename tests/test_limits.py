@@ -8,9 +8,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nexus_grpc.api.interceptors import RequestObserver
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
+from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from nexus_grpc import logs
-from nexus_grpc.api.interceptors import request_id_var
+from nexus_grpc.core.requests import request_id_var
 
 
 class HeldStream(io.StringIO):

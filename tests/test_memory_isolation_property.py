@@ -43,15 +43,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import MemoryKind, SearchMode, Tier
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
-from nexus_grpc.domain.models import MemoryKind, SearchMode, Tier
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.errors import FailedPrecondition, NotFound
 from nexus_grpc.pipeline import collections
 from nexus_grpc.pipeline.indexer import Indexer
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store import projects as project_store

@@ -8,7 +8,7 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.domain import models
+from nexus_grpc.core import models
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag

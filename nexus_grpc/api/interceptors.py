@@ -10,7 +10,6 @@ request id, never to the client.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import logging
 import re
@@ -23,10 +22,10 @@ import grpc
 from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
+from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
 log = logging.getLogger("nexus_grpc.access")
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
 #: A client's x-request-id is echoed in trailers and written into every log
 #: line of its call: it must be a short token of visible ASCII, or it could
@@ -35,20 +34,6 @@ REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 # Health and reflection must answer even when the server is saturated.
 UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
-
-
-class RequestObserver:
-    """Hook for metrics: observe() once per finished RPC; stream_started() and
-    stream_ended() around each server stream that got past the concurrency cap."""
-
-    def observe(self, method: str, code: grpc.StatusCode, seconds: float) -> None:  # noqa: B027
-        pass
-
-    def stream_started(self, method: str) -> None:  # noqa: B027
-        pass
-
-    def stream_ended(self, method: str) -> None:  # noqa: B027
-        pass
 
 
 class Undecodable:

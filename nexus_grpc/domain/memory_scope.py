@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.vectors import Filter, MatchAny
 

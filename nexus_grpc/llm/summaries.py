@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nexus_grpc.domain.models import episode_text
+from nexus_grpc.core.models import episode_text
 from nexus_grpc.llm.options import SamplingOptions
 
 SESSION_SUMMARY_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 500}

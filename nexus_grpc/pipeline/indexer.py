@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from nexus_grpc.domain.models import JobState
+from nexus_grpc.core.models import JobState
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.pipeline.collections import EPISODES, CollectionSpec
 from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
