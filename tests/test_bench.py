@@ -1,4 +1,4 @@
-"""nexus-grpc bench against the fake in-process server from tests/test_client.py."""
+"""nexus-grpc bench against the fake in-process server of tests/fake_server.py."""
 
 from __future__ import annotations
 
@@ -18,11 +18,7 @@ from nexus_grpc.bench import (
     percentile,
     run_bench,
 )
-
-try:
-    from test_client import free_port, running_server
-except ImportError:  # pragma: no cover - depends on pytest's import mode
-    from tests.test_client import free_port, running_server
+from tests.fake_server import free_port, running_server
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,13 +11,7 @@ from nexus_grpc.errors import DeadlineExceeded
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.llm import LLMUnavailable, OllamaClient
 from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
-from tests.ollama_stub import OllamaStub, Reply
-
-
-@pytest.fixture
-def stub() -> Iterator[OllamaStub]:
-    with OllamaStub() as s:
-        yield s
+from tests.ollama_stub import Reply
 
 
 def test_budget_is_our_limit_cut_to_what_the_caller_has_left():

@@ -93,11 +93,8 @@ async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
 # Fixtures -------------------------------------------------------------------
 
 
-@pytest.fixture
-def stub():
-    s = OllamaStub(default=Reply.of(EMPTY)).start()
-    yield s
-    s.stop()
+# The conftest's ``stub`` answers chats no test scripted with this.
+STUB_DEFAULT_REPLY = EMPTY
 
 
 @pytest.fixture

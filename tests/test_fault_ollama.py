@@ -183,11 +183,8 @@ async def new_episodes(h: Harness, n: int) -> tuple[int, list[int]]:
 # The table ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def stub():
-    s = OllamaStub(default=Reply.of(ALICE)).start()
-    yield s
-    s.stop()
+# The conftest's ``stub`` answers chats no test scripted with this.
+STUB_DEFAULT_REPLY = ALICE
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

@@ -9,23 +9,19 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
-
 from nexus_grpc.doctor import doctor
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.ollama_stub import OllamaStub, Reply
+from tests.ollama_stub import Reply
 from tests.support import HashingEmbedder, start_harness, take
 
 MODELS = ("qwen2.5:3b", "qwen2.5:1.5b")
 EMPTY = {"entities": [], "relationships": []}
 
 
-@pytest.fixture
-def stub():
-    with OllamaStub(default=Reply.of(EMPTY)) as s:
-        yield s
+# The conftest's ``stub`` answers chats no test scripted with this.
+STUB_DEFAULT_REPLY = EMPTY
 
 
 async def _status(h) -> tuple[str, dict[str, tuple[bool, str]]]:

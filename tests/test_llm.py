@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -52,12 +52,6 @@ except ImportError:  # tests/ is a package
 
 MODEL = "qwen2.5:3b"
 MSGS = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-def stub() -> Iterator[OllamaStub]:
-    with OllamaStub() as s:
-        yield s
 
 
 @pytest.fixture

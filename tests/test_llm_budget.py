@@ -7,7 +7,7 @@ first (the positive case), then handled."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,6 @@ MODEL = "qwen2.5:3b"
 SYSTEM = "SYSTEM-RULES: answer in JSON."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]
 ASSETS = Path(__file__).resolve().parent.parent / "nexus_grpc" / "embedding" / "assets"
-
-
-@pytest.fixture
-def stub() -> Iterator[OllamaStub]:
-    with OllamaStub() as s:
-        yield s
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -29,12 +29,6 @@ SCHEMA = {
     "required": ["age"],
 }
 USER = [{"role": "user", "content": "How old is Ollama?"}]
-
-
-@pytest.fixture
-def stub() -> Iterator[OllamaStub]:
-    with OllamaStub() as s:
-        yield s
 
 
 @pytest.fixture

@@ -10,17 +10,11 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
-from tests.ollama_stub import OllamaStub, Reply
+from tests.ollama_stub import Reply
 from tests.support import start_harness, wait_until
 
 SESSION_PROMPT = "You summarise a conversation"
 OVERVIEW_PROMPT = "You write a project overview"
-
-
-@pytest.fixture
-def stub():
-    with OllamaStub() as st:
-        yield st
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from nexus_grpc.config import Settings  # noqa: E402
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m  # noqa: E402
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s  # noqa: E402
 from nexus_grpc.store import Database  # noqa: E402
-from tests.ollama_stub import OllamaStub, Reply  # noqa: E402
+from tests.ollama_stub import Reply  # noqa: E402
 from tests.support import HashingEmbedder, start_harness  # noqa: E402
 
 SESSION_PROMPT = "You summarise a conversation"
@@ -32,12 +32,6 @@ def spans():
     tracing.configure(exporter=exporter)
     yield exporter
     tracing.shutdown()
-
-
-@pytest.fixture
-def stub():
-    with OllamaStub() as st:
-        yield st
 
 
 def by_name(exporter, name):

@@ -27,11 +27,8 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
 
-@pytest.fixture
-def stub():
-    s = OllamaStub(default=Reply.of(EMPTY)).start()
-    yield s
-    s.stop()
+# The conftest's ``stub`` answers chats no test scripted with this.
+STUB_DEFAULT_REPLY = EMPTY
 
 
 @pytest.fixture
