@@ -14,7 +14,7 @@ import pytest
 
 from nexus_grpc.config import OPTIONS, env_default, help_text, markdown_table, settings_from
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def rows() -> dict[str, list[str]]:

@@ -90,7 +90,7 @@ from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
 from tests.support import start_harness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WATCH = "/nexus.graph.v1.GraphService/WatchExtractions"
 SEARCH = "/nexus.memory.v1.MemoryService/SearchEpisodes"
 
@@ -324,7 +324,7 @@ class Measurer:
     @classmethod
     async def start(cls, config: dict) -> Measurer:
         code = (
-            "import asyncio, json, sys; from tests.test_fault_streams import measurer_main; "
+            "import asyncio, json, sys; from tests.faults.test_fault_streams import measurer_main; "
             "asyncio.run(measurer_main(json.loads(sys.argv[1])))"
         )
         proc = await asyncio.create_subprocess_exec(

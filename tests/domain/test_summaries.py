@@ -371,7 +371,7 @@ async def test_a_summary_range_must_run_forwards(harness):
 
 
 async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
-    """Found by tests/test_fuzz_rpcs.py: a range naming an episode that never
+    """Found by tests/api/test_fuzz_rpcs.py: a range naming an episode that never
     existed was stored, and the summarizer, which resumes after the latest
     summary's last_episode_id, would then skip every episode up to it."""
     h = harness

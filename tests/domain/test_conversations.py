@@ -231,7 +231,7 @@ async def test_create_episode_is_idempotent_by_request_id(harness):
 
 
 async def test_a_request_id_reused_for_a_different_episode_is_refused(harness):
-    """Found by tests/test_fuzz_rpcs.py: a retry key reused with other content
+    """Found by tests/api/test_fuzz_rpcs.py: a retry key reused with other content
     (or a project that does not exist) answered OK with the first episode."""
     p = await new_project(harness)
     s = await new_session(harness)
@@ -357,7 +357,7 @@ async def test_out_of_range_page_token_and_nan_metadata_are_invalid_argument(har
 
 
 async def test_an_error_quotes_a_huge_rejected_value_only_in_part(harness):
-    """Found by tests/test_fuzz_rpcs.py: a 100 kB page_token (or mask path) was
+    """Found by tests/api/test_fuzz_rpcs.py: a 100 kB page_token (or mask path) was
     quoted whole in the status message, which grpc caps at 16 KiB, so the
     client got RESOURCE_EXHAUSTED "stream removed" instead of the mistake."""
     p = await new_project(harness)

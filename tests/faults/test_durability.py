@@ -1,5 +1,5 @@
-"""A clean SIGTERM keeps every write; kill -9 is tests/test_fault_kill.py, and
-SIGTERM under load is tests/test_fault_shutdown.py."""
+"""A clean SIGTERM keeps every write; kill -9 is tests/faults/test_fault_kill.py, and
+SIGTERM under load is tests/faults/test_fault_shutdown.py."""
 
 from __future__ import annotations
 

@@ -10,9 +10,7 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.ollama_stub import OllamaStub, Reply
-from tests.support import start_harness, wait_until
-from tests.test_extraction import (
+from tests.domain.test_extraction import (
     ALICE,
     EMPTY,
     expect_status,
@@ -22,6 +20,8 @@ from tests.test_extraction import (
     start_graph_harness,
     take,
 )
+from tests.ollama_stub import OllamaStub, Reply
+from tests.support import start_harness, wait_until
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND

@@ -18,7 +18,7 @@ from tests.process import ServerProcess
 DATA = Path(
     os.environ.get(
         "NEXUS_EVAL_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev" / "26.json",
+        Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "locomo-dev" / "26.json",
     )
 )
 # Reached on conversation 26: default recall@10 0.939, recall@5 0.868 (docs/recall.md).
