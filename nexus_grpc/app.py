@@ -29,7 +29,7 @@ from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
-from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
@@ -282,7 +282,7 @@ class App:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
         index = self.settings.qdrant_url or str(self.settings.vectors_dir)
-        for spec in collections.ALL:
+        for spec in vector_collections.ALL:
             try:
                 await self.indexer.ensure(spec)
             except VectorIndexUnavailable as exc:
@@ -295,8 +295,8 @@ class App:
                 raise StartupError(f"cannot open the vector index {index}: {exc}") from exc
 
     def _start_workers(self, reconcile: bool) -> None:
-        for spec in collections.ALL:
-            is_episodes = spec is collections.EPISODES
+        for spec in vector_collections.ALL:
+            is_episodes = spec is vector_collections.EPISODES
             self.workers.append(
                 JobWorker(
                     self.db,

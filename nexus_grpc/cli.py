@@ -13,7 +13,9 @@ from nexus_grpc.heap import release_large_blocks
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
     for name, option in OPTIONS.items():
-        parser.add_argument(option.flag, dest=name, default=env_default(name), help=help_text(option))
+        parser.add_argument(
+            option.flag, dest=name, default=env_default(name), help=help_text(option)
+        )
 
 
 def _settings(args: argparse.Namespace):

@@ -50,7 +50,7 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.errors import FailedPrecondition, NotFound
-from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.indexer import Indexer
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
@@ -141,7 +141,7 @@ class World:
 
     async def _open(self) -> None:
         await self.db.open()
-        spec = collections.MEMORIES
+        spec = vector_collections.MEMORIES
         await self.index.ensure_collection(spec.name, self.embedder.dimension, spec.indexed_fields)
         self.memories = Memories(self.db, JobSignals(), self.embedder, self.index)
         self.llm = HostileLLM()
@@ -188,17 +188,17 @@ class World:
     async def reset(self) -> None:
         await self.db.write(lambda c: c.execute("DELETE FROM memories"))
         await self.db.write(lambda c: c.execute("DELETE FROM jobs"))
-        name = collections.MEMORIES.name
+        name = vector_collections.MEMORIES.name
         stale = [i async for page in self.index.ids(name) for i in page]
         if stale:
             await self.index.delete(name, stale)
         self.llm.known.clear()
 
     async def drain_index(self) -> None:
-        kind = collections.MEMORIES.job_kind
+        kind = vector_collections.MEMORIES.job_kind
         batch = await self.db.write(lambda c: job_store.claim(c, kind, 10_000))
         if batch:
-            await self.indexer.run(collections.MEMORIES, batch)
+            await self.indexer.run(vector_collections.MEMORIES, batch)
             await self.db.write(lambda c: job_store.finish(c, [j.id for j in batch]))
 
     def close(self) -> None:
@@ -386,7 +386,7 @@ def make_machine(world: World):
                 [vec] = await world.embedder.embed(["zebra alpha"])
                 flt = vector_filter(scope)
                 return await world.index.search(
-                    collections.MEMORIES.name, vec, filter=flt, limit=1000
+                    vector_collections.MEMORIES.name, vec, filter=flt, limit=1000
                 )
 
             got = {h.id for h in world.run(go())}
