@@ -37,7 +37,7 @@ from nexus_grpc.llm import (
     strip_model_tokens,
     tokens,
 )
-from nexus_grpc.llm import summaries as prompts
+from nexus_grpc.llm import summary_prompts as prompts
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store

@@ -27,7 +27,7 @@ from nexus_grpc.llm.extraction import (
     build_extraction_messages,
     parse_extraction,
 )
-from nexus_grpc.llm.selection import (
+from nexus_grpc.llm.selection_prompts import (
     RANKING_SCHEMA,
     SELECTION_SCHEMA,
     Selected,
@@ -36,7 +36,7 @@ from nexus_grpc.llm.selection import (
     parse_ranking,
     parse_selection,
 )
-from nexus_grpc.llm.summaries import (
+from nexus_grpc.llm.summary_prompts import (
     MAX_OVERVIEW_INPUT_CHARS,
     PROJECT_OVERVIEW_OPTIONS,
     SESSION_SUMMARY_OPTIONS,
