@@ -35,22 +35,14 @@ from nexus_grpc.auth import (
     request_user_ids,
 )
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-from tests.support import start_harness
+from tests.support import METHODS, bearer, start_harness
 
 ALICE_KEY = "alice-orchestrator-key-0001"
 ADMIN_KEY = "ops-admin-key-000000000001"
 ANY_KEY = "any-user-service-key-00001"
 OUTSIDER = "mallory"
 
-SERVICES = [
-    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"],
-    graph_pb2.DESCRIPTOR.services_by_name["GraphService"],
-    summary_pb2.DESCRIPTOR.services_by_name["SummaryService"],
-]
-METHODS = [(service, method) for service in SERVICES for method in service.methods]
 # Calls are answered before any work, so one deadline fits all.
 CALL_TIMEOUT = 10
 
@@ -81,10 +73,6 @@ async def auth_harness(tmp_path):
     h = await start_harness(tmp_path / "data", auth_keys_file=str(key_file(tmp_path / "keys.json")))
     yield h
     await h.close()
-
-
-def bearer(key: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {key}"),)
 
 
 def _path(service, method) -> str:

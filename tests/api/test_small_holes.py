@@ -14,8 +14,7 @@ import pytest
 from nexus_grpc import logs
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.api.test_auth import bearer
-from tests.support import start_harness, wait_until
+from tests.support import bearer, start_harness, wait_until
 
 KEY_A = "watch-key-a-0000000000001"
 KEY_B = "watch-key-b-0000000000001"

@@ -34,8 +34,7 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import memories as memory_store
-from tests.api.test_auth import METHODS, bearer
-from tests.support import start_harness, wait_until
+from tests.support import METHODS, bearer, start_harness, wait_until
 
 ALICE_KEY = "alice-orchestrator-key-0001"
 RIVAL_KEY = "rival-tenant-key-000000001"

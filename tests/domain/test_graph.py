@@ -9,7 +9,7 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.store import graph as graph_store
-from tests.domain.test_extraction import expect_status, new_project
+from tests.graph_support import expect_status, new_project
 from tests.support import wait_until
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

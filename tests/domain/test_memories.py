@@ -11,20 +11,10 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.support import wait_until
+from tests.support import index_idle, wait_until
 
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
 TASK, SESSION, LONGTERM, ARCHIVE = m.TIER_TASK, m.TIER_SESSION, m.TIER_LONGTERM, m.TIER_ARCHIVE
-
-
-async def index_idle(h) -> bool:
-    n = await h.app.db.read(
-        lambda c: c.execute(
-            "SELECT COUNT(*) FROM jobs"
-            " WHERE kind = 'index:memories' AND state IN ('pending', 'running')"
-        ).fetchone()[0]
-    )
-    return n == 0
 
 
 async def setup_world(h):

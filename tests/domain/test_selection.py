@@ -8,9 +8,8 @@ import grpc
 import pytest
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.domain.test_memories import index_idle
 from tests.ollama_stub import Reply
-from tests.support import start_harness, wait_until
+from tests.support import index_idle, start_harness, wait_until
 
 PASS1 = "You choose which stored memories"
 PASS2 = "You rank stored memories"

@@ -10,7 +10,7 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.domain.test_extraction import (
+from tests.graph_support import (
     ALICE,
     EMPTY,
     expect_status,
@@ -18,10 +18,9 @@ from tests.domain.test_extraction import (
     new_project,
     new_session,
     start_graph_harness,
-    take,
 )
 from tests.ollama_stub import OllamaStub, Reply
-from tests.support import start_harness, wait_until
+from tests.support import start_harness, take, wait_until
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
