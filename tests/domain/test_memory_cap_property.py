@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nexus_grpc.domain.models import MemoryKind, Tier
-from nexus_grpc.pipeline.signals import JobSignals
 
+from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.errors import FailedPrecondition
 from nexus_grpc.store import Database

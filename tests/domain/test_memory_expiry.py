@@ -13,7 +13,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline import vector_collections
 from tests.support import wait_until
 
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
@@ -130,7 +130,8 @@ async def test_the_expiry_job_removes_the_row_and_its_point_and_keeps_history(ha
 
     await wait_until(removed, timeout=20)
     await indexed(h)
-    points = await h.app.index.retrieve_ids(collections.MEMORIES.name, [mem.id, lasting.id])
+    memories = vector_collections.MEMORIES.name
+    points = await h.app.index.retrieve_ids(memories, [mem.id, lasting.id])
     assert points == {lasting.id}
     revs = (
         await h.memory.ListMemoryHistory(
@@ -263,5 +264,5 @@ async def test_task_memories_go_with_their_deleted_session(harness):
     left = {r[0] for r in await rows(h, "SELECT id FROM memories")}
     assert left == {made["session"], made["longterm"], made["other task"]}
     await indexed(h)
-    points = await h.app.index.retrieve_ids(collections.MEMORIES.name, list(made.values()))
+    points = await h.app.index.retrieve_ids(vector_collections.MEMORIES.name, list(made.values()))
     assert points == left
