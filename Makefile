@@ -68,9 +68,12 @@ proto-lint: $(TS_STAMP)
 		$(BUF) breaking --against $(CONTRACT_IMAGE); \
 	fi
 
+# lint-imports checks the layer diagram of docs/architecture.md: the contracts
+# are [tool.importlinter] in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check nexus_grpc tests bench
 	$(BIN)/mypy nexus_grpc
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc

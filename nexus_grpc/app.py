@@ -17,6 +17,8 @@ from typing import Any
 
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
+from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
@@ -27,14 +29,12 @@ from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
-from nexus_grpc.pipeline import collections
-from nexus_grpc.pipeline.events import EventBroadcaster
+from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta
@@ -289,7 +289,7 @@ class App:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
         index = self.settings.qdrant_url or str(self.settings.vectors_dir)
-        for spec in collections.ALL:
+        for spec in vector_collections.ALL:
             try:
                 await self.indexer.ensure(spec)
             except VectorIndexUnavailable as exc:
@@ -302,8 +302,8 @@ class App:
                 raise StartupError(f"cannot open the vector index {index}: {exc}") from exc
 
     def _start_workers(self, reconcile: bool) -> None:
-        for spec in collections.ALL:
-            is_episodes = spec is collections.EPISODES
+        for spec in vector_collections.ALL:
+            is_episodes = spec is vector_collections.EPISODES
             self.workers.append(
                 JobWorker(
                     self.db,

@@ -11,8 +11,10 @@ A key file maps API keys to principals::
 digest.  Only SHA-256 digests are kept in memory, and a presented key is
 compared against every digest with ``hmac.compare_digest``.
 
-``AuthInterceptor`` must be the first interceptor: a call without a known key
-is refused (UNAUTHENTICATED) before any other interceptor or servicer runs.
+``AuthInterceptor`` runs before the service interceptor and every servicer
+(``nexus_grpc.server.interceptor_chain`` sets the order): a call without a
+known key is refused (UNAUTHENTICATED) before any of them runs; only the
+shutdown gate comes first.
 The identity comes from the key alone: after deserialisation every string
 field named ``user_id`` anywhere in the request must name a user the
 principal holds (PERMISSION_DENIED otherwise), and admin-only RPCs refuse
@@ -27,7 +29,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,9 @@ import grpc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from nexus_grpc.api.interceptors import RequestObserver
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.interception import HandlerInterceptor, is_unary_request, rewrap
+from nexus_grpc.core.requests import RequestObserver
 
 log = logging.getLogger("nexus_grpc.auth")
 
@@ -236,19 +239,16 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 # --- the interceptor ------------------------------------------------------------------
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(HandlerInterceptor):
     def __init__(self, keys: KeyRing, observer: RequestObserver | None = None) -> None:
         self._keys = keys
         self._observer = observer or RequestObserver()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         method = details.method
-        handler = await continuation(details)  # only builds wrappers; nothing runs yet
-        if handler is None or method.startswith(OPEN_PREFIXES):
+        if method.startswith(OPEN_PREFIXES):
             return handler
         key = bearer_key(details.invocation_metadata)
         principal = self._keys.lookup(key) if key else None
@@ -262,22 +262,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"{method.rsplit('/', 1)[-1]} needs an admin key; {principal.name!r} is not one",
             )
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method, principal),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+        if not is_unary_request(handler):
+            # Client- and bidi-streaming: none of ours; refuse rather than skip the user check.
+            return self._refuse(
+                handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
             )
         if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method, principal),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+            return rewrap(
+                handler, stream=self._wrap_stream(handler.unary_stream, method, principal)
             )
-        # Client- and bidi-streaming: none of ours; refuse rather than skip the user check.
-        return self._refuse(
-            handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
-        )
+        return rewrap(handler, unary=self._wrap_unary(handler.unary_unary, method, principal))
 
     def _denied_user(self, request: Any, principal: Principal) -> str | None:
         if not isinstance(request, Message):
@@ -340,10 +334,4 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             yield  # pragma: no cover - makes this an async generator
 
         # The request is never read, so it is left undeserialised.
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                stream, response_serializer=handler.response_serializer
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            unary, response_serializer=handler.response_serializer
-        )
+        return rewrap(handler, unary=unary, stream=stream, request_deserializer=None)

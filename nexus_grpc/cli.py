@@ -7,18 +7,14 @@ import asyncio
 import os
 import sys
 
-from nexus_grpc.config import OPTIONS, env_default, settings_from
+from nexus_grpc.config import OPTIONS, env_default, help_text, settings_from
 from nexus_grpc.heap import release_large_blocks
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
     for name, option in OPTIONS.items():
-        envs = " or ".join(option.env)
         parser.add_argument(
-            option.flag,
-            dest=name,
-            default=env_default(name),
-            help=f"{option.help} (env {envs}; default {option.default!r})",
+            option.flag, dest=name, default=env_default(name), help=help_text(option)
         )
 
 

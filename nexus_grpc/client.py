@@ -379,8 +379,9 @@ class NexusClient(ClientBase):
                 metadata)
             request_id: A retry with the same request_id returns the first episode. (filled
                 in with a random id when empty, so retries cannot duplicate)
-            project_id: Closes seed 000's first-message gap: attaches a session that has no
-                project yet to this project, in the same transaction as the episode.
+            project_id: Attaches a session that has no project yet to this project, in the
+                same transaction as the episode, so even a session's first message is shared
+                with the project.
             occur_time: When the exchange happened, for a conversation stored after the
                 fact. Unset: now. More than 5 minutes ahead of the server's clock is
                 INVALID_ARGUMENT.
@@ -505,12 +506,13 @@ class NexusClient(ClientBase):
     ) -> ServerStream[memory_pb2.SearchHit]:
         """MemoryService.SearchEpisodes: streams ``SearchHit``.
 
-        Streams hits in rank order, scoped by seed 000's table.
+        Streams hits in rank order. A session outside a project searches its own episodes; a
+        session in a project searches every session of that project.
 
         Args (the fields of ``SearchEpisodesRequest``):
             query: str
-            session_id: The asking session: its scope follows seed 000 (own episodes, or its
-                project's when it has one).
+            session_id: The asking session: it sees its own episodes, or its project's when
+                it has one.
             project_id: Searches the whole project when no session is given.
             limit: int
             mode: memory_pb2.SearchMode.ValueType

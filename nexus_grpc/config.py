@@ -1,263 +1,345 @@
 """Server settings: one frozen dataclass, every field a flag and an env var.
 
-``OPTIONS`` is the single table the CLI, the README and the Dockerfile follow,
-so a setting has the same name everywhere.
+Each setting is declared once, in ``Settings``; ``OPTIONS`` (what the CLI,
+the README's table and the Dockerfile follow) is derived from it, so a
+setting has the same name, default and allowed values everywhere.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-LLM_APIS = ("ollama", "openai")
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Option:
+    """How one setting is given: derived from its declaration in ``Settings``."""
+
+    name: str
     flag: str
     env: tuple[str, ...]  # first one wins
-    default: str
+    default: str  # as a user would type it
+    type: type
+    choices: tuple[str, ...]  # empty: any value of ``type``
     help: str
 
+    def parse(self, raw: str) -> Any:
+        """``raw`` (from a flag or an env var) as this option's value.
 
-OPTIONS: dict[str, Option] = {
-    "listen": Option("--listen", ("NEXUS_LISTEN",), "127.0.0.1:50051", "gRPC address to serve on"),
-    "data_dir": Option(
-        "--data-dir",
-        ("NEXUS_DATA_DIR",),
-        "./data",
-        "directory for the SQLite file and the embedded vector index",
-    ),
-    "sqlite_synchronous": Option(
-        "--sqlite-synchronous",
-        ("NEXUS_SQLITE_SYNCHRONOUS",),
-        "FULL",
-        "SQLite synchronous mode; FULL makes every OK survive power loss",
-    ),
-    "embedder": Option(
-        "--embedder",
-        ("NEXUS_EMBEDDER",),
-        "minilm",
-        "minilm (offline, in-process) or ollama (nomic-embed-text on --ollama-url)",
-    ),
-    "embedding_model": Option(
-        "--embedding-model",
-        ("NEXUS_EMBEDDING_MODEL",),
-        "nomic-embed-text",
-        "Ollama embedding model when --embedder ollama",
-    ),
-    "embedder_threads": Option(
-        "--embedder-threads",
-        ("NEXUS_EMBEDDER_THREADS",),
-        "0",
-        "indexing batches the offline embedder runs at once, one core each, below normal"
-        " priority; 0 uses one per core, at most 2",
-    ),
-    "qdrant_url": Option(
-        "--qdrant-url",
-        ("QDRANT_URL",),
-        "",
-        "Qdrant server or cluster URL; empty uses the embedded engine in --data-dir",
-    ),
-    "qdrant_api_key": Option("--qdrant-api-key", ("QDRANT_API_KEY",), "", "Qdrant API key"),
-    "vector_prewarm_mb": Option(
-        "--vector-prewarm-mb",
-        ("NEXUS_VECTOR_PREWARM_MB",),
-        "2048",
-        "MB of the embedded index's files read into the OS page cache at start, so the"
-        " first searches after a restart do not wait on disk; 0 turns it off",
-    ),
-    "ollama_url": Option(
-        "--ollama-url",
-        ("OLLAMA_URL", "OLLAMA_HOST"),
-        "",
-        "Ollama base URL (the LLM server too, with --llm-api ollama); empty leaves extraction"
-        " and summaries queued and ranks memory selection by semantic similarity",
-    ),
-    "llm_api": Option(
-        "--llm-api",
-        ("NEXUS_LLM_API",),
-        "ollama",
-        "how the LLM is reached: ollama (Ollama's API) or openai (an OpenAI-compatible server:"
-        " llama.cpp's llama-server, vLLM, LM Studio)",
-    ),
-    "llm_url": Option(
-        "--llm-url",
-        ("NEXUS_LLM_URL",),
-        "",
-        "LLM server base URL; empty uses --ollama-url with --llm-api ollama (with --llm-api"
-        " openai, none: extraction and summaries stay queued)",
-    ),
-    "llm_api_key": Option(
-        "--llm-api-key",
-        ("NEXUS_LLM_API_KEY",),
-        "",
-        "bearer token for an OpenAI-compatible server that asks for one",
-    ),
-    "llm_context_length": Option(
-        "--llm-context-length",
-        ("NEXUS_LLM_CONTEXT_LENGTH",),
-        "0",
-        "context window in tokens of every LLM model; 0 asks the server (Ollama /api/show,"
-        " llama.cpp /props, vLLM /v1/models) and assumes 4096 where it does not say",
-    ),
-    "extraction_model": Option(
-        "--extraction-model",
-        ("NEXUS_EXTRACTION_MODEL",),
-        "qwen2.5:3b",
-        "Ollama model for entity extraction",
-    ),
-    "summary_model": Option(
-        "--summary-model",
-        ("NEXUS_SUMMARY_MODEL",),
-        "qwen2.5:3b",
-        "Ollama model for summaries and overviews",
-    ),
-    "selection_model": Option(
-        "--selection-model",
-        ("NEXUS_SELECTION_MODEL",),
-        "qwen2.5:3b",
-        "fast Ollama model for two-pass memory selection",
-    ),
-    "llm_concurrency": Option(
-        "--llm-concurrency",
-        ("NEXUS_LLM_CONCURRENCY",),
-        "2",
-        "concurrent LLM calls per background worker",
-    ),
-    "llm_timeout": Option(
-        "--llm-timeout",
-        ("NEXUS_LLM_TIMEOUT",),
-        "120",
-        "seconds before an LLM call is abandoned and retried",
-    ),
-    "job_max_attempts": Option(
-        "--job-max-attempts",
-        ("NEXUS_JOB_MAX_ATTEMPTS",),
-        "6",
-        "attempts before a background job is dead-lettered",
-    ),
-    "memory_history_retention_days": Option(
-        "--memory-history-retention-days",
-        ("NEXUS_MEMORY_HISTORY_RETENTION_DAYS",),
-        "30",
-        "days a deleted memory's history stays readable by its owner before it is purged",
-    ),
-    "max_concurrent_rpcs": Option(
-        "--max-concurrent-rpcs",
-        ("NEXUS_MAX_CONCURRENT_RPCS",),
-        "512",
-        "RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
-    ),
-    "max_watch_streams": Option(
-        "--max-watch-streams",
-        ("NEXUS_MAX_WATCH_STREAMS",),
-        "256",
-        "WatchExtractions streams open at once (each also takes one of --max-concurrent-rpcs);"
-        " more are refused with RESOURCE_EXHAUSTED; 0 turns the limit off",
-    ),
-    "max_watch_streams_per_key": Option(
-        "--max-watch-streams-per-key",
-        ("NEXUS_MAX_WATCH_STREAMS_PER_KEY",),
-        "16",
-        "WatchExtractions streams one API key may hold open at once, so one client cannot"
-        " take every --max-watch-streams slot; more are refused with RESOURCE_EXHAUSTED;"
-        " 0 turns this limit off; it applies only with API keys on",
-    ),
-    "max_message_bytes": Option(
-        "--max-message-bytes",
-        ("NEXUS_MAX_MESSAGE_BYTES",),
-        "4194304",
-        "largest request or response message",
-    ),
-    "grace_seconds": Option(
-        "--grace-seconds",
-        ("NEXUS_GRACE_SECONDS",),
-        "10",
-        "how long in-flight RPCs may finish on SIGTERM",
-    ),
-    "tls_cert": Option(
-        "--tls-cert",
-        ("NEXUS_TLS_CERT",),
-        "",
-        "PEM server certificate chain; with --tls-key serves TLS instead of plaintext",
-    ),
-    "tls_key": Option("--tls-key", ("NEXUS_TLS_KEY",), "", "PEM private key for --tls-cert"),
-    "tls_client_ca": Option(
-        "--tls-client-ca",
-        ("NEXUS_TLS_CLIENT_CA",),
-        "",
-        "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)",
-    ),
-    "auth_keys_file": Option(
-        "--auth-keys-file",
-        ("NEXUS_AUTH_KEYS_FILE",),
-        "",
-        "JSON file of API keys and the users each may act for; empty turns auth off",
-    ),
-    "default_tenant": Option(
-        "--default-tenant",
-        ("NEXUS_DEFAULT_TENANT",),
-        "default",
-        "tenant that owns data written before tenants existed (set on the first start of"
-        " this version) and everything created with auth off",
-    ),
-    "metrics_listen": Option(
-        "--metrics-listen",
-        ("NEXUS_METRICS_LISTEN",),
-        "",
-        "host:port for Prometheus metrics over HTTP (e.g. 127.0.0.1:9464); empty turns them off",
-    ),
-    "otel_endpoint": Option(
-        "--otel-endpoint",
-        ("OTEL_EXPORTER_OTLP_ENDPOINT",),
-        "",
-        "OTLP/gRPC endpoint for OpenTelemetry traces (e.g. http://127.0.0.1:4317); empty turns"
-        " tracing off; needs pip install 'nexus-grpc[otel]'",
-    ),
-    "log_level": Option("--log-level", ("NEXUS_LOG_LEVEL",), "INFO", "DEBUG, INFO, WARNING, ERROR"),
-    "log_format": Option("--log-format", ("NEXUS_LOG_FORMAT",), "text", "text or json"),
-}
+        A bad value stops the start with a line naming the flag. Choices are
+        matched regardless of case and stored as declared.
+        """
+        if self.choices:
+            for choice in self.choices:
+                if raw.strip().lower() == choice.lower():
+                    return choice
+            raise SystemExit(f"{self.flag}: {raw!r} is not one of {', '.join(self.choices)}")
+        try:
+            return self.type(raw)
+        except ValueError as exc:
+            raise SystemExit(f"{self.flag}: cannot read {raw!r} as {self.type.__name__}") from exc
 
 
 @dataclass(frozen=True)
+class _Declared:
+    default: str
+    env: tuple[str, ...]
+    choices: tuple[str, ...]
+    help: str
+
+
+def option(default: str, *, env: tuple[str, ...], help: str, choices: tuple[str, ...] = ()) -> Any:
+    """Declares a setting inside ``Settings`` (see its docstring)."""
+    return _Declared(default, env, choices, help)
+
+
+_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "Path": Path}
+
+
+def _declare(cls: type) -> type:
+    """Turns each ``option(...)`` of ``cls`` into a dataclass field whose
+    default is the declared text read as the field's type, and records the
+    option in its metadata (``dataclass`` runs after this)."""
+    for name, annotation in cls.__annotations__.items():
+        declared = cls.__dict__.get(name)
+        if not isinstance(declared, _Declared):
+            continue
+        kind = _TYPES[annotation]
+        opt = Option(
+            name=name,
+            flag="--" + name.replace("_", "-"),
+            env=declared.env,
+            default=declared.default,
+            type=kind,
+            choices=declared.choices,
+            help=declared.help,
+        )
+        setattr(cls, name, field(default=opt.parse(declared.default), metadata={"option": opt}))
+    return cls
+
+
+@dataclass(frozen=True)
+@_declare
 class Settings:
-    listen: str = "127.0.0.1:50051"
-    data_dir: Path = Path("./data")
-    sqlite_synchronous: str = "FULL"
-    embedder: str = "minilm"
-    embedding_model: str = "nomic-embed-text"
-    embedder_threads: int = 0
-    qdrant_url: str = ""
-    qdrant_api_key: str = ""
-    vector_prewarm_mb: int = 2048
-    ollama_url: str = ""
-    llm_api: str = "ollama"
-    llm_url: str = ""
-    llm_api_key: str = ""
-    llm_context_length: int = 0
-    extraction_model: str = "qwen2.5:3b"
-    summary_model: str = "qwen2.5:3b"
-    selection_model: str = "qwen2.5:3b"
-    llm_concurrency: int = 2
-    llm_timeout: float = 120.0
-    job_max_attempts: int = 6
-    memory_history_retention_days: float = 30.0
-    max_concurrent_rpcs: int = 512
-    max_watch_streams: int = 256
-    max_watch_streams_per_key: int = 16
-    max_message_bytes: int = 4 * 1024 * 1024
-    grace_seconds: float = 10.0
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_client_ca: str = ""
-    auth_keys_file: str = ""
-    default_tenant: str = "default"
-    metrics_listen: str = ""
-    otel_endpoint: str = ""
-    log_level: str = "INFO"
-    log_format: str = "text"
+    """Every server setting, declared once: its type (the annotation), its
+    default as a user would type it, its environment variables (the first set
+    one wins), its allowed values and its help. The flag is the field's name
+    with dashes (``data_dir``: ``--data-dir``). ``OPTIONS``, ``serve --help``
+    and the README's table (``python -m nexus_grpc.config README.md``) are
+    derived from these declarations."""
+
+    listen: str = option(
+        "127.0.0.1:50051",
+        env=("NEXUS_LISTEN",),
+        help="gRPC address to serve on",
+    )
+
+    data_dir: Path = option(
+        "./data",
+        env=("NEXUS_DATA_DIR",),
+        help="directory for the SQLite file and the embedded vector index",
+    )
+
+    sqlite_synchronous: str = option(
+        "FULL",
+        env=("NEXUS_SQLITE_SYNCHRONOUS",),
+        choices=("OFF", "NORMAL", "FULL", "EXTRA"),
+        help="SQLite synchronous mode; FULL makes every OK survive power loss",
+    )
+
+    embedder: str = option(
+        "minilm",
+        env=("NEXUS_EMBEDDER",),
+        choices=("minilm", "ollama"),
+        help="minilm (offline, in-process) or ollama (nomic-embed-text on --ollama-url)",
+    )
+
+    embedding_model: str = option(
+        "nomic-embed-text",
+        env=("NEXUS_EMBEDDING_MODEL",),
+        help="Ollama embedding model when --embedder ollama",
+    )
+
+    embedder_threads: int = option(
+        "0",
+        env=("NEXUS_EMBEDDER_THREADS",),
+        help=(
+            "indexing batches the offline embedder runs at once, one core each, below "
+            "normal priority; 0 uses one per core, at most 2"
+        ),
+    )
+
+    qdrant_url: str = option(
+        "",
+        env=("QDRANT_URL",),
+        help="Qdrant server or cluster URL; empty uses the embedded engine in --data-dir",
+    )
+
+    qdrant_api_key: str = option(
+        "",
+        env=("QDRANT_API_KEY",),
+        help="Qdrant API key",
+    )
+
+    vector_prewarm_mb: int = option(
+        "2048",
+        env=("NEXUS_VECTOR_PREWARM_MB",),
+        help=(
+            "MB of the embedded index's files read into the OS page cache at start, so the "
+            "first searches after a restart do not wait on disk; 0 turns it off"
+        ),
+    )
+
+    ollama_url: str = option(
+        "",
+        env=("OLLAMA_URL", "OLLAMA_HOST"),
+        help=(
+            "Ollama base URL (the LLM server too, with --llm-api ollama); empty leaves "
+            "extraction and summaries queued and ranks memory selection by semantic "
+            "similarity"
+        ),
+    )
+
+    llm_api: str = option(
+        "ollama",
+        env=("NEXUS_LLM_API",),
+        choices=("ollama", "openai"),
+        help=(
+            "how the LLM is reached: ollama (Ollama's API) or openai (an OpenAI-compatible "
+            "server: llama.cpp's llama-server, vLLM, LM Studio)"
+        ),
+    )
+
+    llm_url: str = option(
+        "",
+        env=("NEXUS_LLM_URL",),
+        help=(
+            "LLM server base URL; empty uses --ollama-url with --llm-api ollama (with "
+            "--llm-api openai, none: extraction and summaries stay queued)"
+        ),
+    )
+
+    llm_api_key: str = option(
+        "",
+        env=("NEXUS_LLM_API_KEY",),
+        help="bearer token for an OpenAI-compatible server that asks for one",
+    )
+
+    llm_context_length: int = option(
+        "0",
+        env=("NEXUS_LLM_CONTEXT_LENGTH",),
+        help=(
+            "context window in tokens of every LLM model; 0 asks the server (Ollama "
+            "/api/show, llama.cpp /props, vLLM /v1/models) and assumes 4096 where it does "
+            "not say"
+        ),
+    )
+
+    extraction_model: str = option(
+        "qwen2.5:3b",
+        env=("NEXUS_EXTRACTION_MODEL",),
+        help="Ollama model for entity extraction",
+    )
+
+    summary_model: str = option(
+        "qwen2.5:3b",
+        env=("NEXUS_SUMMARY_MODEL",),
+        help="Ollama model for summaries and overviews",
+    )
+
+    selection_model: str = option(
+        "qwen2.5:3b",
+        env=("NEXUS_SELECTION_MODEL",),
+        help="fast Ollama model for two-pass memory selection",
+    )
+
+    llm_concurrency: int = option(
+        "2",
+        env=("NEXUS_LLM_CONCURRENCY",),
+        help="concurrent LLM calls per background worker",
+    )
+
+    llm_timeout: float = option(
+        "120",
+        env=("NEXUS_LLM_TIMEOUT",),
+        help="seconds before an LLM call is abandoned and retried",
+    )
+
+    job_max_attempts: int = option(
+        "6",
+        env=("NEXUS_JOB_MAX_ATTEMPTS",),
+        help="attempts before a background job is dead-lettered",
+    )
+
+    memory_history_retention_days: float = option(
+        "30",
+        env=("NEXUS_MEMORY_HISTORY_RETENTION_DAYS",),
+        help="days a deleted memory's history stays readable by its owner before it is purged",
+    )
+
+    max_concurrent_rpcs: int = option(
+        "512",
+        env=("NEXUS_MAX_CONCURRENT_RPCS",),
+        help="RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
+    )
+
+    max_watch_streams: int = option(
+        "256",
+        env=("NEXUS_MAX_WATCH_STREAMS",),
+        help=(
+            "WatchExtractions streams open at once (each also takes one of "
+            "--max-concurrent-rpcs); more are refused with RESOURCE_EXHAUSTED; 0 turns the "
+            "limit off"
+        ),
+    )
+
+    max_watch_streams_per_key: int = option(
+        "16",
+        env=("NEXUS_MAX_WATCH_STREAMS_PER_KEY",),
+        help=(
+            "WatchExtractions streams one API key may hold open at once, so one client "
+            "cannot take every --max-watch-streams slot; more are refused with "
+            "RESOURCE_EXHAUSTED; 0 turns this limit off; it applies only with API keys on"
+        ),
+    )
+
+    max_message_bytes: int = option(
+        "4194304",
+        env=("NEXUS_MAX_MESSAGE_BYTES",),
+        help="largest request or response message",
+    )
+
+    grace_seconds: float = option(
+        "10",
+        env=("NEXUS_GRACE_SECONDS",),
+        help="how long in-flight RPCs may finish on SIGTERM",
+    )
+
+    tls_cert: str = option(
+        "",
+        env=("NEXUS_TLS_CERT",),
+        help="PEM server certificate chain; with --tls-key serves TLS instead of plaintext",
+    )
+
+    tls_key: str = option(
+        "",
+        env=("NEXUS_TLS_KEY",),
+        help="PEM private key for --tls-cert",
+    )
+
+    tls_client_ca: str = option(
+        "",
+        env=("NEXUS_TLS_CLIENT_CA",),
+        help="PEM CA bundle; when set, clients must present a certificate it signed (mTLS)",
+    )
+
+    auth_keys_file: str = option(
+        "",
+        env=("NEXUS_AUTH_KEYS_FILE",),
+        help="JSON file of API keys and the users each may act for; empty turns auth off",
+    )
+
+    default_tenant: str = option(
+        "default",
+        env=("NEXUS_DEFAULT_TENANT",),
+        help=(
+            "tenant that owns data written before tenants existed (set on the first start "
+            "of this version) and everything created with auth off"
+        ),
+    )
+
+    metrics_listen: str = option(
+        "",
+        env=("NEXUS_METRICS_LISTEN",),
+        help=(
+            "host:port for Prometheus metrics over HTTP (e.g. 127.0.0.1:9464); empty turns them off"
+        ),
+    )
+
+    otel_endpoint: str = option(
+        "",
+        env=("OTEL_EXPORTER_OTLP_ENDPOINT",),
+        help=(
+            "OTLP/gRPC endpoint for OpenTelemetry traces (e.g. http://127.0.0.1:4317); "
+            "empty turns tracing off; needs pip install 'nexus-grpc[otel]'"
+        ),
+    )
+
+    log_level: str = option(
+        "INFO",
+        env=("NEXUS_LOG_LEVEL",),
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="DEBUG, INFO, WARNING, ERROR",
+    )
+
+    log_format: str = option(
+        "text",
+        env=("NEXUS_LOG_FORMAT",),
+        choices=("text", "json"),
+        help="text or json",
+    )
 
     @property
     def sqlite_path(self) -> Path:
@@ -275,6 +357,10 @@ class Settings:
         return self.ollama_url if self.llm_api == "ollama" else ""
 
 
+#: Every option by field name, in declaration order.
+OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(Settings)}
+
+
 def env_default(name: str) -> str:
     option = OPTIONS[name]
     for var in option.env:
@@ -285,27 +371,53 @@ def env_default(name: str) -> str:
 
 
 def settings_from(values: dict[str, str]) -> Settings:
-    """Build Settings from string values (flags or env), converting types."""
-    defaults = Settings()
-    kwargs: dict[str, object] = {}
-    for f in fields(Settings):
-        if f.name not in values:
-            continue
-        raw, default = values[f.name], getattr(defaults, f.name)
-        convert = Path if isinstance(default, Path) else type(default)
-        try:
-            kwargs[f.name] = convert(raw)
-        except ValueError as exc:
-            raise SystemExit(
-                f"{OPTIONS[f.name].flag}: cannot read {raw!r} as {convert.__name__}"
-            ) from exc
+    """Build Settings from string values (flags or env), converting types and
+    checking choices; a bad value exits naming its flag."""
+    kwargs = {name: OPTIONS[name].parse(raw) for name, raw in values.items() if name in OPTIONS}
     retention = kwargs.get("memory_history_retention_days", 30.0)
-    if not isinstance(retention, float) or not 0 <= retention < 1e6:
+    if not 0 <= retention < 1e6:
         raise SystemExit(
             f"{OPTIONS['memory_history_retention_days'].flag}: must be between 0 and 1000000"
             f" days, got {retention!r}"
         )
-    settings = Settings(**kwargs)  # type: ignore[arg-type]
-    if settings.llm_api not in LLM_APIS:
-        raise SystemExit(f"--llm-api: {settings.llm_api!r} is not one of {', '.join(LLM_APIS)}")
-    return settings
+    return Settings(**kwargs)
+
+
+def help_text(option: Option) -> str:
+    """The option's line in ``serve --help``."""
+    choices = f"one of {', '.join(option.choices)}; " if option.choices else ""
+    return f"{option.help} ({choices}env {' or '.join(option.env)}; default {option.default!r})"
+
+
+def markdown_table() -> str:
+    """The README's settings table, one row per option."""
+    lines = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
+    for o in OPTIONS.values():
+        envs = " / ".join(f"`{e}`" for e in o.env)
+        default = f"`{o.default}`" if o.default else "(empty)"
+        lines.append(f"| `{o.flag}` | {envs} | {default} | {o.help} |")
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_readme(path: Path) -> bool:
+    """Replace the settings table in the README at ``path`` with
+    ``markdown_table()``; True when the file changed."""
+    text = path.read_text(encoding="utf-8")
+    head = "| flag | environment | default | meaning |\n"
+    start = text.index(head)
+    end = start
+    for line in text[start:].splitlines(keepends=True):
+        if not line.startswith("|"):
+            break
+        end += len(line)
+    new = text[:start] + markdown_table() + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+if __name__ == "__main__":  # python -m nexus_grpc.config README.md
+    import sys
+
+    for arg in sys.argv[1:]:
+        print(f"{arg}: {'rewritten' if rewrite_readme(Path(arg)) else 'up to date'}")

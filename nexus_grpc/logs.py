@@ -17,7 +17,7 @@ import time
 from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
-from nexus_grpc.api.interceptors import request_id_var
+from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.validation import escape_controls
 
 

@@ -41,7 +41,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from nexus_grpc.api.interceptors import RequestObserver
+from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from nexus_grpc.app import App
-    from nexus_grpc.pipeline.events import EventBroadcaster
+    from nexus_grpc.core.events import EventBroadcaster
 
 log = logging.getLogger(__name__)
 

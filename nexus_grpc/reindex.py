@@ -15,7 +15,7 @@ from typing import TextIO
 from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_index
 from nexus_grpc.config import Settings
 from nexus_grpc.embedding import make_embedder
-from nexus_grpc.pipeline import collections
+from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.indexer import Indexer
 from nexus_grpc.store import Database, documents, meta
 from nexus_grpc.store import episodes as episode_store
@@ -52,7 +52,7 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
     # against a remote index) keep their own index jobs.
     began = now()
     try:
-        for spec in collections.ALL:
+        for spec in vector_collections.ALL:
             await index.drop_collection(spec.name)
             await indexer.ensure(spec)
             ids = sorted(await db.read(functools.partial(documents.all_ids, table=spec.table)))
@@ -70,7 +70,7 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         def record(conn: sqlite3.Connection) -> None:
             meta.put(conn, EMBEDDING_META_KEY, signature)
             episode_store.mark_indexed_before(conn, began)
-            for spec in collections.ALL:
+            for spec in vector_collections.ALL:
                 job_store.delete_created_before(conn, spec.job_kind, began)
 
         await db.write(record)
@@ -82,6 +82,6 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
 
 
 def _load_chunk(
-    spec: collections.CollectionSpec, ids: list[int], conn: sqlite3.Connection
+    spec: vector_collections.CollectionSpec, ids: list[int], conn: sqlite3.Connection
 ) -> dict[int, documents.Document]:
     return spec.load(conn, ids)

@@ -14,7 +14,7 @@ Shutdown order (after vLLM's gRPC server), all within ``grace`` seconds:
    RPC still running when the grace runs out is cancelled.
 4. Workers and stores close.
 
-tests/test_fault_shutdown.py checks this from a client, against the real
+tests/faults/test_fault_shutdown.py checks this from a client, against the real
 process, under load.
 """
 
@@ -24,7 +24,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,13 +34,15 @@ from grpc_health.v1.health_pb2 import HealthCheckResponse
 
 from nexus_grpc import tracing
 from nexus_grpc.api.graph_servicer import GraphServicer
-from nexus_grpc.api.interceptors import RequestObserver, ServiceInterceptor
+from nexus_grpc.api.interceptors import ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
 from nexus_grpc.api.reflection import enable_reflection
 from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
+from nexus_grpc.core.interception import HandlerInterceptor, rewrap
+from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
@@ -143,11 +145,12 @@ STREAM_END_SECONDS = 1.0
 UNGATED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
-class ShutdownGate(grpc.aio.ServerInterceptor):
+class ShutdownGate(HandlerInterceptor):
     """Counts the calls in flight, and once closed refuses new ones with
     UNAVAILABLE, so shutdown can wait for the running ones (see the module doc).
 
-    Outermost interceptor: a refused call does no work, auth included.
+    Outermost interceptor (see ``interceptor_chain``): a refused call does no
+    work, auth included.
     """
 
     def __init__(self) -> None:
@@ -208,27 +211,14 @@ class ShutdownGate(grpc.aio.ServerInterceptor):
             "the server is shutting down; retry (the call was not started)",
         )
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
         gated = not details.method.startswith(UNGATED_PREFIXES)
         if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, gated),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
+            return rewrap(handler, unary=self._unary(handler.unary_unary, gated))
         if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream, gated),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
+            return rewrap(handler, stream=self._stream(handler.unary_stream, gated))
         return handler  # client- and bidi-streaming (reflection): not counted
 
     def _unary(self, fn, gated: bool):
@@ -288,6 +278,34 @@ class RunningServer:
             await asyncio.to_thread(tracing.shutdown)
 
 
+def interceptor_chain(
+    gate: ShutdownGate,
+    keys: KeyRing | None,
+    observer: RequestObserver | None,
+    settings: Settings,
+) -> list[grpc.aio.ServerInterceptor]:
+    """The one place that orders the interceptors; grpc runs them first to last.
+
+    1. ``ShutdownGate``: once shutdown began, a new call is refused with
+       UNAVAILABLE (retryable) before anything else looks at it, auth
+       included, and every call that gets past it is counted for the drain.
+    2. ``AuthInterceptor`` (when a key file is given): a call without a valid
+       key, or acting for a user its key does not hold, is refused before any
+       work; it binds the caller's tenant for everything after it. It records
+       the calls it refuses with the observer itself, since they never reach
+       the next one.
+    3. ``ServiceInterceptor``: request id, deadline, tracing span, concurrency
+       cap, error mapping, response size, the access log and the observer.
+    """
+    chain: list[grpc.aio.ServerInterceptor] = [gate]
+    if keys is not None:
+        chain.append(AuthInterceptor(keys, observer))
+    chain.append(
+        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+    )
+    return chain
+
+
 async def start_server(
     settings: Settings,
     app: App | None = None,
@@ -305,16 +323,11 @@ async def start_server(
     await app.start(reconcile=reconcile)  # closes what it opened if it fails
     metrics = Metrics(app) if settings.metrics_listen else None
     observer = combine(observer, metrics)
-    # The shutdown gate, then auth, so neither a call refused at shutdown nor
-    # one without a valid key does any work.
     gate = ShutdownGate()
-    interceptors: list[grpc.aio.ServerInterceptor] = [gate]
-    if keys is not None:
-        interceptors.append(AuthInterceptor(keys, observer))
-    interceptors.append(
-        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+    server = grpc.aio.server(
+        interceptors=interceptor_chain(gate, keys, observer, settings),
+        options=server_options(settings),
     )
-    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
     sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
     ggrpc.add_GraphServiceServicer_to_server(GraphServicer(app), server)

@@ -20,8 +20,11 @@ import grpc
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.connection import open_channel
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
 from nexus_grpc.server import RunningServer, start_server
 from nexus_grpc.vectors import VectorIndex
@@ -109,3 +112,28 @@ async def take(call, n: int, limit: float = 30.0) -> list:
         return out
 
     return await asyncio.wait_for(read(), limit)
+
+
+#: Every RPC of the three services, as (service, method) descriptors.
+SERVICES = [
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"],
+    graph_pb2.DESCRIPTOR.services_by_name["GraphService"],
+    summary_pb2.DESCRIPTOR.services_by_name["SummaryService"],
+]
+METHODS = [(service, method) for service in SERVICES for method in service.methods]
+
+
+def bearer(key: str) -> tuple[tuple[str, str], ...]:
+    """Call metadata presenting an API key."""
+    return (("authorization", f"Bearer {key}"),)
+
+
+async def index_idle(h: Harness) -> bool:
+    """No memory index job is waiting or running."""
+    n = await h.app.db.read(
+        lambda c: c.execute(
+            "SELECT COUNT(*) FROM jobs"
+            " WHERE kind = 'index:memories' AND state IN ('pending', 'running')"
+        ).fetchone()[0]
+    )
+    return n == 0

@@ -8,11 +8,15 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.domain import models
+from nexus_grpc.core import models
+from nexus_grpc.domain.memories import MemoryHit
+from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
 from nexus_grpc.store import memory_history
+from nexus_grpc.store.memories import Memory, MemoryUsage
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
@@ -132,14 +136,13 @@ def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
 # Memories (PROJECT/USER) ---------------------------------------------------
 
 
-def memory(m: Any) -> mpb.Memory:
-    """``m``: a ``store.memories.Memory``."""
+def memory(m: Memory) -> mpb.Memory:
     return mpb.Memory(
         id=m.id,
-        kind=m.kind,
+        kind=mpb.MemoryKind.ValueType(m.kind),
         title=m.title,
         content=m.content,
-        tier=m.tier,
+        tier=mpb.Tier.ValueType(m.tier),
         project_id=m.project_id,
         agent_id=m.agent_id,
         user_id=m.user_id,
@@ -186,9 +189,7 @@ def _duration_field(message: Any, field: str) -> float | None:
     return d.seconds + d.nanos / 1e9
 
 
-def memory_scope(s: mpb.MemoryScope) -> Any:
-    from nexus_grpc.domain.memory_scope import MemoryScope
-
+def memory_scope(s: mpb.MemoryScope) -> MemoryScope:
     return MemoryScope(
         project_id=s.project_id,
         user_id=s.user_id,
@@ -198,7 +199,7 @@ def memory_scope(s: mpb.MemoryScope) -> Any:
     )
 
 
-def memory_hit(h: Any) -> mpb.MemoryHit:
+def memory_hit(h: MemoryHit) -> mpb.MemoryHit:
     return mpb.MemoryHit(
         memory=memory(h.memory),
         score=h.score,
@@ -206,7 +207,7 @@ def memory_hit(h: Any) -> mpb.MemoryHit:
     )
 
 
-def selected_memory(s: Any) -> mpb.SelectedMemory:
+def selected_memory(s: Selection) -> mpb.SelectedMemory:
     return mpb.SelectedMemory(
         memory=memory(s.memory),
         relevance=s.relevance,
@@ -218,7 +219,7 @@ def selected_memory(s: Any) -> mpb.SelectedMemory:
     )
 
 
-def memory_usage(u: Any) -> mpb.MemoryUsage:
+def memory_usage(u: MemoryUsage) -> mpb.MemoryUsage:
     return mpb.MemoryUsage(
         id=u.id,
         time=timestamp(u.used_at),
@@ -226,7 +227,7 @@ def memory_usage(u: Any) -> mpb.MemoryUsage:
         thread_id=u.thread_id,
         memory_id=u.memory_id,
         relevance=u.relevance,
-        category=u.category,
+        category=mpb.MemoryCategory.ValueType(u.category),
     )
 
 

@@ -10,23 +10,23 @@ request id, never to the client.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
+from nexus_grpc.core.interception import HandlerInterceptor, is_unary_request, rewrap
+from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
 log = logging.getLogger("nexus_grpc.access")
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
 #: A client's x-request-id is echoed in trailers and written into every log
 #: line of its call: it must be a short token of visible ASCII, or it could
@@ -35,20 +35,6 @@ REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 # Health and reflection must answer even when the server is saturated.
 UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
-
-
-class RequestObserver:
-    """Hook for metrics: observe() once per finished RPC; stream_started() and
-    stream_ended() around each server stream that got past the concurrency cap."""
-
-    def observe(self, method: str, code: grpc.StatusCode, seconds: float) -> None:  # noqa: B027
-        pass
-
-    def stream_started(self, method: str) -> None:  # noqa: B027
-        pass
-
-    def stream_ended(self, method: str) -> None:  # noqa: B027
-        pass
 
 
 class Undecodable:
@@ -83,7 +69,7 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return decode
 
 
-class ServiceInterceptor(grpc.aio.ServerInterceptor):
+class ServiceInterceptor(HandlerInterceptor):
     def __init__(
         self,
         max_concurrent: int,
@@ -117,30 +103,26 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 f" page_size or limit), or raise the limit on server and client",
             )
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
+        if not is_unary_request(handler):
+            return handler  # client- and bidi-streaming: none of ours
         method = details.method
         capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
         incoming = dict(details.invocation_metadata or ())
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method, capped, incoming),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
+        tolerant = _tolerant(handler.request_deserializer)
         if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method, capped, incoming),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
+            return rewrap(
+                handler,
+                stream=self._wrap_stream(handler.unary_stream, method, capped, incoming),
+                request_deserializer=tolerant,
             )
-        return handler  # client- and bidi-streaming: none of ours
+        return rewrap(
+            handler,
+            unary=self._wrap_unary(handler.unary_unary, method, capped, incoming),
+            request_deserializer=tolerant,
+        )
 
     def _begin(self, incoming: dict[str, Any]) -> str:
         given = incoming.get("x-request-id")

@@ -8,10 +8,10 @@ from typing import TypeAlias
 import grpc
 
 from nexus_grpc.api import convert, pages
-from nexus_grpc.api.interceptors import request_id_var
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
-from nexus_grpc.domain.models import SearchMode, TimeWindow
+from nexus_grpc.core.models import SearchMode, TimeWindow
+from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc

@@ -15,8 +15,8 @@ from typing import Protocol, TypeVar
 
 from google.protobuf.message import Message
 
+from nexus_grpc.core.models import Page
 from nexus_grpc.domain import paging
-from nexus_grpc.domain.models import Page
 
 #: Room left for the rest of the response (token, tags, length prefixes).
 ENVELOPE_BYTES = 16 * 1024

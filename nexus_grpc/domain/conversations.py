@@ -6,11 +6,12 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain import paging, tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import Episode, Page, Project, Session
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import Episode, Page, Project, Session
 from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store

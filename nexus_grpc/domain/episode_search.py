@@ -12,10 +12,10 @@ import math
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 
+from nexus_grpc.core.models import EpisodeHit, SearchMode, SearchSource, TimeWindow
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
-from nexus_grpc.domain.models import EpisodeHit, SearchMode, SearchSource, TimeWindow
 from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fused_scores, hybrid_halves
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable

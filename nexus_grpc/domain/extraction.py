@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.models import JobState
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import JobState
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
@@ -33,8 +35,6 @@ from nexus_grpc.llm.extraction import (
     merge_results,
     parse_extraction,
 )
-from nexus_grpc.pipeline.events import EventBroadcaster
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
@@ -56,12 +56,7 @@ class _EpisodeContext:
 
 def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
     """(session id, project id or 0) of an episode, or None if it is gone."""
-    row = conn.execute(
-        "SELECT e.session_id, COALESCE(s.project_id, 0) FROM episodes e"
-        " JOIN sessions s ON s.id = e.session_id WHERE e.id = ?",
-        (episode_id,),
-    ).fetchone()
-    return (row[0], row[1]) if row else None
+    return episode_store.scope_of(conn, episode_id)
 
 
 def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
@@ -272,14 +267,4 @@ def _requeue_tenant_failed(conn: sqlite3.Connection, tenant: str) -> int:
 
 
 def _requeue_all_failed(conn: sqlite3.Connection) -> int:
-    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE)
-    jobs.enqueue_select(
-        conn,
-        jobs.EXTRACT_EPISODE,
-        "SELECT id FROM episodes WHERE extract_state = ?",
-        (int(JobState.FAILED),),
-    )
-    return conn.execute(
-        "UPDATE episodes SET extract_state = ?, extract_error = '' WHERE extract_state = ?",
-        (int(JobState.PENDING), int(JobState.FAILED)),
-    ).rowcount
+    return episode_store.requeue_all_failed_extractions(conn)

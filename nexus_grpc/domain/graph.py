@@ -8,16 +8,17 @@ import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain import fts, paging, tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.models import Page
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import Page
 from nexus_grpc.domain.ranking import fuse, hybrid_halves
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
-from nexus_grpc.pipeline.events import EventBroadcaster
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store

@@ -21,7 +21,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nexus_grpc.domain import fts, paging, tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import MemoryKind, Page, SearchMode, SearchSource, Tier
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import fts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.memory_scope import (
@@ -31,7 +34,6 @@ from nexus_grpc.domain.memory_scope import (
     sql_where,
     vector_filter,
 )
-from nexus_grpc.domain.models import MemoryKind, Page, SearchMode, SearchSource, Tier
 from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, hybrid_halves
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import (
@@ -41,7 +43,6 @@ from nexus_grpc.errors import (
     NotFound,
     Unavailable,
 )
-from nexus_grpc.pipeline.signals import JobSignals
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store

@@ -31,9 +31,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import MemoryKind, Tier
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.vectors import Filter, MatchAny
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 
-from nexus_grpc.domain.models import Page
+from nexus_grpc.core.models import Page
 from nexus_grpc.domain.validation import quoted
 from nexus_grpc.errors import InvalidArgument
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from nexus_grpc.domain.models import SearchSource
+from nexus_grpc.core.models import SearchSource
 from nexus_grpc.errors import Unavailable
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from nexus_grpc.domain import tenancy
+from nexus_grpc.core import tenancy
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import InvalidArgument, NotFound
 from nexus_grpc.store import projects as project_store

@@ -25,12 +25,12 @@ import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from nexus_grpc.core.models import MemoryCategory
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where
-from nexus_grpc.domain.models import MemoryCategory
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
-from nexus_grpc.llm import selection as prompts
+from nexus_grpc.llm import selection_prompts as prompts
 from nexus_grpc.store import Database
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store.memories import Memory, UsageRecord

@@ -21,9 +21,11 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain import paging, tenancy
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import Page, episode_text
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.models import Page, episode_text
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm import (
     LLMBadOutput,
@@ -35,8 +37,7 @@ from nexus_grpc.llm import (
     strip_model_tokens,
     tokens,
 )
-from nexus_grpc.llm import summaries as prompts
-from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.llm import summary_prompts as prompts
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain.models import TimeWindow
+from nexus_grpc.core.models import TimeWindow
 from nexus_grpc.errors import InvalidArgument
 
 # Per-field caps.  They bound what one call can make the server hold, embed or

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from nexus_grpc.domain.models import JobState
+from nexus_grpc.core.models import JobState
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
-from nexus_grpc.pipeline.collections import EPISODES, CollectionSpec
+from nexus_grpc.pipeline.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
 from nexus_grpc.store import Database
 from nexus_grpc.store import episodes as episode_store

@@ -12,8 +12,8 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from nexus_grpc.pipeline.collections import ALL, CollectionSpec
-from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.pipeline.vector_collections import ALL, CollectionSpec
 from nexus_grpc.store import Database, documents
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.vectors import VectorIndex

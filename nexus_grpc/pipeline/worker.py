@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.pipeline.signals import JobSignals
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import Job

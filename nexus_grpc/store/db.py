@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.store.migrations import migrate
 
 log = logging.getLogger(__name__)

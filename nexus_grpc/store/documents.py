@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nexus_grpc.domain.models import episode_text
+from nexus_grpc.core.models import episode_text
 from nexus_grpc.store.db import placeholders
 
 Document = tuple[str, dict[str, Any]]

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.domain.models import Episode, JobState, TimeWindow
+from nexus_grpc.core.models import Episode, JobState, TimeWindow
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
@@ -188,6 +188,34 @@ def mark_indexed_before(conn: sqlite3.Connection, before: float) -> None:
     conn.execute(
         "UPDATE episodes SET embed_state = ?, embed_error = '' WHERE created_at <= ?",
         (int(JobState.DONE), before),
+    )
+
+
+def scope_of(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
+    """(session id, project id or 0) of an episode, or None if it is gone."""
+    row = conn.execute(
+        "SELECT e.session_id, COALESCE(s.project_id, 0) FROM episodes e"
+        " JOIN sessions s ON s.id = e.session_id WHERE e.id = ?",
+        (episode_id,),
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def requeue_all_failed_extractions(conn: sqlite3.Connection) -> int:
+    """Queue an extract job for every episode whose extraction failed, and
+    mark them pending again; returns how many."""
+    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE)
+    jobs.enqueue_select(
+        conn,
+        jobs.EXTRACT_EPISODE,
+        "SELECT id FROM episodes WHERE extract_state = ?",
+        (int(JobState.FAILED),),
+    )
+    return int(
+        conn.execute(
+            "UPDATE episodes SET extract_state = ?, extract_error = '' WHERE extract_state = ?",
+            (int(JobState.PENDING), int(JobState.FAILED)),
+        ).rowcount
     )
 
 

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.domain.models import MemoryKind, Tier
+from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders

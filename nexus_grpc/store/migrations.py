@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain.models import MemoryKind, Project
-from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.models import MemoryKind, Project
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now

@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.domain.models import Session
-from nexus_grpc.domain.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.models import Session
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now

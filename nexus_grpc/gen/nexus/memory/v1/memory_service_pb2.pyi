@@ -636,8 +636,9 @@ class CreateEpisodeRequest(_message.Message):
     request_id: _builtins.str
     """A retry with the same request_id returns the first episode."""
     project_id: _builtins.int
-    """Closes seed 000's first-message gap: attaches a session that has no
-    project yet to this project, in the same transaction as the episode.
+    """Attaches a session that has no project yet to this project, in the same
+    transaction as the episode, so even a session's first message is shared
+    with the project.
     """
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
@@ -781,8 +782,8 @@ class SearchEpisodesRequest(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
-    """The asking session: its scope follows seed 000 (own episodes, or its
-    project's when it has one).
+    """The asking session: it sees its own episodes, or its project's when it
+    has one.
     """
     project_id: _builtins.int
     """Searches the whole project when no session is given."""

@@ -260,7 +260,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchEpisodes(self, request, context):
-        """Streams hits in rank order, scoped by seed 000's table.
+        """Streams hits in rank order. A session outside a project searches its own
+        episodes; a session in a project searches every session of that project.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

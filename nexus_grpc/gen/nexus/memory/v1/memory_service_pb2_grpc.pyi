@@ -55,7 +55,9 @@ class MemoryServiceStub:
     """Newest first."""
     DeleteEpisode: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteEpisodeRequest, _memory_service_pb2.DeleteEpisodeResponse]
     SearchEpisodes: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.SearchEpisodesRequest, _memory_service_pb2.SearchHit]
-    """Streams hits in rank order, scoped by seed 000's table."""
+    """Streams hits in rank order. A session outside a project searches its own
+    episodes; a session in a project searches every session of that project.
+    """
     CreateMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]
     GetMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]
@@ -100,7 +102,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Newest first."""
     DeleteEpisode: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteEpisodeRequest, _memory_service_pb2.DeleteEpisodeResponse]  # type: ignore[assignment]
     SearchEpisodes: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SearchEpisodesRequest, _memory_service_pb2.SearchHit]  # type: ignore[assignment]
-    """Streams hits in rank order, scoped by seed 000's table."""
+    """Streams hits in rank order. A session outside a project searches its own
+    episodes; a session in a project searches every session of that project.
+    """
     CreateMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
     GetMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
     ListMemories: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]  # type: ignore[assignment]
@@ -232,7 +236,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.SearchEpisodesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.SearchHit], _abc.AsyncIterator[_memory_service_pb2.SearchHit]]:
-        """Streams hits in rank order, scoped by seed 000's table."""
+        """Streams hits in rank order. A session outside a project searches its own
+        episodes; a session in a project searches every session of that project.
+        """
 
     @_abc_1.abstractmethod
     def CreateMemory(

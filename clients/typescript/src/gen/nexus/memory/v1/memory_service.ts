@@ -465,8 +465,9 @@ export interface CreateEpisodeRequest {
   /** A retry with the same request_id returns the first episode. */
   requestId: string;
   /**
-   * Closes seed 000's first-message gap: attaches a session that has no
-   * project yet to this project, in the same transaction as the episode.
+   * Attaches a session that has no project yet to this project, in the same
+   * transaction as the episode, so even a session's first message is shared
+   * with the project.
    */
   projectId: number;
   /**
@@ -502,8 +503,8 @@ export interface DeleteEpisodeResponse {
 export interface SearchEpisodesRequest {
   query: string;
   /**
-   * The asking session: its scope follows seed 000 (own episodes, or its
-   * project's when it has one).
+   * The asking session: it sees its own episodes, or its project's when it
+   * has one.
    */
   sessionId: number;
   /** Searches the whole project when no session is given. */
@@ -7033,7 +7034,10 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
-    /** Streams hits in rank order, scoped by seed 000's table. */
+    /**
+     * Streams hits in rank order. A session outside a project searches its own
+     * episodes; a session in a project searches every session of that project.
+     */
     searchEpisodes: {
       name: "SearchEpisodes",
       requestType: SearchEpisodesRequest as typeof SearchEpisodesRequest,
@@ -7283,7 +7287,10 @@ export const MemoryServiceService = {
       Buffer.from(DeleteEpisodeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteEpisodeResponse => DeleteEpisodeResponse.decode(value),
   },
-  /** Streams hits in rank order, scoped by seed 000's table. */
+  /**
+   * Streams hits in rank order. A session outside a project searches its own
+   * episodes; a session in a project searches every session of that project.
+   */
   searchEpisodes: {
     path: "/nexus.memory.v1.MemoryService/SearchEpisodes" as const,
     requestStream: false as const,
@@ -7437,7 +7444,10 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   /** Newest first. */
   listEpisodes: handleUnaryCall<ListEpisodesRequest, ListEpisodesResponse>;
   deleteEpisode: handleUnaryCall<DeleteEpisodeRequest, DeleteEpisodeResponse>;
-  /** Streams hits in rank order, scoped by seed 000's table. */
+  /**
+   * Streams hits in rank order. A session outside a project searches its own
+   * episodes; a session in a project searches every session of that project.
+   */
   searchEpisodes: handleServerStreamingCall<SearchEpisodesRequest, SearchHit>;
   createMemory: handleUnaryCall<CreateMemoryRequest, Memory>;
   getMemory: handleUnaryCall<GetMemoryRequest, Memory>;
@@ -7679,7 +7689,10 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteEpisodeResponse) => void,
   ): ClientUnaryCall;
-  /** Streams hits in rank order, scoped by seed 000's table. */
+  /**
+   * Streams hits in rank order. A session outside a project searches its own
+   * episodes; a session in a project searches every session of that project.
+   */
   searchEpisodes(request: SearchEpisodesRequest, options?: Partial<CallOptions>): ClientReadableStream<SearchHit>;
   searchEpisodes(
     request: SearchEpisodesRequest,

@@ -1,0 +1,214 @@
+"""The smaller holes a probe found: oversized pages, forged request ids and
+log lines, one key holding every watch slot, control characters in names."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import grpc
+import grpc.aio
+import pytest
+
+from nexus_grpc import logs
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from tests.support import bearer, start_harness, wait_until
+
+KEY_A = "watch-key-a-0000000000001"
+KEY_B = "watch-key-b-0000000000001"
+LIMIT = 1024 * 1024
+
+
+@pytest.fixture
+async def small(tmp_path):
+    """A server with a 1 MiB message limit."""
+    h = await start_harness(tmp_path / "data", max_message_bytes=LIMIT)
+    yield h
+    await h.close()
+
+
+async def test_a_page_of_large_episodes_fits_the_message_limit_and_pages_on(small):
+    h = small
+    session = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    big = "x" * 90_000
+    created = [
+        (
+            await h.memory.CreateEpisode(
+                m.CreateEpisodeRequest(
+                    session_id=session.id, user_message=f"{i} {big}", ai_response=big
+                )
+            )
+        ).id
+        for i in range(12)
+    ]
+    # 12 episodes of ~180 kB are ~2 MB: the default page (50) cannot be one message.
+    seen, token, pages = [], "", 0
+    while True:
+        page = await h.memory.ListEpisodes(
+            m.ListEpisodesRequest(session_id=session.id, page_token=token)
+        )
+        assert page.ByteSize() <= LIMIT
+        assert page.episodes, "a page must hold at least one episode"
+        seen += [e.id for e in page.episodes]
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages > 1
+    assert seen == sorted(created, reverse=True)  # every one, once, newest first
+
+
+async def test_a_response_over_the_limit_is_logged_and_counted_as_what_it_was(tmp_path, caplog):
+    """grpc refuses an oversized response after the handler returned, where
+    the access log and metrics had already called the call OK."""
+    limit = 150_000
+    h = await start_harness(tmp_path / "data", max_message_bytes=limit)
+    try:
+        session = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        with caplog.at_level(logging.INFO, logger="nexus_grpc.access"):
+            small = await h.memory.CreateEpisode(
+                m.CreateEpisodeRequest(session_id=session.id, user_message="short one")
+            )
+            await h.memory.GetEpisode(m.GetEpisodeRequest(id=small.id))
+        assert any("GetEpisode OK" in r.getMessage() for r in caplog.records)
+        # A request just under the limit: the episode it returns (id, times,
+        # states added) is just over it.
+        req = m.CreateEpisodeRequest(
+            session_id=session.id, user_message="u" * 100_000, ai_response=""
+        )
+        req.ai_response = "a" * (limit - 4 - req.ByteSize())
+        assert req.ByteSize() <= limit
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="nexus_grpc.access"):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await h.memory.CreateEpisode(req)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "--max-message-bytes" in err.value.details()
+        lines = [r.getMessage() for r in caplog.records]
+        assert any("CreateEpisode RESOURCE_EXHAUSTED" in line for line in lines), lines
+        assert any("exceeds --max-message-bytes" in line for line in lines), lines
+    finally:
+        await h.close()
+
+
+async def test_an_x_request_id_must_be_a_bounded_token(small, caplog):
+    h = small
+    call = h.memory.GetServiceStatus(
+        m.GetServiceStatusRequest(), metadata=(("x-request-id", "client-42.a:b"),)
+    )
+    await call
+    assert dict(await call.trailing_metadata())["x-request-id"] == "client-42.a:b"
+    for bad in ("a b c", "x" * 129):
+        with caplog.at_level(logging.WARNING, logger="nexus_grpc.access"):
+            call = h.memory.GetServiceStatus(
+                m.GetServiceStatusRequest(), metadata=(("x-request-id", bad),)
+            )
+            await call
+        echoed = dict(await call.trailing_metadata())["x-request-id"]
+        assert echoed != bad and len(echoed) == 16 and echoed.isalnum()
+        assert any("x-request-id replaced by " + echoed in r.getMessage() for r in caplog.records)
+
+
+def test_every_text_log_line_escapes_control_characters():
+    out = io.StringIO()
+    logs.configure("INFO", "text", stream=out)
+    try:
+        logging.getLogger("nexus_grpc.test").warning(
+            "name %s", "ok\x1b[2J\nFAKE 2026 INFO forged line\u202egnp.exe"
+        )
+    finally:
+        logs.stop()
+    text = out.getvalue()
+    assert text.count("\n") == 1, text  # one record, one line
+    assert "\\x1b[2J\\nFAKE" in text and "\\u202e" in text and "\x1b" not in text
+    out = io.StringIO()
+    logs.configure("INFO", "json", stream=out)
+    try:
+        logging.getLogger("nexus_grpc.test").warning("name %s", "ok\x1b\n\u202e")
+    finally:
+        logs.stop()
+    [line] = out.getvalue().splitlines()
+    assert json.loads(line)["msg"] == "name ok\x1b\n\u202e"  # escaped in transit, exact inside
+
+
+@pytest.mark.parametrize("bad", ["a\x1b[31mred", "two\nlines", "evil\u202etxt.exe", "tab\tname"])
+async def test_control_characters_are_refused_in_names_and_titles(small, bad):
+    h = small
+    ok = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="fine")))
+    calls = {
+        "project.name": h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=bad))),
+        "session.name": h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(name=bad))),
+        "memory.title": h.memory.CreateMemory(
+            m.CreateMemoryRequest(
+                memory=m.Memory(
+                    kind=m.MEMORY_KIND_PROJECT, title=bad, content="c", project_id=ok.id
+                )
+            )
+        ),
+        "name": h.graph.UpsertEntity(
+            g.UpsertEntityRequest(name=bad, type="person", project_id=ok.id)
+        ),
+    }
+    for field, call in calls.items():
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+        assert err.value.details().startswith(f"{field} must not contain control characters")
+    counts = await h.app.db.read(
+        lambda c: [
+            c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("projects", "sessions", "memories", "entities")
+        ]
+    )
+    assert counts == [1, 0, 0, 0]  # only the positive case was written
+
+
+async def test_one_key_cannot_hold_every_watch_slot(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": KEY_A, "name": "a", "users": []},
+                    {"key": KEY_B, "name": "b", "users": []},
+                ]
+            }
+        )
+    )
+    h = await start_harness(
+        tmp_path / "data", auth_keys_file=str(keys), max_watch_streams_per_key=2
+    )
+    events = h.app.graph_events
+    try:
+        a_calls = [
+            h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+            for _ in range(2)
+        ]
+
+        async def open_streams(n: int):
+            return events.watchers == n
+
+        await wait_until(lambda: open_streams(2))
+        refused = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await refused.read()
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for text in ("'a' already has 2", "--max-watch-streams-per-key", "(now 2)"):
+            assert text in err.value.details()
+        # Another key still gets a stream: the global cap is far off.
+        b_call = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_B))
+        await wait_until(lambda: open_streams(3))
+        # A slot the key frees is its own again.
+        a_calls.pop().cancel()
+        await wait_until(lambda: open_streams(2))
+        a_calls.append(
+            h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+        )
+        await wait_until(lambda: open_streams(3))
+        for call in (*a_calls, b_call):
+            call.cancel()
+        await wait_until(lambda: open_streams(0))
+    finally:
+        await h.close()

@@ -1,0 +1,323 @@
+"""GraphService CRUD, traversal and entity search over a real gRPC channel."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.store import graph as graph_store
+from tests.graph_support import expect_status, new_project
+from tests.support import wait_until
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+FAILED = grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def entity(h, name: str, etype: str = "concept", **kw) -> g.Entity:
+    return await h.graph.UpsertEntity(g.UpsertEntityRequest(name=name, type=etype, **kw))
+
+
+async def edge(h, a: int, b: int, label: str = "related_to", notes: str = "") -> g.Relationship:
+    return await h.graph.UpsertRelationship(
+        g.UpsertRelationshipRequest(from_id=a, to_id=b, label=label, notes=notes)
+    )
+
+
+# Entities ---------------------------------------------------------------------
+
+
+async def test_entity_upsert_get_and_mention_counts(harness):
+    first = await entity(harness, "  PostgreSQL ", "Technology", notes="a database")
+    assert first.name == "PostgreSQL" and first.type == "technology"
+    assert first.mention_count == 1 and first.confidence == 1.0
+    assert first.source == g.ENTITY_SOURCE_MANUAL and first.create_time.seconds > 0
+    again = await entity(harness, "PostgreSQL", "technology", confidence=0.5)
+    assert again.id == first.id and again.mention_count == 2
+    assert again.notes == "a database" and again.confidence == 0.5
+    got = await harness.graph.GetEntity(g.GetEntityRequest(id=first.id))
+    assert got == again
+
+
+async def test_entity_errors(harness):
+    graph = harness.graph
+    await expect_status(entity(harness, "x", "date"), INVALID, "type")
+    await expect_status(entity(harness, "  ", "person"), INVALID, "name")
+    await expect_status(entity(harness, "x", ""), INVALID, "type")
+    await expect_status(entity(harness, "x", "person", confidence=1.5), INVALID, "confidence")
+    await expect_status(entity(harness, "x", "person", project_id=-1), INVALID, "project_id")
+    await expect_status(
+        entity(harness, "x", "person", project_id=77), grpc.StatusCode.FAILED_PRECONDITION, "77"
+    )
+    await expect_status(graph.GetEntity(g.GetEntityRequest(id=0)), INVALID, "id")
+    await expect_status(graph.GetEntity(g.GetEntityRequest(id=-3)), INVALID, "id")
+    await expect_status(graph.GetEntity(g.GetEntityRequest(id=42)), NOT_FOUND, "42")
+    await expect_status(graph.DeleteEntity(g.DeleteEntityRequest(id=0)), INVALID, "id")
+    await expect_status(graph.DeleteEntity(g.DeleteEntityRequest(id=42)), NOT_FOUND, "42")
+    listed = await graph.ListEntities(g.ListEntitiesRequest())
+    assert list(listed.entities) == []  # rejected requests wrote nothing
+
+
+async def test_list_entities_by_type_and_project_paginated(harness):
+    p1, p2 = await new_project(harness, "one"), await new_project(harness, "two")
+    for i in range(5):
+        await entity(harness, f"P{i}", "person", project_id=p1.id)
+    await entity(harness, "Tool", "technology", project_id=p1.id)
+    await entity(harness, "Other", "person", project_id=p2.id)
+
+    names, token = [], ""
+    while True:
+        page = await harness.graph.ListEntities(
+            g.ListEntitiesRequest(type="person", project_id=p1.id, page_size=2, page_token=token)
+        )
+        names += [e.name for e in page.entities]
+        token = page.next_page_token
+        if not token:
+            break
+    assert names == ["P0", "P1", "P2", "P3", "P4"]
+    mine = await harness.graph.ListEntities(g.ListEntitiesRequest(project_id=p1.id))
+    assert [e.project_id for e in mine.entities] == [p1.id] * 6
+    everything = await harness.graph.ListEntities(g.ListEntitiesRequest())
+    assert len(everything.entities) == 7
+    await expect_status(
+        harness.graph.ListEntities(g.ListEntitiesRequest(type="weekday")), INVALID, "type"
+    )
+    await expect_status(
+        harness.graph.ListEntities(g.ListEntitiesRequest(page_token="junk")), INVALID, "page_token"
+    )
+    await expect_status(
+        harness.graph.ListEntities(g.ListEntitiesRequest(page_size=-1)), INVALID, "page_size"
+    )
+    await expect_status(
+        harness.graph.ListEntities(g.ListEntitiesRequest(project_id=-1)), INVALID, "project_id"
+    )
+
+
+async def test_delete_entity_removes_edges_and_vector_point(harness):
+    a, b, c = [await entity(harness, n) for n in "abc"]
+    await edge(harness, a.id, b.id)
+    await edge(harness, c.id, a.id)
+    await edge(harness, b.id, c.id)
+    index = harness.app.index
+    await wait_until(lambda: _has_points(index, [a.id, b.id, c.id]))
+    resp = await harness.graph.DeleteEntity(g.DeleteEntityRequest(id=a.id))
+    assert resp.deleted_relationships == 2
+    await expect_status(harness.graph.GetEntity(g.GetEntityRequest(id=a.id)), NOT_FOUND)
+    rels = await harness.graph.ListRelationships(
+        g.ListRelationshipsRequest(entity_id=b.id, include_inbound=True)
+    )
+    assert [(r.from_id, r.to_id) for r in rels.relationships] == [(b.id, c.id)]
+
+    async def point_gone():
+        return await index.retrieve_ids("entities", [a.id]) == set()
+
+    await wait_until(point_gone)
+
+
+async def _has_points(index, ids) -> bool:
+    return await index.retrieve_ids("entities", ids) == set(ids)
+
+
+# Relationships ------------------------------------------------------------------
+
+
+async def test_relationship_upsert_list_and_delete(harness):
+    a, b, c = [await entity(harness, n) for n in "abc"]
+    r1 = await edge(harness, a.id, b.id, "Works With", "colleagues")
+    assert r1.label == "works_with" and r1.mention_count == 1 and r1.notes == "colleagues"
+    r1b = await edge(harness, a.id, b.id, "worksWith")
+    assert r1b.id == r1.id and r1b.mention_count == 2 and r1b.notes == "colleagues"
+    r2 = await edge(harness, c.id, a.id, "knows")
+
+    out = await harness.graph.ListRelationships(g.ListRelationshipsRequest(entity_id=a.id))
+    assert [r.id for r in out.relationships] == [r1.id]
+    both = await harness.graph.ListRelationships(
+        g.ListRelationshipsRequest(entity_id=a.id, include_inbound=True)
+    )
+    assert [r.id for r in both.relationships] == [r1.id, r2.id]
+
+    await harness.graph.DeleteRelationship(
+        g.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="works with")
+    )
+    out = await harness.graph.ListRelationships(g.ListRelationshipsRequest(entity_id=a.id))
+    assert list(out.relationships) == []
+
+
+async def test_relationships_of_a_hub_come_in_pages(harness):
+    hub = await entity(harness, "hub")
+    spokes = [await entity(harness, f"spoke {i}") for i in range(7)]
+    made = [(await edge(harness, hub.id, s.id, "links")).id for s in spokes[:4]]
+    made += [(await edge(harness, s.id, hub.id, "feeds")).id for s in spokes[4:]]
+    seen, token = [], ""
+    for _ in range(10):
+        page = await harness.graph.ListRelationships(
+            g.ListRelationshipsRequest(
+                entity_id=hub.id, include_inbound=True, page_size=3, page_token=token
+            )
+        )
+        assert len(page.relationships) <= 3
+        seen += [r.id for r in page.relationships]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == sorted(made)  # every edge once, in id order
+    outbound = await harness.graph.ListRelationships(
+        g.ListRelationshipsRequest(entity_id=hub.id, page_size=2)
+    )
+    assert [r.id for r in outbound.relationships] == made[:2] and outbound.next_page_token
+
+
+async def test_relationship_errors(harness):
+    a, b = await entity(harness, "a"), await entity(harness, "b")
+    graph = harness.graph
+    await expect_status(edge(harness, 0, b.id), INVALID, "from_id")
+    await expect_status(edge(harness, a.id, -2), INVALID, "to_id")
+    await expect_status(edge(harness, a.id, a.id), INVALID, "different")
+    await expect_status(edge(harness, a.id, b.id, "  "), INVALID, "label")
+    await expect_status(edge(harness, a.id, b.id, "!!!"), INVALID, "label")
+    await expect_status(edge(harness, 99, b.id), NOT_FOUND, "from_id")
+    await expect_status(edge(harness, a.id, 98), NOT_FOUND, "to_id")
+    elsewhere = await entity(harness, "b", project_id=(await new_project(harness)).id)
+    assert elsewhere.id != b.id  # same name and type, another project
+    await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
+    with pytest.raises(sqlite3.IntegrityError, match="different graphs"):  # the store's own guard
+        await harness.app.db.write(
+            lambda c: graph_store.upsert_relationship(c, elsewhere.id, a.id, "x", None)
+        )
+    await expect_status(
+        graph.ListRelationships(g.ListRelationshipsRequest(entity_id=0)), INVALID, "entity_id"
+    )
+    await expect_status(
+        graph.ListRelationships(g.ListRelationshipsRequest(entity_id=99)), NOT_FOUND, "99"
+    )
+    await expect_status(
+        graph.DeleteRelationship(g.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="x")),
+        NOT_FOUND,
+    )
+    await expect_status(
+        graph.DeleteRelationship(g.DeleteRelationshipRequest(from_id=-1, to_id=b.id, label="x")),
+        INVALID,
+        "from_id",
+    )
+
+
+# Traversal ----------------------------------------------------------------------
+
+
+async def cyclic_graph(h) -> dict[str, int]:
+    """a -> b -> c -> a (a cycle), c -> d, e -> d, e -> f, and an island z."""
+    ids = {n: (await entity(h, n)).id for n in "abcdefz"}
+    for x, y in ["ab", "bc", "ca", "cd", "ed", "ef"]:
+        await edge(h, ids[x], ids[y])
+    return ids
+
+
+def names(sub: g.Subgraph, ids: dict[str, int]) -> set[str]:
+    back = {v: k for k, v in ids.items()}
+    return {back[n.id] for n in sub.nodes}
+
+
+def edge_names(sub: g.Subgraph, ids: dict[str, int]) -> set[str]:
+    back = {v: k for k, v in ids.items()}
+    return {back[e.from_id] + back[e.to_id] for e in sub.edges}
+
+
+async def test_neighborhood_depths_on_a_graph_with_cycles(harness):
+    ids = await cyclic_graph(harness)
+
+    async def hood(depth: int) -> g.Subgraph:
+        return await harness.graph.GetNeighborhood(
+            g.GetNeighborhoodRequest(entity_id=ids["a"], depth=depth)
+        )
+
+    default = await hood(0)
+    assert names(default, ids) == {"a", "b", "c"}  # both directions
+    assert edge_names(default, ids) == {"ab", "bc", "ca"}
+    assert default == await hood(1)
+    two = await hood(2)
+    assert names(two, ids) == {"a", "b", "c", "d"}
+    assert edge_names(two, ids) == {"ab", "bc", "ca", "cd"}
+    three = await hood(3)
+    assert names(three, ids) == {"a", "b", "c", "d", "e"}
+    assert edge_names(three, ids) == {"ab", "bc", "ca", "cd", "ed"}
+    assert len(three.nodes) == 5  # no duplicates despite the cycle
+    await expect_status(hood(4), INVALID, "depth")
+    await expect_status(hood(-1), INVALID, "depth")
+    await expect_status(
+        harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=0)), INVALID, "entity_id"
+    )
+    await expect_status(
+        harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=999)), NOT_FOUND, "999"
+    )
+    lonely = await harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=ids["z"]))
+    assert names(lonely, ids) == {"z"} and list(lonely.edges) == []
+
+
+async def test_bulk_neighbors(harness):
+    ids = await cyclic_graph(harness)
+    sub = await harness.graph.GetNeighbors(
+        g.GetNeighborsRequest(entity_ids=[ids["b"], ids["f"], ids["b"]])
+    )
+    # b: a (in), c (out); f: e (in).  Every edge inside {a, b, c, e, f}:
+    assert names(sub, ids) == {"a", "b", "c", "e", "f"}
+    assert edge_names(sub, ids) == {"ab", "bc", "ca", "ef"}
+    await expect_status(harness.graph.GetNeighbors(g.GetNeighborsRequest()), INVALID, "entity_ids")
+    await expect_status(
+        harness.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[ids["a"], 0])),
+        INVALID,
+        "entity_ids",
+    )
+    await expect_status(
+        harness.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[ids["a"], 555])),
+        NOT_FOUND,
+        "555",
+    )
+
+
+# Entity search ------------------------------------------------------------------
+
+
+async def test_entity_search_is_scoped_to_its_project(harness):
+    p1, p2 = await new_project(harness, "one"), await new_project(harness, "two")
+    mine = await entity(harness, "Postgres database", "technology", project_id=p1.id)
+    await entity(harness, "Redis cache", "technology", project_id=p1.id)
+    theirs = await entity(harness, "Postgres cluster", "technology", project_id=p2.id)
+    # Same name and type in both projects: two entities, one per project.
+    shared = await entity(harness, "Postgres", "technology", project_id=p1.id)
+    twin = await entity(harness, "Postgres", "technology", project_id=p2.id)
+    assert twin.id != shared.id and (shared.project_id, twin.project_id) == (p1.id, p2.id)
+    everyone = [mine.id, theirs.id, shared.id, twin.id]
+    await wait_until(lambda: _has_points(harness.app.index, everyone))
+
+    async def search(project_id: int, query: str = "Postgres database", limit: int = 10):
+        call = harness.graph.SearchEntities(
+            g.SearchEntitiesRequest(query=query, project_id=project_id, limit=limit)
+        )
+        return [hit async for hit in call]
+
+    hits = await search(p1.id)
+    found = [h.entity.id for h in hits]
+    assert found[0] == mine.id and theirs.id not in found and shared.id in found
+    assert twin.id not in found
+    assert all(h.entity.project_id == p1.id for h in hits)
+    assert hits == sorted(hits, key=lambda h: -h.score)
+    assert len(await search(p1.id, limit=1)) == 1
+    other = await search(p2.id)
+    assert {h.entity.id for h in other} == {theirs.id, twin.id}
+    assert all(h.entity.project_id == p2.id for h in other)
+
+    await expect_status(search(0), INVALID, "project_id")
+    await expect_status(search(-1), INVALID, "project_id")
+    await expect_status(search(999), NOT_FOUND, "999")
+    await expect_status(search(p1.id, query="  "), INVALID, "query")
+    await expect_status(search(p1.id, limit=1000), INVALID, "limit")
+
+
+async def test_entity_names_match_whatever_their_case(harness):
+    first = await entity(harness, "Python", "technology", notes="a language")
+    again = await entity(harness, "python", "technology")
+    assert again.id == first.id
+    assert again.name == "Python" and again.mention_count == 2 and again.notes == "a language"

@@ -1,0 +1,450 @@
+"""PROJECT/USER memories over gRPC: CRUD, ownership, the cap and isolation.
+
+Isolation is checked for every kind and tier on every read path: list,
+keyword search, semantic search (and selection, in test_selection.py).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from tests.support import index_idle, wait_until
+
+P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+TASK, SESSION, LONGTERM, ARCHIVE = m.TIER_TASK, m.TIER_SESSION, m.TIER_LONGTERM, m.TIER_ARCHIVE
+
+
+async def setup_world(h):
+    p1 = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p1")))
+    p2 = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p2")))
+    s1 = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p1.id)))
+    s2 = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p1.id)))
+    return p1.id, p2.id, s1.id, s2.id
+
+
+async def create(h, **kw) -> m.Memory:
+    kw.setdefault("content", f"zebra content for {kw.get('title', '')}")
+    return await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(**kw)))
+
+
+async def code_of(coro) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await coro
+    return err.value.code()
+
+
+async def test_crud_roundtrip_and_field_mask(harness):
+    h = harness
+    p1, _, s1, _ = await setup_world(h)
+    mem = await create(
+        h,
+        kind=P,
+        title="db port",
+        content="postgres runs on 5432",
+        tier=LONGTERM,
+        project_id=p1,
+        session_id=s1,
+        agent_id="coder",
+    )
+    assert mem.id and mem.tier == LONGTERM and mem.confidence == 1.0 and mem.use_count == 0
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))
+    assert got.title == "db port" and got.create_time.seconds > 0
+    upd = await h.memory.UpdateMemory(
+        m.UpdateMemoryRequest(
+            memory=m.Memory(
+                id=mem.id, title="database port", tier=ARCHIVE, confidence=0.5, content="ignored"
+            ),
+            update_mask=FieldMask(paths=["title", "tier", "confidence"]),
+        )
+    )
+    assert (upd.title, upd.tier, upd.confidence, upd.content) == (
+        "database port",
+        ARCHIVE,
+        0.5,
+        "postgres runs on 5432",
+    )
+    assert await code_of(
+        h.memory.UpdateMemory(
+            m.UpdateMemoryRequest(
+                memory=m.Memory(id=mem.id, kind=U), update_mask=FieldMask(paths=["kind"])
+            )
+        )
+    ) == (grpc.StatusCode.INVALID_ARGUMENT)
+    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id))
+    assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))) == (
+        grpc.StatusCode.NOT_FOUND
+    )
+
+
+async def test_validation_and_preconditions(harness):
+    h = harness
+    p1, _, _, _ = await setup_world(h)
+    bad = grpc.StatusCode.INVALID_ARGUMENT
+    assert await code_of(create(h, kind=U, title="t")) == bad  # USER needs user_id
+    assert await code_of(create(h, kind=P, title="t")) == bad  # PROJECT needs project_id
+    assert await code_of(create(h, title="t", project_id=p1)) == bad  # kind required
+    assert await code_of(create(h, kind=P, title="", project_id=p1)) == bad
+    assert await code_of(create(h, kind=P, title="t", project_id=p1, confidence=2)) == bad
+    pre = grpc.StatusCode.FAILED_PRECONDITION
+    assert await code_of(create(h, kind=P, title="t", project_id=999)) == pre
+    assert await code_of(create(h, kind=P, title="t", project_id=p1, session_id=999)) == pre
+    assert await code_of(h.memory.ListMemories(m.ListMemoriesRequest())) == bad
+    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    assert n == 0  # a rejected request writes nothing
+
+
+async def test_request_id_is_idempotent(harness):
+    h = harness
+    p1, _, _, _ = await setup_world(h)
+    req = m.CreateMemoryRequest(
+        memory=m.Memory(kind=P, title="t", content="c", project_id=p1), request_id="r-1"
+    )
+    a = await h.memory.CreateMemory(req)
+    b = await h.memory.CreateMemory(req)
+    assert a.id == b.id
+    # The same owner reusing the key for a different memory is refused, and
+    # told which field differs, even when only the content, tier or agent does.
+    for change in ({"content": "changed"}, {"tier": m.TIER_ARCHIVE}, {"agent_id": "a2"}):
+        changed = m.CreateMemoryRequest(
+            memory=m.Memory(
+                **{"kind": P, "title": "t", "content": "c", "project_id": p1, **change}
+            ),
+            request_id="r-1",
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await h.memory.CreateMemory(changed)
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert next(iter(change)) in err.value.details()
+    # Another owner's key is another key: neither refused nor revealed.
+    other = m.CreateMemoryRequest(
+        memory=m.Memory(kind=U, title="x", content="c", user_id="bob"), request_id="r-1"
+    )
+    bobs = await h.memory.CreateMemory(other)
+    assert bobs.id != a.id and bobs.user_id == "bob"
+    assert (await h.memory.CreateMemory(other)).id == bobs.id
+    carols = await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(kind=U, title="x", content="c", user_id="carol"), request_id="r-1"
+        )
+    )
+    assert carols.id not in (a.id, bobs.id)
+
+
+async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
+    h = harness
+    mem = await create(h, kind=U, title="alice likes tea", user_id="alice")
+    nf = grpc.StatusCode.NOT_FOUND
+    # The positive case first: its owner reads it, so a NOT_FOUND below is
+    # the refusal, not a memory that was never there.
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))
+    assert got.id == mem.id
+    for uid in ("", "bob"):
+        assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id=uid))) == nf
+        assert (
+            await code_of(
+                h.memory.UpdateMemory(
+                    m.UpdateMemoryRequest(
+                        memory=m.Memory(id=mem.id, title="pwned"),
+                        update_mask=FieldMask(paths=["title"]),
+                        user_id=uid,
+                    )
+                )
+            )
+            == nf
+        )
+        assert (
+            await code_of(h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, user_id=uid)))
+            == nf
+        )
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))
+    assert got.title == "alice likes tea"
+    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, user_id="alice"))
+
+
+async def test_session_tier_memory_needs_its_origin_session_for_get_update_delete(harness):
+    h = harness
+    p1, _, s1, s2 = await setup_world(h)
+    nf = grpc.StatusCode.NOT_FOUND
+    for tier in (TASK, SESSION):
+        mem = await create(h, kind=P, title=f"plan {tier}", project_id=p1, session_id=s1, tier=tier)
+        # The positive case first: its own session reads it.
+        own = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        assert own.id == mem.id
+        for sid in (0, s2):
+            get = m.GetMemoryRequest(id=mem.id, session_id=sid)
+            assert await code_of(h.memory.GetMemory(get)) == nf
+            update = m.UpdateMemoryRequest(
+                memory=m.Memory(id=mem.id, tier=LONGTERM),
+                update_mask=FieldMask(paths=["tier"]),
+                session_id=sid,
+            )
+            assert await code_of(h.memory.UpdateMemory(update)) == nf
+            delete = m.DeleteMemoryRequest(id=mem.id, session_id=sid)
+            assert await code_of(h.memory.DeleteMemory(delete)) == nf
+        # The refusals wrote nothing: still there, still session-bound.
+        got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        assert got.tier == tier and got.title == f"plan {tier}"
+        await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, session_id=s1))
+        assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))) == nf
+    # Shared tiers, and session tiers stored outside a session, need no session.
+    shared = await create(h, kind=P, title="shared", project_id=p1, session_id=s1, tier=LONGTERM)
+    loose = await create(h, kind=P, title="loose", project_id=p1, tier=TASK)
+    for mem in (shared, loose):
+        assert (await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))).id == mem.id
+    bad = m.GetMemoryRequest(id=shared.id, session_id=-1)
+    assert await code_of(h.memory.GetMemory(bad)) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_cap_per_project_and_agent(harness):
+    h = harness
+    h.app.memories.cap = 3
+    p1, p2, _, _ = await setup_world(h)
+    for i in range(3):
+        await create(h, kind=P, title=f"m{i}", project_id=p1, agent_id="a")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await create(h, kind=P, title="one too many", project_id=p1, agent_id="a")
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "already holds 3 PROJECT memories" in err.value.details()
+    assert "limit is 3 per project and agent" in err.value.details()
+    await create(h, kind=P, title="other agent", project_id=p1, agent_id="b")
+    await create(h, kind=P, title="other project", project_id=p2, agent_id="a")
+
+
+async def test_one_user_filling_their_cap_never_blocks_another(harness):
+    h = harness
+    h.app.memories.cap = 3
+    p1, _, _, _ = await setup_world(h)
+    for i in range(3):
+        await create(h, kind=U, title=f"alice {i}", project_id=p1, user_id="alice")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await create(h, kind=U, title="alice 4", project_id=p1, user_id="alice")
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "user 'alice' already holds 3 USER memories in project" in err.value.details()
+    # Bob, and the project's own memories, still have their whole cap.
+    for i in range(3):
+        await create(h, kind=U, title=f"bob {i}", project_id=p1, user_id="bob")
+        await create(h, kind=P, title=f"proj {i}", project_id=p1)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await create(h, kind=U, title="bob 4", project_id=p1, user_id="bob")
+    # Bob's refusal tells him his own count, nothing about alice or the project.
+    assert "user 'bob' already holds 3" in err.value.details()
+    assert "alice" not in err.value.details() and "9" not in err.value.details()
+    # Alice's memories outside the project are a cap of their own.
+    await create(h, kind=U, title="alice anywhere", user_id="alice")
+
+
+async def test_archive_tier_is_outside_the_cap(harness):
+    h = harness
+    h.app.memories.cap = 2
+    p1, _, _, _ = await setup_world(h)
+    a = await create(h, kind=P, title="a", project_id=p1)
+    await create(h, kind=P, title="b", project_id=p1)
+    assert await code_of(create(h, kind=P, title="c", project_id=p1)) == (
+        grpc.StatusCode.FAILED_PRECONDITION
+    )
+    # Archived memories are not read at selection: any number may be kept.
+    for i in range(3):
+        await create(h, kind=P, title=f"old {i}", project_id=p1, tier=ARCHIVE)
+    await h.memory.UpdateMemory(
+        m.UpdateMemoryRequest(
+            memory=m.Memory(id=a.id, tier=ARCHIVE), update_mask=FieldMask(paths=["tier"])
+        )
+    )
+    c = await create(h, kind=P, title="c", project_id=p1)
+    # Bringing one back out of ARCHIVE is a create as far as the cap goes.
+    unarchive = m.UpdateMemoryRequest(
+        memory=m.Memory(id=a.id, tier=LONGTERM), update_mask=FieldMask(paths=["tier"])
+    )
+    assert await code_of(h.memory.UpdateMemory(unarchive)) == grpc.StatusCode.FAILED_PRECONDITION
+    got = await h.memory.GetMemory(m.GetMemoryRequest(id=a.id))
+    assert got.tier == ARCHIVE
+    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=c.id))
+    assert (await h.memory.UpdateMemory(unarchive)).tier == LONGTERM
+
+
+async def test_list_pagination(harness):
+    h = harness
+    p1, _, _, _ = await setup_world(h)
+    ids = [(await create(h, kind=P, title=f"m{i}", project_id=p1)).id for i in range(5)]
+    seen, token = [], ""
+    while True:
+        page = await h.memory.ListMemories(
+            m.ListMemoriesRequest(scope=m.MemoryScope(project_id=p1), page_size=2, page_token=token)
+        )
+        seen += [x.id for x in page.memories]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ids
+
+
+async def _visible_everywhere(h, scope: m.MemoryScope, query: str = "zebra") -> dict[str, set]:
+    listed = await h.memory.ListMemories(m.ListMemoriesRequest(scope=scope, page_size=1000))
+    found = {"list": {x.title for x in listed.memories}}
+    for name, mode in (
+        ("keyword", m.SEARCH_MODE_KEYWORD),
+        ("semantic", m.SEARCH_MODE_SEMANTIC),
+        ("hybrid", m.SEARCH_MODE_HYBRID),
+    ):
+        hits = [
+            x
+            async for x in h.memory.SearchMemories(
+                m.SearchMemoriesRequest(query=query, scope=scope, limit=100, mode=mode)
+            )
+        ]
+        found[name] = {x.memory.title for x in hits}
+    return found
+
+
+async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
+    h = harness
+    p1, p2, s1, s2 = await setup_world(h)
+    specs = {
+        # title: fields
+        "p1-task-s1": dict(kind=P, project_id=p1, tier=TASK, session_id=s1),
+        "p1-session-s1": dict(kind=P, project_id=p1, tier=SESSION, session_id=s1),
+        "p1-task-nosession": dict(kind=P, project_id=p1, tier=TASK),
+        "p1-longterm": dict(kind=P, project_id=p1, tier=LONGTERM, session_id=s1),
+        "p1-archive": dict(kind=P, project_id=p1, tier=ARCHIVE),
+        "p2-longterm": dict(kind=P, project_id=p2, tier=LONGTERM),
+        "alice-longterm": dict(kind=U, user_id="alice", tier=LONGTERM),
+        "alice-p1-longterm": dict(kind=U, user_id="alice", project_id=p1, tier=LONGTERM),
+        "alice-p2-longterm": dict(kind=U, user_id="alice", project_id=p2, tier=LONGTERM),
+        "alice-session-s2": dict(
+            kind=U, user_id="alice", project_id=p1, tier=SESSION, session_id=s2
+        ),
+        "bob-longterm": dict(kind=U, user_id="bob", tier=LONGTERM),
+        "bob-p1-task-s1": dict(kind=U, user_id="bob", project_id=p1, tier=TASK, session_id=s1),
+        "p1-agent-x": dict(kind=P, project_id=p1, tier=LONGTERM, agent_id="x"),
+    }
+    for title, fields in specs.items():
+        await create(h, title=title, **fields)
+    await wait_until(lambda: index_idle(h))
+
+    cases = [
+        (
+            m.MemoryScope(project_id=p1, user_id="alice", session_id=s1),
+            {
+                "p1-task-s1",
+                "p1-session-s1",
+                "p1-task-nosession",
+                "p1-longterm",
+                "alice-longterm",
+                "alice-p1-longterm",
+                "p1-agent-x",
+            },
+        ),
+        (
+            m.MemoryScope(project_id=p1, user_id="alice", session_id=s2),
+            {
+                "p1-task-nosession",
+                "p1-longterm",
+                "alice-longterm",
+                "alice-p1-longterm",
+                "alice-session-s2",
+                "p1-agent-x",
+            },
+        ),
+        (
+            m.MemoryScope(project_id=p1, user_id="bob", session_id=s1, include_archived=True),
+            {
+                "p1-task-s1",
+                "p1-session-s1",
+                "p1-task-nosession",
+                "p1-longterm",
+                "p1-archive",
+                "bob-longterm",
+                "bob-p1-task-s1",
+                "p1-agent-x",
+            },
+        ),
+        (m.MemoryScope(user_id="alice"), {"alice-longterm"}),
+        (m.MemoryScope(project_id=p2), {"p2-longterm"}),
+        (
+            m.MemoryScope(project_id=p2, user_id="alice"),
+            {"p2-longterm", "alice-longterm", "alice-p2-longterm"},
+        ),
+        (m.MemoryScope(project_id=p1, agent_id="x"), {"p1-agent-x"}),
+        (m.MemoryScope(user_id="carol", project_id=p2), {"p2-longterm"}),
+    ]
+    for scope, expected in cases:
+        found = await _visible_everywhere(h, scope)
+        assert set(found) == {"list", "keyword", "semantic", "hybrid"}
+        for path, titles in found.items():
+            assert titles == expected, (path, scope)
+
+
+async def test_semantic_hits_are_rechecked_against_sqlite(harness):
+    """A stale point (payload says alice's, row now bob's) must not leak."""
+    h = harness
+    mem = await create(h, kind=U, title="zebra secret", user_id="alice")
+    await wait_until(lambda: index_idle(h))
+    search = m.SearchMemoriesRequest(
+        query="zebra secret", scope=m.MemoryScope(user_id="alice"), mode=m.SEARCH_MODE_SEMANTIC
+    )
+    # The positive case first: while the row is alice's, the point finds it.
+    assert [x.memory.id async for x in h.memory.SearchMemories(search)] == [mem.id]
+    await h.app.db.write(
+        lambda c: c.execute("UPDATE memories SET user_id = 'bob' WHERE id = ?", (mem.id,))
+    )
+    hits = [
+        x
+        async for x in h.memory.SearchMemories(
+            m.SearchMemoriesRequest(
+                query="zebra secret",
+                scope=m.MemoryScope(user_id="alice"),
+                mode=m.SEARCH_MODE_SEMANTIC,
+            )
+        )
+    ]
+    assert hits == []
+
+
+async def test_search_rejects_bad_input_and_survives_fts_syntax(harness):
+    h = harness
+    p1, _, _, _ = await setup_world(h)
+    await create(h, kind=P, title='quote " star * paren (', project_id=p1)
+    hits = [
+        x
+        async for x in h.memory.SearchMemories(
+            m.SearchMemoriesRequest(
+                query='"star* (paren NEAR',
+                scope=m.MemoryScope(project_id=p1),
+                mode=m.SEARCH_MODE_KEYWORD,
+            )
+        )
+    ]
+    assert len(hits) == 1
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        [
+            x
+            async for x in h.memory.SearchMemories(
+                m.SearchMemoriesRequest(query="  ", scope=m.MemoryScope(project_id=p1))
+            )
+        ]
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_deleting_one_users_memories_leaves_others(harness):
+    h = harness
+    a = [await create(h, kind=U, title=f"a{i}", user_id="alice") for i in range(3)]
+    b = [await create(h, kind=U, title=f"b{i}", user_id="bob") for i in range(3)]
+    for x in a:
+        await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=x.id, user_id="alice"))
+    page = await h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id="bob")))
+    assert [x.id for x in page.memories] == [x.id for x in b]
+
+
+async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
+    h = harness
+    assert (
+        await code_of(create(h, kind=m.MEMORY_KIND_USER, user_id="bob ", title="t", content="c"))
+        == grpc.StatusCode.INVALID_ARGUMENT
+    )
+    listing = h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id=" bob")))
+    assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
+    rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    assert rows == 0

@@ -1,0 +1,296 @@
+"""SelectMemories (two passes through the Ollama stand-in), usage tracking,
+deprioritising memories already used in the thread, semantic degradation,
+and isolation on the selection path."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from tests.ollama_stub import Reply
+from tests.support import index_idle, start_harness, wait_until
+
+PASS1 = "You choose which stored memories"
+PASS2 = "You rank stored memories"
+P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+
+
+@pytest.fixture
+async def llm_harness(tmp_path, stub):
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
+    yield h
+    await h.close()
+
+
+async def world(h):
+    p = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    ses = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p.id)))
+    return p.id, ses.id
+
+
+async def create(h, **kw) -> m.Memory:
+    kw.setdefault("content", f"details about {kw['title']}")
+    return await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(**kw)))
+
+
+async def select(h, scope, prompt="which database port?", thread="t1", summary=""):
+    return [
+        x
+        async for x in h.memory.SelectMemories(
+            m.SelectMemoriesRequest(
+                prompt=prompt, scope=scope, thread_id=thread, thread_summary=summary
+            )
+        )
+    ]
+
+
+def script(stub, pass1, pass2, times=1):
+    stub.add_rule(Reply.of({"selected": pass1}), contains=PASS1, times=times)
+    stub.add_rule(Reply.of({"ranked": pass2}), contains=PASS2, times=times)
+
+
+async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harness, stub):
+    h = llm_harness
+    pid, sid = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="postgres port")
+    b = await create(h, kind=P, project_id=pid, title="deploy steps")
+    c = await create(h, kind=P, project_id=pid, title="backup schedule")
+    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    script(
+        stub,
+        [
+            {"id": a.id, "relevance": 0.9, "category": "necessary"},
+            {"id": b.id, "relevance": 0.5, "category": "supporting"},
+            {"id": 99999, "relevance": 1.0, "category": "necessary"},
+        ],  # invented: dropped
+        [{"id": a.id, "relevance": 0.95}, {"id": b.id, "relevance": 0.7}],
+    )
+    first = await select(h, scope, summary="talking about databases")
+    assert [x.memory.id for x in first] == [a.id, b.id]
+    assert [x.relevance for x in first] == [0.95, 0.7]
+    assert [x.category for x in first] == [
+        m.MEMORY_CATEGORY_NECESSARY,
+        m.MEMORY_CATEGORY_SUPPORTING,
+    ]
+    assert all(x.method == "llm" and not x.degraded_reason for x in first)
+    assert first[0].memory.content == "details about postgres port"  # full content
+    assert first[0].memory.use_count == 1 and first[0].memory.last_used_time.seconds > 0
+    p1 = next(r for r in stub.requests if PASS1 in r.prompt_text())
+    assert "postgres port" in p1.prompt_text() and "backup schedule" in p1.prompt_text()
+    p2 = next(r for r in stub.requests if PASS2 in r.prompt_text())
+    assert "details about postgres port" in p2.prompt_text()
+    assert "talking about databases" in p2.prompt_text()
+
+    usage = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="t1", project_id=pid))
+    assert sorted(u.memory_id for u in usage.usage) == sorted([a.id, b.id])
+    assert {u.context for u in usage.usage} == {"which database port?"}
+    by_memory = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=a.id, project_id=pid)
+    )
+    assert [u.relevance for u in by_memory.usage] == [0.95]
+
+    # Second prompt in the same thread: a and b were used; c is fresh.
+    script(
+        stub,
+        [
+            {"id": a.id, "relevance": 0.9, "category": "necessary"},
+            {"id": c.id, "relevance": 0.6, "category": "supporting"},
+        ],
+        [{"id": a.id, "relevance": 0.9}, {"id": c.id, "relevance": 0.6}],
+    )
+    second = await select(h, scope)
+    assert [x.memory.id for x in second] == [c.id, a.id]
+    assert [x.previously_used for x in second] == [False, True]
+    assert second[1].relevance == pytest.approx(0.45)
+    assert second[1].memory.use_count == 2
+    p1 = [r for r in stub.requests if PASS1 in r.prompt_text()][-1].prompt_text()
+    assert f"[{a.id}] postgres port  (already used in this thread)" in p1
+    # Another thread starts fresh.
+    script(
+        stub,
+        [{"id": a.id, "relevance": 0.9, "category": "necessary"}],
+        [{"id": a.id, "relevance": 0.9}],
+    )
+    other = await select(h, scope, thread="t2")
+    assert other[0].previously_used is False and other[0].relevance == 0.9
+
+
+async def test_selections_without_a_thread_never_count_as_used(llm_harness, stub):
+    h = llm_harness
+    pid, sid = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="postgres port")
+    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    for _ in range(2):
+        script(
+            stub,
+            [{"id": a.id, "relevance": 0.8, "category": "necessary"}],
+            [{"id": a.id, "relevance": 0.8}],
+        )
+        [picked] = await select(h, scope, thread="")
+        # Two unrelated thread-less calls: the second is not "already used".
+        assert picked.previously_used is False and picked.relevance == 0.8
+    assert picked.memory.use_count == 2  # the use is still counted on the memory
+
+
+async def test_pass1_selecting_nothing_returns_nothing(llm_harness, stub):
+    h = llm_harness
+    pid, _ = await world(h)
+    await create(h, kind=P, project_id=pid, title="unrelated")
+    script(stub, [], [])
+    assert await select(h, m.MemoryScope(project_id=pid)) == []
+
+
+async def test_without_a_model_selection_degrades_to_semantic_and_says_so(harness):
+    h = harness
+    pid, _ = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="database port", content="postgres 5432")
+    await create(h, kind=U, user_id="alice", title="database port of alice")
+    await wait_until(lambda: index_idle(h))
+    got = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), prompt="database port")
+    assert [x.memory.id for x in got] == [a.id]
+    assert got[0].method == "semantic" and "no LLM" in got[0].degraded_reason
+    assert got[0].memory.use_count == 1
+
+
+async def test_model_failure_degrades_to_semantic(llm_harness, stub):
+    h = llm_harness
+    pid, _ = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="database port")
+    await wait_until(lambda: index_idle(h))
+    stub.add_rule(Reply.error_status(500, "runner crashed"), contains=PASS1)
+    got = await select(h, m.MemoryScope(project_id=pid), prompt="database port")
+    assert [x.memory.id for x in got] == [a.id]
+    assert got[0].method == "semantic" and "selection model failed" in got[0].degraded_reason
+
+
+async def test_selection_never_offers_or_returns_anothers_memories(llm_harness, stub):
+    h = llm_harness
+    pid, s1 = await world(h)
+    s2 = (
+        await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=pid)))
+    ).id
+    alice = await create(h, kind=U, user_id="alice", title="alice secret")
+    alice_task = await create(
+        h, kind=P, project_id=pid, tier=m.TIER_TASK, session_id=s2, title="other session task"
+    )
+    archived = await create(h, kind=P, project_id=pid, tier=m.TIER_ARCHIVE, title="archived")
+    mine = await create(h, kind=U, user_id="bob", title="bob note")
+    # The model "invents" the hidden ids: they must be dropped.
+    picks = [
+        {"id": i, "relevance": 1.0, "category": "necessary"}
+        for i in (alice.id, alice_task.id, archived.id, mine.id)
+    ]
+    script(stub, picks, [{"id": i, "relevance": 1.0} for i in (alice.id, mine.id)])
+    got = await select(h, m.MemoryScope(project_id=pid, user_id="bob", session_id=s1))
+    assert [x.memory.id for x in got] == [mine.id]
+    p1 = next(r for r in stub.requests if PASS1 in r.prompt_text()).prompt_text()
+    for hidden in ("alice secret", "other session task", "archived"):
+        assert hidden not in p1
+    alice_mem = await h.memory.GetMemory(m.GetMemoryRequest(id=alice.id, user_id="alice"))
+    assert alice_mem.use_count == 0
+
+
+async def test_usage_belongs_to_the_user_and_project_that_selected(llm_harness, stub):
+    h = llm_harness
+    pid, _ = await world(h)
+    mine = await create(h, kind=U, user_id="bob", title="bob note")
+    shared = await create(h, kind=P, project_id=pid, title="shared")
+    script(
+        stub,
+        [
+            {"id": mine.id, "relevance": 0.8, "category": "necessary"},
+            {"id": shared.id, "relevance": 0.7, "category": "supporting"},
+        ],
+        [{"id": mine.id, "relevance": 0.8}, {"id": shared.id, "relevance": 0.7}],
+    )
+    await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="tb")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(memory_id=mine.id))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    ok = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=mine.id, user_id="bob", project_id=pid)
+    )
+    assert len(ok.usage) == 1
+    # The log holds bob's prompt: nobody else sees any of the thread, not even
+    # the rows of the shared PROJECT memory.
+    anon = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb", project_id=pid))
+    assert anon.usage == []
+    other = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(thread_id="tb", user_id="eve", project_id=pid)
+    )
+    assert other.usage == []
+    shared_log = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(memory_id=shared.id, user_id="eve", project_id=pid)
+    )
+    assert shared_log.usage == []
+    own = await h.memory.ListMemoryUsage(
+        m.ListMemoryUsageRequest(thread_id="tb", user_id="bob", project_id=pid)
+    )
+    assert sorted(u.memory_id for u in own.usage) == sorted([mine.id, shared.id])
+    assert {u.context for u in own.usage} == {"which database port?"}
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_another_users_selections_do_not_change_my_thread(llm_harness, stub):
+    """Threads belong to the (user, project) that selected: eve using the same
+    thread id neither marks bob's memories as used nor reads his usage."""
+    h = llm_harness
+    pid, _ = await world(h)
+    shared = await create(h, kind=P, project_id=pid, title="shared")
+    picks = [{"id": shared.id, "relevance": 0.8, "category": "necessary"}]
+    script(stub, picks, [{"id": shared.id, "relevance": 0.8}], times=2)
+    await select(h, m.MemoryScope(project_id=pid, user_id="eve"), thread="t-shared")
+    [mine] = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="t-shared")
+    assert not mine.previously_used
+    assert mine.relevance == 0.8
+
+
+async def test_titles_past_the_context_are_read_in_batches_never_cut(llm_harness, stub):
+    h = llm_harness
+    # A 2,048-token model: room for ~900 bytes of titles next to the prompt.
+    stub.context_lengths = {"qwen2.5:3b": 2048}
+    pid, sid = await world(h)
+    mems = [
+        await create(h, kind=P, project_id=pid, title=f"memory number {i} about " + "x" * 40)
+        for i in range(40)
+    ]
+    first, last = mems[0], mems[-1]
+    stub.add_rule(Reply.of({"ranked": []}), contains=PASS2)  # first: it names titles too
+    stub.add_rule(
+        Reply.of({"selected": [{"id": first.id, "relevance": 0.6, "category": "supporting"}]}),
+        contains=f"[{first.id}] memory number 0 ",
+    )
+    stub.add_rule(
+        Reply.of({"selected": [{"id": last.id, "relevance": 0.9, "category": "necessary"}]}),
+        contains=f"[{last.id}] memory number 39 ",
+    )
+    stub.add_rule(Reply.of({"selected": []}), contains=PASS1)
+    got = await select(h, m.MemoryScope(project_id=pid, session_id=sid))
+    pass1 = [r for r in stub.requests if PASS1 in r.prompt_text()]
+    assert len(pass1) >= 2
+    assert {x.title_batches for x in got} == {len(pass1)}
+    assert {x.method for x in got} == {"llm"} and all(not x.degraded_reason for x in got)
+    # Picks of every batch are merged, most relevant first.
+    assert [x.memory.id for x in got] == [last.id, first.id]
+    # Each batch reached the model whole: instructions and the question first.
+    for r in pass1:
+        assert not r.truncated and r.seen_text.startswith(PASS1)
+        assert "which database port?" in r.seen_text
+    offered = "".join(r.prompt_text() for r in pass1)
+    assert all(f"[{x.id}] memory number" in offered for x in mems)
+
+
+async def test_a_question_too_long_for_the_context_degrades_and_says_why(llm_harness, stub):
+    h = llm_harness
+    stub.context_lengths = {"qwen2.5:3b": 2048}
+    pid, sid = await world(h)
+    await create(h, kind=P, project_id=pid, title="postgres port")
+    await wait_until(lambda: index_idle(h))  # the fallback searches the index
+    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    got = await select(h, scope, prompt="which port? " + "really " * 300)
+    assert got and {x.method for x in got} == {"semantic"}
+    assert "context" in got[0].degraded_reason
+    assert [r for r in stub.requests if PASS1 in r.prompt_text()] == []

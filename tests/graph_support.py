@@ -1,0 +1,74 @@
+"""Helpers of the graph and extraction tests: a harness wired to the Ollama
+stand-in with fast retries, the canned extraction answers, and short-hand
+calls that create a project, a session or an episode."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from tests.ollama_stub import OllamaStub
+from tests.support import Harness, start_harness, take
+
+EMPTY = {"entities": [], "relationships": []}
+ALICE = {
+    "entities": [
+        {"name": "Alice", "type": "person", "notes": "Leads the Atlas project"},
+        {"name": "Atlas", "type": "project", "notes": None},
+    ],
+    "relationships": [{"from": "Alice", "to": "Atlas", "label": "leads", "notes": None}],
+}
+
+
+def speed_up(h: Harness, **overrides) -> None:
+    """Fast backoff, so retry tests take milliseconds instead of seconds."""
+    w = h.app.extraction_worker
+    w.config = replace(
+        w.config,
+        **{"backoff_base": 0.02, "backoff_max": 0.1, "postpone_delay": 0.05, **overrides},
+    )
+
+
+async def start_graph_harness(data_dir, stub: OllamaStub, **kw) -> Harness:
+    h = await start_harness(
+        data_dir, ollama_url=stub.url, **{"job_max_attempts": 3, "llm_timeout": 10.0, **kw}
+    )
+    speed_up(h)
+    return h
+
+
+async def new_project(h: Harness, name: str = "proj") -> m.Project:
+    return await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=name)))
+
+
+async def new_session(h: Harness, project_id: int = 0) -> m.Session:
+    return await h.memory.CreateSession(
+        m.CreateSessionRequest(session=m.Session(project_id=project_id))
+    )
+
+
+async def new_episode(h: Harness, session_id: int, user: str = "hi", ai: str = "ok") -> m.Episode:
+    return await h.memory.CreateEpisode(
+        m.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
+    )
+
+
+async def event_for(h: Harness, episode_id: int, limit: float = 10.0) -> g.ExtractionEvent:
+    call = h.graph.WatchExtractions(g.WatchExtractionsRequest(episode_id=episode_id))
+    try:
+        [event] = await take(call, 1, limit)
+        return event
+    finally:
+        call.cancel()
+
+
+async def expect_status(coro, code: grpc.StatusCode, text: str = "") -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await coro
+    assert info.value.code() == code, info.value.details()
+    assert text in info.value.details(), info.value.details()
+    return info.value.details()

@@ -1,0 +1,74 @@
+"""The caller's deadline reaches the dependencies an RPC waits on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nexus_grpc import deadlines
+from nexus_grpc.errors import DeadlineExceeded
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.llm import LLMUnavailable, OllamaClient
+from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
+from tests.ollama_stub import Reply
+
+
+def test_budget_is_our_limit_cut_to_what_the_caller_has_left():
+    assert deadlines.budget(30.0, "x") == 30.0  # no call in progress: our limit alone
+    deadlines.start(2.0)
+    assert 1.5 < deadlines.budget(30.0, "x") <= 2.0
+    assert deadlines.budget(0.5, "x") == 0.5
+    deadlines.start(-0.01)
+    with pytest.raises(DeadlineExceeded, match="deadline passed before calling the thing"):
+        deadlines.budget(30.0, "calling the thing")
+    deadlines.start(None)
+    assert deadlines.remaining() is None
+
+
+async def test_ollama_call_gives_up_when_the_rpc_deadline_does(stub):
+    llm = OllamaClient(stub.url, timeout=30)
+    stub.enqueue(Reply.slow(10, "{}"))
+    try:
+        deadlines.start(0.3)
+        started = time.monotonic()
+        with pytest.raises(LLMUnavailable, match=r"within 0\.[0-3]"):
+            await llm.chat_text("qwen2.5:3b", [{"role": "user", "content": "hi"}],
+                                temperature=0.1, num_predict=10)
+        assert time.monotonic() - started < 3  # not the client's own 30 s
+    finally:
+        deadlines.start(None)
+        await llm.close()
+
+
+@pytest.mark.parametrize("make_index", ["edge", "remote"])
+async def test_a_search_whose_caller_gave_up_is_not_started(tmp_path, make_index):
+    if make_index == "edge":
+        index = EdgeVectorIndex(tmp_path / "v")
+    else:
+        index = QdrantVectorIndex(location=":memory:")
+    try:
+        await index.ensure_collection("episodes", 4, {"sessionId": "integer"})
+        deadlines.start(-0.01)
+        with pytest.raises(DeadlineExceeded):
+            await index.search("episodes", [1.0, 0, 0, 0], filter=None, limit=3)
+        deadlines.start(5.0)
+        assert await index.search("episodes", [1.0, 0, 0, 0], filter=None, limit=3) == []
+    finally:
+        deadlines.start(None)
+        await index.close()
+
+
+async def test_the_servicer_sees_the_clients_deadline(harness, monkeypatch):
+    seen: list[float | None] = []
+    real = harness.app.conversations.create_session
+
+    async def spy(*args, **kwargs):
+        seen.append(deadlines.remaining())
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(harness.app.conversations, "create_session", spy)
+    await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()), timeout=5)
+    await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    assert seen[0] is not None and 0 < seen[0] <= 5
+    assert seen[1] is None  # no deadline from the client: none invented

@@ -1,0 +1,107 @@
+"""Optional OpenTelemetry traces, recorded by the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the [otel] extra is not installed")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+from nexus_grpc import tracing  # noqa: E402
+from nexus_grpc.app import App  # noqa: E402
+from nexus_grpc.client import NexusClient, NexusClientError  # noqa: E402
+from nexus_grpc.config import Settings  # noqa: E402
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m  # noqa: E402
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s  # noqa: E402
+from nexus_grpc.store import Database  # noqa: E402
+from tests.ollama_stub import Reply  # noqa: E402
+from tests.support import HashingEmbedder, start_harness  # noqa: E402
+
+SESSION_PROMPT = "You summarise a conversation"
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    tracing.configure(exporter=exporter)
+    yield exporter
+    tracing.shutdown()
+
+
+def by_name(exporter, name):
+    return [s for s in exporter.get_finished_spans() if s.name == name]
+
+
+def children(exporter, parent):
+    return [
+        s for s in exporter.get_finished_spans()
+        if s.parent is not None and s.parent.span_id == parent.context.span_id
+    ]
+
+
+async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
+    tmp_path, spans, stub
+):
+    client_tracer = TracerProvider()
+    client_spans = InMemorySpanExporter()
+    client_tracer.add_span_processor(SimpleSpanProcessor(client_spans))
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
+    try:
+        async with NexusClient(h.target) as client:
+            with client_tracer.get_tracer("test").start_as_current_span("orchestrator"):
+                session = await client.create_session(session=m.Session(name="traced"))
+                await client.create_episode(
+                    session_id=session.id, user_message="apples are red",
+                    metadata=[("x-request-id", "trace-req-1")],
+                )
+                # Embeds the query and searches the index, whatever it finds.
+                await client.search_episodes(
+                    query="apples", session_id=session.id, mode=m.SEARCH_MODE_SEMANTIC
+                ).collect()
+                stub.add_rule(Reply.of("Fruit talk."), contains=SESSION_PROMPT, times=1)
+                await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=session.id))
+                with pytest.raises(NexusClientError):
+                    await client.get_session(id=424242)
+    finally:
+        await h.close()
+
+    (caller,) = client_spans.get_finished_spans()
+    create = by_name(spans, "nexus.memory.v1.MemoryService/CreateEpisode")
+    assert len(create) == 1, "one span per RPC"
+    (create,) = create
+    assert create.kind == SpanKind.SERVER
+    assert create.attributes["nexus.request_id"] == "trace-req-1"
+    assert create.attributes["rpc.grpc.status_code"] == 0
+    # The client's context travelled in the metadata: same trace, caller as parent.
+    assert create.context.trace_id == caller.context.trace_id
+    assert create.parent.span_id == caller.context.span_id
+    assert "db.write" in {c.name for c in children(spans, create)}
+
+    (search,) = by_name(spans, "nexus.memory.v1.MemoryService/SearchEpisodes")
+    names = {c.name for c in children(spans, search)}
+    assert {"embedder.embed", "vector.search"} <= names, names
+
+    (summarize,) = by_name(spans, "nexus.summary.v1.SummaryService/SummarizeSession")
+    llm = [c for c in children(spans, summarize) if c.name.startswith("llm.")]
+    assert llm, {c.name for c in children(spans, summarize)}
+
+    (missing,) = by_name(spans, "nexus.memory.v1.MemoryService/GetSession")
+    assert missing.attributes["rpc.grpc.status_code"] == 5  # NOT_FOUND
+    assert missing.status.status_code == StatusCode.ERROR
+
+
+async def test_off_by_default_nothing_is_wrapped(tmp_path):
+    assert not tracing.enabled()
+    app = App(Settings(data_dir=tmp_path / "data"), embedder=HashingEmbedder())
+    # The components are the real objects, not proxies: tracing costs nothing when off.
+    assert type(app.db) is Database
+    assert type(app.embedder) is HashingEmbedder
+    metadata: list[tuple[str, str]] = []
+    tracing.inject(metadata)  # no active span: nothing to propagate
+    assert metadata == []
