@@ -70,5 +70,7 @@ async def test_the_servicer_sees_the_clients_deadline(harness, monkeypatch):
     monkeypatch.setattr(harness.app.conversations, "create_session", spy)
     await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()), timeout=5)
     await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-    assert seen[0] is not None and 0 < seen[0] <= 5
+    # gRPC carries the timeout, not the instant, and may round it up on the wire
+    # (grpc-timeout units): the server can see a few milliseconds more than 5 s.
+    assert seen[0] is not None and 0 < seen[0] <= 5.1
     assert seen[1] is None  # no deadline from the client: none invented
