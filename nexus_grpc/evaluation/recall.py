@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import grpc
 import grpc.aio
 
+from nexus_grpc.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation.conversations import Conversation, DataError, load_all
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
@@ -38,6 +39,7 @@ MODES = {
     "default": memory_pb2.SEARCH_MODE_UNSPECIFIED,
 }
 KS = (1, 5, 10)
+Metadata = tuple[tuple[str, str], ...]
 INDEX_QUEUE = "index:episodes"
 # readme: the construction shared/eval/README.md fixes (the session date in the
 # first turn's text). timed: the date moves out of the text into each
@@ -155,12 +157,14 @@ async def _store(
     timeout: float,
     done: list[int],
     construction: str = "readme",
+    metadata: Metadata = (),
 ) -> Stored:
     project = await stub.CreateProject(
         memory_pb2.CreateProjectRequest(
             project=memory_pb2.Project(name=f"recall-eval {conv.name} {construction} {run_id}")
         ),
         timeout=timeout,
+        metadata=metadata,
     )
     ids: list[int] = []
     # Episodes go in conversation order, one at a time: order is part of a
@@ -171,6 +175,7 @@ async def _store(
                 session=memory_pb2.Session(name=f"session {n}", project_id=project.id)
             ),
             timeout=timeout,
+            metadata=metadata,
         )
         start = session_time(session.date) if construction == "timed" else 0.0
         for i, episode in enumerate(session.episodes):
@@ -183,18 +188,24 @@ async def _store(
             if construction == "timed":
                 request.user_message = _timed_text(session.date, episode.user_message)
                 request.occur_time.FromNanoseconds(int((start + i * TURN_SECONDS) * 1e9))
-            reply = await stub.CreateEpisode(request, timeout=timeout)
+            reply = await stub.CreateEpisode(request, timeout=timeout, metadata=metadata)
             ids.append(reply.id)
             done[0] += 1
     return Stored(conv, project.id, ids, construction)
 
 
 async def _wait_indexed(
-    stub: memory_grpc.MemoryServiceStub, progress: Progress, timeout: float, deadline_s: float
+    stub: memory_grpc.MemoryServiceStub,
+    progress: Progress,
+    timeout: float,
+    deadline_s: float,
+    metadata: Metadata = (),
 ) -> None:
     end = time.monotonic() + deadline_s
     while True:
-        status = await stub.GetServiceStatus(memory_pb2.GetServiceStatusRequest(), timeout=timeout)
+        status = await stub.GetServiceStatus(
+            memory_pb2.GetServiceStatusRequest(), timeout=timeout, metadata=metadata
+        )
         queue = next((q for q in status.queues if q.kind == INDEX_QUEUE), None)
         pending = queue.pending if queue else 0
         if queue and queue.failed:
@@ -215,6 +226,7 @@ async def _ask(
     limit: int,
     timeout: float,
     progress: Progress,
+    metadata: Metadata = (),
 ) -> dict[str, ModeResult]:
     results = {result_key(s.construction, m): ModeResult(result_key(s.construction, m))
                for s in stored for m in modes}
@@ -233,6 +245,7 @@ async def _ask(
                         project_id=s.project_id, query=q.text, mode=MODES[mode], limit=limit
                     ),
                     timeout=timeout,
+                    metadata=metadata,
                 ):
                     n += 1
                     if rank is None and position.get(hit.episode.id) in q.evidence:
@@ -273,9 +286,10 @@ async def evaluate(
             for session in c.sessions:
                 session_time(session.date)
     progress = Progress(progress_out)
-    metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
-    interceptors = [_Metadata(metadata)] if metadata else None
-    async with grpc.aio.insecure_channel(target, interceptors=interceptors) as channel:
+    metadata = bearer_metadata(api_key)
+    # Every write carries a request_id and the rest are reads: the clients' retry
+    # policy is safe here.
+    async with open_channel(target) as channel:
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout)
         except TimeoutError as exc:
@@ -287,7 +301,7 @@ async def evaluate(
         started = time.perf_counter()
         try:
             tasks = [
-                asyncio.ensure_future(_store(stub, c, run_id, timeout, done, k))
+                asyncio.ensure_future(_store(stub, c, run_id, timeout, done, k, metadata))
                 for k in constructions
                 for c in conversations
             ]
@@ -296,9 +310,9 @@ async def evaluate(
                 await asyncio.wait(tasks, timeout=0.2)
             stored = [t.result() for t in tasks]
             progress(f"stored {episodes} episodes", final=True)
-            await _wait_indexed(stub, progress, timeout, index_deadline)
+            await _wait_indexed(stub, progress, timeout, index_deadline, metadata)
             ingest_s = time.perf_counter() - started
-            results = await _ask(stub, stored, list(modes), limit, timeout, progress)
+            results = await _ask(stub, stored, list(modes), limit, timeout, progress, metadata)
         except grpc.aio.AioRpcError as exc:
             raise EvalError(f"{exc.code().name}: {exc.details()}") from exc
     return {
@@ -312,22 +326,6 @@ async def evaluate(
         "ingest_seconds": round(ingest_s, 2),
         "modes": {m: r.summary() for m, r in results.items()},
     }
-
-
-class _Metadata(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    """Adds the bearer key to every call."""
-
-    def __init__(self, metadata: Any) -> None:
-        self.metadata = metadata
-
-    def _with(self, details: Any) -> Any:
-        return details._replace(metadata=list(details.metadata or ()) + list(self.metadata))
-
-    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
-        return await continuation(self._with(client_call_details), request)
-
-    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
-        return await continuation(self._with(client_call_details), request)
 
 
 def format_report(report: dict[str, Any]) -> str:
