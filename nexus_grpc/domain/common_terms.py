@@ -16,6 +16,7 @@ common word's postings on every search, which is what this avoids.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import Counter, OrderedDict
@@ -39,6 +40,9 @@ class ScopeVocabulary:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._cache: OrderedDict[Hashable, tuple[float, frozenset[str]]] = OrderedDict()
+        # A miss being read: a hybrid search asks for the same scope from both
+        # halves at once, and both should wait on one read.
+        self._reading: dict[Hashable, asyncio.Future[frozenset[str]]] = {}
 
     async def common(
         self,
@@ -53,8 +57,20 @@ class ScopeVocabulary:
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(key)
             return cached[1]
-        texts = await sample(SAMPLE_SIZE)
-        found = common_words(texts)
+        reading = self._reading.get(key)
+        if reading is not None:
+            return await asyncio.shield(reading)
+        future: asyncio.Future[frozenset[str]] = asyncio.get_running_loop().create_future()
+        self._reading[key] = future
+        try:
+            found = common_words(await sample(SAMPLE_SIZE))
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here: a waiter may not exist
+            raise
+        finally:
+            del self._reading[key]
+        future.set_result(found)
         self._cache[key] = (now + TTL_SECONDS, found)
         self._cache.move_to_end(key)
         while len(self._cache) > MAX_SCOPES:

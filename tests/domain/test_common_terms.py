@@ -56,3 +56,25 @@ async def test_vocabulary_is_cached_per_scope_until_its_ttl():
     texts = ["Bob: y"] * MIN_SAMPLE
     assert await vocabulary.common((1, 2), sample) == frozenset({"bob", "y"})
     assert len(reads) == 3
+
+
+async def test_concurrent_misses_for_one_scope_read_its_sample_once():
+    import asyncio
+
+    vocabulary = ScopeVocabulary()
+    reads: list[int] = []
+    release = asyncio.Event()
+
+    async def sample(n: int) -> list[str]:
+        reads.append(n)
+        await release.wait()
+        return ["Ann: x"] * MIN_SAMPLE
+
+    both = asyncio.gather(vocabulary.common((1,), sample), vocabulary.common((1,), sample))
+    # One turn of the loop (not a timed wait): both tasks start and ask before the
+    # read can finish; without coalescing each would start a read of its own.
+    await asyncio.sleep(0)
+    release.set()
+    first, second = await both
+    assert first == second == frozenset({"ann", "x"})
+    assert len(reads) == 1
