@@ -16,7 +16,12 @@ from nexus_grpc.core.models import EpisodeHit, SearchMode, SearchSource, TimeWin
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fused_scores, hybrid_halves
+from nexus_grpc.domain.ranking import (
+    HYBRID_CANDIDATE_FACTOR,
+    fused_scores,
+    hybrid_halves,
+    with_group_cohesion,
+)
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
@@ -74,9 +79,7 @@ class EpisodeSearch:
                 return
             # One read: rank, then the rows and snippets of what is returned.
             hits = await self.db.read_in_transaction(
-                lambda c: _hits(
-                    c, _keyword(c, match, session_ids, n, w), match, session_ids, n, w
-                )
+                lambda c: _hits(c, _keyword(c, match, session_ids, n, w), match, session_ids, n, w)
             )
         elif mode == SearchMode.SEMANTIC:
             ranked = await self._semantic(without(text, common), session_ids, n, w)
@@ -84,18 +87,20 @@ class EpisodeSearch:
         else:
             keyword, semantic = await hybrid_halves(
                 self._keyword(match, session_ids, n * HYBRID_CANDIDATE_FACTOR, w),
-                self._semantic(
-                    without(text, common), session_ids, n * HYBRID_CANDIDATE_FACTOR, w
-                ),
+                self._semantic(without(text, common), session_ids, n * HYBRID_CANDIDATE_FACTOR, w),
                 on_degraded,
             )
             found: dict[int, tuple[SearchSource, ...]] = {i: KEYWORD for i, _, _ in keyword}
             for i, _, _ in semantic:
                 found[i] = found.get(i, ()) + SEMANTIC
             fused = fused_scores([(i, s) for i, s, _ in keyword], [(i, s) for i, s, _ in semantic])
-            # A few spare candidates stand in for rows deleted since they were indexed.
-            ranked = [(i, s, found[i]) for i, s in fused[: n + 5]]
-            hits = await self._read_hits(ranked, match, session_ids, n, w)
+            if not fused:
+                return
+            # One read: each candidate's session (for cohesion), then the rows
+            # and snippets of what is returned.
+            hits = await self.db.read_in_transaction(
+                lambda c: _hits(c, _by_session(c, fused, found, n), match, session_ids, n, w)
+            )
         for hit in hits:
             yield hit
 
@@ -158,6 +163,20 @@ def _keyword(
 ) -> Ranked:
     found = episode_store.keyword_search(conn, match, session_ids, n, window)
     return [(i, s, KEYWORD) for i, s in found]
+
+
+def _by_session(
+    conn: sqlite3.Connection,
+    fused: list[tuple[int, float]],
+    found: dict[int, tuple[SearchSource, ...]],
+    n: int,
+) -> Ranked:
+    """Fused candidates re-ranked with their sessions' cohesion."""
+    sessions = episode_store.sessions_of(conn, [i for i, _ in fused])
+    # A candidate whose row is gone gets a group of its own; _hits drops it.
+    ranked = with_group_cohesion(fused, lambda i: sessions.get(i, -i))
+    # A few spare candidates stand in for rows deleted since they were indexed.
+    return [(i, s, found[i]) for i, s in ranked[: n + 5]]
 
 
 def _hits(

@@ -145,6 +145,18 @@ def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Episode]
     return {r["id"]: _row(r) for r in rows}
 
 
+def sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
+    """Each existing episode's session id: what ranking needs of a candidate
+    (the primary-key index alone answers it; no row text is read)."""
+    if not ids:
+        return {}
+    marks = placeholders(len(ids))
+    rows = conn.execute(
+        f"SELECT id, session_id FROM episodes WHERE id IN ({marks})", tuple(ids)
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
 def list_page(
     conn: sqlite3.Connection, session_id: int, before_id: int | None, limit: int
 ) -> list[Episode]:
@@ -315,9 +327,7 @@ def keyword_search(
     words = f"{_TEXT_COLUMNS} : ({match})"
     when, when_params = _window(window if window and not window.empty else None, "e")
     # With a window each shape reads the episode row beside its postings.
-    source = (
-        "episodes_fts f JOIN episodes e ON e.id = f.rowid" if when else "episodes_fts f"
-    )
+    source = "episodes_fts f JOIN episodes e ON e.id = f.rowid" if when else "episodes_fts f"
     if session_ids is None:
         rows = conn.execute(
             f"SELECT f.rowid, f.rank FROM {source} WHERE episodes_fts MATCH ?{when}"
@@ -379,9 +389,7 @@ def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[i
     return out
 
 
-def scope_sample(
-    conn: sqlite3.Connection, session_ids: Sequence[int], limit: int
-) -> list[str]:
+def scope_sample(conn: sqlite3.Connection, session_ids: Sequence[int], limit: int) -> list[str]:
     """The texts of up to ``limit`` of the scope's most recent episodes."""
     if len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
         rows = conn.execute(
