@@ -216,7 +216,7 @@ class App:
         signature = embedding_signature(self.embedder)
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                vectors = await self.embedder.embed(["health check"])
+                vectors = [await self.embedder.embed_query("health check")]
         except Exception as exc:
             return DependencyState("embedder", False, f"{signature}: cannot embed: {exc}")
         if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimension:

@@ -38,6 +38,12 @@ class HashingEmbedder:
         self.calls = 0
         self.fail_with: Exception | None = None
 
+    similarity_temperature = 0.05
+
+    async def embed_query(self, text: str) -> list[float]:
+        [vector] = await self.embed([text])
+        return vector
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         if self.fail_with is not None:

@@ -93,7 +93,11 @@ class EpisodeSearch:
             found: dict[int, tuple[SearchSource, ...]] = {i: KEYWORD for i, _, _ in keyword}
             for i, _, _ in semantic:
                 found[i] = found.get(i, ()) + SEMANTIC
-            fused = fused_scores([(i, s) for i, s, _ in keyword], [(i, s) for i, s, _ in semantic])
+            fused = fused_scores(
+                [(i, s) for i, s, _ in keyword],
+                [(i, s) for i, s, _ in semantic],
+                self.embedder.similarity_temperature,
+            )
             if not fused:
                 return
             # One read: each candidate's session (for cohesion), then the rows
@@ -128,7 +132,7 @@ class EpisodeSearch:
                 )
             )
         try:
-            [vector] = await self.embedder.embed([text])
+            vector = await self.embedder.embed_query(text)
             found = await self.index.search(
                 EPISODES,
                 vector,

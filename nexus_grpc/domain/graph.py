@@ -351,7 +351,8 @@ class Graph:
             # No name matched and the index is down: say so rather than
             # answer "nothing found".
             raise Unavailable(down[0])
-        for f in fuse(keyword, semantic, lambda h: h.entity.id, lambda h: h.score, n):
+        temperature = self.embedder.similarity_temperature
+        for f in fuse(keyword, semantic, lambda h: h.entity.id, lambda h: h.score, n, temperature):
             yield EntityHit(f.hit.entity, f.score)
 
     async def _named(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
@@ -375,7 +376,7 @@ class Graph:
     async def _semantic(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
         project_id, session_id = graph
         try:
-            [vector] = await self.embedder.embed([text])
+            vector = await self.embedder.embed_query(text)
             hits = await self.index.search(
                 ENTITIES,
                 vector,

@@ -434,7 +434,8 @@ class Memories:
             self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR),
             on_degraded,
         )
-        for f in fuse(keyword, semantic, lambda h: h.memory.id, lambda h: h.score, n):
+        temperature = self.embedder.similarity_temperature
+        for f in fuse(keyword, semantic, lambda h: h.memory.id, lambda h: h.score, n, temperature):
             yield MemoryHit(f.hit.memory, f.score, f.sources)
 
     async def _common(self, scope: MemoryScope) -> frozenset[str]:
@@ -468,7 +469,7 @@ class Memories:
         if flt is None:
             return []
         try:
-            [vector] = await self.embedder.embed([without(text, await self._common(scope))])
+            vector = await self.embedder.embed_query(without(text, await self._common(scope)))
             hits = await self.index.search(MEMORIES, vector, filter=flt, limit=n)
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
             raise Unavailable(f"semantic search is unavailable: {exc}") from exc

@@ -46,7 +46,8 @@ KEYWORD_WEIGHT = 0.6
 #: bm25 points behind the best keyword hit that cost a factor of e.
 KEYWORD_TEMPERATURE = 2.0
 
-#: Cosine similarity behind the best semantic hit that costs a factor of e.
+#: Cosine similarity behind the best semantic hit that costs a factor of e,
+#: unless the embedder says otherwise (Embedder.similarity_temperature).
 SEMANTIC_TEMPERATURE = 0.05
 
 #: How much a hit's group (an episode's session) adds, relative to the best
@@ -90,7 +91,9 @@ class Fused(Generic[H]):
 
 
 def fused_scores(
-    keyword: Sequence[tuple[K, float]], semantic: Sequence[tuple[K, float]]
+    keyword: Sequence[tuple[K, float]],
+    semantic: Sequence[tuple[K, float]],
+    semantic_temperature: float = SEMANTIC_TEMPERATURE,
 ) -> list[tuple[K, float]]:
     """Each key's hybrid score in [0, 1], best first (ties keep keyword order)."""
     scores: dict[K, float] = {}
@@ -106,7 +109,7 @@ def fused_scores(
     if semantic:
         top = max(s for _, s in semantic)
         for key, s in semantic:
-            likely = math.exp((s - top) / SEMANTIC_TEMPERATURE)
+            likely = math.exp((s - top) / semantic_temperature)
             scores[key] = scores.get(key, 0.0) + (1.0 - KEYWORD_WEIGHT) * likely
     return sorted(scores.items(), key=lambda item: item[1], reverse=True)
 
@@ -151,6 +154,7 @@ def fuse(
     key: Callable[[H], int],
     score: Callable[[H], float],
     limit: int,
+    semantic_temperature: float = SEMANTIC_TEMPERATURE,
 ) -> list[Fused[H]]:
     """Keyword and semantic hits fused by score, best first."""
     by_keyword = {key(h): h for h in keyword}
@@ -158,6 +162,7 @@ def fuse(
     fused = fused_scores(
         [(k, score(h)) for k, h in by_keyword.items()],
         [(k, score(h)) for k, h in by_semantic.items()],
+        semantic_temperature,
     )
     return [Fused(s, by_keyword.get(k), by_semantic.get(k)) for k, s in fused[:limit]]
 

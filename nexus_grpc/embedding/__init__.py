@@ -1,12 +1,14 @@
-"""Text embedders: offline MiniLM (default) or a remote Ollama server."""
+"""Text embedders: offline E5 (default) or MiniLM, or a remote Ollama server."""
 
 from __future__ import annotations
 
 from .base import Embedder, EmbedderUnavailable, EmbeddingDimensionMismatch
+from .e5 import E5Embedder
 from .minilm import MiniLMEmbedder
 from .ollama import OllamaEmbedder
 
 __all__ = [
+    "E5Embedder",
     "Embedder",
     "EmbedderUnavailable",
     "EmbeddingDimensionMismatch",
@@ -17,7 +19,7 @@ __all__ = [
 
 
 def make_embedder(
-    kind: str = "minilm",
+    kind: str = "e5",
     *,
     ollama_host: str | None = None,
     ollama_model: str = "nomic-embed-text",
@@ -26,7 +28,9 @@ def make_embedder(
     ollama_timeout: float = 30.0,
 ) -> Embedder:
     """Build the configured embedder. ``threads`` <= 0 picks a default for the host."""
-    kind = (kind or "minilm").strip().lower()
+    kind = (kind or "e5").strip().lower()
+    if kind == "e5":
+        return E5Embedder(threads=threads if threads > 0 else None)
     if kind == "minilm":
         return MiniLMEmbedder(threads=threads if threads > 0 else None)
     if kind == "ollama":
@@ -35,4 +39,4 @@ def make_embedder(
         return OllamaEmbedder(
             ollama_host, model=ollama_model, dimension=ollama_dimension, timeout=ollama_timeout
         )
-    raise ValueError(f"unknown embedder {kind!r}; expected 'minilm' or 'ollama'")
+    raise ValueError(f"unknown embedder {kind!r}; expected 'e5', 'minilm' or 'ollama'")

@@ -22,8 +22,19 @@ class Embedder(Protocol):
     model_id: str
     dimension: int
 
+    #: Cosine similarity behind the best semantic hit that costs a factor of e
+    #: when hybrid search weighs this model's hits (domain/ranking.py); each
+    #: model spreads its cosines differently.
+    similarity_temperature: float
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One L2-normalised vector per text, in order. Never blocks the event loop."""
+        """One L2-normalised vector per document text, in order. Never blocks the
+        event loop."""
+        ...
+
+    async def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query (asymmetric models embed queries and
+        documents differently); searches call this, never ``embed``."""
         ...
 
     async def close(self) -> None: ...

@@ -8,21 +8,18 @@ attention mask, then L2 normalisation.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import sys
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .coalesce import CoalescingLane
 from .int8_matmul import pack_in_subprocess
+from .local import BACKGROUND_NICE, LocalEmbedder, _background_priority
+
+__all__ = ["BACKGROUND_NICE", "MiniLMEmbedder", "_background_priority"]
 
 log = logging.getLogger(__name__)
 
@@ -34,36 +31,13 @@ BATCH_SIZE = 32
 BATCH_TOKENS = 4096
 
 
-#: Niceness of the indexing threads. Background embedding takes every core it is
-#: given; at normal priority it pushed the event loop past 100 ms under write load.
-BACKGROUND_NICE = 10
-
-
-def _default_threads() -> int:
-    # The target host has 2 cores; more threads than cores only adds contention.
-    return max(1, min(2, os.cpu_count() or 1))
-
-
-def _background_priority() -> None:
-    """Runs in each indexing thread: searches and the event loop come first.
-
-    On Linux a thread has its own nice value, so this lowers only the calling
-    thread. Elsewhere it may lower nothing or the whole process, so it is skipped."""
-    if sys.platform != "linux":
-        return
-    tid = threading.get_native_id()
-    try:
-        nice = os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, nice))
-    except OSError:  # a sandbox that forbids it: run at normal priority
-        pass
-
-
-class MiniLMEmbedder:
+class MiniLMEmbedder(LocalEmbedder):
     """all-MiniLM-L6-v2 sentence embeddings (384-d, unit length), fully offline."""
 
     model_id: str = MODEL_ID
     dimension: int = DIMENSION
+    #: Fitted on the LoCoMo dev split (docs/recall.md).
+    similarity_temperature: float = 0.05
 
     def __init__(
         self,
@@ -75,8 +49,13 @@ class MiniLMEmbedder:
         tokenizer_path: str | Path | None = None,
         int8_kernels: bool = True,
     ) -> None:
-        self._threads = threads if threads and threads > 0 else _default_threads()
-        self._batch_size = batch_size
+        # Each run is single-threaded and `threads` batches run at once, one per
+        # core. One thread per batch uses the CPU better than onnxruntime's
+        # intra-op threads (16 short texts: 14.5 ms on one thread against 12.4 ms on
+        # two, i.e. 70 % more CPU), and keeps all indexing work on threads we can
+        # lower in priority. onnxruntime sessions and HF tokenizers are safe to call
+        # concurrently.
+        super().__init__(threads=threads, batch_size=batch_size, name="minilm")
         self._max_seq_length = max_seq_length
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
@@ -85,28 +64,6 @@ class MiniLMEmbedder:
         self._int8_kernels = int8_kernels  # False: the packaged graph as it is (for comparison)
         self._int8_layers = 0
         self._load_lock = threading.Lock()
-        # Each run is single-threaded and `threads` batches run at once, one per
-        # core. One thread per batch uses the CPU better than onnxruntime's
-        # intra-op threads (16 short texts: 14.5 ms on one thread against 12.4 ms on
-        # two, i.e. 70 % more CPU), and keeps all indexing work on threads we can
-        # lower in priority. onnxruntime sessions and HF tokenizers are safe to call
-        # concurrently.
-        self._executor = ThreadPoolExecutor(
-            max_workers=self._threads,
-            thread_name_prefix="minilm",
-            initializer=_background_priority,
-        )
-        # A second lane, at normal priority, for single texts (search queries):
-        # without it a query waits behind indexing batches, which take seconds.
-        # Concurrent queries are coalesced into one run (see coalesce.py).
-        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilm-q")
-        self._queries = CoalescingLane(self._embed_queries, max_batch=batch_size)
-        self._closed = False
-
-    @property
-    def threads(self) -> int:
-        """Indexing batches run at once, each on one core."""
-        return self._threads
 
     @property
     def int8_layers(self) -> int:
@@ -177,14 +134,6 @@ class MiniLMEmbedder:
             log.warning("int8 kernels unavailable (%s); embedding on fp32 kernels", exc)
         return ort.InferenceSession(model_path, sess_options=opts, providers=providers), 0
 
-    async def warm(self) -> None:
-        """Load tokenizer and model now (≈0.2–0.5 s) instead of on the first embed().
-
-        On the query lane, at normal priority: a search waits on the load, and
-        on a niced indexing thread under load it took seconds (and held up a
-        SIGTERM that arrived meanwhile)."""
-        await self._run(self._warm_sync, interactive=True)
-
     def _warm_sync(self) -> None:
         self._load()
         self._embed_sync(["warm up"])
@@ -230,46 +179,6 @@ class MiniLMEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return pooled / np.clip(norms, 1e-12, None)
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        if len(texts) == 1:
-            if self._closed:
-                raise RuntimeError("MiniLMEmbedder is closed")
-            return [await self._queries.embed(str(texts[0]))]
-        items = [str(t) for t in texts]
-        # A large call (a reindex page) is split across the indexing threads; a
-        # worker's batch of 32 is not, as the job worker keeps two in flight.
-        parts = min(self._threads, -(-len(items) // self._batch_size))
-        if parts <= 1:
-            vectors = await self._run(self._embed_sync, items)
-            return vectors.tolist()  # type: ignore[no-any-return]
-        done = await asyncio.gather(
-            *(self._run(self._embed_sync, items[k::parts]) for k in range(parts))
-        )
-        out: list[list[float]] = [[] for _ in items]
-        for k, vectors in enumerate(done):
-            out[k::parts] = vectors.tolist()
-        return out
-
-    async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
-        vectors = await self._run(self._embed_sync, texts, interactive=True)
-        return vectors.tolist()  # type: ignore[no-any-return]
-
-    async def _run(self, fn: Any, *args: Any, interactive: bool = False) -> Any:
-        if self._closed:
-            raise RuntimeError("MiniLMEmbedder is closed")
-        loop = asyncio.get_running_loop()
-        executor = self._query_executor if interactive else self._executor
-        return await loop.run_in_executor(executor, fn, *args)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self._queries.close()
-        # Let an in-flight batch finish without blocking the loop while it does.
-        await asyncio.to_thread(self._executor.shutdown, wait=True)
-        await asyncio.to_thread(self._query_executor.shutdown, wait=True)
+    def _release(self) -> None:
         self._session = None
         self._tokenizer = None

@@ -31,6 +31,13 @@ class OllamaEmbedder:
         self._batch_size = batch_size
         self._client = ollama.AsyncClient(host=host, timeout=timeout)
 
+    #: Not fitted for any Ollama model; MiniLM's value is a middle ground.
+    similarity_temperature: float = 0.05
+
+    async def embed_query(self, text: str) -> list[float]:
+        [vector] = await self.embed([text])
+        return vector
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):

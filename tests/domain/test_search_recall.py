@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.embedding import MiniLMEmbedder
+from nexus_grpc.embedding import make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.support import start_harness, wait_until
@@ -56,9 +56,10 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture
-async def h(tmp_path):
-    harness = await start_harness(tmp_path / "data", embedder=MiniLMEmbedder())
+@pytest.fixture(params=["e5", "minilm"])
+async def h(tmp_path, request):
+    # Both offline embedders: the default (e5) and the one for small CPUs.
+    harness = await start_harness(tmp_path / "data", embedder=make_embedder(request.param))
     yield harness
     await harness.close()
 
@@ -66,8 +67,9 @@ async def h(tmp_path):
 async def indexed(h):
     async def done():
         return await h.app.db.read(
-            lambda c: c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0]
-            == 0
+            lambda c: (
+                c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0] == 0
+            )
         )
 
     await wait_until(done, timeout=60)

