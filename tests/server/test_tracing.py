@@ -85,7 +85,7 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
 
     (search,) = by_name(spans, "nexus.memory.v1.MemoryService/SearchEpisodes")
     names = {c.name for c in children(spans, search)}
-    assert {"embedder.embed", "vector.search"} <= names, names
+    assert {"embedder.embed_query", "vector.search"} <= names, names
 
     (summarize,) = by_name(spans, "nexus.summary.v1.SummaryService/SummarizeSession")
     llm = [c for c in children(spans, summarize) if c.name.startswith("llm.")]
