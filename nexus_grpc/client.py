@@ -17,7 +17,9 @@ request's fields as typed keyword arguments, plus ``timeout=`` (seconds; ``None`
 for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
 ``metadata`` field, a mapping or ``Struct`` there is that field).  Unary methods
 return the response message; server-streaming ones return a ``ServerStream``, an
-async iterator.  Failures raise ``NexusClientError`` with the status code.
+async iterator; client-streaming ones (``import_episodes``) take an iterable of
+requests and return the one response.  Failures raise ``NexusClientError`` with
+the status code.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -30,7 +32,7 @@ create never stores twice.  See ``nexus_grpc.client_base`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
@@ -535,6 +537,36 @@ class NexusClient(ClientBase):
                 "start_time": start_time,
                 "end_time": end_time,
             },
+            timeout,
+            metadata,
+        )
+
+    async def import_episodes(
+        self,
+        requests: Iterable[memory_pb2.ImportEpisodesRequest | Mapping[str, Any]]
+        | AsyncIterable[memory_pb2.ImportEpisodesRequest | Mapping[str, Any]],
+        /,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ImportEpisodesResponse:
+        """MemoryService.ImportEpisodes: streams requests, returns ``ImportEpisodesResponse``.
+
+        Bulk import: the caller streams episodes, each with its own request_id (required
+        here, so that resending an import is safe), and the server writes them in batches,
+        one transaction per batch, then answers once with counts, ids and per-item errors. A
+        bad item is reported in errors and written nothing; the others go on. At most 10,000
+        episodes a call. Their embedding, extraction and summaries are queued behind those
+        of live CreateEpisode calls.
+
+        requests: ImportEpisodesRequest messages, or mappings of their fields, from a plain
+        or an async iterable; they are sent as they are (nothing is filled in).
+        """
+        return await self._client_stream(
+            "MemoryService",
+            "ImportEpisodes",
+            memory_pb2.ImportEpisodesRequest,
+            requests,
             timeout,
             metadata,
         )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
@@ -11,7 +12,7 @@ from nexus_grpc.core.models import Episode, Page, Project, Session
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NexusError
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
@@ -80,6 +81,176 @@ def _check_same_tenant(
             f"{field} {project_id} belongs to another tenant than session {session.id};"
             " a session joins only a project of its own tenant"
         )
+
+
+@dataclass(frozen=True)
+class EpisodeInput:
+    """One episode to store: CreateEpisode's fields, or one ImportEpisodes item."""
+
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: Mapping[str, Any]
+    request_id: str
+    project_id: int = 0
+    occur_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An imported item's episode; ``replayed``: its request_id was already
+    stored with the same content, so nothing new was written."""
+
+    episode_id: int
+    replayed: bool
+
+
+def _checked(item: EpisodeInput) -> EpisodeInput:
+    """The item validated, with its metadata normalised; INVALID_ARGUMENT
+    naming the first bad field."""
+    v.positive_id("session_id", item.session_id)
+    v.occur_time("occur_time", item.occur_at)
+    v.text("user_message", item.user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
+    v.text("ai_response", item.ai_response, limit=v.MAX_MESSAGE_CHARS)
+    # An identifier, as a memory's request_id is: " r1" and "r1" must not
+    # be one retry key to the client and two to the server.
+    v.identifier("request_id", item.request_id)
+    v.positive_id("project_id", item.project_id, required=False)
+    return replace(item, metadata=v.metadata("metadata", item.metadata))
+
+
+def _import_in(
+    conn: sqlite3.Connection, items: list[tuple[int, EpisodeInput]], tenant: str | None
+) -> list[tuple[int, Imported | NexusError]]:
+    """An import batch in the writer's transaction, in two steps: each item is
+    resolved against the database as CreateEpisode would (its session, a
+    replay of its request_id, attaching the session to project_id) inside
+    its own savepoint, so a bad item fails alone; then the items to store are
+    inserted together (``episode_store.insert_many``)."""
+    outcomes: list[tuple[int, Imported | NexusError]] = []
+    to_insert: list[tuple[int, EpisodeInput]] = []
+    # Items of this batch not yet inserted, by retry key: a second item with
+    # the same request_id replays the first, as it would one by one.
+    pending: dict[tuple[int, str], tuple[int, EpisodeInput]] = {}
+    replays: list[tuple[int, int]] = []  # (item, the earlier item it replays)
+    for i, item in items:
+        conn.execute("SAVEPOINT import_item")
+        try:
+            session = session_store.get(conn, item.session_id, tenant)
+            key = (item.session_id, item.request_id)
+            earlier = pending.get(key)
+            existing = None if earlier else episode_store.find_by_request_id(conn, *key)
+            if earlier is not None:
+                _check_pending_retry(earlier[1], item, session)
+                replays.append((i, earlier[0]))
+            elif existing is not None:
+                _check_retry(
+                    existing,
+                    session,
+                    item.request_id,
+                    item.user_message,
+                    item.ai_response,
+                    item.metadata,
+                    item.project_id,
+                    item.occur_at,
+                )
+                outcomes.append((i, Imported(existing.id, True)))
+            else:
+                _attach_project(conn, session, item.project_id, tenant)
+                pending[key] = (i, item)
+                to_insert.append((i, item))
+        except NexusError as exc:
+            conn.execute("ROLLBACK TO import_item")
+            outcomes.append((i, exc))
+        finally:
+            conn.execute("RELEASE import_item")
+    ids = episode_store.insert_many(
+        conn,
+        [
+            episode_store.NewEpisode(
+                item.session_id,
+                item.user_message,
+                item.ai_response,
+                item.metadata,
+                item.request_id,
+                item.occur_at,
+            )
+            for _, item in to_insert
+        ],
+        jobs.BULK,
+    )
+    inserted = {i: episode_id for (i, _), episode_id in zip(to_insert, ids, strict=True)}
+    outcomes.extend((i, Imported(episode_id, False)) for i, episode_id in inserted.items())
+    outcomes.extend((i, Imported(inserted[first], True)) for i, first in replays)
+    return outcomes
+
+
+def _check_pending_retry(first: EpisodeInput, item: EpisodeInput, session: Session) -> None:
+    """An item reusing the request_id of an earlier item of the same batch,
+    judged as ``_check_retry`` judges a stored episode."""
+    differs = [
+        name
+        for name in ("user_message", "ai_response", "metadata")
+        if getattr(first, name) != getattr(item, name)
+    ]
+    if item.project_id and item.project_id != (first.project_id or session.project_id):
+        differs.append("project_id")
+    if item.occur_at is not None and item.occur_at != first.occur_at:
+        differs.append("occur_time")
+    if differs:
+        raise AlreadyExists(
+            f"request_id {v.quoted(item.request_id)} was already used in session {session.id}"
+            f" by an earlier episode of this import, with a different {', '.join(differs)}"
+        )
+
+
+def _attach_project(
+    conn: sqlite3.Connection, session: Session, project_id: int, tenant: str | None
+) -> None:
+    """CreateEpisode's project_id: attaches a session that has no project yet."""
+    if not project_id or session.project_id == project_id:
+        return
+    if session.project_id:
+        raise FailedPrecondition(
+            f"session {session.id} belongs to project {session.project_id},"
+            f" not project_id {project_id}"
+        )
+    _check_same_tenant(conn, session, project_id, "project_id", tenant)
+    session_store.update(conn, session.id, {"project_id": project_id})
+
+
+def _create_in(
+    conn: sqlite3.Connection, item: EpisodeInput, tenant: str | None, priority: int
+) -> tuple[Episode, bool]:
+    """Store a checked episode in the writer's transaction: (episode, whether
+    it was a replay of its request_id)."""
+    session = session_store.get(conn, item.session_id, tenant)
+    if item.request_id:
+        existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
+        if existing is not None:
+            _check_retry(
+                existing,
+                session,
+                item.request_id,
+                item.user_message,
+                item.ai_response,
+                item.metadata,
+                item.project_id,
+                item.occur_at,
+            )
+            return existing, True
+    _attach_project(conn, session, item.project_id, tenant)
+    episode = episode_store.insert(
+        conn,
+        item.session_id,
+        item.user_message,
+        item.ai_response,
+        item.metadata,
+        item.request_id,
+        item.occur_at,
+        priority,
+    )
+    return episode, False
 
 
 class Conversations:
@@ -252,49 +423,52 @@ class Conversations:
         project_id: int = 0,
         occur_at: float | None = None,
     ) -> Episode:
-        v.positive_id("session_id", session_id)
-        v.occur_time("occur_time", occur_at)
-        v.text("user_message", user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
-        v.text("ai_response", ai_response, limit=v.MAX_MESSAGE_CHARS)
-        # An identifier, as a memory's request_id is: " r1" and "r1" must not
-        # be one retry key to the client and two to the server.
-        v.identifier("request_id", request_id)
-        v.positive_id("project_id", project_id, required=False)
-        meta = v.metadata("metadata", metadata)
-
+        item = EpisodeInput(
+            session_id, user_message, ai_response, metadata, request_id, project_id, occur_at
+        )
+        checked = _checked(item)
         tenant = tenancy.visible()
-
-        def create(conn: sqlite3.Connection) -> Episode:
-            session = session_store.get(conn, session_id, tenant)
-            if request_id:
-                existing = episode_store.find_by_request_id(conn, session_id, request_id)
-                if existing is not None:
-                    _check_retry(
-                        existing,
-                        session,
-                        request_id,
-                        user_message,
-                        ai_response,
-                        meta,
-                        project_id,
-                        occur_at,
-                    )
-                    return existing
-            if project_id and session.project_id != project_id:
-                if session.project_id:
-                    raise FailedPrecondition(
-                        f"session {session_id} belongs to project {session.project_id},"
-                        f" not project_id {project_id}"
-                    )
-                _check_same_tenant(conn, session, project_id, "project_id", tenant)
-                session_store.update(conn, session_id, {"project_id": project_id})
-            return episode_store.insert(
-                conn, session_id, user_message, ai_response, meta, request_id, occur_at
-            )
-
-        episode = await self.db.write(create)
+        episode, _ = await self.db.write(lambda c: _create_in(c, checked, tenant, jobs.LIVE))
         self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
         return episode
+
+    async def import_episodes(
+        self, items: Sequence[EpisodeInput | NexusError]
+    ) -> list[Imported | NexusError]:
+        """One batch of an import: every item is checked and written as
+        CreateEpisode would (a request_id is required), all in one
+        transaction, each inside its own savepoint, so a bad item is that
+        item's error and writes nothing while the others are written. The
+        jobs are queued at BULK priority, behind live traffic's.
+
+        An item may arrive already failed (its conversion from the wire
+        failed): it is handed back as it is."""
+        outcomes: list[Imported | NexusError | None] = []
+        checked: list[tuple[int, EpisodeInput]] = []
+        for i, item in enumerate(items):
+            if isinstance(item, NexusError):
+                outcomes.append(item)
+                continue
+            try:
+                if not item.request_id:
+                    raise InvalidArgument(
+                        "request_id is required for an imported episode, so that"
+                        " resending the import is safe"
+                    )
+                checked.append((i, _checked(item)))
+                outcomes.append(None)
+            except NexusError as exc:
+                outcomes.append(exc)
+        tenant = tenancy.visible()
+
+        def write(conn: sqlite3.Connection) -> list[tuple[int, Imported | NexusError]]:
+            return _import_in(conn, checked, tenant)
+
+        if checked:
+            for i, outcome in await self.db.write(write):
+                outcomes[i] = outcome
+            self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
+        return [o for o in outcomes if o is not None]
 
     async def get_episode(self, episode_id: int) -> Episode:
         v.positive_id("id", episode_id)

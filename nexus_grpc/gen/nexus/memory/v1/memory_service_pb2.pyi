@@ -669,6 +669,109 @@ class CreateEpisodeRequest(_message.Message):
 Global___CreateEpisodeRequest: _TypeAlias = CreateEpisodeRequest  # noqa: Y015
 
 @_typing.final
+class ImportEpisodesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def episode(self) -> Global___CreateEpisodeRequest:
+        """One episode, with the fields and rules of CreateEpisode; request_id is
+        required. A request_id already stored in the session with the same
+        content answers with that episode (counted as replayed); with different
+        content it is an ALREADY_EXISTS item error.
+        """
+
+    def __init__(
+        self,
+        *,
+        episode: Global___CreateEpisodeRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodesRequest: _TypeAlias = ImportEpisodesRequest  # noqa: Y015
+
+@_typing.final
+class ImportEpisodeError(_message.Message):
+    """Why one streamed item was not imported."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """The item's position in the stream, from 0."""
+    request_id: _builtins.str
+    code: _builtins.int
+    """A gRPC status code number (3 INVALID_ARGUMENT, 5 NOT_FOUND,
+    6 ALREADY_EXISTS, 9 FAILED_PRECONDITION, ...), as CreateEpisode would
+    have answered for this item alone.
+    """
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "index", b"index", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodeError: _TypeAlias = ImportEpisodeError  # noqa: Y015
+
+@_typing.final
+class ImportEpisodesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIVED_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    EPISODE_IDS_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    received: _builtins.int
+    """Items read from the stream."""
+    created: _builtins.int
+    """Episodes written by this call."""
+    replayed: _builtins.int
+    """Items whose request_id was already stored with the same content."""
+    failed: _builtins.int
+    """Items not imported; each has an entry in errors."""
+    @_builtins.property
+    def episode_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """One per item, in stream order: the episode's id, or 0 for a failed item."""
+
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportEpisodeError]: ...
+    def __init__(
+        self,
+        *,
+        received: _builtins.int = ...,
+        created: _builtins.int = ...,
+        replayed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        episode_ids: _abc.Iterable[_builtins.int] | None = ...,
+        errors: _abc.Iterable[Global___ImportEpisodeError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "episode_ids", b"episode_ids", "errors", b"errors", "failed", b"failed", "received", b"received", "replayed", b"replayed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodesResponse: _TypeAlias = ImportEpisodesResponse  # noqa: Y015
+
+@_typing.final
 class GetEpisodeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

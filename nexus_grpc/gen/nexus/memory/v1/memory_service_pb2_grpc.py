@@ -109,6 +109,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchEpisodesRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchHit.FromString,
                 _registered_method=True)
+        self.ImportEpisodes = channel.stream_unary(
+                '/nexus.memory.v1.MemoryService/ImportEpisodes',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.FromString,
+                _registered_method=True)
         self.CreateMemory = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/CreateMemory',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.CreateMemoryRequest.SerializeToString,
@@ -267,6 +272,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportEpisodes(self, request_iterator, context):
+        """Bulk import: the caller streams episodes, each with its own request_id
+        (required here, so that resending an import is safe), and the server
+        writes them in batches, one transaction per batch, then answers once
+        with counts, ids and per-item errors. A bad item is reported in errors
+        and written nothing; the others go on. At most 10,000 episodes a call.
+        Their embedding, extraction and summaries are queued behind those of
+        live CreateEpisode calls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -416,6 +434,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.SearchEpisodes,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchEpisodesRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchHit.SerializeToString,
+            ),
+            'ImportEpisodes': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportEpisodes,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.SerializeToString,
             ),
             'CreateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMemory,
@@ -878,6 +901,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/SearchEpisodes',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchEpisodesRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchHit.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportEpisodes(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/nexus.memory.v1.MemoryService/ImportEpisodes',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

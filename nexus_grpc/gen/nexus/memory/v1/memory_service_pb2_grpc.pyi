@@ -58,6 +58,15 @@ class MemoryServiceStub:
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
     """
+    ImportEpisodes: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.ImportEpisodesRequest, _memory_service_pb2.ImportEpisodesResponse]
+    """Bulk import: the caller streams episodes, each with its own request_id
+    (required here, so that resending an import is safe), and the server
+    writes them in batches, one transaction per batch, then answers once
+    with counts, ids and per-item errors. A bad item is reported in errors
+    and written nothing; the others go on. At most 10,000 episodes a call.
+    Their embedding, extraction and summaries are queued behind those of
+    live CreateEpisode calls.
+    """
     CreateMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]
     GetMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]
@@ -104,6 +113,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     SearchEpisodes: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SearchEpisodesRequest, _memory_service_pb2.SearchHit]  # type: ignore[assignment]
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
+    """
+    ImportEpisodes: _aio.StreamUnaryMultiCallable[_memory_service_pb2.ImportEpisodesRequest, _memory_service_pb2.ImportEpisodesResponse]  # type: ignore[assignment]
+    """Bulk import: the caller streams episodes, each with its own request_id
+    (required here, so that resending an import is safe), and the server
+    writes them in batches, one transaction per batch, then answers once
+    with counts, ids and per-item errors. A bad item is reported in errors
+    and written nothing; the others go on. At most 10,000 episodes a call.
+    Their embedding, extraction and summaries are queued behind those of
+    live CreateEpisode calls.
     """
     CreateMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
     GetMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
@@ -238,6 +256,21 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.SearchHit], _abc.AsyncIterator[_memory_service_pb2.SearchHit]]:
         """Streams hits in rank order. A session outside a project searches its own
         episodes; a session in a project searches every session of that project.
+        """
+
+    @_abc_1.abstractmethod
+    def ImportEpisodes(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.ImportEpisodesRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ImportEpisodesResponse, _abc.Awaitable[_memory_service_pb2.ImportEpisodesResponse]]:
+        """Bulk import: the caller streams episodes, each with its own request_id
+        (required here, so that resending an import is safe), and the server
+        writes them in batches, one transaction per batch, then answers once
+        with counts, ids and per-item errors. A bad item is reported in errors
+        and written nothing; the others go on. At most 10,000 episodes a call.
+        Their embedding, extraction and summaries are queued behind those of
+        live CreateEpisode calls.
         """
 
     @_abc_1.abstractmethod

@@ -13,6 +13,8 @@ import {
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type ClientWritableStream,
+  type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -476,6 +478,44 @@ export interface CreateEpisodeRequest {
    * INVALID_ARGUMENT.
    */
   occurTime: Date | undefined;
+}
+
+export interface ImportEpisodesRequest {
+  /**
+   * One episode, with the fields and rules of CreateEpisode; request_id is
+   * required. A request_id already stored in the session with the same
+   * content answers with that episode (counted as replayed); with different
+   * content it is an ALREADY_EXISTS item error.
+   */
+  episode: CreateEpisodeRequest | undefined;
+}
+
+/** Why one streamed item was not imported. */
+export interface ImportEpisodeError {
+  /** The item's position in the stream, from 0. */
+  index: number;
+  requestId: string;
+  /**
+   * A gRPC status code number (3 INVALID_ARGUMENT, 5 NOT_FOUND,
+   * 6 ALREADY_EXISTS, 9 FAILED_PRECONDITION, ...), as CreateEpisode would
+   * have answered for this item alone.
+   */
+  code: number;
+  message: string;
+}
+
+export interface ImportEpisodesResponse {
+  /** Items read from the stream. */
+  received: number;
+  /** Episodes written by this call. */
+  created: number;
+  /** Items whose request_id was already stored with the same content. */
+  replayed: number;
+  /** Items not imported; each has an entry in errors. */
+  failed: number;
+  /** One per item, in stream order: the episode's id, or 0 for a failed item. */
+  episodeIds: number[];
+  errors: ImportEpisodeError[];
 }
 
 export interface GetEpisodeRequest {
@@ -2791,6 +2831,365 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     message.requestId = object.requestId ?? "";
     message.projectId = object.projectId ?? 0;
     message.occurTime = object.occurTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseImportEpisodesRequest(): ImportEpisodesRequest {
+  return { episode: undefined };
+}
+
+export const ImportEpisodesRequest: MessageFns<ImportEpisodesRequest> = {
+  encode(message: ImportEpisodesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.episode !== undefined) {
+      CreateEpisodeRequest.encode(message.episode, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.episode = CreateEpisodeRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodesRequest {
+    return { episode: isSet(object.episode) ? CreateEpisodeRequest.fromJSON(object.episode) : undefined };
+  },
+
+  toJSON(message: ImportEpisodesRequest): unknown {
+    const obj: any = {};
+    if (message.episode !== undefined) {
+      obj.episode = CreateEpisodeRequest.toJSON(message.episode);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodesRequest>): ImportEpisodesRequest {
+    return ImportEpisodesRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodesRequest>): ImportEpisodesRequest {
+    const message = createBaseImportEpisodesRequest();
+    message.episode = (object.episode !== undefined && object.episode !== null)
+      ? CreateEpisodeRequest.fromPartial(object.episode)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseImportEpisodeError(): ImportEpisodeError {
+  return { index: 0, requestId: "", code: 0, message: "" };
+}
+
+export const ImportEpisodeError: MessageFns<ImportEpisodeError> = {
+  encode(message: ImportEpisodeError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).int64(message.index);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.code !== 0) {
+      writer.uint32(24).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodeError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodeError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodeError {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: ImportEpisodeError): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodeError>): ImportEpisodeError {
+    return ImportEpisodeError.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodeError>): ImportEpisodeError {
+    const message = createBaseImportEpisodeError();
+    message.index = object.index ?? 0;
+    message.requestId = object.requestId ?? "";
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
+function createBaseImportEpisodesResponse(): ImportEpisodesResponse {
+  return { received: 0, created: 0, replayed: 0, failed: 0, episodeIds: [], errors: [] };
+}
+
+export const ImportEpisodesResponse: MessageFns<ImportEpisodesResponse> = {
+  encode(message: ImportEpisodesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.received !== 0) {
+      writer.uint32(8).int64(message.received);
+    }
+    if (message.created !== 0) {
+      writer.uint32(16).int64(message.created);
+    }
+    if (message.replayed !== 0) {
+      writer.uint32(24).int64(message.replayed);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(32).int64(message.failed);
+    }
+    if (message.episodeIds.length !== 0) {
+      writer.uint32(42).fork();
+      for (const v of message.episodeIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    for (const v of message.errors) {
+      ImportEpisodeError.encode(v!, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.received = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.created = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replayed = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.failed = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag === 40) {
+              message.episodeIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 42) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.episodeIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.errors.push(ImportEpisodeError.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodesResponse {
+    return {
+      received: isSet(object.received) ? globalThis.Number(object.received) : 0,
+      created: isSet(object.created) ? globalThis.Number(object.created) : 0,
+      replayed: isSet(object.replayed) ? globalThis.Number(object.replayed) : 0,
+      failed: isSet(object.failed) ? globalThis.Number(object.failed) : 0,
+      episodeIds: globalThis.Array.isArray(object?.episodeIds)
+        ? object.episodeIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.episode_ids)
+        ? object.episode_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      errors: globalThis.Array.isArray(object?.errors)
+        ? object.errors.map((e: any) => ImportEpisodeError.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ImportEpisodesResponse): unknown {
+    const obj: any = {};
+    if (message.received !== 0) {
+      obj.received = Math.round(message.received);
+    }
+    if (message.created !== 0) {
+      obj.created = Math.round(message.created);
+    }
+    if (message.replayed !== 0) {
+      obj.replayed = Math.round(message.replayed);
+    }
+    if (message.failed !== 0) {
+      obj.failed = Math.round(message.failed);
+    }
+    if (message.episodeIds?.length) {
+      obj.episodeIds = message.episodeIds.map((e) => Math.round(e));
+    }
+    if (message.errors?.length) {
+      obj.errors = message.errors.map((e) => ImportEpisodeError.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodesResponse>): ImportEpisodesResponse {
+    return ImportEpisodesResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodesResponse>): ImportEpisodesResponse {
+    const message = createBaseImportEpisodesResponse();
+    message.received = object.received ?? 0;
+    message.created = object.created ?? 0;
+    message.replayed = object.replayed ?? 0;
+    message.failed = object.failed ?? 0;
+    message.episodeIds = object.episodeIds?.map((e) => e) || [];
+    message.errors = object.errors?.map((e) => ImportEpisodeError.fromPartial(e)) || [];
     return message;
   },
 };
@@ -7046,6 +7445,23 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * Bulk import: the caller streams episodes, each with its own request_id
+     * (required here, so that resending an import is safe), and the server
+     * writes them in batches, one transaction per batch, then answers once
+     * with counts, ids and per-item errors. A bad item is reported in errors
+     * and written nothing; the others go on. At most 10,000 episodes a call.
+     * Their embedding, extraction and summaries are queued behind those of
+     * live CreateEpisode calls.
+     */
+    importEpisodes: {
+      name: "ImportEpisodes",
+      requestType: ImportEpisodesRequest as typeof ImportEpisodesRequest,
+      requestStream: true,
+      responseType: ImportEpisodesResponse as typeof ImportEpisodesResponse,
+      responseStream: false,
+      options: {},
+    },
     createMemory: {
       name: "CreateMemory",
       requestType: CreateMemoryRequest as typeof CreateMemoryRequest,
@@ -7301,6 +7717,26 @@ export const MemoryServiceService = {
     responseSerialize: (value: SearchHit): Buffer => Buffer.from(SearchHit.encode(value).finish()),
     responseDeserialize: (value: Buffer): SearchHit => SearchHit.decode(value),
   },
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes: {
+    path: "/nexus.memory.v1.MemoryService/ImportEpisodes" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportEpisodesRequest): Buffer =>
+      Buffer.from(ImportEpisodesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportEpisodesRequest => ImportEpisodesRequest.decode(value),
+    responseSerialize: (value: ImportEpisodesResponse): Buffer =>
+      Buffer.from(ImportEpisodesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportEpisodesResponse => ImportEpisodesResponse.decode(value),
+  },
   createMemory: {
     path: "/nexus.memory.v1.MemoryService/CreateMemory" as const,
     requestStream: false as const,
@@ -7449,6 +7885,16 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * episodes; a session in a project searches every session of that project.
    */
   searchEpisodes: handleServerStreamingCall<SearchEpisodesRequest, SearchHit>;
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes: handleClientStreamingCall<ImportEpisodesRequest, ImportEpisodesResponse>;
   createMemory: handleUnaryCall<CreateMemoryRequest, Memory>;
   getMemory: handleUnaryCall<GetMemoryRequest, Memory>;
   listMemories: handleUnaryCall<ListMemoriesRequest, ListMemoriesResponse>;
@@ -7699,6 +8145,31 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SearchHit>;
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes(
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
   createMemory(
     request: CreateMemoryRequest,
     callback: (error: ServiceError | null, response: Memory) => void,
