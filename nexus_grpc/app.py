@@ -21,6 +21,7 @@ from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
+from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.memories import Memories
@@ -146,6 +147,7 @@ class App:
         self.failure: StartupError | None = None
         self.conversations = Conversations(self.db, self.signals, settings.default_tenant)
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
+        self.export = ProjectExport(self.db)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
         # None when no LLM server is configured: LLM jobs then wait in the queue.

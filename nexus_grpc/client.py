@@ -900,6 +900,41 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    def export_project(
+        self,
+        request: memory_pb2.ExportProjectRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> ServerStream[memory_pb2.ExportRecord]:
+        """MemoryService.ExportProject: streams ``ExportRecord``.
+
+        Everything a project holds, to move it to another server (`nexus-grpc export` writes
+        it as JSON Lines, `nexus-grpc import` reads it back): the project, then its
+        sessions, their episodes (oldest first, with their occur_time), the memories stored
+        in the project (each followed by its history), the entities and relationships of its
+        graph, and its summaries. Under the rules of the other reads: another tenant's
+        project is NOT_FOUND, USER memories of users the API key may not act for and expired
+        memories are left out. Read in pages, not as one snapshot: stop writing to the
+        project while exporting it.
+
+        Args (the fields of ``ExportProjectRequest``):
+            project_id: int
+        """
+        return self._stream(
+            "MemoryService",
+            "ExportProject",
+            memory_pb2.ExportProjectRequest,
+            request,
+            {
+                "project_id": project_id,
+            },
+            timeout,
+            metadata,
+        )
+
     async def get_service_status(
         self,
         request: memory_pb2.GetServiceStatusRequest | Mapping[str, Any] | None = None,

@@ -8,17 +8,20 @@ from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert, pages
+from nexus_grpc.api import convert, graph_convert, pages, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.core.interception import Undecodable
-from nexus_grpc.core.models import SearchMode, TimeWindow
+from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
+from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument, NexusError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
-from nexus_grpc.store.memory_history import ChangedBy
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import ChangedBy, Revision
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
@@ -182,6 +185,12 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             window=window,
         ):
             yield convert.episode_hit(hit)
+
+    async def ExportProject(
+        self, request: mpb.ExportProjectRequest, context: Ctx
+    ) -> AsyncIterator[mpb.ExportRecord]:
+        async for item in self.app.export.records(request.project_id):
+            yield _export_record(item)
 
     # Service status
 
@@ -406,6 +415,24 @@ def _record_outcomes(
                 message=outcome.message[:MAX_ITEM_ERROR_CHARS],
             )
         )
+
+
+def _export_record(item: ExportItem) -> mpb.ExportRecord:
+    if isinstance(item, Project):
+        return mpb.ExportRecord(project=convert.project(item))
+    if isinstance(item, Session):
+        return mpb.ExportRecord(session=convert.session(item))
+    if isinstance(item, Episode):
+        return mpb.ExportRecord(episode=convert.episode(item))
+    if isinstance(item, Memory):
+        return mpb.ExportRecord(memory=convert.memory(item))
+    if isinstance(item, Revision):
+        return mpb.ExportRecord(memory_revision=convert.memory_revision(item))
+    if isinstance(item, Entity):
+        return mpb.ExportRecord(entity=graph_convert.entity(item))
+    if isinstance(item, Relationship):
+        return mpb.ExportRecord(relationship=graph_convert.relationship(item))
+    return mpb.ExportRecord(summary=summary_convert.summary(item))
 
 
 def _changed_by() -> ChangedBy:

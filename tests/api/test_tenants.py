@@ -407,6 +407,7 @@ READS = {
     "WatchExtractions",
     "ListProjects",
     "ListSessions",
+    "ExportProject",
 }
 
 

@@ -14,6 +14,8 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as _graph_service_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as _summary_service_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -770,6 +772,81 @@ class ImportEpisodesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ImportEpisodesResponse: _TypeAlias = ImportEpisodesResponse  # noqa: Y015
+
+@_typing.final
+class ExportProjectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportProjectRequest: _TypeAlias = ExportProjectRequest  # noqa: Y015
+
+@_typing.final
+class ExportRecord(_message.Message):
+    """One item of an export; exactly one field is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    EPISODE_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    MEMORY_REVISION_FIELD_NUMBER: _builtins.int
+    ENTITY_FIELD_NUMBER: _builtins.int
+    RELATIONSHIP_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def project(self) -> Global___Project: ...
+    @_builtins.property
+    def session(self) -> Global___Session: ...
+    @_builtins.property
+    def episode(self) -> Global___Episode: ...
+    @_builtins.property
+    def memory(self) -> Global___Memory: ...
+    @_builtins.property
+    def memory_revision(self) -> Global___MemoryRevision:
+        """One version a memory's update replaced; follows its memory, oldest
+        first.
+        """
+
+    @_builtins.property
+    def entity(self) -> _graph_service_pb2.Entity: ...
+    @_builtins.property
+    def relationship(self) -> _graph_service_pb2.Relationship: ...
+    @_builtins.property
+    def summary(self) -> _summary_service_pb2.Summary: ...
+    def __init__(
+        self,
+        *,
+        project: Global___Project | None = ...,
+        session: Global___Session | None = ...,
+        episode: Global___Episode | None = ...,
+        memory: Global___Memory | None = ...,
+        memory_revision: Global___MemoryRevision | None = ...,
+        entity: _graph_service_pb2.Entity | None = ...,
+        relationship: _graph_service_pb2.Relationship | None = ...,
+        summary: _summary_service_pb2.Summary | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary"]  # noqa: Y015
+    _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
+
+Global___ExportRecord: _TypeAlias = ExportRecord  # noqa: Y015
 
 @_typing.final
 class GetEpisodeRequest(_message.Message):

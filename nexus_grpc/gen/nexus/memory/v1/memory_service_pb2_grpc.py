@@ -159,6 +159,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
                 _registered_method=True)
+        self.ExportProject = channel.unary_stream(
+                '/nexus.memory.v1.MemoryService/ExportProject',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
+                _registered_method=True)
         self.GetServiceStatus = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/GetServiceStatus',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetServiceStatusRequest.SerializeToString,
@@ -343,6 +348,21 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportProject(self, request, context):
+        """Everything a project holds, to move it to another server (`nexus-grpc
+        export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+        the project, then its sessions, their episodes (oldest first, with their
+        occur_time), the memories stored in the project (each followed by its
+        history), the entities and relationships of its graph, and its
+        summaries. Under the rules of the other reads: another tenant's project
+        is NOT_FOUND, USER memories of users the API key may not act for and
+        expired memories are left out. Read in pages, not as one snapshot: stop
+        writing to the project while exporting it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServiceStatus(self, request, context):
         """Health detail: stores, embedder, LLM, queue depths, schema version.
         """
@@ -484,6 +504,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemoryHistory,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.SerializeToString,
+            ),
+            'ExportProject': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportProject,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.SerializeToString,
             ),
             'GetServiceStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServiceStatus,
@@ -1171,6 +1196,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/ListMemoryHistory',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportProject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ExportProject',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,17 @@ class MemoryServiceStub:
     GetMemory's ownership rules. A deleted memory's history stays readable by
     its owner for --memory-history-retention-days, then is purged.
     """
+    ExportProject: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.ExportProjectRequest, _memory_service_pb2.ExportRecord]
+    """Everything a project holds, to move it to another server (`nexus-grpc
+    export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+    the project, then its sessions, their episodes (oldest first, with their
+    occur_time), the memories stored in the project (each followed by its
+    history), the entities and relationships of its graph, and its
+    summaries. Under the rules of the other reads: another tenant's project
+    is NOT_FOUND, USER memories of users the API key may not act for and
+    expired memories are left out. Read in pages, not as one snapshot: stop
+    writing to the project while exporting it.
+    """
     GetServiceStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]
@@ -136,6 +147,17 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """The versions a memory's updates and deletes replaced, oldest first, under
     GetMemory's ownership rules. A deleted memory's history stays readable by
     its owner for --memory-history-retention-days, then is purged.
+    """
+    ExportProject: _aio.UnaryStreamMultiCallable[_memory_service_pb2.ExportProjectRequest, _memory_service_pb2.ExportRecord]  # type: ignore[assignment]
+    """Everything a project holds, to move it to another server (`nexus-grpc
+    export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+    the project, then its sessions, their episodes (oldest first, with their
+    occur_time), the memories stored in the project (each followed by its
+    history), the entities and relationships of its graph, and its
+    summaries. Under the rules of the other reads: another tenant's project
+    is NOT_FOUND, USER memories of users the API key may not act for and
+    expired memories are left out. Read in pages, not as one snapshot: stop
+    writing to the project while exporting it.
     """
     GetServiceStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]  # type: ignore[assignment]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
@@ -339,6 +361,23 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """The versions a memory's updates and deletes replaced, oldest first, under
         GetMemory's ownership rules. A deleted memory's history stays readable by
         its owner for --memory-history-retention-days, then is purged.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportProject(
+        self,
+        request: _memory_service_pb2.ExportProjectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.ExportRecord], _abc.AsyncIterator[_memory_service_pb2.ExportRecord]]:
+        """Everything a project holds, to move it to another server (`nexus-grpc
+        export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+        the project, then its sessions, their episodes (oldest first, with their
+        occur_time), the memories stored in the project (each followed by its
+        history), the entities and relationships of its graph, and its
+        summaries. Under the rules of the other reads: another tenant's project
+        is NOT_FOUND, USER memories of users the API key may not act for and
+        expired memories are left out. Read in pages, not as one snapshot: stop
+        writing to the project while exporting it.
         """
 
     @_abc_1.abstractmethod

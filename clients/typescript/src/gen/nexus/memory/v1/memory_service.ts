@@ -26,6 +26,8 @@ import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
+import { Entity, Relationship } from "../../graph/v1/graph_service";
+import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
 
@@ -516,6 +518,28 @@ export interface ImportEpisodesResponse {
   /** One per item, in stream order: the episode's id, or 0 for a failed item. */
   episodeIds: number[];
   errors: ImportEpisodeError[];
+}
+
+export interface ExportProjectRequest {
+  projectId: number;
+}
+
+/** One item of an export; exactly one field is set. */
+export interface ExportRecord {
+  project?: Project | undefined;
+  session?: Session | undefined;
+  episode?: Episode | undefined;
+  memory?:
+    | Memory
+    | undefined;
+  /**
+   * One version a memory's update replaced; follows its memory, oldest
+   * first.
+   */
+  memoryRevision?: MemoryRevision | undefined;
+  entity?: Entity | undefined;
+  relationship?: Relationship | undefined;
+  summary?: Summary | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -3190,6 +3214,289 @@ export const ImportEpisodesResponse: MessageFns<ImportEpisodesResponse> = {
     message.failed = object.failed ?? 0;
     message.episodeIds = object.episodeIds?.map((e) => e) || [];
     message.errors = object.errors?.map((e) => ImportEpisodeError.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseExportProjectRequest(): ExportProjectRequest {
+  return { projectId: 0 };
+}
+
+export const ExportProjectRequest: MessageFns<ExportProjectRequest> = {
+  encode(message: ExportProjectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportProjectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportProjectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportProjectRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: ExportProjectRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportProjectRequest>): ExportProjectRequest {
+    return ExportProjectRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportProjectRequest>): ExportProjectRequest {
+    const message = createBaseExportProjectRequest();
+    message.projectId = object.projectId ?? 0;
+    return message;
+  },
+};
+
+function createBaseExportRecord(): ExportRecord {
+  return {
+    project: undefined,
+    session: undefined,
+    episode: undefined,
+    memory: undefined,
+    memoryRevision: undefined,
+    entity: undefined,
+    relationship: undefined,
+    summary: undefined,
+  };
+}
+
+export const ExportRecord: MessageFns<ExportRecord> = {
+  encode(message: ExportRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.project !== undefined) {
+      Project.encode(message.project, writer.uint32(10).fork()).join();
+    }
+    if (message.session !== undefined) {
+      Session.encode(message.session, writer.uint32(18).fork()).join();
+    }
+    if (message.episode !== undefined) {
+      Episode.encode(message.episode, writer.uint32(26).fork()).join();
+    }
+    if (message.memory !== undefined) {
+      Memory.encode(message.memory, writer.uint32(34).fork()).join();
+    }
+    if (message.memoryRevision !== undefined) {
+      MemoryRevision.encode(message.memoryRevision, writer.uint32(42).fork()).join();
+    }
+    if (message.entity !== undefined) {
+      Entity.encode(message.entity, writer.uint32(50).fork()).join();
+    }
+    if (message.relationship !== undefined) {
+      Relationship.encode(message.relationship, writer.uint32(58).fork()).join();
+    }
+    if (message.summary !== undefined) {
+      Summary.encode(message.summary, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.project = Project.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.session = Session.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.episode = Episode.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.memory = Memory.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.memoryRevision = MemoryRevision.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.entity = Entity.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.relationship = Relationship.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.summary = Summary.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportRecord {
+    return {
+      project: isSet(object.project) ? Project.fromJSON(object.project) : undefined,
+      session: isSet(object.session) ? Session.fromJSON(object.session) : undefined,
+      episode: isSet(object.episode) ? Episode.fromJSON(object.episode) : undefined,
+      memory: isSet(object.memory) ? Memory.fromJSON(object.memory) : undefined,
+      memoryRevision: isSet(object.memoryRevision)
+        ? MemoryRevision.fromJSON(object.memoryRevision)
+        : isSet(object.memory_revision)
+        ? MemoryRevision.fromJSON(object.memory_revision)
+        : undefined,
+      entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
+      relationship: isSet(object.relationship) ? Relationship.fromJSON(object.relationship) : undefined,
+      summary: isSet(object.summary) ? Summary.fromJSON(object.summary) : undefined,
+    };
+  },
+
+  toJSON(message: ExportRecord): unknown {
+    const obj: any = {};
+    if (message.project !== undefined) {
+      obj.project = Project.toJSON(message.project);
+    }
+    if (message.session !== undefined) {
+      obj.session = Session.toJSON(message.session);
+    }
+    if (message.episode !== undefined) {
+      obj.episode = Episode.toJSON(message.episode);
+    }
+    if (message.memory !== undefined) {
+      obj.memory = Memory.toJSON(message.memory);
+    }
+    if (message.memoryRevision !== undefined) {
+      obj.memoryRevision = MemoryRevision.toJSON(message.memoryRevision);
+    }
+    if (message.entity !== undefined) {
+      obj.entity = Entity.toJSON(message.entity);
+    }
+    if (message.relationship !== undefined) {
+      obj.relationship = Relationship.toJSON(message.relationship);
+    }
+    if (message.summary !== undefined) {
+      obj.summary = Summary.toJSON(message.summary);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportRecord>): ExportRecord {
+    return ExportRecord.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportRecord>): ExportRecord {
+    const message = createBaseExportRecord();
+    message.project = (object.project !== undefined && object.project !== null)
+      ? Project.fromPartial(object.project)
+      : undefined;
+    message.session = (object.session !== undefined && object.session !== null)
+      ? Session.fromPartial(object.session)
+      : undefined;
+    message.episode = (object.episode !== undefined && object.episode !== null)
+      ? Episode.fromPartial(object.episode)
+      : undefined;
+    message.memory = (object.memory !== undefined && object.memory !== null)
+      ? Memory.fromPartial(object.memory)
+      : undefined;
+    message.memoryRevision = (object.memoryRevision !== undefined && object.memoryRevision !== null)
+      ? MemoryRevision.fromPartial(object.memoryRevision)
+      : undefined;
+    message.entity = (object.entity !== undefined && object.entity !== null)
+      ? Entity.fromPartial(object.entity)
+      : undefined;
+    message.relationship = (object.relationship !== undefined && object.relationship !== null)
+      ? Relationship.fromPartial(object.relationship)
+      : undefined;
+    message.summary = (object.summary !== undefined && object.summary !== null)
+      ? Summary.fromPartial(object.summary)
+      : undefined;
     return message;
   },
 };
@@ -7540,6 +7847,25 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * Everything a project holds, to move it to another server (`nexus-grpc
+     * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+     * the project, then its sessions, their episodes (oldest first, with their
+     * occur_time), the memories stored in the project (each followed by its
+     * history), the entities and relationships of its graph, and its
+     * summaries. Under the rules of the other reads: another tenant's project
+     * is NOT_FOUND, USER memories of users the API key may not act for and
+     * expired memories are left out. Read in pages, not as one snapshot: stop
+     * writing to the project while exporting it.
+     */
+    exportProject: {
+      name: "ExportProject",
+      requestType: ExportProjectRequest as typeof ExportProjectRequest,
+      requestStream: false,
+      responseType: ExportRecord as typeof ExportRecord,
+      responseStream: true,
+      options: {},
+    },
     /** Health detail: stores, embedder, LLM, queue depths, schema version. */
     getServiceStatus: {
       name: "GetServiceStatus",
@@ -7832,6 +8158,26 @@ export const MemoryServiceService = {
       Buffer.from(ListMemoryHistoryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListMemoryHistoryResponse => ListMemoryHistoryResponse.decode(value),
   },
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject: {
+    path: "/nexus.memory.v1.MemoryService/ExportProject" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: ExportProjectRequest): Buffer => Buffer.from(ExportProjectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportProjectRequest => ExportProjectRequest.decode(value),
+    responseSerialize: (value: ExportRecord): Buffer => Buffer.from(ExportRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExportRecord => ExportRecord.decode(value),
+  },
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: {
     path: "/nexus.memory.v1.MemoryService/GetServiceStatus" as const,
@@ -7910,6 +8256,18 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * its owner for --memory-history-retention-days, then is purged.
    */
   listMemoryHistory: handleUnaryCall<ListMemoryHistoryRequest, ListMemoryHistoryResponse>;
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject: handleServerStreamingCall<ExportProjectRequest, ExportRecord>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: handleUnaryCall<GetServiceStatusRequest, ServiceStatus>;
   /** Compares SQLite with the vector index and re-queues whatever is missing. */
@@ -8293,6 +8651,23 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListMemoryHistoryResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject(request: ExportProjectRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportRecord>;
+  exportProject(
+    request: ExportProjectRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExportRecord>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus(
     request: GetServiceStatusRequest,
