@@ -36,6 +36,7 @@ from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
+from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta
@@ -361,6 +362,22 @@ class App:
                 self._worker_config(batch_size=64, concurrency=1),
                 # The removed rows' index jobs are committed: let the indexer drop the points.
                 after_commit=lambda: self.signals.wake(job_store.INDEX_MEMORY),
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.RETAIN_PROJECT,
+                sweep_retention,
+                self._worker_config(batch_size=1, concurrency=1),
+                # The deleted rows' index jobs are committed: let the indexers drop the points.
+                after_commit=lambda: self.signals.wake(
+                    job_store.INDEX_EPISODE,
+                    job_store.INDEX_SUMMARY,
+                    job_store.INDEX_ENTITY,
+                    job_store.INDEX_MEMORY,
+                ),
             )
         )
         for worker in self.workers:

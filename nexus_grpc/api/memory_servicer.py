@@ -172,8 +172,12 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         self, request: mpb.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[mpb.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
-        window = TimeWindow(
-            convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+        window, cutoff = await self.conv.retained_window(
+            request.session_id,
+            request.project_id,
+            TimeWindow(
+                convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+            ),
         )
         async for hit in self.app.episode_search.search(
             request.query,
@@ -184,6 +188,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             on_degraded=_report_degraded(context),
             window=window,
         ):
+            if cutoff is not None and hit.episode.occur_at < cutoff:
+                continue  # past the project's retention
             yield convert.episode_hit(hit)
 
     async def ExportProject(

@@ -3,33 +3,59 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import Episode, Page, Project, Session
+from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NexusError
+from nexus_grpc.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NexusError,
+    NotFound,
+)
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
-PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt")
+PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
+# The longest retention accepted: beyond it "for ever" is what the caller means.
+MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400
 SESSION_FIELDS = ("name", "project_id", "metadata")
 
 
-def _project_values(values: Mapping[str, str]) -> dict[str, str]:
-    checked = {}
+def _project_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    checked: dict[str, Any] = {}
     for name, value in values.items():
-        if name in ("name", "colour", "icon"):
+        if name == "retention":
+            checked[name] = _retention(value)
+        elif name in ("name", "colour", "icon"):
             checked[name] = v.name(f"project.{name}", value, required=name == "name")
         else:
             checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
+
+
+def _retention(value: float | None) -> float | None:
+    """A project's retention in seconds; None keeps everything for ever."""
+    if value is None:
+        return None
+    if not 0 < value <= MAX_RETENTION_SECONDS:
+        raise InvalidArgument(
+            f"project.retention must be positive and at most 100 years, got {value:.0f} seconds"
+            " (leave it unset to keep everything)"
+        )
+    if value != int(value):
+        # Sub-second retention means nothing, and whole seconds come back exact.
+        raise InvalidArgument(f"project.retention must be whole seconds, got {value} seconds")
+    return value
 
 
 def _check_retry(
@@ -129,6 +155,7 @@ def _import_in(
     inserted together (``episode_store.insert_many``)."""
     outcomes: list[tuple[int, Imported | NexusError]] = []
     to_insert: list[tuple[int, EpisodeInput]] = []
+    at = time.time()
     # Items of this batch not yet inserted, by retry key: a second item with
     # the same request_id replays the first, as it would one by one.
     pending: dict[tuple[int, str], tuple[int, EpisodeInput]] = {}
@@ -136,7 +163,7 @@ def _import_in(
     for i, item in items:
         conn.execute("SAVEPOINT import_item")
         try:
-            session = session_store.get(conn, item.session_id, tenant)
+            session = session_store.get(conn, item.session_id, tenant, retained_at=at)
             key = (item.session_id, item.request_id)
             earlier = pending.get(key)
             existing = None if earlier else episode_store.find_by_request_id(conn, *key)
@@ -224,7 +251,7 @@ def _create_in(
 ) -> tuple[Episode, bool]:
     """Store a checked episode in the writer's transaction: (episode, whether
     it was a replay of its request_id)."""
-    session = session_store.get(conn, item.session_id, tenant)
+    session = session_store.get(conn, item.session_id, tenant, retained_at=time.time())
     if item.request_id:
         existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
         if existing is not None:
@@ -263,10 +290,14 @@ class Conversations:
 
     # Projects -------------------------------------------------------------
 
-    async def create_project(self, values: Mapping[str, str]) -> Project:
-        checked = _project_values({f: values.get(f, "") for f in PROJECT_FIELDS})
+    async def create_project(self, values: Mapping[str, Any]) -> Project:
+        checked = _project_values(
+            {f: values.get(f, None if f == "retention" else "") for f in PROJECT_FIELDS}
+        )
         tenant = tenancy.creator(self.default_tenant)
-        return await self.db.write(lambda c: project_store.insert(c, checked, tenant))
+        project = await self.db.write(lambda c: project_store.insert(c, checked, tenant))
+        self.signals.wake(jobs.RETAIN_PROJECT)
+        return project
 
     async def get_project(self, project_id: int) -> Project:
         v.positive_id("id", project_id)
@@ -281,13 +312,19 @@ class Conversations:
         return paging.page(rows, size)
 
     async def update_project(
-        self, project_id: int, values: Mapping[str, str], mask: list[str]
+        self, project_id: int, values: Mapping[str, Any], mask: list[str]
     ) -> Project:
         v.positive_id("project.id", project_id)
         paths = v.update_mask(mask, PROJECT_FIELDS)
-        checked = _project_values({p: values.get(p, "") for p in paths})
+        checked = _project_values(
+            {p: values.get(p, None if p == "retention" else "") for p in paths}
+        )
         tenant = tenancy.visible()
-        return await self.db.write(lambda c: project_store.update(c, project_id, checked, tenant))
+        project = await self.db.write(
+            lambda c: project_store.update(c, project_id, checked, tenant)
+        )
+        self.signals.wake(jobs.RETAIN_PROJECT)
+        return project
 
     async def delete_project(self, project_id: int) -> int:
         """Delete a project and what only it owned.
@@ -354,12 +391,17 @@ class Conversations:
 
     async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
         tenant = tenancy.visible()
+        at = time.time()  # a session past its project's retention is gone
         if external_id:
             ext = v.external_id(external_id)
-            return await self.db.read(lambda c: session_store.get_by_external_id(c, ext, tenant))
+            return await self.db.read(
+                lambda c: session_store.get_by_external_id(c, ext, tenant, retained_at=at)
+            )
         if session_id:
             v.positive_id("id", session_id)
-            return await self.db.read(lambda c: session_store.get(c, session_id, tenant))
+            return await self.db.read(
+                lambda c: session_store.get(c, session_id, tenant, retained_at=at)
+            )
         raise InvalidArgument("one of id or external_id is required")
 
     async def list_sessions(
@@ -369,8 +411,11 @@ class Conversations:
         after = paging.decode_token(page_token)
         v.positive_id("project_id", project_id, required=False)
         tenant = tenancy.visible()
+        at = time.time()
         rows = await self.db.read(
-            lambda c: session_store.list_page(c, after, size + 1, project_id, tenant)
+            lambda c: session_store.list_page(
+                c, after, size + 1, project_id, tenant, retained_at=at
+            )
         )
         return paging.page(rows, size)
 
@@ -473,7 +518,17 @@ class Conversations:
     async def get_episode(self, episode_id: int) -> Episode:
         v.positive_id("id", episode_id)
         tenant = tenancy.visible()
-        return await self.db.read(lambda c: episode_store.get(c, episode_id, tenant))
+        at = time.time()
+
+        def read(conn: sqlite3.Connection) -> Episode:
+            episode = episode_store.get(conn, episode_id, tenant)
+            cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
+            if cutoff is not None and episode.occur_at < cutoff:
+                # Past the project's retention: gone, as a deleted one is.
+                raise NotFound(f"episode {episode_id} does not exist")
+            return episode
+
+        return await self.db.read(read)
 
     async def list_episodes(
         self, session_id: int, page_size: int, page_token: str
@@ -484,12 +539,43 @@ class Conversations:
 
         tenant = tenancy.visible()
 
+        at = time.time()
+
         def read(conn: sqlite3.Connection) -> list[Episode]:
-            session_store.get(conn, session_id, tenant)
-            return episode_store.list_page(conn, session_id, before, size + 1)
+            session_store.get(conn, session_id, tenant, retained_at=at)
+            cutoff = episode_store.retention_cutoff(conn, session_id, at)
+            return episode_store.list_page(conn, session_id, before, size + 1, cutoff)
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
+
+    async def retained_window(
+        self, session_id: int, project_id: int, window: TimeWindow
+    ) -> tuple[TimeWindow, float | None]:
+        """A search's time window with its start moved up to the retention of
+        the project searched (the asking session's, or ``project_id``), so no
+        search mode returns an episode past it; and that cutoff (None: none),
+        which the caller also checks each hit against. A window the search
+        will refuse (start not before end) is left for it to refuse."""
+        at = time.time()
+
+        def read(conn: sqlite3.Connection) -> float | None:
+            if session_id > 0:
+                return episode_store.retention_cutoff(conn, session_id, at)
+            if project_id > 0:
+                retention = project_store.retention_of(conn, project_id)
+                return None if retention is None else at - retention
+            return None
+
+        cutoff = await self.db.read(read)
+        start, end = window.start, window.end
+        if cutoff is None or (start is not None and end is not None and start >= end):
+            return window, cutoff
+        if start is None or start < cutoff:
+            if end is not None and end <= cutoff:
+                return window, cutoff  # every hit is past the retention: all dropped
+            return TimeWindow(cutoff, end), cutoff
+        return window, cutoff
 
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)

@@ -48,17 +48,23 @@ class ProjectExport:
         # NOT_FOUND for a project this caller may not see, before anything is sent.
         yield await self.db.read(lambda c: project_store.get(c, project_id, tenant))
 
+        # What is past the project's retention is gone for every read.
+        at = time.time()
+        retention = await self.db.read(lambda c: project_store.retention_of(c, project_id))
+        cutoff = None if retention is None else at - retention
         sessions: list[Session] = []
         async for session in self._pages(
-            lambda c, after: session_store.list_page(c, after, PAGE, project_id, tenant)
+            lambda c, after: session_store.list_page(
+                c, after, PAGE, project_id, tenant, retained_at=at
+            )
         ):
             sessions.append(session)
             yield session
         for session in sessions:
             async for episode in self._pages(_episodes_of(session.id)):
-                yield episode
+                if cutoff is None or episode.occur_at >= cutoff:
+                    yield episode
 
-        at = time.time()
         async for memory in self._pages(
             lambda c, after: memory_store.list_in_project(c, project_id, tenant, after, PAGE, at)
         ):

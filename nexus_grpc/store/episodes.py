@@ -215,14 +215,57 @@ def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Episode]
 
 
 def list_page(
-    conn: sqlite3.Connection, session_id: int, before_id: int | None, limit: int
+    conn: sqlite3.Connection,
+    session_id: int,
+    before_id: int | None,
+    limit: int,
+    since: float | None = None,
 ) -> list[Episode]:
-    """Newest first; the page token holds the smallest id already returned."""
+    """Newest first; the page token holds the smallest id already returned.
+    ``since``: only episodes whose occur_at is not before it (a retention)."""
+    kept = "" if since is None else " AND occur_at >= ?"
     rows = conn.execute(
-        "SELECT * FROM episodes WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-        (session_id, before_id if before_id is not None else 2**62, limit),
+        f"SELECT * FROM episodes WHERE session_id = ? AND id < ?{kept} ORDER BY id DESC LIMIT ?",
+        (
+            session_id,
+            before_id if before_id is not None else 2**62,
+            *(() if since is None else (since,)),
+            limit,
+        ),
     ).fetchall()
     return [_row(r) for r in rows]
+
+
+def retention_cutoff(conn: sqlite3.Connection, session_id: int, at: float) -> float | None:
+    """The oldest occur_at the session's project keeps at ``at``; None: all."""
+    row = conn.execute(
+        "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " WHERE s.id = ?",
+        (session_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else at - float(row[0])
+
+
+def past_retention(
+    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
+) -> list[int]:
+    """The project's episodes that happened before ``cutoff``."""
+    rows = conn.execute(
+        "SELECT e.id FROM sessions s JOIN episodes e ON e.session_id = s.id"
+        " WHERE s.project_id = ? AND e.occur_at < ? ORDER BY e.id LIMIT ?",
+        (project_id, cutoff, limit),
+    )
+    return [r[0] for r in rows]
+
+
+def oldest_in_project(conn: sqlite3.Connection, project_id: int) -> float | None:
+    """When the project's oldest exchange happened; None without episodes."""
+    row = conn.execute(
+        "SELECT MIN(e.occur_at) FROM sessions s JOIN episodes e ON e.session_id = s.id"
+        " WHERE s.project_id = ?",
+        (project_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
 
 
 def list_for_session(

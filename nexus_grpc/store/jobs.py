@@ -26,7 +26,10 @@ PURGE_MEMORY_HISTORY = "purge:memory_history"
 # from when they fall due, not from when they were queued.
 # Scheduled for a memory's expire_time.
 EXPIRE_MEMORY = "expire:memory"
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY)
+# A project's retention sweep: deletes its sessions and episodes past the
+# retention, then schedules itself for the next one to pass.
+RETAIN_PROJECT = "retain:project"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
 
 # Claim order within a kind: every due LIVE job before any BULK one. A bulk
 # import's embedding, extraction and summaries wait behind live traffic
@@ -43,6 +46,7 @@ ALL_KINDS = (
     SUMMARIZE_SESSION,
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
+    RETAIN_PROJECT,
 )
 
 

@@ -540,6 +540,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX idx_jobs_priority ON jobs(kind, priority, run_after, id)
         WHERE state = 'pending';
     """,
+    # 13: a project's retention (seconds; NULL: for ever) for its sessions and
+    # episodes. Reads hide what is past it by occur_at, which this index
+    # answers per session (a session's newest exchange, a retention sweep).
+    """
+    ALTER TABLE projects ADD COLUMN retention REAL;
+    CREATE INDEX idx_episodes_session_occur ON episodes(session_id, occur_at);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

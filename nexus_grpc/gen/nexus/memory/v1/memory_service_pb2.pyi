@@ -185,6 +185,7 @@ class Project(_message.Message):
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    RETENTION_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     description: _builtins.str
@@ -196,6 +197,19 @@ class Project(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retention(self) -> _duration_pb2.Duration:
+        """How long the project keeps its conversations; unset: for ever. An
+        episode is past it once its occur_time is older than now - retention; a
+        session once it was created before that and holds no episode within it.
+        From that moment no read or search returns them (GetSession, ListSessions,
+        GetEpisode, ListEpisodes, SearchEpisodes, ExportProject), and a durable
+        job deletes them with their index points and graph links (a session as
+        DeleteSession does, summaries included).
+        Whole seconds, positive, at most 100 years. UpdateProject with retention
+        in the mask sets it, or (left unset) keeps everything again.
+        """
+
     def __init__(
         self,
         *,
@@ -208,10 +222,11 @@ class Project(_message.Message):
         system_prompt: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        retention: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "retention", b"retention", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "retention", b"retention", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

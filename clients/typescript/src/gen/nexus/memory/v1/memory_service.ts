@@ -354,7 +354,21 @@ export interface Project {
   notes: string;
   systemPrompt: string;
   createTime: Date | undefined;
-  updateTime: Date | undefined;
+  updateTime:
+    | Date
+    | undefined;
+  /**
+   * How long the project keeps its conversations; unset: for ever. An
+   * episode is past it once its occur_time is older than now - retention; a
+   * session once it was created before that and holds no episode within it.
+   * From that moment no read or search returns them (GetSession, ListSessions,
+   * GetEpisode, ListEpisodes, SearchEpisodes, ExportProject), and a durable
+   * job deletes them with their index points and graph links (a session as
+   * DeleteSession does, summaries included).
+   * Whole seconds, positive, at most 100 years. UpdateProject with retention
+   * in the mask sets it, or (left unset) keeps everything again.
+   */
+  retention: Duration | undefined;
 }
 
 export interface CreateProjectRequest {
@@ -876,6 +890,7 @@ function createBaseProject(): Project {
     systemPrompt: "",
     createTime: undefined,
     updateTime: undefined,
+    retention: undefined,
   };
 }
 
@@ -907,6 +922,9 @@ export const Project: MessageFns<Project> = {
     }
     if (message.updateTime !== undefined) {
       Timestamp.encode(toTimestamp(message.updateTime), writer.uint32(74).fork()).join();
+    }
+    if (message.retention !== undefined) {
+      Duration.encode(message.retention, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -996,6 +1014,14 @@ export const Project: MessageFns<Project> = {
             message.updateTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.retention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1031,6 +1057,7 @@ export const Project: MessageFns<Project> = {
         : isSet(object.update_time)
         ? fromJsonTimestamp(object.update_time)
         : undefined,
+      retention: isSet(object.retention) ? Duration.fromJSON(object.retention) : undefined,
     };
   },
 
@@ -1063,6 +1090,9 @@ export const Project: MessageFns<Project> = {
     if (message.updateTime !== undefined) {
       obj.updateTime = message.updateTime.toISOString();
     }
+    if (message.retention !== undefined) {
+      obj.retention = Duration.toJSON(message.retention);
+    }
     return obj;
   },
 
@@ -1080,6 +1110,9 @@ export const Project: MessageFns<Project> = {
     message.systemPrompt = object.systemPrompt ?? "";
     message.createTime = object.createTime ?? undefined;
     message.updateTime = object.updateTime ?? undefined;
+    message.retention = (object.retention !== undefined && object.retention !== null)
+      ? Duration.fromPartial(object.retention)
+      : undefined;
     return message;
   },
 };
