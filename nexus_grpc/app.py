@@ -21,6 +21,7 @@ from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
+from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.memories import Memories
@@ -35,6 +36,7 @@ from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.reconcile import Reconciler
+from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta
@@ -146,6 +148,7 @@ class App:
         self.failure: StartupError | None = None
         self.conversations = Conversations(self.db, self.signals, settings.default_tenant)
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
+        self.export = ProjectExport(self.db)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
         # None when no LLM server is configured: LLM jobs then wait in the queue.
@@ -359,6 +362,22 @@ class App:
                 self._worker_config(batch_size=64, concurrency=1),
                 # The removed rows' index jobs are committed: let the indexer drop the points.
                 after_commit=lambda: self.signals.wake(job_store.INDEX_MEMORY),
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.RETAIN_PROJECT,
+                sweep_retention,
+                self._worker_config(batch_size=1, concurrency=1),
+                # The deleted rows' index jobs are committed: let the indexers drop the points.
+                after_commit=lambda: self.signals.wake(
+                    job_store.INDEX_EPISODE,
+                    job_store.INDEX_SUMMARY,
+                    job_store.INDEX_ENTITY,
+                    job_store.INDEX_MEMORY,
+                ),
             )
         )
         for worker in self.workers:

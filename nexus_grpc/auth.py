@@ -39,7 +39,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.interception import HandlerInterceptor, is_unary_request, rewrap
+from nexus_grpc.core.interception import HandlerInterceptor, is_wrappable, rewrap
 from nexus_grpc.core.requests import RequestObserver
 
 log = logging.getLogger("nexus_grpc.auth")
@@ -262,14 +262,19 @@ class AuthInterceptor(HandlerInterceptor):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"{method.rsplit('/', 1)[-1]} needs an admin key; {principal.name!r} is not one",
             )
-        if not is_unary_request(handler):
-            # Client- and bidi-streaming: none of ours; refuse rather than skip the user check.
+        if not is_wrappable(handler):
+            # Bidi-streaming: none of ours; refuse rather than skip the user check.
             return self._refuse(
                 handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
             )
         if handler.unary_stream:
             return rewrap(
                 handler, stream=self._wrap_stream(handler.unary_stream, method, principal)
+            )
+        if handler.stream_unary:
+            return rewrap(
+                handler,
+                client_stream=self._wrap_client_stream(handler.stream_unary, method, principal),
             )
         return rewrap(handler, unary=self._wrap_unary(handler.unary_unary, method, principal))
 
@@ -311,6 +316,24 @@ class AuthInterceptor(HandlerInterceptor):
 
         return wrapper
 
+    def _wrap_client_stream(self, fn, method: str, principal: Principal):
+        """Every streamed message is checked as a unary request is, as it
+        arrives: a message acting for a user the key does not hold ends the
+        call with PERMISSION_DENIED before the servicer sees it (what earlier
+        messages already wrote stays: they were the key's to write)."""
+
+        async def wrapper(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            await self._check(None, context, method, principal)
+
+            async def checked() -> AsyncIterator[Any]:
+                async for request in requests:
+                    await self._check(request, context, method, principal)
+                    yield request
+
+            return await fn(checked(), context)
+
+        return wrapper
+
     def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
         self._observer.observe(method, code, time.perf_counter() - started)
 
@@ -334,4 +357,6 @@ class AuthInterceptor(HandlerInterceptor):
             yield  # pragma: no cover - makes this an async generator
 
         # The request is never read, so it is left undeserialised.
-        return rewrap(handler, unary=unary, stream=stream, request_deserializer=None)
+        return rewrap(
+            handler, unary=unary, stream=stream, client_stream=unary, request_deserializer=None
+        )

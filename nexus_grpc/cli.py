@@ -1,4 +1,4 @@
-"""The ``nexus-grpc`` command: serve, bench, eval, reindex and doctor."""
+"""The ``nexus-grpc`` command: serve, bench, eval, reindex, doctor, export and import."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import IO
 
 from nexus_grpc.config import OPTIONS, env_default, help_text, settings_from
 from nexus_grpc.heap import release_large_blocks
@@ -117,6 +118,89 @@ def cmd_eval_recall(args: argparse.Namespace) -> int:
     return recall_main(args)
 
 
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("NEXUS_API_KEY", ""),
+        help="sent as authorization: Bearer KEY (default: $NEXUS_API_KEY)",
+    )
+    parser.add_argument("--cacert", default=None, help="PEM root certificates: use TLS")
+    parser.add_argument("--cert", default=None, help="PEM client certificate, for mTLS")
+    parser.add_argument("--key", default=None, help="PEM client private key, for mTLS")
+
+
+def _client(args: argparse.Namespace):
+    from nexus_grpc.client import NexusClient
+
+    def read(path: str | None) -> bytes | None:
+        if not path:
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    if bool(args.cert) != bool(args.key):
+        raise SystemExit(f"{args.command}: --cert and --key go together (mTLS)")
+    try:
+        roots, key, chain = read(args.cacert), read(args.key), read(args.cert)
+    except OSError as exc:
+        raise SystemExit(f"{args.command}: {exc}") from exc
+    return NexusClient(
+        args.target,
+        api_key=args.api_key or None,
+        root_certificates=roots,
+        private_key=key,
+        certificate_chain=chain,
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from nexus_grpc.client_base import NexusClientError
+    from nexus_grpc.transfer import export_project
+
+    async def run(out: IO[str]) -> dict[str, int]:
+        async with _client(args) as client:
+            return await export_project(client, args.project_id, out)
+
+    try:
+        if args.output == "-":
+            counts = asyncio.run(run(sys.stdout))
+        else:
+            with open(args.output, "w", encoding="utf-8") as out:
+                counts = asyncio.run(run(out))
+    except (NexusClientError, OSError) as exc:
+        print(f"export: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {_counted(counts)}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from nexus_grpc.client_base import NexusClientError
+    from nexus_grpc.transfer import import_project
+
+    async def run(lines: IO[str]) -> tuple[int, dict[str, int]]:
+        async with _client(args) as client:
+            return await import_project(client, lines)
+
+    try:
+        if args.input == "-":
+            project_id, counts = asyncio.run(run(sys.stdin))
+        else:
+            with open(args.input, encoding="utf-8") as lines:
+                project_id, counts = asyncio.run(run(lines))
+    except (NexusClientError, OSError, ValueError) as exc:
+        print(f"import: {exc}", file=sys.stderr)
+        return 1
+    print(f"imported into project {project_id}: {_counted(counts)}", file=sys.stderr)
+    print(project_id)
+    return 0
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nexus-grpc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -143,6 +227,21 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--cert", default=None, help="PEM client certificate, for mTLS")
     doctor.add_argument("--key", default=None, help="PEM client private key, for mTLS")
     doctor.set_defaults(func=cmd_doctor)
+
+    export = sub.add_parser(
+        "export", help="write a project (sessions, episodes, memories, graph...) as JSON Lines"
+    )
+    export.add_argument("project_id", type=int, help="the project to export")
+    export.add_argument("-o", "--output", default="-", help="file to write ('-': stdout)")
+    _add_client_options(export)
+    export.set_defaults(func=cmd_export)
+
+    importer = sub.add_parser(
+        "import", help="read an export (JSON Lines) into a server as a new project"
+    )
+    importer.add_argument("input", help="the export file ('-': stdin)")
+    _add_client_options(importer)
+    importer.set_defaults(func=cmd_import)
 
     from nexus_grpc.bench import add_arguments
 

@@ -17,7 +17,9 @@ request's fields as typed keyword arguments, plus ``timeout=`` (seconds; ``None`
 for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
 ``metadata`` field, a mapping or ``Struct`` there is that field).  Unary methods
 return the response message; server-streaming ones return a ``ServerStream``, an
-async iterator.  Failures raise ``NexusClientError`` with the status code.
+async iterator; client-streaming ones (``import_episodes``) take an iterable of
+requests and return the one response.  Failures raise ``NexusClientError`` with
+the status code.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -30,7 +32,7 @@ create never stores twice.  See ``nexus_grpc.client_base`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
@@ -539,6 +541,36 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    async def import_episodes(
+        self,
+        requests: Iterable[memory_pb2.ImportEpisodesRequest | Mapping[str, Any]]
+        | AsyncIterable[memory_pb2.ImportEpisodesRequest | Mapping[str, Any]],
+        /,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ImportEpisodesResponse:
+        """MemoryService.ImportEpisodes: streams requests, returns ``ImportEpisodesResponse``.
+
+        Bulk import: the caller streams episodes, each with its own request_id (required
+        here, so that resending an import is safe), and the server writes them in batches,
+        one transaction per batch, then answers once with counts, ids and per-item errors. A
+        bad item is reported in errors and written nothing; the others go on. At most 10,000
+        episodes a call. Their embedding, extraction and summaries are queued behind those
+        of live CreateEpisode calls.
+
+        requests: ImportEpisodesRequest messages, or mappings of their fields, from a plain
+        or an async iterable; they are sent as they are (nothing is filled in).
+        """
+        return await self._client_stream(
+            "MemoryService",
+            "ImportEpisodes",
+            memory_pb2.ImportEpisodesRequest,
+            requests,
+            timeout,
+            metadata,
+        )
+
     async def create_memory(
         self,
         request: memory_pb2.CreateMemoryRequest | Mapping[str, Any] | None = None,
@@ -863,6 +895,41 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
                 "page_size": page_size,
                 "page_token": page_token,
+            },
+            timeout,
+            metadata,
+        )
+
+    def export_project(
+        self,
+        request: memory_pb2.ExportProjectRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> ServerStream[memory_pb2.ExportRecord]:
+        """MemoryService.ExportProject: streams ``ExportRecord``.
+
+        Everything a project holds, to move it to another server (`nexus-grpc export` writes
+        it as JSON Lines, `nexus-grpc import` reads it back): the project, then its
+        sessions, their episodes (oldest first, with their occur_time), the memories stored
+        in the project (each followed by its history), the entities and relationships of its
+        graph, and its summaries. Under the rules of the other reads: another tenant's
+        project is NOT_FOUND, USER memories of users the API key may not act for and expired
+        memories are left out. Read in pages, not as one snapshot: stop writing to the
+        project while exporting it.
+
+        Args (the fields of ``ExportProjectRequest``):
+            project_id: int
+        """
+        return self._stream(
+            "MemoryService",
+            "ExportProject",
+            memory_pb2.ExportProjectRequest,
+            request,
+            {
+                "project_id": project_id,
             },
             timeout,
             metadata,

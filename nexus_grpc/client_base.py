@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any, Generic, TypeAlias, TypeVar
 
@@ -430,6 +430,42 @@ class ClientBase:
             )
 
         return ServerStream(start)
+
+    async def _client_stream(
+        self,
+        service: str,
+        rpc: str,
+        cls: type[T],
+        requests: Iterable[T | Mapping[str, Any]] | AsyncIterable[T | Mapping[str, Any]],
+        timeout: Timeout,
+        metadata: MetadataArg,
+    ) -> Any:
+        """A client-streaming call: ``requests`` (messages or their fields as
+        mappings, from a plain or an async iterable) are sent as they come,
+        and the one answer is returned. Nothing is filled in: a streamed
+        item's request_id is the caller's, so that resending it is safe."""
+        if isinstance(metadata, Mapping | Struct):
+            raise TypeError("metadata= is gRPC call metadata: a sequence of (key, value) pairs")
+        deadline, call_metadata = self._call_options(cls, rpc, None, {}, timeout, metadata)
+
+        async def messages() -> AsyncIterator[T]:
+            if isinstance(requests, AsyncIterable):
+                async for item in requests:
+                    yield self._request(cls, item, {})
+            else:
+                for item in requests:
+                    yield self._request(cls, item, {})
+
+        method = getattr(self.stub(service), rpc)
+        try:
+            return await method(
+                messages(),
+                timeout=deadline,
+                metadata=call_metadata or None,
+                wait_for_ready=self._wait_for_ready,
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise NexusClientError.from_rpc_error(exc) from exc
 
     # --- grpc.health.v1.Health --------------------------------------------------------
 

@@ -47,7 +47,7 @@ SERVICES: dict[str, ServiceDescriptor] = {
 REQUEST_ID_FIELD = "request_id"
 
 # Reads change nothing, so repeating one is harmless.
-_READ_PREFIXES = ("Get", "List", "Search", "Select", "Watch")
+_READ_PREFIXES = ("Get", "List", "Search", "Select", "Watch", "Export")
 _HEALTH = "grpc.health.v1.Health"
 
 

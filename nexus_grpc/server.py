@@ -219,7 +219,11 @@ class ShutdownGate(HandlerInterceptor):
             return rewrap(handler, unary=self._unary(handler.unary_unary, gated))
         if handler.unary_stream:
             return rewrap(handler, stream=self._stream(handler.unary_stream, gated))
-        return handler  # client- and bidi-streaming (reflection): not counted
+        if handler.stream_unary:
+            # A client stream (ImportEpisodes) is a call like a unary one:
+            # counted from its start until its one answer is sent.
+            return rewrap(handler, client_stream=self._unary(handler.stream_unary, gated))
+        return handler  # bidi-streaming (reflection): not counted
 
     def _unary(self, fn, gated: bool):
         async def counted(request: Any, context: grpc.aio.ServicerContext) -> Any:

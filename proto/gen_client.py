@@ -88,7 +88,9 @@ request's fields as typed keyword arguments, plus ``timeout=`` (seconds; ``None`
 for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
 ``metadata`` field, a mapping or ``Struct`` there is that field).  Unary methods
 return the response message; server-streaming ones return a ``ServerStream``, an
-async iterator.  Failures raise ``NexusClientError`` with the status code.
+async iterator; client-streaming ones (``import_episodes``) take an iterable of
+requests and return the one response.  Failures raise ``NexusClientError`` with
+the status code.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -101,7 +103,7 @@ create never stores twice.  See ``nexus_grpc.client_base`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
@@ -222,6 +224,8 @@ def render_method(
     method_index: int,
 ) -> list[str]:
     name = snake(method.name)
+    if method.client_streaming:
+        return render_client_stream(types, file, service, service_index, method, method_index)
     streaming = method.server_streaming
     request_type = types.names[method.input_type]
     response_type = types.names[method.output_type]
@@ -284,6 +288,52 @@ def render_method(
         out.append("            },")
     else:
         out.append("            {},")
+    out.append("            timeout,")
+    out.append("            metadata,")
+    out.append("        )")
+    return out
+
+
+def render_client_stream(
+    types: Types,
+    file: descriptor_pb2.FileDescriptorProto,
+    service: descriptor_pb2.ServiceDescriptorProto,
+    service_index: int,
+    method: descriptor_pb2.MethodDescriptorProto,
+    method_index: int,
+) -> list[str]:
+    """A client-streaming method: an iterable of requests in, one answer out."""
+    assert not method.server_streaming, "bidi-streaming methods are not rendered"
+    name = snake(method.name)
+    request_type = types.names[method.input_type]
+    response_type = types.names[method.output_type]
+    item = f"{request_type} | Mapping[str, Any]"
+    out = ["", f"    async def {name}(", "        self,"]
+    out.append(f"        requests: Iterable[{item}]")
+    out.append(f"        | AsyncIterable[{item}],")
+    out.append("        /,")
+    out.append("        *,")
+    out.append("        timeout: Timeout = DEFAULT,")
+    out.append("        metadata: MetadataArg = None,")
+    out.append(f"    ) -> {response_type}:")
+    short = response_type.split(".")[-1]
+    request_short = request_type.split(".")[-1]
+    doc = [f'        """{service.name}.{method.name}: streams requests, returns ``{short}``.']
+    comment = types.comments.get((file.name, (6, service_index, 2, method_index)))
+    if comment:
+        doc.append("")
+        doc.extend(wrap(comment, "        "))
+    doc.append("")
+    doc.extend(wrap(f"requests: {request_short} messages, or mappings of their fields, from"
+                    " a plain or an async iterable; they are sent as they are (nothing is"
+                    " filled in).", "        "))
+    doc.append('        """')
+    out.extend(doc)
+    out.append("        return await self._client_stream(")
+    out.append(f'            "{service.name}",')
+    out.append(f'            "{method.name}",')
+    out.append(f"            {request_type},")
+    out.append("            requests,")
     out.append("            timeout,")
     out.append("            metadata,")
     out.append("        )")

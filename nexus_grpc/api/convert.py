@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -77,10 +78,17 @@ def project(p: models.Project) -> mpb.Project:
         system_prompt=p.system_prompt,
         create_time=timestamp(p.created_at),
         update_time=timestamp(p.updated_at),
+        retention=None if p.retention is None else _duration(p.retention),
     )
 
 
-def project_values(p: mpb.Project) -> dict[str, str]:
+def _duration(seconds: float) -> Duration:
+    d = Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+def project_values(p: mpb.Project) -> dict[str, Any]:
     return {
         "name": p.name,
         "description": p.description,
@@ -88,6 +96,7 @@ def project_values(p: mpb.Project) -> dict[str, str]:
         "icon": p.icon,
         "notes": p.notes,
         "system_prompt": p.system_prompt,
+        "retention": _duration_field(p, "retention", "project"),
     }
 
 
@@ -174,7 +183,7 @@ def memory_values(m: mpb.Memory) -> dict[str, Any]:
     }
 
 
-def _duration_field(message: Any, field: str) -> float | None:
+def _duration_field(message: Any, field: str, owner: str = "memory") -> float | None:
     """A Duration field as seconds, None when unset; outside Duration's range
     (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
     if not message.HasField(field):
@@ -184,7 +193,7 @@ def _duration_field(message: Any, field: str) -> float | None:
         d.seconds * d.nanos < 0
     ):
         raise InvalidArgument(
-            f"memory.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
+            f"{owner}.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
         )
     return d.seconds + d.nanos / 1e9
 

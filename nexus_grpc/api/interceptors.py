@@ -22,7 +22,7 @@ import grpc
 from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
-from nexus_grpc.core.interception import HandlerInterceptor, is_unary_request, rewrap
+from nexus_grpc.core.interception import HandlerInterceptor, Undecodable, is_wrappable, rewrap
 from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
@@ -35,22 +35,6 @@ REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 # Health and reflection must answer even when the server is saturated.
 UNCAPPED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
-
-
-class Undecodable:
-    """A request whose bytes are not a valid message of the method's type.
-
-    grpc answers a deserializer's exception with UNKNOWN and the exception's
-    text; the client sent something wrong, so it is INVALID_ARGUMENT, said
-    in our words. The wrapper sees this marker instead of a request.
-    """
-
-    def __init__(self, type_name: str, error: BaseException) -> None:
-        reason = str(error) or type(error).__name__
-        self.message = (
-            f"the request is not a valid {type_name}: {reason[:200]}"
-            " (check that client and server use the same .proto)"
-        )
 
 
 def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -106,8 +90,8 @@ class ServiceInterceptor(HandlerInterceptor):
     def intercept(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        if not is_unary_request(handler):
-            return handler  # client- and bidi-streaming: none of ours
+        if not is_wrappable(handler):
+            return handler  # bidi-streaming (reflection): none of ours
         method = details.method
         capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
         incoming = dict(details.invocation_metadata or ())
@@ -116,6 +100,14 @@ class ServiceInterceptor(HandlerInterceptor):
             return rewrap(
                 handler,
                 stream=self._wrap_stream(handler.unary_stream, method, capped, incoming),
+                request_deserializer=tolerant,
+            )
+        if handler.stream_unary:
+            # The request iterator goes through as it is: an undecodable item
+            # reaches the servicer as an ``Undecodable``, reported per item.
+            return rewrap(
+                handler,
+                client_stream=self._wrap_unary(handler.stream_unary, method, capped, incoming),
                 request_deserializer=tolerant,
             )
         return rewrap(

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert, pages
+from nexus_grpc.api import convert, graph_convert, pages, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
-from nexus_grpc.core.models import SearchMode, TimeWindow
+from nexus_grpc.core.interception import Undecodable
+from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.requests import request_id_var
-from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
+from nexus_grpc.domain.export import ExportItem
+from nexus_grpc.errors import InvalidArgument, NexusError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
-from nexus_grpc.store.memory_history import ChangedBy
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import ChangedBy, Revision
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
@@ -114,6 +120,36 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
         return convert.episode(episode)
 
+    async def ImportEpisodes(
+        self, requests: AsyncIterator[mpb.ImportEpisodesRequest], context: Ctx
+    ) -> mpb.ImportEpisodesResponse:
+        """Items are read in batches of IMPORT_BATCH; each batch is written in
+        one transaction while the next is being read, and the answer comes
+        once every batch is durable."""
+        writer = _ImportWriter(self.conv)
+        try:
+            batch: list[EpisodeInput | NexusError] = []
+            async for request in requests:
+                if writer.answer.received >= MAX_IMPORT_EPISODES:
+                    await writer.write(batch)
+                    await writer.settle()
+                    raise InvalidArgument(
+                        f"at most {MAX_IMPORT_EPISODES} episodes per ImportEpisodes call;"
+                        f" the first {writer.settled} were stored and the rest not read. Send"
+                        " the rest in another call (resending stored items is safe: their"
+                        " request_ids answer with the episodes already stored)"
+                    )
+                writer.answer.received += 1
+                batch.append(_import_item(request))
+                if len(batch) >= IMPORT_BATCH:
+                    await writer.write(batch)
+                    batch = []
+            await writer.write(batch)
+            await writer.settle()
+        finally:
+            writer.abandon()
+        return writer.answer
+
     async def GetEpisode(self, request: mpb.GetEpisodeRequest, context: Ctx) -> mpb.Episode:
         return convert.episode(await self.conv.get_episode(request.id))
 
@@ -136,8 +172,12 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         self, request: mpb.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[mpb.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
-        window = TimeWindow(
-            convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+        window, cutoff = await self.conv.retained_window(
+            request.session_id,
+            request.project_id,
+            TimeWindow(
+                convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
+            ),
         )
         async for hit in self.app.episode_search.search(
             request.query,
@@ -148,7 +188,15 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             on_degraded=_report_degraded(context),
             window=window,
         ):
+            if cutoff is not None and hit.episode.occur_at < cutoff:
+                continue  # past the project's retention
             yield convert.episode_hit(hit)
+
+    async def ExportProject(
+        self, request: mpb.ExportProjectRequest, context: Ctx
+    ) -> AsyncIterator[mpb.ExportRecord]:
+        async for item in self.app.export.records(request.project_id):
+            yield _export_record(item)
 
     # Service status
 
@@ -284,6 +332,113 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
         items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
         return mpb.ListMemoryUsageResponse(usage=items, next_page_token=token)
+
+
+#: Episodes written per transaction by ImportEpisodes, and the most one call
+#: may stream: its answer holds an id (and maybe an error) for each.
+IMPORT_BATCH = 256
+MAX_IMPORT_EPISODES = 10_000
+#: An item error's message is cut to this, so 10,000 failed items still fit
+#: in one answer under the default --max-message-bytes.
+MAX_ITEM_ERROR_CHARS = 240
+
+
+def _import_item(request: object) -> EpisodeInput | NexusError:
+    """One streamed item as the domain's input, or its error."""
+    if isinstance(request, Undecodable):
+        return InvalidArgument(request.message)
+    assert isinstance(request, mpb.ImportEpisodesRequest)
+    if not request.HasField("episode"):
+        return InvalidArgument("episode is required in every ImportEpisodesRequest")
+    e = request.episode
+    try:
+        return EpisodeInput(
+            e.session_id,
+            e.user_message,
+            e.ai_response,
+            convert.from_struct(e.metadata),
+            e.request_id,
+            e.project_id,
+            convert.time_field(e, "occur_time"),
+        )
+    except NexusError as exc:
+        return exc
+
+
+class _ImportWriter:
+    """ImportEpisodes' batches: one is written while the next is read, and
+    their outcomes go into the answer in stream order."""
+
+    def __init__(self, conv: Conversations) -> None:
+        self.conv = conv
+        self.answer = mpb.ImportEpisodesResponse()
+        self.settled = 0  # items whose batch has been written
+        self._writing: tuple[asyncio.Task, list[EpisodeInput | NexusError]] | None = None
+
+    async def write(self, batch: list[EpisodeInput | NexusError]) -> None:
+        """Start writing ``batch`` once the one before it is written."""
+        await self.settle()
+        if batch:
+            self._writing = (asyncio.create_task(self.conv.import_episodes(batch)), batch)
+
+    async def settle(self) -> None:
+        if self._writing is None:
+            return
+        task, items = self._writing
+        outcomes = await task
+        self._writing = None
+        _record_outcomes(self.answer, self.settled, outcomes, items)
+        self.settled += len(items)
+
+    def abandon(self) -> None:
+        """The call ended early (cancelled, or the stream failed): the batch
+        being written commits or not as a whole, and nobody waits for it."""
+        if self._writing is not None:
+            self._writing[0].cancel()
+
+
+def _record_outcomes(
+    answer: mpb.ImportEpisodesResponse,
+    start: int,
+    outcomes: list[Imported | NexusError],
+    items: list[EpisodeInput | NexusError],
+) -> None:
+    for offset, (outcome, item) in enumerate(zip(outcomes, items, strict=True)):
+        if isinstance(outcome, Imported):
+            answer.episode_ids.append(outcome.episode_id)
+            if outcome.replayed:
+                answer.replayed += 1
+            else:
+                answer.created += 1
+            continue
+        answer.episode_ids.append(0)
+        answer.failed += 1
+        answer.errors.append(
+            mpb.ImportEpisodeError(
+                index=start + offset,
+                request_id=item.request_id if isinstance(item, EpisodeInput) else "",
+                code=outcome.code.value[0],
+                message=outcome.message[:MAX_ITEM_ERROR_CHARS],
+            )
+        )
+
+
+def _export_record(item: ExportItem) -> mpb.ExportRecord:
+    if isinstance(item, Project):
+        return mpb.ExportRecord(project=convert.project(item))
+    if isinstance(item, Session):
+        return mpb.ExportRecord(session=convert.session(item))
+    if isinstance(item, Episode):
+        return mpb.ExportRecord(episode=convert.episode(item))
+    if isinstance(item, Memory):
+        return mpb.ExportRecord(memory=convert.memory(item))
+    if isinstance(item, Revision):
+        return mpb.ExportRecord(memory_revision=convert.memory_revision(item))
+    if isinstance(item, Entity):
+        return mpb.ExportRecord(entity=graph_convert.entity(item))
+    if isinstance(item, Relationship):
+        return mpb.ExportRecord(relationship=graph_convert.relationship(item))
+    return mpb.ExportRecord(summary=summary_convert.summary(item))
 
 
 def _changed_by() -> ChangedBy:

@@ -61,6 +61,8 @@ class Project:
     created_at: float = 0.0
     updated_at: float = 0.0
     tenant: str = ""
+    #: Seconds its sessions and episodes are kept; None: for ever.
+    retention: float | None = None
 
 
 @dataclass(frozen=True)

@@ -3,32 +3,59 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import Episode, Page, Project, Session
+from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from nexus_grpc.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NexusError,
+    NotFound,
+)
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
-PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt")
+PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
+# The longest retention accepted: beyond it "for ever" is what the caller means.
+MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400
 SESSION_FIELDS = ("name", "project_id", "metadata")
 
 
-def _project_values(values: Mapping[str, str]) -> dict[str, str]:
-    checked = {}
+def _project_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    checked: dict[str, Any] = {}
     for name, value in values.items():
-        if name in ("name", "colour", "icon"):
+        if name == "retention":
+            checked[name] = _retention(value)
+        elif name in ("name", "colour", "icon"):
             checked[name] = v.name(f"project.{name}", value, required=name == "name")
         else:
             checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
+
+
+def _retention(value: float | None) -> float | None:
+    """A project's retention in seconds; None keeps everything for ever."""
+    if value is None:
+        return None
+    if not 0 < value <= MAX_RETENTION_SECONDS:
+        raise InvalidArgument(
+            f"project.retention must be positive and at most 100 years, got {value:.0f} seconds"
+            " (leave it unset to keep everything)"
+        )
+    if value != int(value):
+        # Sub-second retention means nothing, and whole seconds come back exact.
+        raise InvalidArgument(f"project.retention must be whole seconds, got {value} seconds")
+    return value
 
 
 def _check_retry(
@@ -82,6 +109,177 @@ def _check_same_tenant(
         )
 
 
+@dataclass(frozen=True)
+class EpisodeInput:
+    """One episode to store: CreateEpisode's fields, or one ImportEpisodes item."""
+
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: Mapping[str, Any]
+    request_id: str
+    project_id: int = 0
+    occur_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An imported item's episode; ``replayed``: its request_id was already
+    stored with the same content, so nothing new was written."""
+
+    episode_id: int
+    replayed: bool
+
+
+def _checked(item: EpisodeInput) -> EpisodeInput:
+    """The item validated, with its metadata normalised; INVALID_ARGUMENT
+    naming the first bad field."""
+    v.positive_id("session_id", item.session_id)
+    v.occur_time("occur_time", item.occur_at)
+    v.text("user_message", item.user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
+    v.text("ai_response", item.ai_response, limit=v.MAX_MESSAGE_CHARS)
+    # An identifier, as a memory's request_id is: " r1" and "r1" must not
+    # be one retry key to the client and two to the server.
+    v.identifier("request_id", item.request_id)
+    v.positive_id("project_id", item.project_id, required=False)
+    return replace(item, metadata=v.metadata("metadata", item.metadata))
+
+
+def _import_in(
+    conn: sqlite3.Connection, items: list[tuple[int, EpisodeInput]], tenant: str | None
+) -> list[tuple[int, Imported | NexusError]]:
+    """An import batch in the writer's transaction, in two steps: each item is
+    resolved against the database as CreateEpisode would (its session, a
+    replay of its request_id, attaching the session to project_id) inside
+    its own savepoint, so a bad item fails alone; then the items to store are
+    inserted together (``episode_store.insert_many``)."""
+    outcomes: list[tuple[int, Imported | NexusError]] = []
+    to_insert: list[tuple[int, EpisodeInput]] = []
+    at = time.time()
+    # Items of this batch not yet inserted, by retry key: a second item with
+    # the same request_id replays the first, as it would one by one.
+    pending: dict[tuple[int, str], tuple[int, EpisodeInput]] = {}
+    replays: list[tuple[int, int]] = []  # (item, the earlier item it replays)
+    for i, item in items:
+        conn.execute("SAVEPOINT import_item")
+        try:
+            session = session_store.get(conn, item.session_id, tenant, retained_at=at)
+            key = (item.session_id, item.request_id)
+            earlier = pending.get(key)
+            existing = None if earlier else episode_store.find_by_request_id(conn, *key)
+            if earlier is not None:
+                _check_pending_retry(earlier[1], item, session)
+                replays.append((i, earlier[0]))
+            elif existing is not None:
+                _check_retry(
+                    existing,
+                    session,
+                    item.request_id,
+                    item.user_message,
+                    item.ai_response,
+                    item.metadata,
+                    item.project_id,
+                    item.occur_at,
+                )
+                outcomes.append((i, Imported(existing.id, True)))
+            else:
+                _attach_project(conn, session, item.project_id, tenant)
+                pending[key] = (i, item)
+                to_insert.append((i, item))
+        except NexusError as exc:
+            conn.execute("ROLLBACK TO import_item")
+            outcomes.append((i, exc))
+        finally:
+            conn.execute("RELEASE import_item")
+    ids = episode_store.insert_many(
+        conn,
+        [
+            episode_store.NewEpisode(
+                item.session_id,
+                item.user_message,
+                item.ai_response,
+                item.metadata,
+                item.request_id,
+                item.occur_at,
+            )
+            for _, item in to_insert
+        ],
+        jobs.BULK,
+    )
+    inserted = {i: episode_id for (i, _), episode_id in zip(to_insert, ids, strict=True)}
+    outcomes.extend((i, Imported(episode_id, False)) for i, episode_id in inserted.items())
+    outcomes.extend((i, Imported(inserted[first], True)) for i, first in replays)
+    return outcomes
+
+
+def _check_pending_retry(first: EpisodeInput, item: EpisodeInput, session: Session) -> None:
+    """An item reusing the request_id of an earlier item of the same batch,
+    judged as ``_check_retry`` judges a stored episode."""
+    differs = [
+        name
+        for name in ("user_message", "ai_response", "metadata")
+        if getattr(first, name) != getattr(item, name)
+    ]
+    if item.project_id and item.project_id != (first.project_id or session.project_id):
+        differs.append("project_id")
+    if item.occur_at is not None and item.occur_at != first.occur_at:
+        differs.append("occur_time")
+    if differs:
+        raise AlreadyExists(
+            f"request_id {v.quoted(item.request_id)} was already used in session {session.id}"
+            f" by an earlier episode of this import, with a different {', '.join(differs)}"
+        )
+
+
+def _attach_project(
+    conn: sqlite3.Connection, session: Session, project_id: int, tenant: str | None
+) -> None:
+    """CreateEpisode's project_id: attaches a session that has no project yet."""
+    if not project_id or session.project_id == project_id:
+        return
+    if session.project_id:
+        raise FailedPrecondition(
+            f"session {session.id} belongs to project {session.project_id},"
+            f" not project_id {project_id}"
+        )
+    _check_same_tenant(conn, session, project_id, "project_id", tenant)
+    session_store.update(conn, session.id, {"project_id": project_id})
+
+
+def _create_in(
+    conn: sqlite3.Connection, item: EpisodeInput, tenant: str | None, priority: int
+) -> tuple[Episode, bool]:
+    """Store a checked episode in the writer's transaction: (episode, whether
+    it was a replay of its request_id)."""
+    session = session_store.get(conn, item.session_id, tenant, retained_at=time.time())
+    if item.request_id:
+        existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
+        if existing is not None:
+            _check_retry(
+                existing,
+                session,
+                item.request_id,
+                item.user_message,
+                item.ai_response,
+                item.metadata,
+                item.project_id,
+                item.occur_at,
+            )
+            return existing, True
+    _attach_project(conn, session, item.project_id, tenant)
+    episode = episode_store.insert(
+        conn,
+        item.session_id,
+        item.user_message,
+        item.ai_response,
+        item.metadata,
+        item.request_id,
+        item.occur_at,
+        priority,
+    )
+    return episode, False
+
+
 class Conversations:
     def __init__(
         self, db: Database, signals: JobSignals, default_tenant: str = tenancy.DEFAULT_TENANT
@@ -92,10 +290,14 @@ class Conversations:
 
     # Projects -------------------------------------------------------------
 
-    async def create_project(self, values: Mapping[str, str]) -> Project:
-        checked = _project_values({f: values.get(f, "") for f in PROJECT_FIELDS})
+    async def create_project(self, values: Mapping[str, Any]) -> Project:
+        checked = _project_values(
+            {f: values.get(f, None if f == "retention" else "") for f in PROJECT_FIELDS}
+        )
         tenant = tenancy.creator(self.default_tenant)
-        return await self.db.write(lambda c: project_store.insert(c, checked, tenant))
+        project = await self.db.write(lambda c: project_store.insert(c, checked, tenant))
+        self.signals.wake(jobs.RETAIN_PROJECT)
+        return project
 
     async def get_project(self, project_id: int) -> Project:
         v.positive_id("id", project_id)
@@ -110,13 +312,19 @@ class Conversations:
         return paging.page(rows, size)
 
     async def update_project(
-        self, project_id: int, values: Mapping[str, str], mask: list[str]
+        self, project_id: int, values: Mapping[str, Any], mask: list[str]
     ) -> Project:
         v.positive_id("project.id", project_id)
         paths = v.update_mask(mask, PROJECT_FIELDS)
-        checked = _project_values({p: values.get(p, "") for p in paths})
+        checked = _project_values(
+            {p: values.get(p, None if p == "retention" else "") for p in paths}
+        )
         tenant = tenancy.visible()
-        return await self.db.write(lambda c: project_store.update(c, project_id, checked, tenant))
+        project = await self.db.write(
+            lambda c: project_store.update(c, project_id, checked, tenant)
+        )
+        self.signals.wake(jobs.RETAIN_PROJECT)
+        return project
 
     async def delete_project(self, project_id: int) -> int:
         """Delete a project and what only it owned.
@@ -183,12 +391,17 @@ class Conversations:
 
     async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
         tenant = tenancy.visible()
+        at = time.time()  # a session past its project's retention is gone
         if external_id:
             ext = v.external_id(external_id)
-            return await self.db.read(lambda c: session_store.get_by_external_id(c, ext, tenant))
+            return await self.db.read(
+                lambda c: session_store.get_by_external_id(c, ext, tenant, retained_at=at)
+            )
         if session_id:
             v.positive_id("id", session_id)
-            return await self.db.read(lambda c: session_store.get(c, session_id, tenant))
+            return await self.db.read(
+                lambda c: session_store.get(c, session_id, tenant, retained_at=at)
+            )
         raise InvalidArgument("one of id or external_id is required")
 
     async def list_sessions(
@@ -198,8 +411,11 @@ class Conversations:
         after = paging.decode_token(page_token)
         v.positive_id("project_id", project_id, required=False)
         tenant = tenancy.visible()
+        at = time.time()
         rows = await self.db.read(
-            lambda c: session_store.list_page(c, after, size + 1, project_id, tenant)
+            lambda c: session_store.list_page(
+                c, after, size + 1, project_id, tenant, retained_at=at
+            )
         )
         return paging.page(rows, size)
 
@@ -252,54 +468,67 @@ class Conversations:
         project_id: int = 0,
         occur_at: float | None = None,
     ) -> Episode:
-        v.positive_id("session_id", session_id)
-        v.occur_time("occur_time", occur_at)
-        v.text("user_message", user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
-        v.text("ai_response", ai_response, limit=v.MAX_MESSAGE_CHARS)
-        # An identifier, as a memory's request_id is: " r1" and "r1" must not
-        # be one retry key to the client and two to the server.
-        v.identifier("request_id", request_id)
-        v.positive_id("project_id", project_id, required=False)
-        meta = v.metadata("metadata", metadata)
-
+        item = EpisodeInput(
+            session_id, user_message, ai_response, metadata, request_id, project_id, occur_at
+        )
+        checked = _checked(item)
         tenant = tenancy.visible()
-
-        def create(conn: sqlite3.Connection) -> Episode:
-            session = session_store.get(conn, session_id, tenant)
-            if request_id:
-                existing = episode_store.find_by_request_id(conn, session_id, request_id)
-                if existing is not None:
-                    _check_retry(
-                        existing,
-                        session,
-                        request_id,
-                        user_message,
-                        ai_response,
-                        meta,
-                        project_id,
-                        occur_at,
-                    )
-                    return existing
-            if project_id and session.project_id != project_id:
-                if session.project_id:
-                    raise FailedPrecondition(
-                        f"session {session_id} belongs to project {session.project_id},"
-                        f" not project_id {project_id}"
-                    )
-                _check_same_tenant(conn, session, project_id, "project_id", tenant)
-                session_store.update(conn, session_id, {"project_id": project_id})
-            return episode_store.insert(
-                conn, session_id, user_message, ai_response, meta, request_id, occur_at
-            )
-
-        episode = await self.db.write(create)
+        episode, _ = await self.db.write(lambda c: _create_in(c, checked, tenant, jobs.LIVE))
         self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
         return episode
+
+    async def import_episodes(
+        self, items: Sequence[EpisodeInput | NexusError]
+    ) -> list[Imported | NexusError]:
+        """One batch of an import: every item is checked and written as
+        CreateEpisode would (a request_id is required), all in one
+        transaction, each inside its own savepoint, so a bad item is that
+        item's error and writes nothing while the others are written. The
+        jobs are queued at BULK priority, behind live traffic's.
+
+        An item may arrive already failed (its conversion from the wire
+        failed): it is handed back as it is."""
+        outcomes: list[Imported | NexusError | None] = []
+        checked: list[tuple[int, EpisodeInput]] = []
+        for i, item in enumerate(items):
+            if isinstance(item, NexusError):
+                outcomes.append(item)
+                continue
+            try:
+                if not item.request_id:
+                    raise InvalidArgument(
+                        "request_id is required for an imported episode, so that"
+                        " resending the import is safe"
+                    )
+                checked.append((i, _checked(item)))
+                outcomes.append(None)
+            except NexusError as exc:
+                outcomes.append(exc)
+        tenant = tenancy.visible()
+
+        def write(conn: sqlite3.Connection) -> list[tuple[int, Imported | NexusError]]:
+            return _import_in(conn, checked, tenant)
+
+        if checked:
+            for i, outcome in await self.db.write(write):
+                outcomes[i] = outcome
+            self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
+        return [o for o in outcomes if o is not None]
 
     async def get_episode(self, episode_id: int) -> Episode:
         v.positive_id("id", episode_id)
         tenant = tenancy.visible()
-        return await self.db.read(lambda c: episode_store.get(c, episode_id, tenant))
+        at = time.time()
+
+        def read(conn: sqlite3.Connection) -> Episode:
+            episode = episode_store.get(conn, episode_id, tenant)
+            cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
+            if cutoff is not None and episode.occur_at < cutoff:
+                # Past the project's retention: gone, as a deleted one is.
+                raise NotFound(f"episode {episode_id} does not exist")
+            return episode
+
+        return await self.db.read(read)
 
     async def list_episodes(
         self, session_id: int, page_size: int, page_token: str
@@ -310,12 +539,43 @@ class Conversations:
 
         tenant = tenancy.visible()
 
+        at = time.time()
+
         def read(conn: sqlite3.Connection) -> list[Episode]:
-            session_store.get(conn, session_id, tenant)
-            return episode_store.list_page(conn, session_id, before, size + 1)
+            session_store.get(conn, session_id, tenant, retained_at=at)
+            cutoff = episode_store.retention_cutoff(conn, session_id, at)
+            return episode_store.list_page(conn, session_id, before, size + 1, cutoff)
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
+
+    async def retained_window(
+        self, session_id: int, project_id: int, window: TimeWindow
+    ) -> tuple[TimeWindow, float | None]:
+        """A search's time window with its start moved up to the retention of
+        the project searched (the asking session's, or ``project_id``), so no
+        search mode returns an episode past it; and that cutoff (None: none),
+        which the caller also checks each hit against. A window the search
+        will refuse (start not before end) is left for it to refuse."""
+        at = time.time()
+
+        def read(conn: sqlite3.Connection) -> float | None:
+            if session_id > 0:
+                return episode_store.retention_cutoff(conn, session_id, at)
+            if project_id > 0:
+                retention = project_store.retention_of(conn, project_id)
+                return None if retention is None else at - retention
+            return None
+
+        cutoff = await self.db.read(read)
+        start, end = window.start, window.end
+        if cutoff is None or (start is not None and end is not None and start >= end):
+            return window, cutoff
+        if start is None or start < cutoff:
+            if end is not None and end <= cutoff:
+                return window, cutoff  # every hit is past the retention: all dropped
+            return TimeWindow(cutoff, end), cutoff
+        return window, cutoff
 
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)

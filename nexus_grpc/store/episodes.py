@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core.models import Episode, JobState, TimeWindow
@@ -51,11 +52,12 @@ def insert(
     metadata: Mapping[str, Any],
     request_id: str | None,
     occur_at: float | None = None,
+    priority: int = jobs.LIVE,
 ) -> Episode:
     """Insert an episode and queue its embedding, extraction and (maybe) summary.
 
     ``occur_at`` is when the exchange happened (an import's original time);
-    None means now."""
+    None means now. ``priority`` is its jobs' (``jobs.BULK`` for an import)."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
@@ -82,11 +84,78 @@ def insert(
     episode_id = cur.lastrowid or 0
     if previous:
         _refresh_context(conn, [previous[0]])
-    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
-    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
+    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id], priority=priority)
     if summary_due(conn, session_id):
-        jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id])
+        jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id], priority=priority)
     return get(conn, episode_id)
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """One row for ``insert_many``: a checked episode of an existing session."""
+
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: Mapping[str, Any]
+    request_id: str | None
+    occur_at: float | None = None
+
+
+def insert_many(
+    conn: sqlite3.Connection, rows: Sequence[NewEpisode], priority: int = jobs.LIVE
+) -> list[int]:
+    """Insert episodes in order, as ``insert`` one by one would (same ids,
+    same neighbouring-turn contexts, same jobs), and return their ids.
+
+    One by one, each insert re-indexes its predecessor's FTS row to add the
+    new turn to its context: three FTS writes per episode. Here the batch's
+    own turns are known, so each row is written once with its final context
+    and only each session's last episode from before the batch is re-indexed.
+    """
+    ts = now()
+    positions: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        positions.setdefault(row.session_id, []).append(i)
+    contexts = [""] * len(rows)
+    predecessors: list[int] = []
+    for session_id, mine in positions.items():
+        previous = conn.execute(
+            "SELECT id, substr(ai_response, -?) FROM episodes WHERE session_id = ?"
+            " ORDER BY id DESC LIMIT 1",
+            (CONTEXT_CHARS, session_id),
+        ).fetchone()
+        if previous:
+            predecessors.append(previous[0])
+        before = previous[1] if previous else ""
+        for k, i in enumerate(mine):
+            after = rows[mine[k + 1]].user_message[:CONTEXT_CHARS] if k + 1 < len(mine) else ""
+            contexts[i] = before + "\n" + after
+            before = rows[i].ai_response[-CONTEXT_CHARS:] if rows[i].ai_response else ""
+    ids = []
+    for row, context in zip(rows, contexts, strict=True):
+        cur = conn.execute(
+            "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
+            " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.session_id,
+                row.user_message,
+                row.ai_response,
+                json.dumps(row.metadata),
+                row.request_id or None,
+                ts,
+                context,
+                ts if row.occur_at is None else row.occur_at,
+            ),
+        )
+        ids.append(cur.lastrowid or 0)
+    _refresh_context(conn, predecessors)
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, ids, priority=priority)
+    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, ids, priority=priority)
+    due = [session_id for session_id in positions if summary_due(conn, session_id)]
+    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=priority)
+    return ids
 
 
 def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
@@ -158,14 +227,57 @@ def sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
 
 
 def list_page(
-    conn: sqlite3.Connection, session_id: int, before_id: int | None, limit: int
+    conn: sqlite3.Connection,
+    session_id: int,
+    before_id: int | None,
+    limit: int,
+    since: float | None = None,
 ) -> list[Episode]:
-    """Newest first; the page token holds the smallest id already returned."""
+    """Newest first; the page token holds the smallest id already returned.
+    ``since``: only episodes whose occur_at is not before it (a retention)."""
+    kept = "" if since is None else " AND occur_at >= ?"
     rows = conn.execute(
-        "SELECT * FROM episodes WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-        (session_id, before_id if before_id is not None else 2**62, limit),
+        f"SELECT * FROM episodes WHERE session_id = ? AND id < ?{kept} ORDER BY id DESC LIMIT ?",
+        (
+            session_id,
+            before_id if before_id is not None else 2**62,
+            *(() if since is None else (since,)),
+            limit,
+        ),
     ).fetchall()
     return [_row(r) for r in rows]
+
+
+def retention_cutoff(conn: sqlite3.Connection, session_id: int, at: float) -> float | None:
+    """The oldest occur_at the session's project keeps at ``at``; None: all."""
+    row = conn.execute(
+        "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " WHERE s.id = ?",
+        (session_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else at - float(row[0])
+
+
+def past_retention(
+    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
+) -> list[int]:
+    """The project's episodes that happened before ``cutoff``."""
+    rows = conn.execute(
+        "SELECT e.id FROM sessions s JOIN episodes e ON e.session_id = s.id"
+        " WHERE s.project_id = ? AND e.occur_at < ? ORDER BY e.id LIMIT ?",
+        (project_id, cutoff, limit),
+    )
+    return [r[0] for r in rows]
+
+
+def oldest_in_project(conn: sqlite3.Connection, project_id: int) -> float | None:
+    """When the project's oldest exchange happened; None without episodes."""
+    row = conn.execute(
+        "SELECT MIN(e.occur_at) FROM sessions s JOIN episodes e ON e.session_id = s.id"
+        " WHERE s.project_id = ?",
+        (project_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
 
 
 def list_for_session(

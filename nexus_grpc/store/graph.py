@@ -429,3 +429,17 @@ def neighbors(
     ]
     nodes = get_entities(conn, ids)
     return list(nodes.values()), edges_within(conn, list(nodes))
+
+
+def relationships_in_project(
+    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+) -> list[Relationship]:
+    """The edges of a project's graph, in id order (a relationship never
+    leaves its graph, so its from-entity's project is the edge's)."""
+    rows = conn.execute(
+        "SELECT r.id, r.from_id, r.to_id, r.label, r.notes, r.mention_count, r.created_at"
+        " FROM relationships r JOIN entities e ON e.id = r.from_id"
+        " WHERE e.project_id = ? AND r.id > ? ORDER BY r.id LIMIT ?",
+        (project_id, after_id or 0, limit),
+    ).fetchall()
+    return [_rel(r) for r in rows]

@@ -26,7 +26,16 @@ PURGE_MEMORY_HISTORY = "purge:memory_history"
 # from when they fall due, not from when they were queued.
 # Scheduled for a memory's expire_time.
 EXPIRE_MEMORY = "expire:memory"
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY)
+# A project's retention sweep: deletes its sessions and episodes past the
+# retention, then schedules itself for the next one to pass.
+RETAIN_PROJECT = "retain:project"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
+
+# Claim order within a kind: every due LIVE job before any BULK one. A bulk
+# import's embedding, extraction and summaries wait behind live traffic
+# instead of putting a large backlog in front of it.
+LIVE = 0
+BULK = 1
 
 ALL_KINDS = (
     INDEX_EPISODE,
@@ -37,6 +46,7 @@ ALL_KINDS = (
     SUMMARIZE_SESSION,
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
+    RETAIN_PROJECT,
 )
 
 
@@ -54,14 +64,19 @@ def enqueue(
     target_ids: Iterable[int],
     *,
     run_after: float | None = None,
+    priority: int = LIVE,
 ) -> None:
-    """Queue ``kind`` for each target, due now or at ``run_after``."""
+    """Queue ``kind`` for each target, due now or at ``run_after``, at
+    ``priority``. Work already pending for a target coalesces into its job,
+    which takes the more urgent of the two priorities: live traffic touching
+    an imported episode must not wait behind the import."""
     ts = now()
     due = ts if run_after is None else run_after
     conn.executemany(
-        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [(kind, t, due, ts, ts) for t in target_ids],
+        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, target_id) WHERE state = 'pending'"
+        " DO UPDATE SET priority = MIN(priority, excluded.priority)",
+        [(kind, t, due, ts, ts, priority) for t in target_ids],
     )
 
 
@@ -89,7 +104,8 @@ def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params:
 
 
 def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
-    """Take due jobs, oldest first, marking them running.
+    """Take due jobs, live ones before bulk ones and each oldest first,
+    marking them running.
 
     A running job is out of the pending set, so a new request for the same
     target (say, a delete arriving while its upsert is being embedded) queues
@@ -103,9 +119,10 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
         " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
         " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
         " AND r.target_id = j.target_id AND r.state = 'running')"
-        # Due time first: a job that keeps failing with a short back-off must
-        # not keep newer jobs from their first attempt.
-        " ORDER BY j.run_after, j.id LIMIT ?",
+        # Priority first (live before bulk), then due time: a job that keeps
+        # failing with a short back-off must not keep newer jobs from their
+        # first attempt.
+        " ORDER BY j.priority, j.run_after, j.id LIMIT ?",
         (kind, now(), limit),
     ).fetchall()
     conn.executemany(

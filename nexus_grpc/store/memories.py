@@ -438,3 +438,24 @@ def usage_by_thread(
     ).fetchall()
     return [_usage_row(r) for r in rows]
 
+
+
+def list_in_project(
+    conn: sqlite3.Connection,
+    project_id: int,
+    tenant: str | None,
+    after_id: int | None,
+    limit: int,
+    at: float,
+) -> list[Memory]:
+    """Every memory stored in the project that has not expired by ``at``,
+    oldest first (keyset on id), for an export; the caller filters owners."""
+    where = "project_id = ? AND id > ? AND (expire_at IS NULL OR expire_at > ?)"
+    params: tuple[Any, ...] = (project_id, after_id or 0, at)
+    if tenant is not None:
+        where += " AND tenant = ?"
+        params += (tenant,)
+    rows = conn.execute(
+        f"SELECT * FROM memories WHERE {where} ORDER BY id LIMIT ?", (*params, limit)
+    ).fetchall()
+    return [_row(r) for r in rows]

@@ -532,6 +532,21 @@ MIGRATIONS: list[str] = [
     -- A deleted session's TASK-tier memories go with it (store/sessions.py).
     CREATE INDEX idx_memories_task_session ON memories(session_id) WHERE tier = 1;
     """,
+    # 12: job priority. A bulk import's jobs (priority 1) are claimed after
+    # every due live one (0), so an import never delays live traffic's
+    # embedding and extraction. The claim walks this index in its order.
+    """
+    ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX idx_jobs_priority ON jobs(kind, priority, run_after, id)
+        WHERE state = 'pending';
+    """,
+    # 13: a project's retention (seconds; NULL: for ever) for its sessions and
+    # episodes. Reads hide what is past it by occur_at, which this index
+    # answers per session (a session's newest exchange, a retention sweep).
+    """
+    ALTER TABLE projects ADD COLUMN retention REAL;
+    CREATE INDEX idx_episodes_session_occur ON episodes(session_id, occur_at);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -12,7 +12,7 @@ from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 
-COLUMNS = ("name", "description", "colour", "icon", "notes", "system_prompt")
+COLUMNS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
 
 
 def _row(row: sqlite3.Row) -> Project:
@@ -27,6 +27,7 @@ def _row(row: sqlite3.Row) -> Project:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         tenant=row["tenant"],
+        retention=row["retention"],
     )
 
 
@@ -41,10 +42,14 @@ def insert(
     ts = now()
     cur = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " isolated, created_at, updated_at, tenant) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
-        (*(values.get(c, "") for c in COLUMNS), ts, ts, tenant),
+        " retention, isolated, created_at, updated_at, tenant)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        (*(values.get(c, "") for c in COLUMNS[:-1]), values.get("retention"), ts, ts, tenant),
     )
-    return get(conn, cur.lastrowid or 0)
+    project = get(conn, cur.lastrowid or 0)
+    if project.retention is not None:
+        jobs.schedule(conn, jobs.RETAIN_PROJECT, project.id, ts)
+    return project
 
 
 def get(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> Project:
@@ -104,6 +109,9 @@ def update(
             f"UPDATE projects SET {assignments}, updated_at = ? WHERE id = ?",
             (*[v for c, v in changes.items() if c in COLUMNS], now(), project_id),
         )
+        if changes.get("retention") is not None:
+            # The sweep runs now and schedules itself from there on.
+            jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, now())
     return get(conn, project_id)
 
 
@@ -143,3 +151,9 @@ def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None)
     ).rowcount
     conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
     return detached
+
+
+def retention_of(conn: sqlite3.Connection, project_id: int) -> float | None:
+    """The project's retention in seconds; None: kept for ever, or no project."""
+    row = conn.execute("SELECT retention FROM projects WHERE id = ?", (project_id,)).fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -53,12 +53,35 @@ def insert(
     return get(conn, cur.lastrowid or 0)
 
 
-def get(conn: sqlite3.Connection, session_id: int, tenant: str | None = None) -> Session:
+def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:
+    """`` AND`` the session is not past its project's retention at ``at``
+    (created before now - retention, with no episode that recent); nothing
+    for ``at`` None."""
+    if at is None:
+        return "", ()
+    return (
+        " AND NOT EXISTS (SELECT 1 FROM projects rp WHERE rp.id = sessions.project_id"
+        " AND rp.retention IS NOT NULL AND sessions.created_at < ? - rp.retention"
+        " AND NOT EXISTS (SELECT 1 FROM episodes re WHERE re.session_id = sessions.id"
+        " AND re.occur_at >= ? - rp.retention))",
+        (at, at),
+    )
+
+
+def get(
+    conn: sqlite3.Connection,
+    session_id: int,
+    tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
+) -> Session:
     """The session; NOT_FOUND, with one message, when it does not exist or
-    belongs to another tenant (``tenant`` None: any tenant)."""
+    belongs to another tenant (``tenant`` None: any tenant), or, given
+    ``retained_at``, is past its project's retention then."""
     clause, params = _tenant_clause(tenant)
+    kept, kept_params = _retained(retained_at)
     row = conn.execute(
-        f"SELECT * FROM sessions WHERE id = ?{clause}", (session_id, *params)
+        f"SELECT * FROM sessions WHERE id = ?{clause}{kept}", (session_id, *params, *kept_params)
     ).fetchone()
     if row is None:
         raise NotFound(f"session {session_id} does not exist")
@@ -66,14 +89,19 @@ def get(conn: sqlite3.Connection, session_id: int, tenant: str | None = None) ->
 
 
 def get_by_external_id(
-    conn: sqlite3.Connection, external_id: str, tenant: str | None = None
+    conn: sqlite3.Connection,
+    external_id: str,
+    tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
 ) -> Session:
     # External ids are unique per tenant; a caller who sees every tenant
     # gets the oldest session that uses it.
     clause, params = _tenant_clause(tenant)
+    kept, kept_params = _retained(retained_at)
     row = conn.execute(
-        f"SELECT * FROM sessions WHERE external_id = ?{clause} ORDER BY id LIMIT 1",
-        (external_id, *params),
+        f"SELECT * FROM sessions WHERE external_id = ?{clause}{kept} ORDER BY id LIMIT 1",
+        (external_id, *params, *kept_params),
     ).fetchone()
     if row is None:
         raise NotFound(f"session with external_id {external_id!r} does not exist")
@@ -86,17 +114,21 @@ def list_page(
     limit: int,
     project_id: int,
     tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
 ) -> list[Session]:
     clause, params = _tenant_clause(tenant)
+    kept, kept_params = _retained(retained_at)
     if project_id:
         rows = conn.execute(
-            f"SELECT * FROM sessions WHERE project_id = ?{clause} AND id > ? ORDER BY id LIMIT ?",
-            (project_id, *params, after_id or 0, limit),
+            f"SELECT * FROM sessions WHERE project_id = ?{clause}{kept} AND id > ?"
+            " ORDER BY id LIMIT ?",
+            (project_id, *params, *kept_params, after_id or 0, limit),
         ).fetchall()
     else:
         rows = conn.execute(
-            f"SELECT * FROM sessions WHERE id > ?{clause} ORDER BY id LIMIT ?",
-            (after_id or 0, *params, limit),
+            f"SELECT * FROM sessions WHERE id > ?{clause}{kept} ORDER BY id LIMIT ?",
+            (after_id or 0, *params, *kept_params, limit),
         ).fetchall()
     return [_row(r) for r in rows]
 
@@ -168,3 +200,16 @@ def delete(conn: sqlite3.Connection, session_id: int, tenant: str | None = None)
     ).fetchone()[0]
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
     return int(count)
+
+
+def past_retention(
+    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
+) -> list[int]:
+    """The project's sessions created before ``cutoff`` with no episode since."""
+    rows = conn.execute(
+        "SELECT id FROM sessions s WHERE project_id = ? AND created_at < ?"
+        " AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.session_id = s.id"
+        " AND e.occur_at >= ?) ORDER BY id LIMIT ?",
+        (project_id, cutoff, cutoff, limit),
+    )
+    return [r[0] for r in rows]

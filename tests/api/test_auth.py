@@ -95,6 +95,10 @@ async def call(
             )
             async for _ in stream:
                 pass
+        elif method.client_streaming:
+            await channel.stream_unary(_path(service, method), **kwargs)(
+                iter([request, request]), metadata=metadata, timeout=CALL_TIMEOUT
+            )
         else:
             await channel.unary_unary(_path(service, method), **kwargs)(
                 request, metadata=metadata, timeout=CALL_TIMEOUT

@@ -14,6 +14,11 @@ def test_every_request_field_is_a_typed_keyword_parameter():
     for name, service, rpc, _ in RPCS:
         method = SERVICES[service].methods_by_name[rpc]
         params = inspect.signature(getattr(NexusClient, name)).parameters
+        if method.client_streaming:
+            # An iterable of requests, positional; no per-field keywords.
+            assert params["requests"].kind is inspect.Parameter.POSITIONAL_ONLY, name
+            assert set(params) == {"self", "requests", "timeout", "metadata"}, name
+            continue
         for field in method.input_type.fields:
             # `metadata` is shared with gRPC call metadata (see client_base).
             assert field.name in params, (name, field.name)
@@ -29,6 +34,9 @@ def test_every_request_field_is_a_typed_keyword_parameter():
     )
     assert inspect.get_annotations(NexusClient.search_episodes)["return"] == (
         "ServerStream[memory_pb2.SearchHit]"
+    )
+    assert inspect.get_annotations(NexusClient.import_episodes)["return"] == (
+        "memory_pb2.ImportEpisodesResponse"
     )
 
 

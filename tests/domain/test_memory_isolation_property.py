@@ -2,7 +2,7 @@
 
 Random interleavings of create, update, delete (one at a time and all of one
 user's), expiry (a memory's expire_at passing), history reads, indexing,
-list, keyword/semantic/hybrid search and selection run against the real
+list, keyword/semantic/hybrid search, selection and project export run against the real
 domain objects, a real SQLite database and the embedded vector index.
 After every read the answer is compared with a plain Python model of who may
 see what: nothing outside the viewer's scope is ever returned, and list and
@@ -46,8 +46,9 @@ from hypothesis.stateful import (
 )
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import MemoryKind, SearchMode, Tier
+from nexus_grpc.core.models import MemoryKind, Project, SearchMode, Session, Tier
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
 from nexus_grpc.domain.selection import Selector
@@ -58,6 +59,8 @@ from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import Revision
 from tests.support import HashingEmbedder
 
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
@@ -150,6 +153,7 @@ class World:
         self.llm_selector = Selector(self.db, self.memories, self.llm, "m")  # type: ignore[arg-type]
         self.semantic_selector = Selector(self.db, self.memories, None, "m")
         self.indexer = Indexer(self.db, self.embedder, self.index)
+        self.export = ProjectExport(self.db)
 
         def setup(conn):
             # Tenant t1 holds p1, p2 and sessions 1-3 (in p1); t2 holds p3 and session 4.
@@ -173,12 +177,16 @@ class World:
         self.projects, self.sessions = await self.db.write(setup)
         self.tenant_of_project = dict(zip(self.projects, ("t1", "t1", "t2"), strict=True))
         self.tenant_of_session = dict(zip(self.sessions, ("t1", "t1", "t1", "t2"), strict=True))
+        self.project_of_session = dict(
+            zip(self.sessions, (*[self.projects[0]] * 3, self.projects[2]), strict=True)
+        )
 
-    def run(self, coro, viewer: str | None = None):
-        """Run as a key of ``viewer``'s tenant (None: an admin key)."""
+    def run(self, coro, viewer: str | None = None, users: frozenset[str] | None = None):
+        """Run as a key of ``viewer``'s tenant (None: an admin key) that may act
+        for ``users`` (None: every user)."""
 
         async def as_caller():
-            caller = tenancy.Caller(viewer or "t1", None, all_tenants=viewer is None)
+            caller = tenancy.Caller(viewer or "t1", users, all_tenants=viewer is None)
             token = tenancy.bind(caller)
             try:
                 return await coro
@@ -458,6 +466,40 @@ def make_machine(world: World):
             # Tenant and time are the SQLite re-check's to apply; scope is the filter's own.
             visible = self.visible(scope, tenants=False, expired_too=True)
             assert got <= visible, f"vector filter leaked {got - visible}"
+
+        @rule(
+            project=st.sampled_from(world.projects),
+            viewer=viewers,
+            held=st.one_of(st.none(), st.frozensets(users)),
+        )
+        def export_holds_only_the_project_and_what_the_key_may_read(self, project, viewer, held):
+            async def go():
+                return [r async for r in world.export.records(project)]
+
+            foreign = viewer is not None and world.tenant_of_project[project] != viewer
+            try:
+                records = world.run(go(), viewer, None if viewer is None else held)
+            except NotFound:
+                assert foreign, "the owner's tenant was refused its project's export"
+                return
+            assert not foreign, "another tenant exported the project"
+            assert isinstance(records[0], Project) and records[0].id == project
+            sessions = {r.id for r in records if isinstance(r, Session)}
+            assert sessions == {
+                sid for sid, pid in world.project_of_session.items() if pid == project
+            }
+            got = {r.id for r in records if isinstance(r, Memory)}
+            may_read = None if viewer is None else held
+            expected = {
+                i
+                for i, r in self.model.items()
+                if r.project_id == project
+                and i not in self.expired
+                and (r.kind != MemoryKind.USER or may_read is None or r.user_id in may_read)
+            }
+            assert got == expected, f"leaked {got - expected}, missed {expected - got}"
+            revisions = {r.memory_id for r in records if isinstance(r, Revision)}
+            assert revisions <= got, "history of a memory the export left out"
 
         @invariant()
         def database_matches_model(self):

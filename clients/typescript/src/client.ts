@@ -44,13 +44,24 @@ export interface ServerStream<T> extends AsyncIterable<T> {
   cancel(): void;
 }
 
-/** Each RPC of a service as a method: unary ones return a Promise, streams a ServerStream. */
+/**
+ * Each RPC of a service as a method: unary ones return a Promise, server streams a
+ * ServerStream, and client streams (importEpisodes) take an iterable of requests
+ * and return a Promise of the one answer.
+ */
 export type ServiceClient<D extends ServiceDefinition> = {
   [K in keyof D["methods"]]: D["methods"][K] extends { responseStream: true }
     ? (
         request?: PartialOf<D["methods"][K]["requestType"]>,
         options?: CallOptions,
       ) => ServerStream<Message<D["methods"][K]["responseType"]>>
+    : D["methods"][K] extends { requestStream: true }
+    ? (
+        requests:
+          | Iterable<PartialOf<D["methods"][K]["requestType"]>>
+          | AsyncIterable<PartialOf<D["methods"][K]["requestType"]>>,
+        options?: CallOptions,
+      ) => Promise<Message<D["methods"][K]["responseType"]>>
     : (
         request?: PartialOf<D["methods"][K]["requestType"]>,
         options?: CallOptions,
@@ -177,6 +188,14 @@ export class NexusClient {
         if (fillRequestId && !req.requestId) req.requestId = randomUUID();
         return req;
       };
+      if (method.requestStream) {
+        // A streamed item's request_id is the caller's: nothing is filled in.
+        bound[key] = (
+          requests: Iterable<unknown> | AsyncIterable<unknown>,
+          opts: CallOptions = {},
+        ) => this.clientStream(path, serialize, deserialize, requests, opts);
+        continue;
+      }
       bound[key] = method.responseStream
         ? (request: unknown = {}, opts: CallOptions = {}) =>
             this.stream(path, serialize, deserialize, prepare(request), opts)
@@ -232,6 +251,58 @@ export class NexusClient {
       const onAbort = (): void => call.cancel();
       opts.signal?.addEventListener("abort", onAbort, { once: true });
     });
+  }
+
+  private async clientStream(
+    path: string,
+    serialize: (value: unknown) => Buffer,
+    deserialize: (bytes: Buffer) => unknown,
+    requests: Iterable<unknown> | AsyncIterable<unknown>,
+    opts: CallOptions,
+  ): Promise<unknown> {
+    if (opts.signal?.aborted) {
+      throw new NexusError(grpc.status.CANCELLED, "aborted before the call");
+    }
+    let call: grpc.ClientWritableStream<unknown> | undefined;
+    const answer = new Promise<unknown>((resolve, reject) => {
+      call = this.channel.makeClientStreamRequest(
+        path,
+        serialize,
+        deserialize,
+        this.metadata(opts),
+        this.callOptions(path, opts),
+        (error, response) => {
+          opts.signal?.removeEventListener("abort", onAbort);
+          if (error) reject(NexusError.from(error));
+          else resolve(response);
+        },
+      );
+    });
+    const onAbort = (): void => call?.cancel();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const writer = call as grpc.ClientWritableStream<unknown>;
+    let ended = false;
+    answer.catch(() => {
+      ended = true; // the call failed: stop reading the caller's iterable
+    });
+    try {
+      for await (const request of requests as AsyncIterable<unknown>) {
+        if (ended) break;
+        // Respect flow control: wait for the stream to drain, or for the call to end.
+        if (!writer.write(request)) {
+          await Promise.race([
+            new Promise((resolve) => writer.once("drain", resolve)),
+            answer.catch(() => undefined),
+          ]);
+        }
+      }
+    } catch (error) {
+      writer.cancel();
+      await answer.catch(() => undefined);
+      throw error;
+    }
+    writer.end();
+    return answer;
   }
 
   private stream(

@@ -27,7 +27,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 };
 
 /** Reads change nothing, so a repeat is harmless. */
-const READ_PREFIXES = ["Get", "List", "Search", "Select", "Watch"];
+const READ_PREFIXES = ["Get", "List", "Search", "Select", "Watch", "Export"];
 
 interface Definition {
   readonly fullName: string;

@@ -90,6 +90,30 @@ describe("against a plaintext server", () => {
     assert.ok(hits.every((h) => h.episode?.userMessage.includes("apples")));
   });
 
+  test("a client stream imports episodes from any iterable and answers once", async () => {
+    const session = await client.memory.createSession({ session: { name: "import" } });
+    async function* turns() {
+      for (let i = 0; i < 300; i++) {
+        yield { episode: { sessionId: session.id, userMessage: `turn ${i}`, requestId: `ts-${i}` } };
+      }
+    }
+    const answer = await client.memory.importEpisodes(turns());
+    assert.equal(answer.received, 300);
+    assert.equal(answer.created, 300);
+    assert.equal(answer.episodeIds.length, 300);
+    // A plain array works too; the same request_ids replay, and a bad item is reported.
+    const again = await client.memory.importEpisodes([
+      { episode: { sessionId: session.id, userMessage: "turn 0", requestId: "ts-0" } },
+      { episode: { sessionId: session.id, userMessage: "no request id" } },
+    ]);
+    assert.equal(again.replayed, 1);
+    assert.equal(again.failed, 1);
+    assert.equal(again.episodeIds[0], answer.episodeIds[0]);
+    assert.equal(again.errors[0].index, 1);
+    assert.equal(again.errors[0].code, Status.INVALID_ARGUMENT);
+    assert.match(again.errors[0].message, /request_id/);
+  });
+
   test("a create without a request_id gets one, so a retry cannot duplicate it", async () => {
     const session = await client.memory.createSession({ session: { name: "dedupe" } });
     const first = await client.memory.createEpisode({ sessionId: session.id, userMessage: "a" });

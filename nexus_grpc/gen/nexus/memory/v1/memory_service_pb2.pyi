@@ -14,6 +14,8 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as _graph_service_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as _summary_service_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -183,6 +185,7 @@ class Project(_message.Message):
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    RETENTION_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     description: _builtins.str
@@ -194,6 +197,19 @@ class Project(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def retention(self) -> _duration_pb2.Duration:
+        """How long the project keeps its conversations; unset: for ever. An
+        episode is past it once its occur_time is older than now - retention; a
+        session once it was created before that and holds no episode within it.
+        From that moment no read or search returns them (GetSession, ListSessions,
+        GetEpisode, ListEpisodes, SearchEpisodes, ExportProject), and a durable
+        job deletes them with their index points and graph links (a session as
+        DeleteSession does, summaries included).
+        Whole seconds, positive, at most 100 years. UpdateProject with retention
+        in the mask sets it, or (left unset) keeps everything again.
+        """
+
     def __init__(
         self,
         *,
@@ -206,10 +222,11 @@ class Project(_message.Message):
         system_prompt: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        retention: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "retention", b"retention", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "retention", b"retention", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -667,6 +684,184 @@ class CreateEpisodeRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateEpisodeRequest: _TypeAlias = CreateEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class ImportEpisodesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def episode(self) -> Global___CreateEpisodeRequest:
+        """One episode, with the fields and rules of CreateEpisode; request_id is
+        required. A request_id already stored in the session with the same
+        content answers with that episode (counted as replayed); with different
+        content it is an ALREADY_EXISTS item error.
+        """
+
+    def __init__(
+        self,
+        *,
+        episode: Global___CreateEpisodeRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodesRequest: _TypeAlias = ImportEpisodesRequest  # noqa: Y015
+
+@_typing.final
+class ImportEpisodeError(_message.Message):
+    """Why one streamed item was not imported."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """The item's position in the stream, from 0."""
+    request_id: _builtins.str
+    code: _builtins.int
+    """A gRPC status code number (3 INVALID_ARGUMENT, 5 NOT_FOUND,
+    6 ALREADY_EXISTS, 9 FAILED_PRECONDITION, ...), as CreateEpisode would
+    have answered for this item alone.
+    """
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "index", b"index", "message", b"message", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodeError: _TypeAlias = ImportEpisodeError  # noqa: Y015
+
+@_typing.final
+class ImportEpisodesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIVED_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    EPISODE_IDS_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    received: _builtins.int
+    """Items read from the stream."""
+    created: _builtins.int
+    """Episodes written by this call."""
+    replayed: _builtins.int
+    """Items whose request_id was already stored with the same content."""
+    failed: _builtins.int
+    """Items not imported; each has an entry in errors."""
+    @_builtins.property
+    def episode_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """One per item, in stream order: the episode's id, or 0 for a failed item."""
+
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportEpisodeError]: ...
+    def __init__(
+        self,
+        *,
+        received: _builtins.int = ...,
+        created: _builtins.int = ...,
+        replayed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        episode_ids: _abc.Iterable[_builtins.int] | None = ...,
+        errors: _abc.Iterable[Global___ImportEpisodeError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "episode_ids", b"episode_ids", "errors", b"errors", "failed", b"failed", "received", b"received", "replayed", b"replayed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportEpisodesResponse: _TypeAlias = ImportEpisodesResponse  # noqa: Y015
+
+@_typing.final
+class ExportProjectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportProjectRequest: _TypeAlias = ExportProjectRequest  # noqa: Y015
+
+@_typing.final
+class ExportRecord(_message.Message):
+    """One item of an export; exactly one field is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    EPISODE_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    MEMORY_REVISION_FIELD_NUMBER: _builtins.int
+    ENTITY_FIELD_NUMBER: _builtins.int
+    RELATIONSHIP_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def project(self) -> Global___Project: ...
+    @_builtins.property
+    def session(self) -> Global___Session: ...
+    @_builtins.property
+    def episode(self) -> Global___Episode: ...
+    @_builtins.property
+    def memory(self) -> Global___Memory: ...
+    @_builtins.property
+    def memory_revision(self) -> Global___MemoryRevision:
+        """One version a memory's update replaced; follows its memory, oldest
+        first.
+        """
+
+    @_builtins.property
+    def entity(self) -> _graph_service_pb2.Entity: ...
+    @_builtins.property
+    def relationship(self) -> _graph_service_pb2.Relationship: ...
+    @_builtins.property
+    def summary(self) -> _summary_service_pb2.Summary: ...
+    def __init__(
+        self,
+        *,
+        project: Global___Project | None = ...,
+        session: Global___Session | None = ...,
+        episode: Global___Episode | None = ...,
+        memory: Global___Memory | None = ...,
+        memory_revision: Global___MemoryRevision | None = ...,
+        entity: _graph_service_pb2.Entity | None = ...,
+        relationship: _graph_service_pb2.Relationship | None = ...,
+        summary: _summary_service_pb2.Summary | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary"]  # noqa: Y015
+    _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
+
+Global___ExportRecord: _TypeAlias = ExportRecord  # noqa: Y015
 
 @_typing.final
 class GetEpisodeRequest(_message.Message):

@@ -109,6 +109,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchEpisodesRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchHit.FromString,
                 _registered_method=True)
+        self.ImportEpisodes = channel.stream_unary(
+                '/nexus.memory.v1.MemoryService/ImportEpisodes',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.FromString,
+                _registered_method=True)
         self.CreateMemory = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/CreateMemory',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.CreateMemoryRequest.SerializeToString,
@@ -153,6 +158,11 @@ class MemoryServiceStub:
                 '/nexus.memory.v1.MemoryService/ListMemoryHistory',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
+                _registered_method=True)
+        self.ExportProject = channel.unary_stream(
+                '/nexus.memory.v1.MemoryService/ExportProject',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
                 _registered_method=True)
         self.GetServiceStatus = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/GetServiceStatus',
@@ -267,6 +277,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportEpisodes(self, request_iterator, context):
+        """Bulk import: the caller streams episodes, each with its own request_id
+        (required here, so that resending an import is safe), and the server
+        writes them in batches, one transaction per batch, then answers once
+        with counts, ids and per-item errors. A bad item is reported in errors
+        and written nothing; the others go on. At most 10,000 episodes a call.
+        Their embedding, extraction and summaries are queued behind those of
+        live CreateEpisode calls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -320,6 +343,21 @@ class MemoryServiceServicer:
         """The versions a memory's updates and deletes replaced, oldest first, under
         GetMemory's ownership rules. A deleted memory's history stays readable by
         its owner for --memory-history-retention-days, then is purged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportProject(self, request, context):
+        """Everything a project holds, to move it to another server (`nexus-grpc
+        export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+        the project, then its sessions, their episodes (oldest first, with their
+        occur_time), the memories stored in the project (each followed by its
+        history), the entities and relationships of its graph, and its
+        summaries. Under the rules of the other reads: another tenant's project
+        is NOT_FOUND, USER memories of users the API key may not act for and
+        expired memories are left out. Read in pages, not as one snapshot: stop
+        writing to the project while exporting it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -417,6 +455,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchEpisodesRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.SearchHit.SerializeToString,
             ),
+            'ImportEpisodes': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportEpisodes,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.SerializeToString,
+            ),
             'CreateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMemory,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.CreateMemoryRequest.FromString,
@@ -461,6 +504,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemoryHistory,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.SerializeToString,
+            ),
+            'ExportProject': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportProject,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.SerializeToString,
             ),
             'GetServiceStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServiceStatus,
@@ -889,6 +937,33 @@ class MemoryService:
             _registered_method=True)
 
     @staticmethod
+    def ImportEpisodes(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/nexus.memory.v1.MemoryService/ImportEpisodes',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ImportEpisodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CreateMemory(request,
             target,
             options=(),
@@ -1121,6 +1196,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/ListMemoryHistory',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportProject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ExportProject',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,15 @@ class MemoryServiceStub:
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
     """
+    ImportEpisodes: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.ImportEpisodesRequest, _memory_service_pb2.ImportEpisodesResponse]
+    """Bulk import: the caller streams episodes, each with its own request_id
+    (required here, so that resending an import is safe), and the server
+    writes them in batches, one transaction per batch, then answers once
+    with counts, ids and per-item errors. A bad item is reported in errors
+    and written nothing; the others go on. At most 10,000 episodes a call.
+    Their embedding, extraction and summaries are queued behind those of
+    live CreateEpisode calls.
+    """
     CreateMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]
     GetMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]
@@ -71,6 +80,17 @@ class MemoryServiceStub:
     """The versions a memory's updates and deletes replaced, oldest first, under
     GetMemory's ownership rules. A deleted memory's history stays readable by
     its owner for --memory-history-retention-days, then is purged.
+    """
+    ExportProject: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.ExportProjectRequest, _memory_service_pb2.ExportRecord]
+    """Everything a project holds, to move it to another server (`nexus-grpc
+    export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+    the project, then its sessions, their episodes (oldest first, with their
+    occur_time), the memories stored in the project (each followed by its
+    history), the entities and relationships of its graph, and its
+    summaries. Under the rules of the other reads: another tenant's project
+    is NOT_FOUND, USER memories of users the API key may not act for and
+    expired memories are left out. Read in pages, not as one snapshot: stop
+    writing to the project while exporting it.
     """
     GetServiceStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
@@ -105,6 +125,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
     """
+    ImportEpisodes: _aio.StreamUnaryMultiCallable[_memory_service_pb2.ImportEpisodesRequest, _memory_service_pb2.ImportEpisodesResponse]  # type: ignore[assignment]
+    """Bulk import: the caller streams episodes, each with its own request_id
+    (required here, so that resending an import is safe), and the server
+    writes them in batches, one transaction per batch, then answers once
+    with counts, ids and per-item errors. A bad item is reported in errors
+    and written nothing; the others go on. At most 10,000 episodes a call.
+    Their embedding, extraction and summaries are queued behind those of
+    live CreateEpisode calls.
+    """
     CreateMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
     GetMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.Memory]  # type: ignore[assignment]
     ListMemories: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]  # type: ignore[assignment]
@@ -118,6 +147,17 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """The versions a memory's updates and deletes replaced, oldest first, under
     GetMemory's ownership rules. A deleted memory's history stays readable by
     its owner for --memory-history-retention-days, then is purged.
+    """
+    ExportProject: _aio.UnaryStreamMultiCallable[_memory_service_pb2.ExportProjectRequest, _memory_service_pb2.ExportRecord]  # type: ignore[assignment]
+    """Everything a project holds, to move it to another server (`nexus-grpc
+    export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+    the project, then its sessions, their episodes (oldest first, with their
+    occur_time), the memories stored in the project (each followed by its
+    history), the entities and relationships of its graph, and its
+    summaries. Under the rules of the other reads: another tenant's project
+    is NOT_FOUND, USER memories of users the API key may not act for and
+    expired memories are left out. Read in pages, not as one snapshot: stop
+    writing to the project while exporting it.
     """
     GetServiceStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]  # type: ignore[assignment]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
@@ -241,6 +281,21 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
+    def ImportEpisodes(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.ImportEpisodesRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ImportEpisodesResponse, _abc.Awaitable[_memory_service_pb2.ImportEpisodesResponse]]:
+        """Bulk import: the caller streams episodes, each with its own request_id
+        (required here, so that resending an import is safe), and the server
+        writes them in batches, one transaction per batch, then answers once
+        with counts, ids and per-item errors. A bad item is reported in errors
+        and written nothing; the others go on. At most 10,000 episodes a call.
+        Their embedding, extraction and summaries are queued behind those of
+        live CreateEpisode calls.
+        """
+
+    @_abc_1.abstractmethod
     def CreateMemory(
         self,
         request: _memory_service_pb2.CreateMemoryRequest,
@@ -306,6 +361,23 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """The versions a memory's updates and deletes replaced, oldest first, under
         GetMemory's ownership rules. A deleted memory's history stays readable by
         its owner for --memory-history-retention-days, then is purged.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportProject(
+        self,
+        request: _memory_service_pb2.ExportProjectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.ExportRecord], _abc.AsyncIterator[_memory_service_pb2.ExportRecord]]:
+        """Everything a project holds, to move it to another server (`nexus-grpc
+        export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+        the project, then its sessions, their episodes (oldest first, with their
+        occur_time), the memories stored in the project (each followed by its
+        history), the entities and relationships of its graph, and its
+        summaries. Under the rules of the other reads: another tenant's project
+        is NOT_FOUND, USER memories of users the API key may not act for and
+        expired memories are left out. Read in pages, not as one snapshot: stop
+        writing to the project while exporting it.
         """
 
     @_abc_1.abstractmethod

@@ -13,6 +13,8 @@ import {
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type ClientWritableStream,
+  type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -24,6 +26,8 @@ import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
+import { Entity, Relationship } from "../../graph/v1/graph_service";
+import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
 
@@ -350,7 +354,21 @@ export interface Project {
   notes: string;
   systemPrompt: string;
   createTime: Date | undefined;
-  updateTime: Date | undefined;
+  updateTime:
+    | Date
+    | undefined;
+  /**
+   * How long the project keeps its conversations; unset: for ever. An
+   * episode is past it once its occur_time is older than now - retention; a
+   * session once it was created before that and holds no episode within it.
+   * From that moment no read or search returns them (GetSession, ListSessions,
+   * GetEpisode, ListEpisodes, SearchEpisodes, ExportProject), and a durable
+   * job deletes them with their index points and graph links (a session as
+   * DeleteSession does, summaries included).
+   * Whole seconds, positive, at most 100 years. UpdateProject with retention
+   * in the mask sets it, or (left unset) keeps everything again.
+   */
+  retention: Duration | undefined;
 }
 
 export interface CreateProjectRequest {
@@ -476,6 +494,66 @@ export interface CreateEpisodeRequest {
    * INVALID_ARGUMENT.
    */
   occurTime: Date | undefined;
+}
+
+export interface ImportEpisodesRequest {
+  /**
+   * One episode, with the fields and rules of CreateEpisode; request_id is
+   * required. A request_id already stored in the session with the same
+   * content answers with that episode (counted as replayed); with different
+   * content it is an ALREADY_EXISTS item error.
+   */
+  episode: CreateEpisodeRequest | undefined;
+}
+
+/** Why one streamed item was not imported. */
+export interface ImportEpisodeError {
+  /** The item's position in the stream, from 0. */
+  index: number;
+  requestId: string;
+  /**
+   * A gRPC status code number (3 INVALID_ARGUMENT, 5 NOT_FOUND,
+   * 6 ALREADY_EXISTS, 9 FAILED_PRECONDITION, ...), as CreateEpisode would
+   * have answered for this item alone.
+   */
+  code: number;
+  message: string;
+}
+
+export interface ImportEpisodesResponse {
+  /** Items read from the stream. */
+  received: number;
+  /** Episodes written by this call. */
+  created: number;
+  /** Items whose request_id was already stored with the same content. */
+  replayed: number;
+  /** Items not imported; each has an entry in errors. */
+  failed: number;
+  /** One per item, in stream order: the episode's id, or 0 for a failed item. */
+  episodeIds: number[];
+  errors: ImportEpisodeError[];
+}
+
+export interface ExportProjectRequest {
+  projectId: number;
+}
+
+/** One item of an export; exactly one field is set. */
+export interface ExportRecord {
+  project?: Project | undefined;
+  session?: Session | undefined;
+  episode?: Episode | undefined;
+  memory?:
+    | Memory
+    | undefined;
+  /**
+   * One version a memory's update replaced; follows its memory, oldest
+   * first.
+   */
+  memoryRevision?: MemoryRevision | undefined;
+  entity?: Entity | undefined;
+  relationship?: Relationship | undefined;
+  summary?: Summary | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -812,6 +890,7 @@ function createBaseProject(): Project {
     systemPrompt: "",
     createTime: undefined,
     updateTime: undefined,
+    retention: undefined,
   };
 }
 
@@ -843,6 +922,9 @@ export const Project: MessageFns<Project> = {
     }
     if (message.updateTime !== undefined) {
       Timestamp.encode(toTimestamp(message.updateTime), writer.uint32(74).fork()).join();
+    }
+    if (message.retention !== undefined) {
+      Duration.encode(message.retention, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -932,6 +1014,14 @@ export const Project: MessageFns<Project> = {
             message.updateTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.retention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -967,6 +1057,7 @@ export const Project: MessageFns<Project> = {
         : isSet(object.update_time)
         ? fromJsonTimestamp(object.update_time)
         : undefined,
+      retention: isSet(object.retention) ? Duration.fromJSON(object.retention) : undefined,
     };
   },
 
@@ -999,6 +1090,9 @@ export const Project: MessageFns<Project> = {
     if (message.updateTime !== undefined) {
       obj.updateTime = message.updateTime.toISOString();
     }
+    if (message.retention !== undefined) {
+      obj.retention = Duration.toJSON(message.retention);
+    }
     return obj;
   },
 
@@ -1016,6 +1110,9 @@ export const Project: MessageFns<Project> = {
     message.systemPrompt = object.systemPrompt ?? "";
     message.createTime = object.createTime ?? undefined;
     message.updateTime = object.updateTime ?? undefined;
+    message.retention = (object.retention !== undefined && object.retention !== null)
+      ? Duration.fromPartial(object.retention)
+      : undefined;
     return message;
   },
 };
@@ -2791,6 +2888,648 @@ export const CreateEpisodeRequest: MessageFns<CreateEpisodeRequest> = {
     message.requestId = object.requestId ?? "";
     message.projectId = object.projectId ?? 0;
     message.occurTime = object.occurTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseImportEpisodesRequest(): ImportEpisodesRequest {
+  return { episode: undefined };
+}
+
+export const ImportEpisodesRequest: MessageFns<ImportEpisodesRequest> = {
+  encode(message: ImportEpisodesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.episode !== undefined) {
+      CreateEpisodeRequest.encode(message.episode, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.episode = CreateEpisodeRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodesRequest {
+    return { episode: isSet(object.episode) ? CreateEpisodeRequest.fromJSON(object.episode) : undefined };
+  },
+
+  toJSON(message: ImportEpisodesRequest): unknown {
+    const obj: any = {};
+    if (message.episode !== undefined) {
+      obj.episode = CreateEpisodeRequest.toJSON(message.episode);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodesRequest>): ImportEpisodesRequest {
+    return ImportEpisodesRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodesRequest>): ImportEpisodesRequest {
+    const message = createBaseImportEpisodesRequest();
+    message.episode = (object.episode !== undefined && object.episode !== null)
+      ? CreateEpisodeRequest.fromPartial(object.episode)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseImportEpisodeError(): ImportEpisodeError {
+  return { index: 0, requestId: "", code: 0, message: "" };
+}
+
+export const ImportEpisodeError: MessageFns<ImportEpisodeError> = {
+  encode(message: ImportEpisodeError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).int64(message.index);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.code !== 0) {
+      writer.uint32(24).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodeError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodeError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodeError {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: ImportEpisodeError): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodeError>): ImportEpisodeError {
+    return ImportEpisodeError.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodeError>): ImportEpisodeError {
+    const message = createBaseImportEpisodeError();
+    message.index = object.index ?? 0;
+    message.requestId = object.requestId ?? "";
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
+function createBaseImportEpisodesResponse(): ImportEpisodesResponse {
+  return { received: 0, created: 0, replayed: 0, failed: 0, episodeIds: [], errors: [] };
+}
+
+export const ImportEpisodesResponse: MessageFns<ImportEpisodesResponse> = {
+  encode(message: ImportEpisodesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.received !== 0) {
+      writer.uint32(8).int64(message.received);
+    }
+    if (message.created !== 0) {
+      writer.uint32(16).int64(message.created);
+    }
+    if (message.replayed !== 0) {
+      writer.uint32(24).int64(message.replayed);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(32).int64(message.failed);
+    }
+    if (message.episodeIds.length !== 0) {
+      writer.uint32(42).fork();
+      for (const v of message.episodeIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    for (const v of message.errors) {
+      ImportEpisodeError.encode(v!, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportEpisodesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportEpisodesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.received = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.created = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replayed = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.failed = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag === 40) {
+              message.episodeIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 42) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.episodeIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.errors.push(ImportEpisodeError.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportEpisodesResponse {
+    return {
+      received: isSet(object.received) ? globalThis.Number(object.received) : 0,
+      created: isSet(object.created) ? globalThis.Number(object.created) : 0,
+      replayed: isSet(object.replayed) ? globalThis.Number(object.replayed) : 0,
+      failed: isSet(object.failed) ? globalThis.Number(object.failed) : 0,
+      episodeIds: globalThis.Array.isArray(object?.episodeIds)
+        ? object.episodeIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.episode_ids)
+        ? object.episode_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      errors: globalThis.Array.isArray(object?.errors)
+        ? object.errors.map((e: any) => ImportEpisodeError.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ImportEpisodesResponse): unknown {
+    const obj: any = {};
+    if (message.received !== 0) {
+      obj.received = Math.round(message.received);
+    }
+    if (message.created !== 0) {
+      obj.created = Math.round(message.created);
+    }
+    if (message.replayed !== 0) {
+      obj.replayed = Math.round(message.replayed);
+    }
+    if (message.failed !== 0) {
+      obj.failed = Math.round(message.failed);
+    }
+    if (message.episodeIds?.length) {
+      obj.episodeIds = message.episodeIds.map((e) => Math.round(e));
+    }
+    if (message.errors?.length) {
+      obj.errors = message.errors.map((e) => ImportEpisodeError.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportEpisodesResponse>): ImportEpisodesResponse {
+    return ImportEpisodesResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportEpisodesResponse>): ImportEpisodesResponse {
+    const message = createBaseImportEpisodesResponse();
+    message.received = object.received ?? 0;
+    message.created = object.created ?? 0;
+    message.replayed = object.replayed ?? 0;
+    message.failed = object.failed ?? 0;
+    message.episodeIds = object.episodeIds?.map((e) => e) || [];
+    message.errors = object.errors?.map((e) => ImportEpisodeError.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseExportProjectRequest(): ExportProjectRequest {
+  return { projectId: 0 };
+}
+
+export const ExportProjectRequest: MessageFns<ExportProjectRequest> = {
+  encode(message: ExportProjectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportProjectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportProjectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportProjectRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: ExportProjectRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportProjectRequest>): ExportProjectRequest {
+    return ExportProjectRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportProjectRequest>): ExportProjectRequest {
+    const message = createBaseExportProjectRequest();
+    message.projectId = object.projectId ?? 0;
+    return message;
+  },
+};
+
+function createBaseExportRecord(): ExportRecord {
+  return {
+    project: undefined,
+    session: undefined,
+    episode: undefined,
+    memory: undefined,
+    memoryRevision: undefined,
+    entity: undefined,
+    relationship: undefined,
+    summary: undefined,
+  };
+}
+
+export const ExportRecord: MessageFns<ExportRecord> = {
+  encode(message: ExportRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.project !== undefined) {
+      Project.encode(message.project, writer.uint32(10).fork()).join();
+    }
+    if (message.session !== undefined) {
+      Session.encode(message.session, writer.uint32(18).fork()).join();
+    }
+    if (message.episode !== undefined) {
+      Episode.encode(message.episode, writer.uint32(26).fork()).join();
+    }
+    if (message.memory !== undefined) {
+      Memory.encode(message.memory, writer.uint32(34).fork()).join();
+    }
+    if (message.memoryRevision !== undefined) {
+      MemoryRevision.encode(message.memoryRevision, writer.uint32(42).fork()).join();
+    }
+    if (message.entity !== undefined) {
+      Entity.encode(message.entity, writer.uint32(50).fork()).join();
+    }
+    if (message.relationship !== undefined) {
+      Relationship.encode(message.relationship, writer.uint32(58).fork()).join();
+    }
+    if (message.summary !== undefined) {
+      Summary.encode(message.summary, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.project = Project.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.session = Session.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.episode = Episode.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.memory = Memory.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.memoryRevision = MemoryRevision.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.entity = Entity.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.relationship = Relationship.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.summary = Summary.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportRecord {
+    return {
+      project: isSet(object.project) ? Project.fromJSON(object.project) : undefined,
+      session: isSet(object.session) ? Session.fromJSON(object.session) : undefined,
+      episode: isSet(object.episode) ? Episode.fromJSON(object.episode) : undefined,
+      memory: isSet(object.memory) ? Memory.fromJSON(object.memory) : undefined,
+      memoryRevision: isSet(object.memoryRevision)
+        ? MemoryRevision.fromJSON(object.memoryRevision)
+        : isSet(object.memory_revision)
+        ? MemoryRevision.fromJSON(object.memory_revision)
+        : undefined,
+      entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
+      relationship: isSet(object.relationship) ? Relationship.fromJSON(object.relationship) : undefined,
+      summary: isSet(object.summary) ? Summary.fromJSON(object.summary) : undefined,
+    };
+  },
+
+  toJSON(message: ExportRecord): unknown {
+    const obj: any = {};
+    if (message.project !== undefined) {
+      obj.project = Project.toJSON(message.project);
+    }
+    if (message.session !== undefined) {
+      obj.session = Session.toJSON(message.session);
+    }
+    if (message.episode !== undefined) {
+      obj.episode = Episode.toJSON(message.episode);
+    }
+    if (message.memory !== undefined) {
+      obj.memory = Memory.toJSON(message.memory);
+    }
+    if (message.memoryRevision !== undefined) {
+      obj.memoryRevision = MemoryRevision.toJSON(message.memoryRevision);
+    }
+    if (message.entity !== undefined) {
+      obj.entity = Entity.toJSON(message.entity);
+    }
+    if (message.relationship !== undefined) {
+      obj.relationship = Relationship.toJSON(message.relationship);
+    }
+    if (message.summary !== undefined) {
+      obj.summary = Summary.toJSON(message.summary);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportRecord>): ExportRecord {
+    return ExportRecord.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportRecord>): ExportRecord {
+    const message = createBaseExportRecord();
+    message.project = (object.project !== undefined && object.project !== null)
+      ? Project.fromPartial(object.project)
+      : undefined;
+    message.session = (object.session !== undefined && object.session !== null)
+      ? Session.fromPartial(object.session)
+      : undefined;
+    message.episode = (object.episode !== undefined && object.episode !== null)
+      ? Episode.fromPartial(object.episode)
+      : undefined;
+    message.memory = (object.memory !== undefined && object.memory !== null)
+      ? Memory.fromPartial(object.memory)
+      : undefined;
+    message.memoryRevision = (object.memoryRevision !== undefined && object.memoryRevision !== null)
+      ? MemoryRevision.fromPartial(object.memoryRevision)
+      : undefined;
+    message.entity = (object.entity !== undefined && object.entity !== null)
+      ? Entity.fromPartial(object.entity)
+      : undefined;
+    message.relationship = (object.relationship !== undefined && object.relationship !== null)
+      ? Relationship.fromPartial(object.relationship)
+      : undefined;
+    message.summary = (object.summary !== undefined && object.summary !== null)
+      ? Summary.fromPartial(object.summary)
+      : undefined;
     return message;
   },
 };
@@ -7046,6 +7785,23 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * Bulk import: the caller streams episodes, each with its own request_id
+     * (required here, so that resending an import is safe), and the server
+     * writes them in batches, one transaction per batch, then answers once
+     * with counts, ids and per-item errors. A bad item is reported in errors
+     * and written nothing; the others go on. At most 10,000 episodes a call.
+     * Their embedding, extraction and summaries are queued behind those of
+     * live CreateEpisode calls.
+     */
+    importEpisodes: {
+      name: "ImportEpisodes",
+      requestType: ImportEpisodesRequest as typeof ImportEpisodesRequest,
+      requestStream: true,
+      responseType: ImportEpisodesResponse as typeof ImportEpisodesResponse,
+      responseStream: false,
+      options: {},
+    },
     createMemory: {
       name: "CreateMemory",
       requestType: CreateMemoryRequest as typeof CreateMemoryRequest,
@@ -7122,6 +7878,25 @@ export const MemoryServiceDefinition = {
       requestStream: false,
       responseType: ListMemoryHistoryResponse as typeof ListMemoryHistoryResponse,
       responseStream: false,
+      options: {},
+    },
+    /**
+     * Everything a project holds, to move it to another server (`nexus-grpc
+     * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+     * the project, then its sessions, their episodes (oldest first, with their
+     * occur_time), the memories stored in the project (each followed by its
+     * history), the entities and relationships of its graph, and its
+     * summaries. Under the rules of the other reads: another tenant's project
+     * is NOT_FOUND, USER memories of users the API key may not act for and
+     * expired memories are left out. Read in pages, not as one snapshot: stop
+     * writing to the project while exporting it.
+     */
+    exportProject: {
+      name: "ExportProject",
+      requestType: ExportProjectRequest as typeof ExportProjectRequest,
+      requestStream: false,
+      responseType: ExportRecord as typeof ExportRecord,
+      responseStream: true,
       options: {},
     },
     /** Health detail: stores, embedder, LLM, queue depths, schema version. */
@@ -7301,6 +8076,26 @@ export const MemoryServiceService = {
     responseSerialize: (value: SearchHit): Buffer => Buffer.from(SearchHit.encode(value).finish()),
     responseDeserialize: (value: Buffer): SearchHit => SearchHit.decode(value),
   },
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes: {
+    path: "/nexus.memory.v1.MemoryService/ImportEpisodes" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportEpisodesRequest): Buffer =>
+      Buffer.from(ImportEpisodesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportEpisodesRequest => ImportEpisodesRequest.decode(value),
+    responseSerialize: (value: ImportEpisodesResponse): Buffer =>
+      Buffer.from(ImportEpisodesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportEpisodesResponse => ImportEpisodesResponse.decode(value),
+  },
   createMemory: {
     path: "/nexus.memory.v1.MemoryService/CreateMemory" as const,
     requestStream: false as const,
@@ -7396,6 +8191,26 @@ export const MemoryServiceService = {
       Buffer.from(ListMemoryHistoryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListMemoryHistoryResponse => ListMemoryHistoryResponse.decode(value),
   },
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject: {
+    path: "/nexus.memory.v1.MemoryService/ExportProject" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: ExportProjectRequest): Buffer => Buffer.from(ExportProjectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportProjectRequest => ExportProjectRequest.decode(value),
+    responseSerialize: (value: ExportRecord): Buffer => Buffer.from(ExportRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExportRecord => ExportRecord.decode(value),
+  },
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: {
     path: "/nexus.memory.v1.MemoryService/GetServiceStatus" as const,
@@ -7449,6 +8264,16 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * episodes; a session in a project searches every session of that project.
    */
   searchEpisodes: handleServerStreamingCall<SearchEpisodesRequest, SearchHit>;
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes: handleClientStreamingCall<ImportEpisodesRequest, ImportEpisodesResponse>;
   createMemory: handleUnaryCall<CreateMemoryRequest, Memory>;
   getMemory: handleUnaryCall<GetMemoryRequest, Memory>;
   listMemories: handleUnaryCall<ListMemoriesRequest, ListMemoriesResponse>;
@@ -7464,6 +8289,18 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * its owner for --memory-history-retention-days, then is purged.
    */
   listMemoryHistory: handleUnaryCall<ListMemoryHistoryRequest, ListMemoryHistoryResponse>;
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject: handleServerStreamingCall<ExportProjectRequest, ExportRecord>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: handleUnaryCall<GetServiceStatusRequest, ServiceStatus>;
   /** Compares SQLite with the vector index and re-queues whatever is missing. */
@@ -7699,6 +8536,31 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SearchHit>;
+  /**
+   * Bulk import: the caller streams episodes, each with its own request_id
+   * (required here, so that resending an import is safe), and the server
+   * writes them in batches, one transaction per batch, then answers once
+   * with counts, ids and per-item errors. A bad item is reported in errors
+   * and written nothing; the others go on. At most 10,000 episodes a call.
+   * Their embedding, extraction and summaries are queued behind those of
+   * live CreateEpisode calls.
+   */
+  importEpisodes(
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
+  importEpisodes(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportEpisodesResponse) => void,
+  ): ClientWritableStream<ImportEpisodesRequest>;
   createMemory(
     request: CreateMemoryRequest,
     callback: (error: ServiceError | null, response: Memory) => void,
@@ -7822,6 +8684,23 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListMemoryHistoryResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Everything a project holds, to move it to another server (`nexus-grpc
+   * export` writes it as JSON Lines, `nexus-grpc import` reads it back):
+   * the project, then its sessions, their episodes (oldest first, with their
+   * occur_time), the memories stored in the project (each followed by its
+   * history), the entities and relationships of its graph, and its
+   * summaries. Under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, USER memories of users the API key may not act for and
+   * expired memories are left out. Read in pages, not as one snapshot: stop
+   * writing to the project while exporting it.
+   */
+  exportProject(request: ExportProjectRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportRecord>;
+  exportProject(
+    request: ExportProjectRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExportRecord>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus(
     request: GetServiceStatusRequest,

@@ -1,0 +1,116 @@
+"""ExportProject: everything a project holds, in an order that can be imported.
+
+Records come out in the order an importer needs them: the project, its
+sessions, their episodes, its memories (each followed by its history), the
+entities and relationships of its graph, and its summaries (which name
+episodes and sessions). Each kind is read in pages in its own short read, so
+a large project never holds one read transaction (and the WAL) open for the
+whole stream; the export is therefore not one snapshot.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.domain import validation as v
+from nexus_grpc.store import Database
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import memory_history as history_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store import summaries as summary_store
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import Revision
+from nexus_grpc.store.summaries import Summary
+
+#: Rows per read.
+PAGE = 500
+
+ExportItem = Project | Session | Episode | Memory | Revision | Entity | Relationship | Summary
+R = TypeVar("R")
+
+
+class ProjectExport:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def records(self, project_id: int) -> AsyncIterator[ExportItem]:
+        v.positive_id("project_id", project_id)
+        tenant = tenancy.visible()
+        # NOT_FOUND for a project this caller may not see, before anything is sent.
+        yield await self.db.read(lambda c: project_store.get(c, project_id, tenant))
+
+        # What is past the project's retention is gone for every read.
+        at = time.time()
+        retention = await self.db.read(lambda c: project_store.retention_of(c, project_id))
+        cutoff = None if retention is None else at - retention
+        sessions: list[Session] = []
+        async for session in self._pages(
+            lambda c, after: session_store.list_page(
+                c, after, PAGE, project_id, tenant, retained_at=at
+            )
+        ):
+            sessions.append(session)
+            yield session
+        for session in sessions:
+            async for episode in self._pages(_episodes_of(session.id)):
+                if cutoff is None or episode.occur_at >= cutoff:
+                    yield episode
+
+        async for memory in self._pages(
+            lambda c, after: memory_store.list_in_project(c, project_id, tenant, after, PAGE, at)
+        ):
+            # USER memories belong to their user: only a key that may act for
+            # that user exports them, as only it may read them.
+            if memory.kind == MemoryKind.USER and not tenancy.may_act_for(memory.user_id):
+                continue
+            yield memory
+            async for revision in self._pages(_history_of(memory.id)):
+                yield revision
+
+        async for entity in self._pages(
+            lambda c, after: graph_store.list_entities(c, "", project_id, after, PAGE)
+        ):
+            yield entity
+        async for relationship in self._pages(
+            lambda c, after: graph_store.relationships_in_project(c, project_id, after, PAGE)
+        ):
+            yield relationship
+        async for summary in self._pages(
+            lambda c, after: summary_store.list_for_project(c, project_id, after, PAGE)
+        ):
+            yield summary
+
+    async def _pages(
+        self, read: Callable[[sqlite3.Connection, Any], Sequence[R]]
+    ) -> AsyncIterator[R]:
+        """Every row ``read`` returns, page after page, oldest first (keyset:
+        ``read`` takes the last id already returned)."""
+        after: int | None = None
+        while True:
+
+            def fetch(conn: sqlite3.Connection, start: int | None = after) -> Sequence[R]:
+                return read(conn, start)
+
+            rows = await self.db.read(fetch)
+            for row in rows:
+                yield row
+            if len(rows) < PAGE:
+                return
+            after = rows[-1].id  # type: ignore[attr-defined]
+
+
+def _episodes_of(session_id: int) -> Callable[[sqlite3.Connection, Any], list[Episode]]:
+    return lambda c, after: episode_store.list_for_session(c, session_id, after or 0, PAGE)
+
+
+def _history_of(memory_id: int) -> Callable[[sqlite3.Connection, Any], list[Revision]]:
+    return lambda c, after: history_store.page(c, memory_id, after, PAGE)

@@ -1,0 +1,57 @@
+"""The ``retain:project`` worker: deletes a project's sessions and episodes
+once they are past its retention.
+
+Reads hide them from the moment they pass it (``store/sessions._retained``,
+``episodes.retention_cutoff``, the search window); this job makes them gone
+for good, with their index points (index jobs in the same transaction),
+summaries and graph links (by cascade). Setting a retention schedules the job
+in the same transaction; each run deletes up to ``CHUNK`` rows of each kind
+and schedules the next run: at once when it stopped at the chunk, else when
+the oldest remaining exchange passes the retention, and at most an hour away,
+since an episode imported later with an old occur_time may pass it sooner.
+A project whose retention was cleared (or that is gone) ends the chain.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from nexus_grpc.pipeline.worker import Outcome, WriteFn
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import jobs
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store.jobs import Job
+
+#: Rows of each kind deleted per run (per transaction).
+CHUNK = 500
+#: The longest a sweep waits before looking again.
+RECHECK_SECONDS = 3600.0
+
+
+async def sweep_retention(batch: list[Job]) -> list[Outcome]:
+    at = time.time()
+    return [Outcome(job, write=_sweep(job.target_id, at)) for job in batch]
+
+
+def _sweep(project_id: int, at: float) -> WriteFn:
+    def write(conn: sqlite3.Connection) -> None:
+        retention = project_store.retention_of(conn, project_id)
+        if retention is None:
+            return
+        cutoff = at - retention
+        episodes = episode_store.past_retention(conn, project_id, cutoff, CHUNK)
+        for episode_id in episodes:
+            episode_store.delete(conn, episode_id)
+        sessions = session_store.past_retention(conn, project_id, cutoff, CHUNK)
+        for session_id in sessions:
+            session_store.delete(conn, session_id)
+        if len(episodes) == CHUNK or len(sessions) == CHUNK:
+            jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
+            return
+        oldest = episode_store.oldest_in_project(conn, project_id)
+        upcoming = at + RECHECK_SECONDS if oldest is None else oldest + retention
+        jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, min(upcoming, at + RECHECK_SECONDS))
+
+    return write

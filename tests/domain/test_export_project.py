@@ -1,0 +1,310 @@
+"""ExportProject and the `nexus-grpc export` / `nexus-grpc import` commands:
+a project moves to another server and exports the same again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from tests.support import bearer, start_harness
+
+NEXUS = str(Path(sys.executable).with_name("nexus-grpc"))
+BASE = 1_683_554_160  # 8 May 2023, 13:56 UTC
+KEY = "alice-only-export-key-01"
+P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+
+
+def ts(seconds: float) -> Timestamp:
+    t = Timestamp()
+    t.FromNanoseconds(int(seconds * 1e9))
+    return t
+
+
+async def cli(*args: str) -> subprocess.CompletedProcess:
+    """The real command, in its own process."""
+    return await asyncio.to_thread(
+        subprocess.run, [NEXUS, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+async def seed(h, marker: str) -> int:
+    """A project with some of everything; returns its id."""
+    project = await h.memory.CreateProject(
+        m.CreateProjectRequest(
+            project=m.Project(name=f"{marker} project", description="d", notes="n", icon="i")
+        )
+    )
+    sessions = []
+    for i in range(2):
+        session = await h.memory.CreateSession(
+            m.CreateSessionRequest(
+                session=m.Session(name=f"{marker} s{i}", project_id=project.id, metadata={"n": i})
+            )
+        )
+        sessions.append(session.id)
+    episodes = []
+    for i in range(6):
+        ep = await h.memory.CreateEpisode(
+            m.CreateEpisodeRequest(
+                session_id=sessions[i % 2],
+                user_message=f"{marker} question {i}",
+                ai_response=f"answer {i}",
+                metadata={"turn": i},
+                occur_time=ts(BASE + 60 * i),
+            )
+        )
+        episodes.append(ep.id)
+    edited = await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(kind=P, project_id=project.id, title="deploy", content="friday")
+        )
+    )
+    await h.memory.UpdateMemory(
+        m.UpdateMemoryRequest(
+            memory=m.Memory(id=edited.id, title="deploys"), update_mask=FieldMask(paths=["title"])
+        )
+    )
+    await h.memory.UpdateMemory(
+        m.UpdateMemoryRequest(
+            memory=m.Memory(id=edited.id, content="tuesday", tier=m.TIER_ARCHIVE),
+            update_mask=FieldMask(paths=["content", "tier"]),
+        )
+    )
+    for user in ("alice", "bob"):
+        await h.memory.CreateMemory(
+            m.CreateMemoryRequest(
+                memory=m.Memory(
+                    kind=U,
+                    user_id=user,
+                    project_id=project.id,
+                    title=f"{user} likes",
+                    content="tea",
+                )
+            )
+        )
+    await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(
+                kind=P,
+                project_id=project.id,
+                session_id=sessions[0],
+                tier=m.TIER_TASK,
+                title="task note",
+                content="ship it",
+                expire_time=ts(4_102_444_800),
+            )
+        )
+    )
+    a = await h.graph.UpsertEntity(
+        g.UpsertEntityRequest(name=f"{marker} Ada", type="person", project_id=project.id)
+    )
+    b = await h.graph.UpsertEntity(
+        g.UpsertEntityRequest(name="Postgres", type="technology", notes="db", project_id=project.id)
+    )
+    await h.graph.UpsertRelationship(
+        g.UpsertRelationshipRequest(from_id=a.id, to_id=b.id, label="maintains", notes="since 2020")
+    )
+    await h.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(
+                session_id=sessions[0],
+                content=f"{marker} they talked",
+                first_episode_id=episodes[0],
+                last_episode_id=episodes[4],
+                episode_count=3,
+            )
+        )
+    )
+    await h.summary.CreateSummary(
+        s.CreateSummaryRequest(summary=s.Summary(project_id=project.id, content="overview"))
+    )
+    return project.id
+
+
+# What the receiving server assigns itself, and is left out of the comparison.
+ASSIGNED = {
+    "create_time",
+    "update_time",
+    "last_seen_time",
+    "last_used_time",
+    "change_time",
+    "request_id",
+    "principal",
+    "use_count",
+    "mention_count",
+    "embedding_state",
+    "embedding_error",
+    "extraction_state",
+    "extraction_error",
+}
+# Reference fields, by the kind of record they name.
+REFERENCES = {
+    "session_id": "session",
+    "project_id": "project",
+    "memory_id": "memory",
+    "from_id": "entity",
+    "to_id": "entity",
+    "first_episode_id": "episode",
+    "last_episode_id": "episode",
+}
+
+
+def normalized(lines: list[str]) -> list[tuple[str, dict]]:
+    """Each record with every id replaced by the position of its row among
+    the export's rows of that kind, and the assigned fields left out."""
+    records = [json.loads(line) for line in lines]
+    order: dict[str, dict[str, int]] = {}
+    for record in records:
+        [(kind, body)] = record.items()
+        seen = order.setdefault(kind, {})
+        seen[body["id"]] = len(seen)
+
+    def clean(kind: str, body: dict) -> dict:
+        out = {}
+        for key, value in body.items():
+            if key in ASSIGNED:
+                continue
+            if key == "id":
+                out[key] = order[kind][value]
+            elif key in REFERENCES and value not in ("0", 0):
+                out[key] = order[REFERENCES[key]][value]
+            elif key == "previous":
+                out[key] = clean("memory", value)
+            else:
+                out[key] = value
+        return out
+
+    return [(k, clean(k, b)) for record in records for k, b in record.items()]
+
+
+async def test_export_import_export_round_trips_apart_from_ids(tmp_path):
+    a = await start_harness(tmp_path / "a")
+    b = await start_harness(tmp_path / "b")
+    try:
+        other = await seed(a, "OTHER")
+        project_id = await seed(a, "MINE")
+        first = tmp_path / "first.jsonl"
+        done = await cli("export", str(project_id), "-o", str(first), "--target", a.target)
+        assert done.returncode == 0, done.stderr
+        lines = first.read_text().splitlines()
+        kinds = [next(iter(json.loads(line))) for line in lines]
+        assert kinds[0] == "project"
+        assert {k: kinds.count(k) for k in set(kinds)} == {
+            "project": 1,
+            "session": 2,
+            "episode": 6,
+            "memory": 4,
+            "memory_revision": 2,
+            "entity": 2,
+            "relationship": 1,
+            "summary": 2,
+        }
+        # Nothing of the other project, and episodes keep their time.
+        assert "OTHER" not in first.read_text()
+        episode = json.loads(lines[3])["episode"]
+        assert episode["occur_time"] == "2023-05-08T13:56:00Z"
+        assert other != project_id
+
+        imported = await cli("import", str(first), "--target", b.target)
+        assert imported.returncode == 0, imported.stderr
+        new_id = int(imported.stdout.strip())
+        second = tmp_path / "second.jsonl"
+        done = await cli("export", str(new_id), "-o", str(second), "--target", b.target)
+        assert done.returncode == 0, done.stderr
+        again = second.read_text().splitlines()
+        assert normalized(again) == normalized(lines)
+        # The ids did change (a fresh server's, not copies).
+        assert json.loads(again[1])["session"]["project_id"] == str(new_id)
+        # The history reads the same versions on the new server.
+        revisions = [json.loads(x)["memory_revision"] for x in again if "memory_revision" in x]
+        assert [r["changed_fields"] for r in revisions] == [["title"], ["content", "tier"]]
+        assert revisions[0]["previous"]["title"] == "deploy"
+        assert revisions[1]["previous"]["content"] == "friday"
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_export_follows_tenant_and_user_rules(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": KEY, "name": "orchestrator", "users": ["alice"]},
+                    {"key": "rival-tenant-key-0000001", "name": "rival", "users": "*"},
+                    {"key": "admin-key-000000000001", "name": "ops", "users": "*", "admin": True},
+                ]
+            }
+        )
+    )
+    h = await start_harness(tmp_path / "data", auth_keys_file=str(keys))
+    try:
+        wide = bearer("admin-key-000000000001")
+        project = await h.memory.CreateProject(
+            m.CreateProjectRequest(project=m.Project(name="p")), metadata=bearer(KEY)
+        )
+        for user in ("alice", "bob"):
+            await h.memory.CreateMemory(
+                m.CreateMemoryRequest(
+                    memory=m.Memory(
+                        kind=U, user_id=user, project_id=project.id, title=user, content="c"
+                    )
+                ),
+                metadata=wide,
+            )
+
+        async def export(key: str) -> list[m.ExportRecord]:
+            call = h.memory.ExportProject(
+                m.ExportProjectRequest(project_id=project.id), metadata=bearer(key)
+            )
+            return [r async for r in call]
+
+        mine = await export(KEY)
+        assert [r.memory.user_id for r in mine if r.HasField("memory")] == ["alice"]
+        everyone = await export("admin-key-000000000001")
+        assert [r.memory.user_id for r in everyone if r.HasField("memory")] == ["alice", "bob"]
+        # Another tenant's key: the project does not exist for it.
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await export("rival-tenant-key-0000001")
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await h.memory.ExportProject(m.ExportProjectRequest(), metadata=bearer(KEY)).read()
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "project_id" in err.value.details()
+    finally:
+        await h.close()
+
+
+async def test_an_expired_memory_is_not_exported(harness):
+    h = harness
+    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    kept = await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(kind=P, project_id=project.id, title="kept", content="c")
+        )
+    )
+    gone = await h.memory.CreateMemory(
+        m.CreateMemoryRequest(
+            memory=m.Memory(kind=P, project_id=project.id, title="gone", content="c")
+        )
+    )
+    # Expired a moment ago; its removal job has not run yet.
+    await h.app.db.write(
+        lambda c: c.execute("UPDATE memories SET expire_at = 1 WHERE id = ?", (gone.id,))
+    )
+    records = [
+        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+    ]
+    assert [r.memory.id for r in records if r.HasField("memory")] == [kept.id]

@@ -1,0 +1,250 @@
+"""A project's retention: its sessions and episodes past it are hidden from
+every read at once, and a durable job deletes them with their index points."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.field_mask_pb2 import FieldMask
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.pipeline import vector_collections
+from nexus_grpc.store import jobs
+from tests.support import wait_until
+
+DAY = 86_400
+MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
+
+
+def ts(seconds: float) -> Timestamp:
+    t = Timestamp()
+    t.FromNanoseconds(int(seconds * 1e9))
+    return t
+
+
+async def code_of(coro) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await coro
+    return err.value.code(), err.value.details()
+
+
+async def count(h, sql: str, *args) -> int:
+    return await h.app.db.read(lambda c: c.execute(sql, args).fetchone()[0])
+
+
+async def indexed(h) -> None:
+    async def done():
+        return not await count(
+            h,
+            "SELECT COUNT(*) FROM jobs WHERE kind IN ('index:episodes', 'index:summaries')",
+        )
+
+    await wait_until(done, timeout=20)
+
+
+async def stop_sweeps(h) -> None:
+    """Reads must hide what is past retention on their own, before any sweep."""
+    for worker in h.app.workers:
+        if worker.kind == jobs.RETAIN_PROJECT:
+            await worker.stop()
+
+
+async def world(h):
+    """A project with a session of old and recent exchanges, and a session
+    created long ago whose every exchange is old."""
+    now = time.time()
+    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    mixed = await h.memory.CreateSession(
+        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+    )
+    stale = await h.memory.CreateSession(
+        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+    )
+    eps = {}
+    for name, session, when in (
+        ("old", mixed.id, now - 3 * DAY),
+        ("new", mixed.id, now - 60),
+        ("stale", stale.id, now - 5 * DAY),
+    ):
+        ep = await h.memory.CreateEpisode(
+            m.CreateEpisodeRequest(
+                session_id=session,
+                user_message=f"zebra {name} exchange",
+                ai_response="noted",
+                occur_time=ts(when),
+            )
+        )
+        eps[name] = ep.id
+    # The stale session was created long ago (the API always stamps now).
+    await h.app.db.write(
+        lambda c: c.execute(
+            "UPDATE sessions SET created_at = ? WHERE id = ?", (now - 5 * DAY, stale.id)
+        )
+    )
+    return project, mixed, stale, eps
+
+
+async def set_retention(h, project_id: int, seconds: int | None) -> m.Project:
+    project = m.Project(id=project_id)
+    if seconds is not None:
+        project.retention.CopyFrom(Duration(seconds=seconds))
+    return await h.memory.UpdateProject(
+        m.UpdateProjectRequest(project=project, update_mask=FieldMask(paths=["retention"]))
+    )
+
+
+async def visible_everywhere(h, project, mixed, stale, eps) -> dict[str, set]:
+    """What each read returns of the world's episodes and sessions."""
+    got: dict[str, set] = {}
+    found = set()
+    for name, episode_id in eps.items():
+        try:
+            await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
+            found.add(name)
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+    got["GetEpisode"] = found
+    names = {v: k for k, v in eps.items()}
+    listed = set()
+    for session in (mixed, stale):
+        try:
+            page = await h.memory.ListEpisodes(m.ListEpisodesRequest(session_id=session.id))
+            listed |= {names[e.id] for e in page.episodes}
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+    got["ListEpisodes"] = listed
+    for mode in MODES:
+        for label, request in (
+            ("session", m.SearchEpisodesRequest(session_id=mixed.id)),
+            ("project", m.SearchEpisodesRequest(project_id=project.id)),
+            # A window reaching back past the retention does not reach past it.
+            ("window", m.SearchEpisodesRequest(project_id=project.id, start_time=ts(0))),
+        ):
+            request.query, request.mode, request.limit = "zebra exchange", mode, 10
+            hits = [x async for x in h.memory.SearchEpisodes(request)]
+            got[f"Search {m.SearchMode.Name(mode)} {label}"] = {names[x.episode.id] for x in hits}
+    sessions = set()
+    for label, session in (("mixed", mixed), ("stale", stale)):
+        try:
+            await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+            await h.memory.GetSession(m.GetSessionRequest(external_id=session.external_id))
+            sessions.add(label)
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+    got["GetSession"] = sessions
+    listed_sessions = await h.memory.ListSessions(m.ListSessionsRequest(project_id=project.id))
+    ids = {mixed.id: "mixed", stale.id: "stale"}
+    got["ListSessions"] = {ids[x.id] for x in listed_sessions.sessions}
+    records = [
+        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+    ]
+    got["Export episodes"] = {names[r.episode.id] for r in records if r.HasField("episode")}
+    got["Export sessions"] = {ids[r.session.id] for r in records if r.HasField("session")}
+    return got
+
+
+async def test_past_retention_is_hidden_from_every_read_before_the_sweep(harness):
+    h = harness
+    await stop_sweeps(h)
+    project, mixed, stale, eps = await world(h)
+    await indexed(h)
+    # The positive case first: without a retention every read sees everything.
+    before = await visible_everywhere(h, project, mixed, stale, eps)
+    for read, seen in before.items():
+        # (A session in a project searches the whole project.)
+        expected = {"mixed", "stale"} if "Session" in read or "sessions" in read else set(eps)
+        assert seen == expected, read
+    updated = await set_retention(h, project.id, 2 * DAY)
+    assert updated.retention.seconds == 2 * DAY
+    after = await visible_everywhere(h, project, mixed, stale, eps)
+    for read, seen in after.items():
+        expected = {"mixed"} if "Session" in read or "sessions" in read else {"new"}
+        assert seen == expected, read
+    # Nothing was deleted yet: the reads alone hide it.
+    assert await count(h, "SELECT COUNT(*) FROM episodes") == 3
+    # A write into a session past retention finds no session.
+    code, details = await code_of(
+        h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=stale.id, user_message="hi"))
+    )
+    assert code == grpc.StatusCode.NOT_FOUND and f"session {stale.id}" in details
+    # Cleared: everything is kept, and seen, again.
+    cleared = await set_retention(h, project.id, None)
+    assert not cleared.HasField("retention")
+    assert await visible_everywhere(h, project, mixed, stale, eps) == before
+
+
+async def test_the_sweep_deletes_rows_and_points_past_retention(harness):
+    h = harness
+    project, mixed, stale, eps = await world(h)
+    await indexed(h)
+    name = vector_collections.EPISODES.name
+    assert await h.app.index.retrieve_ids(name, list(eps.values())) == set(eps.values())
+    await set_retention(h, project.id, 2 * DAY)
+
+    async def swept():
+        return await count(h, "SELECT COUNT(*) FROM episodes") == 1
+
+    await wait_until(swept, timeout=20)
+    assert await count(h, "SELECT COUNT(*) FROM sessions WHERE id = ?", stale.id) == 0
+    assert await count(h, "SELECT COUNT(*) FROM episodes WHERE id = ?", eps["new"]) == 1
+    await indexed(h)
+    assert await h.app.index.retrieve_ids(name, list(eps.values())) == {eps["new"]}
+    # The sweep scheduled its next run, no later than an hour away.
+    due = await h.app.db.read(
+        lambda c: c.execute(
+            "SELECT run_after FROM jobs WHERE kind = 'retain:project' AND target_id = ?"
+            " AND state = 'pending'",
+            (project.id,),
+        ).fetchone()
+    )
+    assert due is not None and due[0] <= time.time() + 3600 + 1
+    # The new exchange's turn, once its old neighbour is gone, is keyword-searchable.
+    hits = [
+        x.episode.id
+        async for x in h.memory.SearchEpisodes(
+            m.SearchEpisodesRequest(query="zebra", session_id=mixed.id, mode=m.SEARCH_MODE_KEYWORD)
+        )
+    ]
+    assert hits == [eps["new"]]
+
+
+@pytest.mark.parametrize(
+    "retention, words",
+    [
+        (Duration(seconds=0), "positive"),
+        (Duration(seconds=-5), "positive"),
+        (Duration(seconds=101 * 366 * DAY), "100 years"),
+        (Duration(seconds=5, nanos=-1), "not a valid duration"),
+        (Duration(seconds=5, nanos=500), "whole seconds"),
+    ],
+)
+async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness, retention, words):
+    h = harness
+    before = await count(h, "SELECT COUNT(*) FROM projects")
+    code, details = await code_of(
+        h.memory.CreateProject(
+            m.CreateProjectRequest(project=m.Project(name="p", retention=retention))
+        )
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "project.retention" in details and words in details
+    assert await count(h, "SELECT COUNT(*) FROM projects") == before
+    project = await h.memory.CreateProject(
+        m.CreateProjectRequest(project=m.Project(name="p", retention=Duration(seconds=DAY)))
+    )
+    assert project.retention.seconds == DAY
+    code, details = await code_of(
+        h.memory.UpdateProject(
+            m.UpdateProjectRequest(
+                project=m.Project(id=project.id, retention=retention),
+                update_mask=FieldMask(paths=["retention"]),
+            )
+        )
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "project.retention" in details
+    got = await h.memory.GetProject(m.GetProjectRequest(id=project.id))
+    assert got.retention.seconds == DAY
