@@ -12,9 +12,10 @@ When on:
   (``nexus.request_id``) and the status code, continuing the trace the client
   sent in its metadata (W3C ``traceparent``);
 - the database (``db.read``/``db.write``), the vector index (``vector.*``), the
-  embedder (``embedder.embed``, ``embedder.embed_query``) and each LLM call (``llm.*``) get child spans,
-  through proxies the composition root (``App``) puts around them.  Work done
-  outside any RPC (background jobs) starts no trace of its own.
+  embedder (``embedder.embed``, ``embedder.embed_query``) and each LLM call
+  (``llm.*``) get child spans, through proxies the composition root (``App``)
+  puts around them.  Work done outside any RPC (background jobs) starts no
+  trace of its own.
 """
 
 from __future__ import annotations
