@@ -24,13 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import run_benchmarks as rb  # bench/ is this script's own directory
 
-import run_benchmarks as rb  # noqa: E402
-
-from nexus_grpc.bench import run_bench  # noqa: E402
+from nexus_grpc.bench import run_bench
+from nexus_grpc.loadtest.launcher import ServerProcess
 
 GROUPS = (
     ("event loop", lambda name: name == "MainThread"),
@@ -138,13 +135,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nexus-profile-") as tmp:
         data = Path(tmp) / "data"
         seeded = rb.seed(data, args.episodes, memory_users=10)
-        server = rb.Server(data)
-        server.start()
-        server.wait_settled()
-        assert server.proc is not None
+        server = ServerProcess(data).start(timeout=120)
         try:
+            server.wait_settled()
             time.sleep(1)
-            rows = profile(f"127.0.0.1:{server.port}", server.proc.pid,
+            rows = profile(server.target, server.pid,
                            seeded.session_scopes, args.duration, args.py_spy)
         finally:
             server.stop()
