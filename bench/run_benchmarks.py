@@ -43,10 +43,10 @@ import numpy as np
 from nexus_grpc.bench import WORDS as QUERY_WORDS
 from nexus_grpc.bench import format_result, run_bench
 from nexus_grpc.embedding import MiniLMEmbedder
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
 from nexus_grpc.loadtest.loop import drive, percentile, ratio, single
 from nexus_grpc.store.migrations import migrate
@@ -268,30 +268,30 @@ async def _timed(server: ServerProcess, run: Awaitable[dict[str, float]]
 
 
 EPISODE_MODES = {
-    "keyword": mpb.SEARCH_MODE_KEYWORD,
-    "semantic": mpb.SEARCH_MODE_SEMANTIC,
-    "default": mpb.SEARCH_MODE_UNSPECIFIED,
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+    "default": memory_pb2.SEARCH_MODE_UNSPECIFIED,
 }
 
 
-def _memory_search(memory: mgrpc.MemoryServiceStub, mode: int, users: int):
+def _memory_search(memory: memory_grpc.MemoryServiceStub, mode: int, users: int):
     words = list(dict.fromkeys(QUERY_WORDS))
 
     async def search(rng: random.Random) -> None:
-        scope = mpb.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
+        scope = memory_pb2.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
         w1, w2 = rng.sample(words, 2)
-        request = mpb.SearchMemoriesRequest(
+        request = memory_pb2.SearchMemoriesRequest(
             query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10)
         async for _ in memory.SearchMemories(request):
             pass
     return search
 
 
-def _episode_search(memory: mgrpc.MemoryServiceStub, mode: int, *, sessions=(), project=0):
+def _episode_search(memory: memory_grpc.MemoryServiceStub, mode: int, *, sessions=(), project=0):
     words = list(dict.fromkeys(QUERY_WORDS))
 
     async def search(rng: random.Random) -> None:
-        request = mpb.SearchEpisodesRequest(
+        request = memory_pb2.SearchEpisodesRequest(
             query=" ".join(rng.sample(words, 2)), mode=mode, limit=10,
             session_id=rng.choice(sessions) if sessions else 0, project_id=project)
         async for _ in memory.SearchEpisodes(request):
@@ -308,15 +308,15 @@ async def measure_extra(
 
     out: dict[str, dict[str, float]] = {}
     async with grpc.aio.insecure_channel(target) as channel:
-        graph = ggrpc.GraphServiceStub(channel)
-        memory = mgrpc.MemoryServiceStub(channel)
+        graph = graph_grpc.GraphServiceStub(channel)
+        memory = memory_grpc.MemoryServiceStub(channel)
         health = health_pb2_grpc.HealthStub(channel)
 
         async def check(rng: random.Random) -> None:
             await health.Check(health_pb2.HealthCheckRequest())
 
         async def neighborhood(rng: random.Random) -> None:
-            await graph.GetNeighborhood(gpb.GetNeighborhoodRequest(
+            await graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(
                 entity_id=rng.randint(1, ENTITIES), depth=3))
 
         async def run(name: str, call, concurrency: int) -> None:
@@ -350,7 +350,7 @@ async def measure_small_scopes(target: str, duration: float, seeded: Seeded,
     should follow the scope, not the table."""
     out: dict[str, dict[str, float]] = {}
     async with grpc.aio.insecure_channel(target) as channel:
-        memory = mgrpc.MemoryServiceStub(channel)
+        memory = memory_grpc.MemoryServiceStub(channel)
         users = seeded.memories // MEMORIES_PER_USER
         for name in ("keyword", "default"):
             mode = EPISODE_MODES[name]
@@ -366,15 +366,16 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
     """Episodes/s from CreateEpisode to indexed, against the raw embedder on the same texts."""
     episodes = len(turns)
     async with grpc.aio.insecure_channel(target) as channel:
-        stub = mgrpc.MemoryServiceStub(channel)
-        session = await stub.CreateSession(mpb.CreateSessionRequest(session=mpb.Session()))
+        stub = memory_grpc.MemoryServiceStub(channel)
+        session = await stub.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
         await _drained(channel)
         started = time.perf_counter()
         sem = asyncio.Semaphore(16)
 
         async def create(user: str, ai: str) -> None:
             async with sem:
-                await stub.CreateEpisode(mpb.CreateEpisodeRequest(
+                await stub.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                     session_id=session.id, user_message=user, ai_response=ai))
 
         await asyncio.gather(*(create(u, a) for u, a in turns))
@@ -453,15 +454,16 @@ async def measure_watch(episodes: int) -> dict[str, float]:
         server = ServerProcess(Path(tmp) / "data", "--ollama-url", stub.url).start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                memory = mgrpc.MemoryServiceStub(channel)
-                graph = ggrpc.GraphServiceStub(channel)
+                memory = memory_grpc.MemoryServiceStub(channel)
+                graph = graph_grpc.GraphServiceStub(channel)
                 session = await memory.CreateSession(
-                    mpb.CreateSessionRequest(session=mpb.Session()))
+                    memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
                 sent: dict[int, float] = {}
                 from_commit: list[float] = []
                 from_ack: list[float] = []
                 arrived: dict[int, float] = {}
-                call = graph.WatchExtractions(gpb.WatchExtractionsRequest(session_id=session.id))
+                call = graph.WatchExtractions(
+                    graph_pb2.WatchExtractionsRequest(session_id=session.id))
 
                 async def watch() -> None:
                     async for event in call:
@@ -477,7 +479,7 @@ async def measure_watch(episodes: int) -> dict[str, float]:
                     # The event may arrive before this call's answer is read: time
                     # the whole path from the call.
                     started = time.time()
-                    ep = await memory.CreateEpisode(mpb.CreateEpisodeRequest(
+                    ep = await memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                         session_id=session.id, user_message=f"Ada moved us to Postgres ({i})",
                         ai_response="Noted: Postgres it is."))
                     sent[ep.id] = started
@@ -494,10 +496,10 @@ async def measure_watch(episodes: int) -> dict[str, float]:
             "ack_p50": percentile(from_ack, 50), "ack_p99": percentile(from_ack, 99)}
 
 
-async def service_status(target: str) -> mpb.ServiceStatus:
+async def service_status(target: str) -> memory_pb2.ServiceStatus:
     async with grpc.aio.insecure_channel(target) as channel:
-        return await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
-            mpb.GetServiceStatusRequest())
+        return await memory_grpc.MemoryServiceStub(channel).GetServiceStatus(
+            memory_pb2.GetServiceStatusRequest())
 
 
 async def _drained(channel: grpc.aio.Channel) -> None:

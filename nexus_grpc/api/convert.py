@@ -13,7 +13,7 @@ from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
 from nexus_grpc.store import memory_history
 from nexus_grpc.store.memories import Memory, MemoryUsage
@@ -66,8 +66,8 @@ def from_struct(value: Struct, field: str = "metadata") -> dict[str, Any]:
         raise InvalidArgument(f"{field} must be JSON-representable: {exc}") from exc
 
 
-def project(p: models.Project) -> mpb.Project:
-    return mpb.Project(
+def project(p: models.Project) -> memory_pb2.Project:
+    return memory_pb2.Project(
         id=p.id,
         name=p.name,
         description=p.description,
@@ -80,7 +80,7 @@ def project(p: models.Project) -> mpb.Project:
     )
 
 
-def project_values(p: mpb.Project) -> dict[str, str]:
+def project_values(p: memory_pb2.Project) -> dict[str, str]:
     return {
         "name": p.name,
         "description": p.description,
@@ -91,8 +91,8 @@ def project_values(p: mpb.Project) -> dict[str, str]:
     }
 
 
-def session(s: models.Session) -> mpb.Session:
-    return mpb.Session(
+def session(s: models.Session) -> memory_pb2.Session:
+    return memory_pb2.Session(
         id=s.id,
         external_id=s.external_id,
         name=s.name,
@@ -102,47 +102,47 @@ def session(s: models.Session) -> mpb.Session:
     )
 
 
-def episode(e: models.Episode) -> mpb.Episode:
-    return mpb.Episode(
+def episode(e: models.Episode) -> memory_pb2.Episode:
+    return memory_pb2.Episode(
         id=e.id,
         session_id=e.session_id,
         user_message=e.user_message,
         ai_response=e.ai_response,
         metadata=struct(e.metadata),
         create_time=timestamp(e.created_at),
-        embedding_state=mpb.JobState.ValueType(e.embed_state),
+        embedding_state=memory_pb2.JobState.ValueType(e.embed_state),
         embedding_error=e.embed_error,
-        extraction_state=mpb.JobState.ValueType(e.extract_state),
+        extraction_state=memory_pb2.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
         occur_time=exact_timestamp(e.occur_at),
     )
 
 
 def search_mode(mode: int) -> models.SearchMode:
-    if mode not in mpb.SearchMode.values():
+    if mode not in memory_pb2.SearchMode.values():
         raise InvalidArgument(f"mode {mode} is not a SearchMode")
     return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
 
 
-def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
-    return mpb.SearchHit(
+def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
+    return memory_pb2.SearchHit(
         episode=episode(h.episode),
         score=h.score,
         snippet=h.snippet,
-        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
+        sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
 # Memories (PROJECT/USER) ---------------------------------------------------
 
 
-def memory(m: Memory) -> mpb.Memory:
-    return mpb.Memory(
+def memory(m: Memory) -> memory_pb2.Memory:
+    return memory_pb2.Memory(
         id=m.id,
-        kind=mpb.MemoryKind.ValueType(m.kind),
+        kind=memory_pb2.MemoryKind.ValueType(m.kind),
         title=m.title,
         content=m.content,
-        tier=mpb.Tier.ValueType(m.tier),
+        tier=memory_pb2.Tier.ValueType(m.tier),
         project_id=m.project_id,
         agent_id=m.agent_id,
         user_id=m.user_id,
@@ -157,7 +157,7 @@ def memory(m: Memory) -> mpb.Memory:
     )
 
 
-def memory_values(m: mpb.Memory) -> dict[str, Any]:
+def memory_values(m: memory_pb2.Memory) -> dict[str, Any]:
     return {
         "kind": m.kind,
         "title": m.title,
@@ -189,7 +189,7 @@ def _duration_field(message: Any, field: str) -> float | None:
     return d.seconds + d.nanos / 1e9
 
 
-def memory_scope(s: mpb.MemoryScope) -> MemoryScope:
+def memory_scope(s: memory_pb2.MemoryScope) -> MemoryScope:
     return MemoryScope(
         project_id=s.project_id,
         user_id=s.user_id,
@@ -199,19 +199,19 @@ def memory_scope(s: mpb.MemoryScope) -> MemoryScope:
     )
 
 
-def memory_hit(h: MemoryHit) -> mpb.MemoryHit:
-    return mpb.MemoryHit(
+def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
+    return memory_pb2.MemoryHit(
         memory=memory(h.memory),
         score=h.score,
-        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
+        sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
-def selected_memory(s: Selection) -> mpb.SelectedMemory:
-    return mpb.SelectedMemory(
+def selected_memory(s: Selection) -> memory_pb2.SelectedMemory:
+    return memory_pb2.SelectedMemory(
         memory=memory(s.memory),
         relevance=s.relevance,
-        category=mpb.MemoryCategory.ValueType(s.category),
+        category=memory_pb2.MemoryCategory.ValueType(s.category),
         previously_used=s.previously_used,
         method=s.method,
         degraded_reason=s.degraded_reason,
@@ -219,34 +219,34 @@ def selected_memory(s: Selection) -> mpb.SelectedMemory:
     )
 
 
-def memory_usage(u: MemoryUsage) -> mpb.MemoryUsage:
-    return mpb.MemoryUsage(
+def memory_usage(u: MemoryUsage) -> memory_pb2.MemoryUsage:
+    return memory_pb2.MemoryUsage(
         id=u.id,
         time=timestamp(u.used_at),
         context=u.context,
         thread_id=u.thread_id,
         memory_id=u.memory_id,
         relevance=u.relevance,
-        category=mpb.MemoryCategory.ValueType(u.category),
+        category=memory_pb2.MemoryCategory.ValueType(u.category),
     )
 
 
-def event_loop(lag: LoopLag | None) -> mpb.EventLoopStatus:
+def event_loop(lag: LoopLag | None) -> memory_pb2.EventLoopStatus:
     if lag is None:
-        return mpb.EventLoopStatus()
+        return memory_pb2.EventLoopStatus()
     within_100ms = lag.bucket_counts[LAG_BUCKETS.index(0.1)]
-    return mpb.EventLoopStatus(
+    return memory_pb2.EventLoopStatus(
         samples=lag.samples,
         max_lag_ms=lag.max_seconds * 1000,
         over_100ms=lag.samples - within_100ms,
     )
 
 
-def memory_revision(r: memory_history.Revision) -> mpb.MemoryRevision:
-    return mpb.MemoryRevision(
+def memory_revision(r: memory_history.Revision) -> memory_pb2.MemoryRevision:
+    return memory_pb2.MemoryRevision(
         id=r.id,
         memory_id=r.memory_id,
-        change=mpb.MemoryChange.ValueType(r.action),
+        change=memory_pb2.MemoryChange.ValueType(r.action),
         changed_fields=r.changed,
         previous=memory(r.previous),
         change_time=timestamp(r.changed_at),

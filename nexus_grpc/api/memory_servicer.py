@@ -13,14 +13,14 @@ from nexus_grpc.auth import current_principal
 from nexus_grpc.core.models import SearchMode, TimeWindow
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.store.memory_history import ChangedBy
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
-class MemoryServicer(mgrpc.MemoryServiceServicer):
+class MemoryServicer(memory_grpc.MemoryServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
         self.conv = app.conversations
@@ -28,21 +28,27 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
 
     # Projects
 
-    async def CreateProject(self, request: mpb.CreateProjectRequest, context: Ctx) -> mpb.Project:
+    async def CreateProject(
+        self, request: memory_pb2.CreateProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         project = await self.conv.create_project(convert.project_values(request.project))
         return convert.project(project)
 
-    async def GetProject(self, request: mpb.GetProjectRequest, context: Ctx) -> mpb.Project:
+    async def GetProject(
+        self, request: memory_pb2.GetProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         return convert.project(await self.conv.get_project(request.id))
 
     async def ListProjects(
-        self, request: mpb.ListProjectsRequest, context: Ctx
-    ) -> mpb.ListProjectsResponse:
+        self, request: memory_pb2.ListProjectsRequest, context: Ctx
+    ) -> memory_pb2.ListProjectsResponse:
         page = await self.conv.list_projects(request.page_size, request.page_token)
         items, token = pages.fitted(page, convert.project, self.max_bytes)
-        return mpb.ListProjectsResponse(projects=items, next_page_token=token)
+        return memory_pb2.ListProjectsResponse(projects=items, next_page_token=token)
 
-    async def UpdateProject(self, request: mpb.UpdateProjectRequest, context: Ctx) -> mpb.Project:
+    async def UpdateProject(
+        self, request: memory_pb2.UpdateProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         project = await self.conv.update_project(
             request.project.id,
             convert.project_values(request.project),
@@ -51,21 +57,25 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.project(project)
 
     async def DeleteProject(
-        self, request: mpb.DeleteProjectRequest, context: Ctx
-    ) -> mpb.DeleteProjectResponse:
+        self, request: memory_pb2.DeleteProjectRequest, context: Ctx
+    ) -> memory_pb2.DeleteProjectResponse:
         detached = await self.conv.delete_project(request.id)
-        return mpb.DeleteProjectResponse(detached_sessions=detached)
+        return memory_pb2.DeleteProjectResponse(detached_sessions=detached)
 
     # Sessions
 
-    async def CreateSession(self, request: mpb.CreateSessionRequest, context: Ctx) -> mpb.Session:
+    async def CreateSession(
+        self, request: memory_pb2.CreateSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.create_session(
             s.external_id, s.name, s.project_id, convert.from_struct(s.metadata)
         )
         return convert.session(session)
 
-    async def GetSession(self, request: mpb.GetSessionRequest, context: Ctx) -> mpb.Session:
+    async def GetSession(
+        self, request: memory_pb2.GetSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of id or external_id is required")
@@ -73,15 +83,17 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.session(session)
 
     async def ListSessions(
-        self, request: mpb.ListSessionsRequest, context: Ctx
-    ) -> mpb.ListSessionsResponse:
+        self, request: memory_pb2.ListSessionsRequest, context: Ctx
+    ) -> memory_pb2.ListSessionsResponse:
         page = await self.conv.list_sessions(
             request.page_size, request.page_token, request.project_id
         )
         items, token = pages.fitted(page, convert.session, self.max_bytes)
-        return mpb.ListSessionsResponse(sessions=items, next_page_token=token)
+        return memory_pb2.ListSessionsResponse(sessions=items, next_page_token=token)
 
-    async def UpdateSession(self, request: mpb.UpdateSessionRequest, context: Ctx) -> mpb.Session:
+    async def UpdateSession(
+        self, request: memory_pb2.UpdateSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.update_session(
             s.id,
@@ -95,14 +107,16 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.session(session)
 
     async def DeleteSession(
-        self, request: mpb.DeleteSessionRequest, context: Ctx
-    ) -> mpb.DeleteSessionResponse:
+        self, request: memory_pb2.DeleteSessionRequest, context: Ctx
+    ) -> memory_pb2.DeleteSessionResponse:
         deleted = await self.conv.delete_session(request.id)
-        return mpb.DeleteSessionResponse(deleted_episodes=deleted)
+        return memory_pb2.DeleteSessionResponse(deleted_episodes=deleted)
 
     # Episodes
 
-    async def CreateEpisode(self, request: mpb.CreateEpisodeRequest, context: Ctx) -> mpb.Episode:
+    async def CreateEpisode(
+        self, request: memory_pb2.CreateEpisodeRequest, context: Ctx
+    ) -> memory_pb2.Episode:
         episode = await self.conv.create_episode(
             request.session_id,
             request.user_message,
@@ -114,27 +128,29 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
         return convert.episode(episode)
 
-    async def GetEpisode(self, request: mpb.GetEpisodeRequest, context: Ctx) -> mpb.Episode:
+    async def GetEpisode(
+        self, request: memory_pb2.GetEpisodeRequest, context: Ctx
+    ) -> memory_pb2.Episode:
         return convert.episode(await self.conv.get_episode(request.id))
 
     async def ListEpisodes(
-        self, request: mpb.ListEpisodesRequest, context: Ctx
-    ) -> mpb.ListEpisodesResponse:
+        self, request: memory_pb2.ListEpisodesRequest, context: Ctx
+    ) -> memory_pb2.ListEpisodesResponse:
         page = await self.conv.list_episodes(
             request.session_id, request.page_size, request.page_token
         )
         items, token = pages.fitted(page, convert.episode, self.max_bytes)
-        return mpb.ListEpisodesResponse(episodes=items, next_page_token=token)
+        return memory_pb2.ListEpisodesResponse(episodes=items, next_page_token=token)
 
     async def DeleteEpisode(
-        self, request: mpb.DeleteEpisodeRequest, context: Ctx
-    ) -> mpb.DeleteEpisodeResponse:
+        self, request: memory_pb2.DeleteEpisodeRequest, context: Ctx
+    ) -> memory_pb2.DeleteEpisodeResponse:
         await self.conv.delete_episode(request.id)
-        return mpb.DeleteEpisodeResponse()
+        return memory_pb2.DeleteEpisodeResponse()
 
     async def SearchEpisodes(
-        self, request: mpb.SearchEpisodesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.SearchHit]:
+        self, request: memory_pb2.SearchEpisodesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
         window = TimeWindow(
             convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
@@ -153,20 +169,20 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
     # Service status
 
     async def GetServiceStatus(
-        self, request: mpb.GetServiceStatusRequest, context: Ctx
-    ) -> mpb.ServiceStatus:
+        self, request: memory_pb2.GetServiceStatusRequest, context: Ctx
+    ) -> memory_pb2.ServiceStatus:
         status = await self.app.status()
-        return mpb.ServiceStatus(
+        return memory_pb2.ServiceStatus(
             state=status.state,
             schema_version=status.schema_version,
             embedding_model=status.embedding_model,
             embedding_dimension=status.embedding_dimension,
             dependencies=[
-                mpb.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
+                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
                 for d in status.dependencies
             ],
             queues=[
-                mpb.QueueStatus(
+                memory_pb2.QueueStatus(
                     kind=q.kind,
                     pending=q.pending,
                     failed=q.failed,
@@ -178,29 +194,33 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
 
     async def ReconcileIndex(
-        self, request: mpb.ReconcileIndexRequest, context: Ctx
-    ) -> mpb.ReconcileIndexResponse:
+        self, request: memory_pb2.ReconcileIndexRequest, context: Ctx
+    ) -> memory_pb2.ReconcileIndexResponse:
         result = await self.app.reconciler.reconcile()
-        return mpb.ReconcileIndexResponse(
+        return memory_pb2.ReconcileIndexResponse(
             requeued=result.requeued, removed_orphans=result.removed_orphans
         )
 
     # Memories (PROJECT/USER, tiers, selection)
 
-    async def CreateMemory(self, request: mpb.CreateMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def CreateMemory(
+        self, request: memory_pb2.CreateMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         created = await self.app.memories.create(
             convert.memory_values(request.memory), request.request_id
         )
         return convert.memory(created)
 
-    async def GetMemory(self, request: mpb.GetMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def GetMemory(
+        self, request: memory_pb2.GetMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         return convert.memory(
             await self.app.memories.get(request.id, request.user_id, request.session_id)
         )
 
     async def ListMemories(
-        self, request: mpb.ListMemoriesRequest, context: Ctx
-    ) -> mpb.ListMemoriesResponse:
+        self, request: memory_pb2.ListMemoriesRequest, context: Ctx
+    ) -> memory_pb2.ListMemoriesResponse:
         page = await self.app.memories.list_visible(
             convert.memory_scope(request.scope),
             request.kind,
@@ -208,9 +228,11 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_token,
         )
         items, token = pages.fitted(page, convert.memory, self.max_bytes)
-        return mpb.ListMemoriesResponse(memories=items, next_page_token=token)
+        return memory_pb2.ListMemoriesResponse(memories=items, next_page_token=token)
 
-    async def UpdateMemory(self, request: mpb.UpdateMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def UpdateMemory(
+        self, request: memory_pb2.UpdateMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         updated = await self.app.memories.update(
             request.memory.id,
             convert.memory_values(request.memory),
@@ -222,16 +244,16 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.memory(updated)
 
     async def DeleteMemory(
-        self, request: mpb.DeleteMemoryRequest, context: Ctx
-    ) -> mpb.DeleteMemoryResponse:
+        self, request: memory_pb2.DeleteMemoryRequest, context: Ctx
+    ) -> memory_pb2.DeleteMemoryResponse:
         await self.app.memories.delete(
             request.id, request.user_id, request.session_id, _changed_by()
         )
-        return mpb.DeleteMemoryResponse()
+        return memory_pb2.DeleteMemoryResponse()
 
     async def ListMemoryHistory(
-        self, request: mpb.ListMemoryHistoryRequest, context: Ctx
-    ) -> mpb.ListMemoryHistoryResponse:
+        self, request: memory_pb2.ListMemoryHistoryRequest, context: Ctx
+    ) -> memory_pb2.ListMemoryHistoryResponse:
         page = await self.app.memories.history(
             request.memory_id,
             request.user_id,
@@ -239,14 +261,14 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return mpb.ListMemoryHistoryResponse(
+        return memory_pb2.ListMemoryHistoryResponse(
             revisions=[convert.memory_revision(r) for r in page.items],
             next_page_token=page.next_token,
         )
 
     async def SearchMemories(
-        self, request: mpb.SearchMemoriesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.MemoryHit]:
+        self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.MemoryHit]:
         async for hit in self.app.memories.search(
             request.query,
             convert.memory_scope(request.scope),
@@ -257,8 +279,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             yield convert.memory_hit(hit)
 
     async def SelectMemories(
-        self, request: mpb.SelectMemoriesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.SelectedMemory]:
+        self, request: memory_pb2.SelectMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.SelectedMemory]:
         async for selected in self.app.selector.select(
             request.prompt,
             convert.memory_scope(request.scope),
@@ -269,8 +291,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             yield convert.selected_memory(selected)
 
     async def ListMemoryUsage(
-        self, request: mpb.ListMemoryUsageRequest, context: Ctx
-    ) -> mpb.ListMemoryUsageResponse:
+        self, request: memory_pb2.ListMemoryUsageRequest, context: Ctx
+    ) -> memory_pb2.ListMemoryUsageResponse:
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of thread_id or memory_id is required")
@@ -283,7 +305,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_token,
         )
         items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
-        return mpb.ListMemoryUsageResponse(usage=items, next_page_token=token)
+        return memory_pb2.ListMemoryUsageResponse(usage=items, next_page_token=token)
 
 
 def _changed_by() -> ChangedBy:
