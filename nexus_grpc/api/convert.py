@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -31,7 +32,7 @@ def timestamp(seconds: float | None) -> Timestamp | None:
 _MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
 
 
-def time_field(message: Any, field: str) -> float | None:
+def time_field(message: Message, field: str) -> float | None:
     """A Timestamp field as epoch seconds, None when unset; one outside
     Timestamp's range (which json_format and other languages refuse) is
     INVALID_ARGUMENT naming the field."""
@@ -174,7 +175,7 @@ def memory_values(m: memory_pb2.Memory) -> dict[str, Any]:
     }
 
 
-def _duration_field(message: Any, field: str) -> float | None:
+def _duration_field(message: Message, field: str) -> float | None:
     """A Duration field as seconds, None when unset; outside Duration's range
     (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
     if not message.HasField(field):
