@@ -135,7 +135,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nexus-profile-") as tmp:
         data = Path(tmp) / "data"
         seeded = rb.seed(data, args.episodes, memory_users=10)
-        server = ServerProcess(data).start(timeout=120)
+        server = ServerProcess(data, keep_log=False).start(timeout=120)
         try:
             server.wait_settled()
             time.sleep(1)

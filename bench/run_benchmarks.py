@@ -451,7 +451,7 @@ async def measure_watch(episodes: int) -> dict[str, float]:
     })
     with OllamaStub(default=answer) as stub, \
             tempfile.TemporaryDirectory(prefix="nexus-watch-") as tmp:
-        server = ServerProcess(Path(tmp) / "data", "--ollama-url", stub.url).start()
+        server = ServerProcess(Path(tmp) / "data", "--ollama-url", stub.url, keep_log=False).start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
                 memory = memory_grpc.MemoryServiceStub(channel)
@@ -769,7 +769,7 @@ def main() -> int:
         seeded = seed(data_dir, args.episodes)
         seed_s = time.perf_counter() - started
         print(f"seeded in {seed_s:.1f}s", file=sys.stderr)
-        server = ServerProcess(data_dir).start(timeout=120)
+        server = ServerProcess(data_dir, keep_log=False).start(timeout=120)
         target = server.target
         try:
             server.wait_settled()
@@ -788,7 +788,7 @@ def main() -> int:
             server.stop()
         small_dir = Path(tmp) / "small"
         small_seeded = seed(small_dir, SMALL_EPISODES, SMALL_MEMORY_USERS)
-        small_server = ServerProcess(small_dir).start(timeout=120)
+        small_server = ServerProcess(small_dir, keep_log=False).start(timeout=120)
         try:
             small_server.wait_settled()
             small = asyncio.run(measure_small_scopes(

@@ -37,6 +37,8 @@ __all__ = [
 
 #: server.py logs it once the port is bound and health says SERVING.
 PORT_LINE = re.compile(r"serving on \S+ \(port (\d+)\)")
+#: The lines a ``keep_log=False`` server keeps (for errors' log tails).
+_TAIL = 200
 #: app.py logs it when the start-up reconcile has compared SQLite with the index.
 RECONCILE_LINE = re.compile(r"start-up reconcile: (\d+) requeued")
 
@@ -55,6 +57,7 @@ class ServerProcess:
         *extra: str,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        keep_log: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.extra = extra
@@ -66,10 +69,15 @@ class ServerProcess:
         self.port = 0
         #: Seconds from the process's start to its port line (the last start).
         self.startup_s = 0.0
-        #: Every stderr line so far, appended by the reader thread.
+        #: Every stderr line so far, appended by the reader thread.  With
+        #: ``keep_log=False`` only the latest ones: a benchmark's access log runs to
+        #: millions of lines, which the load client would otherwise hold in memory
+        #: (``wait_for_log`` then cannot be used).
         self.log: list[str] = []
+        self.keep_log = keep_log
         self.reconciled = threading.Event()
         self.requeued = -1
+        self._reader: threading.Thread | None = None
 
     def start(self, timeout: float = 60.0, port: int = 0) -> ServerProcess:
         """Starts the server on ``port`` (0: an ephemeral one; a restart passes the
@@ -90,6 +98,8 @@ class ServerProcess:
             assert proc.stderr is not None
             for line in proc.stderr:
                 self.log.append(line)
+                if not self.keep_log and len(self.log) > 2 * _TAIL:
+                    del self.log[:-_TAIL]
                 found = PORT_LINE.search(line)
                 if found:
                     self.port = int(found.group(1))
@@ -101,7 +111,8 @@ class ServerProcess:
                     self.reconciled.set()
             listening.set()  # it exited: start() stops waiting
 
-        threading.Thread(target=pump, args=(self.proc,), daemon=True).start()
+        self._reader = threading.Thread(target=pump, args=(self.proc,), daemon=True)
+        self._reader.start()
         if not listening.wait(timeout) or not self.port:
             self.kill()
             raise StartError("server did not start:\n" + self.log_tail())
@@ -185,12 +196,20 @@ class ServerProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
+            self._drain()
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM (the clean shutdown) and its exit status."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        self._drain()
+        return code
+
+    def _drain(self) -> None:
+        """Once the process has exited: its last lines are in ``log``."""
+        if self._reader is not None:
+            self._reader.join(10)
 
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM if it still runs, and wait for it to exit."""

@@ -29,3 +29,25 @@ def test_a_server_that_cannot_start_is_a_start_error_with_its_log(tmp_path):
     with pytest.raises(StartError) as err:
         ServerProcess(tmp_path / "data", "--log-format", "xml").start()
     assert "--log-format" in str(err.value)
+
+
+def test_a_server_that_keeps_no_log_holds_only_its_latest_lines(tmp_path):
+    # A benchmark's access log is one line a call: the client must not keep them all.
+    servers = {
+        keep: ServerProcess(tmp_path / str(keep), keep_log=keep).start() for keep in (True, False)
+    }
+    try:
+        for server in servers.values():
+            with grpc.insecure_channel(server.target) as channel:
+                health = health_pb2_grpc.HealthStub(channel)
+                for _ in range(500):
+                    health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+        for server in servers.values():
+            assert server.terminate() == 0  # and its last lines are read
+    finally:
+        for server in servers.values():
+            server.kill()
+    kept, trimmed = servers[True].log, servers[False].log
+    assert sum("Check OK" in line for line in kept) >= 500  # every call's access line
+    assert 0 < len(trimmed) <= 400
+    assert "stopped" in trimmed[-1]  # the latest lines are the ones kept
