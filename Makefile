@@ -79,7 +79,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy nexus_grpc
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_benchmarks.py
+	$(BIN)/python -m bench.run_benchmarks
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(TS)/node_modules $(TS)/dist

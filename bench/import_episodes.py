@@ -7,7 +7,7 @@ other's indexing backlog. The unary caller sends one CreateEpisode at a time
 import sends every episode on one ImportEpisodes stream. The figure is the
 rate at which episodes became durable (the answer came), not indexed.
 
-    .venv/bin/python bench/import_episodes.py [--unary 1000] [--imported 10000]
+    .venv/bin/python -m bench.import_episodes [--unary 1000] [--imported 10000]
 """
 
 from __future__ import annotations
@@ -15,30 +15,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from nexus_grpc.connection import open_channel
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.loadtest.launcher import ServerProcess
 
-from nexus_grpc.connection import open_channel  # noqa: E402
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m  # noqa: E402
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc  # noqa: E402
-
-PORT_LINE = re.compile(r"serving on \S+ \(port (\d+)\)")
 # 8 May 2023, 13:56 UTC; turns 30 s apart, as an imported conversation's.
 BASE = 1_683_554_160
 
 
-def episode(session_id: int, i: int) -> m.CreateEpisodeRequest:
+def episode(session_id: int, i: int) -> memory_pb2.CreateEpisodeRequest:
     when = Timestamp(seconds=BASE + 30 * i)
-    return m.CreateEpisodeRequest(
+    return memory_pb2.CreateEpisodeRequest(
         session_id=session_id,
         user_message=f"Turn {i}: what did we decide about the deployment on day {i % 31}?",
         ai_response=f"On day {i % 31} we agreed to roll out region {i % 7} first, then the rest.",
@@ -47,45 +41,15 @@ def episode(session_id: int, i: int) -> m.CreateEpisodeRequest:
     )
 
 
-class Server:
-    def __init__(self, data_dir: str) -> None:
-        exe = Path(sys.executable).with_name("nexus-grpc")
-        self.proc = subprocess.Popen(
-            [str(exe), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            found = PORT_LINE.search(line)
-            if found:
-                self.port = int(found.group(1))
-                break
-        else:
-            raise RuntimeError(f"the server exited with {self.proc.wait()}")
-        # Keep draining its log, so a full pipe never stalls it.
-        self._drain = asyncio.get_event_loop().run_in_executor(None, self._read_rest)
-
-    def _read_rest(self) -> None:
-        assert self.proc.stderr is not None
-        for _ in self.proc.stderr:
-            pass
-
-    async def stop(self) -> None:
-        self.proc.terminate()
-        await asyncio.to_thread(self.proc.wait)
-        await self._drain
-
-
 async def measure(mode: str, n: int) -> float:
     with tempfile.TemporaryDirectory(prefix="nexus-import-bench-") as tmp:
-        server = Server(tmp)
+        server = ServerProcess(Path(tmp) / "data", keep_log=False)
+        await asyncio.to_thread(server.start)
         try:
-            channel = open_channel(f"127.0.0.1:{server.port}", retry=None)
-            stub = mgrpc.MemoryServiceStub(channel)
+            channel = open_channel(server.target, retry=None)
+            stub = memory_grpc.MemoryServiceStub(channel)
             await channel.channel_ready()
-            session = await stub.CreateSession(m.CreateSessionRequest())
+            session = await stub.CreateSession(memory_pb2.CreateSessionRequest())
             # One call first, so connection set-up is not timed.
             await stub.CreateEpisode(episode(session.id, -1))
             started = time.perf_counter()
@@ -94,13 +58,14 @@ async def measure(mode: str, n: int) -> float:
                     await stub.CreateEpisode(episode(session.id, i))
             else:
                 answer = await stub.ImportEpisodes(
-                    m.ImportEpisodesRequest(episode=episode(session.id, i)) for i in range(n)
+                    memory_pb2.ImportEpisodesRequest(episode=episode(session.id, i))
+                    for i in range(n)
                 )
                 assert answer.created == n and not answer.errors, answer.errors[:3]
             elapsed = time.perf_counter() - started
             await channel.close()
         finally:
-            await server.stop()
+            await asyncio.to_thread(server.stop)
     return n / elapsed
 
 

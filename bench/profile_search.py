@@ -24,17 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import run_benchmarks as rb  # bench/ is this script's own directory
 
-import run_benchmarks as rb  # noqa: E402
-
-from nexus_grpc.bench import run_bench  # noqa: E402
+from nexus_grpc.bench import run_bench
+from nexus_grpc.loadtest.launcher import ServerProcess
 
 GROUPS = (
     ("event loop", lambda name: name == "MainThread"),
-    ("embedder", lambda name: name.startswith("minilm")),
+    ("embedder", lambda name: name.startswith(("minilm", "e5"))),
     ("SQLite", lambda name: "_connection_worker_thread" in name),
     ("vector index", lambda name: name.startswith(("qdrant-edge", "edge-search"))),
     ("gRPC core", lambda name: name.startswith(("event_engine", "grpc_", "Thread-5 (_poll"))
@@ -138,13 +135,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nexus-profile-") as tmp:
         data = Path(tmp) / "data"
         seeded = rb.seed(data, args.episodes, memory_users=10)
-        server = rb.Server(data)
-        server.start()
-        server.wait_settled()
-        assert server.proc is not None
+        server = ServerProcess(data, keep_log=False).start(timeout=120)
         try:
+            server.wait_settled()
             time.sleep(1)
-            rows = profile(f"127.0.0.1:{server.port}", server.proc.pid,
+            rows = profile(server.target, server.pid,
                            seeded.session_scopes, args.duration, args.py_spy)
         finally:
             server.stop()

@@ -14,22 +14,24 @@ the embedded vector index:
   on 2 cores, so seeded vectors are random unit vectors; every *query* is
   embedded by the real model, so the measured search path is the production
   path.
+
+Servers are started and driven through the package's own launcher and load loop
+(nexus_grpc.loadtest), as the tests and ``nexus-grpc bench`` do.  Run it from the
+repository root as ``python -m bench.run_benchmarks`` (``make bench`` does): the
+WatchExtractions figure uses the tests' Ollama stand-in, ``tests.ollama_stub``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import random
-import re
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,18 +40,19 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from nexus_grpc.bench import WORDS as QUERY_WORDS
+from nexus_grpc.bench import format_result, run_bench
+from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
+from nexus_grpc.loadtest.loop import drive, percentile, ratio, single
+from nexus_grpc.store.migrations import migrate
+from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint
 
-from nexus_grpc.bench import WORDS as QUERY_WORDS  # noqa: E402
-from nexus_grpc.bench import format_result, percentile, run_bench  # noqa: E402
-from nexus_grpc.embedding import MiniLMEmbedder  # noqa: E402
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb  # noqa: E402
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc  # noqa: E402
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb  # noqa: E402
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc  # noqa: E402
-from nexus_grpc.store.migrations import migrate  # noqa: E402
-from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 EPISODES_PER_SESSION = 50
 SESSIONS_PER_PROJECT = 20
@@ -136,8 +139,12 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
     big_project = projects + 1
     per_big_session = max(1, episodes // BIG_PROJECT_SESSIONS)
     conn.execute("BEGIN")
+    # The server's default embedder: seeded vectors are random, but the start-up
+    # check compares this record with the model the server is configured for.
+    default = make_embedder()
     conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('embedding_model', 'all-MiniLM-L6-v2-onnx-int8:384')"
+        "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
+        (f"{default.model_id}:{default.dimension}",),
     )
     conn.executemany(
         "INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)",
@@ -244,100 +251,19 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
     )
 
 
-class Server:
-    def __init__(self, data_dir: Path, *extra_args: str) -> None:
-        self.data_dir = data_dir
-        self.extra_args = extra_args
-        self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.startup_s = 0.0
-        self.reconciled = threading.Event()
-        self.requeued = -1
-
-    def start(self) -> None:
-        started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nexus_grpc.cli", "serve", "--listen", "127.0.0.1:0",
-             "--data-dir", str(self.data_dir), *self.extra_args],
-            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-            env={**os.environ, "NEXUS_LOG_LEVEL": "INFO"},  # the port line is INFO
-        )
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc and self.proc.stderr
-            for line in self.proc.stderr:
-                found = re.search(r"serving on \S+ \(port (\d+)\)", line)
-                if found:
-                    self.port = int(found.group(1))
-                    self.startup_s = time.perf_counter() - started
-                    ready.set()
-                found = re.search(r"start-up reconcile: (\d+) requeued", line)
-                if found:
-                    self.requeued = int(found.group(1))
-                    self.reconciled.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(120) or not self.port:
-            raise SystemExit("server did not start")
-
-    def wait_settled(self) -> None:
-        """Measure nothing until the start-up reconcile has run and found the index
-        complete: otherwise background re-embedding would weigh on every figure."""
-        if not self.reconciled.wait(600):
-            raise SystemExit("the start-up reconcile did not finish in 10 minutes")
-        if self.requeued:
-            raise SystemExit(f"the seeded index was incomplete: {self.requeued} rows requeued")
-
-    def rss_mb(self) -> dict[str, float]:
-        """Resident memory in MB: anonymous (heap, arenas) and file-backed (mmapped
-        files, which the kernel can drop under pressure); VmRSS is their sum."""
-        assert self.proc
-        out = {}
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
-                out[key] = int(value.split()[0]) / 1024
-        return out
-
-    def cpu_seconds(self) -> float:
-        """User and system CPU the server process has used, all threads."""
-        assert self.proc
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
+async def closed_loop(call: Callable[[random.Random], Awaitable[None]], concurrency: int,
+                      duration: float) -> dict[str, float]:
+    """``concurrency`` workers calling back to back (the shared loop); latency
+    percentiles in ms.  A failed call stops the bench: no figure hides errors."""
+    stats = (await drive(single("call", call), concurrency, duration)).stats()
+    if stats.errors:
+        raise SystemExit(f"calls failed while measuring: {stats.errors}")
+    return {"count": stats.count, "rps": stats.rps, "p50": stats.p50_ms, "p99": stats.p99_ms}
 
 
-async def drive(call: Callable[[random.Random], Awaitable[None]], concurrency: int,
-                duration: float) -> dict[str, float]:
-    """A closed loop of ``concurrency`` workers; latency percentiles in ms."""
-    latencies: list[float] = []
-    deadline = time.perf_counter() + duration
-
-    async def worker(n: int) -> None:
-        rng = random.Random(n)
-        while time.perf_counter() < deadline:
-            started = time.perf_counter()
-            await call(rng)
-            latencies.append(time.perf_counter() - started)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(n) for n in range(concurrency)))
-    elapsed = time.perf_counter() - started
-    ordered = sorted(latencies)
-    return {
-        "count": len(ordered), "rps": len(ordered) / elapsed,
-        "p50": percentile(ordered, 50) * 1000, "p99": percentile(ordered, 99) * 1000,
-    }
-
-
-async def _timed(server: Server, run: Awaitable[dict[str, float]]) -> dict[str, float]:
-    """A drive() result with the server CPU each call cost."""
+async def _timed(server: ServerProcess, run: Awaitable[dict[str, float]]
+                 ) -> dict[str, float]:
+    """A closed_loop() result with the server CPU each call cost."""
     cpu = server.cpu_seconds()
     figures = await run
     spent = server.cpu_seconds() - cpu
@@ -346,30 +272,30 @@ async def _timed(server: Server, run: Awaitable[dict[str, float]]) -> dict[str, 
 
 
 EPISODE_MODES = {
-    "keyword": mpb.SEARCH_MODE_KEYWORD,
-    "semantic": mpb.SEARCH_MODE_SEMANTIC,
-    "default": mpb.SEARCH_MODE_UNSPECIFIED,
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+    "default": memory_pb2.SEARCH_MODE_UNSPECIFIED,
 }
 
 
-def _memory_search(memory: mgrpc.MemoryServiceStub, mode: int, users: int):
+def _memory_search(memory: memory_grpc.MemoryServiceStub, mode: int, users: int):
     words = list(dict.fromkeys(QUERY_WORDS))
 
     async def search(rng: random.Random) -> None:
-        scope = mpb.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
+        scope = memory_pb2.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
         w1, w2 = rng.sample(words, 2)
-        request = mpb.SearchMemoriesRequest(
+        request = memory_pb2.SearchMemoriesRequest(
             query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10)
         async for _ in memory.SearchMemories(request):
             pass
     return search
 
 
-def _episode_search(memory: mgrpc.MemoryServiceStub, mode: int, *, sessions=(), project=0):
+def _episode_search(memory: memory_grpc.MemoryServiceStub, mode: int, *, sessions=(), project=0):
     words = list(dict.fromkeys(QUERY_WORDS))
 
     async def search(rng: random.Random) -> None:
-        request = mpb.SearchEpisodesRequest(
+        request = memory_pb2.SearchEpisodesRequest(
             query=" ".join(rng.sample(words, 2)), mode=mode, limit=10,
             session_id=rng.choice(sessions) if sessions else 0, project_id=project)
         async for _ in memory.SearchEpisodes(request):
@@ -378,7 +304,7 @@ def _episode_search(memory: mgrpc.MemoryServiceStub, mode: int, *, sessions=(), 
 
 
 async def measure_extra(
-    target: str, duration: float, seeded: Seeded, server: Server
+    target: str, duration: float, seeded: Seeded, server: ServerProcess
 ) -> dict[str, dict[str, float]]:
     """Graph traversal, memory and episode search, each beside Health/Check at the
     same concurrency, with the server CPU per call."""
@@ -386,19 +312,19 @@ async def measure_extra(
 
     out: dict[str, dict[str, float]] = {}
     async with grpc.aio.insecure_channel(target) as channel:
-        graph = ggrpc.GraphServiceStub(channel)
-        memory = mgrpc.MemoryServiceStub(channel)
+        graph = graph_grpc.GraphServiceStub(channel)
+        memory = memory_grpc.MemoryServiceStub(channel)
         health = health_pb2_grpc.HealthStub(channel)
 
         async def check(rng: random.Random) -> None:
             await health.Check(health_pb2.HealthCheckRequest())
 
         async def neighborhood(rng: random.Random) -> None:
-            await graph.GetNeighborhood(gpb.GetNeighborhoodRequest(
+            await graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(
                 entity_id=rng.randint(1, ENTITIES), depth=3))
 
         async def run(name: str, call, concurrency: int) -> None:
-            out[name] = await _timed(server, drive(call, concurrency, duration))
+            out[name] = await _timed(server, closed_loop(call, concurrency, duration))
             print(f"{name}: p50 {out[name]['p50']:.2f} ms", file=sys.stderr)
 
         users = seeded.memories // MEMORIES_PER_USER
@@ -423,20 +349,20 @@ async def measure_extra(
 
 
 async def measure_small_scopes(target: str, duration: float, seeded: Seeded,
-                               server: Server) -> dict[str, dict[str, float]]:
+                               server: ServerProcess) -> dict[str, dict[str, float]]:
     """The scope-bound searches again on a database a tenth the size: their cost
     should follow the scope, not the table."""
     out: dict[str, dict[str, float]] = {}
     async with grpc.aio.insecure_channel(target) as channel:
-        memory = mgrpc.MemoryServiceStub(channel)
+        memory = memory_grpc.MemoryServiceStub(channel)
         users = seeded.memories // MEMORIES_PER_USER
         for name in ("keyword", "default"):
             mode = EPISODE_MODES[name]
             out[f"SearchMemories {name} (c=1)"] = await _timed(
-                server, drive(_memory_search(memory, mode, users), 1, duration))
+                server, closed_loop(_memory_search(memory, mode, users), 1, duration))
             out[f"SearchEpisodes {name}, small session outside projects (c=1)"] = await _timed(
-                server, drive(_episode_search(memory, mode, sessions=seeded.lone_sessions), 1,
-                              duration))
+                server, closed_loop(_episode_search(memory, mode, sessions=seeded.lone_sessions), 1,
+                                    duration))
     return out
 
 
@@ -444,21 +370,22 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
     """Episodes/s from CreateEpisode to indexed, against the raw embedder on the same texts."""
     episodes = len(turns)
     async with grpc.aio.insecure_channel(target) as channel:
-        stub = mgrpc.MemoryServiceStub(channel)
-        session = await stub.CreateSession(mpb.CreateSessionRequest(session=mpb.Session()))
-        await _drained(stub)
+        stub = memory_grpc.MemoryServiceStub(channel)
+        session = await stub.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
+        await _drained(channel)
         started = time.perf_counter()
         sem = asyncio.Semaphore(16)
 
         async def create(user: str, ai: str) -> None:
             async with sem:
-                await stub.CreateEpisode(mpb.CreateEpisodeRequest(
+                await stub.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                     session_id=session.id, user_message=user, ai_response=ai))
 
         await asyncio.gather(*(create(u, a) for u, a in turns))
-        await _drained(stub)
+        await _drained(channel)
         ingest_s = time.perf_counter() - started
-    embedder = MiniLMEmbedder()
+    embedder = make_embedder()  # the server's default, as the server under test runs it
     await embedder.warm()
     # The embedder at full speed: batches of 32, as many at once as it has threads.
     slots = asyncio.Semaphore(embedder.threads)
@@ -475,9 +402,13 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
         started = time.perf_counter()
         await asyncio.gather(*(raw_batch(start) for start in range(0, episodes, 32)))
         raw_s = min(raw_s, time.perf_counter() - started)
-    tokens = embedder._tokenizer.encode_batch(  # noqa: SLF001 -- bench-only introspection
-        [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]])
     await embedder.close()
+    # Turn length in MiniLM's WordPiece tokens: a size the figures can be compared by.
+    counter = MiniLMEmbedder()
+    counter._load()  # noqa: SLF001 -- bench-only introspection
+    tokens = counter._tokenizer.encode_batch(  # noqa: SLF001
+        [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]])
+    await counter.close()
     return {"episodes": episodes, "ingest_rate": episodes / ingest_s,
             "raw_rate": episodes / raw_s,
             "tokens_p50": float(np.median([sum(e.attention_mask) for e in tokens]))}
@@ -528,19 +459,19 @@ async def measure_watch(episodes: int) -> dict[str, float]:
     })
     with OllamaStub(default=answer) as stub, \
             tempfile.TemporaryDirectory(prefix="nexus-watch-") as tmp:
-        server = Server(Path(tmp) / "data", "--ollama-url", stub.url)
-        server.start()
+        server = ServerProcess(Path(tmp) / "data", "--ollama-url", stub.url, keep_log=False).start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                memory = mgrpc.MemoryServiceStub(channel)
-                graph = ggrpc.GraphServiceStub(channel)
+                memory = memory_grpc.MemoryServiceStub(channel)
+                graph = graph_grpc.GraphServiceStub(channel)
                 session = await memory.CreateSession(
-                    mpb.CreateSessionRequest(session=mpb.Session()))
+                    memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
                 sent: dict[int, float] = {}
                 from_commit: list[float] = []
                 from_ack: list[float] = []
                 arrived: dict[int, float] = {}
-                call = graph.WatchExtractions(gpb.WatchExtractionsRequest(session_id=session.id))
+                call = graph.WatchExtractions(
+                    graph_pb2.WatchExtractionsRequest(session_id=session.id))
 
                 async def watch() -> None:
                     async for event in call:
@@ -556,7 +487,7 @@ async def measure_watch(episodes: int) -> dict[str, float]:
                     # The event may arrive before this call's answer is read: time
                     # the whole path from the call.
                     started = time.time()
-                    ep = await memory.CreateEpisode(mpb.CreateEpisodeRequest(
+                    ep = await memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                         session_id=session.id, user_message=f"Ada moved us to Postgres ({i})",
                         ai_response="Noted: Postgres it is."))
                     sent[ep.id] = started
@@ -573,18 +504,15 @@ async def measure_watch(episodes: int) -> dict[str, float]:
             "ack_p50": percentile(from_ack, 50), "ack_p99": percentile(from_ack, 99)}
 
 
-async def service_status(target: str) -> mpb.ServiceStatus:
+async def service_status(target: str) -> memory_pb2.ServiceStatus:
     async with grpc.aio.insecure_channel(target) as channel:
-        return await mgrpc.MemoryServiceStub(channel).GetServiceStatus(
-            mpb.GetServiceStatusRequest())
+        return await memory_grpc.MemoryServiceStub(channel).GetServiceStatus(
+            memory_pb2.GetServiceStatusRequest())
 
 
-async def _drained(stub: mgrpc.MemoryServiceStub) -> None:
-    while True:
-        status = await stub.GetServiceStatus(mpb.GetServiceStatusRequest())
-        if {q.kind: q.pending for q in status.queues}["index:episodes"] == 0:
-            return
-        await asyncio.sleep(0.05)  # the queue lives in another process: poll it
+async def _drained(channel: grpc.aio.Channel) -> None:
+    """Until the index queue is empty: the end of an ingest run, timed at 50 ms."""
+    await wait_queue_empty(channel, "index:episodes", timeout=3600, interval=0.05)
 
 
 def client_cpu_seconds() -> float:
@@ -593,7 +521,7 @@ def client_cpu_seconds() -> float:
     return t.user + t.system
 
 
-async def measure(target: str, duration: float, scopes: list[int], server: Server) -> list:
+async def measure(target: str, duration: float, scopes: list[int], server: ServerProcess) -> list:
     """Each run's result, with the CPU that server and client spent during it
     (cores busy on average, warm-up included), to show what bounds it."""
     results = []
@@ -635,7 +563,7 @@ def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
         return 1000 * res.options["cpu_cores"]["server"] / res.rps if res.rps else 0.0
 
     def growth(name: str) -> float:
-        return extra[name]["p50"] / small[name]["p50"] if small[name]["p50"] else 0.0
+        return ratio(extra[name]["p50"], small[name]["p50"])
 
     rows = [
         ("semantic search p50 at c=16 (issue 3)", "≤ 20 ms", sem.p50_ms, sem.p50_ms <= 20),
@@ -686,7 +614,7 @@ def _mix(weights: dict[str, float]) -> str:
     return ",".join(f"{op}={w:g}" for op, w in weights.items())
 
 
-def write_report(path: Path, args, server: Server, results, extra, small, seeded: Seeded,
+def write_report(path: Path, args, server: ServerProcess, results, extra, small, seeded: Seeded,
                  ingests, rss, lag, watch, seed_s: float, kernels: dict[str, float]) -> None:
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
@@ -725,12 +653,12 @@ def write_report(path: Path, args, server: Server, results, extra, small, seeded
     for rpc, conc, mode, res in results:
         base = h64 if conc == 64 else h16
         name = rpc + (f" ({mode})" if mode else "")
-        ratio = res.rps / base.rps if base.rps else 0
+        vs_health = ratio(res.rps, base.rps)
         cores = res.options["cpu_cores"]
         per_call = 1000 * cores["server"] / res.rps if res.rps else 0
         lines.append(
             f"| {name} | {conc} | {res.rps:,.0f} | {res.p50_ms:.1f} | {res.p95_ms:.1f} |"
-            f" {res.p99_ms:.1f} | {res.error_count} | {ratio:.0%} | {per_call:.2f} |"
+            f" {res.p99_ms:.1f} | {res.error_count} | {vs_health:.0%} | {per_call:.2f} |"
             f" {cores['server']:.2f} / {cores['client']:.2f} |"
         )
     lines += [
@@ -754,7 +682,7 @@ def write_report(path: Path, args, server: Server, results, extra, small, seeded
         main_p50 = extra[name]["p50"]
         lines.append(
             f"| {name} | {figures['p50']:.2f} | {main_p50:.2f} |"
-            f" {main_p50 / figures['p50'] if figures['p50'] else 0:.2f} |"
+            f" {ratio(main_p50, figures['p50']):.2f} |"
             f" {figures['cpu_ms']:.2f} |"
         )
     lines += [
@@ -837,17 +765,22 @@ def main() -> int:
     parser.add_argument("--ingest", type=int, default=int(os.environ.get("BENCH_INGEST", "500")))
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
+    try:  # fail now, not after every other run
+        stand_in = importlib.util.find_spec("tests.ollama_stub")
+    except ModuleNotFoundError:
+        stand_in = None
+    if stand_in is None:
+        raise SystemExit("run from the repository root: python -m bench.run_benchmarks")
     with tempfile.TemporaryDirectory(prefix="nexus-bench-") as tmp:
         data_dir = Path(tmp) / "data"
         started = time.perf_counter()
         seeded = seed(data_dir, args.episodes)
         seed_s = time.perf_counter() - started
         print(f"seeded in {seed_s:.1f}s", file=sys.stderr)
-        server = Server(data_dir)
-        server.start()
-        server.wait_settled()
-        target = f"127.0.0.1:{server.port}"
+        server = ServerProcess(data_dir, keep_log=False).start(timeout=120)
+        target = server.target
         try:
+            server.wait_settled()
             start_rss = server.rss_mb()
             extra = asyncio.run(measure_extra(target, args.duration, seeded, server))
             ingests = {
@@ -863,12 +796,11 @@ def main() -> int:
             server.stop()
         small_dir = Path(tmp) / "small"
         small_seeded = seed(small_dir, SMALL_EPISODES, SMALL_MEMORY_USERS)
-        small_server = Server(small_dir)
-        small_server.start()
-        small_server.wait_settled()
+        small_server = ServerProcess(small_dir, keep_log=False).start(timeout=120)
         try:
+            small_server.wait_settled()
             small = asyncio.run(measure_small_scopes(
-                f"127.0.0.1:{small_server.port}", args.duration, small_seeded, small_server))
+                small_server.target, args.duration, small_seeded, small_server))
         finally:
             small_server.stop()
         watch = asyncio.run(measure_watch(200))

@@ -206,7 +206,7 @@ class App:
 
     async def _check_sqlite(self) -> DependencyState:
         try:
-            await self.db.read(lambda c: c.execute("SELECT count(*) FROM sqlite_master").fetchone())
+            await self.db.read(meta.probe)
         except Exception as exc:
             return DependencyState("sqlite", False, f"query failed: {exc}")
         return DependencyState("sqlite", True, f"schema version {self.db.schema_version}")

@@ -14,7 +14,9 @@ waits 1 s, then cancels).  Several comma-separated ``--rpc`` names run one after
 another.
 
 Programmatic use: ``await run_bench(target, rpc, concurrency, duration, **opts)``
-returns a ``BenchResult``; ``format_result`` renders it as a small table.
+returns a ``BenchResult``; ``format_result`` renders it as a small table.  The
+loop itself is ``nexus_grpc.loadtest.loop.drive``, which ``make bench`` shares;
+this module adds the RPCs, their setup and the CLI.
 """
 
 # The ``timeout`` parameters are gRPC deadlines handed to the calls, not asyncio timeouts.
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import json
 import math
@@ -33,7 +34,7 @@ import shlex
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -47,6 +48,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.loadtest.loop import Call, LoadError, OpStats, Pick, drive, percentile
 
 __all__ = [
     "RPC_NAMES",
@@ -106,14 +108,6 @@ class BenchError(Exception):
     """The benchmark could not start (server unreachable, setup RPC failed, bad options)."""
 
 
-def percentile(sorted_values: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile of an already sorted sequence (0 when empty)."""
-    if not sorted_values:
-        return 0.0
-    rank = math.ceil(p / 100.0 * len(sorted_values))
-    return sorted_values[min(len(sorted_values) - 1, max(0, rank - 1))]
-
-
 def parse_mix(text: str) -> dict[str, float]:
     """``"create=4,search=4,watch=1,health=1"`` -> weights by op name."""
     weights: dict[str, float] = {}
@@ -138,26 +132,6 @@ def parse_mix(text: str) -> dict[str, float]:
 
 
 # --- results ------------------------------------------------------------------------
-
-
-@dataclass
-class OpStats:
-    """Latency and status summary of one op (all ops of a single-RPC run share one)."""
-
-    name: str
-    count: int = 0
-    ok: int = 0
-    rps: float = 0.0
-    errors: dict[str, int] = field(default_factory=dict)
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
-    p99_ms: float = 0.0
-    max_ms: float = 0.0
-    mean_ms: float = 0.0
-    min_ms: float = 0.0
-    first_item_p50_ms: float | None = None
-    first_item_p99_ms: float | None = None
-    first_item_count: int | None = None
 
 
 @dataclass
@@ -200,63 +174,6 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _OpRecorder:
-    __slots__ = ("count", "errors", "first", "latencies")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.latencies: list[float] = []
-        self.first: list[float] = []
-        self.errors: dict[str, int] = {}
-
-    def summary(self, name: str, elapsed: float, streaming: bool) -> OpStats:
-        lat = sorted(self.latencies)
-        stats = OpStats(
-            name=name,
-            count=self.count,
-            ok=len(lat),
-            rps=self.count / elapsed if elapsed > 0 else 0.0,
-            errors=dict(sorted(self.errors.items())),
-        )
-        if lat:
-            stats.p50_ms = percentile(lat, 50) * 1e3
-            stats.p95_ms = percentile(lat, 95) * 1e3
-            stats.p99_ms = percentile(lat, 99) * 1e3
-            stats.max_ms = lat[-1] * 1e3
-            stats.min_ms = lat[0] * 1e3
-            stats.mean_ms = sum(lat) / len(lat) * 1e3
-        if streaming:
-            first = sorted(self.first)
-            stats.first_item_count = len(first)
-            if first:
-                stats.first_item_p50_ms = percentile(first, 50) * 1e3
-                stats.first_item_p99_ms = percentile(first, 99) * 1e3
-        return stats
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.ops: dict[str, _OpRecorder] = {}
-        self.count = 0
-        self.errors = 0
-
-    def record(
-        self, op: str, latency: float, code: str | None, first: float | None = None
-    ) -> None:
-        rec = self.ops.get(op)
-        if rec is None:
-            rec = self.ops[op] = _OpRecorder()
-        rec.count += 1
-        self.count += 1
-        if code is None:
-            rec.latencies.append(latency)
-            if first is not None:
-                rec.first.append(first)
-        else:
-            rec.errors[code] = rec.errors.get(code, 0) + 1
-            self.errors += 1
 
 
 # --- the load ------------------------------------------------------------------------
@@ -409,9 +326,7 @@ class _Context:
             request_id=f"bench-{self.run_id}-{tag}",
         )
 
-    def op_function(
-        self, op: str, slot: int
-    ) -> Callable[[random.Random], Awaitable[float | None]]:
+    def op_function(self, op: str, slot: int) -> Call:
         """The coroutine function of one op on the channel ``slot``; it returns the
         ``perf_counter`` time of the first streamed item, if any."""
         memory = self.memory[slot]
@@ -491,50 +406,6 @@ class _Context:
         raise BenchError(f"unknown op {op!r}")
 
 
-def _progress_line(
-    phase: str, elapsed: float, count: int, rps: float, errors: int
-) -> str:
-    line = f"{phase:>7} {elapsed:6.1f}s  {count:>9} requests  {rps:>9.1f} rps"
-    if errors:
-        line += f"  {errors} errors"
-    return line
-
-
-async def _progress(
-    out: TextIO,
-    live: Callable[[], tuple[str, float, _Recorder]],
-) -> None:
-    tty = out.isatty()
-    last_count, last_time = 0, time.perf_counter()
-    last_rec: _Recorder | None = None
-    try:
-        while True:
-            await asyncio.sleep(1.0)
-            phase, elapsed, rec = live()
-            now = time.perf_counter()
-            if rec is not last_rec:  # a new phase: rate over its own time only
-                last_rec, last_count = rec, 0
-                last_time = max(last_time, now - elapsed)
-            rps = (rec.count - last_count) / max(now - last_time, 1e-6)
-            last_count, last_time = rec.count, now
-            line = _progress_line(phase, elapsed, rec.count, rps, rec.errors)
-            if tty:
-                out.write("\r" + line + "\x1b[K")
-            else:
-                out.write(line + "\n")
-            out.flush()
-    finally:
-        if tty and last_rec is not None:
-            out.write("\n")
-            out.flush()
-
-
-def _code_name(exc: BaseException) -> str:
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return exc.code().name
-    return f"CLIENT_{type(exc).__name__}"
-
-
 async def run_bench(
     target: str,
     rpc: str,
@@ -601,97 +472,39 @@ async def run_bench(
         await ctx.connect(n_channels)
         await ctx.prepare(set(op_names))
 
-        warm_rec, rec = _Recorder(), _Recorder()
-        start = time.perf_counter()
-        measure_from = start + warmup
-        end = measure_from + duration
-        interval = 1.0 / rps if rps else 0.0
-        arrivals = itertools.count()
-
-        async def worker(index: int) -> None:
-            rng = random.Random(seed * 100_003 + index)
+        def picks(index: int) -> Pick:
             slot = index % n_channels
             fns = {name: ctx.op_function(name, slot) for name in op_names}
-            single = fns[op_names[0]] if len(op_names) == 1 else None
-            while True:
-                if interval:
-                    scheduled = start + next(arrivals) * interval
-                    if scheduled >= end:
-                        return
-                    delay = scheduled - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    began = scheduled
-                else:
-                    began = time.perf_counter()
-                    if began >= end:
-                        return
-                if single is not None:
-                    op, fn = op_names[0], single
-                else:
-                    op = rng.choices(op_names, op_weights)[0]
-                    fn = fns[op]
-                code: str | None = None
-                first: float | None = None
-                try:
-                    first = await fn(rng)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    code = _code_name(exc)
-                done = time.perf_counter()
-                target_rec = rec if began >= measure_from else warm_rec
-                target_rec.record(
-                    op, done - began, code, None if first is None else first - began
-                )
+            if len(op_names) == 1:
+                picked = (op_names[0], fns[op_names[0]])
+                return lambda _rng: picked
 
-        def live() -> tuple[str, float, _Recorder]:
-            now = time.perf_counter()
-            if now < measure_from:
-                return "warmup", now - start, warm_rec
-            return "run", now - measure_from, rec
+            def pick(rng: random.Random) -> tuple[str, Call]:
+                op = rng.choices(op_names, op_weights)[0]
+                return op, fns[op]
 
-        reporter = (
-            asyncio.create_task(_progress(progress, live)) if progress is not None else None
-        )
-        workers = [asyncio.create_task(worker(i)) for i in range(concurrency)]
-        # Every in-flight call has a deadline; this is a backstop for ones that don't.
-        grace = (timeout or 10.0) + WATCH_WAIT_S + 5.0
+            return pick
+
         try:
-            _done, pending = await asyncio.wait(
-                workers, timeout=warmup + duration + grace
+            load = await drive(
+                picks, concurrency, duration, warmup=warmup, rps=rps, seed=seed,
+                # Every in-flight call has a deadline; this is a backstop for ones that don't.
+                grace=(timeout or 10.0) + WATCH_WAIT_S + 5.0,
+                progress=progress,
             )
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-        finally:
-            for task in workers:
-                task.cancel()
-            if reporter is not None:
-                reporter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reporter
-        elapsed = max(time.perf_counter() - measure_from, duration)
-        for task in workers:
-            if not task.cancelled() and task.exception() is not None:
-                raise BenchError(f"worker failed: {task.exception()!r}")
+        except LoadError as exc:
+            raise BenchError(str(exc)) from exc
     finally:
         await ctx.close()
 
+    rec, elapsed = load.recorder, load.elapsed
     ops = {
         name: rec.ops[name].summary(name, elapsed, name in _STREAMING_OPS)
         for name in op_names
         if name in rec.ops
     }
-    total = _OpRecorder()
-    for op_rec in rec.ops.values():
-        total.count += op_rec.count
-        total.latencies.extend(op_rec.latencies)
-        total.first.extend(op_rec.first)
-        for code, n in op_rec.errors.items():
-            total.errors[code] = total.errors.get(code, 0) + n
     streaming = any(name in _STREAMING_OPS for name in op_names)
-    overall = total.summary(rpc, elapsed, streaming)
+    overall = load.stats(rpc, streaming)
     return BenchResult(
         rpc=rpc,
         target=target,

@@ -43,21 +43,21 @@ from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
 from nexus_grpc.core.interception import HandlerInterceptor, rewrap
 from nexus_grpc.core.requests import RequestObserver
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from nexus_grpc.metrics import Metrics, MetricsServer, combine, start_metrics_server
 from nexus_grpc.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
-    mpb.DESCRIPTOR.services_by_name["MemoryService"].full_name,
-    spb.DESCRIPTOR.services_by_name["SummaryService"].full_name,
-    gpb.DESCRIPTOR.services_by_name["GraphService"].full_name,
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    summary_pb2.DESCRIPTOR.services_by_name["SummaryService"].full_name,
+    graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name,
 )
 
 
@@ -332,9 +332,9 @@ async def start_server(
         interceptors=interceptor_chain(gate, keys, observer, settings),
         options=server_options(settings),
     )
-    mgrpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
-    sgrpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
-    ggrpc.add_GraphServiceServicer_to_server(GraphServicer(app), server)
+    memory_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app), server)
+    summary_grpc.add_SummaryServiceServicer_to_server(SummaryServicer(app), server)
+    graph_grpc.add_GraphServiceServicer_to_server(GraphServicer(app), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server)

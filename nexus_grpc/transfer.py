@@ -32,9 +32,9 @@ from typing import IO, Any
 from google.protobuf import field_mask_pb2, json_format
 
 from nexus_grpc.client import NexusClient
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 
 #: Episodes per ImportEpisodes call (the server's limit).
 IMPORT_CALL = 10_000
@@ -50,16 +50,16 @@ async def export_project(client: NexusClient, project_id: int, out: IO[str]) -> 
     return counts
 
 
-def record_to_json(record: mpb.ExportRecord) -> dict[str, Any]:
+def record_to_json(record: memory_pb2.ExportRecord) -> dict[str, Any]:
     return json_format.MessageToDict(record, preserving_proto_field_name=True)
 
 
-def read_records(lines: Iterable[str]) -> Iterator[mpb.ExportRecord]:
+def read_records(lines: Iterable[str]) -> Iterator[memory_pb2.ExportRecord]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield json_format.ParseDict(json.loads(line), mpb.ExportRecord())
+            yield json_format.ParseDict(json.loads(line), memory_pb2.ExportRecord())
         except (ValueError, json_format.ParseError) as exc:
             raise ValueError(f"line {number}: not an ExportRecord: {exc}") from exc
 
@@ -72,14 +72,14 @@ class _Import:
     episodes: dict[int, int] = field(default_factory=dict)
     entities: dict[int, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
-    pending_episodes: list[mpb.Episode] = field(default_factory=list)
-    pending_memory: mpb.Memory | None = None
-    pending_revisions: list[mpb.MemoryRevision] = field(default_factory=list)
+    pending_episodes: list[memory_pb2.Episode] = field(default_factory=list)
+    pending_memory: memory_pb2.Memory | None = None
+    pending_revisions: list[memory_pb2.MemoryRevision] = field(default_factory=list)
 
     def count(self, kind: str, n: int = 1) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + n
 
-    async def add(self, record: mpb.ExportRecord) -> None:
+    async def add(self, record: memory_pb2.ExportRecord) -> None:
         kind = record.WhichOneof("record")
         if kind != "episode":
             await self.flush_episodes()
@@ -117,11 +117,11 @@ class _Import:
             raise ValueError("the file must begin with its project record")
         return self.project_id
 
-    async def project(self, p: mpb.Project) -> None:
+    async def project(self, p: memory_pb2.Project) -> None:
         if self.project_id:
             raise ValueError("the file holds more than one project")
         created = await self.client.create_project(
-            project=mpb.Project(
+            project=memory_pb2.Project(
                 name=p.name,
                 description=p.description,
                 colour=p.colour,
@@ -133,9 +133,9 @@ class _Import:
         self.project_id = created.id
         self.count("project")
 
-    async def session(self, s: mpb.Session) -> None:
+    async def session(self, s: memory_pb2.Session) -> None:
         created = await self.client.create_session(
-            session=mpb.Session(
+            session=memory_pb2.Session(
                 external_id=s.external_id,
                 name=s.name,
                 project_id=self._project(),
@@ -150,8 +150,8 @@ class _Import:
             return
         batch, self.pending_episodes = self.pending_episodes, []
         requests = [
-            mpb.ImportEpisodesRequest(
-                episode=mpb.CreateEpisodeRequest(
+            memory_pb2.ImportEpisodesRequest(
+                episode=memory_pb2.CreateEpisodeRequest(
                     session_id=self._session(e.session_id),
                     user_message=e.user_message,
                     ai_response=e.ai_response,
@@ -181,8 +181,8 @@ class _Import:
         except KeyError:
             raise ValueError(f"session {old} is named before its session record") from None
 
-    def _memory_values(self, m: mpb.Memory, *, with_expiry: bool) -> mpb.Memory:
-        values = mpb.Memory(
+    def _memory_values(self, m: memory_pb2.Memory, *, with_expiry: bool) -> memory_pb2.Memory:
+        values = memory_pb2.Memory(
             kind=m.kind,
             title=m.title,
             content=m.content,
@@ -210,7 +210,7 @@ class _Import:
             request_id=f"import-memory-{memory.id}",
         )
         for revision, after in zip(revisions, versions[1:], strict=True):
-            changed = mpb.Memory()
+            changed = memory_pb2.Memory()
             changed.CopyFrom(self._memory_values(after, with_expiry=True))
             changed.id = created.id
             await self.client.update_memory(
@@ -222,7 +222,7 @@ class _Import:
         self.count("memory")
         self.count("memory_revision", len(revisions))
 
-    async def entity(self, e: gpb.Entity) -> None:
+    async def entity(self, e: graph_pb2.Entity) -> None:
         created = await self.client.upsert_entity(
             name=e.name,
             type=e.type,
@@ -233,7 +233,7 @@ class _Import:
         self.entities[e.id] = created.id
         self.count("entity")
 
-    async def relationship(self, r: gpb.Relationship) -> None:
+    async def relationship(self, r: graph_pb2.Relationship) -> None:
         try:
             from_id, to_id = self.entities[r.from_id], self.entities[r.to_id]
         except KeyError:
@@ -243,10 +243,10 @@ class _Import:
         )
         self.count("relationship")
 
-    async def summary(self, s: spb.Summary) -> None:
+    async def summary(self, s: summary_pb2.Summary) -> None:
         session_id = self._session(s.session_id)
         await self.client.create_summary(
-            summary=spb.Summary(
+            summary=summary_pb2.Summary(
                 session_id=session_id,
                 project_id=0 if session_id else self._project(),
                 content=s.content,

@@ -6,6 +6,7 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -14,7 +15,7 @@ from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
 from nexus_grpc.store import memory_history
 from nexus_grpc.store.memories import Memory, MemoryUsage
@@ -32,7 +33,7 @@ def timestamp(seconds: float | None) -> Timestamp | None:
 _MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
 
 
-def time_field(message: Any, field: str) -> float | None:
+def time_field(message: Message, field: str) -> float | None:
     """A Timestamp field as epoch seconds, None when unset; one outside
     Timestamp's range (which json_format and other languages refuse) is
     INVALID_ARGUMENT naming the field."""
@@ -67,8 +68,8 @@ def from_struct(value: Struct, field: str = "metadata") -> dict[str, Any]:
         raise InvalidArgument(f"{field} must be JSON-representable: {exc}") from exc
 
 
-def project(p: models.Project) -> mpb.Project:
-    return mpb.Project(
+def project(p: models.Project) -> memory_pb2.Project:
+    return memory_pb2.Project(
         id=p.id,
         name=p.name,
         description=p.description,
@@ -88,7 +89,7 @@ def _duration(seconds: float) -> Duration:
     return d
 
 
-def project_values(p: mpb.Project) -> dict[str, Any]:
+def project_values(p: memory_pb2.Project) -> dict[str, Any]:
     return {
         "name": p.name,
         "description": p.description,
@@ -100,8 +101,8 @@ def project_values(p: mpb.Project) -> dict[str, Any]:
     }
 
 
-def session(s: models.Session) -> mpb.Session:
-    return mpb.Session(
+def session(s: models.Session) -> memory_pb2.Session:
+    return memory_pb2.Session(
         id=s.id,
         external_id=s.external_id,
         name=s.name,
@@ -111,47 +112,47 @@ def session(s: models.Session) -> mpb.Session:
     )
 
 
-def episode(e: models.Episode) -> mpb.Episode:
-    return mpb.Episode(
+def episode(e: models.Episode) -> memory_pb2.Episode:
+    return memory_pb2.Episode(
         id=e.id,
         session_id=e.session_id,
         user_message=e.user_message,
         ai_response=e.ai_response,
         metadata=struct(e.metadata),
         create_time=timestamp(e.created_at),
-        embedding_state=mpb.JobState.ValueType(e.embed_state),
+        embedding_state=memory_pb2.JobState.ValueType(e.embed_state),
         embedding_error=e.embed_error,
-        extraction_state=mpb.JobState.ValueType(e.extract_state),
+        extraction_state=memory_pb2.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
         occur_time=exact_timestamp(e.occur_at),
     )
 
 
 def search_mode(mode: int) -> models.SearchMode:
-    if mode not in mpb.SearchMode.values():
+    if mode not in memory_pb2.SearchMode.values():
         raise InvalidArgument(f"mode {mode} is not a SearchMode")
     return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
 
 
-def episode_hit(h: models.EpisodeHit) -> mpb.SearchHit:
-    return mpb.SearchHit(
+def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
+    return memory_pb2.SearchHit(
         episode=episode(h.episode),
         score=h.score,
         snippet=h.snippet,
-        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
+        sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
 # Memories (PROJECT/USER) ---------------------------------------------------
 
 
-def memory(m: Memory) -> mpb.Memory:
-    return mpb.Memory(
+def memory(m: Memory) -> memory_pb2.Memory:
+    return memory_pb2.Memory(
         id=m.id,
-        kind=mpb.MemoryKind.ValueType(m.kind),
+        kind=memory_pb2.MemoryKind.ValueType(m.kind),
         title=m.title,
         content=m.content,
-        tier=mpb.Tier.ValueType(m.tier),
+        tier=memory_pb2.Tier.ValueType(m.tier),
         project_id=m.project_id,
         agent_id=m.agent_id,
         user_id=m.user_id,
@@ -166,7 +167,7 @@ def memory(m: Memory) -> mpb.Memory:
     )
 
 
-def memory_values(m: mpb.Memory) -> dict[str, Any]:
+def memory_values(m: memory_pb2.Memory) -> dict[str, Any]:
     return {
         "kind": m.kind,
         "title": m.title,
@@ -183,7 +184,7 @@ def memory_values(m: mpb.Memory) -> dict[str, Any]:
     }
 
 
-def _duration_field(message: Any, field: str, owner: str = "memory") -> float | None:
+def _duration_field(message: Message, field: str, owner: str = "memory") -> float | None:
     """A Duration field as seconds, None when unset; outside Duration's range
     (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
     if not message.HasField(field):
@@ -198,7 +199,7 @@ def _duration_field(message: Any, field: str, owner: str = "memory") -> float | 
     return d.seconds + d.nanos / 1e9
 
 
-def memory_scope(s: mpb.MemoryScope) -> MemoryScope:
+def memory_scope(s: memory_pb2.MemoryScope) -> MemoryScope:
     return MemoryScope(
         project_id=s.project_id,
         user_id=s.user_id,
@@ -208,19 +209,19 @@ def memory_scope(s: mpb.MemoryScope) -> MemoryScope:
     )
 
 
-def memory_hit(h: MemoryHit) -> mpb.MemoryHit:
-    return mpb.MemoryHit(
+def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
+    return memory_pb2.MemoryHit(
         memory=memory(h.memory),
         score=h.score,
-        sources=[mpb.SearchSource.ValueType(s) for s in h.sources],
+        sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
     )
 
 
-def selected_memory(s: Selection) -> mpb.SelectedMemory:
-    return mpb.SelectedMemory(
+def selected_memory(s: Selection) -> memory_pb2.SelectedMemory:
+    return memory_pb2.SelectedMemory(
         memory=memory(s.memory),
         relevance=s.relevance,
-        category=mpb.MemoryCategory.ValueType(s.category),
+        category=memory_pb2.MemoryCategory.ValueType(s.category),
         previously_used=s.previously_used,
         method=s.method,
         degraded_reason=s.degraded_reason,
@@ -228,34 +229,34 @@ def selected_memory(s: Selection) -> mpb.SelectedMemory:
     )
 
 
-def memory_usage(u: MemoryUsage) -> mpb.MemoryUsage:
-    return mpb.MemoryUsage(
+def memory_usage(u: MemoryUsage) -> memory_pb2.MemoryUsage:
+    return memory_pb2.MemoryUsage(
         id=u.id,
         time=timestamp(u.used_at),
         context=u.context,
         thread_id=u.thread_id,
         memory_id=u.memory_id,
         relevance=u.relevance,
-        category=mpb.MemoryCategory.ValueType(u.category),
+        category=memory_pb2.MemoryCategory.ValueType(u.category),
     )
 
 
-def event_loop(lag: LoopLag | None) -> mpb.EventLoopStatus:
+def event_loop(lag: LoopLag | None) -> memory_pb2.EventLoopStatus:
     if lag is None:
-        return mpb.EventLoopStatus()
+        return memory_pb2.EventLoopStatus()
     within_100ms = lag.bucket_counts[LAG_BUCKETS.index(0.1)]
-    return mpb.EventLoopStatus(
+    return memory_pb2.EventLoopStatus(
         samples=lag.samples,
         max_lag_ms=lag.max_seconds * 1000,
         over_100ms=lag.samples - within_100ms,
     )
 
 
-def memory_revision(r: memory_history.Revision) -> mpb.MemoryRevision:
-    return mpb.MemoryRevision(
+def memory_revision(r: memory_history.Revision) -> memory_pb2.MemoryRevision:
+    return memory_pb2.MemoryRevision(
         id=r.id,
         memory_id=r.memory_id,
-        change=mpb.MemoryChange.ValueType(r.action),
+        change=memory_pb2.MemoryChange.ValueType(r.action),
         changed_fields=r.changed,
         previous=memory(r.previous),
         change_time=timestamp(r.changed_at),

@@ -12,13 +12,13 @@ from nexus_grpc.api import pages
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
-class GraphServicer(ggrpc.GraphServiceServicer):
+class GraphServicer(graph_grpc.GraphServiceServicer):
     def __init__(self, app: App) -> None:
         self.graph = app.graph
         self.extraction = app.extraction
@@ -26,7 +26,9 @@ class GraphServicer(ggrpc.GraphServiceServicer):
 
     # Entities
 
-    async def UpsertEntity(self, request: gpb.UpsertEntityRequest, context: Ctx) -> gpb.Entity:
+    async def UpsertEntity(
+        self, request: graph_pb2.UpsertEntityRequest, context: Ctx
+    ) -> graph_pb2.Entity:
         e = await self.graph.upsert_entity(
             request.name,
             request.type,
@@ -37,18 +39,20 @@ class GraphServicer(ggrpc.GraphServiceServicer):
         )
         return convert.entity(e)
 
-    async def GetEntity(self, request: gpb.GetEntityRequest, context: Ctx) -> gpb.Entity:
+    async def GetEntity(
+        self, request: graph_pb2.GetEntityRequest, context: Ctx
+    ) -> graph_pb2.Entity:
         return convert.entity(await self.graph.get_entity(request.id))
 
     async def DeleteEntity(
-        self, request: gpb.DeleteEntityRequest, context: Ctx
-    ) -> gpb.DeleteEntityResponse:
+        self, request: graph_pb2.DeleteEntityRequest, context: Ctx
+    ) -> graph_pb2.DeleteEntityResponse:
         deleted = await self.graph.delete_entity(request.id)
-        return gpb.DeleteEntityResponse(deleted_relationships=deleted)
+        return graph_pb2.DeleteEntityResponse(deleted_relationships=deleted)
 
     async def ListEntities(
-        self, request: gpb.ListEntitiesRequest, context: Ctx
-    ) -> gpb.ListEntitiesResponse:
+        self, request: graph_pb2.ListEntitiesRequest, context: Ctx
+    ) -> graph_pb2.ListEntitiesResponse:
         page = await self.graph.list_entities(
             request.type,
             request.project_id,
@@ -57,46 +61,48 @@ class GraphServicer(ggrpc.GraphServiceServicer):
             session_id=request.session_id,
         )
         items, token = pages.fitted(page, convert.entity, self.max_bytes)
-        return gpb.ListEntitiesResponse(entities=items, next_page_token=token)
+        return graph_pb2.ListEntitiesResponse(entities=items, next_page_token=token)
 
     # Relationships
 
     async def UpsertRelationship(
-        self, request: gpb.UpsertRelationshipRequest, context: Ctx
-    ) -> gpb.Relationship:
+        self, request: graph_pb2.UpsertRelationshipRequest, context: Ctx
+    ) -> graph_pb2.Relationship:
         r = await self.graph.upsert_relationship(
             request.from_id, request.to_id, request.label, request.notes
         )
         return convert.relationship(r)
 
     async def ListRelationships(
-        self, request: gpb.ListRelationshipsRequest, context: Ctx
-    ) -> gpb.ListRelationshipsResponse:
+        self, request: graph_pb2.ListRelationshipsRequest, context: Ctx
+    ) -> graph_pb2.ListRelationshipsResponse:
         page = await self.graph.list_relationships(
             request.entity_id, request.include_inbound, request.page_size, request.page_token
         )
         items, token = pages.fitted(page, convert.relationship, self.max_bytes)
-        return gpb.ListRelationshipsResponse(relationships=items, next_page_token=token)
+        return graph_pb2.ListRelationshipsResponse(relationships=items, next_page_token=token)
 
     async def DeleteRelationship(
-        self, request: gpb.DeleteRelationshipRequest, context: Ctx
-    ) -> gpb.DeleteRelationshipResponse:
+        self, request: graph_pb2.DeleteRelationshipRequest, context: Ctx
+    ) -> graph_pb2.DeleteRelationshipResponse:
         await self.graph.delete_relationship(request.from_id, request.to_id, request.label)
-        return gpb.DeleteRelationshipResponse()
+        return graph_pb2.DeleteRelationshipResponse()
 
     # Traversal and search
 
     async def GetNeighborhood(
-        self, request: gpb.GetNeighborhoodRequest, context: Ctx
-    ) -> gpb.Subgraph:
+        self, request: graph_pb2.GetNeighborhoodRequest, context: Ctx
+    ) -> graph_pb2.Subgraph:
         return convert.subgraph(await self.graph.neighborhood(request.entity_id, request.depth))
 
-    async def GetNeighbors(self, request: gpb.GetNeighborsRequest, context: Ctx) -> gpb.Subgraph:
+    async def GetNeighbors(
+        self, request: graph_pb2.GetNeighborsRequest, context: Ctx
+    ) -> graph_pb2.Subgraph:
         return convert.subgraph(await self.graph.neighbors(list(request.entity_ids)))
 
     async def SearchEntities(
-        self, request: gpb.SearchEntitiesRequest, context: Ctx
-    ) -> AsyncIterator[gpb.EntityHit]:
+        self, request: graph_pb2.SearchEntitiesRequest, context: Ctx
+    ) -> AsyncIterator[graph_pb2.EntityHit]:
         async for hit in self.graph.search(
             request.query, request.project_id, request.limit, session_id=request.session_id
         ):
@@ -105,8 +111,8 @@ class GraphServicer(ggrpc.GraphServiceServicer):
     # Extraction
 
     async def ExtractEpisode(
-        self, request: gpb.ExtractEpisodeRequest, context: Ctx
-    ) -> gpb.ExtractEpisodeResponse:
+        self, request: graph_pb2.ExtractEpisodeRequest, context: Ctx
+    ) -> graph_pb2.ExtractEpisodeResponse:
         target = request.WhichOneof("target")
         if target is None:
             raise InvalidArgument("one of episode_id or all_failed is required")
@@ -115,11 +121,11 @@ class GraphServicer(ggrpc.GraphServiceServicer):
         queued = await self.extraction.requeue(
             request.episode_id if target == "episode_id" else 0, target == "all_failed"
         )
-        return gpb.ExtractEpisodeResponse(queued=queued)
+        return graph_pb2.ExtractEpisodeResponse(queued=queued)
 
     async def WatchExtractions(
-        self, request: gpb.WatchExtractionsRequest, context: Ctx
-    ) -> AsyncIterator[gpb.ExtractionEvent]:
+        self, request: graph_pb2.WatchExtractionsRequest, context: Ctx
+    ) -> AsyncIterator[graph_pb2.ExtractionEvent]:
         # A watch stream lives as long as its client wants: it holds one of
         # --max-watch-streams (refused with RESOURCE_EXHAUSTED beyond it) as
         # well as one of the general RPC slots.

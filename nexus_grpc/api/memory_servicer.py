@@ -17,8 +17,8 @@ from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument, NexusError
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import ChangedBy, Revision
@@ -26,7 +26,7 @@ from nexus_grpc.store.memory_history import ChangedBy, Revision
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
-class MemoryServicer(mgrpc.MemoryServiceServicer):
+class MemoryServicer(memory_grpc.MemoryServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
         self.conv = app.conversations
@@ -34,21 +34,27 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
 
     # Projects
 
-    async def CreateProject(self, request: mpb.CreateProjectRequest, context: Ctx) -> mpb.Project:
+    async def CreateProject(
+        self, request: memory_pb2.CreateProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         project = await self.conv.create_project(convert.project_values(request.project))
         return convert.project(project)
 
-    async def GetProject(self, request: mpb.GetProjectRequest, context: Ctx) -> mpb.Project:
+    async def GetProject(
+        self, request: memory_pb2.GetProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         return convert.project(await self.conv.get_project(request.id))
 
     async def ListProjects(
-        self, request: mpb.ListProjectsRequest, context: Ctx
-    ) -> mpb.ListProjectsResponse:
+        self, request: memory_pb2.ListProjectsRequest, context: Ctx
+    ) -> memory_pb2.ListProjectsResponse:
         page = await self.conv.list_projects(request.page_size, request.page_token)
         items, token = pages.fitted(page, convert.project, self.max_bytes)
-        return mpb.ListProjectsResponse(projects=items, next_page_token=token)
+        return memory_pb2.ListProjectsResponse(projects=items, next_page_token=token)
 
-    async def UpdateProject(self, request: mpb.UpdateProjectRequest, context: Ctx) -> mpb.Project:
+    async def UpdateProject(
+        self, request: memory_pb2.UpdateProjectRequest, context: Ctx
+    ) -> memory_pb2.Project:
         project = await self.conv.update_project(
             request.project.id,
             convert.project_values(request.project),
@@ -57,21 +63,25 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.project(project)
 
     async def DeleteProject(
-        self, request: mpb.DeleteProjectRequest, context: Ctx
-    ) -> mpb.DeleteProjectResponse:
+        self, request: memory_pb2.DeleteProjectRequest, context: Ctx
+    ) -> memory_pb2.DeleteProjectResponse:
         detached = await self.conv.delete_project(request.id)
-        return mpb.DeleteProjectResponse(detached_sessions=detached)
+        return memory_pb2.DeleteProjectResponse(detached_sessions=detached)
 
     # Sessions
 
-    async def CreateSession(self, request: mpb.CreateSessionRequest, context: Ctx) -> mpb.Session:
+    async def CreateSession(
+        self, request: memory_pb2.CreateSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.create_session(
             s.external_id, s.name, s.project_id, convert.from_struct(s.metadata)
         )
         return convert.session(session)
 
-    async def GetSession(self, request: mpb.GetSessionRequest, context: Ctx) -> mpb.Session:
+    async def GetSession(
+        self, request: memory_pb2.GetSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of id or external_id is required")
@@ -79,15 +89,17 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.session(session)
 
     async def ListSessions(
-        self, request: mpb.ListSessionsRequest, context: Ctx
-    ) -> mpb.ListSessionsResponse:
+        self, request: memory_pb2.ListSessionsRequest, context: Ctx
+    ) -> memory_pb2.ListSessionsResponse:
         page = await self.conv.list_sessions(
             request.page_size, request.page_token, request.project_id
         )
         items, token = pages.fitted(page, convert.session, self.max_bytes)
-        return mpb.ListSessionsResponse(sessions=items, next_page_token=token)
+        return memory_pb2.ListSessionsResponse(sessions=items, next_page_token=token)
 
-    async def UpdateSession(self, request: mpb.UpdateSessionRequest, context: Ctx) -> mpb.Session:
+    async def UpdateSession(
+        self, request: memory_pb2.UpdateSessionRequest, context: Ctx
+    ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.update_session(
             s.id,
@@ -101,14 +113,16 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.session(session)
 
     async def DeleteSession(
-        self, request: mpb.DeleteSessionRequest, context: Ctx
-    ) -> mpb.DeleteSessionResponse:
+        self, request: memory_pb2.DeleteSessionRequest, context: Ctx
+    ) -> memory_pb2.DeleteSessionResponse:
         deleted = await self.conv.delete_session(request.id)
-        return mpb.DeleteSessionResponse(deleted_episodes=deleted)
+        return memory_pb2.DeleteSessionResponse(deleted_episodes=deleted)
 
     # Episodes
 
-    async def CreateEpisode(self, request: mpb.CreateEpisodeRequest, context: Ctx) -> mpb.Episode:
+    async def CreateEpisode(
+        self, request: memory_pb2.CreateEpisodeRequest, context: Ctx
+    ) -> memory_pb2.Episode:
         episode = await self.conv.create_episode(
             request.session_id,
             request.user_message,
@@ -121,8 +135,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.episode(episode)
 
     async def ImportEpisodes(
-        self, requests: AsyncIterator[mpb.ImportEpisodesRequest], context: Ctx
-    ) -> mpb.ImportEpisodesResponse:
+        self, requests: AsyncIterator[memory_pb2.ImportEpisodesRequest], context: Ctx
+    ) -> memory_pb2.ImportEpisodesResponse:
         """Items are read in batches of IMPORT_BATCH; each batch is written in
         one transaction while the next is being read, and the answer comes
         once every batch is durable."""
@@ -150,27 +164,29 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             writer.abandon()
         return writer.answer
 
-    async def GetEpisode(self, request: mpb.GetEpisodeRequest, context: Ctx) -> mpb.Episode:
+    async def GetEpisode(
+        self, request: memory_pb2.GetEpisodeRequest, context: Ctx
+    ) -> memory_pb2.Episode:
         return convert.episode(await self.conv.get_episode(request.id))
 
     async def ListEpisodes(
-        self, request: mpb.ListEpisodesRequest, context: Ctx
-    ) -> mpb.ListEpisodesResponse:
+        self, request: memory_pb2.ListEpisodesRequest, context: Ctx
+    ) -> memory_pb2.ListEpisodesResponse:
         page = await self.conv.list_episodes(
             request.session_id, request.page_size, request.page_token
         )
         items, token = pages.fitted(page, convert.episode, self.max_bytes)
-        return mpb.ListEpisodesResponse(episodes=items, next_page_token=token)
+        return memory_pb2.ListEpisodesResponse(episodes=items, next_page_token=token)
 
     async def DeleteEpisode(
-        self, request: mpb.DeleteEpisodeRequest, context: Ctx
-    ) -> mpb.DeleteEpisodeResponse:
+        self, request: memory_pb2.DeleteEpisodeRequest, context: Ctx
+    ) -> memory_pb2.DeleteEpisodeResponse:
         await self.conv.delete_episode(request.id)
-        return mpb.DeleteEpisodeResponse()
+        return memory_pb2.DeleteEpisodeResponse()
 
     async def SearchEpisodes(
-        self, request: mpb.SearchEpisodesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.SearchHit]:
+        self, request: memory_pb2.SearchEpisodesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
         window, cutoff = await self.conv.retained_window(
             request.session_id,
@@ -193,28 +209,28 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             yield convert.episode_hit(hit)
 
     async def ExportProject(
-        self, request: mpb.ExportProjectRequest, context: Ctx
-    ) -> AsyncIterator[mpb.ExportRecord]:
+        self, request: memory_pb2.ExportProjectRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.ExportRecord]:
         async for item in self.app.export.records(request.project_id):
             yield _export_record(item)
 
     # Service status
 
     async def GetServiceStatus(
-        self, request: mpb.GetServiceStatusRequest, context: Ctx
-    ) -> mpb.ServiceStatus:
+        self, request: memory_pb2.GetServiceStatusRequest, context: Ctx
+    ) -> memory_pb2.ServiceStatus:
         status = await self.app.status()
-        return mpb.ServiceStatus(
+        return memory_pb2.ServiceStatus(
             state=status.state,
             schema_version=status.schema_version,
             embedding_model=status.embedding_model,
             embedding_dimension=status.embedding_dimension,
             dependencies=[
-                mpb.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
+                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
                 for d in status.dependencies
             ],
             queues=[
-                mpb.QueueStatus(
+                memory_pb2.QueueStatus(
                     kind=q.kind,
                     pending=q.pending,
                     failed=q.failed,
@@ -226,29 +242,33 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         )
 
     async def ReconcileIndex(
-        self, request: mpb.ReconcileIndexRequest, context: Ctx
-    ) -> mpb.ReconcileIndexResponse:
+        self, request: memory_pb2.ReconcileIndexRequest, context: Ctx
+    ) -> memory_pb2.ReconcileIndexResponse:
         result = await self.app.reconciler.reconcile()
-        return mpb.ReconcileIndexResponse(
+        return memory_pb2.ReconcileIndexResponse(
             requeued=result.requeued, removed_orphans=result.removed_orphans
         )
 
     # Memories (PROJECT/USER, tiers, selection)
 
-    async def CreateMemory(self, request: mpb.CreateMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def CreateMemory(
+        self, request: memory_pb2.CreateMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         created = await self.app.memories.create(
             convert.memory_values(request.memory), request.request_id
         )
         return convert.memory(created)
 
-    async def GetMemory(self, request: mpb.GetMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def GetMemory(
+        self, request: memory_pb2.GetMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         return convert.memory(
             await self.app.memories.get(request.id, request.user_id, request.session_id)
         )
 
     async def ListMemories(
-        self, request: mpb.ListMemoriesRequest, context: Ctx
-    ) -> mpb.ListMemoriesResponse:
+        self, request: memory_pb2.ListMemoriesRequest, context: Ctx
+    ) -> memory_pb2.ListMemoriesResponse:
         page = await self.app.memories.list_visible(
             convert.memory_scope(request.scope),
             request.kind,
@@ -256,9 +276,11 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_token,
         )
         items, token = pages.fitted(page, convert.memory, self.max_bytes)
-        return mpb.ListMemoriesResponse(memories=items, next_page_token=token)
+        return memory_pb2.ListMemoriesResponse(memories=items, next_page_token=token)
 
-    async def UpdateMemory(self, request: mpb.UpdateMemoryRequest, context: Ctx) -> mpb.Memory:
+    async def UpdateMemory(
+        self, request: memory_pb2.UpdateMemoryRequest, context: Ctx
+    ) -> memory_pb2.Memory:
         updated = await self.app.memories.update(
             request.memory.id,
             convert.memory_values(request.memory),
@@ -270,16 +292,16 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
         return convert.memory(updated)
 
     async def DeleteMemory(
-        self, request: mpb.DeleteMemoryRequest, context: Ctx
-    ) -> mpb.DeleteMemoryResponse:
+        self, request: memory_pb2.DeleteMemoryRequest, context: Ctx
+    ) -> memory_pb2.DeleteMemoryResponse:
         await self.app.memories.delete(
             request.id, request.user_id, request.session_id, _changed_by()
         )
-        return mpb.DeleteMemoryResponse()
+        return memory_pb2.DeleteMemoryResponse()
 
     async def ListMemoryHistory(
-        self, request: mpb.ListMemoryHistoryRequest, context: Ctx
-    ) -> mpb.ListMemoryHistoryResponse:
+        self, request: memory_pb2.ListMemoryHistoryRequest, context: Ctx
+    ) -> memory_pb2.ListMemoryHistoryResponse:
         page = await self.app.memories.history(
             request.memory_id,
             request.user_id,
@@ -287,14 +309,14 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return mpb.ListMemoryHistoryResponse(
+        return memory_pb2.ListMemoryHistoryResponse(
             revisions=[convert.memory_revision(r) for r in page.items],
             next_page_token=page.next_token,
         )
 
     async def SearchMemories(
-        self, request: mpb.SearchMemoriesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.MemoryHit]:
+        self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.MemoryHit]:
         async for hit in self.app.memories.search(
             request.query,
             convert.memory_scope(request.scope),
@@ -305,8 +327,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             yield convert.memory_hit(hit)
 
     async def SelectMemories(
-        self, request: mpb.SelectMemoriesRequest, context: Ctx
-    ) -> AsyncIterator[mpb.SelectedMemory]:
+        self, request: memory_pb2.SelectMemoriesRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.SelectedMemory]:
         async for selected in self.app.selector.select(
             request.prompt,
             convert.memory_scope(request.scope),
@@ -317,8 +339,8 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             yield convert.selected_memory(selected)
 
     async def ListMemoryUsage(
-        self, request: mpb.ListMemoryUsageRequest, context: Ctx
-    ) -> mpb.ListMemoryUsageResponse:
+        self, request: memory_pb2.ListMemoryUsageRequest, context: Ctx
+    ) -> memory_pb2.ListMemoryUsageResponse:
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of thread_id or memory_id is required")
@@ -331,7 +353,7 @@ class MemoryServicer(mgrpc.MemoryServiceServicer):
             request.page_token,
         )
         items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
-        return mpb.ListMemoryUsageResponse(usage=items, next_page_token=token)
+        return memory_pb2.ListMemoryUsageResponse(usage=items, next_page_token=token)
 
 
 #: Episodes written per transaction by ImportEpisodes, and the most one call
@@ -347,7 +369,7 @@ def _import_item(request: object) -> EpisodeInput | NexusError:
     """One streamed item as the domain's input, or its error."""
     if isinstance(request, Undecodable):
         return InvalidArgument(request.message)
-    assert isinstance(request, mpb.ImportEpisodesRequest)
+    assert isinstance(request, memory_pb2.ImportEpisodesRequest)
     if not request.HasField("episode"):
         return InvalidArgument("episode is required in every ImportEpisodesRequest")
     e = request.episode
@@ -371,7 +393,7 @@ class _ImportWriter:
 
     def __init__(self, conv: Conversations) -> None:
         self.conv = conv
-        self.answer = mpb.ImportEpisodesResponse()
+        self.answer = memory_pb2.ImportEpisodesResponse()
         self.settled = 0  # items whose batch has been written
         self._writing: tuple[asyncio.Task, list[EpisodeInput | NexusError]] | None = None
 
@@ -398,7 +420,7 @@ class _ImportWriter:
 
 
 def _record_outcomes(
-    answer: mpb.ImportEpisodesResponse,
+    answer: memory_pb2.ImportEpisodesResponse,
     start: int,
     outcomes: list[Imported | NexusError],
     items: list[EpisodeInput | NexusError],
@@ -414,7 +436,7 @@ def _record_outcomes(
         answer.episode_ids.append(0)
         answer.failed += 1
         answer.errors.append(
-            mpb.ImportEpisodeError(
+            memory_pb2.ImportEpisodeError(
                 index=start + offset,
                 request_id=item.request_id if isinstance(item, EpisodeInput) else "",
                 code=outcome.code.value[0],
@@ -423,22 +445,22 @@ def _record_outcomes(
         )
 
 
-def _export_record(item: ExportItem) -> mpb.ExportRecord:
+def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
     if isinstance(item, Project):
-        return mpb.ExportRecord(project=convert.project(item))
+        return memory_pb2.ExportRecord(project=convert.project(item))
     if isinstance(item, Session):
-        return mpb.ExportRecord(session=convert.session(item))
+        return memory_pb2.ExportRecord(session=convert.session(item))
     if isinstance(item, Episode):
-        return mpb.ExportRecord(episode=convert.episode(item))
+        return memory_pb2.ExportRecord(episode=convert.episode(item))
     if isinstance(item, Memory):
-        return mpb.ExportRecord(memory=convert.memory(item))
+        return memory_pb2.ExportRecord(memory=convert.memory(item))
     if isinstance(item, Revision):
-        return mpb.ExportRecord(memory_revision=convert.memory_revision(item))
+        return memory_pb2.ExportRecord(memory_revision=convert.memory_revision(item))
     if isinstance(item, Entity):
-        return mpb.ExportRecord(entity=graph_convert.entity(item))
+        return memory_pb2.ExportRecord(entity=graph_convert.entity(item))
     if isinstance(item, Relationship):
-        return mpb.ExportRecord(relationship=graph_convert.relationship(item))
-    return mpb.ExportRecord(summary=summary_convert.summary(item))
+        return memory_pb2.ExportRecord(relationship=graph_convert.relationship(item))
+    return memory_pb2.ExportRecord(summary=summary_convert.summary(item))
 
 
 def _changed_by() -> ChangedBy:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from nexus_grpc.api.convert import timestamp
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.store.summaries import Summary
 
 
-def summary(s: Summary) -> spb.Summary:
-    return spb.Summary(
+def summary(s: Summary) -> summary_pb2.Summary:
+    return summary_pb2.Summary(
         id=s.id,
         session_id=s.session_id,
         project_id=s.project_id,
@@ -21,7 +21,7 @@ def summary(s: Summary) -> spb.Summary:
     )
 
 
-def range_values(s: spb.Summary) -> dict[str, int]:
+def range_values(s: summary_pb2.Summary) -> dict[str, int]:
     return {
         "first_episode_id": s.first_episode_id,
         "last_episode_id": s.last_episode_id,

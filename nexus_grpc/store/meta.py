@@ -16,3 +16,8 @@ def put(conn: sqlite3.Connection, key: str, value: str) -> None:
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, value),
     )
+
+
+def probe(conn: sqlite3.Connection) -> int:
+    """A read of the schema: health's proof that the database answers queries."""
+    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])

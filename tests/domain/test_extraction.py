@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import grpc
-import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
@@ -43,13 +42,6 @@ async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
 
 # The conftest's ``stub`` answers chats no test scripted with this.
 STUB_DEFAULT_REPLY = EMPTY
-
-
-@pytest.fixture
-async def gh(tmp_path, stub) -> Harness:
-    h = await start_graph_harness(tmp_path / "data", stub)
-    yield h
-    await h.close()
 
 
 # The LLM call -----------------------------------------------------------------

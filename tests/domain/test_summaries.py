@@ -11,17 +11,10 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
 from tests.ollama_stub import Reply
-from tests.support import start_harness, wait_until
+from tests.support import wait_until
 
 SESSION_PROMPT = "You summarise a conversation"
 OVERVIEW_PROMPT = "You write a project overview"
-
-
-@pytest.fixture
-async def llm_harness(tmp_path, stub):
-    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
-    yield h
-    await h.close()
 
 
 def prompts(stub, marker):

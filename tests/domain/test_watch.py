@@ -30,13 +30,6 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 STUB_DEFAULT_REPLY = EMPTY
 
 
-@pytest.fixture
-async def gh(tmp_path, stub):
-    h = await start_graph_harness(tmp_path / "data", stub)
-    yield h
-    await h.close()
-
-
 def watch(h, **kw):
     return h.graph.WatchExtractions(g.WatchExtractionsRequest(**kw))
 
