@@ -76,6 +76,9 @@ class Call:
     error: str = ""
     prompt_tokens: int | None = None  # llama.cpp's own count
     completion_tokens: int | None = None
+    # llama.cpp's own prompt + generation time: without the wait for its one slot.
+    server_seconds: float | None = None
+    generation_seconds: float | None = None  # the answer's share of it
     json_valid: bool | None = None  # structured calls only
     answer: str = ""
 
@@ -117,10 +120,15 @@ def record_calls() -> None:
             raise
         call.seconds = time.perf_counter() - start
         call.finish_reason, call.answer = answer.done_reason, answer.text
-        usage = bodies[-1].get("usage") if bodies and isinstance(bodies[-1], dict) else None
+        body = bodies[-1] if bodies and isinstance(bodies[-1], dict) else {}
+        usage, timings = body.get("usage"), body.get("timings")
         if isinstance(usage, dict):
             call.prompt_tokens = usage.get("prompt_tokens")
             call.completion_tokens = usage.get("completion_tokens")
+        if isinstance(timings, dict):
+            ms = (timings.get("prompt_ms") or 0) + (timings.get("predicted_ms") or 0)
+            call.server_seconds = round(ms / 1000, 3)
+            call.generation_seconds = round((timings.get("predicted_ms") or 0) / 1000, 3)
         if schema is not None:
             call.json_valid = _json_valid(answer.text, required)
         CALLS.append(call)
@@ -378,7 +386,15 @@ async def drive(
     scores_out.extend(asdict(scores[i]) for i in sorted(scores))
     report["extraction"] = extraction_totals([scores[i] for i in sorted(scores)])
 
-    # The automatic summaries ran (or failed) in the background; one more, asked for.
+    # The automatic session summaries run in the background: wait for their queue to
+    # empty (a job row has no event to wait on; the status RPC shows the queues).
+    while True:
+        status = await memory.GetServiceStatus(mpb.GetServiceStatusRequest())
+        if not any(q.pending for q in status.queues if q.kind.startswith("summarize")):
+            break
+        await asyncio.sleep(5)
+    report["queues_after_extraction"] = queues(status)
+    # Then one more summary, asked for.
     first = sessions[fixture["sessions"][0]["name"]]
     summaries: dict[str, Any] = {}
     for name, sid in sessions.items():
@@ -446,6 +462,12 @@ async def drive(
         out["expected_found"] = sum(1 for t in q["expected"] if t in picked)
         selections.append(out)
     report["selection"] = selections
+    status = await memory.GetServiceStatus(mpb.GetServiceStatusRequest())
+    report["queues_at_end"] = queues(status)
+
+
+def queues(status: Any) -> list[dict[str, Any]]:
+    return [{"kind": q.kind, "pending": q.pending, "failed": q.failed} for q in status.queues]
 
 
 async def memory_summaries(summary: sgrpc.SummaryServiceStub, session_id: int) -> list[str]:
@@ -481,9 +503,12 @@ def summarize_calls(calls: Sequence[Call]) -> dict[str, Any]:
     for kind in sorted({c.kind for c in calls}):
         mine = [c for c in calls if c.kind == kind]
         secs = sorted(c.seconds for c in mine)
+        served = sorted(c.server_seconds for c in mine if c.server_seconds is not None)
+        prompts = [c.prompt_tokens for c in mine if c.prompt_tokens]
         tokens = [c.completion_tokens for c in mine if c.completion_tokens]
+        # Generation speed as llama.cpp measured it where it says, else at the client.
         rates = [
-            c.completion_tokens / c.seconds
+            c.completion_tokens / (c.generation_seconds or c.seconds)
             for c in mine
             if c.completion_tokens and c.seconds > 0 and not c.error
         ]
@@ -494,6 +519,8 @@ def summarize_calls(calls: Sequence[Call]) -> dict[str, Any]:
             "seconds_median": round(statistics.median(secs), 2),
             "seconds_p90": round(secs[min(len(secs) - 1, int(len(secs) * 0.9))], 2),
             "seconds_max": round(secs[-1], 2),
+            "server_seconds_median": round(statistics.median(served), 2) if served else None,
+            "prompt_tokens_median": statistics.median(prompts) if prompts else None,
             "completion_tokens_median": statistics.median(tokens) if tokens else None,
             "tokens_per_second_median": round(statistics.median(rates), 1) if rates else None,
         }
@@ -521,13 +548,15 @@ def print_report(report: Mapping[str, Any]) -> None:
             f" ({ext['relationships_extracted']} extracted)"
         )
     print(f"{'call':18} {'n':>3} {'err':>3} {'cut':>3} {'json ok':>8} {'median s':>9}"
-          f" {'p90 s':>7} {'max s':>7} {'tok':>6} {'tok/s':>6}")  # fmt: skip
+          f" {'p90 s':>7} {'max s':>7} {'served s':>8} {'in tok':>6} {'out tok':>7}"
+          f" {'tok/s':>6}")  # fmt: skip
     for kind, c in report["calls"].items():
         ok = f"{c['json_valid']}/{c['json_answers']}" if "json_answers" in c else "-"
         print(
             f"{kind:18} {c['calls']:>3} {c['errors']:>3} {c['cut_off']:>3} {ok:>8}"
             f" {c['seconds_median']:>9} {c['seconds_p90']:>7} {c['seconds_max']:>7}"
-            f" {c['completion_tokens_median'] or '-'!s:>6}"
+            f" {c['server_seconds_median'] or '-'!s:>8} {c['prompt_tokens_median'] or '-'!s:>6}"
+            f" {c['completion_tokens_median'] or '-'!s:>7}"
             f" {c['tokens_per_second_median'] or '-'!s:>6}"
         )
     for s in report.get("selection", []):
