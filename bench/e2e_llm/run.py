@@ -31,6 +31,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import os
 import socket
 import statistics
 import subprocess
@@ -304,6 +305,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "llm_timeout_s": args.llm_timeout,
         "job_max_attempts": args.job_max_attempts,
         "work_dir": str(work),
+        # The cores may be shared: the figures are only as quiet as the machine.
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
     started = time.monotonic()
     try:
@@ -333,6 +337,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         llama.stop()
     report["wall_seconds"] = round(time.monotonic() - started, 1)
+    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     report["calls"] = summarize_calls(CALLS)
     report["call_log"] = [asdict(c) for c in CALLS]
     return report
@@ -534,7 +539,9 @@ def summarize_calls(calls: Sequence[Call]) -> dict[str, Any]:
 
 def print_report(report: Mapping[str, Any]) -> None:
     print(f"\nmodel {report['model']} on {report['server']}, context {report['context']},"
-          f" {report['threads']} threads; run took {report['wall_seconds']} s")  # fmt: skip
+          f" {report['threads']} threads; run took {report['wall_seconds']} s; load average"
+          f" {report['load_average_at_start']} at start, {report['load_average_at_end']} at end"
+          f" on {report['cpus']} cores")  # fmt: skip
     if "stopped" in report:
         print(f"STOPPED: {report['stopped']}")
     ext = report.get("extraction")
@@ -577,14 +584,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--llm-timeout", type=float, default=120.0, help="nexus --llm-timeout")
     p.add_argument("--job-max-attempts", type=int, default=6, help="nexus --job-max-attempts")
     p.add_argument("--max-minutes", type=float, default=90.0, help="stop the run after this")
-    p.add_argument("--out", type=Path, default=Path("e2e-llm-report.json"))
+    p.add_argument("--out", type=Path, help="report file (default: report.json in the work dir)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     record_calls()
     report = asyncio.run(run(args))
-    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    out = args.out or Path(report["work_dir"]) / "report.json"
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print_report(report)
-    print(f"full report: {args.out}")
+    print(f"full report, with every answer: {out}")
     return 0 if "extraction" in report else 1
 
 
