@@ -584,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", type=Path, required=True, help="GGUF model file")
     p.add_argument("--ctx", type=int, default=8192, help="llama-server context (-c)")
     # One thread: on two cores shared with other work, llama.cpp's two threads wait on
-    # each other at every step (measured here: 2.4 tokens/s with -t 2, 27 with -t 1).
+    # each other at every step (measured here: 2.4-5.4 tokens/s with -t 2, 27-34 with -t 1).
     p.add_argument("--threads", type=int, default=1, help="llama-server threads (-t)")
     p.add_argument("--llm-timeout", type=float, default=120.0, help="nexus --llm-timeout")
     p.add_argument("--job-max-attempts", type=int, default=6, help="nexus --job-max-attempts")
