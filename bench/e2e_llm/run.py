@@ -50,12 +50,12 @@ import grpc
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.connection import open_channel
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as mpb
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from nexus_grpc.llm import openai_client
 from nexus_grpc.llm.extraction import EXTRACTION_SCHEMA
 from nexus_grpc.llm.selection_prompts import RANKING_SCHEMA, SELECTION_SCHEMA
@@ -245,7 +245,7 @@ def score_episode(index: int, fixture: Mapping[str, Any], event: Any) -> Episode
     expected = fixture["entities"]
     score = EpisodeScore(
         index,
-        gpb.ExtractionStatus.Name(event.status).removeprefix("EXTRACTION_STATUS_"),
+        graph_pb2.ExtractionStatus.Name(event.status).removeprefix("EXTRACTION_STATUS_"),
         parts=event.parts,
         error=event.error[:300],
         expected_entities=len(expected),
@@ -352,23 +352,25 @@ async def drive(
     episodes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
     report: dict[str, Any],
 ) -> None:
-    memory = mgrpc.MemoryServiceStub(channel)
-    graph = ggrpc.GraphServiceStub(channel)
-    summary = sgrpc.SummaryServiceStub(channel)
+    memory = memory_grpc.MemoryServiceStub(channel)
+    graph = graph_grpc.GraphServiceStub(channel)
+    summary = summary_grpc.SummaryServiceStub(channel)
     project = await memory.CreateProject(
-        mpb.CreateProjectRequest(project=mpb.Project(name=fixture["project"]))
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=fixture["project"]))
     )
-    watch = graph.WatchExtractions(gpb.WatchExtractionsRequest(project_id=project.id))
+    watch = graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(project_id=project.id))
     sessions: dict[str, int] = {}
     episode_index: dict[int, int] = {}
     for i, (s, e) in enumerate(episodes):
         if s["name"] not in sessions:
             made = await memory.CreateSession(
-                mpb.CreateSessionRequest(session=mpb.Session(name=s["name"], project_id=project.id))
+                memory_pb2.CreateSessionRequest(
+                    session=memory_pb2.Session(name=s["name"], project_id=project.id)
+                )
             )
             sessions[s["name"]] = made.id
         ep = await memory.CreateEpisode(
-            mpb.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=sessions[s["name"]], user_message=e["user"], ai_response=e["ai"]
             )
         )
@@ -397,7 +399,7 @@ async def drive(
     # The automatic session summaries run in the background: wait for their queue to
     # empty (a job row has no event to wait on; the status RPC shows the queues).
     while True:
-        status = await memory.GetServiceStatus(mpb.GetServiceStatusRequest())
+        status = await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
         if not any(q.pending for q in status.queues if q.kind.startswith("summarize")):
             break
         await asyncio.sleep(5)
@@ -410,7 +412,7 @@ async def drive(
         summaries[name] = listed
     try:
         asked = await summary.SummarizeSession(
-            spb.SummarizeSessionRequest(session_id=first), timeout=600
+            summary_pb2.SummarizeSessionRequest(session_id=first), timeout=600
         )
         summaries["asked for (SummarizeSession, first session)"] = asked.content
     except grpc.aio.AioRpcError as exc:
@@ -422,7 +424,7 @@ async def drive(
     overview: dict[str, Any] = {"text": "", "passes": 0}
     try:
         async for part in summary.SummarizeProject(
-            spb.SummarizeProjectRequest(project_id=project.id), timeout=900
+            summary_pb2.SummarizeProjectRequest(project_id=project.id), timeout=900
         ):
             if part.HasField("summary"):
                 overview["stored"] = part.summary.content
@@ -436,10 +438,10 @@ async def drive(
     titles: dict[int, str] = {}
     for m in fixture["memories"]:
         made = await memory.CreateMemory(
-            mpb.CreateMemoryRequest(
-                memory=mpb.Memory(
-                    kind=mpb.MEMORY_KIND_PROJECT,
-                    tier=mpb.TIER_LONGTERM,
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_PROJECT,
+                    tier=memory_pb2.TIER_LONGTERM,
                     project_id=project.id,
                     title=m["title"],
                     content=m["content"],
@@ -452,8 +454,8 @@ async def drive(
         out: dict[str, Any] = {"prompt": q["prompt"], "expected": q["expected"], "picked": []}
         try:
             async for hit in memory.SelectMemories(
-                mpb.SelectMemoriesRequest(
-                    prompt=q["prompt"], scope=mpb.MemoryScope(project_id=project.id), limit=5
+                memory_pb2.SelectMemoriesRequest(
+                    prompt=q["prompt"], scope=memory_pb2.MemoryScope(project_id=project.id), limit=5
                 ),
                 timeout=600,
             ):
@@ -470,7 +472,7 @@ async def drive(
         out["expected_found"] = sum(1 for t in q["expected"] if t in picked)
         selections.append(out)
     report["selection"] = selections
-    status = await memory.GetServiceStatus(mpb.GetServiceStatusRequest())
+    status = await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
     report["queues_at_end"] = queues(status)
 
 
@@ -478,8 +480,8 @@ def queues(status: Any) -> list[dict[str, Any]]:
     return [{"kind": q.kind, "pending": q.pending, "failed": q.failed} for q in status.queues]
 
 
-async def memory_summaries(summary: sgrpc.SummaryServiceStub, session_id: int) -> list[str]:
-    listed = await summary.ListSummaries(spb.ListSummariesRequest(session_id=session_id))
+async def memory_summaries(summary: summary_grpc.SummaryServiceStub, session_id: int) -> list[str]:
+    listed = await summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=session_id))
     return [s.content for s in listed.summaries]
 
 
