@@ -27,3 +27,31 @@ def stub(request: pytest.FixtureRequest) -> Iterator[OllamaStub]:
     default = getattr(request.module, "STUB_DEFAULT_REPLY", None)
     with OllamaStub(default=None if default is None else Reply.of(default)) as s:
         yield s
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the session's embedded PostgreSQL (tests/pg.py)."""
+    from tests import pg
+
+    url = pg.new_database()
+    yield url
+    pg.drop_database(url)
+
+
+@pytest.fixture
+def pg_empty_url() -> Iterator[str]:
+    """An empty database (no schema yet) on the session's embedded PostgreSQL."""
+    from tests import pg
+
+    url = pg.new_database(migrated=False)
+    yield url
+    pg.drop_database(url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_embedded_postgres() -> Iterator[None]:
+    yield
+    from tests import pg
+
+    pg.stop()

@@ -167,10 +167,33 @@ class JobWorker:
         task.add_done_callback(self._tasks.discard)
         return len(batch)
 
+    async def _renew_leases(self, batch: list[Job]) -> None:
+        """Keep this batch's leases while it runs, so no other instance on a
+        shared PostgreSQL takes jobs that are alive here (store/jobs.py)."""
+        ids = [j.id for j in batch]
+        while True:
+            await asyncio.sleep(job_store.LEASE_SECONDS / 3)
+            try:
+                await self.db.write(lambda c: job_store.renew(c, ids))
+            except Exception as exc:  # the database is away: the next beat tries again
+                log.warning("%s: renewing %d job leases failed: %s", self.kind, len(ids), exc)
+
+    async def _handle(self, batch: list[Job]) -> list[Outcome]:
+        leases = (
+            asyncio.create_task(self._renew_leases(batch))
+            if getattr(self.db, "dialect", None) == "postgresql"
+            else None
+        )
+        try:
+            return await self.handler(batch)
+        finally:
+            if leases is not None:
+                leases.cancel()
+
     async def _process(self, batch: list[Job]) -> None:
         try:
             try:
-                outcomes = await self.handler(batch)
+                outcomes = await self._handle(batch)
             except Exception as exc:  # a handler bug must not kill the worker
                 log.exception("%s handler failed on %d jobs", self.kind, len(batch))
                 outcomes = [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in batch]

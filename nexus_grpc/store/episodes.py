@@ -11,6 +11,7 @@ from nexus_grpc.core.models import Episode, JobState, TimeWindow
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now, placeholders
+from nexus_grpc.store.dialect import is_postgres
 
 # Seed 002's summary trigger: about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
@@ -60,14 +61,14 @@ def insert(
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
     previous = conn.execute(
-        "SELECT id, substr(ai_response, -?) FROM episodes WHERE session_id = ?"
+        f"SELECT id, {_tail(conn, 'ai_response', '?')} FROM episodes WHERE session_id = ?"
         " ORDER BY id DESC LIMIT 1",
         (CONTEXT_CHARS, session_id),
     ).fetchone()
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             session_id,
             user_message,
@@ -78,8 +79,8 @@ def insert(
             (previous[1] if previous else "") + "\n",
             ts if occur_at is None else occur_at,
         ),
-    )
-    episode_id = cur.lastrowid or 0
+    ).fetchone()
+    episode_id = int(row[0])
     if previous:
         _refresh_context(conn, [previous[0]])
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
@@ -105,7 +106,8 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
         (session_id,),
     ).fetchone()[0]
     new = conn.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)"
+        " AS recent",
         (session_id, covered, SUMMARY_MIN_NEW_EPISODES),
     ).fetchone()[0]
     if new < SUMMARY_MIN_NEW_EPISODES:
@@ -115,7 +117,7 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
     chars = conn.execute(
         "SELECT COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0) FROM"
         " (SELECT user_message, ai_response FROM episodes WHERE session_id = ?"
-        " ORDER BY id LIMIT ?)",
+        " ORDER BY id LIMIT ?) AS first_turns",
         (session_id, SUMMARY_MIN_CHARS + 1),
     ).fetchone()[0]
     return bool(chars > SUMMARY_MIN_CHARS)
@@ -239,11 +241,19 @@ def set_extract_state(
 
 # Each side of an episode's context keeps the part of the neighbouring turn nearest to it.
 CONTEXT_CHARS = 1000
-_CONTEXT = f"""
-    COALESCE((SELECT substr(p.ai_response, -{CONTEXT_CHARS}) FROM episodes p
+
+
+def _tail(conn: sqlite3.Connection, column: str, chars: str) -> str:
+    """SQL for the last ``chars`` characters of ``column``."""
+    return f"right({column}, {chars})" if is_postgres(conn) else f"substr({column}, -{chars})"
+
+
+def _context(conn: sqlite3.Connection) -> str:
+    return f"""
+    COALESCE((SELECT {_tail(conn, "p.ai_response", str(CONTEXT_CHARS))} FROM episodes p
               WHERE p.session_id = episodes.session_id AND p.id < episodes.id
               ORDER BY p.id DESC LIMIT 1), '')
-    || char(10) ||
+    || {"chr(10)" if is_postgres(conn) else "char(10)"} ||
     COALESCE((SELECT substr(n.user_message, 1, {CONTEXT_CHARS}) FROM episodes n
               WHERE n.session_id = episodes.session_id AND n.id > episodes.id
               ORDER BY n.id LIMIT 1), '')"""
@@ -252,9 +262,9 @@ _CONTEXT = f"""
 def _neighbours(conn: sqlite3.Connection, session_id: int, episode_id: int) -> list[int]:
     """The episodes just before and just after ``episode_id`` in its session."""
     row = conn.execute(
-        "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ?1 AND id < ?2),"
-        " (SELECT MIN(id) FROM episodes WHERE session_id = ?1 AND id > ?2)",
-        (session_id, episode_id),
+        "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ? AND id < ?),"
+        " (SELECT MIN(id) FROM episodes WHERE session_id = ? AND id > ?)",
+        (session_id, episode_id, session_id, episode_id),
     ).fetchone()
     return [i for i in row if i is not None]
 
@@ -264,7 +274,8 @@ def _refresh_context(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
     (the FTS triggers re-index the rows whose context changed)."""
     if ids:
         conn.execute(
-            f"UPDATE episodes SET context = {_CONTEXT} WHERE id IN ({placeholders(len(ids))})",
+            f"UPDATE episodes SET context = {_context(conn)}"
+            f" WHERE id IN ({placeholders(len(ids))})",
             tuple(ids),
         )
 

@@ -39,12 +39,13 @@ def insert(
     conn: sqlite3.Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT
 ) -> Project:
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " isolated, created_at, updated_at, tenant) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        " isolated, created_at, updated_at, tenant) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)"
+        " RETURNING id",
         (*(values.get(c, "") for c in COLUMNS), ts, ts, tenant),
-    )
-    return get(conn, cur.lastrowid or 0)
+    ).fetchone()
+    return get(conn, int(row[0]))
 
 
 def get(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> Project:
