@@ -109,6 +109,14 @@ class Settings:
         help="SQLite synchronous mode; FULL makes every OK survive power loss",
     )
 
+    database_url: str = option(
+        "",
+        env=("NEXUS_DATABASE_URL",),
+        help="PostgreSQL URL (postgresql://...) for the system of record, shared by any number"
+        " of instances; vectors then live beside it with pgvector unless --qdrant-url is set;"
+        " empty uses SQLite in --data-dir",
+    )
+
     embedder: str = option(
         "minilm",
         env=("NEXUS_EMBEDDER",),

@@ -10,9 +10,25 @@ from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``BOTH_STORES = True`` runs each of its harness tests
+    twice: on SQLite and on PostgreSQL (the embedded server of tests/pg.py)."""
+    if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORES", False):
+        metafunc.parametrize("store_kind", ["sqlite", "postgresql"])
+
+
 @pytest.fixture
-async def harness(tmp_path) -> Harness:
-    h = await start_harness(tmp_path / "data")
+def store_kind() -> str:
+    """The system of record a harness runs on; SQLite unless the module asks for both."""
+    return "sqlite"
+
+
+@pytest.fixture
+async def harness(tmp_path, store_kind: str, request: pytest.FixtureRequest) -> Harness:
+    settings = {}
+    if store_kind == "postgresql":
+        settings["database_url"] = request.getfixturevalue("pg_url")
+    h = await start_harness(tmp_path / "data", **settings)
     yield h
     await h.close()
 

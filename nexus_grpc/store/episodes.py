@@ -9,7 +9,7 @@ from typing import Any
 
 from nexus_grpc.core.models import Episode, JobState, TimeWindow
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
+from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
 from nexus_grpc.store.dialect import is_postgres
 
@@ -323,6 +323,8 @@ def keyword_search(
     ``window`` keeps only episodes that occurred inside it; without one the
     queries stay FTS5-only where they were.
     """
+    if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
+        return pg_search.episode_keyword_search(conn, match, session_ids, limit, window)
     words = f"{_TEXT_COLUMNS} : ({match})"
     when, when_params = _window(window if window and not window.empty else None, "e")
     # With a window each shape reads the episode row beside its postings.
@@ -375,6 +377,8 @@ _OPEN, _CLOSE = "\ue000", "\ue001"
 def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, keyword hits wrapped in [ and ]: from the user
     message or the answer, whichever matched (never the neighbours' context)."""
+    if is_postgres(conn):
+        return pg_search.episode_snippets(conn, match, ids)
     if not ids:
         return {}
     rows = conn.execute(
@@ -394,6 +398,8 @@ def scope_sample(
     conn: sqlite3.Connection, session_ids: Sequence[int], limit: int
 ) -> list[str]:
     """The texts of up to ``limit`` of the scope's most recent episodes."""
+    if is_postgres(conn):
+        return pg_search.episode_scope_sample(conn, session_ids, limit)
     if len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
         rows = conn.execute(
             "SELECT user_message, ai_response FROM episodes WHERE session_id IN"

@@ -127,7 +127,9 @@ MIGRATIONS: list[str] = [
         IF (SELECT (project_id, session_id) FROM entities WHERE id = NEW.from_id)
            IS DISTINCT FROM (SELECT (project_id, session_id) FROM entities WHERE id = NEW.to_id)
         THEN
-            RAISE EXCEPTION 'relationship endpoints belong to different graphs';
+            -- A constraint violation (23514), as SQLite's RAISE(ABORT) is.
+            RAISE EXCEPTION 'relationship endpoints belong to different graphs'
+                USING ERRCODE = 'check_violation';
         END IF;
         RETURN NEW;
     END $$;

@@ -22,6 +22,9 @@ from tests.graph_support import (
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import start_harness, take, wait_until
 
+# Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
