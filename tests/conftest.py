@@ -24,11 +24,17 @@ def store_kind() -> str:
 
 
 @pytest.fixture
-async def harness(tmp_path, store_kind: str, request: pytest.FixtureRequest) -> Harness:
-    settings = {}
+def store_settings(store_kind: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The harness settings that put it on ``store_kind``: a fresh PostgreSQL
+    database's URL, or nothing (SQLite in the data directory)."""
     if store_kind == "postgresql":
-        settings["database_url"] = request.getfixturevalue("pg_url")
-    h = await start_harness(tmp_path / "data", **settings)
+        return {"database_url": request.getfixturevalue("pg_url")}
+    return {}
+
+
+@pytest.fixture
+async def harness(tmp_path, store_settings: dict[str, str]) -> Harness:
+    h = await start_harness(tmp_path / "data", **store_settings)
     yield h
     await h.close()
 

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.errors import Unavailable
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import Job
@@ -127,11 +128,17 @@ class JobWorker:
         while True:
             event.clear()
             claimed = 0
-            if self.ready() is None and time.time() >= self._paused_until:
-                claimed = await self._claim_and_dispatch()
-            if claimed:
-                continue
-            timeout = await self._idle_timeout()
+            try:
+                if self.ready() is None and time.time() >= self._paused_until:
+                    claimed = await self._claim_and_dispatch()
+                if claimed:
+                    continue
+                timeout = await self._idle_timeout()
+            except Unavailable as exc:
+                # The database is away (PostgreSQL restarting, a failover): the
+                # jobs wait in it, so try again after a poll instead of dying.
+                log.warning("%s: cannot claim jobs: %s", self.kind, exc)
+                timeout = self.config.idle_poll
             # asyncio.timeout, not wait_for: on 3.11, wait_for swallows a cancel
             # that lands as the event is set, and stop() would then hang.
             with contextlib.suppress(TimeoutError):

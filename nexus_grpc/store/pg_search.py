@@ -3,9 +3,10 @@ store/episodes.py and store/memories.py, over ``tsvector`` columns.
 
 The domain builds its query as an FTS5 expression of quoted words ORed
 together (domain/fts.py); here those words become a ``tsquery`` of the same
-words ORed, normalised by the same English stemmer the columns were indexed
-with. Ranking is ``ts_rank`` with the columns weighted as SQLite's bm25
-weights them (an episode's own turns 1.0, the turns around it 0.5), and
+words ORed, normalised as the columns were indexed (pg_schema.py's ``nexus``
+configuration: English stems and no stop words, as FTS5's porter tokenizer).
+Ranking is ``ts_rank`` with the columns weighted as SQLite's bm25 weights
+them (an episode's own turns 1.0, the turns around it 0.5), and
 length-normalised (option 1: divided by 1 + log of the document's length), as
 bm25 discounts long documents. Every query is scoped in SQL, as on SQLite.
 """
@@ -68,7 +69,7 @@ def episode_keyword_search(
     )
     rows = conn.execute(
         f"SELECT e.id, ts_rank('{_EPISODE_WEIGHTS}', e.fts, q, 1) AS score"
-        " FROM episodes e, to_tsquery('english', ?) q"
+        " FROM episodes e, to_tsquery('nexus', ?) q"
         f" WHERE e.fts @@ q{scope}{when} ORDER BY score DESC, e.id DESC LIMIT ?",
         (query, *scope_params, *when_params, limit),
     ).fetchall()
@@ -82,9 +83,9 @@ def episode_snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -
     if not ids or not query:
         return {}
     rows = conn.execute(
-        "SELECT e.id, ts_headline('english', e.user_message, q, ?),"
-        " ts_headline('english', e.ai_response, q, ?)"
-        " FROM episodes e, to_tsquery('english', ?) q WHERE e.id = ANY(?) AND e.fts @@ q",
+        "SELECT e.id, ts_headline('nexus', e.user_message, q, ?),"
+        " ts_headline('nexus', e.ai_response, q, ?)"
+        " FROM episodes e, to_tsquery('nexus', ?) q WHERE e.id = ANY(?) AND e.fts @@ q",
         (_HEADLINE, _HEADLINE, query, [*ids]),
     ).fetchall()
     out = {}
@@ -115,7 +116,7 @@ def memory_keyword_search(
         return []
     rows = conn.execute(
         "SELECT m.id, ts_rank(m.fts, q, 1) AS score"
-        " FROM memories m, to_tsquery('english', ?) q"
+        " FROM memories m, to_tsquery('nexus', ?) q"
         f" WHERE m.fts @@ q AND {where} ORDER BY score DESC, m.id DESC LIMIT ?",
         (query, *params, limit),
     ).fetchall()

@@ -42,6 +42,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.errors import Unavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -201,6 +202,28 @@ class PgConnection:
         return bool(self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means the server is unreachable, not that the statement
+    was wrong (a psycopg OperationalError, or the class of SQLSTATE 08 and the
+    shutdown codes 57P01-57P03)."""
+    import psycopg
+
+    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    if isinstance(cause, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown):
+        return True
+    if isinstance(cause, psycopg.errors.CannotConnectNow):
+        return True
+    if isinstance(cause, psycopg.OperationalError):
+        sqlstate = getattr(cause, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith("08")
+    return False
+
+
 def _retryable(exc: BaseException) -> bool:
     import psycopg
 
@@ -264,6 +287,8 @@ class PostgresDatabase:
         self._listeners: list[_Listener] = []
 
     async def open(self) -> None:
+        import psycopg
+
         from nexus_grpc.store.pg_schema import migrate
 
         self._slots = [_Slot(self.url, i) for i in range(self.pool_size)]
@@ -273,6 +298,10 @@ class PostgresDatabase:
             self.schema_version = await self._on(
                 first, lambda: migrate(first.connect(), self.default_tenant)
             )
+        except psycopg.OperationalError as exc:
+            await self.close()
+            # OSError: the start fails with one line naming the address, not a traceback.
+            raise ConnectionError(f"cannot connect: {_first_line(exc)}") from exc
         except BaseException:
             await self.close()
             raise
@@ -299,6 +328,15 @@ class PostgresDatabase:
         slot = await self._free.get()
         try:
             return await self._on(slot, lambda: work(slot.connect()))
+        except Exception as exc:
+            if _connection_lost(exc):
+                # The database is away (down, restarting, a failover): the call
+                # fails UNAVAILABLE and wrote nothing; the slot reconnects on
+                # its next use, so service resumes by itself when it is back.
+                raise Unavailable(
+                    f"PostgreSQL at {self.masked_url} is unavailable: {_first_line(exc)}"
+                ) from exc
+            raise
         finally:
             self._free.put_nowait(slot)
 

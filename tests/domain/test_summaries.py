@@ -21,8 +21,8 @@ OVERVIEW_PROMPT = "You write a project overview"
 
 
 @pytest.fixture
-async def llm_harness(tmp_path, stub):
-    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
+async def llm_harness(tmp_path, stub, store_settings):
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url, **store_settings)
     yield h
     await h.close()
 

@@ -1,0 +1,77 @@
+"""PostgreSQL that is down at start, or goes away while serving.
+
+Down at start: ``nexus-grpc serve`` exits 2 with one line naming the URL, its
+password masked. Gone while serving: RPCs answer UNAVAILABLE, nothing
+acknowledged is lost, and service resumes by itself once it is back.
+"""
+
+from __future__ import annotations
+
+import grpc
+import psycopg
+import pytest
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from tests.faults.test_startup_failures import assert_clean_exit, serve
+from tests.support import start_harness
+
+
+def test_a_database_that_is_down_at_start(tmp_path):
+    # A socket directory with no server in it: nothing listens there.
+    url = f"postgresql://nexus:s3cret@/nexus?host={tmp_path / 'no-server'}"
+    rc, stderr, took = serve(tmp_path / "data", "--database-url", url)
+    assert_clean_exit(rc, stderr, took, "postgresql://nexus:***@/nexus", "cannot connect")
+    assert "s3cret" not in stderr
+
+
+def test_a_database_url_that_is_not_postgresql(tmp_path):
+    rc, stderr, took = serve(tmp_path / "data", "--database-url", "mysql://u:pw@db/nexus")
+    assert_clean_exit(rc, stderr, took, "--database-url must be a postgresql:// URL")
+    assert "pw@" not in stderr
+
+
+def _terminate_connections(url: str) -> int:
+    """Cut every other session to the test's database, as a restart or failover does."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        return int(
+            admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+        )
+
+
+async def test_a_database_that_goes_away_answers_unavailable_then_resumes(tmp_path, pg_url):
+    h = await start_harness(tmp_path / "data", database_url=pg_url)
+    try:
+        session = await h.memory.CreateSession(m.CreateSessionRequest())
+        acknowledged = [
+            await h.memory.CreateEpisode(
+                m.CreateEpisodeRequest(session_id=session.id, user_message=f"before {i}")
+            )
+            for i in range(3)
+        ]
+        assert _terminate_connections(pg_url) > 0
+        # Every pooled connection is gone: the next call finds one dead.
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "PostgreSQL" in info.value.details() and "unavailable" in info.value.details()
+        # Without a restart, service resumes: each connection is opened anew.
+        outcomes = []
+        for _ in range(20):
+            try:
+                got = await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+            except grpc.aio.AioRpcError as exc:
+                outcomes.append(exc.code())
+            else:
+                outcomes.append(grpc.StatusCode.OK)
+                assert got.id == session.id
+        assert set(outcomes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
+        assert outcomes[-5:] == [grpc.StatusCode.OK] * 5
+        listed = await h.memory.ListEpisodes(
+            m.ListEpisodesRequest(session_id=session.id, page_size=10)
+        )
+        assert sorted(e.id for e in listed.episodes) == sorted(e.id for e in acknowledged)
+    finally:
+        await h.close()
