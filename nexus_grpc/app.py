@@ -306,7 +306,11 @@ class App:
 
     def _worker_config(self, **overrides: Any) -> WorkerConfig:
         return dataclasses.replace(
-            WorkerConfig(max_attempts=self.settings.job_max_attempts), **overrides
+            WorkerConfig(
+                max_attempts=self.settings.job_max_attempts,
+                lease_seconds=self.settings.job_lease_seconds,
+            ),
+            **overrides,
         )
 
     async def start(self, *, reconcile: bool = True) -> None:

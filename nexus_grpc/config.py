@@ -241,6 +241,13 @@ class Settings:
         help="attempts before a background job is dead-lettered",
     )
 
+    job_lease_seconds: float = option(
+        "60",
+        env=("NEXUS_JOB_LEASE_SECONDS",),
+        help="with --database-url: how long a claimed job stays with its instance unless renewed"
+        " (renewed while it runs); a dead instance's jobs go to another after this",
+    )
+
     memory_history_retention_days: float = option(
         "30",
         env=("NEXUS_MEMORY_HISTORY_RETENTION_DAYS",),

@@ -73,6 +73,8 @@ class WorkerConfig:
     # N failed calls and 2N commits every postpone_delay.
     postpone_max: float = 60.0
     idle_poll: float = 5.0
+    # On PostgreSQL: a claimed job's lease, renewed every third of it while it runs.
+    lease_seconds: float = job_store.LEASE_SECONDS
 
 
 class JobWorker:
@@ -161,7 +163,9 @@ class JobWorker:
         await self._slots.acquire()
         try:
             batch = await self.db.write(
-                lambda c: job_store.claim(c, self.kind, self.config.batch_size)
+                lambda c: job_store.claim(
+                    c, self.kind, self.config.batch_size, self.config.lease_seconds
+                )
             )
         except BaseException:
             self._slots.release()
@@ -179,9 +183,9 @@ class JobWorker:
         shared PostgreSQL takes jobs that are alive here (store/jobs.py)."""
         ids = [j.id for j in batch]
         while True:
-            await asyncio.sleep(job_store.LEASE_SECONDS / 3)
+            await asyncio.sleep(self.config.lease_seconds / 3)
             try:
-                await self.db.write(lambda c: job_store.renew(c, ids))
+                await self.db.write(lambda c: job_store.renew(c, ids, self.config.lease_seconds))
             except Exception as exc:  # the database is away: the next beat tries again
                 log.warning("%s: renewing %d job leases failed: %s", self.kind, len(ids), exc)
 

@@ -45,7 +45,7 @@ TABLES: tuple[Table, ...] = (
 )
 
 #: PostgreSQL columns that are not copied: computed there, or only meaningful there.
-NOT_COPIED = {"fts", "lease_until"}
+NOT_COPIED = {"fts", "lease_until", "leased_by"}
 
 
 def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:

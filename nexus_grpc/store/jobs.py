@@ -8,6 +8,8 @@ the point".  That makes every index job idempotent and order-free.
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,13 +44,16 @@ ALL_KINDS = (
 
 
 # On PostgreSQL, several instances claim from one table: a claimed job is
-# leased for this long (on the database's clock), and a job whose lease ran
-# out (its instance died, or hangs) is claimed again by any instance. A
+# leased for this long by default (--job-lease-seconds; on the database's
+# clock), and a job whose lease ran out (its instance died, or hangs) is
+# claimed again by any instance. A
 # worker renews its jobs' leases while they run (``renew``), so only a dead
 # or stuck instance loses them. Handlers are idempotent: a job that runs
 # twice does its work once.
 LEASE_SECONDS = 60.0
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+#: This process, as it appears in ``jobs.leased_by``.
+INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,9 @@ def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params:
     return cur.rowcount
 
 
-def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
+def claim(
+    conn: sqlite3.Connection, kind: str, limit: int, lease: float = LEASE_SECONDS
+) -> list[Job]:
     """Take due jobs, oldest first, marking them running.
 
     A running job is out of the pending set, so a new request for the same
@@ -110,7 +117,7 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     never land after the delete that followed it.
     """
     if is_postgres(conn):
-        return _claim_leased(conn, kind, limit)
+        return _claim_leased(conn, kind, limit, lease)
     rows = conn.execute(
         "SELECT j.id, j.kind, j.target_id, j.attempts FROM jobs j"
         " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
@@ -128,7 +135,7 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     return [Job(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
+def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float) -> list[Job]:
     """PostgreSQL's claim: many instances at once, none waiting on another.
 
     ``FOR UPDATE SKIP LOCKED`` hands each claimer rows no other claimer holds,
@@ -154,10 +161,10 @@ def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
         " ORDER BY j.run_after, j.id LIMIT ? FOR UPDATE OF j SKIP LOCKED)"
         " UPDATE jobs SET attempts = jobs.attempts"
         " + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,"
-        f" state = 'running', lease_until = {_DB_NOW} + ?, updated_at = ?"
+        f" state = 'running', lease_until = {_DB_NOW} + ?, leased_by = ?, updated_at = ?"
         " FROM picked WHERE jobs.id = picked.id"
         " RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts",
-        (kind, limit, LEASE_SECONDS, now()),
+        (kind, limit, lease, INSTANCE, now()),
     ).fetchall()
     jobs = sorted((Job(r[0], r[1], r[2], r[3]) for r in rows), key=lambda j: j.id)
     # Two rows of one target in one claim (a taken-over running row and a
@@ -173,13 +180,13 @@ def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     return kept
 
 
-def renew(conn: sqlite3.Connection, job_ids: Sequence[int]) -> None:
+def renew(conn: sqlite3.Connection, job_ids: Sequence[int], lease: float = LEASE_SECONDS) -> None:
     """Extend the leases of jobs this instance is still running (PostgreSQL only:
     with one process per SQLite file, nothing else can take them)."""
     if job_ids and is_postgres(conn):
         conn.execute(
             f"UPDATE jobs SET lease_until = {_DB_NOW} + ? WHERE id = ANY(?) AND state = 'running'",
-            (LEASE_SECONDS, list(job_ids)),
+            (lease, list(job_ids)),
         )
 
 

@@ -185,7 +185,9 @@ MIGRATIONS: list[str] = [
         last_error  TEXT NOT NULL DEFAULT '',
         created_at  DOUBLE PRECISION NOT NULL,
         updated_at  DOUBLE PRECISION NOT NULL,
-        lease_until DOUBLE PRECISION
+        lease_until DOUBLE PRECISION,
+        -- Which instance holds the lease (host:pid), for operators.
+        leased_by   TEXT NOT NULL DEFAULT ''
     );
     CREATE INDEX idx_jobs_ready ON jobs(kind, state, run_after);
     CREATE INDEX idx_jobs_claim ON jobs(kind, run_after, id) WHERE state = 'pending';
