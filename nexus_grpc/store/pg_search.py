@@ -5,14 +5,16 @@ The domain builds its query as an FTS5 expression of quoted words ORed
 together (domain/fts.py); here those words become a ``tsquery`` of the same
 words ORed, normalised as the columns were indexed (pg_schema.py's ``nexus``
 configuration: English stems and no stop words, as FTS5's porter tokenizer).
-Ranking is ``ts_rank`` with the columns weighted as SQLite's bm25 weights
-them (an episode's own turns 1.0, the turns around it 0.5), and
-length-normalised (option 1: divided by 1 + log of the document's length), as
-bm25 discounts long documents. Every query is scoped in SQL, as on SQLite.
+Episodes rank as BM25 does: each word's ``ts_rank`` (columns weighted as
+SQLite's bm25 weights them, an episode's own turns 1.0 and the turns around
+it 0.5; length-normalised, divided by 1 + log of the document's length) times
+the word's inverse document frequency. Memories rank by ``ts_rank`` alone.
+Every query is scoped in SQL, as on SQLite.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -33,8 +35,7 @@ _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=6, Short
 
 def tsquery(match: str) -> str:
     """The FTS5 expression's quoted words as a tsquery of the same words ORed."""
-    found = [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
-    return " | ".join("'" + w.replace("'", "''").replace("\\", "\\\\") + "'" for w in found)
+    return " | ".join(_lexeme(w) for w in _words(match))
 
 
 def _window(window: TimeWindow | None) -> tuple[str, tuple[float, ...]]:
@@ -50,6 +51,14 @@ def _window(window: TimeWindow | None) -> tuple[str, tuple[float, ...]]:
     return sql, tuple(params)
 
 
+def _words(match: str) -> list[str]:
+    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
+
+
+def _lexeme(word: str) -> str:
+    return "'" + word.replace("'", "''").replace("\\", "\\\\") + "'"
+
+
 def episode_keyword_search(
     conn: sqlite3.Connection,
     match: str,
@@ -57,21 +66,53 @@ def episode_keyword_search(
     limit: int,
     window: TimeWindow | None = None,
 ) -> list[tuple[int, float]]:
-    """(episode id, score with higher better), best first; see episodes.keyword_search."""
+    """(episode id, score with higher better), best first; see episodes.keyword_search.
+
+    Scored as BM25 scores: each word's ``ts_rank`` (its frequency in the
+    episode, weighted by column, length-normalised) times the word's inverse
+    document frequency in the scope. ``ts_rank`` alone has no IDF, so a
+    common word's matches would count as much as a rare one's. On the LoCoMo
+    dev split, keyword recall@10 was 0.836 without IDF and 0.874 with it
+    (SQLite's bm25: 0.879); see docs/scale-out.md. SQLite's IDF is over the
+    whole table; this one is over the scope, which costs a count of the scope.
+    """
     if session_ids is not None and not session_ids:
         return []
-    query = tsquery(match)
-    if not query:
+    words = _words(match)
+    if not words:
         return []
     when, when_params = _window(window)
     scope, scope_params = (
         ("", ()) if session_ids is None else (" AND e.session_id = ANY(?)", ([*session_ids],))
     )
+    every = " | ".join(_lexeme(w) for w in words)
+    # Each word's document frequency among the scope's matching episodes, and
+    # the scope's size: one pass over the candidates, one count of the scope.
+    counts = conn.execute(
+        "SELECT "
+        + ", ".join("count(*) FILTER (WHERE e.fts @@ to_tsquery('nexus', ?))" for _ in words)
+        + f" FROM episodes e WHERE e.fts @@ to_tsquery('nexus', ?){scope}{when}",
+        (*[_lexeme(w) for w in words], every, *scope_params, *when_params),
+    ).fetchone()
+    total = conn.execute(
+        f"SELECT count(*) FROM episodes e WHERE true{scope}{when}", (*scope_params, *when_params)
+    ).fetchone()[0]
+    weighted = [
+        (w, math.log((total - df + 0.5) / (df + 0.5) + 1.0))
+        for w, df in zip(words, counts, strict=True)
+        if df
+    ]
+    if not weighted:
+        return []
+    score = " + ".join(
+        f"? * ts_rank('{_EPISODE_WEIGHTS}', e.fts, to_tsquery('nexus', ?), 1)" for _ in weighted
+    )
+    score_params = [p for w, idf in weighted for p in (idf, _lexeme(w))]
     rows = conn.execute(
-        f"SELECT e.id, ts_rank('{_EPISODE_WEIGHTS}', e.fts, q, 1) AS score"
-        " FROM episodes e, to_tsquery('nexus', ?) q"
-        f" WHERE e.fts @@ q{scope}{when} ORDER BY score DESC, e.id DESC LIMIT ?",
-        (query, *scope_params, *when_params, limit),
+        f"SELECT e.id, {score} AS score FROM episodes e"
+        f" WHERE e.fts @@ to_tsquery('nexus', ?){scope}{when}"
+        " ORDER BY score DESC, e.id DESC LIMIT ?",
+        (*score_params, every, *scope_params, *when_params, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 

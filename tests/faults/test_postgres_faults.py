@@ -75,3 +75,23 @@ async def test_a_database_that_goes_away_answers_unavailable_then_resumes(tmp_pa
         assert sorted(e.id for e in listed.episodes) == sorted(e.id for e in acknowledged)
     finally:
         await h.close()
+
+
+async def test_the_embedded_vector_index_is_refused_with_a_database_url(tmp_path, pg_url):
+    from nexus_grpc.app import App, StartupError
+    from nexus_grpc.config import Settings
+    from nexus_grpc.vectors import EdgeVectorIndex
+    from tests.support import HashingEmbedder
+
+    edge = EdgeVectorIndex(tmp_path / "vectors", prewarm_bytes=0)
+    try:
+        # The positive case: on SQLite the embedded index is the default.
+        App(Settings(data_dir=tmp_path / "a"), embedder=HashingEmbedder(), index=edge)
+        with pytest.raises(StartupError, match="owned by one process"):
+            App(
+                Settings(data_dir=tmp_path / "b", database_url=pg_url),
+                embedder=HashingEmbedder(),
+                index=edge,
+            )
+    finally:
+        await edge.close()
