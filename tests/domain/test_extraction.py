@@ -26,6 +26,9 @@ from tests.graph_support import (
 from tests.ollama_stub import Reply
 from tests.support import Harness, take, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 
 async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
     return await h.app.db.read(
@@ -46,8 +49,8 @@ STUB_DEFAULT_REPLY = EMPTY
 
 
 @pytest.fixture
-async def gh(tmp_path, stub) -> Harness:
-    h = await start_graph_harness(tmp_path / "data", stub)
+async def gh(tmp_path, stub, store_settings) -> Harness:
+    h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     yield h
     await h.close()
 

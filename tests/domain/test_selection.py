@@ -11,14 +11,17 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.ollama_stub import Reply
 from tests.support import index_idle, start_harness, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 PASS1 = "You choose which stored memories"
 PASS2 = "You rank stored memories"
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
 
 
 @pytest.fixture
-async def llm_harness(tmp_path, stub):
-    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
+async def llm_harness(tmp_path, stub, store_settings):
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url, **store_settings)
     yield h
     await h.close()
 
