@@ -131,10 +131,13 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
     for worker in [*a.app.workers, *b.app.workers]:
         await worker.stop()
     addresses = ",".join(h.target for h in pair)
-    before = (a.app.db.commits, b.app.db.commits)
     channel = open_channel(f"ipv4:{addresses}", options=[("grpc.lb_policy_name", "round_robin")])
     try:
         stub = mgrpc.MemoryServiceStub(channel)
+        # Round robin starts on the first address that connects: let both connect.
+        for _ in range(4):
+            await stub.ListProjects(m.ListProjectsRequest(page_size=1), wait_for_ready=True)
+        before = (a.app.db.commits, b.app.db.commits)
         created = [await stub.CreateSession(m.CreateSessionRequest()) for _ in range(10)]
     finally:
         await channel.close()
