@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
@@ -40,10 +40,13 @@ from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.store import Database, meta
+from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
+from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url, mask_url
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
+    PgVectorIndex,
     QdrantVectorIndex,
     VectorIndex,
     VectorIndexUnavailable,
@@ -86,9 +89,39 @@ class ServiceState:
     event_loop: LoopLag | None = None
 
 
+def make_database(settings: Settings) -> Database:
+    """SQLite in --data-dir, or PostgreSQL at --database-url."""
+    if settings.database_url:
+        if not is_postgres_url(settings.database_url):
+            raise StartupError(
+                f"--database-url must be a postgresql:// URL, not {mask_url(settings.database_url)}"
+            )
+        # PostgresDatabase has Database's interface (open, write, read,
+        # read_in_transaction, close): the domain never learns which it has.
+        return cast(
+            Database,
+            PostgresDatabase(settings.database_url, default_tenant=settings.default_tenant),
+        )
+    return Database(
+        settings.sqlite_path,
+        synchronous=settings.sqlite_synchronous,
+        default_tenant=settings.default_tenant,
+    )
+
+
+EDGE_WITH_POSTGRES = (
+    "the embedded vector index (qdrant-edge) cannot serve with --database-url: it is a"
+    " directory owned by one process, and instances sharing a PostgreSQL database share"
+    " nothing else; leave --qdrant-url empty to keep vectors in PostgreSQL (pgvector),"
+    " or set it to a Qdrant server"
+)
+
+
 def make_index(settings: Settings) -> VectorIndex:
     if settings.qdrant_url:
         return QdrantVectorIndex(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
+    if settings.database_url:
+        return PgVectorIndex(settings.database_url)
     return EdgeVectorIndex(
         settings.vectors_dir, prewarm_bytes=settings.vector_prewarm_mb * 1024 * 1024
     )
@@ -120,11 +153,9 @@ class App:
         index: VectorIndex | None = None,
     ) -> None:
         self.settings = settings
-        self.db = Database(
-            settings.sqlite_path,
-            synchronous=settings.sqlite_synchronous,
-            default_tenant=settings.default_tenant,
-        )
+        if settings.database_url and isinstance(index, EdgeVectorIndex):
+            raise StartupError(EDGE_WITH_POSTGRES)
+        self.db = make_database(settings)
         self.signals = JobSignals()
         self.embedder = embedder or make_embedder(
             settings.embedder,
@@ -204,12 +235,18 @@ class App:
             timeout=settings.llm_timeout,
         )
 
+    @property
+    def _store_name(self) -> str:
+        return "postgresql" if self.settings.database_url else "sqlite"
+
     async def _check_sqlite(self) -> DependencyState:
+        name = self._store_name
         try:
-            await self.db.read(meta.probe)
+            async with asyncio.timeout(HEALTH_TIMEOUT):
+                await self.db.read(meta.probe)
         except Exception as exc:
-            return DependencyState("sqlite", False, f"query failed: {exc}")
-        return DependencyState("sqlite", True, f"schema version {self.db.schema_version}")
+            return DependencyState(name, False, f"query failed: {exc}")
+        return DependencyState(name, True, f"schema version {self.db.schema_version}")
 
     async def _check_index(self) -> DependencyState:
         problem = await self.index.check() or self.indexer.index_error
@@ -272,7 +309,11 @@ class App:
 
     def _worker_config(self, **overrides: Any) -> WorkerConfig:
         return dataclasses.replace(
-            WorkerConfig(max_attempts=self.settings.job_max_attempts), **overrides
+            WorkerConfig(
+                max_attempts=self.settings.job_max_attempts,
+                lease_seconds=self.settings.job_lease_seconds,
+            ),
+            **overrides,
         )
 
     async def start(self, *, reconcile: bool = True) -> None:
@@ -284,12 +325,18 @@ class App:
         self._start_workers(reconcile)
 
     async def _open_stores(self) -> None:
-        where = f"the database {self.settings.sqlite_path}"
+        if self.settings.database_url:
+            where = f"the database {mask_url(self.settings.database_url)}"
+        else:
+            where = f"the database {self.settings.sqlite_path}"
         try:
             await self.db.open()
             await self.db.write(job_store.reset_running)
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
+        if isinstance(self.db, PostgresDatabase):
+            # Extraction outcomes committed by any instance wake this one's watchers.
+            self.db.listen(event_store.NOTIFY_CHANNEL, lambda _: self.graph_events.notify())
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
         index = self.settings.qdrant_url or str(self.settings.vectors_dir)
         for spec in vector_collections.ALL:
@@ -477,7 +524,12 @@ class App:
             await self._check_embedder(),
             await self._check_llm(),
         ]
-        queues = await self.db.read(job_store.depths)
+        try:
+            queues = await self.db.read(job_store.depths)
+        except Exception:
+            # The database is away: its dependency line above says why, and
+            # health must answer that rather than fail with it.
+            queues = []
         degraded = any(not d.ok for d in deps)
         return ServiceState(
             "DEGRADED" if degraded else "SERVING",

@@ -1,4 +1,5 @@
-"""The ``nexus-grpc`` command: serve, bench, eval, reindex, doctor, export and import."""
+"""The ``nexus-grpc`` command: serve, bench, eval, reindex, migrate-store, doctor,
+export and import."""
 
 from __future__ import annotations
 
@@ -74,6 +75,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     logs.configure("WARNING", settings.log_format)
     release_large_blocks()
     asyncio.run(reindex(settings, progress=sys.stderr))
+    return 0
+
+
+def cmd_migrate_store(args: argparse.Namespace) -> int:
+    try:
+        from nexus_grpc import logs
+        from nexus_grpc.migrate_store import MigrateError, migrate_store
+    except ModuleNotFoundError as exc:
+        print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
+        return 2
+
+    settings = _settings(args)
+    logs.configure("WARNING", settings.log_format)
+    try:
+        asyncio.run(migrate_store(settings, progress=sys.stderr))
+    except MigrateError as exc:
+        print(f"nexus-grpc: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -214,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_server_options(reindex)
     reindex.set_defaults(func=cmd_reindex)
+
+    migrate = sub.add_parser(
+        "migrate-store",
+        help="copy the embedded dataset of --data-dir into the PostgreSQL of --database-url"
+        " (safe to re-run; verifies counts)",
+    )
+    _add_server_options(migrate)
+    migrate.set_defaults(func=cmd_migrate_store)
 
     doctor = sub.add_parser("doctor", help="print a running server's health detail")
     doctor.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")

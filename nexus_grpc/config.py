@@ -109,6 +109,14 @@ class Settings:
         help="SQLite synchronous mode; FULL makes every OK survive power loss",
     )
 
+    database_url: str = option(
+        "",
+        env=("NEXUS_DATABASE_URL",),
+        help="PostgreSQL URL (postgresql://...) for the system of record, shared by any number"
+        " of instances; vectors then live beside it with pgvector unless --qdrant-url is set;"
+        " empty uses SQLite in --data-dir",
+    )
+
     embedder: str = option(
         "e5",
         env=("NEXUS_EMBEDDER",),
@@ -235,6 +243,13 @@ class Settings:
         "6",
         env=("NEXUS_JOB_MAX_ATTEMPTS",),
         help="attempts before a background job is dead-lettered",
+    )
+
+    job_lease_seconds: float = option(
+        "60",
+        env=("NEXUS_JOB_LEASE_SECONDS",),
+        help="with --database-url: how long a claimed job stays with its instance unless renewed"
+        " (renewed while it runs); a dead instance's jobs go to another after this",
     )
 
     memory_history_retention_days: float = option(

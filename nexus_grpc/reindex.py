@@ -12,12 +12,12 @@ import sqlite3
 import time
 from typing import TextIO
 
-from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_index
+from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_database, make_index
 from nexus_grpc.config import Settings
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.indexer import Indexer
-from nexus_grpc.store import Database, documents, meta
+from nexus_grpc.store import documents, meta
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.db import now
@@ -34,11 +34,8 @@ def _progress(out: TextIO, name: str, done: int, total: int, started: float) -> 
 
 
 async def reindex(settings: Settings, progress: TextIO) -> None:
-    db = Database(
-        settings.sqlite_path,
-        synchronous=settings.sqlite_synchronous,
-        default_tenant=settings.default_tenant,
-    )
+    # The system of record the server uses: SQLite, or PostgreSQL (--database-url).
+    db = make_database(settings)
     await db.open()
     embedder = make_embedder(
         settings.embedder,

@@ -10,9 +10,31 @@ from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``BOTH_STORES = True`` runs each of its harness tests
+    twice: on SQLite and on PostgreSQL (the embedded server of tests/pg.py)."""
+    if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORES", False):
+        metafunc.parametrize("store_kind", ["sqlite", "postgresql"])
+
+
 @pytest.fixture
-async def harness(tmp_path) -> Harness:
-    h = await start_harness(tmp_path / "data")
+def store_kind() -> str:
+    """The system of record a harness runs on; SQLite unless the module asks for both."""
+    return "sqlite"
+
+
+@pytest.fixture
+def store_settings(store_kind: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The harness settings that put it on ``store_kind``: a fresh PostgreSQL
+    database's URL, or nothing (SQLite in the data directory)."""
+    if store_kind == "postgresql":
+        return {"database_url": request.getfixturevalue("pg_url")}
+    return {}
+
+
+@pytest.fixture
+async def harness(tmp_path, store_settings: dict[str, str]) -> Harness:
+    h = await start_harness(tmp_path / "data", **store_settings)
     yield h
     await h.close()
 
@@ -27,3 +49,31 @@ def stub(request: pytest.FixtureRequest) -> Iterator[OllamaStub]:
     default = getattr(request.module, "STUB_DEFAULT_REPLY", None)
     with OllamaStub(default=None if default is None else Reply.of(default)) as s:
         yield s
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the session's embedded PostgreSQL (tests/pg.py)."""
+    from tests import pg
+
+    url = pg.new_database()
+    yield url
+    pg.drop_database(url)
+
+
+@pytest.fixture
+def pg_empty_url() -> Iterator[str]:
+    """An empty database (no schema yet) on the session's embedded PostgreSQL."""
+    from tests import pg
+
+    url = pg.new_database(migrated=False)
+    yield url
+    pg.drop_database(url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_embedded_postgres() -> Iterator[None]:
+    yield
+    from tests import pg
+
+    pg.stop()

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.errors import Unavailable
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import Job
@@ -72,6 +73,8 @@ class WorkerConfig:
     # N failed calls and 2N commits every postpone_delay.
     postpone_max: float = 60.0
     idle_poll: float = 5.0
+    # On PostgreSQL: a claimed job's lease, renewed every third of it while it runs.
+    lease_seconds: float = job_store.LEASE_SECONDS
 
 
 class JobWorker:
@@ -127,11 +130,17 @@ class JobWorker:
         while True:
             event.clear()
             claimed = 0
-            if self.ready() is None and time.time() >= self._paused_until:
-                claimed = await self._claim_and_dispatch()
-            if claimed:
-                continue
-            timeout = await self._idle_timeout()
+            try:
+                if self.ready() is None and time.time() >= self._paused_until:
+                    claimed = await self._claim_and_dispatch()
+                if claimed:
+                    continue
+                timeout = await self._idle_timeout()
+            except Unavailable as exc:
+                # The database is away (PostgreSQL restarting, a failover): the
+                # jobs wait in it, so try again after a poll instead of dying.
+                log.warning("%s: cannot claim jobs: %s", self.kind, exc)
+                timeout = self.config.idle_poll
             # asyncio.timeout, not wait_for: on 3.11, wait_for swallows a cancel
             # that lands as the event is set, and stop() would then hang.
             with contextlib.suppress(TimeoutError):
@@ -154,7 +163,9 @@ class JobWorker:
         await self._slots.acquire()
         try:
             batch = await self.db.write(
-                lambda c: job_store.claim(c, self.kind, self.config.batch_size)
+                lambda c: job_store.claim(
+                    c, self.kind, self.config.batch_size, self.config.lease_seconds
+                )
             )
         except BaseException:
             self._slots.release()
@@ -167,10 +178,33 @@ class JobWorker:
         task.add_done_callback(self._tasks.discard)
         return len(batch)
 
+    async def _renew_leases(self, batch: list[Job]) -> None:
+        """Keep this batch's leases while it runs, so no other instance on a
+        shared PostgreSQL takes jobs that are alive here (store/jobs.py)."""
+        ids = [j.id for j in batch]
+        while True:
+            await asyncio.sleep(self.config.lease_seconds / 3)
+            try:
+                await self.db.write(lambda c: job_store.renew(c, ids, self.config.lease_seconds))
+            except Exception as exc:  # the database is away: the next beat tries again
+                log.warning("%s: renewing %d job leases failed: %s", self.kind, len(ids), exc)
+
+    async def _handle(self, batch: list[Job]) -> list[Outcome]:
+        leases = (
+            asyncio.create_task(self._renew_leases(batch))
+            if getattr(self.db, "dialect", None) == "postgresql"
+            else None
+        )
+        try:
+            return await self.handler(batch)
+        finally:
+            if leases is not None:
+                leases.cancel()
+
     async def _process(self, batch: list[Job]) -> None:
         try:
             try:
-                outcomes = await self.handler(batch)
+                outcomes = await self._handle(batch)
             except Exception as exc:  # a handler bug must not kill the worker
                 log.exception("%s handler failed on %d jobs", self.kind, len(batch))
                 outcomes = [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in batch]

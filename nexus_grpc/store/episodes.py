@@ -10,8 +10,9 @@ from typing import Any
 
 from nexus_grpc.core.models import Episode, JobState, TimeWindow
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
+from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
+from nexus_grpc.store.dialect import is_postgres
 
 # Seed 002's summary trigger: about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
@@ -62,14 +63,14 @@ def insert(
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
     previous = conn.execute(
-        "SELECT id, substr(ai_response, -?) FROM episodes WHERE session_id = ?"
+        f"SELECT id, {_tail(conn, 'ai_response', '?')} FROM episodes WHERE session_id = ?"
         " ORDER BY id DESC LIMIT 1",
         (CONTEXT_CHARS, session_id),
     ).fetchone()
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             session_id,
             user_message,
@@ -80,8 +81,8 @@ def insert(
             (previous[1] if previous else "") + "\n",
             ts if occur_at is None else occur_at,
         ),
-    )
-    episode_id = cur.lastrowid or 0
+    ).fetchone()
+    episode_id = int(row[0])
     if previous:
         _refresh_context(conn, [previous[0]])
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
@@ -135,9 +136,9 @@ def insert_many(
             before = rows[i].ai_response[-CONTEXT_CHARS:] if rows[i].ai_response else ""
     ids = []
     for row, context in zip(rows, contexts, strict=True):
-        cur = conn.execute(
+        inserted = conn.execute(
             "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-            " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 row.session_id,
                 row.user_message,
@@ -148,8 +149,8 @@ def insert_many(
                 context,
                 ts if row.occur_at is None else row.occur_at,
             ),
-        )
-        ids.append(cur.lastrowid or 0)
+        ).fetchone()
+        ids.append(int(inserted[0]))
     _refresh_context(conn, predecessors)
     jobs.enqueue(conn, jobs.INDEX_EPISODE, ids, priority=priority)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, ids, priority=priority)
@@ -174,7 +175,8 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
         (session_id,),
     ).fetchone()[0]
     new = conn.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)"
+        " AS recent",
         (session_id, covered, SUMMARY_MIN_NEW_EPISODES),
     ).fetchone()[0]
     if new < SUMMARY_MIN_NEW_EPISODES:
@@ -184,7 +186,7 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
     chars = conn.execute(
         "SELECT COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0) FROM"
         " (SELECT user_message, ai_response FROM episodes WHERE session_id = ?"
-        " ORDER BY id LIMIT ?)",
+        " ORDER BY id LIMIT ?) AS first_turns",
         (session_id, SUMMARY_MIN_CHARS + 1),
     ).fetchone()[0]
     return bool(chars > SUMMARY_MIN_CHARS)
@@ -363,11 +365,19 @@ def set_extract_state(
 
 # Each side of an episode's context keeps the part of the neighbouring turn nearest to it.
 CONTEXT_CHARS = 1000
-_CONTEXT = f"""
-    COALESCE((SELECT substr(p.ai_response, -{CONTEXT_CHARS}) FROM episodes p
+
+
+def _tail(conn: sqlite3.Connection, column: str, chars: str) -> str:
+    """SQL for the last ``chars`` characters of ``column``."""
+    return f"right({column}, {chars})" if is_postgres(conn) else f"substr({column}, -{chars})"
+
+
+def _context(conn: sqlite3.Connection) -> str:
+    return f"""
+    COALESCE((SELECT {_tail(conn, "p.ai_response", str(CONTEXT_CHARS))} FROM episodes p
               WHERE p.session_id = episodes.session_id AND p.id < episodes.id
               ORDER BY p.id DESC LIMIT 1), '')
-    || char(10) ||
+    || {"chr(10)" if is_postgres(conn) else "char(10)"} ||
     COALESCE((SELECT substr(n.user_message, 1, {CONTEXT_CHARS}) FROM episodes n
               WHERE n.session_id = episodes.session_id AND n.id > episodes.id
               ORDER BY n.id LIMIT 1), '')"""
@@ -376,9 +386,9 @@ _CONTEXT = f"""
 def _neighbours(conn: sqlite3.Connection, session_id: int, episode_id: int) -> list[int]:
     """The episodes just before and just after ``episode_id`` in its session."""
     row = conn.execute(
-        "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ?1 AND id < ?2),"
-        " (SELECT MIN(id) FROM episodes WHERE session_id = ?1 AND id > ?2)",
-        (session_id, episode_id),
+        "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ? AND id < ?),"
+        " (SELECT MIN(id) FROM episodes WHERE session_id = ? AND id > ?)",
+        (session_id, episode_id, session_id, episode_id),
     ).fetchone()
     return [i for i in row if i is not None]
 
@@ -388,7 +398,8 @@ def _refresh_context(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
     (the FTS triggers re-index the rows whose context changed)."""
     if ids:
         conn.execute(
-            f"UPDATE episodes SET context = {_CONTEXT} WHERE id IN ({placeholders(len(ids))})",
+            f"UPDATE episodes SET context = {_context(conn)}"
+            f" WHERE id IN ({placeholders(len(ids))})",
             tuple(ids),
         )
 
@@ -436,6 +447,8 @@ def keyword_search(
     ``window`` keeps only episodes that occurred inside it; without one the
     queries stay FTS5-only where they were.
     """
+    if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
+        return pg_search.episode_keyword_search(conn, match, session_ids, limit, window)
     words = f"{_TEXT_COLUMNS} : ({match})"
     when, when_params = _window(window if window and not window.empty else None, "e")
     # With a window each shape reads the episode row beside its postings.
@@ -486,6 +499,8 @@ _OPEN, _CLOSE = "\ue000", "\ue001"
 def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, keyword hits wrapped in [ and ]: from the user
     message or the answer, whichever matched (never the neighbours' context)."""
+    if is_postgres(conn):
+        return pg_search.episode_snippets(conn, match, ids)
     if not ids:
         return {}
     rows = conn.execute(
@@ -503,6 +518,8 @@ def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[i
 
 def scope_sample(conn: sqlite3.Connection, session_ids: Sequence[int], limit: int) -> list[str]:
     """The texts of up to ``limit`` of the scope's most recent episodes."""
+    if is_postgres(conn):
+        return pg_search.episode_scope_sample(conn, session_ids, limit)
     if len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
         rows = conn.execute(
             "SELECT user_message, ai_response FROM episodes WHERE session_id IN"

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.store.db import now
+from nexus_grpc.store.dialect import is_postgres
 
 DONE = 1
 FAILED = 2
+# PostgreSQL's LISTEN/NOTIFY channel that wakes watchers on every instance.
+NOTIFY_CHANNEL = "nexus_extraction_events"
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,10 @@ def insert(
 ) -> int:
     # An event belongs to its session's tenant, written with it: the watch
     # log outlives deleted sessions and must stay confined after them.
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO extraction_events (episode_id, session_id, project_id, status, error,"
         " payload, created_at, tenant) VALUES (?, ?, ?, ?, ?, ?, ?,"
-        " COALESCE((SELECT tenant FROM sessions WHERE id = ?), ''))",
+        " COALESCE((SELECT tenant FROM sessions WHERE id = ?), '')) RETURNING id",
         (
             episode_id,
             session_id,
@@ -64,9 +67,13 @@ def insert(
             now(),
             session_id,
         ),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    ).fetchone()
+    event_id = int(row[0])
+    if is_postgres(conn):
+        # Delivered when (and only if) the transaction commits, to every
+        # instance listening: their watchers read the new row from the table.
+        conn.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, str(event_id)))
+    return event_id
 
 
 def page_after(

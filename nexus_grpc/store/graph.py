@@ -22,6 +22,7 @@ from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
+from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts, no_limit, pinned_join
 
 SOURCE_EXTRACTION = "extraction"
 SOURCE_MANUAL = "manual"
@@ -76,6 +77,21 @@ def _rel(r: Sequence) -> Relationship:
     return Relationship(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
 
 
+def _name_is(conn: sqlite3.Connection, column: str, value: str) -> str:
+    """``column = value`` regardless of case: SQLite's column is COLLATE NOCASE;
+    PostgreSQL's unique index is on lower(name)."""
+    if is_postgres(conn):
+        return f"lower({column}) = lower({value})"
+    return f"{column} = {value}"
+
+
+def _name_in(conn: sqlite3.Connection, column: str) -> str:
+    """``column`` is one of a JSON array of names bound as one parameter, regardless of case."""
+    if is_postgres(conn):
+        return f"lower({column}) IN (SELECT lower(value) FROM {json_texts(conn)})"
+    return f"{column} IN (SELECT value FROM json_each(?))"
+
+
 def _ids_json(ids: Sequence[int]) -> str:
     return json.dumps([int(i) for i in ids])
 
@@ -105,7 +121,8 @@ def upsert_entity(
     """
     ts = now()
     row = conn.execute(
-        "SELECT id FROM entities WHERE project_id = ? AND session_id = ? AND name = ? AND type = ?",
+        "SELECT id FROM entities WHERE project_id = ? AND session_id = ?"
+        f" AND {_name_is(conn, 'name', '?')} AND type = ?",
         (project_id, session_id, name, etype),
     ).fetchone()
     if row is None:
@@ -119,7 +136,7 @@ def upsert_entity(
         entity_id = conn.execute(
             "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
             " confidence, source, last_seen_at, created_at, tenant)"
-            " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) RETURNING id",
             (
                 project_id,
                 session_id,
@@ -132,8 +149,7 @@ def upsert_entity(
                 ts,
                 tenant,
             ),
-        ).lastrowid
-        assert entity_id is not None
+        ).fetchone()[0]
         if episode_id is not None:
             _link(conn, "entity_episodes", "entity_id", entity_id, episode_id)
     else:
@@ -153,7 +169,8 @@ def upsert_entity(
 def _link(conn: sqlite3.Connection, table: str, column: str, row_id: int, episode_id: int) -> bool:
     """Record that an episode mentions a row; True when the link is new."""
     cur = conn.execute(
-        f"INSERT OR IGNORE INTO {table} ({column}, episode_id) VALUES (?, ?)", (row_id, episode_id)
+        f"INSERT INTO {table} ({column}, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (row_id, episode_id),
     )
     return cur.rowcount == 1
 
@@ -179,8 +196,8 @@ def get_entities(
     # CROSS JOIN pins the id list as the outer loop: one primary-key lookup
     # per id, never a scan of the table.
     rows = conn.execute(
-        f"SELECT {_ENTITY_COLUMNS} FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
-        f" CROSS JOIN entities e ON e.id = j.id WHERE true{clause}",
+        f"SELECT {_ENTITY_COLUMNS} FROM (SELECT DISTINCT value AS id FROM {json_ints(conn)}) j"
+        f" {pinned_join(conn)} entities e ON e.id = j.id WHERE true{clause}",
         (_ids_json(ids), *params),
     ).fetchall()
     return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
@@ -196,7 +213,7 @@ def entities_named(
     rows = conn.execute(
         f"SELECT {_ENTITY_COLUMNS} FROM entities e"
         " WHERE e.project_id = ? AND e.session_id = ?"
-        " AND e.name IN (SELECT value FROM json_each(?))"
+        f" AND {_name_in(conn, 'e.name')}"
         " ORDER BY e.mention_count DESC, e.id LIMIT ?",
         (project_id, session_id, json.dumps(list(names)), limit),
     ).fetchall()
@@ -297,10 +314,9 @@ def upsert_relationship(
     if row is None:
         rel_id = conn.execute(
             "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at)"
-            " VALUES (?, ?, ?, ?, 1, ?)",
+            " VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
             (from_id, to_id, label, notes, now()),
-        ).lastrowid
-        assert rel_id is not None
+        ).fetchone()[0]
         if episode_id is not None:
             _link(conn, "relationship_episodes", "relationship_id", rel_id, episode_id)
         return rel_id
@@ -327,7 +343,7 @@ def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
 def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
         f"SELECT {_REL_COLUMNS} FROM relationships"
-        " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
         (_ids_json(ids),),
     ).fetchall()
     return [_rel(r) for r in rows]
@@ -340,21 +356,23 @@ def list_relationships(
     after_id: int | None = None,
     limit: int = -1,
 ) -> list[Relationship]:
-    """An entity's edges in id order (keyset: ids after ``after_id``)."""
+    """An entity's edges in id order (keyset: ids after ``after_id``); ``limit``
+    -1: all of them."""
     after = after_id or 0
+    count = limit if limit >= 0 else no_limit(conn)
     if include_inbound:
         sql = (
             f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
             f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?"
             " ORDER BY id LIMIT ?"
         )
-        params: tuple = (entity_id, after, entity_id, after, limit)
+        params: tuple = (entity_id, after, entity_id, after, count)
     else:
         sql = (
             f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
             " ORDER BY id LIMIT ?"
         )
-        params = (entity_id, after, limit)
+        params = (entity_id, after, count)
     return [_rel(r) for r in conn.execute(sql, params)]
 
 
@@ -384,6 +402,20 @@ WITH RECURSIVE walk(id, depth) AS (
 )
 SELECT DISTINCT id FROM walk
 """
+# PostgreSQL allows one recursive term: both directions are one lateral step.
+_NEIGHBORHOOD_PG = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT ?::bigint, 0
+    UNION
+    SELECT n.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (
+        SELECT r.to_id AS id FROM relationships r WHERE r.from_id = w.id
+        UNION ALL
+        SELECT r.from_id FROM relationships r WHERE r.to_id = w.id
+    ) n
+    WHERE w.depth < ?
+)
+SELECT DISTINCT id FROM walk
+"""
 
 
 def edges_within(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
@@ -395,9 +427,9 @@ def edges_within(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relations
     # the other end is a member too.
     rows = conn.execute(
         f"SELECT {', '.join('r.' + c for c in _REL_COLUMNS.split(', '))}"
-        " FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
-        " CROSS JOIN relationships r ON r.from_id = j.id"
-        " WHERE +r.to_id IN (SELECT value FROM json_each(?))",  # + : filter, not probe
+        f" FROM (SELECT DISTINCT value AS id FROM {json_ints(conn)}) j"
+        f" {pinned_join(conn)} relationships r ON r.from_id = j.id"
+        f" WHERE +r.to_id IN (SELECT value FROM {json_ints(conn)})",  # + : filter, not probe
         (members, members),
     ).fetchall()
     return [_rel(r) for r in sorted(rows, key=lambda r: r[0])]
@@ -407,7 +439,11 @@ def neighborhood(
     conn: sqlite3.Connection, entity_id: int, depth: int
 ) -> tuple[list[Entity], list[Relationship]]:
     get_entity(conn, entity_id)
-    ids = [r[0] for r in conn.execute(_NEIGHBORHOOD, (entity_id, depth, depth))]
+    if is_postgres(conn):
+        walk = conn.execute(_NEIGHBORHOOD_PG, (entity_id, depth))
+    else:
+        walk = conn.execute(_NEIGHBORHOOD, (entity_id, depth, depth))
+    ids = [r[0] for r in walk]
     nodes = get_entities(conn, ids)
     return list(nodes.values()), edges_within(conn, list(nodes))
 
@@ -420,10 +456,10 @@ def neighbors(
     ids = [
         r[0]
         for r in conn.execute(
-            "WITH seeds(id) AS (SELECT value FROM json_each(?))"
+            f"WITH seeds(id) AS (SELECT value FROM {json_ints(conn)})"
             " SELECT id FROM seeds"
-            " UNION SELECT r.to_id FROM relationships r WHERE r.from_id IN seeds"
-            " UNION SELECT r.from_id FROM relationships r WHERE r.to_id IN seeds",
+            " UNION SELECT r.to_id FROM relationships r WHERE r.from_id IN (SELECT id FROM seeds)"
+            " UNION SELECT r.from_id FROM relationships r WHERE r.to_id IN (SELECT id FROM seeds)",
             (seeds,),
         )
     ]

@@ -8,11 +8,14 @@ the point".  That makes every index job idempotent and order-free.
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.store.db import now
+from nexus_grpc.store.dialect import is_postgres
 
 INDEX_EPISODE = "index:episodes"
 INDEX_ENTITY = "index:entities"
@@ -50,6 +53,19 @@ ALL_KINDS = (
 )
 
 
+# On PostgreSQL, several instances claim from one table: a claimed job is
+# leased for this long by default (--job-lease-seconds; on the database's
+# clock), and a job whose lease ran out (its instance died, or hangs) is
+# claimed again by any instance. A
+# worker renews its jobs' leases while they run (``renew``), so only a dead
+# or stuck instance loses them. Handlers are idempotent: a job that runs
+# twice does its work once.
+LEASE_SECONDS = 60.0
+_DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+#: This process, as it appears in ``jobs.leased_by``.
+INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
+
+
 @dataclass(frozen=True)
 class Job:
     id: int
@@ -75,7 +91,10 @@ def enqueue(
     conn.executemany(
         "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority)"
         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, target_id) WHERE state = 'pending'"
-        " DO UPDATE SET priority = MIN(priority, excluded.priority)",
+        # CASE, not MIN: PostgreSQL's MIN is an aggregate only (LEAST is its
+        # scalar, which SQLite lacks).
+        " DO UPDATE SET priority = CASE WHEN excluded.priority < jobs.priority"
+        " THEN excluded.priority ELSE jobs.priority END",
         [(kind, t, due, ts, ts, priority) for t in target_ids],
     )
 
@@ -103,7 +122,9 @@ def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params:
     return cur.rowcount
 
 
-def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
+def claim(
+    conn: sqlite3.Connection, kind: str, limit: int, lease: float = LEASE_SECONDS
+) -> list[Job]:
     """Take due jobs, live ones before bulk ones and each oldest first,
     marking them running.
 
@@ -114,6 +135,8 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     never run at once, so with several batches in flight a slow upsert can
     never land after the delete that followed it.
     """
+    if is_postgres(conn):
+        return _claim_leased(conn, kind, limit, lease)
     rows = conn.execute(
         "SELECT j.id, j.kind, j.target_id, j.attempts FROM jobs j"
         " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
@@ -132,13 +155,73 @@ def claim(conn: sqlite3.Connection, kind: str, limit: int) -> list[Job]:
     return [Job(r[0], r[1], r[2], r[3]) for r in rows]
 
 
+def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float) -> list[Job]:
+    """PostgreSQL's claim: many instances at once, none waiting on another.
+
+    ``FOR UPDATE SKIP LOCKED`` hands each claimer rows no other claimer holds,
+    so two instances never take one job, and neither blocks on the other's
+    transaction. A running job whose lease has run out is claimed again (an
+    attempt spent, so a job that kills its instance every time reaches the
+    dead letter); where the same work was queued again meanwhile, the stale
+    running row goes and the pending one runs.
+    """
+    conn.execute(
+        f"DELETE FROM jobs j WHERE j.kind = ? AND j.state = 'running' AND j.lease_until < {_DB_NOW}"
+        " AND EXISTS (SELECT 1 FROM jobs p WHERE p.kind = j.kind AND p.target_id = j.target_id"
+        " AND p.state = 'pending')",
+        (kind,),
+    )
+    rows = conn.execute(
+        "WITH picked AS ("
+        " SELECT j.id FROM jobs j WHERE j.kind = ?"
+        f" AND ((j.state = 'pending' AND j.run_after <= {_DB_NOW})"
+        f"  OR (j.state = 'running' AND j.lease_until < {_DB_NOW}))"
+        " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
+        f" AND r.target_id = j.target_id AND r.state = 'running' AND r.lease_until >= {_DB_NOW})"
+        " ORDER BY j.priority, j.run_after, j.id LIMIT ? FOR UPDATE OF j SKIP LOCKED)"
+        " UPDATE jobs SET attempts = jobs.attempts"
+        " + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,"
+        f" state = 'running', lease_until = {_DB_NOW} + ?, leased_by = ?, updated_at = ?"
+        " FROM picked WHERE jobs.id = picked.id"
+        " RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts",
+        (kind, limit, lease, INSTANCE, now()),
+    ).fetchall()
+    jobs = sorted((Job(r[0], r[1], r[2], r[3]) for r in rows), key=lambda j: j.id)
+    # Two rows of one target in one claim (a taken-over running row and a
+    # pending one): the first covers both.
+    seen: set[int] = set()
+    kept = []
+    for job in jobs:
+        if job.target_id in seen:
+            conn.execute("DELETE FROM jobs WHERE id = ?", (job.id,))
+        else:
+            seen.add(job.target_id)
+            kept.append(job)
+    return kept
+
+
+def renew(conn: sqlite3.Connection, job_ids: Sequence[int], lease: float = LEASE_SECONDS) -> None:
+    """Extend the leases of jobs this instance is still running (PostgreSQL only:
+    with one process per SQLite file, nothing else can take them)."""
+    if job_ids and is_postgres(conn):
+        conn.execute(
+            f"UPDATE jobs SET lease_until = {_DB_NOW} + ? WHERE id = ANY(?) AND state = 'running'",
+            (lease, list(job_ids)),
+        )
+
+
 def reset_running(conn: sqlite3.Connection) -> int:
     """After a crash or restart, jobs that were running run again.
 
     Where the same work is queued twice (running and pending, or running
     twice), one job is kept: every job reads its row afresh, so one run covers
     both.
+
+    On PostgreSQL this does nothing: the running jobs may be another live
+    instance's. A dead instance's jobs come back when their leases run out.
     """
+    if is_postgres(conn):
+        return 0
     conn.execute(
         "DELETE FROM jobs WHERE state = 'running' AND EXISTS (SELECT 1 FROM jobs o"
         " WHERE o.kind = jobs.kind AND o.target_id = jobs.target_id AND o.id != jobs.id"
@@ -171,8 +254,8 @@ def postpone_pending(conn: sqlite3.Connection, kind: str, error: str, until: flo
     """A dependency is down: every pending job of this kind waits until
     ``until`` and shows why, without spending an attempt."""
     conn.execute(
-        "UPDATE jobs SET run_after = MAX(run_after, ?), last_error = ?, updated_at = ?"
-        " WHERE kind = ? AND state = 'pending'",
+        f"UPDATE jobs SET run_after = {'GREATEST' if is_postgres(conn) else 'MAX'}(run_after, ?),"
+        " last_error = ?, updated_at = ? WHERE kind = ? AND state = 'pending'",
         (until, error[:2000], now(), kind),
     )
 
@@ -262,7 +345,8 @@ class QueueDepth:
 
 def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
     rows = conn.execute(
-        "SELECT kind, SUM(state IN ('pending', 'running')), SUM(state = 'failed'),"
+        "SELECT kind, SUM(CASE WHEN state IN ('pending', 'running') THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END),"
         " MIN(CASE WHEN state != 'failed' THEN"
         f"  CASE WHEN kind IN ({','.join('?' * len(SCHEDULED_KINDS))})"
         "   THEN run_after ELSE created_at END END)"

@@ -15,8 +15,9 @@ from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
+from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
+from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,11 @@ def insert(
     conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None, tenant: str
 ) -> Memory:
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
         " session_id, confidence, metadata, request_id, created_at, updated_at, tenant,"
         " expire_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             values["kind"],
             values["title"],
@@ -131,8 +132,8 @@ def insert(
             tenant,
             values.get("expire_at"),
         ),
-    )
-    memory_id = cur.lastrowid or 0
+    ).fetchone()
+    memory_id = int(row[0])
     jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
     if values.get("expire_at") is not None:
         jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, values["expire_at"])
@@ -255,8 +256,8 @@ def get_visible(
     # hit. Left to itself the planner ORed the scope's indexes instead, and a
     # project's index walks every memory in the project (4.5 ms at 100,000).
     rows = conn.execute(
-        "SELECT m.* FROM (SELECT DISTINCT value AS id FROM json_each(?)) j"
-        f" CROSS JOIN memories m ON m.id = j.id WHERE {where}",
+        f"SELECT m.* FROM (SELECT DISTINCT value AS id FROM {json_ints(conn)}) j"
+        f" {pinned_join(conn)} memories m ON m.id = j.id WHERE {where}",
         (json.dumps([int(i) for i in ids]), *params),
     ).fetchall()
     return {r["id"]: _row(r) for r in rows}
@@ -287,6 +288,10 @@ def keyword_search(
     whole rows only for the ``limit`` kept."""
     if not owners:
         return []
+    if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
+        found = pg_search.memory_keyword_search(conn, match, where, params, limit)
+        hits = get_many(conn, [i for i, _ in found])
+        return [(hits[i], score) for i, score in found if i in hits]
     expression = f"scope : ({' OR '.join(owners)}) AND {{title content}} : ({match})"
     ranked = conn.execute(
         "SELECT f.rowid, f.rank FROM memories_fts f"
@@ -321,6 +326,8 @@ def scope_sample(
     Each owner's newest are read through its own index (the user's USER memories,
     the project's PROJECT memories), so the cost follows the scope: filtering the
     table newest-first would walk every other user's memories in between."""
+    if is_postgres(conn):
+        return pg_search.memory_scope_sample(conn, project_id, user_id, where, params, limit)
     rows = conn.execute(
         "SELECT m.title, m.content FROM ("
         "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"

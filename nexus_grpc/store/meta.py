@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from nexus_grpc.store.dialect import is_postgres
+
 
 def get(conn: sqlite3.Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -20,4 +22,5 @@ def put(conn: sqlite3.Connection, key: str, value: str) -> None:
 
 def probe(conn: sqlite3.Connection) -> int:
     """A read of the schema: health's proof that the database answers queries."""
-    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    table = "nexus_schema" if is_postgres(conn) else "sqlite_master"
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])

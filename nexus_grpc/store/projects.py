@@ -40,13 +40,13 @@ def insert(
     conn: sqlite3.Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT
 ) -> Project:
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
         " retention, isolated, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (*(values.get(c, "") for c in COLUMNS[:-1]), values.get("retention"), ts, ts, tenant),
-    )
-    project = get(conn, cur.lastrowid or 0)
+    ).fetchone()
+    project = get(conn, int(row[0]))
     if project.retention is not None:
         jobs.schedule(conn, jobs.RETAIN_PROJECT, project.id, ts)
     return project

@@ -39,18 +39,18 @@ def insert(
     tenant: str = DEFAULT_TENANT,
 ) -> Session:
     try:
-        cur = conn.execute(
+        row = conn.execute(
             "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (tenant, external_id, name, project_id or None, json.dumps(metadata), now()),
-        )
+        ).fetchone()
     except sqlite3.IntegrityError as exc:
         if "external_id" in str(exc):
             raise AlreadyExists(
                 f"a session with external_id {external_id!r} already exists"
             ) from exc
         raise
-    return get(conn, cur.lastrowid or 0)
+    return get(conn, int(row[0]))
 
 
 def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:

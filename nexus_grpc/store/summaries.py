@@ -66,10 +66,10 @@ def insert(
     episode_count: int = 0,
 ) -> Summary:
     ts = now()
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO summaries (session_id, project_id, content, first_episode_id,"
         " last_episode_id, episode_count, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             session_id or None,
             None if session_id else (project_id or None),
@@ -80,8 +80,8 @@ def insert(
             ts,
             ts,
         ),
-    )
-    summary_id = cur.lastrowid or 0
+    ).fetchone()
+    summary_id = int(row[0])
     jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
     return get(conn, summary_id)
 

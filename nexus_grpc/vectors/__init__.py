@@ -16,6 +16,7 @@ from .base import (
     VectorPoint,
 )
 from .edge import EdgeVectorIndex
+from .pgvector import PgVectorIndex
 from .remote import QdrantVectorIndex
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "EdgeVectorIndex",
     "Filter",
     "MatchAny",
+    "PgVectorIndex",
     "QdrantVectorIndex",
     "Range",
     "VectorHit",

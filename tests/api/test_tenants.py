@@ -36,6 +36,9 @@ from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import memories as memory_store
 from tests.support import METHODS, bearer, start_harness, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 ALICE_KEY = "alice-orchestrator-key-0001"
 RIVAL_KEY = "rival-tenant-key-000000001"
 ADMIN_KEY = "ops-admin-key-000000000001"
@@ -109,8 +112,10 @@ def key_file(path: Path) -> Path:
 
 
 @pytest.fixture
-async def world(tmp_path):
-    h = await start_harness(tmp_path / "data", auth_keys_file=str(key_file(tmp_path / "k.json")))
+async def world(tmp_path, store_settings):
+    h = await start_harness(
+        tmp_path / "data", auth_keys_file=str(key_file(tmp_path / "k.json")), **store_settings
+    )
     try:
         await _populate(h)
         yield h

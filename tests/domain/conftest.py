@@ -12,16 +12,22 @@ from tests.support import Harness, start_harness
 
 
 @pytest.fixture
-async def llm_harness(tmp_path, stub: OllamaStub) -> AsyncIterator[Harness]:
-    """A harness whose LLM is the Ollama stand-in (summaries, selection)."""
-    h = await start_harness(tmp_path / "data", ollama_url=stub.url)
+async def llm_harness(
+    tmp_path, stub: OllamaStub, store_settings: dict[str, str]
+) -> AsyncIterator[Harness]:
+    """A harness whose LLM is the Ollama stand-in (summaries, selection), on the
+    module's store (both, where the module sets BOTH_STORES)."""
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url, **store_settings)
     yield h
     await h.close()
 
 
 @pytest.fixture
-async def gh(tmp_path, stub: OllamaStub) -> AsyncIterator[Harness]:
-    """A harness with the graph's extraction running against the Ollama stand-in."""
-    h = await start_graph_harness(tmp_path / "data", stub)
+async def gh(
+    tmp_path, stub: OllamaStub, store_settings: dict[str, str]
+) -> AsyncIterator[Harness]:
+    """A harness with the graph's extraction running against the Ollama stand-in,
+    on the module's store."""
+    h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     yield h
     await h.close()

@@ -13,6 +13,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import start_harness, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
 DAY = 86_400
 # 8 May 2023, 13:56 UTC: a LoCoMo-style session date.
@@ -25,10 +28,14 @@ def ts(seconds: float) -> Timestamp:
     return t
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(params=["edge", "qdrant-local", "postgresql"])
 async def h(request, tmp_path):
-    index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
-    harness = await start_harness(tmp_path / "data", index=index)
+    if request.param == "postgresql":  # pgvector and tsvector beside the rows
+        url = request.getfixturevalue("pg_url")
+        harness = await start_harness(tmp_path / "data", database_url=url)
+    else:
+        index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
+        harness = await start_harness(tmp_path / "data", index=index)
     yield harness
     await harness.close()
 

@@ -19,6 +19,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
 from tests.support import bearer, start_harness
 
+# Runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 NEXUS = str(Path(sys.executable).with_name("nexus-grpc"))
 BASE = 1_683_554_160  # 8 May 2023, 13:56 UTC
 KEY = "alice-only-export-key-01"

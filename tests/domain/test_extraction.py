@@ -25,6 +25,9 @@ from tests.graph_support import (
 from tests.ollama_stub import Reply
 from tests.support import Harness, take, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 
 async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
     return await h.app.db.read(

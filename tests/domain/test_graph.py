@@ -12,6 +12,9 @@ from nexus_grpc.store import graph as graph_store
 from tests.graph_support import expect_status, new_project
 from tests.support import wait_until
 
+# Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 FAILED = grpc.StatusCode.FAILED_PRECONDITION

@@ -13,6 +13,9 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.support import index_idle, wait_until
 
+# Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
 TASK, SESSION, LONGTERM, ARCHIVE = m.TIER_TASK, m.TIER_SESSION, m.TIER_LONGTERM, m.TIER_ARCHIVE
 

@@ -16,6 +16,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.pipeline import vector_collections
 from tests.support import wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
 
 

@@ -14,6 +14,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 from tests.support import bearer, start_harness, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 ALICE_KEY = "alice-orchestrator-key-0001"
 
 

@@ -16,6 +16,9 @@ from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.store import jobs
 from tests.support import wait_until
 
+# Runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 DAY = 86_400
 MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
 

@@ -13,10 +13,16 @@ from tests.support import start_harness, wait_until
 MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(params=["edge", "qdrant-local", "postgresql"])
 async def h(request, tmp_path):
-    index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
-    harness = await start_harness(tmp_path / "data", index=index)
+    """Each index: embedded qdrant-edge, Qdrant (local mode), and PostgreSQL with
+    pgvector beside the rows (keyword search then on PostgreSQL's tsvector)."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        harness = await start_harness(tmp_path / "data", database_url=url)
+    else:
+        index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
+        harness = await start_harness(tmp_path / "data", index=index)
     yield harness
     await harness.close()
 

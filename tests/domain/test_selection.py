@@ -11,6 +11,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.ollama_stub import Reply
 from tests.support import index_idle, wait_until
 
+# Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 PASS1 = "You choose which stored memories"
 PASS2 = "You rank stored memories"
 P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER

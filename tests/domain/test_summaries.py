@@ -13,6 +13,9 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
 from tests.ollama_stub import Reply
 from tests.support import wait_until
 
+# Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 SESSION_PROMPT = "You summarise a conversation"
 OVERVIEW_PROMPT = "You write a project overview"
 

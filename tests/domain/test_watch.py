@@ -22,6 +22,9 @@ from tests.graph_support import (
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import start_harness, take, wait_until
 
+# Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
@@ -136,8 +139,8 @@ async def test_cancellation_ends_the_stream_and_the_server_keeps_serving(gh):
     assert event.episode_id == ep.id
 
 
-async def test_shutdown_ends_open_streams(tmp_path, stub):
-    h = await start_graph_harness(tmp_path / "data", stub)
+async def test_shutdown_ends_open_streams(tmp_path, stub, store_settings):
+    h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     call = watch(h)
     s = await new_session(h)
     ep = await new_episode(h, s.id)
@@ -149,8 +152,8 @@ async def test_shutdown_ends_open_streams(tmp_path, stub):
     await asyncio.wait_for(h.close(), 10)
 
 
-async def test_server_stop_with_open_streams_does_not_hang(tmp_path, stub):
-    h = await start_graph_harness(tmp_path / "data", stub)
+async def test_server_stop_with_open_streams_does_not_hang(tmp_path, stub, store_settings):
+    h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     calls = [watch(h) for _ in range(3)]
     s = await new_session(h)
     await new_episode(h, s.id)

