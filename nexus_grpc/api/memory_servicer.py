@@ -16,7 +16,7 @@ from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWi
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
-from nexus_grpc.errors import InvalidArgument, NexusError
+from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Unavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.store.graph import Entity, Relationship
@@ -158,6 +158,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
                 if len(batch) >= IMPORT_BATCH:
                     await writer.write(batch)
                     batch = []
+            _still_wanted(context)
             await writer.write(batch)
             await writer.settle()
         finally:
@@ -483,3 +484,15 @@ def _report_degraded(context: Ctx):
         )
 
     return report
+
+
+def _still_wanted(context: Ctx) -> None:
+    """Raises when the caller is gone. grpc ends the request stream of a call
+    that was cancelled or ran out of time just as if the client had finished
+    it, so without this check an import cut off mid-batch would write the
+    unfinished batch after its caller had given up (and had been told so)."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        raise DeadlineExceeded("the import ran out of time; its unfinished batch was not written")
+    if context.cancelled():
+        raise Unavailable("the import was cancelled; its unfinished batch was not written")
