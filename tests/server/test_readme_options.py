@@ -62,7 +62,7 @@ def test_serve_help_comes_from_the_same_declarations() -> None:
     [
         ("--log-format", "xml", "--log-format: 'xml' is not one of text, json"),
         ("--sqlite-synchronous", "sometimes", "--sqlite-synchronous: 'sometimes' is not one of"),
-        ("--embedder", "word2vec", "--embedder: 'word2vec' is not one of e5, minilm, ollama"),
+        ("--embedder", "word2vec", "--embedder: 'word2vec' is not one of minilm, e5, ollama"),
         ("--llm-timeout", "soon", "--llm-timeout: cannot read 'soon' as float"),
     ],
 )
