@@ -38,6 +38,10 @@ from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import METHODS, bearer, start_harness
 
+# The key checks run on SQLite and on PostgreSQL (tests/conftest.py): a refused
+# call must write nothing on either store.
+BOTH_STORES = True
+
 ALICE_KEY = "alice-orchestrator-key-0001"
 ADMIN_KEY = "ops-admin-key-000000000001"
 ANY_KEY = "any-user-service-key-00001"
@@ -69,8 +73,12 @@ def key_file(path: Path) -> Path:
 
 
 @pytest.fixture
-async def auth_harness(tmp_path):
-    h = await start_harness(tmp_path / "data", auth_keys_file=str(key_file(tmp_path / "keys.json")))
+async def auth_harness(tmp_path, store_settings):
+    h = await start_harness(
+        tmp_path / "data",
+        auth_keys_file=str(key_file(tmp_path / "keys.json")),
+        **store_settings,
+    )
     yield h
     await h.close()
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# grpcurl against a server on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 GRPCURL = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")
 
 

@@ -16,15 +16,18 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from tests.support import bearer, start_harness, wait_until
 
+# The `small` server runs on SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 KEY_A = "watch-key-a-0000000000001"
 KEY_B = "watch-key-b-0000000000001"
 LIMIT = 1024 * 1024
 
 
 @pytest.fixture
-async def small(tmp_path):
+async def small(tmp_path, store_settings):
     """A server with a 1 MiB message limit."""
-    h = await start_harness(tmp_path / "data", max_message_bytes=LIMIT)
+    h = await start_harness(tmp_path / "data", max_message_bytes=LIMIT, **store_settings)
     yield h
     await h.close()
 
