@@ -10,7 +10,6 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import start_harness, wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -28,16 +27,10 @@ def ts(seconds: float) -> Timestamp:
     return t
 
 
-@pytest.fixture(params=["edge", "qdrant-local", "postgresql"])
-async def h(request, tmp_path):
-    if request.param == "postgresql":  # pgvector and tsvector beside the rows
-        url = request.getfixturevalue("pg_url")
-        harness = await start_harness(tmp_path / "data", database_url=url)
-    else:
-        index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
-        harness = await start_harness(tmp_path / "data", index=index)
-    yield harness
-    await harness.close()
+@pytest.fixture
+def h(each_backend):
+    """Every test here runs on each search backend (tests/domain/conftest.py)."""
+    return each_backend
 
 
 async def indexed(h):

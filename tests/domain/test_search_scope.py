@@ -7,24 +7,15 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import start_harness, wait_until
 
 MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
 
 
-@pytest.fixture(params=["edge", "qdrant-local", "postgresql"])
-async def h(request, tmp_path):
-    """Each index: embedded qdrant-edge, Qdrant (local mode), and PostgreSQL with
-    pgvector beside the rows (keyword search then on PostgreSQL's tsvector)."""
-    if request.param == "postgresql":
-        url = request.getfixturevalue("pg_url")
-        harness = await start_harness(tmp_path / "data", database_url=url)
-    else:
-        index = QdrantVectorIndex(location=":memory:") if request.param == "qdrant-local" else None
-        harness = await start_harness(tmp_path / "data", index=index)
-    yield harness
-    await harness.close()
+@pytest.fixture
+def h(each_backend):
+    """Every test here runs on each search backend (tests/domain/conftest.py)."""
+    return each_backend
 
 
 async def search(h, query, mode, session_id=0, project_id=0, limit=10):
