@@ -256,10 +256,10 @@ class App:
         signature = embedding_signature(self.embedder)
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                vectors = [await self.embedder.embed_query("health check")]
+                vector = await self.embedder.embed_query("health check")
         except Exception as exc:
             return DependencyState("embedder", False, f"{signature}: cannot embed: {exc}")
-        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimension:
+        if len(vector) != self.embedder.dimension:
             return DependencyState(
                 "embedder", False, f"{signature}: answered a vector of the wrong size"
             )

@@ -63,9 +63,6 @@ class E5Embedder(LocalEmbedder):
     def _embed_queries_sync(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._load().query(texts), dtype=np.float32).reshape(-1, DIMENSION)
 
-    def _warm_sync(self) -> None:
-        self._embed_queries_sync(["warm up"])
-
     def _release(self) -> None:
         # The engine frees its weights when the handle is collected.
         self._model = None

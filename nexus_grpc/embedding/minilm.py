@@ -134,10 +134,6 @@ class MiniLMEmbedder(LocalEmbedder):
             log.warning("int8 kernels unavailable (%s); embedding on fp32 kernels", exc)
         return ort.InferenceSession(model_path, sess_options=opts, providers=providers), 0
 
-    def _warm_sync(self) -> None:
-        self._load()
-        self._embed_sync(["warm up"])
-
     # -- inference -------------------------------------------------------------------------
 
     def _embed_sync(self, texts: list[str]) -> np.ndarray:
