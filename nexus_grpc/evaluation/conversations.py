@@ -24,6 +24,10 @@ class EpisodeText:
     user_message: str
     ai_response: str
     dialogue_ids: tuple[str, ...]
+    #: The caption of a photo each turn shared ("" when it shared none). The
+    #: README's construction leaves them out; the "photos" one keeps them.
+    user_photo: str = ""
+    ai_photo: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ def load(path: str | Path) -> Conversation:
                     user_message=f"[{date}] {first['speaker']}: {first['text']}",
                     ai_response=f"{second['speaker']}: {second['text']}" if second else NO_REPLY,
                     dialogue_ids=ids,
+                    user_photo=_caption(first),
+                    ai_photo=_caption(second) if second else "",
                 )
             )
             count += 1
@@ -106,6 +112,14 @@ def load(path: str | Path) -> Conversation:
         questions=tuple(questions),
         skipped=skipped,
     )
+
+
+def _caption(turn: dict[str, object]) -> str:
+    """What an image captioner said of the photo a turn shared (LoCoMo's
+    ``blip_caption``); "" for a turn without one. The ``query`` field beside it
+    is the search that found the image, not something a client would have."""
+    caption = turn.get("blip_caption")
+    return str(caption).strip() if caption and turn.get("img_url") else ""
 
 
 def load_all(paths: list[str]) -> list[Conversation]:

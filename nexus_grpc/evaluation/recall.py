@@ -27,7 +27,7 @@ import grpc
 import grpc.aio
 
 from nexus_grpc.connection import bearer_metadata, open_channel
-from nexus_grpc.evaluation.conversations import Conversation, DataError, load_all
+from nexus_grpc.evaluation.conversations import NO_REPLY, Conversation, DataError, load_all
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 
@@ -45,8 +45,14 @@ INDEX_QUEUE = "index:episodes"
 # first turn's text). timed: the date moves out of the text into each
 # episode's occur_time (the session's time, turns 30 s apart), as an importer
 # with episode time would store it. "both" stores each conversation twice, in
-# two projects, and reports the timed modes as "timed:<mode>".
-CONSTRUCTIONS = ("readme", "timed")
+# two projects, and reports the timed modes as "timed:<mode>". photos: the
+# README's text plus what a client that keeps shared photos would store, the
+# photo's caption after the turn that shared it ("[shared a photo: ...]"):
+# the README's construction drops them, and with them the only evidence of
+# some questions ("What did Melanie paint?" answered by a picture).
+CONSTRUCTIONS = ("readme", "timed", "photos")
+#: What "--construction both" stores: the README's and the timed one.
+BOTH = ("readme", "timed")
 TURN_SECONDS = 30
 
 
@@ -124,6 +130,10 @@ def _timed_text(session_date: str, user_message: str) -> str:
     return user_message[len(prefix):] if user_message.startswith(prefix) else user_message
 
 
+def with_photo(text: str, caption: str) -> str:
+    return f"{text} [shared a photo: {caption}]" if caption else text
+
+
 def result_key(construction: str, mode: str) -> str:
     return mode if construction == "readme" else f"{construction}:{mode}"
 
@@ -188,6 +198,10 @@ async def _store(
             if construction == "timed":
                 request.user_message = _timed_text(session.date, episode.user_message)
                 request.occur_time.FromNanoseconds(int((start + i * TURN_SECONDS) * 1e9))
+            elif construction == "photos":
+                request.user_message = with_photo(episode.user_message, episode.user_photo)
+                if episode.ai_response != NO_REPLY:
+                    request.ai_response = with_photo(episode.ai_response, episode.ai_photo)
             reply = await stub.CreateEpisode(request, timeout=timeout, metadata=metadata)
             ids.append(reply.id)
             done[0] += 1
@@ -277,9 +291,13 @@ async def evaluate(
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise EvalError(f"unknown mode {', '.join(unknown)}; expected {', '.join(MODES)}")
-    if construction not in (*CONSTRUCTIONS, "both"):
-        raise EvalError(f"unknown construction {construction!r}; expected readme, timed or both")
-    constructions = list(CONSTRUCTIONS) if construction == "both" else [construction]
+    if construction not in (*CONSTRUCTIONS, "both", "all"):
+        raise EvalError(
+            f"unknown construction {construction!r}; expected readme, timed, photos, both or all"
+        )
+    constructions = list(
+        {"both": BOTH, "all": CONSTRUCTIONS}.get(construction, (construction,))
+    )
     conversations = load_all(paths)
     if "timed" in constructions:
         for c in conversations:  # a bad date fails before anything is stored
@@ -367,9 +385,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-call deadline (30 s)")
     parser.add_argument(
-        "--construction", choices=("readme", "timed", "both"), default="readme",
+        "--construction", choices=(*CONSTRUCTIONS, "both", "all"), default="readme",
         help="readme: the date in the text (shared/eval/README.md); timed: the date as each"
-        " episode's occur_time instead; both: side by side (readme)",
+        " episode's occur_time instead; photos: readme plus each shared photo's caption;"
+        " both: readme and timed side by side; all: the three (readme)",
     )
 
 

@@ -1,0 +1,54 @@
+"""`nexus-grpc eval recall --construction photos`: a shared photo's caption is
+stored after the turn that shared it, beside the README's construction."""
+
+import json
+
+from nexus_grpc.evaluation.recall import evaluate
+
+
+async def test_photos_construction_keeps_each_shared_photos_caption(harness, tmp_path):
+    conversation = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {
+                "speaker": "Ann",
+                "dia_id": "D1:1",
+                "text": "Look what I finished this weekend!",
+                "img_url": ["https://example.invalid/a.jpg"],
+                "blip_caption": "a photo of a painting of a sunset over a lake",
+                "query": "painting sunrise",
+            },
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "Wow, gorgeous colours"},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "We also adopted a beagle"},
+        ],
+        "qa": [
+            {"question": "Who painted a sunset?", "evidence": ["D1:1"], "category": 4},
+        ],
+    }
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(conversation))
+    report = await evaluate(
+        harness.target, [str(path)], modes=("keyword",), progress_out=None, construction="all"
+    )
+    assert report["constructions"] == ["readme", "timed", "photos"]
+    # Only the caption says a painting was shared: the README's text cannot
+    # answer, the photos construction can.
+    assert report["modes"]["keyword"]["recall@10"] == 0.0
+    assert report["modes"]["photos:keyword"]["recall@1"] == 1.0
+    rows = await harness.app.db.read(
+        lambda c: c.execute("SELECT user_message, ai_response FROM episodes ORDER BY id").fetchall()
+    )
+    captioned = [tuple(r) for r in rows if "[shared a photo:" in r[0]]
+    assert captioned == [
+        (
+            "[1:56 pm on 8 May, 2023] Ann: Look what I finished this weekend!"
+            " [shared a photo: a photo of a painting of a sunset over a lake]",
+            "Bo: Wow, gorgeous colours",
+        )
+    ]
+    # The image search query is the data set's own note, never stored.
+    assert not any("sunrise" in u or "sunrise" in a for u, a in rows)
+    # The odd last turn has no reply and no caption to add.
+    assert sum(1 for r in rows if r[1] == "(no reply)") == 3
