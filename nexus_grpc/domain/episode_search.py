@@ -21,6 +21,7 @@ from nexus_grpc.domain.ranking import (
     fused_scores,
     hybrid_halves,
     with_group_cohesion,
+    with_keyword_lead,
 )
 from nexus_grpc.domain.scope import episode_scope
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
@@ -93,8 +94,9 @@ class EpisodeSearch:
             found: dict[int, tuple[SearchSource, ...]] = {i: KEYWORD for i, _, _ in keyword}
             for i, _, _ in semantic:
                 found[i] = found.get(i, ()) + SEMANTIC
+            keyword_scores = [(i, s) for i, s, _ in keyword]
             fused = fused_scores(
-                [(i, s) for i, s, _ in keyword],
+                keyword_scores,
                 [(i, s) for i, s, _ in semantic],
                 self.embedder.similarity_temperature,
             )
@@ -103,7 +105,9 @@ class EpisodeSearch:
             # One read: each candidate's session (for cohesion), then the rows
             # and snippets of what is returned.
             hits = await self.db.read_in_transaction(
-                lambda c: _hits(c, _by_session(c, fused, found, n), match, session_ids, n, w)
+                lambda c: _hits(
+                    c, _by_session(c, fused, keyword_scores, found, n), match, session_ids, n, w
+                )
             )
         for hit in hits:
             yield hit
@@ -172,13 +176,15 @@ def _keyword(
 def _by_session(
     conn: sqlite3.Connection,
     fused: list[tuple[int, float]],
+    keyword: list[tuple[int, float]],
     found: dict[int, tuple[SearchSource, ...]],
     n: int,
 ) -> Ranked:
-    """Fused candidates re-ranked with their sessions' cohesion."""
+    """Fused candidates re-ranked with their sessions' cohesion, then the
+    keyword path's best hit first if it is near the top (ranking.py)."""
     sessions = episode_store.sessions_of(conn, [i for i, _ in fused])
     # A candidate whose row is gone gets a group of its own; _hits drops it.
-    ranked = with_group_cohesion(fused, lambda i: sessions.get(i, -i))
+    ranked = with_keyword_lead(with_group_cohesion(fused, lambda i: sessions.get(i, -i)), keyword)
     # A few spare candidates stand in for rows deleted since they were indexed.
     return [(i, s, found[i]) for i, s in ranked[: n + 5]]
 

@@ -12,8 +12,11 @@ from nexus_grpc.domain.ranking import (
     KEYWORD_TEMPERATURE,
     KEYWORD_WEIGHT,
     SEMANTIC_TEMPERATURE,
+    KEYWORD_LEAD_WITHIN,
+    fuse,
     fused_scores,
     with_group_cohesion,
+    with_keyword_lead,
 )
 
 
@@ -76,3 +79,37 @@ def test_one_session_keeps_the_order_it_was_given():
     scored = [(7, 0.9), (8, 0.5), (9, 0.1)]
     assert [k for k, _ in with_group_cohesion(scored, lambda _: "only")] == [7, 8, 9]
     assert with_group_cohesion([], lambda _: "only") == []
+
+
+def test_the_keyword_best_goes_first_when_fusion_ranks_it_near_the_top():
+    ranked = [(3, 0.9), (1, 0.8), (2, 0.5), (4, 0.1)]
+    led = with_keyword_lead(ranked, [(1, 6.0), (2, 5.5)])
+    # First, carrying the first place's score so scores still read best first.
+    assert led == [(1, 0.9), (3, 0.9), (2, 0.5), (4, 0.1)]
+    assert [s for _, s in led] == sorted((s for _, s in led), reverse=True)
+
+
+def test_a_keyword_best_that_fusion_ranks_low_stays_where_fusion_put_it():
+    ranked = [(k, 1.0 - k / 10) for k in range(KEYWORD_LEAD_WITHIN + 2)]
+    far = KEYWORD_LEAD_WITHIN + 1  # outside the near-tie at the top
+    assert with_keyword_lead(ranked, [(far, 9.0), (0, 1.0)]) == ranked
+
+
+def test_a_keyword_list_of_only_ubiquitous_words_leads_nothing():
+    ranked = [(3, 0.9), (1, 0.8)]
+    assert with_keyword_lead(ranked, [(1, 1e-6)]) == ranked
+    assert with_keyword_lead(ranked, []) == ranked
+
+
+def test_every_fused_search_takes_the_keyword_lead():
+    # A semantic favourite (7) edges out the keyword best (1) under fusion; the
+    # lead puts the keyword best first in fuse(), which memories and entities use.
+    hits = fuse(
+        keyword=[(1, 6.0), (7, 5.9)],
+        semantic=[(7, 0.90), (1, 0.89)],
+        key=lambda h: h[0],
+        score=lambda h: h[1],
+        limit=2,
+    )
+    assert [f.hit[0] for f in hits] == [1, 7]
+    assert hits[0].score == hits[1].score

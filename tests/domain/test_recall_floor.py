@@ -22,7 +22,8 @@ DATA = Path(
     )
 )
 # Reached on conversation 26 with the default embedder (MiniLM), likelihood
-# fusion and session cohesion: default recall@10 0.934, recall@5 0.872
+# fusion, session cohesion and the keyword lead: default recall@10 0.934,
+# recall@5 0.853 in the server (0.872 in the replica of docs/recall.md)
 # (docs/recall.md). The floors leave room for the few questions tie-breaking
 # and the int8 kernels of another CPU move.
 DEFAULT_RECALL_AT_10_FLOOR = 0.92
@@ -55,8 +56,7 @@ async def test_default_search_keeps_its_recall_floor_on_a_dev_conversation(tmp_p
     assert report["questions"] > 150
     assert default["recall@10"] >= DEFAULT_RECALL_AT_10_FLOOR, modes
     assert default["recall@5"] >= DEFAULT_RECALL_AT_5_FLOOR, modes
-    # Fusion never ranks below the best single signal it fuses, at 5 and 10
-    # (at 1 only with --embedder e5: docs/recall.md).
-    for k in (5, 10):
+    # Fusion never ranks below the best single signal it fuses, at any k.
+    for k in (1, 5, 10):
         best_single = max(modes["keyword"][f"recall@{k}"], modes["semantic"][f"recall@{k}"])
         assert default[f"recall@{k}"] >= best_single, modes
