@@ -9,10 +9,10 @@ import pytest
 
 from nexus_grpc.domain.ranking import (
     GROUP_COHESION_WEIGHT,
+    KEYWORD_LEAD_WITHIN,
     KEYWORD_TEMPERATURE,
     KEYWORD_WEIGHT,
     SEMANTIC_TEMPERATURE,
-    KEYWORD_LEAD_WITHIN,
     fuse,
     fused_scores,
     with_group_cohesion,
