@@ -15,8 +15,9 @@ the embedder is back. After such a failure the inline path rests for a while
 re-indexing and the rows the workers write (extraction, summaries) keep the
 job path.
 
-Concurrent creates share model runs: texts that arrive while a batch runs go
-into the next one (embedding/coalesce.py), as search queries do.
+Concurrent creates share model runs: texts that arrive while the model is
+busy go into the next batch (embedding/coalesce.py), as search queries do,
+with as many batches at once as the model has threads.
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ class InlineVectors:
         self.embedder = embedder
         self.timeout = timeout
         self.backoff = backoff
-        self._lane = CoalescingLane(self._run, max_batch=max_batch)
+        # As many batches at once as the model has threads for (the index
+        # worker keeps two in flight for the same reason).
+        lanes = int(getattr(embedder, "threads", 2) or 2)
+        self._lane = CoalescingLane(self._run, max_batch=max_batch, lanes=lanes)
         self._resting_until = 0.0
         # For health detail and tests: the last failure, and how many creates
         # fell back to the job path.
