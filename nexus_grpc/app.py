@@ -24,6 +24,7 @@ from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.graph import Graph
+from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
@@ -169,6 +170,9 @@ class App:
             raise StartupError(
                 f"cannot open the vector index {settings.vectors_dir}: {exc}"
             ) from exc
+        beside_rows = (
+            isinstance(self.index, PgVectorIndex) and self.index.url == settings.database_url
+        )
         # Child spans of each RPC's work when tracing is on; else these are unchanged.
         self.db = tracing.traced(self.db, "db")
         self.embedder = tracing.traced(self.embedder, "embedder")
@@ -177,7 +181,12 @@ class App:
         # (``serve`` then stops and exits non-zero with ``failure``).
         self.failed = asyncio.Event()
         self.failure: StartupError | None = None
-        self.conversations = Conversations(self.db, self.signals, settings.default_tenant)
+        # Vectors in the system of record's own database (pgvector on the same
+        # URL): a create writes its row's vector in the row's transaction.
+        self.inline_vectors = InlineVectors(self.embedder) if beside_rows else None
+        self.conversations = Conversations(
+            self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
+        )
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.export = ProjectExport(self.db)
         self.indexer = Indexer(self.db, self.embedder, self.index)
@@ -209,6 +218,7 @@ class App:
             self.index,
             self.graph_events,
             default_tenant=settings.default_tenant,
+            inline=self.inline_vectors,
         )
         self.extraction = Extraction(
             self.db,
@@ -226,6 +236,7 @@ class App:
             self.index,
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
+            inline=self.inline_vectors,
         )
         self.selector = Selector(
             self.db,
@@ -504,6 +515,7 @@ class App:
         await self.db.close()
         for name, closer in (
             ("vector index", self.index.close),
+            ("inline embedding lane", self.inline_vectors.close if self.inline_vectors else None),
             ("embedder", self.embedder.close),
             ("LLM client", self.llm.close if self.llm is not None else None),
         ):

@@ -9,10 +9,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow
+from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow, episode_text
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import paging
+from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -20,7 +21,7 @@ from nexus_grpc.errors import (
     NexusError,
     NotFound,
 )
-from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
@@ -247,10 +248,16 @@ def _attach_project(
 
 
 def _create_in(
-    conn: sqlite3.Connection, item: EpisodeInput, tenant: str | None, priority: int
+    conn: sqlite3.Connection,
+    item: EpisodeInput,
+    tenant: str | None,
+    priority: int,
+    vector: list[float] | None = None,
 ) -> tuple[Episode, bool]:
     """Store a checked episode in the writer's transaction: (episode, whether
-    it was a replay of its request_id)."""
+    it was a replay of its request_id). ``vector``: the episode's embedding,
+    stored beside the row in this transaction (domain/inline_vectors.py);
+    None queues its index job."""
     session = session_store.get(conn, item.session_id, tenant, retained_at=time.time())
     if item.request_id:
         existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
@@ -276,17 +283,33 @@ def _create_in(
         item.request_id,
         item.occur_at,
         priority,
+        embedded=vector is not None,
     )
+    if vector is not None:
+        InlineVectors.put(
+            conn,
+            inline_vectors.EPISODES,
+            episode.id,
+            vector,
+            documents.episode_payload(episode.session_id, episode.created_at, episode.occur_at),
+        )
     return episode, False
 
 
 class Conversations:
     def __init__(
-        self, db: Database, signals: JobSignals, default_tenant: str = tenancy.DEFAULT_TENANT
+        self,
+        db: Database,
+        signals: JobSignals,
+        default_tenant: str = tenancy.DEFAULT_TENANT,
+        inline: InlineVectors | None = None,
     ) -> None:
         self.db = db
         self.signals = signals
         self.default_tenant = default_tenant
+        # Set where vectors live in the database's own tables (pgvector): a new
+        # episode's vector is then written in its row's transaction.
+        self.inline = inline
 
     # Projects -------------------------------------------------------------
 
@@ -473,7 +496,13 @@ class Conversations:
         )
         checked = _checked(item)
         tenant = tenancy.visible()
-        episode, _ = await self.db.write(lambda c: _create_in(c, checked, tenant, jobs.LIVE))
+        vector = None
+        if self.inline is not None:
+            text = episode_text(checked.user_message, checked.ai_response)
+            vector = await self.inline.embed(text)
+        episode, _ = await inline_vectors.write_with(
+            self.db, vector, lambda c, vec: _create_in(c, checked, tenant, jobs.LIVE, vec)
+        )
         self.signals.wake(jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION)
         return episode
 

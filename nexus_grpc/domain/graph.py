@@ -12,14 +12,15 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.models import Page
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import fts, paging
+from nexus_grpc.domain import fts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.ranking import fuse, hybrid_halves
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
-from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
@@ -109,8 +110,12 @@ class Graph:
         index: VectorIndex,
         events: EventBroadcaster,
         default_tenant: str = tenancy.DEFAULT_TENANT,
+        inline: InlineVectors | None = None,
     ) -> None:
         self.default_tenant = default_tenant
+        # Set where vectors live in the database's own tables (pgvector): a new
+        # entity's vector is then written in its row's transaction.
+        self.inline = inline
         self.db = db
         self.signals = signals
         self.embedder = embedder
@@ -150,7 +155,13 @@ class Graph:
                 " belongs to the default tenant"
             )
 
-        def write(conn: sqlite3.Connection) -> Entity:
+        vector = None
+        if self.inline is not None:
+            vector = await self.inline.embed(
+                documents.entity_text(clean_name, clean_type, clean_notes)
+            )
+
+        def write(conn: sqlite3.Connection, vector: list[float] | None) -> Entity:
             if project_id and not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
             if session_id:
@@ -159,6 +170,12 @@ class Graph:
                 except NotFound:
                     # A reference in a write, like project_id above: a precondition.
                     raise FailedPrecondition(f"session_id {session_id} does not exist") from None
+            # Only a new entity's vector goes in here: an existing one's text
+            # may change under a running index job, whose re-embedding wins.
+            new = vector is not None and (
+                graph_store.entity_id_of(conn, clean_name, clean_type, project_id, session_id)
+                is None
+            )
             entity_id = graph_store.upsert_entity(
                 conn,
                 clean_name,
@@ -169,10 +186,19 @@ class Graph:
                 session_id=session_id,
                 confidence=confidence or None,
                 fallback_tenant=self.default_tenant,
+                embedded=new,
             )
+            if new and vector is not None:
+                InlineVectors.put(
+                    conn,
+                    inline_vectors.ENTITIES,
+                    entity_id,
+                    vector,
+                    documents.entity_payload(project_id, session_id),
+                )
             return graph_store.get_entity(conn, entity_id)
 
-        entity = await self.db.write(write)
+        entity = await inline_vectors.write_with(self.db, vector, write)
         self.signals.wake(jobs.INDEX_ENTITY)
         return entity
 

@@ -24,9 +24,10 @@ from typing import Any
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Page, SearchMode, SearchSource, Tier
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import fts, paging
+from nexus_grpc.domain import fts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import ScopeVocabulary, without
+from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memory_scope import (
     SESSION_TIERS,
     MemoryScope,
@@ -43,7 +44,7 @@ from nexus_grpc.errors import (
     NotFound,
     Unavailable,
 )
-from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
@@ -112,8 +113,12 @@ class Memories:
         cap: int = MAX_MEMORIES_PER_PROJECT_AGENT,
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
+        inline: InlineVectors | None = None,
     ) -> None:
         self.default_tenant = default_tenant
+        # Set where vectors live in the database's own tables (pgvector): a new
+        # memory's vector is then written in its row's transaction.
+        self.inline = inline
         self.db = db
         # How long a deleted memory's history stays readable by its owner.
         self.history_retention = history_retention
@@ -175,7 +180,11 @@ class Memories:
         visible = tenancy.visible()
         creator = tenancy.creator(self.default_tenant)
 
-        def write(conn: sqlite3.Connection) -> tuple[Memory, bool]:
+        vector = None
+        if self.inline is not None:
+            vector = await self.inline.embed(documents.memory_text(title, content))
+
+        def write(conn: sqlite3.Connection, vector: list[float] | None) -> tuple[Memory, bool]:
             # Whose memory this is: the project's tenant, else the session's,
             # else the caller's. Each must be one the caller sees.
             tenant = creator
@@ -205,9 +214,27 @@ class Memories:
                     return existing, False
             if tier != Tier.ARCHIVE:
                 self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
-            return memory_store.insert(conn, row, request_id, tenant), True
+            memory = memory_store.insert(
+                conn, row, request_id, tenant, embedded=vector is not None
+            )
+            if vector is not None:
+                InlineVectors.put(
+                    conn,
+                    inline_vectors.MEMORIES,
+                    memory.id,
+                    vector,
+                    documents.memory_payload(
+                        memory.kind,
+                        memory.tier,
+                        memory.project_id,
+                        memory.user_id,
+                        memory.session_id,
+                        memory.agent_id,
+                    ),
+                )
+            return memory, True
 
-        memory, created = await self.db.write(write)
+        memory, created = await inline_vectors.write_with(self.db, vector, write)
         if created:
             self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
         return memory

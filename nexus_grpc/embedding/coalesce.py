@@ -17,20 +17,30 @@ RunBatch = Callable[[list[str]], Awaitable[Sequence[Sequence[float]]]]
 
 
 class CoalescingLane:
-    def __init__(self, run: RunBatch, max_batch: int) -> None:
+    """``lanes``: how many batches may run at once (one by default, as search
+    queries run; more where the model has more threads to run them on). A new
+    text starts a batch at once while fewer than ``lanes`` run; otherwise it
+    waits for the next free one."""
+
+    def __init__(self, run: RunBatch, max_batch: int, lanes: int = 1) -> None:
         self._run = run
         self._max_batch = max_batch
+        self._lanes = max(1, lanes)
         self._waiting: list[tuple[str, asyncio.Future[list[float]]]] = []
-        # The drain runs in its own task, so a caller that is cancelled (its
+        # Each drain runs in its own task, so a caller that is cancelled (its
         # client went away) cannot strand the others waiting in its batch.
-        self._drain_task: asyncio.Task[None] | None = None
+        self._drain_tasks: set[asyncio.Task[None]] = set()
         self.batches = 0  # for tests and stats: how many model runs served the queries
 
     async def embed(self, text: str) -> list[float]:
         future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
         self._waiting.append((text, future))
-        if self._drain_task is None or self._drain_task.done():
-            self._drain_task = asyncio.create_task(self._drain(), name="embed-query-lane")
+        # A drain that found nothing more to take has returned (done), though
+        # its done callback may not have removed it yet.
+        if sum(not t.done() for t in self._drain_tasks) < self._lanes:
+            task = asyncio.create_task(self._drain(), name="embed-query-lane")
+            self._drain_tasks.add(task)
+            task.add_done_callback(self._drain_tasks.discard)
         return await future
 
     async def _drain(self) -> None:
@@ -57,10 +67,11 @@ class CoalescingLane:
                     f.set_result(list(vector))
 
     async def close(self) -> None:
-        task, self._drain_task = self._drain_task, None
-        if task is not None and not task.done():
+        tasks = [t for t in self._drain_tasks if not t.done()]
+        self._drain_tasks.clear()
+        for task in tasks:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for _, f in self._waiting:
             f.cancel()
         self._waiting.clear()

@@ -18,6 +18,41 @@ from nexus_grpc.store.db import placeholders
 Document = tuple[str, dict[str, Any]]
 Loader = Callable[[sqlite3.Connection, Sequence[int]], dict[int, Document]]
 
+# Each collection's text and payload, from a row's values: the loaders below
+# and a write that stores a new row's vector in its own transaction
+# (domain/inline_vectors.py) build them the same way.
+
+
+def episode_payload(session_id: int, created_at: float, occur_at: float) -> dict[str, Any]:
+    # occurAt is whole seconds, rounded down: a window's range over it is
+    # widened to whole seconds and SQLite re-checks the exact time.
+    return {"sessionId": session_id, "createdAt": int(created_at), "occurAt": math.floor(occur_at)}
+
+
+def entity_text(name: str, etype: str, notes: str | None) -> str:
+    return f"{name} ({etype}): {notes or ''}".rstrip(": ")
+
+
+def entity_payload(project_id: int, session_id: int) -> dict[str, Any]:
+    return {"projectId": project_id, "sessionId": session_id}
+
+
+def memory_text(title: str, content: str) -> str:
+    return f"{title}\n{content}"
+
+
+def memory_payload(
+    kind: int, tier: int, project_id: int, user_id: str, session_id: int, agent_id: str
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "tier": tier,
+        "projectId": project_id,
+        "userId": user_id,
+        "sessionId": session_id,
+        "agentId": agent_id,
+    }
+
 
 def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
@@ -25,15 +60,7 @@ def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
         f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
-    # occurAt is whole seconds, rounded down: a window's range over it is
-    # widened to whole seconds and SQLite re-checks the exact time.
-    return {
-        r[0]: (
-            episode_text(r[2], r[3]),
-            {"sessionId": r[1], "createdAt": int(r[4]), "occurAt": math.floor(r[5])},
-        )
-        for r in rows
-    }
+    return {r[0]: (episode_text(r[2], r[3]), episode_payload(r[1], r[4], r[5])) for r in rows}
 
 
 def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
@@ -42,13 +69,7 @@ def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
         f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
-    return {
-        r[0]: (
-            f"{r[1]} ({r[2]}): {r[3] or ''}".rstrip(": "),
-            {"projectId": r[4], "sessionId": r[5]},
-        )
-        for r in rows
-    }
+    return {r[0]: (entity_text(r[1], r[2], r[3]), entity_payload(r[4], r[5])) for r in rows}
 
 
 def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
@@ -68,17 +89,7 @@ def memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
         tuple(ids),
     )
     return {
-        r[0]: (
-            f"{r[1]}\n{r[2]}",
-            {
-                "kind": r[3],
-                "tier": r[4],
-                "projectId": r[5],
-                "userId": r[6],
-                "sessionId": r[7],
-                "agentId": r[8],
-            },
-        )
+        r[0]: (memory_text(r[1], r[2]), memory_payload(r[3], r[4], r[5], r[6], r[7], r[8]))
         for r in rows
     }
 

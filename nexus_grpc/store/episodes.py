@@ -54,11 +54,16 @@ def insert(
     request_id: str | None,
     occur_at: float | None = None,
     priority: int = jobs.LIVE,
+    *,
+    embedded: bool = False,
 ) -> Episode:
     """Insert an episode and queue its embedding, extraction and (maybe) summary.
 
     ``occur_at`` is when the exchange happened (an import's original time);
-    None means now. ``priority`` is its jobs' (``jobs.BULK`` for an import)."""
+    None means now. ``priority`` is its jobs' (``jobs.BULK`` for an import).
+    ``embedded``: the caller writes the episode's vector in this same
+    transaction (store/pg_vectors.py), so the row is born embedded and no
+    index job is queued."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
@@ -70,7 +75,8 @@ def insert(
     ts = now()
     row = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " created_at, context, occur_at, embed_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (
             session_id,
             user_message,
@@ -80,12 +86,14 @@ def insert(
             ts,
             (previous[1] if previous else "") + "\n",
             ts if occur_at is None else occur_at,
+            int(JobState.DONE if embedded else JobState.PENDING),
         ),
     ).fetchone()
     episode_id = int(row[0])
     if previous:
         _refresh_context(conn, [previous[0]])
-    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
+    if not embedded:
+        jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id], priority=priority)
     if summary_due(conn, session_id):
         jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id], priority=priority)

@@ -99,6 +99,18 @@ def _ids_json(ids: Sequence[int]) -> str:
 # Entities -------------------------------------------------------------------
 
 
+def entity_id_of(
+    conn: sqlite3.Connection, name: str, etype: str, project_id: int, session_id: int
+) -> int | None:
+    """The id of the entity (graph, name, type), or None."""
+    row = conn.execute(
+        "SELECT id FROM entities WHERE project_id = ? AND session_id = ?"
+        f" AND {_name_is(conn, 'name', '?')} AND type = ?",
+        (project_id, session_id, name, etype),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def upsert_entity(
     conn: sqlite3.Connection,
     name: str,
@@ -111,21 +123,21 @@ def upsert_entity(
     episode_id: int | None = None,
     confidence: float | None = None,
     fallback_tenant: str = DEFAULT_TENANT,
+    embedded: bool = False,
 ) -> int:
     """Insert or update by (graph, name, type); returns the entity id.
 
     The graph is a project's (``session_id`` 0), or a project-less session's
     own (``project_id`` 0).
 
-    Queues the entity's (re-)embedding in the same transaction.
+    Queues the entity's (re-)embedding in the same transaction; ``embedded``:
+    a new entity's vector is written by the caller in this transaction
+    (store/pg_vectors.py), so it queues none (an existing one is re-embedded
+    by its job as always).
     """
     ts = now()
-    row = conn.execute(
-        "SELECT id FROM entities WHERE project_id = ? AND session_id = ?"
-        f" AND {_name_is(conn, 'name', '?')} AND type = ?",
-        (project_id, session_id, name, etype),
-    ).fetchone()
-    if row is None:
+    existing = entity_id_of(conn, name, etype, project_id, session_id)
+    if existing is None:
         # An entity belongs to the tenant of its graph's project or session;
         # the graph of neither (legacy) to the default tenant.
         tenant = conn.execute(
@@ -152,8 +164,10 @@ def upsert_entity(
         ).fetchone()[0]
         if episode_id is not None:
             _link(conn, "entity_episodes", "entity_id", entity_id, episode_id)
+        if embedded:
+            return int(entity_id)
     else:
-        entity_id = row[0]
+        entity_id = existing
         new_mention = episode_id is None or _link(
             conn, "entity_episodes", "entity_id", entity_id, episode_id
         )

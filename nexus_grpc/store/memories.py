@@ -107,8 +107,16 @@ def _row(r: sqlite3.Row) -> Memory:
 
 
 def insert(
-    conn: sqlite3.Connection, values: Mapping[str, Any], request_id: str | None, tenant: str
+    conn: sqlite3.Connection,
+    values: Mapping[str, Any],
+    request_id: str | None,
+    tenant: str,
+    *,
+    embedded: bool = False,
 ) -> Memory:
+    """Insert a memory and queue its embedding (and its expiry). ``embedded``:
+    the caller writes its vector in this same transaction (store/pg_vectors.py),
+    so no index job is queued."""
     ts = now()
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
@@ -134,7 +142,8 @@ def insert(
         ),
     ).fetchone()
     memory_id = int(row[0])
-    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
+    if not embedded:
+        jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
     if values.get("expire_at") is not None:
         jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, values["expire_at"])
     return get(conn, memory_id)

@@ -6,8 +6,12 @@ HNSW index for cosine distance. The embedded qdrant-edge index cannot serve
 there: it is a directory that belongs to one process, and several instances
 share the database.
 
-Like Qdrant, this is a derived index fed by the jobs outbox, never the
-system of record; ``nexus-grpc reindex`` rebuilds it. Scope filters are the
+Like Qdrant, this is a derived index, never the system of record;
+``nexus-grpc reindex`` rebuilds it. Being in the same database, a new row's
+vector is written in the row's own transaction (store/pg_vectors.py, from
+domain/inline_vectors.py), so the two cannot drift; the jobs outbox feeds it
+everything else (updates, deletes, the rows the workers write, and creates
+whose embedding could not be had in time). Scope filters are the
 same filter AST as Qdrant's, turned into SQL over the JSONB payload; HNSW's
 iterative scan (pgvector 0.8) keeps a narrow filter from starving the top-k.
 """

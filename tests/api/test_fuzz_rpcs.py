@@ -20,7 +20,8 @@ Each call must:
   reads (Get/List/Search/Watch): a digest of every table, FTS shadow tables
   and ``sqlite_sequence`` included, is taken before and after through a
   separate read-only connection (the server's group commit is durable
-  before an RPC returns, so the after-read sees every write);
+  before an RPC returns, so the after-read sees every write); on
+  PostgreSQL, of every table (the pgvector ones too), read in one snapshot;
 - answer INVALID_ARGUMENT when the request is wrong on its face (a negative
   size or id, an unknown enum number, a NUL in a string, a non-finite number
   in metadata, a mask path the resource does not have), NOT_FOUND to a Get
@@ -47,8 +48,10 @@ this one is about what an RPC writes.  The Ollama stand-in answers the LLM
 methods (SelectMemories, SummarizeSession, SummarizeProject) well, with
 errors, with garbage or with nothing, as each example draws.
 
-The quick test runs ``QUICK_EXAMPLES`` examples per RPC; the ``slow`` one
-(``make soak``) many more, and more again with ``NEXUS_SOAK=1``.
+Everything runs on SQLite and then on PostgreSQL (tests/pg.py). The quick
+test runs ``QUICK_EXAMPLES`` examples per RPC on SQLite and
+``QUICK_EXAMPLES_PG`` on PostgreSQL; the ``slow`` one (``make soak``) many
+more on both, and more again with ``NEXUS_SOAK=1``.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ from tests.support import Harness, start_harness, wait_until
 
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
 QUICK_EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "100"))
+# On PostgreSQL (each example's digest reads every table again): fewer.
+QUICK_EXAMPLES_PG = int(os.environ.get("NEXUS_FUZZ_EXAMPLES_PG", "20"))
 SLOW_EXAMPLES = 2000 if SOAK else 300
 # Every call is answered at once; a call still running after this is a hang.
 CALL_TIMEOUT = 20.0
@@ -765,10 +770,35 @@ TABLE_ID_COLUMNS = {
 }
 
 
+class _PgReader:
+    """A separate PostgreSQL connection read the way the SQLite one is: ``?``
+    placeholders, rows by index (store/postgres.py's PgConnection)."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        from nexus_grpc.store.postgres import PgConnection
+
+        self.raw = psycopg.connect(url, autocommit=True)
+        self.conn = PgConnection(self.raw)
+
+    def execute(self, sql: str, params=()):
+        return self.conn.execute(sql, params)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
 class World:
     """One server, database, stub and loop shared by every example."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, store: str = "sqlite") -> None:
+        self.store = store
+        self.database_url = ""
+        if store == "postgresql":
+            from tests import pg
+
+            self.database_url = pg.new_database()
         self.loop = asyncio.new_event_loop()
         self.loop_errors: list[str] = []
         self.loop.set_exception_handler(lambda _loop, ctx: self.loop_errors.append(str(ctx)))
@@ -786,18 +816,38 @@ class World:
         access.propagate = False
         access.addHandler(self.finished)
         access.addHandler(self._handler)
+        store_settings = {"database_url": self.database_url} if self.database_url else {}
         self.h: Harness = self.run(
             start_harness(
-                tmp / "data", ollama_url=self.stub.url, llm_timeout=10.0, job_max_attempts=2
+                tmp / "data",
+                ollama_url=self.stub.url,
+                llm_timeout=10.0,
+                job_max_attempts=2,
+                **store_settings,
             )
         )
         self.run(self._seed_and_settle())
+        self._digest: dict[str, tuple[int, str]] = {}
+        self._digest_version: object = -1
+        if self.database_url:
+            self.ro: sqlite3.Connection | _PgReader = _PgReader(self.database_url)
+            # Every table, the pgvector ones included: a vector is written in
+            # its row's transaction there, so "writes nothing" covers it too.
+            # Sequences are not tables: PostgreSQL's are not transactional (a
+            # rolled-back insert still spends its id), unlike sqlite_sequence.
+            self.tables = [
+                r[0]
+                for r in self.ro.execute(
+                    "SELECT table_name FROM information_schema.tables"
+                    " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+                    " ORDER BY table_name"
+                )
+            ]
+            return
         path = self.h.app.settings.sqlite_path
         self.ro = sqlite3.connect(
             f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
         )
-        self._digest: dict[str, tuple[int, str]] = {}
-        self._digest_version = -1
         self.tables = [
             name
             for name, sql in self.ro.execute(
@@ -813,6 +863,10 @@ class World:
         self.ro.close()
         self.run(self.h.close())
         self.stub.stop()
+        if self.database_url:
+            from tests import pg
+
+            pg.drop_database(self.database_url)
         logging.getLogger("nexus_grpc").removeHandler(self._handler)
         access = logging.getLogger("nexus_grpc.access")
         access.removeHandler(self.finished)
@@ -945,14 +999,32 @@ class World:
 
     # Reading the database ------------------------------------------------------
 
+    def _begin(self) -> None:
+        """One snapshot for the reads that follow, until ``COMMIT``."""
+        if self.database_url:
+            self.ro.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        else:
+            self.ro.execute("BEGIN")
+
+    def _highest_ids(self) -> dict[str, int]:
+        """The highest id each table has handed out (deleted rows' included)."""
+        if self.database_url:
+            rows = self.ro.execute("SELECT sequencename, last_value FROM pg_sequences")
+            return {
+                name.removesuffix("_id_seq"): value or 0
+                for name, value in rows
+                if name.endswith("_id_seq")
+            }
+        return {name: seq for name, seq in self.ro.execute("SELECT name, seq FROM sqlite_sequence")}
+
     def pools(self) -> Pools:
         c = self.ro
-        c.execute("BEGIN")
+        self._begin()
         try:
             p = Pools()
             for table, column in TABLE_ID_COLUMNS.items():
                 p.ids[table] = [r[0] for r in c.execute(f"SELECT {column} FROM {table}")]
-            p.high = {name: seq for name, seq in c.execute("SELECT name, seq FROM sqlite_sequence")}
+            p.high = self._highest_ids()
             for table in TABLE_ID_COLUMNS:
                 p.high.setdefault(table, 0)
             p.rich["sessions"] = [
@@ -988,14 +1060,33 @@ class World:
         ``PRAGMA data_version`` changes exactly when another connection has
         committed since this one last looked: while it stands still, the
         previous digest still holds and the tables are not read again.
+
+        On PostgreSQL the first transaction id not yet handed out plays that
+        part: every transaction that writes takes one, and reads never do.
+        Each table is then read as its rows' text, sorted, in the same
+        snapshot.
         """
         c = self.ro
-        c.execute("BEGIN")
+        self._begin()
         try:
-            version = c.execute("PRAGMA data_version").fetchone()[0]
+            if self.database_url:
+                version = c.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())").fetchone()
+                version = str(version[0])
+            else:
+                version = c.execute("PRAGMA data_version").fetchone()[0]
             if version != self._digest_version:
                 out = {}
                 for table in self.tables:
+                    if self.database_url:
+                        count, text = c.execute(
+                            f"SELECT count(*), coalesce(string_agg(t::text, chr(10)"
+                            f' ORDER BY t::text), \'\') FROM "{table}" t'
+                        ).fetchone()
+                        out[table] = (
+                            count,
+                            hashlib.blake2b(text.encode(), digest_size=16).hexdigest(),
+                        )
+                        continue
                     # A full scan walks the b-tree: rowid (or primary key)
                     # order, so equal contents give equal text.
                     rows = c.execute(f'SELECT * FROM "{table}"').fetchall()
@@ -1087,7 +1178,14 @@ async def invoke(
             # A handler cancelled while its write waited in the writer's queue
             # ends before that write commits; the queue is first in, first
             # out, so an empty write behind it returns once it has landed.
-            await world.h.app.db.write(lambda conn: None)
+            # On PostgreSQL each pooled connection has its own one thread: a
+            # no-op queued on every one returns once all work before it is done.
+            db = world.h.app.db
+            if world.database_url:
+                for slot in list(db._slots):
+                    await db._on(slot, lambda: None)
+            else:
+                await db.write(lambda conn: None)
 
 
 async def _invoke(
@@ -1297,9 +1395,11 @@ KNOWN_GAPS: set[tuple[str, str]] = set()
 # The tests ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("fuzz"))
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def world(tmp_path_factory, request):
+    """The world on SQLite, then on PostgreSQL (one at a time: pytest runs every
+    test of the module on the first before it builds the second)."""
+    w = World(tmp_path_factory.mktemp("fuzz"), request.param)
     yield w
     w.close()
 
@@ -1325,12 +1425,25 @@ FUZZ_SETTINGS = dict(
 )
 
 
+@pytest.mark.parametrize("world", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("method", METHODS, ids=METHOD_IDS)
 # In CI the quick run is derandomized, so a gate's verdict does not depend on
 # the draw; everywhere else, and in the soak, every run explores new examples.
 @settings(max_examples=QUICK_EXAMPLES, derandomize=os.environ.get("CI") == "true", **FUZZ_SETTINGS)
 @given(data=st.data())
 def test_random_requests_get_a_proper_status_and_write_nothing_on_failure(world, method, data):
+    check_one(world, method, data)
+
+
+@pytest.mark.parametrize("world", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("method", METHODS, ids=METHOD_IDS)
+@settings(
+    max_examples=QUICK_EXAMPLES_PG, derandomize=os.environ.get("CI") == "true", **FUZZ_SETTINGS
+)
+@given(data=st.data())
+def test_random_requests_on_postgresql(world, method, data):
+    """The same checks on PostgreSQL, with fewer examples per RPC (its digest
+    reads every table again after each write)."""
     check_one(world, method, data)
 
 

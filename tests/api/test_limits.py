@@ -18,6 +18,9 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
 from nexus_grpc.server import start_server
 from tests.support import HashingEmbedder
 
+# On SQLite and on PostgreSQL (tests/conftest.py).
+BOTH_STORES = True
+
 
 class Recorder(RequestObserver):
     def __init__(self) -> None:
@@ -34,8 +37,10 @@ class Recorder(RequestObserver):
         self.stream_open.set()
 
 
-async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path):
-    settings = Settings(listen="127.0.0.1:0", data_dir=tmp_path / "d", max_concurrent_rpcs=1)
+async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, store_settings):
+    settings = Settings(
+        listen="127.0.0.1:0", data_dir=tmp_path / "d", max_concurrent_rpcs=1, **store_settings
+    )
     recorder = Recorder()
     running = await start_server(settings, App(settings, embedder=HashingEmbedder()),
                                  observer=recorder)

@@ -180,6 +180,12 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
     )
     for kind in (jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE):
         claimed = await h.app.db.write(lambda c, k=kind: jobs.claim(c, k, 5))
+        if kind == jobs.INDEX_EPISODE and h.app.inline_vectors is not None:
+            # PostgreSQL with pgvector: the live episode's vector was written
+            # in its own transaction, so it has no index job to wait behind
+            # anything; the import's (bulk) embeddings go through their jobs.
+            assert {j.target_id for j in claimed} == set(imported.episode_ids[:5])
+            continue
         # The live episode's job is in the first claim although it was queued
         # last (a claim is one batch: PostgreSQL's returns it in id order).
         assert {j.target_id for j in claimed} == {live.id, *imported.episode_ids[:4]}

@@ -3,10 +3,12 @@ user who is under their own cap.
 
 Random sequences of creates (users, kinds, tiers, agents, projects), archive
 and un-archive updates and deletes run against the real domain object and a
-real SQLite database. A plain model counts each owner's memories outside the
-ARCHIVE tier (PROJECT per (project, agent), USER per (project, agent, user));
-every create must succeed exactly when its own owner is under the cap, and a
-refusal must name that owner's count and no one else's.
+real database: SQLite, and PostgreSQL, where the check and the insert share
+a transaction that other transactions may run beside. A plain model counts
+each owner's memories outside the ARCHIVE tier (PROJECT per (project, agent),
+USER per (project, agent, user)); every create must succeed exactly when its
+own owner is under the cap, and a refusal must name that owner's count and no
+one else's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -46,9 +49,14 @@ ops = st.lists(st.one_of(create_op, create_op, create_op, archive_op, delete_op)
 
 
 class World:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, database_url: str = "") -> None:
         self.loop = asyncio.new_event_loop()
-        self.db = Database(tmp / "cap.sqlite3", synchronous="OFF")
+        if database_url:
+            from nexus_grpc.store.postgres import PostgresDatabase
+
+            self.db = cast(Database, PostgresDatabase(database_url))
+        else:
+            self.db = Database(tmp / "cap.sqlite3", synchronous="OFF")
         self.loop.run_until_complete(self._open())
 
     async def _open(self) -> None:
@@ -73,17 +81,40 @@ def world(tmp_path_factory):
     w.close()
 
 
+@pytest.fixture(scope="module")
+def pg_world(tmp_path_factory):
+    from tests import pg
+
+    url = pg.new_database()
+    w = World(tmp_path_factory.mktemp("cap"), url)
+    yield w
+    w.close()
+    pg.drop_database(url)
+
+
 def owner_key(kind: int, project: int, agent: str, user: str) -> tuple:
     return (kind, project, agent, user if kind == MemoryKind.USER else "")
 
 
-@settings(
-    max_examples=150,
+SETTINGS = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@settings(max_examples=150, **SETTINGS)
 @given(sequence=ops)
 def test_no_interleaving_refuses_a_user_under_their_own_cap(world, sequence):
+    check(world, sequence)
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(sequence=ops)
+def test_no_interleaving_refuses_a_user_under_their_own_cap_on_postgresql(pg_world, sequence):
+    check(pg_world, sequence)
+
+
+def check(world: World, sequence) -> None:
     world.run(world.db.write(lambda c: c.execute("DELETE FROM memories")))
     live: list[tuple[int, tuple, int]] = []  # (id, owner key, tier)
     counted: Counter[tuple] = Counter()

@@ -19,7 +19,11 @@ an admin's, who sees both), and a memory of another tenant must be exactly as
 invisible and unaddressable as one that does not exist.  Creating a memory in
 another tenant's project or session is refused as if it did not exist.
 
-``max_examples`` is 200 by default; ``NEXUS_SOAK=1`` runs far more.
+It runs on SQLite (with the Qdrant index) and on PostgreSQL (with pgvector in
+the same database, its scope filters turned into SQL, and new memories' vectors
+written in their rows' transactions). ``max_examples`` is 200 on SQLite and
+40 on PostgreSQL (each example costs more round trips there) by default;
+``NEXUS_SOAK=1`` runs far more.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -49,6 +54,7 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Project, SearchMode, Session, Tier
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.export import ProjectExport
+from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
 from nexus_grpc.domain.selection import Selector
@@ -61,6 +67,7 @@ from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import Revision
+from nexus_grpc.vectors import VectorIndex
 from tests.support import HashingEmbedder
 
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
@@ -135,20 +142,31 @@ class HostileLLM:
 class World:
     """One database, index and loop shared by every example (reset between)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, database_url: str = "") -> None:
         self.loop = asyncio.new_event_loop()
-        self.db = Database(tmp / "prop.sqlite3", synchronous="OFF")
-        from nexus_grpc.vectors import QdrantVectorIndex
-
-        self.index = QdrantVectorIndex(location=":memory:")
         self.embedder = HashingEmbedder()
+        self.inline: InlineVectors | None = None
+        if database_url:
+            from nexus_grpc.store.postgres import PostgresDatabase
+            from nexus_grpc.vectors import PgVectorIndex
+
+            self.db = cast(Database, PostgresDatabase(database_url))
+            self.index: VectorIndex = PgVectorIndex(database_url)
+            self.inline = InlineVectors(self.embedder)
+        else:
+            from nexus_grpc.vectors import QdrantVectorIndex
+
+            self.db = Database(tmp / "prop.sqlite3", synchronous="OFF")
+            self.index = QdrantVectorIndex(location=":memory:")
         self.run(self._open())
 
     async def _open(self) -> None:
         await self.db.open()
         spec = vector_collections.MEMORIES
         await self.index.ensure_collection(spec.name, self.embedder.dimension, spec.indexed_fields)
-        self.memories = Memories(self.db, JobSignals(), self.embedder, self.index)
+        self.memories = Memories(
+            self.db, JobSignals(), self.embedder, self.index, inline=self.inline
+        )
         self.llm = HostileLLM()
         self.llm_selector = Selector(self.db, self.memories, self.llm, "m")  # type: ignore[arg-type]
         self.semantic_selector = Selector(self.db, self.memories, None, "m")
@@ -213,6 +231,8 @@ class World:
             await self.db.write(lambda c: job_store.finish(c, [j.id for j in batch]))
 
     def close(self) -> None:
+        if self.inline is not None:
+            self.run(self.inline.close())
         self.run(self.db.close())
         self.run(self.index.close())
         self.loop.close()
@@ -511,14 +531,19 @@ def make_machine(world: World):
     return IsolationMachine
 
 
-def test_memory_isolation_state_machine(tmp_path):
-    world = World(tmp_path)
+EXAMPLES = {"sqlite": 5000 if SOAK else 200, "postgresql": 1000 if SOAK else 40}
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_memory_isolation_state_machine(tmp_path, store, request):
+    url = request.getfixturevalue("pg_url") if store == "postgresql" else ""
+    world = World(tmp_path, url)
     try:
         machine = make_machine(world)
         run_state_machine_as_test(
             machine,
             settings=settings(
-                max_examples=5000 if SOAK else 200,
+                max_examples=EXAMPLES[store],
                 stateful_step_count=50 if SOAK else 25,
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -530,5 +555,6 @@ def test_memory_isolation_state_machine(tmp_path):
 
 
 @pytest.mark.slow
-def test_memory_isolation_soak(tmp_path):
-    test_memory_isolation_state_machine(tmp_path)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_memory_isolation_soak(tmp_path, store, request):
+    test_memory_isolation_state_machine(tmp_path, store, request)

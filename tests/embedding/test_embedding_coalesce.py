@@ -44,6 +44,33 @@ async def test_queries_arriving_during_a_run_share_the_next_batch():
     assert [len(b) for b in model.batches] == [1, 8, 2]
 
 
+async def test_two_lanes_run_two_batches_at_once_and_still_coalesce():
+    """The inline embedding of creates (domain/inline_vectors.py) uses as many
+    lanes as the model has threads: a second text starts at once beside the
+    first; the rest wait and share the next batches."""
+    model = GatedModel()
+    lane = CoalescingLane(model.run, max_batch=8, lanes=2)
+    first = asyncio.create_task(lane.embed("a"))
+    await model.started.wait()
+    second = asyncio.create_task(lane.embed("bb"))
+    for _ in range(3):  # the caller, then its drain, get to run
+        await asyncio.sleep(0)
+    # The second did not wait for the first batch: both run.
+    assert [len(b) for b in model.batches] == [1, 1]
+    rest = [asyncio.create_task(lane.embed("c" * n)) for n in range(1, 11)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    model.gate.set()
+    assert (await first)[0] == 1.0 and (await second)[0] == 2.0
+    results = await asyncio.gather(*rest)
+    assert [r[0] for r in results] == [float(n) for n in range(1, 11)]
+    assert sorted(len(b) for b in model.batches) == [1, 1, 2, 8]
+    # Idle again: the next text starts at once.
+    model.batches.clear()
+    assert (await lane.embed("dddd"))[0] == 4.0
+    assert [len(b) for b in model.batches] == [1]
+
+
 async def test_a_cancelled_caller_does_not_strand_the_others():
     model = GatedModel()
     lane = CoalescingLane(model.run, max_batch=8)

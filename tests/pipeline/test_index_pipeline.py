@@ -1,4 +1,9 @@
-"""The durable embedding pipeline: real embedder, index downtime, model mismatch, reconcile."""
+"""The durable embedding pipeline: real embedder, index downtime, model mismatch, reconcile.
+
+Each test runs on SQLite and on PostgreSQL (tests/conftest.py); on PostgreSQL the
+vectors are pgvector tables in the same database, except where a test brings its
+own index (a Qdrant one).
+"""
 
 from __future__ import annotations
 
@@ -13,14 +18,18 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import HashingEmbedder, start_harness, wait_until
 
+BOTH_STORES = True
+
 
 async def jobs_left(h, kind="index:episodes") -> int:
     return await h.app.db.read(lambda c: c.execute(
         "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)).fetchone()[0])
 
 
-async def test_paraphrase_is_found_semantically_with_the_real_offline_model(tmp_path):
-    h = await start_harness(tmp_path / "d", embedder=MiniLMEmbedder(threads=1))
+async def test_paraphrase_is_found_semantically_with_the_real_offline_model(
+    tmp_path, store_settings
+):
+    h = await start_harness(tmp_path / "d", embedder=MiniLMEmbedder(threads=1), **store_settings)
     try:
         s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
         for text in [
@@ -54,7 +63,9 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(tmp_path):
+async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(
+    tmp_path, store_settings
+):
     class FlakyIndex(QdrantVectorIndex):
         """Remote mode: real client against a closed port, then a working one."""
 
@@ -72,7 +83,7 @@ async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(tmp
             return await self.down.check() if self.is_down else await super().check()
 
     index = FlakyIndex()
-    h = await start_harness(tmp_path / "d", index=index)
+    h = await start_harness(tmp_path / "d", index=index, **store_settings)
     try:
         s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
         ids = []
@@ -108,22 +119,22 @@ async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(tmp
         await index.down.close()
 
 
-async def test_embedder_mismatch_at_start_names_reindex(tmp_path):
-    h = await start_harness(tmp_path / "d")
+async def test_embedder_mismatch_at_start_names_reindex(tmp_path, store_settings):
+    h = await start_harness(tmp_path / "d", **store_settings)
     await h.close()
 
     class OtherEmbedder(HashingEmbedder):
         model_id = "some-other-model"
 
-    app = App(Settings(data_dir=tmp_path / "d"), embedder=OtherEmbedder())
+    app = App(Settings(data_dir=tmp_path / "d", **store_settings), embedder=OtherEmbedder())
     with pytest.raises(EmbedderMismatch, match="nexus-grpc reindex"):
         await app.start()
     await app.db.close()
     await app.index.close()
 
 
-async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_path):
-    h = await start_harness(tmp_path / "d")
+async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_path, store_settings):
+    h = await start_harness(tmp_path / "d", **store_settings)
     try:
         s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
         ids = [
@@ -146,12 +157,12 @@ async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_pa
         await h.close()
 
 
-async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path):
+async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path, store_settings):
     import io
 
     from nexus_grpc.reindex import reindex
 
-    h = await start_harness(tmp_path / "d")
+    h = await start_harness(tmp_path / "d", **store_settings)
     s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
     for i in range(5):
         await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id,
@@ -162,10 +173,10 @@ async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path):
     # The hashing embedder indexed this data; reindex switches it to the configured
     # (default) offline model.
     progress = io.StringIO()
-    await reindex(Settings(data_dir=tmp_path / "d"), progress=progress)
+    await reindex(Settings(data_dir=tmp_path / "d", **store_settings), progress=progress)
     assert "episodes" in progress.getvalue() and "5/5" in progress.getvalue()
 
-    h = await start_harness(tmp_path / "d", embedder=make_embedder(threads=1))
+    h = await start_harness(tmp_path / "d", embedder=make_embedder(threads=1), **store_settings)
     try:
         assert await h.app.index.count("episodes") == 5
         hits = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
