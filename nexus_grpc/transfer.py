@@ -93,10 +93,16 @@ def _struct(message: Any) -> Any:
     return json_format.MessageToDict(message)
 
 
+#: Times that differ by less than this are one: a server stores them as float
+#: seconds, so what it reads back may differ from what it was sent by a few
+#: hundred nanoseconds.
+SAME_TIME_NS = 1_000
+
+
 def _episode_key(session_id: int, e: memory_pb2.Episode) -> str:
-    return _key(
-        session_id, e.user_message, e.ai_response, _struct(e.metadata), e.occur_time.ToNanoseconds()
-    )
+    """An episode's identity, but for its time (compared apart, within
+    ``SAME_TIME_NS``)."""
+    return _key(session_id, e.user_message, e.ai_response, _struct(e.metadata))
 
 
 def _memory_key(m: memory_pb2.Memory) -> str:
@@ -123,7 +129,10 @@ class _Existing:
     importing key reads it (its own ``ExportProject``)."""
 
     sessions: dict[str, int] = field(default_factory=dict)  # external_id: id
-    episodes: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    # key: [(occur_time in ns, id)]
+    episodes: defaultdict[str, list[tuple[int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     memories: Counter[str] = field(default_factory=Counter)
     entities: dict[tuple[str, str], int] = field(default_factory=dict)
     relationships: set[tuple[int, int, str]] = field(default_factory=set)
@@ -138,7 +147,9 @@ class _Existing:
                 held.sessions[record.session.external_id] = record.session.id
             elif kind == "episode":
                 e = record.episode
-                held.episodes[_episode_key(e.session_id, e)].append(e.id)
+                held.episodes[_episode_key(e.session_id, e)].append(
+                    (e.occur_time.ToNanoseconds(), e.id)
+                )
             elif kind == "memory":
                 held.memories[_memory_key(record.memory)] += 1
             elif kind == "entity":
@@ -314,11 +325,13 @@ class _Import:
         batch, self.pending_episodes = self.pending_episodes, []
         new: list[memory_pb2.Episode] = []
         for e in batch:
-            held = self.held.episodes.get(_episode_key(self._session(e.session_id), e))
-            if held:
-                self.episodes[e.id] = held.pop(0)
-            else:
+            held = self.held.episodes.get(_episode_key(self._session(e.session_id), e), [])
+            at = e.occur_time.ToNanoseconds()
+            same = next((i for i, (t, _) in enumerate(held) if abs(t - at) < SAME_TIME_NS), None)
+            if same is None:
                 new.append(e)
+            else:
+                self.episodes[e.id] = held.pop(same)[1]
         self.found("episode", len(batch) - len(new))
         if not new:
             return

@@ -490,3 +490,29 @@ async def test_import_keeps_the_project_retention(harness, tmp_path):
         assert normalized(await exported(b, got.id, tmp_path / "q.jsonl")) == normalized(lines)
     finally:
         await b.close()
+
+
+async def test_live_episodes_import_again_to_nothing(harness, tmp_path):
+    """Episodes stored at now (fractional seconds) compare as the same on a
+    second run."""
+    a = await start_harness(tmp_path / "a")
+    try:
+        project = await a.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+        session = await a.memory.CreateSession(
+            m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        )
+        for i in range(20):
+            await a.memory.CreateEpisode(
+                m.CreateEpisodeRequest(session_id=session.id, user_message=f"q{i}")
+            )
+        await exported(a, project.id, tmp_path / "live.jsonl")
+    finally:
+        await a.close()
+    b = harness
+    first = await cli("import", str(tmp_path / "live.jsonl"), "--target", b.target)
+    assert first.returncode == 0, first.stderr
+    before = await rows(b)
+    again = await cli("import", str(tmp_path / "live.jsonl"), "--target", b.target)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to import" in again.stderr and "20 episode" in again.stderr
+    assert await rows(b) == before
