@@ -98,10 +98,12 @@ def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:
     nothing for ``at`` None.
 
     A summary is past it when it was last written before the cutoff (all it
-    was written from happened before then), or when it is the summary of a
-    session past the retention (``sessions._retained``), however recently it
-    was written. The retention sweep deletes the same rows
-    (``past_retention``, and a session's summaries by cascade).
+    was written from happened before then); a session's summary also when
+    its session is past the retention (``sessions._retained``), or when it
+    names the episodes it covers and none of them is within the retention
+    (an imported conversation summarized since), however recently it was
+    written. The retention sweep deletes the same rows (``past_retention``,
+    and a session's summaries by cascade).
     """
     if at is None:
         return "", ()
@@ -109,13 +111,23 @@ def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:
         " AND NOT EXISTS (SELECT 1 FROM projects rp WHERE rp.retention IS NOT NULL"
         " AND rp.id = COALESCE(s.project_id,"
         " (SELECT project_id FROM sessions WHERE id = s.session_id))"
-        " AND (s.updated_at < ? - rp.retention"
-        " OR EXISTS (SELECT 1 FROM sessions rs WHERE rs.id = s.session_id"
-        " AND rs.created_at < ? - rp.retention"
-        " AND NOT EXISTS (SELECT 1 FROM episodes re WHERE re.session_id = rs.id"
-        " AND re.occur_at >= ? - rp.retention))))",
-        (at, at, at),
+        f" AND {_PAST.format(cutoff='? - rp.retention')})",
+        (at, at, at, at),
     )
+
+
+# A summary of the project ``rp`` past the retention's {cutoff} (see _retained).
+_PAST = (
+    "(s.updated_at < {cutoff}"
+    " OR EXISTS (SELECT 1 FROM sessions rs WHERE rs.id = s.session_id"
+    " AND rs.created_at < {cutoff}"
+    " AND NOT EXISTS (SELECT 1 FROM episodes re WHERE re.session_id = rs.id"
+    " AND re.occur_at >= {cutoff}))"
+    " OR (s.session_id IS NOT NULL AND s.last_episode_id > 0"
+    " AND NOT EXISTS (SELECT 1 FROM episodes ce WHERE ce.session_id = s.session_id"
+    " AND ce.id >= s.first_episode_id AND ce.id <= s.last_episode_id"
+    " AND ce.occur_at >= {cutoff})))"
+)
 
 
 def find(
@@ -276,12 +288,12 @@ def project_recent_episodes(
 def past_retention(
     conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
 ) -> list[int]:
-    """The project's summaries (its overviews and its sessions') last written
-    before ``cutoff``: all they were written from happened before it."""
+    """The project's summaries (its overviews and its sessions') that reads
+    hide as past the retention whose cutoff is ``cutoff`` (``_retained``)."""
     rows = conn.execute(
         "SELECT s.id FROM summaries s WHERE (s.project_id = ? AND s.session_id IS NULL"
         " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
-        " AND s.updated_at < ? ORDER BY s.id LIMIT ?",
-        (project_id, project_id, cutoff, limit),
+        f" AND {_PAST.format(cutoff='?')} ORDER BY s.id LIMIT ?",
+        (project_id, project_id, cutoff, cutoff, cutoff, cutoff, limit),
     )
     return [r[0] for r in rows]

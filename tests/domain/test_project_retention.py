@@ -423,6 +423,32 @@ async def test_an_overview_reads_no_exchange_past_retention(llm_harness, stub):
     assert "zebra new" in text and "zebra old" not in text and "zebra stale" not in text
 
 
+async def test_a_summary_of_only_exchanges_past_retention_is_hidden(harness):
+    """Written now, but from an exchange past the retention (an imported
+    conversation summarized since): hidden, while one that also covers a kept
+    exchange stays."""
+    h = harness
+    await stop_sweeps(h)
+    project, mixed, _, eps = await world(h)
+    summaries = {}
+    for name, first in (("only old", eps["old"]), ("old and new", eps["old"])):
+        last = eps["old"] if name == "only old" else eps["new"]
+        summaries[name] = await h.summary.CreateSummary(
+            s.CreateSummaryRequest(
+                summary=s.Summary(
+                    session_id=mixed.id, content=name, first_episode_id=first, last_episode_id=last
+                )
+            )
+        )
+    await set_retention(h, project.id, 2 * DAY)
+    code, _ = await code_of(
+        h.summary.GetSummary(s.GetSummaryRequest(id=summaries["only old"].id))
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+    page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=mixed.id))
+    assert [x.content for x in page.summaries] == ["old and new"]
+
+
 async def test_the_sweep_deletes_summaries_past_retention(harness):
     h = harness
     project, mixed, _, eps, made = await summaries_world(h)
@@ -431,6 +457,17 @@ async def test_the_sweep_deletes_summaries_past_retention(harness):
             summary=s.Summary(session_id=mixed.id, content="kept", first_episode_id=eps["new"])
         )
     )
+    only_old = await h.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(
+                session_id=mixed.id,
+                content="only old",
+                first_episode_id=eps["old"],
+                last_episode_id=eps["old"],
+            )
+        )
+    )
+    assert only_old.id != kept.id
     await set_retention(h, project.id, 2 * DAY)
 
     async def swept():
