@@ -212,6 +212,8 @@ class _Import:
 
     async def add(self, record: memory_pb2.ExportRecord) -> None:
         kind = record.WhichOneof("record")
+        if kind is None:
+            raise ValueError("an empty ExportRecord")
         if kind == "project":
             await self.project(record.project)
             return
@@ -241,8 +243,6 @@ class _Import:
             await self.relationship(record.relationship)
         elif kind == "summary":
             await self.summary(record.summary)
-        else:
-            raise ValueError("an empty ExportRecord")
 
     async def finish(self) -> None:
         if not self.source:
