@@ -196,23 +196,56 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from nexus_grpc.client_base import NexusClientError
-    from nexus_grpc.transfer import import_project
+    from nexus_grpc.transfer import ImportResult, import_project
 
-    async def run(lines: IO[str]) -> tuple[int, dict[str, int]]:
+    target: list[int] = []
+
+    def told(project_id: int, resumed: bool) -> None:
+        target.append(project_id)
+        if resumed:
+            print(
+                f"import: project {project_id} already holds this file's first records:"
+                " importing what it does not hold yet",
+                file=sys.stderr,
+            )
+        else:
+            print(f"import: importing into new project {project_id}", file=sys.stderr)
+
+    async def run(lines: IO[str]) -> ImportResult:
         async with _client(args) as client:
-            return await import_project(client, lines)
+            return await import_project(client, lines, into=args.into, on_project=told)
 
+    if args.into < 0:
+        print(f"import: --into must be a project id, got {args.into}", file=sys.stderr)
+        return 2
     try:
         if args.input == "-":
-            project_id, counts = asyncio.run(run(sys.stdin))
+            result = asyncio.run(run(sys.stdin))
         else:
             with open(args.input, encoding="utf-8") as lines:
-                project_id, counts = asyncio.run(run(lines))
+                result = asyncio.run(run(lines))
     except (NexusClientError, OSError, ValueError) as exc:
         print(f"import: {exc}", file=sys.stderr)
+        if target:
+            print(
+                f"import: project {target[0]} holds what was imported so far; the same command"
+                f" with --into {target[0]} finishes it (nothing is imported twice)",
+                file=sys.stderr,
+            )
         return 1
-    print(f"imported into project {project_id}: {_counted(counts)}", file=sys.stderr)
-    print(project_id)
+    if not result.created:
+        print(
+            f"import: nothing to import: project {result.project_id} already holds everything"
+            f" in this file ({_counted(result.existing)})",
+            file=sys.stderr,
+        )
+    else:
+        found = f"; already there: {_counted(result.existing)}" if result.existing else ""
+        print(
+            f"imported into project {result.project_id}: {_counted(result.created)}{found}",
+            file=sys.stderr,
+        )
+    print(result.project_id)
     return 0
 
 
@@ -264,9 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(func=cmd_export)
 
     importer = sub.add_parser(
-        "import", help="read an export (JSON Lines) into a server as a new project"
+        "import",
+        help="read an export (JSON Lines) into a server as a new project; run again, it"
+        " finishes an interrupted import and duplicates nothing",
     )
     importer.add_argument("input", help="the export file ('-': stdin)")
+    importer.add_argument(
+        "--into",
+        type=int,
+        default=0,
+        metavar="PROJECT_ID",
+        help="import into this existing project, writing only what it does not hold yet"
+        " (default: a new project, or the one an earlier import of this file wrote to)",
+    )
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
 

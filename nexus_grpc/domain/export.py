@@ -85,7 +85,9 @@ class ProjectExport:
         ):
             yield relationship
         async for summary in self._pages(
-            lambda c, after: summary_store.list_for_project(c, project_id, after, PAGE)
+            lambda c, after: summary_store.list_for_project(
+                c, project_id, after, PAGE, retained_at=at
+            )
         ):
             yield summary
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -114,10 +115,11 @@ class Summaries:
             )
 
         tenant = tenancy.visible()
+        at = time.time()  # a session past its project's retention is gone
 
         def write(conn: sqlite3.Connection) -> Summary:
             if session_id:
-                session = _session(conn, session_id, "summary.session_id", tenant)
+                session = _session(conn, session_id, "summary.session_id", tenant, at)
                 if project_id and session.project_id != project_id:
                     raise InvalidArgument(
                         f"session {session_id} is not in project {project_id}; give one or the"
@@ -125,7 +127,7 @@ class Summaries:
                     )
             elif not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
-            _check_range(conn, session_id, project_id, first, last)
+            _check_range(conn, session_id, project_id, first, last, at)
             return summary_store.insert(
                 conn,
                 session_id=session_id,
@@ -143,15 +145,21 @@ class Summaries:
     async def get(self, summary_id: int) -> Summary:
         v.positive_id("id", summary_id)
         tenant = tenancy.visible()
-        return await self.db.read(lambda c: summary_store.get(c, summary_id, tenant))
+        at = time.time()  # a summary past its project's retention is gone
+        return await self.db.read(
+            lambda c: summary_store.get(c, summary_id, tenant, retained_at=at)
+        )
 
     async def update(self, summary_id: int, content: str, mask: list[str]) -> Summary:
         v.positive_id("summary.id", summary_id)
         v.update_mask(mask, UPDATE_FIELDS)
         v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
         tenant = tenancy.visible()
+        at = time.time()
         summary = await self.db.write(
-            lambda c: summary_store.update(c, summary_id, {"content": content}, tenant)
+            lambda c: summary_store.update(
+                c, summary_id, {"content": content}, tenant, retained_at=at
+            )
         )
         self.signals.wake(jobs.INDEX_SUMMARY)
         return summary
@@ -159,7 +167,10 @@ class Summaries:
     async def delete(self, summary_id: int) -> None:
         v.positive_id("id", summary_id)
         tenant = tenancy.visible()
-        await self.db.write(lambda c: summary_store.delete(c, summary_id, tenant))
+        at = time.time()
+        await self.db.write(
+            lambda c: summary_store.delete(c, summary_id, tenant, retained_at=at)
+        )
         self.signals.wake(jobs.INDEX_SUMMARY)
 
     async def list(
@@ -171,15 +182,20 @@ class Summaries:
         after = paging.decode_token(page_token)
 
         tenant = tenancy.visible()
+        at = time.time()  # what is past the project's retention is gone
 
         def read(conn: sqlite3.Connection) -> list[Summary]:
             if session_id:
-                session_store.get(conn, session_id, tenant)
-                return summary_store.list_for_session(conn, session_id, after, size + 1)
+                session_store.get(conn, session_id, tenant, retained_at=at)
+                return summary_store.list_for_session(
+                    conn, session_id, after, size + 1, retained_at=at
+                )
             if project_id:
                 if not project_store.exists(conn, project_id, tenant):
                     raise NotFound(f"project {project_id} does not exist")
-                return summary_store.list_for_project(conn, project_id, after, size + 1)
+                return summary_store.list_for_project(
+                    conn, project_id, after, size + 1, retained_at=at
+                )
             raise InvalidArgument("session_id or project_id is required")
 
         rows = await self.db.read_in_transaction(read)
@@ -193,13 +209,16 @@ class Summaries:
         episodes; UNAVAILABLE without a reachable model."""
         v.positive_id("session_id", session_id)
         tenant = tenancy.visible()
-        await self.db.read(lambda c: session_store.get(c, session_id, tenant))
+        at = time.time()  # a session past its project's retention is gone
+        await self.db.read(lambda c: session_store.get(c, session_id, tenant, retained_at=at))
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
         try:
             return await self.run_session_summary(session_id)
         except NothingToSummarize:
-            latest = await self.db.read(lambda c: summary_store.latest_for_session(c, session_id))
+            latest = await self.db.read(
+                lambda c: summary_store.latest_for_session(c, session_id, retained_at=at)
+            )
             if latest is None:
                 raise FailedPrecondition(
                     f"session {session_id} has no episodes to summarize"
@@ -313,11 +332,15 @@ class Summaries:
 
     @staticmethod
     def _pending_episodes(conn: sqlite3.Connection, session_id: int):
-        session_store.get(conn, session_id)
-        latest = summary_store.latest_for_session(conn, session_id)
+        # What is past the project's retention is neither summarized nor
+        # built upon: a summary past it reads as none, its episodes as gone.
+        at = time.time()
+        session_store.get(conn, session_id, retained_at=at)
+        latest = summary_store.latest_for_session(conn, session_id, retained_at=at)
         after = latest.last_episode_id if latest else 0
+        cutoff = episode_store.retention_cutoff(conn, session_id, at)
         return latest, episode_store.list_for_session(
-            conn, session_id, after, MAX_EPISODES_PER_PASS
+            conn, session_id, after, MAX_EPISODES_PER_PASS, since=cutoff
         )
 
     # Project overviews -------------------------------------------------------
@@ -325,11 +348,12 @@ class Summaries:
     async def get_overview(self, project_id: int) -> Summary | None:
         v.positive_id("project_id", project_id)
         tenant = tenancy.visible()
+        at = time.time()  # an overview past the project's retention is gone
 
         def read(conn: sqlite3.Connection) -> Summary | None:
             if not project_store.exists(conn, project_id, tenant):
                 raise NotFound(f"project {project_id} does not exist")
-            return summary_store.overview(conn, project_id)
+            return summary_store.overview(conn, project_id, retained_at=at)
 
         return await self.db.read_in_transaction(read)
 
@@ -337,15 +361,19 @@ class Summaries:
         v.positive_id("project_id", project_id)
 
         tenant = tenancy.visible()
+        at = time.time()
 
         def read(conn: sqlite3.Connection):
+            # The overview is written from what the project keeps: nothing
+            # past its retention (summaries or exchanges) goes into it.
             project = project_store.get(conn, project_id, tenant)
-            sums = summary_store.project_session_summaries(conn, project_id)
+            cutoff = None if project.retention is None else at - project.retention
+            sums = summary_store.project_session_summaries(conn, project_id, retained_at=at)
             eps = (
                 []
                 if sums
                 else summary_store.project_recent_episodes(
-                    conn, project_id, self.overview_episode_limit
+                    conn, project_id, self.overview_episode_limit, since=cutoff
                 )
             )
             return project, sums, eps
@@ -476,7 +504,12 @@ def _within_budget(episodes: list, budget: int) -> list:
 
 
 def _check_range(
-    conn: sqlite3.Connection, session_id: int, project_id: int, first: int, last: int
+    conn: sqlite3.Connection,
+    session_id: int,
+    project_id: int,
+    first: int,
+    last: int,
+    at: float,
 ) -> None:
     """A stored range must name episodes the summary's scope holds.
 
@@ -497,6 +530,10 @@ def _check_range(
             episode = episode_store.get(conn, episode_id, tenancy.visible())
         except NotFound:
             raise FailedPrecondition(f"{field} {episode_id} does not exist") from None
+        cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
+        if cutoff is not None and episode.occur_at < cutoff:
+            # Past its project's retention: gone, as a deleted one is.
+            raise FailedPrecondition(f"{field} {episode_id} does not exist")
         if session_id:
             inside = episode.session_id == session_id
         else:
@@ -505,8 +542,10 @@ def _check_range(
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
-def _session(conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None):
+def _session(
+    conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None, at: float
+):
     try:
-        return session_store.get(conn, session_id, tenant)
+        return session_store.get(conn, session_id, tenant, retained_at=at)
     except NotFound:
         raise FailedPrecondition(f"{field} {session_id} does not exist") from None

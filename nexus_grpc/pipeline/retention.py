@@ -1,10 +1,12 @@
-"""The ``retain:project`` worker: deletes a project's sessions and episodes
-once they are past its retention.
+"""The ``retain:project`` worker: deletes a project's sessions, episodes and
+summaries once they are past its retention.
 
 Reads hide them from the moment they pass it (``store/sessions._retained``,
-``episodes.retention_cutoff``, the search window); this job makes them gone
-for good, with their index points (index jobs in the same transaction),
-summaries and graph links (by cascade). Setting a retention schedules the job
+``episodes.retention_cutoff``, the search window, ``summaries._retained``);
+this job makes them gone for good, with their index points (index jobs in the
+same transaction), a deleted session's summaries and graph links (by cascade).
+A summary (or overview) last written before the cutoff goes too: all it was
+written from happened before then. Setting a retention schedules the job
 in the same transaction; each run deletes up to ``CHUNK`` rows of each kind
 and schedules the next run: at once when it stopped at the chunk, else when
 the oldest remaining exchange passes the retention, and at most an hour away,
@@ -22,6 +24,7 @@ from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import jobs
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store import summaries as summary_store
 from nexus_grpc.store.jobs import Job
 
 #: Rows of each kind deleted per run (per transaction).
@@ -47,7 +50,10 @@ def _sweep(project_id: int, at: float) -> WriteFn:
         sessions = session_store.past_retention(conn, project_id, cutoff, CHUNK)
         for session_id in sessions:
             session_store.delete(conn, session_id)
-        if len(episodes) == CHUNK or len(sessions) == CHUNK:
+        summaries = summary_store.past_retention(conn, project_id, cutoff, CHUNK)
+        for summary_id in summaries:
+            summary_store.delete(conn, summary_id)
+        if CHUNK in (len(episodes), len(sessions), len(summaries)):
             jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
             return
         oldest = episode_store.oldest_in_project(conn, project_id)

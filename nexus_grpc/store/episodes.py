@@ -291,11 +291,19 @@ def oldest_in_project(conn: sqlite3.Connection, project_id: int) -> float | None
 
 
 def list_for_session(
-    conn: sqlite3.Connection, session_id: int, after_id: int = 0, limit: int = 10_000
+    conn: sqlite3.Connection,
+    session_id: int,
+    after_id: int = 0,
+    limit: int = 10_000,
+    *,
+    since: float | None = None,
 ) -> list[Episode]:
+    """Oldest first. ``since``: only episodes whose occur_at is not before it
+    (a retention)."""
+    kept = "" if since is None else " AND occur_at >= ?"
     rows = conn.execute(
-        "SELECT * FROM episodes WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
-        (session_id, after_id, limit),
+        f"SELECT * FROM episodes WHERE session_id = ? AND id > ?{kept} ORDER BY id LIMIT ?",
+        (session_id, after_id, *(() if since is None else (since,)), limit),
     ).fetchall()
     return [_row(r) for r in rows]
 

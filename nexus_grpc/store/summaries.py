@@ -93,20 +93,74 @@ _TENANT = (
 )
 
 
-def find(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> Summary | None:
+def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:
+    """`` AND`` the summary is not past its project's retention at ``at``;
+    nothing for ``at`` None.
+
+    A summary is past it when it was last written before the cutoff (all it
+    was written from happened before then); a session's summary also when
+    its session is past the retention (``sessions._retained``), or when it
+    names the episodes it covers and none of them is within the retention
+    (an imported conversation summarized since), however recently it was
+    written. The retention sweep deletes the same rows (``past_retention``,
+    and a session's summaries by cascade).
+    """
+    if at is None:
+        return "", ()
+    return (
+        " AND NOT EXISTS (SELECT 1 FROM projects rp WHERE rp.retention IS NOT NULL"
+        " AND rp.id = COALESCE(s.project_id,"
+        " (SELECT project_id FROM sessions WHERE id = s.session_id))"
+        f" AND {_PAST.format(cutoff='? - rp.retention')})",
+        (at, at, at, at),
+    )
+
+
+# A summary of the project ``rp`` past the retention's {cutoff} (see _retained).
+_PAST = (
+    "(s.updated_at < {cutoff}"
+    " OR EXISTS (SELECT 1 FROM sessions rs WHERE rs.id = s.session_id"
+    " AND rs.created_at < {cutoff}"
+    " AND NOT EXISTS (SELECT 1 FROM episodes re WHERE re.session_id = rs.id"
+    " AND re.occur_at >= {cutoff}))"
+    " OR (s.session_id IS NOT NULL AND s.last_episode_id > 0"
+    " AND NOT EXISTS (SELECT 1 FROM episodes ce WHERE ce.session_id = s.session_id"
+    " AND ce.id >= s.first_episode_id AND ce.id <= s.last_episode_id"
+    " AND ce.occur_at >= {cutoff})))"
+)
+
+
+def find(
+    conn: sqlite3.Connection,
+    summary_id: int,
+    tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
+) -> Summary | None:
+    kept, kept_params = _retained(retained_at)
     if tenant is None:
-        row = conn.execute(f"{_SELECT} WHERE s.id = ?", (summary_id,)).fetchone()
+        row = conn.execute(
+            f"{_SELECT} WHERE s.id = ?{kept}", (summary_id, *kept_params)
+        ).fetchone()
     else:
         row = conn.execute(
-            f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?", (summary_id, tenant)
+            f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?{kept}",
+            (summary_id, tenant, *kept_params),
         ).fetchone()
     return _row(row) if row else None
 
 
-def get(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> Summary:
+def get(
+    conn: sqlite3.Connection,
+    summary_id: int,
+    tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
+) -> Summary:
     """The summary; NOT_FOUND, with one message, when it does not exist or
-    belongs to another tenant (``tenant`` None: any tenant)."""
-    summary = find(conn, summary_id, tenant)
+    belongs to another tenant (``tenant`` None: any tenant), or, given
+    ``retained_at``, is past its project's retention then."""
+    summary = find(conn, summary_id, tenant, retained_at=retained_at)
     if summary is None:
         raise NotFound(f"summary {summary_id} does not exist")
     return summary
@@ -117,8 +171,10 @@ def update(
     summary_id: int,
     changes: Mapping[str, Any],
     tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
 ) -> Summary:
-    get(conn, summary_id, tenant)
+    get(conn, summary_id, tenant, retained_at=retained_at)
     if changes:
         cols = ", ".join(f"{k} = ?" for k in changes)
         conn.execute(
@@ -129,69 +185,115 @@ def update(
     return get(conn, summary_id)
 
 
-def delete(conn: sqlite3.Connection, summary_id: int, tenant: str | None = None) -> None:
-    get(conn, summary_id, tenant)
+def delete(
+    conn: sqlite3.Connection,
+    summary_id: int,
+    tenant: str | None = None,
+    *,
+    retained_at: float | None = None,
+) -> None:
+    get(conn, summary_id, tenant, retained_at=retained_at)
     conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
     jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
 
 
 def list_for_session(
-    conn: sqlite3.Connection, session_id: int, after_id: int | None, limit: int
+    conn: sqlite3.Connection,
+    session_id: int,
+    after_id: int | None,
+    limit: int,
+    *,
+    retained_at: float | None = None,
 ) -> list[Summary]:
+    kept, kept_params = _retained(retained_at)
     rows = conn.execute(
-        f"{_SELECT} WHERE s.session_id = ? AND s.id > ? ORDER BY s.id LIMIT ?",
-        (session_id, after_id or 0, limit),
+        f"{_SELECT} WHERE s.session_id = ?{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
+        (session_id, *kept_params, after_id or 0, limit),
     ).fetchall()
     return [_row(r) for r in rows]
 
 
 def list_for_project(
-    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+    conn: sqlite3.Connection,
+    project_id: int,
+    after_id: int | None,
+    limit: int,
+    *,
+    retained_at: float | None = None,
 ) -> list[Summary]:
     """The project's overviews and the summaries of its sessions, oldest first."""
+    kept, kept_params = _retained(retained_at)
     rows = conn.execute(
         f"{_SELECT} WHERE (s.project_id = ? AND s.session_id IS NULL"
         " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
-        " AND s.id > ? ORDER BY s.id LIMIT ?",
-        (project_id, project_id, after_id or 0, limit),
+        f"{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
+        (project_id, project_id, *kept_params, after_id or 0, limit),
     ).fetchall()
     return [_row(r) for r in rows]
 
 
-def latest_for_session(conn: sqlite3.Connection, session_id: int) -> Summary | None:
+def latest_for_session(
+    conn: sqlite3.Connection, session_id: int, *, retained_at: float | None = None
+) -> Summary | None:
+    kept, kept_params = _retained(retained_at)
     row = conn.execute(
-        f"{_SELECT} WHERE s.session_id = ? ORDER BY s.last_episode_id DESC, s.id DESC LIMIT 1",
-        (session_id,),
+        f"{_SELECT} WHERE s.session_id = ?{kept}"
+        " ORDER BY s.last_episode_id DESC, s.id DESC LIMIT 1",
+        (session_id, *kept_params),
     ).fetchone()
     return _row(row) if row else None
 
 
-def overview(conn: sqlite3.Connection, project_id: int) -> Summary | None:
+def overview(
+    conn: sqlite3.Connection, project_id: int, *, retained_at: float | None = None
+) -> Summary | None:
+    kept, kept_params = _retained(retained_at)
     row = conn.execute(
-        f"{_SELECT} WHERE s.project_id = ? AND s.session_id IS NULL ORDER BY s.id DESC LIMIT 1",
-        (project_id,),
+        f"{_SELECT} WHERE s.project_id = ? AND s.session_id IS NULL{kept}"
+        " ORDER BY s.id DESC LIMIT 1",
+        (project_id, *kept_params),
     ).fetchone()
     return _row(row) if row else None
 
 
-def project_session_summaries(conn: sqlite3.Connection, project_id: int) -> list[Summary]:
+def project_session_summaries(
+    conn: sqlite3.Connection, project_id: int, *, retained_at: float | None = None
+) -> list[Summary]:
     """Summaries of the project's sessions, oldest material first."""
+    kept, kept_params = _retained(retained_at)
     rows = conn.execute(
         f"{_SELECT} WHERE s.session_id IN (SELECT id FROM sessions WHERE project_id = ?)"
-        " ORDER BY s.updated_at, s.id",
-        (project_id,),
+        f"{kept} ORDER BY s.updated_at, s.id",
+        (project_id, *kept_params),
     ).fetchall()
     return [_row(r) for r in rows]
 
 
 def project_recent_episodes(
-    conn: sqlite3.Connection, project_id: int, limit: int
+    conn: sqlite3.Connection, project_id: int, limit: int, *, since: float | None = None
 ) -> list[tuple[int, str, str]]:
-    """The project's most recent episodes, (id, user, ai), returned oldest first."""
+    """The project's most recent episodes, (id, user, ai), returned oldest first.
+    ``since``: only episodes whose occur_at is not before it (a retention;
+    a session past it has no episode since, so none of its own is read)."""
+    kept = "" if since is None else " AND e.occur_at >= ?"
     rows = conn.execute(
         "SELECT e.id, e.user_message, e.ai_response FROM episodes e"
-        " WHERE e.session_id IN (SELECT id FROM sessions WHERE project_id = ?)"
+        f" WHERE e.session_id IN (SELECT id FROM sessions WHERE project_id = ?){kept}"
         " ORDER BY e.id DESC LIMIT ?",
-        (project_id, limit),
+        (project_id, *(() if since is None else (since,)), limit),
     ).fetchall()
     return [(r[0], r[1], r[2]) for r in reversed(rows)]
+
+
+def past_retention(
+    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
+) -> list[int]:
+    """The project's summaries (its overviews and its sessions') that reads
+    hide as past the retention whose cutoff is ``cutoff`` (``_retained``)."""
+    rows = conn.execute(
+        "SELECT s.id FROM summaries s WHERE (s.project_id = ? AND s.session_id IS NULL"
+        " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
+        f" AND {_PAST.format(cutoff='?')} ORDER BY s.id LIMIT ?",
+        (project_id, project_id, cutoff, cutoff, cutoff, cutoff, limit),
+    )
+    return [r[0] for r in rows]

@@ -88,7 +88,7 @@ from hypothesis import strategies as st
 
 import nexus_grpc.gen
 from nexus_grpc.domain.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, encode_token
-from nexus_grpc.domain.validation import DEFAULT_SEARCH_LIMIT, MAX_ID_CHARS
+from nexus_grpc.domain.validation import CONTROL_CHARS, DEFAULT_SEARCH_LIMIT, MAX_ID_CHARS
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
@@ -607,8 +607,11 @@ def static_problems(method: MethodDescriptor, request: Message) -> list[str]:
         if f.type == FieldDescriptor.TYPE_STRING and "\x00" in value:
             problems.append(f"{f.name} contains NUL")
         # A user id is an identifier wherever it is a request's own field: no
-        # surrounding spaces ("bob " is not "bob"), and at most MAX_ID_CHARS.
-        if f.name == "user_id" and (value != value.strip() or len(value) > MAX_ID_CHARS):
+        # surrounding spaces ("bob " is not "bob"), no control characters, and
+        # at most MAX_ID_CHARS.
+        if f.name == "user_id" and (
+            value != value.strip() or len(value) > MAX_ID_CHARS or CONTROL_CHARS.search(value)
+        ):
             problems.append(f"{f.name} is not a valid identifier")
         if f.message_type is not None and f.message_type.full_name == "google.protobuf.FieldMask":
             resources = [

@@ -311,3 +311,208 @@ async def test_an_expired_memory_is_not_exported(harness):
         r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
     ]
     assert [r.memory.id for r in records if r.HasField("memory")] == [kept.id]
+
+
+# Importing again -------------------------------------------------------------
+
+TABLES = (
+    "projects",
+    "sessions",
+    "episodes",
+    "memories",
+    "memory_history",
+    "entities",
+    "relationships",
+    "summaries",
+)
+
+
+async def rows(h) -> dict[str, int]:
+    """Every table's row count, and the graph's mention counters' sum (an
+    entity or relationship upserted again counts one more mention)."""
+
+    def read(c):
+        got = {t: c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+        for t in ("entities", "relationships"):
+            got[f"{t} mentions"] = c.execute(
+                f"SELECT COALESCE(SUM(mention_count), 0) FROM {t}"
+            ).fetchone()[0]
+        return got
+
+    return await h.app.db.read(read)
+
+
+async def exported(h, project_id: int, path: Path) -> list[str]:
+    done = await cli("export", str(project_id), "-o", str(path), "--target", h.target)
+    assert done.returncode == 0, done.stderr
+    return (await asyncio.to_thread(path.read_text)).splitlines()
+
+
+@pytest.fixture
+async def source(tmp_path):
+    """A server with a seeded project, and that project's export."""
+    a = await start_harness(tmp_path / "a")
+    try:
+        project_id = await seed(a, "MINE")
+        lines = await exported(a, project_id, tmp_path / "first.jsonl")
+        yield a, project_id, tmp_path / "first.jsonl", lines
+    finally:
+        await a.close()
+
+
+async def test_importing_a_file_again_duplicates_nothing_and_says_so(source, harness, tmp_path):
+    a, project_id, path, lines = source
+    b = harness
+    first = await cli("import", str(path), "--target", b.target)
+    assert first.returncode == 0, first.stderr
+    new_id = int(first.stdout.strip())
+    assert f"importing into new project {new_id}" in first.stderr
+    before = await rows(b)
+
+    again = await cli("import", str(path), "--target", b.target)
+    assert again.returncode == 0, again.stderr
+    assert int(again.stdout.strip()) == new_id
+    assert f"nothing to import: project {new_id} already holds everything" in again.stderr
+    assert "2 session, 6 episode, 4 memory, 2 memory_revision" in again.stderr
+    assert await rows(b) == before
+    assert normalized(await exported(b, new_id, tmp_path / "again.jsonl")) == normalized(lines)
+
+    # Imported back into the server it came from, whose project still holds
+    # it: nothing is written there either.
+    held = await rows(a)
+    home = await cli("import", str(path), "--target", a.target)
+    assert home.returncode == 0, home.stderr
+    assert int(home.stdout.strip()) == project_id
+    assert "nothing to import" in home.stderr
+    assert await rows(a) == held
+
+
+def cut_after(lines: list[str], kind: str, nth: int) -> list[str]:
+    """The lines up to and including the ``nth`` record of ``kind``."""
+    seen = 0
+    for i, line in enumerate(lines):
+        if next(iter(json.loads(line))) == kind:
+            seen += 1
+            if seen == nth:
+                return lines[: i + 1]
+    raise AssertionError(f"no {kind} #{nth}")
+
+
+@pytest.mark.parametrize(
+    "kind, nth",
+    [
+        ("episode", 3),  # half the episodes
+        ("memory_revision", 1),  # a memory with half its history applied
+        ("relationship", 1),  # the graph, not yet the summaries
+        ("summary", 1),  # one summary of two
+    ],
+)
+async def test_an_interrupted_import_finishes_when_run_again(source, harness, tmp_path, kind, nth):
+    _, _, path, lines = source
+    b = harness
+    # The first run stops after the cut: what it wrote stays.
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("\n".join(cut_after(lines, kind, nth)) + "\n")
+    first = await cli("import", str(partial), "--target", b.target)
+    assert first.returncode == 0, first.stderr
+    new_id = int(first.stdout.strip())
+
+    rest = await cli("import", str(path), "--target", b.target)
+    assert rest.returncode == 0, rest.stderr
+    assert int(rest.stdout.strip()) == new_id
+    assert f"project {new_id} already holds this file's first records" in rest.stderr
+    assert "already there:" in rest.stderr
+    assert normalized(await exported(b, new_id, tmp_path / "done.jsonl")) == normalized(lines)
+    counts = await rows(b)
+    assert counts == {
+        "projects": 1,
+        "sessions": 2,
+        "episodes": 6,
+        "memories": 4,
+        "memory_history": 2,
+        "entities": 2,
+        "relationships": 1,
+        "summaries": 2,
+        "entities mentions": 2,
+        "relationships mentions": 1,
+    }
+    # And once more: nothing left to write.
+    done = await cli("import", str(path), "--target", b.target)
+    assert done.returncode == 0 and "nothing to import" in done.stderr, done.stderr
+    assert await rows(b) == counts
+
+
+async def test_a_failed_import_names_its_project_and_into_finishes_it(source, harness, tmp_path):
+    _, _, path, lines = source
+    b = harness
+    empty = await rows(b)
+    # Broken before anything but the project record: nothing is written.
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(lines[0] + "\nnot json\n")
+    failed = await cli("import", str(broken), "--target", b.target)
+    assert failed.returncode == 1 and "line 2: not an ExportRecord" in failed.stderr
+    assert "--into" not in failed.stderr
+    assert await rows(b) == empty
+    # Broken after the project was created but before any session: nothing
+    # on the server ties the project to the file, so the error names it.
+    memory = next(x for x in lines if next(iter(json.loads(x))) == "memory")
+    broken.write_text(f"{lines[0]}\n{memory}\nnot json\n")
+    failed = await cli("import", str(broken), "--target", b.target)
+    assert failed.returncode == 1 and "line 3: not an ExportRecord" in failed.stderr
+    new_id = int(failed.stderr.split("importing into new project ")[1].split()[0])
+    assert f"the same command with --into {new_id} finishes it" in failed.stderr
+
+    done = await cli("import", str(path), "--into", str(new_id), "--target", b.target)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) == new_id
+    assert normalized(await exported(b, new_id, tmp_path / "done.jsonl")) == normalized(lines)
+    assert (await rows(b))["projects"] == 1
+
+    # --into a project the key cannot see is refused before anything is written.
+    before = await rows(b)
+    missing = await cli("import", str(path), "--into", "999", "--target", b.target)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    assert await rows(b) == before
+
+
+async def test_import_keeps_the_project_retention(harness, tmp_path):
+    h = harness
+    project = await h.memory.CreateProject(
+        m.CreateProjectRequest(project=m.Project(name="kept a week", retention={"seconds": 604800}))
+    )
+    lines = await exported(h, project.id, tmp_path / "p.jsonl")
+    b = await start_harness(tmp_path / "b")
+    try:
+        imported = await cli("import", str(tmp_path / "p.jsonl"), "--target", b.target)
+        assert imported.returncode == 0, imported.stderr
+        got = await b.memory.GetProject(m.GetProjectRequest(id=int(imported.stdout.strip())))
+        assert got.retention.seconds == 604800
+        assert normalized(await exported(b, got.id, tmp_path / "q.jsonl")) == normalized(lines)
+    finally:
+        await b.close()
+
+
+async def test_live_episodes_import_again_to_nothing(harness, tmp_path):
+    """Episodes stored at now (fractional seconds) compare as the same on a
+    second run."""
+    a = await start_harness(tmp_path / "a")
+    try:
+        project = await a.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+        session = await a.memory.CreateSession(
+            m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        )
+        for i in range(20):
+            await a.memory.CreateEpisode(
+                m.CreateEpisodeRequest(session_id=session.id, user_message=f"q{i}")
+            )
+        await exported(a, project.id, tmp_path / "live.jsonl")
+    finally:
+        await a.close()
+    b = harness
+    first = await cli("import", str(tmp_path / "live.jsonl"), "--target", b.target)
+    assert first.returncode == 0, first.stderr
+    before = await rows(b)
+    again = await cli("import", str(tmp_path / "live.jsonl"), "--target", b.target)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to import" in again.stderr and "20 episode" in again.stderr
+    assert await rows(b) == before

@@ -1,5 +1,6 @@
-"""A project's retention: its sessions and episodes past it are hidden from
-every read at once, and a durable job deletes them with their index points."""
+"""A project's retention: its sessions, episodes and summaries past it are
+hidden from every read at once, and a durable job deletes them with their
+index points."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
 from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.store import jobs
+from tests.ollama_stub import Reply
 from tests.support import wait_until
 
 # Runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -251,3 +254,225 @@ async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness, re
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "project.retention" in details
     got = await h.memory.GetProject(m.GetProjectRequest(id=project.id))
     assert got.retention.seconds == DAY
+
+
+# Summaries ------------------------------------------------------------------
+
+SESSION_PROMPT = "You summarise a conversation"
+OVERVIEW_PROMPT = "You write a project overview"
+
+
+async def summaries_world(h):
+    """``world`` with a summary of the stale session (written now), one of the
+    mixed session and an overview, both last written three days ago."""
+    project, mixed, stale, eps = await world(h)
+    made = {}
+    for name, summary in (
+        (
+            "stale",
+            s.Summary(
+                session_id=stale.id,
+                content="stale summary",
+                first_episode_id=eps["stale"],
+                last_episode_id=eps["stale"],
+                episode_count=1,
+            ),
+        ),
+        (
+            "old",
+            s.Summary(
+                session_id=mixed.id,
+                content="old summary",
+                first_episode_id=eps["old"],
+                last_episode_id=eps["old"],
+                episode_count=1,
+            ),
+        ),
+        ("overview", s.Summary(project_id=project.id, content="old overview")),
+    ):
+        made[name] = await h.summary.CreateSummary(s.CreateSummaryRequest(summary=summary))
+    long_ago = time.time() - 3 * DAY
+    for name in ("old", "overview"):
+        await h.app.db.write(
+            lambda c, i=made[name].id: c.execute(
+                "UPDATE summaries SET created_at = ?, updated_at = ? WHERE id = ?",
+                (long_ago, long_ago, i),
+            )
+        )
+    return project, mixed, stale, eps, made
+
+
+async def summaries_seen(h, project, mixed, stale, made) -> dict[str, set]:
+    """What each summary read returns of ``made``."""
+    names = {x.id: name for name, x in made.items()}
+    got: dict[str, set] = {}
+    found = set()
+    for name, summary in made.items():
+        try:
+            await h.summary.GetSummary(s.GetSummaryRequest(id=summary.id))
+            found.add(name)
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+    got["GetSummary"] = found
+    listed = set()
+    for session in (mixed, stale):
+        try:
+            page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=session.id))
+            listed |= {names.get(x.id, "?") for x in page.summaries}
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+    got["ListSummaries session"] = listed
+    page = await h.summary.ListSummaries(s.ListSummariesRequest(project_id=project.id))
+    got["ListSummaries project"] = {names.get(x.id, "?") for x in page.summaries}
+    answer = await h.summary.GetProjectOverview(
+        s.GetProjectOverviewRequest(project_id=project.id)
+    )
+    got["GetProjectOverview"] = (
+        {names.get(answer.overview.id, "?")} if answer.HasField("overview") else set()
+    )
+    records = [
+        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+    ]
+    got["Export"] = {names.get(r.summary.id, "?") for r in records if r.HasField("summary")}
+    return got
+
+
+async def test_summaries_past_retention_are_hidden_before_the_sweep(llm_harness, stub):
+    h = llm_harness
+    await stop_sweeps(h)
+    project, mixed, stale, eps, made = await summaries_world(h)
+    before = await summaries_seen(h, project, mixed, stale, made)
+    assert before == {
+        "GetSummary": {"stale", "old", "overview"},
+        "ListSummaries session": {"stale", "old"},
+        "ListSummaries project": {"stale", "old", "overview"},
+        "GetProjectOverview": {"overview"},
+        "Export": {"stale", "old", "overview"},
+    }
+    await set_retention(h, project.id, 2 * DAY)
+    # The stale session's summary goes with its session, however recently it
+    # was written; the others were written from what is past the retention.
+    after = await summaries_seen(h, project, mixed, stale, made)
+    assert after == {read: set() for read in before}
+    for call in (
+        h.summary.UpdateSummary(
+            s.UpdateSummaryRequest(
+                summary=s.Summary(id=made["stale"].id, content="x"),
+                update_mask=FieldMask(paths=["content"]),
+            )
+        ),
+        h.summary.DeleteSummary(s.DeleteSummaryRequest(id=made["old"].id)),
+        h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=stale.id)),
+    ):
+        code, _ = await code_of(call)
+        assert code == grpc.StatusCode.NOT_FOUND
+    for summary, field in (
+        (s.Summary(session_id=stale.id, content="x"), "summary.session_id"),
+        (
+            s.Summary(session_id=mixed.id, content="x", first_episode_id=eps["old"]),
+            "summary.first_episode_id",
+        ),
+    ):
+        code, details = await code_of(
+            h.summary.CreateSummary(s.CreateSummaryRequest(summary=summary))
+        )
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and field in details
+    assert await count(h, "SELECT COUNT(*) FROM summaries") == 3
+
+    # A new summary of the mixed session reads only what is kept: the old
+    # summary is not built upon, the old exchange not summarized.
+    stub.add_rule(Reply.of("Recent talk."), contains=SESSION_PROMPT, times=1)
+    fresh = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=mixed.id))
+    assert (fresh.first_episode_id, fresh.last_episode_id, fresh.episode_count) == (
+        eps["new"],
+        eps["new"],
+        1,
+    )
+    text = [r for r in stub.requests if SESSION_PROMPT in r.prompt_text()][-1].prompt_text()
+    assert "zebra new" in text and "zebra old" not in text and "old summary" not in text
+    # The overview is written from the kept summaries only.
+    stub.add_rule(Reply.of("Overview of recent talk."), contains=OVERVIEW_PROMPT, times=1)
+    request = s.SummarizeProjectRequest(project_id=project.id)
+    parts = [x async for x in h.summary.SummarizeProject(request)]
+    assert parts[-1].summary.content == "Overview of recent talk."
+    text = [r for r in stub.requests if OVERVIEW_PROMPT in r.prompt_text()][-1].prompt_text()
+    assert "Recent talk." in text
+    assert "stale summary" not in text and "old summary" not in text and "old overview" not in text
+    overview = await h.summary.GetProjectOverview(
+        s.GetProjectOverviewRequest(project_id=project.id)
+    )
+    assert overview.overview.content == "Overview of recent talk."
+
+    # Cleared: the summaries nobody deleted are seen again.
+    await set_retention(h, project.id, None)
+    cleared = await summaries_seen(h, project, mixed, stale, made)
+    assert cleared["GetSummary"] == {"stale", "old", "overview"}
+    assert cleared["ListSummaries session"] == {"stale", "old", "?"}
+
+
+async def test_an_overview_reads_no_exchange_past_retention(llm_harness, stub):
+    h = llm_harness
+    await stop_sweeps(h)
+    project, _, _, _ = await world(h)
+    await set_retention(h, project.id, 2 * DAY)
+    stub.add_rule(Reply.of("Only the new one."), contains=OVERVIEW_PROMPT, times=1)
+    request = s.SummarizeProjectRequest(project_id=project.id)
+    parts = [x async for x in h.summary.SummarizeProject(request)]
+    assert parts[-1].summary.content == "Only the new one."
+    text = [r for r in stub.requests if OVERVIEW_PROMPT in r.prompt_text()][-1].prompt_text()
+    assert "zebra new" in text and "zebra old" not in text and "zebra stale" not in text
+
+
+async def test_a_summary_of_only_exchanges_past_retention_is_hidden(harness):
+    """Written now, but from an exchange past the retention (an imported
+    conversation summarized since): hidden, while one that also covers a kept
+    exchange stays."""
+    h = harness
+    await stop_sweeps(h)
+    project, mixed, _, eps = await world(h)
+    summaries = {}
+    for name, first in (("only old", eps["old"]), ("old and new", eps["old"])):
+        last = eps["old"] if name == "only old" else eps["new"]
+        summaries[name] = await h.summary.CreateSummary(
+            s.CreateSummaryRequest(
+                summary=s.Summary(
+                    session_id=mixed.id, content=name, first_episode_id=first, last_episode_id=last
+                )
+            )
+        )
+    await set_retention(h, project.id, 2 * DAY)
+    code, _ = await code_of(
+        h.summary.GetSummary(s.GetSummaryRequest(id=summaries["only old"].id))
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+    page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=mixed.id))
+    assert [x.content for x in page.summaries] == ["old and new"]
+
+
+async def test_the_sweep_deletes_summaries_past_retention(harness):
+    h = harness
+    project, mixed, _, eps, made = await summaries_world(h)
+    kept = await h.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(session_id=mixed.id, content="kept", first_episode_id=eps["new"])
+        )
+    )
+    only_old = await h.summary.CreateSummary(
+        s.CreateSummaryRequest(
+            summary=s.Summary(
+                session_id=mixed.id,
+                content="only old",
+                first_episode_id=eps["old"],
+                last_episode_id=eps["old"],
+            )
+        )
+    )
+    assert only_old.id != kept.id
+    await set_retention(h, project.id, 2 * DAY)
+
+    async def swept():
+        return await count(h, "SELECT COUNT(*) FROM summaries") == 1
+
+    await wait_until(swept, timeout=20)
+    assert await count(h, "SELECT COUNT(*) FROM summaries WHERE id = ?", kept.id) == 1
+    assert made["stale"].id != kept.id
