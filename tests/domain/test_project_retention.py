@@ -11,7 +11,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.store import jobs
 from tests.support import wait_until
@@ -20,7 +20,11 @@ from tests.support import wait_until
 BOTH_STORES = True
 
 DAY = 86_400
-MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
+MODES = [
+    memory_pb2.SEARCH_MODE_KEYWORD,
+    memory_pb2.SEARCH_MODE_SEMANTIC,
+    memory_pb2.SEARCH_MODE_HYBRID,
+]
 
 
 def ts(seconds: float) -> Timestamp:
@@ -60,12 +64,14 @@ async def world(h):
     """A project with a session of old and recent exchanges, and a session
     created long ago whose every exchange is old."""
     now = time.time()
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     mixed = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     stale = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     eps = {}
     for name, session, when in (
@@ -74,7 +80,7 @@ async def world(h):
         ("stale", stale.id, now - 5 * DAY),
     ):
         ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=session,
                 user_message=f"zebra {name} exchange",
                 ai_response="noted",
@@ -91,12 +97,12 @@ async def world(h):
     return project, mixed, stale, eps
 
 
-async def set_retention(h, project_id: int, seconds: int | None) -> m.Project:
-    project = m.Project(id=project_id)
+async def set_retention(h, project_id: int, seconds: int | None) -> memory_pb2.Project:
+    project = memory_pb2.Project(id=project_id)
     if seconds is not None:
         project.retention.CopyFrom(Duration(seconds=seconds))
     return await h.memory.UpdateProject(
-        m.UpdateProjectRequest(project=project, update_mask=FieldMask(paths=["retention"]))
+        memory_pb2.UpdateProjectRequest(project=project, update_mask=FieldMask(paths=["retention"]))
     )
 
 
@@ -106,7 +112,7 @@ async def visible_everywhere(h, project, mixed, stale, eps) -> dict[str, set]:
     found = set()
     for name, episode_id in eps.items():
         try:
-            await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
+            await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
             found.add(name)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
@@ -115,35 +121,44 @@ async def visible_everywhere(h, project, mixed, stale, eps) -> dict[str, set]:
     listed = set()
     for session in (mixed, stale):
         try:
-            page = await h.memory.ListEpisodes(m.ListEpisodesRequest(session_id=session.id))
+            page = await h.memory.ListEpisodes(
+                memory_pb2.ListEpisodesRequest(session_id=session.id)
+            )
             listed |= {names[e.id] for e in page.episodes}
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
     got["ListEpisodes"] = listed
     for mode in MODES:
         for label, request in (
-            ("session", m.SearchEpisodesRequest(session_id=mixed.id)),
-            ("project", m.SearchEpisodesRequest(project_id=project.id)),
+            ("session", memory_pb2.SearchEpisodesRequest(session_id=mixed.id)),
+            ("project", memory_pb2.SearchEpisodesRequest(project_id=project.id)),
             # A window reaching back past the retention does not reach past it.
-            ("window", m.SearchEpisodesRequest(project_id=project.id, start_time=ts(0))),
+            ("window", memory_pb2.SearchEpisodesRequest(project_id=project.id, start_time=ts(0))),
         ):
             request.query, request.mode, request.limit = "zebra exchange", mode, 10
             hits = [x async for x in h.memory.SearchEpisodes(request)]
-            got[f"Search {m.SearchMode.Name(mode)} {label}"] = {names[x.episode.id] for x in hits}
+            got[f"Search {memory_pb2.SearchMode.Name(mode)} {label}"] = {
+                names[x.episode.id] for x in hits
+            }
     sessions = set()
     for label, session in (("mixed", mixed), ("stale", stale)):
         try:
-            await h.memory.GetSession(m.GetSessionRequest(id=session.id))
-            await h.memory.GetSession(m.GetSessionRequest(external_id=session.external_id))
+            await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
+            await h.memory.GetSession(memory_pb2.GetSessionRequest(external_id=session.external_id))
             sessions.add(label)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
     got["GetSession"] = sessions
-    listed_sessions = await h.memory.ListSessions(m.ListSessionsRequest(project_id=project.id))
+    listed_sessions = await h.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(project_id=project.id)
+    )
     ids = {mixed.id: "mixed", stale.id: "stale"}
     got["ListSessions"] = {ids[x.id] for x in listed_sessions.sessions}
     records = [
-        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+        r
+        async for r in h.memory.ExportProject(
+            memory_pb2.ExportProjectRequest(project_id=project.id)
+        )
     ]
     got["Export episodes"] = {names[r.episode.id] for r in records if r.HasField("episode")}
     got["Export sessions"] = {ids[r.session.id] for r in records if r.HasField("session")}
@@ -171,7 +186,9 @@ async def test_past_retention_is_hidden_from_every_read_before_the_sweep(harness
     assert await count(h, "SELECT COUNT(*) FROM episodes") == 3
     # A write into a session past retention finds no session.
     code, details = await code_of(
-        h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=stale.id, user_message="hi"))
+        h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(session_id=stale.id, user_message="hi")
+        )
     )
     assert code == grpc.StatusCode.NOT_FOUND and f"session {stale.id}" in details
     # Cleared: everything is kept, and seen, again.
@@ -209,7 +226,9 @@ async def test_the_sweep_deletes_rows_and_points_past_retention(harness):
     hits = [
         x.episode.id
         async for x in h.memory.SearchEpisodes(
-            m.SearchEpisodesRequest(query="zebra", session_id=mixed.id, mode=m.SEARCH_MODE_KEYWORD)
+            memory_pb2.SearchEpisodesRequest(
+                query="zebra", session_id=mixed.id, mode=memory_pb2.SEARCH_MODE_KEYWORD
+            )
         )
     ]
     assert hits == [eps["new"]]
@@ -230,24 +249,28 @@ async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness, re
     before = await count(h, "SELECT COUNT(*) FROM projects")
     code, details = await code_of(
         h.memory.CreateProject(
-            m.CreateProjectRequest(project=m.Project(name="p", retention=retention))
+            memory_pb2.CreateProjectRequest(
+                project=memory_pb2.Project(name="p", retention=retention)
+            )
         )
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "project.retention" in details and words in details
     assert await count(h, "SELECT COUNT(*) FROM projects") == before
     project = await h.memory.CreateProject(
-        m.CreateProjectRequest(project=m.Project(name="p", retention=Duration(seconds=DAY)))
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name="p", retention=Duration(seconds=DAY))
+        )
     )
     assert project.retention.seconds == DAY
     code, details = await code_of(
         h.memory.UpdateProject(
-            m.UpdateProjectRequest(
-                project=m.Project(id=project.id, retention=retention),
+            memory_pb2.UpdateProjectRequest(
+                project=memory_pb2.Project(id=project.id, retention=retention),
                 update_mask=FieldMask(paths=["retention"]),
             )
         )
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "project.retention" in details
-    got = await h.memory.GetProject(m.GetProjectRequest(id=project.id))
+    got = await h.memory.GetProject(memory_pb2.GetProjectRequest(id=project.id))
     assert got.retention.seconds == DAY
