@@ -239,10 +239,15 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 # --- the interceptor ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class _Call:
-    method: str
-    principal: Principal
+    """The method and the caller its key names (a plain slotted class: one is
+    made on every call)."""
+
+    __slots__ = ("method", "principal")
+
+    def __init__(self, method: str, principal: Principal) -> None:
+        self.method = method
+        self.principal = principal
 
 
 class AuthInterceptor(HandlerInterceptor[_Call]):
@@ -284,7 +289,18 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
         a user the key does not hold ends the call before the servicer sees it
         (what earlier messages already wrote stays: they were the key's to
         write)."""
-        await self._check(request, context, call.method, call.principal)
+        principal = call.principal
+        _principal_var.set(principal)
+        # The call's task owns this context: the binding ends with the call.
+        tenancy.bind(principal.caller())
+        user_id = self._denied_user(request, principal)
+        if user_id is not None:
+            self._record(call.method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
+            log.warning("%s: %r may not act for user %r", call.method, principal.name, user_id)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"API key {principal.name!r} may not act for user {user_id!r}",
+            )
 
     on_request = prologue
 
@@ -295,21 +311,6 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
             if not principal.may_act_for(user_id):
                 return user_id
         return None
-
-    async def _check(
-        self, request: Any, context: grpc.aio.ServicerContext, method: str, principal: Principal
-    ) -> None:
-        _principal_var.set(principal)
-        # The call's task owns this context: the binding ends with the call.
-        tenancy.bind(principal.caller())
-        user_id = self._denied_user(request, principal)
-        if user_id is not None:
-            self._record(method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
-            log.warning("%s: %r may not act for user %r", method, principal.name, user_id)
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"API key {principal.name!r} may not act for user {user_id!r}",
-            )
 
     def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
         self._observer.observe(method, code, time.perf_counter() - started)

@@ -53,7 +53,8 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 
 
 class _Call:
-    """What the service interceptor keeps about one call."""
+    """What the service interceptor keeps about one call (one is made on every
+    call: a plain slotted class)."""
 
     __slots__ = ("method", "capped", "incoming", "streams", "started", "span", "held", "streaming")
 
@@ -61,11 +62,11 @@ class _Call:
         self.method = method
         self.capped = capped
         self.incoming = incoming
-        self.streams = streams  # its answers stream: counted by the observer while open
+        self.streams = streams
         self.started = 0.0
         self.span: Any = None
         self.held = False  # a concurrency slot, to give back
-        self.streaming = False
+        self.streaming = False  # counted by the observer as an open stream
 
 
 class ServiceInterceptor(HandlerInterceptor[_Call]):

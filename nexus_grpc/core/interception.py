@@ -26,8 +26,8 @@ interceptor defines them.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from inspect import isasyncgen, isawaitable
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -37,12 +37,13 @@ CallT = TypeVar("CallT")
 
 _KEEP: Any = object()
 
-#: grpc's handler constructor by (request streaming, response streaming).
-_BUILDERS: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
-    (False, False): grpc.unary_unary_rpc_method_handler,
-    (False, True): grpc.unary_stream_rpc_method_handler,
-    (True, False): grpc.stream_unary_rpc_method_handler,
-    (True, True): grpc.stream_stream_rpc_method_handler,
+#: By (request streaming, response streaming): the handler's field that holds
+#: the servicer's function, and grpc's constructor of such a handler.
+_KINDS: dict[tuple[bool, bool], tuple[str, Callable[..., grpc.RpcMethodHandler]]] = {
+    (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
+    (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
+    (True, False): ("stream_unary", grpc.stream_unary_rpc_method_handler),
+    (True, True): ("stream_stream", grpc.stream_stream_rpc_method_handler),
 }
 
 
@@ -60,7 +61,7 @@ def rebuild(
     deserializer = (
         handler.request_deserializer if request_deserializer is _KEEP else request_deserializer
     )
-    build = _BUILDERS[bool(handler.request_streaming), bool(handler.response_streaming)]
+    build = _KINDS[bool(handler.request_streaming), bool(handler.response_streaming)][1]
     return build(
         behaviour,
         request_deserializer=deserializer,
@@ -132,15 +133,18 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
     Building the handler runs nothing yet: the hooks run when the call does.
     """
 
-    #: Whether a subclass defines ``on_request`` / ``on_response``: when it does
-    #: not, the messages pass without a call per message.
+    #: Whether a subclass defines ``on_request`` / ``on_response`` /
+    #: ``epilogue``: when it does not, nothing is called for it (the messages
+    #: pass without a call per message).
     _sees_requests = False
     _sees_responses = False
+    _has_epilogue = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._sees_requests = cls.on_request is not HandlerInterceptor.on_request
         cls._sees_responses = cls.on_response is not HandlerInterceptor.on_response
+        cls._has_epilogue = cls.epilogue is not HandlerInterceptor.epilogue
 
     async def intercept_service(
         self,
@@ -191,14 +195,20 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
         request_deserializer: Callable[[bytes], Any] | None = _KEEP,
     ) -> grpc.RpcMethodHandler:
         """``handler`` with this interceptor's hooks around it, whatever its kind."""
-        fn = handler.unary_unary or handler.unary_stream or handler.stream_unary
-        fn = fn or handler.stream_stream
-        streamed = bool(handler.request_streaming)
-        if handler.response_streaming:
+        streamed, streams = bool(handler.request_streaming), bool(handler.response_streaming)
+        field, build = _KINDS[streamed, streams]
+        fn = getattr(handler, field)
+        if streams:
             behaviour = self._streamed_answers(fn, call, streamed)
         else:
             behaviour = self._one_answer(fn, call, streamed)
-        return rebuild(handler, behaviour, request_deserializer)
+        if request_deserializer is _KEEP:
+            request_deserializer = handler.request_deserializer
+        return build(
+            behaviour,
+            request_deserializer=request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
     # The two frames below are one frame written twice: a coroutine (one
     # answer) and an async generator (streamed answers) cannot share a try
@@ -212,7 +222,13 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
         async def one_answer(request: Any, context: grpc.aio.ServicerContext) -> Any:
             cancelled = False
             try:
-                response = await fn(await self._open(call, context, request, streamed), context)
+                if streamed:
+                    await self.prologue(call, context, None)
+                    if self._sees_requests:
+                        request = self._requests(call, context, request)
+                else:
+                    await self.prologue(call, context, request)
+                response = await fn(request, context)
                 if self._sees_responses:
                     await self.on_response(call, context, response)
                 return response
@@ -220,7 +236,8 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
                 cancelled = await self._raised(call, context, exc)
                 raise
             finally:
-                self.epilogue(call, context, cancelled)
+                if self._has_epilogue:
+                    self.epilogue(call, context, cancelled)
 
         return one_answer
 
@@ -234,8 +251,14 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
         ) -> AsyncIterator[Any]:
             cancelled = False
             try:
-                result = fn(await self._open(call, context, request, streamed), context)
-                if inspect.isawaitable(result):
+                if streamed:
+                    await self.prologue(call, context, None)
+                    if self._sees_requests:
+                        request = self._requests(call, context, request)
+                else:
+                    await self.prologue(call, context, request)
+                result = fn(request, context)
+                if not isasyncgen(result) and isawaitable(result):
                     # A handler that streams with context.write() and returns
                     # None (grpc_health's Watch does): nothing to iterate.
                     await result
@@ -248,19 +271,10 @@ class HandlerInterceptor(grpc.aio.ServerInterceptor, Generic[CallT]):
                 cancelled = await self._raised(call, context, exc)
                 raise
             finally:
-                self.epilogue(call, context, cancelled)
+                if self._has_epilogue:
+                    self.epilogue(call, context, cancelled)
 
         return streamed_answers
-
-    async def _open(
-        self, call: CallT, context: grpc.aio.ServicerContext, request: Any, streamed: bool
-    ) -> Any:
-        """Runs the prologue; returns what the servicer's function is to read."""
-        if not streamed:
-            await self.prologue(call, context, request)
-            return request
-        await self.prologue(call, context, None)
-        return self._requests(call, context, request) if self._sees_requests else request
 
     def _requests(
         self, call: CallT, context: grpc.aio.ServicerContext, requests: AsyncIterator[Any]
