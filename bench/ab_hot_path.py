@@ -46,7 +46,7 @@ from nexus_grpc.bench import WORDS, run_bench
 from nexus_grpc.connection import bearer_metadata, open_channel
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
+from nexus_grpc.loadtest.launcher import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "ab-hot-path-key-0123456789"
@@ -120,7 +120,7 @@ async def seed(side: Side, api_key: str | None) -> None:
                 ),
                 metadata=metadata, timeout=10,
             )  # fmt: skip
-    await wait_queue_empty(side.server.target, "index:episodes", timeout=600)
+    await drained(side, api_key)
 
 
 async def measure(
@@ -142,7 +142,24 @@ async def measure(
     print(f"  {side.name:>3} {label:<24} {result.rps:8.0f} req/s  "
           f"{1000 * spent / result.count:6.3f} ms CPU a call", file=sys.stderr)  # fmt: skip
     if rpc == "create_episode":
-        await wait_queue_empty(side.server.target, "index:episodes", timeout=600)
+        await drained(side, api_key)
+
+
+async def drained(side: Side, api_key: str | None) -> None:
+    """Until the server's index queue is empty (``wait_queue_empty``, with the key)."""
+    metadata = bearer_metadata(api_key) or None
+    deadline = time.monotonic() + 600
+    async with open_channel(side.server.target, retry=None) as channel:
+        stub = memory_grpc.MemoryServiceStub(channel)
+        while True:
+            status = await stub.GetServiceStatus(
+                memory_pb2.GetServiceStatusRequest(), metadata=metadata, timeout=10
+            )
+            if not {q.kind: q.pending for q in status.queues}.get("index:episodes", 0):
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{side.name}: the index queue did not empty in 600 s")
+            await asyncio.sleep(0.2)
 
 
 def paired(new: list[float], old: list[float]) -> float:
