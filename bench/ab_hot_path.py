@@ -23,7 +23,8 @@ cores the model takes minutes to index what one CreateEpisode run writes, and
 what is compared here is the per-call path, not the embedder.
 
 It prints, per RPC, the median of the repeats for each server and the median
-of the per-repeat ratios new ÷ old, as a markdown table for docs/benchmarks.md.
+of the per-repeat ratios new ÷ old, with their range (how far the machine's
+noise moved one repeat), as a markdown table for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -162,8 +163,10 @@ async def drained(side: Side, api_key: str | None) -> None:
             await asyncio.sleep(0.2)
 
 
-def paired(new: list[float], old: list[float]) -> float:
-    return statistics.median(n / o for n, o in zip(new, old, strict=True))
+def paired(new: list[float], old: list[float]) -> str:
+    """The median of the per-repeat ratios new ÷ old, and their range: the noise."""
+    ratios = sorted(n / o for n, o in zip(new, old, strict=True))
+    return f"{statistics.median(ratios):.3f} ({ratios[0]:.2f}–{ratios[-1]:.2f})"
 
 
 def table(old: Side, new: Side) -> list[str]:
@@ -175,10 +178,10 @@ def table(old: Side, new: Side) -> list[str]:
         lines.append(
             f"| {label} | {statistics.median(old.rps[label]):,.0f}"
             f" | {statistics.median(new.rps[label]):,.0f}"
-            f" | {paired(new.rps[label], old.rps[label]):.3f}"
+            f" | {paired(new.rps[label], old.rps[label])}"
             f" | {statistics.median(old.cpu_ms[label]):.3f}"
             f" | {statistics.median(new.cpu_ms[label]):.3f}"
-            f" | {paired(new.cpu_ms[label], old.cpu_ms[label]):.3f} |"
+            f" | {paired(new.cpu_ms[label], old.cpu_ms[label])} |"
         )
     return lines
 
