@@ -744,8 +744,10 @@ def write_report(path: Path, args, server: ServerProcess, results, extra, small,
                 f" p50 {res.p50_ms:.1f} ms."
             )
     lines += targets_table(by, extra, small, ingests, watch, end_rss, lag)
-    # The per-thread profile is its own command's; its findings travel with the figures.
-    lines += ["", (ROOT / "bench" / "profile_findings.md").read_text().rstrip()]
+    # The per-thread profile and the before/after hot path are their own commands';
+    # their findings travel with the figures.
+    for findings in ("profile_findings.md", "hot_path_findings.md"):
+        lines += ["", (ROOT / "bench" / findings).read_text().rstrip()]
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
     json_path.write_text(json.dumps(

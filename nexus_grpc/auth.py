@@ -29,7 +29,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.interception import HandlerInterceptor, is_wrappable, rewrap
+from nexus_grpc.core.interception import HandlerInterceptor, refused
 from nexus_grpc.core.requests import RequestObserver
 
 log = logging.getLogger("nexus_grpc.auth")
@@ -239,7 +239,18 @@ def _is_repeated(field: FieldDescriptor) -> bool:
 # --- the interceptor ------------------------------------------------------------------
 
 
-class AuthInterceptor(HandlerInterceptor):
+class _Call:
+    """The method and the caller its key names (a plain slotted class: one is
+    made on every call)."""
+
+    __slots__ = ("method", "principal")
+
+    def __init__(self, method: str, principal: Principal) -> None:
+        self.method = method
+        self.principal = principal
+
+
+class AuthInterceptor(HandlerInterceptor[_Call]):
     def __init__(self, keys: KeyRing, observer: RequestObserver | None = None) -> None:
         self._keys = keys
         self._observer = observer or RequestObserver()
@@ -262,21 +273,36 @@ class AuthInterceptor(HandlerInterceptor):
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"{method.rsplit('/', 1)[-1]} needs an admin key; {principal.name!r} is not one",
             )
-        if not is_wrappable(handler):
+        if handler.stream_stream:
             # Bidi-streaming: none of ours; refuse rather than skip the user check.
             return self._refuse(
                 handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
             )
-        if handler.unary_stream:
-            return rewrap(
-                handler, stream=self._wrap_stream(handler.unary_stream, method, principal)
+        return self.wrap(handler, _Call(method, principal))
+
+    async def prologue(self, call: _Call, context: grpc.aio.ServicerContext, request: Any) -> None:
+        """Binds the caller, and refuses a request acting for a user the key
+        does not hold (PERMISSION_DENIED).
+
+        As ``on_request``, every message of a client stream (whose prologue
+        gets None) is checked the same way, as it arrives: a message acting for
+        a user the key does not hold ends the call before the servicer sees it
+        (what earlier messages already wrote stays: they were the key's to
+        write)."""
+        principal = call.principal
+        _principal_var.set(principal)
+        # The call's task owns this context: the binding ends with the call.
+        tenancy.bind(principal.caller())
+        user_id = self._denied_user(request, principal)
+        if user_id is not None:
+            self._record(call.method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
+            log.warning("%s: %r may not act for user %r", call.method, principal.name, user_id)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"API key {principal.name!r} may not act for user {user_id!r}",
             )
-        if handler.stream_unary:
-            return rewrap(
-                handler,
-                client_stream=self._wrap_client_stream(handler.stream_unary, method, principal),
-            )
-        return rewrap(handler, unary=self._wrap_unary(handler.unary_unary, method, principal))
+
+    on_request = prologue
 
     def _denied_user(self, request: Any, principal: Principal) -> str | None:
         if not isinstance(request, Message):
@@ -285,54 +311,6 @@ class AuthInterceptor(HandlerInterceptor):
             if not principal.may_act_for(user_id):
                 return user_id
         return None
-
-    async def _check(
-        self, request: Any, context: grpc.aio.ServicerContext, method: str, principal: Principal
-    ) -> None:
-        _principal_var.set(principal)
-        # The call's task owns this context: the binding ends with the call.
-        tenancy.bind(principal.caller())
-        user_id = self._denied_user(request, principal)
-        if user_id is not None:
-            self._record(method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
-            log.warning("%s: %r may not act for user %r", method, principal.name, user_id)
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"API key {principal.name!r} may not act for user {user_id!r}",
-            )
-
-    def _wrap_unary(self, fn, method: str, principal: Principal):
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await self._check(request, context, method, principal)
-            return await fn(request, context)
-
-        return wrapper
-
-    def _wrap_stream(self, fn, method: str, principal: Principal):
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await self._check(request, context, method, principal)
-            async for item in fn(request, context):
-                yield item
-
-        return wrapper
-
-    def _wrap_client_stream(self, fn, method: str, principal: Principal):
-        """Every streamed message is checked as a unary request is, as it
-        arrives: a message acting for a user the key does not hold ends the
-        call with PERMISSION_DENIED before the servicer sees it (what earlier
-        messages already wrote stays: they were the key's to write)."""
-
-        async def wrapper(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-            await self._check(None, context, method, principal)
-
-            async def checked() -> AsyncIterator[Any]:
-                async for request in requests:
-                    await self._check(request, context, method, principal)
-                    yield request
-
-            return await fn(checked(), context)
-
-        return wrapper
 
     def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
         self._observer.observe(method, code, time.perf_counter() - started)
@@ -349,14 +327,4 @@ class AuthInterceptor(HandlerInterceptor):
             log.info("%s %s: %s", method, code.name, message)
             await context.abort(code, message)
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await abort(context)
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await abort(context)
-            yield  # pragma: no cover - makes this an async generator
-
-        # The request is never read, so it is left undeserialised.
-        return rewrap(
-            handler, unary=unary, stream=stream, client_stream=unary, request_deserializer=None
-        )
+        return refused(handler, abort)

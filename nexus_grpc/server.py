@@ -41,7 +41,7 @@ from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
-from nexus_grpc.core.interception import HandlerInterceptor, rewrap
+from nexus_grpc.core.interception import HandlerInterceptor
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -145,7 +145,7 @@ STREAM_END_SECONDS = 1.0
 UNGATED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
-class ShutdownGate(HandlerInterceptor):
+class ShutdownGate(HandlerInterceptor[bool]):
     """Counts the calls in flight, and once closed refuses new ones with
     UNAVAILABLE, so shutdown can wait for the running ones (see the module doc).
 
@@ -214,35 +214,16 @@ class ShutdownGate(HandlerInterceptor):
     def intercept(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        gated = not details.method.startswith(UNGATED_PREFIXES)
-        if handler.unary_unary:
-            return rewrap(handler, unary=self._unary(handler.unary_unary, gated))
-        if handler.unary_stream:
-            return rewrap(handler, stream=self._stream(handler.unary_stream, gated))
-        if handler.stream_unary:
-            # A client stream (ImportEpisodes) is a call like a unary one:
-            # counted from its start until its one answer is sent.
-            return rewrap(handler, client_stream=self._unary(handler.stream_unary, gated))
-        return handler  # bidi-streaming (reflection): not counted
+        if handler.stream_stream:
+            return handler  # bidi-streaming (reflection): not counted
+        # A client stream (ImportEpisodes) is a call like a unary one: counted
+        # from its start until its one answer is sent.
+        return self.wrap(handler, not details.method.startswith(UNGATED_PREFIXES))
 
-    def _unary(self, fn, gated: bool):
-        async def counted(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if gated and self.closed:
-                await self._refuse(context)
-            self._enter(gated, context)
-            return await fn(request, context)
-
-        return counted
-
-    def _stream(self, fn, gated: bool):
-        async def counted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            if gated and self.closed:
-                await self._refuse(context)
-            self._enter(gated, context)
-            async for item in fn(request, context):
-                yield item
-
-        return counted
+    async def prologue(self, gated: bool, context: grpc.aio.ServicerContext, request: Any) -> None:
+        if gated and self.closed:
+            await self._refuse(context)
+        self._enter(gated, context)
 
 
 @dataclass

@@ -9,8 +9,8 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import OllamaStub
 from tests.support import Harness, start_harness, take
 
@@ -41,24 +41,28 @@ async def start_graph_harness(data_dir, stub: OllamaStub, **kw) -> Harness:
     return h
 
 
-async def new_project(h: Harness, name: str = "proj") -> m.Project:
-    return await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=name)))
+async def new_project(h: Harness, name: str = "proj") -> memory_pb2.Project:
+    return await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name))
+    )
 
 
-async def new_session(h: Harness, project_id: int = 0) -> m.Session:
+async def new_session(h: Harness, project_id: int = 0) -> memory_pb2.Session:
     return await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project_id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project_id))
     )
 
 
-async def new_episode(h: Harness, session_id: int, user: str = "hi", ai: str = "ok") -> m.Episode:
+async def new_episode(
+    h: Harness, session_id: int, user: str = "hi", ai: str = "ok"
+) -> memory_pb2.Episode:
     return await h.memory.CreateEpisode(
-        m.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
+        memory_pb2.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
     )
 
 
-async def event_for(h: Harness, episode_id: int, limit: float = 10.0) -> g.ExtractionEvent:
-    call = h.graph.WatchExtractions(g.WatchExtractionsRequest(episode_id=episode_id))
+async def event_for(h: Harness, episode_id: int, limit: float = 10.0) -> graph_pb2.ExtractionEvent:
+    call = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(episode_id=episode_id))
     try:
         [event] = await take(call, 1, limit)
         return event

@@ -21,11 +21,11 @@ from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.connection import open_channel
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from nexus_grpc.server import RunningServer, start_server
 from nexus_grpc.vectors import VectorIndex
 
@@ -66,9 +66,9 @@ class HashingEmbedder:
 class Harness:
     running: RunningServer
     channel: grpc.aio.Channel
-    memory: mgrpc.MemoryServiceStub
-    graph: ggrpc.GraphServiceStub
-    summary: sgrpc.SummaryServiceStub
+    memory: memory_grpc.MemoryServiceStub
+    graph: graph_grpc.GraphServiceStub
+    summary: summary_grpc.SummaryServiceStub
     app: App
     target: str
     extras: dict = field(default_factory=dict)
@@ -89,8 +89,13 @@ async def start_harness(
     # of each single call.
     channel = open_channel(target, retry=None)
     return Harness(
-        running, channel, mgrpc.MemoryServiceStub(channel), ggrpc.GraphServiceStub(channel),
-        sgrpc.SummaryServiceStub(channel), app, target,
+        running,
+        channel,
+        memory_grpc.MemoryServiceStub(channel),
+        graph_grpc.GraphServiceStub(channel),
+        summary_grpc.SummaryServiceStub(channel),
+        app,
+        target,
     )
 
 

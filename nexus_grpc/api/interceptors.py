@@ -10,19 +10,18 @@ request id, never to the client.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
-from nexus_grpc.core.interception import HandlerInterceptor, Undecodable, is_wrappable, rewrap
+from nexus_grpc.core.interception import HandlerInterceptor, Undecodable
 from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
@@ -53,7 +52,24 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return decode
 
 
-class ServiceInterceptor(HandlerInterceptor):
+class _Call:
+    """What the service interceptor keeps about one call (one is made on every
+    call: a plain slotted class)."""
+
+    __slots__ = ("method", "capped", "incoming", "streams", "started", "span", "held", "streaming")
+
+    def __init__(self, method: str, capped: bool, incoming: dict[str, Any], streams: bool) -> None:
+        self.method = method
+        self.capped = capped
+        self.incoming = incoming
+        self.streams = streams
+        self.started = 0.0
+        self.span: Any = None
+        self.held = False  # a concurrency slot, to give back
+        self.streaming = False  # counted by the observer as an open stream
+
+
+class ServiceInterceptor(HandlerInterceptor[_Call]):
     def __init__(
         self,
         max_concurrent: int,
@@ -67,8 +83,39 @@ class ServiceInterceptor(HandlerInterceptor):
         #: and counted the call as OK; checking here records the real status.
         self._max_bytes = max_message_bytes
 
-    async def _check_size(
-        self, context: grpc.aio.ServicerContext, method: str, response: Any
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        if handler.stream_stream:
+            return handler  # bidi-streaming (reflection): none of ours
+        method = details.method
+        capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
+        incoming = dict(details.invocation_metadata or ())
+        call = _Call(method, capped, incoming, bool(handler.response_streaming))
+        # A client stream's request iterator goes through as it is: an
+        # undecodable item reaches the servicer as an ``Undecodable``, reported
+        # per item.
+        return self.wrap(
+            handler, call, request_deserializer=_tolerant(handler.request_deserializer)
+        )
+
+    async def prologue(self, call: _Call, context: grpc.aio.ServicerContext, request: Any) -> None:
+        call.started = time.perf_counter()
+        rid = self._begin(call.incoming)
+        if tracing.enabled():
+            call.span = tracing.start_rpc(call.method, rid, call.incoming)
+        deadlines.start(context.time_remaining())
+        context.set_trailing_metadata((("x-request-id", rid),))
+        if isinstance(request, Undecodable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        # Here, not before: a call refused at the cap is logged and counted too.
+        call.held = await self._acquire(call.capped, context)
+        if call.streams:
+            self._observer.stream_started(call.method)
+            call.streaming = True
+
+    async def on_response(
+        self, call: _Call, context: grpc.aio.ServicerContext, response: Any
     ) -> None:
         if self._max_bytes <= 0 or not isinstance(response, Message):
             return
@@ -76,7 +123,7 @@ class ServiceInterceptor(HandlerInterceptor):
         if size > self._max_bytes:
             log.error(
                 "%s: a %d-byte response exceeds --max-message-bytes (%d); not sent",
-                method,
+                call.method,
                 size,
                 self._max_bytes,
             )
@@ -87,34 +134,31 @@ class ServiceInterceptor(HandlerInterceptor):
                 f" page_size or limit), or raise the limit on server and client",
             )
 
-    def intercept(
-        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        if not is_wrappable(handler):
-            return handler  # bidi-streaming (reflection): none of ours
-        method = details.method
-        capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
-        incoming = dict(details.invocation_metadata or ())
-        tolerant = _tolerant(handler.request_deserializer)
-        if handler.unary_stream:
-            return rewrap(
-                handler,
-                stream=self._wrap_stream(handler.unary_stream, method, capped, incoming),
-                request_deserializer=tolerant,
-            )
-        if handler.stream_unary:
-            # The request iterator goes through as it is: an undecodable item
-            # reaches the servicer as an ``Undecodable``, reported per item.
-            return rewrap(
-                handler,
-                client_stream=self._wrap_unary(handler.stream_unary, method, capped, incoming),
-                request_deserializer=tolerant,
-            )
-        return rewrap(
-            handler,
-            unary=self._wrap_unary(handler.unary_unary, method, capped, incoming),
-            request_deserializer=tolerant,
+    async def on_error(
+        self, call: _Call, context: grpc.aio.ServicerContext, exc: Exception
+    ) -> None:
+        if isinstance(exc, NexusError):
+            await context.abort(exc.code, exc.message)
+        log.error("unexpected error in %s", call.method, exc_info=exc)
+        await context.abort(
+            grpc.StatusCode.INTERNAL,
+            f"internal error (request id {request_id_var.get()}); see the server log",
         )
+
+    def epilogue(self, call: _Call, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
+        if call.streaming:
+            self._observer.stream_ended(call.method)
+        if call.held:
+            assert self._slots is not None
+            self._slots.release()
+        code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
+        if isinstance(code, int):
+            code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
+        elapsed = time.perf_counter() - call.started
+        self._observer.observe(call.method, code, elapsed)
+        log.info("%s %s %.1fms", call.method, code.name, elapsed * 1000)
+        if call.span is not None:
+            tracing.end_rpc(call.span, code)
 
     def _begin(self, incoming: dict[str, Any]) -> str:
         given = incoming.get("x-request-id")
@@ -147,102 +191,3 @@ class ServiceInterceptor(HandlerInterceptor):
             )
         await self._slots.acquire()
         return True
-
-    async def _fail(
-        self, context: grpc.aio.ServicerContext, method: str, exc: BaseException
-    ) -> None:
-        if isinstance(exc, NexusError):
-            await context.abort(exc.code, exc.message)
-        log.error("unexpected error in %s", method, exc_info=exc)
-        await context.abort(
-            grpc.StatusCode.INTERNAL,
-            f"internal error (request id {request_id_var.get()}); see the server log",
-        )
-
-    def _finish(
-        self, method: str, context: grpc.aio.ServicerContext, started: float, cancelled: bool
-    ) -> grpc.StatusCode:
-        code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
-        if isinstance(code, int):
-            code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
-        elapsed = time.perf_counter() - started
-        self._observer.observe(method, code, elapsed)
-        log.info("%s %s %.1fms", method, code.name, elapsed * 1000)
-        return code
-
-    def _wrap_unary(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            started = time.perf_counter()
-            cancelled = False
-            rid = self._begin(incoming)
-            span = tracing.start_rpc(method, rid, incoming) if tracing.enabled() else None
-            deadlines.start(context.time_remaining())
-            context.set_trailing_metadata((("x-request-id", rid),))
-            held = False
-            try:
-                if isinstance(request, Undecodable):
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-                # Inside the try: a call refused at the cap is logged and counted too.
-                held = await self._acquire(capped, context)
-                response = await fn(request, context)
-                await self._check_size(context, method, response)
-                return response
-            except asyncio.CancelledError:
-                cancelled = True
-                raise
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:
-                await self._fail(context, method, exc)
-            finally:
-                if held:
-                    assert self._slots is not None
-                    self._slots.release()
-                code = self._finish(method, context, started, cancelled)
-                if span is not None:
-                    tracing.end_rpc(span, code)
-
-        return wrapper
-
-    def _wrap_stream(self, fn, method: str, capped: bool, incoming: dict[str, Any]):
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            started = time.perf_counter()
-            cancelled = False
-            rid = self._begin(incoming)
-            span = tracing.start_rpc(method, rid, incoming) if tracing.enabled() else None
-            deadlines.start(context.time_remaining())
-            context.set_trailing_metadata((("x-request-id", rid),))
-            held = streaming = False
-            try:
-                if isinstance(request, Undecodable):
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-                held = await self._acquire(capped, context)
-                self._observer.stream_started(method)
-                streaming = True
-                result = fn(request, context)
-                if inspect.isawaitable(result):
-                    # A handler that streams with context.write() and returns
-                    # None (grpc_health's Watch does): nothing to iterate.
-                    await result
-                else:
-                    async for item in result:
-                        await self._check_size(context, method, item)
-                        yield item
-            except asyncio.CancelledError:
-                cancelled = True
-                raise
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:
-                await self._fail(context, method, exc)
-            finally:
-                if streaming:
-                    self._observer.stream_ended(method)
-                if held:
-                    assert self._slots is not None
-                    self._slots.release()
-                code = self._finish(method, context, started, cancelled)
-                if span is not None:
-                    tracing.end_rpc(span, code)
-
-        return wrapper

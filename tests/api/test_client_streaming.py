@@ -16,8 +16,8 @@ from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.connection import open_channel
 from nexus_grpc.core.requests import RequestObserver
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.server import start_server
 from tests.support import HashingEmbedder, bearer, wait_until
 
@@ -33,9 +33,9 @@ class Recorder(RequestObserver):
         self.calls.append((method, code))
 
 
-def item(session_id: int, i: int) -> m.ImportEpisodesRequest:
-    return m.ImportEpisodesRequest(
-        episode=m.CreateEpisodeRequest(
+def item(session_id: int, i: int) -> memory_pb2.ImportEpisodesRequest:
+    return memory_pb2.ImportEpisodesRequest(
+        episode=memory_pb2.CreateEpisodeRequest(
             session_id=session_id, user_message=f"turn {i}", request_id=f"r{i}"
         )
     )
@@ -55,8 +55,8 @@ async def server(tmp_path):
     running = await start_server(settings, App(settings, embedder=HashingEmbedder()),
                                  observer=recorder)  # fmt: skip
     channel = open_channel(f"127.0.0.1:{running.port}", retry=None)
-    stub = mgrpc.MemoryServiceStub(channel)
-    session = await stub.CreateSession(m.CreateSessionRequest(), metadata=bearer(KEY))
+    stub = memory_grpc.MemoryServiceStub(channel)
+    session = await stub.CreateSession(memory_pb2.CreateSessionRequest(), metadata=bearer(KEY))
     yield running, channel, stub, recorder, session.id, settings
     await channel.close()
     if not running.gate.closed:
@@ -81,7 +81,7 @@ async def test_an_import_is_authenticated_capped_logged_and_counted(server, capl
     await wait_until(lambda: _true(running.gate.active == 1))
     # The open import holds the one concurrency slot, as a unary call would.
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.GetServiceStatus(m.GetServiceStatusRequest(), metadata=bearer(KEY))
+        await stub.GetServiceStatus(memory_pb2.GetServiceStatusRequest(), metadata=bearer(KEY))
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     await call.write(item(session_id, 1))
     await call.done_writing()
@@ -93,7 +93,7 @@ async def test_an_import_is_authenticated_capped_logged_and_counted(server, capl
         "no access log line for the import"
     )
     # The slot is free again.
-    await stub.GetServiceStatus(m.GetServiceStatusRequest(), metadata=bearer(KEY))
+    await stub.GetServiceStatus(memory_pb2.GetServiceStatusRequest(), metadata=bearer(KEY))
 
 
 async def _true(value: bool) -> bool:

@@ -19,8 +19,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from tests.support import start_harness
 
 CONFIG = Path(__file__).resolve().parents[2] / "docs" / "envoy.yaml"
@@ -69,6 +69,7 @@ async def test_envoy_spreads_calls_over_two_instances_on_one_database(tmp_path, 
     a free port for its listener: every call through Envoy succeeds, and both
     instances serve some of them."""
     import yaml
+
     a = await start_harness(tmp_path / "a", database_url=pg_url)
     b = await start_harness(tmp_path / "b", database_url=pg_url)
     config = yaml.safe_load(CONFIG.read_text())
@@ -94,7 +95,7 @@ async def test_envoy_spreads_calls_over_two_instances_on_one_database(tmp_path, 
     )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        stub = mgrpc.MemoryServiceStub(channel)
+        stub = memory_grpc.MemoryServiceStub(channel)
         await asyncio.wait_for(channel.channel_ready(), 30)
         # Which instance served each CreateEpisode (the servicer calls its own
         # instance's use case).
@@ -106,14 +107,18 @@ async def test_envoy_spreads_calls_over_two_instances_on_one_database(tmp_path, 
                 return await _create(*args, **kw)
 
             h.app.conversations.create_episode = counted
-        session = await stub.CreateSession(m.CreateSessionRequest(session=m.Session()), timeout=10)
+        session = await stub.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session()), timeout=10
+        )
         for i in range(12):
             await stub.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=session.id, user_message=f"turn {i}"),
+                memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message=f"turn {i}"),
                 timeout=10,
             )
         assert served["a"] + served["b"] == 12 and min(served.values()) > 0, served
-        listed = await stub.ListEpisodes(m.ListEpisodesRequest(session_id=session.id), timeout=10)
+        listed = await stub.ListEpisodes(
+            memory_pb2.ListEpisodesRequest(session_id=session.id), timeout=10
+        )
         assert len(listed.episodes) == 12
     finally:
         await channel.close()

@@ -89,9 +89,9 @@ from hypothesis import strategies as st
 import nexus_grpc.gen
 from nexus_grpc.domain.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, encode_token
 from nexus_grpc.domain.validation import CONTROL_CHARS, DEFAULT_SEARCH_LIMIT, MAX_ID_CHARS
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.server import SERVICE_NAMES
 from tests.ollama_stub import OllamaStub, RecordedRequest, Reply
@@ -906,11 +906,15 @@ class World:
     async def seed(self) -> None:
         h = self.h
         projects = [
-            await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=n)))
+            await h.memory.CreateProject(
+                memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=n))
+            )
             for n in ("Atlas", "Borealis")
         ]
         sessions = [
-            await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p)))
+            await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p))
+            )
             for p in (projects[0].id, projects[0].id, projects[1].id, 0)
         ]
         await self.seed_more(projects, sessions)
@@ -921,7 +925,7 @@ class World:
         for i, ses in enumerate(sessions):
             for j, text in enumerate(("postgres port is 5432", "deploy atlas with docker")):
                 await h.memory.CreateEpisode(
-                    m.CreateEpisodeRequest(
+                    memory_pb2.CreateEpisodeRequest(
                         session_id=ses.id,
                         user_message=f"{text} ({i}.{j})",
                         ai_response="noted; the backup runs nightly",
@@ -931,50 +935,63 @@ class World:
         p = projects[0].id
         s0 = sessions[0].id
         kinds = [
-            m.Memory(kind=m.MEMORY_KIND_PROJECT, project_id=p, title="postgres port"),
-            m.Memory(
-                kind=m.MEMORY_KIND_PROJECT,
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=p, title="postgres port"
+            ),
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT,
                 project_id=p,
                 title="deploy steps",
-                tier=m.TIER_TASK,
+                tier=memory_pb2.TIER_TASK,
                 session_id=s0,
                 agent_id="agent-1",
             ),
-            m.Memory(kind=m.MEMORY_KIND_PROJECT, project_id=p, title="old", tier=m.TIER_ARCHIVE),
-            m.Memory(kind=m.MEMORY_KIND_USER, user_id="alice", title="likes tea"),
-            m.Memory(
-                kind=m.MEMORY_KIND_USER,
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT,
+                project_id=p,
+                title="old",
+                tier=memory_pb2.TIER_ARCHIVE,
+            ),
+            memory_pb2.Memory(kind=memory_pb2.MEMORY_KIND_USER, user_id="alice", title="likes tea"),
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
                 user_id="alice",
                 project_id=p,
                 title="alice port",
-                tier=m.TIER_SESSION,
+                tier=memory_pb2.TIER_SESSION,
                 session_id=s0,
             ),
-            m.Memory(kind=m.MEMORY_KIND_USER, user_id="bob", title="bob backup"),
+            memory_pb2.Memory(kind=memory_pb2.MEMORY_KIND_USER, user_id="bob", title="bob backup"),
         ]
         for mem in kinds:
             mem.content = f"details about {mem.title}"
-            await h.memory.CreateMemory(m.CreateMemoryRequest(memory=mem))
+            await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=mem))
         a = await h.graph.UpsertEntity(
-            g.UpsertEntityRequest(name="Ada", type="person", project_id=p)
+            graph_pb2.UpsertEntityRequest(name="Ada", type="person", project_id=p)
         )
         b = await h.graph.UpsertEntity(
-            g.UpsertEntityRequest(name="Postgres", type="technology", project_id=p)
+            graph_pb2.UpsertEntityRequest(name="Postgres", type="technology", project_id=p)
         )
-        await h.graph.UpsertEntity(g.UpsertEntityRequest(name="Zed", type="concept"))
+        await h.graph.UpsertEntity(graph_pb2.UpsertEntityRequest(name="Zed", type="concept"))
         await h.graph.UpsertRelationship(
-            g.UpsertRelationshipRequest(from_id=a.id, to_id=b.id, label="uses")
+            graph_pb2.UpsertRelationshipRequest(from_id=a.id, to_id=b.id, label="uses")
         )
         await h.summary.CreateSummary(
-            s.CreateSummaryRequest(summary=s.Summary(session_id=s0, content="they set up postgres"))
+            summary_pb2.CreateSummaryRequest(
+                summary=summary_pb2.Summary(session_id=s0, content="they set up postgres")
+            )
         )
         await h.summary.CreateSummary(
-            s.CreateSummaryRequest(summary=s.Summary(project_id=p, content="atlas overview"))
+            summary_pb2.CreateSummaryRequest(
+                summary=summary_pb2.Summary(project_id=p, content="atlas overview")
+            )
         )
         for user, thread in (("alice", "t1"), ("", "t2")):
-            scope = m.MemoryScope(project_id=p, user_id=user, session_id=s0)
+            scope = memory_pb2.MemoryScope(project_id=p, user_id=user, session_id=s0)
             async for _ in h.memory.SelectMemories(
-                m.SelectMemoriesRequest(prompt="postgres port?", scope=scope, thread_id=thread)
+                memory_pb2.SelectMemoriesRequest(
+                    prompt="postgres port?", scope=scope, thread_id=thread
+                )
             ):
                 pass
 
@@ -990,13 +1007,19 @@ class World:
             return
         h = self.h
         projects = [
-            await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="refill")))
+            await h.memory.CreateProject(
+                memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="refill"))
+            )
         ]
         sessions = [
             await h.memory.CreateSession(
-                m.CreateSessionRequest(session=m.Session(project_id=projects[0].id))
+                memory_pb2.CreateSessionRequest(
+                    session=memory_pb2.Session(project_id=projects[0].id)
+                )
             ),
-            await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session())),
+            await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+            ),
         ]
         await self.seed_more(projects, sessions)
 
@@ -1083,7 +1106,7 @@ class World:
                     if self.database_url:
                         count, text = c.execute(
                             f"SELECT count(*), coalesce(string_agg(t::text, chr(10)"
-                            f' ORDER BY t::text), \'\') FROM "{table}" t'
+                            f" ORDER BY t::text), '') FROM \"{table}\" t"
                         ).fetchone()
                         out[table] = (
                             count,
@@ -1412,7 +1435,7 @@ def test_the_seed_gives_every_pool_rows(world):
     pools = world.pools()
     for table in TABLE_ID_COLUMNS:
         assert pools.ids[table], table
-    assert world.stored_events(g.WatchExtractionsRequest())
+    assert world.stored_events(graph_pb2.WatchExtractionsRequest())
     assert world.digest()["memory_usage"][0] > 0
 
 
@@ -1466,16 +1489,18 @@ def test_the_digest_sees_every_committed_change_and_only_those(world):
     refused = world.run(
         invoke(
             world,
-            m.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name["UpdateProject"],
-            m.UpdateProjectRequest(
-                project=m.Project(id=project_id, name=""), update_mask={"paths": ["name"]}
+            memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name[
+                "UpdateProject"
+            ],
+            memory_pb2.UpdateProjectRequest(
+                project=memory_pb2.Project(id=project_id, name=""), update_mask={"paths": ["name"]}
             ),
         )
     )
     assert refused.code == INVALID
     assert world.digest() == before
-    renamed = m.UpdateProjectRequest(
-        project=m.Project(id=project_id, name=f"renamed {uuid.uuid4()}"),
+    renamed = memory_pb2.UpdateProjectRequest(
+        project=memory_pb2.Project(id=project_id, name=f"renamed {uuid.uuid4()}"),
         update_mask={"paths": ["name"]},
     )
     world.run(_called(world.h.memory.UpdateProject, renamed))
@@ -1556,13 +1581,13 @@ async def _called(method, request):
 def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
     memory_id = world.ro.execute(
         "SELECT id FROM memories WHERE kind = ? AND tier = ? LIMIT 1",
-        (m.MEMORY_KIND_PROJECT, m.TIER_LONGTERM),
+        (memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.TIER_LONGTERM),
     ).fetchone()[0]
     wrong = {}
     for user in ("a\x00b", " alice", "x" * 201):
-        create = m.CreateMemoryRequest(
-            memory=m.Memory(
-                kind=m.MEMORY_KIND_PROJECT,
+        create = memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT,
                 project_id=world.pools().ids["projects"][0],
                 title="to delete",
                 content="c",
@@ -1571,17 +1596,19 @@ def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
         # The call object is made inside the loop: grpc.aio needs a running one.
         doomed = world.run(_called(world.h.memory.CreateMemory, create))
         requests = {
-            "DeleteMemory": m.DeleteMemoryRequest(id=doomed.id, user_id=user),
-            "GetMemory": m.GetMemoryRequest(id=memory_id, user_id=user),
-            "ListMemoryHistory": m.ListMemoryHistoryRequest(memory_id=memory_id, user_id=user),
-            "UpdateMemory": m.UpdateMemoryRequest(
-                memory=m.Memory(id=memory_id, title="renamed"),
+            "DeleteMemory": memory_pb2.DeleteMemoryRequest(id=doomed.id, user_id=user),
+            "GetMemory": memory_pb2.GetMemoryRequest(id=memory_id, user_id=user),
+            "ListMemoryHistory": memory_pb2.ListMemoryHistoryRequest(
+                memory_id=memory_id, user_id=user
+            ),
+            "UpdateMemory": memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=memory_id, title="renamed"),
                 update_mask={"paths": ["title"]},
                 user_id=user,
             ),
         }
         for name, request in requests.items():
-            method = m.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name[name]
+            method = memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name[name]
             outcome = world.run(invoke(world, method, request))
             if outcome.code != INVALID:
                 wrong[(name, user[:8])] = outcome.code.name

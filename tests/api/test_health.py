@@ -11,8 +11,8 @@ import json
 
 from nexus_grpc.doctor import doctor
 from nexus_grpc.embedding import make_embedder
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import Reply
 from tests.support import HashingEmbedder, start_harness, take
 
@@ -25,7 +25,7 @@ STUB_DEFAULT_REPLY = EMPTY
 
 
 async def _status(h) -> tuple[str, dict[str, tuple[bool, str]]]:
-    status = await h.memory.GetServiceStatus(m.GetServiceStatusRequest())
+    status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
     return status.state, {d.name: (d.ok, d.detail) for d in status.dependencies}
 
 
@@ -101,14 +101,18 @@ async def test_openai_backend_through_the_server(tmp_path, stub):
     try:
         state, deps = await _status(h)
         assert state == "SERVING" and deps["openai"][0], deps
-        ses = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-        ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(session_id=ses.id, user_message="I am Alice", ai_response="Hi")
+        ses = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
         )
-        call = h.graph.WatchExtractions(g.WatchExtractionsRequest(episode_id=ep.id))
+        ep = await h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(
+                session_id=ses.id, user_message="I am Alice", ai_response="Hi"
+            )
+        )
+        call = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(episode_id=ep.id))
         [event] = await take(call, 1)
         call.cancel()
-        assert event.status == g.EXTRACTION_STATUS_DONE
+        assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
         assert [e.name for e in event.entities] == ["Alice"]
         (request,) = stub.requests_to("/v1/chat/completions")
         assert request["response_format"]["type"] == "json_schema"

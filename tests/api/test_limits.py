@@ -11,10 +11,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.core.requests import RequestObserver
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.server import start_server
 from tests.support import HashingEmbedder
 
@@ -46,11 +46,15 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
                                  observer=recorder)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
     try:
-        watch = ggrpc.GraphServiceStub(channel).WatchExtractions(g.WatchExtractionsRequest())
+        watch = graph_grpc.GraphServiceStub(channel).WatchExtractions(
+            graph_pb2.WatchExtractionsRequest()
+        )
         reader = asyncio.ensure_future(watch.read())
         await recorder.stream_open.wait()  # the open stream holds the only slot
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await mgrpc.MemoryServiceStub(channel).ListProjects(m.ListProjectsRequest())
+            await memory_grpc.MemoryServiceStub(channel).ListProjects(
+                memory_pb2.ListProjectsRequest()
+            )
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "limit" in refused.value.details()
         # The server records the call once its status is sent, which may be just

@@ -14,8 +14,8 @@ import asyncio
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
 from tests.graph_support import ALICE, start_graph_harness
 from tests.support import start_harness, take, wait_until
@@ -35,9 +35,9 @@ async def pair(tmp_path, pg_url):
 
 async def test_a_retry_sent_to_two_instances_is_one_episode(pair):
     a, b = pair
-    session = await a.memory.CreateSession(m.CreateSessionRequest())
+    session = await a.memory.CreateSession(memory_pb2.CreateSessionRequest())
     for n in range(5):
-        request = m.CreateEpisodeRequest(
+        request = memory_pb2.CreateEpisodeRequest(
             session_id=session.id, user_message=f"question {n}", request_id=f"retry-{n}"
         )
         replies = await asyncio.gather(
@@ -45,12 +45,14 @@ async def test_a_retry_sent_to_two_instances_is_one_episode(pair):
             b.memory.CreateEpisode(request), a.memory.CreateEpisode(request),
         )  # fmt: skip
         assert len({r.id for r in replies}) == 1
-    listed = await b.memory.ListEpisodes(m.ListEpisodesRequest(session_id=session.id, page_size=50))
+    listed = await b.memory.ListEpisodes(
+        memory_pb2.ListEpisodesRequest(session_id=session.id, page_size=50)
+    )
     assert len(listed.episodes) == 5
     # A different call under a used request_id is refused on the other instance too.
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await b.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=session.id, user_message="other", request_id="retry-0"
             )
         )
@@ -59,23 +61,27 @@ async def test_a_retry_sent_to_two_instances_is_one_episode(pair):
 
 async def test_every_instance_reads_and_searches_what_another_wrote(pair):
     a, b = pair
-    project = await a.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await a.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     session = await b.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     episode = await a.memory.CreateEpisode(
-        m.CreateEpisodeRequest(
+        memory_pb2.CreateEpisodeRequest(
             session_id=session.id, user_message="postgres replication lag", ai_response="ok"
         )
     )
-    assert (await b.memory.GetEpisode(m.GetEpisodeRequest(id=episode.id))).id == episode.id
+    assert (await b.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id))).id == episode.id
 
     async def search(h, mode):
-        request = m.SearchEpisodesRequest(query="replication", project_id=project.id, mode=mode)
+        request = memory_pb2.SearchEpisodesRequest(
+            query="replication", project_id=project.id, mode=mode
+        )
         return [hit.episode.id async for hit in h.memory.SearchEpisodes(request)]
 
     # Keyword search reads the row's own tsvector: at once, from either instance.
-    assert await search(b, m.SEARCH_MODE_KEYWORD) == [episode.id]
+    assert await search(b, memory_pb2.SEARCH_MODE_KEYWORD) == [episode.id]
 
     # Semantic search once either instance's index worker has embedded it.
     async def embedded():
@@ -87,8 +93,8 @@ async def test_every_instance_reads_and_searches_what_another_wrote(pair):
         return n == 0
 
     await wait_until(embedded)
-    assert await search(b, m.SEARCH_MODE_SEMANTIC) == [episode.id]
-    assert await search(a, m.SEARCH_MODE_HYBRID) == [episode.id]
+    assert await search(b, memory_pb2.SEARCH_MODE_SEMANTIC) == [episode.id]
+    assert await search(a, memory_pb2.SEARCH_MODE_HYBRID) == [episode.id]
 
 
 async def test_an_extraction_on_one_instance_reaches_a_watcher_on_another(
@@ -99,19 +105,19 @@ async def test_an_extraction_on_one_instance_reaches_a_watcher_on_another(
     a = await start_graph_harness(tmp_path / "a", stub, database_url=pg_url)
     b = await start_harness(tmp_path / "b", database_url=pg_url)
     try:
-        session = await b.memory.CreateSession(m.CreateSessionRequest())
-        call = b.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=session.id))
+        session = await b.memory.CreateSession(memory_pb2.CreateSessionRequest())
+        call = b.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(session_id=session.id))
         episode = await b.memory.CreateEpisode(
-            m.CreateEpisodeRequest(session_id=session.id, user_message="Alice leads Atlas")
+            memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="Alice leads Atlas")
         )
         [event] = await take(call, 1, limit=20.0)
         call.cancel()
         assert event.episode_id == episode.id
-        assert event.status == g.EXTRACTION_STATUS_DONE
+        assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
         assert {e.name for e in event.entities} == {"Alice", "Atlas"}
         assert stub.requests_to("/api/chat"), "instance a's LLM did the extraction"
         # The graph a wrote is b's to read.
-        found = await b.graph.ListEntities(g.ListEntitiesRequest(session_id=session.id))
+        found = await b.graph.ListEntities(graph_pb2.ListEntitiesRequest(session_id=session.id))
         assert {e.name for e in found.entities} == {"Alice", "Atlas"}
     finally:
         await a.close()
@@ -123,7 +129,7 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
     instance's address with gRPC's round_robin policy (what DNS round robin
     gives a client through a name with one A record per instance)."""
     from nexus_grpc.connection import open_channel
-    from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+    from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 
     a, b = pair
     # Only the calls commit now: the background workers (which commit their
@@ -133,12 +139,14 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
     addresses = ",".join(h.target for h in pair)
     channel = open_channel(f"ipv4:{addresses}", options=[("grpc.lb_policy_name", "round_robin")])
     try:
-        stub = mgrpc.MemoryServiceStub(channel)
+        stub = memory_grpc.MemoryServiceStub(channel)
         # Round robin starts on the first address that connects: let both connect.
         for _ in range(4):
-            await stub.ListProjects(m.ListProjectsRequest(page_size=1), wait_for_ready=True)
+            await stub.ListProjects(
+                memory_pb2.ListProjectsRequest(page_size=1), wait_for_ready=True
+            )
         before = (a.app.db.commits, b.app.db.commits)
-        created = [await stub.CreateSession(m.CreateSessionRequest()) for _ in range(10)]
+        created = [await stub.CreateSession(memory_pb2.CreateSessionRequest()) for _ in range(10)]
     finally:
         await channel.close()
     assert len({s.id for s in created}) == 10

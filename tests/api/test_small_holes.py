@@ -12,8 +12,8 @@ import grpc.aio
 import pytest
 
 from nexus_grpc import logs
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import bearer, start_harness, wait_until
 
 # The `small` server runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -34,12 +34,14 @@ async def small(tmp_path, store_settings):
 
 async def test_a_page_of_large_episodes_fits_the_message_limit_and_pages_on(small):
     h = small
-    session = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
     big = "x" * 90_000
     created = [
         (
             await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(
+                memory_pb2.CreateEpisodeRequest(
                     session_id=session.id, user_message=f"{i} {big}", ai_response=big
                 )
             )
@@ -50,7 +52,7 @@ async def test_a_page_of_large_episodes_fits_the_message_limit_and_pages_on(smal
     seen, token, pages = [], "", 0
     while True:
         page = await h.memory.ListEpisodes(
-            m.ListEpisodesRequest(session_id=session.id, page_token=token)
+            memory_pb2.ListEpisodesRequest(session_id=session.id, page_token=token)
         )
         assert page.ByteSize() <= LIMIT
         assert page.episodes, "a page must hold at least one episode"
@@ -69,16 +71,18 @@ async def test_a_response_over_the_limit_is_logged_and_counted_as_what_it_was(tm
     limit = 150_000
     h = await start_harness(tmp_path / "data", max_message_bytes=limit)
     try:
-        session = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        session = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+        )
         with caplog.at_level(logging.INFO, logger="nexus_grpc.access"):
             small = await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=session.id, user_message="short one")
+                memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="short one")
             )
-            await h.memory.GetEpisode(m.GetEpisodeRequest(id=small.id))
+            await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=small.id))
         assert any("GetEpisode OK" in r.getMessage() for r in caplog.records)
         # A request just under the limit: the episode it returns (id, times,
         # states added) is just over it.
-        req = m.CreateEpisodeRequest(
+        req = memory_pb2.CreateEpisodeRequest(
             session_id=session.id, user_message="u" * 100_000, ai_response=""
         )
         req.ai_response = "a" * (limit - 4 - req.ByteSize())
@@ -99,14 +103,14 @@ async def test_a_response_over_the_limit_is_logged_and_counted_as_what_it_was(tm
 async def test_an_x_request_id_must_be_a_bounded_token(small, caplog):
     h = small
     call = h.memory.GetServiceStatus(
-        m.GetServiceStatusRequest(), metadata=(("x-request-id", "client-42.a:b"),)
+        memory_pb2.GetServiceStatusRequest(), metadata=(("x-request-id", "client-42.a:b"),)
     )
     await call
     assert dict(await call.trailing_metadata())["x-request-id"] == "client-42.a:b"
     for bad in ("a b c", "x" * 129):
         with caplog.at_level(logging.WARNING, logger="nexus_grpc.access"):
             call = h.memory.GetServiceStatus(
-                m.GetServiceStatusRequest(), metadata=(("x-request-id", bad),)
+                memory_pb2.GetServiceStatusRequest(), metadata=(("x-request-id", bad),)
             )
             await call
         echoed = dict(await call.trailing_metadata())["x-request-id"]
@@ -139,19 +143,25 @@ def test_every_text_log_line_escapes_control_characters():
 @pytest.mark.parametrize("bad", ["a\x1b[31mred", "two\nlines", "evil\u202etxt.exe", "tab\tname"])
 async def test_control_characters_are_refused_in_names_and_titles(small, bad):
     h = small
-    ok = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="fine")))
+    ok = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="fine"))
+    )
     calls = {
-        "project.name": h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=bad))),
-        "session.name": h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(name=bad))),
+        "project.name": h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=bad))
+        ),
+        "session.name": h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session(name=bad))
+        ),
         "memory.title": h.memory.CreateMemory(
-            m.CreateMemoryRequest(
-                memory=m.Memory(
-                    kind=m.MEMORY_KIND_PROJECT, title=bad, content="c", project_id=ok.id
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_PROJECT, title=bad, content="c", project_id=ok.id
                 )
             )
         ),
         "name": h.graph.UpsertEntity(
-            g.UpsertEntityRequest(name=bad, type="person", project_id=ok.id)
+            graph_pb2.UpsertEntityRequest(name=bad, type="person", project_id=ok.id)
         ),
     }
     for field, call in calls.items():
@@ -186,7 +196,7 @@ async def test_one_key_cannot_hold_every_watch_slot(tmp_path):
     events = h.app.graph_events
     try:
         a_calls = [
-            h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+            h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=bearer(KEY_A))
             for _ in range(2)
         ]
 
@@ -194,20 +204,24 @@ async def test_one_key_cannot_hold_every_watch_slot(tmp_path):
             return events.watchers == n
 
         await wait_until(lambda: open_streams(2))
-        refused = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+        refused = h.graph.WatchExtractions(
+            graph_pb2.WatchExtractionsRequest(), metadata=bearer(KEY_A)
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await refused.read()
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         for text in ("'a' already has 2", "--max-watch-streams-per-key", "(now 2)"):
             assert text in err.value.details()
         # Another key still gets a stream: the global cap is far off.
-        b_call = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_B))
+        b_call = h.graph.WatchExtractions(
+            graph_pb2.WatchExtractionsRequest(), metadata=bearer(KEY_B)
+        )
         await wait_until(lambda: open_streams(3))
         # A slot the key frees is its own again.
         a_calls.pop().cancel()
         await wait_until(lambda: open_streams(2))
         a_calls.append(
-            h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(KEY_A))
+            h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=bearer(KEY_A))
         )
         await wait_until(lambda: open_streams(3))
         for call in (*a_calls, b_call):

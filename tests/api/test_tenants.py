@@ -29,9 +29,9 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import memories as memory_store
 from tests.support import METHODS, bearer, start_harness, wait_until
@@ -127,21 +127,24 @@ async def _populate(h) -> None:
     a = bearer(ALICE_KEY)
     mem, gr, summ = h.memory, h.graph, h.summary
     project = await mem.CreateProject(
-        m.CreateProjectRequest(project=m.Project(name=f"{MARKER} project")), metadata=a
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=f"{MARKER} project")),
+        metadata=a,
     )
     s1 = await mem.CreateSession(
-        m.CreateSessionRequest(
-            session=m.Session(external_id=S1_EXT, name=MARKER, project_id=project.id)
+        memory_pb2.CreateSessionRequest(
+            session=memory_pb2.Session(external_id=S1_EXT, name=MARKER, project_id=project.id)
         ),
         metadata=a,
     )
     s2 = await mem.CreateSession(
-        m.CreateSessionRequest(session=m.Session(external_id=S2_EXT, name=MARKER)),
+        memory_pb2.CreateSessionRequest(
+            session=memory_pb2.Session(external_id=S2_EXT, name=MARKER)
+        ),
         metadata=a,
     )
     episodes = [
         await mem.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=sid, user_message=f"the {MARKER} crossed", ai_response=MARKER
             ),
             metadata=a,
@@ -149,14 +152,19 @@ async def _populate(h) -> None:
         for sid in (s1.id, s2.id)
     ]
     memories = [
-        await mem.CreateMemory(m.CreateMemoryRequest(memory=memory), metadata=a)
+        await mem.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory), metadata=a)
         for memory in (
-            m.Memory(
-                kind=m.MEMORY_KIND_PROJECT, title=MARKER, content=MARKER, project_id=project.id
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT,
+                title=MARKER,
+                content=MARKER,
+                project_id=project.id,
             ),
-            m.Memory(kind=m.MEMORY_KIND_USER, title=MARKER, content=MARKER, user_id="alice"),
-            m.Memory(
-                kind=m.MEMORY_KIND_USER,
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER, title=MARKER, content=MARKER, user_id="alice"
+            ),
+            memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
                 title=MARKER,
                 content=MARKER,
                 user_id="alice",
@@ -165,24 +173,34 @@ async def _populate(h) -> None:
         )
     ]
     summary = await summ.CreateSummary(
-        s.CreateSummaryRequest(summary=s.Summary(session_id=s1.id, content=MARKER)), metadata=a
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(session_id=s1.id, content=MARKER)
+        ),
+        metadata=a,
     )
     await summ.CreateSummary(
-        s.CreateSummaryRequest(summary=s.Summary(project_id=project.id, content=MARKER)),
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(project_id=project.id, content=MARKER)
+        ),
         metadata=a,
     )
     e1, e2 = [
         await gr.UpsertEntity(
-            g.UpsertEntityRequest(name=f"{MARKER} {n}", type="person", project_id=project.id),
+            graph_pb2.UpsertEntityRequest(
+                name=f"{MARKER} {n}", type="person", project_id=project.id
+            ),
             metadata=a,
         )
         for n in (1, 2)
     ]
     await gr.UpsertEntity(
-        g.UpsertEntityRequest(name=f"{MARKER} 3", type="person", session_id=s2.id), metadata=a
+        graph_pb2.UpsertEntityRequest(name=f"{MARKER} 3", type="person", session_id=s2.id),
+        metadata=a,
     )
     await gr.UpsertRelationship(
-        g.UpsertRelationshipRequest(from_id=e1.id, to_id=e2.id, label="knows", notes=MARKER),
+        graph_pb2.UpsertRelationshipRequest(
+            from_id=e1.id, to_id=e2.id, label="knows", notes=MARKER
+        ),
         metadata=a,
     )
     # An extraction outcome and a selection's usage, written as their
@@ -464,24 +482,30 @@ async def test_another_tenant_gets_what_a_missing_id_gets_on_every_method(world)
 async def test_admin_sees_every_tenant_and_the_rival_lists_nothing(world):
     h, ids = world, world.extras["ids"]
     got = await h.memory.GetEpisode(
-        m.GetEpisodeRequest(id=ids["episode"]), metadata=bearer(ADMIN_KEY)
+        memory_pb2.GetEpisodeRequest(id=ids["episode"]), metadata=bearer(ADMIN_KEY)
     )
     assert MARKER in got.user_message
-    listed = await h.memory.ListSessions(m.ListSessionsRequest(), metadata=bearer(RIVAL_KEY))
+    listed = await h.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(), metadata=bearer(RIVAL_KEY)
+    )
     assert list(listed.sessions) == []
     mine = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(external_id=S1_EXT)),
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(external_id=S1_EXT)),
         metadata=bearer(RIVAL_KEY),
     )
     # External ids are per tenant: the rival's S1_EXT is its own session.
     assert mine.id != ids["session"]
     again = await h.memory.GetSession(
-        m.GetSessionRequest(external_id=S1_EXT), metadata=bearer(RIVAL_KEY)
+        memory_pb2.GetSessionRequest(external_id=S1_EXT), metadata=bearer(RIVAL_KEY)
     )
     assert again.id == mine.id
-    listed = await h.memory.ListSessions(m.ListSessionsRequest(), metadata=bearer(RIVAL_KEY))
+    listed = await h.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(), metadata=bearer(RIVAL_KEY)
+    )
     assert [x.id for x in listed.sessions] == [mine.id]
-    everyone = await h.memory.ListSessions(m.ListSessionsRequest(), metadata=bearer(ADMIN_KEY))
+    everyone = await h.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(), metadata=bearer(ADMIN_KEY)
+    )
     assert len(everyone.sessions) == 3
 
 
@@ -491,7 +515,7 @@ async def test_delete_project_refuses_while_other_users_memories_remain(world):
     before = await digests(h)
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await h.memory.DeleteProject(
-            m.DeleteProjectRequest(id=ids["project"]), metadata=bearer(BOB_ONLY_KEY)
+            memory_pb2.DeleteProjectRequest(id=ids["project"]), metadata=bearer(BOB_ONLY_KEY)
         )
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "1 of users this key may not act for" in err.value.details()
@@ -499,7 +523,7 @@ async def test_delete_project_refuses_while_other_users_memories_remain(world):
     assert await digests(h) == before
     # A key that may act for every owner deletes the project with them.
     await h.memory.DeleteProject(
-        m.DeleteProjectRequest(id=ids["project"]), metadata=bearer(ALICE_KEY)
+        memory_pb2.DeleteProjectRequest(id=ids["project"]), metadata=bearer(ALICE_KEY)
     )
     left = await h.app.db.read(
         lambda c: c.execute("SELECT project_id, user_id FROM memories ORDER BY id").fetchall()
@@ -509,8 +533,12 @@ async def test_delete_project_refuses_while_other_users_memories_remain(world):
 
 async def test_an_unfiltered_watch_hears_only_its_tenant(world):
     h, ids = world, world.extras["ids"]
-    rival = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(RIVAL_KEY))
-    alice = h.graph.WatchExtractions(g.WatchExtractionsRequest(), metadata=bearer(ALICE_KEY))
+    rival = h.graph.WatchExtractions(
+        graph_pb2.WatchExtractionsRequest(), metadata=bearer(RIVAL_KEY)
+    )
+    alice = h.graph.WatchExtractions(
+        graph_pb2.WatchExtractionsRequest(), metadata=bearer(ALICE_KEY)
+    )
     first = await asyncio.wait_for(alice.read(), 10)
     assert first.episode_id == ids["episode"]
     with pytest.raises(asyncio.TimeoutError):

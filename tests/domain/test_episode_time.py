@@ -9,13 +9,17 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import start_harness, wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
 
-MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
+MODES = [
+    memory_pb2.SEARCH_MODE_KEYWORD,
+    memory_pb2.SEARCH_MODE_SEMANTIC,
+    memory_pb2.SEARCH_MODE_HYBRID,
+]
 DAY = 86_400
 # 8 May 2023, 13:56 UTC: a LoCoMo-style session date.
 BASE = 1_683_554_160
@@ -52,52 +56,61 @@ async def episodes_count(h) -> int:
 
 
 async def test_occur_time_is_stored_and_returned_and_defaults_to_now(h):
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
     before = time.time()
     now_ep = await h.memory.CreateEpisode(
-        m.CreateEpisodeRequest(session_id=s.id, user_message="hi", ai_response="hello")
+        memory_pb2.CreateEpisodeRequest(
+            session_id=session.id, user_message="hi", ai_response="hello"
+        )
     )
     assert before - 1 <= now_ep.occur_time.ToNanoseconds() / 1e9 <= time.time() + 1
     assert now_ep.occur_time == now_ep.create_time
     old = await h.memory.CreateEpisode(
-        m.CreateEpisodeRequest(
-            session_id=s.id, user_message="back then", ai_response="yes", occur_time=ts(BASE + 0.5)
+        memory_pb2.CreateEpisodeRequest(
+            session_id=session.id,
+            user_message="back then",
+            ai_response="yes",
+            occur_time=ts(BASE + 0.5),
         )
     )
     assert old.occur_time == ts(BASE + 0.5)
     assert old.create_time.seconds >= int(before)
-    got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=old.id))
+    got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=old.id))
     assert got.occur_time == ts(BASE + 0.5)
-    listed = await h.memory.ListEpisodes(m.ListEpisodesRequest(session_id=s.id))
+    listed = await h.memory.ListEpisodes(memory_pb2.ListEpisodesRequest(session_id=session.id))
     assert {e.id: e.occur_time.seconds for e in listed.episodes}[old.id] == BASE
 
 
 async def test_bad_times_are_refused_by_name_and_write_nothing(h):
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-    future = m.CreateEpisodeRequest(
-        session_id=s.id, user_message="later", occur_time=ts(time.time() + DAY)
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
+    future = memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="later", occur_time=ts(time.time() + DAY)
     )
     code, details = await code_of(h.memory.CreateEpisode(future))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
-    broken = m.CreateEpisodeRequest(
-        session_id=s.id, user_message="x", occur_time=Timestamp(seconds=BASE, nanos=-1)
+    broken = memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="x", occur_time=Timestamp(seconds=BASE, nanos=-1)
     )
     code, details = await code_of(h.memory.CreateEpisode(broken))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
-    huge = m.CreateEpisodeRequest(
-        session_id=s.id, user_message="x", occur_time=Timestamp(seconds=-(10**12))
+    huge = memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="x", occur_time=Timestamp(seconds=-(10**12))
     )
     code, details = await code_of(h.memory.CreateEpisode(huge))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
     assert await episodes_count(h) == 0
     # A retry that names another time is a different request.
-    ok = m.CreateEpisodeRequest(
-        session_id=s.id, user_message="x", request_id="r1", occur_time=ts(BASE)
+    ok = memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="x", request_id="r1", occur_time=ts(BASE)
     )
     first = await h.memory.CreateEpisode(ok)
     assert (await h.memory.CreateEpisode(ok)).id == first.id
-    other = m.CreateEpisodeRequest(
-        session_id=s.id, user_message="x", request_id="r1", occur_time=ts(BASE + 1)
+    other = memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="x", request_id="r1", occur_time=ts(BASE + 1)
     )
     code, details = await code_of(h.memory.CreateEpisode(other))
     assert code == grpc.StatusCode.ALREADY_EXISTS and "occur_time" in details
@@ -105,7 +118,7 @@ async def test_bad_times_are_refused_by_name_and_write_nothing(h):
 
 
 async def search(h, session_id, mode, limit=10, start=None, end=None):
-    request = m.SearchEpisodesRequest(
+    request = memory_pb2.SearchEpisodesRequest(
         query="kubernetes cluster upgrade", session_id=session_id, mode=mode, limit=limit
     )
     if start is not None:
@@ -117,13 +130,15 @@ async def search(h, session_id, mode, limit=10, start=None, end=None):
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_search_window_applies_on_every_mode(h, mode):
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
     by_day: dict[int, int] = {}
     # Twelve episodes a day apart with the same words: the window alone decides.
     for day in range(12):
         ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
-                session_id=s.id,
+            memory_pb2.CreateEpisodeRequest(
+                session_id=session.id,
                 user_message=f"kubernetes cluster upgrade plan, day {day}",
                 ai_response="noted",
                 occur_time=ts(BASE + day * DAY),
@@ -131,31 +146,33 @@ async def test_search_window_applies_on_every_mode(h, mode):
         )
         by_day[ep.id] = day
     await indexed(h)
-    everything = await search(h, s.id, mode, limit=20)
+    everything = await search(h, session.id, mode, limit=20)
     assert {by_day[x.episode.id] for x in everything} == set(range(12))
     # [day 3, day 6): days 3, 4 and 5, each hit carrying its occur_time.
-    window = await search(h, s.id, mode, limit=3, start=BASE + 3 * DAY, end=BASE + 6 * DAY)
+    window = await search(h, session.id, mode, limit=3, start=BASE + 3 * DAY, end=BASE + 6 * DAY)
     assert sorted(by_day[x.episode.id] for x in window) == [3, 4, 5]
     assert all(x.episode.occur_time.seconds == BASE + by_day[x.episode.id] * DAY for x in window)
     # The end is exclusive to the nanosecond; the start inclusive.
-    edge = await search(h, s.id, mode, start=BASE + 3 * DAY, end=BASE + 3 * DAY + 0.001)
+    edge = await search(h, session.id, mode, start=BASE + 3 * DAY, end=BASE + 3 * DAY + 0.001)
     assert [by_day[x.episode.id] for x in edge] == [3]
     # Open on one side.
-    late = await search(h, s.id, mode, limit=20, start=BASE + 10 * DAY)
+    late = await search(h, session.id, mode, limit=20, start=BASE + 10 * DAY)
     assert sorted(by_day[x.episode.id] for x in late) == [10, 11]
-    early = await search(h, s.id, mode, limit=20, end=BASE + 2 * DAY)
+    early = await search(h, session.id, mode, limit=20, end=BASE + 2 * DAY)
     assert sorted(by_day[x.episode.id] for x in early) == [0, 1]
-    assert await search(h, s.id, mode, start=BASE + 20 * DAY) == []
+    assert await search(h, session.id, mode, start=BASE + 20 * DAY) == []
 
 
 async def test_search_window_errors(h):
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
     code, details = await code_of(
-        search(h, s.id, m.SEARCH_MODE_KEYWORD, start=BASE + DAY, end=BASE + DAY)
+        search(h, session.id, memory_pb2.SEARCH_MODE_KEYWORD, start=BASE + DAY, end=BASE + DAY)
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "start_time" in details
-    bad = m.SearchEpisodesRequest(
-        query="x", session_id=s.id, end_time=Timestamp(seconds=BASE, nanos=2_000_000_000)
+    bad = memory_pb2.SearchEpisodesRequest(
+        query="x", session_id=session.id, end_time=Timestamp(seconds=BASE, nanos=2_000_000_000)
     )
     with pytest.raises(grpc.aio.AioRpcError) as err:
         [x async for x in h.memory.SearchEpisodes(bad)]
@@ -164,15 +181,17 @@ async def test_search_window_errors(h):
 
 
 async def test_session_summary_reads_an_imported_exchange_with_its_date(tmp_path):
-    from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+    from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
     from tests.ollama_stub import OllamaStub, Reply
 
     with OllamaStub() as stub:
         h = await start_harness(tmp_path / "data", ollama_url=stub.url)
         try:
-            ses = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+            ses = await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+            )
             await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(
+                memory_pb2.CreateEpisodeRequest(
                     session_id=ses.id,
                     user_message="we moved to Paris",
                     ai_response="noted",
@@ -180,11 +199,13 @@ async def test_session_summary_reads_an_imported_exchange_with_its_date(tmp_path
                 )
             )
             await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=ses.id, user_message="live now", ai_response="ok")
+                memory_pb2.CreateEpisodeRequest(
+                    session_id=ses.id, user_message="live now", ai_response="ok"
+                )
             )
             marker = "You summarise a conversation"
             stub.add_rule(Reply.of("Moved to Paris."), contains=marker, times=1)
-            await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=ses.id))
+            await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=ses.id))
             text = [r for r in stub.requests if marker in r.prompt_text()][-1].prompt_text()
             assert "(On 08 May 2023, 13:56 UTC)\nUser: we moved to Paris" in text
             # A live exchange happened when it was stored: no date line.

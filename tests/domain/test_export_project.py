@@ -14,9 +14,9 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from tests.support import bearer, start_harness
 
 # Runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -25,7 +25,7 @@ BOTH_STORES = True
 NEXUS = str(Path(sys.executable).with_name("nexus-grpc"))
 BASE = 1_683_554_160  # 8 May 2023, 13:56 UTC
 KEY = "alice-only-export-key-01"
-P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 
 def ts(seconds: float) -> Timestamp:
@@ -44,22 +44,26 @@ async def cli(*args: str) -> subprocess.CompletedProcess:
 async def seed(h, marker: str) -> int:
     """A project with some of everything; returns its id."""
     project = await h.memory.CreateProject(
-        m.CreateProjectRequest(
-            project=m.Project(name=f"{marker} project", description="d", notes="n", icon="i")
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(
+                name=f"{marker} project", description="d", notes="n", icon="i"
+            )
         )
     )
     sessions = []
     for i in range(2):
         session = await h.memory.CreateSession(
-            m.CreateSessionRequest(
-                session=m.Session(name=f"{marker} s{i}", project_id=project.id, metadata={"n": i})
+            memory_pb2.CreateSessionRequest(
+                session=memory_pb2.Session(
+                    name=f"{marker} s{i}", project_id=project.id, metadata={"n": i}
+                )
             )
         )
         sessions.append(session.id)
     episodes = []
     for i in range(6):
         ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=sessions[i % 2],
                 user_message=f"{marker} question {i}",
                 ai_response=f"answer {i}",
@@ -69,25 +73,28 @@ async def seed(h, marker: str) -> int:
         )
         episodes.append(ep.id)
     edited = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=P, project_id=project.id, title="deploy", content="friday")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=P, project_id=project.id, title="deploy", content="friday"
+            )
         )
     )
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=edited.id, title="deploys"), update_mask=FieldMask(paths=["title"])
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=edited.id, title="deploys"),
+            update_mask=FieldMask(paths=["title"]),
         )
     )
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=edited.id, content="tuesday", tier=m.TIER_ARCHIVE),
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=edited.id, content="tuesday", tier=memory_pb2.TIER_ARCHIVE),
             update_mask=FieldMask(paths=["content", "tier"]),
         )
     )
     for user in ("alice", "bob"):
         await h.memory.CreateMemory(
-            m.CreateMemoryRequest(
-                memory=m.Memory(
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
                     kind=U,
                     user_id=user,
                     project_id=project.id,
@@ -97,12 +104,12 @@ async def seed(h, marker: str) -> int:
             )
         )
     await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=P,
                 project_id=project.id,
                 session_id=sessions[0],
-                tier=m.TIER_TASK,
+                tier=memory_pb2.TIER_TASK,
                 title="task note",
                 content="ship it",
                 expire_time=ts(4_102_444_800),
@@ -110,17 +117,21 @@ async def seed(h, marker: str) -> int:
         )
     )
     a = await h.graph.UpsertEntity(
-        g.UpsertEntityRequest(name=f"{marker} Ada", type="person", project_id=project.id)
+        graph_pb2.UpsertEntityRequest(name=f"{marker} Ada", type="person", project_id=project.id)
     )
     b = await h.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="Postgres", type="technology", notes="db", project_id=project.id)
+        graph_pb2.UpsertEntityRequest(
+            name="Postgres", type="technology", notes="db", project_id=project.id
+        )
     )
     await h.graph.UpsertRelationship(
-        g.UpsertRelationshipRequest(from_id=a.id, to_id=b.id, label="maintains", notes="since 2020")
+        graph_pb2.UpsertRelationshipRequest(
+            from_id=a.id, to_id=b.id, label="maintains", notes="since 2020"
+        )
     )
     await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
                 session_id=sessions[0],
                 content=f"{marker} they talked",
                 first_episode_id=episodes[0],
@@ -130,7 +141,9 @@ async def seed(h, marker: str) -> int:
         )
     )
     await h.summary.CreateSummary(
-        s.CreateSummaryRequest(summary=s.Summary(project_id=project.id, content="overview"))
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(project_id=project.id, content="overview")
+        )
     )
     return project.id
 
@@ -256,21 +269,22 @@ async def test_export_follows_tenant_and_user_rules(tmp_path):
     try:
         wide = bearer("admin-key-000000000001")
         project = await h.memory.CreateProject(
-            m.CreateProjectRequest(project=m.Project(name="p")), metadata=bearer(KEY)
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p")),
+            metadata=bearer(KEY),
         )
         for user in ("alice", "bob"):
             await h.memory.CreateMemory(
-                m.CreateMemoryRequest(
-                    memory=m.Memory(
+                memory_pb2.CreateMemoryRequest(
+                    memory=memory_pb2.Memory(
                         kind=U, user_id=user, project_id=project.id, title=user, content="c"
                     )
                 ),
                 metadata=wide,
             )
 
-        async def export(key: str) -> list[m.ExportRecord]:
+        async def export(key: str) -> list[memory_pb2.ExportRecord]:
             call = h.memory.ExportProject(
-                m.ExportProjectRequest(project_id=project.id), metadata=bearer(key)
+                memory_pb2.ExportProjectRequest(project_id=project.id), metadata=bearer(key)
             )
             return [r async for r in call]
 
@@ -283,7 +297,9 @@ async def test_export_follows_tenant_and_user_rules(tmp_path):
             await export("rival-tenant-key-0000001")
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await h.memory.ExportProject(m.ExportProjectRequest(), metadata=bearer(KEY)).read()
+            await h.memory.ExportProject(
+                memory_pb2.ExportProjectRequest(), metadata=bearer(KEY)
+            ).read()
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "project_id" in err.value.details()
     finally:
@@ -292,15 +308,17 @@ async def test_export_follows_tenant_and_user_rules(tmp_path):
 
 async def test_an_expired_memory_is_not_exported(harness):
     h = harness
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     kept = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=P, project_id=project.id, title="kept", content="c")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=P, project_id=project.id, title="kept", content="c")
         )
     )
     gone = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=P, project_id=project.id, title="gone", content="c")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=P, project_id=project.id, title="gone", content="c")
         )
     )
     # Expired a moment ago; its removal job has not run yet.
@@ -308,7 +326,10 @@ async def test_an_expired_memory_is_not_exported(harness):
         lambda c: c.execute("UPDATE memories SET expire_at = 1 WHERE id = ?", (gone.id,))
     )
     records = [
-        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+        r
+        async for r in h.memory.ExportProject(
+            memory_pb2.ExportProjectRequest(project_id=project.id)
+        )
     ]
     assert [r.memory.id for r in records if r.HasField("memory")] == [kept.id]
 
@@ -478,14 +499,18 @@ async def test_a_failed_import_names_its_project_and_into_finishes_it(source, ha
 async def test_import_keeps_the_project_retention(harness, tmp_path):
     h = harness
     project = await h.memory.CreateProject(
-        m.CreateProjectRequest(project=m.Project(name="kept a week", retention={"seconds": 604800}))
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name="kept a week", retention={"seconds": 604800})
+        )
     )
     lines = await exported(h, project.id, tmp_path / "p.jsonl")
     b = await start_harness(tmp_path / "b")
     try:
         imported = await cli("import", str(tmp_path / "p.jsonl"), "--target", b.target)
         assert imported.returncode == 0, imported.stderr
-        got = await b.memory.GetProject(m.GetProjectRequest(id=int(imported.stdout.strip())))
+        got = await b.memory.GetProject(
+            memory_pb2.GetProjectRequest(id=int(imported.stdout.strip()))
+        )
         assert got.retention.seconds == 604800
         assert normalized(await exported(b, got.id, tmp_path / "q.jsonl")) == normalized(lines)
     finally:
@@ -497,13 +522,15 @@ async def test_live_episodes_import_again_to_nothing(harness, tmp_path):
     second run."""
     a = await start_harness(tmp_path / "a")
     try:
-        project = await a.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+        project = await a.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+        )
         session = await a.memory.CreateSession(
-            m.CreateSessionRequest(session=m.Session(project_id=project.id))
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
         )
         for i in range(20):
             await a.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=session.id, user_message=f"q{i}")
+                memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message=f"q{i}")
             )
         await exported(a, project.id, tmp_path / "live.jsonl")
     finally:

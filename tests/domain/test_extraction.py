@@ -6,8 +6,8 @@ import json
 
 import grpc
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.llm import LLMUnavailable, LLMUnreachable
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Postpone
@@ -54,12 +54,12 @@ async def test_prompt_holds_episode_and_last_20_known_entities(gh, stub):
     p = await new_project(gh)
     for i in range(22):
         await gh.graph.UpsertEntity(
-            g.UpsertEntityRequest(name=f"Thing{i:02d}", type="concept", project_id=p.id)
+            graph_pb2.UpsertEntityRequest(name=f"Thing{i:02d}", type="concept", project_id=p.id)
         )
     s = await new_session(gh, p.id)
     ep = await new_episode(gh, s.id, "Where does Alice work?", "Alice works at Initech.")
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_DONE
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
 
     [req] = stub.requests_to("/api/chat")
     assert req["model"] == "qwen2.5:3b"
@@ -77,7 +77,7 @@ async def test_prompt_holds_episode_and_last_20_known_entities(gh, stub):
 async def test_known_entities_of_other_projects_stay_out_of_the_prompt(gh, stub):
     p1, p2 = await new_project(gh, "one"), await new_project(gh, "two")
     await gh.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="SecretThing", type="concept", project_id=p2.id)
+        graph_pb2.UpsertEntityRequest(name="SecretThing", type="concept", project_id=p2.id)
     )
     s = await new_session(gh, p1.id)
     ep = await new_episode(gh, s.id)
@@ -129,28 +129,30 @@ async def test_each_project_has_its_own_graph(gh, stub):
         [rel] = event.relationships
         assert {rel.from_id, rel.to_id} == own
         # Replayed through a project watch, too.
-        call = gh.graph.WatchExtractions(g.WatchExtractionsRequest(project_id=p.id))
+        call = gh.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(project_id=p.id))
         [replayed] = await take(call, 1)
         call.cancel()
         assert replayed.episode_id == event.episode_id and replayed.entities == event.entities
 
-        listed = await gh.graph.ListEntities(g.ListEntitiesRequest(project_id=p.id))
+        listed = await gh.graph.ListEntities(graph_pb2.ListEntitiesRequest(project_id=p.id))
         assert {e.id for e in listed.entities} == own
         assert all(e.project_id == p.id and where in e.notes for e in listed.entities)
 
         alice = next(e for e in event.entities if e.name == "Alice")
-        hood = await gh.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=alice.id, depth=3))
+        hood = await gh.graph.GetNeighborhood(
+            graph_pb2.GetNeighborhoodRequest(entity_id=alice.id, depth=3)
+        )
         assert {n.id for n in hood.nodes} == own and [e.id for e in hood.edges] == [rel.id]
         assert all(where in n.notes for n in hood.nodes)
-        near = await gh.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[alice.id]))
+        near = await gh.graph.GetNeighbors(graph_pb2.GetNeighborsRequest(entity_ids=[alice.id]))
         assert {n.id for n in near.nodes} == own and [e.id for e in near.edges] == [rel.id]
         rels = await gh.graph.ListRelationships(
-            g.ListRelationshipsRequest(entity_id=alice.id, include_inbound=True)
+            graph_pb2.ListRelationshipsRequest(entity_id=alice.id, include_inbound=True)
         )
         assert [r.id for r in rels.relationships] == [rel.id]
 
         call = gh.graph.SearchEntities(
-            g.SearchEntitiesRequest(query="Alice works on Atlas", project_id=p.id, limit=10)
+            graph_pb2.SearchEntitiesRequest(query="Alice works on Atlas", project_id=p.id, limit=10)
         )
         hits = [h async for h in call]
         assert alice.id in {h.entity.id for h in hits}
@@ -160,7 +162,9 @@ async def test_each_project_has_its_own_graph(gh, stub):
     # An edge between two projects' entities is refused, and nothing is written.
     details = await expect_status(
         gh.graph.UpsertRelationship(
-            g.UpsertRelationshipRequest(from_id=ids1["Alice"], to_id=ids2["Atlas"], label="knows")
+            graph_pb2.UpsertRelationshipRequest(
+                from_id=ids1["Alice"], to_id=ids2["Atlas"], label="knows"
+            )
         ),
         grpc.StatusCode.FAILED_PRECONDITION,
         "project",
@@ -168,20 +172,22 @@ async def test_each_project_has_its_own_graph(gh, stub):
     assert str(p1.id) in details and str(p2.id) in details
     for ids in (ids1, ids2):
         rels = await gh.graph.ListRelationships(
-            g.ListRelationshipsRequest(entity_id=ids["Alice"], include_inbound=True)
+            graph_pb2.ListRelationshipsRequest(entity_id=ids["Alice"], include_inbound=True)
         )
         assert len(rels.relationships) == 1
 
     # A manual upsert is keyed by its project too.
     again = await gh.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="Alice", type="person", project_id=p2.id)
+        graph_pb2.UpsertEntityRequest(name="Alice", type="person", project_id=p2.id)
     )
     assert again.id == ids2["Alice"] and again.mention_count == 2
-    loose = await gh.graph.UpsertEntity(g.UpsertEntityRequest(name="Alice", type="person"))
+    loose = await gh.graph.UpsertEntity(graph_pb2.UpsertEntityRequest(name="Alice", type="person"))
     assert loose.id not in everyone and loose.project_id == 0
     await expect_status(
         gh.graph.UpsertRelationship(
-            g.UpsertRelationshipRequest(from_id=loose.id, to_id=ids1["Atlas"], label="knows")
+            graph_pb2.UpsertRelationshipRequest(
+                from_id=loose.id, to_id=ids1["Atlas"], label="knows"
+            )
         ),
         grpc.StatusCode.FAILED_PRECONDITION,
         "project",
@@ -220,24 +226,24 @@ async def test_types_ignore_list_and_labels_are_filtered(gh, stub):
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_DONE
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
     assert sorted((e.name, e.type) for e in event.entities) == [
         ("Alice", "person"),
         ("Initech", "organization"),
     ]
     assert [(r.label, r.notes) for r in event.relationships] == [("works_at", "since 2020")]
-    listed = await gh.graph.ListEntities(g.ListEntitiesRequest())
+    listed = await gh.graph.ListEntities(graph_pb2.ListEntitiesRequest())
     assert {e.name for e in listed.entities} == {"Alice", "Initech"}
     alice = next(e for e in listed.entities if e.name == "Alice")
-    assert alice.source == g.ENTITY_SOURCE_EXTRACTION and alice.project_id == 0
+    assert alice.source == graph_pb2.ENTITY_SOURCE_EXTRACTION and alice.project_id == 0
     got = await gh.app.db.read(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM entity_episodes WHERE episode_id = ?", (ep.id,)
         ).fetchone()[0]
     )
     assert got == 2
-    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-    assert episode.extraction_state == m.JOB_STATE_DONE
+    episode = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == memory_pb2.JOB_STATE_DONE
 
 
 async def test_upserts_count_mentions_and_keep_notes(gh, stub):
@@ -279,10 +285,10 @@ async def test_reextraction_is_idempotent(gh, stub):
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     first = await event_for(gh, ep.id)
-    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=ep.id))
+    resp = await gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(episode_id=ep.id))
     assert resp.queued == 1
     call = gh.graph.WatchExtractions(
-        g.WatchExtractionsRequest(episode_id=ep.id, after_event_id=first.event_id)
+        graph_pb2.WatchExtractionsRequest(episode_id=ep.id, after_event_id=first.event_id)
     )
     [again] = await take(call, 1)
     call.cancel()
@@ -300,10 +306,10 @@ async def test_malformed_answer_then_success_on_retry(gh, stub):
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_DONE and len(event.entities) == 2
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE and len(event.entities) == 2
     assert len(stub.requests_to("/api/chat")) == 3
-    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-    assert episode.extraction_state == m.JOB_STATE_DONE and episode.extraction_error == ""
+    episode = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == memory_pb2.JOB_STATE_DONE and episode.extraction_error == ""
     assert await job_rows(gh) == []
 
 
@@ -317,14 +323,14 @@ async def test_server_error_is_retried_and_its_error_is_visible(tmp_path, stub):
         ep = await new_episode(h, s.id)
 
         async def shows_error():
-            e = await h.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-            return e.extraction_state == m.JOB_STATE_PENDING and "runner crashed" in (
+            e = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+            return e.extraction_state == memory_pb2.JOB_STATE_PENDING and "runner crashed" in (
                 e.extraction_error
             )
 
         await wait_until(shows_error)
         event = await event_for(h, ep.id)
-        assert event.status == g.EXTRACTION_STATUS_DONE
+        assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
     finally:
         await h.close()
 
@@ -334,26 +340,26 @@ async def test_failure_after_max_attempts_then_requeue_all_failed(gh, stub):
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_FAILED
+    assert event.status == graph_pb2.EXTRACTION_STATUS_FAILED
     assert "did not answer JSON" in event.error
     assert len(stub.requests_to("/api/chat")) == 3  # job_max_attempts
-    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-    assert episode.extraction_state == m.JOB_STATE_FAILED
+    episode = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == memory_pb2.JOB_STATE_FAILED
     assert "did not answer JSON" in episode.extraction_error
     [(target, state, attempts, _)] = await job_rows(gh)
     assert (target, state, attempts) == (ep.id, "failed", 3)
 
     stub.default = Reply.of(ALICE)
-    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+    resp = await gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(all_failed=True))
     assert resp.queued == 1
     call = gh.graph.WatchExtractions(
-        g.WatchExtractionsRequest(episode_id=ep.id, after_event_id=event.event_id)
+        graph_pb2.WatchExtractionsRequest(episode_id=ep.id, after_event_id=event.event_id)
     )
     [done] = await take(call, 1)
     call.cancel()
-    assert done.status == g.EXTRACTION_STATUS_DONE
-    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-    assert episode.extraction_state == m.JOB_STATE_DONE and episode.extraction_error == ""
+    assert done.status == graph_pb2.EXTRACTION_STATUS_DONE
+    episode = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == memory_pb2.JOB_STATE_DONE and episode.extraction_error == ""
 
 
 async def test_ollama_down_then_backlog_drains(gh, stub):
@@ -369,18 +375,18 @@ async def test_ollama_down_then_backlog_drains(gh, stub):
         )
 
     await wait_until(all_postponed)  # waiting, without spending attempts
-    call = gh.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=s.id))
+    call = gh.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(session_id=s.id))
     stub.start()  # same port
     events = await take(call, 3)
     call.cancel()
     assert sorted(e.episode_id for e in events) == [e.id for e in episodes]
-    assert all(e.status == g.EXTRACTION_STATUS_DONE for e in events)
+    assert all(e.status == graph_pb2.EXTRACTION_STATUS_DONE for e in events)
 
 
 async def test_without_ollama_jobs_wait_and_status_says_so(harness):
     s = await new_session(harness)
     ep = await new_episode(harness, s.id)
-    status = await harness.memory.GetServiceStatus(m.GetServiceStatusRequest())
+    status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
     ollama = next(d for d in status.dependencies if d.name == "ollama")
     assert not ollama.ok and "queued" in ollama.detail
     assert harness.app.llm_ready() is not None
@@ -403,26 +409,26 @@ def test_unreachable_is_told_apart_from_slow():
 
 async def test_extract_episode_errors(gh):
     await expect_status(
-        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest()),
+        gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest()),
         grpc.StatusCode.INVALID_ARGUMENT,
         "episode_id or all_failed",
     )
     await expect_status(
-        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=-4)),
+        gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(episode_id=-4)),
         grpc.StatusCode.INVALID_ARGUMENT,
         "episode_id",
     )
     await expect_status(
-        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=False)),
+        gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(all_failed=False)),
         grpc.StatusCode.INVALID_ARGUMENT,
         "all_failed",
     )
     await expect_status(
-        gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=999)),
+        gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(episode_id=999)),
         grpc.StatusCode.NOT_FOUND,
         "999",
     )
-    resp = await gh.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+    resp = await gh.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(all_failed=True))
     assert resp.queued == 0
 
 
@@ -446,7 +452,7 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
     assert "Alice (person)" not in second.prompt_text()
 
     for s, own in ((s1, a1), (s2, a2)):
-        listed = await gh.graph.ListEntities(g.ListEntitiesRequest(session_id=s.id))
+        listed = await gh.graph.ListEntities(graph_pb2.ListEntitiesRequest(session_id=s.id))
         assert [e.id for e in listed.entities] == [own.id]
 
     async def indexed() -> bool:
@@ -455,21 +461,21 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
     await wait_until(indexed)
     for s, own in ((s1, a1), (s2, a2)):
         call = gh.graph.SearchEntities(
-            g.SearchEntitiesRequest(query="Alice", session_id=s.id, limit=10)
+            graph_pb2.SearchEntitiesRequest(query="Alice", session_id=s.id, limit=10)
         )
         assert [h.entity.id async for h in call] == [own.id]
 
     # A manual upsert into a session's graph joins that graph's entity.
     again = await gh.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="alice", type="person", session_id=s1.id)
+        graph_pb2.UpsertEntityRequest(name="alice", type="person", session_id=s1.id)
     )
     assert again.id == a1.id and again.mention_count == 2
     other = await gh.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="Bob", type="person", session_id=s2.id)
+        graph_pb2.UpsertEntityRequest(name="Bob", type="person", session_id=s2.id)
     )
     await expect_status(
         gh.graph.UpsertRelationship(
-            g.UpsertRelationshipRequest(from_id=a1.id, to_id=other.id, label="knows")
+            graph_pb2.UpsertRelationshipRequest(from_id=a1.id, to_id=other.id, label="knows")
         ),
         grpc.StatusCode.FAILED_PRECONDITION,
         f"session {s1.id}",
@@ -479,17 +485,19 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
     p = await new_project(gh)
     in_project = await new_session(gh, p.id)
     bad = [
-        (g.SearchEntitiesRequest(query="Alice", limit=5), grpc.StatusCode.INVALID_ARGUMENT),
+        (graph_pb2.SearchEntitiesRequest(query="Alice", limit=5), grpc.StatusCode.INVALID_ARGUMENT),
         (
-            g.SearchEntitiesRequest(query="Alice", project_id=p.id, session_id=s1.id, limit=5),
+            graph_pb2.SearchEntitiesRequest(
+                query="Alice", project_id=p.id, session_id=s1.id, limit=5
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
-            g.SearchEntitiesRequest(query="Alice", session_id=in_project.id, limit=5),
+            graph_pb2.SearchEntitiesRequest(query="Alice", session_id=in_project.id, limit=5),
             grpc.StatusCode.FAILED_PRECONDITION,
         ),
         (
-            g.SearchEntitiesRequest(query="Alice", session_id=99999, limit=5),
+            graph_pb2.SearchEntitiesRequest(query="Alice", session_id=99999, limit=5),
             grpc.StatusCode.NOT_FOUND,
         ),
     ]
@@ -497,25 +505,29 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
         await expect_status(_drain(gh.graph.SearchEntities(request)), code, "")
     await expect_status(
         gh.graph.UpsertEntity(
-            g.UpsertEntityRequest(name="X", type="person", session_id=in_project.id)
+            graph_pb2.UpsertEntityRequest(name="X", type="person", session_id=in_project.id)
         ),
         grpc.StatusCode.FAILED_PRECONDITION,
         f"project {p.id}",
     )
     await expect_status(
-        gh.graph.UpsertEntity(g.UpsertEntityRequest(name="X", type="person", session_id=99999)),
+        gh.graph.UpsertEntity(
+            graph_pb2.UpsertEntityRequest(name="X", type="person", session_id=99999)
+        ),
         grpc.StatusCode.FAILED_PRECONDITION,
         "session_id 99999 does not exist",
     )
     await expect_status(
         gh.graph.UpsertEntity(
-            g.UpsertEntityRequest(name="X", type="person", project_id=p.id, session_id=s1.id)
+            graph_pb2.UpsertEntityRequest(
+                name="X", type="person", project_id=p.id, session_id=s1.id
+            )
         ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "not both",
     )
     await expect_status(
-        gh.graph.ListEntities(g.ListEntitiesRequest(session_id=s1.id, project_id=p.id)),
+        gh.graph.ListEntities(graph_pb2.ListEntitiesRequest(session_id=s1.id, project_id=p.id)),
         grpc.StatusCode.INVALID_ARGUMENT,
         "not both",
     )
@@ -544,17 +556,17 @@ async def test_deleting_a_session_deletes_its_own_graph(gh, stub):
         return await gh.app.index.retrieve_ids("entities", ids) == set(ids)
 
     await wait_until(indexed)
-    await gh.memory.DeleteSession(m.DeleteSessionRequest(id=gone.id))
+    await gh.memory.DeleteSession(memory_pb2.DeleteSessionRequest(id=gone.id))
     for entity_id in gone_ids:
         await expect_status(
-            gh.graph.GetEntity(g.GetEntityRequest(id=entity_id)), grpc.StatusCode.NOT_FOUND
+            gh.graph.GetEntity(graph_pb2.GetEntityRequest(id=entity_id)), grpc.StatusCode.NOT_FOUND
         )
 
     async def points_gone() -> bool:
         return not await gh.app.index.retrieve_ids("entities", gone_ids)
 
     await wait_until(points_gone)
-    listed = await gh.graph.ListEntities(g.ListEntitiesRequest(session_id=kept.id))
+    listed = await gh.graph.ListEntities(graph_pb2.ListEntitiesRequest(session_id=kept.id))
     assert {e.id for e in listed.entities} == {e.id for e in ev_kept.entities}
     assert len(ev_kept.relationships) == 1
 
@@ -583,7 +595,7 @@ async def test_an_episode_longer_than_the_context_is_extracted_in_parts(gh, stub
     ai = "Bob works on Atlas too. " + "more filler text. " * 250
     ep = await new_episode(gh, s.id, user, ai)
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_DONE
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
     calls = stub.requests_to("/api/chat")
     assert event.parts == len(calls) >= 2
     # Every part reached the model whole: instructions, known list and all.
@@ -616,13 +628,13 @@ async def test_an_answer_cut_off_twice_fails_at_once_with_the_reason(gh, stub):
     s = await new_session(gh)
     ep = await new_episode(gh, s.id)
     event = await event_for(gh, ep.id)
-    assert event.status == g.EXTRACTION_STATUS_FAILED
+    assert event.status == graph_pb2.EXTRACTION_STATUS_FAILED
     assert "cut off" in event.error and "done_reason=length" in event.error
     # One attempt, retried once by the client with twice the room: not
     # job_max_attempts identical calls.
     assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [1500, 3000]
-    episode = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-    assert episode.extraction_state == m.JOB_STATE_FAILED
+    episode = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+    assert episode.extraction_state == memory_pb2.JOB_STATE_FAILED
     assert "done_reason=length" in episode.extraction_error
     [(target, state, attempts, error)] = await job_rows(gh)
     assert (target, state) == (ep.id, "failed") and "done_reason=length" in error

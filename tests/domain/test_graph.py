@@ -7,7 +7,7 @@ import sqlite3
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.store import graph as graph_store
 from tests.graph_support import expect_status, new_project
 from tests.support import wait_until
@@ -20,13 +20,15 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 FAILED = grpc.StatusCode.FAILED_PRECONDITION
 
 
-async def entity(h, name: str, etype: str = "concept", **kw) -> g.Entity:
-    return await h.graph.UpsertEntity(g.UpsertEntityRequest(name=name, type=etype, **kw))
+async def entity(h, name: str, etype: str = "concept", **kw) -> graph_pb2.Entity:
+    return await h.graph.UpsertEntity(graph_pb2.UpsertEntityRequest(name=name, type=etype, **kw))
 
 
-async def edge(h, a: int, b: int, label: str = "related_to", notes: str = "") -> g.Relationship:
+async def edge(
+    h, a: int, b: int, label: str = "related_to", notes: str = ""
+) -> graph_pb2.Relationship:
     return await h.graph.UpsertRelationship(
-        g.UpsertRelationshipRequest(from_id=a, to_id=b, label=label, notes=notes)
+        graph_pb2.UpsertRelationshipRequest(from_id=a, to_id=b, label=label, notes=notes)
     )
 
 
@@ -37,11 +39,11 @@ async def test_entity_upsert_get_and_mention_counts(harness):
     first = await entity(harness, "  PostgreSQL ", "Technology", notes="a database")
     assert first.name == "PostgreSQL" and first.type == "technology"
     assert first.mention_count == 1 and first.confidence == 1.0
-    assert first.source == g.ENTITY_SOURCE_MANUAL and first.create_time.seconds > 0
+    assert first.source == graph_pb2.ENTITY_SOURCE_MANUAL and first.create_time.seconds > 0
     again = await entity(harness, "PostgreSQL", "technology", confidence=0.5)
     assert again.id == first.id and again.mention_count == 2
     assert again.notes == "a database" and again.confidence == 0.5
-    got = await harness.graph.GetEntity(g.GetEntityRequest(id=first.id))
+    got = await harness.graph.GetEntity(graph_pb2.GetEntityRequest(id=first.id))
     assert got == again
 
 
@@ -55,12 +57,12 @@ async def test_entity_errors(harness):
     await expect_status(
         entity(harness, "x", "person", project_id=77), grpc.StatusCode.FAILED_PRECONDITION, "77"
     )
-    await expect_status(graph.GetEntity(g.GetEntityRequest(id=0)), INVALID, "id")
-    await expect_status(graph.GetEntity(g.GetEntityRequest(id=-3)), INVALID, "id")
-    await expect_status(graph.GetEntity(g.GetEntityRequest(id=42)), NOT_FOUND, "42")
-    await expect_status(graph.DeleteEntity(g.DeleteEntityRequest(id=0)), INVALID, "id")
-    await expect_status(graph.DeleteEntity(g.DeleteEntityRequest(id=42)), NOT_FOUND, "42")
-    listed = await graph.ListEntities(g.ListEntitiesRequest())
+    await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=0)), INVALID, "id")
+    await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=-3)), INVALID, "id")
+    await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=42)), NOT_FOUND, "42")
+    await expect_status(graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=0)), INVALID, "id")
+    await expect_status(graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=42)), NOT_FOUND, "42")
+    listed = await graph.ListEntities(graph_pb2.ListEntitiesRequest())
     assert list(listed.entities) == []  # rejected requests wrote nothing
 
 
@@ -74,28 +76,36 @@ async def test_list_entities_by_type_and_project_paginated(harness):
     names, token = [], ""
     while True:
         page = await harness.graph.ListEntities(
-            g.ListEntitiesRequest(type="person", project_id=p1.id, page_size=2, page_token=token)
+            graph_pb2.ListEntitiesRequest(
+                type="person", project_id=p1.id, page_size=2, page_token=token
+            )
         )
         names += [e.name for e in page.entities]
         token = page.next_page_token
         if not token:
             break
     assert names == ["P0", "P1", "P2", "P3", "P4"]
-    mine = await harness.graph.ListEntities(g.ListEntitiesRequest(project_id=p1.id))
+    mine = await harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(project_id=p1.id))
     assert [e.project_id for e in mine.entities] == [p1.id] * 6
-    everything = await harness.graph.ListEntities(g.ListEntitiesRequest())
+    everything = await harness.graph.ListEntities(graph_pb2.ListEntitiesRequest())
     assert len(everything.entities) == 7
     await expect_status(
-        harness.graph.ListEntities(g.ListEntitiesRequest(type="weekday")), INVALID, "type"
+        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(type="weekday")), INVALID, "type"
     )
     await expect_status(
-        harness.graph.ListEntities(g.ListEntitiesRequest(page_token="junk")), INVALID, "page_token"
+        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(page_token="junk")),
+        INVALID,
+        "page_token",
     )
     await expect_status(
-        harness.graph.ListEntities(g.ListEntitiesRequest(page_size=-1)), INVALID, "page_size"
+        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(page_size=-1)),
+        INVALID,
+        "page_size",
     )
     await expect_status(
-        harness.graph.ListEntities(g.ListEntitiesRequest(project_id=-1)), INVALID, "project_id"
+        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(project_id=-1)),
+        INVALID,
+        "project_id",
     )
 
 
@@ -106,11 +116,11 @@ async def test_delete_entity_removes_edges_and_vector_point(harness):
     await edge(harness, b.id, c.id)
     index = harness.app.index
     await wait_until(lambda: _has_points(index, [a.id, b.id, c.id]))
-    resp = await harness.graph.DeleteEntity(g.DeleteEntityRequest(id=a.id))
+    resp = await harness.graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=a.id))
     assert resp.deleted_relationships == 2
-    await expect_status(harness.graph.GetEntity(g.GetEntityRequest(id=a.id)), NOT_FOUND)
+    await expect_status(harness.graph.GetEntity(graph_pb2.GetEntityRequest(id=a.id)), NOT_FOUND)
     rels = await harness.graph.ListRelationships(
-        g.ListRelationshipsRequest(entity_id=b.id, include_inbound=True)
+        graph_pb2.ListRelationshipsRequest(entity_id=b.id, include_inbound=True)
     )
     assert [(r.from_id, r.to_id) for r in rels.relationships] == [(b.id, c.id)]
 
@@ -135,17 +145,17 @@ async def test_relationship_upsert_list_and_delete(harness):
     assert r1b.id == r1.id and r1b.mention_count == 2 and r1b.notes == "colleagues"
     r2 = await edge(harness, c.id, a.id, "knows")
 
-    out = await harness.graph.ListRelationships(g.ListRelationshipsRequest(entity_id=a.id))
+    out = await harness.graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=a.id))
     assert [r.id for r in out.relationships] == [r1.id]
     both = await harness.graph.ListRelationships(
-        g.ListRelationshipsRequest(entity_id=a.id, include_inbound=True)
+        graph_pb2.ListRelationshipsRequest(entity_id=a.id, include_inbound=True)
     )
     assert [r.id for r in both.relationships] == [r1.id, r2.id]
 
     await harness.graph.DeleteRelationship(
-        g.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="works with")
+        graph_pb2.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="works with")
     )
-    out = await harness.graph.ListRelationships(g.ListRelationshipsRequest(entity_id=a.id))
+    out = await harness.graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=a.id))
     assert list(out.relationships) == []
 
 
@@ -157,7 +167,7 @@ async def test_relationships_of_a_hub_come_in_pages(harness):
     seen, token = [], ""
     for _ in range(10):
         page = await harness.graph.ListRelationships(
-            g.ListRelationshipsRequest(
+            graph_pb2.ListRelationshipsRequest(
                 entity_id=hub.id, include_inbound=True, page_size=3, page_token=token
             )
         )
@@ -168,7 +178,7 @@ async def test_relationships_of_a_hub_come_in_pages(harness):
             break
     assert seen == sorted(made)  # every edge once, in id order
     outbound = await harness.graph.ListRelationships(
-        g.ListRelationshipsRequest(entity_id=hub.id, page_size=2)
+        graph_pb2.ListRelationshipsRequest(entity_id=hub.id, page_size=2)
     )
     assert [r.id for r in outbound.relationships] == made[:2] and outbound.next_page_token
 
@@ -191,17 +201,23 @@ async def test_relationship_errors(harness):
             lambda c: graph_store.upsert_relationship(c, elsewhere.id, a.id, "x", None)
         )
     await expect_status(
-        graph.ListRelationships(g.ListRelationshipsRequest(entity_id=0)), INVALID, "entity_id"
+        graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=0)),
+        INVALID,
+        "entity_id",
     )
     await expect_status(
-        graph.ListRelationships(g.ListRelationshipsRequest(entity_id=99)), NOT_FOUND, "99"
+        graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=99)), NOT_FOUND, "99"
     )
     await expect_status(
-        graph.DeleteRelationship(g.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="x")),
+        graph.DeleteRelationship(
+            graph_pb2.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="x")
+        ),
         NOT_FOUND,
     )
     await expect_status(
-        graph.DeleteRelationship(g.DeleteRelationshipRequest(from_id=-1, to_id=b.id, label="x")),
+        graph.DeleteRelationship(
+            graph_pb2.DeleteRelationshipRequest(from_id=-1, to_id=b.id, label="x")
+        ),
         INVALID,
         "from_id",
     )
@@ -218,12 +234,12 @@ async def cyclic_graph(h) -> dict[str, int]:
     return ids
 
 
-def names(sub: g.Subgraph, ids: dict[str, int]) -> set[str]:
+def names(sub: graph_pb2.Subgraph, ids: dict[str, int]) -> set[str]:
     back = {v: k for k, v in ids.items()}
     return {back[n.id] for n in sub.nodes}
 
 
-def edge_names(sub: g.Subgraph, ids: dict[str, int]) -> set[str]:
+def edge_names(sub: graph_pb2.Subgraph, ids: dict[str, int]) -> set[str]:
     back = {v: k for k, v in ids.items()}
     return {back[e.from_id] + back[e.to_id] for e in sub.edges}
 
@@ -231,9 +247,9 @@ def edge_names(sub: g.Subgraph, ids: dict[str, int]) -> set[str]:
 async def test_neighborhood_depths_on_a_graph_with_cycles(harness):
     ids = await cyclic_graph(harness)
 
-    async def hood(depth: int) -> g.Subgraph:
+    async def hood(depth: int) -> graph_pb2.Subgraph:
         return await harness.graph.GetNeighborhood(
-            g.GetNeighborhoodRequest(entity_id=ids["a"], depth=depth)
+            graph_pb2.GetNeighborhoodRequest(entity_id=ids["a"], depth=depth)
         )
 
     default = await hood(0)
@@ -250,31 +266,39 @@ async def test_neighborhood_depths_on_a_graph_with_cycles(harness):
     await expect_status(hood(4), INVALID, "depth")
     await expect_status(hood(-1), INVALID, "depth")
     await expect_status(
-        harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=0)), INVALID, "entity_id"
+        harness.graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(entity_id=0)),
+        INVALID,
+        "entity_id",
     )
     await expect_status(
-        harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=999)), NOT_FOUND, "999"
+        harness.graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(entity_id=999)),
+        NOT_FOUND,
+        "999",
     )
-    lonely = await harness.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=ids["z"]))
+    lonely = await harness.graph.GetNeighborhood(
+        graph_pb2.GetNeighborhoodRequest(entity_id=ids["z"])
+    )
     assert names(lonely, ids) == {"z"} and list(lonely.edges) == []
 
 
 async def test_bulk_neighbors(harness):
     ids = await cyclic_graph(harness)
     sub = await harness.graph.GetNeighbors(
-        g.GetNeighborsRequest(entity_ids=[ids["b"], ids["f"], ids["b"]])
+        graph_pb2.GetNeighborsRequest(entity_ids=[ids["b"], ids["f"], ids["b"]])
     )
     # b: a (in), c (out); f: e (in).  Every edge inside {a, b, c, e, f}:
     assert names(sub, ids) == {"a", "b", "c", "e", "f"}
     assert edge_names(sub, ids) == {"ab", "bc", "ca", "ef"}
-    await expect_status(harness.graph.GetNeighbors(g.GetNeighborsRequest()), INVALID, "entity_ids")
     await expect_status(
-        harness.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[ids["a"], 0])),
+        harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest()), INVALID, "entity_ids"
+    )
+    await expect_status(
+        harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest(entity_ids=[ids["a"], 0])),
         INVALID,
         "entity_ids",
     )
     await expect_status(
-        harness.graph.GetNeighbors(g.GetNeighborsRequest(entity_ids=[ids["a"], 555])),
+        harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest(entity_ids=[ids["a"], 555])),
         NOT_FOUND,
         "555",
     )
@@ -297,7 +321,7 @@ async def test_entity_search_is_scoped_to_its_project(harness):
 
     async def search(project_id: int, query: str = "Postgres database", limit: int = 10):
         call = harness.graph.SearchEntities(
-            g.SearchEntitiesRequest(query=query, project_id=project_id, limit=limit)
+            graph_pb2.SearchEntitiesRequest(query=query, project_id=project_id, limit=limit)
         )
         return [hit async for hit in call]
 

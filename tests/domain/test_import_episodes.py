@@ -9,7 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.api import memory_servicer
 from nexus_grpc.client import NexusClient
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
 
 # Runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -26,7 +26,7 @@ def ts(seconds: float) -> Timestamp:
     return t
 
 
-def item(session_id: int, i: int, **over) -> m.ImportEpisodesRequest:
+def item(session_id: int, i: int, **over) -> memory_pb2.ImportEpisodesRequest:
     fields = dict(
         session_id=session_id,
         user_message=f"question {i}",
@@ -35,7 +35,7 @@ def item(session_id: int, i: int, **over) -> m.ImportEpisodesRequest:
         occur_time=ts(BASE + 30 * i),
     )
     fields.update(over)
-    return m.ImportEpisodesRequest(episode=m.CreateEpisodeRequest(**fields))
+    return memory_pb2.ImportEpisodesRequest(episode=memory_pb2.CreateEpisodeRequest(**fields))
 
 
 async def stream(items):
@@ -49,7 +49,7 @@ async def count(h, sql: str = "SELECT COUNT(*) FROM episodes") -> int:
 
 async def session(h, project_id: int = 0) -> int:
     s = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project_id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project_id))
     )
     return s.id
 
@@ -66,11 +66,13 @@ async def test_import_writes_every_episode_in_stream_order_with_its_time(harness
     assert await count(h) == 600
     # Each id is the episode of its item, with its occur_time.
     for i in (0, 1, 255, 256, 511, 599):
-        ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=answer.episode_ids[i]))
+        ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=answer.episode_ids[i]))
         assert ep.user_message == f"question {i}"
         assert ep.session_id == (a if i % 2 == 0 else b)
         assert ep.occur_time.ToSeconds() == BASE + 30 * i
-    listed = await h.memory.ListEpisodes(m.ListEpisodesRequest(session_id=a, page_size=500))
+    listed = await h.memory.ListEpisodes(
+        memory_pb2.ListEpisodesRequest(session_id=a, page_size=500)
+    )
     assert len(listed.episodes) == 300
 
 
@@ -103,7 +105,7 @@ async def test_a_bad_item_is_reported_and_written_nothing_while_the_others_go_on
         item(a, 4, occur_time=ts(4_102_444_800)),  # 2100: in the future
         item(a, 5, occur_time=Timestamp(seconds=300_000_000_000)),  # out of Timestamp's range
         item(a, 6, user_message="different text", request_id="r7"),
-        m.ImportEpisodesRequest(),  # no episode at all
+        memory_pb2.ImportEpisodesRequest(),  # no episode at all
         item(a, 8, request_id=" r8"),
         item(a, 9),
     ]
@@ -144,7 +146,7 @@ async def test_undecodable_bytes_are_that_items_error(harness):
     call = h.channel.stream_unary(
         IMPORT,
         request_serializer=lambda raw: raw,
-        response_deserializer=m.ImportEpisodesResponse.FromString,
+        response_deserializer=memory_pb2.ImportEpisodesResponse.FromString,
     )
     answer = await call(stream([good, b"\xff\xff\xff", item(a, 1).SerializeToString()]))
     assert (answer.created, answer.failed) == (2, 1)
@@ -176,7 +178,9 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
     imported = await h.memory.ImportEpisodes(stream([item(a, i) for i in range(40)]))
     assert imported.created == 40
     live = await h.memory.CreateEpisode(
-        m.CreateEpisodeRequest(session_id=live_session, user_message="live", request_id="x")
+        memory_pb2.CreateEpisodeRequest(
+            session_id=live_session, user_message="live", request_id="x"
+        )
     )
     for kind in (jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE):
         claimed = await h.app.db.write(lambda c, k=kind: jobs.claim(c, k, 5))
@@ -207,7 +211,7 @@ async def test_the_generated_client_streams_messages_or_mappings(harness):
             ]
         )
     assert (answer.created, answer.failed) == (2, 0)
-    ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=answer.episode_ids[1]))
+    ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=answer.episode_ids[1]))
     assert ep.user_message == "mapped"
 
 
@@ -219,7 +223,7 @@ async def test_imported_turns_get_the_same_keyword_context_as_created_ones(harne
     ]
     for user, ai in turns:
         await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(session_id=a, user_message=user, ai_response=ai)
+            memory_pb2.CreateEpisodeRequest(session_id=a, user_message=user, ai_response=ai)
         )
 
     def turn(sid, i):
@@ -258,7 +262,9 @@ async def test_imported_turns_get_the_same_keyword_context_as_created_ones(harne
     hits = [
         hit.episode.id
         async for hit in h.memory.SearchEpisodes(
-            m.SearchEpisodesRequest(query="turn 5", session_id=c, mode=m.SEARCH_MODE_KEYWORD)
+            memory_pb2.SearchEpisodesRequest(
+                query="turn 5", session_id=c, mode=memory_pb2.SEARCH_MODE_KEYWORD
+            )
         )
     ]
     assert hits

@@ -10,12 +10,12 @@ import json
 import pytest
 
 from nexus_grpc.embedding import EmbedderUnavailable
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
 from tests.support import HashingEmbedder, start_harness, wait_until
 
-DONE = m.JOB_STATE_DONE
+DONE = memory_pb2.JOB_STATE_DONE
 
 
 class FlakyEmbedder(HashingEmbedder):
@@ -70,8 +70,8 @@ async def test_a_created_episode_is_in_pgvector_when_the_call_returns(pg):
     assert h.app.inline_vectors is not None
     # No index worker runs: whatever is in pgvector, the create itself put there.
     await _stop_index_workers(h)
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-    ep = await h.memory.CreateEpisode(m.CreateEpisodeRequest(
+    s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
+    ep = await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
         session_id=s.id, user_message="the lighthouse keeper paints boats",
         ai_response="blue ones"))  # fmt: skip
     assert ep.embedding_state == DONE
@@ -80,50 +80,52 @@ async def test_a_created_episode_is_in_pgvector_when_the_call_returns(pg):
     assert await _jobs_for(h, jobs.INDEX_EPISODE, ep.id) == []
     # The pgvector index reads what the row's transaction wrote: semantic search finds it.
     hits = [
-        hit async for hit in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
-            query="lighthouse keeper boats", session_id=s.id, mode=m.SEARCH_MODE_SEMANTIC))
+        hit async for hit in h.memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
+            query="lighthouse keeper boats", session_id=s.id, mode=memory_pb2.SEARCH_MODE_SEMANTIC))
     ]  # fmt: skip
     assert [hit.episode.id for hit in hits] == [ep.id]
-    got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+    got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
     assert got.embedding_state == DONE
 
     # A memory and a new entity too.
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
-    memory = await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(
-        kind=m.MEMORY_KIND_PROJECT, project_id=project.id, title="deploys",
-        content="friday deploys are frozen", tier=m.TIER_LONGTERM)))  # fmt: skip
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    memory = await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(
+        kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=project.id, title="deploys",
+        content="friday deploys are frozen", tier=memory_pb2.TIER_LONGTERM)))  # fmt: skip
     assert (await _point(h, "memories", memory.id))["projectId"] == project.id
     assert await _jobs_for(h, jobs.INDEX_MEMORY, memory.id) == []
     entity = await h.graph.UpsertEntity(
-        g.UpsertEntityRequest(name="Atlas", type="project", project_id=project.id)
+        graph_pb2.UpsertEntityRequest(name="Atlas", type="project", project_id=project.id)
     )
     assert (await _point(h, "entities", entity.id))["projectId"] == project.id
     assert await _jobs_for(h, jobs.INDEX_ENTITY, entity.id) == []
     # An existing entity's change goes through its job (its text may change
     # under a running one): the job path is kept for updates.
-    await h.graph.UpsertEntity(g.UpsertEntityRequest(
+    await h.graph.UpsertEntity(graph_pb2.UpsertEntityRequest(
         name="Atlas", type="project", project_id=project.id, notes="the rewrite"))  # fmt: skip
     assert await _jobs_for(h, jobs.INDEX_ENTITY, entity.id) == ["pending"]
 
 
 async def test_with_the_embedder_down_a_create_converges_through_its_job(pg):
     h, embedder = pg
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
     embedder.failures = 1  # the create's own embedding fails; the worker's succeeds
-    ep = await h.memory.CreateEpisode(m.CreateEpisodeRequest(
+    ep = await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
         session_id=s.id, user_message="orchids need indirect light"))  # fmt: skip
     assert ep.embedding_state != DONE
     assert h.app.inline_vectors.fallbacks == 1
 
     async def embedded():
-        got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
+        got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
         return got.embedding_state == DONE and await _point(h, "episodes", ep.id) is not None
 
     await wait_until(embedded)
     # While the inline path rests after the failure, creates take the job path
     # at once, without asking the embedder.
     calls = embedder.calls
-    second = await h.memory.CreateEpisode(m.CreateEpisodeRequest(
+    second = await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
         session_id=s.id, user_message="ferns like shade"))  # fmt: skip
     assert h.app.inline_vectors.fallbacks == 2
     assert embedder.calls <= calls + 1  # at most the worker's own call
@@ -141,10 +143,12 @@ async def test_a_missing_vector_table_sends_the_row_to_its_job(pg, caplog):
     # is refused by PostgreSQL, runs again without the vector, and the index
     # worker re-creates the table and embeds the row.
     await h.app.db.write(lambda c: c.execute("DROP TABLE vectors_memories"))
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
-    memory = await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(
-        kind=m.MEMORY_KIND_PROJECT, project_id=project.id, title="t", content="c",
-        tier=m.TIER_LONGTERM)))  # fmt: skip
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    memory = await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(
+        kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=project.id, title="t", content="c",
+        tier=memory_pb2.TIER_LONGTERM)))  # fmt: skip
 
     async def embedded():
         try:

@@ -10,27 +10,42 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import index_idle, wait_until
 
 # Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
 
-P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
-TASK, SESSION, LONGTERM, ARCHIVE = m.TIER_TASK, m.TIER_SESSION, m.TIER_LONGTERM, m.TIER_ARCHIVE
+P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
+TASK, SESSION, LONGTERM, ARCHIVE = (
+    memory_pb2.TIER_TASK,
+    memory_pb2.TIER_SESSION,
+    memory_pb2.TIER_LONGTERM,
+    memory_pb2.TIER_ARCHIVE,
+)
 
 
 async def setup_world(h):
-    p1 = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p1")))
-    p2 = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p2")))
-    s1 = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p1.id)))
-    s2 = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p1.id)))
+    p1 = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p1"))
+    )
+    p2 = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p2"))
+    )
+    s1 = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p1.id))
+    )
+    s2 = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p1.id))
+    )
     return p1.id, p2.id, s1.id, s2.id
 
 
-async def create(h, **kw) -> m.Memory:
+async def create(h, **kw) -> memory_pb2.Memory:
     kw.setdefault("content", f"zebra content for {kw.get('title', '')}")
-    return await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(**kw)))
+    return await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**kw))
+    )
 
 
 async def code_of(coro) -> grpc.StatusCode:
@@ -53,11 +68,11 @@ async def test_crud_roundtrip_and_field_mask(harness):
         agent_id="coder",
     )
     assert mem.id and mem.tier == LONGTERM and mem.confidence == 1.0 and mem.use_count == 0
-    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))
+    got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id))
     assert got.title == "db port" and got.create_time.seconds > 0
     upd = await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(
                 id=mem.id, title="database port", tier=ARCHIVE, confidence=0.5, content="ignored"
             ),
             update_mask=FieldMask(paths=["title", "tier", "confidence"]),
@@ -71,13 +86,13 @@ async def test_crud_roundtrip_and_field_mask(harness):
     )
     assert await code_of(
         h.memory.UpdateMemory(
-            m.UpdateMemoryRequest(
-                memory=m.Memory(id=mem.id, kind=U), update_mask=FieldMask(paths=["kind"])
+            memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=mem.id, kind=U), update_mask=FieldMask(paths=["kind"])
             )
         )
     ) == (grpc.StatusCode.INVALID_ARGUMENT)
-    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id))
-    assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))) == (
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mem.id))
+    assert await code_of(h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id))) == (
         grpc.StatusCode.NOT_FOUND
     )
 
@@ -94,7 +109,7 @@ async def test_validation_and_preconditions(harness):
     pre = grpc.StatusCode.FAILED_PRECONDITION
     assert await code_of(create(h, kind=P, title="t", project_id=999)) == pre
     assert await code_of(create(h, kind=P, title="t", project_id=p1, session_id=999)) == pre
-    assert await code_of(h.memory.ListMemories(m.ListMemoriesRequest())) == bad
+    assert await code_of(h.memory.ListMemories(memory_pb2.ListMemoriesRequest())) == bad
     n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert n == 0  # a rejected request writes nothing
 
@@ -102,17 +117,17 @@ async def test_validation_and_preconditions(harness):
 async def test_request_id_is_idempotent(harness):
     h = harness
     p1, _, _, _ = await setup_world(h)
-    req = m.CreateMemoryRequest(
-        memory=m.Memory(kind=P, title="t", content="c", project_id=p1), request_id="r-1"
+    req = memory_pb2.CreateMemoryRequest(
+        memory=memory_pb2.Memory(kind=P, title="t", content="c", project_id=p1), request_id="r-1"
     )
     a = await h.memory.CreateMemory(req)
     b = await h.memory.CreateMemory(req)
     assert a.id == b.id
     # The same owner reusing the key for a different memory is refused, and
     # told which field differs, even when only the content, tier or agent does.
-    for change in ({"content": "changed"}, {"tier": m.TIER_ARCHIVE}, {"agent_id": "a2"}):
-        changed = m.CreateMemoryRequest(
-            memory=m.Memory(
+    for change in ({"content": "changed"}, {"tier": memory_pb2.TIER_ARCHIVE}, {"agent_id": "a2"}):
+        changed = memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 **{"kind": P, "title": "t", "content": "c", "project_id": p1, **change}
             ),
             request_id="r-1",
@@ -122,15 +137,16 @@ async def test_request_id_is_idempotent(harness):
         assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
         assert next(iter(change)) in err.value.details()
     # Another owner's key is another key: neither refused nor revealed.
-    other = m.CreateMemoryRequest(
-        memory=m.Memory(kind=U, title="x", content="c", user_id="bob"), request_id="r-1"
+    other = memory_pb2.CreateMemoryRequest(
+        memory=memory_pb2.Memory(kind=U, title="x", content="c", user_id="bob"), request_id="r-1"
     )
     bobs = await h.memory.CreateMemory(other)
     assert bobs.id != a.id and bobs.user_id == "bob"
     assert (await h.memory.CreateMemory(other)).id == bobs.id
     carols = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=U, title="x", content="c", user_id="carol"), request_id="r-1"
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, title="x", content="c", user_id="carol"),
+            request_id="r-1",
         )
     )
     assert carols.id not in (a.id, bobs.id)
@@ -142,15 +158,18 @@ async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
     nf = grpc.StatusCode.NOT_FOUND
     # The positive case first: its owner reads it, so a NOT_FOUND below is
     # the refusal, not a memory that was never there.
-    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))
+    got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, user_id="alice"))
     assert got.id == mem.id
     for uid in ("", "bob"):
-        assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id=uid))) == nf
+        assert (
+            await code_of(h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, user_id=uid)))
+            == nf
+        )
         assert (
             await code_of(
                 h.memory.UpdateMemory(
-                    m.UpdateMemoryRequest(
-                        memory=m.Memory(id=mem.id, title="pwned"),
+                    memory_pb2.UpdateMemoryRequest(
+                        memory=memory_pb2.Memory(id=mem.id, title="pwned"),
                         update_mask=FieldMask(paths=["title"]),
                         user_id=uid,
                     )
@@ -159,12 +178,14 @@ async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
             == nf
         )
         assert (
-            await code_of(h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, user_id=uid)))
+            await code_of(
+                h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mem.id, user_id=uid))
+            )
             == nf
         )
-    got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))
+    got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, user_id="alice"))
     assert got.title == "alice likes tea"
-    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, user_id="alice"))
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mem.id, user_id="alice"))
 
 
 async def test_session_tier_memory_needs_its_origin_session_for_get_update_delete(harness):
@@ -174,30 +195,33 @@ async def test_session_tier_memory_needs_its_origin_session_for_get_update_delet
     for tier in (TASK, SESSION):
         mem = await create(h, kind=P, title=f"plan {tier}", project_id=p1, session_id=s1, tier=tier)
         # The positive case first: its own session reads it.
-        own = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        own = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, session_id=s1))
         assert own.id == mem.id
         for sid in (0, s2):
-            get = m.GetMemoryRequest(id=mem.id, session_id=sid)
+            get = memory_pb2.GetMemoryRequest(id=mem.id, session_id=sid)
             assert await code_of(h.memory.GetMemory(get)) == nf
-            update = m.UpdateMemoryRequest(
-                memory=m.Memory(id=mem.id, tier=LONGTERM),
+            update = memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=mem.id, tier=LONGTERM),
                 update_mask=FieldMask(paths=["tier"]),
                 session_id=sid,
             )
             assert await code_of(h.memory.UpdateMemory(update)) == nf
-            delete = m.DeleteMemoryRequest(id=mem.id, session_id=sid)
+            delete = memory_pb2.DeleteMemoryRequest(id=mem.id, session_id=sid)
             assert await code_of(h.memory.DeleteMemory(delete)) == nf
         # The refusals wrote nothing: still there, still session-bound.
-        got = await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))
+        got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, session_id=s1))
         assert got.tier == tier and got.title == f"plan {tier}"
-        await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mem.id, session_id=s1))
-        assert await code_of(h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, session_id=s1))) == nf
+        await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mem.id, session_id=s1))
+        assert (
+            await code_of(h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, session_id=s1)))
+            == nf
+        )
     # Shared tiers, and session tiers stored outside a session, need no session.
     shared = await create(h, kind=P, title="shared", project_id=p1, session_id=s1, tier=LONGTERM)
     loose = await create(h, kind=P, title="loose", project_id=p1, tier=TASK)
     for mem in (shared, loose):
-        assert (await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id))).id == mem.id
-    bad = m.GetMemoryRequest(id=shared.id, session_id=-1)
+        assert (await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id))).id == mem.id
+    bad = memory_pb2.GetMemoryRequest(id=shared.id, session_id=-1)
     assert await code_of(h.memory.GetMemory(bad)) == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -252,19 +276,19 @@ async def test_archive_tier_is_outside_the_cap(harness):
     for i in range(3):
         await create(h, kind=P, title=f"old {i}", project_id=p1, tier=ARCHIVE)
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=a.id, tier=ARCHIVE), update_mask=FieldMask(paths=["tier"])
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=a.id, tier=ARCHIVE), update_mask=FieldMask(paths=["tier"])
         )
     )
     c = await create(h, kind=P, title="c", project_id=p1)
     # Bringing one back out of ARCHIVE is a create as far as the cap goes.
-    unarchive = m.UpdateMemoryRequest(
-        memory=m.Memory(id=a.id, tier=LONGTERM), update_mask=FieldMask(paths=["tier"])
+    unarchive = memory_pb2.UpdateMemoryRequest(
+        memory=memory_pb2.Memory(id=a.id, tier=LONGTERM), update_mask=FieldMask(paths=["tier"])
     )
     assert await code_of(h.memory.UpdateMemory(unarchive)) == grpc.StatusCode.FAILED_PRECONDITION
-    got = await h.memory.GetMemory(m.GetMemoryRequest(id=a.id))
+    got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=a.id))
     assert got.tier == ARCHIVE
-    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=c.id))
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=c.id))
     assert (await h.memory.UpdateMemory(unarchive)).tier == LONGTERM
 
 
@@ -275,7 +299,9 @@ async def test_list_pagination(harness):
     seen, token = [], ""
     while True:
         page = await h.memory.ListMemories(
-            m.ListMemoriesRequest(scope=m.MemoryScope(project_id=p1), page_size=2, page_token=token)
+            memory_pb2.ListMemoriesRequest(
+                scope=memory_pb2.MemoryScope(project_id=p1), page_size=2, page_token=token
+            )
         )
         seen += [x.id for x in page.memories]
         token = page.next_page_token
@@ -284,18 +310,22 @@ async def test_list_pagination(harness):
     assert seen == ids
 
 
-async def _visible_everywhere(h, scope: m.MemoryScope, query: str = "zebra") -> dict[str, set]:
-    listed = await h.memory.ListMemories(m.ListMemoriesRequest(scope=scope, page_size=1000))
+async def _visible_everywhere(
+    h, scope: memory_pb2.MemoryScope, query: str = "zebra"
+) -> dict[str, set]:
+    listed = await h.memory.ListMemories(
+        memory_pb2.ListMemoriesRequest(scope=scope, page_size=1000)
+    )
     found = {"list": {x.title for x in listed.memories}}
     for name, mode in (
-        ("keyword", m.SEARCH_MODE_KEYWORD),
-        ("semantic", m.SEARCH_MODE_SEMANTIC),
-        ("hybrid", m.SEARCH_MODE_HYBRID),
+        ("keyword", memory_pb2.SEARCH_MODE_KEYWORD),
+        ("semantic", memory_pb2.SEARCH_MODE_SEMANTIC),
+        ("hybrid", memory_pb2.SEARCH_MODE_HYBRID),
     ):
         hits = [
             x
             async for x in h.memory.SearchMemories(
-                m.SearchMemoriesRequest(query=query, scope=scope, limit=100, mode=mode)
+                memory_pb2.SearchMemoriesRequest(query=query, scope=scope, limit=100, mode=mode)
             )
         ]
         found[name] = {x.memory.title for x in hits}
@@ -329,7 +359,7 @@ async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
 
     cases = [
         (
-            m.MemoryScope(project_id=p1, user_id="alice", session_id=s1),
+            memory_pb2.MemoryScope(project_id=p1, user_id="alice", session_id=s1),
             {
                 "p1-task-s1",
                 "p1-session-s1",
@@ -341,7 +371,7 @@ async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
             },
         ),
         (
-            m.MemoryScope(project_id=p1, user_id="alice", session_id=s2),
+            memory_pb2.MemoryScope(project_id=p1, user_id="alice", session_id=s2),
             {
                 "p1-task-nosession",
                 "p1-longterm",
@@ -352,7 +382,9 @@ async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
             },
         ),
         (
-            m.MemoryScope(project_id=p1, user_id="bob", session_id=s1, include_archived=True),
+            memory_pb2.MemoryScope(
+                project_id=p1, user_id="bob", session_id=s1, include_archived=True
+            ),
             {
                 "p1-task-s1",
                 "p1-session-s1",
@@ -364,14 +396,14 @@ async def test_isolation_for_every_kind_and_tier_on_every_path(harness):
                 "p1-agent-x",
             },
         ),
-        (m.MemoryScope(user_id="alice"), {"alice-longterm"}),
-        (m.MemoryScope(project_id=p2), {"p2-longterm"}),
+        (memory_pb2.MemoryScope(user_id="alice"), {"alice-longterm"}),
+        (memory_pb2.MemoryScope(project_id=p2), {"p2-longterm"}),
         (
-            m.MemoryScope(project_id=p2, user_id="alice"),
+            memory_pb2.MemoryScope(project_id=p2, user_id="alice"),
             {"p2-longterm", "alice-longterm", "alice-p2-longterm"},
         ),
-        (m.MemoryScope(project_id=p1, agent_id="x"), {"p1-agent-x"}),
-        (m.MemoryScope(user_id="carol", project_id=p2), {"p2-longterm"}),
+        (memory_pb2.MemoryScope(project_id=p1, agent_id="x"), {"p1-agent-x"}),
+        (memory_pb2.MemoryScope(user_id="carol", project_id=p2), {"p2-longterm"}),
     ]
     for scope, expected in cases:
         found = await _visible_everywhere(h, scope)
@@ -385,8 +417,10 @@ async def test_semantic_hits_are_rechecked_against_sqlite(harness):
     h = harness
     mem = await create(h, kind=U, title="zebra secret", user_id="alice")
     await wait_until(lambda: index_idle(h))
-    search = m.SearchMemoriesRequest(
-        query="zebra secret", scope=m.MemoryScope(user_id="alice"), mode=m.SEARCH_MODE_SEMANTIC
+    search = memory_pb2.SearchMemoriesRequest(
+        query="zebra secret",
+        scope=memory_pb2.MemoryScope(user_id="alice"),
+        mode=memory_pb2.SEARCH_MODE_SEMANTIC,
     )
     # The positive case first: while the row is alice's, the point finds it.
     assert [x.memory.id async for x in h.memory.SearchMemories(search)] == [mem.id]
@@ -396,10 +430,10 @@ async def test_semantic_hits_are_rechecked_against_sqlite(harness):
     hits = [
         x
         async for x in h.memory.SearchMemories(
-            m.SearchMemoriesRequest(
+            memory_pb2.SearchMemoriesRequest(
                 query="zebra secret",
-                scope=m.MemoryScope(user_id="alice"),
-                mode=m.SEARCH_MODE_SEMANTIC,
+                scope=memory_pb2.MemoryScope(user_id="alice"),
+                mode=memory_pb2.SEARCH_MODE_SEMANTIC,
             )
         )
     ]
@@ -413,10 +447,10 @@ async def test_search_rejects_bad_input_and_survives_fts_syntax(harness):
     hits = [
         x
         async for x in h.memory.SearchMemories(
-            m.SearchMemoriesRequest(
+            memory_pb2.SearchMemoriesRequest(
                 query='"star* (paren NEAR',
-                scope=m.MemoryScope(project_id=p1),
-                mode=m.SEARCH_MODE_KEYWORD,
+                scope=memory_pb2.MemoryScope(project_id=p1),
+                mode=memory_pb2.SEARCH_MODE_KEYWORD,
             )
         )
     ]
@@ -425,7 +459,9 @@ async def test_search_rejects_bad_input_and_survives_fts_syntax(harness):
         [
             x
             async for x in h.memory.SearchMemories(
-                m.SearchMemoriesRequest(query="  ", scope=m.MemoryScope(project_id=p1))
+                memory_pb2.SearchMemoriesRequest(
+                    query="  ", scope=memory_pb2.MemoryScope(project_id=p1)
+                )
             )
         ]
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -436,18 +472,24 @@ async def test_deleting_one_users_memories_leaves_others(harness):
     a = [await create(h, kind=U, title=f"a{i}", user_id="alice") for i in range(3)]
     b = [await create(h, kind=U, title=f"b{i}", user_id="bob") for i in range(3)]
     for x in a:
-        await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=x.id, user_id="alice"))
-    page = await h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id="bob")))
+        await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=x.id, user_id="alice"))
+    page = await h.memory.ListMemories(
+        memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope(user_id="bob"))
+    )
     assert [x.id for x in page.memories] == [x.id for x in b]
 
 
 async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
     h = harness
     assert (
-        await code_of(create(h, kind=m.MEMORY_KIND_USER, user_id="bob ", title="t", content="c"))
+        await code_of(
+            create(h, kind=memory_pb2.MEMORY_KIND_USER, user_id="bob ", title="t", content="c")
+        )
         == grpc.StatusCode.INVALID_ARGUMENT
     )
-    listing = h.memory.ListMemories(m.ListMemoriesRequest(scope=m.MemoryScope(user_id=" bob")))
+    listing = h.memory.ListMemories(
+        memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope(user_id=" bob"))
+    )
     assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
     rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert rows == 0

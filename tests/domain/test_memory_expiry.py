@@ -12,14 +12,14 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.pipeline import vector_collections
 from tests.support import wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
 
-P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 
 def ts(seconds: float) -> Timestamp:
@@ -39,16 +39,19 @@ async def rows(h, sql, *params):
 
 
 async def seen_everywhere(h, project_id: int, user: str) -> dict[str, set[int]]:
-    scope = m.MemoryScope(project_id=project_id, user_id=user)
-    listed = await h.memory.ListMemories(m.ListMemoriesRequest(scope=scope, page_size=100))
+    scope = memory_pb2.MemoryScope(project_id=project_id, user_id=user)
+    listed = await h.memory.ListMemories(memory_pb2.ListMemoriesRequest(scope=scope, page_size=100))
     found = {"list": {x.id for x in listed.memories}}
-    for name, mode in (("keyword", m.SEARCH_MODE_KEYWORD), ("semantic", m.SEARCH_MODE_SEMANTIC)):
+    for name, mode in (
+        ("keyword", memory_pb2.SEARCH_MODE_KEYWORD),
+        ("semantic", memory_pb2.SEARCH_MODE_SEMANTIC),
+    ):
         hits = h.memory.SearchMemories(
-            m.SearchMemoriesRequest(query="zebra", scope=scope, limit=50, mode=mode)
+            memory_pb2.SearchMemoriesRequest(query="zebra", scope=scope, limit=50, mode=mode)
         )
         found[name] = {x.memory.id async for x in hits}
     selected = h.memory.SelectMemories(
-        m.SelectMemoriesRequest(prompt="zebra?", scope=scope, limit=50)
+        memory_pb2.SelectMemoriesRequest(prompt="zebra?", scope=scope, limit=50)
     )
     found["select"] = {x.memory.id async for x in selected}
     return found
@@ -68,15 +71,19 @@ async def indexed(h) -> None:
 
 async def test_an_expired_memory_is_hidden_at_once_before_the_job_removes_it(harness):
     h = harness
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     keep = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=P, project_id=project.id, title="zebra kept", content="zebra")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=P, project_id=project.id, title="zebra kept", content="zebra"
+            )
         )
     )
     later = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=U,
                 user_id="alice",
                 project_id=project.id,
@@ -100,15 +107,15 @@ async def test_an_expired_memory_is_hidden_at_once_before_the_job_removes_it(har
     seen = await seen_everywhere(h, project.id, "alice")
     assert all(v == {keep.id} for v in seen.values()), seen
     for call in (
-        h.memory.GetMemory(m.GetMemoryRequest(id=later.id, user_id="alice")),
+        h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=later.id, user_id="alice")),
         h.memory.UpdateMemory(
-            m.UpdateMemoryRequest(
-                memory=m.Memory(id=later.id, title="x"),
+            memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=later.id, title="x"),
                 update_mask=FieldMask(paths=["title"]),
                 user_id="alice",
             )
         ),
-        h.memory.DeleteMemory(m.DeleteMemoryRequest(id=later.id, user_id="alice")),
+        h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=later.id, user_id="alice")),
     ):
         code, _ = await code_of(call)
         assert code == grpc.StatusCode.NOT_FOUND
@@ -118,14 +125,16 @@ async def test_an_expired_memory_is_hidden_at_once_before_the_job_removes_it(har
 async def test_the_expiry_job_removes_the_row_and_its_point_and_keeps_history(harness):
     h = harness
     mem = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=U, user_id="alice", title="zebra", content="brief", ttl=Duration(seconds=1)
             )
         )
     )
     lasting = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="z", content="c"))
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, user_id="alice", title="z", content="c")
+        )
     )
 
     async def removed():
@@ -138,18 +147,18 @@ async def test_the_expiry_job_removes_the_row_and_its_point_and_keeps_history(ha
     assert points == {lasting.id}
     revs = (
         await h.memory.ListMemoryHistory(
-            m.ListMemoryHistoryRequest(memory_id=mem.id, user_id="alice")
+            memory_pb2.ListMemoryHistoryRequest(memory_id=mem.id, user_id="alice")
         )
     ).revisions
-    assert [r.change for r in revs] == [m.MEMORY_CHANGE_EXPIRE]
+    assert [r.change for r in revs] == [memory_pb2.MEMORY_CHANGE_EXPIRE]
     assert revs[0].previous.content == "brief"
 
 
 async def test_expiry_can_be_moved_and_cleared_by_update(harness):
     h = harness
     mem = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=U,
                 user_id="alice",
                 title="t",
@@ -163,16 +172,16 @@ async def test_expiry_can_be_moved_and_cleared_by_update(harness):
     )
     assert abs(due - (time.time() + 3600)) < 5
     soon = await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=mem.id, expire_time=ts(time.time() + 1)),
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id, expire_time=ts(time.time() + 1)),
             update_mask=FieldMask(paths=["expire_time"]),
             user_id="alice",
         )
     )
     assert soon.HasField("expire_time")
     cleared = await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=mem.id),
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id),
             update_mask=FieldMask(paths=["expire_time"]),
             user_id="alice",
         )
@@ -186,10 +195,12 @@ async def test_expiry_can_be_moved_and_cleared_by_update(harness):
 
     await wait_until(job_done, timeout=20)
     # The job ran and found a memory that no longer expires.
-    assert (await h.memory.GetMemory(m.GetMemoryRequest(id=mem.id, user_id="alice"))).id == mem.id
+    assert (
+        await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=mem.id, user_id="alice"))
+    ).id == mem.id
     revs = (
         await h.memory.ListMemoryHistory(
-            m.ListMemoryHistoryRequest(memory_id=mem.id, user_id="alice")
+            memory_pb2.ListMemoryHistoryRequest(memory_id=mem.id, user_id="alice")
         )
     ).revisions
     assert [list(r.changed_fields) for r in revs] == [["expire_time"], ["expire_time"]]
@@ -199,14 +210,16 @@ async def test_bad_expiry_is_refused_by_name_and_writes_nothing(harness):
     h = harness
     base = dict(kind=U, user_id="alice", title="t", content="c")
     for memory, field in (
-        (m.Memory(**base, ttl=Duration(seconds=0)), "memory.ttl"),
-        (m.Memory(**base, ttl=Duration(seconds=-5)), "memory.ttl"),
-        (m.Memory(**base, ttl=Duration(seconds=200 * 365 * 86400)), "memory.ttl"),
-        (m.Memory(**base, ttl=Duration(seconds=1, nanos=-1)), "memory.ttl"),
-        (m.Memory(**base, expire_time=ts(time.time() - 10)), "memory.expire_time"),
-        (m.Memory(**base, expire_time=Timestamp(seconds=1, nanos=-1)), "expire_time"),
+        (memory_pb2.Memory(**base, ttl=Duration(seconds=0)), "memory.ttl"),
+        (memory_pb2.Memory(**base, ttl=Duration(seconds=-5)), "memory.ttl"),
+        (memory_pb2.Memory(**base, ttl=Duration(seconds=200 * 365 * 86400)), "memory.ttl"),
+        (memory_pb2.Memory(**base, ttl=Duration(seconds=1, nanos=-1)), "memory.ttl"),
+        (memory_pb2.Memory(**base, expire_time=ts(time.time() - 10)), "memory.expire_time"),
+        (memory_pb2.Memory(**base, expire_time=Timestamp(seconds=1, nanos=-1)), "expire_time"),
     ):
-        code, details = await code_of(h.memory.CreateMemory(m.CreateMemoryRequest(memory=memory)))
+        code, details = await code_of(
+            h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory))
+        )
         assert code == grpc.StatusCode.INVALID_ARGUMENT and field in details, details
     assert await rows(h, "SELECT id FROM memories") == []
     assert await rows(h, "SELECT id FROM jobs WHERE kind = 'expire:memory'") == []
@@ -216,13 +229,15 @@ async def test_expired_memories_leave_the_cap(harness):
     h = harness
     h.app.memories.cap = 1
     first = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=U, user_id="alice", title="a", content="c", ttl=Duration(seconds=3600)
             )
         )
     )
-    second = m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="b", content="c"))
+    second = memory_pb2.CreateMemoryRequest(
+        memory=memory_pb2.Memory(kind=U, user_id="alice", title="b", content="c")
+    )
     code, _ = await code_of(h.memory.CreateMemory(second))
     assert code == grpc.StatusCode.FAILED_PRECONDITION
     await h.app.db.write(
@@ -235,23 +250,25 @@ async def test_expired_memories_leave_the_cap(harness):
 
 async def test_task_memories_go_with_their_deleted_session(harness):
     h = harness
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     s1 = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     s2 = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     made = {}
     for name, session, tier in (
-        ("task", s1.id, m.TIER_TASK),
-        ("session", s1.id, m.TIER_SESSION),
-        ("longterm", s1.id, m.TIER_LONGTERM),
-        ("other task", s2.id, m.TIER_TASK),
+        ("task", s1.id, memory_pb2.TIER_TASK),
+        ("session", s1.id, memory_pb2.TIER_SESSION),
+        ("longterm", s1.id, memory_pb2.TIER_LONGTERM),
+        ("other task", s2.id, memory_pb2.TIER_TASK),
     ):
         mem = await h.memory.CreateMemory(
-            m.CreateMemoryRequest(
-                memory=m.Memory(
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
                     kind=P,
                     project_id=project.id,
                     session_id=session,
@@ -263,7 +280,7 @@ async def test_task_memories_go_with_their_deleted_session(harness):
         )
         made[name] = mem.id
     await indexed(h)
-    await h.memory.DeleteSession(m.DeleteSessionRequest(id=s1.id))
+    await h.memory.DeleteSession(memory_pb2.DeleteSessionRequest(id=s1.id))
     left = {r[0] for r in await rows(h, "SELECT id FROM memories")}
     assert left == {made["session"], made["longterm"], made["other task"]}
     await indexed(h)

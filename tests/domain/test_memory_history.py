@@ -10,8 +10,8 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from tests.support import bearer, start_harness, wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -26,7 +26,7 @@ def key_file(path):
     path.write_text(json.dumps({"keys": [key]}))
     return path
 
-P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 
 async def code_of(coro) -> tuple[grpc.StatusCode, str]:
@@ -37,7 +37,7 @@ async def code_of(coro) -> tuple[grpc.StatusCode, str]:
 
 async def history(h, memory_id, user_id="", session_id=0, page_size=0, token="", metadata=None):
     return await h.memory.ListMemoryHistory(
-        m.ListMemoryHistoryRequest(
+        memory_pb2.ListMemoryHistoryRequest(
             memory_id=memory_id,
             user_id=user_id,
             session_id=session_id,
@@ -57,14 +57,14 @@ async def history_rows(h) -> int:
 async def test_updates_and_delete_keep_each_previous_version(harness):
     h = harness
     mem = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=U, user_id="alice", title="editor", content="uses vim")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, user_id="alice", title="editor", content="uses vim")
         )
     )
     assert (await history(h, mem.id, "alice")).revisions == []
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=mem.id, content="uses helix", confidence=0.5),
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id, content="uses helix", confidence=0.5),
             update_mask=FieldMask(paths=["content", "confidence"]),
             user_id="alice",
         ),
@@ -72,30 +72,32 @@ async def test_updates_and_delete_keep_each_previous_version(harness):
     )
     # A masked field set to the value it already has is not a change.
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=mem.id, title="editor", tier=m.TIER_ARCHIVE),
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id, title="editor", tier=memory_pb2.TIER_ARCHIVE),
             update_mask=FieldMask(paths=["title", "tier"]),
             user_id="alice",
         )
     )
     await h.memory.DeleteMemory(
-        m.DeleteMemoryRequest(id=mem.id, user_id="alice"),
+        memory_pb2.DeleteMemoryRequest(id=mem.id, user_id="alice"),
         metadata=(("x-request-id", "req-delete-1"),),
     )
     revs = (await history(h, mem.id, "alice")).revisions
     assert [r.change for r in revs] == [
-        m.MEMORY_CHANGE_UPDATE,
-        m.MEMORY_CHANGE_UPDATE,
-        m.MEMORY_CHANGE_DELETE,
+        memory_pb2.MEMORY_CHANGE_UPDATE,
+        memory_pb2.MEMORY_CHANGE_UPDATE,
+        memory_pb2.MEMORY_CHANGE_DELETE,
     ]
     first, second, deleted = revs
     assert list(first.changed_fields) == ["content", "confidence"]
     assert (first.previous.content, first.previous.confidence) == ("uses vim", 1.0)
     assert first.request_id == "req-update-1" and first.principal == ""
     assert list(second.changed_fields) == ["tier"]
-    assert second.previous.content == "uses helix" and second.previous.tier == m.TIER_LONGTERM
+    assert (
+        second.previous.content == "uses helix" and second.previous.tier == memory_pb2.TIER_LONGTERM
+    )
     assert list(deleted.changed_fields) == []
-    assert deleted.previous.tier == m.TIER_ARCHIVE and deleted.request_id == "req-delete-1"
+    assert deleted.previous.tier == memory_pb2.TIER_ARCHIVE and deleted.request_id == "req-delete-1"
     assert first.change_time.ToNanoseconds() <= deleted.change_time.ToNanoseconds()
     assert all(r.memory_id == mem.id for r in revs)
     # Paged oldest first.
@@ -111,20 +113,24 @@ async def test_updates_and_delete_keep_each_previous_version(harness):
 
 async def test_history_follows_get_memory_ownership(harness):
     h = harness
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     session = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     mine = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="t", content="c"))
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, user_id="alice", title="t", content="c")
+        )
     )
     task = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
                 kind=P,
                 project_id=project.id,
                 session_id=session.id,
-                tier=m.TIER_TASK,
+                tier=memory_pb2.TIER_TASK,
                 title="t",
                 content="c",
             )
@@ -132,8 +138,8 @@ async def test_history_follows_get_memory_ownership(harness):
     )
     for mem, user, ses in ((mine, "alice", 0), (task, "", session.id)):
         await h.memory.UpdateMemory(
-            m.UpdateMemoryRequest(
-                memory=m.Memory(id=mem.id, content="c2"),
+            memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=mem.id, content="c2"),
                 update_mask=FieldMask(paths=["content"]),
                 user_id=user,
                 session_id=ses,
@@ -150,7 +156,7 @@ async def test_history_follows_get_memory_ownership(harness):
     ):
         code, _ = await code_of(attempt)
         assert code == grpc.StatusCode.NOT_FOUND
-    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=mine.id, user_id="alice"))
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mine.id, user_id="alice"))
     assert len((await history(h, mine.id, "alice")).revisions) == 2
     code, _ = await code_of(history(h, mine.id, "bob"))
     assert code == grpc.StatusCode.NOT_FOUND
@@ -159,12 +165,12 @@ async def test_history_follows_get_memory_ownership(harness):
 async def test_bad_history_requests_are_invalid_and_name_the_field(harness):
     h = harness
     for request, field in (
-        (m.ListMemoryHistoryRequest(memory_id=0), "memory_id"),
-        (m.ListMemoryHistoryRequest(memory_id=-3), "memory_id"),
-        (m.ListMemoryHistoryRequest(memory_id=1, page_size=-1), "page_size"),
-        (m.ListMemoryHistoryRequest(memory_id=1, page_token="nope"), "page_token"),
-        (m.ListMemoryHistoryRequest(memory_id=1, user_id=" bob"), "user_id"),
-        (m.ListMemoryHistoryRequest(memory_id=1, session_id=-1), "session_id"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=0), "memory_id"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=-3), "memory_id"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=1, page_size=-1), "page_size"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=1, page_token="nope"), "page_token"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=1, user_id=" bob"), "user_id"),
+        (memory_pb2.ListMemoryHistoryRequest(memory_id=1, session_id=-1), "session_id"),
     ):
         code, details = await code_of(h.memory.ListMemoryHistory(request))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and field in details, (request, details)
@@ -174,20 +180,24 @@ async def test_a_deleted_memorys_history_is_purged_when_its_retention_ends(harne
     h = harness
     h.app.memories.history_retention = 2.0
     keep = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="k", content="c"))
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, user_id="alice", title="k", content="c")
+        )
     )
     gone = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="g", content="c"))
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=U, user_id="alice", title="g", content="c")
+        )
     )
     for mem in (keep, gone):
         await h.memory.UpdateMemory(
-            m.UpdateMemoryRequest(
-                memory=m.Memory(id=mem.id, content="c2"),
+            memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=mem.id, content="c2"),
                 update_mask=FieldMask(paths=["content"]),
                 user_id="alice",
             )
         )
-    await h.memory.DeleteMemory(m.DeleteMemoryRequest(id=gone.id, user_id="alice"))
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=gone.id, user_id="alice"))
     assert len((await history(h, gone.id, "alice")).revisions) == 2
     assert await history_rows(h) == 3
 
@@ -203,34 +213,39 @@ async def test_a_deleted_memorys_history_is_purged_when_its_retention_ends(harne
 
 async def test_deleting_a_project_takes_its_memories_history(harness):
     h = harness
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     mem = await h.memory.CreateMemory(
-        m.CreateMemoryRequest(
-            memory=m.Memory(kind=P, project_id=project.id, title="t", content="c")
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(kind=P, project_id=project.id, title="t", content="c")
         )
     )
     await h.memory.UpdateMemory(
-        m.UpdateMemoryRequest(
-            memory=m.Memory(id=mem.id, content="c2"), update_mask=FieldMask(paths=["content"])
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id, content="c2"),
+            update_mask=FieldMask(paths=["content"]),
         )
     )
     assert await history_rows(h) == 1
-    await h.memory.DeleteProject(m.DeleteProjectRequest(id=project.id))
+    await h.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=project.id))
     assert await history_rows(h) == 0
 
 
 async def test_history_names_the_api_keys_principal_when_auth_is_on(tmp_path):
     h = await start_harness(tmp_path / "data", auth_keys_file=str(key_file(tmp_path / "keys.json")))
     try:
-        stub = mgrpc.MemoryServiceStub(h.channel)
+        stub = memory_grpc.MemoryServiceStub(h.channel)
         md = bearer(ALICE_KEY)
         mem = await stub.CreateMemory(
-            m.CreateMemoryRequest(memory=m.Memory(kind=U, user_id="alice", title="t", content="c")),
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(kind=U, user_id="alice", title="t", content="c")
+            ),
             metadata=md,
         )
         await stub.UpdateMemory(
-            m.UpdateMemoryRequest(
-                memory=m.Memory(id=mem.id, content="c2"),
+            memory_pb2.UpdateMemoryRequest(
+                memory=memory_pb2.Memory(id=mem.id, content="c2"),
                 update_mask=FieldMask(paths=["content"]),
                 user_id="alice",
             ),

@@ -12,8 +12,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.store import jobs
 from tests.ollama_stub import Reply
@@ -23,7 +23,11 @@ from tests.support import wait_until
 BOTH_STORES = True
 
 DAY = 86_400
-MODES = [m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID]
+MODES = [
+    memory_pb2.SEARCH_MODE_KEYWORD,
+    memory_pb2.SEARCH_MODE_SEMANTIC,
+    memory_pb2.SEARCH_MODE_HYBRID,
+]
 
 
 def ts(seconds: float) -> Timestamp:
@@ -63,12 +67,14 @@ async def world(h):
     """A project with a session of old and recent exchanges, and a session
     created long ago whose every exchange is old."""
     now = time.time()
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     mixed = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     stale = await h.memory.CreateSession(
-        m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
     )
     eps = {}
     for name, session, when in (
@@ -77,7 +83,7 @@ async def world(h):
         ("stale", stale.id, now - 5 * DAY),
     ):
         ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=session,
                 user_message=f"zebra {name} exchange",
                 ai_response="noted",
@@ -94,12 +100,12 @@ async def world(h):
     return project, mixed, stale, eps
 
 
-async def set_retention(h, project_id: int, seconds: int | None) -> m.Project:
-    project = m.Project(id=project_id)
+async def set_retention(h, project_id: int, seconds: int | None) -> memory_pb2.Project:
+    project = memory_pb2.Project(id=project_id)
     if seconds is not None:
         project.retention.CopyFrom(Duration(seconds=seconds))
     return await h.memory.UpdateProject(
-        m.UpdateProjectRequest(project=project, update_mask=FieldMask(paths=["retention"]))
+        memory_pb2.UpdateProjectRequest(project=project, update_mask=FieldMask(paths=["retention"]))
     )
 
 
@@ -109,7 +115,7 @@ async def visible_everywhere(h, project, mixed, stale, eps) -> dict[str, set]:
     found = set()
     for name, episode_id in eps.items():
         try:
-            await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
+            await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
             found.add(name)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
@@ -118,35 +124,44 @@ async def visible_everywhere(h, project, mixed, stale, eps) -> dict[str, set]:
     listed = set()
     for session in (mixed, stale):
         try:
-            page = await h.memory.ListEpisodes(m.ListEpisodesRequest(session_id=session.id))
+            page = await h.memory.ListEpisodes(
+                memory_pb2.ListEpisodesRequest(session_id=session.id)
+            )
             listed |= {names[e.id] for e in page.episodes}
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
     got["ListEpisodes"] = listed
     for mode in MODES:
         for label, request in (
-            ("session", m.SearchEpisodesRequest(session_id=mixed.id)),
-            ("project", m.SearchEpisodesRequest(project_id=project.id)),
+            ("session", memory_pb2.SearchEpisodesRequest(session_id=mixed.id)),
+            ("project", memory_pb2.SearchEpisodesRequest(project_id=project.id)),
             # A window reaching back past the retention does not reach past it.
-            ("window", m.SearchEpisodesRequest(project_id=project.id, start_time=ts(0))),
+            ("window", memory_pb2.SearchEpisodesRequest(project_id=project.id, start_time=ts(0))),
         ):
             request.query, request.mode, request.limit = "zebra exchange", mode, 10
             hits = [x async for x in h.memory.SearchEpisodes(request)]
-            got[f"Search {m.SearchMode.Name(mode)} {label}"] = {names[x.episode.id] for x in hits}
+            got[f"Search {memory_pb2.SearchMode.Name(mode)} {label}"] = {
+                names[x.episode.id] for x in hits
+            }
     sessions = set()
     for label, session in (("mixed", mixed), ("stale", stale)):
         try:
-            await h.memory.GetSession(m.GetSessionRequest(id=session.id))
-            await h.memory.GetSession(m.GetSessionRequest(external_id=session.external_id))
+            await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
+            await h.memory.GetSession(memory_pb2.GetSessionRequest(external_id=session.external_id))
             sessions.add(label)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
     got["GetSession"] = sessions
-    listed_sessions = await h.memory.ListSessions(m.ListSessionsRequest(project_id=project.id))
+    listed_sessions = await h.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(project_id=project.id)
+    )
     ids = {mixed.id: "mixed", stale.id: "stale"}
     got["ListSessions"] = {ids[x.id] for x in listed_sessions.sessions}
     records = [
-        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+        r
+        async for r in h.memory.ExportProject(
+            memory_pb2.ExportProjectRequest(project_id=project.id)
+        )
     ]
     got["Export episodes"] = {names[r.episode.id] for r in records if r.HasField("episode")}
     got["Export sessions"] = {ids[r.session.id] for r in records if r.HasField("session")}
@@ -174,7 +189,9 @@ async def test_past_retention_is_hidden_from_every_read_before_the_sweep(harness
     assert await count(h, "SELECT COUNT(*) FROM episodes") == 3
     # A write into a session past retention finds no session.
     code, details = await code_of(
-        h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=stale.id, user_message="hi"))
+        h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(session_id=stale.id, user_message="hi")
+        )
     )
     assert code == grpc.StatusCode.NOT_FOUND and f"session {stale.id}" in details
     # Cleared: everything is kept, and seen, again.
@@ -212,7 +229,9 @@ async def test_the_sweep_deletes_rows_and_points_past_retention(harness):
     hits = [
         x.episode.id
         async for x in h.memory.SearchEpisodes(
-            m.SearchEpisodesRequest(query="zebra", session_id=mixed.id, mode=m.SEARCH_MODE_KEYWORD)
+            memory_pb2.SearchEpisodesRequest(
+                query="zebra", session_id=mixed.id, mode=memory_pb2.SEARCH_MODE_KEYWORD
+            )
         )
     ]
     assert hits == [eps["new"]]
@@ -233,26 +252,30 @@ async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness, re
     before = await count(h, "SELECT COUNT(*) FROM projects")
     code, details = await code_of(
         h.memory.CreateProject(
-            m.CreateProjectRequest(project=m.Project(name="p", retention=retention))
+            memory_pb2.CreateProjectRequest(
+                project=memory_pb2.Project(name="p", retention=retention)
+            )
         )
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "project.retention" in details and words in details
     assert await count(h, "SELECT COUNT(*) FROM projects") == before
     project = await h.memory.CreateProject(
-        m.CreateProjectRequest(project=m.Project(name="p", retention=Duration(seconds=DAY)))
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name="p", retention=Duration(seconds=DAY))
+        )
     )
     assert project.retention.seconds == DAY
     code, details = await code_of(
         h.memory.UpdateProject(
-            m.UpdateProjectRequest(
-                project=m.Project(id=project.id, retention=retention),
+            memory_pb2.UpdateProjectRequest(
+                project=memory_pb2.Project(id=project.id, retention=retention),
                 update_mask=FieldMask(paths=["retention"]),
             )
         )
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "project.retention" in details
-    got = await h.memory.GetProject(m.GetProjectRequest(id=project.id))
+    got = await h.memory.GetProject(memory_pb2.GetProjectRequest(id=project.id))
     assert got.retention.seconds == DAY
 
 
@@ -270,7 +293,7 @@ async def summaries_world(h):
     for name, summary in (
         (
             "stale",
-            s.Summary(
+            summary_pb2.Summary(
                 session_id=stale.id,
                 content="stale summary",
                 first_episode_id=eps["stale"],
@@ -280,7 +303,7 @@ async def summaries_world(h):
         ),
         (
             "old",
-            s.Summary(
+            summary_pb2.Summary(
                 session_id=mixed.id,
                 content="old summary",
                 first_episode_id=eps["old"],
@@ -288,9 +311,11 @@ async def summaries_world(h):
                 episode_count=1,
             ),
         ),
-        ("overview", s.Summary(project_id=project.id, content="old overview")),
+        ("overview", summary_pb2.Summary(project_id=project.id, content="old overview")),
     ):
-        made[name] = await h.summary.CreateSummary(s.CreateSummaryRequest(summary=summary))
+        made[name] = await h.summary.CreateSummary(
+            summary_pb2.CreateSummaryRequest(summary=summary)
+        )
     long_ago = time.time() - 3 * DAY
     for name in ("old", "overview"):
         await h.app.db.write(
@@ -309,7 +334,7 @@ async def summaries_seen(h, project, mixed, stale, made) -> dict[str, set]:
     found = set()
     for name, summary in made.items():
         try:
-            await h.summary.GetSummary(s.GetSummaryRequest(id=summary.id))
+            await h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=summary.id))
             found.add(name)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
@@ -317,21 +342,26 @@ async def summaries_seen(h, project, mixed, stale, made) -> dict[str, set]:
     listed = set()
     for session in (mixed, stale):
         try:
-            page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=session.id))
+            page = await h.summary.ListSummaries(
+                summary_pb2.ListSummariesRequest(session_id=session.id)
+            )
             listed |= {names.get(x.id, "?") for x in page.summaries}
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.NOT_FOUND
     got["ListSummaries session"] = listed
-    page = await h.summary.ListSummaries(s.ListSummariesRequest(project_id=project.id))
+    page = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(project_id=project.id))
     got["ListSummaries project"] = {names.get(x.id, "?") for x in page.summaries}
     answer = await h.summary.GetProjectOverview(
-        s.GetProjectOverviewRequest(project_id=project.id)
+        summary_pb2.GetProjectOverviewRequest(project_id=project.id)
     )
     got["GetProjectOverview"] = (
         {names.get(answer.overview.id, "?")} if answer.HasField("overview") else set()
     )
     records = [
-        r async for r in h.memory.ExportProject(m.ExportProjectRequest(project_id=project.id))
+        r
+        async for r in h.memory.ExportProject(
+            memory_pb2.ExportProjectRequest(project_id=project.id)
+        )
     ]
     got["Export"] = {names.get(r.summary.id, "?") for r in records if r.HasField("summary")}
     return got
@@ -356,25 +386,25 @@ async def test_summaries_past_retention_are_hidden_before_the_sweep(llm_harness,
     assert after == {read: set() for read in before}
     for call in (
         h.summary.UpdateSummary(
-            s.UpdateSummaryRequest(
-                summary=s.Summary(id=made["stale"].id, content="x"),
+            summary_pb2.UpdateSummaryRequest(
+                summary=summary_pb2.Summary(id=made["stale"].id, content="x"),
                 update_mask=FieldMask(paths=["content"]),
             )
         ),
-        h.summary.DeleteSummary(s.DeleteSummaryRequest(id=made["old"].id)),
-        h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=stale.id)),
+        h.summary.DeleteSummary(summary_pb2.DeleteSummaryRequest(id=made["old"].id)),
+        h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=stale.id)),
     ):
         code, _ = await code_of(call)
         assert code == grpc.StatusCode.NOT_FOUND
     for summary, field in (
-        (s.Summary(session_id=stale.id, content="x"), "summary.session_id"),
+        (summary_pb2.Summary(session_id=stale.id, content="x"), "summary.session_id"),
         (
-            s.Summary(session_id=mixed.id, content="x", first_episode_id=eps["old"]),
+            summary_pb2.Summary(session_id=mixed.id, content="x", first_episode_id=eps["old"]),
             "summary.first_episode_id",
         ),
     ):
         code, details = await code_of(
-            h.summary.CreateSummary(s.CreateSummaryRequest(summary=summary))
+            h.summary.CreateSummary(summary_pb2.CreateSummaryRequest(summary=summary))
         )
         assert code == grpc.StatusCode.FAILED_PRECONDITION and field in details
     assert await count(h, "SELECT COUNT(*) FROM summaries") == 3
@@ -382,7 +412,9 @@ async def test_summaries_past_retention_are_hidden_before_the_sweep(llm_harness,
     # A new summary of the mixed session reads only what is kept: the old
     # summary is not built upon, the old exchange not summarized.
     stub.add_rule(Reply.of("Recent talk."), contains=SESSION_PROMPT, times=1)
-    fresh = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=mixed.id))
+    fresh = await h.summary.SummarizeSession(
+        summary_pb2.SummarizeSessionRequest(session_id=mixed.id)
+    )
     assert (fresh.first_episode_id, fresh.last_episode_id, fresh.episode_count) == (
         eps["new"],
         eps["new"],
@@ -392,14 +424,14 @@ async def test_summaries_past_retention_are_hidden_before_the_sweep(llm_harness,
     assert "zebra new" in text and "zebra old" not in text and "old summary" not in text
     # The overview is written from the kept summaries only.
     stub.add_rule(Reply.of("Overview of recent talk."), contains=OVERVIEW_PROMPT, times=1)
-    request = s.SummarizeProjectRequest(project_id=project.id)
+    request = summary_pb2.SummarizeProjectRequest(project_id=project.id)
     parts = [x async for x in h.summary.SummarizeProject(request)]
     assert parts[-1].summary.content == "Overview of recent talk."
     text = [r for r in stub.requests if OVERVIEW_PROMPT in r.prompt_text()][-1].prompt_text()
     assert "Recent talk." in text
     assert "stale summary" not in text and "old summary" not in text and "old overview" not in text
     overview = await h.summary.GetProjectOverview(
-        s.GetProjectOverviewRequest(project_id=project.id)
+        summary_pb2.GetProjectOverviewRequest(project_id=project.id)
     )
     assert overview.overview.content == "Overview of recent talk."
 
@@ -416,7 +448,7 @@ async def test_an_overview_reads_no_exchange_past_retention(llm_harness, stub):
     project, _, _, _ = await world(h)
     await set_retention(h, project.id, 2 * DAY)
     stub.add_rule(Reply.of("Only the new one."), contains=OVERVIEW_PROMPT, times=1)
-    request = s.SummarizeProjectRequest(project_id=project.id)
+    request = summary_pb2.SummarizeProjectRequest(project_id=project.id)
     parts = [x async for x in h.summary.SummarizeProject(request)]
     assert parts[-1].summary.content == "Only the new one."
     text = [r for r in stub.requests if OVERVIEW_PROMPT in r.prompt_text()][-1].prompt_text()
@@ -434,18 +466,18 @@ async def test_a_summary_of_only_exchanges_past_retention_is_hidden(harness):
     for name, first in (("only old", eps["old"]), ("old and new", eps["old"])):
         last = eps["old"] if name == "only old" else eps["new"]
         summaries[name] = await h.summary.CreateSummary(
-            s.CreateSummaryRequest(
-                summary=s.Summary(
+            summary_pb2.CreateSummaryRequest(
+                summary=summary_pb2.Summary(
                     session_id=mixed.id, content=name, first_episode_id=first, last_episode_id=last
                 )
             )
         )
     await set_retention(h, project.id, 2 * DAY)
     code, _ = await code_of(
-        h.summary.GetSummary(s.GetSummaryRequest(id=summaries["only old"].id))
+        h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=summaries["only old"].id))
     )
     assert code == grpc.StatusCode.NOT_FOUND
-    page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=mixed.id))
+    page = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=mixed.id))
     assert [x.content for x in page.summaries] == ["old and new"]
 
 
@@ -453,13 +485,15 @@ async def test_the_sweep_deletes_summaries_past_retention(harness):
     h = harness
     project, mixed, _, eps, made = await summaries_world(h)
     kept = await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(session_id=mixed.id, content="kept", first_episode_id=eps["new"])
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
+                session_id=mixed.id, content="kept", first_episode_id=eps["new"]
+            )
         )
     )
     only_old = await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
                 session_id=mixed.id,
                 content="only old",
                 first_episode_id=eps["old"],

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from nexus_grpc.embedding import make_embedder
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import start_harness, wait_until
 
 MODES = {
-    "keyword": m.SEARCH_MODE_KEYWORD,
-    "semantic": m.SEARCH_MODE_SEMANTIC,
-    "hybrid": m.SEARCH_MODE_HYBRID,
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+    "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
 }
 
 # Every memory says "The user ...": words on every memory of the scope, as in
@@ -81,19 +81,23 @@ def recall_at(ranked: list[list[str]], expected: list[str], k: int) -> float:
 
 @pytest.mark.timeout(180)
 async def test_memory_search_finds_the_fact_asked_about_and_no_other_users(h):
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
     for title, content in FACTS:
         for user in ("ann", "bob"):
-            await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(
-                kind=m.MEMORY_KIND_USER, title=title, content=content, tier=m.TIER_LONGTERM,
-                project_id=project.id, user_id=user)))  # fmt: skip
+            await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER, title=title, content=content,
+                tier=memory_pb2.TIER_LONGTERM, project_id=project.id, user_id=user)))  # fmt: skip
     await indexed(h)
-    scope = m.MemoryScope(project_id=project.id, user_id="ann")
+    scope = memory_pb2.MemoryScope(project_id=project.id, user_id="ann")
     recall = {}
     for name, mode in MODES.items():
         ranked = []
         for question, _ in QUESTIONS:
-            request = m.SearchMemoriesRequest(query=question, scope=scope, mode=mode, limit=5)
+            request = memory_pb2.SearchMemoriesRequest(
+                query=question, scope=scope, mode=mode, limit=5
+            )
             hits = [hit async for hit in h.memory.SearchMemories(request)]
             assert all(hit.memory.user_id == "ann" for hit in hits)
             ranked.append([hit.memory.title for hit in hits])
@@ -132,17 +136,22 @@ ENTITY_QUESTIONS = [
 
 @pytest.mark.timeout(180)
 async def test_entity_search_finds_named_and_described_entities(h):
-    project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
-    other = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="o")))
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    other = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="o"))
+    )
     for name, etype, notes in ENTITIES:
         for pid in (project.id, other.id):
-            await h.graph.UpsertEntity(g.UpsertEntityRequest(
+            await h.graph.UpsertEntity(graph_pb2.UpsertEntityRequest(
                 name=name, type=etype, notes=notes, project_id=pid))  # fmt: skip
     await indexed(h)
     ranked = []
     for question, _ in ENTITY_QUESTIONS:
         hits = [hit async for hit in h.graph.SearchEntities(
-            g.SearchEntitiesRequest(query=question, project_id=project.id, limit=3))]  # fmt: skip
+            graph_pb2.SearchEntitiesRequest(query=question, project_id=project.id, limit=3)
+        )]  # fmt: skip
         assert hits and all(hit.entity.project_id == project.id for hit in hits)
         assert all(0.0 <= hit.score <= 1.0 for hit in hits)
         ranked.append([hit.entity.name for hit in hits])

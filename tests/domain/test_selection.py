@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import Reply
 from tests.support import index_idle, wait_until
 
@@ -16,25 +16,31 @@ BOTH_STORES = True
 
 PASS1 = "You choose which stored memories"
 PASS2 = "You rank stored memories"
-P, U = m.MEMORY_KIND_PROJECT, m.MEMORY_KIND_USER
+P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 
 async def world(h):
-    p = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
-    ses = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p.id)))
+    p = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    ses = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p.id))
+    )
     return p.id, ses.id
 
 
-async def create(h, **kw) -> m.Memory:
+async def create(h, **kw) -> memory_pb2.Memory:
     kw.setdefault("content", f"details about {kw['title']}")
-    return await h.memory.CreateMemory(m.CreateMemoryRequest(memory=m.Memory(**kw)))
+    return await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**kw))
+    )
 
 
 async def select(h, scope, prompt="which database port?", thread="t1", summary=""):
     return [
         x
         async for x in h.memory.SelectMemories(
-            m.SelectMemoriesRequest(
+            memory_pb2.SelectMemoriesRequest(
                 prompt=prompt, scope=scope, thread_id=thread, thread_summary=summary
             )
         )
@@ -52,7 +58,7 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     a = await create(h, kind=P, project_id=pid, title="postgres port")
     b = await create(h, kind=P, project_id=pid, title="deploy steps")
     c = await create(h, kind=P, project_id=pid, title="backup schedule")
-    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    scope = memory_pb2.MemoryScope(project_id=pid, session_id=sid)
     script(
         stub,
         [
@@ -66,8 +72,8 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     assert [x.memory.id for x in first] == [a.id, b.id]
     assert [x.relevance for x in first] == [0.95, 0.7]
     assert [x.category for x in first] == [
-        m.MEMORY_CATEGORY_NECESSARY,
-        m.MEMORY_CATEGORY_SUPPORTING,
+        memory_pb2.MEMORY_CATEGORY_NECESSARY,
+        memory_pb2.MEMORY_CATEGORY_SUPPORTING,
     ]
     assert all(x.method == "llm" and not x.degraded_reason for x in first)
     assert first[0].memory.content == "details about postgres port"  # full content
@@ -78,11 +84,13 @@ async def test_two_pass_selection_records_usage_and_deprioritises_used(llm_harne
     assert "details about postgres port" in p2.prompt_text()
     assert "talking about databases" in p2.prompt_text()
 
-    usage = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="t1", project_id=pid))
+    usage = await h.memory.ListMemoryUsage(
+        memory_pb2.ListMemoryUsageRequest(thread_id="t1", project_id=pid)
+    )
     assert sorted(u.memory_id for u in usage.usage) == sorted([a.id, b.id])
     assert {u.context for u in usage.usage} == {"which database port?"}
     by_memory = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(memory_id=a.id, project_id=pid)
+        memory_pb2.ListMemoryUsageRequest(memory_id=a.id, project_id=pid)
     )
     assert [u.relevance for u in by_memory.usage] == [0.95]
 
@@ -116,7 +124,7 @@ async def test_selections_without_a_thread_never_count_as_used(llm_harness, stub
     h = llm_harness
     pid, sid = await world(h)
     a = await create(h, kind=P, project_id=pid, title="postgres port")
-    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    scope = memory_pb2.MemoryScope(project_id=pid, session_id=sid)
     for _ in range(2):
         script(
             stub,
@@ -134,7 +142,7 @@ async def test_pass1_selecting_nothing_returns_nothing(llm_harness, stub):
     pid, _ = await world(h)
     await create(h, kind=P, project_id=pid, title="unrelated")
     script(stub, [], [])
-    assert await select(h, m.MemoryScope(project_id=pid)) == []
+    assert await select(h, memory_pb2.MemoryScope(project_id=pid)) == []
 
 
 async def test_without_a_model_selection_degrades_to_semantic_and_says_so(harness):
@@ -143,7 +151,9 @@ async def test_without_a_model_selection_degrades_to_semantic_and_says_so(harnes
     a = await create(h, kind=P, project_id=pid, title="database port", content="postgres 5432")
     await create(h, kind=U, user_id="alice", title="database port of alice")
     await wait_until(lambda: index_idle(h))
-    got = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), prompt="database port")
+    got = await select(
+        h, memory_pb2.MemoryScope(project_id=pid, user_id="bob"), prompt="database port"
+    )
     assert [x.memory.id for x in got] == [a.id]
     assert got[0].method == "semantic" and "no LLM" in got[0].degraded_reason
     assert got[0].memory.use_count == 1
@@ -155,7 +165,7 @@ async def test_model_failure_degrades_to_semantic(llm_harness, stub):
     a = await create(h, kind=P, project_id=pid, title="database port")
     await wait_until(lambda: index_idle(h))
     stub.add_rule(Reply.error_status(500, "runner crashed"), contains=PASS1)
-    got = await select(h, m.MemoryScope(project_id=pid), prompt="database port")
+    got = await select(h, memory_pb2.MemoryScope(project_id=pid), prompt="database port")
     assert [x.memory.id for x in got] == [a.id]
     assert got[0].method == "semantic" and "selection model failed" in got[0].degraded_reason
 
@@ -164,13 +174,22 @@ async def test_selection_never_offers_or_returns_anothers_memories(llm_harness, 
     h = llm_harness
     pid, s1 = await world(h)
     s2 = (
-        await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=pid)))
+        await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=pid))
+        )
     ).id
     alice = await create(h, kind=U, user_id="alice", title="alice secret")
     alice_task = await create(
-        h, kind=P, project_id=pid, tier=m.TIER_TASK, session_id=s2, title="other session task"
+        h,
+        kind=P,
+        project_id=pid,
+        tier=memory_pb2.TIER_TASK,
+        session_id=s2,
+        title="other session task",
     )
-    archived = await create(h, kind=P, project_id=pid, tier=m.TIER_ARCHIVE, title="archived")
+    archived = await create(
+        h, kind=P, project_id=pid, tier=memory_pb2.TIER_ARCHIVE, title="archived"
+    )
     mine = await create(h, kind=U, user_id="bob", title="bob note")
     # The model "invents" the hidden ids: they must be dropped.
     picks = [
@@ -178,12 +197,12 @@ async def test_selection_never_offers_or_returns_anothers_memories(llm_harness, 
         for i in (alice.id, alice_task.id, archived.id, mine.id)
     ]
     script(stub, picks, [{"id": i, "relevance": 1.0} for i in (alice.id, mine.id)])
-    got = await select(h, m.MemoryScope(project_id=pid, user_id="bob", session_id=s1))
+    got = await select(h, memory_pb2.MemoryScope(project_id=pid, user_id="bob", session_id=s1))
     assert [x.memory.id for x in got] == [mine.id]
     p1 = next(r for r in stub.requests if PASS1 in r.prompt_text()).prompt_text()
     for hidden in ("alice secret", "other session task", "archived"):
         assert hidden not in p1
-    alice_mem = await h.memory.GetMemory(m.GetMemoryRequest(id=alice.id, user_id="alice"))
+    alice_mem = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=alice.id, user_id="alice"))
     assert alice_mem.use_count == 0
 
 
@@ -200,33 +219,35 @@ async def test_usage_belongs_to_the_user_and_project_that_selected(llm_harness, 
         ],
         [{"id": mine.id, "relevance": 0.8}, {"id": shared.id, "relevance": 0.7}],
     )
-    await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="tb")
+    await select(h, memory_pb2.MemoryScope(project_id=pid, user_id="bob"), thread="tb")
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(memory_id=mine.id))
+        await h.memory.ListMemoryUsage(memory_pb2.ListMemoryUsageRequest(memory_id=mine.id))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     ok = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(memory_id=mine.id, user_id="bob", project_id=pid)
+        memory_pb2.ListMemoryUsageRequest(memory_id=mine.id, user_id="bob", project_id=pid)
     )
     assert len(ok.usage) == 1
     # The log holds bob's prompt: nobody else sees any of the thread, not even
     # the rows of the shared PROJECT memory.
-    anon = await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest(thread_id="tb", project_id=pid))
+    anon = await h.memory.ListMemoryUsage(
+        memory_pb2.ListMemoryUsageRequest(thread_id="tb", project_id=pid)
+    )
     assert anon.usage == []
     other = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(thread_id="tb", user_id="eve", project_id=pid)
+        memory_pb2.ListMemoryUsageRequest(thread_id="tb", user_id="eve", project_id=pid)
     )
     assert other.usage == []
     shared_log = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(memory_id=shared.id, user_id="eve", project_id=pid)
+        memory_pb2.ListMemoryUsageRequest(memory_id=shared.id, user_id="eve", project_id=pid)
     )
     assert shared_log.usage == []
     own = await h.memory.ListMemoryUsage(
-        m.ListMemoryUsageRequest(thread_id="tb", user_id="bob", project_id=pid)
+        memory_pb2.ListMemoryUsageRequest(thread_id="tb", user_id="bob", project_id=pid)
     )
     assert sorted(u.memory_id for u in own.usage) == sorted([mine.id, shared.id])
     assert {u.context for u in own.usage} == {"which database port?"}
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await h.memory.ListMemoryUsage(m.ListMemoryUsageRequest())
+        await h.memory.ListMemoryUsage(memory_pb2.ListMemoryUsageRequest())
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -238,8 +259,10 @@ async def test_another_users_selections_do_not_change_my_thread(llm_harness, stu
     shared = await create(h, kind=P, project_id=pid, title="shared")
     picks = [{"id": shared.id, "relevance": 0.8, "category": "necessary"}]
     script(stub, picks, [{"id": shared.id, "relevance": 0.8}], times=2)
-    await select(h, m.MemoryScope(project_id=pid, user_id="eve"), thread="t-shared")
-    [mine] = await select(h, m.MemoryScope(project_id=pid, user_id="bob"), thread="t-shared")
+    await select(h, memory_pb2.MemoryScope(project_id=pid, user_id="eve"), thread="t-shared")
+    [mine] = await select(
+        h, memory_pb2.MemoryScope(project_id=pid, user_id="bob"), thread="t-shared"
+    )
     assert not mine.previously_used
     assert mine.relevance == 0.8
 
@@ -264,7 +287,7 @@ async def test_titles_past_the_context_are_read_in_batches_never_cut(llm_harness
         contains=f"[{last.id}] memory number 39 ",
     )
     stub.add_rule(Reply.of({"selected": []}), contains=PASS1)
-    got = await select(h, m.MemoryScope(project_id=pid, session_id=sid))
+    got = await select(h, memory_pb2.MemoryScope(project_id=pid, session_id=sid))
     pass1 = [r for r in stub.requests if PASS1 in r.prompt_text()]
     assert len(pass1) >= 2
     assert {x.title_batches for x in got} == {len(pass1)}
@@ -285,7 +308,7 @@ async def test_a_question_too_long_for_the_context_degrades_and_says_why(llm_har
     pid, sid = await world(h)
     await create(h, kind=P, project_id=pid, title="postgres port")
     await wait_until(lambda: index_idle(h))  # the fallback searches the index
-    scope = m.MemoryScope(project_id=pid, session_id=sid)
+    scope = memory_pb2.MemoryScope(project_id=pid, session_id=sid)
     got = await select(h, scope, prompt="which port? " + "really " * 300)
     assert got and {x.method for x in got} == {"semantic"}
     assert "context" in got[0].degraded_reason

@@ -8,8 +8,8 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from tests.ollama_stub import Reply
 from tests.support import wait_until
 
@@ -31,19 +31,23 @@ async def code_of(coro) -> grpc.StatusCode:
 
 
 async def project_session(h, name="proj"):
-    p = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name=name)))
-    ses = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session(project_id=p.id)))
+    p = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name))
+    )
+    ses = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p.id))
+    )
     return p.id, ses.id
 
 
 async def episode(h, session_id, user="hi", ai="hello"):
     return await h.memory.CreateEpisode(
-        m.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
+        memory_pb2.CreateEpisodeRequest(session_id=session_id, user_message=user, ai_response=ai)
     )
 
 
 async def summaries_of(h, session_id):
-    page = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=session_id))
+    page = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=session_id))
     return list(page.summaries)
 
 
@@ -55,8 +59,8 @@ async def test_crud_and_listing(harness):
     pid, sid = await project_session(h)
     eps = [await episode(h, sid) for _ in range(3)]
     a = await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
                 session_id=sid,
                 content="first",
                 first_episode_id=eps[0].id,
@@ -67,28 +71,35 @@ async def test_crud_and_listing(harness):
     )
     assert (a.session_id, a.project_id, a.episode_count) == (sid, pid, 3)
     b = await h.summary.CreateSummary(
-        s.CreateSummaryRequest(summary=s.Summary(project_id=pid, content="overview"))
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(project_id=pid, content="overview")
+        )
     )
-    got = await h.summary.GetSummary(s.GetSummaryRequest(id=a.id))
+    got = await h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=a.id))
     assert got.content == "first"
     upd = await h.summary.UpdateSummary(
-        s.UpdateSummaryRequest(
-            summary=s.Summary(id=a.id, content="changed"), update_mask=FieldMask(paths=["content"])
+        summary_pb2.UpdateSummaryRequest(
+            summary=summary_pb2.Summary(id=a.id, content="changed"),
+            update_mask=FieldMask(paths=["content"]),
         )
     )
     assert upd.content == "changed"
-    by_session = await h.summary.ListSummaries(s.ListSummariesRequest(session_id=sid))
+    by_session = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=sid))
     assert [x.id for x in by_session.summaries] == [a.id]
-    by_project = await h.summary.ListSummaries(s.ListSummariesRequest(project_id=pid, page_size=1))
+    by_project = await h.summary.ListSummaries(
+        summary_pb2.ListSummariesRequest(project_id=pid, page_size=1)
+    )
     assert [x.id for x in by_project.summaries] == [a.id] and by_project.next_page_token
     nxt = await h.summary.ListSummaries(
-        s.ListSummariesRequest(project_id=pid, page_size=1, page_token=by_project.next_page_token)
+        summary_pb2.ListSummariesRequest(
+            project_id=pid, page_size=1, page_token=by_project.next_page_token
+        )
     )
     assert [x.id for x in nxt.summaries] == [b.id]
-    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    ov = await h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=pid))
     assert ov.overview.id == b.id
-    await h.summary.DeleteSummary(s.DeleteSummaryRequest(id=a.id))
-    assert await code_of(h.summary.GetSummary(s.GetSummaryRequest(id=a.id))) == (
+    await h.summary.DeleteSummary(summary_pb2.DeleteSummaryRequest(id=a.id))
+    assert await code_of(h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=a.id))) == (
         grpc.StatusCode.NOT_FOUND
     )
 
@@ -98,24 +109,44 @@ async def test_crud_validation(harness):
     pid, sid = await project_session(h)
     bad = grpc.StatusCode.INVALID_ARGUMENT
     create = h.summary.CreateSummary
-    assert await code_of(create(s.CreateSummaryRequest(summary=s.Summary(content="x")))) == bad
-    assert await code_of(create(s.CreateSummaryRequest(summary=s.Summary(session_id=sid)))) == bad
     assert (
         await code_of(
-            create(s.CreateSummaryRequest(summary=s.Summary(session_id=999, content="x")))
+            create(summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(content="x")))
+        )
+        == bad
+    )
+    assert (
+        await code_of(
+            create(summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid)))
+        )
+        == bad
+    )
+    assert (
+        await code_of(
+            create(
+                summary_pb2.CreateSummaryRequest(
+                    summary=summary_pb2.Summary(session_id=999, content="x")
+                )
+            )
         )
         == grpc.StatusCode.FAILED_PRECONDITION
     )
     assert (
         await code_of(
-            create(s.CreateSummaryRequest(summary=s.Summary(project_id=999, content="x")))
+            create(
+                summary_pb2.CreateSummaryRequest(
+                    summary=summary_pb2.Summary(project_id=999, content="x")
+                )
+            )
         )
         == grpc.StatusCode.FAILED_PRECONDITION
     )
-    assert await code_of(h.summary.ListSummaries(s.ListSummariesRequest())) == bad
+    assert await code_of(h.summary.ListSummaries(summary_pb2.ListSummariesRequest())) == bad
     assert (
         await code_of(
-            h.summary.UpdateSummary(s.UpdateSummaryRequest(summary=s.Summary(id=1, content="x")))
+            h.summary.UpdateSummary(
+                summary_pb2.UpdateSummaryRequest(summary=summary_pb2.Summary(id=1, content="x"))
+            )
         )
         == bad
     )  # no mask
@@ -124,10 +155,12 @@ async def test_crud_validation(harness):
 async def test_overview_absent_is_empty_and_unknown_project_not_found(harness):
     h = harness
     pid, _ = await project_session(h)
-    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    ov = await h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=pid))
     assert not ov.HasField("overview")
     assert (
-        await code_of(h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=999)))
+        await code_of(
+            h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=999))
+        )
         == grpc.StatusCode.NOT_FOUND
     )
 
@@ -137,10 +170,12 @@ async def test_without_ollama_summarizing_is_unavailable(harness):
     pid, sid = await project_session(h)
     await episode(h, sid)
     assert (
-        await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+        await code_of(
+            h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
+        )
         == grpc.StatusCode.UNAVAILABLE
     )
-    stream = h.summary.SummarizeProject(s.SummarizeProjectRequest(project_id=pid))
+    stream = h.summary.SummarizeProject(summary_pb2.SummarizeProjectRequest(project_id=pid))
     assert await code_of(_drain(stream)) == grpc.StatusCode.UNAVAILABLE
 
 
@@ -189,16 +224,16 @@ async def test_cumulative_update_then_rollover(llm_harness, stub):
     e1 = await episode(h, sid, "apples?", "red")
     await episode(h, sid, "pears?", "green")
     stub.add_rule(Reply.of("<think>hmm</think>Fruit talk."), contains=SESSION_PROMPT, times=1)
-    first = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    first = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert (first.content, first.first_episode_id, first.episode_count) == ("Fruit talk.", e1.id, 2)
     # Nothing new: the latest summary comes back unchanged, no model call.
     calls = len(prompts(stub, SESSION_PROMPT))
-    again = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    again = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert again.id == first.id and len(prompts(stub, SESSION_PROMPT)) == calls
 
     e3 = await episode(h, sid, "plums?", "purple")
     stub.add_rule(Reply.of("Fruit talk, plums too."), contains=SESSION_PROMPT, times=1)
-    second = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    second = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert second.id == first.id  # updated in place
     assert (second.content, second.last_episode_id, second.episode_count) == (
         "Fruit talk, plums too.",
@@ -211,7 +246,7 @@ async def test_cumulative_update_then_rollover(llm_harness, stub):
     h.app.summaries.size_cap = 10  # the latest is now over its cap
     e4 = await episode(h, sid, "kiwis?", "brown")
     stub.add_rule(Reply.of("Kiwis."), contains=SESSION_PROMPT, times=1)
-    third = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    third = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert third.id != first.id
     assert (third.first_episode_id, third.last_episode_id, third.episode_count) == (e4.id, e4.id, 1)
     assert "Fruit talk" not in prompts(stub, SESSION_PROMPT)[-1].prompt_text()
@@ -222,17 +257,23 @@ async def test_summarize_session_errors(llm_harness, stub):
     h = llm_harness
     _, sid = await project_session(h)
     assert (
-        await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+        await code_of(
+            h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
+        )
         == grpc.StatusCode.FAILED_PRECONDITION
     )
     assert (
-        await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=999)))
+        await code_of(
+            h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=999))
+        )
         == grpc.StatusCode.NOT_FOUND
     )
     await episode(h, sid)
     stub.add_rule(Reply.error_status(500, "runner died"), contains=SESSION_PROMPT)
     assert (
-        await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+        await code_of(
+            h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
+        )
         == grpc.StatusCode.UNAVAILABLE
     )
     assert await summaries_of(h, sid) == []
@@ -242,7 +283,12 @@ async def test_summarize_session_errors(llm_harness, stub):
 
 
 async def _overview(h, pid):
-    return [x async for x in h.summary.SummarizeProject(s.SummarizeProjectRequest(project_id=pid))]
+    return [
+        x
+        async for x in h.summary.SummarizeProject(
+            summary_pb2.SummarizeProjectRequest(project_id=pid)
+        )
+    ]
 
 
 async def test_overview_with_no_data_is_failed_precondition(llm_harness, stub):
@@ -257,8 +303,8 @@ async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     pid, sid = await project_session(h, "Garden")
     eps = [await episode(h, sid, f"rose {i}") for i in range(4)]
     await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
                 session_id=sid,
                 content="Session about roses.",
                 first_episode_id=eps[0].id,
@@ -283,7 +329,7 @@ async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     req = prompts(stub, OVERVIEW_PROMPT)[0]
     assert req["options"]["temperature"] == 0.2 and req["options"]["num_predict"] == 1200
     assert "Session summaries" in req.prompt_text() and "Session about roses." in req.prompt_text()
-    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    ov = await h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=pid))
     assert ov.overview.id == last.summary.id
     # A second run updates the same overview row.
     stub.add_rule(Reply.of("Updated."), contains=OVERVIEW_PROMPT)
@@ -319,7 +365,7 @@ async def test_a_long_session_is_summarized_in_passes_that_fit_the_prompt(llm_ha
     stub.context_lengths = {"qwen2.5:3b": 8192}
     _, sid = await project_session(h)
     eps = [await episode(h, sid, user="x" * 5000, ai="ok") for _ in range(3)]
-    first = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    first = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert (first.first_episode_id, first.last_episode_id) == (eps[0].id, eps[0].id)
     sent = prompts(stub, SESSION_PROMPT)
     assert sent and all(not r.truncated and r["options"]["num_ctx"] == 8192 for r in sent)
@@ -344,7 +390,7 @@ async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness,
     stub.default = Reply.of("The user likes roses and tulips.")
     _, sid = await project_session(h)
     ep = await episode(h, sid, user="FIRST-FACT " + "roses " * 1200 + "LAST-FACT tulips", ai="ok")
-    summary = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    summary = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert summary.content == "The user likes roses and tulips."
     assert (summary.first_episode_id, summary.last_episode_id) == (ep.id, ep.id)
     sent = prompts(stub, SESSION_PROMPT)
@@ -358,8 +404,10 @@ async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness,
 async def test_a_summary_range_must_run_forwards(harness):
     _, sid = await project_session(harness)
     bad = harness.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(session_id=sid, content="c", first_episode_id=9, last_episode_id=3)
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
+                session_id=sid, content="c", first_episode_id=9, last_episode_id=3
+            )
         )
     )
     assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
@@ -381,7 +429,7 @@ async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
         ({"session_id": sid}, theirs.id, 0),
         ({"project_id": pid}, 0, theirs.id),  # another project's
     ):
-        bad = h.summary.CreateSummary(s.CreateSummaryRequest(summary=s.Summary(
+        bad = h.summary.CreateSummary(summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(
             content="c", first_episode_id=first, last_episode_id=last, **scope)))  # fmt: skip
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await bad
@@ -389,8 +437,8 @@ async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
         assert "episode" in err.value.details()
     assert await summaries_of(h, sid) == []
     ok = await h.summary.CreateSummary(
-        s.CreateSummaryRequest(
-            summary=s.Summary(
+        summary_pb2.CreateSummaryRequest(
+            summary=summary_pb2.Summary(
                 project_id=pid, content="c", first_episode_id=mine.id, last_episode_id=mine.id
             )
         )
@@ -410,8 +458,8 @@ async def test_an_overview_past_the_context_is_folded_and_says_how_often(llm_har
     for i in range(4):
         e = await episode(h, sid, f"rose {i}")
         await h.summary.CreateSummary(
-            s.CreateSummaryRequest(
-                summary=s.Summary(
+            summary_pb2.CreateSummaryRequest(
+                summary=summary_pb2.Summary(
                     session_id=sid,
                     content=f"SESSION-{i} " + "roses " * 300,
                     first_episode_id=e.id,
@@ -439,7 +487,9 @@ async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
     pid, sid = await project_session(h, "Garden")
     await episode(h, sid, "I set up Grafana dashboards and Prometheus alerts.")
     stub.default = Reply.of("The user set up Grafana dashboards and " + "more " * 2000)
-    err = await code_of(h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid)))
+    err = await code_of(
+        h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
+    )
     assert err == grpc.StatusCode.UNAVAILABLE
     assert await summaries_of(h, sid) == []
     # Retried once with twice the room, then refused: not stored mid-sentence.
@@ -448,9 +498,9 @@ async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
         await _overview(h, pid)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "cut off and not stored" in info.value.details()
-    ov = await h.summary.GetProjectOverview(s.GetProjectOverviewRequest(project_id=pid))
+    ov = await h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=pid))
     assert not ov.HasField("overview")
     # The positive case: an answer that ends on its own is stored.
     stub.default = Reply.of("The user set up Grafana dashboards.")
-    done = await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=sid))
+    done = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert done.content == "The user set up Grafana dashboards."

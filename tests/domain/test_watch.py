@@ -8,8 +8,8 @@ import asyncio
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.graph_support import (
     ALICE,
     EMPTY,
@@ -34,7 +34,7 @@ STUB_DEFAULT_REPLY = EMPTY
 
 
 def watch(h, **kw):
-    return h.graph.WatchExtractions(g.WatchExtractionsRequest(**kw))
+    return h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(**kw))
 
 
 async def test_live_events_arrive_for_the_filtered_session_only(gh):
@@ -45,7 +45,9 @@ async def test_live_events_arrive_for_the_filtered_session_only(gh):
     events = await take(call, 2)
     # Extraction runs llm_concurrency episodes at once: completion order varies.
     assert sorted(e.episode_id for e in events) == [ep.id for ep in mine]
-    assert all(e.session_id == s1.id and e.status == g.EXTRACTION_STATUS_DONE for e in events)
+    assert all(
+        e.session_id == s1.id and e.status == graph_pb2.EXTRACTION_STATUS_DONE for e in events
+    )
     assert events[0].event_id < events[1].event_id and events[0].time.seconds > 0
     call.cancel()
     # The other session's episode was extracted too, just not sent to this watcher.
@@ -87,8 +89,8 @@ async def test_create_then_watch_never_hangs(gh, stub):
     ep = await new_episode(gh, s.id)
 
     async def done():
-        e = await gh.memory.GetEpisode(m.GetEpisodeRequest(id=ep.id))
-        return e.extraction_state == m.JOB_STATE_DONE
+        e = await gh.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ep.id))
+        return e.extraction_state == memory_pb2.JOB_STATE_DONE
 
     await wait_until(done)  # extraction finished before anyone watched
     [event] = await take(watch(gh, episode_id=ep.id), 1, limit=2)
@@ -194,14 +196,16 @@ async def test_end_to_end_episode_to_event_to_neighborhood(tmp_path):
             ep = await new_episode(h, s.id, "Alice works at Initech in Austin", "Noted.")
             [event] = await take(call, 1)
             call.cancel()
-            assert event.episode_id == ep.id and event.status == g.EXTRACTION_STATUS_DONE
+            assert event.episode_id == ep.id and event.status == graph_pb2.EXTRACTION_STATUS_DONE
             alice = next(e for e in event.entities if e.name == "Alice")
             hood = await h.graph.GetNeighborhood(
-                g.GetNeighborhoodRequest(entity_id=alice.id, depth=2)
+                graph_pb2.GetNeighborhoodRequest(entity_id=alice.id, depth=2)
             )
             assert {n.name for n in hood.nodes} == {"Alice", "Initech", "Austin"}
             assert sorted(e.label for e in hood.edges) == ["located_in", "works_at"]
-            one = await h.graph.GetNeighborhood(g.GetNeighborhoodRequest(entity_id=alice.id))
+            one = await h.graph.GetNeighborhood(
+                graph_pb2.GetNeighborhoodRequest(entity_id=alice.id)
+            )
             assert {n.name for n in one.nodes} == {"Alice", "Initech"}
         finally:
             await h.close()

@@ -32,8 +32,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.vectors import EdgeVectorIndex
 from tests.process import ServerProcess, read_only, wait_queue_empty
 
@@ -80,7 +80,7 @@ async def _ingest_until_killed(
     cut_off: list[str] = []
     unexpected: list[str] = []
 
-    async def writer(stub: mgrpc.MemoryServiceStub, session_id: int, name: str) -> None:
+    async def writer(stub: memory_grpc.MemoryServiceStub, session_id: int, name: str) -> None:
         nonlocal acks, issued
         n = 0
         while not killed and issued < budget:
@@ -93,7 +93,7 @@ async def _ingest_until_killed(
             ledger.sent[rid] = (session_id, user, ai)
             try:
                 ep = await stub.CreateEpisode(
-                    m.CreateEpisodeRequest(
+                    memory_pb2.CreateEpisodeRequest(
                         session_id=session_id, user_message=user, ai_response=ai, request_id=rid
                     ),
                     timeout=60,
@@ -119,7 +119,7 @@ async def _ingest_until_killed(
     channels = [grpc.aio.insecure_channel(server.target) for _ in range(CLIENTS)]
     try:
         writers = [
-            writer(mgrpc.MemoryServiceStub(ch), sessions[c], f"c{c}w{w}")
+            writer(memory_grpc.MemoryServiceStub(ch), sessions[c], f"c{c}w{w}")
             for c, ch in enumerate(channels)
             for w in range(CALLS_PER_CLIENT)
         ]
@@ -151,11 +151,11 @@ async def _retry_cut_off(server: ServerProcess, ledger: Ledger, cut_off: list[st
             ).fetchall()
         )
     async with grpc.aio.insecure_channel(server.target) as channel:
-        stub = mgrpc.MemoryServiceStub(channel)
+        stub = memory_grpc.MemoryServiceStub(channel)
         for rid in cut_off:
             session_id, user, ai = ledger.sent[rid]
             ep = await stub.CreateEpisode(
-                m.CreateEpisodeRequest(
+                memory_pb2.CreateEpisodeRequest(
                     session_id=session_id, user_message=user, ai_response=ai, request_id=rid
                 ),
                 timeout=30,
@@ -174,9 +174,13 @@ async def _kill_nine_rounds(data: Path, total: int, drain_timeout: float) -> dic
     figures: dict = {"seed": BASE_SEED, "restart_s": [], "durable_cut_off": 0, "requeued": 0}
     try:
         async with grpc.aio.insecure_channel(server.target) as channel:
-            stub = mgrpc.MemoryServiceStub(channel)
+            stub = memory_grpc.MemoryServiceStub(channel)
             sessions = [
-                (await stub.CreateSession(m.CreateSessionRequest(session=m.Session()))).id
+                (
+                    await stub.CreateSession(
+                        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+                    )
+                ).id
                 for _ in range(CLIENTS)
             ]
         # Random round sizes; a round's unused calls (the kill came first) carry
@@ -205,19 +209,19 @@ async def _kill_nine_rounds(data: Path, total: int, drain_timeout: float) -> dic
         figures["drain_s"] = time.monotonic() - drain_started
         assert failed == 0, f"seed {BASE_SEED}: {failed} index jobs dead-lettered"
         async with grpc.aio.insecure_channel(server.target) as channel:
-            stub = mgrpc.MemoryServiceStub(channel)
+            stub = memory_grpc.MemoryServiceStub(channel)
             # Spot checks through the API: the row, and FTS finding it by its words.
             for rid in sorted(ledger.acked)[:: max(1, len(ledger.acked) // 20)]:
-                ep = await stub.GetEpisode(m.GetEpisodeRequest(id=ledger.acked[rid]))
+                ep = await stub.GetEpisode(memory_pb2.GetEpisodeRequest(id=ledger.acked[rid]))
                 assert (ep.session_id, ep.user_message, ep.ai_response) == ledger.sent[rid]
-                assert ep.embedding_state == m.JOB_STATE_DONE
+                assert ep.embedding_state == memory_pb2.JOB_STATE_DONE
                 hits = [
                     h.episode.id
                     async for h in stub.SearchEpisodes(
-                        m.SearchEpisodesRequest(
+                        memory_pb2.SearchEpisodesRequest(
                             query=f"crash note {rid}",
                             session_id=ep.session_id,
-                            mode=m.SEARCH_MODE_KEYWORD,
+                            mode=memory_pb2.SEARCH_MODE_KEYWORD,
                             limit=5,
                         )
                     )

@@ -41,8 +41,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness, take, wait_until
 
@@ -153,8 +153,8 @@ async def extract_jobs(h: Harness) -> list[tuple[int, str, int, str]]:
 
 async def assert_all_extracted(h: Harness, episode_ids: list[int]) -> None:
     for episode_id in episode_ids:
-        ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
-        assert (ep.extraction_state, ep.extraction_error) == (m.JOB_STATE_DONE, ""), ep
+        ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
+        assert (ep.extraction_state, ep.extraction_error) == (memory_pb2.JOB_STATE_DONE, ""), ep
     links = await h.app.db.read(
         lambda c: dict(
             c.execute(
@@ -168,11 +168,11 @@ async def assert_all_extracted(h: Harness, episode_ids: list[int]) -> None:
 
 
 async def new_episodes(h: Harness, n: int) -> tuple[int, list[int]]:
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
     ids = []
     for i in range(n):
         ep = await h.memory.CreateEpisode(
-            m.CreateEpisodeRequest(
+            memory_pb2.CreateEpisodeRequest(
                 session_id=s.id, user_message=f"Who leads Atlas? ({i})", ai_response="Alice."
             )
         )
@@ -195,16 +195,16 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
     h = await start(tmp_path / "data", stub, MAX_ATTEMPTS)
     try:
         session_id, ids = await new_episodes(h, N)
-        watch = h.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=session_id))
+        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(session_id=session_id))
         if fault.spends_attempts:
             failed = await take(watch, N)
             assert sorted(e.episode_id for e in failed) == ids
             for event in failed:
-                assert event.status == g.EXTRACTION_STATUS_FAILED
+                assert event.status == graph_pb2.EXTRACTION_STATUS_FAILED
                 assert fault.error in event.error, event.error
             for episode_id in ids:
-                ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
-                assert ep.extraction_state == m.JOB_STATE_FAILED
+                ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
+                assert ep.extraction_state == memory_pb2.JOB_STATE_FAILED
                 assert fault.error in ep.extraction_error, ep.extraction_error
             jobs = await extract_jobs(h)
             assert [(j[0], j[1], j[2]) for j in jobs] == [(i, "failed", MAX_ATTEMPTS) for i in ids]
@@ -226,7 +226,7 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
             assert all(j[1] in ("pending", "running") and fault.error in j[3] for j in jobs), jobs
             for episode_id in ids:  # the episode itself says why it waits
                 await wait_until(lambda i=episode_id: _shows_error(h, i, fault.error), timeout=10)
-            status = await h.memory.GetServiceStatus(m.GetServiceStatusRequest())
+            status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
             ollama = next(d for d in status.dependencies if d.name == "ollama")
             assert not ollama.ok and fault.error in ollama.detail, ollama
             assert status.state == "DEGRADED"
@@ -234,7 +234,9 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
 
         clear(stub)
         if fault.spends_attempts:
-            requeued = await h.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+            requeued = await h.graph.ExtractEpisode(
+                graph_pb2.ExtractEpisodeRequest(all_failed=True)
+            )
             assert requeued.queued == N
         await assert_drained(h, watch, ids)
     finally:
@@ -247,7 +249,7 @@ async def test_fault_cleared_while_retrying_drains_by_itself(tmp_path, stub, fau
     h = await start(tmp_path / "data", stub, max_attempts=1000)
     try:
         session_id, ids = await new_episodes(h, N)
-        watch = h.graph.WatchExtractions(g.WatchExtractionsRequest(session_id=session_id))
+        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(session_id=session_id))
 
         async def every_job_shows_the_fault() -> bool:
             jobs = await extract_jobs(h)
@@ -272,7 +274,7 @@ async def assert_drained(h: Harness, watch, ids: list[int]) -> None:
     done = await take(watch, N)
     watch.cancel()
     assert sorted(e.episode_id for e in done) == ids
-    assert all(e.status == g.EXTRACTION_STATUS_DONE for e in done)
+    assert all(e.status == graph_pb2.EXTRACTION_STATUS_DONE for e in done)
     await assert_all_extracted(h, ids)
 
 
@@ -281,8 +283,8 @@ async def _ge(value: int, floor: int) -> bool:
 
 
 async def _shows_error(h: Harness, episode_id: int, error: str) -> bool:
-    ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode_id))
-    return ep.extraction_state == m.JOB_STATE_PENDING and error in ep.extraction_error
+    ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
+    return ep.extraction_state == memory_pb2.JOB_STATE_PENDING and error in ep.extraction_error
 
 
 # The mixed soak --------------------------------------------------------------------
@@ -301,11 +303,15 @@ async def test_faults_switching_at_random_lose_no_extraction(tmp_path, stub):
     ids: list[int] = []
     stop = asyncio.Event()
     try:
-        project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+        project = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+        )
         session_ids = [
             (
                 await h.memory.CreateSession(
-                    m.CreateSessionRequest(session=m.Session(project_id=project.id if i % 2 else 0))
+                    memory_pb2.CreateSessionRequest(
+                        session=memory_pb2.Session(project_id=project.id if i % 2 else 0)
+                    )
                 )
             ).id
             for i in range(sessions)
@@ -330,7 +336,7 @@ async def test_faults_switching_at_random_lose_no_extraction(tmp_path, stub):
             per_episode = duration / episodes
             for i in range(episodes):
                 ep = await h.memory.CreateEpisode(
-                    m.CreateEpisodeRequest(
+                    memory_pb2.CreateEpisodeRequest(
                         session_id=session_ids[i % sessions],
                         user_message=f"Who leads Atlas? ({i})",
                         ai_response="Alice leads it.",
@@ -366,7 +372,7 @@ async def test_faults_switching_at_random_lose_no_extraction(tmp_path, stub):
         async def drained() -> bool:
             nonlocal requeued
             requeued += (
-                await h.graph.ExtractEpisode(g.ExtractEpisodeRequest(all_failed=True))
+                await h.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(all_failed=True))
             ).queued
             assert await silent_losses(h) == []
             states = await h.app.db.read(

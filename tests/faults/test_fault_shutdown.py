@@ -38,10 +38,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as spb
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as sgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess, read_only
 from tests.support import start_harness
@@ -53,7 +53,11 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 OK = grpc.StatusCode.OK
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
-SEARCH_MODES = (m.SEARCH_MODE_KEYWORD, m.SEARCH_MODE_SEMANTIC, m.SEARCH_MODE_HYBRID)
+SEARCH_MODES = (
+    memory_pb2.SEARCH_MODE_KEYWORD,
+    memory_pb2.SEARCH_MODE_SEMANTIC,
+    memory_pb2.SEARCH_MODE_HYBRID,
+)
 HOLD = "hold-this-summary"
 HELD_SUMMARY = "A summary that was in flight at SIGTERM."
 
@@ -127,19 +131,23 @@ async def _sigterm_under_load(
     not_serving_checked = asyncio.Event()
     try:
         async with grpc.aio.insecure_channel(server.target) as channel:
-            stub = mgrpc.MemoryServiceStub(channel)
+            stub = memory_grpc.MemoryServiceStub(channel)
             sessions = [
-                (await stub.CreateSession(m.CreateSessionRequest(session=m.Session()))).id
+                (
+                    await stub.CreateSession(
+                        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+                    )
+                ).id
                 for _ in range(channels + 1)
             ]
             seen.held_session = sessions[-1]
             await stub.CreateEpisode(
-                m.CreateEpisodeRequest(
+                memory_pb2.CreateEpisodeRequest(
                     session_id=seen.held_session, user_message=f"{HOLD}: what we decided"
                 )
             )
 
-        async def writer(stub: mgrpc.MemoryServiceStub, session_id: int, name: str) -> None:
+        async def writer(stub: memory_grpc.MemoryServiceStub, session_id: int, name: str) -> None:
             n = 0
             while True:
                 rid = f"t{cycle}-{name}-{n}"
@@ -148,10 +156,10 @@ async def _sigterm_under_load(
                 seen.sent[rid] = (session_id, text)
                 call = Call(rid, time.monotonic())
                 seen.writes.append(call)
-                req = m.CreateEpisodeRequest(
+                req = memory_pb2.CreateEpisodeRequest(
                     session_id=session_id, user_message=text, ai_response="ok", request_id=rid
                 )
-                reply: list[m.Episode] = []
+                reply: list[memory_pb2.Episode] = []
 
                 async def create(req=req, reply=reply) -> None:
                     reply.append(await stub.CreateEpisode(req, timeout=GRACE + 20))
@@ -162,12 +170,12 @@ async def _sigterm_under_load(
                 if len(seen.acked) >= min_acks:
                     enough.set()
 
-        async def searcher(stub: mgrpc.MemoryServiceStub, session_id: int, name: str) -> None:
+        async def searcher(stub: memory_grpc.MemoryServiceStub, session_id: int, name: str) -> None:
             for n in range(1_000_000):
                 mode = SEARCH_MODES[n % len(SEARCH_MODES)]
                 call = Call(f"{name}-{n}", time.monotonic())
                 seen.searches.append(call)
-                req = m.SearchEpisodesRequest(
+                req = memory_pb2.SearchEpisodesRequest(
                     query="shutdown note", session_id=session_id, mode=mode, limit=20
                 )
 
@@ -200,14 +208,14 @@ async def _sigterm_under_load(
                     not_serving_checked.set()
                 await asyncio.sleep(0.01)  # an observer's poll rate, not a synchronisation
 
-        async def summarize(summaries: sgrpc.SummaryServiceStub) -> None:
+        async def summarize(summaries: summary_grpc.SummaryServiceStub) -> None:
             seen.held = Call("SummarizeSession", time.monotonic())
-            reply: list[spb.Summary] = []
+            reply: list[summary_pb2.Summary] = []
 
             async def call() -> None:
                 reply.append(
                     await summaries.SummarizeSession(
-                        spb.SummarizeSessionRequest(session_id=seen.held_session),
+                        summary_pb2.SummarizeSessionRequest(session_id=seen.held_session),
                         timeout=GRACE + 20,
                     )
                 )
@@ -218,7 +226,7 @@ async def _sigterm_under_load(
         chans = [grpc.aio.insecure_channel(server.target) for _ in range(channels + 3)]
         try:
             health_stubs = [health_pb2_grpc.HealthStub(ch) for ch in chans[-2:]]
-            stubs = [mgrpc.MemoryServiceStub(ch) for ch in chans[:channels]]
+            stubs = [memory_grpc.MemoryServiceStub(ch) for ch in chans[:channels]]
             tasks = [asyncio.create_task(watcher(health_stubs[0]))]
             # The Watch stream is up (it has said SERVING) before the load starts.
             await asyncio.wait_for(watching.wait(), 30)
@@ -228,7 +236,7 @@ async def _sigterm_under_load(
                 if i % 2 == 0:
                     tasks.append(asyncio.create_task(searcher(s, sessions[i], f"c{i}s")))
             await asyncio.wait_for(enough.wait(), 120)
-            tasks.append(asyncio.create_task(summarize(sgrpc.SummaryServiceStub(chans[-3]))))
+            tasks.append(asyncio.create_task(summarize(summary_grpc.SummaryServiceStub(chans[-3]))))
             # Its LLM request has reached Ollama: the call is inside its handler.
             assert await asyncio.to_thread(held.arrived.wait, 30), "summary never reached Ollama"
             # The random moment (not a synchronisation).
@@ -347,10 +355,10 @@ async def _restart_and_read_back(data: Path, seen: list[Observed]) -> None:
     server = ServerProcess(data).start()
     try:
         async with grpc.aio.insecure_channel(server.target) as channel:
-            stub = mgrpc.MemoryServiceStub(channel)
+            stub = memory_grpc.MemoryServiceStub(channel)
             for s in seen:
                 for rid in sorted(s.acked)[:: max(1, len(s.acked) // 10)]:
-                    ep = await stub.GetEpisode(m.GetEpisodeRequest(id=s.acked[rid]))
+                    ep = await stub.GetEpisode(memory_pb2.GetEpisodeRequest(id=s.acked[rid]))
                     assert (ep.session_id, ep.user_message) == s.sent[rid]
     finally:
         assert server.terminate() == 0
@@ -442,11 +450,13 @@ async def test_a_call_outliving_the_grace_period_is_cancelled_and_stop_returns(t
     with OllamaStub(responder=held) as ollama:
         h = await start_harness(tmp_path / "data", ollama_url=ollama.url)
         try:
-            s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
-            await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=s.id, user_message=f"{HOLD}: a long one")
+            s = await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
             )
-            call = h.summary.SummarizeSession(spb.SummarizeSessionRequest(session_id=s.id))
+            await h.memory.CreateEpisode(
+                memory_pb2.CreateEpisodeRequest(session_id=s.id, user_message=f"{HOLD}: a long one")
+            )
+            call = h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=s.id))
             assert await asyncio.to_thread(held.arrived.wait, 10)
             started = time.monotonic()
             await asyncio.wait_for(h.running.stop(0.5), 10)

@@ -82,10 +82,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nexus_grpc.api import graph_convert
 from nexus_grpc.config import OPTIONS, env_default
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as g
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as ggrpc
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
 from tests.support import start_harness
@@ -249,17 +249,17 @@ async def measurer_main(config: dict) -> None:
     requested = 0
 
     async with grpc.aio.insecure_channel(config["target"]) as channel:
-        memory = mgrpc.MemoryServiceStub(channel)
+        memory = memory_grpc.MemoryServiceStub(channel)
 
         async def get() -> None:
-            ep = await memory.GetEpisode(m.GetEpisodeRequest(id=rng.choice(ids)))
+            ep = await memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=rng.choice(ids)))
             assert ep.id
 
         async def search() -> None:
             i = rng.randrange(len(ids))
             hits = [
-                h async for h in memory.SearchEpisodes(m.SearchEpisodesRequest(
-                    query=f"marker{i}", session_id=session_id, mode=m.SEARCH_MODE_KEYWORD))
+                h async for h in memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
+                    query=f"marker{i}", session_id=session_id, mode=memory_pb2.SEARCH_MODE_KEYWORD))
             ]  # fmt: skip
             # The marker's own episode first; at most its predecessor besides, which
             # reads the marker as the turn after it (keyword context).
@@ -269,8 +269,10 @@ async def measurer_main(config: dict) -> None:
         async def extract(into: dict[str, list[float]] | None) -> None:
             nonlocal requested
             started = time.perf_counter()
-            graph = ggrpc.GraphServiceStub(channel)
-            await graph.ExtractEpisode(g.ExtractEpisodeRequest(episode_id=rng.choice(pings)))
+            graph = graph_grpc.GraphServiceStub(channel)
+            await graph.ExtractEpisode(
+                graph_pb2.ExtractEpisodeRequest(episode_id=rng.choice(pings))
+            )
             requested += 1
             if into is not None:
                 into["ExtractEpisode"].append(time.perf_counter() - started)
@@ -381,16 +383,18 @@ class Seeded:
 
 async def seed(target: str) -> Seeded:
     async with grpc.aio.insecure_channel(target) as channel:
-        memory, graph = mgrpc.MemoryServiceStub(channel), ggrpc.GraphServiceStub(channel)
-        project = await memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
-        session = await memory.CreateSession(
-            m.CreateSessionRequest(session=m.Session(project_id=project.id))
+        memory, graph = memory_grpc.MemoryServiceStub(channel), graph_grpc.GraphServiceStub(channel)
+        project = await memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
         )
-        watch = graph.WatchExtractions(g.WatchExtractionsRequest(session_id=session.id))
+        session = await memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
+        )
+        watch = graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(session_id=session.id))
         ids: list[int] = []
         for start in range(0, SEED_EPISODES, 20):
             batch = await asyncio.gather(*(
-                memory.CreateEpisode(m.CreateEpisodeRequest(
+                memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                     session_id=session.id,
                     user_message=f"{SHARED_WORD} marker{i} Alice at Initech in Austin",
                     ai_response="noted"))
@@ -398,14 +402,14 @@ async def seed(target: str) -> Seeded:
             ))  # fmt: skip
             ids += [ep.id for ep in batch]
         pings = [
-            (await memory.CreateEpisode(m.CreateEpisodeRequest(
+            (await memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
                 session_id=session.id, user_message=f"ping {i}", ai_response="pong"))).id
             for i in range(PING_EPISODES)
         ]  # fmt: skip
         events: dict[int, int] = {}
         while len(events) < len(ids) + len(pings):  # every extraction finished
             event = await asyncio.wait_for(watch.read(), 60)
-            assert event is not grpc.aio.EOF and event.status == g.EXTRACTION_STATUS_DONE
+            assert event is not grpc.aio.EOF and event.status == graph_pb2.EXTRACTION_STATUS_DONE
             events[event.episode_id] = event.event_id
         watch.cancel()
         # Background work (indexing, summaries) finishes before anything is
@@ -413,7 +417,7 @@ async def seed(target: str) -> Seeded:
         # boundary, so this polls.
         deadline = time.monotonic() + 120
         while True:
-            status = await memory.GetServiceStatus(m.GetServiceStatusRequest())
+            status = await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
             busy = {q.kind: q.pending for q in status.queues if q.pending}
             failed = {q.kind: q.failed for q in status.queues if q.failed}
             assert not failed, f"background jobs failed while seeding: {failed}"
@@ -431,7 +435,7 @@ class SlowSubscribers:
     it read, and keep every event id they were sent."""
 
     def __init__(self, channel: grpc.aio.Channel, count: int) -> None:
-        self.graph = ggrpc.GraphServiceStub(channel)
+        self.graph = graph_grpc.GraphServiceStub(channel)
         self.received: list[list[int]] = [[] for _ in range(count)]
         self.errors: list[str] = []
         self.calls: list = []
@@ -442,7 +446,7 @@ class SlowSubscribers:
         self.stop.clear()
         self.calls = [
             self.graph.WatchExtractions(
-                g.WatchExtractionsRequest(after_event_id=got[-1] if got else 0)  # resume
+                graph_pb2.WatchExtractionsRequest(after_event_id=got[-1] if got else 0)  # resume
             )
             for got in self.received
         ]
@@ -493,8 +497,8 @@ class Churn:
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.memory = mgrpc.MemoryServiceStub(self.channel)
-        self.graph = ggrpc.GraphServiceStub(self.channel)
+        self.memory = memory_grpc.MemoryServiceStub(self.channel)
+        self.graph = graph_grpc.GraphServiceStub(self.channel)
 
     async def batch(self, size: int) -> None:
         slots = asyncio.Semaphore(CHURN_CONCURRENCY)
@@ -516,19 +520,19 @@ class Churn:
         k = i % len(self.seeded.episode_ids)
         try:
             if kind == "search":
-                call = self.memory.SearchEpisodes(m.SearchEpisodesRequest(
+                call = self.memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
                     query=SHARED_WORD, session_id=self.seeded.session_id,
-                    mode=m.SEARCH_MODE_KEYWORD, limit=100))  # fmt: skip
+                    mode=memory_pb2.SEARCH_MODE_KEYWORD, limit=100))  # fmt: skip
                 hit = await call.read()
                 assert hit is not grpc.aio.EOF and SHARED_WORD in hit.episode.user_message
             elif kind == "watch_at_once":
                 call = self.graph.WatchExtractions(
-                    g.WatchExtractionsRequest(after_event_id=max(self.seeded.event_ids))
+                    graph_pb2.WatchExtractionsRequest(after_event_id=max(self.seeded.event_ids))
                 )
                 await asyncio.sleep(0.001)  # part of the workload: "right after starting"
             else:
                 call = self.graph.WatchExtractions(
-                    g.WatchExtractionsRequest(episode_id=self.seeded.episode_ids[k])
+                    graph_pb2.WatchExtractionsRequest(episode_id=self.seeded.episode_ids[k])
                 )
                 event = await call.read()
                 assert event is not grpc.aio.EOF
@@ -742,12 +746,14 @@ async def test_watch_streams_beyond_the_cap_are_refused_with_how_to_raise_it(tmp
     try:
         port = metrics_port(server)
         async with grpc.aio.insecure_channel(server.target) as channel:
-            graph = ggrpc.GraphServiceStub(channel)
-            memory = mgrpc.MemoryServiceStub(channel)
-            open_calls = [graph.WatchExtractions(g.WatchExtractionsRequest()) for _ in range(cap)]
+            graph = graph_grpc.GraphServiceStub(channel)
+            memory = memory_grpc.MemoryServiceStub(channel)
+            open_calls = [
+                graph.WatchExtractions(graph_pb2.WatchExtractionsRequest()) for _ in range(cap)
+            ]
             await settles(port, {("nexus_watch_streams", ()): float(cap)})
 
-            refused = graph.WatchExtractions(g.WatchExtractionsRequest(), timeout=10)
+            refused = graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), timeout=10)
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await refused.read()
             assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -756,7 +762,7 @@ async def test_watch_streams_beyond_the_cap_are_refused_with_how_to_raise_it(tmp
                          "NEXUS_MAX_WATCH_STREAMS", f"(now {cap})"):  # fmt: skip
                 assert text in details, details
             # The general RPC cap is not what refused it: other calls go on.
-            await memory.GetServiceStatus(m.GetServiceStatusRequest())
+            await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
             sample = await settles(port, {
                 ("nexus_watch_streams_refused_total", ()): 1.0,
                 ("nexus_watch_streams_limit", ()): float(cap),
@@ -769,7 +775,7 @@ async def test_watch_streams_beyond_the_cap_are_refused_with_how_to_raise_it(tmp
             # A slot freed by a closed stream is taken by the next watcher.
             open_calls.pop().cancel()
             await settles(port, {("nexus_watch_streams", ()): float(cap - 1)})
-            open_calls.append(graph.WatchExtractions(g.WatchExtractionsRequest()))
+            open_calls.append(graph.WatchExtractions(graph_pb2.WatchExtractionsRequest()))
             await settles(port, {
                 ("nexus_watch_streams", ()): float(cap),
                 ("nexus_watch_streams_refused_total", ()): 1.0,
@@ -800,12 +806,14 @@ async def test_the_server_sends_a_slow_subscriber_no_further_ahead_than_flow_con
     with OllamaStub(default=Reply.of(big)) as stub:
         h = await start_harness(tmp_path / "data", ollama_url=stub.url)
         try:
-            session = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+            session = await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+            )
             backlog = 60
-            everything = h.graph.WatchExtractions(g.WatchExtractionsRequest())
+            everything = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest())
             for i in range(backlog):
                 await h.memory.CreateEpisode(
-                    m.CreateEpisodeRequest(session_id=session.id, user_message=f"note {i}")
+                    memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message=f"note {i}")
                 )
             sizes = []
             for _ in range(backlog):  # the whole backlog is in the log
@@ -822,8 +830,8 @@ async def test_the_server_sends_a_slow_subscriber_no_further_ahead_than_flow_con
                 lambda event: converted.append(event.id) or real(event),
             )
             async with local_channel(h.target, *SLOW_READER_OPTIONS) as channel:
-                call = ggrpc.GraphServiceStub(channel).WatchExtractions(
-                    g.WatchExtractionsRequest()
+                call = graph_grpc.GraphServiceStub(channel).WatchExtractions(
+                    graph_pb2.WatchExtractionsRequest()
                 )
                 first = await asyncio.wait_for(call.read(), 10)
                 # The reader pauses (the workload).  A server that buffered for

@@ -11,7 +11,7 @@ import grpc
 import psycopg
 import pytest
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.faults.test_startup_failures import assert_clean_exit, serve
 from tests.support import start_harness
 
@@ -44,24 +44,24 @@ def _terminate_connections(url: str) -> int:
 async def test_a_database_that_goes_away_answers_unavailable_then_resumes(tmp_path, pg_url):
     h = await start_harness(tmp_path / "data", database_url=pg_url)
     try:
-        session = await h.memory.CreateSession(m.CreateSessionRequest())
+        session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest())
         acknowledged = [
             await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=session.id, user_message=f"before {i}")
+                memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message=f"before {i}")
             )
             for i in range(3)
         ]
         assert _terminate_connections(pg_url) > 0
         # Every pooled connection is gone: the next call finds one dead.
         with pytest.raises(grpc.aio.AioRpcError) as info:
-            await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+            await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "PostgreSQL" in info.value.details() and "unavailable" in info.value.details()
         # Without a restart, service resumes: each connection is opened anew.
         outcomes = []
         for _ in range(20):
             try:
-                got = await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+                got = await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
             except grpc.aio.AioRpcError as exc:
                 outcomes.append(exc.code())
             else:
@@ -70,7 +70,7 @@ async def test_a_database_that_goes_away_answers_unavailable_then_resumes(tmp_pa
         assert set(outcomes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
         assert outcomes[-5:] == [grpc.StatusCode.OK] * 5
         listed = await h.memory.ListEpisodes(
-            m.ListEpisodesRequest(session_id=session.id, page_size=10)
+            memory_pb2.ListEpisodesRequest(session_id=session.id, page_size=10)
         )
         assert sorted(e.id for e in listed.episodes) == sorted(e.id for e in acknowledged)
     finally:
@@ -114,9 +114,11 @@ async def test_a_database_down_for_a_while_degrades_health_then_service_resumes(
         url = srv.get_uri("down")
         h = await start_harness(tmp_path / "data", database_url=url)
         try:
-            session = await h.memory.CreateSession(m.CreateSessionRequest())
+            session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest())
             acked = await h.memory.CreateEpisode(
-                m.CreateEpisodeRequest(session_id=session.id, user_message="before the outage")
+                memory_pb2.CreateEpisodeRequest(
+                    session_id=session.id, user_message="before the outage"
+                )
             )
             assert _database_state(await h.app.status()).ok  # the positive case
 
@@ -124,10 +126,10 @@ async def test_a_database_down_for_a_while_degrades_health_then_service_resumes(
                 ["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user
             )
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+                await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE
             with pytest.raises(grpc.aio.AioRpcError) as info:
-                await h.memory.CreateSession(m.CreateSessionRequest())
+                await h.memory.CreateSession(memory_pb2.CreateSessionRequest())
             assert info.value.code() == grpc.StatusCode.UNAVAILABLE
             state = await h.app.status()
             db = _database_state(state)
@@ -138,14 +140,14 @@ async def test_a_database_down_for_a_while_degrades_health_then_service_resumes(
 
             async def serving():
                 try:
-                    await h.memory.GetSession(m.GetSessionRequest(id=session.id))
+                    await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
                 except grpc.aio.AioRpcError as exc:
                     assert exc.code() == grpc.StatusCode.UNAVAILABLE
                     return False
                 return True
 
             await wait_until(serving, timeout=30)
-            got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=acked.id))
+            got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=acked.id))
             assert got.user_message == "before the outage"
             db = _database_state(await h.app.status())
             assert db.ok, db.detail

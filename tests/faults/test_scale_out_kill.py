@@ -24,8 +24,8 @@ import grpc
 import psycopg
 import pytest
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as mgrpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from tests.graph_support import ALICE
 from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
@@ -62,8 +62,8 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
         victim = servers[0]
         channels = [grpc.aio.insecure_channel(s.target) for s in servers]
         try:
-            stubs = [mgrpc.MemoryServiceStub(c) for c in channels]
-            session = await stubs[1].CreateSession(m.CreateSessionRequest())
+            stubs = [memory_grpc.MemoryServiceStub(c) for c in channels]
+            session = await stubs[1].CreateSession(memory_pb2.CreateSessionRequest())
             acked: dict[str, int] = {}
             cut_off: list[str] = []
             held_at_kill: list[tuple] = []
@@ -72,7 +72,7 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
             async def writer(n: int) -> None:
                 for i in range(PER_INSTANCE):
                     rid = f"i{n}-{i}"
-                    request = m.CreateEpisodeRequest(
+                    request = memory_pb2.CreateEpisodeRequest(
                         session_id=session.id, user_message=f"note {rid} zebra{n}x{i}",
                         ai_response="ok", request_id=rid,
                     )  # fmt: skip
@@ -98,7 +98,7 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
             # The calls the kill cut off, retried on a survivor with their request_id.
             for rid in cut_off:
                 n, i = (int(x) for x in rid[1:].split("-"))
-                request = m.CreateEpisodeRequest(
+                request = memory_pb2.CreateEpisodeRequest(
                     session_id=session.id, user_message=f"note {rid} zebra{n}x{i}",
                     ai_response="ok", request_id=rid,
                 )  # fmt: skip
@@ -148,8 +148,10 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
                     hits = [
                         hit.episode.id
                         async for hit in stubs[n].SearchEpisodes(
-                            m.SearchEpisodesRequest(
-                                query=word, session_id=session.id, mode=m.SEARCH_MODE_KEYWORD
+                            memory_pb2.SearchEpisodesRequest(
+                                query=word,
+                                session_id=session.id,
+                                mode=memory_pb2.SEARCH_MODE_KEYWORD,
                             )
                         )
                     ]

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as gpb
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 
 E2E = Path(__file__).resolve().parents[2] / "bench" / "e2e_llm"
 FIXTURE = json.loads((E2E / "episodes.json").read_text())
@@ -59,11 +59,11 @@ def test_every_question_expects_memories_that_exist():
 
 
 def _event(*entities: tuple[int, str, str], edges: tuple[tuple[int, int, str], ...] = ()):
-    return gpb.ExtractionEvent(
-        status=gpb.EXTRACTION_STATUS_DONE,
+    return graph_pb2.ExtractionEvent(
+        status=graph_pb2.EXTRACTION_STATUS_DONE,
         parts=1,
-        entities=[gpb.Entity(id=i, name=n, type=t) for i, n, t in entities],
-        relationships=[gpb.Relationship(from_id=a, to_id=b, label=lb) for a, b, lb in edges],
+        entities=[graph_pb2.Entity(id=i, name=n, type=t) for i, n, t in entities],
+        relationships=[graph_pb2.Relationship(from_id=a, to_id=b, label=lb) for a, b, lb in edges],
     )
 
 
@@ -98,7 +98,7 @@ def test_scoring_reports_a_wrong_type_and_counts_nothing_for_a_failed_episode():
     assert typed.found_entities == ["Tern"]
     assert typed.wrong_types == ["Tern: technology, expected project"]
 
-    failed = gpb.ExtractionEvent(status=gpb.EXTRACTION_STATUS_FAILED, error="cut off")
+    failed = graph_pb2.ExtractionEvent(status=graph_pb2.EXTRACTION_STATUS_FAILED, error="cut off")
     score = run.score_episode(0, EPISODES[0], failed)
     assert score.status == "FAILED" and score.error == "cut off"
     assert score.found_entities == [] and len(score.missed_entities) == 4

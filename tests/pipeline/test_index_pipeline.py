@@ -14,7 +14,7 @@ import pytest
 from nexus_grpc.app import App, EmbedderMismatch
 from nexus_grpc.config import Settings
 from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import HashingEmbedder, start_harness, wait_until
 
@@ -22,8 +22,11 @@ BOTH_STORES = True
 
 
 async def jobs_left(h, kind="index:episodes") -> int:
-    return await h.app.db.read(lambda c: c.execute(
-        "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)).fetchone()[0])
+    return await h.app.db.read(
+        lambda c: c.execute(
+            "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)
+        ).fetchone()[0]
+    )
 
 
 async def test_paraphrase_is_found_semantically_with_the_real_offline_model(
@@ -31,24 +34,39 @@ async def test_paraphrase_is_found_semantically_with_the_real_offline_model(
 ):
     h = await start_harness(tmp_path / "d", embedder=MiniLMEmbedder(threads=1), **store_settings)
     try:
-        s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        s = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+        )
         for text in [
             "I forgot my login credentials and need to change them",
             "What is a good recipe for banana bread?",
             "The quarterly revenue grew by twelve percent",
         ]:
-            await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id,
-                                                                user_message=text))
+            await h.memory.CreateEpisode(
+                memory_pb2.CreateEpisodeRequest(session_id=s.id, user_message=text)
+            )
         await wait_until(lambda: _zero(h))
         query = "password reset"
-        keyword = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
-            query=query, session_id=s.id, mode=m.SEARCH_MODE_KEYWORD))]
+        keyword = [
+            x
+            async for x in h.memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(
+                    query=query, session_id=s.id, mode=memory_pb2.SEARCH_MODE_KEYWORD
+                )
+            )
+        ]
         assert keyword == []  # no shared words: keywords cannot find it
-        semantic = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
-            query=query, session_id=s.id, mode=m.SEARCH_MODE_SEMANTIC))]
+        semantic = [
+            x
+            async for x in h.memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(
+                    query=query, session_id=s.id, mode=memory_pb2.SEARCH_MODE_SEMANTIC
+                )
+            )
+        ]
         assert semantic[0].episode.user_message.startswith("I forgot my login")
-        ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=semantic[0].episode.id))
-        assert ep.embedding_state == m.JOB_STATE_DONE
+        ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=semantic[0].episode.id))
+        assert ep.embedding_state == memory_pb2.JOB_STATE_DONE
     finally:
         await h.close()
 
@@ -85,27 +103,34 @@ async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(
     index = FlakyIndex()
     h = await start_harness(tmp_path / "d", index=index, **store_settings)
     try:
-        s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        s = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+        )
         ids = []
         for i in range(5):
-            ep = await h.memory.CreateEpisode(m.CreateEpisodeRequest(
-                session_id=s.id, user_message=f"written while the index is down {i}"))
+            ep = await h.memory.CreateEpisode(
+                memory_pb2.CreateEpisodeRequest(
+                    session_id=s.id, user_message=f"written while the index is down {i}"
+                )
+            )
             ids.append(ep.id)
 
         async def attempted():
-            row = await h.app.db.read(lambda c: c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind='index:episodes' AND last_error != ''"
-            ).fetchone()[0])
+            row = await h.app.db.read(
+                lambda c: c.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE kind='index:episodes' AND last_error != ''"
+                ).fetchone()[0]
+            )
             return row > 0
 
         await wait_until(attempted)
-        status = await h.memory.GetServiceStatus(m.GetServiceStatusRequest())
+        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
         assert status.state == "DEGRADED"
         vector = next(d for d in status.dependencies if d.name == "vector_index")
         assert not vector.ok and vector.detail
         assert await jobs_left(h) == 5
-        ep = await h.memory.GetEpisode(m.GetEpisodeRequest(id=ids[0]))
-        assert ep.embedding_state == m.JOB_STATE_PENDING
+        ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=ids[0]))
+        assert ep.embedding_state == memory_pb2.JOB_STATE_PENDING
 
         index.is_down = False
         h.app.signals.wake("index:episodes")
@@ -136,20 +161,28 @@ async def test_embedder_mismatch_at_start_names_reindex(tmp_path, store_settings
 async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_path, store_settings):
     h = await start_harness(tmp_path / "d", **store_settings)
     try:
-        s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+        s = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+        )
         ids = [
-            (await h.memory.CreateEpisode(m.CreateEpisodeRequest(
-                session_id=s.id, user_message=f"note {i}"))).id
+            (
+                await h.memory.CreateEpisode(
+                    memory_pb2.CreateEpisodeRequest(session_id=s.id, user_message=f"note {i}")
+                )
+            ).id
             for i in range(6)
         ]
         await wait_until(lambda: _zero(h))
         await h.app.index.delete("episodes", ids[:3])
         await h.app.index.upsert.__self__.upsert(  # an orphan point with no row
             "episodes",
-            [__import__("nexus_grpc.vectors", fromlist=["VectorPoint"]).VectorPoint(
-                9999, [1.0] + [0.0] * 63, {"sessionId": s.id, "createdAt": 0})],
+            [
+                __import__("nexus_grpc.vectors", fromlist=["VectorPoint"]).VectorPoint(
+                    9999, [1.0] + [0.0] * 63, {"sessionId": s.id, "createdAt": 0}
+                )
+            ],
         )
-        result = await h.memory.ReconcileIndex(m.ReconcileIndexRequest())
+        result = await h.memory.ReconcileIndex(memory_pb2.ReconcileIndexRequest())
         assert result.requeued == 3 and result.removed_orphans == 1
         await wait_until(lambda: _zero(h))
         assert await h.app.index.retrieve_ids("episodes", [*ids, 9999]) == set(ids)
@@ -163,10 +196,11 @@ async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path, store_se
     from nexus_grpc.reindex import reindex
 
     h = await start_harness(tmp_path / "d", **store_settings)
-    s = await h.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
     for i in range(5):
-        await h.memory.CreateEpisode(m.CreateEpisodeRequest(session_id=s.id,
-                                                            user_message=f"reindex me {i}"))
+        await h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(session_id=s.id, user_message=f"reindex me {i}")
+        )
     await wait_until(lambda: _zero(h))
     await h.close()
 
@@ -179,8 +213,14 @@ async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path, store_se
     h = await start_harness(tmp_path / "d", embedder=make_embedder(threads=1), **store_settings)
     try:
         assert await h.app.index.count("episodes") == 5
-        hits = [x async for x in h.memory.SearchEpisodes(m.SearchEpisodesRequest(
-            query="reindex", session_id=s.id, mode=m.SEARCH_MODE_SEMANTIC))]
+        hits = [
+            x
+            async for x in h.memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(
+                    query="reindex", session_id=s.id, mode=memory_pb2.SEARCH_MODE_SEMANTIC
+                )
+            )
+        ]
         assert len(hits) == 5
     finally:
         await h.close()

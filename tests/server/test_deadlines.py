@@ -8,7 +8,7 @@ import pytest
 
 from nexus_grpc import deadlines
 from nexus_grpc.errors import DeadlineExceeded
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.llm import LLMUnavailable, OllamaClient
 from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
 from tests.ollama_stub import Reply
@@ -68,8 +68,12 @@ async def test_the_servicer_sees_the_clients_deadline(harness, monkeypatch):
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(harness.app.conversations, "create_session", spy)
-    await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()), timeout=5)
-    await harness.memory.CreateSession(m.CreateSessionRequest(session=m.Session()))
+    await harness.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session()), timeout=5
+    )
+    await harness.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+    )
     # gRPC carries the timeout, not the instant, and may round it up on the wire
     # (grpc-timeout units): the server can see a few milliseconds more than 5 s.
     assert seen[0] is not None and 0 < seen[0] <= 5.1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from tests.support import wait_until
 
@@ -42,11 +42,13 @@ def test_buckets_are_cumulative():
 async def test_service_status_reports_the_loop_lag(harness):
     monitor = harness.app.loop_lag
     await wait_until(lambda: _at_least(monitor, samples=2))
-    before = (await harness.memory.GetServiceStatus(m.GetServiceStatusRequest())).event_loop
+    before = (
+        await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    ).event_loop
     assert before.samples >= 2
     time.sleep(0.3)  # noqa: ASYNC251 -- the fault under test: the server's loop is held
     await wait_until(lambda: _at_least(monitor, max_seconds=0.25))
-    after = (await harness.memory.GetServiceStatus(m.GetServiceStatusRequest())).event_loop
+    after = (await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())).event_loop
     # The held loop shows in the status: its size, and one more late wake-up.
     assert after.max_lag_ms >= 250
     assert after.over_100ms >= before.over_100ms + 1

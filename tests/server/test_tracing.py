@@ -17,8 +17,8 @@ from nexus_grpc import tracing  # noqa: E402
 from nexus_grpc.app import App  # noqa: E402
 from nexus_grpc.client import NexusClient, NexusClientError  # noqa: E402
 from nexus_grpc.config import Settings  # noqa: E402
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m  # noqa: E402
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as s  # noqa: E402
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2  # noqa: E402
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2  # noqa: E402
 from nexus_grpc.store import Database  # noqa: E402
 from tests.ollama_stub import Reply  # noqa: E402
 from tests.support import HashingEmbedder, start_harness  # noqa: E402
@@ -35,13 +35,13 @@ def spans():
 
 
 def by_name(exporter, name):
-    return [s for s in exporter.get_finished_spans() if s.name == name]
+    return [span for span in exporter.get_finished_spans() if span.name == name]
 
 
 def children(exporter, parent):
     return [
-        s for s in exporter.get_finished_spans()
-        if s.parent is not None and s.parent.span_id == parent.context.span_id
+        span for span in exporter.get_finished_spans()
+        if span.parent is not None and span.parent.span_id == parent.context.span_id
     ]
 
 
@@ -55,17 +55,19 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
     try:
         async with NexusClient(h.target) as client:
             with client_tracer.get_tracer("test").start_as_current_span("orchestrator"):
-                session = await client.create_session(session=m.Session(name="traced"))
+                session = await client.create_session(session=memory_pb2.Session(name="traced"))
                 await client.create_episode(
                     session_id=session.id, user_message="apples are red",
                     metadata=[("x-request-id", "trace-req-1")],
                 )
                 # Embeds the query and searches the index, whatever it finds.
                 await client.search_episodes(
-                    query="apples", session_id=session.id, mode=m.SEARCH_MODE_SEMANTIC
+                    query="apples", session_id=session.id, mode=memory_pb2.SEARCH_MODE_SEMANTIC
                 ).collect()
                 stub.add_rule(Reply.of("Fruit talk."), contains=SESSION_PROMPT, times=1)
-                await h.summary.SummarizeSession(s.SummarizeSessionRequest(session_id=session.id))
+                await h.summary.SummarizeSession(
+                    summary_pb2.SummarizeSessionRequest(session_id=session.id)
+                )
                 with pytest.raises(NexusClientError):
                     await client.get_session(id=424242)
     finally:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from nexus_grpc.config import Settings
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.migrate_store import MigrateError, migrate_store
 from nexus_grpc.store import copy
 from nexus_grpc.store.postgres import PostgresDatabase
@@ -21,16 +21,20 @@ async def embedded_dataset(data_dir) -> dict[str, list[int]]:
     """A real server's dataset on SQLite: a project, sessions, episodes, a memory."""
     h = await start_harness(data_dir)
     try:
-        project = await h.memory.CreateProject(m.CreateProjectRequest(project=m.Project(name="p")))
+        project = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+        )
         sessions, episodes = [], []
         for s in range(3):
             session = await h.memory.CreateSession(
-                m.CreateSessionRequest(session=m.Session(project_id=project.id if s else 0))
+                memory_pb2.CreateSessionRequest(
+                    session=memory_pb2.Session(project_id=project.id if s else 0)
+                )
             )
             sessions.append(session.id)
             for i in range(7):
                 ep = await h.memory.CreateEpisode(
-                    m.CreateEpisodeRequest(
+                    memory_pb2.CreateEpisodeRequest(
                         session_id=session.id,
                         user_message=f"session {s} turn {i} about kubernetes upgrades",
                         ai_response="noted",
@@ -39,15 +43,15 @@ async def embedded_dataset(data_dir) -> dict[str, list[int]]:
                 )
                 episodes.append(ep.id)
         # A deleted episode leaves a gap in the ids: a copy must keep ids, not renumber.
-        await h.memory.DeleteEpisode(m.DeleteEpisodeRequest(id=episodes.pop(3)))
+        await h.memory.DeleteEpisode(memory_pb2.DeleteEpisodeRequest(id=episodes.pop(3)))
         memory = await h.memory.CreateMemory(
-            m.CreateMemoryRequest(
-                memory=m.Memory(
-                    kind=m.MEMORY_KIND_PROJECT,
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_PROJECT,
                     project_id=project.id,
                     title="deploys",
                     content="deploys happen on tuesdays",
-                    tier=m.TIER_LONGTERM,
+                    tier=memory_pb2.TIER_LONGTERM,
                 )
             )
         )
@@ -81,22 +85,22 @@ async def test_an_embedded_dataset_moves_whole_and_serves_from_postgresql(tmp_pa
     # meaning once it has indexed the moved rows into pgvector.
     h = await start_harness(tmp_path / "server", database_url=pg_url)
     try:
-        got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=made["episodes"][-1]))
+        got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=made["episodes"][-1]))
         assert "kubernetes" in got.user_message
-        fresh = await h.memory.CreateSession(m.CreateSessionRequest())
+        fresh = await h.memory.CreateSession(memory_pb2.CreateSessionRequest())
         assert fresh.id > max(made["sessions"])  # new ids never reuse moved ones
 
         async def search(mode):
-            request = m.SearchEpisodesRequest(
+            request = memory_pb2.SearchEpisodesRequest(
                 query="kubernetes upgrades", session_id=made["sessions"][0], mode=mode, limit=50
             )
             return {hit.episode.id async for hit in h.memory.SearchEpisodes(request)}
 
         first_session = set(made["episodes"][:6])
-        assert await search(m.SEARCH_MODE_KEYWORD) == first_session
+        assert await search(memory_pb2.SEARCH_MODE_KEYWORD) == first_session
 
         async def indexed():
-            return await search(m.SEARCH_MODE_SEMANTIC) == first_session
+            return await search(memory_pb2.SEARCH_MODE_SEMANTIC) == first_session
 
         await wait_until(indexed, timeout=30)
     finally:
