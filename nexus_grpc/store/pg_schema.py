@@ -289,6 +289,65 @@ MIGRATIONS: list[str] = [
     ALTER TABLE projects ADD COLUMN retention DOUBLE PRECISION;
     CREATE INDEX idx_episodes_session_occur ON episodes(session_id, occur_at);
     """,
+    # 3: a row's pgvector point goes in the same transaction as a delete of the
+    # row, or as a change to what its vector or payload was made from, on every
+    # path (cascades and sweeps included). A new row's point is written in its
+    # create's transaction (domain/inline_vectors.py); a changed row gets its new
+    # point from the index job its change queued, so the table never holds a
+    # point that disagrees with its row. The vector tables belong to the
+    # pgvector index (vectors/pgvector.py creates them at start; reindex drops
+    # and recreates them) and may not be there at all (vectors in Qdrant), so
+    # the function looks its table up each time.
+    """
+    CREATE FUNCTION nexus_drop_stale_vector() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        points regclass := to_regclass('vectors_' || TG_TABLE_NAME);
+    BEGIN
+        IF points IS NOT NULL THEN
+            EXECUTE format('DELETE FROM %s WHERE id = $1', points) USING OLD.id;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER episodes_vector_gone AFTER DELETE ON episodes
+        FOR EACH ROW EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER episodes_vector_stale
+        AFTER UPDATE OF user_message, ai_response, session_id, created_at, occur_at ON episodes
+        FOR EACH ROW WHEN (
+            (OLD.user_message, OLD.ai_response, OLD.session_id, OLD.created_at, OLD.occur_at)
+            IS DISTINCT FROM
+            (NEW.user_message, NEW.ai_response, NEW.session_id, NEW.created_at, NEW.occur_at)
+        ) EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER memories_vector_gone AFTER DELETE ON memories
+        FOR EACH ROW EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER memories_vector_stale
+        AFTER UPDATE OF title, content, kind, tier, project_id, user_id, session_id, agent_id
+        ON memories
+        FOR EACH ROW WHEN (
+            (OLD.title, OLD.content, OLD.kind, OLD.tier, OLD.project_id, OLD.user_id,
+             OLD.session_id, OLD.agent_id)
+            IS DISTINCT FROM
+            (NEW.title, NEW.content, NEW.kind, NEW.tier, NEW.project_id, NEW.user_id,
+             NEW.session_id, NEW.agent_id)
+        ) EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER entities_vector_gone AFTER DELETE ON entities
+        FOR EACH ROW EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER entities_vector_stale
+        AFTER UPDATE OF name, type, notes, project_id, session_id ON entities
+        FOR EACH ROW WHEN (
+            (OLD.name, OLD.type, OLD.notes, OLD.project_id, OLD.session_id)
+            IS DISTINCT FROM
+            (NEW.name, NEW.type, NEW.notes, NEW.project_id, NEW.session_id)
+        ) EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER summaries_vector_gone AFTER DELETE ON summaries
+        FOR EACH ROW EXECUTE FUNCTION nexus_drop_stale_vector();
+    CREATE TRIGGER summaries_vector_stale
+        AFTER UPDATE OF content, session_id, project_id ON summaries
+        FOR EACH ROW WHEN (
+            (OLD.content, OLD.session_id, OLD.project_id)
+            IS DISTINCT FROM (NEW.content, NEW.session_id, NEW.project_id)
+        ) EXECUTE FUNCTION nexus_drop_stale_vector();
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -108,6 +108,54 @@ async def test_a_created_episode_is_in_pgvector_when_the_call_returns(pg):
     assert await _jobs_for(h, jobs.INDEX_ENTITY, entity.id) == ["pending"]
 
 
+async def test_a_change_or_a_delete_takes_the_stale_point_out_in_its_own_transaction(pg):
+    h, _ = pg
+    # No index worker runs: whatever leaves pgvector, the write itself took out.
+    await _stop_index_workers(h)
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    memory = await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(
+        kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=project.id, title="deploys",
+        content="friday deploys are frozen", tier=memory_pb2.TIER_LONGTERM)))  # fmt: skip
+    kept = await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(
+        kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=project.id, title="coffee",
+        content="the team drinks tea", tier=memory_pb2.TIER_LONGTERM)))  # fmt: skip
+    assert await _point(h, "memories", memory.id) is not None
+
+    # A change to what the vector was made from: the old point is gone when the
+    # call returns (never a point that disagrees with its row); its job re-embeds.
+    await h.memory.UpdateMemory(memory_pb2.UpdateMemoryRequest(
+        memory=memory_pb2.Memory(id=memory.id, content="deploys run any day now"),
+        update_mask={"paths": ["content"]}))  # fmt: skip
+    assert await _point(h, "memories", memory.id) is None
+    assert await _jobs_for(h, jobs.INDEX_MEMORY, memory.id) == ["pending"]
+    # Only the changed row's point goes.
+    assert await _point(h, "memories", kept.id) is not None
+    session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(
+        session=memory_pb2.Session(project_id=project.id)))  # fmt: skip
+
+    # Deletes, direct and by cascade.
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=kept.id))
+    assert await _point(h, "memories", kept.id) is None
+    episode = await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
+        session_id=session.id, user_message="the harbour freezes in january",
+        ai_response="boats stay in"))  # fmt: skip
+    assert await _point(h, "episodes", episode.id) is not None
+    await h.memory.DeleteSession(memory_pb2.DeleteSessionRequest(id=session.id))
+    assert await _point(h, "episodes", episode.id) is None
+
+    # The index worker puts the changed memory's new point back.
+    for worker in h.app.workers:
+        if worker.kind == jobs.INDEX_MEMORY:
+            worker.start()
+
+    async def re_embedded():
+        return await _point(h, "memories", memory.id) is not None
+
+    await wait_until(re_embedded)
+
+
 async def test_with_the_embedder_down_a_create_converges_through_its_job(pg):
     h, embedder = pg
     s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
