@@ -36,6 +36,7 @@ from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
+from nexus_grpc.pipeline.keyword_upkeep import KeywordIndexUpkeep
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
@@ -207,6 +208,10 @@ class App:
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
+        # SQLite's FTS5 indexes only: PostgreSQL keeps its own (autovacuum).
+        self.keyword_upkeep = (
+            None if isinstance(self.db, PostgresDatabase) else KeywordIndexUpkeep(self.db)
+        )
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster(
             settings.max_watch_streams, settings.max_watch_streams_per_key
@@ -441,6 +446,8 @@ class App:
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()
+        if self.keyword_upkeep is not None:
+            self._in_background(self.keyword_upkeep.run(), "keyword index upkeep")
         warm = getattr(self.embedder, "warm", None)
         if warm is not None:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
