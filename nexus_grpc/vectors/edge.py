@@ -110,10 +110,17 @@ def _collection_config(dimension: int) -> qe.EdgeConfig:
     default preloads every vector: at 100,000 points that is ~300 MB resident
     per collection, for 0.05 ms a query instead of ~1 ms from the page cache.
     Loading an existing shard with this config converts it in place.
+
+    One search thread: a scoped query scores a few hundred to a few thousand
+    vectors, less work than handing it to a pool. With the default pool (sized
+    from the CPUs) a query woke five threads that each spun before sleeping:
+    0.6 ms of CPU a query across them, against 0.15 ms on the caller's thread
+    alone, which holds the GIL for the query either way (bench/profile_findings.md).
     """
     return qe.EdgeConfig(
         vectors=qe.EdgeVectorParams(dimension, qe.Distance.Cosine, on_disk=True),
         on_disk_payload=True,
+        max_search_threads=1,
     )
 
 
