@@ -447,7 +447,7 @@ class App:
             worker.start()
         self.loop_lag.start()
         if self.keyword_upkeep is not None:
-            self._in_background(self.keyword_upkeep.run(), "keyword index upkeep")
+            self.keyword_upkeep.start()
         warm = getattr(self.embedder, "warm", None)
         if warm is not None:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
@@ -519,6 +519,8 @@ class App:
             task.cancel()
         for worker in self.workers:
             await worker.stop()
+        if self.keyword_upkeep is not None:
+            await self.keyword_upkeep.stop()
         await self.db.close()
         for name, closer in (
             ("vector index", self.index.close),

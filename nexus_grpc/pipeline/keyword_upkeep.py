@@ -36,11 +36,24 @@ class KeywordIndexUpkeep:
         self.pages = pages
         self.steps = 0  # merge steps that did work, since start (for tests and stats)
         self._prepared = False
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
-    async def run(self) -> None:
-        """Until cancelled: a pass at start, then one after any commit."""
+    def start(self) -> None:
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._run(), name="keyword index upkeep")
+
+    async def stop(self) -> None:
+        """Stops after the step in flight, if any: no merge commits once this returns."""
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        """A pass at start, then one after any commit, until stopped."""
         seen = -1
-        while True:
+        while not self._stopping.is_set():
             if self.db.commits != seen:
                 try:
                     await self.settle()
@@ -48,7 +61,10 @@ class KeywordIndexUpkeep:
                     log.warning("keyword index merge failed; retrying later", exc_info=True)
                 # Its own commits included: only later ones call for another pass.
                 seen = self.db.commits
-            await asyncio.sleep(self.interval)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval)
+            except TimeoutError:
+                pass
 
     async def settle(self) -> int:
         """Merge every keyword index until a step finds nothing; returns the
@@ -58,7 +74,7 @@ class KeywordIndexUpkeep:
             self._prepared = True
         steps = 0
         for table in keyword_index.TABLES:
-            while await self.db.write(self._merge_step(table)):
+            while not self._stopping.is_set() and await self.db.write(self._merge_step(table)):
                 steps += 1
         self.steps += steps
         return steps

@@ -900,6 +900,9 @@ class World:
         await wait_until(settled, timeout=60)
         for worker in app.workers:
             await worker.stop()
+        # It merges the FTS shadow tables, which the digest reads.
+        if app.keyword_upkeep is not None:
+            await app.keyword_upkeep.stop()
         if app._background:
             await asyncio.gather(*app._background)
 
