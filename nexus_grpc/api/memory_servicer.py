@@ -248,7 +248,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             except NexusError as exc:
                 kind = request.record.WhichOneof("record") or "empty"
                 raise record_error(index, kind, exc) from None
-        _still_wanted(context)
+        _still_wanted(context, "nothing was restored")
         restored = await self.app.restore.restore(items)
         counts = restored.counts
         return memory_pb2.RestoreProjectResponse(
@@ -533,13 +533,13 @@ def _report_degraded(context: Ctx):
     return report
 
 
-def _still_wanted(context: Ctx) -> None:
+def _still_wanted(context: Ctx, left: str = "its unfinished batch was not written") -> None:
     """Raises when the caller is gone. grpc ends the request stream of a call
     that was cancelled or ran out of time just as if the client had finished
     it, so without this check an import cut off mid-batch would write the
     unfinished batch after its caller had given up (and had been told so)."""
     remaining = context.time_remaining()
     if remaining is not None and remaining <= 0:
-        raise DeadlineExceeded("the import ran out of time; its unfinished batch was not written")
+        raise DeadlineExceeded(f"the call ran out of time; {left}")
     if context.cancelled():
-        raise Unavailable("the import was cancelled; its unfinished batch was not written")
+        raise Unavailable(f"the call was cancelled; {left}")

@@ -102,6 +102,11 @@ class _Plan:
     episodes: set[int] = field(default_factory=set)
     memories: set[int] = field(default_factory=set)
     entities: set[int] = field(default_factory=set)
+    # What the schema keeps unique, so that a duplicate is this record's
+    # INVALID_ARGUMENT rather than a constraint failing mid-write.
+    external_ids: set[str] = field(default_factory=set)
+    entity_keys: set[tuple[str, str]] = field(default_factory=set)
+    edges: set[tuple[int, int, str]] = field(default_factory=set)
 
 
 def _time(value: float, fallback: float) -> float:
@@ -214,9 +219,15 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _new(plan.sessions, "session.id", item.id, "session")
         _in_project(plan, "session.project_id", item.project_id)
         v.name("session.name", item.name)
+        external_id = v.external_id(item.external_id)
+        if external_id in plan.external_ids:
+            raise InvalidArgument(
+                f"session.external_id {external_id} is a second session record with it"
+            )
+        plan.external_ids.add(external_id)
         return replace(
             item,
-            external_id=v.external_id(item.external_id),
+            external_id=external_id,
             metadata=v.metadata("session.metadata", item.metadata),
             created_at=_time(item.created_at, at),
         )
@@ -265,6 +276,14 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
             )
         v.name("entity.name", item.name, required=True)
         etype = _entity_type("entity.type", item.type, required=True)
+        # A graph holds one entity of a name (in any case) and type.
+        key = (item.name.lower(), etype)
+        if key in plan.entity_keys:
+            raise InvalidArgument(
+                f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
+                " and type (names compare regardless of case)"
+            )
+        plan.entity_keys.add(key)
         _notes(item.notes or "")
         _confidence("entity.confidence", item.confidence)
         _count("entity.mention_count", item.mention_count)
@@ -275,6 +294,13 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _named(plan.entities, "relationship.from_id", item.from_id, "entity")
         _named(plan.entities, "relationship.to_id", item.to_id, "entity")
         label = _label(item.label)
+        edge = (item.from_id, item.to_id, label)
+        if edge in plan.edges:
+            raise InvalidArgument(
+                f"relationship {label!r} from {item.from_id} to {item.to_id} is a second"
+                " relationship record with those ends and label"
+            )
+        plan.edges.add(edge)
         _notes(item.notes or "")
         _count("relationship.mention_count", item.mention_count)
         return replace(item, label=label, created_at=_time(item.created_at, at))

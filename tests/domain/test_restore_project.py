@@ -237,6 +237,7 @@ def _cases(lines: list[str]) -> dict[str, tuple[list[str], str]]:
     first_episode = next(i for i, x in enumerate(lines) if _kind(x) == "episode")
     first_entity = next(i for i, x in enumerate(lines) if _kind(x) == "entity")
     relationship = next(i for i, x in enumerate(lines) if _kind(x) == "relationship")
+    entity = json.loads(lines[first_entity])["entity"]
     return {
         "no project first": (lines[1:], "record 0 is a session; the first record must be"),
         "a second project": (
@@ -260,6 +261,14 @@ def _cases(lines: list[str]) -> dict[str, tuple[list[str], str]]:
             _edited(lines, "episode", lambda e: e.update(user_message=" ")),
             f"record {first_episode} (episode): episode.user_message is required",
         ),
+        "an entity twice": (
+            [
+                *lines[: first_entity + 1],
+                json.dumps({"entity": dict(entity, id="999999", name=entity["name"].upper())}),
+                *lines[first_entity + 1 :],
+            ],
+            f"record {first_entity + 1} (entity): entity 'MINE ADA' (person) is a second entity",
+        ),
         "an empty record": (
             [*lines[:2], "{}", *lines[2:]],
             "record 2 (empty): record is empty",
@@ -274,6 +283,7 @@ CASES = [
     "an unknown entity",
     "a bad entity type",
     "a blank message",
+    "an entity twice",
     "an empty record",
 ]
 
@@ -355,3 +365,20 @@ async def test_too_many_records_are_refused_before_anything_is_written(
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "at most 5 records per RestoreProject call" in err.value.details()
     assert await rows(target) == before
+
+
+async def test_a_file_that_does_not_parse_sends_nothing(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([*lines[:3], "not json", *lines[3:]]) + "\n")
+    before = await rows(target)
+    done = await cli(
+        "import", "--restore", str(broken), "--target", target.target, "--api-key", ADMIN
+    )
+    assert done.returncode == 1
+    assert "line 4: not an ExportRecord" in done.stderr
+    assert "nothing was restored" in done.stderr
+    assert await rows(target) == before
+    # --restore writes a new project: it takes no --into.
+    into = await cli("import", "--restore", str(broken), "--into", "1", "--target", target.target)
+    assert into.returncode == 2 and "takes no --into" in into.stderr
