@@ -26,6 +26,7 @@ from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
+from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, make_embedder
@@ -190,6 +191,7 @@ class App:
         )
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
         self.export = ProjectExport(self.db)
+        self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
         # None when no LLM server is configured: LLM jobs then wait in the queue.

@@ -47,7 +47,14 @@ log = logging.getLogger("nexus_grpc.auth")
 #: Methods anyone may call, key or not.
 OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 #: Methods only admin principals may call.
-ADMIN_METHODS = frozenset({"/nexus.memory.v1.MemoryService/ReconcileIndex"})
+ADMIN_METHODS = frozenset(
+    {
+        "/nexus.memory.v1.MemoryService/ReconcileIndex",
+        # Writes server-assigned fields (times, history authors, counters) as
+        # given: only an operator may make the record say what it did not see.
+        "/nexus.memory.v1.MemoryService/RestoreProject",
+    }
+)
 ALL_USERS = "*"
 USER_FIELD = "user_id"
 MAX_TENANT_CHARS = 128

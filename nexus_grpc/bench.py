@@ -215,9 +215,7 @@ class _Context:
         rng = random.Random(opts["seed"])
         self.texts = [_words(rng, opts["text_chars"]) for _ in range(256)]
         query = opts.get("query")
-        self.queries = (
-            [query] if query else [" ".join(rng.sample(WORDS, 2)) for _ in range(64)]
-        )
+        self.queries = [query] if query else [" ".join(rng.sample(WORDS, 2)) for _ in range(64)]
         self.timeout: float | None = opts["timeout"]
         self.metadata: tuple[tuple[str, str], ...] | None = (
             bearer_metadata(opts.get("api_key")) or None
@@ -256,9 +254,7 @@ class _Context:
         try:
             return await coro
         except grpc.aio.AioRpcError as exc:
-            raise BenchError(
-                f"setup failed: {what}: {exc.code().name}: {exc.details()}"
-            ) from None
+            raise BenchError(f"setup failed: {what}: {exc.code().name}: {exc.details()}") from None
 
     async def prepare(self, ops: set[str]) -> None:
         """Creates the project, sessions and seed episodes the ops need."""
@@ -274,7 +270,8 @@ class _Context:
                         description="created by nexus-grpc bench",
                     )
                 ),
-                timeout=timeout, metadata=md,
+                timeout=timeout,
+                metadata=md,
             )
             self.project_id = project.id
         except grpc.aio.AioRpcError as exc:
@@ -291,7 +288,8 @@ class _Context:
                             name=f"bench {self.run_id} #{k}", project_id=self.project_id
                         )
                     ),
-                    timeout=timeout, metadata=md,
+                    timeout=timeout,
+                    metadata=md,
                 ),
             )
             self.session_ids.append(session.id)
@@ -305,9 +303,11 @@ class _Context:
             async def seed(i: int) -> None:
                 async with slots:
                     episode = await self._setup_call(
-                        "CreateEpisode", stub.CreateEpisode(
+                        "CreateEpisode",
+                        stub.CreateEpisode(
                             self._episode_request(rng, f"seed-{i}"),
-                            timeout=timeout, metadata=md,
+                            timeout=timeout,
+                            metadata=md,
                         ),
                     )
                     self.episode_ids.append(episode.id)
@@ -316,9 +316,7 @@ class _Context:
             if "get" in ops and not self.episode_ids:
                 raise BenchError("setup failed: no seed episodes to get")
 
-    def _episode_request(
-        self, rng: random.Random, tag: str
-    ) -> memory_pb2.CreateEpisodeRequest:
+    def _episode_request(self, rng: random.Random, tag: str) -> memory_pb2.CreateEpisodeRequest:
         return memory_pb2.CreateEpisodeRequest(
             session_id=rng.choice(self.session_ids),
             user_message=rng.choice(self.texts),
@@ -343,6 +341,7 @@ class _Context:
             return do_health
 
         if op == "create":
+
             async def do_create(rng: random.Random) -> float | None:
                 request = self._episode_request(rng, str(next(self.seq)))
                 await memory.CreateEpisode(request, timeout=timeout, metadata=md)
@@ -351,6 +350,7 @@ class _Context:
             return do_create
 
         if op == "get":
+
             async def do_get(rng: random.Random) -> float | None:
                 request = memory_pb2.GetEpisodeRequest(id=rng.choice(self.episode_ids))
                 await memory.GetEpisode(request, timeout=timeout, metadata=md)
@@ -385,9 +385,7 @@ class _Context:
             graph = self.graph[slot]
 
             async def do_watch(rng: random.Random) -> float | None:
-                request = graph_pb2.WatchExtractionsRequest(
-                    session_id=rng.choice(self.session_ids)
-                )
+                request = graph_pb2.WatchExtractionsRequest(session_id=rng.choice(self.session_ids))
                 call = graph.WatchExtractions(request, metadata=md)
                 first: float | None = None
                 try:
@@ -457,11 +455,19 @@ async def run_bench(
     n_channels = channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL))
     n_channels = min(n_channels, concurrency)
     opts: dict[str, Any] = {
-        "query": query, "mode": mode, "sessions": sessions, "seed_episodes": seed_episodes,
+        "query": query,
+        "mode": mode,
+        "sessions": sessions,
+        "seed_episodes": seed_episodes,
         "search_session_ids": list(search_session_ids or []),
-        "limit": limit, "timeout": timeout, "connect_timeout": connect_timeout,
-        "api_key": api_key, "root_certificates": root_certificates,
-        "health_service": health_service, "seed": seed, "text_chars": text_chars,
+        "limit": limit,
+        "timeout": timeout,
+        "connect_timeout": connect_timeout,
+        "api_key": api_key,
+        "root_certificates": root_certificates,
+        "health_service": health_service,
+        "seed": seed,
+        "text_chars": text_chars,
     }
     timestamp = datetime.now(UTC).isoformat(timespec="seconds")
     if command is None:
@@ -487,7 +493,12 @@ async def run_bench(
 
         try:
             load = await drive(
-                picks, concurrency, duration, warmup=warmup, rps=rps, seed=seed,
+                picks,
+                concurrency,
+                duration,
+                warmup=warmup,
+                rps=rps,
+                seed=seed,
                 # Every in-flight call has a deadline; this is a backstop for ones that don't.
                 grace=(timeout or 10.0) + WATCH_WAIT_S + 5.0,
                 progress=progress,
@@ -553,9 +564,7 @@ def _ms(value: float | None) -> str:
 
 def format_result(result: BenchResult) -> str:
     """A small ghz-like table of one run."""
-    load = (
-        f"open loop at {result.rps_target:g} rps" if result.load == "open" else "closed loop"
-    )
+    load = f"open loop at {result.rps_target:g} rps" if result.load == "open" else "closed loop"
     lines = [
         f"{result.rpc} @ {result.target}: {load}, concurrency {result.concurrency}, "
         f"{result.channels} channel{'s' if result.channels != 1 else ''}, "
@@ -581,9 +590,7 @@ def format_result(result: BenchResult) -> str:
             lines.append(row(stats, name))
     lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc))
     if result.errors:
-        lines.append(
-            "  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items())
-        )
+        lines.append("  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items()))
     return "\n".join(lines)
 
 
@@ -593,7 +600,8 @@ def format_result(result: BenchResult) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
     parser.add_argument(
-        "--rpc", default="health",
+        "--rpc",
+        default="health",
         help=f"what to drive: {', '.join(RPC_NAMES)}; comma-separate to run several in turn",
     )
     parser.add_argument("-c", "--concurrency", type=int, default=16, help="workers (16)")
@@ -601,7 +609,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-d", "--duration", type=float, default=10.0, help="measured seconds per run (10)"
     )
     parser.add_argument(
-        "--rps", type=float, default=None,
+        "--rps",
+        type=float,
+        default=None,
         help="open loop: schedule this many requests per second (default: closed loop)",
     )
     parser.add_argument(
@@ -611,9 +621,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=float, default=1.0, help="unmeasured seconds before each run (1)"
     )
-    parser.add_argument(
-        "--query", default=None, help="search query (default: random word pairs)"
-    )
+    parser.add_argument("--query", default=None, help="search query (default: random word pairs)")
     parser.add_argument(
         "--mode", choices=sorted(SEARCH_MODES), default="hybrid", help="search mode (hybrid)"
     )
@@ -621,7 +629,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sessions", type=int, default=8, help="sessions created for episode RPCs (8)"
     )
     parser.add_argument(
-        "--seed-episodes", type=int, default=32,
+        "--seed-episodes",
+        type=int,
+        default=32,
         help="episodes created before search/get runs (32)",
     )
     parser.add_argument("--limit", type=int, default=10, help="search hit limit (10)")
@@ -632,14 +642,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--connect-timeout", type=float, default=5.0, help="seconds to wait for the server (5)"
     )
     parser.add_argument(
-        "--channels", type=int, default=None,
+        "--channels",
+        type=int,
+        default=None,
         help=f"channels/connections (default: one per {WORKERS_PER_CHANNEL} workers)",
     )
     parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
     parser.add_argument("--cacert", default=None, help="PEM root certificates: use TLS")
-    parser.add_argument(
-        "--health-service", default="", help="service name for health checks ('')"
-    )
+    parser.add_argument("--health-service", default="", help="service name for health checks ('')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -651,13 +661,27 @@ async def _run_all(
     results = []
     for rpc in rpcs:
         result = await run_bench(
-            args.target, rpc, args.concurrency, args.duration,
-            rps=args.rps, mix=args.mix, warmup=args.warmup, query=args.query,
-            mode=args.mode, sessions=args.sessions, seed_episodes=args.seed_episodes,
-            limit=args.limit, timeout=args.timeout, connect_timeout=args.connect_timeout,
-            channels=args.channels, api_key=args.api_key, root_certificates=root,
-            health_service=args.health_service, seed=args.seed,
-            progress=None if args.quiet else sys.stderr, command=command,
+            args.target,
+            rpc,
+            args.concurrency,
+            args.duration,
+            rps=args.rps,
+            mix=args.mix,
+            warmup=args.warmup,
+            query=args.query,
+            mode=args.mode,
+            sessions=args.sessions,
+            seed_episodes=args.seed_episodes,
+            limit=args.limit,
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            channels=args.channels,
+            api_key=args.api_key,
+            root_certificates=root,
+            health_service=args.health_service,
+            seed=args.seed,
+            progress=None if args.quiet else sys.stderr,
+            command=command,
         )
         print(format_result(result), flush=True)
         results.append(result)

@@ -218,6 +218,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.into < 0:
         print(f"import: --into must be a project id, got {args.into}", file=sys.stderr)
         return 2
+    if args.restore:
+        if args.into:
+            print("import: --restore writes a new project; it takes no --into", file=sys.stderr)
+            return 2
+        return _restore(args)
     try:
         if args.input == "-":
             result = asyncio.run(run(sys.stdin))
@@ -245,6 +250,32 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"imported into project {result.project_id}: {_counted(result.created)}{found}",
             file=sys.stderr,
         )
+    print(result.project_id)
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from nexus_grpc.client_base import NexusClientError
+    from nexus_grpc.transfer import RestoreResult, restore_project
+
+    async def run(lines: IO[str]) -> RestoreResult:
+        async with _client(args) as client:
+            return await restore_project(client, lines)
+
+    try:
+        if args.input == "-":
+            result = asyncio.run(run(sys.stdin))
+        else:
+            with open(args.input, encoding="utf-8") as lines:
+                result = asyncio.run(run(lines))
+    except (NexusClientError, OSError, ValueError) as exc:
+        print(f"import: {exc}", file=sys.stderr)
+        print("import: nothing was restored", file=sys.stderr)
+        return 1
+    print(
+        f"restored into new project {result.project_id}: {_counted(result.created)}",
+        file=sys.stderr,
+    )
     print(result.project_id)
     return 0
 
@@ -309,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PROJECT_ID",
         help="import into this existing project, writing only what it does not hold yet"
         " (default: a new project, or the one an earlier import of this file wrote to)",
+    )
+    importer.add_argument(
+        "--restore",
+        action="store_true",
+        help="write the file as it was exported, server-assigned fields included (times,"
+        " history authors, use and mention counts), into a new project, all or nothing,"
+        " through RestoreProject (needs an admin key when auth is on)",
     )
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)

@@ -935,6 +935,41 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    async def restore_project(
+        self,
+        requests: Iterable[memory_pb2.RestoreProjectRequest | Mapping[str, Any]]
+        | AsyncIterable[memory_pb2.RestoreProjectRequest | Mapping[str, Any]],
+        /,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.RestoreProjectResponse:
+        """MemoryService.RestoreProject: streams requests, returns ``RestoreProjectResponse``.
+
+        Admin only: writes an export (the client streams ExportProject's records in their
+        order, the project first) into a NEW project of the calling key's tenant exactly as
+        it was exported: create/update times, occur times, memory history with its times,
+        request ids, principals and changed fields, use counts and last-used times, entity
+        and relationship mention counts, first/last-seen times, entity sources, and
+        summaries with their episode ranges. Every id is mapped to one this server assigns.
+        All or nothing: the records are checked and written in one transaction, and a bad
+        record is INVALID_ARGUMENT naming its index (from 0) and field, with nothing
+        written. At most 100,000 records and 256 MiB a call. Derived state is rebuilt, not
+        copied: embeddings are queued as durable jobs behind live traffic, and extraction is
+        not run again (the entities and relationships come with the export).
+
+        requests: RestoreProjectRequest messages, or mappings of their fields, from a plain
+        or an async iterable; they are sent as they are (nothing is filled in).
+        """
+        return await self._client_stream(
+            "MemoryService",
+            "RestoreProject",
+            memory_pb2.RestoreProjectRequest,
+            requests,
+            timeout,
+            metadata,
+        )
+
     async def get_service_status(
         self,
         request: memory_pb2.GetServiceStatusRequest | Mapping[str, Any] | None = None,

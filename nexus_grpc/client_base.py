@@ -100,7 +100,6 @@ _STUBS: dict[str, Callable[[grpc.aio.Channel], Any]] = {
 }
 
 
-
 def _snake(name: str) -> str:
     out: list[str] = []
     for i, ch in enumerate(name):
@@ -122,9 +121,7 @@ RPCS: tuple[tuple[str, str, str, bool], ...] = tuple(
 class NexusClientError(Exception):
     """A failed RPC: the gRPC status code, its message and the server's request id."""
 
-    def __init__(
-        self, code: grpc.StatusCode, message: str, request_id: str | None = None
-    ) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, request_id: str | None = None) -> None:
         self.code = code
         self.message = message
         self.request_id = request_id
@@ -365,9 +362,7 @@ class ClientBase:
                 fields["metadata"] = metadata
                 metadata = None
             else:
-                raise TypeError(
-                    "metadata= is gRPC call metadata: a sequence of (key, value) pairs"
-                )
+                raise TypeError("metadata= is gRPC call metadata: a sequence of (key, value) pairs")
         if timeout is DEFAULT:
             timeout = None if rpc in _LONG_LIVED else self.timeout
         assert not isinstance(timeout, EllipsisType)
@@ -388,9 +383,7 @@ class ClientBase:
     ) -> Any:
         # The generated methods pass every keyword; None means "not given".
         fields = {k: v for k, v in fields.items() if v is not None}
-        deadline, call_metadata = self._call_options(
-            cls, rpc, request, fields, timeout, metadata
-        )
+        deadline, call_metadata = self._call_options(cls, rpc, request, fields, timeout, metadata)
         message = self._with_request_id(self._request(cls, request, fields))
         method = getattr(self.stub(service), rpc)
         try:
@@ -415,9 +408,7 @@ class ClientBase:
     ) -> Any:
         # The generated methods pass every keyword; None means "not given".
         fields = {k: v for k, v in fields.items() if v is not None}
-        deadline, call_metadata = self._call_options(
-            cls, rpc, request, fields, timeout, metadata
-        )
+        deadline, call_metadata = self._call_options(cls, rpc, request, fields, timeout, metadata)
         message = self._with_request_id(self._request(cls, request, fields))
 
         def start() -> grpc.aio.UnaryStreamCall:
@@ -474,7 +465,12 @@ class ClientBase:
     ) -> str:
         """grpc.health.v1.Health.Check: the status name (``SERVING``, ``NOT_SERVING``...)."""
         response = await self._unary(
-            "Health", "Check", health_pb2.HealthCheckRequest,
-            None, {"service": service}, timeout, metadata,
+            "Health",
+            "Check",
+            health_pb2.HealthCheckRequest,
+            None,
+            {"service": service},
+            timeout,
+            metadata,
         )
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)

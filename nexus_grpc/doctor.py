@@ -88,8 +88,10 @@ async def doctor(
 
     say(f"  state             {status.state or '?'}")
     say(f"  schema version    {status.schema_version}")
-    say(f"  embedding         {status.embedding_model or '?'} "
-        f"(dimension {status.embedding_dimension})")
+    say(
+        f"  embedding         {status.embedding_model or '?'} "
+        f"(dimension {status.embedding_dimension})"
+    )
     if status.dependencies:
         say("  dependencies")
         width = max(len(d.name) for d in status.dependencies)
@@ -99,8 +101,10 @@ async def doctor(
             say(f"    {mark}  {dep.name:<{width}}{detail}")
     if status.HasField("event_loop"):
         loop = status.event_loop
-        say(f"  event loop        worst delay {loop.max_lag_ms:.0f} ms; "
-            f"{loop.over_100ms} of {loop.samples} wake-ups over 100 ms late")
+        say(
+            f"  event loop        worst delay {loop.max_lag_ms:.0f} ms; "
+            f"{loop.over_100ms} of {loop.samples} wake-ups over 100 ms late"
+        )
     if status.queues:
         say("  queues")
         width = max(len(q.kind) for q in status.queues)

@@ -85,9 +85,13 @@ class _DroppingQueueHandler(QueueHandler):
         if self.dropped and not self.bounded.full():
             lost, self.dropped = self.dropped, 0
             notice = logging.LogRecord(
-                "nexus_grpc.logs", logging.WARNING, __file__, 0,
+                "nexus_grpc.logs",
+                logging.WARNING,
+                __file__,
+                0,
                 "%d log records were dropped: the log output could not keep up",
-                (lost,), None,
+                (lost,),
+                None,
             )
             notice.request_id = "-"
             self.bounded.put_nowait(notice)

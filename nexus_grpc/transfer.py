@@ -34,6 +34,19 @@ What the receiving server assigns is its own: ids, create/update times, the
 time, request id and principal of each history entry, usage and mention
 counters (a relationship or entity starts at one mention), and an entity's
 ``source`` (``MANUAL``: it was written through ``UpsertEntity``).
+
+``nexus-grpc import --restore`` keeps those too. It streams the file to the
+admin-only ``RestoreProject``, which writes it into a new project of the
+key's tenant exactly as it was exported, ids apart: create/update and occur
+times, each history entry's time, request id, principal and changed fields,
+use and mention counters, last-used and last-seen times, entity sources and
+summaries with their ranges. It needs an admin key when auth is on, and is
+all or nothing: a bad record (named by its index, from 0) writes nothing,
+and a server already holding one of the file's sessions (a restore keeps
+every ``external_id``) refuses it with ALREADY_EXISTS. It does not resume: run it once,
+into a server that does not hold the project. Embeddings are rebuilt by the
+receiving server's index jobs; extraction is not run again (the graph comes
+with the file).
 """
 
 from __future__ import annotations
@@ -545,3 +558,31 @@ async def import_project(
         await state.add(record)
     await state.finish()
     return ImportResult(state._project(), state.resumed, state.counts, state.existing)
+
+
+@dataclass
+class RestoreResult:
+    project_id: int
+    created: dict[str, int]
+
+
+async def restore_project(client: NexusClient, lines: Iterable[str]) -> RestoreResult:
+    """Restore an export's lines into a new project with ``RestoreProject``.
+
+    The file is read whole first: the server writes nothing until the last
+    record, so a line that does not parse must stop the restore before any
+    of it is sent."""
+    records = list(read_records(lines))
+    answer = await client.restore_project(
+        (memory_pb2.RestoreProjectRequest(record=r) for r in records), timeout=None
+    )
+    created = {
+        "session": answer.sessions,
+        "episode": answer.episodes,
+        "memory": answer.memories,
+        "memory_revision": answer.memory_revisions,
+        "entity": answer.entities,
+        "relationship": answer.relationships,
+        "summary": answer.summaries,
+    }
+    return RestoreResult(answer.project_id, {k: n for k, n in created.items() if n})

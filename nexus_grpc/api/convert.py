@@ -190,9 +190,7 @@ def _duration_field(message: Message, field: str, owner: str = "memory") -> floa
     if not message.HasField(field):
         return None
     d = getattr(message, field)
-    if abs(d.seconds) > 315_576_000_000 or abs(d.nanos) > 999_999_999 or (
-        d.seconds * d.nanos < 0
-    ):
+    if abs(d.seconds) > 315_576_000_000 or abs(d.nanos) > 999_999_999 or (d.seconds * d.nanos < 0):
         raise InvalidArgument(
             f"{owner}.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
         )

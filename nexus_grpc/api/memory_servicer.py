@@ -8,7 +8,7 @@ from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert, graph_convert, pages, summary_convert
+from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.core.interception import Undecodable
@@ -16,6 +16,11 @@ from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWi
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
+from nexus_grpc.domain.restore import (
+    MAX_RESTORE_BYTES,
+    MAX_RESTORE_RECORDS,
+    record_error,
+)
 from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Unavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
@@ -214,6 +219,48 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> AsyncIterator[memory_pb2.ExportRecord]:
         async for item in self.app.export.records(request.project_id):
             yield _export_record(item)
+
+    async def RestoreProject(
+        self, requests: AsyncIterator[memory_pb2.RestoreProjectRequest], context: Ctx
+    ) -> memory_pb2.RestoreProjectResponse:
+        """Reads the whole stream (bounded), then restores it in one
+        transaction: nothing is written until every record has arrived and
+        been checked."""
+        items: list[ExportItem] = []
+        size = 0
+        async for request in requests:
+            index = len(items)
+            if index >= MAX_RESTORE_RECORDS:
+                raise InvalidArgument(
+                    f"at most {MAX_RESTORE_RECORDS} records per RestoreProject call; nothing"
+                    " was restored"
+                )
+            if isinstance(request, Undecodable):
+                raise InvalidArgument(f"record {index}: {request.message}; nothing was restored")
+            size += request.ByteSize()
+            if size > MAX_RESTORE_BYTES:
+                raise InvalidArgument(
+                    f"the records reach {MAX_RESTORE_BYTES // (1024 * 1024)} MiB by record"
+                    f" {index}, the most one RestoreProject call takes; nothing was restored"
+                )
+            try:
+                items.append(restore_convert.record(request.record))
+            except NexusError as exc:
+                kind = request.record.WhichOneof("record") or "empty"
+                raise record_error(index, kind, exc) from None
+        _still_wanted(context, "nothing was restored")
+        restored = await self.app.restore.restore(items)
+        counts = restored.counts
+        return memory_pb2.RestoreProjectResponse(
+            project_id=restored.project_id,
+            sessions=counts["session"],
+            episodes=counts["episode"],
+            memories=counts["memory"],
+            memory_revisions=counts["memory_revision"],
+            entities=counts["entity"],
+            relationships=counts["relationship"],
+            summaries=counts["summary"],
+        )
 
     # Service status
 
@@ -486,13 +533,13 @@ def _report_degraded(context: Ctx):
     return report
 
 
-def _still_wanted(context: Ctx) -> None:
+def _still_wanted(context: Ctx, left: str = "its unfinished batch was not written") -> None:
     """Raises when the caller is gone. grpc ends the request stream of a call
     that was cancelled or ran out of time just as if the client had finished
     it, so without this check an import cut off mid-batch would write the
     unfinished batch after its caller had given up (and had been told so)."""
     remaining = context.time_remaining()
     if remaining is not None and remaining <= 0:
-        raise DeadlineExceeded("the import ran out of time; its unfinished batch was not written")
+        raise DeadlineExceeded(f"the call ran out of time; {left}")
     if context.cancelled():
-        raise Unavailable("the import was cancelled; its unfinished batch was not written")
+        raise Unavailable(f"the call was cancelled; {left}")

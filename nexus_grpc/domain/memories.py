@@ -214,9 +214,7 @@ class Memories:
                     return existing, False
             if tier != Tier.ARCHIVE:
                 self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
-            memory = memory_store.insert(
-                conn, row, request_id, tenant, embedded=vector is not None
-            )
+            memory = memory_store.insert(conn, row, request_id, tenant, embedded=vector is not None)
             if vector is not None:
                 InlineVectors.put(
                     conn,

@@ -168,9 +168,7 @@ class Summaries:
         v.positive_id("id", summary_id)
         tenant = tenancy.visible()
         at = time.time()
-        await self.db.write(
-            lambda c: summary_store.delete(c, summary_id, tenant, retained_at=at)
-        )
+        await self.db.write(lambda c: summary_store.delete(c, summary_id, tenant, retained_at=at))
         self.signals.wake(jobs.INDEX_SUMMARY)
 
     async def list(
@@ -542,9 +540,7 @@ def _check_range(
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
-def _session(
-    conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None, at: float
-):
+def _session(conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None, at: float):
     try:
         return session_store.get(conn, session_id, tenant, retained_at=at)
     except NotFound:

@@ -106,8 +106,16 @@ def pack_int8_matmuls(model_path: str) -> Packed:
                 outputs = list(add.output)
                 dropped.add(id(add))
         replaced[id(node)] = helper.make_node(
-            "MatMulNBits", inputs, outputs, name=f"{node.name}.nbits", domain=_DOMAIN,
-            K=k, N=n, bits=8, block_size=BLOCK_SIZE, accuracy_level=ACCURACY_LEVEL,
+            "MatMulNBits",
+            inputs,
+            outputs,
+            name=f"{node.name}.nbits",
+            domain=_DOMAIN,
+            K=k,
+            N=n,
+            bits=8,
+            block_size=BLOCK_SIZE,
+            accuracy_level=ACCURACY_LEVEL,
         )
         dropped.update((id(mul), id(cast)))
 
@@ -135,7 +143,9 @@ def pack_in_subprocess(model_path: str, timeout: float = 300) -> Packed:
     for 130–680 ms at start-up. Here the server only waits on a pipe."""
     done = subprocess.run(
         [sys.executable, "-m", __name__, model_path],
-        capture_output=True, timeout=timeout, check=False,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
     )
     if done.returncode != 0:
         detail = done.stderr.decode(errors="replace").strip().splitlines()

@@ -127,7 +127,7 @@ def session_time(date: str) -> float:
 
 def _timed_text(session_date: str, user_message: str) -> str:
     prefix = f"[{session_date}] "
-    return user_message[len(prefix):] if user_message.startswith(prefix) else user_message
+    return user_message[len(prefix) :] if user_message.startswith(prefix) else user_message
 
 
 def with_photo(text: str, caption: str) -> str:
@@ -242,8 +242,11 @@ async def _ask(
     progress: Progress,
     metadata: Metadata = (),
 ) -> dict[str, ModeResult]:
-    results = {result_key(s.construction, m): ModeResult(result_key(s.construction, m))
-               for s in stored for m in modes}
+    results = {
+        result_key(s.construction, m): ModeResult(result_key(s.construction, m))
+        for s in stored
+        for m in modes
+    }
     total = sum(len(s.conversation.questions) for s in stored) * len(modes)
     asked = 0
     for mode in modes:
@@ -295,9 +298,7 @@ async def evaluate(
         raise EvalError(
             f"unknown construction {construction!r}; expected readme, timed, photos, both or all"
         )
-    constructions = list(
-        {"both": BOTH, "all": CONSTRUCTIONS}.get(construction, (construction,))
-    )
+    constructions = list({"both": BOTH, "all": CONSTRUCTIONS}.get(construction, (construction,)))
     conversations = load_all(paths)
     if "timed" in constructions:
         for c in conversations:  # a bad date fails before anything is stored
@@ -361,9 +362,11 @@ def format_report(report: dict[str, Any]) -> str:
             f" {m['mrr']:>6.3f} {m['p50_ms']:>8.1f} {m['p99_ms']:>8.1f}"
         )
     cats = sorted({c for m in report["modes"].values() for c in m["recall@10_by_category"]})
-    lines += ["", "recall@10 by question category", f"{'mode':<16} " + " ".join(
-        f"{'cat ' + c:>7}" for c in cats
-    )]
+    lines += [
+        "",
+        "recall@10 by question category",
+        f"{'mode':<16} " + " ".join(f"{'cat ' + c:>7}" for c in cats),
+    ]
     for m in report["modes"].values():
         by = m["recall@10_by_category"]
         lines.append(f"{m['mode']:<16} " + " ".join(f"{by.get(c, 0):>7.3f}" for c in cats))
@@ -373,11 +376,15 @@ def format_report(report: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
     parser.add_argument(
-        "--data", nargs="+", required=True, metavar="PATH",
+        "--data",
+        nargs="+",
+        required=True,
+        metavar="PATH",
         help="LoCoMo-format conversation files, or folders of them",
     )
     parser.add_argument(
-        "--modes", default="keyword,semantic,hybrid,default",
+        "--modes",
+        default="keyword,semantic,hybrid,default",
         help="comma-separated: keyword, semantic, hybrid, default (all four)",
     )
     parser.add_argument("--limit", type=int, default=10, help="hits asked per search (10)")
@@ -385,7 +392,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="sent as authorization: Bearer KEY")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-call deadline (30 s)")
     parser.add_argument(
-        "--construction", choices=(*CONSTRUCTIONS, "both", "all"), default="readme",
+        "--construction",
+        choices=(*CONSTRUCTIONS, "both", "all"),
+        default="readme",
         help="readme: the date in the text (shared/eval/README.md); timed: the date as each"
         " episode's occur_time instead; photos: readme plus each shared photo's caption;"
         " both: readme and timed side by side; all: the three (readme)",
@@ -399,9 +408,15 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         report = asyncio.run(
-            evaluate(args.target, args.data, modes=modes, limit=args.limit,
-                     api_key=args.api_key, timeout=args.timeout,
-                     construction=args.construction)
+            evaluate(
+                args.target,
+                args.data,
+                modes=modes,
+                limit=args.limit,
+                api_key=args.api_key,
+                timeout=args.timeout,
+                construction=args.construction,
+            )
         )
     except (EvalError, DataError) as exc:
         print(f"nexus-grpc eval recall: {exc}", file=sys.stderr)

@@ -119,8 +119,9 @@ class ServerProcess:
         left = max(1.0, timeout - (time.perf_counter() - started))
         if not self._serving(left):
             self.kill()
-            raise StartError("server logged its port but health never said SERVING:\n"
-                             + self.log_tail())
+            raise StartError(
+                "server logged its port but health never said SERVING:\n" + self.log_tail()
+            )
         return self
 
     def _serving(self, timeout: float) -> bool:
@@ -132,7 +133,8 @@ class ServerProcess:
                 try:
                     answer = health.Check(
                         health_pb2.HealthCheckRequest(),
-                        timeout=max(0.1, deadline - time.monotonic()), wait_for_ready=True,
+                        timeout=max(0.1, deadline - time.monotonic()),
+                        wait_for_ready=True,
                     )
                     if answer.status == health_pb2.HealthCheckResponse.SERVING:
                         return True
@@ -243,7 +245,8 @@ class ServerProcess:
 
 
 async def queue_depths(
-    target: str | grpc.aio.Channel, timeout: float = 10.0  # noqa: ASYNC109 - an RPC deadline
+    target: str | grpc.aio.Channel,
+    timeout: float = 10.0,  # noqa: ASYNC109 - an RPC deadline
 ) -> dict[str, tuple[int, int]]:
     """{job kind: (pending, failed)} from GetServiceStatus."""
     if isinstance(target, str):

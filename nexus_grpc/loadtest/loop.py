@@ -145,9 +145,7 @@ class Recorder:
         self.count = 0
         self.errors = 0
 
-    def record(
-        self, op: str, latency: float, code: str | None, first: float | None = None
-    ) -> None:
+    def record(self, op: str, latency: float, code: str | None, first: float | None = None) -> None:
         rec = self.ops.get(op)
         if rec is None:
             rec = self.ops[op] = OpRecorder()

@@ -37,9 +37,7 @@ class Indexer:
         self.index_error: str | None = None
 
     async def ensure(self, spec: CollectionSpec) -> None:
-        await self.index.ensure_collection(
-            spec.name, self.embedder.dimension, spec.indexed_fields
-        )
+        await self.index.ensure_collection(spec.name, self.embedder.dimension, spec.indexed_fields)
 
     async def apply(
         self, spec: CollectionSpec, docs: dict, present: list[int], gone: list[int]

@@ -110,13 +110,24 @@ class NewEpisode:
     metadata: Mapping[str, Any]
     request_id: str | None
     occur_at: float | None = None
+    # A restored episode's original create time; None: now.
+    created_at: float | None = None
 
 
 def insert_many(
-    conn: sqlite3.Connection, rows: Sequence[NewEpisode], priority: int = jobs.LIVE
+    conn: sqlite3.Connection,
+    rows: Sequence[NewEpisode],
+    priority: int = jobs.LIVE,
+    *,
+    extracted: bool = False,
 ) -> list[int]:
     """Insert episodes in order, as ``insert`` one by one would (same ids,
     same neighbouring-turn contexts, same jobs), and return their ids.
+
+    ``extracted``: a restore's episodes, whose entities and relationships
+    arrive with them. They are born with extraction DONE and queue neither
+    an extraction (it would count every mention a second time) nor a
+    summary (their summaries arrive too); only their embedding is queued.
 
     One by one, each insert re-indexes its predecessor's FTS row to add the
     new turn to its context: three FTS writes per episode. Here the batch's
@@ -146,21 +157,25 @@ def insert_many(
     for row, context in zip(rows, contexts, strict=True):
         inserted = conn.execute(
             "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-            " created_at, context, occur_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " created_at, context, occur_at, extract_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING id",
             (
                 row.session_id,
                 row.user_message,
                 row.ai_response,
                 json.dumps(row.metadata),
                 row.request_id or None,
-                ts,
+                ts if row.created_at is None else row.created_at,
                 context,
                 ts if row.occur_at is None else row.occur_at,
+                int(JobState.DONE if extracted else JobState.PENDING),
             ),
         ).fetchone()
         ids.append(int(inserted[0]))
     _refresh_context(conn, predecessors)
     jobs.enqueue(conn, jobs.INDEX_EPISODE, ids, priority=priority)
+    if extracted:
+        return ids
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, ids, priority=priority)
     due = [session_id for session_id in positions if summary_due(conn, session_id)]
     jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=priority)
@@ -261,8 +276,7 @@ def list_page(
 def retention_cutoff(conn: sqlite3.Connection, session_id: int, at: float) -> float | None:
     """The oldest occur_at the session's project keeps at ``at``; None: all."""
     row = conn.execute(
-        "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id"
-        " WHERE s.id = ?",
+        "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = ?",
         (session_id,),
     ).fetchone()
     return None if row is None or row[0] is None else at - float(row[0])

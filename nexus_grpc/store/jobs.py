@@ -275,9 +275,7 @@ def _back_to_pending(
 
 def queued_targets(conn: sqlite3.Connection, kind: str) -> set[int]:
     """Targets with a pending or running job: work already on its way."""
-    rows = conn.execute(
-        "SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)
-    )
+    rows = conn.execute("SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'", (kind,))
     return {r[0] for r in rows}
 
 
@@ -292,9 +290,12 @@ def _covered_by_pending(conn: sqlite3.Connection, job_id: int) -> bool:
     """If the same work was queued again meanwhile, drop this job: the newer
     one reads the row afresh and covers it."""
     row = conn.execute("SELECT kind, target_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row is not None and conn.execute(
-        "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'", tuple(row)
-    ).fetchone():
+    if (
+        row is not None
+        and conn.execute(
+            "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'", tuple(row)
+        ).fetchone()
+    ):
         conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
         return True
     return False

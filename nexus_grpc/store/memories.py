@@ -345,8 +345,16 @@ def scope_sample(
         "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
         "                  ORDER BY id DESC LIMIT ?)"
         f") j CROSS JOIN memories m ON m.id = j.id WHERE {where} ORDER BY m.id DESC LIMIT ?",
-        (user_id, int(MemoryKind.USER), limit, project_id, int(MemoryKind.PROJECT), limit,
-         *params, limit),
+        (
+            user_id,
+            int(MemoryKind.USER),
+            limit,
+            project_id,
+            int(MemoryKind.PROJECT),
+            limit,
+            *params,
+            limit,
+        ),
     ).fetchall()
     return [f"{t}\n{c}" for t, c in rows]
 
@@ -453,7 +461,6 @@ def usage_by_thread(
         (thread_id, *params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
-
 
 
 def list_in_project(

@@ -139,9 +139,7 @@ def find(
 ) -> Summary | None:
     kept, kept_params = _retained(retained_at)
     if tenant is None:
-        row = conn.execute(
-            f"{_SELECT} WHERE s.id = ?{kept}", (summary_id, *kept_params)
-        ).fetchone()
+        row = conn.execute(f"{_SELECT} WHERE s.id = ?{kept}", (summary_id, *kept_params)).fetchone()
     else:
         row = conn.execute(
             f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?{kept}",

@@ -208,7 +208,9 @@ class EdgeVectorIndex:
         if read:
             log.info(
                 "vector index: read %.0f MB of %r into the page cache in %.2fs",
-                read / 1e6, path.name, time.perf_counter() - started,
+                read / 1e6,
+                path.name,
+                time.perf_counter() - started,
             )
 
     def _read_dim(self, name: str) -> int | None:

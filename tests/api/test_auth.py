@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from nexus_grpc.auth import (
+    ADMIN_METHODS,
     KeyFileError,
     KeyRing,
     Principal,
@@ -203,16 +204,29 @@ async def test_every_user_scoped_method_refuses_a_user_the_key_does_not_hold(aut
 
 async def test_the_same_calls_pass_the_check_for_held_users_and_wildcard_keys(auth_harness):
     channel = auth_harness.channel
+    # Admin-only methods refuse these keys whatever the user (tested below).
+    methods = [(s, m) for s, m in USER_METHODS if _path(s, m) not in ADMIN_METHODS]
     for key, user in ((ALICE_KEY, "alice"), (ALICE_KEY, "bob"), (ANY_KEY, OUTSIDER)):
         codes = await asyncio.gather(
-            *(call(channel, s, m, request_for(m, user), bearer(key)) for s, m in USER_METHODS)
+            *(call(channel, s, m, request_for(m, user), bearer(key)) for s, m in methods)
         )
         refused = {
             m.name: c
-            for (_, m), c in zip(USER_METHODS, codes, strict=True)
+            for (_, m), c in zip(methods, codes, strict=True)
             if c in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
         }
         assert not refused, (key, user, refused)
+
+
+async def test_every_admin_method_refuses_a_key_that_is_not_admin(auth_harness):
+    channel = auth_harness.channel
+    admin = [(s, m) for s, m in METHODS if _path(s, m) in ADMIN_METHODS]
+    assert {m.name for _, m in admin} == {"ReconcileIndex", "RestoreProject"}
+    for key in (ALICE_KEY, ANY_KEY):
+        codes = await asyncio.gather(
+            *(call(channel, s, m, request_for(m), bearer(key)) for s, m in admin)
+        )
+        assert set(codes) == {grpc.StatusCode.PERMISSION_DENIED}, (key, codes)
 
 
 async def test_admin_acts_for_anyone_and_only_admin_reconciles(auth_harness):

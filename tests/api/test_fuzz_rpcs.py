@@ -1278,7 +1278,7 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 async def _import_one(channel, method: MethodDescriptor, request: Message, kwargs) -> Outcome:
-    """A client stream of this one request. A streamed item's error is reported
+    """A client stream of this one request. An ImportEpisodes item's error is reported
     in the answer (the call is OK, the others go on); alone in its stream, that
     error is what the call says about it, so it is judged like a unary call's
     status: the right code, a message, and nothing written."""
@@ -1288,6 +1288,11 @@ async def _import_one(channel, method: MethodDescriptor, request: Message, kwarg
         )
     except grpc.aio.AioRpcError as exc:
         return Outcome(exc.code(), exc.details() or "", [])
+    if method.name == "RestoreProject":
+        # All or nothing: any bad record fails the call itself, so an answer
+        # means the stream (one project record) was restored as a new project.
+        assert answer.project_id > 0, answer
+        return Outcome(OK, "", [answer])
     if answer.errors:
         [error] = answer.errors
         assert error.index == 0 and answer.failed == 1, answer
@@ -1566,6 +1571,8 @@ async def _raw_status(channel, method: MethodDescriptor, payload: bytes) -> grpc
                 request_serializer=lambda b: b,
                 response_deserializer=GetMessageClass(method.output_type).FromString,
             )(iter([payload]), timeout=5)
+            if method.name == "RestoreProject":
+                return OK  # all or nothing: a bad item fails the call (above)
             return _CODES[answer.errors[0].code] if answer.errors else OK
         if method.server_streaming:
             async for _ in channel.unary_stream(_path(method), **raw)(payload, timeout=5):

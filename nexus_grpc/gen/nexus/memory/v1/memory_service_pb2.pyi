@@ -808,6 +808,72 @@ class ExportProjectRequest(_message.Message):
 Global___ExportProjectRequest: _TypeAlias = ExportProjectRequest  # noqa: Y015
 
 @_typing.final
+class RestoreProjectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def record(self) -> Global___ExportRecord:
+        """One record of an export, in ExportProject's order; the first must be the
+        project.
+        """
+
+    def __init__(
+        self,
+        *,
+        record: Global___ExportRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreProjectRequest: _TypeAlias = RestoreProjectRequest  # noqa: Y015
+
+@_typing.final
+class RestoreProjectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    MEMORY_REVISIONS_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    RELATIONSHIPS_FIELD_NUMBER: _builtins.int
+    SUMMARIES_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    """The new project."""
+    sessions: _builtins.int
+    """Records written, by kind."""
+    episodes: _builtins.int
+    memories: _builtins.int
+    memory_revisions: _builtins.int
+    entities: _builtins.int
+    relationships: _builtins.int
+    summaries: _builtins.int
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+        sessions: _builtins.int = ...,
+        episodes: _builtins.int = ...,
+        memories: _builtins.int = ...,
+        memory_revisions: _builtins.int = ...,
+        entities: _builtins.int = ...,
+        relationships: _builtins.int = ...,
+        summaries: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episodes", b"episodes", "memories", b"memories", "memory_revisions", b"memory_revisions", "project_id", b"project_id", "relationships", b"relationships", "sessions", b"sessions", "summaries", b"summaries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreProjectResponse: _TypeAlias = RestoreProjectResponse  # noqa: Y015
+
+@_typing.final
 class ExportRecord(_message.Message):
     """One item of an export; exactly one field is set."""
 

@@ -164,6 +164,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
                 _registered_method=True)
+        self.RestoreProject = channel.stream_unary(
+                '/nexus.memory.v1.MemoryService/RestoreProject',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectResponse.FromString,
+                _registered_method=True)
         self.GetServiceStatus = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/GetServiceStatus',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetServiceStatusRequest.SerializeToString,
@@ -363,6 +368,25 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestoreProject(self, request_iterator, context):
+        """Admin only: writes an export (the client streams ExportProject's records
+        in their order, the project first) into a NEW project of the calling
+        key's tenant exactly as it was exported: create/update times, occur
+        times, memory history with its times, request ids, principals and
+        changed fields, use counts and last-used times, entity and relationship
+        mention counts, first/last-seen times, entity sources, and summaries with
+        their episode ranges. Every id is mapped to one this server assigns.
+        All or nothing: the records are checked and written in one transaction,
+        and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+        with nothing written. At most 100,000 records and 256 MiB a call.
+        Derived state is rebuilt, not copied: embeddings are queued as durable
+        jobs behind live traffic, and extraction is not run again (the entities
+        and relationships come with the export).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServiceStatus(self, request, context):
         """Health detail: stores, embedder, LLM, queue depths, schema version.
         """
@@ -509,6 +533,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ExportProject,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.SerializeToString,
+            ),
+            'RestoreProject': grpc.stream_unary_rpc_method_handler(
+                    servicer.RestoreProject,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectResponse.SerializeToString,
             ),
             'GetServiceStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServiceStatus,
@@ -1223,6 +1252,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/ExportProject',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportProjectRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreProject(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/nexus.memory.v1.MemoryService/RestoreProject',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.RestoreProjectResponse.FromString,
             options,
             channel_credentials,
             insecure,

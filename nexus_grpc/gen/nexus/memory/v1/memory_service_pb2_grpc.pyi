@@ -92,6 +92,21 @@ class MemoryServiceStub:
     expired memories are left out. Read in pages, not as one snapshot: stop
     writing to the project while exporting it.
     """
+    RestoreProject: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.RestoreProjectRequest, _memory_service_pb2.RestoreProjectResponse]
+    """Admin only: writes an export (the client streams ExportProject's records
+    in their order, the project first) into a NEW project of the calling
+    key's tenant exactly as it was exported: create/update times, occur
+    times, memory history with its times, request ids, principals and
+    changed fields, use counts and last-used times, entity and relationship
+    mention counts, first/last-seen times, entity sources, and summaries with
+    their episode ranges. Every id is mapped to one this server assigns.
+    All or nothing: the records are checked and written in one transaction,
+    and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+    with nothing written. At most 100,000 records and 256 MiB a call.
+    Derived state is rebuilt, not copied: embeddings are queued as durable
+    jobs behind live traffic, and extraction is not run again (the entities
+    and relationships come with the export).
+    """
     GetServiceStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]
@@ -158,6 +173,21 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     is NOT_FOUND, USER memories of users the API key may not act for and
     expired memories are left out. Read in pages, not as one snapshot: stop
     writing to the project while exporting it.
+    """
+    RestoreProject: _aio.StreamUnaryMultiCallable[_memory_service_pb2.RestoreProjectRequest, _memory_service_pb2.RestoreProjectResponse]  # type: ignore[assignment]
+    """Admin only: writes an export (the client streams ExportProject's records
+    in their order, the project first) into a NEW project of the calling
+    key's tenant exactly as it was exported: create/update times, occur
+    times, memory history with its times, request ids, principals and
+    changed fields, use counts and last-used times, entity and relationship
+    mention counts, first/last-seen times, entity sources, and summaries with
+    their episode ranges. Every id is mapped to one this server assigns.
+    All or nothing: the records are checked and written in one transaction,
+    and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+    with nothing written. At most 100,000 records and 256 MiB a call.
+    Derived state is rebuilt, not copied: embeddings are queued as durable
+    jobs behind live traffic, and extraction is not run again (the entities
+    and relationships come with the export).
     """
     GetServiceStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServiceStatusRequest, _memory_service_pb2.ServiceStatus]  # type: ignore[assignment]
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
@@ -378,6 +408,27 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         is NOT_FOUND, USER memories of users the API key may not act for and
         expired memories are left out. Read in pages, not as one snapshot: stop
         writing to the project while exporting it.
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreProject(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.RestoreProjectRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RestoreProjectResponse, _abc.Awaitable[_memory_service_pb2.RestoreProjectResponse]]:
+        """Admin only: writes an export (the client streams ExportProject's records
+        in their order, the project first) into a NEW project of the calling
+        key's tenant exactly as it was exported: create/update times, occur
+        times, memory history with its times, request ids, principals and
+        changed fields, use counts and last-used times, entity and relationship
+        mention counts, first/last-seen times, entity sources, and summaries with
+        their episode ranges. Every id is mapped to one this server assigns.
+        All or nothing: the records are checked and written in one transaction,
+        and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+        with nothing written. At most 100,000 records and 256 MiB a call.
+        Derived state is rebuilt, not copied: embeddings are queued as durable
+        jobs behind live traffic, and extraction is not run again (the entities
+        and relationships come with the export).
         """
 
     @_abc_1.abstractmethod

@@ -538,6 +538,27 @@ export interface ExportProjectRequest {
   projectId: number;
 }
 
+export interface RestoreProjectRequest {
+  /**
+   * One record of an export, in ExportProject's order; the first must be the
+   * project.
+   */
+  record: ExportRecord | undefined;
+}
+
+export interface RestoreProjectResponse {
+  /** The new project. */
+  projectId: number;
+  /** Records written, by kind. */
+  sessions: number;
+  episodes: number;
+  memories: number;
+  memoryRevisions: number;
+  entities: number;
+  relationships: number;
+  summaries: number;
+}
+
 /** One item of an export; exactly one field is set. */
 export interface ExportRecord {
   project?: Project | undefined;
@@ -3320,6 +3341,273 @@ export const ExportProjectRequest: MessageFns<ExportProjectRequest> = {
   fromPartial(object: DeepPartial<ExportProjectRequest>): ExportProjectRequest {
     const message = createBaseExportProjectRequest();
     message.projectId = object.projectId ?? 0;
+    return message;
+  },
+};
+
+function createBaseRestoreProjectRequest(): RestoreProjectRequest {
+  return { record: undefined };
+}
+
+export const RestoreProjectRequest: MessageFns<RestoreProjectRequest> = {
+  encode(message: RestoreProjectRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.record !== undefined) {
+      ExportRecord.encode(message.record, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RestoreProjectRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRestoreProjectRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.record = ExportRecord.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RestoreProjectRequest {
+    return { record: isSet(object.record) ? ExportRecord.fromJSON(object.record) : undefined };
+  },
+
+  toJSON(message: RestoreProjectRequest): unknown {
+    const obj: any = {};
+    if (message.record !== undefined) {
+      obj.record = ExportRecord.toJSON(message.record);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RestoreProjectRequest>): RestoreProjectRequest {
+    return RestoreProjectRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RestoreProjectRequest>): RestoreProjectRequest {
+    const message = createBaseRestoreProjectRequest();
+    message.record = (object.record !== undefined && object.record !== null)
+      ? ExportRecord.fromPartial(object.record)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRestoreProjectResponse(): RestoreProjectResponse {
+  return {
+    projectId: 0,
+    sessions: 0,
+    episodes: 0,
+    memories: 0,
+    memoryRevisions: 0,
+    entities: 0,
+    relationships: 0,
+    summaries: 0,
+  };
+}
+
+export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
+  encode(message: RestoreProjectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.sessions !== 0) {
+      writer.uint32(16).int64(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      writer.uint32(24).int64(message.episodes);
+    }
+    if (message.memories !== 0) {
+      writer.uint32(32).int64(message.memories);
+    }
+    if (message.memoryRevisions !== 0) {
+      writer.uint32(40).int64(message.memoryRevisions);
+    }
+    if (message.entities !== 0) {
+      writer.uint32(48).int64(message.entities);
+    }
+    if (message.relationships !== 0) {
+      writer.uint32(56).int64(message.relationships);
+    }
+    if (message.summaries !== 0) {
+      writer.uint32(64).int64(message.summaries);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RestoreProjectResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRestoreProjectResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sessions = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.episodes = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.memories = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.memoryRevisions = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.entities = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.relationships = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.summaries = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RestoreProjectResponse {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      sessions: isSet(object.sessions) ? globalThis.Number(object.sessions) : 0,
+      episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
+      memories: isSet(object.memories) ? globalThis.Number(object.memories) : 0,
+      memoryRevisions: isSet(object.memoryRevisions)
+        ? globalThis.Number(object.memoryRevisions)
+        : isSet(object.memory_revisions)
+        ? globalThis.Number(object.memory_revisions)
+        : 0,
+      entities: isSet(object.entities) ? globalThis.Number(object.entities) : 0,
+      relationships: isSet(object.relationships) ? globalThis.Number(object.relationships) : 0,
+      summaries: isSet(object.summaries) ? globalThis.Number(object.summaries) : 0,
+    };
+  },
+
+  toJSON(message: RestoreProjectResponse): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.sessions !== 0) {
+      obj.sessions = Math.round(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      obj.episodes = Math.round(message.episodes);
+    }
+    if (message.memories !== 0) {
+      obj.memories = Math.round(message.memories);
+    }
+    if (message.memoryRevisions !== 0) {
+      obj.memoryRevisions = Math.round(message.memoryRevisions);
+    }
+    if (message.entities !== 0) {
+      obj.entities = Math.round(message.entities);
+    }
+    if (message.relationships !== 0) {
+      obj.relationships = Math.round(message.relationships);
+    }
+    if (message.summaries !== 0) {
+      obj.summaries = Math.round(message.summaries);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RestoreProjectResponse>): RestoreProjectResponse {
+    return RestoreProjectResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RestoreProjectResponse>): RestoreProjectResponse {
+    const message = createBaseRestoreProjectResponse();
+    message.projectId = object.projectId ?? 0;
+    message.sessions = object.sessions ?? 0;
+    message.episodes = object.episodes ?? 0;
+    message.memories = object.memories ?? 0;
+    message.memoryRevisions = object.memoryRevisions ?? 0;
+    message.entities = object.entities ?? 0;
+    message.relationships = object.relationships ?? 0;
+    message.summaries = object.summaries ?? 0;
     return message;
   },
 };
@@ -7899,6 +8187,29 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * Admin only: writes an export (the client streams ExportProject's records
+     * in their order, the project first) into a NEW project of the calling
+     * key's tenant exactly as it was exported: create/update times, occur
+     * times, memory history with its times, request ids, principals and
+     * changed fields, use counts and last-used times, entity and relationship
+     * mention counts, first/last-seen times, entity sources, and summaries with
+     * their episode ranges. Every id is mapped to one this server assigns.
+     * All or nothing: the records are checked and written in one transaction,
+     * and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+     * with nothing written. At most 100,000 records and 256 MiB a call.
+     * Derived state is rebuilt, not copied: embeddings are queued as durable
+     * jobs behind live traffic, and extraction is not run again (the entities
+     * and relationships come with the export).
+     */
+    restoreProject: {
+      name: "RestoreProject",
+      requestType: RestoreProjectRequest as typeof RestoreProjectRequest,
+      requestStream: true,
+      responseType: RestoreProjectResponse as typeof RestoreProjectResponse,
+      responseStream: false,
+      options: {},
+    },
     /** Health detail: stores, embedder, LLM, queue depths, schema version. */
     getServiceStatus: {
       name: "GetServiceStatus",
@@ -8211,6 +8522,32 @@ export const MemoryServiceService = {
     responseSerialize: (value: ExportRecord): Buffer => Buffer.from(ExportRecord.encode(value).finish()),
     responseDeserialize: (value: Buffer): ExportRecord => ExportRecord.decode(value),
   },
+  /**
+   * Admin only: writes an export (the client streams ExportProject's records
+   * in their order, the project first) into a NEW project of the calling
+   * key's tenant exactly as it was exported: create/update times, occur
+   * times, memory history with its times, request ids, principals and
+   * changed fields, use counts and last-used times, entity and relationship
+   * mention counts, first/last-seen times, entity sources, and summaries with
+   * their episode ranges. Every id is mapped to one this server assigns.
+   * All or nothing: the records are checked and written in one transaction,
+   * and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+   * with nothing written. At most 100,000 records and 256 MiB a call.
+   * Derived state is rebuilt, not copied: embeddings are queued as durable
+   * jobs behind live traffic, and extraction is not run again (the entities
+   * and relationships come with the export).
+   */
+  restoreProject: {
+    path: "/nexus.memory.v1.MemoryService/RestoreProject" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: RestoreProjectRequest): Buffer =>
+      Buffer.from(RestoreProjectRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RestoreProjectRequest => RestoreProjectRequest.decode(value),
+    responseSerialize: (value: RestoreProjectResponse): Buffer =>
+      Buffer.from(RestoreProjectResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RestoreProjectResponse => RestoreProjectResponse.decode(value),
+  },
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: {
     path: "/nexus.memory.v1.MemoryService/GetServiceStatus" as const,
@@ -8301,6 +8638,22 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * writing to the project while exporting it.
    */
   exportProject: handleServerStreamingCall<ExportProjectRequest, ExportRecord>;
+  /**
+   * Admin only: writes an export (the client streams ExportProject's records
+   * in their order, the project first) into a NEW project of the calling
+   * key's tenant exactly as it was exported: create/update times, occur
+   * times, memory history with its times, request ids, principals and
+   * changed fields, use counts and last-used times, entity and relationship
+   * mention counts, first/last-seen times, entity sources, and summaries with
+   * their episode ranges. Every id is mapped to one this server assigns.
+   * All or nothing: the records are checked and written in one transaction,
+   * and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+   * with nothing written. At most 100,000 records and 256 MiB a call.
+   * Derived state is rebuilt, not copied: embeddings are queued as durable
+   * jobs behind live traffic, and extraction is not run again (the entities
+   * and relationships come with the export).
+   */
+  restoreProject: handleClientStreamingCall<RestoreProjectRequest, RestoreProjectResponse>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus: handleUnaryCall<GetServiceStatusRequest, ServiceStatus>;
   /** Compares SQLite with the vector index and re-queues whatever is missing. */
@@ -8701,6 +9054,37 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<ExportRecord>;
+  /**
+   * Admin only: writes an export (the client streams ExportProject's records
+   * in their order, the project first) into a NEW project of the calling
+   * key's tenant exactly as it was exported: create/update times, occur
+   * times, memory history with its times, request ids, principals and
+   * changed fields, use counts and last-used times, entity and relationship
+   * mention counts, first/last-seen times, entity sources, and summaries with
+   * their episode ranges. Every id is mapped to one this server assigns.
+   * All or nothing: the records are checked and written in one transaction,
+   * and a bad record is INVALID_ARGUMENT naming its index (from 0) and field,
+   * with nothing written. At most 100,000 records and 256 MiB a call.
+   * Derived state is rebuilt, not copied: embeddings are queued as durable
+   * jobs behind live traffic, and extraction is not run again (the entities
+   * and relationships come with the export).
+   */
+  restoreProject(
+    callback: (error: ServiceError | null, response: RestoreProjectResponse) => void,
+  ): ClientWritableStream<RestoreProjectRequest>;
+  restoreProject(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RestoreProjectResponse) => void,
+  ): ClientWritableStream<RestoreProjectRequest>;
+  restoreProject(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RestoreProjectResponse) => void,
+  ): ClientWritableStream<RestoreProjectRequest>;
+  restoreProject(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RestoreProjectResponse) => void,
+  ): ClientWritableStream<RestoreProjectRequest>;
   /** Health detail: stores, embedder, LLM, queue depths, schema version. */
   getServiceStatus(
     request: GetServiceStatusRequest,

@@ -1,0 +1,166 @@
+"""RestoreProject's records, from the wire to the domain's types: the
+inverse of ExportProject's conversions (api/convert.py and its siblings)."""
+
+from __future__ import annotations
+
+from google.protobuf.message import Message
+
+from nexus_grpc.api.convert import from_struct, time_field
+from nexus_grpc.core.models import Episode, JobState, Project, Session
+from nexus_grpc.domain.export import ExportItem
+from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import Revision
+from nexus_grpc.store.summaries import Summary
+
+_SOURCES = {
+    graph_pb2.ENTITY_SOURCE_EXTRACTION: SOURCE_EXTRACTION,
+    graph_pb2.ENTITY_SOURCE_MANUAL: SOURCE_MANUAL,
+}
+
+
+def _time(message: Message, name: str, owner: str) -> float:
+    """A time field as epoch seconds; 0 when unset (the domain decides)."""
+    try:
+        return time_field(message, name) or 0.0
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{owner}.{exc.message}") from None
+
+
+def _optional_time(message: Message, name: str, owner: str) -> float | None:
+    return _time(message, name, owner) or None
+
+
+def record(r: memory_pb2.ExportRecord) -> ExportItem:
+    kind = r.WhichOneof("record")
+    if kind is None:
+        raise InvalidArgument("record is empty: exactly one of its fields must be set")
+    if kind == "project":
+        return _project(r.project)
+    if kind == "session":
+        s = r.session
+        return Session(
+            id=s.id,
+            external_id=s.external_id,
+            name=s.name,
+            project_id=s.project_id,
+            metadata=from_struct(s.metadata, "session.metadata"),
+            created_at=_time(s, "create_time", "session"),
+        )
+    if kind == "episode":
+        e = r.episode
+        return Episode(
+            id=e.id,
+            session_id=e.session_id,
+            user_message=e.user_message,
+            ai_response=e.ai_response,
+            metadata=from_struct(e.metadata, "episode.metadata"),
+            created_at=_time(e, "create_time", "episode"),
+            occur_at=_time(e, "occur_time", "episode"),
+            embed_state=JobState.PENDING,
+            extract_state=JobState.DONE,
+        )
+    if kind == "memory":
+        return _memory(r.memory, "memory")
+    if kind == "memory_revision":
+        m = r.memory_revision
+        return Revision(
+            id=m.id,
+            memory_id=m.memory_id,
+            action=m.change,
+            changed=list(m.changed_fields),
+            previous=_memory(m.previous, "memory_revision.previous"),
+            request_id=m.request_id,
+            principal=m.principal,
+            changed_at=_time(m, "change_time", "memory_revision"),
+            purge_after=None,
+        )
+    if kind == "entity":
+        return _entity(r.entity)
+    if kind == "relationship":
+        rel = r.relationship
+        return Relationship(
+            id=rel.id,
+            from_id=rel.from_id,
+            to_id=rel.to_id,
+            label=rel.label,
+            notes=rel.notes or None,
+            mention_count=rel.mention_count,
+            created_at=_time(rel, "create_time", "relationship"),
+        )
+    return _summary(r.summary)
+
+
+def _project(p: memory_pb2.Project) -> Project:
+    retention = None
+    if p.HasField("retention"):
+        retention = p.retention.seconds + p.retention.nanos / 1e9
+    return Project(
+        id=p.id,
+        name=p.name,
+        description=p.description,
+        colour=p.colour,
+        icon=p.icon,
+        notes=p.notes,
+        system_prompt=p.system_prompt,
+        created_at=_time(p, "create_time", "project"),
+        updated_at=_time(p, "update_time", "project"),
+        retention=retention,
+    )
+
+
+def _memory(m: memory_pb2.Memory, owner: str) -> Memory:
+    if m.HasField("ttl"):
+        raise InvalidArgument(f"{owner}.ttl is for CreateMemory; a restore takes expire_time")
+    return Memory(
+        id=m.id,
+        kind=m.kind,
+        title=m.title,
+        content=m.content,
+        tier=m.tier,
+        project_id=m.project_id,
+        agent_id=m.agent_id,
+        user_id=m.user_id,
+        session_id=m.session_id,
+        confidence=m.confidence,
+        metadata=from_struct(m.metadata, f"{owner}.metadata"),
+        created_at=_time(m, "create_time", owner),
+        updated_at=_time(m, "update_time", owner),
+        last_used_at=_optional_time(m, "last_used_time", owner),
+        use_count=m.use_count,
+        expire_at=_optional_time(m, "expire_time", owner),
+    )
+
+
+def _entity(e: graph_pb2.Entity) -> Entity:
+    return Entity(
+        id=e.id,
+        name=e.name,
+        type=e.type,
+        notes=e.notes or None,
+        mention_count=e.mention_count,
+        confidence=e.confidence,
+        source=_SOURCES.get(e.source, str(e.source)),
+        last_seen_at=_optional_time(e, "last_seen_time", "entity"),
+        created_at=_time(e, "create_time", "entity"),
+        project_id=e.project_id,
+        session_id=e.session_id,
+    )
+
+
+def _summary(s: summary_pb2.Summary) -> Summary:
+    return Summary(
+        id=s.id,
+        session_id=s.session_id,
+        project_id=s.project_id,
+        content=s.content,
+        first_episode_id=s.first_episode_id,
+        last_episode_id=s.last_episode_id,
+        episode_count=s.episode_count,
+        created_at=_time(s, "create_time", "summary"),
+        updated_at=_time(s, "update_time", "summary"),
+    )

@@ -1,0 +1,450 @@
+"""RestoreProject: an export written back as it was, into a new project.
+
+``nexus-grpc import`` goes through the public API, so the receiving server
+assigns its own times, counters and history authors. A restore (admin only)
+keeps them: every record is written with the values it was exported with,
+and only ids change, each mapped to the one this server assigns.
+
+All or nothing: every record is checked (and every id it names resolved
+within the stream) before anything is written, then the whole restore is
+written in one transaction, so a bad record (or one that collides with what
+the server holds, such as a session's external_id) leaves no trace.
+
+Derived state is rebuilt, not copied. Embeddings are queued as durable index
+jobs at bulk priority, behind live traffic, as ImportEpisodes queues them.
+Extraction is not run again: a restored episode is written with its
+extraction DONE, because the entities and relationships it gave rise to
+arrive in the same stream with their mention counts, and extracting it again
+would count each mention twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from nexus_grpc.core import tenancy
+from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.conversations import _project_values
+from nexus_grpc.domain.export import ExportItem
+from nexus_grpc.domain.graph import _entity_type, _label, _notes
+from nexus_grpc.domain.memories import MAX_TITLE_CHARS, UPDATE_FIELDS, _check_tier
+from nexus_grpc.errors import InvalidArgument, NexusError
+from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import restore as restore_store
+from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import DELETE, EXPIRE, UPDATE, Revision
+from nexus_grpc.store.summaries import Summary
+
+#: The most records one RestoreProject call may stream, and their total
+#: size: the whole restore is held, checked and written in one transaction.
+MAX_RESTORE_RECORDS = 100_000
+MAX_RESTORE_BYTES = 256 * 1024 * 1024
+
+KINDS = (
+    "session",
+    "episode",
+    "memory",
+    "memory_revision",
+    "entity",
+    "relationship",
+    "summary",
+)
+
+
+def kind_of(item: ExportItem) -> str:
+    if isinstance(item, Project):
+        return "project"
+    if isinstance(item, Session):
+        return "session"
+    if isinstance(item, Episode):
+        return "episode"
+    if isinstance(item, Memory):
+        return "memory"
+    if isinstance(item, Revision):
+        return "memory_revision"
+    if isinstance(item, Entity):
+        return "entity"
+    if isinstance(item, Relationship):
+        return "relationship"
+    return "summary"
+
+
+def record_error(index: int, kind: str, exc: NexusError) -> NexusError:
+    """``exc`` (same status) with the record it is about named first."""
+    return type(exc)(f"record {index} ({kind}): {exc.message}; nothing was restored")
+
+
+@dataclass(frozen=True)
+class Restored:
+    project_id: int
+    #: Records written, by kind (KINDS).
+    counts: dict[str, int]
+
+
+@dataclass
+class _Plan:
+    """The checked records, in stream order, with the stream's ids that
+    each refers to (resolved to new ids as the rows are written)."""
+
+    project: Project
+    project_values: dict
+    old_project: int
+    items: list[tuple[int, ExportItem]] = field(default_factory=list)
+    sessions: set[int] = field(default_factory=set)
+    episodes: set[int] = field(default_factory=set)
+    memories: set[int] = field(default_factory=set)
+    entities: set[int] = field(default_factory=set)
+    # What the schema keeps unique, so that a duplicate is this record's
+    # INVALID_ARGUMENT rather than a constraint failing mid-write.
+    external_ids: set[str] = field(default_factory=set)
+    entity_keys: set[tuple[str, str]] = field(default_factory=set)
+    edges: set[tuple[int, int, str]] = field(default_factory=set)
+
+
+def _time(value: float, fallback: float) -> float:
+    """An exported time; an unset one (0) is the restore's."""
+    return value if value else fallback
+
+
+def _new(ids: set[int], field_name: str, value: int, kind: str) -> None:
+    v.positive_id(field_name, value)
+    if value in ids:
+        raise InvalidArgument(f"{field_name} {value} is a second {kind} record with that id")
+    ids.add(value)
+
+
+def _in_project(plan: _Plan, field_name: str, value: int) -> None:
+    if value != plan.old_project:
+        raise InvalidArgument(
+            f"{field_name} {value} is not the project of this stream ({plan.old_project})"
+        )
+
+
+def _named(ids: set[int], field_name: str, value: int, kind: str) -> None:
+    if value not in ids:
+        raise InvalidArgument(f"{field_name} {value} names no {kind} record earlier in the stream")
+
+
+def _confidence(field_name: str, value: float) -> None:
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{field_name} must be between 0 and 1, got {value}")
+
+
+def _count(field_name: str, value: int) -> None:
+    if value < 0:
+        raise InvalidArgument(f"{field_name} must not be negative, got {value}")
+
+
+def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:
+    if m.kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
+        raise InvalidArgument(f"{prefix}kind must be PROJECT or USER, got {m.kind}")
+    v.name(f"{prefix}title", m.title, limit=MAX_TITLE_CHARS, required=True)
+    v.text(f"{prefix}content", m.content, limit=v.MAX_MESSAGE_CHARS, required=True)
+    _check_tier(f"{prefix}tier", m.tier, default=False)
+    _in_project(plan, f"{prefix}project_id", m.project_id)
+    v.identifier(f"{prefix}user_id", m.user_id)
+    v.identifier(f"{prefix}agent_id", m.agent_id)
+    if m.kind == MemoryKind.USER and not m.user_id:
+        raise InvalidArgument(f"{prefix}user_id is required for a USER memory")
+    if m.kind == MemoryKind.PROJECT and m.user_id:
+        raise InvalidArgument(f"{prefix}user_id must be empty for a PROJECT memory")
+    if m.session_id:
+        _named(plan.sessions, f"{prefix}session_id", m.session_id, "session")
+    _confidence(f"{prefix}confidence", m.confidence)
+    _count(f"{prefix}use_count", m.use_count)
+    return replace(
+        m,
+        metadata=v.metadata(f"{prefix}metadata", m.metadata),
+        created_at=_time(m.created_at, at),
+        updated_at=_time(m.updated_at, _time(m.created_at, at)),
+    )
+
+
+def _plan(items: Sequence[ExportItem], at: float) -> _Plan:
+    """Every record checked, in order; INVALID_ARGUMENT naming the first bad
+    one's index and field."""
+    if not items:
+        raise InvalidArgument(
+            "the stream holds no records; the first must be the project; nothing was restored"
+        )
+    first = items[0]
+    if not isinstance(first, Project):
+        raise InvalidArgument(
+            f"record 0 is a {kind_of(first)}; the first record must be the project;"
+            " nothing was restored"
+        )
+    try:
+        values = _project_values(
+            {
+                "name": first.name,
+                "description": first.description,
+                "colour": first.colour,
+                "icon": first.icon,
+                "notes": first.notes,
+                "system_prompt": first.system_prompt,
+                "retention": first.retention,
+            }
+        )
+        v.positive_id("project.id", first.id)
+    except NexusError as exc:
+        raise record_error(0, "project", exc) from None
+    plan = _Plan(first, values, first.id)
+    last_memory: int | None = None
+    for index, item in enumerate(items[1:], 1):
+        kind = kind_of(item)
+        try:
+            checked = _check(plan, item, last_memory, at)
+        except NexusError as exc:
+            raise record_error(index, kind, exc) from None
+        if kind == "memory":
+            last_memory = checked.id
+        elif kind != "memory_revision":
+            last_memory = None
+        plan.items.append((index, checked))
+    return plan
+
+
+def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) -> ExportItem:
+    if isinstance(item, Project):
+        raise InvalidArgument("a second project record; a stream holds one project")
+    if isinstance(item, Session):
+        _new(plan.sessions, "session.id", item.id, "session")
+        _in_project(plan, "session.project_id", item.project_id)
+        v.name("session.name", item.name)
+        external_id = v.external_id(item.external_id)
+        if external_id in plan.external_ids:
+            raise InvalidArgument(
+                f"session.external_id {external_id} is a second session record with it"
+            )
+        plan.external_ids.add(external_id)
+        return replace(
+            item,
+            external_id=external_id,
+            metadata=v.metadata("session.metadata", item.metadata),
+            created_at=_time(item.created_at, at),
+        )
+    if isinstance(item, Episode):
+        _named(plan.sessions, "episode.session_id", item.session_id, "session")
+        _new(plan.episodes, "episode.id", item.id, "episode")
+        v.text("episode.user_message", item.user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
+        v.text("episode.ai_response", item.ai_response, limit=v.MAX_MESSAGE_CHARS)
+        created = _time(item.created_at, at)
+        v.occur_time("episode.occur_time", item.occur_at or None)
+        return replace(
+            item,
+            metadata=v.metadata("episode.metadata", item.metadata),
+            created_at=created,
+            occur_at=item.occur_at or created,
+        )
+    if isinstance(item, Memory):
+        _new(plan.memories, "memory.id", item.id, "memory")
+        return _check_memory(plan, item, "memory.", at)
+    if isinstance(item, Revision):
+        if last_memory is None or item.memory_id != last_memory:
+            raise InvalidArgument(
+                f"memory_revision.memory_id {item.memory_id} is not the memory record just"
+                " before it (a memory's revisions follow it)"
+            )
+        if item.action not in (UPDATE, DELETE, EXPIRE):
+            raise InvalidArgument(
+                f"memory_revision.change must be UPDATE, DELETE or EXPIRE, got {item.action}"
+            )
+        unknown = [f for f in item.changed if f not in UPDATE_FIELDS]
+        if unknown:
+            raise InvalidArgument(
+                f"memory_revision.changed_fields names {unknown[0]!r}, not a memory field"
+                f" an update changes ({', '.join(UPDATE_FIELDS)})"
+            )
+        v.identifier("memory_revision.request_id", item.request_id)
+        v.name("memory_revision.principal", item.principal)
+        previous = _check_memory(plan, item.previous, "memory_revision.previous.", at)
+        return replace(item, previous=previous, changed_at=_time(item.changed_at, at))
+    if isinstance(item, Entity):
+        _new(plan.entities, "entity.id", item.id, "entity")
+        _in_project(plan, "entity.project_id", item.project_id)
+        if item.session_id:
+            raise InvalidArgument(
+                "entity.session_id must be 0: a project's graph is the project's, not a session's"
+            )
+        v.name("entity.name", item.name, required=True)
+        etype = _entity_type("entity.type", item.type, required=True)
+        # A graph holds one entity of a name (in any case) and type.
+        key = (item.name.lower(), etype)
+        if key in plan.entity_keys:
+            raise InvalidArgument(
+                f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
+                " and type (names compare regardless of case)"
+            )
+        plan.entity_keys.add(key)
+        _notes(item.notes or "")
+        _confidence("entity.confidence", item.confidence)
+        _count("entity.mention_count", item.mention_count)
+        if item.source not in (SOURCE_EXTRACTION, SOURCE_MANUAL):
+            raise InvalidArgument(f"entity.source must be EXTRACTION or MANUAL, got {item.source}")
+        return replace(item, type=etype, created_at=_time(item.created_at, at))
+    if isinstance(item, Relationship):
+        _named(plan.entities, "relationship.from_id", item.from_id, "entity")
+        _named(plan.entities, "relationship.to_id", item.to_id, "entity")
+        label = _label(item.label)
+        edge = (item.from_id, item.to_id, label)
+        if edge in plan.edges:
+            raise InvalidArgument(
+                f"relationship {label!r} from {item.from_id} to {item.to_id} is a second"
+                " relationship record with those ends and label"
+            )
+        plan.edges.add(edge)
+        _notes(item.notes or "")
+        _count("relationship.mention_count", item.mention_count)
+        return replace(item, label=label, created_at=_time(item.created_at, at))
+    assert isinstance(item, Summary)
+    if item.session_id:
+        _named(plan.sessions, "summary.session_id", item.session_id, "session")
+    else:
+        _in_project(plan, "summary.project_id", item.project_id)
+    v.text("summary.content", item.content, limit=v.MAX_MESSAGE_CHARS, required=True)
+    _count("summary.episode_count", item.episode_count)
+    created = _time(item.created_at, at)
+    return replace(item, created_at=created, updated_at=_time(item.updated_at, created))
+
+
+def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Restored:
+    p = plan.project
+    project_id = restore_store.insert_project(
+        conn, plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at
+    )
+    sessions: dict[int, int] = {}
+    episodes: dict[int, int] = {}
+    memories: dict[int, int] = {}
+    entities: dict[int, int] = {}
+    counts = dict.fromkeys(KINDS, 0)
+    pending: list[tuple[int, Episode]] = []
+
+    def flush_episodes() -> None:
+        ids = episode_store.insert_many(
+            conn,
+            [
+                episode_store.NewEpisode(
+                    sessions[e.session_id],
+                    e.user_message,
+                    e.ai_response,
+                    e.metadata,
+                    None,
+                    e.occur_at,
+                    e.created_at,
+                )
+                for _, e in pending
+            ],
+            jobs.BULK,
+            extracted=True,
+        )
+        episodes.update((e.id, new) for (_, e), new in zip(pending, ids, strict=True))
+        pending.clear()
+
+    def memory_ids(m: Memory, new_id: int) -> Memory:
+        return replace(
+            m,
+            id=new_id,
+            project_id=project_id,
+            session_id=sessions[m.session_id] if m.session_id else 0,
+            tenant=tenant,
+            request_id=None,
+        )
+
+    for index, item in plan.items:
+        kind = kind_of(item)
+        counts[kind] += 1
+        if pending and not isinstance(item, Episode):
+            flush_episodes()
+        try:
+            if isinstance(item, Session):
+                sessions[item.id] = restore_store.insert_session(
+                    conn,
+                    item.external_id,
+                    item.name,
+                    project_id,
+                    item.metadata,
+                    item.created_at,
+                    tenant,
+                )
+            elif isinstance(item, Episode):
+                # Episodes are written together, as ImportEpisodes writes a batch.
+                pending.append((index, item))
+            elif isinstance(item, Memory):
+                memories[item.id] = restore_store.insert_memory(conn, memory_ids(item, 0), tenant)
+            elif isinstance(item, Revision):
+                new_id = memories[item.memory_id]
+                restore_store.insert_revision(
+                    conn,
+                    replace(item, memory_id=new_id, previous=memory_ids(item.previous, new_id)),
+                )
+            elif isinstance(item, Entity):
+                entities[item.id] = restore_store.insert_entity(
+                    conn, replace(item, project_id=project_id), tenant
+                )
+            elif isinstance(item, Relationship):
+                restore_store.insert_relationship(
+                    conn,
+                    replace(item, from_id=entities[item.from_id], to_id=entities[item.to_id]),
+                )
+            elif isinstance(item, Summary):
+                # A range may name an episode the export no longer held (deleted
+                # since, or past retention): as `nexus-grpc import` does, it
+                # is then 0, unknown.
+                restore_store.insert_summary(
+                    conn,
+                    replace(
+                        item,
+                        session_id=sessions[item.session_id] if item.session_id else 0,
+                        project_id=project_id,
+                        first_episode_id=episodes.get(item.first_episode_id, 0),
+                        last_episode_id=episodes.get(item.last_episode_id, 0),
+                    ),
+                )
+        except NexusError as exc:
+            raise record_error(index, kind, exc) from None
+    if pending:
+        flush_episodes()
+    # Summaries are rebuilt as a live session's are: a session with enough
+    # episodes since its last restored summary queues its next one.
+    restore_store.sessions_due_a_summary(conn, list(sessions.values()))
+    return Restored(project_id, counts)
+
+
+class ProjectRestore:
+    def __init__(
+        self, db: Database, signals: JobSignals, default_tenant: str = tenancy.DEFAULT_TENANT
+    ) -> None:
+        self.db = db
+        self.signals = signals
+        self.default_tenant = default_tenant
+
+    async def restore(self, items: Sequence[ExportItem]) -> Restored:
+        """Write ``items`` (an export, the project first) into a new project
+        of the caller's tenant, in one transaction."""
+        at = time.time()
+        # Up to MAX_RESTORE_RECORDS records are checked: off the event loop,
+        # which every other call shares.
+        plan = await asyncio.to_thread(_plan, items, at)
+        # An admin key sees every tenant but creates in its own, as
+        # CreateProject does.
+        tenant = tenancy.creator(self.default_tenant)
+        restored = await self.db.write(lambda c: _write(c, plan, tenant, at))
+        self.signals.wake(
+            jobs.INDEX_EPISODE,
+            jobs.INDEX_MEMORY,
+            jobs.INDEX_ENTITY,
+            jobs.INDEX_SUMMARY,
+            jobs.SUMMARIZE_SESSION,
+            jobs.EXPIRE_MEMORY,
+            jobs.RETAIN_PROJECT,
+        )
+        return restored

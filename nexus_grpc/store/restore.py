@@ -1,0 +1,205 @@
+"""Rows written by RestoreProject, with the values an export carries.
+
+The other writers stamp what the server assigns (create and update times,
+counters, a history entry's time and author) as they write; a restore keeps
+the exported values instead, so each row here is inserted with them given.
+Each function queues what the row's live writer would queue for its derived
+state (an index job, an expiry, a retention sweep), at ``jobs.BULK``, behind
+live traffic. The SQL is shared by SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nexus_grpc.errors import AlreadyExists
+from nexus_grpc.store import jobs
+from nexus_grpc.store.episodes import summary_due
+from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_history import Revision
+from nexus_grpc.store.summaries import Summary
+
+
+def insert_project(
+    conn: sqlite3.Connection,
+    values: Mapping[str, Any],
+    created_at: float,
+    updated_at: float,
+    tenant: str,
+    at: float,
+) -> int:
+    """``values``: the project's columns (store/projects.py's COLUMNS)."""
+    row = conn.execute(
+        "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
+        " retention, isolated, created_at, updated_at, tenant)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        (
+            values["name"],
+            values["description"],
+            values["colour"],
+            values["icon"],
+            values["notes"],
+            values["system_prompt"],
+            values["retention"],
+            created_at,
+            updated_at,
+            tenant,
+        ),
+    ).fetchone()
+    project_id = int(row[0])
+    if values["retention"] is not None:
+        jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
+    return project_id
+
+
+def insert_session(
+    conn: sqlite3.Connection,
+    external_id: str,
+    name: str,
+    project_id: int,
+    metadata: Mapping[str, Any],
+    created_at: float,
+    tenant: str,
+) -> int:
+    # Checked first rather than caught: on PostgreSQL a failed INSERT would
+    # abort the transaction, and the restore's message should name the
+    # session, not a constraint.
+    held = conn.execute(
+        "SELECT id FROM sessions WHERE tenant = ? AND external_id = ?", (tenant, external_id)
+    ).fetchone()
+    if held is not None:
+        raise AlreadyExists(
+            f"a session with external_id {external_id!r} already exists (session {held[0]});"
+            " a restore keeps its sessions' external_ids, so it cannot go into a server"
+            " that already holds one of them"
+        )
+    row = conn.execute(
+        "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        (tenant, external_id, name, project_id, json.dumps(metadata), created_at),
+    ).fetchone()
+    return int(row[0])
+
+
+def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
+    """``m`` with its new project and session ids; its own id is ignored."""
+    row = conn.execute(
+        "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
+        " session_id, confidence, metadata, request_id, created_at, updated_at, last_used_at,"
+        " use_count, tenant, expire_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            m.kind,
+            m.title,
+            m.content,
+            m.tier,
+            m.project_id,
+            m.agent_id,
+            m.user_id,
+            m.session_id,
+            m.confidence,
+            json.dumps(m.metadata),
+            m.created_at,
+            m.updated_at,
+            m.last_used_at,
+            m.use_count,
+            tenant,
+            m.expire_at,
+        ),
+    ).fetchone()
+    memory_id = int(row[0])
+    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id], priority=jobs.BULK)
+    if m.expire_at is not None:
+        jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, m.expire_at)
+    return memory_id
+
+
+def insert_revision(conn: sqlite3.Connection, r: Revision) -> None:
+    """``r`` with its new memory id, and ``previous`` with the new ids."""
+    previous = r.previous
+    conn.execute(
+        "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
+        " session_id, request_id, principal, changed_at, purge_after)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+        (
+            r.memory_id,
+            r.action,
+            json.dumps(list(r.changed)),
+            json.dumps(dataclasses.asdict(previous)),
+            previous.kind,
+            previous.user_id,
+            previous.tier,
+            previous.session_id,
+            r.request_id,
+            r.principal,
+            r.changed_at,
+        ),
+    )
+
+
+def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
+    """``e`` with its new project id; its own id is ignored."""
+    row = conn.execute(
+        "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
+        " confidence, source, last_seen_at, created_at, tenant)"
+        " VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            e.project_id,
+            e.name,
+            e.type,
+            e.notes,
+            e.mention_count,
+            e.confidence,
+            e.source,
+            e.last_seen_at,
+            e.created_at,
+            tenant,
+        ),
+    ).fetchone()
+    entity_id = int(row[0])
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id], priority=jobs.BULK)
+    return entity_id
+
+
+def insert_relationship(conn: sqlite3.Connection, r: Relationship) -> int:
+    """``r`` with its new entity ids."""
+    row = conn.execute(
+        "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        (r.from_id, r.to_id, r.label, r.notes, r.mention_count, r.created_at),
+    ).fetchone()
+    return int(row[0])
+
+
+def insert_summary(conn: sqlite3.Connection, s: Summary) -> int:
+    """``s`` with its new session (or, for an overview, project) and episode ids."""
+    row = conn.execute(
+        "INSERT INTO summaries (session_id, project_id, content, first_episode_id,"
+        " last_episode_id, episode_count, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            s.session_id or None,
+            None if s.session_id else s.project_id,
+            s.content,
+            s.first_episode_id,
+            s.last_episode_id,
+            s.episode_count,
+            s.created_at,
+            s.updated_at,
+        ),
+    ).fetchone()
+    summary_id = int(row[0])
+    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id], priority=jobs.BULK)
+    return summary_id
+
+
+def sessions_due_a_summary(conn: sqlite3.Connection, session_ids: Sequence[int]) -> None:
+    """Queue the summary a live session would have queued by now: one with
+    enough new episodes since its last restored summary."""
+    due = [s for s in session_ids if summary_due(conn, s)]
+    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=jobs.BULK)
