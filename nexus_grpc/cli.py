@@ -7,10 +7,13 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import IO
+from collections.abc import Callable, Coroutine
+from typing import IO, TypeVar
 
 from nexus_grpc.config import OPTIONS, env_default, help_text, settings_from
 from nexus_grpc.heap import release_large_blocks
+
+T = TypeVar("T")
 
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -224,11 +227,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 2
         return _restore(args)
     try:
-        if args.input == "-":
-            result = asyncio.run(run(sys.stdin))
-        else:
-            with open(args.input, encoding="utf-8") as lines:
-                result = asyncio.run(run(lines))
+        result = _on_input(args.input, run)
     except (NexusClientError, OSError, ValueError) as exc:
         print(f"import: {exc}", file=sys.stderr)
         if target:
@@ -263,11 +262,7 @@ def _restore(args: argparse.Namespace) -> int:
             return await restore_project(client, lines)
 
     try:
-        if args.input == "-":
-            result = asyncio.run(run(sys.stdin))
-        else:
-            with open(args.input, encoding="utf-8") as lines:
-                result = asyncio.run(run(lines))
+        result = _on_input(args.input, run)
     except (NexusClientError, OSError, ValueError) as exc:
         print(f"import: {exc}", file=sys.stderr)
         print("import: nothing was restored", file=sys.stderr)
@@ -278,6 +273,14 @@ def _restore(args: argparse.Namespace) -> int:
     )
     print(result.project_id)
     return 0
+
+
+def _on_input(path: str, run: Callable[[IO[str]], Coroutine[object, object, T]]) -> T:
+    """``run`` over the lines of ``path`` ("-": standard input)."""
+    if path == "-":
+        return asyncio.run(run(sys.stdin))
+    with open(path, encoding="utf-8") as lines:
+        return asyncio.run(run(lines))
 
 
 def _counted(counts: dict[str, int]) -> str:

@@ -97,7 +97,7 @@ def project_values(p: memory_pb2.Project) -> dict[str, Any]:
         "icon": p.icon,
         "notes": p.notes,
         "system_prompt": p.system_prompt,
-        "retention": _duration_field(p, "retention", "project"),
+        "retention": duration_field(p, "retention", "project"),
     }
 
 
@@ -180,11 +180,11 @@ def memory_values(m: memory_pb2.Memory) -> dict[str, Any]:
         "confidence": m.confidence,
         "metadata": from_struct(m.metadata),
         "expire_time": time_field(m, "expire_time"),
-        "ttl": _duration_field(m, "ttl"),
+        "ttl": duration_field(m, "ttl"),
     }
 
 
-def _duration_field(message: Message, field: str, owner: str = "memory") -> float | None:
+def duration_field(message: Message, field: str, owner: str = "memory") -> float | None:
     """A Duration field as seconds, None when unset; outside Duration's range
     (about 10,000 years) or with nanos of the other sign is INVALID_ARGUMENT."""
     if not message.HasField(field):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from nexus_grpc.api.convert import from_struct, time_field
+from nexus_grpc.api.convert import duration_field, from_struct, time_field
 from nexus_grpc.core.models import Episode, JobState, Project, Session
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument
@@ -96,9 +96,6 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
 
 
 def _project(p: memory_pb2.Project) -> Project:
-    retention = None
-    if p.HasField("retention"):
-        retention = p.retention.seconds + p.retention.nanos / 1e9
     return Project(
         id=p.id,
         name=p.name,
@@ -109,7 +106,8 @@ def _project(p: memory_pb2.Project) -> Project:
         system_prompt=p.system_prompt,
         created_at=_time(p, "create_time", "project"),
         updated_at=_time(p, "update_time", "project"),
-        retention=retention,
+        # Checked as CreateProject checks it: a malformed Duration is refused.
+        retention=duration_field(p, "retention", "project"),
     )
 
 

@@ -71,7 +71,9 @@ def record(
     changed: Sequence[str],
     by: ChangedBy,
     purge_after: float | None = None,
+    at: float | None = None,
 ) -> None:
+    """``at``: when the change was made (now, unless a restore gives the exported time)."""
     conn.execute(
         "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
         " session_id, request_id, principal, changed_at, purge_after)"
@@ -87,7 +89,7 @@ def record(
             previous.session_id,
             by.request_id,
             by.principal,
-            now(),
+            now() if at is None else at,
             purge_after,
         ),
     )

@@ -10,18 +10,16 @@ live traffic. The SQL is shared by SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.errors import AlreadyExists
-from nexus_grpc.store import jobs
+from nexus_grpc.store import jobs, memory_history
 from nexus_grpc.store.episodes import summary_due
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import Revision
 from nexus_grpc.store.summaries import Summary
 
 
@@ -119,26 +117,15 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
     return memory_id
 
 
-def insert_revision(conn: sqlite3.Connection, r: Revision) -> None:
+def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> None:
     """``r`` with its new memory id, and ``previous`` with the new ids."""
-    previous = r.previous
-    conn.execute(
-        "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
-        " session_id, request_id, principal, changed_at, purge_after)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-        (
-            r.memory_id,
-            r.action,
-            json.dumps(list(r.changed)),
-            json.dumps(dataclasses.asdict(previous)),
-            previous.kind,
-            previous.user_id,
-            previous.tier,
-            previous.session_id,
-            r.request_id,
-            r.principal,
-            r.changed_at,
-        ),
+    memory_history.record(
+        conn,
+        r.previous,
+        r.action,
+        r.changed,
+        memory_history.ChangedBy(r.request_id, r.principal),
+        at=r.changed_at,
     )
 
 
