@@ -29,7 +29,7 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
-from nexus_grpc.embedding import Embedder, make_embedder
+from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import vector_collections
@@ -166,6 +166,13 @@ class App:
             ollama_model=settings.embedding_model,
             threads=settings.embedder_threads,
         )
+        # The readiness probe asks the model itself: a remembered vector would
+        # report a down Ollama as up.
+        self._embedder_backend = self.embedder
+        self.query_cache: QueryVectorCache | None = None
+        if settings.query_vector_cache > 0:
+            self.query_cache = QueryVectorCache(self.embedder, settings.query_vector_cache)
+            self.embedder = self.query_cache
         try:
             self.index = index or make_index(settings)
         except OSError as exc:
@@ -274,7 +281,7 @@ class App:
         signature = embedding_signature(self.embedder)
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                vector = await self.embedder.embed_query("health check")
+                vector = await self._embedder_backend.embed_query("health check")
         except Exception as exc:
             return DependencyState("embedder", False, f"{signature}: cannot embed: {exc}")
         if len(vector) != self.embedder.dimension:

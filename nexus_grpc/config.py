@@ -143,6 +143,16 @@ class Settings:
         ),
     )
 
+    query_vector_cache: int = option(
+        "2048",
+        env=("NEXUS_QUERY_VECTOR_CACHE",),
+        help=(
+            "search-query vectors kept in memory (3 KB each), least recently used out first, so"
+            " a question asked again (a retry, another mode or page, the same words in another"
+            " search) is not embedded again; 0 turns the cache off"
+        ),
+    )
+
     qdrant_url: str = option(
         "",
         env=("QDRANT_URL",),
@@ -398,6 +408,12 @@ def settings_from(values: dict[str, str]) -> Settings:
         raise SystemExit(
             f"{OPTIONS['memory_history_retention_days'].flag}: must be between 0 and 1000000"
             f" days, got {retention!r}"
+        )
+    cache = kwargs.get("query_vector_cache", 0)
+    if not 0 <= cache <= 1_000_000:
+        raise SystemExit(
+            f"{OPTIONS['query_vector_cache'].flag}: must be between 0 and 1000000 vectors,"
+            f" got {cache!r}"
         )
     return Settings(**kwargs)
 

@@ -18,6 +18,8 @@ Prometheus scrapes, so they are never stale:
   ``nexus_event_loop_lag_max_seconds``: how late the event loop runs.
 - ``nexus_watch_streams`` / ``nexus_watch_streams_limit``: WatchExtractions
   streams holding a slot now, and ``--max-watch-streams`` (0: no limit).
+- ``nexus_query_vector_lookups_total{source}``: search-query vectors from the
+  cache (``--query-vector-cache``) or from the model.
 - ``nexus_watch_streams_refused_total``: WatchExtractions calls refused at that
   limit (the general RPC cap's refusals are in ``nexus_rpc_requests_total``).
 """
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
     from nexus_grpc.app import App
     from nexus_grpc.core.events import EventBroadcaster
+    from nexus_grpc.embedding import QueryVectorCache
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +166,23 @@ class JobCollector(Collector):
         yield from (depth, age, dead, failures, completed)
         yield from _watch_metrics(getattr(self._app, "graph_events", None))
         yield from _loop_lag_metrics(getattr(self._app, "loop_lag", None))
+        yield from _query_cache_metrics(getattr(self._app, "query_cache", None))
+
+
+def _query_cache_metrics(cache: QueryVectorCache | None) -> Iterator[Metric]:
+    """Search queries answered without the model: a hit rate near zero means
+    the cache only costs memory (``--query-vector-cache 0``)."""
+    if cache is None:
+        return
+    lookups = CounterMetricFamily(
+        "nexus_query_vector_lookups",
+        "Search-query vectors asked for, by where they came from (cache: remembered or"
+        " shared with a concurrent call; model: embedded).",
+        labels=("source",),
+    )
+    lookups.add_metric(("cache",), cache.hits)
+    lookups.add_metric(("model",), cache.misses)
+    yield lookups
 
 
 def _loop_lag_metrics(monitor: LoopLagMonitor | None) -> Iterator[Metric]:

@@ -6,6 +6,7 @@ from .base import Embedder, EmbedderUnavailable, EmbeddingDimensionMismatch
 from .e5 import E5Embedder
 from .minilm import MiniLMEmbedder
 from .ollama import OllamaEmbedder
+from .query_cache import QueryVectorCache
 
 __all__ = [
     "E5Embedder",
@@ -14,6 +15,7 @@ __all__ = [
     "EmbeddingDimensionMismatch",
     "MiniLMEmbedder",
     "OllamaEmbedder",
+    "QueryVectorCache",
     "make_embedder",
 ]
 
