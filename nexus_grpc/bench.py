@@ -214,12 +214,25 @@ class _Context:
         self.episode_ids: list[int] = []
         rng = random.Random(opts["seed"])
         self.texts = [_words(rng, opts["text_chars"]) for _ in range(256)]
-        query = opts.get("query")
-        self.queries = [query] if query else [" ".join(rng.sample(WORDS, 2)) for _ in range(64)]
+        self.query: str | None = opts.get("query")
+        self._asked: set[str] = set()
         self.timeout: float | None = opts["timeout"]
         self.metadata: tuple[tuple[str, str], ...] | None = (
             bearer_metadata(opts.get("api_key")) or None
         )
+
+    def next_query(self, rng: random.Random) -> str:
+        """``--query`` if given, else a word pair no earlier call of this run asked:
+        the server remembers query vectors (--query-vector-cache), and a repeated
+        pair would be answered without the embedding a new question costs."""
+        if self.query:
+            return self.query
+        for _ in range(32):  # 12,720 pairs: a run of a few thousand calls finds new ones
+            text = " ".join(rng.sample(WORDS, 2))
+            if text not in self._asked:
+                break
+        self._asked.add(text)
+        return text
 
     async def connect(self, n: int) -> None:
         for i in range(n):
@@ -367,7 +380,7 @@ class _Context:
 
             async def do_search(rng: random.Random) -> float | None:
                 request = memory_pb2.SearchEpisodesRequest(
-                    query=rng.choice(self.queries),
+                    query=self.next_query(rng),
                     session_id=rng.choice(scope),
                     limit=limit,
                     mode=mode,
@@ -621,7 +634,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=float, default=1.0, help="unmeasured seconds before each run (1)"
     )
-    parser.add_argument("--query", default=None, help="search query (default: random word pairs)")
+    parser.add_argument(
+        "--query", default=None, help="search query (default: a new random word pair per call)"
+    )
     parser.add_argument(
         "--mode", choices=sorted(SEARCH_MODES), default="hybrid", help="search mode (hybrid)"
     )
