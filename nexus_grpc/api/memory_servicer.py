@@ -225,29 +225,40 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.RestoreProjectResponse:
         """Reads the whole stream (bounded), then restores it in one
         transaction: nothing is written until every record has arrived and
-        been checked."""
+        been checked. The first bad record's error is raised once the stream
+        has ended (core/interception.drain says why); a call past the limits
+        ends at once."""
         items: list[ExportItem] = []
         size = 0
+        first_error: NexusError | None = None
+        index = -1
         async for request in requests:
-            index = len(items)
+            index += 1
             if index >= MAX_RESTORE_RECORDS:
                 raise InvalidArgument(
                     f"at most {MAX_RESTORE_RECORDS} records per RestoreProject call; nothing"
                     " was restored"
                 )
             if isinstance(request, Undecodable):
-                raise InvalidArgument(f"record {index}: {request.message}; nothing was restored")
+                first_error = first_error or InvalidArgument(
+                    f"record {index}: {request.message}; nothing was restored"
+                )
+                continue
             size += request.ByteSize()
             if size > MAX_RESTORE_BYTES:
                 raise InvalidArgument(
                     f"the records reach {MAX_RESTORE_BYTES // (1024 * 1024)} MiB by record"
                     f" {index}, the most one RestoreProject call takes; nothing was restored"
                 )
+            if first_error is not None:
+                continue  # read to the end, for the limits and the client's sake
             try:
                 items.append(restore_convert.record(request.record))
             except NexusError as exc:
                 kind = request.record.WhichOneof("record") or "empty"
-                raise record_error(index, kind, exc) from None
+                first_error = record_error(index, kind, exc)
+        if first_error is not None:
+            raise first_error
         _still_wanted(context, "nothing was restored")
         restored = await self.app.restore.restore(items)
         counts = restored.counts

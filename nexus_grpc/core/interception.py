@@ -69,13 +69,47 @@ def rebuild(
     )
 
 
+#: What a refused client stream may still send before the refusal, and for how
+#: long: see refused().
+REFUSAL_DRAIN_BYTES = 4 * 1024 * 1024
+REFUSAL_DRAIN_S = 2.0
+
+
+async def drain(requests: AsyncIterator[Any], max_bytes: int, max_seconds: float) -> None:
+    """Read and drop what a client is still streaming, until it half-closes or
+    ``max_bytes`` of messages or ``max_seconds`` have passed, whichever is first.
+
+    A call that ends while its client is still writing is reported by grpc's
+    Python client as INTERNAL "Internal error from Core" when a write loses the
+    race with the status, which hides the reason (an admin-only RPC, a bad
+    record). Ending it after the client has sent everything gives it the status."""
+    read = 0
+    try:
+        async with asyncio.timeout(max_seconds):
+            async for message in requests:
+                read += len(message) if isinstance(message, bytes) else message.ByteSize()
+                if read > max_bytes:
+                    return
+    except (TimeoutError, grpc.RpcError, asyncio.InvalidStateError):
+        return  # the client went away, or took too long: the refusal goes out anyway
+
+
 def refused(
     handler: grpc.RpcMethodHandler,
     abort: Callable[[grpc.aio.ServicerContext], Awaitable[None]],
 ) -> grpc.RpcMethodHandler:
     """A handler of ``handler``'s kind whose every call only runs ``abort``
-    (which ends it, with ``context.abort``); the request is never read, so it
-    is left undeserialised."""
+    (which ends it, with ``context.abort``); the request is never deserialised.
+    A client stream is drained first, within bounds (drain())."""
+    if handler.request_streaming and not handler.response_streaming:
+
+        async def stream_in(
+            requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        ) -> Any:
+            await drain(requests, REFUSAL_DRAIN_BYTES, REFUSAL_DRAIN_S)
+            await abort(context)
+
+        return rebuild(handler, stream_in, request_deserializer=None)
     if handler.response_streaming:
 
         async def stream(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:

@@ -15,6 +15,7 @@ import pytest
 from nexus_grpc.app import App
 from nexus_grpc.config import Settings
 from nexus_grpc.connection import open_channel
+from nexus_grpc.core.interception import drain
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
@@ -98,6 +99,41 @@ async def test_an_import_is_authenticated_capped_logged_and_counted(server, capl
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_refused_import_is_read_to_its_end_so_the_client_gets_the_reason(server):
+    """Refused at once, a client still writing could lose the race with the
+    status, which grpc's Python client then reports as INTERNAL "Internal error
+    from Core"; the refusal waits for the stream's end (within bounds)."""
+    _, _, stub, recorder, session_id, _ = server
+    call = stub.ImportEpisodes(timeout=20)  # no key
+    for i in range(3):
+        await call.write(item(session_id, i))
+    assert not call.done()  # still reading what the client sends
+    await call.done_writing()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "missing API key" in err.value.details()
+    assert (IMPORT, grpc.StatusCode.UNAUTHENTICATED) in recorder.calls
+
+
+async def test_draining_a_refused_stream_is_bounded_in_bytes_and_time():
+    read: list[int] = []
+
+    async def endless(size: int):
+        while True:
+            read.append(size)
+            yield b"x" * size
+
+    await drain(endless(1000), max_bytes=10_000, max_seconds=30)
+    assert len(read) == 11  # stopped at the first message past the bound
+
+    async def silent():
+        await asyncio.Event().wait()  # a client that sends nothing and never closes
+        yield b""
+
+    await asyncio.wait_for(drain(silent(), max_bytes=10_000, max_seconds=0.05), 5)
 
 
 async def test_an_import_cut_off_by_its_deadline_writes_no_partial_batch(server):
