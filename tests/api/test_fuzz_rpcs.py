@@ -1589,10 +1589,16 @@ async def _called(method, request):
 
 
 def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
-    memory_id = world.ro.execute(
-        "SELECT id FROM memories WHERE kind = ? AND tier = ? LIMIT 1",
-        (memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.TIER_LONGTERM),
-    ).fetchone()[0]
+    # Its own memory: the fuzz tests before it may have deleted every seeded one.
+    kept = memory_pb2.CreateMemoryRequest(
+        memory=memory_pb2.Memory(
+            kind=memory_pb2.MEMORY_KIND_PROJECT,
+            project_id=world.pools().ids["projects"][0],
+            title="to read and update",
+            content="c",
+        )
+    )
+    memory_id = world.run(_called(world.h.memory.CreateMemory, kept)).id
     wrong = {}
     for user in ("a\x00b", " alice", "x" * 201):
         create = memory_pb2.CreateMemoryRequest(

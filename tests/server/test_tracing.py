@@ -17,6 +17,7 @@ from nexus_grpc import tracing  # noqa: E402
 from nexus_grpc.app import App  # noqa: E402
 from nexus_grpc.client import NexusClient, NexusClientError  # noqa: E402
 from nexus_grpc.config import Settings  # noqa: E402
+from nexus_grpc.embedding import QueryVectorCache  # noqa: E402
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2  # noqa: E402
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2  # noqa: E402
 from nexus_grpc.store import Database  # noqa: E402
@@ -103,7 +104,9 @@ async def test_off_by_default_nothing_is_wrapped(tmp_path):
     app = App(Settings(data_dir=tmp_path / "data"), embedder=HashingEmbedder())
     # The components are the real objects, not proxies: tracing costs nothing when off.
     assert type(app.db) is Database
-    assert type(app.embedder) is HashingEmbedder
+    # (The query-vector cache is a component of its own, not a tracing proxy.)
+    assert type(app.embedder) is QueryVectorCache
+    assert type(app.embedder.inner) is HashingEmbedder
     metadata: list[tuple[str, str]] = []
     tracing.inject(metadata)  # no active span: nothing to propagate
     assert metadata == []
