@@ -1588,31 +1588,28 @@ async def _called(method, request):
     return await method(request)
 
 
-def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
-    # Its own memory: the fuzz tests before it may have deleted every seeded one.
-    kept = memory_pb2.CreateMemoryRequest(
+def _project_memory(world, title: str) -> int:
+    """A new PROJECT memory's id; the call object is made inside the loop, as
+    grpc.aio needs a running one."""
+    create = memory_pb2.CreateMemoryRequest(
         memory=memory_pb2.Memory(
             kind=memory_pb2.MEMORY_KIND_PROJECT,
             project_id=world.pools().ids["projects"][0],
-            title="to read and update",
+            title=title,
             content="c",
         )
     )
-    memory_id = world.run(_called(world.h.memory.CreateMemory, kept)).id
+    return world.run(_called(world.h.memory.CreateMemory, create)).id
+
+
+def test_memory_calls_by_id_refuse_a_malformed_user_id(world):
+    # Its own memory: the fuzz tests before it may have deleted every seeded one.
+    memory_id = _project_memory(world, "to read and update")
     wrong = {}
     for user in ("a\x00b", " alice", "x" * 201):
-        create = memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(
-                kind=memory_pb2.MEMORY_KIND_PROJECT,
-                project_id=world.pools().ids["projects"][0],
-                title="to delete",
-                content="c",
-            )
-        )
-        # The call object is made inside the loop: grpc.aio needs a running one.
-        doomed = world.run(_called(world.h.memory.CreateMemory, create))
+        doomed = _project_memory(world, "to delete")
         requests = {
-            "DeleteMemory": memory_pb2.DeleteMemoryRequest(id=doomed.id, user_id=user),
+            "DeleteMemory": memory_pb2.DeleteMemoryRequest(id=doomed, user_id=user),
             "GetMemory": memory_pb2.GetMemoryRequest(id=memory_id, user_id=user),
             "ListMemoryHistory": memory_pb2.ListMemoryHistoryRequest(
                 memory_id=memory_id, user_id=user
