@@ -1,0 +1,117 @@
+"""Server variants side by side: the same RPCs against each, alternating, per-thread CPU.
+
+A variant is a name, a code tree and serve flags: ``NAME=TREE`` or
+``NAME=TREE:--flag value ...``, TREE being ``main`` (this checkout) or the path
+of another checkout (a ``git worktree add`` of an earlier commit), served with
+its own code on PYTHONPATH. Every variant serves its own copy of one seeded data
+directory (``--episodes``, the layout ``make bench`` seeds; 0: an empty one),
+and each round runs every variant once, so host noise falls on all of them
+alike. For each RPC: calls a second, server CPU a call split by thread (as
+bench/profile_search.py does), and for create_episode its share of Health/Check.
+
+Examples (docs/benchmarks.md quotes both):
+
+    # the query-vector cache on and off
+    .venv/bin/python bench/ab_servers.py --episodes 20000 --rpcs keyword,semantic,hybrid \\
+        on=main 'off=main:--query-vector-cache 0'
+    # CreateEpisode across commits, on empty data directories
+    git worktree add /tmp/old fad3a6c
+    .venv/bin/python bench/ab_servers.py --episodes 0 --rpcs health,create_episode \\
+        --concurrency 64 --duration 6 old=/tmp/old main=main
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import profile_search as ps  # bench/ is this script's own directory
+import run_benchmarks as rb
+
+from nexus_grpc.bench import run_bench
+from nexus_grpc.loadtest.launcher import ServerProcess
+
+SEARCH_MODES = ("keyword", "semantic", "hybrid")
+
+
+def parse_variant(text: str) -> tuple[str, str, list[str]]:
+    name, _, rest = text.partition("=")
+    tree, _, flags = rest.partition(":")
+    if not name or not tree:
+        raise SystemExit(f"a variant is NAME=TREE[:FLAGS], got {text!r}")
+    return name, tree, shlex.split(flags)
+
+
+def run_one(target: str, pid: int, rpc: str, concurrency: int, duration: float,
+            scopes: list[int]) -> tuple[float, dict[str, float]]:
+    """req/s and server CPU ms a call by thread group."""
+    if rpc in SEARCH_MODES:
+        name, extra = "search_episodes", {"mode": rpc, "search_session_ids": scopes}
+    else:
+        name, extra = rpc, {}
+    asyncio.run(run_bench(target, name, 4, duration=1.0, warmup=0.0, **extra))
+    names = ps.python_thread_names(pid)
+    before = ps.thread_cpu(pid, names)
+    result = asyncio.run(run_bench(target, name, concurrency, duration=duration, warmup=0.0,
+                                   **extra))
+    after = ps.thread_cpu(pid, names)
+    split: dict[str, float] = collections.defaultdict(float)
+    for tid, (thread, cpu) in after.items():
+        split[ps.group(thread)] += cpu - before.get(tid, (thread, 0.0))[1]
+    calls = max(1, result.ok)
+    return result.rps, {k: 1000 * v / calls for k, v in split.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variants", nargs="+", help="NAME=TREE[:FLAGS]")
+    parser.add_argument("--episodes", type=int, default=20_000)
+    parser.add_argument("--rpcs", default="keyword,semantic,hybrid",
+                        help="comma-separated: health, create_episode, keyword, semantic, hybrid")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    variants = [parse_variant(v) for v in args.variants]
+    rpcs = args.rpcs.split(",")
+    with tempfile.TemporaryDirectory(prefix="nexus-ab-") as tmp:
+        seed_dir = Path(tmp) / "seed"
+        scopes: list[int] = []
+        if args.episodes:
+            scopes = rb.seed(seed_dir, args.episodes, memory_users=10).session_scopes
+        for rnd in range(args.rounds):
+            for name, tree, flags in variants:
+                data = Path(tmp) / f"{name}-{rnd}"
+                if args.episodes:
+                    shutil.copytree(seed_dir, data)
+                env = {} if tree == "main" else {"PYTHONPATH": str(Path(tree).resolve())}
+                server = ServerProcess(data, *flags, env=env, keep_log=False).start(timeout=120)
+                try:
+                    server.wait_settled()
+                    time.sleep(1)
+                    rates = {}
+                    for rpc in rpcs:
+                        rps, split = run_one(server.target, server.pid, rpc, args.concurrency,
+                                             args.duration, scopes)
+                        rates[rpc] = rps
+                        parts = " ".join(f"{k}={v:.2f}" for k, v in sorted(split.items()))
+                        share = ""
+                        if rpc == "create_episode" and rates.get("health"):
+                            share = f" ({100 * rps / rates['health']:.0f} % of Health/Check)"
+                        print(f"round {rnd} {name} {rpc}: {rps:,.0f}/s{share}; server CPU ms a"
+                              f" call {sum(split.values()):.2f}: {parts}", flush=True)
+                finally:
+                    server.stop()
+                shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
