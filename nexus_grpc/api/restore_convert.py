@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from nexus_grpc.api.convert import duration_field, from_struct, time_field
+from nexus_grpc.api.convert import from_struct, project_values, time_field
 from nexus_grpc.core.models import Episode, JobState, Project, Session
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument
@@ -98,16 +98,11 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
 def _project(p: memory_pb2.Project) -> Project:
     return Project(
         id=p.id,
-        name=p.name,
-        description=p.description,
-        colour=p.colour,
-        icon=p.icon,
-        notes=p.notes,
-        system_prompt=p.system_prompt,
         created_at=_time(p, "create_time", "project"),
         updated_at=_time(p, "update_time", "project"),
-        # Checked as CreateProject checks it: a malformed Duration is refused.
-        retention=duration_field(p, "retention", "project"),
+        # The fields CreateProject reads, read as it reads them (a malformed
+        # retention Duration is refused).
+        **project_values(p),
     )
 
 

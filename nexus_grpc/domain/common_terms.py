@@ -16,13 +16,13 @@ common word's postings on every search, which is what this avoids.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from itertools import chain
 
+from nexus_grpc.core.loading_cache import LoadingCache
 from nexus_grpc.domain.fts import WORD
 
 #: A word in more than this share of the scope's episodes is common.
@@ -35,14 +35,14 @@ MAX_SCOPES = 512
 
 
 class ScopeVocabulary:
-    """Per-scope estimates of which words are common, cached with a TTL."""
+    """Per-scope estimates of which words are common, cached with a TTL. A
+    hybrid search asks for one scope from both halves at once: they share one
+    read (core/loading_cache.py)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._cache: OrderedDict[Hashable, tuple[float, frozenset[str]]] = OrderedDict()
-        # A miss being read: a hybrid search asks for the same scope from both
-        # halves at once, and both should wait on one read.
-        self._reading: dict[Hashable, asyncio.Future[frozenset[str]]] = {}
+        self._cache: LoadingCache[Hashable, frozenset[str]] = LoadingCache(
+            MAX_SCOPES, ttl=TTL_SECONDS, clock=clock
+        )
 
     async def common(
         self,
@@ -51,31 +51,11 @@ class ScopeVocabulary:
     ) -> frozenset[str]:
         """The common words of ``scope`` (any hashable that names it);
         ``sample(n)`` reads up to n of its most recent texts."""
-        key = scope
-        now = self._clock()
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
-            self._cache.move_to_end(key)
-            return cached[1]
-        reading = self._reading.get(key)
-        if reading is not None:
-            return await asyncio.shield(reading)
-        future: asyncio.Future[frozenset[str]] = asyncio.get_running_loop().create_future()
-        self._reading[key] = future
-        try:
-            found = common_words(await sample(SAMPLE_SIZE))
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here: a waiter may not exist
-            raise
-        finally:
-            del self._reading[key]
-        future.set_result(found)
-        self._cache[key] = (now + TTL_SECONDS, found)
-        self._cache.move_to_end(key)
-        while len(self._cache) > MAX_SCOPES:
-            self._cache.popitem(last=False)
-        return found
+
+        async def read() -> frozenset[str]:
+            return common_words(await sample(SAMPLE_SIZE))
+
+        return await self._cache.get(scope, read)
 
 
 def common_words(texts: Sequence[str]) -> frozenset[str]:

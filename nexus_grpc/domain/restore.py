@@ -60,22 +60,21 @@ KINDS = (
 )
 
 
+#: Each record's kind, by the type it is read into.
+_KIND_OF_TYPE: dict[type, str] = {
+    Project: "project",
+    Session: "session",
+    Episode: "episode",
+    Memory: "memory",
+    Revision: "memory_revision",
+    Entity: "entity",
+    Relationship: "relationship",
+    Summary: "summary",
+}
+
+
 def kind_of(item: ExportItem) -> str:
-    if isinstance(item, Project):
-        return "project"
-    if isinstance(item, Session):
-        return "session"
-    if isinstance(item, Episode):
-        return "episode"
-    if isinstance(item, Memory):
-        return "memory"
-    if isinstance(item, Revision):
-        return "memory_revision"
-    if isinstance(item, Entity):
-        return "entity"
-    if isinstance(item, Relationship):
-        return "relationship"
-    return "summary"
+    return _KIND_OF_TYPE[type(item)]
 
 
 def record_error(index: int, kind: str, exc: NexusError) -> NexusError:

@@ -22,13 +22,12 @@ empty.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from nexus_grpc.core.loading_cache import LoadingCache
 
 from .base import Embedder
 
@@ -38,18 +37,12 @@ class QueryVectorCache:
     first, ``capacity`` texts at most (a 384-float vector is 3 KB)."""
 
     def __init__(self, inner: Embedder, capacity: int) -> None:
-        if capacity <= 0:
-            raise ValueError(f"capacity must be positive, got {capacity}")
         self.inner = inner
-        self.capacity = capacity
+        self._vectors: LoadingCache[str, np.ndarray] = LoadingCache(capacity)
         # The Embedder protocol's attributes are the model's own (fixed for its life).
         self.model_id = inner.model_id
         self.dimension = inner.dimension
         self.similarity_temperature = inner.similarity_temperature
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._pending: dict[str, asyncio.Task[list[float]]] = {}
-        self.hits = 0  # answered from the cache or from another caller's embedding
-        self.misses = 0  # embedded by the model
 
     def __getattr__(self, name: str) -> Any:
         # warm(), threads and the like: whatever else the backend offers.
@@ -60,41 +53,28 @@ class QueryVectorCache:
     def __len__(self) -> int:
         return len(self._vectors)
 
+    @property
+    def hits(self) -> int:
+        """Answered from the cache, or from an embedding another caller started."""
+        return self._vectors.hits
+
+    @property
+    def misses(self) -> int:
+        """Embedded by the model."""
+        return self._vectors.misses
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed(texts)
 
     async def embed_query(self, text: str) -> list[float]:
         key = str(text)
-        stored = self._vectors.get(key)
-        if stored is not None:
-            self._vectors.move_to_end(key)
-            self.hits += 1
-            return stored.tolist()  # type: ignore[no-any-return]
-        task = self._pending.get(key)
-        if task is None:
-            self.misses += 1
-            task = asyncio.create_task(self.inner.embed_query(key), name="embed-query")
-            self._pending[key] = task
-            task.add_done_callback(functools.partial(self._settle, key))
-        else:
-            self.hits += 1
-        # shield: one caller's cancellation must not cancel the embedding the others await.
-        vector = await asyncio.shield(task)
-        return list(vector)
 
-    def _settle(self, key: str, task: asyncio.Task[list[float]]) -> None:
-        self._pending.pop(key, None)
-        if task.cancelled() or task.exception() is not None:
-            return  # not remembered: the next call asks the model again
-        self._vectors[key] = np.asarray(task.result(), dtype=np.float64)
-        self._vectors.move_to_end(key)
-        while len(self._vectors) > self.capacity:
-            self._vectors.popitem(last=False)
+        async def embedded() -> np.ndarray:
+            return np.asarray(await self.inner.embed_query(key), dtype=np.float64)
+
+        # A fresh list each time: a caller may change what it was given.
+        return (await self._vectors.get(key, embedded)).tolist()  # type: ignore[no-any-return]
 
     async def close(self) -> None:
-        pending = list(self._pending.values())
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        self._vectors.clear()
+        await self._vectors.close()
         await self.inner.close()
