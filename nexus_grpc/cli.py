@@ -1,5 +1,5 @@
 """The ``nexus-grpc`` command: serve, bench, eval, reindex, migrate-store, doctor,
-export and import."""
+export, import and mcp."""
 
 from __future__ import annotations
 
@@ -275,6 +275,21 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
+MCP_EXTRA_HINT = (
+    "nexus-grpc mcp: the MCP SDK is not installed ({missing});"
+    " `pip install 'nexus-grpc[mcp]'` installs it"
+)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from nexus_grpc.mcp.serve import run
+    except ModuleNotFoundError as exc:
+        print(MCP_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
+        return 2
+    return run(args, _client(args))
+
+
 def _on_input(path: str, run: Callable[[IO[str]], Coroutine[object, object, T]]) -> T:
     """``run`` over the lines of ``path`` ("-": standard input)."""
     if path == "-":
@@ -353,6 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
+
+    from nexus_grpc.mcp.options import add_arguments as add_mcp_arguments
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve seed 004's memory tools to coding agents over MCP (stdio, or streamable"
+        " HTTP with --http), in front of a running server",
+    )
+    add_mcp_arguments(mcp)
+    _add_client_options(mcp)
+    mcp.set_defaults(func=cmd_mcp)
 
     from nexus_grpc.bench import add_arguments
 
