@@ -15,7 +15,6 @@ import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from mcp.types import CallToolResult, ContentBlock, TextContent
@@ -115,25 +114,28 @@ def _time(message: Message, field: str) -> str | None:
     return stamp.ToJsonString()
 
 
-def _struct(message: Message, field: str) -> dict[str, Any]:
-    if not message.HasField(field):
-        return {}
-    return MessageToDict(getattr(message, field))
+def _label(m: memory_pb2.Memory, key: str) -> str | None:
+    """A string the MCP server wrote into a memory's metadata (read without a full
+    JSON conversion: this runs for every memory of every answer)."""
+    value = m.metadata.fields.get(key)
+    if value is None or value.WhichOneof("kind") != "string_value":
+        return None
+    return value.string_value
 
 
 def memory(m: memory_pb2.Memory, *, session_id: int = 0) -> dict[str, Any]:
     """A memory; ``own_session`` says whether it was stored in the asking session."""
-    metadata = _struct(m, "metadata")
     out: dict[str, Any] = {
         "id": m.id,
         "kind": KINDS.get(m.kind, "unspecified"),
         "tier": TIERS.get(m.tier, "unspecified"),
-        "type": metadata.get("type", "fact"),
+        "type": _label(m, "type") or "fact",
         "title": m.title,
         "content": m.content,
     }
-    if "outcome" in metadata:
-        out["outcome"] = metadata["outcome"]
+    outcome = _label(m, "outcome")
+    if outcome is not None:
+        out["outcome"] = outcome
     out.update(
         {
             "confidence": round(m.confidence, 4),

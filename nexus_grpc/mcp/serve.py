@@ -20,12 +20,14 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.mcp import results
 from nexus_grpc.mcp.options import HttpAddress
 from nexus_grpc.mcp.results import ToolFailure
+from nexus_grpc.mcp.stdio_pipes import pipe_streams
 from nexus_grpc.mcp.tools import MemoryTools, connection_session_id
 from nexus_grpc.mcp.workspace import Workspace, WorkspaceOptions
 
@@ -120,6 +122,16 @@ def build_server(
     return server
 
 
+async def _serve_stdio(server: MemoryServer) -> None:
+    """``MCPServer.run_stdio_async``, on streams that do not go through worker threads."""
+    async with pipe_streams() as streams:
+        stdin, stdout = streams if streams is not None else (None, None)
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+            # The SDK's own stdio runner does exactly this; it takes no streams.
+            lowlevel = server._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 async def _serve_http(server: MCPServer, address: HttpAddress) -> None:
     import uvicorn
 
@@ -134,6 +146,9 @@ async def _serve_http(server: MCPServer, address: HttpAddress) -> None:
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: without it the last piece of each answer
+    # waits for the client's delayed ACK (40 ms) on a kept-alive connection.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((address.host, address.port))
     sock.listen(128)
     sock.setblocking(False)
@@ -163,7 +178,7 @@ def run(args: argparse.Namespace, client: NexusClient) -> int:
     )
     if args.http is None:
         server = build_server(client, options, connection_session=connection_session_id())
-        asyncio.run(_closing(client, server.run_stdio_async()))
+        asyncio.run(_closing(client, _serve_stdio(server)))
         return 0
     server = build_server(client, options)
     with contextlib.suppress(KeyboardInterrupt):

@@ -18,6 +18,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
+from tests.support import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = re.compile(r"serving MCP \(streamable HTTP\) on (http://\S+)")
 
@@ -58,7 +60,7 @@ class HttpMcp:
         self.url = ""
         self.log: list[str] = []
 
-    async def __aenter__(self) -> HttpMcp:
+    def _start(self) -> None:
         serving = threading.Event()
         env = {**os.environ, "NEXUS_API_KEY": ""}
         self.proc = subprocess.Popen(
@@ -77,8 +79,11 @@ class HttpMcp:
             serving.set()  # it exited: stop waiting
 
         threading.Thread(target=pump, args=(self.proc,), daemon=True).start()
-        await asyncio.to_thread(serving.wait, 60)
+        serving.wait(60)
         assert self.url, "nexus-grpc mcp --http did not start:\n" + "".join(self.log)
+
+    async def __aenter__(self) -> HttpMcp:
+        await asyncio.to_thread(self._start)
         return self
 
     def client(self, mode: str = "auto") -> Client:
@@ -116,3 +121,21 @@ def text(result: CallToolResult) -> str:
 
 def contents(answer: dict[str, Any], key: str = "memories") -> list[str]:
     return [m["content"] for m in answer[key]]
+
+
+async def indexed(harness: Any) -> None:
+    """Returns once no index job is waiting: a search then sees every write before it
+    (the vector index is filled by background jobs)."""
+
+    def pending(conn: Any) -> int:
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'"
+                " AND state IN ('pending', 'running')"
+            ).fetchone()[0]
+        )
+
+    async def idle() -> bool:
+        return await harness.app.db.read(pending) == 0
+
+    await wait_until(idle, timeout=60)

@@ -13,7 +13,7 @@ from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.mcp.workspace import external_id_for
-from tests.mcp.agents import HttpMcp, contents, ok, refused, stdio_agent, text
+from tests.mcp.agents import HttpMcp, contents, indexed, ok, refused, stdio_agent, text
 
 SEED_004 = {
     "memory_add_fact": {"content", "tier", "session_id"},
@@ -106,6 +106,7 @@ async def test_two_agent_sessions_on_one_project_keep_task_memory_apart_and_shar
             content="The JWT library was MD5-signed in 2019", tier="archive", **a,
         )  # fmt: skip
         assert task["memory"]["tier"] == "task" and task["memory"]["own_session"] is True
+        await indexed(harness)
 
         mine = await ok(auth_terminal, "memory_query", query="JWT authentication port", **a)
         assert set(contents(mine)) == {
@@ -147,6 +148,7 @@ async def test_two_agent_sessions_on_one_project_keep_task_memory_apart_and_shar
 
         # Each terminal's own MCP session, when it names none, is a session of its own too.
         await ok(auth_terminal, "memory_add_fact", content="Scratch note for this terminal")
+        await indexed(harness)
         unnamed = await ok(billing_terminal, "memory_query", query="scratch note terminal")
         assert "Scratch note for this terminal" not in contents(unnamed)
 
@@ -170,6 +172,7 @@ async def test_streamable_http_serves_the_same_tools_and_the_same_isolation(harn
                      tier="task", session_id="deploy")  # fmt: skip
             await ok(first, "memory_add_fact", content="Staging lives at staging.lan",
                      tier="longterm", session_id="deploy")  # fmt: skip
+            await indexed(harness)
             seen = await ok(second, "memory_query", query="deploys staging",
                             session_id="docs")  # fmt: skip
             assert contents(seen) == ["Staging lives at staging.lan"]
@@ -180,6 +183,7 @@ async def test_streamable_http_serves_the_same_tools_and_the_same_isolation(harn
         async with server.client(mode="legacy") as old, server.client(mode="legacy") as other:
             await ok(old, "memory_add_fact", content="Legacy clients keep their own task",
                      tier="task")  # fmt: skip
+            await indexed(harness)
             mine = await ok(old, "memory_query", query="legacy clients task", tier="task")
             assert contents(mine) == ["Legacy clients keep their own task"]
             theirs = await ok(other, "memory_query", query="legacy clients task", tier="task")
@@ -201,6 +205,7 @@ async def test_every_tool_answers_its_good_arguments(harness, client):
         assert experience["memory"]["type"] == "experience"
         assert experience["memory"]["tier"] == "session"
         assert experience["memory"]["outcome"] == "The suite passed; do it first next time"
+        await indexed(harness)
 
         found = await ok(agent, "memory_query", query="migrations tests", limit=1, **session)
         assert found["count"] == 1 and found["more_may_exist"] is True
@@ -213,6 +218,7 @@ async def test_every_tool_answers_its_good_arguments(harness, client):
             occur_time=earlier.isoformat(), **session,
         )  # fmt: skip
         assert exchange["exchange"]["occur_time"] == "2024-05-01T09:00:00Z"
+        await indexed(harness)
         hits = await ok(agent, "memory_search_conversation", query="weekly flush",
                         mode="keyword")  # fmt: skip
         assert [h["exchange"]["id"] for h in hits["hits"]] == [exchange["exchange"]["id"]]
@@ -236,9 +242,7 @@ async def test_every_tool_answers_its_good_arguments(harness, client):
 
         project = await project_named(client, "tools")
         ruff = await client.upsert_entity(name="ruff", type="technology", project_id=project.id)
-        python = await client.upsert_entity(
-            name="Python", type="technology", project_id=project.id
-        )
+        python = await client.upsert_entity(name="Python", type="technology", project_id=project.id)
         await client.upsert_relationship(from_id=ruff.id, to_id=python.id, label="lints")
         entities = await ok(agent, "memory_search_entities", query="ruff")
         assert entities["entities"][0]["name"] == "ruff"
@@ -248,9 +252,7 @@ async def test_every_tool_answers_its_good_arguments(harness, client):
             ("ruff", "lints", "Python")
         ]
 
-        nexus_session = await client.get_session(
-            external_id=external_id_for("tools", "feature-x")
-        )
+        nexus_session = await client.get_session(external_id=external_id_for("tools", "feature-x"))
         await client.create_summary(
             summary=summary_pb2.Summary(
                 session_id=nexus_session.id, content="Linting with ruff; migrations first."
@@ -299,8 +301,11 @@ BAD_CALLS = [
     ("memory_get_context", {"session": "s"}, "'session'"),
     ("memory_add_exchange", {"ai_response": "hello"}, "user_message"),
     ("memory_add_exchange", {"user_message": " "}, "must not be blank"),
-    ("memory_add_exchange", {"user_message": "hi", "occur_time": "2024-05-01T09:00:00"},
-     "occur_time"),  # fmt: skip
+    (
+        "memory_add_exchange",
+        {"user_message": "hi", "occur_time": "2024-05-01T09:00:00"},
+        "occur_time",
+    ),  # fmt: skip
     ("memory_add_exchange", {"user_message": "hi", "occur_time": "yesterday"}, "occur_time"),
     (
         "memory_add_exchange",
@@ -329,9 +334,7 @@ BAD_CALLS = [
 ]
 
 
-async def test_every_tool_refuses_bad_arguments_before_any_call_and_writes_nothing(
-    harness, client
-):
+async def test_every_tool_refuses_bad_arguments_before_any_call_and_writes_nothing(harness, client):
     assert {tool for tool, _, _ in BAD_CALLS} == TOOLS
     async with stdio_agent(harness.target, "refusals") as agent:
         for tool, arguments, words in BAD_CALLS:
@@ -374,6 +377,7 @@ async def test_a_session_id_of_another_project_is_refused_and_plain_names_are_pe
         # The same plain name in two projects is two sessions.
         await ok(alpha, "memory_add_fact", content="alpha main", tier="task", session_id="main")
         await ok(beta, "memory_add_fact", content="beta main", tier="task", session_id="main")
+        await indexed(harness)
         seen = await ok(beta, "memory_query", query="main", tier="task", session_id="main")
         assert contents(seen) == ["beta main"]
     # The refused write opened no session in beta: only "main" is there.
@@ -408,6 +412,7 @@ async def test_the_api_key_comes_from_the_environment_and_refusals_carry_their_s
     async with stdio_agent(auth_harness.target, "secured", "--user", "ann", env=env) as agent:
         stored = await ok(agent, "memory_add_fact", content="ann prefers tabs",
                           tier="longterm", session_id="s")  # fmt: skip
+        await indexed(auth_harness)
         found = await ok(agent, "memory_query", query="tabs", session_id="s")
         assert [m["id"] for m in found["memories"]] == [stored["memory"]["id"]]
     async with stdio_agent(auth_harness.target, "secured", "--user", "zed", env=env) as outsider:
