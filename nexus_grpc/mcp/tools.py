@@ -39,6 +39,8 @@ _PAGE = 1000
 CONTEXT_SESSION_MEMORIES = 50
 CONTEXT_LONGTERM_MEMORIES = 20
 CONTEXT_EXCHANGES = 5
+#: Selection asks a model twice: its deadline is the server's LLM time, not the client's 30 s.
+SELECT_TIMEOUT = 300.0
 SOURCE = "nexus-grpc mcp"
 
 
@@ -497,6 +499,7 @@ class MemoryTools:
                     thread_id=session.external_id,
                     thread_summary=thread_summary,
                     limit=limit,
+                    timeout=SELECT_TIMEOUT,
                 ).collect()
             )
             return {
