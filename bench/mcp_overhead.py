@@ -38,7 +38,8 @@ from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.loadtest.launcher import ServerProcess
-from nexus_grpc.mcp.workspace import external_id_for
+from nexus_grpc.mcp.serve import build_server
+from nexus_grpc.mcp.workspace import WorkspaceOptions, external_id_for
 
 PROJECT = "bench-mcp"
 SESSION = "bench-terminal"
@@ -55,8 +56,8 @@ class Pairs:
     #: CPU ms this process (the agent's side) spent in each call.
     direct_cpu: list[float]
     tool_cpu: list[float]
-    #: CPU ms the nexus-grpc mcp process spent, per tool call.
-    server_cpu: float = 0.0
+    #: CPU ms the nexus-grpc mcp process spent, per tool call (None: it runs in this process).
+    server_cpu: float | None = None
 
     def row(self) -> str:
         over = sorted(t - d for t, d in zip(self.tool, self.direct, strict=True))
@@ -66,7 +67,7 @@ class Pairs:
             f"| {self.name} | {self.transport} | {len(self.direct)} |"
             f" {statistics.median(self.direct):.2f} | {statistics.median(self.tool):.2f} |"
             f" **{statistics.median(over):.2f}** | {p90:.2f} | {client:.2f} |"
-            f" {self.server_cpu:.2f} |"
+            f" {'(in this process)' if self.server_cpu is None else f'{self.server_cpu:.2f}'} |"
         )
 
 
@@ -88,19 +89,20 @@ async def pairs(
     n: int,
     direct: Callable[[], Awaitable[Any]],
     tool: Callable[[], Awaitable[Any]],
-    mcp_pid: int,
+    mcp_pid: int | None,
 ) -> Pairs:
     for _ in range(20):  # warm both paths: connections, caches, the session lookup
         await direct()
         await tool()
     out = Pairs(name, transport, [], [], [], [])
-    server_before = cpu_seconds(mcp_pid)
+    server_before = cpu_seconds(mcp_pid) if mcp_pid else 0.0
     for i in range(n):
         for which in ("direct", "tool") if i % 2 else ("tool", "direct"):
             wall, cpu = await timed(direct if which == "direct" else tool)
             getattr(out, which).append(wall)
             getattr(out, f"{which}_cpu").append(cpu)
-    out.server_cpu = (cpu_seconds(mcp_pid) - server_before) * 1000 / n
+    if mcp_pid:
+        out.server_cpu = (cpu_seconds(mcp_pid) - server_before) * 1000 / n
     return out
 
 
@@ -157,7 +159,7 @@ def checked(result: Any) -> None:
 async def measure_agent(
     agent: Client,
     transport: str,
-    mcp_pid: int,
+    mcp_pid: int | None,
     client: NexusClient,
     project_id: int,
     session_id: int,
@@ -234,6 +236,18 @@ async def run(n: int) -> list[Pairs]:
                         )
                 finally:
                     quiet.close()
+                # The SDK alone, without a transport: the MCP server in this process,
+                # its own client, the SDK's client dispatching to it directly.
+                local = build_server(
+                    NexusClient(server.target),
+                    WorkspaceOptions(project=PROJECT),
+                    connection_session="in-process",
+                )
+                async with Client(local) as agent:
+                    results += await measure_agent(
+                        agent, "in-process (no transport)", None, client, project_id,
+                        session_id, n,
+                    )  # fmt: skip
                 http, url = await asyncio.to_thread(start_http, server.target)
                 async with Client(url) as agent:
                     results += await measure_agent(
