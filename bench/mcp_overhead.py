@@ -271,20 +271,25 @@ def report(results: list[Pairs], command: str) -> str:
         "## MCP tool calls against the gRPC calls they make (issue 28)",
         "",
         f"`{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on this 2-core"
-        " machine: the real server, `nexus-grpc mcp` over stdio and over streamable HTTP",
+        " machine: the real server, `nexus-grpc mcp` over stdio and over streamable HTTP"
         " (each a subprocess, driven by the `mcp` SDK's client), and the same typed client"
         " calling the server directly from the benchmark's process. Each pair is timed back to"
         " back, alternating which goes first; the overhead is the median of the pairs'"
         " differences (target: under 2 ms over stdio). The CPU columns say where it goes,"
         " whatever else the machine runs: what the agent's side (the SDK client) spends more"
         " on a tool call than on the direct call (median of each), and the `nexus-grpc mcp`"
-        f" process's own CPU per tool call. Load average at the end: {load()}.",
+        " process's own CPU per tool call. The in-process rows run the same MCP server"
+        " inside the benchmark's process, called by the SDK's client without a transport:"
+        f" the SDK's own share. Load average at the end: {load()}.",
         "",
         "| tool ÷ direct call | transport | pairs | direct p50 ms | tool p50 ms |"
         " overhead p50 ms | overhead p90 ms | agent-side CPU ms more a call |"
         " nexus-grpc mcp CPU ms a call |",
         "|---|---|---|---|---|---|---|---|---|",
         *(r.row() for r in results),
+        "",
+        # What the figures mean travels with them (as make bench's findings do).
+        (Path(__file__).parent / "mcp_findings.md").read_text().rstrip(),
         "",
     ]
     return "\n".join(lines)
