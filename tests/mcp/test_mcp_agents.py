@@ -149,8 +149,11 @@ async def test_two_agent_sessions_on_one_project_keep_task_memory_apart_and_shar
         # Each terminal's own MCP session, when it names none, is a session of its own too.
         await ok(auth_terminal, "memory_add_fact", content="Scratch note for this terminal")
         await indexed(harness)
+        own_unnamed = await ok(auth_terminal, "memory_query", query="scratch note terminal")
+        assert "Scratch note for this terminal" in contents(own_unnamed)
         unnamed = await ok(billing_terminal, "memory_query", query="scratch note terminal")
         assert "Scratch note for this terminal" not in contents(unnamed)
+        assert own_unnamed["session_id"] != unnamed["session_id"]
 
     # Both terminals wrote into one project, each into its own session.
     project = await project_named(client, "shop")
