@@ -124,7 +124,12 @@ def _label(m: memory_pb2.Memory, key: str) -> str | None:
 
 
 def memory(m: memory_pb2.Memory, *, session_id: int = 0) -> dict[str, Any]:
-    """A memory; ``own_session`` says whether it was stored in the asking session."""
+    """A memory; ``own_session`` says whether it was stored in the asking session.
+
+    What an agent reads goes into its context window, so fields that say
+    nothing are left out: ``confidence`` when it is 1, ``agent`` and ``user``
+    when empty, ``update_time`` until the memory changes.
+    """
     out: dict[str, Any] = {
         "id": m.id,
         "kind": KINDS.get(m.kind, "unspecified"),
@@ -136,15 +141,14 @@ def memory(m: memory_pb2.Memory, *, session_id: int = 0) -> dict[str, Any]:
     outcome = _label(m, "outcome")
     if outcome is not None:
         out["outcome"] = outcome
-    out.update(
-        {
-            "confidence": round(m.confidence, 4),
-            "own_session": bool(session_id) and m.session_id == session_id,
-            "agent": m.agent_id,
-            "create_time": _time(m, "create_time"),
-            "update_time": _time(m, "update_time"),
-        }
-    )
+    out["own_session"] = bool(session_id) and m.session_id == session_id
+    out["create_time"] = _time(m, "create_time")
+    if m.update_time != m.create_time:
+        out["update_time"] = _time(m, "update_time")
+    if m.confidence != 1.0:
+        out["confidence"] = round(m.confidence, 4)
+    if m.agent_id:
+        out["agent"] = m.agent_id
     if m.user_id:
         out["user"] = m.user_id
     if m.HasField("expire_time"):
