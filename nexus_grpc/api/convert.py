@@ -11,6 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.core import models
+from nexus_grpc.domain.facts import DEFAULT_SINGLE_VALUED_LABELS
 from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
@@ -80,6 +81,11 @@ def project(p: models.Project) -> memory_pb2.Project:
         create_time=timestamp(p.created_at),
         update_time=timestamp(p.updated_at),
         retention=None if p.retention is None else _duration(p.retention),
+        single_valued_labels=list(
+            p.single_valued_labels
+            if p.single_valued_labels is not None
+            else DEFAULT_SINGLE_VALUED_LABELS
+        ),
     )
 
 
@@ -98,6 +104,7 @@ def project_values(p: memory_pb2.Project) -> dict[str, Any]:
         "notes": p.notes,
         "system_prompt": p.system_prompt,
         "retention": duration_field(p, "retention", "project"),
+        "single_valued_labels": list(p.single_valued_labels),
     }
 
 

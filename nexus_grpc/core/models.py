@@ -63,6 +63,9 @@ class Project:
     tenant: str = ""
     #: Seconds its sessions and episodes are kept; None: for ever.
     retention: float | None = None
+    #: Relationship labels that hold one value at a time in its graph; None:
+    #: the defaults (domain/facts.py).
+    single_valued_labels: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

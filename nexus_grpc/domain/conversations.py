@@ -11,7 +11,7 @@ from typing import Any
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow, episode_text
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import inline_vectors, paging
+from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.errors import (
@@ -26,7 +26,18 @@ from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
-PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
+PROJECT_FIELDS = (
+    "name",
+    "description",
+    "colour",
+    "icon",
+    "notes",
+    "system_prompt",
+    "retention",
+    "single_valued_labels",
+)
+# A field's value when a create or update leaves it out.
+_PROJECT_UNSET: dict[str, Any] = {"retention": None, "single_valued_labels": ()}
 # The longest retention accepted: beyond it "for ever" is what the caller means.
 MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400
 SESSION_FIELDS = ("name", "project_id", "metadata")
@@ -37,6 +48,8 @@ def _project_values(values: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if name == "retention":
             checked[name] = _retention(value)
+        elif name == "single_valued_labels":
+            checked[name] = facts.check_labels(f"project.{name}", value)
         elif name in ("name", "colour", "icon"):
             checked[name] = v.name(f"project.{name}", value, required=name == "name")
         else:
@@ -315,7 +328,7 @@ class Conversations:
 
     async def create_project(self, values: Mapping[str, Any]) -> Project:
         checked = _project_values(
-            {f: values.get(f, None if f == "retention" else "") for f in PROJECT_FIELDS}
+            {f: values.get(f, _PROJECT_UNSET.get(f, "")) for f in PROJECT_FIELDS}
         )
         tenant = tenancy.creator(self.default_tenant)
         project = await self.db.write(lambda c: project_store.insert(c, checked, tenant))
@@ -339,9 +352,7 @@ class Conversations:
     ) -> Project:
         v.positive_id("project.id", project_id)
         paths = v.update_mask(mask, PROJECT_FIELDS)
-        checked = _project_values(
-            {p: values.get(p, None if p == "retention" else "") for p in paths}
-        )
+        checked = _project_values({p: values.get(p, _PROJECT_UNSET.get(p, "")) for p in paths})
         tenant = tenancy.visible()
         project = await self.db.write(
             lambda c: project_store.update(c, project_id, checked, tenant)

@@ -1,12 +1,15 @@
 """Entity extraction, the use case: one episode in, graph upserts and an event out.
 
-``run`` does the slow part (the LLM call) outside any transaction and
-returns a write function; the job worker commits that write in the same
-transaction as the job's deletion, so the graph, the episode's state, the
-event and the entity index jobs land together or not at all.
+``run`` does the slow part (the LLM calls: the extraction, and at most one
+question about names the resolution rules cannot settle) outside any
+transaction and returns a write function; the job worker commits that write
+in the same transaction as the job's deletion, so the graph, the episode's
+state, the event and the entity index jobs land together or not at all.
 
 Re-running an episode is idempotent: mention counts move only for
-(entity, episode) and (relationship, episode) links that are new.
+(entity, episode) links that are new, and the facts the episode asserted or
+ended are replaced, not added to (its evidence is dropped and written again,
+and the intervals derived anew).
 """
 
 from __future__ import annotations
@@ -16,20 +19,35 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
 from typing import Any
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.graph import ASSERT, END
 from nexus_grpc.core.models import JobState
+from nexus_grpc.core.names import name_key, search_key
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import facts
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.entity_resolution import (
+    NO_ANSWERS,
+    Answers,
+    EntityResolution,
+    settle,
+)
+from nexus_grpc.domain.resolution import Mention
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
+    ENTITY_TYPES,
     EXTRACTION_OPTIONS,
     EXTRACTION_SCHEMA,
+    MAX_CURRENT_FACTS,
     MAX_KNOWN_ENTITIES,
+    CurrentFact,
     ExtractionResult,
+    KnownEntity,
     build_extraction_part_messages,
     exchange_text,
     merge_results,
@@ -45,13 +63,17 @@ from nexus_grpc.store.jobs import Job
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
 WriteFn = Callable[[sqlite3.Connection], Any]
+# Words in a row looked up as names known to the graph: "New York City".
+MAX_NAME_WORDS = 3
 
 
 @dataclass(frozen=True)
 class _EpisodeContext:
     user_message: str
     ai_response: str
-    known: list[tuple[str, str]]
+    graph: tuple[int, int]
+    known: list[KnownEntity]
+    facts: list[CurrentFact]
 
 
 def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
@@ -69,20 +91,77 @@ def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
     return (project_id, 0) if project_id else (0, session_id)
 
 
+def _phrase_keys(text: str) -> list[str]:
+    words = search_key(text).split()
+    return sorted(
+        {
+            " ".join(words[i : i + size])
+            for size in range(1, MAX_NAME_WORDS + 1)
+            for i in range(len(words) - size + 1)
+        }
+    )
+
+
+def _since(at: float | None) -> str:
+    return "" if not at else datetime.fromtimestamp(at, UTC).date().isoformat()
+
+
 def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | None:
     scope = episode_scope(conn, episode_id)
     if scope is None:
         return None
     episode = episode_store.get(conn, episode_id)
-    # Only entities of the episode's own scope: another project's names must
+    # Only entities of the episode's own graph: another project's names must
     # not leak into this one's prompt (and from there into its graph).
-    project_id, session_id = graph_of(*scope)
-    known = graph_store.recent_entities(conn, project_id, MAX_KNOWN_ENTITIES, session_id=session_id)
-    return _EpisodeContext(episode.user_message, episode.ai_response, known)
+    graph = graph_of(*scope)
+    # The entities the exchange names come first (with what holds about
+    # them now, so the model can end it), then the graph's most recent.
+    named = graph_store.entities_named(
+        conn,
+        *graph,
+        _phrase_keys(f"{episode.user_message}\n{episode.ai_response}"),
+        MAX_KNOWN_ENTITIES,
+    )
+    recent = graph_store.recent_entities(conn, graph[0], MAX_KNOWN_ENTITIES, session_id=graph[1])
+    shown = {e.id: e for e in named}
+    for e in reversed(recent):
+        if len(shown) >= MAX_KNOWN_ENTITIES:
+            break
+        shown.setdefault(e.id, e)
+    known = [KnownEntity(e.name, e.type, e.aliases) for e in reversed(list(shown.values()))]
+    current = [
+        CurrentFact(f, label, t, _since(at))
+        for f, label, t, at in graph_store.current_facts(
+            conn, [e.id for e in named], MAX_CURRENT_FACTS
+        )
+    ]
+    return _EpisodeContext(episode.user_message, episode.ai_response, graph, known, current)
 
 
-def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionResult) -> int | None:
-    """Upsert what was extracted, mark the episode done and log the event.
+def _resolve_name(
+    conn: sqlite3.Connection, graph: tuple[int, int], surface: str, named: dict[str, int]
+) -> int | None:
+    """An edge end: a name of this answer, else exactly one entity of the
+    graph with that key (of any type); otherwise unknown."""
+    if surface.lower() in named:
+        return named[surface.lower()]
+    found = {
+        i
+        for etype in ENTITY_TYPES
+        for i in graph_store.entities_with_key(conn, graph, name_key(surface, etype), [etype])
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def apply_result(
+    conn: sqlite3.Connection,
+    episode_id: int,
+    result: ExtractionResult,
+    answers: Answers = NO_ANSWERS,
+    llm_calls: int = 1,
+) -> int | None:
+    """Resolve and upsert what was extracted, record the facts it asserted
+    and ended, mark the episode done and log the event.
 
     Returns the event id, or None when the episode was deleted meanwhile.
     """
@@ -91,37 +170,45 @@ def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionRe
         return None
     session_id, project_id = scope
     graph = graph_of(session_id, project_id)
-    by_name: dict[str, int] = {}
+    at = episode_store.get(conn, episode_id).occur_at
+    mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
+    resolved = settle(conn, graph, mentions, answers, episode_id)
+    named: dict[str, int] = {}
     entity_ids: list[int] = []
-    for e in result.entities:
-        entity_id = graph_store.upsert_entity(
-            conn,
-            e.name,
-            e.type,
-            e.notes,
-            source=graph_store.SOURCE_EXTRACTION,
-            project_id=graph[0],
-            session_id=graph[1],
-            episode_id=episode_id,
-        )
+    for m in mentions:
+        entity_id = resolved[(m.key, m.type)]
         entity_ids.append(entity_id)
-        by_name.setdefault(e.name.lower(), entity_id)
-    rel_ids: list[int] = []
-    for r in result.relationships:
-        src, dst = by_name.get(r.source.lower()), by_name.get(r.target.lower())
-        if src is None or dst is None or src == dst:
-            continue
-        rel_ids.append(
-            graph_store.upsert_relationship(conn, src, dst, r.label, r.notes, episode_id=episode_id)
-        )
+        named.setdefault(m.surface.lower(), entity_id)
+
+    groups = graph_store.drop_episode_evidence(conn, episode_id)
+    asserted: list[tuple[int, int, str]] = []
+    for kind, edges in ((ASSERT, result.relationships), (END, result.ended)):
+        for r in edges:
+            src = _resolve_name(conn, graph, r.source, named)
+            dst = _resolve_name(conn, graph, r.target, named)
+            if src is None or dst is None or src == dst:
+                continue
+            graph_store.add_evidence(
+                conn, src, dst, r.label, kind, at, episode_id=episode_id, notes=r.notes
+            )
+            groups.add((src, r.label))
+            if kind == ASSERT:
+                asserted.append((src, dst, r.label))
+    facts.rederive(conn, groups, facts.single_valued(conn, graph))
+
     entities = graph_store.get_entities(conn, entity_ids)
+    relationships = [
+        rel
+        for src, dst, label in dict.fromkeys(asserted)
+        if (rel := graph_store.relationship_at(conn, src, dst, label, at)) is not None
+    ]
     payload = {
         "parts": result.parts,
-        "entities": [entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids)],
-        "relationships": [
-            rel_to_dict(r)
-            for r in graph_store.get_relationships(conn, list(dict.fromkeys(rel_ids)))
+        "llm_calls": llm_calls,
+        "entities": [
+            entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids) if i in entities
         ],
+        "relationships": [rel_to_dict(r) for r in relationships],
     }
     episode_store.set_extract_state(conn, episode_id, JobState.DONE)
     return event_store.insert(
@@ -148,7 +235,9 @@ def entity_to_dict(e: Entity) -> dict[str, Any]:
 
 
 def entity_from_dict(d: dict[str, Any]) -> Entity:
-    return Entity(**{k: v for k, v in d.items() if k in _ENTITY_FIELDS})
+    values = {k: v for k, v in d.items() if k in _ENTITY_FIELDS}
+    values["aliases"] = tuple(values.get("aliases", ()))  # JSON gives a list back
+    return Entity(**values)
 
 
 def rel_to_dict(r: Relationship) -> dict[str, Any]:
@@ -169,6 +258,7 @@ class Extraction:
         *,
         model: str,
         timeout: float,
+        resolution: EntityResolution | None = None,
     ) -> None:
         self.db = db
         self.signals = signals
@@ -176,6 +266,7 @@ class Extraction:
         self._llm = llm
         self.model = model
         self.timeout = timeout
+        self.resolution = resolution or EntityResolution(db, llm, model=model, timeout=timeout)
 
     async def run(self, episode_id: int) -> WriteFn | None:
         """Extract one episode; returns the write that records the outcome.
@@ -192,7 +283,7 @@ class Extraction:
         num_predict = EXTRACTION_OPTIONS["num_predict"]
         # The fixed prompt is measured as a part's, with the longest known
         # list: what is left is the room for the exchange itself.
-        fixed = build_extraction_part_messages("", ctx.known, part=(999, 999))
+        fixed = build_extraction_part_messages("", ctx.known, part=(999, 999), facts=ctx.facts)
         budget = await llm.input_budget(self.model, fixed, num_predict, timeout=self.timeout)
         if budget <= 0:
             raise LLMInputTooLong(
@@ -200,14 +291,13 @@ class Extraction:
             )
         pieces = tokens.split_to_budget(exchange, budget)
         results: list[ExtractionResult] = []
-        # Every part gets the same known list (the budget was measured with
-        # it); the merge joins names the parts spell alike.
-        known = list(ctx.known)
+        # Every part gets the same known list and facts (the budget was
+        # measured with them); the merge joins names the parts spell alike.
         for i, piece in enumerate(pieces, 1):
             part = (i, len(pieces)) if len(pieces) > 1 else None
             answer = await llm.chat_json(
                 self.model,
-                build_extraction_part_messages(piece, known, part),
+                build_extraction_part_messages(piece, ctx.known, part, facts=ctx.facts),
                 EXTRACTION_SCHEMA,
                 temperature=EXTRACTION_OPTIONS["temperature"],
                 num_predict=num_predict,
@@ -217,17 +307,22 @@ class Extraction:
         result = results[0] if len(results) == 1 else merge_results(results)
         if result.parts > 1:
             log.info("episode %d was extracted in %d parts", episode_id, result.parts)
+        mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
+        answers = await self.resolution.ask(ctx.graph, mentions, exchange)
+        llm_calls = len(pieces) + answers.llm_calls
         log.debug(
-            "episode %d: %d entities, %d relationships",
+            "episode %d: %d entities, %d relationships, %d ended, %d LLM calls",
             episode_id,
             len(result.entities),
             len(result.relationships),
+            len(result.ended),
+            llm_calls,
         )
-        return lambda conn: apply_result(conn, episode_id, result)
+        return lambda conn: apply_result(conn, episode_id, result, answers, llm_calls)
 
     def committed(self) -> None:
         """After the worker committed outcomes: index the entities, wake watchers."""
-        self.signals.wake(jobs.INDEX_ENTITY)
+        self.signals.wake(jobs.INDEX_ENTITY, jobs.RESOLVE_ENTITY)
         self.events.notify()
 
     async def requeue(self, episode_id: int, all_failed: bool) -> int:

@@ -23,6 +23,9 @@ INDEX_SUMMARY = "index:summaries"
 INDEX_MEMORY = "index:memories"
 EXTRACT_EPISODE = "extract:episode"
 SUMMARIZE_SESSION = "summarize:session"
+# An entity kept apart because the LLM could not say whether it is another:
+# ask again (domain/entity_resolution.py).
+RESOLVE_ENTITY = "resolve:entity"
 # Scheduled for the end of a deleted memory's history retention (run_after).
 PURGE_MEMORY_HISTORY = "purge:memory_history"
 # Kinds whose jobs are queued for a future time on purpose: their age counts
@@ -47,6 +50,7 @@ ALL_KINDS = (
     INDEX_MEMORY,
     EXTRACT_EPISODE,
     SUMMARIZE_SESSION,
+    RESOLVE_ENTITY,
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
     RETAIN_PROJECT,

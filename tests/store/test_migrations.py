@@ -65,15 +65,15 @@ def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path, 
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # The id high-water mark survives the rebuild.
-    new_id = conn.execute("INSERT INTO entities (name, type, created_at)"
-                          " VALUES ('new', 'concept', 0)").lastrowid  # fmt: skip
+    new_id = conn.execute("INSERT INTO entities (name, name_key, type, created_at)"
+                          " VALUES ('new', 'new', 'concept', 0)").lastrowid  # fmt: skip
     assert new_id == 10
     # The same name may now live in two sessions' graphs, but no edge joins them.
-    conn.execute("INSERT INTO entities (id, session_id, name, type, created_at)"
-                 " VALUES (20, 2, 'only a', 'concept', 0)")  # fmt: skip
+    conn.execute("INSERT INTO entities (id, session_id, name, name_key, type, created_at)"
+                 " VALUES (20, 2, 'only a', 'only a', 'concept', 0)")  # fmt: skip
     with pytest.raises(sqlite3.IntegrityError, match="different graphs"):
-        conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at)"
-                     " VALUES (1, 20, 'leak', 0)")  # fmt: skip
+        conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at, valid_at)"
+                     " VALUES (1, 20, 'leak', 0, 0)")  # fmt: skip
     # Deleting an entity still cascades to its edges and links.
     conn.execute("DELETE FROM entities WHERE id = 1")
     assert conn.execute("SELECT COUNT(*) FROM relationships").fetchone()[0] == 0

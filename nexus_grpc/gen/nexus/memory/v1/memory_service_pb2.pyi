@@ -186,6 +186,7 @@ class Project(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     RETENTION_FIELD_NUMBER: _builtins.int
+    SINGLE_VALUED_LABELS_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     description: _builtins.str
@@ -210,6 +211,15 @@ class Project(_message.Message):
         in the mask sets it, or (left unset) keeps everything again.
         """
 
+    @_builtins.property
+    def single_valued_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Relationship labels that hold one value at a time in the project's graph:
+        asserting a new value ends the current one (lives_in Porto ends lives_in
+        Lisbon). Shows the defaults (lives_in, works_at, located_in, married_to,
+        reports_to) until set; UpdateProject with an empty list in the mask
+        restores them.
+        """
+
     def __init__(
         self,
         *,
@@ -223,10 +233,11 @@ class Project(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         retention: _duration_pb2.Duration | None = ...,
+        single_valued_labels: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "retention", b"retention", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "retention", b"retention", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "retention", b"retention", "single_valued_labels", b"single_valued_labels", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -887,6 +898,10 @@ class ExportRecord(_message.Message):
     ENTITY_FIELD_NUMBER: _builtins.int
     RELATIONSHIP_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
+    ENTITY_ALIAS_FIELD_NUMBER: _builtins.int
+    ENTITY_EPISODE_FIELD_NUMBER: _builtins.int
+    RELATIONSHIP_EVIDENCE_FIELD_NUMBER: _builtins.int
+    ENTITY_MERGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> Global___Project: ...
     @_builtins.property
@@ -907,6 +922,16 @@ class ExportRecord(_message.Message):
     def relationship(self) -> _graph_service_pb2.Relationship: ...
     @_builtins.property
     def summary(self) -> _summary_service_pb2.Summary: ...
+    @_builtins.property
+    def entity_alias(self) -> _graph_service_pb2.EntityAlias:
+        """The graph's history and evidence: after the entities and relationships."""
+
+    @_builtins.property
+    def entity_episode(self) -> _graph_service_pb2.EntityEpisode: ...
+    @_builtins.property
+    def relationship_evidence(self) -> _graph_service_pb2.RelationshipEvidence: ...
+    @_builtins.property
+    def entity_merge(self) -> _graph_service_pb2.EntityMerge: ...
     def __init__(
         self,
         *,
@@ -918,12 +943,16 @@ class ExportRecord(_message.Message):
         entity: _graph_service_pb2.Entity | None = ...,
         relationship: _graph_service_pb2.Relationship | None = ...,
         summary: _summary_service_pb2.Summary | None = ...,
+        entity_alias: _graph_service_pb2.EntityAlias | None = ...,
+        entity_episode: _graph_service_pb2.EntityEpisode | None = ...,
+        relationship_evidence: _graph_service_pb2.RelationshipEvidence | None = ...,
+        entity_merge: _graph_service_pb2.EntityMerge | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary", "entity_alias", "entity_episode", "relationship_evidence", "entity_merge"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 

@@ -26,7 +26,14 @@ import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
-import { Entity, Relationship } from "../../graph/v1/graph_service";
+import {
+  Entity,
+  EntityAlias,
+  EntityEpisode,
+  EntityMerge,
+  Relationship,
+  RelationshipEvidence,
+} from "../../graph/v1/graph_service";
 import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
@@ -368,7 +375,17 @@ export interface Project {
    * Whole seconds, positive, at most 100 years. UpdateProject with retention
    * in the mask sets it, or (left unset) keeps everything again.
    */
-  retention: Duration | undefined;
+  retention:
+    | Duration
+    | undefined;
+  /**
+   * Relationship labels that hold one value at a time in the project's graph:
+   * asserting a new value ends the current one (lives_in Porto ends lives_in
+   * Lisbon). Shows the defaults (lives_in, works_at, located_in, married_to,
+   * reports_to) until set; UpdateProject with an empty list in the mask
+   * restores them.
+   */
+  singleValuedLabels: string[];
 }
 
 export interface CreateProjectRequest {
@@ -574,7 +591,14 @@ export interface ExportRecord {
   memoryRevision?: MemoryRevision | undefined;
   entity?: Entity | undefined;
   relationship?: Relationship | undefined;
-  summary?: Summary | undefined;
+  summary?:
+    | Summary
+    | undefined;
+  /** The graph's history and evidence: after the entities and relationships. */
+  entityAlias?: EntityAlias | undefined;
+  entityEpisode?: EntityEpisode | undefined;
+  relationshipEvidence?: RelationshipEvidence | undefined;
+  entityMerge?: EntityMerge | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -912,6 +936,7 @@ function createBaseProject(): Project {
     createTime: undefined,
     updateTime: undefined,
     retention: undefined,
+    singleValuedLabels: [],
   };
 }
 
@@ -946,6 +971,9 @@ export const Project: MessageFns<Project> = {
     }
     if (message.retention !== undefined) {
       Duration.encode(message.retention, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.singleValuedLabels) {
+      writer.uint32(90).string(v!);
     }
     return writer;
   },
@@ -1043,6 +1071,14 @@ export const Project: MessageFns<Project> = {
             message.retention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.singleValuedLabels.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1079,6 +1115,11 @@ export const Project: MessageFns<Project> = {
         ? fromJsonTimestamp(object.update_time)
         : undefined,
       retention: isSet(object.retention) ? Duration.fromJSON(object.retention) : undefined,
+      singleValuedLabels: globalThis.Array.isArray(object?.singleValuedLabels)
+        ? object.singleValuedLabels.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.single_valued_labels)
+        ? object.single_valued_labels.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1114,6 +1155,9 @@ export const Project: MessageFns<Project> = {
     if (message.retention !== undefined) {
       obj.retention = Duration.toJSON(message.retention);
     }
+    if (message.singleValuedLabels?.length) {
+      obj.singleValuedLabels = message.singleValuedLabels;
+    }
     return obj;
   },
 
@@ -1134,6 +1178,7 @@ export const Project: MessageFns<Project> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? Duration.fromPartial(object.retention)
       : undefined;
+    message.singleValuedLabels = object.singleValuedLabels?.map((e) => e) || [];
     return message;
   },
 };
@@ -3622,6 +3667,10 @@ function createBaseExportRecord(): ExportRecord {
     entity: undefined,
     relationship: undefined,
     summary: undefined,
+    entityAlias: undefined,
+    entityEpisode: undefined,
+    relationshipEvidence: undefined,
+    entityMerge: undefined,
   };
 }
 
@@ -3650,6 +3699,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.summary !== undefined) {
       Summary.encode(message.summary, writer.uint32(66).fork()).join();
+    }
+    if (message.entityAlias !== undefined) {
+      EntityAlias.encode(message.entityAlias, writer.uint32(74).fork()).join();
+    }
+    if (message.entityEpisode !== undefined) {
+      EntityEpisode.encode(message.entityEpisode, writer.uint32(82).fork()).join();
+    }
+    if (message.relationshipEvidence !== undefined) {
+      RelationshipEvidence.encode(message.relationshipEvidence, writer.uint32(90).fork()).join();
+    }
+    if (message.entityMerge !== undefined) {
+      EntityMerge.encode(message.entityMerge, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3731,6 +3792,38 @@ export const ExportRecord: MessageFns<ExportRecord> = {
             message.summary = Summary.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.entityAlias = EntityAlias.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.entityEpisode = EntityEpisode.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.relationshipEvidence = RelationshipEvidence.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.entityMerge = EntityMerge.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3757,6 +3850,26 @@ export const ExportRecord: MessageFns<ExportRecord> = {
       entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
       relationship: isSet(object.relationship) ? Relationship.fromJSON(object.relationship) : undefined,
       summary: isSet(object.summary) ? Summary.fromJSON(object.summary) : undefined,
+      entityAlias: isSet(object.entityAlias)
+        ? EntityAlias.fromJSON(object.entityAlias)
+        : isSet(object.entity_alias)
+        ? EntityAlias.fromJSON(object.entity_alias)
+        : undefined,
+      entityEpisode: isSet(object.entityEpisode)
+        ? EntityEpisode.fromJSON(object.entityEpisode)
+        : isSet(object.entity_episode)
+        ? EntityEpisode.fromJSON(object.entity_episode)
+        : undefined,
+      relationshipEvidence: isSet(object.relationshipEvidence)
+        ? RelationshipEvidence.fromJSON(object.relationshipEvidence)
+        : isSet(object.relationship_evidence)
+        ? RelationshipEvidence.fromJSON(object.relationship_evidence)
+        : undefined,
+      entityMerge: isSet(object.entityMerge)
+        ? EntityMerge.fromJSON(object.entityMerge)
+        : isSet(object.entity_merge)
+        ? EntityMerge.fromJSON(object.entity_merge)
+        : undefined,
     };
   },
 
@@ -3785,6 +3898,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.summary !== undefined) {
       obj.summary = Summary.toJSON(message.summary);
+    }
+    if (message.entityAlias !== undefined) {
+      obj.entityAlias = EntityAlias.toJSON(message.entityAlias);
+    }
+    if (message.entityEpisode !== undefined) {
+      obj.entityEpisode = EntityEpisode.toJSON(message.entityEpisode);
+    }
+    if (message.relationshipEvidence !== undefined) {
+      obj.relationshipEvidence = RelationshipEvidence.toJSON(message.relationshipEvidence);
+    }
+    if (message.entityMerge !== undefined) {
+      obj.entityMerge = EntityMerge.toJSON(message.entityMerge);
     }
     return obj;
   },
@@ -3817,6 +3942,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
       : undefined;
     message.summary = (object.summary !== undefined && object.summary !== null)
       ? Summary.fromPartial(object.summary)
+      : undefined;
+    message.entityAlias = (object.entityAlias !== undefined && object.entityAlias !== null)
+      ? EntityAlias.fromPartial(object.entityAlias)
+      : undefined;
+    message.entityEpisode = (object.entityEpisode !== undefined && object.entityEpisode !== null)
+      ? EntityEpisode.fromPartial(object.entityEpisode)
+      : undefined;
+    message.relationshipEvidence = (object.relationshipEvidence !== undefined && object.relationshipEvidence !== null)
+      ? RelationshipEvidence.fromPartial(object.relationshipEvidence)
+      : undefined;
+    message.entityMerge = (object.entityMerge !== undefined && object.entityMerge !== null)
+      ? EntityMerge.fromPartial(object.entityMerge)
       : undefined;
     return message;
   },
