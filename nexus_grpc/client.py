@@ -1168,6 +1168,7 @@ class NexusClient(ClientBase):
         label: str | None = None,
         notes: str | None = None,
         valid_time: timestamp_pb2.Timestamp | None = None,
+        invalid_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.Relationship:
@@ -1184,6 +1185,8 @@ class NexusClient(ClientBase):
             label: str
             notes: str
             valid_time: When it began to hold; now when unset.
+            invalid_time: When it stopped holding, for a fact known to have ended (after
+                valid_time); unset: it holds, as far as this call says.
         """
         return await self._unary(
             "GraphService",
@@ -1196,6 +1199,7 @@ class NexusClient(ClientBase):
                 "label": label,
                 "notes": notes,
                 "valid_time": valid_time,
+                "invalid_time": invalid_time,
             },
             timeout,
             metadata,

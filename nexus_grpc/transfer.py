@@ -148,7 +148,7 @@ class _Existing:
     )
     memories: Counter[str] = field(default_factory=Counter)
     entities: dict[tuple[str, str], int] = field(default_factory=dict)
-    relationships: set[tuple[int, int, str]] = field(default_factory=set)
+    relationships: set[tuple[int, int, str, int]] = field(default_factory=set)
     summaries: Counter[str] = field(default_factory=Counter)
 
     @classmethod
@@ -170,7 +170,7 @@ class _Existing:
                 held.entities[(entity.name.casefold(), entity.type)] = entity.id
             elif kind == "relationship":
                 r = record.relationship
-                held.relationships.add((r.from_id, r.to_id, r.label))
+                held.relationships.add(_interval_key(r.from_id, r.to_id, r))
             elif kind == "summary":
                 s = record.summary
                 held.summaries[
@@ -497,11 +497,18 @@ class _Import:
             from_id, to_id = self.entities[r.from_id], self.entities[r.to_id]
         except KeyError:
             raise ValueError(f"relationship {r.id} names an entity not in the file") from None
-        if self.resumed and (from_id, to_id, r.label) in self.held.relationships:
+        if self.resumed and _interval_key(from_id, to_id, r) in self.held.relationships:
             self.found("relationship")
             return
+        # Each interval as it held: from its valid_time, and until its
+        # invalid_time when it ended.
         await self.client.upsert_relationship(
-            from_id=from_id, to_id=to_id, label=r.label, notes=r.notes
+            from_id=from_id,
+            to_id=to_id,
+            label=r.label,
+            notes=r.notes,
+            valid_time=r.valid_time if r.HasField("valid_time") else None,
+            invalid_time=r.invalid_time if r.HasField("invalid_time") else None,
         )
         self.count("relationship")
 
@@ -528,6 +535,11 @@ class _Import:
         self.count("summary")
 
 
+def _interval_key(from_id: int, to_id: int, r: graph_pb2.Relationship) -> tuple[int, int, str, int]:
+    """A relationship interval by its ends, label and start (to the second)."""
+    return (from_id, to_id, r.label, r.valid_time.seconds)
+
+
 def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
     values = memory_pb2.Project(
         name=p.name,
@@ -536,6 +548,7 @@ def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
         icon=p.icon,
         notes=p.notes,
         system_prompt=p.system_prompt,
+        single_valued_labels=list(p.single_valued_labels),
     )
     if p.HasField("retention"):
         values.retention.CopyFrom(p.retention)

@@ -117,7 +117,7 @@ def merge(m: EntityMerge, *, with_sources: bool = False) -> graph_pb2.EntityMerg
 def merged_source(s: MergedSource) -> graph_pb2.MergedSource:
     return graph_pb2.MergedSource(
         entity=entity(s.entity),
-        alias_keys=list(s.alias_norms),
+        alias_names=list(s.alias_names),
         episode_ids=list(s.episode_ids),
         shared_episode_ids=list(s.shared_episode_ids),
         evidence_from_ids=list(s.evidence_from),

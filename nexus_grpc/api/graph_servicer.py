@@ -77,6 +77,7 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
             request.label,
             request.notes,
             time_field(request, "valid_time"),
+            time_field(request, "invalid_time"),
         )
         return convert.relationship(r)
 

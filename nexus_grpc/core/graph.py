@@ -107,6 +107,14 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class EntityEpisode:
+    """An episode that mentions an entity."""
+
+    entity_id: int
+    episode_id: int
+
+
+@dataclass(frozen=True)
 class EntityAlias:
     """A surface name of an entity, and how it was resolved to it."""
 
@@ -125,7 +133,7 @@ class MergedSource:
     """A merge's source as it was, and what moved from it to the target."""
 
     entity: Entity
-    alias_norms: tuple[str, ...] = ()
+    alias_names: tuple[str, ...] = ()
     # Episode links that moved (the target had none for these episodes).
     episode_ids: tuple[int, ...] = ()
     # Episode links both had: the target keeps them on undo.

@@ -82,7 +82,7 @@ def name_key(name: str, etype: str) -> str:
     if etype == "person":
         stripped = words[1:] if len(words) > 1 and words[0] in PERSON_TITLES else words
     elif etype == "organization":
-        stripped = list(words)
+        stripped = words[1:] if len(words) > 1 and words[0] == "the" else list(words)
         while len(stripped) > 1 and stripped[-1] in ORGANIZATION_SUFFIXES:
             stripped.pop()
     else:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.core.graph import ASSERT, METHOD_MANUAL, EntityAlias
+from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
 from nexus_grpc.core.models import Page
 from nexus_grpc.core.names import compatible_types, display_form, name_key, search_key
 from nexus_grpc.core.signals import JobSignals
@@ -99,9 +99,9 @@ def _check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
 MAX_TIME = 253_402_300_799.0
 
 
-def _valid_time(value: float) -> float:
+def _valid_time(field: str, value: float) -> float:
     if not 0 < value <= MAX_TIME:
-        raise InvalidArgument(f"valid_time must be a time after 1970, got {value:.0f} seconds")
+        raise InvalidArgument(f"{field} must be a time after 1970, got {value:.0f} seconds")
     return value
 
 
@@ -343,16 +343,23 @@ class Graph:
         label: str,
         notes: str,
         valid_time: float | None = None,
+        invalid_time: float | None = None,
     ) -> Relationship:
         """One more assertion of (from, label, to), holding from ``valid_time``
-        (now when unset): the fact's interval at that time."""
+        (now when unset) until ``invalid_time`` (when given): the fact's
+        interval at that time."""
         v.positive_id("from_id", from_id)
         v.positive_id("to_id", to_id)
         if from_id == to_id:
             raise InvalidArgument("from_id and to_id must be different entities")
         clean_label = _label(label)
         clean_notes = _notes(notes)
-        at = time.time() if valid_time is None else _valid_time(valid_time)
+        at = time.time() if valid_time is None else _valid_time("valid_time", valid_time)
+        until = None if invalid_time is None else _valid_time("invalid_time", invalid_time)
+        if until is not None and until <= at:
+            raise InvalidArgument(
+                "invalid_time must be after valid_time (and after now when valid_time is unset)"
+            )
 
         tenant = tenancy.visible()
 
@@ -372,6 +379,8 @@ class Graph:
             graph_store.add_evidence(
                 conn, from_id, to_id, clean_label, ASSERT, at, notes=clean_notes
             )
+            if until is not None:
+                graph_store.add_evidence(conn, from_id, to_id, clean_label, END, until)
             facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graphs[0]))
             found = graph_store.relationship_at(conn, from_id, to_id, clean_label, at)
             assert found is not None  # an assertion always yields its interval

@@ -60,7 +60,7 @@ def merge_into(
         sources.append(
             MergedSource(
                 entity=source,
-                alias_norms=tuple(norms),
+                alias_names=tuple(norms),
                 episode_ids=tuple(moved),
                 shared_episode_ids=tuple(shared),
                 evidence_from=tuple(ev_from),
@@ -110,26 +110,27 @@ def undo_merge(conn: sqlite3.Connection, merge: EntityMerge) -> EntityMerge:
             f"merge {merge.id} cannot be undone: its target entity {merge.target_id} was deleted"
         )
     target = merge.target_id
+    restored: list[int] = []
     for source in reversed(merge.sources):
         e = source.entity
-        graph_store.reinsert_entity(conn, e)
-        graph_store.return_aliases(conn, target, e.id, source.alias_norms)
+        entity_id = graph_store.reinsert_entity(conn, e)
+        restored.append(entity_id)
+        graph_store.return_aliases(conn, target, entity_id, source.alias_names)
         graph_store.return_episode_links(
-            conn, target, e.id, source.episode_ids, source.shared_episode_ids
+            conn, target, entity_id, source.episode_ids, source.shared_episode_ids
         )
-        graph_store.return_evidence(conn, e.id, source.evidence_from, source.evidence_to)
+        graph_store.return_evidence(conn, entity_id, source.evidence_from, source.evidence_to)
         graph_store.add_mentions(conn, target, -e.mention_count)
-        graph_store.rebuild_tokens(conn, e.id)
+        graph_store.rebuild_tokens(conn, entity_id)
     graph_store.set_notes(conn, target, merge.target_notes)
     graph_store.rebuild_tokens(conn, target)
     graph_store.refresh_display_name(conn, target)
-    for source in merge.sources:
-        graph_store.restore_name_key(conn, source.entity.id)
+    for entity_id in restored:
+        graph_store.restore_name_key(conn, entity_id)
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [target])
-    ids = [target, *(s.entity.id for s in merge.sources)]
     facts.rederive(
         conn,
-        graph_store.groups_of(conn, ids),
+        graph_store.groups_of(conn, [target, *restored]),
         facts.single_valued(conn, (merge.project_id, merge.session_id)),
     )
     graph_store.mark_undone(conn, merge.id)

@@ -241,8 +241,9 @@ def add_alias(
     score: float = 1.0,
     episode_id: int | None = None,
     refresh: bool = True,
+    at: float | None = None,
 ) -> bool:
-    """Record a surface name of an entity; True when its key is new to it.
+    """Record a surface name of an entity; True when the name is new to it.
 
     A new alias's words join the entity's tokens, the display name becomes
     the best of its names, and its vector (which carries the aliases) is
@@ -258,7 +259,7 @@ def add_alias(
         "INSERT INTO entity_aliases (entity_id, project_id, session_id, name, norm, method,"
         " score, episode_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT DO NOTHING",
-        (entity_id, project_id, session_id, display, norm, method, score, episode_id, now()),
+        (entity_id, project_id, session_id, display, norm, method, score, episode_id, at or now()),
     )
     if cur.rowcount != 1:
         return False
@@ -1062,7 +1063,7 @@ def _source_to_json(s: MergedSource) -> dict[str, object]:
             "tenant": e.tenant,
             "resolution": e.resolution,
         },
-        "alias_norms": list(s.alias_norms),
+        "alias_names": list(s.alias_names),
         "episode_ids": list(s.episode_ids),
         "shared_episode_ids": list(s.shared_episode_ids),
         "evidence_from": list(s.evidence_from),
@@ -1073,7 +1074,7 @@ def _source_to_json(s: MergedSource) -> dict[str, object]:
 def _source_from_json(d: dict) -> MergedSource:
     return MergedSource(
         entity=Entity(**d["entity"]),
-        alias_norms=tuple(d.get("alias_norms", ())),
+        alias_names=tuple(d.get("alias_names", ())),
         episode_ids=tuple(d.get("episode_ids", ())),
         shared_episode_ids=tuple(d.get("shared_episode_ids", ())),
         evidence_from=tuple(d.get("evidence_from", ())),
@@ -1172,32 +1173,38 @@ def mark_undone(conn: sqlite3.Connection, merge_id: int) -> None:
 
 
 def move_aliases(conn: sqlite3.Connection, source_id: int, target_id: int) -> list[str]:
-    """The source's aliases become the target's (a key both have stays the
-    target's); returns the keys that moved."""
+    """The source's aliases become the target's (a name both have stays the
+    target's); returns the names that moved."""
     moved = [
         r[0]
         for r in conn.execute(
-            "SELECT norm FROM entity_aliases s WHERE s.entity_id = ? AND NOT EXISTS ("
-            " SELECT 1 FROM entity_aliases t WHERE t.entity_id = ? AND t.norm = s.norm)"
-            " ORDER BY id",
+            "SELECT name FROM entity_aliases s WHERE s.entity_id = ? AND NOT EXISTS ("
+            " SELECT 1 FROM entity_aliases t WHERE t.entity_id = ?"
+            f" AND {_lower('t.name')} = {_lower('s.name')}) ORDER BY id",
             (source_id, target_id),
         )
     ]
-    conn.execute(
-        "UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ? AND norm IN"
-        f" (SELECT value FROM {json_texts(conn)})",
-        (target_id, source_id, json.dumps(moved)),
-    )
+    _move_alias_rows(conn, source_id, target_id, moved)
     return moved
 
 
 def return_aliases(
-    conn: sqlite3.Connection, target_id: int, source_id: int, norms: Sequence[str]
+    conn: sqlite3.Connection, target_id: int, source_id: int, names: Sequence[str]
+) -> None:
+    _move_alias_rows(conn, target_id, source_id, names)
+
+
+def _lower(column: str) -> str:
+    return f"lower({column})"
+
+
+def _move_alias_rows(
+    conn: sqlite3.Connection, from_id: int, to_id: int, names: Sequence[str]
 ) -> None:
     conn.execute(
-        "UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ? AND norm IN"
-        f" (SELECT value FROM {json_texts(conn)})",
-        (source_id, target_id, json.dumps(list(norms))),
+        "UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?"
+        f" AND lower(name) IN (SELECT lower(value) FROM {json_texts(conn)})",
+        (to_id, from_id, json.dumps(list(names))),
     )
 
 
@@ -1294,32 +1301,46 @@ def delete_entity_row(conn: sqlite3.Connection, entity_id: int) -> None:
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
 
 
-def reinsert_entity(conn: sqlite3.Connection, e: Entity) -> None:
-    """A merged source back under its own id (undo). Its key is a placeholder
-    until ``restore_name_key``: the target may hold it until its aliases are
-    returned."""
-    conn.execute(
-        "INSERT INTO entities (id, project_id, session_id, name, name_key, type, notes,"
-        " mention_count, confidence, source, last_seen_at, created_at, tenant, resolution)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            e.id,
-            e.project_id,
-            e.session_id,
-            e.name,
-            f"{name_key(e.name, e.type)}#undo{e.id}",
-            e.type,
-            e.notes,
-            e.mention_count,
-            e.confidence,
-            e.source,
-            e.last_seen_at,
-            e.created_at,
-            e.tenant,
-            e.resolution,
-        ),
+def reinsert_entity(conn: sqlite3.Connection, e: Entity) -> int:
+    """A merged source back (undo): under its own id, or a new one when it
+    never had one here (a merge restored from another server). Its key is a
+    placeholder until ``restore_name_key``: the target may hold it until its
+    aliases are returned."""
+    columns = (
+        "project_id, session_id, name, name_key, type, notes, mention_count, confidence,"
+        " source, last_seen_at, created_at, tenant, resolution"
     )
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [e.id])
+    values = (
+        e.project_id,
+        e.session_id,
+        e.name,
+        f"{name_key(e.name, e.type)}#undo{e.id}",
+        e.type,
+        e.notes,
+        e.mention_count,
+        e.confidence,
+        e.source,
+        e.last_seen_at,
+        e.created_at,
+        e.tenant,
+        e.resolution,
+    )
+    if e.id:
+        conn.execute(
+            f"INSERT INTO entities (id, {columns}) VALUES (?, {', '.join('?' * len(values))})",
+            (e.id, *values),
+        )
+        entity_id = e.id
+    else:
+        entity_id = int(
+            conn.execute(
+                f"INSERT INTO entities ({columns}) VALUES ({', '.join('?' * len(values))})"
+                " RETURNING id",
+                values,
+            ).fetchone()[0]
+        )
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
+    return entity_id
 
 
 def restore_name_key(conn: sqlite3.Connection, entity_id: int) -> None:

@@ -611,8 +611,10 @@ MIGRATIONS: list[str] = [
         entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
         project_id INTEGER NOT NULL,
         session_id INTEGER NOT NULL,
-        -- The surface name as first seen (a title and possessive dropped).
-        name       TEXT NOT NULL,
+        -- A surface name (a title and possessive dropped); one row per
+        -- name regardless of case: "Acme Corp." and "ACME" share a key and
+        -- are two aliases.
+        name       TEXT NOT NULL COLLATE NOCASE,
         norm       TEXT NOT NULL,
         -- How it was resolved to this entity: new, exact, containment,
         -- shingle, llm, merge or manual; score is the rule's measure.
@@ -620,8 +622,9 @@ MIGRATIONS: list[str] = [
         score      REAL NOT NULL DEFAULT 1.0,
         episode_id INTEGER REFERENCES episodes(id) ON DELETE SET NULL,
         created_at REAL NOT NULL,
-        UNIQUE(entity_id, norm)
+        UNIQUE(entity_id, name)
     );
+    CREATE INDEX idx_entity_aliases_entity_norm ON entity_aliases(entity_id, norm);
     CREATE INDEX idx_entity_aliases_norm ON entity_aliases(project_id, session_id, norm);
     INSERT INTO entity_aliases (entity_id, project_id, session_id, name, norm, method, created_at)
     SELECT id, project_id, session_id, name, nexus_name_key(name, type), 'new', created_at

@@ -379,9 +379,10 @@ CREATE TABLE entity_aliases (
     method     TEXT NOT NULL,
     score      DOUBLE PRECISION NOT NULL DEFAULT 1.0,
     episode_id BIGINT REFERENCES episodes(id) ON DELETE SET NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    UNIQUE(entity_id, norm)
+    created_at DOUBLE PRECISION NOT NULL
 );
+CREATE UNIQUE INDEX idx_entity_aliases_name ON entity_aliases(entity_id, lower(name));
+CREATE INDEX idx_entity_aliases_entity_norm ON entity_aliases(entity_id, norm);
 CREATE INDEX idx_entity_aliases_norm ON entity_aliases(project_id, session_id, norm);
 CREATE INDEX idx_entity_aliases_episode ON entity_aliases(episode_id);
 -- A key never holds '#' (name_key turns punctuation into spaces): what

@@ -303,7 +303,7 @@ class MergedSource(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTITY_FIELD_NUMBER: _builtins.int
-    ALIAS_KEYS_FIELD_NUMBER: _builtins.int
+    ALIAS_NAMES_FIELD_NUMBER: _builtins.int
     EPISODE_IDS_FIELD_NUMBER: _builtins.int
     SHARED_EPISODE_IDS_FIELD_NUMBER: _builtins.int
     EVIDENCE_FROM_IDS_FIELD_NUMBER: _builtins.int
@@ -311,8 +311,8 @@ class MergedSource(_message.Message):
     @_builtins.property
     def entity(self) -> Global___Entity: ...
     @_builtins.property
-    def alias_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Keys of the aliases that moved."""
+    def alias_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The aliases that moved (names, compared regardless of case)."""
 
     @_builtins.property
     def episode_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -330,7 +330,7 @@ class MergedSource(_message.Message):
         self,
         *,
         entity: Global___Entity | None = ...,
-        alias_keys: _abc.Iterable[_builtins.str] | None = ...,
+        alias_names: _abc.Iterable[_builtins.str] | None = ...,
         episode_ids: _abc.Iterable[_builtins.int] | None = ...,
         shared_episode_ids: _abc.Iterable[_builtins.int] | None = ...,
         evidence_from_ids: _abc.Iterable[_builtins.int] | None = ...,
@@ -338,7 +338,7 @@ class MergedSource(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_keys", b"alias_keys", "entity", b"entity", "episode_ids", b"episode_ids", "evidence_from_ids", b"evidence_from_ids", "evidence_to_ids", b"evidence_to_ids", "shared_episode_ids", b"shared_episode_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_names", b"alias_names", "entity", b"entity", "episode_ids", b"episode_ids", "evidence_from_ids", b"evidence_from_ids", "evidence_to_ids", b"evidence_to_ids", "shared_episode_ids", b"shared_episode_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -645,6 +645,7 @@ class UpsertRelationshipRequest(_message.Message):
     LABEL_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     VALID_TIME_FIELD_NUMBER: _builtins.int
+    INVALID_TIME_FIELD_NUMBER: _builtins.int
     from_id: _builtins.int
     to_id: _builtins.int
     label: _builtins.str
@@ -652,6 +653,12 @@ class UpsertRelationshipRequest(_message.Message):
     @_builtins.property
     def valid_time(self) -> _timestamp_pb2.Timestamp:
         """When it began to hold; now when unset."""
+
+    @_builtins.property
+    def invalid_time(self) -> _timestamp_pb2.Timestamp:
+        """When it stopped holding, for a fact known to have ended (after
+        valid_time); unset: it holds, as far as this call says.
+        """
 
     def __init__(
         self,
@@ -661,10 +668,11 @@ class UpsertRelationshipRequest(_message.Message):
         label: _builtins.str = ...,
         notes: _builtins.str = ...,
         valid_time: _timestamp_pb2.Timestamp | None = ...,
+        invalid_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["valid_time", b"valid_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["invalid_time", b"invalid_time", "valid_time", b"valid_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_id", b"from_id", "label", b"label", "notes", b"notes", "to_id", b"to_id", "valid_time", b"valid_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_id", b"from_id", "invalid_time", b"invalid_time", "label", b"label", "notes", b"notes", "to_id", b"to_id", "valid_time", b"valid_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

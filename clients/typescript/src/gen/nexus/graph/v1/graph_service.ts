@@ -305,8 +305,8 @@ export interface MergedSource {
   entity:
     | Entity
     | undefined;
-  /** Keys of the aliases that moved. */
-  aliasKeys: string[];
+  /** The aliases that moved (names, compared regardless of case). */
+  aliasNames: string[];
   /** Episodes whose link moved to the target, and those both were linked to. */
   episodeIds: number[];
   sharedEpisodeIds: number[];
@@ -411,7 +411,14 @@ export interface UpsertRelationshipRequest {
   label: string;
   notes: string;
   /** When it began to hold; now when unset. */
-  validTime: Date | undefined;
+  validTime:
+    | Date
+    | undefined;
+  /**
+   * When it stopped holding, for a fact known to have ended (after
+   * valid_time); unset: it holds, as far as this call says.
+   */
+  invalidTime: Date | undefined;
 }
 
 export interface ListRelationshipsRequest {
@@ -1313,7 +1320,7 @@ export const EntityAlias: MessageFns<EntityAlias> = {
 function createBaseMergedSource(): MergedSource {
   return {
     entity: undefined,
-    aliasKeys: [],
+    aliasNames: [],
     episodeIds: [],
     sharedEpisodeIds: [],
     evidenceFromIds: [],
@@ -1326,7 +1333,7 @@ export const MergedSource: MessageFns<MergedSource> = {
     if (message.entity !== undefined) {
       Entity.encode(message.entity, writer.uint32(10).fork()).join();
     }
-    for (const v of message.aliasKeys) {
+    for (const v of message.aliasNames) {
       writer.uint32(18).string(v!);
     }
     if (message.episodeIds.length !== 0) {
@@ -1386,7 +1393,7 @@ export const MergedSource: MessageFns<MergedSource> = {
               break;
             }
 
-            message.aliasKeys.push(reader.string());
+            message.aliasNames.push(reader.string());
             continue;
           }
           case 3: {
@@ -1476,10 +1483,10 @@ export const MergedSource: MessageFns<MergedSource> = {
   fromJSON(object: any): MergedSource {
     return {
       entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
-      aliasKeys: globalThis.Array.isArray(object?.aliasKeys)
-        ? object.aliasKeys.map((e: any) => globalThis.String(e))
-        : globalThis.Array.isArray(object?.alias_keys)
-        ? object.alias_keys.map((e: any) => globalThis.String(e))
+      aliasNames: globalThis.Array.isArray(object?.aliasNames)
+        ? object.aliasNames.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.alias_names)
+        ? object.alias_names.map((e: any) => globalThis.String(e))
         : [],
       episodeIds: globalThis.Array.isArray(object?.episodeIds)
         ? object.episodeIds.map((e: any) => globalThis.Number(e))
@@ -1509,8 +1516,8 @@ export const MergedSource: MessageFns<MergedSource> = {
     if (message.entity !== undefined) {
       obj.entity = Entity.toJSON(message.entity);
     }
-    if (message.aliasKeys?.length) {
-      obj.aliasKeys = message.aliasKeys;
+    if (message.aliasNames?.length) {
+      obj.aliasNames = message.aliasNames;
     }
     if (message.episodeIds?.length) {
       obj.episodeIds = message.episodeIds.map((e) => Math.round(e));
@@ -1535,7 +1542,7 @@ export const MergedSource: MessageFns<MergedSource> = {
     message.entity = (object.entity !== undefined && object.entity !== null)
       ? Entity.fromPartial(object.entity)
       : undefined;
-    message.aliasKeys = object.aliasKeys?.map((e) => e) || [];
+    message.aliasNames = object.aliasNames?.map((e) => e) || [];
     message.episodeIds = object.episodeIds?.map((e) => e) || [];
     message.sharedEpisodeIds = object.sharedEpisodeIds?.map((e) => e) || [];
     message.evidenceFromIds = object.evidenceFromIds?.map((e) => e) || [];
@@ -2781,7 +2788,7 @@ export const ListEntitiesResponse: MessageFns<ListEntitiesResponse> = {
 };
 
 function createBaseUpsertRelationshipRequest(): UpsertRelationshipRequest {
-  return { fromId: 0, toId: 0, label: "", notes: "", validTime: undefined };
+  return { fromId: 0, toId: 0, label: "", notes: "", validTime: undefined, invalidTime: undefined };
 }
 
 export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = {
@@ -2800,6 +2807,9 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     }
     if (message.validTime !== undefined) {
       Timestamp.encode(toTimestamp(message.validTime), writer.uint32(42).fork()).join();
+    }
+    if (message.invalidTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.invalidTime), writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -2857,6 +2867,14 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
             message.validTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.invalidTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2888,6 +2906,11 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
         : isSet(object.valid_time)
         ? fromJsonTimestamp(object.valid_time)
         : undefined,
+      invalidTime: isSet(object.invalidTime)
+        ? fromJsonTimestamp(object.invalidTime)
+        : isSet(object.invalid_time)
+        ? fromJsonTimestamp(object.invalid_time)
+        : undefined,
     };
   },
 
@@ -2908,6 +2931,9 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     if (message.validTime !== undefined) {
       obj.validTime = message.validTime.toISOString();
     }
+    if (message.invalidTime !== undefined) {
+      obj.invalidTime = message.invalidTime.toISOString();
+    }
     return obj;
   },
 
@@ -2921,6 +2947,7 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     message.label = object.label ?? "";
     message.notes = object.notes ?? "";
     message.validTime = object.validTime ?? undefined;
+    message.invalidTime = object.invalidTime ?? undefined;
     return message;
   },
 };
