@@ -208,10 +208,7 @@ def normalized(lines: list[str]) -> list[tuple[str, dict]]:
         return out
 
     return [
-        (k, clean(k, b))
-        for record in records
-        for k, b in record.items()
-        if k not in GRAPH_HISTORY
+        (k, clean(k, b)) for record in records for k, b in record.items() if k not in GRAPH_HISTORY
     ]
 
 

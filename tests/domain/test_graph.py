@@ -7,8 +7,8 @@ import sqlite3
 import grpc
 import pytest
 
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.core.graph import Interval
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.store import graph as graph_store
 from tests.graph_support import expect_status, new_project
 from tests.support import wait_until

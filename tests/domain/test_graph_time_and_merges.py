@@ -155,8 +155,10 @@ async def test_a_project_sets_which_labels_hold_one_value(gh):
             graph_pb2.UpsertEntityRequest(name=name, type=etype, project_id=p.id)
         )
 
-    priya, acme, globex = await upsert("Priya"), await upsert("Acme", "organization"), await upsert(
-        "Globex", "organization"
+    priya, acme, globex = (
+        await upsert("Priya"),
+        await upsert("Acme", "organization"),
+        await upsert("Globex", "organization"),
     )
     for org, at in ((acme, MARCH), (globex, JUNE)):
         await gh.graph.UpsertRelationship(

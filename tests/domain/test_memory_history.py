@@ -26,6 +26,7 @@ def key_file(path):
     path.write_text(json.dumps({"keys": [key]}))
     return path
 
+
 P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 

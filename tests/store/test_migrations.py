@@ -129,9 +129,7 @@ def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(
-    tmp_path, monkeypatch
-):
+def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(tmp_path, monkeypatch):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
     _migrate_to(conn, 8, monkeypatch)
     conn.execute(
