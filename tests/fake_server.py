@@ -86,7 +86,9 @@ class FakeMemory(memory_grpc.MemoryServiceServicer):
         self._note(context)
         episode = self.episodes.get(request.id)
         if episode is None:
-            await self._abort(context, grpc.StatusCode.NOT_FOUND, f"episode {request.id} not found")
+            await self._abort(
+                context, grpc.StatusCode.NOT_FOUND, f"episode {request.id} not found"
+            )
         return episode
 
     async def SearchEpisodes(self, request, context):

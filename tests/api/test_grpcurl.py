@@ -42,58 +42,33 @@ async def test_grpcurl_lists_the_three_services_and_health(harness):
 
 
 async def test_grpcurl_describes_a_method(harness):
-    out = await grpcurl(
-        "-plaintext", harness.target, "describe", "nexus.memory.v1.MemoryService.SearchEpisodes"
-    )
+    out = await grpcurl("-plaintext", harness.target, "describe",
+                        "nexus.memory.v1.MemoryService.SearchEpisodes")
     assert "returns ( stream .nexus.memory.v1.SearchHit )" in out
 
 
 async def test_grpcurl_health_check(harness):
     out = await grpcurl("-plaintext", harness.target, "grpc.health.v1.Health/Check")
     assert json.loads(out)["status"] == "SERVING"
-    out = await grpcurl(
-        "-plaintext",
-        "-d",
-        '{"service": "nexus.memory.v1.MemoryService"}',
-        harness.target,
-        "grpc.health.v1.Health/Check",
-    )
+    out = await grpcurl("-plaintext", "-d", '{"service": "nexus.memory.v1.MemoryService"}',
+                        harness.target, "grpc.health.v1.Health/Check")
     assert json.loads(out)["status"] == "SERVING"
 
 
 async def test_grpcurl_creates_a_session_and_an_episode_with_json(harness):
-    session = json.loads(
-        await grpcurl(
-            "-plaintext",
-            "-d",
-            '{"session": {"name": "from grpcurl", "metadata": {"k": "v"}}}',
-            harness.target,
-            "nexus.memory.v1.MemoryService/CreateSession",
-        )
-    )
+    session = json.loads(await grpcurl(
+        "-plaintext", "-d", '{"session": {"name": "from grpcurl", "metadata": {"k": "v"}}}',
+        harness.target, "nexus.memory.v1.MemoryService/CreateSession"))
     assert session["name"] == "from grpcurl"
-    episode = json.loads(
-        await grpcurl(
-            "-plaintext",
-            "-d",
-            json.dumps(
-                {
-                    "session_id": session["id"],
-                    "user_message": "hello from the shell",
-                    "ai_response": "hi",
-                }
-            ),
-            harness.target,
-            "nexus.memory.v1.MemoryService/CreateEpisode",
-        )
-    )
+    episode = json.loads(await grpcurl(
+        "-plaintext", "-d",
+        json.dumps({"session_id": session["id"], "user_message": "hello from the shell",
+                    "ai_response": "hi"}),
+        harness.target, "nexus.memory.v1.MemoryService/CreateEpisode"))
     assert episode["session_id"] == session["id"]
     assert episode["user_message"] == "hello from the shell"
     hits = await grpcurl(
-        "-plaintext",
-        "-d",
+        "-plaintext", "-d",
         json.dumps({"query": "shell", "session_id": session["id"], "mode": "SEARCH_MODE_KEYWORD"}),
-        harness.target,
-        "nexus.memory.v1.MemoryService/SearchEpisodes",
-    )
+        harness.target, "nexus.memory.v1.MemoryService/SearchEpisodes")
     assert "[shell]" in hits

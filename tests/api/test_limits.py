@@ -42,9 +42,8 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
         listen="127.0.0.1:0", data_dir=tmp_path / "d", max_concurrent_rpcs=1, **store_settings
     )
     recorder = Recorder()
-    running = await start_server(
-        settings, App(settings, embedder=HashingEmbedder()), observer=recorder
-    )
+    running = await start_server(settings, App(settings, embedder=HashingEmbedder()),
+                                 observer=recorder)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
     try:
         watch = graph_grpc.GraphServiceStub(channel).WatchExtractions(
@@ -61,10 +60,8 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
         # The server records the call once its status is sent, which may be just
         # after the client has it.
         await asyncio.wait_for(recorder.refused.wait(), 10)
-        assert (
-            "/nexus.memory.v1.MemoryService/ListProjects",
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-        ) in recorder.codes
+        assert ("/nexus.memory.v1.MemoryService/ListProjects",
+                grpc.StatusCode.RESOURCE_EXHAUSTED) in recorder.codes
         # Health stays answerable when the server is saturated.
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert reply.status == health_pb2.HealthCheckResponse.SERVING

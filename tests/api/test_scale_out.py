@@ -97,7 +97,9 @@ async def test_every_instance_reads_and_searches_what_another_wrote(pair):
     assert await search(a, memory_pb2.SEARCH_MODE_HYBRID) == [episode.id]
 
 
-async def test_an_extraction_on_one_instance_reaches_a_watcher_on_another(tmp_path, pg_url, stub):
+async def test_an_extraction_on_one_instance_reaches_a_watcher_on_another(
+    tmp_path, pg_url, stub
+):
     # Instance a extracts (it has the LLM); instance b has none, so its own
     # extraction worker waits: whatever b's watcher hears, a extracted.
     a = await start_graph_harness(tmp_path / "a", stub, database_url=pg_url)

@@ -53,10 +53,7 @@ def test_percentile_nearest_rank():
 
 def test_parse_mix():
     assert parse_mix("create=4,search=4,watch=1,health=1") == {
-        "create": 4.0,
-        "search": 4.0,
-        "watch": 1.0,
-        "health": 1.0,
+        "create": 4.0, "search": 4.0, "watch": 1.0, "health": 1.0,
     }
     with pytest.raises(BenchError):
         parse_mix("create=1,bogus=2")
@@ -131,25 +128,10 @@ async def test_setup_failure_raises():
 
 async def test_cli_main_writes_json(target, tmp_path, capsys):
     path = tmp_path / "out.json"
-    args = _parse(
-        [
-            "--target",
-            target,
-            "--rpc",
-            "health,create_episode",
-            "-c",
-            "4",
-            "-d",
-            "0.5",
-            "--warmup",
-            "0.2",
-            "--sessions",
-            "2",
-            "--json",
-            str(path),
-            "--quiet",
-        ]
-    )
+    args = _parse([
+        "--target", target, "--rpc", "health,create_episode", "-c", "4", "-d", "0.5",
+        "--warmup", "0.2", "--sessions", "2", "--json", str(path), "--quiet",
+    ])
     # main() runs its own event loop, so it goes to a thread while this loop serves.
     assert await asyncio.to_thread(main, args) == 0
     runs = json.loads(path.read_text())
@@ -164,22 +146,10 @@ async def test_cli_main_writes_json(target, tmp_path, capsys):
 
 
 async def test_cli_main_reports_errors_and_progress(target, capsys):
-    args = _parse(
-        [
-            "--target",
-            target,
-            "--rpc",
-            "health",
-            "-c",
-            "2",
-            "-d",
-            "1.2",
-            "--warmup",
-            "0",
-            "--health-service",
-            "nope",
-        ]
-    )
+    args = _parse([
+        "--target", target, "--rpc", "health", "-c", "2", "-d", "1.2", "--warmup", "0",
+        "--health-service", "nope",
+    ])
     assert await asyncio.to_thread(main, args) == 1
     captured = capsys.readouterr()
     assert "NOT_FOUND" in captured.out

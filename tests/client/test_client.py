@@ -55,13 +55,8 @@ def test_every_rpc_has_a_real_method():
         assert method.__name__ == name
         assert rpc in (method.__doc__ or "")
         assert inspect.iscoroutinefunction(method) is (not streaming), name
-    for name in (
-        "create_project",
-        "search_episodes",
-        "watch_extractions",
-        "summarize_project",
-        "check_health",
-    ):
+    for name in ("create_project", "search_episodes", "watch_extractions",
+                 "summarize_project", "check_health"):
         assert callable(getattr(NexusClient, name))
 
 
@@ -99,9 +94,9 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
     episode = await client.create_episode(
         session_id=1, user_message="x", metadata={"source": "test"}
     )
-    assert episode.metadata == struct_pb2.Struct(
-        fields={"source": struct_pb2.Value(string_value="test")}
-    )
+    assert episode.metadata == struct_pb2.Struct(fields={
+        "source": struct_pb2.Value(string_value="test")
+    })
     await client.get_episode(id=episode.id, metadata=[("x-trace", "abc")])
     assert memory.seen_metadata[-1]["x-trace"] == "abc"
     assert memory.seen_metadata[-1]["authorization"] == "Bearer sekret"
@@ -217,15 +212,8 @@ async def test_doctor_serving(server):
     out = io.StringIO()
     assert await doctor(target, 2.0, out=out) == 0
     text = out.getvalue()
-    for needle in (
-        "SERVING",
-        "schema version    3",
-        "minilm-int8",
-        "384",
-        "sqlite",
-        "embedding",
-        "extraction",
-    ):
+    for needle in ("SERVING", "schema version    3", "minilm-int8", "384", "sqlite",
+                   "embedding", "extraction"):
         assert needle in text, needle
 
 

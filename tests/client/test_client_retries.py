@@ -17,29 +17,12 @@ from tests.process import ServerProcess
 def test_only_calls_safe_to_repeat_are_retried():
     methods = {m for _, m in retryable_methods()}
     # Reads, and the creates the server deduplicates by request_id.
-    assert {
-        "GetEpisode",
-        "ListEpisodes",
-        "SearchEpisodes",
-        "WatchExtractions",
-        "GetServiceStatus",
-        "Check",
-        "CreateEpisode",
-        "CreateMemory",
-    } <= methods
+    assert {"GetEpisode", "ListEpisodes", "SearchEpisodes", "WatchExtractions",
+            "GetServiceStatus", "Check", "CreateEpisode", "CreateMemory"} <= methods
     # Writes that could apply twice or answer differently on a repeat.
-    assert not methods & {
-        "CreateSession",
-        "CreateProject",
-        "UpdateMemory",
-        "DeleteEpisode",
-        "UpsertEntity",
-        "SummarizeSession",
-        "SummarizeProject",
-        "ExtractEpisode",
-        "ReconcileIndex",
-        "CreateSummary",
-    }
+    assert not methods & {"CreateSession", "CreateProject", "UpdateMemory", "DeleteEpisode",
+                          "UpsertEntity", "SummarizeSession", "SummarizeProject",
+                          "ExtractEpisode", "ReconcileIndex", "CreateSummary"}
     config = json.loads(service_config(RetryPolicy(max_attempts=3, initial_backoff=0.25)))
     policy = config["methodConfig"][0]["retryPolicy"]
     assert policy["maxAttempts"] == 3
@@ -71,7 +54,9 @@ async def test_creates_ride_through_a_restart_without_duplicates(tmp_path):
             async def one(i: int) -> memory_pb2.Episode:
                 nonlocal done, restart
                 await asyncio.sleep(i * 0.025)  # some before, some during, some after
-                episode = await client.create_episode(session_id=session.id, user_message=f"m{i}")
+                episode = await client.create_episode(
+                    session_id=session.id, user_message=f"m{i}"
+                )
                 done += 1
                 if done == 10:
                     restart = asyncio.create_task(kill_and_restart())

@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_generated_code_matches_protos():
     result = subprocess.run(
         [sys.executable, str(ROOT / "proto" / "generate.py"), "--check"],
-        capture_output=True,
-        text=True,
+        capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -26,7 +26,6 @@ def key_file(path):
     path.write_text(json.dumps({"keys": [key]}))
     return path
 
-
 P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 

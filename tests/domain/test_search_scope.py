@@ -24,22 +24,15 @@ def h(each_backend):
 
 async def search(h, query, mode, session_id=0, project_id=0, limit=10):
     return [
-        hit
-        async for hit in h.memory.SearchEpisodes(
-            memory_pb2.SearchEpisodesRequest(
-                query=query, session_id=session_id, project_id=project_id, mode=mode, limit=limit
-            )
-        )
+        hit async for hit in h.memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
+            query=query, session_id=session_id, project_id=project_id, mode=mode, limit=limit))
     ]
 
 
 async def indexed(h):
     async def done():
-        rows = await h.app.db.read(
-            lambda c: c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind = 'index:episodes'"
-            ).fetchone()[0]
-        )
+        rows = await h.app.db.read(lambda c: c.execute(
+            "SELECT COUNT(*) FROM jobs WHERE kind = 'index:episodes'").fetchone()[0])
         return rows == 0
 
     await wait_until(done)
@@ -49,29 +42,22 @@ async def setup_world(h):
     project = await h.memory.CreateProject(
         memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
     )
-    a = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
-    )
-    b = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
-    )
+    a = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(
+        session=memory_pb2.Session(project_id=project.id)))
+    b = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(
+        session=memory_pb2.Session(project_id=project.id)))
     lone = await h.memory.CreateSession(
         memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
     )
-    other_project = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="other"))
-    )
-    stranger = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=other_project.id))
-    )
+    other_project = await h.memory.CreateProject(memory_pb2.CreateProjectRequest(
+        project=memory_pb2.Project(name="other")))
+    stranger = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(
+        session=memory_pb2.Session(project_id=other_project.id)))
     text = "kubernetes cluster upgrade plan"
     eps = {}
     for name, s in (("a", a), ("b", b), ("lone", lone), ("stranger", stranger)):
-        ep = await h.memory.CreateEpisode(
-            memory_pb2.CreateEpisodeRequest(
-                session_id=s.id, user_message=f"{text} from {name}", ai_response="ok"
-            )
-        )
+        ep = await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
+            session_id=s.id, user_message=f"{text} from {name}", ai_response="ok"))
         eps[name] = ep.id
     await indexed(h)
     return project, a, b, lone, stranger, eps
@@ -93,12 +79,9 @@ async def test_seed_000_scope_table(h, mode):
     assert got == {eps["a"], eps["b"]}
 
     # Adding the lone session to the project: its pre-existing episode joins at once.
-    await h.memory.UpdateSession(
-        memory_pb2.UpdateSessionRequest(
-            session=memory_pb2.Session(id=lone.id, project_id=project.id),
-            update_mask=FieldMask(paths=["project_id"]),
-        )
-    )
+    await h.memory.UpdateSession(memory_pb2.UpdateSessionRequest(
+        session=memory_pb2.Session(id=lone.id, project_id=project.id),
+        update_mask=FieldMask(paths=["project_id"])))
     got = {hit.episode.id for hit in await search(h, q, mode, session_id=a.id)}
     assert got == {eps["a"], eps["b"], eps["lone"]}
 
@@ -111,16 +94,13 @@ async def test_seed_000_scope_table(h, mode):
     )
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=b.id)} == {eps["b"]}
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=a.id)} == {
-        eps["a"],
-        eps["lone"],
-    }
+        eps["a"], eps["lone"]}
 
     # Deleting the project: its sessions fall back to their own episodes.
     await h.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=project.id))
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=a.id)} == {eps["a"]}
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=stranger.id)} == {
-        eps["stranger"]
-    }
+        eps["stranger"]}
 
 
 async def test_hybrid_hits_say_which_paths_found_them_and_stream_in_rank_order(h):
@@ -176,11 +156,8 @@ async def test_search_errors(h):
     for kwargs, code, text in [
         ({"query": "  ", "session_id": s.id}, grpc.StatusCode.INVALID_ARGUMENT, "query"),
         ({"query": "x"}, grpc.StatusCode.INVALID_ARGUMENT, "session_id or project_id"),
-        (
-            {"query": "x", "session_id": s.id, "limit": 1000},
-            grpc.StatusCode.INVALID_ARGUMENT,
-            "maximum",
-        ),
+        ({"query": "x", "session_id": s.id, "limit": 1000}, grpc.StatusCode.INVALID_ARGUMENT,
+         "maximum"),
         ({"query": "x", "session_id": 999}, grpc.StatusCode.NOT_FOUND, "session 999"),
         ({"query": "x", "project_id": 999}, grpc.StatusCode.NOT_FOUND, "project 999"),
         ({"query": "x", "session_id": s.id, "mode": 42}, grpc.StatusCode.INVALID_ARGUMENT, "mode"),
@@ -201,18 +178,12 @@ async def test_hybrid_answers_from_keywords_when_the_semantic_path_is_down(tmp_p
         s = await h.memory.CreateSession(
             memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
         )
-        await h.memory.CreateEpisode(
-            memory_pb2.CreateEpisodeRequest(
-                session_id=s.id, user_message="postgres replication lag"
-            )
-        )
+        await h.memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
+            session_id=s.id, user_message="postgres replication lag"))
         await indexed(h)
         embedder.fail_with = EmbedderUnavailable("embedding server is down")
-        call = h.memory.SearchEpisodes(
-            memory_pb2.SearchEpisodesRequest(
-                query="replication", session_id=s.id, mode=memory_pb2.SEARCH_MODE_HYBRID
-            )
-        )
+        call = h.memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
+            query="replication", session_id=s.id, mode=memory_pb2.SEARCH_MODE_HYBRID))
         hits = [hit async for hit in call]
         assert [list(hit.sources) for hit in hits] == [[memory_pb2.SEARCH_SOURCE_KEYWORD]]
         trailers = dict(await call.trailing_metadata())

@@ -632,10 +632,9 @@ async def run_streams_fault(
             "ping_ids": seeded.ping_ids, "session_id": seeded.session_id,
         })  # fmt: skip
         figures.rss_idle = rss_mib(pid)
-        async with (
-            local_channel(server.target, *SLOW_READER_OPTIONS) as slow_channel,
-            local_channel(server.target) as churn_channel,
-        ):
+        async with local_channel(
+            server.target, *SLOW_READER_OPTIONS
+        ) as slow_channel, local_channel(server.target) as churn_channel:
             slow = SlowSubscribers(slow_channel, SLOW_SUBSCRIBERS)
             churn = Churn(churn_channel, seeded)
             for r in range(rounds):

@@ -107,12 +107,10 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
 
             # The survivors drain every job, the victim's included (after its leases).
             await _wait_for(
-                lambda: (
-                    not _rows(
-                        pg_url,
-                        "SELECT 1 FROM jobs WHERE kind IN ('index:episodes', 'extract:episode')"
-                        " AND state != 'failed'",
-                    )
+                lambda: not _rows(
+                    pg_url,
+                    "SELECT 1 FROM jobs WHERE kind IN ('index:episodes', 'extract:episode')"
+                    " AND state != 'failed'",
                 ),
                 90,
                 "the index and extraction backlog drained",
@@ -145,7 +143,7 @@ async def test_three_instances_one_killed_mid_ingest_lose_nothing(tmp_path, pg_u
 
             # Found by keyword from each survivor.
             for n in (1, 2):
-                for rid, episode_id in list(acked.items())[::7]:
+                for rid, episode_id in list(acked.items())[:: 7]:
                     word = f"zebra{rid[1:].replace('-', 'x')}"
                     hits = [
                         hit.episode.id

@@ -33,9 +33,8 @@ async def test_ollama_call_gives_up_when_the_rpc_deadline_does(stub):
         deadlines.start(0.3)
         started = time.monotonic()
         with pytest.raises(LLMUnavailable, match=r"within 0\.[0-3]"):
-            await llm.chat_text(
-                "qwen2.5:3b", [{"role": "user", "content": "hi"}], temperature=0.1, num_predict=10
-            )
+            await llm.chat_text("qwen2.5:3b", [{"role": "user", "content": "hi"}],
+                                temperature=0.1, num_predict=10)
         assert time.monotonic() - started < 3  # not the client's own 30 s
     finally:
         deadlines.start(None)

@@ -47,10 +47,7 @@ def test_the_readme_table_is_the_generated_one() -> None:
 def test_serve_help_comes_from_the_same_declarations() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "nexus_grpc.cli", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "400"},
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "400"},
     )
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
@@ -72,21 +69,9 @@ def test_serve_help_comes_from_the_same_declarations() -> None:
 def test_a_bad_value_stops_the_start_naming_its_flag(tmp_path, flag, value, expected) -> None:
     data = tmp_path / "data"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nexus_grpc.cli",
-            "serve",
-            "--data-dir",
-            str(data),
-            "--listen",
-            "127.0.0.1:0",
-            flag,
-            value,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-m", "nexus_grpc.cli", "serve", "--data-dir", str(data),
+         "--listen", "127.0.0.1:0", flag, value],
+        capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode != 0
     assert expected in proc.stderr, proc.stderr[-2000:]

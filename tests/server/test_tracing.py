@@ -41,13 +41,14 @@ def by_name(exporter, name):
 
 def children(exporter, parent):
     return [
-        span
-        for span in exporter.get_finished_spans()
+        span for span in exporter.get_finished_spans()
         if span.parent is not None and span.parent.span_id == parent.context.span_id
     ]
 
 
-async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(tmp_path, spans, stub):
+async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
+    tmp_path, spans, stub
+):
     client_tracer = TracerProvider()
     client_spans = InMemorySpanExporter()
     client_tracer.add_span_processor(SimpleSpanProcessor(client_spans))
@@ -57,8 +58,7 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(tmp_p
             with client_tracer.get_tracer("test").start_as_current_span("orchestrator"):
                 session = await client.create_session(session=memory_pb2.Session(name="traced"))
                 await client.create_episode(
-                    session_id=session.id,
-                    user_message="apples are red",
+                    session_id=session.id, user_message="apples are red",
                     metadata=[("x-request-id", "trace-req-1")],
                 )
                 # Embeds the query and searches the index, whatever it finds.
