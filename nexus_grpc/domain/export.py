@@ -24,8 +24,10 @@ from nexus_grpc.core.graph import EntityAlias, EntityEpisode, EntityMerge, Evide
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
 from nexus_grpc.domain import validation as v
 from nexus_grpc.store import Database
+from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
@@ -121,11 +123,11 @@ class ProjectExport:
             if link.episode_id in exported:
                 yield link
         async for evidence in self._pages(
-            lambda c, after: graph_store.evidence_in_project(c, project_id, after, PAGE)
+            lambda c, after: evidence_store.evidence_in_project(c, project_id, after, PAGE)
         ):
             yield replace(evidence, episode_id=kept(evidence.episode_id))
         async for merge in self._pages(
-            lambda c, after: graph_store.list_merges(c, (project_id, 0), 0, after, PAGE, None)
+            lambda c, after: merge_store.list_merges(c, (project_id, 0), 0, after, PAGE, None)
         ):
             # A merge whose target was deleted since cannot be undone anywhere.
             if merge.target_id in entities:

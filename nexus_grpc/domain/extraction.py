@@ -57,6 +57,7 @@ from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.jobs import Job
 
@@ -180,7 +181,7 @@ def apply_result(
         entity_ids.append(entity_id)
         named.setdefault(m.surface.lower(), entity_id)
 
-    groups = graph_store.drop_episode_evidence(conn, episode_id)
+    groups = evidence_store.drop_episode_evidence(conn, episode_id)
     asserted: list[tuple[int, int, str]] = []
     for kind, edges in ((ASSERT, result.relationships), (END, result.ended)):
         for r in edges:
@@ -188,7 +189,7 @@ def apply_result(
             dst = _resolve_name(conn, graph, r.target, named)
             if src is None or dst is None or src == dst:
                 continue
-            graph_store.add_evidence(
+            evidence_store.add_evidence(
                 conn, src, dst, r.label, kind, at, episode_id=episode_id, notes=r.notes
             )
             groups.add((src, r.label))

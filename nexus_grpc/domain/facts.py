@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from nexus_grpc.domain import timeline
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm.text import to_snake_case
-from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import projects as project_store
 
 # A person lives in one city, works at one place, is married to one person
@@ -55,8 +55,8 @@ def rederive(
 ) -> None:
     """Write the intervals of each (from, label) again from its evidence."""
     for from_id, label in sorted(set(groups)):
-        evidence = graph_store.evidence_of(conn, from_id, label)
-        graph_store.write_intervals(
+        evidence = evidence_store.evidence_of(conn, from_id, label)
+        evidence_store.write_intervals(
             conn,
             from_id,
             label,

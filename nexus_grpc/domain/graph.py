@@ -27,6 +27,7 @@ from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
@@ -271,7 +272,7 @@ class Graph:
             # differently without it: derive them again.
             groups = {
                 (f, label)
-                for f, label in graph_store.groups_of(conn, [entity_id])
+                for f, label in evidence_store.groups_of(conn, [entity_id])
                 if f != entity_id
             }
             deleted = graph_store.delete_entity(conn, entity_id)
@@ -376,11 +377,11 @@ class Graph:
                     f" {_graph_name(graphs[1])}; a relationship joins entities of one project"
                     " (or of one session outside any project)"
                 )
-            graph_store.add_evidence(
+            evidence_store.add_evidence(
                 conn, from_id, to_id, clean_label, ASSERT, at, notes=clean_notes
             )
             if until is not None:
-                graph_store.add_evidence(conn, from_id, to_id, clean_label, END, until)
+                evidence_store.add_evidence(conn, from_id, to_id, clean_label, END, until)
             facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graphs[0]))
             found = graph_store.relationship_at(conn, from_id, to_id, clean_label, at)
             assert found is not None  # an assertion always yields its interval
@@ -426,7 +427,7 @@ class Graph:
                 return False
             # Every interval of it goes, with the evidence behind them: an
             # operator removing a wrong fact. What it had ended holds again.
-            deleted = graph_store.delete_relationships(conn, from_id, to_id, clean_label)
+            deleted = evidence_store.delete_relationships(conn, from_id, to_id, clean_label)
             facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graph))
             return deleted > 0
 

@@ -29,7 +29,9 @@ from nexus_grpc.domain import facts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from nexus_grpc.store import Database, jobs
+from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store.db import now
 
 MAX_SOURCES = 100
@@ -52,11 +54,11 @@ def merge_into(
     sources: list[MergedSource] = []
     for source_id in source_ids:
         source = graph_store.get_entity(conn, source_id)
-        norms = graph_store.move_aliases(conn, source_id, target_id)
-        moved, shared = graph_store.move_episode_links(conn, source_id, target_id)
-        ev_from, ev_to = graph_store.move_evidence(conn, source_id, target_id)
-        graph_store.add_mentions(conn, target_id, source.mention_count, source.notes)
-        graph_store.delete_entity_row(conn, source_id)
+        norms = merge_store.move_aliases(conn, source_id, target_id)
+        moved, shared = merge_store.move_episode_links(conn, source_id, target_id)
+        ev_from, ev_to = merge_store.move_evidence(conn, source_id, target_id)
+        merge_store.add_mentions(conn, target_id, source.mention_count, source.notes)
+        merge_store.delete_entity_row(conn, source_id)
         sources.append(
             MergedSource(
                 entity=source,
@@ -71,7 +73,9 @@ def merge_into(
     graph_store.refresh_display_name(conn, target_id)
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [target_id])
     graph = (target.project_id, target.session_id)
-    facts.rederive(conn, graph_store.groups_of(conn, [target_id]), facts.single_valued(conn, graph))
+    facts.rederive(
+        conn, evidence_store.groups_of(conn, [target_id]), facts.single_valued(conn, graph)
+    )
     record = EntityMerge(
         id=0,
         project_id=target.project_id,
@@ -87,7 +91,7 @@ def merge_into(
         target_notes=target.notes,
         sources=tuple(sources),
     )
-    return replace(record, id=graph_store.insert_merge(conn, record))
+    return replace(record, id=merge_store.insert_merge(conn, record))
 
 
 def undo_merge(conn: sqlite3.Connection, merge: EntityMerge) -> EntityMerge:
@@ -96,7 +100,7 @@ def undo_merge(conn: sqlite3.Connection, merge: EntityMerge) -> EntityMerge:
     involved = {merge.target_id}
     blocking = [
         later.id
-        for later in graph_store.merges_after(conn, merge)
+        for later in merge_store.merges_after(conn, merge)
         if involved & {later.target_id, *later.source_ids}
     ]
     if blocking:
@@ -113,28 +117,28 @@ def undo_merge(conn: sqlite3.Connection, merge: EntityMerge) -> EntityMerge:
     restored: list[int] = []
     for source in reversed(merge.sources):
         e = source.entity
-        entity_id = graph_store.reinsert_entity(conn, e)
+        entity_id = merge_store.reinsert_entity(conn, e)
         restored.append(entity_id)
-        graph_store.return_aliases(conn, target, entity_id, source.alias_names)
-        graph_store.return_episode_links(
+        merge_store.return_aliases(conn, target, entity_id, source.alias_names)
+        merge_store.return_episode_links(
             conn, target, entity_id, source.episode_ids, source.shared_episode_ids
         )
-        graph_store.return_evidence(conn, entity_id, source.evidence_from, source.evidence_to)
-        graph_store.add_mentions(conn, target, -e.mention_count)
+        merge_store.return_evidence(conn, entity_id, source.evidence_from, source.evidence_to)
+        merge_store.add_mentions(conn, target, -e.mention_count)
         graph_store.rebuild_tokens(conn, entity_id)
-    graph_store.set_notes(conn, target, merge.target_notes)
+    merge_store.set_notes(conn, target, merge.target_notes)
     graph_store.rebuild_tokens(conn, target)
     graph_store.refresh_display_name(conn, target)
     for entity_id in restored:
-        graph_store.restore_name_key(conn, entity_id)
+        merge_store.restore_name_key(conn, entity_id)
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [target])
     facts.rederive(
         conn,
-        graph_store.groups_of(conn, [target, *restored]),
+        evidence_store.groups_of(conn, [target, *restored]),
         facts.single_valued(conn, (merge.project_id, merge.session_id)),
     )
-    graph_store.mark_undone(conn, merge.id)
-    return graph_store.get_merge(conn, merge.id)
+    merge_store.mark_undone(conn, merge.id)
+    return merge_store.get_merge(conn, merge.id)
 
 
 class Merges:
@@ -174,7 +178,7 @@ class Merges:
             if request_id:
                 # A retried merge answers with the merge it made (its sources
                 # are gone by now, so checking them again would refuse it).
-                done = graph_store.merge_by_request(conn, target.tenant, request_id)
+                done = merge_store.merge_by_request(conn, target.tenant, request_id)
                 if done is not None:
                     if (done.target_id, done.source_ids) != (target_id, tuple(sources)):
                         raise AlreadyExists(
@@ -216,7 +220,7 @@ class Merges:
         v.positive_id("merge_id", merge_id)
         tenant = tenancy.visible()
         merge = await self.db.write(
-            lambda c: undo_merge(c, graph_store.get_merge(c, merge_id, tenant))
+            lambda c: undo_merge(c, merge_store.get_merge(c, merge_id, tenant))
         )
         self.signals.wake(jobs.INDEX_ENTITY)
         return merge
@@ -240,6 +244,6 @@ class Merges:
         tenant = tenancy.visible()
         graph = (project_id, 0) if project_id else (0, session_id) if session_id else None
         rows = await self.db.read(
-            lambda c: graph_store.list_merges(c, graph, entity_id, after, size + 1, tenant)
+            lambda c: merge_store.list_merges(c, graph, entity_id, after, size + 1, tenant)
         )
         return paging.page(rows, size)

@@ -6,9 +6,8 @@ Each project has its own graph, and so does each session outside any project
 the key of its display name and its type (core/names.name_key); every
 surface name it was seen under is an alias, with the alias's words indexed
 for resolution (entity_tokens). A relationship joins two entities of one
-graph and is one interval of time a fact held; the intervals are derived
-from relationship_evidence by the domain (domain/timeline.py) and written
-here whole for one (from, label) at a time.
+graph and is one interval of time a fact held, derived from what episodes
+said (store/graph_evidence.py); merges live in store/entity_merges.py.
 
 Mentions are idempotent per episode: an entity mentioned by an episode counts
 that mention once, however often the episode is re-extracted, because the
@@ -31,9 +30,6 @@ from nexus_grpc.core.graph import (
     Entity,
     EntityAlias,
     EntityMerge,
-    Evidence,
-    Interval,
-    MergedSource,
     Relationship,
 )
 from nexus_grpc.core.names import best_display, display_form, name_key, tokens
@@ -72,9 +68,8 @@ _REL_FIELDS = (
     "asserted_by",
     "ended_by",
 )
-_REL_COLUMNS = ", ".join(_REL_FIELDS)
+REL_COLUMNS = ", ".join(_REL_FIELDS)
 _ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
-_EVIDENCE_COLUMNS = "id, from_id, to_id, label, kind, at, episode_id, mentions, notes, created_at"
 
 
 @dataclass(frozen=True)
@@ -108,16 +103,13 @@ def _entity(r: Sequence, aliases: tuple[str, ...] = ()) -> Entity:
     )
 
 
-def _rel(r: Sequence) -> Relationship:
+def relationship_from_row(r: Sequence) -> Relationship:
+    """A Relationship from a row of ``REL_COLUMNS``."""
     return Relationship(*r)
 
 
 def _alias(r: Sequence) -> EntityAlias:
     return EntityAlias(*r)
-
-
-def _evidence(r: Sequence) -> Evidence:
-    return Evidence(*r)
 
 
 def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
@@ -655,167 +647,7 @@ def recent_mentions(conn: sqlite3.Connection, entity_id: int, limit: int) -> lis
     return [r[0] for r in rows]
 
 
-# Relationships and their evidence ---------------------------------------------
-
-
-def add_evidence(
-    conn: sqlite3.Connection,
-    from_id: int,
-    to_id: int,
-    label: str,
-    kind: str,
-    at: float,
-    *,
-    episode_id: int | None = None,
-    notes: str | None = None,
-    mentions: int = 1,
-) -> int:
-    return int(
-        conn.execute(
-            "INSERT INTO relationship_evidence (from_id, to_id, label, kind, at, episode_id,"
-            " mentions, notes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (from_id, to_id, label, kind, at, episode_id, mentions, notes, now()),
-        ).fetchone()[0]
-    )
-
-
-def drop_episode_evidence(conn: sqlite3.Connection, episode_id: int) -> set[tuple[int, str]]:
-    """Forget what an episode said (before it is extracted again); returns
-    the (from, label) groups whose facts must be derived again."""
-    groups = {
-        (int(r[0]), r[1])
-        for r in conn.execute(
-            "SELECT from_id, label FROM relationship_evidence WHERE episode_id = ?", (episode_id,)
-        )
-    }
-    conn.execute("DELETE FROM relationship_evidence WHERE episode_id = ?", (episode_id,))
-    return groups
-
-
-def drop_triple_evidence(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> int:
-    cur = conn.execute(
-        "DELETE FROM relationship_evidence WHERE from_id = ? AND to_id = ? AND label = ?",
-        (from_id, to_id, label),
-    )
-    return cur.rowcount
-
-
-def evidence_of(conn: sqlite3.Connection, from_id: int, label: str) -> list[Evidence]:
-    rows = conn.execute(
-        f"SELECT {_EVIDENCE_COLUMNS} FROM relationship_evidence WHERE from_id = ? AND label = ?",
-        (from_id, label),
-    ).fetchall()
-    return [_evidence(r) for r in rows]
-
-
-def evidence_by_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Evidence]:
-    rows = conn.execute(
-        f"SELECT {_EVIDENCE_COLUMNS} FROM relationship_evidence"
-        f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
-        (_ids_json(ids),),
-    ).fetchall()
-    return [_evidence(r) for r in rows]
-
-
-def evidence_in_project(
-    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
-) -> list[Evidence]:
-    rows = conn.execute(
-        f"SELECT {', '.join('v.' + c for c in _EVIDENCE_COLUMNS.split(', '))}"
-        " FROM relationship_evidence v JOIN entities e ON e.id = v.from_id"
-        " WHERE e.project_id = ? AND e.session_id = 0 AND v.id > ? ORDER BY v.id LIMIT ?",
-        (project_id, after_id or 0, limit),
-    ).fetchall()
-    return [_evidence(r) for r in rows]
-
-
-def groups_of(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> set[tuple[int, str]]:
-    """Every (from, label) whose evidence names one of these entities at either end."""
-    members = _ids_json(entity_ids)
-    return {
-        (int(r[0]), r[1])
-        for r in conn.execute(
-            "SELECT from_id, label FROM relationship_evidence"
-            f" WHERE from_id IN (SELECT value FROM {json_ints(conn)})"
-            " UNION SELECT from_id, label FROM relationship_evidence"
-            f" WHERE to_id IN (SELECT value FROM {json_ints(conn)})",
-            (members, members),
-        )
-    }
-
-
-def write_intervals(
-    conn: sqlite3.Connection, from_id: int, label: str, intervals: Sequence[Interval]
-) -> None:
-    """Make the relationships of (from, label) exactly ``intervals``.
-
-    A row keeps its id while its interval survives (same object, same start,
-    or failing that the same object): clients holding a relationship id keep
-    it through a re-derivation that only moved its end.
-    """
-    existing = [
-        _rel(r)
-        for r in conn.execute(
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND label = ? ORDER BY id",
-            (from_id, label),
-        )
-    ]
-    unused = {r.id: r for r in existing}
-    pairs: list[tuple[Interval, Relationship | None]] = []
-    waiting: list[Interval] = []
-    for interval in intervals:
-        same = next(
-            (
-                r
-                for r in unused.values()
-                if r.to_id == interval.to_id and r.valid_at == interval.valid_at
-            ),
-            None,
-        )
-        if same is None:
-            waiting.append(interval)
-        else:
-            del unused[same.id]
-            pairs.append((interval, same))
-    for interval in waiting:
-        other = next((r for r in unused.values() if r.to_id == interval.to_id), None)
-        if other is not None:
-            del unused[other.id]
-        pairs.append((interval, other))
-    if unused:
-        conn.execute(
-            f"DELETE FROM relationships WHERE id IN (SELECT value FROM {json_ints(conn)})",
-            (_ids_json(unused),),
-        )
-    for interval, row in pairs:
-        values = (
-            interval.notes,
-            interval.mentions,
-            interval.valid_at,
-            interval.invalid_at,
-            interval.asserted_by,
-            interval.ended_by,
-        )
-        if row is None:
-            conn.execute(
-                "INSERT INTO relationships (from_id, to_id, label, notes, mention_count,"
-                " valid_at, invalid_at, asserted_by, ended_by, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (from_id, interval.to_id, label, *values, interval.created_at or now()),
-            )
-        elif values != (
-            row.notes,
-            row.mention_count,
-            row.valid_at,
-            row.invalid_at,
-            row.asserted_by,
-            row.ended_by,
-        ):
-            conn.execute(
-                "UPDATE relationships SET notes = ?, mention_count = ?, valid_at = ?,"
-                " invalid_at = ?, asserted_by = ?, ended_by = ? WHERE id = ?",
-                (*values, row.id),
-            )
+# Relationships ----------------------------------------------------------------
 
 
 def relationship_at(
@@ -823,29 +655,29 @@ def relationship_at(
 ) -> Relationship | None:
     """The interval of (from, label, to) holding at ``at``, else its latest."""
     row = conn.execute(
-        f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?"
+        f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?"
         " ORDER BY (valid_at <= ? AND (invalid_at IS NULL OR invalid_at > ?)) DESC,"
         " valid_at DESC LIMIT 1",
         (from_id, to_id, label, at, at),
     ).fetchone()
-    return None if row is None else _rel(row)
+    return None if row is None else relationship_from_row(row)
 
 
 def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
-    row = conn.execute(f"SELECT {_REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
+    row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
     found = row.fetchone()
     if found is None:
         raise NotFound(f"relationship {rel_id} does not exist")
-    return _rel(found)
+    return relationship_from_row(found)
 
 
 def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
-        f"SELECT {_REL_COLUMNS} FROM relationships"
+        f"SELECT {REL_COLUMNS} FROM relationships"
         f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
         (_ids_json(ids),),
     ).fetchall()
-    return [_rel(r) for r in rows]
+    return [relationship_from_row(r) for r in rows]
 
 
 def current_facts(
@@ -884,28 +716,18 @@ def list_relationships(
     clause, times = when.clause("")
     if include_inbound:
         sql = (
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
-            f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?{clause}"
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
+            f" UNION SELECT {REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?{clause}"
             " ORDER BY id LIMIT ?"
         )
         params: tuple = (entity_id, after, *times, entity_id, after, *times, count)
     else:
         sql = (
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
             " ORDER BY id LIMIT ?"
         )
         params = (entity_id, after, *times, count)
-    return [_rel(r) for r in conn.execute(sql, params)]
-
-
-def delete_relationships(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> int:
-    """Every interval of (from, label, to), and the evidence behind them."""
-    drop_triple_evidence(conn, from_id, to_id, label)
-    cur = conn.execute(
-        "DELETE FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?",
-        (from_id, to_id, label),
-    )
-    return cur.rowcount
+    return [relationship_from_row(r) for r in conn.execute(sql, params)]
 
 
 # Traversal ------------------------------------------------------------------
@@ -960,7 +782,7 @@ def edges_within(
         f" WHERE +r.to_id IN (SELECT value FROM {json_ints(conn)}){clause}",  # + : filter
         (members, members, *times),
     ).fetchall()
-    return [_rel(r) for r in sorted(rows, key=lambda r: r[0])]
+    return [relationship_from_row(r) for r in sorted(rows, key=lambda r: r[0])]
 
 
 def neighborhood(
@@ -1014,347 +836,4 @@ def relationships_in_project(
         " WHERE e.project_id = ? AND r.id > ? ORDER BY r.id LIMIT ?",
         (project_id, after_id or 0, limit),
     ).fetchall()
-    return [_rel(r) for r in rows]
-
-
-# Merges ---------------------------------------------------------------------
-
-_MERGE_COLUMNS = (
-    "id, project_id, session_id, tenant, target_id, source_ids, method, reason, created_at,"
-    " undone_at, request_id, principal, snapshot"
-)
-
-
-def _merge(r: Sequence) -> EntityMerge:
-    snapshot = json.loads(r[12])
-    return EntityMerge(
-        id=r[0],
-        project_id=r[1],
-        session_id=r[2],
-        tenant=r[3],
-        target_id=r[4],
-        source_ids=tuple(json.loads(r[5])),
-        method=r[6],
-        reason=r[7],
-        created_at=r[8],
-        undone_at=r[9],
-        request_id=r[10],
-        principal=r[11],
-        target_notes=snapshot.get("target_notes"),
-        sources=tuple(_source_from_json(s) for s in snapshot.get("sources", [])),
-    )
-
-
-def _source_to_json(s: MergedSource) -> dict[str, object]:
-    e = s.entity
-    return {
-        "entity": {
-            "id": e.id,
-            "name": e.name,
-            "type": e.type,
-            "notes": e.notes,
-            "mention_count": e.mention_count,
-            "confidence": e.confidence,
-            "source": e.source,
-            "last_seen_at": e.last_seen_at,
-            "created_at": e.created_at,
-            "project_id": e.project_id,
-            "session_id": e.session_id,
-            "tenant": e.tenant,
-            "resolution": e.resolution,
-        },
-        "alias_names": list(s.alias_names),
-        "episode_ids": list(s.episode_ids),
-        "shared_episode_ids": list(s.shared_episode_ids),
-        "evidence_from": list(s.evidence_from),
-        "evidence_to": list(s.evidence_to),
-    }
-
-
-def _source_from_json(d: dict) -> MergedSource:
-    return MergedSource(
-        entity=Entity(**d["entity"]),
-        alias_names=tuple(d.get("alias_names", ())),
-        episode_ids=tuple(d.get("episode_ids", ())),
-        shared_episode_ids=tuple(d.get("shared_episode_ids", ())),
-        evidence_from=tuple(d.get("evidence_from", ())),
-        evidence_to=tuple(d.get("evidence_to", ())),
-    )
-
-
-def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
-    snapshot = json.dumps(
-        {"target_notes": m.target_notes, "sources": [_source_to_json(s) for s in m.sources]}
-    )
-    return int(
-        conn.execute(
-            "INSERT INTO entity_merges (project_id, session_id, tenant, target_id, source_ids,"
-            " method, reason, request_id, principal, snapshot, created_at, undone_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                m.project_id,
-                m.session_id,
-                m.tenant,
-                m.target_id,
-                json.dumps(list(m.source_ids)),
-                m.method,
-                m.reason,
-                m.request_id,
-                m.principal,
-                snapshot,
-                m.created_at or now(),
-                m.undone_at,
-            ),
-        ).fetchone()[0]
-    )
-
-
-def get_merge(conn: sqlite3.Connection, merge_id: int, tenant: str | None = None) -> EntityMerge:
-    clause, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
-    row = conn.execute(
-        f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE id = ?{clause}", (merge_id, *params)
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"merge {merge_id} does not exist")
-    return _merge(row)
-
-
-def merge_by_request(conn: sqlite3.Connection, tenant: str, request_id: str) -> EntityMerge | None:
-    row = conn.execute(
-        f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE tenant = ? AND request_id = ?",
-        (tenant, request_id),
-    ).fetchone()
-    return None if row is None else _merge(row)
-
-
-def list_merges(
-    conn: sqlite3.Connection,
-    graph: Graph | None,
-    entity_id: int,
-    after_id: int | None,
-    limit: int,
-    tenant: str | None,
-) -> list[EntityMerge]:
-    """A graph's merges, or those an entity took part in, oldest first."""
-    where = ["id > ?"]
-    params: list[object] = [after_id or 0]
-    if graph is not None:
-        where.append("project_id = ? AND session_id = ?")
-        params.extend(graph)
-    if entity_id:
-        where.append(
-            f"(target_id = ? OR EXISTS (SELECT 1 FROM {json_ints(conn).replace('?', 'source_ids')}"
-            " s WHERE s.value = ?))"
-        )
-        params.extend((entity_id, entity_id))
-    if tenant is not None:
-        where.append("tenant = ?")
-        params.append(tenant)
-    rows = conn.execute(
-        f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE {' AND '.join(where)}"
-        " ORDER BY id LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    return [_merge(r) for r in rows]
-
-
-def merges_after(conn: sqlite3.Connection, merge: EntityMerge) -> list[EntityMerge]:
-    """The merges of the same graph made after ``merge`` and not undone."""
-    rows = conn.execute(
-        f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE project_id = ? AND session_id = ?"
-        " AND id > ? AND undone_at IS NULL ORDER BY id",
-        (merge.project_id, merge.session_id, merge.id),
-    ).fetchall()
-    return [_merge(r) for r in rows]
-
-
-def mark_undone(conn: sqlite3.Connection, merge_id: int) -> None:
-    conn.execute("UPDATE entity_merges SET undone_at = ? WHERE id = ?", (now(), merge_id))
-
-
-def move_aliases(conn: sqlite3.Connection, source_id: int, target_id: int) -> list[str]:
-    """The source's aliases become the target's (a name both have stays the
-    target's); returns the names that moved."""
-    moved = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM entity_aliases s WHERE s.entity_id = ? AND NOT EXISTS ("
-            " SELECT 1 FROM entity_aliases t WHERE t.entity_id = ?"
-            f" AND {_lower('t.name')} = {_lower('s.name')}) ORDER BY id",
-            (source_id, target_id),
-        )
-    ]
-    _move_alias_rows(conn, source_id, target_id, moved)
-    return moved
-
-
-def return_aliases(
-    conn: sqlite3.Connection, target_id: int, source_id: int, names: Sequence[str]
-) -> None:
-    _move_alias_rows(conn, target_id, source_id, names)
-
-
-def _lower(column: str) -> str:
-    return f"lower({column})"
-
-
-def _move_alias_rows(
-    conn: sqlite3.Connection, from_id: int, to_id: int, names: Sequence[str]
-) -> None:
-    conn.execute(
-        "UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?"
-        f" AND lower(name) IN (SELECT lower(value) FROM {json_texts(conn)})",
-        (to_id, from_id, json.dumps(list(names))),
-    )
-
-
-def move_episode_links(
-    conn: sqlite3.Connection, source_id: int, target_id: int
-) -> tuple[list[int], list[int]]:
-    """(episodes whose link moved to the target, episodes both were linked to)."""
-    mine = [
-        r[0]
-        for r in conn.execute(
-            "SELECT episode_id FROM entity_episodes WHERE entity_id = ? ORDER BY episode_id",
-            (source_id,),
-        )
-    ]
-    moved = [e for e in mine if link_episode(conn, target_id, e)]
-    shared = sorted(set(mine) - set(moved))
-    conn.execute("DELETE FROM entity_episodes WHERE entity_id = ?", (source_id,))
-    return moved, shared
-
-
-def return_episode_links(
-    conn: sqlite3.Connection,
-    target_id: int,
-    source_id: int,
-    moved: Sequence[int],
-    shared: Sequence[int],
-) -> None:
-    episodes = _ids_json([*moved, *shared])
-    conn.execute(
-        "INSERT INTO entity_episodes (entity_id, episode_id)"
-        f" SELECT ?, value FROM {json_ints(conn)} e"
-        " WHERE EXISTS (SELECT 1 FROM episodes WHERE id = e.value) ON CONFLICT DO NOTHING",
-        (source_id, episodes),
-    )
-    conn.execute(
-        "DELETE FROM entity_episodes WHERE entity_id = ? AND episode_id IN"
-        f" (SELECT value FROM {json_ints(conn)})",
-        (target_id, _ids_json(moved)),
-    )
-
-
-def move_evidence(
-    conn: sqlite3.Connection, source_id: int, target_id: int
-) -> tuple[list[int], list[int]]:
-    """Re-point the source's evidence at the target; returns the ids moved at
-    each end (from, to)."""
-    ends = []
-    for column in ("from_id", "to_id"):
-        ids = [
-            r[0]
-            for r in conn.execute(
-                f"SELECT id FROM relationship_evidence WHERE {column} = ? ORDER BY id", (source_id,)
-            )
-        ]
-        conn.execute(
-            f"UPDATE relationship_evidence SET {column} = ? WHERE {column} = ?",
-            (target_id, source_id),
-        )
-        ends.append(ids)
-    return ends[0], ends[1]
-
-
-def return_evidence(
-    conn: sqlite3.Connection, source_id: int, from_ids: Sequence[int], to_ids: Sequence[int]
-) -> None:
-    for column, ids in (("from_id", from_ids), ("to_id", to_ids)):
-        conn.execute(
-            f"UPDATE relationship_evidence SET {column} = ?"
-            f" WHERE id IN (SELECT value FROM {json_ints(conn)})",
-            (source_id, _ids_json(ids)),
-        )
-
-
-def add_mentions(
-    conn: sqlite3.Connection, entity_id: int, count: int, notes: str | None = None
-) -> None:
-    conn.execute(
-        "UPDATE entities SET mention_count = MAX(mention_count + ?, 0),"
-        " notes = COALESCE(notes, ?) WHERE id = ?"
-        if not is_postgres(conn)
-        else "UPDATE entities SET mention_count = GREATEST(mention_count + ?, 0),"
-        " notes = COALESCE(notes, ?) WHERE id = ?",
-        (count, notes, entity_id),
-    )
-
-
-def set_notes(conn: sqlite3.Connection, entity_id: int, notes: str | None) -> None:
-    conn.execute("UPDATE entities SET notes = ? WHERE id = ?", (notes, entity_id))
-
-
-def delete_entity_row(conn: sqlite3.Connection, entity_id: int) -> None:
-    """Remove a merged source (what it held has moved already)."""
-    conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
-
-
-def reinsert_entity(conn: sqlite3.Connection, e: Entity) -> int:
-    """A merged source back (undo): under its own id, or a new one when it
-    never had one here (a merge restored from another server). Its key is a
-    placeholder until ``restore_name_key``: the target may hold it until its
-    aliases are returned."""
-    columns = (
-        "project_id, session_id, name, name_key, type, notes, mention_count, confidence,"
-        " source, last_seen_at, created_at, tenant, resolution"
-    )
-    values = (
-        e.project_id,
-        e.session_id,
-        e.name,
-        f"{name_key(e.name, e.type)}#undo{e.id}",
-        e.type,
-        e.notes,
-        e.mention_count,
-        e.confidence,
-        e.source,
-        e.last_seen_at,
-        e.created_at,
-        e.tenant,
-        e.resolution,
-    )
-    if e.id:
-        conn.execute(
-            f"INSERT INTO entities (id, {columns}) VALUES (?, {', '.join('?' * len(values))})",
-            (e.id, *values),
-        )
-        entity_id = e.id
-    else:
-        entity_id = int(
-            conn.execute(
-                f"INSERT INTO entities ({columns}) VALUES ({', '.join('?' * len(values))})"
-                " RETURNING id",
-                values,
-            ).fetchone()[0]
-        )
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
-    return entity_id
-
-
-def restore_name_key(conn: sqlite3.Connection, entity_id: int) -> None:
-    """The entity's key from its name again, when no other entity holds it."""
-    row = conn.execute(
-        "SELECT project_id, session_id, name, type FROM entities WHERE id = ?", (entity_id,)
-    ).fetchone()
-    if row is None:
-        return
-    key = name_key(row[2], row[3])
-    taken = conn.execute(
-        "SELECT 1 FROM entities WHERE project_id = ? AND session_id = ? AND name_key = ?"
-        " AND type = ? AND id != ?",
-        (row[0], row[1], key, row[3], entity_id),
-    ).fetchone()
-    if taken is None:
-        conn.execute("UPDATE entities SET name_key = ? WHERE id = ?", (key, entity_id))
+    return [relationship_from_row(r) for r in rows]

@@ -18,6 +18,7 @@ from typing import Any
 from nexus_grpc.core.graph import METHOD_NEW, EntityAlias, EntityMerge, Evidence
 from nexus_grpc.core.names import name_key
 from nexus_grpc.errors import AlreadyExists
+from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import jobs, memory_history
 from nexus_grpc.store.episodes import summary_due
@@ -219,7 +220,7 @@ def insert_evidence(conn: sqlite3.Connection, e: Evidence) -> int:
 
 
 def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
-    return graph_store.insert_merge(conn, m)
+    return merge_store.insert_merge(conn, m)
 
 
 def ensure_own_alias(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> None:
