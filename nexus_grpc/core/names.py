@@ -100,10 +100,11 @@ def tokens(key: str) -> frozenset[str]:
     return frozenset(key.split())
 
 
-def prefixes(key: str, size: int = 3) -> frozenset[str]:
-    """Each word's first ``size`` characters: the blocks near-duplicate search
-    looks in ("postgres" and "postgresql" share "pos")."""
-    return frozenset(w[:size] for w in key.split())
+def prefixes(key: str) -> frozenset[str]:
+    """The blocks near-duplicate search looks in: each word's first four
+    characters (three for a word under six), so "postgres" and "postgresql"
+    meet in "post"; words under three characters block nothing."""
+    return frozenset(w[:4] if len(w) >= 6 else w[:3] for w in key.split() if len(w) >= 3)
 
 
 def shingles(key: str, size: int = 3) -> frozenset[str]:

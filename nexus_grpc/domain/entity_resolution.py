@@ -37,6 +37,7 @@ from nexus_grpc.domain.resolution import (
     Novel,
     Resolver,
     Unsure,
+    blocks,
     lookups,
 )
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
@@ -127,28 +128,14 @@ class EntityResolution:
         """The one LLM question of an episode, if the rules leave any name open."""
         if not mentions:
             return NO_ANSWERS
-        rows = await self.db.read(
-            lambda c: graph_store.resolution_candidates(
-                c, graph, *lookups(mentions), block_limit=BLOCK_LIMIT
-            )
-        )
-        resolver = Resolver(rows)
+        ruled = await self.db.read(lambda c: _open_names(c, graph, mentions))
+        novel = [m for m, candidates in ruled if candidates is None]
+        near = await self._neighbours(graph, novel)
         open_names: list[tuple[Mention, tuple[int, ...]]] = []
-        placeholder = 0
-        for m in mentions:
-            decision = resolver.decide(m)
-            if isinstance(decision, Match):
-                continue
-            if isinstance(decision, Unsure):
-                real = tuple(i for i in decision.candidates if i > 0)
-                if real:
-                    open_names.append((m, real))
-            else:
-                near = await self._neighbours(graph, m)
-                if near:
-                    open_names.append((m, near))
-            placeholder -= 1
-            resolver.add(_placeholder(placeholder, m))
+        for m, candidates in ruled:
+            found = candidates if candidates is not None else near.get(_name(m), ())
+            if found:
+                open_names.append((m, found))
         open_names = open_names[:MAX_QUESTIONS]
         if not open_names or self._llm is None:
             return NO_ANSWERS
@@ -176,30 +163,39 @@ class EntityResolution:
         }
         return Answers(chosen, asked, llm_calls=1)
 
-    async def _neighbours(self, graph: Graph, m: Mention) -> tuple[int, ...]:
-        """Entities close to a new name by vector: questions, never answers."""
-        if self.embedder is None or self.index is None:
-            return ()
-        text = documents.entity_text(display_form(m.surface, m.type), m.type, m.notes)
+    async def _neighbours(
+        self, graph: Graph, mentions: Sequence[Mention]
+    ) -> dict[NameKey, tuple[int, ...]]:
+        """Entities close to new names by vector: questions, never answers.
+        The names are embedded in one batch (one model run an episode)."""
+        if not mentions or self.embedder is None or self.index is None:
+            return {}
+        texts = [
+            documents.entity_text(display_form(m.surface, m.type), m.type, m.notes)
+            for m in mentions
+        ]
+        graph_filter = Filter(
+            must=(MatchAny("projectId", (graph[0],)), MatchAny("sessionId", (graph[1],)))
+        )
+        close: dict[NameKey, list[int]] = {}
         try:
-            vector = (await self.embedder.embed([text]))[0]
-            hits = await self.index.search(
-                ENTITIES,
-                vector,
-                filter=Filter(
-                    must=(MatchAny("projectId", (graph[0],)), MatchAny("sessionId", (graph[1],)))
-                ),
-                limit=VECTOR_NEIGHBOURS,
-            )
+            vectors = await self.embedder.embed(texts)
+            for m, vector in zip(mentions, vectors, strict=True):
+                hits = await self.index.search(
+                    ENTITIES, vector, filter=graph_filter, limit=VECTOR_NEIGHBOURS
+                )
+                close[_name(m)] = [h.id for h in hits if h.score >= VECTOR_ASK]
         except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
-            log.debug("no vector neighbours for %r: %s", m.surface, exc)
-            return ()
-        close = [h.id for h in hits if h.score >= VECTOR_ASK]
-        if not close:
-            return ()
-        types = compatible_types(m.type)
-        rows = await self.db.read(lambda c: graph_store.candidate_rows(c, close))
-        return tuple(r.id for r in rows if r.type in types)
+            log.debug("no vector neighbours for this episode's new names: %s", exc)
+            return {}
+        ids = sorted({i for found in close.values() for i in found})
+        if not ids:
+            return {}
+        rows = {r.id: r for r in await self.db.read(lambda c: graph_store.candidate_rows(c, ids))}
+        return {
+            name: tuple(i for i in found if i in rows and rows[i].type in compatible_types(name[1]))
+            for name, found in close.items()
+        }
 
     # Later: a pending entity -------------------------------------------------
 
@@ -210,9 +206,8 @@ class EntityResolution:
         found = await self.db.read(lambda c: _pending_view(c, entity_id))
         if found is None:
             return None
-        entity, rows = found
+        entity, decision = found
         mention = Mention(entity.name, entity.type, entity.notes)
-        decision = Resolver(rows).decide(mention)
         if isinstance(decision, Match):
             target, method = decision.entity_id, decision.method
             return lambda c: _merge_pending(c, entity_id, target, method)
@@ -248,6 +243,54 @@ class EntityResolution:
         return settle_apart
 
 
+def resolver_for(
+    conn: sqlite3.Connection,
+    graph: Graph,
+    mentions: Sequence[Mention],
+    exclude: set[int] | frozenset[int] = frozenset(),
+) -> Resolver:
+    """A resolver over the candidates these names reach, reading a name's
+    near-duplicate blocks on ``conn`` only when it needs them."""
+
+    def keep(rows: Sequence[CandidateRow]) -> list[CandidateRow]:
+        return [r for r in rows if r.id not in exclude]
+
+    def nearby(m: Mention) -> list[CandidateRow]:
+        return keep(
+            graph_store.block_candidates(
+                conn, graph, blocks(m), compatible_types(m.type), limit=BLOCK_LIMIT
+            )
+        )
+
+    return Resolver(
+        keep(graph_store.resolution_candidates(conn, graph, *lookups(mentions))), nearby
+    )
+
+
+def _open_names(
+    conn: sqlite3.Connection, graph: Graph, mentions: Sequence[Mention]
+) -> list[tuple[Mention, tuple[int, ...] | None]]:
+    """The names the rules leave open, with their candidates (None: new to
+    the rules, so its vector neighbours are looked up)."""
+    resolver = resolver_for(conn, graph, mentions)
+    found: list[tuple[Mention, tuple[int, ...] | None]] = []
+    placeholder = 0
+    for m in mentions:
+        decision = resolver.decide(m)
+        if isinstance(decision, Match):
+            continue
+        if isinstance(decision, Unsure):
+            real = tuple(i for i in decision.candidates if i > 0)
+            if real:
+                found.append((m, real))
+        else:
+            found.append((m, None))
+        # Later names of the episode see this one as the entity it will be.
+        placeholder -= 1
+        resolver.add(_placeholder(placeholder, m))
+    return found
+
+
 # In the write ----------------------------------------------------------------
 
 
@@ -260,10 +303,7 @@ def settle(
 ) -> dict[NameKey, int]:
     """Write each name as a mention of the entity it resolved to (a new
     one where none); returns name -> entity id."""
-    rows = graph_store.resolution_candidates(
-        conn, graph, *lookups(mentions), block_limit=BLOCK_LIMIT
-    )
-    resolver = Resolver(rows)
+    resolver = resolver_for(conn, graph, mentions)
     resolved: dict[NameKey, int] = {}
     for m in mentions:
         name = _name(m)
@@ -372,7 +412,9 @@ def _questions(
 
 def _pending_view(
     conn: sqlite3.Connection, entity_id: int
-) -> tuple[graph_store.Entity, list[CandidateRow]] | None:
+) -> tuple[graph_store.Entity, Match | Unsure | Novel] | None:
+    """A pending entity and what the rules say of it now, against every
+    other entity but those it was found distinct from."""
     try:
         entity = graph_store.get_entity(conn, entity_id)
     except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to resolve
@@ -383,14 +425,8 @@ def _pending_view(
     graph = (entity.project_id, entity.session_id)
     mine = graph_store.candidate_rows(conn, [entity_id])
     distinct = mine[0].distinct_from if mine else frozenset()
-    rows = [
-        r
-        for r in graph_store.resolution_candidates(
-            conn, graph, *lookups([mention]), block_limit=BLOCK_LIMIT
-        )
-        if r.id != entity_id and r.id not in distinct
-    ]
-    return entity, rows
+    resolver = resolver_for(conn, graph, [mention], exclude={entity_id, *distinct})
+    return entity, resolver.decide(mention)
 
 
 def _merge_pending(conn: sqlite3.Connection, entity_id: int, target_id: int, method: str) -> None:

@@ -26,7 +26,7 @@ the size of the graph. The thresholds are measured (docs/graph.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from nexus_grpc.core.graph import (
@@ -52,9 +52,10 @@ from nexus_grpc.store.graph import CandidateRow
 # ranges overlap, so a score asks the LLM; only near-identity decides.
 SHINGLE_MATCH = 0.85
 SHINGLE_ASK = 0.45
-# How many entities one word-prefix block reads: a prefix shared by more
-# is too common to tell anything apart ("the", "new").
-BLOCK_LIMIT = 200
+# The most entities a word-prefix block may hold to be read: a prefix more
+# share is too common to tell anything apart ("inte", "john"), and reading it
+# would make a name's cost follow the graph's size.
+BLOCK_LIMIT = 50
 
 
 @dataclass(frozen=True)
@@ -93,30 +94,44 @@ class Novel:
 Decision = Match | Unsure | Novel
 
 
-def lookups(mentions: Iterable[Mention]) -> tuple[set[str], set[str], set[str]]:
-    """The keys, words and word-prefix blocks the store must read candidates by."""
+def lookups(mentions: Iterable[Mention]) -> tuple[set[str], set[str]]:
+    """The keys and words the store reads the first candidates by."""
     keys: set[str] = set()
     words: set[str] = set()
-    blocks: set[str] = set()
     for m in mentions:
         key = m.key
         keys.add(key)
         words |= tokens(key)
-        blocks |= {b for b in prefixes(key) if len(b) >= 3}
-    return keys, words, blocks
+    return keys, words
+
+
+def blocks(m: Mention) -> frozenset[str]:
+    """The word-prefix blocks the store reads near-duplicates of ``m`` from."""
+    return prefixes(m.key)
+
+
+Nearby = Callable[[Mention], Iterable[CandidateRow]]
 
 
 class Resolver:
     """Decides mentions against a set of candidate entities; ``add`` makes
-    an entity created meanwhile (earlier in the same episode) a candidate."""
+    an entity created meanwhile (earlier in the same episode) a candidate.
 
-    def __init__(self, candidates: Iterable[CandidateRow]) -> None:
+    The candidates a name's key and words reach are read up front; its
+    near-duplicate blocks only when those found nothing (``nearby``), since
+    most names are settled before that step and a block reads the most.
+    """
+
+    def __init__(self, candidates: Iterable[CandidateRow], nearby: Nearby | None = None) -> None:
         self._rows: dict[int, CandidateRow] = {}
+        self._shingled: dict[int, list[frozenset[str]]] = {}
+        self._nearby = nearby
         for row in candidates:
             self.add(row)
 
     def add(self, row: CandidateRow) -> None:
         self._rows[row.id] = row
+        self._shingled.pop(row.id, None)
 
     def row(self, entity_id: int) -> CandidateRow | None:
         return self._rows.get(entity_id)
@@ -139,7 +154,17 @@ class Resolver:
         if found:
             names = ", ".join(repr(self._rows[i].name) for i in found[:5])
             return Unsure(tuple(found), f"{m.surface!r} may be any of {names}")
+        if self._nearby is not None:
+            for row in self._nearby(m):
+                self._rows.setdefault(row.id, row)
+            pool = [r for r in self._rows.values() if r.type in types]
         return self._shingles(key, m, pool)
+
+    def _shingles_of(self, r: CandidateRow) -> list[frozenset[str]]:
+        found = self._shingled.get(r.id)
+        if found is None:
+            found = self._shingled[r.id] = [shingles(k) for k in r.keys | {r.name_key}]
+        return found
 
     def _containment(self, key: str, etype: str, pool: list[CandidateRow]) -> list[CandidateRow]:
         if etype not in CONTAINMENT_TYPES:

@@ -537,18 +537,11 @@ class CandidateRow:
 
 
 def resolution_candidates(
-    conn: sqlite3.Connection,
-    graph: Graph,
-    keys: Iterable[str],
-    words: Iterable[str],
-    blocks: Iterable[str],
-    *,
-    block_limit: int,
+    conn: sqlite3.Connection, graph: Graph, keys: Iterable[str], words: Iterable[str]
 ) -> list[CandidateRow]:
-    """The graph's entities resolution may match to names with these keys,
-    words, or word prefixes (``blocks``): answered from the alias and token
-    indexes, so its cost follows the matches, not the graph's size. Each
-    prefix block reads at most ``block_limit`` entities."""
+    """The graph's entities with an alias of one of these keys, or a word
+    among these: answered from the alias and token indexes, so the cost
+    follows the matches, not the graph's size."""
     project_id, session_id = graph
     ids: set[int] = set()
     key_list = sorted(set(keys))
@@ -571,16 +564,36 @@ def resolution_candidates(
                 (project_id, session_id, json.dumps(word_list)),
             )
         )
+    return candidate_rows(conn, ids)
+
+
+def block_candidates(
+    conn: sqlite3.Connection,
+    graph: Graph,
+    blocks: Iterable[str],
+    types: Iterable[str],
+    *,
+    limit: int,
+) -> list[CandidateRow]:
+    """Entities of these types with a word starting with one of ``blocks``:
+    near-duplicate candidates. A block holding more than ``limit`` entities is
+    too common to tell anything apart ("inte", "john") and reads as empty."""
+    project_id, session_id = graph
+    ids: set[int] = set()
+    type_list = json.dumps(sorted(set(types)))
     for block in sorted(set(blocks)):
         upper = block[:-1] + chr(ord(block[-1]) + 1)
-        ids.update(
+        found = [
             r[0]
             for r in conn.execute(
                 "SELECT entity_id FROM entity_tokens WHERE project_id = ? AND session_id = ?"
+                f" AND type IN (SELECT value FROM {json_texts(conn)})"
                 " AND token >= ? AND token < ? LIMIT ?",
-                (project_id, session_id, block, upper, block_limit),
+                (project_id, session_id, type_list, block, upper, limit + 1),
             )
-        )
+        ]
+        if len(found) <= limit:
+            ids.update(found)
     return candidate_rows(conn, ids)
 
 

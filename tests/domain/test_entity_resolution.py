@@ -11,7 +11,7 @@ import grpc
 
 from nexus_grpc.core.graph import PENDING, RESOLVED
 from nexus_grpc.core.names import name_key
-from nexus_grpc.domain.resolution import Match, Mention, Novel, Resolver, Unsure
+from nexus_grpc.domain.resolution import BLOCK_LIMIT, Match, Mention, Novel, Resolver, Unsure
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store.graph import CandidateRow
@@ -300,7 +300,7 @@ async def test_upsert_entity_reuses_an_entity_under_another_spelling(gh):
 async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
     """The cascade's reads follow the names, not the graph: 2,000 entities,
     and a name resolves from the few its key, words and prefixes reach."""
-    from nexus_grpc.domain.resolution import BLOCK_LIMIT, lookups
+    from nexus_grpc.domain.entity_resolution import resolver_for
     from nexus_grpc.store import graph as graph_store
 
     p = await new_project(gh)
@@ -312,12 +312,21 @@ async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
             )
 
     await gh.app.db.write(fill)
-    mentions = [Mention("Surname1234", "person")]
-    rows = await gh.app.db.read(
-        lambda c: graph_store.resolution_candidates(
-            c, (p.id, 0), *lookups(mentions), block_limit=BLOCK_LIMIT
-        )
-    )
-    assert 1 <= len(rows) <= BLOCK_LIMIT + 1
-    decided = Resolver(rows).decide(mentions[0])
-    assert isinstance(decided, Match)
+    mentions = [Mention("Surname1234", "person"), Mention("Surnane1234", "person")]
+    reads: list[int] = []
+
+    def decide(conn):
+        resolver = resolver_for(conn, (p.id, 0), mentions)
+        reads.append(len(resolver._rows))
+        exact = resolver.decide(mentions[0])
+        reads.append(len(resolver._rows))
+        near = resolver.decide(mentions[1])  # a typo: its prefix block is read now
+        reads.append(len(resolver._rows))
+        return exact, near
+
+    exact, near = await gh.app.db.read(decide)
+    assert isinstance(exact, Match)
+    assert isinstance(near, Unsure) and exact.entity_id in near.candidates
+    # Two names read a handful of the 2,000: their keys' and words' matches,
+    # then one prefix block (at most BLOCK_LIMIT).
+    assert reads[0] == reads[1] == 1 and reads[2] <= 1 + BLOCK_LIMIT
