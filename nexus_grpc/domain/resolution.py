@@ -124,14 +124,15 @@ class Resolver:
 
     def __init__(self, candidates: Iterable[CandidateRow], nearby: Nearby | None = None) -> None:
         self._rows: dict[int, CandidateRow] = {}
-        self._shingled: dict[int, list[frozenset[str]]] = {}
+        # (entity id, words compared) -> shingles: computed once per resolver.
+        self._shingled: dict[tuple[int, int], list[frozenset[str]]] = {}
         self._nearby = nearby
         for row in candidates:
             self.add(row)
 
     def add(self, row: CandidateRow) -> None:
         self._rows[row.id] = row
-        self._shingled.pop(row.id, None)
+        self._shingled = {k: v for k, v in self._shingled.items() if k[0] != row.id}
 
     def row(self, entity_id: int) -> CandidateRow | None:
         return self._rows.get(entity_id)
@@ -160,10 +161,21 @@ class Resolver:
             pool = [r for r in self._rows.values() if r.type in types]
         return self._shingles(key, m, pool)
 
-    def _shingles_of(self, r: CandidateRow) -> list[frozenset[str]]:
-        found = self._shingled.get(r.id)
+    def _shingles_of(self, r: CandidateRow, words: int) -> list[frozenset[str]]:
+        """The shingles a name of ``words`` words is compared with: each of
+        the entity's keys, and for a person each run of that many words in
+        them (a misspelt surname is near the surname, not the whole name)."""
+        found = self._shingled.get((r.id, words))
         if found is None:
-            found = self._shingled[r.id] = [shingles(k) for k in r.keys | {r.name_key}]
+            keys = r.keys | {r.name_key}
+            if words:
+                keys = keys | {
+                    " ".join(parts[i : i + words])
+                    for k in keys
+                    for parts in [k.split()]
+                    for i in range(len(parts) - words + 1)
+                }
+            found = self._shingled[(r.id, words)] = [shingles(k) for k in keys]
         return found
 
     def _containment(self, key: str, etype: str, pool: list[CandidateRow]) -> list[CandidateRow]:
@@ -181,8 +193,12 @@ class Resolver:
 
     def _shingles(self, key: str, m: Mention, pool: list[CandidateRow]) -> Decision:
         mine = shingles(key)
+        words = len(key.split()) if m.type in CONTAINMENT_TYPES else 0
         scored = sorted(
-            ((max(jaccard(mine, shingles(k)) for k in r.keys | {r.name_key}), r.id) for r in pool),
+            (
+                (max(jaccard(mine, other) for other in self._shingles_of(r, words)), r.id)
+                for r in pool
+            ),
             reverse=True,
         )
         close = [(s, i) for s, i in scored if s >= SHINGLE_ASK]

@@ -4,6 +4,7 @@ with the Ollama stand-in answering extraction and resolution questions."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import replace
 
@@ -304,15 +305,24 @@ async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
     from nexus_grpc.store import graph as graph_store
 
     p = await new_project(gh)
+    rng = random.Random(7)
+    syllables = "ka ri mo la ne su to vi ra en dor mil pa be sha lo ti qu an ze ro fa".split()
+    surnames: list[str] = []
+    while len(surnames) < 2000:
+        name = "".join(rng.choice(syllables) for _ in range(4)).capitalize()
+        if name not in surnames:
+            surnames.append(name)
 
     def fill(conn) -> None:
-        for i in range(2000):
+        for i, surname in enumerate(surnames):
             graph_store.insert_entity(
-                conn, (p.id, 0), f"Person {i:04d} Surname{i}", "person", None, source="manual"
+                conn, (p.id, 0), f"Person{i:04d} {surname}", "person", None, source="manual"
             )
 
     await gh.app.db.write(fill)
-    mentions = [Mention("Surname1234", "person"), Mention("Surnane1234", "person")]
+    known = surnames[1234]
+    typo = known[:-1] + ("x" if known[-1] != "x" else "y")
+    mentions = [Mention(known, "person"), Mention(typo, "person")]
     reads: list[int] = []
 
     def decide(conn):
