@@ -163,4 +163,32 @@ def extraction_event(ev: ExtractionEvent) -> graph_pb2.ExtractionEvent:
         time=timestamp(ev.created_at),
         parts=int(ev.payload.get("parts", 1 if ev.status == event_store.DONE else 0)),
         llm_calls=int(ev.payload.get("llm_calls", 0)),
+        memory_formation=_formation(ev.payload.get("formation")),
+    )
+
+
+_ACTIONS = {
+    "ADD": graph_pb2.MEMORY_ACTION_ADD,
+    "UPDATE": graph_pb2.MEMORY_ACTION_UPDATE,
+    "SUPERSEDE": graph_pb2.MEMORY_ACTION_SUPERSEDE,
+    "NOTHING": graph_pb2.MEMORY_ACTION_NOTHING,
+}
+
+
+def _formation(formed: dict[str, Any] | None) -> graph_pb2.MemoryFormationOutcome | None:
+    if formed is None:
+        return None
+    return graph_pb2.MemoryFormationOutcome(
+        operations=[
+            graph_pb2.MemoryOperation(
+                action=_ACTIONS.get(op["action"], graph_pb2.MEMORY_ACTION_UNSPECIFIED),
+                memory_id=op.get("memory_id", 0),
+                related_memory_id=op.get("related_memory_id", 0),
+                content=op.get("content", ""),
+                reason=op.get("reason", ""),
+                user_id=op.get("user_id", ""),
+            )
+            for op in formed.get("operations", [])
+        ],
+        llm_calls=int(formed.get("llm_calls", 0)),
     )

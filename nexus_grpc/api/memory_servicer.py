@@ -88,7 +88,12 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.create_session(
-            s.external_id, s.name, s.project_id, convert.from_struct(s.metadata)
+            s.external_id,
+            s.name,
+            s.project_id,
+            convert.from_struct(s.metadata),
+            user_id=s.user_id,
+            agent_id=s.agent_id,
         )
         return convert.session(session)
 

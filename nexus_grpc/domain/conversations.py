@@ -9,7 +9,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow, episode_text
+from nexus_grpc.core.models import (
+    Episode,
+    MemoryFormation,
+    Page,
+    Project,
+    Session,
+    TimeWindow,
+    episode_text,
+)
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
@@ -35,9 +43,14 @@ PROJECT_FIELDS = (
     "system_prompt",
     "retention",
     "single_valued_labels",
+    "memory_formation",
 )
 # A field's value when a create or update leaves it out.
-_PROJECT_UNSET: dict[str, Any] = {"retention": None, "single_valued_labels": ()}
+_PROJECT_UNSET: dict[str, Any] = {
+    "retention": None,
+    "single_valued_labels": (),
+    "memory_formation": 0,
+}
 # The longest retention accepted: beyond it "for ever" is what the caller means.
 MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400
 SESSION_FIELDS = ("name", "project_id", "metadata")
@@ -50,11 +63,24 @@ def _project_values(values: Mapping[str, Any]) -> dict[str, Any]:
             checked[name] = _retention(value)
         elif name == "single_valued_labels":
             checked[name] = facts.check_labels(f"project.{name}", value)
+        elif name == "memory_formation":
+            checked[name] = _memory_formation(value)
         elif name in ("name", "colour", "icon"):
             checked[name] = v.name(f"project.{name}", value, required=name == "name")
         else:
             checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
+
+
+def _memory_formation(value: int | None) -> int | None:
+    """A project's formation setting; unset (0) is the default."""
+    if not value:
+        return None
+    if value not in {int(m) for m in MemoryFormation}:
+        raise InvalidArgument(
+            f"project.memory_formation must be OFF, USER or USER_AND_PROJECT, got {value}"
+        )
+    return int(value)
 
 
 def _retention(value: float | None) -> float | None:
@@ -402,12 +428,23 @@ class Conversations:
     # Sessions -------------------------------------------------------------
 
     async def create_session(
-        self, external_id: str, name: str, project_id: int, metadata: Mapping[str, Any]
+        self,
+        external_id: str,
+        name: str,
+        project_id: int,
+        metadata: Mapping[str, Any],
+        *,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> Session:
         ext = v.external_id(external_id)
         v.name("session.name", name)
         v.positive_id("session.project_id", project_id, required=False)
         meta = v.metadata("session.metadata", metadata)
+        # Who the conversation is with: checked like a memory's owner (the
+        # auth interceptor refuses a user_id the key may not act for).
+        v.identifier("session.user_id", user_id)
+        v.identifier("session.agent_id", agent_id)
 
         visible = tenancy.visible()
         tenant = tenancy.creator(self.default_tenant)
@@ -419,7 +456,9 @@ class Conversations:
                     raise FailedPrecondition(f"session.project_id {project_id} does not exist")
                 # A session in a project belongs to the project's tenant.
                 owner = project_store.tenant_of(conn, project_id) or tenant
-            return session_store.insert(conn, ext, name, project_id, meta, owner)
+            return session_store.insert(
+                conn, ext, name, project_id, meta, owner, user_id=user_id, agent_id=agent_id
+            )
 
         return await self.db.write(create)
 

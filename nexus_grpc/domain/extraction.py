@@ -28,7 +28,7 @@ from nexus_grpc.core.graph import ASSERT, END
 from nexus_grpc.core.models import JobState
 from nexus_grpc.core.names import name_key, search_key
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import facts
+from nexus_grpc.domain import facts, formation
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.entity_resolution import (
     NO_ANSWERS,
@@ -42,7 +42,6 @@ from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
     ENTITY_TYPES,
     EXTRACTION_OPTIONS,
-    EXTRACTION_SCHEMA,
     MAX_CURRENT_FACTS,
     MAX_KNOWN_ENTITIES,
     CurrentFact,
@@ -50,6 +49,7 @@ from nexus_grpc.llm.extraction import (
     KnownEntity,
     build_extraction_part_messages,
     exchange_text,
+    extraction_schema,
     merge_results,
     parse_extraction,
 )
@@ -58,6 +58,8 @@ from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import graph_evidence as evidence_store
+from nexus_grpc.store import memory_candidates as candidate_store
+from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.jobs import Job
 
@@ -75,6 +77,8 @@ class _EpisodeContext:
     graph: tuple[int, int]
     known: list[KnownEntity]
     facts: list[CurrentFact]
+    # The memory candidates the prompt asks for (None: formation does not apply).
+    formation: str | None = None
 
 
 def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
@@ -136,7 +140,17 @@ def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | Non
             conn, [e.id for e in named], MAX_CURRENT_FACTS
         )
     ]
-    return _EpisodeContext(episode.user_message, episode.ai_response, graph, known, current)
+    forms = None
+    if episode.memory_state == JobState.PENDING:
+        forms = formation.forms_for(conn, session_store.get(conn, episode.session_id))
+    return _EpisodeContext(
+        episode.user_message,
+        episode.ai_response,
+        graph,
+        known,
+        current,
+        forms.prompt if forms is not None else None,
+    )
 
 
 def _resolve_name(
@@ -160,6 +174,7 @@ def apply_result(
     result: ExtractionResult,
     answers: Answers = NO_ANSWERS,
     llm_calls: int = 1,
+    priority: int = jobs.LIVE,
 ) -> int | None:
     """Resolve and upsert what was extracted, record the facts it asserted
     and ended, mark the episode done and log the event.
@@ -171,7 +186,8 @@ def apply_result(
         return None
     session_id, project_id = scope
     graph = graph_of(session_id, project_id)
-    at = episode_store.get(conn, episode_id).occur_at
+    episode = episode_store.get(conn, episode_id)
+    at = episode.occur_at
     mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
     resolved = settle(conn, graph, mentions, answers, episode_id)
     named: dict[str, int] = {}
@@ -212,18 +228,27 @@ def apply_result(
         "relationships": [rel_to_dict(r) for r in relationships],
     }
     episode_store.set_extract_state(conn, episode_id, JobState.DONE)
-    return event_store.insert(
+    event_id = event_store.insert(
         conn, episode_id, session_id, project_id, event_store.DONE, payload=payload
     )
+    if episode.memory_state == JobState.PENDING:
+        # What formation may form, for its own durable job (at this job's
+        # priority: an import's forms behind live traffic).
+        forms = formation.forms_for(conn, session_store.get(conn, session_id))
+        candidate_store.put(conn, episode_id, formation.candidates_for(forms, result.memories))
+        jobs.enqueue(conn, jobs.FORM_MEMORIES, [episode_id], priority=priority)
+    return event_id
 
 
 def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
-    """Dead letter: the episode shows FAILED with the error, and watchers hear it."""
+    """Dead letter: the episode shows FAILED with the error, and watchers hear
+    it; its memory formation, which needed the extraction, fails with it."""
     scope = episode_scope(conn, job.target_id)
     if scope is None:
         return
     episode_store.set_extract_state(conn, job.target_id, JobState.FAILED, error)
     event_store.insert(conn, job.target_id, scope[0], scope[1], event_store.FAILED, error=error)
+    formation.mark_failed(conn, job.target_id, f"extraction failed: {error}")
 
 
 def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
@@ -269,7 +294,7 @@ class Extraction:
         self.timeout = timeout
         self.resolution = resolution or EntityResolution(db, llm, model=model, timeout=timeout)
 
-    async def run(self, episode_id: int) -> WriteFn | None:
+    async def run(self, episode_id: int, priority: int = jobs.LIVE) -> WriteFn | None:
         """Extract one episode; returns the write that records the outcome.
 
         Raises an ``LLMError`` for the worker to retry or wait on.
@@ -284,7 +309,9 @@ class Extraction:
         num_predict = EXTRACTION_OPTIONS["num_predict"]
         # The fixed prompt is measured as a part's, with the longest known
         # list: what is left is the room for the exchange itself.
-        fixed = build_extraction_part_messages("", ctx.known, part=(999, 999), facts=ctx.facts)
+        fixed = build_extraction_part_messages(
+            "", ctx.known, part=(999, 999), facts=ctx.facts, formation=ctx.formation
+        )
         budget = await llm.input_budget(self.model, fixed, num_predict, timeout=self.timeout)
         if budget <= 0:
             raise LLMInputTooLong(
@@ -298,13 +325,15 @@ class Extraction:
             part = (i, len(pieces)) if len(pieces) > 1 else None
             answer = await llm.chat_json(
                 self.model,
-                build_extraction_part_messages(piece, ctx.known, part, facts=ctx.facts),
-                EXTRACTION_SCHEMA,
+                build_extraction_part_messages(
+                    piece, ctx.known, part, facts=ctx.facts, formation=ctx.formation
+                ),
+                extraction_schema(ctx.formation),
                 temperature=EXTRACTION_OPTIONS["temperature"],
                 num_predict=num_predict,
                 timeout=self.timeout,
             )
-            results.append(parse_extraction(answer))
+            results.append(parse_extraction(answer, ctx.user_message, ctx.formation))
         result = results[0] if len(results) == 1 else merge_results(results)
         if result.parts > 1:
             log.info("episode %d was extracted in %d parts", episode_id, result.parts)
@@ -319,7 +348,7 @@ class Extraction:
             len(result.ended),
             llm_calls,
         )
-        return lambda conn: apply_result(conn, episode_id, result, answers, llm_calls)
+        return lambda conn: apply_result(conn, episode_id, result, answers, llm_calls, priority)
 
     def committed(self) -> None:
         """After the worker committed outcomes: index the entities, wake watchers."""
@@ -351,6 +380,9 @@ def _requeue_one(conn: sqlite3.Connection, episode_id: int, tenant: str | None =
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
     episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
+    # Its memories form again from the new answer (what they already hold
+    # is found and left as it is).
+    episode_store.mark_formation_due(conn, [episode_id])
     return 1
 
 

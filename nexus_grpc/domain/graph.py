@@ -7,7 +7,7 @@ import functools
 import sqlite3
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
@@ -610,9 +610,26 @@ class Graph:
             )
             for event in page:
                 cursor = event.id
-                yield event
+                yield _visible(event)
             if not page:
                 await self.events.wait(woken, WATCH_POLL_SECONDS)
+
+
+def _visible(event: ExtractionEvent) -> ExtractionEvent:
+    """The event as this watcher may see it: a memory formation's operations
+    on another user's USER memories are left out (a user's memories never
+    reach another user, on streams either)."""
+    formed = event.payload.get("formation")
+    if not formed:
+        return event
+    operations = [
+        op
+        for op in formed.get("operations", [])
+        if not op.get("user_id") or tenancy.may_act_for(op["user_id"])
+    ]
+    return replace(
+        event, payload={**event.payload, "formation": {**formed, "operations": operations}}
+    )
 
 
 def _check_watch_target(

@@ -48,6 +48,7 @@ TABLES: tuple[Table, ...] = (
     Table("memories"),
     Table("memory_usage"),
     Table("memory_history"),
+    Table("memory_candidates", key=("episode_id",), identity=False),
     Table("extraction_events"),
     Table("jobs"),
 )

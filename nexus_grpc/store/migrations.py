@@ -760,6 +760,37 @@ MIGRATIONS: list[str] = [
     FROM entities WHERE true
     ON CONFLICT DO NOTHING;
     """,
+    # 15: memories that form themselves (docs/memory-formation.md).
+    # - A session names who the conversation is with (user_id, agent_id);
+    #   both immutable, '' when not given.
+    # - projects.memory_formation: 1 off, 2 USER memories, 3 USER and
+    #   PROJECT; NULL: the default (USER).
+    # - An episode's formation state, as its extraction's (NULL: formation
+    #   does not apply to it).
+    # - A memory records where it came from: 'client' (CreateMemory) or
+    #   'formation' with the episode it formed from (NULL once deleted).
+    # - A history entry may name the episode and the reason for a change.
+    # - memory_candidates: what an episode's extraction answer proposed, kept
+    #   for the formation job (and its re-runs).
+    """
+    ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE projects ADD COLUMN memory_formation INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_state INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_error TEXT NOT NULL DEFAULT '';
+    CREATE INDEX idx_episodes_memory_pending ON episodes(session_id, occur_at)
+        WHERE memory_state = 1;
+    ALTER TABLE memories ADD COLUMN source TEXT NOT NULL DEFAULT 'client';
+    ALTER TABLE memories ADD COLUMN source_episode_id INTEGER
+        REFERENCES episodes(id) ON DELETE SET NULL;
+    ALTER TABLE memory_history ADD COLUMN episode_id INTEGER;
+    ALTER TABLE memory_history ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    CREATE TABLE memory_candidates (
+        episode_id INTEGER PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+        candidates TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

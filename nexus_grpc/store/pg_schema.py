@@ -356,6 +356,26 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     # evidence, and a project's single-valued labels. The key is computed in
     # Python, between the two scripts, in the same transaction.
     lambda raw: _graph_resolution_and_time(raw),
+    # 5: SQLite's 15 (store/migrations.py says why): memory formation.
+    """
+    ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE projects ADD COLUMN memory_formation INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_state INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_error TEXT NOT NULL DEFAULT '';
+    CREATE INDEX idx_episodes_memory_pending ON episodes(session_id, occur_at)
+        WHERE memory_state = 1;
+    ALTER TABLE memories ADD COLUMN source TEXT NOT NULL DEFAULT 'client';
+    ALTER TABLE memories ADD COLUMN source_episode_id BIGINT
+        REFERENCES episodes(id) ON DELETE SET NULL;
+    ALTER TABLE memory_history ADD COLUMN episode_id BIGINT;
+    ALTER TABLE memory_history ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    CREATE TABLE memory_candidates (
+        episode_id BIGINT PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+        candidates TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 

@@ -22,6 +22,7 @@ COLUMNS = (
     "system_prompt",
     "retention",
     "single_valued_labels",
+    "memory_formation",
 )
 
 
@@ -47,6 +48,7 @@ def _row(row: sqlite3.Row) -> Project:
         tenant=row["tenant"],
         retention=row["retention"],
         single_valued_labels=_labels(row["single_valued_labels"]),
+        memory_formation=row["memory_formation"],
     )
 
 
@@ -61,12 +63,13 @@ def insert(
     ts = now()
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " retention, single_valued_labels, isolated, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (
             *(values.get(c, "") for c in COLUMNS[:6]),
             values.get("retention"),
             _labels_column(values.get("single_valued_labels")),
+            values.get("memory_formation"),
             ts,
             ts,
             tenant,
@@ -190,6 +193,14 @@ def single_valued_labels(conn: sqlite3.Connection, project_id: int) -> tuple[str
         "SELECT single_valued_labels FROM projects WHERE id = ?", (project_id,)
     ).fetchone()
     return None if row is None else _labels(row[0])
+
+
+def memory_formation(conn: sqlite3.Connection, project_id: int) -> int | None:
+    """The project's own formation setting; None: the default (or no project)."""
+    row = conn.execute(
+        "SELECT memory_formation FROM projects WHERE id = ?", (project_id,)
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 def retention_of(conn: sqlite3.Connection, project_id: int) -> float | None:

@@ -126,6 +126,35 @@ EXTRACTION_STATUS_DONE: ExtractionStatus.ValueType  # 1
 EXTRACTION_STATUS_FAILED: ExtractionStatus.ValueType  # 2
 Global___ExtractionStatus: _TypeAlias = ExtractionStatus  # noqa: Y015
 
+class _MemoryAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_ACTION_UNSPECIFIED: _MemoryAction.ValueType  # 0
+    MEMORY_ACTION_ADD: _MemoryAction.ValueType  # 1
+    """A new memory."""
+    MEMORY_ACTION_UPDATE: _MemoryAction.ValueType  # 2
+    """An existing memory's content replaced (history keeps the old version)."""
+    MEMORY_ACTION_SUPERSEDE: _MemoryAction.ValueType  # 3
+    """An existing memory moved to the archive tier, and a new one added."""
+    MEMORY_ACTION_NOTHING: _MemoryAction.ValueType  # 4
+    """Already known, or older than what is known: nothing written."""
+
+class MemoryAction(_MemoryAction, metaclass=_MemoryActionEnumTypeWrapper): ...
+
+MEMORY_ACTION_UNSPECIFIED: MemoryAction.ValueType  # 0
+MEMORY_ACTION_ADD: MemoryAction.ValueType  # 1
+"""A new memory."""
+MEMORY_ACTION_UPDATE: MemoryAction.ValueType  # 2
+"""An existing memory's content replaced (history keeps the old version)."""
+MEMORY_ACTION_SUPERSEDE: MemoryAction.ValueType  # 3
+"""An existing memory moved to the archive tier, and a new one added."""
+MEMORY_ACTION_NOTHING: MemoryAction.ValueType  # 4
+"""Already known, or older than what is known: nothing written."""
+Global___MemoryAction: _TypeAlias = MemoryAction  # noqa: Y015
+
 @_typing.final
 class Entity(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -1166,6 +1195,7 @@ class ExtractionEvent(_message.Message):
     TIME_FIELD_NUMBER: _builtins.int
     PARTS_FIELD_NUMBER: _builtins.int
     LLM_CALLS_FIELD_NUMBER: _builtins.int
+    MEMORY_FORMATION_FIELD_NUMBER: _builtins.int
     event_id: _builtins.int
     """Monotonic; pass it back as after_event_id to resume."""
     episode_id: _builtins.int
@@ -1187,6 +1217,14 @@ class ExtractionEvent(_message.Message):
     def relationships(self) -> _containers.RepeatedCompositeFieldContainer[Global___Relationship]: ...
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def memory_formation(self) -> Global___MemoryFormationOutcome:
+        """Set on the event that ends an episode's memory formation (a second event
+        for the episode, after its extraction's): what formation did. Operations
+        on another user's USER memories are left out for a key that may not act
+        for that user.
+        """
+
     def __init__(
         self,
         *,
@@ -1201,11 +1239,78 @@ class ExtractionEvent(_message.Message):
         time: _timestamp_pb2.Timestamp | None = ...,
         parts: _builtins.int = ...,
         llm_calls: _builtins.int = ...,
+        memory_formation: Global___MemoryFormationOutcome | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory_formation", b"memory_formation", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "llm_calls", b"llm_calls", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "llm_calls", b"llm_calls", "memory_formation", b"memory_formation", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExtractionEvent: _TypeAlias = ExtractionEvent  # noqa: Y015
+
+@_typing.final
+class MemoryOperation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    RELATED_MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    action: Global___MemoryAction.ValueType
+    memory_id: _builtins.int
+    """The memory added or updated (0 for NOTHING)."""
+    related_memory_id: _builtins.int
+    """SUPERSEDE: the memory moved to the archive. NOTHING: the memory that
+    already holds it.
+    """
+    content: _builtins.str
+    """The candidate's content, as formed."""
+    reason: _builtins.str
+    user_id: _builtins.str
+    """The USER memory's user, or empty for a PROJECT memory."""
+    def __init__(
+        self,
+        *,
+        action: Global___MemoryAction.ValueType = ...,
+        memory_id: _builtins.int = ...,
+        related_memory_id: _builtins.int = ...,
+        content: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "content", b"content", "memory_id", b"memory_id", "reason", b"reason", "related_memory_id", b"related_memory_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOperation: _TypeAlias = MemoryOperation  # noqa: Y015
+
+@_typing.final
+class MemoryFormationOutcome(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATIONS_FIELD_NUMBER: _builtins.int
+    LLM_CALLS_FIELD_NUMBER: _builtins.int
+    llm_calls: _builtins.int
+    """LLM calls formation made for the episode (its extraction's call, which
+    proposed the candidates, is counted on the extraction event).
+    """
+    @_builtins.property
+    def operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOperation]: ...
+    def __init__(
+        self,
+        *,
+        operations: _abc.Iterable[Global___MemoryOperation] | None = ...,
+        llm_calls: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["llm_calls", b"llm_calls", "operations", b"operations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryFormationOutcome: _TypeAlias = MemoryFormationOutcome  # noqa: Y015

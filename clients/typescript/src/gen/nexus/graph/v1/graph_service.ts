@@ -227,6 +227,61 @@ export function extractionStatusToJSON(object: ExtractionStatus): string {
   }
 }
 
+export enum MemoryAction {
+  MEMORY_ACTION_UNSPECIFIED = 0,
+  /** MEMORY_ACTION_ADD - A new memory. */
+  MEMORY_ACTION_ADD = 1,
+  /** MEMORY_ACTION_UPDATE - An existing memory's content replaced (history keeps the old version). */
+  MEMORY_ACTION_UPDATE = 2,
+  /** MEMORY_ACTION_SUPERSEDE - An existing memory moved to the archive tier, and a new one added. */
+  MEMORY_ACTION_SUPERSEDE = 3,
+  /** MEMORY_ACTION_NOTHING - Already known, or older than what is known: nothing written. */
+  MEMORY_ACTION_NOTHING = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function memoryActionFromJSON(object: any): MemoryAction {
+  switch (object) {
+    case 0:
+    case "MEMORY_ACTION_UNSPECIFIED":
+      return MemoryAction.MEMORY_ACTION_UNSPECIFIED;
+    case 1:
+    case "MEMORY_ACTION_ADD":
+      return MemoryAction.MEMORY_ACTION_ADD;
+    case 2:
+    case "MEMORY_ACTION_UPDATE":
+      return MemoryAction.MEMORY_ACTION_UPDATE;
+    case 3:
+    case "MEMORY_ACTION_SUPERSEDE":
+      return MemoryAction.MEMORY_ACTION_SUPERSEDE;
+    case 4:
+    case "MEMORY_ACTION_NOTHING":
+      return MemoryAction.MEMORY_ACTION_NOTHING;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemoryAction.UNRECOGNIZED;
+  }
+}
+
+export function memoryActionToJSON(object: MemoryAction): string {
+  switch (object) {
+    case MemoryAction.MEMORY_ACTION_UNSPECIFIED:
+      return "MEMORY_ACTION_UNSPECIFIED";
+    case MemoryAction.MEMORY_ACTION_ADD:
+      return "MEMORY_ACTION_ADD";
+    case MemoryAction.MEMORY_ACTION_UPDATE:
+      return "MEMORY_ACTION_UPDATE";
+    case MemoryAction.MEMORY_ACTION_SUPERSEDE:
+      return "MEMORY_ACTION_SUPERSEDE";
+    case MemoryAction.MEMORY_ACTION_NOTHING:
+      return "MEMORY_ACTION_NOTHING";
+    case MemoryAction.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface Entity {
   id: number;
   name: string;
@@ -578,6 +633,38 @@ export interface ExtractionEvent {
   /**
    * DONE only: the LLM calls the episode's extraction made (one a part, and
    * at most one question about names the resolution rules could not settle).
+   */
+  llmCalls: number;
+  /**
+   * Set on the event that ends an episode's memory formation (a second event
+   * for the episode, after its extraction's): what formation did. Operations
+   * on another user's USER memories are left out for a key that may not act
+   * for that user.
+   */
+  memoryFormation: MemoryFormationOutcome | undefined;
+}
+
+export interface MemoryOperation {
+  action: MemoryAction;
+  /** The memory added or updated (0 for NOTHING). */
+  memoryId: number;
+  /**
+   * SUPERSEDE: the memory moved to the archive. NOTHING: the memory that
+   * already holds it.
+   */
+  relatedMemoryId: number;
+  /** The candidate's content, as formed. */
+  content: string;
+  reason: string;
+  /** The USER memory's user, or empty for a PROJECT memory. */
+  userId: string;
+}
+
+export interface MemoryFormationOutcome {
+  operations: MemoryOperation[];
+  /**
+   * LLM calls formation made for the episode (its extraction's call, which
+   * proposed the candidates, is counted on the extraction event).
    */
   llmCalls: number;
 }
@@ -4896,6 +4983,7 @@ function createBaseExtractionEvent(): ExtractionEvent {
     time: undefined,
     parts: 0,
     llmCalls: 0,
+    memoryFormation: undefined,
   };
 }
 
@@ -4933,6 +5021,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     }
     if (message.llmCalls !== 0) {
       writer.uint32(88).int32(message.llmCalls);
+    }
+    if (message.memoryFormation !== undefined) {
+      MemoryFormationOutcome.encode(message.memoryFormation, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -5038,6 +5129,14 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
             message.llmCalls = reader.int32();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.memoryFormation = MemoryFormationOutcome.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5087,6 +5186,11 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
         : isSet(object.llm_calls)
         ? globalThis.Number(object.llm_calls)
         : 0,
+      memoryFormation: isSet(object.memoryFormation)
+        ? MemoryFormationOutcome.fromJSON(object.memoryFormation)
+        : isSet(object.memory_formation)
+        ? MemoryFormationOutcome.fromJSON(object.memory_formation)
+        : undefined,
     };
   },
 
@@ -5125,6 +5229,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     if (message.llmCalls !== 0) {
       obj.llmCalls = Math.round(message.llmCalls);
     }
+    if (message.memoryFormation !== undefined) {
+      obj.memoryFormation = MemoryFormationOutcome.toJSON(message.memoryFormation);
+    }
     return obj;
   },
 
@@ -5143,6 +5250,261 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     message.relationships = object.relationships?.map((e) => Relationship.fromPartial(e)) || [];
     message.time = object.time ?? undefined;
     message.parts = object.parts ?? 0;
+    message.llmCalls = object.llmCalls ?? 0;
+    message.memoryFormation = (object.memoryFormation !== undefined && object.memoryFormation !== null)
+      ? MemoryFormationOutcome.fromPartial(object.memoryFormation)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMemoryOperation(): MemoryOperation {
+  return { action: 0, memoryId: 0, relatedMemoryId: 0, content: "", reason: "", userId: "" };
+}
+
+export const MemoryOperation: MessageFns<MemoryOperation> = {
+  encode(message: MemoryOperation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.action !== 0) {
+      writer.uint32(8).int32(message.action);
+    }
+    if (message.memoryId !== 0) {
+      writer.uint32(16).int64(message.memoryId);
+    }
+    if (message.relatedMemoryId !== 0) {
+      writer.uint32(24).int64(message.relatedMemoryId);
+    }
+    if (message.content !== "") {
+      writer.uint32(34).string(message.content);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.userId !== "") {
+      writer.uint32(50).string(message.userId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryOperation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryOperation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.action = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.memoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.relatedMemoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.content = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryOperation {
+    return {
+      action: isSet(object.action) ? memoryActionFromJSON(object.action) : 0,
+      memoryId: isSet(object.memoryId)
+        ? globalThis.Number(object.memoryId)
+        : isSet(object.memory_id)
+        ? globalThis.Number(object.memory_id)
+        : 0,
+      relatedMemoryId: isSet(object.relatedMemoryId)
+        ? globalThis.Number(object.relatedMemoryId)
+        : isSet(object.related_memory_id)
+        ? globalThis.Number(object.related_memory_id)
+        : 0,
+      content: isSet(object.content) ? globalThis.String(object.content) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: MemoryOperation): unknown {
+    const obj: any = {};
+    if (message.action !== 0) {
+      obj.action = memoryActionToJSON(message.action);
+    }
+    if (message.memoryId !== 0) {
+      obj.memoryId = Math.round(message.memoryId);
+    }
+    if (message.relatedMemoryId !== 0) {
+      obj.relatedMemoryId = Math.round(message.relatedMemoryId);
+    }
+    if (message.content !== "") {
+      obj.content = message.content;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryOperation>): MemoryOperation {
+    return MemoryOperation.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryOperation>): MemoryOperation {
+    const message = createBaseMemoryOperation();
+    message.action = object.action ?? 0;
+    message.memoryId = object.memoryId ?? 0;
+    message.relatedMemoryId = object.relatedMemoryId ?? 0;
+    message.content = object.content ?? "";
+    message.reason = object.reason ?? "";
+    message.userId = object.userId ?? "";
+    return message;
+  },
+};
+
+function createBaseMemoryFormationOutcome(): MemoryFormationOutcome {
+  return { operations: [], llmCalls: 0 };
+}
+
+export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
+  encode(message: MemoryFormationOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.operations) {
+      MemoryOperation.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.llmCalls !== 0) {
+      writer.uint32(16).int32(message.llmCalls);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryFormationOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryFormationOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operations.push(MemoryOperation.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.llmCalls = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryFormationOutcome {
+    return {
+      operations: globalThis.Array.isArray(object?.operations)
+        ? object.operations.map((e: any) => MemoryOperation.fromJSON(e))
+        : [],
+      llmCalls: isSet(object.llmCalls)
+        ? globalThis.Number(object.llmCalls)
+        : isSet(object.llm_calls)
+        ? globalThis.Number(object.llm_calls)
+        : 0,
+    };
+  },
+
+  toJSON(message: MemoryFormationOutcome): unknown {
+    const obj: any = {};
+    if (message.operations?.length) {
+      obj.operations = message.operations.map((e) => MemoryOperation.toJSON(e));
+    }
+    if (message.llmCalls !== 0) {
+      obj.llmCalls = Math.round(message.llmCalls);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryFormationOutcome>): MemoryFormationOutcome {
+    return MemoryFormationOutcome.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryFormationOutcome>): MemoryFormationOutcome {
+    const message = createBaseMemoryFormationOutcome();
+    message.operations = object.operations?.map((e) => MemoryOperation.fromPartial(e)) || [];
     message.llmCalls = object.llmCalls ?? 0;
     return message;
   },

@@ -40,6 +40,60 @@ export const protobufPackage = "nexus.memory.v1";
 
 export const protobufFileName = "nexus/memory/v1/memory_service.proto";
 
+export enum MemoryFormation {
+  MEMORY_FORMATION_UNSPECIFIED = 0,
+  /** MEMORY_FORMATION_OFF - Nothing forms by itself; memories are what clients write. */
+  MEMORY_FORMATION_OFF = 1,
+  /**
+   * MEMORY_FORMATION_USER - Lasting facts and preferences the user states become USER memories of
+   * the session's user_id (sessions without one form nothing).
+   */
+  MEMORY_FORMATION_USER = 2,
+  /**
+   * MEMORY_FORMATION_USER_AND_PROJECT - And facts about the project's work become PROJECT memories of the
+   * session's agent_id.
+   */
+  MEMORY_FORMATION_USER_AND_PROJECT = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function memoryFormationFromJSON(object: any): MemoryFormation {
+  switch (object) {
+    case 0:
+    case "MEMORY_FORMATION_UNSPECIFIED":
+      return MemoryFormation.MEMORY_FORMATION_UNSPECIFIED;
+    case 1:
+    case "MEMORY_FORMATION_OFF":
+      return MemoryFormation.MEMORY_FORMATION_OFF;
+    case 2:
+    case "MEMORY_FORMATION_USER":
+      return MemoryFormation.MEMORY_FORMATION_USER;
+    case 3:
+    case "MEMORY_FORMATION_USER_AND_PROJECT":
+      return MemoryFormation.MEMORY_FORMATION_USER_AND_PROJECT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemoryFormation.UNRECOGNIZED;
+  }
+}
+
+export function memoryFormationToJSON(object: MemoryFormation): string {
+  switch (object) {
+    case MemoryFormation.MEMORY_FORMATION_UNSPECIFIED:
+      return "MEMORY_FORMATION_UNSPECIFIED";
+    case MemoryFormation.MEMORY_FORMATION_OFF:
+      return "MEMORY_FORMATION_OFF";
+    case MemoryFormation.MEMORY_FORMATION_USER:
+      return "MEMORY_FORMATION_USER";
+    case MemoryFormation.MEMORY_FORMATION_USER_AND_PROJECT:
+      return "MEMORY_FORMATION_USER_AND_PROJECT";
+    case MemoryFormation.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** The state of one piece of background work on an episode. */
 export enum JobState {
   JOB_STATE_UNSPECIFIED = 0,
@@ -267,6 +321,47 @@ export function tierToJSON(object: Tier): string {
   }
 }
 
+export enum MemorySource {
+  MEMORY_SOURCE_UNSPECIFIED = 0,
+  /** MEMORY_SOURCE_CLIENT - Written by a client (CreateMemory). */
+  MEMORY_SOURCE_CLIENT = 1,
+  /** MEMORY_SOURCE_FORMATION - Formed from a conversation: source_episode_id names the episode. */
+  MEMORY_SOURCE_FORMATION = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function memorySourceFromJSON(object: any): MemorySource {
+  switch (object) {
+    case 0:
+    case "MEMORY_SOURCE_UNSPECIFIED":
+      return MemorySource.MEMORY_SOURCE_UNSPECIFIED;
+    case 1:
+    case "MEMORY_SOURCE_CLIENT":
+      return MemorySource.MEMORY_SOURCE_CLIENT;
+    case 2:
+    case "MEMORY_SOURCE_FORMATION":
+      return MemorySource.MEMORY_SOURCE_FORMATION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemorySource.UNRECOGNIZED;
+  }
+}
+
+export function memorySourceToJSON(object: MemorySource): string {
+  switch (object) {
+    case MemorySource.MEMORY_SOURCE_UNSPECIFIED:
+      return "MEMORY_SOURCE_UNSPECIFIED";
+    case MemorySource.MEMORY_SOURCE_CLIENT:
+      return "MEMORY_SOURCE_CLIENT";
+    case MemorySource.MEMORY_SOURCE_FORMATION:
+      return "MEMORY_SOURCE_FORMATION";
+    case MemorySource.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum MemoryCategory {
   MEMORY_CATEGORY_UNSPECIFIED = 0,
   MEMORY_CATEGORY_NECESSARY = 1,
@@ -386,6 +481,11 @@ export interface Project {
    * restores them.
    */
   singleValuedLabels: string[];
+  /**
+   * What its conversations turn into memories by themselves. Unset reads as
+   * USER: a session that names its user_id forms that user's memories.
+   */
+  memoryFormation: MemoryFormation;
 }
 
 export interface CreateProjectRequest {
@@ -430,7 +530,19 @@ export interface Session {
   /** 0 means no project. */
   projectId: number;
   metadata: { [key: string]: any } | undefined;
-  createTime: Date | undefined;
+  createTime:
+    | Date
+    | undefined;
+  /**
+   * The person the conversation is with: their USER memories form from it.
+   * Set at creation only (a key may set only users it may act for).
+   */
+  userId: string;
+  /**
+   * The agent the conversation is with: PROJECT memories formed from it are
+   * this agent's. Set at creation only.
+   */
+  agentId: string;
 }
 
 export interface CreateSessionRequest {
@@ -487,7 +599,15 @@ export interface Episode {
    * When the exchange happened: the occur_time it was created with, or its
    * create_time. Search windows and summaries go by this time.
    */
-  occurTime: Date | undefined;
+  occurTime:
+    | Date
+    | undefined;
+  /**
+   * Whether memories have formed from it (UNSPECIFIED: formation does not
+   * apply: its project forms none, or its session names no user).
+   */
+  memoryState: JobState;
+  memoryError: string;
 }
 
 export interface CreateEpisodeRequest {
@@ -686,7 +806,13 @@ export interface Memory {
    * Input only, on create: expire this long from now (positive, at most
    * 100 years). Memories are returned with expire_time.
    */
-  ttl?: Duration | undefined;
+  ttl?:
+    | Duration
+    | undefined;
+  /** Output only: where it came from. */
+  source: MemorySource;
+  /** Output only: the episode it formed from (0: none, or deleted since). */
+  sourceEpisodeId: number;
 }
 
 /**
@@ -869,6 +995,9 @@ export interface MemoryRevision {
   requestId: string;
   /** The API key's principal when auth is on; empty otherwise. */
   principal: string;
+  /** A change memory formation made: the episode it came from, and why. */
+  episodeId: number;
+  reason: string;
 }
 
 export interface ListMemoryHistoryResponse {
@@ -937,6 +1066,7 @@ function createBaseProject(): Project {
     updateTime: undefined,
     retention: undefined,
     singleValuedLabels: [],
+    memoryFormation: 0,
   };
 }
 
@@ -974,6 +1104,9 @@ export const Project: MessageFns<Project> = {
     }
     for (const v of message.singleValuedLabels) {
       writer.uint32(90).string(v!);
+    }
+    if (message.memoryFormation !== 0) {
+      writer.uint32(96).int32(message.memoryFormation);
     }
     return writer;
   },
@@ -1079,6 +1212,14 @@ export const Project: MessageFns<Project> = {
             message.singleValuedLabels.push(reader.string());
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.memoryFormation = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1120,6 +1261,11 @@ export const Project: MessageFns<Project> = {
         : globalThis.Array.isArray(object?.single_valued_labels)
         ? object.single_valued_labels.map((e: any) => globalThis.String(e))
         : [],
+      memoryFormation: isSet(object.memoryFormation)
+        ? memoryFormationFromJSON(object.memoryFormation)
+        : isSet(object.memory_formation)
+        ? memoryFormationFromJSON(object.memory_formation)
+        : 0,
     };
   },
 
@@ -1158,6 +1304,9 @@ export const Project: MessageFns<Project> = {
     if (message.singleValuedLabels?.length) {
       obj.singleValuedLabels = message.singleValuedLabels;
     }
+    if (message.memoryFormation !== 0) {
+      obj.memoryFormation = memoryFormationToJSON(message.memoryFormation);
+    }
     return obj;
   },
 
@@ -1179,6 +1328,7 @@ export const Project: MessageFns<Project> = {
       ? Duration.fromPartial(object.retention)
       : undefined;
     message.singleValuedLabels = object.singleValuedLabels?.map((e) => e) || [];
+    message.memoryFormation = object.memoryFormation ?? 0;
     return message;
   },
 };
@@ -1733,7 +1883,16 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
 };
 
 function createBaseSession(): Session {
-  return { id: 0, externalId: "", name: "", projectId: 0, metadata: undefined, createTime: undefined };
+  return {
+    id: 0,
+    externalId: "",
+    name: "",
+    projectId: 0,
+    metadata: undefined,
+    createTime: undefined,
+    userId: "",
+    agentId: "",
+  };
 }
 
 export const Session: MessageFns<Session> = {
@@ -1755,6 +1914,12 @@ export const Session: MessageFns<Session> = {
     }
     if (message.createTime !== undefined) {
       Timestamp.encode(toTimestamp(message.createTime), writer.uint32(50).fork()).join();
+    }
+    if (message.userId !== "") {
+      writer.uint32(58).string(message.userId);
+    }
+    if (message.agentId !== "") {
+      writer.uint32(66).string(message.agentId);
     }
     return writer;
   },
@@ -1820,6 +1985,22 @@ export const Session: MessageFns<Session> = {
             message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1852,6 +2033,16 @@ export const Session: MessageFns<Session> = {
         : isSet(object.create_time)
         ? fromJsonTimestamp(object.create_time)
         : undefined,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
     };
   },
 
@@ -1875,6 +2066,12 @@ export const Session: MessageFns<Session> = {
     if (message.createTime !== undefined) {
       obj.createTime = message.createTime.toISOString();
     }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
     return obj;
   },
 
@@ -1889,6 +2086,8 @@ export const Session: MessageFns<Session> = {
     message.projectId = object.projectId ?? 0;
     message.metadata = object.metadata ?? undefined;
     message.createTime = object.createTime ?? undefined;
+    message.userId = object.userId ?? "";
+    message.agentId = object.agentId ?? "";
     return message;
   },
 };
@@ -2497,6 +2696,8 @@ function createBaseEpisode(): Episode {
     extractionState: 0,
     extractionError: "",
     occurTime: undefined,
+    memoryState: 0,
+    memoryError: "",
   };
 }
 
@@ -2534,6 +2735,12 @@ export const Episode: MessageFns<Episode> = {
     }
     if (message.occurTime !== undefined) {
       Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(90).fork()).join();
+    }
+    if (message.memoryState !== 0) {
+      writer.uint32(96).int32(message.memoryState);
+    }
+    if (message.memoryError !== "") {
+      writer.uint32(106).string(message.memoryError);
     }
     return writer;
   },
@@ -2639,6 +2846,22 @@ export const Episode: MessageFns<Episode> = {
             message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.memoryState = reader.int32() as any;
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.memoryError = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2700,6 +2923,16 @@ export const Episode: MessageFns<Episode> = {
         : isSet(object.occur_time)
         ? fromJsonTimestamp(object.occur_time)
         : undefined,
+      memoryState: isSet(object.memoryState)
+        ? jobStateFromJSON(object.memoryState)
+        : isSet(object.memory_state)
+        ? jobStateFromJSON(object.memory_state)
+        : 0,
+      memoryError: isSet(object.memoryError)
+        ? globalThis.String(object.memoryError)
+        : isSet(object.memory_error)
+        ? globalThis.String(object.memory_error)
+        : "",
     };
   },
 
@@ -2738,6 +2971,12 @@ export const Episode: MessageFns<Episode> = {
     if (message.occurTime !== undefined) {
       obj.occurTime = message.occurTime.toISOString();
     }
+    if (message.memoryState !== 0) {
+      obj.memoryState = jobStateToJSON(message.memoryState);
+    }
+    if (message.memoryError !== "") {
+      obj.memoryError = message.memoryError;
+    }
     return obj;
   },
 
@@ -2757,6 +2996,8 @@ export const Episode: MessageFns<Episode> = {
     message.extractionState = object.extractionState ?? 0;
     message.extractionError = object.extractionError ?? "";
     message.occurTime = object.occurTime ?? undefined;
+    message.memoryState = object.memoryState ?? 0;
+    message.memoryError = object.memoryError ?? "";
     return message;
   },
 };
@@ -4680,6 +4921,8 @@ function createBaseMemory(): Memory {
     updateTime: undefined,
     expireTime: undefined,
     ttl: undefined,
+    source: 0,
+    sourceEpisodeId: 0,
   };
 }
 
@@ -4735,6 +4978,12 @@ export const Memory: MessageFns<Memory> = {
     }
     if (message.ttl !== undefined) {
       Duration.encode(message.ttl, writer.uint32(138).fork()).join();
+    }
+    if (message.source !== 0) {
+      writer.uint32(144).int32(message.source);
+    }
+    if (message.sourceEpisodeId !== 0) {
+      writer.uint32(152).int64(message.sourceEpisodeId);
     }
     return writer;
   },
@@ -4888,6 +5137,22 @@ export const Memory: MessageFns<Memory> = {
             message.ttl = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.source = reader.int32() as any;
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.sourceEpisodeId = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4955,6 +5220,12 @@ export const Memory: MessageFns<Memory> = {
         ? fromJsonTimestamp(object.expire_time)
         : undefined,
       ttl: isSet(object.ttl) ? Duration.fromJSON(object.ttl) : undefined,
+      source: isSet(object.source) ? memorySourceFromJSON(object.source) : 0,
+      sourceEpisodeId: isSet(object.sourceEpisodeId)
+        ? globalThis.Number(object.sourceEpisodeId)
+        : isSet(object.source_episode_id)
+        ? globalThis.Number(object.source_episode_id)
+        : 0,
     };
   },
 
@@ -5011,6 +5282,12 @@ export const Memory: MessageFns<Memory> = {
     if (message.ttl !== undefined) {
       obj.ttl = Duration.toJSON(message.ttl);
     }
+    if (message.source !== 0) {
+      obj.source = memorySourceToJSON(message.source);
+    }
+    if (message.sourceEpisodeId !== 0) {
+      obj.sourceEpisodeId = Math.round(message.sourceEpisodeId);
+    }
     return obj;
   },
 
@@ -5036,6 +5313,8 @@ export const Memory: MessageFns<Memory> = {
     message.updateTime = object.updateTime ?? undefined;
     message.expireTime = object.expireTime ?? undefined;
     message.ttl = (object.ttl !== undefined && object.ttl !== null) ? Duration.fromPartial(object.ttl) : undefined;
+    message.source = object.source ?? 0;
+    message.sourceEpisodeId = object.sourceEpisodeId ?? 0;
     return message;
   },
 };
@@ -7065,6 +7344,8 @@ function createBaseMemoryRevision(): MemoryRevision {
     changeTime: undefined,
     requestId: "",
     principal: "",
+    episodeId: 0,
+    reason: "",
   };
 }
 
@@ -7093,6 +7374,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     }
     if (message.principal !== "") {
       writer.uint32(66).string(message.principal);
+    }
+    if (message.episodeId !== 0) {
+      writer.uint32(72).int64(message.episodeId);
+    }
+    if (message.reason !== "") {
+      writer.uint32(82).string(message.reason);
     }
     return writer;
   },
@@ -7174,6 +7461,22 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
             message.principal = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.episodeId = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7212,6 +7515,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
         ? globalThis.String(object.request_id)
         : "",
       principal: isSet(object.principal) ? globalThis.String(object.principal) : "",
+      episodeId: isSet(object.episodeId)
+        ? globalThis.Number(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.Number(object.episode_id)
+        : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
     };
   },
 
@@ -7241,6 +7550,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     if (message.principal !== "") {
       obj.principal = message.principal;
     }
+    if (message.episodeId !== 0) {
+      obj.episodeId = Math.round(message.episodeId);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
     return obj;
   },
 
@@ -7259,6 +7574,8 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     message.changeTime = object.changeTime ?? undefined;
     message.requestId = object.requestId ?? "";
     message.principal = object.principal ?? "";
+    message.episodeId = object.episodeId ?? 0;
+    message.reason = object.reason ?? "";
     return message;
   },
 };
