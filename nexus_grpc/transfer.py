@@ -320,6 +320,8 @@ class _Import:
                     name=s.name,
                     project_id=self._project(),
                     metadata=s.metadata,
+                    user_id=s.user_id,
+                    agent_id=s.agent_id,
                 )
             )
         except NexusClientError as exc:
@@ -549,6 +551,7 @@ def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
         notes=p.notes,
         system_prompt=p.system_prompt,
         single_valued_labels=list(p.single_valued_labels),
+        memory_formation=p.memory_formation,
     )
     if p.HasField("retention"):
         values.retention.CopyFrom(p.retention)

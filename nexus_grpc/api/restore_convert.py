@@ -67,6 +67,8 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
             project_id=s.project_id,
             metadata=from_struct(s.metadata, "session.metadata"),
             created_at=_time(s, "create_time", "session"),
+            user_id=s.user_id,
+            agent_id=s.agent_id,
         )
     if kind == "episode":
         e = r.episode
@@ -95,6 +97,8 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
             principal=m.principal,
             changed_at=_time(m, "change_time", "memory_revision"),
             purge_after=None,
+            episode_id=m.episode_id or None,
+            reason=m.reason,
         )
     if kind == "entity":
         return _entity(r.entity)
@@ -204,6 +208,8 @@ def _memory(m: memory_pb2.Memory, owner: str) -> Memory:
         last_used_at=_optional_time(m, "last_used_time", owner),
         use_count=m.use_count,
         expire_at=_optional_time(m, "expire_time", owner),
+        source="formation" if m.source == memory_pb2.MEMORY_SOURCE_FORMATION else "client",
+        source_episode_id=m.source_episode_id or None,
     )
 
 

@@ -214,6 +214,7 @@ def _plan(items: Sequence[ExportItem], at: float) -> _Plan:
                 "system_prompt": first.system_prompt,
                 "retention": first.retention,
                 "single_valued_labels": list(first.single_valued_labels or ()),
+                "memory_formation": first.memory_formation,
             }
         )
         v.positive_id("project.id", first.id)
@@ -248,6 +249,8 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
                 f"session.external_id {external_id} is a second session record with it"
             )
         plan.external_ids.add(external_id)
+        v.identifier("session.user_id", item.user_id)
+        v.identifier("session.agent_id", item.agent_id)
         return replace(
             item,
             external_id=external_id,
@@ -428,6 +431,7 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
             session_id=sessions[m.session_id] if m.session_id else 0,
             tenant=tenant,
             request_id=None,
+            source_episode_id=episodes.get(m.source_episode_id or 0),
         )
 
     for index, item in plan.items:
@@ -445,6 +449,8 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
                     item.metadata,
                     item.created_at,
                     tenant,
+                    user_id=item.user_id,
+                    agent_id=item.agent_id,
                 )
             elif isinstance(item, Episode):
                 # Episodes are written together, as ImportEpisodes writes a batch.
@@ -455,7 +461,12 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
                 new_id = memories[item.memory_id]
                 restore_store.insert_revision(
                     conn,
-                    replace(item, memory_id=new_id, previous=memory_ids(item.previous, new_id)),
+                    replace(
+                        item,
+                        memory_id=new_id,
+                        previous=memory_ids(item.previous, new_id),
+                        episode_id=episodes.get(item.episode_id or 0),
+                    ),
                 )
             elif isinstance(item, Entity):
                 entities[item.id] = restore_store.insert_entity(

@@ -38,8 +38,8 @@ def insert_project(
     """``values``: the project's columns (store/projects.py's COLUMNS)."""
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " retention, single_valued_labels, isolated, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (
             values["name"],
             values["description"],
@@ -49,6 +49,7 @@ def insert_project(
             values["system_prompt"],
             values["retention"],
             json.dumps(list(labels)) if (labels := values.get("single_valued_labels")) else None,
+            values.get("memory_formation"),
             created_at,
             updated_at,
             tenant,
@@ -68,6 +69,8 @@ def insert_session(
     metadata: Mapping[str, Any],
     created_at: float,
     tenant: str,
+    user_id: str = "",
+    agent_id: str = "",
 ) -> int:
     # Checked first rather than caught: on PostgreSQL a failed INSERT would
     # abort the transaction, and the restore's message should name the
@@ -82,9 +85,18 @@ def insert_session(
             " that already holds one of them"
         )
     row = conn.execute(
-        "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        (tenant, external_id, name, project_id, json.dumps(metadata), created_at),
+        "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at,"
+        " user_id, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            tenant,
+            external_id,
+            name,
+            project_id,
+            json.dumps(metadata),
+            created_at,
+            user_id,
+            agent_id,
+        ),
     ).fetchone()
     return int(row[0])
 
@@ -94,8 +106,8 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
         " session_id, confidence, metadata, request_id, created_at, updated_at, last_used_at,"
-        " use_count, tenant, expire_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " use_count, tenant, expire_at, source, source_episode_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             m.kind,
             m.title,
@@ -113,6 +125,8 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
             m.use_count,
             tenant,
             m.expire_at,
+            m.source,
+            m.source_episode_id,
         ),
     ).fetchone()
     memory_id = int(row[0])
@@ -129,7 +143,7 @@ def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> Non
         r.previous,
         r.action,
         r.changed,
-        memory_history.ChangedBy(r.request_id, r.principal),
+        memory_history.ChangedBy(r.request_id, r.principal, r.episode_id, r.reason),
         at=r.changed_at,
     )
 
