@@ -214,6 +214,8 @@ class _Import:
     pending_episodes: list[memory_pb2.Episode] = field(default_factory=list)
     pending_memory: memory_pb2.Memory | None = None
     pending_revisions: list[memory_pb2.MemoryRevision] = field(default_factory=list)
+    # The file's memory formation, set on the new project once the import is done.
+    formation_after: int | None = None
 
     def count(self, kind: str, n: int = 1) -> None:
         if n:
@@ -264,6 +266,13 @@ class _Import:
             await self._settle(None)
         await self.flush_episodes()
         await self.flush_memory()
+        if self.formation_after is not None:
+            await self.client.update_project(
+                project=memory_pb2.Project(
+                    id=self.project_id, memory_formation=self.formation_after
+                ),
+                update_mask=field_mask_pb2.FieldMask(paths=["memory_formation"]),
+            )
 
     def _project(self) -> int:
         if not self.project_id:
@@ -302,8 +311,15 @@ class _Import:
             self.held = await _Existing.read(self.client, target)
             self.found("project")
         else:
-            created = await self.client.create_project(project=_project_values(p))
+            # Created with formation off: the file brings the memories its
+            # episodes formed, and forming them again from the imported
+            # episodes would say them twice. The file's setting is set back
+            # once everything is in (finish).
+            values = _project_values(p)
+            values.memory_formation = memory_pb2.MEMORY_FORMATION_OFF
+            created = await self.client.create_project(project=values)
             self.project_id = created.id
+            self.formation_after = p.memory_formation
             self.count("project")
         if self.on_project is not None:
             self.on_project(self.project_id, self.resumed)
