@@ -269,7 +269,8 @@ class _Import:
         if self.formation_after is not None:
             await self.client.update_project(
                 project=memory_pb2.Project(
-                    id=self.project_id, memory_formation=self.formation_after
+                    id=self.project_id,
+                    memory_formation=memory_pb2.MemoryFormation.ValueType(self.formation_after),
                 ),
                 update_mask=field_mask_pb2.FieldMask(paths=["memory_formation"]),
             )
