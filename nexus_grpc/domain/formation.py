@@ -33,6 +33,7 @@ stream with the operations applied.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -81,10 +82,12 @@ from nexus_grpc.store.memories import Memory
 log = logging.getLogger(__name__)
 WriteFn = Callable[[sqlite3.Connection], Any]
 SIMILAR = 5
-# Cosine (MiniLM) at which a kept memory is similar enough to a candidate to
-# be shown to the LLM; below it, and with no keyword in common, the candidate
-# is simply new. Measured on the memory evaluation's dev set (docs/memory-formation.md).
-SEMANTIC_SIMILAR = 0.45
+# Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
+# a candidate to be shown to the LLM; below it the candidate is simply new.
+# Measured (tests/domain/test_memory_formation.py's pairs, docs/memory-formation.md):
+# memories on one subject 0.41-0.81 ("lives in Porto"/"lives in Lisbon" 0.81,
+# "is learning Rust"/"knows Python well" 0.41), on different ones 0.12-0.35.
+SEMANTIC_SIMILAR = 0.4
 # An episode waiting for an earlier one of its session tries again this soon.
 DEFER_SECONDS = 1.0
 TIERS = {"longterm": Tier.LONGTERM, "session": Tier.SESSION, "task": Tier.TASK}
@@ -162,6 +165,15 @@ def _context(conn: sqlite3.Connection, episode_id: int) -> _Context | None:
         [MemoryCandidate(**c) for c in raw],
         episode_store.formation_ahead(conn, episode),
     )
+
+
+def _unit(v: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / norm for x in v]
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def _key(text: str) -> str:
@@ -244,13 +256,25 @@ class MemoryFormationJob:
             semantic = await self.memories.semantic(c.content, scope, SIMILAR * 2)
         finally:
             tenancy.reset(token)
-        close = [h.memory for h in semantic if h.score >= SEMANTIC_SIMILAR]
-        found: dict[int, Memory] = {}
-        for m in [*close, *(h.memory for h in keyword)]:
+        pool: dict[int, Memory] = {}
+        for m in (h.memory for h in [*semantic, *keyword]):
             if m.kind != kind or (kind == MemoryKind.USER and m.user_id != session.user_id):
                 continue
-            found.setdefault(m.id, m)
-        return list(found.values())[:SIMILAR]
+            pool.setdefault(m.id, m)
+        if not pool:
+            return []
+        # The search's scores are made for ranking (its query leaves out the
+        # scope's common words); how alike two memories are is measured on
+        # their whole texts.
+        vectors = await self.memories.embedder.embed(
+            [c.content, *(m.content for m in pool.values())]
+        )
+        mine = _unit(vectors[0])
+        scored = sorted(
+            ((_dot(mine, _unit(v)), m) for v, m in zip(vectors[1:], pool.values(), strict=True)),
+            key=lambda s: -s[0],
+        )
+        return [m for score, m in scored if score >= SEMANTIC_SIMILAR][:SIMILAR]
 
     async def _ask(
         self, ctx: _Context, questions: Sequence[tuple[MemoryCandidate, list[Memory]]]

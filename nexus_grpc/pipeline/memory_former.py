@@ -14,6 +14,7 @@ import sqlite3
 from nexus_grpc.core.models import JobState
 from nexus_grpc.domain import formation
 from nexus_grpc.domain.formation import MemoryFormationJob
+from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.llm import LLMError
 from nexus_grpc.pipeline.llm_failures import failure_for
@@ -33,7 +34,7 @@ class MemoryFormer:
                 write = await self.job.run(job.target_id, job.priority)
             except LLMError as exc:
                 outcomes.append(Outcome(job, error=failure_for(exc, "memory formation failed")))
-            except Unavailable as exc:
+            except (Unavailable, EmbedderUnavailable) as exc:
                 outcomes.append(Outcome(job, error=Postpone(f"memory formation waits: {exc}")))
             else:
                 outcomes.append(Outcome(job, write=write))
