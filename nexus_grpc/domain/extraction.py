@@ -153,13 +153,63 @@ def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | Non
     )
 
 
-def _resolve_name(
-    conn: sqlite3.Connection, graph: tuple[int, int], surface: str, named: dict[str, int]
-) -> int | None:
-    """An edge end: a name of this answer, else exactly one entity of the
-    graph with that key (of any type); otherwise unknown."""
-    if surface.lower() in named:
-        return named[surface.lower()]
+# The types a label's ends have, where the label says (from, to); an answer
+# naming "Jordan" the person and "Jordan" the place gives edges whose ends are
+# names only, and "located_in Jordan" means the place.
+LABEL_END_TYPES: dict[str, tuple[str | None, str | None]] = {
+    "lives_in": ("person", "place"),
+    "born_in": ("person", "place"),
+    "travelled_to": ("person", "place"),
+    "traveled_to": ("person", "place"),
+    "visited": ("person", "place"),
+    "located_in": (None, "place"),
+    "works_at": ("person", "organization"),
+    "founded": ("person", "organization"),
+    "married_to": ("person", "person"),
+    "reports_to": ("person", "person"),
+    "knows": ("person", "person"),
+    "friend_of": ("person", "person"),
+    "manages": ("person", "person"),
+}
+
+
+Named = dict[str, list[tuple[int, str]]]  # surface (lower case) -> [(entity id, type)]
+
+
+def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -> int:
+    """One of the answer's entities of a name: of the type the label wants,
+    else not the edge's other end, else the first listed."""
+    for entity_id, etype in found:
+        if etype == wanted:
+            return entity_id
+    for entity_id, _ in found:
+        if entity_id != other:
+            return entity_id
+    return found[0][0]
+
+
+def _edge_ends(
+    conn: sqlite3.Connection,
+    graph: tuple[int, int],
+    source: str,
+    target: str,
+    label: str,
+    named: Named,
+) -> tuple[int | None, int | None]:
+    """An edge's ends: names of this answer (of the label's types where a name
+    is two entities), else exactly one entity of the graph with that key (of
+    any type); otherwise unknown."""
+    wanted_from, wanted_to = LABEL_END_TYPES.get(label, (None, None))
+    src = _known(conn, graph, source) if source.lower() not in named else None
+    dst = _known(conn, graph, target) if target.lower() not in named else None
+    if target.lower() in named:
+        dst = _pick(named[target.lower()], wanted_to, src)
+    if source.lower() in named:
+        src = _pick(named[source.lower()], wanted_from, dst)
+    return src, dst
+
+
+def _known(conn: sqlite3.Connection, graph: tuple[int, int], surface: str) -> int | None:
     found = {
         i
         for etype in ENTITY_TYPES
@@ -190,19 +240,18 @@ def apply_result(
     at = episode.occur_at
     mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
     resolved = settle(conn, graph, mentions, answers, episode_id)
-    named: dict[str, int] = {}
+    named: Named = {}
     entity_ids: list[int] = []
     for m in mentions:
         entity_id = resolved[(m.key, m.type)]
         entity_ids.append(entity_id)
-        named.setdefault(m.surface.lower(), entity_id)
+        named.setdefault(m.surface.lower(), []).append((entity_id, m.type))
 
     groups = evidence_store.drop_episode_evidence(conn, episode_id)
     asserted: list[tuple[int, int, str]] = []
     for kind, edges in ((ASSERT, result.relationships), (END, result.ended)):
         for r in edges:
-            src = _resolve_name(conn, graph, r.source, named)
-            dst = _resolve_name(conn, graph, r.target, named)
+            src, dst = _edge_ends(conn, graph, r.source, r.target, r.label, named)
             if src is None or dst is None or src == dst:
                 continue
             evidence_store.add_evidence(

@@ -262,12 +262,24 @@ async def test_an_unanswered_question_keeps_the_name_apart_until_asked_again(gh,
 async def test_jordan_the_person_and_jordan_the_place_stay_two(gh, stub):
     p = await new_project(gh)
     s = await new_session(gh, p.id)
-    await say(gh, stub, s.id, "Jordan flew to Jordan.", answer(
-        [("Jordan", "person", None), ("Jordan", "place", None)],
-        [("Jordan", "travelled_to", "Jordan")],
+    await say(gh, stub, s.id, "Jordan flew to Jordan and saw Amman.", answer(
+        [("Jordan", "person", None), ("Jordan", "place", None), ("Amman", "place", None)],
+        [("Jordan", "travelled_to", "Jordan"), ("Amman", "located_in", "Jordan")],
     ))  # fmt: skip
-    kinds = sorted((e.name, e.type) for e in await entities_of(gh, p.id))
-    assert kinds == [("Jordan", "person"), ("Jordan", "place")]
+    e = {(x.name, x.type): x for x in await entities_of(gh, p.id)}
+    assert sorted(e) == [("Amman", "place"), ("Jordan", "person"), ("Jordan", "place")]
+    person, place = e[("Jordan", "person")].id, e[("Jordan", "place")].id
+    # Edge ends are names; the label says which Jordan each one is.
+    [trip] = (
+        await gh.graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=person))
+    ).relationships
+    assert (trip.to_id, trip.label) == (place, "travelled_to")
+    [where] = (
+        await gh.graph.ListRelationships(
+            graph_pb2.ListRelationshipsRequest(entity_id=e[("Amman", "place")].id)
+        )
+    ).relationships
+    assert where.to_id == place
 
 
 async def test_graphs_never_resolve_into_each_other(gh, stub):
