@@ -377,6 +377,7 @@ def parse_extraction(
     entities: list[ExtractedEntity] = []
     seen: set[tuple[str, str]] = set()
     canonical: dict[str, str] = {}  # lower name -> spelling kept, for edge ends
+    types_of: dict[str, set[str]] = {}  # lower name -> the types it was given
     for item in raw_entities:
         if not isinstance(item, Mapping):
             continue
@@ -392,6 +393,7 @@ def parse_extraction(
             continue
         seen.add(key)
         canonical.setdefault(name.lower(), name)
+        types_of.setdefault(name.lower(), set()).add(etype)
         entities.append(ExtractedEntity(name=name, type=etype, notes=_clean_notes(item)))
 
     relationships: list[ExtractedRelationship] = []
@@ -406,8 +408,11 @@ def parse_extraction(
             continue
         src, dst = canonical.get(source.lower()), canonical.get(target.lower())
         label = canonical_label(label)
-        # Both ends must be entities kept above; a self-loop says nothing.
-        if src is None or dst is None or not label or src.lower() == dst.lower():
+        # Both ends must be entities kept above; a self-loop says nothing
+        # (one name of two types, "Jordan" flying to Jordan, is two ends).
+        if src is None or dst is None or not label:
+            continue
+        if src.lower() == dst.lower() and len(types_of[src.lower()]) < 2:
             continue
         edge = (src.lower(), dst.lower(), label)
         if edge in seen_edges:
