@@ -266,7 +266,7 @@ class _Import:
             await self._settle(None)
         await self.flush_episodes()
         await self.flush_memory()
-        if self.formation_after is not None:
+        if self.formation_after:
             await self.client.update_project(
                 project=memory_pb2.Project(
                     id=self.project_id,
@@ -307,8 +307,12 @@ class _Import:
                     )
                 target = held.project_id
         if target:
-            await self.client.get_project(id=target)  # NOT_FOUND for one the key may not see
+            existing = await self.client.get_project(id=target)  # NOT_FOUND if not the key's
             self.project_id, self.resumed = target, True
+            if existing.memory_formation == memory_pb2.MEMORY_FORMATION_OFF:
+                # Off while an earlier run of this import wrote (or by choice):
+                # the run that finishes sets the file's setting.
+                self.formation_after = p.memory_formation
             self.held = await _Existing.read(self.client, target)
             self.found("project")
         else:
