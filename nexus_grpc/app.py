@@ -20,24 +20,29 @@ from nexus_grpc.config import Settings
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
+from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
+from nexus_grpc.domain.formation import MemoryFormationJob
 from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
+from nexus_grpc.domain.merges import Merges
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
-from nexus_grpc.pipeline import vector_collections
+from nexus_grpc.pipeline import memory_former, vector_collections
+from nexus_grpc.pipeline.entity_resolver import PendingEntityResolver
 from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
 from nexus_grpc.pipeline.keyword_upkeep import KeywordIndexUpkeep
+from nexus_grpc.pipeline.memory_former import MemoryFormer
 from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
@@ -234,6 +239,16 @@ class App:
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
         )
+        # Names rules cannot settle are asked about with the extraction model;
+        # a new name's vector neighbours become questions, never merges.
+        self.entity_resolution = EntityResolution(
+            self.db,
+            self.llm,
+            model=settings.extraction_model,
+            timeout=settings.llm_timeout,
+            embedder=self.embedder,
+            index=self.index,
+        )
         self.extraction = Extraction(
             self.db,
             self.signals,
@@ -241,7 +256,9 @@ class App:
             self.llm,
             model=settings.extraction_model,
             timeout=settings.llm_timeout,
+            resolution=self.entity_resolution,
         )
+        self.merges = Merges(self.db, self.signals)
         self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
         self.memories = Memories(
             self.db,
@@ -251,6 +268,16 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
+        )
+        # Memories that form themselves, with the extraction model.
+        self.formation = MemoryFormationJob(
+            self.db,
+            self.signals,
+            self.graph_events,
+            self.llm,
+            self.memories,
+            model=settings.extraction_model,
+            timeout=settings.llm_timeout,
         )
         self.selector = Selector(
             self.db,
@@ -416,6 +443,29 @@ class App:
             after_commit=self.extraction.committed,
         )
         self.workers.append(self.extraction_worker)
+        self.formation_worker = JobWorker(
+            self.db,
+            self.signals,
+            job_store.FORM_MEMORIES,
+            MemoryFormer(self.formation),
+            self._worker_config(batch_size=1, concurrency=1),
+            on_dead=memory_former.mark_failed,
+            on_retry=memory_former.note_retry,
+            ready=self.llm_ready,
+            after_commit=self.formation.committed,
+        )
+        self.workers.append(self.formation_worker)
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.RESOLVE_ENTITY,
+                PendingEntityResolver(self.entity_resolution),
+                self._worker_config(batch_size=1, concurrency=1),
+                ready=self.llm_ready,
+                after_commit=lambda: self.signals.wake(job_store.INDEX_ENTITY),
+            )
+        )
         self.workers.append(
             JobWorker(
                 self.db,

@@ -134,6 +134,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def cmd_eval_memories(args: argparse.Namespace) -> int:
+    from nexus_grpc.evaluation.memories import main as memories_main
+
+    return memories_main(args)
+
+
 def cmd_eval_recall(args: argparse.Namespace) -> int:
     from nexus_grpc.evaluation.recall import main as recall_main
 
@@ -397,6 +403,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_recall_arguments(recall)
     recall.set_defaults(func=cmd_eval_recall)
+    from nexus_grpc.evaluation.memories import add_arguments as add_memory_arguments
+
+    memories = evals.add_parser(
+        "memories",
+        help="store scripted conversations and report how memories form from them"
+        " (docs/memory-eval.md)",
+    )
+    add_memory_arguments(memories)
+    memories.set_defaults(func=cmd_eval_memories)
     return parser
 
 

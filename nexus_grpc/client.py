@@ -1032,8 +1032,10 @@ class NexusClient(ClientBase):
     ) -> graph_pb2.Entity:
         """GraphService.UpsertEntity: returns ``Entity``.
 
-        Upserts by (project_id, name, type): mention_count increments, notes are kept when
-        the new ones are empty. Each project has its own entities.
+        Upserts by name and type within one graph: a name the graph already knows under any
+        spelling (case, spacing, punctuation, accents, a title or a possessive aside) or
+        alias is one more mention of that entity, whose mention_count increments; notes are
+        kept when the new ones are empty. Each project has its own entities.
 
         Args (the fields of ``UpsertEntityRequest``):
             name: str
@@ -1125,6 +1127,7 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         session_id: int | None = None,
+        name: str | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.ListEntitiesResponse:
@@ -1136,6 +1139,7 @@ class NexusClient(ClientBase):
             page_size: int
             page_token: str
             session_id: When set, only the graph of this session (outside any project).
+            name: When set, only entities known by this name under any spelling or alias.
         """
         return await self._unary(
             "GraphService",
@@ -1148,6 +1152,7 @@ class NexusClient(ClientBase):
                 "page_size": page_size,
                 "page_token": page_token,
                 "session_id": session_id,
+                "name": name,
             },
             timeout,
             metadata,
@@ -1162,19 +1167,26 @@ class NexusClient(ClientBase):
         to_id: int | None = None,
         label: str | None = None,
         notes: str | None = None,
+        valid_time: timestamp_pb2.Timestamp | None = None,
+        invalid_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.Relationship:
         """GraphService.UpsertRelationship: returns ``Relationship``.
 
-        Upserts by (from, to, label). Both entities must belong to the same project
-        (FAILED_PRECONDITION otherwise).
+        Asserts (from, label, to) from valid_time (now when unset) and returns the interval
+        holding then. A single-valued label (Project.single_valued_labels) ends the
+        subject's current value of that label at that time. Both entities must belong to the
+        same project (FAILED_PRECONDITION otherwise).
 
         Args (the fields of ``UpsertRelationshipRequest``):
             from_id: int
             to_id: int
             label: str
             notes: str
+            valid_time: When it began to hold; now when unset.
+            invalid_time: When it stopped holding, for a fact known to have ended (after
+                valid_time); unset: it holds, as far as this call says.
         """
         return await self._unary(
             "GraphService",
@@ -1186,6 +1198,8 @@ class NexusClient(ClientBase):
                 "to_id": to_id,
                 "label": label,
                 "notes": notes,
+                "valid_time": valid_time,
+                "invalid_time": invalid_time,
             },
             timeout,
             metadata,
@@ -1200,10 +1214,15 @@ class NexusClient(ClientBase):
         include_inbound: bool | None = None,
         page_size: int | None = None,
         page_token: str | None = None,
+        as_of: timestamp_pb2.Timestamp | None = None,
+        include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.ListRelationshipsResponse:
         """GraphService.ListRelationships: returns ``ListRelationshipsResponse``.
+
+        Current facts by default; as_of gives those holding then, include_history every
+        interval.
 
         Args (the fields of ``ListRelationshipsRequest``):
             entity_id: int
@@ -1211,6 +1230,8 @@ class NexusClient(ClientBase):
             page_size: Pages in id order, like every List (a hub entity may have many
                 edges).
             page_token: str
+            as_of: The facts as they held at this time, instead of now.
+            include_history: Every interval, ended ones too (not with as_of).
         """
         return await self._unary(
             "GraphService",
@@ -1222,6 +1243,8 @@ class NexusClient(ClientBase):
                 "include_inbound": include_inbound,
                 "page_size": page_size,
                 "page_token": page_token,
+                "as_of": as_of,
+                "include_history": include_history,
             },
             timeout,
             metadata,
@@ -1239,6 +1262,9 @@ class NexusClient(ClientBase):
         metadata: MetadataArg = None,
     ) -> graph_pb2.DeleteRelationshipResponse:
         """GraphService.DeleteRelationship: returns ``DeleteRelationshipResponse``.
+
+        Removes every interval of (from, label, to) and what said it: an operator's repair
+        of a wrong fact (a fact that ended is ended, not deleted).
 
         Args (the fields of ``DeleteRelationshipRequest``):
             from_id: int
@@ -1266,17 +1292,22 @@ class NexusClient(ClientBase):
         *,
         entity_id: int | None = None,
         depth: int | None = None,
+        as_of: timestamp_pb2.Timestamp | None = None,
+        include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.Subgraph:
         """GraphService.GetNeighborhood: returns ``Subgraph``.
 
-        Bidirectional traversal, depth 1 (default) to 3; edges only join entities of one
-        project, so a walk never leaves the start entity's project.
+        Bidirectional traversal, depth 1 (default) to 3, over current facts (or as_of /
+        include_history); edges only join entities of one project, so a walk never leaves
+        the start entity's project.
 
         Args (the fields of ``GetNeighborhoodRequest``):
             entity_id: int
             depth: 0 means 1; at most 3.
+            as_of: Walk the facts as they held at this time, instead of now.
+            include_history: Walk every interval, ended ones too (not with as_of).
         """
         return await self._unary(
             "GraphService",
@@ -1286,6 +1317,8 @@ class NexusClient(ClientBase):
             {
                 "entity_id": entity_id,
                 "depth": depth,
+                "as_of": as_of,
+                "include_history": include_history,
             },
             timeout,
             metadata,
@@ -1297,6 +1330,8 @@ class NexusClient(ClientBase):
         /,
         *,
         entity_ids: Iterable[int] | None = None,
+        as_of: timestamp_pb2.Timestamp | None = None,
+        include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> graph_pb2.Subgraph:
@@ -1306,6 +1341,8 @@ class NexusClient(ClientBase):
 
         Args (the fields of ``GetNeighborsRequest``):
             entity_ids: Iterable[int]
+            as_of: timestamp_pb2.Timestamp
+            include_history: bool
         """
         return await self._unary(
             "GraphService",
@@ -1314,6 +1351,155 @@ class NexusClient(ClientBase):
             request,
             {
                 "entity_ids": entity_ids,
+                "as_of": as_of,
+                "include_history": include_history,
+            },
+            timeout,
+            metadata,
+        )
+
+    async def list_entity_aliases(
+        self,
+        request: graph_pb2.ListEntityAliasesRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        entity_id: int | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> graph_pb2.ListEntityAliasesResponse:
+        """GraphService.ListEntityAliases: returns ``ListEntityAliasesResponse``.
+
+        Every surface name an entity was seen under, and how each was resolved to it (a
+        rule, its score, or the LLM).
+
+        Args (the fields of ``ListEntityAliasesRequest``):
+            entity_id: int
+            page_size: int
+            page_token: str
+        """
+        return await self._unary(
+            "GraphService",
+            "ListEntityAliases",
+            graph_pb2.ListEntityAliasesRequest,
+            request,
+            {
+                "entity_id": entity_id,
+                "page_size": page_size,
+                "page_token": page_token,
+            },
+            timeout,
+            metadata,
+        )
+
+    async def merge_entities(
+        self,
+        request: graph_pb2.MergeEntitiesRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        target_id: int | None = None,
+        source_ids: Iterable[int] | None = None,
+        request_id: str | None = None,
+        reason: str | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> graph_pb2.EntityMerge:
+        """GraphService.MergeEntities: returns ``EntityMerge``.
+
+        Folds the sources into the target in one transaction: relationships re-pointed (a
+        self-loop dropped, duplicates combined with their mentions summed), mentions and
+        episode links moved, aliases kept. Entities of two graphs, or of types that never
+        merge (a person and a place), are INVALID_ARGUMENT. A retried call with the same
+        request_id answers with the merge it made.
+
+        Args (the fields of ``MergeEntitiesRequest``):
+            target_id: int
+            source_ids: Iterable[int]
+            request_id: Makes a retried merge answer with the merge it made. (filled in with
+                a random id when empty, so retries cannot duplicate)
+            reason: Why, for the record.
+        """
+        return await self._unary(
+            "GraphService",
+            "MergeEntities",
+            graph_pb2.MergeEntitiesRequest,
+            request,
+            {
+                "target_id": target_id,
+                "source_ids": source_ids,
+                "request_id": request_id,
+                "reason": reason,
+            },
+            timeout,
+            metadata,
+        )
+
+    async def undo_merge(
+        self,
+        request: graph_pb2.UndoMergeRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        merge_id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> graph_pb2.EntityMerge:
+        """GraphService.UndoMerge: returns ``EntityMerge``.
+
+        Restores the merge's sources, links and facts as they were, unless a later merge
+        took its target in (FAILED_PRECONDITION naming it).
+
+        Args (the fields of ``UndoMergeRequest``):
+            merge_id: int
+        """
+        return await self._unary(
+            "GraphService",
+            "UndoMerge",
+            graph_pb2.UndoMergeRequest,
+            request,
+            {
+                "merge_id": merge_id,
+            },
+            timeout,
+            metadata,
+        )
+
+    async def list_merges(
+        self,
+        request: graph_pb2.ListMergesRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        session_id: int | None = None,
+        entity_id: int | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> graph_pb2.ListMergesResponse:
+        """GraphService.ListMerges: returns ``ListMergesResponse``.
+
+        A graph's merges (manual and those resolution made), oldest first.
+
+        Args (the fields of ``ListMergesRequest``):
+            project_id: Exactly one: a project's graph, a session's own graph (outside any
+                project), or the merges an entity took part in.
+            session_id: int
+            entity_id: int
+            page_size: int
+            page_token: str
+        """
+        return await self._unary(
+            "GraphService",
+            "ListMerges",
+            graph_pb2.ListMergesRequest,
+            request,
+            {
+                "project_id": project_id,
+                "session_id": session_id,
+                "entity_id": entity_id,
+                "page_size": page_size,
+                "page_token": page_token,
             },
             timeout,
             metadata,

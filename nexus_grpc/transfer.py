@@ -148,7 +148,7 @@ class _Existing:
     )
     memories: Counter[str] = field(default_factory=Counter)
     entities: dict[tuple[str, str], int] = field(default_factory=dict)
-    relationships: set[tuple[int, int, str]] = field(default_factory=set)
+    relationships: set[tuple[int, int, str, int]] = field(default_factory=set)
     summaries: Counter[str] = field(default_factory=Counter)
 
     @classmethod
@@ -170,7 +170,7 @@ class _Existing:
                 held.entities[(entity.name.casefold(), entity.type)] = entity.id
             elif kind == "relationship":
                 r = record.relationship
-                held.relationships.add((r.from_id, r.to_id, r.label))
+                held.relationships.add(_interval_key(r.from_id, r.to_id, r))
             elif kind == "summary":
                 s = record.summary
                 held.summaries[
@@ -214,6 +214,8 @@ class _Import:
     pending_episodes: list[memory_pb2.Episode] = field(default_factory=list)
     pending_memory: memory_pb2.Memory | None = None
     pending_revisions: list[memory_pb2.MemoryRevision] = field(default_factory=list)
+    # The file's memory formation, set on the new project once the import is done.
+    formation_after: int | None = None
 
     def count(self, kind: str, n: int = 1) -> None:
         if n:
@@ -264,6 +266,14 @@ class _Import:
             await self._settle(None)
         await self.flush_episodes()
         await self.flush_memory()
+        if self.formation_after:
+            await self.client.update_project(
+                project=memory_pb2.Project(
+                    id=self.project_id,
+                    memory_formation=memory_pb2.MemoryFormation.ValueType(self.formation_after),
+                ),
+                update_mask=field_mask_pb2.FieldMask(paths=["memory_formation"]),
+            )
 
     def _project(self) -> int:
         if not self.project_id:
@@ -297,13 +307,24 @@ class _Import:
                     )
                 target = held.project_id
         if target:
-            await self.client.get_project(id=target)  # NOT_FOUND for one the key may not see
+            existing = await self.client.get_project(id=target)  # NOT_FOUND if not the key's
             self.project_id, self.resumed = target, True
+            if existing.memory_formation == memory_pb2.MEMORY_FORMATION_OFF:
+                # Off while an earlier run of this import wrote (or by choice):
+                # the run that finishes sets the file's setting.
+                self.formation_after = p.memory_formation
             self.held = await _Existing.read(self.client, target)
             self.found("project")
         else:
-            created = await self.client.create_project(project=_project_values(p))
+            # Created with formation off: the file brings the memories its
+            # episodes formed, and forming them again from the imported
+            # episodes would say them twice. The file's setting is set back
+            # once everything is in (finish).
+            values = _project_values(p)
+            values.memory_formation = memory_pb2.MEMORY_FORMATION_OFF
+            created = await self.client.create_project(project=values)
             self.project_id = created.id
+            self.formation_after = p.memory_formation
             self.count("project")
         if self.on_project is not None:
             self.on_project(self.project_id, self.resumed)
@@ -320,6 +341,8 @@ class _Import:
                     name=s.name,
                     project_id=self._project(),
                     metadata=s.metadata,
+                    user_id=s.user_id,
+                    agent_id=s.agent_id,
                 )
             )
         except NexusClientError as exc:
@@ -497,11 +520,18 @@ class _Import:
             from_id, to_id = self.entities[r.from_id], self.entities[r.to_id]
         except KeyError:
             raise ValueError(f"relationship {r.id} names an entity not in the file") from None
-        if self.resumed and (from_id, to_id, r.label) in self.held.relationships:
+        if self.resumed and _interval_key(from_id, to_id, r) in self.held.relationships:
             self.found("relationship")
             return
+        # Each interval as it held: from its valid_time, and until its
+        # invalid_time when it ended.
         await self.client.upsert_relationship(
-            from_id=from_id, to_id=to_id, label=r.label, notes=r.notes
+            from_id=from_id,
+            to_id=to_id,
+            label=r.label,
+            notes=r.notes,
+            valid_time=r.valid_time if r.HasField("valid_time") else None,
+            invalid_time=r.invalid_time if r.HasField("invalid_time") else None,
         )
         self.count("relationship")
 
@@ -528,6 +558,11 @@ class _Import:
         self.count("summary")
 
 
+def _interval_key(from_id: int, to_id: int, r: graph_pb2.Relationship) -> tuple[int, int, str, int]:
+    """A relationship interval by its ends, label and start (to the second)."""
+    return (from_id, to_id, r.label, r.valid_time.seconds)
+
+
 def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
     values = memory_pb2.Project(
         name=p.name,
@@ -536,6 +571,8 @@ def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
         icon=p.icon,
         notes=p.notes,
         system_prompt=p.system_prompt,
+        single_valued_labels=list(p.single_valued_labels),
+        memory_formation=p.memory_formation,
     )
     if p.HasField("retention"):
         values.retention.CopyFrom(p.retention)

@@ -11,6 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.core import models
+from nexus_grpc.domain.facts import DEFAULT_SINGLE_VALUED_LABELS
 from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
@@ -80,6 +81,14 @@ def project(p: models.Project) -> memory_pb2.Project:
         create_time=timestamp(p.created_at),
         update_time=timestamp(p.updated_at),
         retention=None if p.retention is None else _duration(p.retention),
+        single_valued_labels=list(
+            p.single_valued_labels
+            if p.single_valued_labels is not None
+            else DEFAULT_SINGLE_VALUED_LABELS
+        ),
+        memory_formation=memory_pb2.MemoryFormation.ValueType(
+            p.memory_formation or models.DEFAULT_MEMORY_FORMATION
+        ),
     )
 
 
@@ -98,6 +107,8 @@ def project_values(p: memory_pb2.Project) -> dict[str, Any]:
         "notes": p.notes,
         "system_prompt": p.system_prompt,
         "retention": duration_field(p, "retention", "project"),
+        "single_valued_labels": list(p.single_valued_labels),
+        "memory_formation": p.memory_formation,
     }
 
 
@@ -109,6 +120,8 @@ def session(s: models.Session) -> memory_pb2.Session:
         project_id=s.project_id,
         metadata=struct(s.metadata),
         create_time=timestamp(s.created_at),
+        user_id=s.user_id,
+        agent_id=s.agent_id,
     )
 
 
@@ -125,6 +138,8 @@ def episode(e: models.Episode) -> memory_pb2.Episode:
         extraction_state=memory_pb2.JobState.ValueType(e.extract_state),
         extraction_error=e.extract_error,
         occur_time=exact_timestamp(e.occur_at),
+        memory_state=memory_pb2.JobState.ValueType(e.memory_state or 0),
+        memory_error=e.memory_error,
     )
 
 
@@ -164,7 +179,15 @@ def memory(m: Memory) -> memory_pb2.Memory:
         last_used_time=timestamp(m.last_used_at),
         use_count=m.use_count,
         expire_time=None if m.expire_at is None else exact_timestamp(m.expire_at),
+        source=_MEMORY_SOURCES.get(m.source, memory_pb2.MEMORY_SOURCE_UNSPECIFIED),
+        source_episode_id=m.source_episode_id or 0,
     )
+
+
+_MEMORY_SOURCES = {
+    "client": memory_pb2.MEMORY_SOURCE_CLIENT,
+    "formation": memory_pb2.MEMORY_SOURCE_FORMATION,
+}
 
 
 def memory_values(m: memory_pb2.Memory) -> dict[str, Any]:
@@ -260,4 +283,6 @@ def memory_revision(r: memory_history.Revision) -> memory_pb2.MemoryRevision:
         change_time=timestamp(r.changed_at),
         request_id=r.request_id,
         principal=r.principal,
+        episode_id=r.episode_id or 0,
+        reason=r.reason,
     )

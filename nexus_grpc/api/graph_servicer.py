@@ -9,6 +9,7 @@ import grpc
 
 from nexus_grpc.api import graph_convert as convert
 from nexus_grpc.api import pages
+from nexus_grpc.api.convert import time_field
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.errors import InvalidArgument
@@ -21,6 +22,7 @@ Ctx: TypeAlias = grpc.aio.ServicerContext
 class GraphServicer(graph_grpc.GraphServiceServicer):
     def __init__(self, app: App) -> None:
         self.graph = app.graph
+        self.merges = app.merges
         self.extraction = app.extraction
         self.max_bytes = app.settings.max_message_bytes
 
@@ -59,6 +61,7 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
             request.page_size,
             request.page_token,
             session_id=request.session_id,
+            name=request.name,
         )
         items, token = pages.fitted(page, convert.entity, self.max_bytes)
         return graph_pb2.ListEntitiesResponse(entities=items, next_page_token=token)
@@ -69,7 +72,12 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         self, request: graph_pb2.UpsertRelationshipRequest, context: Ctx
     ) -> graph_pb2.Relationship:
         r = await self.graph.upsert_relationship(
-            request.from_id, request.to_id, request.label, request.notes
+            request.from_id,
+            request.to_id,
+            request.label,
+            request.notes,
+            time_field(request, "valid_time"),
+            time_field(request, "invalid_time"),
         )
         return convert.relationship(r)
 
@@ -77,7 +85,12 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         self, request: graph_pb2.ListRelationshipsRequest, context: Ctx
     ) -> graph_pb2.ListRelationshipsResponse:
         page = await self.graph.list_relationships(
-            request.entity_id, request.include_inbound, request.page_size, request.page_token
+            request.entity_id,
+            request.include_inbound,
+            request.page_size,
+            request.page_token,
+            as_of=time_field(request, "as_of"),
+            include_history=request.include_history,
         )
         items, token = pages.fitted(page, convert.relationship, self.max_bytes)
         return graph_pb2.ListRelationshipsResponse(relationships=items, next_page_token=token)
@@ -93,12 +106,67 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
     async def GetNeighborhood(
         self, request: graph_pb2.GetNeighborhoodRequest, context: Ctx
     ) -> graph_pb2.Subgraph:
-        return convert.subgraph(await self.graph.neighborhood(request.entity_id, request.depth))
+        return convert.subgraph(
+            await self.graph.neighborhood(
+                request.entity_id,
+                request.depth,
+                as_of=time_field(request, "as_of"),
+                include_history=request.include_history,
+            )
+        )
 
     async def GetNeighbors(
         self, request: graph_pb2.GetNeighborsRequest, context: Ctx
     ) -> graph_pb2.Subgraph:
-        return convert.subgraph(await self.graph.neighbors(list(request.entity_ids)))
+        return convert.subgraph(
+            await self.graph.neighbors(
+                list(request.entity_ids),
+                as_of=time_field(request, "as_of"),
+                include_history=request.include_history,
+            )
+        )
+
+    # Resolution and merges
+
+    async def ListEntityAliases(
+        self, request: graph_pb2.ListEntityAliasesRequest, context: Ctx
+    ) -> graph_pb2.ListEntityAliasesResponse:
+        page = await self.graph.list_aliases(
+            request.entity_id, request.page_size, request.page_token
+        )
+        items, token = pages.fitted(page, convert.alias, self.max_bytes)
+        return graph_pb2.ListEntityAliasesResponse(aliases=items, next_page_token=token)
+
+    async def MergeEntities(
+        self, request: graph_pb2.MergeEntitiesRequest, context: Ctx
+    ) -> graph_pb2.EntityMerge:
+        principal = current_principal()
+        merge = await self.merges.merge(
+            request.target_id,
+            list(request.source_ids),
+            request.request_id,
+            request.reason,
+            principal=principal.name if principal is not None else "",
+        )
+        return convert.merge(merge)
+
+    async def UndoMerge(
+        self, request: graph_pb2.UndoMergeRequest, context: Ctx
+    ) -> graph_pb2.EntityMerge:
+        return convert.merge(await self.merges.undo(request.merge_id))
+
+    async def ListMerges(
+        self, request: graph_pb2.ListMergesRequest, context: Ctx
+    ) -> graph_pb2.ListMergesResponse:
+        page = await self.merges.list(
+            request.project_id,
+            request.session_id,
+            request.entity_id,
+            request.page_size,
+            request.page_token,
+        )
+        items, token = pages.fitted(page, convert.merge, self.max_bytes)
+        return graph_pb2.ListMergesResponse(merges=items, next_page_token=token)
 
     async def SearchEntities(
         self, request: graph_pb2.SearchEntitiesRequest, context: Ctx

@@ -11,6 +11,14 @@ import grpc
 from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
+from nexus_grpc.core.graph import (
+    Entity,
+    EntityAlias,
+    EntityEpisode,
+    EntityMerge,
+    Evidence,
+    Relationship,
+)
 from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.requests import request_id_var
@@ -22,9 +30,9 @@ from nexus_grpc.domain.restore import (
     record_error,
 )
 from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Unavailable
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import ChangedBy, Revision
 
@@ -80,7 +88,12 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.Session:
         s = request.session
         session = await self.conv.create_session(
-            s.external_id, s.name, s.project_id, convert.from_struct(s.metadata)
+            s.external_id,
+            s.name,
+            s.project_id,
+            convert.from_struct(s.metadata),
+            user_id=s.user_id,
+            agent_id=s.agent_id,
         )
         return convert.session(session)
 
@@ -519,6 +532,18 @@ def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
         return memory_pb2.ExportRecord(entity=graph_convert.entity(item))
     if isinstance(item, Relationship):
         return memory_pb2.ExportRecord(relationship=graph_convert.relationship(item))
+    if isinstance(item, EntityAlias):
+        return memory_pb2.ExportRecord(entity_alias=graph_convert.alias(item))
+    if isinstance(item, EntityEpisode):
+        return memory_pb2.ExportRecord(
+            entity_episode=graph_pb2.EntityEpisode(
+                entity_id=item.entity_id, episode_id=item.episode_id
+            )
+        )
+    if isinstance(item, Evidence):
+        return memory_pb2.ExportRecord(relationship_evidence=graph_convert.evidence(item))
+    if isinstance(item, EntityMerge):
+        return memory_pb2.ExportRecord(entity_merge=graph_convert.merge(item, with_sources=True))
     return memory_pb2.ExportRecord(summary=summary_convert.summary(item))
 
 

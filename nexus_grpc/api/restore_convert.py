@@ -6,13 +6,28 @@ from __future__ import annotations
 from google.protobuf.message import Message
 
 from nexus_grpc.api.convert import from_struct, project_values, time_field
+from nexus_grpc.api.graph_convert import MERGE_METHODS, METHODS
+from nexus_grpc.core.graph import (
+    ASSERT,
+    END,
+    PENDING,
+    RESOLVED,
+    SOURCE_EXTRACTION,
+    SOURCE_MANUAL,
+    Entity,
+    EntityAlias,
+    EntityEpisode,
+    EntityMerge,
+    Evidence,
+    MergedSource,
+    Relationship,
+)
 from nexus_grpc.core.models import Episode, JobState, Project, Session
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import Revision
 from nexus_grpc.store.summaries import Summary
@@ -21,6 +36,8 @@ _SOURCES = {
     graph_pb2.ENTITY_SOURCE_EXTRACTION: SOURCE_EXTRACTION,
     graph_pb2.ENTITY_SOURCE_MANUAL: SOURCE_MANUAL,
 }
+_METHODS = {wire: name for name, wire in METHODS.items()}
+_MERGE_METHODS = {wire: name for name, wire in MERGE_METHODS.items()}
 
 
 def _time(message: Message, name: str, owner: str) -> float:
@@ -50,6 +67,8 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
             project_id=s.project_id,
             metadata=from_struct(s.metadata, "session.metadata"),
             created_at=_time(s, "create_time", "session"),
+            user_id=s.user_id,
+            agent_id=s.agent_id,
         )
     if kind == "episode":
         e = r.episode
@@ -78,6 +97,8 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
             principal=m.principal,
             changed_at=_time(m, "change_time", "memory_revision"),
             purge_after=None,
+            episode_id=m.episode_id or None,
+            reason=m.reason,
         )
     if kind == "entity":
         return _entity(r.entity)
@@ -91,8 +112,69 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
             notes=rel.notes or None,
             mention_count=rel.mention_count,
             created_at=_time(rel, "create_time", "relationship"),
+            valid_at=_optional_time(rel, "valid_time", "relationship"),
+            invalid_at=_optional_time(rel, "invalid_time", "relationship"),
+            asserted_by=rel.asserted_episode_id or None,
+            ended_by=rel.ended_episode_id or None,
         )
+    if kind == "entity_alias":
+        a = r.entity_alias
+        return EntityAlias(
+            id=0,
+            entity_id=a.entity_id,
+            name=a.name,
+            norm="",
+            method=_METHODS.get(a.method, str(a.method)),
+            score=a.score,
+            episode_id=a.episode_id or None,
+            created_at=_time(a, "create_time", "entity_alias"),
+        )
+    if kind == "entity_episode":
+        return EntityEpisode(r.entity_episode.entity_id, r.entity_episode.episode_id)
+    if kind == "relationship_evidence":
+        ev = r.relationship_evidence
+        return Evidence(
+            id=ev.id,
+            from_id=ev.from_id,
+            to_id=ev.to_id,
+            label=ev.label,
+            kind=END if ev.ended else ASSERT,
+            at=_time(ev, "time", "relationship_evidence"),
+            episode_id=ev.episode_id or None,
+            mentions=ev.mentions,
+            notes=ev.notes or None,
+            created_at=_time(ev, "create_time", "relationship_evidence"),
+        )
+    if kind == "entity_merge":
+        return _merge(r.entity_merge)
     return _summary(r.summary)
+
+
+def _merge(m: graph_pb2.EntityMerge) -> EntityMerge:
+    return EntityMerge(
+        id=m.id,
+        project_id=m.project_id,
+        session_id=m.session_id,
+        tenant="",
+        target_id=m.target_id,
+        source_ids=tuple(m.source_ids),
+        method=_MERGE_METHODS.get(m.method, str(m.method)),
+        reason=m.reason,
+        created_at=_time(m, "create_time", "entity_merge"),
+        undone_at=_optional_time(m, "undo_time", "entity_merge"),
+        target_notes=m.target_notes or None,
+        sources=tuple(
+            MergedSource(
+                entity=_entity(s.entity),
+                alias_names=tuple(s.alias_names),
+                episode_ids=tuple(s.episode_ids),
+                shared_episode_ids=tuple(s.shared_episode_ids),
+                evidence_from=tuple(s.evidence_from_ids),
+                evidence_to=tuple(s.evidence_to_ids),
+            )
+            for s in m.sources
+        ),
+    )
 
 
 def _project(p: memory_pb2.Project) -> Project:
@@ -126,6 +208,8 @@ def _memory(m: memory_pb2.Memory, owner: str) -> Memory:
         last_used_at=_optional_time(m, "last_used_time", owner),
         use_count=m.use_count,
         expire_at=_optional_time(m, "expire_time", owner),
+        source="formation" if m.source == memory_pb2.MEMORY_SOURCE_FORMATION else "client",
+        source_episode_id=m.source_episode_id or None,
     )
 
 
@@ -142,6 +226,8 @@ def _entity(e: graph_pb2.Entity) -> Entity:
         created_at=_time(e, "create_time", "entity"),
         project_id=e.project_id,
         session_id=e.session_id,
+        aliases=tuple(e.aliases),
+        resolution=PENDING if e.resolution_pending else RESOLVED,
     )
 
 

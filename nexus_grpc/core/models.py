@@ -63,6 +63,25 @@ class Project:
     tenant: str = ""
     #: Seconds its sessions and episodes are kept; None: for ever.
     retention: float | None = None
+    #: Relationship labels that hold one value at a time in its graph; None:
+    #: the defaults (domain/facts.py).
+    single_valued_labels: tuple[str, ...] | None = None
+    #: Which memories its conversations form (MemoryFormation); None: the default.
+    memory_formation: int | None = None
+
+
+class MemoryFormation(IntEnum):
+    """What a project's conversations form by themselves (the wire enum's values)."""
+
+    OFF = 1
+    USER = 2
+    USER_AND_PROJECT = 3
+
+
+# A project that never chose: USER memories form, but only from a session that
+# names its user, which a client does on purpose; PROJECT memories are shared
+# by every agent of the project and so wait for the project to ask.
+DEFAULT_MEMORY_FORMATION = MemoryFormation.USER
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,10 @@ class Session:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     tenant: str = ""
+    #: Who the conversation is with (USER memories form for them), and the
+    #: agent: both immutable, "" when not given.
+    user_id: str = ""
+    agent_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +113,9 @@ class Episode:
     embed_error: str = ""
     extract_state: JobState = JobState.PENDING
     extract_error: str = ""
+    #: Memory formation's state; None where formation does not apply.
+    memory_state: JobState | None = None
+    memory_error: str = ""
 
     @property
     def text(self) -> str:

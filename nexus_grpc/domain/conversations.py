@@ -9,9 +9,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import Episode, Page, Project, Session, TimeWindow, episode_text
+from nexus_grpc.core.models import (
+    Episode,
+    MemoryFormation,
+    Page,
+    Project,
+    Session,
+    TimeWindow,
+    episode_text,
+)
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import inline_vectors, paging
+from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.errors import (
@@ -26,7 +34,23 @@ from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
-PROJECT_FIELDS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
+PROJECT_FIELDS = (
+    "name",
+    "description",
+    "colour",
+    "icon",
+    "notes",
+    "system_prompt",
+    "retention",
+    "single_valued_labels",
+    "memory_formation",
+)
+# A field's value when a create or update leaves it out.
+_PROJECT_UNSET: dict[str, Any] = {
+    "retention": None,
+    "single_valued_labels": (),
+    "memory_formation": 0,
+}
 # The longest retention accepted: beyond it "for ever" is what the caller means.
 MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400
 SESSION_FIELDS = ("name", "project_id", "metadata")
@@ -37,11 +61,26 @@ def _project_values(values: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if name == "retention":
             checked[name] = _retention(value)
+        elif name == "single_valued_labels":
+            checked[name] = facts.check_labels(f"project.{name}", value)
+        elif name == "memory_formation":
+            checked[name] = _memory_formation(value)
         elif name in ("name", "colour", "icon"):
             checked[name] = v.name(f"project.{name}", value, required=name == "name")
         else:
             checked[name] = v.text(f"project.{name}", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return checked
+
+
+def _memory_formation(value: int | None) -> int | None:
+    """A project's formation setting; unset (0) is the default."""
+    if not value:
+        return None
+    if value not in {int(m) for m in MemoryFormation}:
+        raise InvalidArgument(
+            f"project.memory_formation must be OFF, USER or USER_AND_PROJECT, got {value}"
+        )
+    return int(value)
 
 
 def _retention(value: float | None) -> float | None:
@@ -315,7 +354,7 @@ class Conversations:
 
     async def create_project(self, values: Mapping[str, Any]) -> Project:
         checked = _project_values(
-            {f: values.get(f, None if f == "retention" else "") for f in PROJECT_FIELDS}
+            {f: values.get(f, _PROJECT_UNSET.get(f, "")) for f in PROJECT_FIELDS}
         )
         tenant = tenancy.creator(self.default_tenant)
         project = await self.db.write(lambda c: project_store.insert(c, checked, tenant))
@@ -339,9 +378,7 @@ class Conversations:
     ) -> Project:
         v.positive_id("project.id", project_id)
         paths = v.update_mask(mask, PROJECT_FIELDS)
-        checked = _project_values(
-            {p: values.get(p, None if p == "retention" else "") for p in paths}
-        )
+        checked = _project_values({p: values.get(p, _PROJECT_UNSET.get(p, "")) for p in paths})
         tenant = tenancy.visible()
         project = await self.db.write(
             lambda c: project_store.update(c, project_id, checked, tenant)
@@ -391,12 +428,23 @@ class Conversations:
     # Sessions -------------------------------------------------------------
 
     async def create_session(
-        self, external_id: str, name: str, project_id: int, metadata: Mapping[str, Any]
+        self,
+        external_id: str,
+        name: str,
+        project_id: int,
+        metadata: Mapping[str, Any],
+        *,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> Session:
         ext = v.external_id(external_id)
         v.name("session.name", name)
         v.positive_id("session.project_id", project_id, required=False)
         meta = v.metadata("session.metadata", metadata)
+        # Who the conversation is with: checked like a memory's owner (the
+        # auth interceptor refuses a user_id the key may not act for).
+        v.identifier("session.user_id", user_id)
+        v.identifier("session.agent_id", agent_id)
 
         visible = tenancy.visible()
         tenant = tenancy.creator(self.default_tenant)
@@ -408,7 +456,9 @@ class Conversations:
                     raise FailedPrecondition(f"session.project_id {project_id} does not exist")
                 # A session in a project belongs to the project's tenant.
                 owner = project_store.tenant_of(conn, project_id) or tenant
-            return session_store.insert(conn, ext, name, project_id, meta, owner)
+            return session_store.insert(
+                conn, ext, name, project_id, meta, owner, user_id=user_id, agent_id=agent_id
+            )
 
         return await self.db.write(create)
 

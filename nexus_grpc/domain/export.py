@@ -2,10 +2,13 @@
 
 Records come out in the order an importer needs them: the project, its
 sessions, their episodes, its memories (each followed by its history), the
-entities and relationships of its graph, and its summaries (which name
-episodes and sessions). Each kind is read in pages in its own short read, so
-a large project never holds one read transaction (and the WAL) open for the
-whole stream; the export is therefore not one snapshot.
+entities and relationships of its graph, then the graph's history (entity
+aliases, entity-episode links, relationship evidence, merges), and its
+summaries (which name episodes and sessions). A reference to an episode the
+export leaves out (past the project's retention) is cleared. Each kind is
+read in pages in its own short read, so a large project never holds one read
+transaction (and the WAL) open for the whole stream; the export is therefore
+not one snapshot.
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.graph import EntityAlias, EntityEpisode, EntityMerge, Evidence
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
 from nexus_grpc.domain import validation as v
 from nexus_grpc.store import Database
+from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
@@ -34,7 +41,20 @@ from nexus_grpc.store.summaries import Summary
 #: Rows per read.
 PAGE = 500
 
-ExportItem = Project | Session | Episode | Memory | Revision | Entity | Relationship | Summary
+ExportItem = (
+    Project
+    | Session
+    | Episode
+    | Memory
+    | Revision
+    | Entity
+    | Relationship
+    | EntityAlias
+    | EntityEpisode
+    | Evidence
+    | EntityMerge
+    | Summary
+)
 R = TypeVar("R")
 
 
@@ -60,10 +80,15 @@ class ProjectExport:
         ):
             sessions.append(session)
             yield session
+        exported: set[int] = set()
         for session in sessions:
             async for episode in self._pages(_episodes_of(session.id)):
                 if cutoff is None or episode.occur_at >= cutoff:
+                    exported.add(episode.id)
                     yield episode
+
+        def kept(episode_id: int | None) -> int | None:
+            return episode_id if episode_id in exported else None
 
         async for memory in self._pages(
             lambda c, after: memory_store.list_in_project(c, project_id, tenant, after, PAGE, at)
@@ -80,16 +105,55 @@ class ProjectExport:
             lambda c, after: graph_store.list_entities(c, "", project_id, after, PAGE)
         ):
             yield entity
+        entities: set[int] = set()
         async for relationship in self._pages(
             lambda c, after: graph_store.relationships_in_project(c, project_id, after, PAGE)
         ):
-            yield relationship
+            yield replace(
+                relationship,
+                asserted_by=kept(relationship.asserted_by),
+                ended_by=kept(relationship.ended_by),
+            )
+        async for alias in self._pages(
+            lambda c, after: graph_store.aliases_in_project(c, project_id, after, PAGE)
+        ):
+            entities.add(alias.entity_id)
+            yield replace(alias, episode_id=kept(alias.episode_id))
+        async for link in self._links(project_id):
+            if link.episode_id in exported:
+                yield link
+        async for evidence in self._pages(
+            lambda c, after: evidence_store.evidence_in_project(c, project_id, after, PAGE)
+        ):
+            yield replace(evidence, episode_id=kept(evidence.episode_id))
+        async for merge in self._pages(
+            lambda c, after: merge_store.list_merges(c, (project_id, 0), 0, after, PAGE, None)
+        ):
+            # A merge whose target was deleted since cannot be undone anywhere.
+            if merge.target_id in entities:
+                yield _without_episodes(merge, exported)
         async for summary in self._pages(
             lambda c, after: summary_store.list_for_project(
                 c, project_id, after, PAGE, retained_at=at
             )
         ):
             yield summary
+
+    async def _links(self, project_id: int) -> AsyncIterator[EntityEpisode]:
+        after: tuple[int, int] | None = None
+        while True:
+
+            def fetch(
+                conn: sqlite3.Connection, start: tuple[int, int] | None = after
+            ) -> list[tuple[int, int]]:
+                return graph_store.episode_links_in_project(conn, project_id, start, PAGE)
+
+            rows = await self.db.read(fetch)
+            for entity_id, episode_id in rows:
+                yield EntityEpisode(entity_id, episode_id)
+            if len(rows) < PAGE:
+                return
+            after = rows[-1]
 
     async def _pages(
         self, read: Callable[[sqlite3.Connection, Any], Sequence[R]]
@@ -116,3 +180,18 @@ def _episodes_of(session_id: int) -> Callable[[sqlite3.Connection, Any], list[Ep
 
 def _history_of(memory_id: int) -> Callable[[sqlite3.Connection, Any], list[Revision]]:
     return lambda c, after: history_store.page(c, memory_id, after, PAGE)
+
+
+def _without_episodes(merge: EntityMerge, exported: set[int]) -> EntityMerge:
+    """The merge with only the episode links its export holds."""
+    return replace(
+        merge,
+        sources=tuple(
+            replace(
+                s,
+                episode_ids=tuple(e for e in s.episode_ids if e in exported),
+                shared_episode_ids=tuple(e for e in s.shared_episode_ids if e in exported),
+            )
+            for s in merge.sources
+        ),
+    )

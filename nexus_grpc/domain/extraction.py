@@ -1,12 +1,15 @@
 """Entity extraction, the use case: one episode in, graph upserts and an event out.
 
-``run`` does the slow part (the LLM call) outside any transaction and
-returns a write function; the job worker commits that write in the same
-transaction as the job's deletion, so the graph, the episode's state, the
-event and the entity index jobs land together or not at all.
+``run`` does the slow part (the LLM calls: the extraction, and at most one
+question about names the resolution rules cannot settle) outside any
+transaction and returns a write function; the job worker commits that write
+in the same transaction as the job's deletion, so the graph, the episode's
+state, the event and the entity index jobs land together or not at all.
 
 Re-running an episode is idempotent: mention counts move only for
-(entity, episode) and (relationship, episode) links that are new.
+(entity, episode) links that are new, and the facts the episode asserted or
+ended are replaced, not added to (its evidence is dropped and written again,
+and the intervals derived anew).
 """
 
 from __future__ import annotations
@@ -16,22 +19,37 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
 from typing import Any
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.graph import ASSERT, END
 from nexus_grpc.core.models import JobState
+from nexus_grpc.core.names import name_key, search_key
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import facts, formation
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.entity_resolution import (
+    NO_ANSWERS,
+    Answers,
+    EntityResolution,
+    settle,
+)
+from nexus_grpc.domain.resolution import Mention
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
+    ENTITY_TYPES,
     EXTRACTION_OPTIONS,
-    EXTRACTION_SCHEMA,
+    MAX_CURRENT_FACTS,
     MAX_KNOWN_ENTITIES,
+    CurrentFact,
     ExtractionResult,
+    KnownEntity,
     build_extraction_part_messages,
     exchange_text,
+    extraction_schema,
     merge_results,
     parse_extraction,
 )
@@ -39,19 +57,28 @@ from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
+from nexus_grpc.store import memory_candidates as candidate_store
+from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
 WriteFn = Callable[[sqlite3.Connection], Any]
+# Words in a row looked up as names known to the graph: "New York City".
+MAX_NAME_WORDS = 3
 
 
 @dataclass(frozen=True)
 class _EpisodeContext:
     user_message: str
     ai_response: str
-    known: list[tuple[str, str]]
+    graph: tuple[int, int]
+    known: list[KnownEntity]
+    facts: list[CurrentFact]
+    # The memory candidates the prompt asks for (None: formation does not apply).
+    formation: str | None = None
 
 
 def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
@@ -69,20 +96,138 @@ def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
     return (project_id, 0) if project_id else (0, session_id)
 
 
+def _phrase_keys(text: str) -> list[str]:
+    words = search_key(text).split()
+    return sorted(
+        {
+            " ".join(words[i : i + size])
+            for size in range(1, MAX_NAME_WORDS + 1)
+            for i in range(len(words) - size + 1)
+        }
+    )
+
+
+def _since(at: float | None) -> str:
+    return "" if not at else datetime.fromtimestamp(at, UTC).date().isoformat()
+
+
 def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | None:
     scope = episode_scope(conn, episode_id)
     if scope is None:
         return None
     episode = episode_store.get(conn, episode_id)
-    # Only entities of the episode's own scope: another project's names must
+    # Only entities of the episode's own graph: another project's names must
     # not leak into this one's prompt (and from there into its graph).
-    project_id, session_id = graph_of(*scope)
-    known = graph_store.recent_entities(conn, project_id, MAX_KNOWN_ENTITIES, session_id=session_id)
-    return _EpisodeContext(episode.user_message, episode.ai_response, known)
+    graph = graph_of(*scope)
+    # The entities the exchange names come first (with what holds about
+    # them now, so the model can end it), then the graph's most recent.
+    named = graph_store.entities_named(
+        conn,
+        *graph,
+        _phrase_keys(f"{episode.user_message}\n{episode.ai_response}"),
+        MAX_KNOWN_ENTITIES,
+    )
+    recent = graph_store.recent_entities(conn, graph[0], MAX_KNOWN_ENTITIES, session_id=graph[1])
+    shown = {e.id: e for e in named}
+    for e in reversed(recent):
+        if len(shown) >= MAX_KNOWN_ENTITIES:
+            break
+        shown.setdefault(e.id, e)
+    known = [KnownEntity(e.name, e.type, e.aliases) for e in reversed(list(shown.values()))]
+    current = [
+        CurrentFact(f, label, t, _since(at))
+        for f, label, t, at in graph_store.current_facts(
+            conn, [e.id for e in named], MAX_CURRENT_FACTS
+        )
+    ]
+    forms = None
+    if episode.memory_state == JobState.PENDING:
+        forms = formation.forms_for(conn, session_store.get(conn, episode.session_id))
+    return _EpisodeContext(
+        episode.user_message,
+        episode.ai_response,
+        graph,
+        known,
+        current,
+        forms.prompt if forms is not None else None,
+    )
 
 
-def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionResult) -> int | None:
-    """Upsert what was extracted, mark the episode done and log the event.
+# The types a label's ends have, where the label says (from, to); an answer
+# naming "Jordan" the person and "Jordan" the place gives edges whose ends are
+# names only, and "located_in Jordan" means the place.
+LABEL_END_TYPES: dict[str, tuple[str | None, str | None]] = {
+    "lives_in": ("person", "place"),
+    "born_in": ("person", "place"),
+    "travelled_to": ("person", "place"),
+    "traveled_to": ("person", "place"),
+    "visited": ("person", "place"),
+    "located_in": (None, "place"),
+    "works_at": ("person", "organization"),
+    "founded": ("person", "organization"),
+    "married_to": ("person", "person"),
+    "reports_to": ("person", "person"),
+    "knows": ("person", "person"),
+    "friend_of": ("person", "person"),
+    "manages": ("person", "person"),
+}
+
+
+Named = dict[str, list[tuple[int, str]]]  # surface (lower case) -> [(entity id, type)]
+
+
+def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -> int:
+    """One of the answer's entities of a name: of the type the label wants,
+    else not the edge's other end, else the first listed."""
+    for entity_id, etype in found:
+        if etype == wanted:
+            return entity_id
+    for entity_id, _ in found:
+        if entity_id != other:
+            return entity_id
+    return found[0][0]
+
+
+def _edge_ends(
+    conn: sqlite3.Connection,
+    graph: tuple[int, int],
+    source: str,
+    target: str,
+    label: str,
+    named: Named,
+) -> tuple[int | None, int | None]:
+    """An edge's ends: names of this answer (of the label's types where a name
+    is two entities), else exactly one entity of the graph with that key (of
+    any type); otherwise unknown."""
+    wanted_from, wanted_to = LABEL_END_TYPES.get(label, (None, None))
+    src = _known(conn, graph, source) if source.lower() not in named else None
+    dst = _known(conn, graph, target) if target.lower() not in named else None
+    if target.lower() in named:
+        dst = _pick(named[target.lower()], wanted_to, src)
+    if source.lower() in named:
+        src = _pick(named[source.lower()], wanted_from, dst)
+    return src, dst
+
+
+def _known(conn: sqlite3.Connection, graph: tuple[int, int], surface: str) -> int | None:
+    found = {
+        i
+        for etype in ENTITY_TYPES
+        for i in graph_store.entities_with_key(conn, graph, name_key(surface, etype), [etype])
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def apply_result(
+    conn: sqlite3.Connection,
+    episode_id: int,
+    result: ExtractionResult,
+    answers: Answers = NO_ANSWERS,
+    llm_calls: int = 1,
+    priority: int = jobs.LIVE,
+) -> int | None:
+    """Resolve and upsert what was extracted, record the facts it asserted
+    and ended, mark the episode done and log the event.
 
     Returns the event id, or None when the episode was deleted meanwhile.
     """
@@ -91,51 +236,68 @@ def apply_result(conn: sqlite3.Connection, episode_id: int, result: ExtractionRe
         return None
     session_id, project_id = scope
     graph = graph_of(session_id, project_id)
-    by_name: dict[str, int] = {}
+    episode = episode_store.get(conn, episode_id)
+    at = episode.occur_at
+    mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
+    resolved = settle(conn, graph, mentions, answers, episode_id)
+    named: Named = {}
     entity_ids: list[int] = []
-    for e in result.entities:
-        entity_id = graph_store.upsert_entity(
-            conn,
-            e.name,
-            e.type,
-            e.notes,
-            source=graph_store.SOURCE_EXTRACTION,
-            project_id=graph[0],
-            session_id=graph[1],
-            episode_id=episode_id,
-        )
+    for m in mentions:
+        entity_id = resolved[(m.key, m.type)]
         entity_ids.append(entity_id)
-        by_name.setdefault(e.name.lower(), entity_id)
-    rel_ids: list[int] = []
-    for r in result.relationships:
-        src, dst = by_name.get(r.source.lower()), by_name.get(r.target.lower())
-        if src is None or dst is None or src == dst:
-            continue
-        rel_ids.append(
-            graph_store.upsert_relationship(conn, src, dst, r.label, r.notes, episode_id=episode_id)
-        )
+        named.setdefault(m.surface.lower(), []).append((entity_id, m.type))
+
+    groups = evidence_store.drop_episode_evidence(conn, episode_id)
+    asserted: list[tuple[int, int, str]] = []
+    for kind, edges in ((ASSERT, result.relationships), (END, result.ended)):
+        for r in edges:
+            src, dst = _edge_ends(conn, graph, r.source, r.target, r.label, named)
+            if src is None or dst is None or src == dst:
+                continue
+            evidence_store.add_evidence(
+                conn, src, dst, r.label, kind, at, episode_id=episode_id, notes=r.notes
+            )
+            groups.add((src, r.label))
+            if kind == ASSERT:
+                asserted.append((src, dst, r.label))
+    facts.rederive(conn, groups, facts.single_valued(conn, graph))
+
     entities = graph_store.get_entities(conn, entity_ids)
+    relationships = [
+        rel
+        for src, dst, label in dict.fromkeys(asserted)
+        if (rel := graph_store.relationship_at(conn, src, dst, label, at)) is not None
+    ]
     payload = {
         "parts": result.parts,
-        "entities": [entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids)],
-        "relationships": [
-            rel_to_dict(r)
-            for r in graph_store.get_relationships(conn, list(dict.fromkeys(rel_ids)))
+        "llm_calls": llm_calls,
+        "entities": [
+            entity_to_dict(entities[i]) for i in dict.fromkeys(entity_ids) if i in entities
         ],
+        "relationships": [rel_to_dict(r) for r in relationships],
     }
     episode_store.set_extract_state(conn, episode_id, JobState.DONE)
-    return event_store.insert(
+    event_id = event_store.insert(
         conn, episode_id, session_id, project_id, event_store.DONE, payload=payload
     )
+    if episode.memory_state == JobState.PENDING:
+        # What formation may form, for its own durable job (at this job's
+        # priority: an import's forms behind live traffic).
+        forms = formation.forms_for(conn, session_store.get(conn, session_id))
+        candidate_store.put(conn, episode_id, formation.candidates_for(forms, result.memories))
+        jobs.enqueue(conn, jobs.FORM_MEMORIES, [episode_id], priority=priority)
+    return event_id
 
 
 def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
-    """Dead letter: the episode shows FAILED with the error, and watchers hear it."""
+    """Dead letter: the episode shows FAILED with the error, and watchers hear
+    it; its memory formation, which needed the extraction, fails with it."""
     scope = episode_scope(conn, job.target_id)
     if scope is None:
         return
     episode_store.set_extract_state(conn, job.target_id, JobState.FAILED, error)
     event_store.insert(conn, job.target_id, scope[0], scope[1], event_store.FAILED, error=error)
+    formation.mark_failed(conn, job.target_id, f"extraction failed: {error}")
 
 
 def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
@@ -148,7 +310,9 @@ def entity_to_dict(e: Entity) -> dict[str, Any]:
 
 
 def entity_from_dict(d: dict[str, Any]) -> Entity:
-    return Entity(**{k: v for k, v in d.items() if k in _ENTITY_FIELDS})
+    values = {k: v for k, v in d.items() if k in _ENTITY_FIELDS}
+    values["aliases"] = tuple(values.get("aliases", ()))  # JSON gives a list back
+    return Entity(**values)
 
 
 def rel_to_dict(r: Relationship) -> dict[str, Any]:
@@ -169,6 +333,7 @@ class Extraction:
         *,
         model: str,
         timeout: float,
+        resolution: EntityResolution | None = None,
     ) -> None:
         self.db = db
         self.signals = signals
@@ -176,8 +341,9 @@ class Extraction:
         self._llm = llm
         self.model = model
         self.timeout = timeout
+        self.resolution = resolution or EntityResolution(db, llm, model=model, timeout=timeout)
 
-    async def run(self, episode_id: int) -> WriteFn | None:
+    async def run(self, episode_id: int, priority: int = jobs.LIVE) -> WriteFn | None:
         """Extract one episode; returns the write that records the outcome.
 
         Raises an ``LLMError`` for the worker to retry or wait on.
@@ -192,7 +358,9 @@ class Extraction:
         num_predict = EXTRACTION_OPTIONS["num_predict"]
         # The fixed prompt is measured as a part's, with the longest known
         # list: what is left is the room for the exchange itself.
-        fixed = build_extraction_part_messages("", ctx.known, part=(999, 999))
+        fixed = build_extraction_part_messages(
+            "", ctx.known, part=(999, 999), facts=ctx.facts, formation=ctx.formation
+        )
         budget = await llm.input_budget(self.model, fixed, num_predict, timeout=self.timeout)
         if budget <= 0:
             raise LLMInputTooLong(
@@ -200,34 +368,40 @@ class Extraction:
             )
         pieces = tokens.split_to_budget(exchange, budget)
         results: list[ExtractionResult] = []
-        # Every part gets the same known list (the budget was measured with
-        # it); the merge joins names the parts spell alike.
-        known = list(ctx.known)
+        # Every part gets the same known list and facts (the budget was
+        # measured with them); the merge joins names the parts spell alike.
         for i, piece in enumerate(pieces, 1):
             part = (i, len(pieces)) if len(pieces) > 1 else None
             answer = await llm.chat_json(
                 self.model,
-                build_extraction_part_messages(piece, known, part),
-                EXTRACTION_SCHEMA,
+                build_extraction_part_messages(
+                    piece, ctx.known, part, facts=ctx.facts, formation=ctx.formation
+                ),
+                extraction_schema(ctx.formation),
                 temperature=EXTRACTION_OPTIONS["temperature"],
                 num_predict=num_predict,
                 timeout=self.timeout,
             )
-            results.append(parse_extraction(answer))
+            results.append(parse_extraction(answer, ctx.user_message, ctx.formation))
         result = results[0] if len(results) == 1 else merge_results(results)
         if result.parts > 1:
             log.info("episode %d was extracted in %d parts", episode_id, result.parts)
+        mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
+        answers = await self.resolution.ask(ctx.graph, mentions, exchange)
+        llm_calls = len(pieces) + answers.llm_calls
         log.debug(
-            "episode %d: %d entities, %d relationships",
+            "episode %d: %d entities, %d relationships, %d ended, %d LLM calls",
             episode_id,
             len(result.entities),
             len(result.relationships),
+            len(result.ended),
+            llm_calls,
         )
-        return lambda conn: apply_result(conn, episode_id, result)
+        return lambda conn: apply_result(conn, episode_id, result, answers, llm_calls, priority)
 
     def committed(self) -> None:
         """After the worker committed outcomes: index the entities, wake watchers."""
-        self.signals.wake(jobs.INDEX_ENTITY)
+        self.signals.wake(jobs.INDEX_ENTITY, jobs.RESOLVE_ENTITY)
         self.events.notify()
 
     async def requeue(self, episode_id: int, all_failed: bool) -> int:
@@ -255,6 +429,9 @@ def _requeue_one(conn: sqlite3.Connection, episode_id: int, tenant: str | None =
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
     episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
+    # Its memories form again from the new answer (what they already hold
+    # is found and left as it is).
+    episode_store.mark_formation_due(conn, [episode_id])
     return 1
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
 from nexus_grpc.core.models import Page
+from nexus_grpc.core.names import compatible_types, display_form, name_key, search_key
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import fts, inline_vectors, paging
+from nexus_grpc.domain import facts, fts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.ranking import fuse, hybrid_halves
@@ -24,10 +27,11 @@ from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
-from nexus_grpc.store.graph import Entity, Relationship
+from nexus_grpc.store.graph import CURRENT, Entity, Relationship, When
 from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
 
 ENTITIES = "entities"
@@ -90,6 +94,54 @@ def _check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
             f"session {session_id} is in project {session.project_id}, whose graph its"
             f" episodes share: use project_id {session.project_id}"
         )
+
+
+# Times before 1970 or past 9999 are a client's mistake, not a fact's start.
+MAX_TIME = 253_402_300_799.0
+
+
+def _valid_time(field: str, value: float) -> float:
+    if not 0 < value <= MAX_TIME:
+        raise InvalidArgument(f"{field} must be a time after 1970, got {value:.0f} seconds")
+    return value
+
+
+def _when(as_of: float | None, include_history: bool) -> When:
+    """Which intervals a read shows; both at once is a contradiction."""
+    if as_of is not None and include_history:
+        raise InvalidArgument(
+            "give as_of (the graph as it held then) or include_history (every interval), not both"
+        )
+    if as_of is not None:
+        if not 0 < as_of <= MAX_TIME:
+            raise InvalidArgument(f"as_of must be a time after 1970, got {as_of:.0f} seconds")
+        return When(as_of=as_of)
+    return When(history=True) if include_history else CURRENT
+
+
+def _entity_by_key(
+    conn: sqlite3.Connection, graph: tuple[int, int], name: str, etype: str
+) -> int | None:
+    """The entity a name names exactly, under any spelling it is known by:
+    its own key first, else the one entity with that key as an alias."""
+    key = name_key(name, etype)
+    own = graph_store.entity_id_of(conn, key, etype, *graph)
+    if own is not None:
+        return own
+    found = graph_store.entities_with_key(conn, graph, key, [etype])
+    if len(found) == 1:
+        return found[0]
+    others = graph_store.entities_with_key(conn, graph, key, compatible_types(etype))
+    return others[0] if len(others) == 1 and not found else None
+
+
+def _named_score(e: Entity, phrases: set[str]) -> float:
+    words = [
+        len(search_key(display_form(n, e.type)).split())
+        for n in (e.name, *e.aliases)
+        if search_key(display_form(n, e.type)) in phrases
+    ]
+    return float(max(words, default=len(e.name.split())))
 
 
 def _graph_name(graph: tuple[int, int]) -> str:
@@ -170,25 +222,28 @@ class Graph:
                 except NotFound:
                     # A reference in a write, like project_id above: a precondition.
                     raise FailedPrecondition(f"session_id {session_id} does not exist") from None
-            # Only a new entity's vector goes in here: an existing one's text
-            # may change under a running index job, whose re-embedding wins.
-            new = vector is not None and (
-                graph_store.entity_id_of(conn, clean_name, clean_type, project_id, session_id)
-                is None
-            )
-            entity_id = graph_store.upsert_entity(
+            graph = (project_id, session_id)
+            existing = _entity_by_key(conn, graph, clean_name, clean_type)
+            if existing is not None:
+                # A name the graph knows, under any of its spellings: one
+                # more mention of that entity (its new vector, if any, waits
+                # for the index job: a running one's re-embedding wins).
+                graph_store.mention(conn, existing, clean_notes, confidence=confidence or None)
+                graph_store.add_alias(conn, existing, clean_name, method=METHOD_MANUAL)
+                return graph_store.get_entity(conn, existing)
+            entity_id = graph_store.insert_entity(
                 conn,
+                graph,
                 clean_name,
                 clean_type,
                 clean_notes,
                 source=graph_store.SOURCE_MANUAL,
-                project_id=project_id,
-                session_id=session_id,
+                method=METHOD_MANUAL,
                 confidence=confidence or None,
                 fallback_tenant=self.default_tenant,
-                embedded=new,
+                embedded=vector is not None,
             )
-            if new and vector is not None:
+            if vector is not None:
                 InlineVectors.put(
                     conn,
                     inline_vectors.ENTITIES,
@@ -212,17 +267,38 @@ class Graph:
         tenant = tenancy.visible()
 
         def write(conn: sqlite3.Connection) -> int:
-            graph_store.get_entity(conn, entity_id, tenant)  # NOT_FOUND for another tenant's
-            return graph_store.delete_entity(conn, entity_id)
+            entity = graph_store.get_entity(conn, entity_id, tenant)  # NOT_FOUND across tenants
+            # Facts of others this entity ended or was the value of hold
+            # differently without it: derive them again.
+            groups = {
+                (f, label)
+                for f, label in evidence_store.groups_of(conn, [entity_id])
+                if f != entity_id
+            }
+            deleted = graph_store.delete_entity(conn, entity_id)
+            graph = (entity.project_id, entity.session_id)
+            facts.rederive(conn, groups, facts.single_valued(conn, graph))
+            return deleted
 
         deleted = await self.db.write(write)
         self.signals.wake(jobs.INDEX_ENTITY)
         return deleted
 
     async def list_entities(
-        self, etype: str, project_id: int, page_size: int, page_token: str, *, session_id: int = 0
+        self,
+        etype: str,
+        project_id: int,
+        page_size: int,
+        page_token: str,
+        *,
+        session_id: int = 0,
+        name: str = "",
     ) -> Page[Entity]:
         clean_type = _entity_type("type", etype, required=False)
+        v.name("name", name, required=False)
+        # Any spelling of the name: its key under each type it may be.
+        keys = sorted({name_key(name, t) for t in ([clean_type] if clean_type else ENTITY_TYPES)})
+        keys = keys if name.strip() else []
         v.positive_id("project_id", project_id, required=False)
         v.positive_id("session_id", session_id, required=False)
         if project_id and session_id:
@@ -232,22 +308,59 @@ class Graph:
         tenant = tenancy.visible()
         rows = await self.db.read(
             lambda c: graph_store.list_entities(
-                c, clean_type, project_id, after, size + 1, session_id=session_id, tenant=tenant
+                c,
+                clean_type,
+                project_id,
+                after,
+                size + 1,
+                session_id=session_id,
+                tenant=tenant,
+                keys=keys,
             )
         )
         return paging.page(rows, size)
 
+    async def list_aliases(
+        self, entity_id: int, page_size: int, page_token: str
+    ) -> Page[EntityAlias]:
+        """Every surface name of an entity and how it was resolved to it."""
+        v.positive_id("entity_id", entity_id)
+        size = paging.page_size(page_size)
+        after = paging.decode_token(page_token)
+        tenant = tenancy.visible()
+
+        def read(conn: sqlite3.Connection) -> list[EntityAlias]:
+            graph_store.get_entity(conn, entity_id, tenant)
+            return graph_store.list_aliases(conn, entity_id, after, size + 1)
+
+        return paging.page(await self.db.read_in_transaction(read), size)
+
     # Relationships ----------------------------------------------------------
 
     async def upsert_relationship(
-        self, from_id: int, to_id: int, label: str, notes: str
+        self,
+        from_id: int,
+        to_id: int,
+        label: str,
+        notes: str,
+        valid_time: float | None = None,
+        invalid_time: float | None = None,
     ) -> Relationship:
+        """One more assertion of (from, label, to), holding from ``valid_time``
+        (now when unset) until ``invalid_time`` (when given): the fact's
+        interval at that time."""
         v.positive_id("from_id", from_id)
         v.positive_id("to_id", to_id)
         if from_id == to_id:
             raise InvalidArgument("from_id and to_id must be different entities")
         clean_label = _label(label)
         clean_notes = _notes(notes)
+        at = time.time() if valid_time is None else _valid_time("valid_time", valid_time)
+        until = None if invalid_time is None else _valid_time("invalid_time", invalid_time)
+        if until is not None and until <= at:
+            raise InvalidArgument(
+                "invalid_time must be after valid_time (and after now when valid_time is unset)"
+            )
 
         tenant = tenancy.visible()
 
@@ -264,15 +377,30 @@ class Graph:
                     f" {_graph_name(graphs[1])}; a relationship joins entities of one project"
                     " (or of one session outside any project)"
                 )
-            rel_id = graph_store.upsert_relationship(conn, from_id, to_id, clean_label, clean_notes)
-            return graph_store.get_relationship(conn, rel_id)
+            evidence_store.add_evidence(
+                conn, from_id, to_id, clean_label, ASSERT, at, notes=clean_notes
+            )
+            if until is not None:
+                evidence_store.add_evidence(conn, from_id, to_id, clean_label, END, until)
+            facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graphs[0]))
+            found = graph_store.relationship_at(conn, from_id, to_id, clean_label, at)
+            assert found is not None  # an assertion always yields its interval
+            return found
 
         return await self.db.write(write)
 
     async def list_relationships(
-        self, entity_id: int, include_inbound: bool, page_size: int = 0, page_token: str = ""
+        self,
+        entity_id: int,
+        include_inbound: bool,
+        page_size: int = 0,
+        page_token: str = "",
+        *,
+        as_of: float | None = None,
+        include_history: bool = False,
     ) -> Page[Relationship]:
         v.positive_id("entity_id", entity_id)
+        when = _when(as_of, include_history)
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
 
@@ -281,7 +409,7 @@ class Graph:
         def read(conn: sqlite3.Connection) -> list[Relationship]:
             graph_store.get_entity(conn, entity_id, tenant)
             return graph_store.list_relationships(
-                conn, entity_id, include_inbound, after_id=after, limit=size + 1
+                conn, entity_id, include_inbound, after_id=after, limit=size + 1, when=when
             )
 
         return paging.page(await self.db.read_in_transaction(read), size)
@@ -294,9 +422,14 @@ class Graph:
 
         def write(conn: sqlite3.Connection) -> bool:
             # Both ends are of one graph; another tenant's reads as no relationship.
-            if graph_store.entity_graph(conn, from_id, tenant) is None:
+            graph = graph_store.entity_graph(conn, from_id, tenant)
+            if graph is None:
                 return False
-            return graph_store.delete_relationship(conn, from_id, to_id, clean_label)
+            # Every interval of it goes, with the evidence behind them: an
+            # operator removing a wrong fact. What it had ended holds again.
+            deleted = evidence_store.delete_relationships(conn, from_id, to_id, clean_label)
+            facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graph))
+            return deleted > 0
 
         deleted = await self.db.write(write)
         if not deleted:
@@ -304,8 +437,16 @@ class Graph:
 
     # Traversal --------------------------------------------------------------
 
-    async def neighborhood(self, entity_id: int, depth: int) -> Subgraph:
+    async def neighborhood(
+        self,
+        entity_id: int,
+        depth: int,
+        *,
+        as_of: float | None = None,
+        include_history: bool = False,
+    ) -> Subgraph:
         v.positive_id("entity_id", entity_id)
+        when = _when(as_of, include_history)
         if depth == 0:
             depth = 1
         if not 1 <= depth <= MAX_DEPTH:
@@ -316,12 +457,19 @@ class Graph:
             # The walk never leaves the seed's graph (edges join one graph),
             # so the seed's tenant is the whole answer's.
             graph_store.get_entity(conn, entity_id, tenant)
-            return graph_store.neighborhood(conn, entity_id, depth)
+            return graph_store.neighborhood(conn, entity_id, depth, when)
 
         nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
 
-    async def neighbors(self, entity_ids: Sequence[int]) -> Subgraph:
+    async def neighbors(
+        self,
+        entity_ids: Sequence[int],
+        *,
+        as_of: float | None = None,
+        include_history: bool = False,
+    ) -> Subgraph:
+        when = _when(as_of, include_history)
         if not entity_ids:
             raise InvalidArgument("entity_ids must name at least one entity")
         if len(entity_ids) > MAX_NEIGHBOR_SEEDS:
@@ -340,7 +488,7 @@ class Graph:
             if missing:
                 shown = ", ".join(str(i) for i in missing[:10])
                 raise NotFound(f"entity_ids: no entity {shown}")
-            return graph_store.neighbors(conn, seeds)
+            return graph_store.neighbors(conn, seeds, when)
 
         nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
@@ -384,7 +532,7 @@ class Graph:
     async def _named(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
         """The keyword half: entities named in the query (a word, or two or three
         words in a row, e.g. "New York"); the score counts the words matched."""
-        found = fts.words(text)
+        found = search_key(text).split()
         phrases = {
             " ".join(found[i : i + size])
             for size in (1, 2, 3)
@@ -394,9 +542,10 @@ class Graph:
         entities = await self.db.read(
             lambda c: graph_store.entities_named(c, graph[0], graph[1], sorted(phrases), n)
         )
+        # Scored by the longest of its names the query holds: "Priya Raman"
+        # over "Priya" for a query naming both.
         return sorted(
-            (EntityHit(e, float(len(e.name.split()))) for e in entities),
-            key=lambda h: -h.score,
+            (EntityHit(e, _named_score(e, phrases)) for e in entities), key=lambda h: -h.score
         )
 
     async def _semantic(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
@@ -461,9 +610,26 @@ class Graph:
             )
             for event in page:
                 cursor = event.id
-                yield event
+                yield _visible(event)
             if not page:
                 await self.events.wait(woken, WATCH_POLL_SECONDS)
+
+
+def _visible(event: ExtractionEvent) -> ExtractionEvent:
+    """The event as this watcher may see it: a memory formation's operations
+    on another user's USER memories are left out (a user's memories never
+    reach another user, on streams either)."""
+    formed = event.payload.get("formation")
+    if not formed:
+        return event
+    operations = [
+        op
+        for op in formed.get("operations", [])
+        if not op.get("user_id") or tenancy.may_act_for(op["user_id"])
+    ]
+    return replace(
+        event, payload={**event.payload, "formation": {**formed, "operations": operations}}
+    )
 
 
 def _check_watch_target(

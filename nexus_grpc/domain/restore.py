@@ -28,7 +28,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.graph import (
+    ASSERT,
+    END,
+    MERGE_LLM,
+    MERGE_MANUAL,
+    METHODS,
+    EntityAlias,
+    EntityEpisode,
+    EntityMerge,
+    Evidence,
+)
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.names import name_key
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.conversations import _project_values
@@ -56,6 +68,10 @@ KINDS = (
     "memory_revision",
     "entity",
     "relationship",
+    "entity_alias",
+    "entity_episode",
+    "relationship_evidence",
+    "entity_merge",
     "summary",
 )
 
@@ -69,6 +85,10 @@ _KIND_OF_TYPE: dict[type, str] = {
     Revision: "memory_revision",
     Entity: "entity",
     Relationship: "relationship",
+    EntityAlias: "entity_alias",
+    EntityEpisode: "entity_episode",
+    Evidence: "relationship_evidence",
+    EntityMerge: "entity_merge",
     Summary: "summary",
 }
 
@@ -102,11 +122,13 @@ class _Plan:
     episodes: set[int] = field(default_factory=set)
     memories: set[int] = field(default_factory=set)
     entities: set[int] = field(default_factory=set)
+    evidence: set[int] = field(default_factory=set)
     # What the schema keeps unique, so that a duplicate is this record's
     # INVALID_ARGUMENT rather than a constraint failing mid-write.
     external_ids: set[str] = field(default_factory=set)
     entity_keys: set[tuple[str, str]] = field(default_factory=set)
-    edges: set[tuple[int, int, str]] = field(default_factory=set)
+    edges: set[tuple[int, int, str, float | None]] = field(default_factory=set)
+    links: set[tuple[int, int]] = field(default_factory=set)
 
 
 def _time(value: float, fallback: float) -> float:
@@ -191,6 +213,8 @@ def _plan(items: Sequence[ExportItem], at: float) -> _Plan:
                 "notes": first.notes,
                 "system_prompt": first.system_prompt,
                 "retention": first.retention,
+                "single_valued_labels": list(first.single_valued_labels or ()),
+                "memory_formation": first.memory_formation,
             }
         )
         v.positive_id("project.id", first.id)
@@ -204,7 +228,7 @@ def _plan(items: Sequence[ExportItem], at: float) -> _Plan:
             checked = _check(plan, item, last_memory, at)
         except NexusError as exc:
             raise record_error(index, kind, exc) from None
-        if kind == "memory":
+        if isinstance(checked, Memory):
             last_memory = checked.id
         elif kind != "memory_revision":
             last_memory = None
@@ -225,6 +249,8 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
                 f"session.external_id {external_id} is a second session record with it"
             )
         plan.external_ids.add(external_id)
+        v.identifier("session.user_id", item.user_id)
+        v.identifier("session.agent_id", item.agent_id)
         return replace(
             item,
             external_id=external_id,
@@ -276,12 +302,12 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
             )
         v.name("entity.name", item.name, required=True)
         etype = _entity_type("entity.type", item.type, required=True)
-        # A graph holds one entity of a name (in any case) and type.
-        key = (item.name.lower(), etype)
+        # A graph holds one entity of a name's key and type.
+        key = (name_key(item.name, etype), etype)
         if key in plan.entity_keys:
             raise InvalidArgument(
                 f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
-                " and type (names compare regardless of case)"
+                " and type (names compare as their keys: case, spacing, punctuation aside)"
             )
         plan.entity_keys.add(key)
         _notes(item.notes or "")
@@ -294,16 +320,64 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _named(plan.entities, "relationship.from_id", item.from_id, "entity")
         _named(plan.entities, "relationship.to_id", item.to_id, "entity")
         label = _label(item.label)
-        edge = (item.from_id, item.to_id, label)
+        created = _time(item.created_at, at)
+        valid = item.valid_at or created
+        if item.invalid_at is not None and item.invalid_at <= valid:
+            raise InvalidArgument("relationship.invalid_time must be after its valid_time")
+        edge = (item.from_id, item.to_id, label, valid)
         if edge in plan.edges:
             raise InvalidArgument(
                 f"relationship {label!r} from {item.from_id} to {item.to_id} is a second"
-                " relationship record with those ends and label"
+                " relationship record with those ends, label and valid_time"
             )
         plan.edges.add(edge)
+        for name, episode in (("asserted", item.asserted_by), ("ended", item.ended_by)):
+            if episode:
+                _named(plan.episodes, f"relationship.{name}_episode_id", episode, "episode")
         _notes(item.notes or "")
         _count("relationship.mention_count", item.mention_count)
-        return replace(item, label=label, created_at=_time(item.created_at, at))
+        return replace(item, label=label, created_at=created, valid_at=valid)
+    if isinstance(item, EntityAlias):
+        _named(plan.entities, "entity_alias.entity_id", item.entity_id, "entity")
+        v.name("entity_alias.name", item.name, required=True)
+        if item.method not in METHODS:
+            raise InvalidArgument(f"entity_alias.method is not a resolution method: {item.method}")
+        if item.episode_id:
+            _named(plan.episodes, "entity_alias.episode_id", item.episode_id, "episode")
+        return replace(item, created_at=_time(item.created_at, at))
+    if isinstance(item, EntityEpisode):
+        _named(plan.entities, "entity_episode.entity_id", item.entity_id, "entity")
+        _named(plan.episodes, "entity_episode.episode_id", item.episode_id, "episode")
+        link = (item.entity_id, item.episode_id)
+        if link in plan.links:
+            raise InvalidArgument("entity_episode names a link an earlier record named")
+        plan.links.add(link)
+        return item
+    if isinstance(item, Evidence):
+        _new(plan.evidence, "relationship_evidence.id", item.id, "relationship_evidence")
+        _named(plan.entities, "relationship_evidence.from_id", item.from_id, "entity")
+        _named(plan.entities, "relationship_evidence.to_id", item.to_id, "entity")
+        if item.kind not in (ASSERT, END):
+            raise InvalidArgument(f"relationship_evidence kind {item.kind!r}")
+        if not item.at:
+            raise InvalidArgument("relationship_evidence.time is required")
+        if item.episode_id:
+            _named(plan.episodes, "relationship_evidence.episode_id", item.episode_id, "episode")
+        _count("relationship_evidence.mentions", item.mentions)
+        _notes(item.notes or "")
+        return replace(item, label=_label(item.label), created_at=_time(item.created_at, at))
+    if isinstance(item, EntityMerge):
+        _named(plan.entities, "entity_merge.target_id", item.target_id, "entity")
+        if item.method not in (MERGE_MANUAL, MERGE_LLM):
+            raise InvalidArgument(f"entity_merge.method is not a merge method: {item.method}")
+        for source in item.sources:
+            for ev in (*source.evidence_from, *source.evidence_to):
+                _named(plan.evidence, "entity_merge.sources.evidence ids", ev, "evidence")
+            for ep in (*source.episode_ids, *source.shared_episode_ids):
+                _named(plan.episodes, "entity_merge.sources.episode_ids", ep, "episode")
+            _entity_type("entity_merge.sources.entity.type", source.entity.type, required=True)
+        v.text("entity_merge.reason", item.reason, limit=1000)
+        return replace(item, created_at=_time(item.created_at, at))
     assert isinstance(item, Summary)
     if item.session_id:
         _named(plan.sessions, "summary.session_id", item.session_id, "session")
@@ -324,6 +398,7 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
     episodes: dict[int, int] = {}
     memories: dict[int, int] = {}
     entities: dict[int, int] = {}
+    evidence: dict[int, int] = {}
     counts = dict.fromkeys(KINDS, 0)
     pending: list[tuple[int, Episode]] = []
 
@@ -356,6 +431,7 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
             session_id=sessions[m.session_id] if m.session_id else 0,
             tenant=tenant,
             request_id=None,
+            source_episode_id=episodes.get(m.source_episode_id or 0),
         )
 
     for index, item in plan.items:
@@ -373,6 +449,8 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
                     item.metadata,
                     item.created_at,
                     tenant,
+                    user_id=item.user_id,
+                    agent_id=item.agent_id,
                 )
             elif isinstance(item, Episode):
                 # Episodes are written together, as ImportEpisodes writes a batch.
@@ -383,7 +461,12 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
                 new_id = memories[item.memory_id]
                 restore_store.insert_revision(
                     conn,
-                    replace(item, memory_id=new_id, previous=memory_ids(item.previous, new_id)),
+                    replace(
+                        item,
+                        memory_id=new_id,
+                        previous=memory_ids(item.previous, new_id),
+                        episode_id=episodes.get(item.episode_id or 0),
+                    ),
                 )
             elif isinstance(item, Entity):
                 entities[item.id] = restore_store.insert_entity(
@@ -392,7 +475,40 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
             elif isinstance(item, Relationship):
                 restore_store.insert_relationship(
                     conn,
-                    replace(item, from_id=entities[item.from_id], to_id=entities[item.to_id]),
+                    replace(
+                        item,
+                        from_id=entities[item.from_id],
+                        to_id=entities[item.to_id],
+                        asserted_by=episodes.get(item.asserted_by or 0),
+                        ended_by=episodes.get(item.ended_by or 0),
+                    ),
+                )
+            elif isinstance(item, EntityAlias):
+                restore_store.insert_alias(
+                    conn,
+                    replace(
+                        item,
+                        entity_id=entities[item.entity_id],
+                        episode_id=episodes.get(item.episode_id or 0),
+                    ),
+                )
+            elif isinstance(item, EntityEpisode):
+                restore_store.insert_episode_link(
+                    conn, entities[item.entity_id], episodes[item.episode_id]
+                )
+            elif isinstance(item, Evidence):
+                evidence[item.id] = restore_store.insert_evidence(
+                    conn,
+                    replace(
+                        item,
+                        from_id=entities[item.from_id],
+                        to_id=entities[item.to_id],
+                        episode_id=episodes.get(item.episode_id or 0),
+                    ),
+                )
+            elif isinstance(item, EntityMerge):
+                restore_store.insert_merge(
+                    conn, _merge_ids(item, entities, episodes, evidence, project_id, tenant)
                 )
             elif isinstance(item, Summary):
                 # A range may name an episode the export no longer held (deleted
@@ -412,10 +528,44 @@ def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Res
             raise record_error(index, kind, exc) from None
     if pending:
         flush_episodes()
+    # An export from before aliases existed: each entity is known by its name.
+    restore_store.ensure_own_alias(conn, list(entities.values()))
     # Summaries are rebuilt as a live session's are: a session with enough
     # episodes since its last restored summary queues its next one.
     restore_store.sessions_due_a_summary(conn, list(sessions.values()))
     return Restored(project_id, counts)
+
+
+def _merge_ids(
+    m: EntityMerge,
+    entities: dict[int, int],
+    episodes: dict[int, int],
+    evidence: dict[int, int],
+    project_id: int,
+    tenant: str,
+) -> EntityMerge:
+    """A merge in this server's ids. Its sources were never rows here, so
+    they have none: undoing it gives them new ones."""
+    return replace(
+        m,
+        project_id=project_id,
+        session_id=0,
+        tenant=tenant,
+        target_id=entities[m.target_id],
+        source_ids=(),
+        request_id=None,
+        sources=tuple(
+            replace(
+                s,
+                entity=replace(s.entity, id=0, project_id=project_id, session_id=0, tenant=tenant),
+                episode_ids=tuple(episodes[e] for e in s.episode_ids),
+                shared_episode_ids=tuple(episodes[e] for e in s.shared_episode_ids),
+                evidence_from=tuple(evidence[e] for e in s.evidence_from),
+                evidence_to=tuple(evidence[e] for e in s.evidence_to),
+            )
+            for s in m.sources
+        ),
+    )
 
 
 class ProjectRestore:

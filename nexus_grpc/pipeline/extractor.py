@@ -23,7 +23,7 @@ class ExtractionHandler:
         outcomes = []
         for job in batch:
             try:
-                write = await self.extraction.run(job.target_id)
+                write = await self.extraction.run(job.target_id, job.priority)
             except LLMError as exc:
                 outcomes.append(Outcome(job, error=failure_for(exc, "extraction failed")))
             else:

@@ -29,8 +29,12 @@ def episode_payload(session_id: int, created_at: float, occur_at: float) -> dict
     return {"sessionId": session_id, "createdAt": int(created_at), "occurAt": math.floor(occur_at)}
 
 
-def entity_text(name: str, etype: str, notes: str | None) -> str:
-    return f"{name} ({etype}): {notes or ''}".rstrip(": ")
+def entity_text(name: str, etype: str, notes: str | None, aliases: Sequence[str] = ()) -> str:
+    """Name, type, the other names it goes by, and notes: a search for any of
+    its names finds it by meaning too."""
+    others = [a for a in dict.fromkeys(aliases) if a != name][:8]
+    also = f"; also {', '.join(others)}" if others else ""
+    return f"{name} ({etype}{also}): {notes or ''}".rstrip(": ")
 
 
 def entity_payload(project_id: int, session_id: int) -> dict[str, Any]:
@@ -68,8 +72,18 @@ def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
         "SELECT id, name, type, notes, project_id, session_id FROM entities"
         f" WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
-    )
-    return {r[0]: (entity_text(r[1], r[2], r[3]), entity_payload(r[4], r[5])) for r in rows}
+    ).fetchall()
+    aliases: dict[int, list[str]] = {}
+    for entity_id, alias in conn.execute(
+        "SELECT entity_id, name FROM entity_aliases"
+        f" WHERE entity_id IN ({placeholders(len(ids))}) ORDER BY id",
+        tuple(ids),
+    ):
+        aliases.setdefault(entity_id, []).append(alias)
+    return {
+        r[0]: (entity_text(r[1], r[2], r[3], aliases.get(r[0], ())), entity_payload(r[4], r[5]))
+        for r in rows
+    }
 
 
 def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:

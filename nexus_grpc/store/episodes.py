@@ -8,11 +8,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nexus_grpc.core.models import Episode, JobState, TimeWindow
+from nexus_grpc.core.models import (
+    DEFAULT_MEMORY_FORMATION,
+    Episode,
+    JobState,
+    MemoryFormation,
+    TimeWindow,
+)
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
-from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store.dialect import is_postgres, json_ints
 
 # Seed 002's summary trigger: about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
@@ -33,6 +39,8 @@ def _row(row: sqlite3.Row) -> Episode:
         embed_error=row["embed_error"],
         extract_state=JobState(row["extract_state"]),
         extract_error=row["extract_error"],
+        memory_state=None if row["memory_state"] is None else JobState(row["memory_state"]),
+        memory_error=row["memory_error"],
     )
 
 
@@ -95,6 +103,7 @@ def insert(
     if not embedded:
         jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id], priority=priority)
+    mark_formation_due(conn, [episode_id])
     if summary_due(conn, session_id):
         jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id], priority=priority)
     return get(conn, episode_id)
@@ -176,6 +185,7 @@ def insert_many(
     jobs.enqueue(conn, jobs.INDEX_EPISODE, ids, priority=priority)
     if extracted:
         return ids
+    mark_formation_due(conn, ids)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, ids, priority=priority)
     due = [session_id for session_id in positions if summary_due(conn, session_id)]
     jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=priority)
@@ -213,6 +223,12 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
         (session_id, SUMMARY_MIN_CHARS + 1),
     ).fetchone()[0]
     return bool(chars > SUMMARY_MIN_CHARS)
+
+
+def find(conn: sqlite3.Connection, episode_id: int) -> Episode | None:
+    """The episode, or None when it does not exist."""
+    row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    return None if row is None else _row(row)
 
 
 def get(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> Episode:
@@ -382,6 +398,54 @@ def failed_extraction_ids(conn: sqlite3.Connection, tenant: str) -> list[int]:
         (int(JobState.FAILED), tenant),
     )
     return [int(r[0]) for r in rows]
+
+
+def mark_formation_due(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Memory formation is pending for each of these new episodes whose
+    project forms memories (its setting, or the default) from a session that
+    can: one naming its user, or any where PROJECT memories form."""
+    if not ids:
+        return
+    conn.execute(
+        "UPDATE episodes SET memory_state = ? WHERE id IN"
+        f" (SELECT value FROM {json_ints(conn)}) AND EXISTS ("
+        " SELECT 1 FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " WHERE s.id = episodes.session_id AND COALESCE(p.memory_formation, ?) != ?"
+        " AND (s.user_id != '' OR COALESCE(p.memory_formation, ?) = ?))",
+        (
+            int(JobState.PENDING),
+            json.dumps([int(i) for i in ids]),
+            int(DEFAULT_MEMORY_FORMATION),
+            int(MemoryFormation.OFF),
+            int(DEFAULT_MEMORY_FORMATION),
+            int(MemoryFormation.USER_AND_PROJECT),
+        ),
+    )
+
+
+def set_memory_state(
+    conn: sqlite3.Connection, episode_id: int, state: JobState | None, error: str = ""
+) -> None:
+    conn.execute(
+        "UPDATE episodes SET memory_state = ?, memory_error = ? WHERE id = ?",
+        (None if state is None else int(state), error, episode_id),
+    )
+
+
+def formation_ahead(conn: sqlite3.Connection, episode: Episode) -> int | None:
+    """An episode of the same session that happened earlier (or at the same
+    time and was stored first) and still waits for its memory formation."""
+    row = conn.execute(
+        "SELECT id FROM episodes WHERE session_id = ? AND memory_state = ?"
+        " AND (occur_at < ? OR (occur_at = ? AND id < ?)) LIMIT 1",
+        (episode.session_id, int(JobState.PENDING), episode.occur_at, episode.occur_at, episode.id),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def occur_at_of(conn: sqlite3.Connection, episode_id: int) -> float | None:
+    row = conn.execute("SELECT occur_at FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+    return None if row is None else float(row[0])
 
 
 def set_extract_state(

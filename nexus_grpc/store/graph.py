@@ -1,71 +1,115 @@
-"""Entities, relationships and their traversal (seed 001/002's knowledge graph).
+"""Entities, their aliases, relationships as intervals, evidence, merges and
+traversal (seed 001/002's knowledge graph).
 
-Each project has its own graph: an entity is keyed by (project, name, type)
-(project 0 holds what sessions in no project mention), and a relationship
-only joins two entities of one project, so listing, search and every walk
-stay inside one project.
+Each project has its own graph, and so does each session outside any project
+(``project_id`` 0, ``session_id`` set). An entity is keyed in its graph by
+the key of its display name and its type (core/names.name_key); every
+surface name it was seen under is an alias, with the alias's words indexed
+for resolution (entity_tokens). A relationship joins two entities of one
+graph and is one interval of time a fact held, derived from what episodes
+said (store/graph_evidence.py); merges live in store/entity_merges.py.
 
-Upserts are idempotent per episode: an entity (or relationship) mentioned by
-an episode counts that mention once, however often the episode is
-re-extracted, because the count only moves when the (row, episode) link is
-new.  Mentions without an episode (manual upserts) always count.
+Mentions are idempotent per episode: an entity mentioned by an episode counts
+that mention once, however often the episode is re-extracted, because the
+count only moves when the (entity, episode) link is new; an episode's
+evidence is replaced, not added to, when it is extracted again.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.core.graph import (
+    METHOD_NEW,
+    RESOLVED,
+    SOURCE_EXTRACTION,
+    SOURCE_MANUAL,
+    Entity,
+    EntityAlias,
+    EntityMerge,
+    Relationship,
+)
+from nexus_grpc.core.names import best_display, display_form, name_key, tokens
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts, no_limit, pinned_join
 
-SOURCE_EXTRACTION = "extraction"
-SOURCE_MANUAL = "manual"
+__all__ = [
+    "SOURCE_EXTRACTION",
+    "SOURCE_MANUAL",
+    "Entity",
+    "EntityAlias",
+    "EntityMerge",
+    "Relationship",
+    "When",
+]
 
-
-@dataclass(frozen=True)
-class Entity:
-    id: int
-    name: str
-    type: str
-    notes: str | None
-    mention_count: int
-    confidence: float
-    source: str
-    last_seen_at: float | None
-    created_at: float
-    project_id: int = 0
-    # Set only for the graph of a session outside any project (project_id 0).
-    session_id: int = 0
-    # The tenant of the project or session whose graph this is.
-    tenant: str = ""
-
-
-@dataclass(frozen=True)
-class Relationship:
-    id: int
-    from_id: int
-    to_id: int
-    label: str
-    notes: str | None
-    mention_count: int
-    created_at: float
-
+Graph = tuple[int, int]  # (project_id, session_id)
 
 _ENTITY_COLUMNS = (
     "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
-    " e.created_at, e.project_id, e.session_id, e.tenant"
+    " e.created_at, e.project_id, e.session_id, e.tenant, e.resolution"
 )
-_REL_COLUMNS = "id, from_id, to_id, label, notes, mention_count, created_at"
+_REL_FIELDS = (
+    "id",
+    "from_id",
+    "to_id",
+    "label",
+    "notes",
+    "mention_count",
+    "created_at",
+    "valid_at",
+    "invalid_at",
+    "asserted_by",
+    "ended_by",
+)
+REL_COLUMNS = ", ".join(_REL_FIELDS)
+_ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
 
 
-def _entity(r: Sequence) -> Entity:
-    return Entity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11])
+@dataclass(frozen=True)
+class When:
+    """Which intervals a read shows: the current ones (the default), those
+    holding at ``as_of``, or every one (``history``)."""
+
+    as_of: float | None = None
+    history: bool = False
+
+    def clause(self, alias: str) -> tuple[str, tuple[float, ...]]:
+        """`` AND <condition>`` on relationship columns prefixed ``alias``."""
+        p = f"{alias}." if alias else ""
+        if self.history:
+            return "", ()
+        if self.as_of is not None:
+            return (
+                f" AND {p}valid_at <= ? AND ({p}invalid_at IS NULL OR {p}invalid_at > ?)",
+                (self.as_of, self.as_of),
+            )
+        return f" AND {p}invalid_at IS NULL", ()
+
+
+CURRENT = When()
+HISTORY = When(history=True)
+
+
+def _entity(r: Sequence, aliases: tuple[str, ...] = ()) -> Entity:
+    return Entity(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], aliases, r[12]
+    )
+
+
+def relationship_from_row(r: Sequence) -> Relationship:
+    """A Relationship from a row of ``REL_COLUMNS``."""
+    return Relationship(*r)
+
+
+def _alias(r: Sequence) -> EntityAlias:
+    return EntityAlias(*r)
 
 
 def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
@@ -73,86 +117,94 @@ def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
     return ("", ()) if tenant is None else (" AND e.tenant = ?", (tenant,))
 
 
-def _rel(r: Sequence) -> Relationship:
-    return Relationship(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
-
-
-def _name_is(conn: sqlite3.Connection, column: str, value: str) -> str:
-    """``column = value`` regardless of case: SQLite's column is COLLATE NOCASE;
-    PostgreSQL's unique index is on lower(name)."""
-    if is_postgres(conn):
-        return f"lower({column}) = lower({value})"
-    return f"{column} = {value}"
-
-
-def _name_in(conn: sqlite3.Connection, column: str) -> str:
-    """``column`` is one of a JSON array of names bound as one parameter, regardless of case."""
-    if is_postgres(conn):
-        return f"lower({column}) IN (SELECT lower(value) FROM {json_texts(conn)})"
-    return f"{column} IN (SELECT value FROM json_each(?))"
-
-
-def _ids_json(ids: Sequence[int]) -> str:
+def _ids_json(ids: Iterable[int]) -> str:
     return json.dumps([int(i) for i in ids])
+
+
+def _with_aliases(conn: sqlite3.Connection, rows: Sequence[Sequence]) -> list[Entity]:
+    """Entities from rows, each with its aliases (one query for all of them)."""
+    if not rows:
+        return []
+    names: dict[int, list[str]] = {}
+    for entity_id, alias in conn.execute(
+        "SELECT a.entity_id, a.name FROM entity_aliases a"
+        f" WHERE a.entity_id IN (SELECT value FROM {json_ints(conn)}) ORDER BY a.id",
+        (_ids_json(r[0] for r in rows),),
+    ):
+        names.setdefault(entity_id, []).append(alias)
+    return [_entity(r, tuple(dict.fromkeys(names.get(r[0], ())))) for r in rows]
 
 
 # Entities -------------------------------------------------------------------
 
 
 def entity_id_of(
-    conn: sqlite3.Connection, name: str, etype: str, project_id: int, session_id: int
+    conn: sqlite3.Connection, key: str, etype: str, project_id: int, session_id: int
 ) -> int | None:
-    """The id of the entity (graph, name, type), or None."""
+    """The entity whose display name has this key, in this graph, or None."""
     row = conn.execute(
-        "SELECT id FROM entities WHERE project_id = ? AND session_id = ?"
-        f" AND {_name_is(conn, 'name', '?')} AND type = ?",
-        (project_id, session_id, name, etype),
+        "SELECT id FROM entities WHERE project_id = ? AND session_id = ? AND name_key = ?"
+        " AND type = ?",
+        (project_id, session_id, key, etype),
     ).fetchone()
     return None if row is None else int(row[0])
 
 
-def upsert_entity(
+def entities_with_key(
+    conn: sqlite3.Connection, graph: Graph, key: str, types: Iterable[str]
+) -> list[int]:
+    """Entities of these types with an alias of this key, oldest first."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT a.entity_id FROM entity_aliases a JOIN entities e"
+            " ON e.id = a.entity_id WHERE a.project_id = ? AND a.session_id = ? AND a.norm = ?"
+            f" AND e.type IN (SELECT value FROM {json_texts(conn)}) ORDER BY a.entity_id",
+            (graph[0], graph[1], key, json.dumps(sorted(types))),
+        )
+    ]
+
+
+def insert_entity(
     conn: sqlite3.Connection,
-    name: str,
+    graph: Graph,
+    surface: str,
     etype: str,
     notes: str | None,
     *,
     source: str,
-    project_id: int,
-    session_id: int = 0,
+    method: str = METHOD_NEW,
     episode_id: int | None = None,
     confidence: float | None = None,
     fallback_tenant: str = DEFAULT_TENANT,
+    resolution: str = RESOLVED,
     embedded: bool = False,
 ) -> int:
-    """Insert or update by (graph, name, type); returns the entity id.
+    """A new entity for a surface name, with that name as its first alias.
 
-    The graph is a project's (``session_id`` 0), or a project-less session's
-    own (``project_id`` 0).
-
-    Queues the entity's (re-)embedding in the same transaction; ``embedded``:
-    a new entity's vector is written by the caller in this transaction
-    (store/pg_vectors.py), so it queues none (an existing one is re-embedded
-    by its job as always).
+    Queues the entity's embedding in the same transaction; ``embedded``: the
+    caller writes its vector in this transaction (store/pg_vectors.py).
     """
     ts = now()
-    existing = entity_id_of(conn, name, etype, project_id, session_id)
-    if existing is None:
-        # An entity belongs to the tenant of its graph's project or session;
-        # the graph of neither (legacy) to the default tenant.
-        tenant = conn.execute(
-            "SELECT COALESCE((SELECT tenant FROM projects WHERE id = ?),"
-            " (SELECT tenant FROM sessions WHERE id = ?), ?)",
-            (project_id, session_id, fallback_tenant),
-        ).fetchone()[0]
-        entity_id = conn.execute(
-            "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
-            " confidence, source, last_seen_at, created_at, tenant)"
-            " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) RETURNING id",
+    project_id, session_id = graph
+    display = display_form(surface, etype) or surface.strip()
+    # An entity belongs to the tenant of its graph's project or session; the
+    # graph of neither (legacy) to the default tenant.
+    tenant = conn.execute(
+        "SELECT COALESCE((SELECT tenant FROM projects WHERE id = ?),"
+        " (SELECT tenant FROM sessions WHERE id = ?), ?)",
+        (project_id, session_id, fallback_tenant),
+    ).fetchone()[0]
+    entity_id = int(
+        conn.execute(
+            "INSERT INTO entities (project_id, session_id, name, name_key, type, notes,"
+            " mention_count, confidence, source, last_seen_at, created_at, tenant, resolution)"
+            " VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 project_id,
                 session_id,
-                name,
+                display,
+                name_key(display, etype),
                 etype,
                 notes,
                 1.0 if confidence is None else confidence,
@@ -160,33 +212,151 @@ def upsert_entity(
                 ts,
                 ts,
                 tenant,
+                resolution,
             ),
         ).fetchone()[0]
-        if episode_id is not None:
-            _link(conn, "entity_episodes", "entity_id", entity_id, episode_id)
-        if embedded:
-            return int(entity_id)
-    else:
-        entity_id = existing
-        new_mention = episode_id is None or _link(
-            conn, "entity_episodes", "entity_id", entity_id, episode_id
-        )
-        conn.execute(
-            "UPDATE entities SET mention_count = mention_count + ?, notes = COALESCE(?, notes),"
-            " confidence = COALESCE(?, confidence), last_seen_at = ? WHERE id = ?",
-            (1 if new_mention else 0, notes, confidence, ts, entity_id),
-        )
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
+    )
+    add_alias(conn, entity_id, surface, method=method, episode_id=episode_id, refresh=False)
+    if episode_id is not None:
+        link_episode(conn, entity_id, episode_id)
+    if not embedded:
+        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     return entity_id
 
 
-def _link(conn: sqlite3.Connection, table: str, column: str, row_id: int, episode_id: int) -> bool:
-    """Record that an episode mentions a row; True when the link is new."""
+def add_alias(
+    conn: sqlite3.Connection,
+    entity_id: int,
+    surface: str,
+    *,
+    method: str,
+    score: float = 1.0,
+    episode_id: int | None = None,
+    refresh: bool = True,
+    at: float | None = None,
+) -> bool:
+    """Record a surface name of an entity; True when the name is new to it.
+
+    A new alias's words join the entity's tokens, the display name becomes
+    the best of its names, and its vector (which carries the aliases) is
+    queued for re-embedding.
+    """
+    row = conn.execute(
+        "SELECT project_id, session_id, type FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    project_id, session_id, etype = row
+    display = display_form(surface, etype) or surface.strip()
+    norm = name_key(display, etype)
     cur = conn.execute(
-        f"INSERT INTO {table} ({column}, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        (row_id, episode_id),
+        "INSERT INTO entity_aliases (entity_id, project_id, session_id, name, norm, method,"
+        " score, episode_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        (entity_id, project_id, session_id, display, norm, method, score, episode_id, at or now()),
+    )
+    if cur.rowcount != 1:
+        return False
+    _add_tokens(conn, entity_id, project_id, session_id, etype, [norm])
+    if refresh:
+        refresh_display_name(conn, entity_id)
+        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
+    return True
+
+
+def _add_tokens(
+    conn: sqlite3.Connection,
+    entity_id: int,
+    project_id: int,
+    session_id: int,
+    etype: str,
+    norms: Iterable[str],
+) -> None:
+    words = sorted({t for n in norms for t in tokens(n)})
+    if words:
+        conn.executemany(
+            "INSERT INTO entity_tokens (project_id, session_id, type, token, entity_id)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(project_id, session_id, etype, w, entity_id) for w in words],
+        )
+
+
+def rebuild_tokens(conn: sqlite3.Connection, entity_id: int) -> None:
+    """The entity's tokens again from its aliases (after aliases moved)."""
+    conn.execute("DELETE FROM entity_tokens WHERE entity_id = ?", (entity_id,))
+    row = conn.execute(
+        "SELECT project_id, session_id, type FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    if row is None:
+        return
+    norms = [
+        r[0]
+        for r in conn.execute("SELECT norm FROM entity_aliases WHERE entity_id = ?", (entity_id,))
+    ]
+    _add_tokens(conn, entity_id, row[0], row[1], row[2], norms)
+
+
+def refresh_display_name(conn: sqlite3.Connection, entity_id: int) -> None:
+    """Show the entity under the best of its names ("Priya Raman", not
+    "Priya"), unless another entity of its graph and type holds that key."""
+    row = conn.execute(
+        "SELECT project_id, session_id, type, name FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    if row is None:
+        return
+    project_id, session_id, etype, current = row
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM entity_aliases WHERE entity_id = ? ORDER BY id", (entity_id,)
+        )
+    ]
+    if not names:
+        return
+    best = best_display([current, *names]) if current in names else best_display(names)
+    if best == current:
+        return
+    key = name_key(best, etype)
+    taken = conn.execute(
+        "SELECT 1 FROM entities WHERE project_id = ? AND session_id = ? AND name_key = ?"
+        " AND type = ? AND id != ?",
+        (project_id, session_id, key, etype, entity_id),
+    ).fetchone()
+    if taken is None:
+        conn.execute(
+            "UPDATE entities SET name = ?, name_key = ? WHERE id = ?", (best, key, entity_id)
+        )
+
+
+def link_episode(conn: sqlite3.Connection, entity_id: int, episode_id: int) -> bool:
+    """Record that an episode mentions an entity; True when the link is new."""
+    cur = conn.execute(
+        "INSERT INTO entity_episodes (entity_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (entity_id, episode_id),
     )
     return cur.rowcount == 1
+
+
+def mention(
+    conn: sqlite3.Connection,
+    entity_id: int,
+    notes: str | None,
+    *,
+    episode_id: int | None = None,
+    confidence: float | None = None,
+) -> None:
+    """One more mention of an existing entity: counted once per episode (every
+    time without one); new notes replace the old, absent ones keep them."""
+    new_mention = episode_id is None or link_episode(conn, entity_id, episode_id)
+    conn.execute(
+        "UPDATE entities SET mention_count = mention_count + ?, notes = COALESCE(?, notes),"
+        " confidence = COALESCE(?, confidence), last_seen_at = ? WHERE id = ?",
+        (1 if new_mention else 0, notes, confidence, now(), entity_id),
+    )
+    if notes is not None:
+        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
+
+
+def set_resolution(conn: sqlite3.Connection, entity_id: int, state: str) -> None:
+    conn.execute("UPDATE entities SET resolution = ? WHERE id = ?", (state, entity_id))
 
 
 def get_entity(conn: sqlite3.Connection, entity_id: int, tenant: str | None = None) -> Entity:
@@ -198,7 +368,7 @@ def get_entity(conn: sqlite3.Connection, entity_id: int, tenant: str | None = No
     ).fetchone()
     if row is None:
         raise NotFound(f"entity {entity_id} does not exist")
-    return _entity(row)
+    return _with_aliases(conn, [row])[0]
 
 
 def get_entities(
@@ -214,30 +384,23 @@ def get_entities(
         f" {pinned_join(conn)} entities e ON e.id = j.id WHERE true{clause}",
         (_ids_json(ids), *params),
     ).fetchall()
-    return {r[0]: _entity(r) for r in sorted(rows, key=lambda r: r[0])}
+    return {e.id: e for e in _with_aliases(conn, sorted(rows, key=lambda r: r[0]))}
 
 
 def entities_named(
-    conn: sqlite3.Connection, project_id: int, session_id: int, names: Sequence[str], limit: int
+    conn: sqlite3.Connection, project_id: int, session_id: int, keys: Sequence[str], limit: int
 ) -> list[Entity]:
-    """The graph's entities whose name is one of ``names`` (case-insensitive,
-    answered from the graph's unique name index)."""
-    if not names:
+    """The graph's entities with an alias whose key is one of ``keys``."""
+    if not keys:
         return []
     rows = conn.execute(
-        f"SELECT {_ENTITY_COLUMNS} FROM entities e"
-        " WHERE e.project_id = ? AND e.session_id = ?"
-        f" AND {_name_in(conn, 'e.name')}"
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.id IN ("
+        " SELECT a.entity_id FROM entity_aliases a WHERE a.project_id = ? AND a.session_id = ?"
+        f" AND a.norm IN (SELECT value FROM {json_texts(conn)}))"
         " ORDER BY e.mention_count DESC, e.id LIMIT ?",
-        (project_id, session_id, json.dumps(list(names)), limit),
+        (project_id, session_id, json.dumps(list(keys)), limit),
     ).fetchall()
-    return [_entity(r) for r in rows]
-
-
-def entity_project(conn: sqlite3.Connection, entity_id: int) -> int | None:
-    """The entity's project (0: none), or None when the entity does not exist."""
-    row = conn.execute("SELECT project_id FROM entities WHERE id = ?", (entity_id,)).fetchone()
-    return None if row is None else int(row[0])
+    return _with_aliases(conn, rows)
 
 
 def entity_graph(
@@ -254,7 +417,8 @@ def entity_graph(
 
 
 def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
-    """Delete an entity and (by cascade) its edges; returns how many edges went."""
+    """Delete an entity and (by cascade) its edges and evidence; returns how
+    many edges went. The caller re-derives the facts its evidence touched."""
     get_entity(conn, entity_id)
     edges = conn.execute(
         "SELECT COUNT(*) FROM relationships WHERE from_id = ? OR to_id = ?",
@@ -273,8 +437,10 @@ def list_entities(
     limit: int,
     session_id: int = 0,
     tenant: str | None = None,
+    keys: Sequence[str] = (),
 ) -> list[Entity]:
-    """Oldest first (keyset on id), optionally by type and by project or session graph."""
+    """Oldest first (keyset on id), optionally by type, by project or session
+    graph, and by name (``keys``: an alias with one of these keys)."""
     where = ["e.id > ?"]
     params: list[object] = [after_id or 0]
     if tenant is not None:
@@ -289,78 +455,263 @@ def list_entities(
     if session_id:
         where.append("e.project_id = 0 AND e.session_id = ?")
         params.append(session_id)
+    if keys:
+        where.append(
+            "e.id IN (SELECT a.entity_id FROM entity_aliases a"
+            f" WHERE a.norm IN (SELECT value FROM {json_texts(conn)}))"
+        )
+        params.append(json.dumps(list(keys)))
     rows = conn.execute(
         f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE {' AND '.join(where)}"
         " ORDER BY e.id LIMIT ?",
         (*params, limit),
     ).fetchall()
-    return [_entity(r) for r in rows]
+    return _with_aliases(conn, rows)
 
 
 def recent_entities(
     conn: sqlite3.Connection, project_id: int, limit: int, session_id: int = 0
-) -> list[tuple[str, str]]:
+) -> list[Entity]:
     """The last ``limit`` entities seen in one graph, oldest first."""
     rows = conn.execute(
-        "SELECT name, type FROM entities WHERE project_id = ? AND session_id = ?"
-        " ORDER BY last_seen_at DESC, id DESC LIMIT ?",
+        f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.project_id = ? AND e.session_id = ?"
+        " ORDER BY e.last_seen_at DESC, e.id DESC LIMIT ?",
         (project_id, session_id, limit),
     ).fetchall()
-    return [(r[0], r[1]) for r in reversed(rows)]
+    return list(reversed(_with_aliases(conn, rows)))
 
 
-# Relationships --------------------------------------------------------------
+def list_aliases(
+    conn: sqlite3.Connection, entity_id: int, after_id: int | None, limit: int
+) -> list[EntityAlias]:
+    rows = conn.execute(
+        f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE entity_id = ? AND id > ?"
+        " ORDER BY id LIMIT ?",
+        (entity_id, after_id or 0, limit),
+    ).fetchall()
+    return [_alias(r) for r in rows]
 
 
-def upsert_relationship(
+def aliases_in_project(
+    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+) -> list[EntityAlias]:
+    rows = conn.execute(
+        f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE project_id = ? AND session_id = 0"
+        " AND id > ? ORDER BY id LIMIT ?",
+        (project_id, after_id or 0, limit),
+    ).fetchall()
+    return [_alias(r) for r in rows]
+
+
+def episode_links_in_project(
+    conn: sqlite3.Connection, project_id: int, after: tuple[int, int] | None, limit: int
+) -> list[tuple[int, int]]:
+    """(entity_id, episode_id) of the project's graph, in that order (keyset)."""
+    a_entity, a_episode = after or (0, 0)
+    rows = conn.execute(
+        "SELECT l.entity_id, l.episode_id FROM entity_episodes l"
+        " JOIN entities e ON e.id = l.entity_id"
+        " WHERE e.project_id = ? AND e.session_id = 0"
+        " AND (l.entity_id > ? OR (l.entity_id = ? AND l.episode_id > ?))"
+        " ORDER BY l.entity_id, l.episode_id LIMIT ?",
+        (project_id, a_entity, a_entity, a_episode, limit),
+    ).fetchall()
+    return [(int(r[0]), int(r[1])) for r in rows]
+
+
+# What entity resolution reads --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """An entity as resolution sees it."""
+
+    id: int
+    name: str
+    name_key: str
+    type: str
+    notes: str | None
+    resolution: str
+    keys: frozenset[str]
+    distinct_from: frozenset[int]
+
+
+def resolution_candidates(
+    conn: sqlite3.Connection, graph: Graph, keys: Iterable[str], words: Iterable[str]
+) -> list[CandidateRow]:
+    """The graph's entities with an alias of one of these keys, or a word
+    among these: answered from the alias and token indexes, so the cost
+    follows the matches, not the graph's size."""
+    project_id, session_id = graph
+    ids: set[int] = set()
+    key_list = sorted(set(keys))
+    if key_list:
+        ids.update(
+            r[0]
+            for r in conn.execute(
+                "SELECT entity_id FROM entity_aliases WHERE project_id = ? AND session_id = ?"
+                f" AND norm IN (SELECT value FROM {json_texts(conn)})",
+                (project_id, session_id, json.dumps(key_list)),
+            )
+        )
+    word_list = sorted(set(words))
+    if word_list:
+        ids.update(
+            r[0]
+            for r in conn.execute(
+                "SELECT entity_id FROM entity_tokens WHERE project_id = ? AND session_id = ?"
+                f" AND token IN (SELECT value FROM {json_texts(conn)})",
+                (project_id, session_id, json.dumps(word_list)),
+            )
+        )
+    return candidate_rows(conn, ids)
+
+
+def block_candidates(
     conn: sqlite3.Connection,
-    from_id: int,
-    to_id: int,
-    label: str,
-    notes: str | None,
+    graph: Graph,
+    blocks: Iterable[str],
+    types: Iterable[str],
     *,
-    episode_id: int | None = None,
-) -> int:
-    row = conn.execute(
-        "SELECT id FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?",
-        (from_id, to_id, label),
-    ).fetchone()
-    if row is None:
-        rel_id = conn.execute(
-            "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at)"
-            " VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
-            (from_id, to_id, label, notes, now()),
-        ).fetchone()[0]
-        if episode_id is not None:
-            _link(conn, "relationship_episodes", "relationship_id", rel_id, episode_id)
-        return rel_id
-    rel_id = row[0]
-    new_mention = episode_id is None or _link(
-        conn, "relationship_episodes", "relationship_id", rel_id, episode_id
-    )
+    limit: int,
+) -> list[CandidateRow]:
+    """Entities of these types with a word starting with one of ``blocks``:
+    near-duplicate candidates. A block holding more than ``limit`` entities is
+    too common to tell anything apart ("inte", "john") and reads as empty."""
+    project_id, session_id = graph
+    ids: set[int] = set()
+    type_list = json.dumps(sorted(set(types)))
+    for block in sorted(set(blocks)):
+        upper = block[:-1] + chr(ord(block[-1]) + 1)
+        found = [
+            r[0]
+            for r in conn.execute(
+                "SELECT entity_id FROM entity_tokens WHERE project_id = ? AND session_id = ?"
+                f" AND type IN (SELECT value FROM {json_texts(conn)})"
+                " AND token >= ? AND token < ? LIMIT ?",
+                (project_id, session_id, type_list, block, upper, limit + 1),
+            )
+        ]
+        if len(found) <= limit:
+            ids.update(found)
+    return candidate_rows(conn, ids)
+
+
+def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int]) -> list[CandidateRow]:
+    id_list = sorted(set(ids))
+    if not id_list:
+        return []
+    members = _ids_json(id_list)
+    keys: dict[int, set[str]] = {}
+    for entity_id, norm in conn.execute(
+        "SELECT entity_id, norm FROM entity_aliases"
+        f" WHERE entity_id IN (SELECT value FROM {json_ints(conn)})",
+        (members,),
+    ):
+        keys.setdefault(entity_id, set()).add(norm)
+    distinct: dict[int, set[int]] = {}
+    for a, b in conn.execute(
+        "SELECT a_id, b_id FROM entity_distinctions"
+        f" WHERE a_id IN (SELECT value FROM {json_ints(conn)})"
+        f" OR b_id IN (SELECT value FROM {json_ints(conn)})",
+        (members, members),
+    ):
+        distinct.setdefault(a, set()).add(b)
+        distinct.setdefault(b, set()).add(a)
+    rows = conn.execute(
+        "SELECT id, name, name_key, type, notes, resolution FROM entities"
+        f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
+        (members,),
+    ).fetchall()
+    return [
+        CandidateRow(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            frozenset(keys.get(r[0], ())),
+            frozenset(distinct.get(r[0], ())),
+        )
+        for r in rows
+    ]
+
+
+def add_distinction(
+    conn: sqlite3.Connection, a: int, b: int, episode_id: int | None = None
+) -> None:
+    """The LLM said ``a`` and ``b`` are two things: do not ask again."""
+    lo, hi = sorted((a, b))
     conn.execute(
-        "UPDATE relationships SET mention_count = mention_count + ?, notes = COALESCE(?, notes)"
-        " WHERE id = ?",
-        (1 if new_mention else 0, notes, rel_id),
+        "INSERT INTO entity_distinctions (a_id, b_id, episode_id, created_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (lo, hi, episode_id, now()),
     )
-    return rel_id
+
+
+def recent_mentions(conn: sqlite3.Connection, entity_id: int, limit: int) -> list[str]:
+    """The user messages of the newest episodes mentioning an entity."""
+    rows = conn.execute(
+        "SELECT ep.user_message FROM entity_episodes l JOIN episodes ep ON ep.id = l.episode_id"
+        " WHERE l.entity_id = ? ORDER BY ep.occur_at DESC, ep.id DESC LIMIT ?",
+        (entity_id, limit),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+# Relationships ----------------------------------------------------------------
+
+
+def relationship_at(
+    conn: sqlite3.Connection, from_id: int, to_id: int, label: str, at: float
+) -> Relationship | None:
+    """The interval of (from, label, to) holding at ``at``, else its latest."""
+    row = conn.execute(
+        f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?"
+        " ORDER BY (valid_at <= ? AND (invalid_at IS NULL OR invalid_at > ?)) DESC,"
+        " valid_at DESC LIMIT 1",
+        (from_id, to_id, label, at, at),
+    ).fetchone()
+    return None if row is None else relationship_from_row(row)
 
 
 def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
-    row = conn.execute(f"SELECT {_REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
+    row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
     found = row.fetchone()
     if found is None:
         raise NotFound(f"relationship {rel_id} does not exist")
-    return _rel(found)
+    return relationship_from_row(found)
 
 
 def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
-        f"SELECT {_REL_COLUMNS} FROM relationships"
+        f"SELECT {REL_COLUMNS} FROM relationships"
         f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
         (_ids_json(ids),),
     ).fetchall()
-    return [_rel(r) for r in rows]
+    return [relationship_from_row(r) for r in rows]
+
+
+def current_facts(
+    conn: sqlite3.Connection, entity_ids: Sequence[int], limit: int
+) -> list[tuple[str, str, str, float | None]]:
+    """(from name, label, to name, since) of the facts holding now about
+    these entities, newest first: what an extraction prompt shows, so the
+    model can say which of them an exchange ends."""
+    if not entity_ids:
+        return []
+    members = _ids_json(entity_ids)
+    rows = conn.execute(
+        "SELECT f.name, r.label, t.name, r.valid_at FROM relationships r"
+        " JOIN entities f ON f.id = r.from_id JOIN entities t ON t.id = r.to_id"
+        " WHERE r.invalid_at IS NULL AND (r.from_id IN"
+        f" (SELECT value FROM {json_ints(conn)}) OR r.to_id IN"
+        f" (SELECT value FROM {json_ints(conn)}))"
+        " ORDER BY r.valid_at DESC, r.id DESC LIMIT ?",
+        (members, members, limit),
+    ).fetchall()
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def list_relationships(
@@ -369,50 +720,45 @@ def list_relationships(
     include_inbound: bool,
     after_id: int | None = None,
     limit: int = -1,
+    when: When = CURRENT,
 ) -> list[Relationship]:
     """An entity's edges in id order (keyset: ids after ``after_id``); ``limit``
     -1: all of them."""
     after = after_id or 0
     count = limit if limit >= 0 else no_limit(conn)
+    clause, times = when.clause("")
     if include_inbound:
         sql = (
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
-            f" UNION SELECT {_REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?"
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
+            f" UNION SELECT {REL_COLUMNS} FROM relationships WHERE to_id = ? AND id > ?{clause}"
             " ORDER BY id LIMIT ?"
         )
-        params: tuple = (entity_id, after, entity_id, after, count)
+        params: tuple = (entity_id, after, *times, entity_id, after, *times, count)
     else:
         sql = (
-            f"SELECT {_REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?"
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
             " ORDER BY id LIMIT ?"
         )
-        params = (entity_id, after, count)
-    return [_rel(r) for r in conn.execute(sql, params)]
-
-
-def delete_relationship(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> bool:
-    cur = conn.execute(
-        "DELETE FROM relationships WHERE from_id = ? AND to_id = ? AND label = ?",
-        (from_id, to_id, label),
-    )
-    return cur.rowcount > 0
+        params = (entity_id, after, *times, count)
+    return [relationship_from_row(r) for r in conn.execute(sql, params)]
 
 
 # Traversal ------------------------------------------------------------------
 
 # Bidirectional walk.  UNION (not UNION ALL) drops rows already produced, so a
 # cycle cannot feed itself; the depth bound ends the walk.  Each direction is
-# its own recursive branch so both use an index (from_id via the UNIQUE key,
-# to_id via idx_relationships_to) instead of an OR that scans.
+# its own recursive branch so both use an index (from_id via
+# idx_relationships_from, to_id via idx_relationships_to) instead of an OR
+# that scans. {when} confines each step to the intervals the read shows.
 _NEIGHBORHOOD = """
 WITH RECURSIVE walk(id, depth) AS (
     SELECT ?, 0
     UNION
     SELECT r.to_id, w.depth + 1 FROM walk w JOIN relationships r ON r.from_id = w.id
-    WHERE w.depth < ?
+    WHERE w.depth < ?{when}
     UNION
     SELECT r.from_id, w.depth + 1 FROM walk w JOIN relationships r ON r.to_id = w.id
-    WHERE w.depth < ?
+    WHERE w.depth < ?{when}
 )
 SELECT DISTINCT id FROM walk
 """
@@ -422,9 +768,9 @@ WITH RECURSIVE walk(id, depth) AS (
     SELECT ?::bigint, 0
     UNION
     SELECT n.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (
-        SELECT r.to_id AS id FROM relationships r WHERE r.from_id = w.id
+        SELECT r.to_id AS id FROM relationships r WHERE r.from_id = w.id{when}
         UNION ALL
-        SELECT r.from_id FROM relationships r WHERE r.to_id = w.id
+        SELECT r.from_id FROM relationships r WHERE r.to_id = w.id{when}
     ) n
     WHERE w.depth < ?
 )
@@ -432,64 +778,75 @@ SELECT DISTINCT id FROM walk
 """
 
 
-def edges_within(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
+def edges_within(
+    conn: sqlite3.Connection, ids: Sequence[int], when: When = CURRENT
+) -> list[Relationship]:
     """Every relationship with both ends in ``ids``."""
     if not ids:
         return []
     members = _ids_json(ids)
-    # Outbound edges of each member (UNIQUE(from_id, ...) index), kept when
-    # the other end is a member too.
+    clause, times = when.clause("r")
+    # Outbound edges of each member (idx_relationships_from), kept when the
+    # other end is a member too.
     rows = conn.execute(
-        f"SELECT {', '.join('r.' + c for c in _REL_COLUMNS.split(', '))}"
+        f"SELECT {', '.join('r.' + c for c in _REL_FIELDS)}"
         f" FROM (SELECT DISTINCT value AS id FROM {json_ints(conn)}) j"
         f" {pinned_join(conn)} relationships r ON r.from_id = j.id"
-        f" WHERE +r.to_id IN (SELECT value FROM {json_ints(conn)})",  # + : filter, not probe
-        (members, members),
+        f" WHERE +r.to_id IN (SELECT value FROM {json_ints(conn)}){clause}",  # + : filter
+        (members, members, *times),
     ).fetchall()
-    return [_rel(r) for r in sorted(rows, key=lambda r: r[0])]
+    return [relationship_from_row(r) for r in sorted(rows, key=lambda r: r[0])]
 
 
 def neighborhood(
-    conn: sqlite3.Connection, entity_id: int, depth: int
+    conn: sqlite3.Connection, entity_id: int, depth: int, when: When = CURRENT
 ) -> tuple[list[Entity], list[Relationship]]:
     get_entity(conn, entity_id)
+    clause, times = when.clause("r")
     if is_postgres(conn):
-        walk = conn.execute(_NEIGHBORHOOD_PG, (entity_id, depth))
+        walk = conn.execute(
+            _NEIGHBORHOOD_PG.format(when=clause), (entity_id, *times, *times, depth)
+        )
     else:
-        walk = conn.execute(_NEIGHBORHOOD, (entity_id, depth, depth))
+        walk = conn.execute(
+            _NEIGHBORHOOD.format(when=clause), (entity_id, depth, *times, depth, *times)
+        )
     ids = [r[0] for r in walk]
     nodes = get_entities(conn, ids)
-    return list(nodes.values()), edges_within(conn, list(nodes))
+    return list(nodes.values()), edges_within(conn, list(nodes), when)
 
 
 def neighbors(
-    conn: sqlite3.Connection, entity_ids: Sequence[int]
+    conn: sqlite3.Connection, entity_ids: Sequence[int], when: When = CURRENT
 ) -> tuple[list[Entity], list[Relationship]]:
     """One hop from a set, plus every edge inside the combined set."""
     seeds = _ids_json(entity_ids)
+    clause, times = when.clause("r")
     ids = [
         r[0]
         for r in conn.execute(
             f"WITH seeds(id) AS (SELECT value FROM {json_ints(conn)})"
             " SELECT id FROM seeds"
-            " UNION SELECT r.to_id FROM relationships r WHERE r.from_id IN (SELECT id FROM seeds)"
-            " UNION SELECT r.from_id FROM relationships r WHERE r.to_id IN (SELECT id FROM seeds)",
-            (seeds,),
+            " UNION SELECT r.to_id FROM relationships r"
+            f" WHERE r.from_id IN (SELECT id FROM seeds){clause}"
+            " UNION SELECT r.from_id FROM relationships r"
+            f" WHERE r.to_id IN (SELECT id FROM seeds){clause}",
+            (seeds, *times, *times),
         )
     ]
     nodes = get_entities(conn, ids)
-    return list(nodes.values()), edges_within(conn, list(nodes))
+    return list(nodes.values()), edges_within(conn, list(nodes), when)
 
 
 def relationships_in_project(
     conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[Relationship]:
-    """The edges of a project's graph, in id order (a relationship never
+    """Every interval of a project's graph, in id order (a relationship never
     leaves its graph, so its from-entity's project is the edge's)."""
     rows = conn.execute(
-        "SELECT r.id, r.from_id, r.to_id, r.label, r.notes, r.mention_count, r.created_at"
+        f"SELECT {', '.join('r.' + c for c in _REL_FIELDS)}"
         " FROM relationships r JOIN entities e ON e.id = r.from_id"
         " WHERE e.project_id = ? AND r.id > ? ORDER BY r.id LIMIT ?",
         (project_id, after_id or 0, limit),
     ).fetchall()
-    return [_rel(r) for r in rows]
+    return [relationship_from_row(r) for r in rows]

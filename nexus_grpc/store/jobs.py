@@ -23,6 +23,12 @@ INDEX_SUMMARY = "index:summaries"
 INDEX_MEMORY = "index:memories"
 EXTRACT_EPISODE = "extract:episode"
 SUMMARIZE_SESSION = "summarize:session"
+# An entity kept apart because the LLM could not say whether it is another:
+# ask again (domain/entity_resolution.py).
+RESOLVE_ENTITY = "resolve:entity"
+# An episode's memory formation, after its extraction proposed candidates
+# (domain/formation.py).
+FORM_MEMORIES = "form:memories"
 # Scheduled for the end of a deleted memory's history retention (run_after).
 PURGE_MEMORY_HISTORY = "purge:memory_history"
 # Kinds whose jobs are queued for a future time on purpose: their age counts
@@ -47,6 +53,8 @@ ALL_KINDS = (
     INDEX_MEMORY,
     EXTRACT_EPISODE,
     SUMMARIZE_SESSION,
+    RESOLVE_ENTITY,
+    FORM_MEMORIES,
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
     RETAIN_PROJECT,
@@ -72,6 +80,8 @@ class Job:
     kind: str
     target_id: int
     attempts: int
+    # LIVE or BULK: what the work it leads to is queued at.
+    priority: int = 0
 
 
 def enqueue(
@@ -138,7 +148,7 @@ def claim(
     if is_postgres(conn):
         return _claim_leased(conn, kind, limit, lease)
     rows = conn.execute(
-        "SELECT j.id, j.kind, j.target_id, j.attempts FROM jobs j"
+        "SELECT j.id, j.kind, j.target_id, j.attempts, j.priority FROM jobs j"
         " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
         " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
         " AND r.target_id = j.target_id AND r.state = 'running')"
@@ -152,7 +162,7 @@ def claim(
         "UPDATE jobs SET state = 'running', updated_at = ? WHERE id = ?",
         [(now(), r[0]) for r in rows],
     )
-    return [Job(r[0], r[1], r[2], r[3]) for r in rows]
+    return [Job(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
 def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float) -> list[Job]:
@@ -183,10 +193,10 @@ def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float)
         " + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,"
         f" state = 'running', lease_until = {_DB_NOW} + ?, leased_by = ?, updated_at = ?"
         " FROM picked WHERE jobs.id = picked.id"
-        " RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts",
+        " RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts, jobs.priority",
         (kind, limit, lease, INSTANCE, now()),
     ).fetchall()
-    jobs = sorted((Job(r[0], r[1], r[2], r[3]) for r in rows), key=lambda j: j.id)
+    jobs = sorted((Job(r[0], r[1], r[2], r[3], r[4]) for r in rows), key=lambda j: j.id)
     # Two rows of one target in one claim (a taken-over running row and a
     # pending one): the first covers both.
     seen: set[int] = set()

@@ -41,6 +41,10 @@ class Memory:
     tenant: str = ""
     # Epoch seconds after which the memory is gone; None: never.
     expire_at: float | None = None
+    # Where it came from: "client" (CreateMemory) or "formation", with the
+    # episode it formed from (None once that episode is deleted).
+    source: str = "client"
+    source_episode_id: int | None = None
 
     def expired(self, at: float) -> bool:
         return self.expire_at is not None and self.expire_at <= at
@@ -103,6 +107,8 @@ def _row(r: sqlite3.Row) -> Memory:
         request_id=r["request_id"],
         tenant=r["tenant"],
         expire_at=r["expire_at"],
+        source=r["source"],
+        source_episode_id=r["source_episode_id"],
     )
 
 
@@ -121,8 +127,8 @@ def insert(
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
         " session_id, confidence, metadata, request_id, created_at, updated_at, tenant,"
-        " expire_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " expire_at, source, source_episode_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             values["kind"],
             values["title"],
@@ -139,6 +145,8 @@ def insert(
             ts,
             tenant,
             values.get("expire_at"),
+            values.get("source", "client"),
+            values.get("source_episode_id"),
         ),
     ).fetchone()
     memory_id = int(row[0])

@@ -31,6 +31,9 @@ class ChangedBy:
 
     request_id: str = ""
     principal: str = ""
+    # What made it: the episode a memory formed from, and why (formation).
+    episode_id: int | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Revision:
     principal: str
     changed_at: float
     purge_after: float | None
+    episode_id: int | None = None
+    reason: str = ""
 
 
 def _memory_json(memory: Memory) -> str:
@@ -61,6 +66,8 @@ def _row(r: sqlite3.Row) -> Revision:
         principal=r["principal"],
         changed_at=r["changed_at"],
         purge_after=r["purge_after"],
+        episode_id=r["episode_id"],
+        reason=r["reason"],
     )
 
 
@@ -76,8 +83,8 @@ def record(
     """``at``: when the change was made (now, unless a restore gives the exported time)."""
     conn.execute(
         "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
-        " session_id, request_id, principal, changed_at, purge_after)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " session_id, request_id, principal, changed_at, purge_after, episode_id, reason)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             previous.id,
             action,
@@ -91,6 +98,8 @@ def record(
             by.principal,
             now() if at is None else at,
             purge_after,
+            by.episode_id,
+            by.reason,
         ),
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from nexus_grpc.core.names import name_key
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
@@ -547,6 +548,249 @@ MIGRATIONS: list[str] = [
     ALTER TABLE projects ADD COLUMN retention REAL;
     CREATE INDEX idx_episodes_session_occur ON episodes(session_id, occur_at);
     """,
+    # 14: the graph stays one and stays current (docs/graph.md).
+    # - An entity is found by a key its names share (core/names.name_key:
+    #   case, spacing, punctuation, diacritics, a title or a possessive
+    #   folded), not by its exact name; the entity keeps its best display
+    #   name and every surface name it was seen under (entity_aliases, with
+    #   how each was resolved), and each alias's words for name containment
+    #   and near-duplicate blocking (entity_tokens). Names an existing graph
+    #   holds twice under one key stay two entities (the later keyed
+    #   '<key>#<id>'): merging them is an operator's call (MergeEntities).
+    # - A relationship is an interval of time, derived from what episodes
+    #   said (relationship_evidence: an assertion or an end, at the episode's
+    #   occur_at), so one (from, to, label) may have held several times and
+    #   nothing a later episode says deletes it. Each existing edge becomes
+    #   evidence (one row per linked episode, one for its manual mentions) and
+    #   an interval from its first evidence, still current.
+    # - entity_merges records each merge with what undoing it needs.
+    # - projects.single_valued_labels: a project's labels that hold one value
+    #   at a time (NULL: the defaults).
+    # Entity vectors now carry the aliases: every entity is re-indexed.
+    REBUILD
+    + """
+    CREATE TABLE entities_new (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id    INTEGER NOT NULL DEFAULT 0,
+        session_id    INTEGER NOT NULL DEFAULT 0,
+        name          TEXT NOT NULL,
+        name_key      TEXT NOT NULL,
+        type          TEXT NOT NULL,
+        notes         TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 1,
+        confidence    REAL NOT NULL DEFAULT 1.0,
+        source        TEXT NOT NULL DEFAULT 'extraction',
+        last_seen_at  REAL,
+        created_at    REAL NOT NULL,
+        tenant        TEXT NOT NULL DEFAULT '',
+        -- 'pending': kept apart until the LLM says whether it is another entity.
+        resolution    TEXT NOT NULL DEFAULT 'resolved',
+        UNIQUE(project_id, session_id, name_key, type)
+    );
+    INSERT INTO entities_new (id, project_id, session_id, name, name_key, type, notes,
+                              mention_count, confidence, source, last_seen_at, created_at, tenant)
+    SELECT id, project_id, session_id, name,
+           nexus_name_key(name, type) || CASE WHEN ROW_NUMBER() OVER (
+               PARTITION BY project_id, session_id, nexus_name_key(name, type), type ORDER BY id
+           ) > 1 THEN '#' || id ELSE '' END,
+           type, notes, mention_count, confidence, source, last_seen_at, created_at, tenant
+    FROM entities;
+    UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'entities'), 0))
+    WHERE name = 'entities_new';
+    DROP TRIGGER relationships_same_graph;
+    DROP TABLE entities;
+    ALTER TABLE entities_new RENAME TO entities;
+    CREATE INDEX idx_entities_type ON entities(type);
+    CREATE INDEX idx_entities_scope ON entities(project_id, session_id);
+    CREATE INDEX idx_entities_scope_seen ON entities(project_id, session_id, last_seen_at);
+    CREATE INDEX idx_entities_tenant ON entities(tenant);
+
+    CREATE TABLE entity_aliases (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        project_id INTEGER NOT NULL,
+        session_id INTEGER NOT NULL,
+        -- A surface name (a title and possessive dropped); one row per
+        -- name regardless of case: "Acme Corp." and "ACME" share a key and
+        -- are two aliases.
+        name       TEXT NOT NULL COLLATE NOCASE,
+        norm       TEXT NOT NULL,
+        -- How it was resolved to this entity: new, exact, containment,
+        -- shingle, llm, merge or manual; score is the rule's measure.
+        method     TEXT NOT NULL,
+        score      REAL NOT NULL DEFAULT 1.0,
+        episode_id INTEGER REFERENCES episodes(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL,
+        UNIQUE(entity_id, name)
+    );
+    CREATE INDEX idx_entity_aliases_entity_norm ON entity_aliases(entity_id, norm);
+    CREATE INDEX idx_entity_aliases_norm ON entity_aliases(project_id, session_id, norm);
+    INSERT INTO entity_aliases (entity_id, project_id, session_id, name, norm, method, created_at)
+    SELECT id, project_id, session_id, name, nexus_name_key(name, type), 'new', created_at
+    FROM entities;
+
+    CREATE TABLE entity_tokens (
+        project_id INTEGER NOT NULL,
+        session_id INTEGER NOT NULL,
+        type       TEXT NOT NULL,
+        token      TEXT NOT NULL,
+        entity_id  INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        PRIMARY KEY (project_id, session_id, type, token, entity_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX idx_entity_tokens_entity ON entity_tokens(entity_id);
+    INSERT OR IGNORE INTO entity_tokens (project_id, session_id, type, token, entity_id)
+    WITH RECURSIVE split(entity_id, rest, token) AS (
+        SELECT entity_id, norm || ' ', '' FROM entity_aliases
+        UNION ALL
+        SELECT entity_id, substr(rest, instr(rest, ' ') + 1), substr(rest, 1, instr(rest, ' ') - 1)
+        FROM split WHERE rest != ''
+    )
+    SELECT e.project_id, e.session_id, e.type, s.token, s.entity_id
+    FROM split s JOIN entities e ON e.id = s.entity_id WHERE s.token != '';
+
+    -- Two entities the LLM said are different things: not asked again.
+    CREATE TABLE entity_distinctions (
+        a_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        b_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        episode_id INTEGER REFERENCES episodes(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (a_id, b_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX idx_entity_distinctions_b ON entity_distinctions(b_id);
+
+    CREATE TABLE entity_merges (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        project_id INTEGER NOT NULL,
+        session_id INTEGER NOT NULL,
+        tenant     TEXT NOT NULL,
+        target_id  INTEGER NOT NULL,
+        source_ids TEXT NOT NULL,
+        method     TEXT NOT NULL,
+        reason     TEXT NOT NULL DEFAULT '',
+        request_id TEXT,
+        principal  TEXT NOT NULL DEFAULT '',
+        -- What undoing needs (JSON): the sources as they were and which
+        -- aliases, episode links and evidence moved from each.
+        snapshot   TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        undone_at  REAL
+    );
+    CREATE INDEX idx_entity_merges_graph ON entity_merges(project_id, session_id, id);
+    CREATE INDEX idx_entity_merges_target ON entity_merges(target_id);
+    CREATE UNIQUE INDEX idx_entity_merges_request ON entity_merges(tenant, request_id)
+        WHERE request_id IS NOT NULL;
+
+    CREATE TABLE relationship_evidence (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        from_id    INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        to_id      INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        label      TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        at         REAL NOT NULL,
+        episode_id INTEGER REFERENCES episodes(id) ON DELETE SET NULL,
+        mentions   INTEGER NOT NULL DEFAULT 1,
+        notes      TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX idx_evidence_subject ON relationship_evidence(from_id, label);
+    CREATE INDEX idx_evidence_object ON relationship_evidence(to_id);
+    CREATE INDEX idx_evidence_episode ON relationship_evidence(episode_id);
+    INSERT INTO relationship_evidence (from_id, to_id, label, kind, at, episode_id, notes,
+                                       created_at)
+    SELECT r.from_id, r.to_id, r.label, 'assert', e.occur_at, e.id, r.notes, r.created_at
+    FROM relationships r
+    JOIN relationship_episodes re ON re.relationship_id = r.id
+    JOIN episodes e ON e.id = re.episode_id;
+    -- Manual mentions (no episode): one row carrying what the links do not.
+    INSERT INTO relationship_evidence (from_id, to_id, label, kind, at, mentions, notes,
+                                       created_at)
+    SELECT r.from_id, r.to_id, r.label, 'assert', r.created_at,
+           r.mention_count - (SELECT COUNT(*) FROM relationship_episodes re
+                              WHERE re.relationship_id = r.id),
+           r.notes, r.created_at
+    FROM relationships r
+    WHERE r.mention_count > (SELECT COUNT(*) FROM relationship_episodes re
+                             WHERE re.relationship_id = r.id);
+
+    CREATE TABLE relationships_new (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        from_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        to_id         INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        label         TEXT NOT NULL,
+        notes         TEXT,
+        mention_count INTEGER NOT NULL DEFAULT 1,
+        created_at    REAL NOT NULL,
+        -- [valid_at, invalid_at): when it held; invalid_at NULL while current.
+        valid_at      REAL NOT NULL,
+        invalid_at    REAL,
+        asserted_by   INTEGER REFERENCES episodes(id) ON DELETE SET NULL,
+        ended_by      INTEGER REFERENCES episodes(id) ON DELETE SET NULL
+    );
+    INSERT INTO relationships_new (id, from_id, to_id, label, notes, mention_count, created_at,
+                                   valid_at, asserted_by)
+    SELECT r.id, r.from_id, r.to_id, r.label, r.notes, r.mention_count, r.created_at,
+           COALESCE((SELECT MIN(v.at) FROM relationship_evidence v
+                     WHERE v.from_id = r.from_id AND v.to_id = r.to_id AND v.label = r.label),
+                    r.created_at),
+           (SELECT v.episode_id FROM relationship_evidence v
+            WHERE v.from_id = r.from_id AND v.to_id = r.to_id AND v.label = r.label
+            ORDER BY v.at, v.id LIMIT 1)
+    FROM relationships r;
+    UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE(
+        (SELECT seq FROM sqlite_sequence WHERE name = 'relationships'), 0))
+    WHERE name = 'relationships_new';
+    DROP TABLE relationship_episodes;
+    DROP TABLE relationships;
+    ALTER TABLE relationships_new RENAME TO relationships;
+    CREATE INDEX idx_relationships_from ON relationships(from_id, label, valid_at);
+    CREATE INDEX idx_relationships_to ON relationships(to_id, from_id);
+    CREATE TRIGGER relationships_same_graph BEFORE INSERT ON relationships
+    WHEN (SELECT project_id || '/' || session_id FROM entities WHERE id = new.from_id)
+        IS NOT (SELECT project_id || '/' || session_id FROM entities WHERE id = new.to_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'relationship endpoints belong to different graphs');
+    END;
+
+    ALTER TABLE projects ADD COLUMN single_valued_labels TEXT;
+
+    INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)
+    SELECT 'index:entities', id, 0, (julianday('now') - 2440587.5) * 86400.0,
+           (julianday('now') - 2440587.5) * 86400.0
+    FROM entities WHERE true
+    ON CONFLICT DO NOTHING;
+    """,
+    # 15: memories that form themselves (docs/memory-formation.md).
+    # - A session names who the conversation is with (user_id, agent_id);
+    #   both immutable, '' when not given.
+    # - projects.memory_formation: 1 off, 2 USER memories, 3 USER and
+    #   PROJECT; NULL: the default (USER).
+    # - An episode's formation state, as its extraction's (NULL: formation
+    #   does not apply to it).
+    # - A memory records where it came from: 'client' (CreateMemory) or
+    #   'formation' with the episode it formed from (NULL once deleted).
+    # - A history entry may name the episode and the reason for a change.
+    # - memory_candidates: what an episode's extraction answer proposed, kept
+    #   for the formation job (and its re-runs).
+    """
+    ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE projects ADD COLUMN memory_formation INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_state INTEGER;
+    ALTER TABLE episodes ADD COLUMN memory_error TEXT NOT NULL DEFAULT '';
+    CREATE INDEX idx_episodes_memory_pending ON episodes(session_id, occur_at)
+        WHERE memory_state = 1;
+    ALTER TABLE memories ADD COLUMN source TEXT NOT NULL DEFAULT 'client';
+    ALTER TABLE memories ADD COLUMN source_episode_id INTEGER
+        REFERENCES episodes(id) ON DELETE SET NULL;
+    ALTER TABLE memory_history ADD COLUMN episode_id INTEGER;
+    ALTER TABLE memory_history ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    CREATE TABLE memory_candidates (
+        episode_id INTEGER PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+        candidates TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -559,6 +803,8 @@ def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> i
     are given (migration 8); it is bound wherever a script names it.
     """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
+    # Migration 14 keys entities by core/names.name_key, which SQL cannot spell.
+    conn.create_function("nexus_name_key", 2, name_key, deterministic=True)
     if current > LATEST_VERSION:
         raise RuntimeError(
             f"database schema version {current} is newer than this build knows "

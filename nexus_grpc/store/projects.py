@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,25 @@ from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 
-COLUMNS = ("name", "description", "colour", "icon", "notes", "system_prompt", "retention")
+COLUMNS = (
+    "name",
+    "description",
+    "colour",
+    "icon",
+    "notes",
+    "system_prompt",
+    "retention",
+    "single_valued_labels",
+    "memory_formation",
+)
+
+
+def _labels_column(labels: Any) -> str | None:
+    return None if not labels else json.dumps(list(labels))
+
+
+def _labels(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(json.loads(value))
 
 
 def _row(row: sqlite3.Row) -> Project:
@@ -28,6 +47,8 @@ def _row(row: sqlite3.Row) -> Project:
         updated_at=row["updated_at"],
         tenant=row["tenant"],
         retention=row["retention"],
+        single_valued_labels=_labels(row["single_valued_labels"]),
+        memory_formation=row["memory_formation"],
     )
 
 
@@ -42,9 +63,17 @@ def insert(
     ts = now()
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " retention, isolated, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
-        (*(values.get(c, "") for c in COLUMNS[:-1]), values.get("retention"), ts, ts, tenant),
+        " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        (
+            *(values.get(c, "") for c in COLUMNS[:6]),
+            values.get("retention"),
+            _labels_column(values.get("single_valued_labels")),
+            values.get("memory_formation"),
+            ts,
+            ts,
+            tenant,
+        ),
     ).fetchone()
     project = get(conn, int(row[0]))
     if project.retention is not None:
@@ -105,9 +134,14 @@ def update(
     if changes:
         # Column names come from COLUMNS (checked by the domain), never from the client.
         assignments = ", ".join(f"{c} = ?" for c in changes if c in COLUMNS)
+        values = [
+            _labels_column(v) if c == "single_valued_labels" else v
+            for c, v in changes.items()
+            if c in COLUMNS
+        ]
         conn.execute(
             f"UPDATE projects SET {assignments}, updated_at = ? WHERE id = ?",
-            (*[v for c, v in changes.items() if c in COLUMNS], now(), project_id),
+            (*values, now(), project_id),
         )
         if changes.get("retention") is not None:
             # The sweep runs now and schedules itself from there on.
@@ -151,6 +185,22 @@ def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None)
     ).rowcount
     conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
     return detached
+
+
+def single_valued_labels(conn: sqlite3.Connection, project_id: int) -> tuple[str, ...] | None:
+    """The project's own single-valued labels; None: the defaults (or no project)."""
+    row = conn.execute(
+        "SELECT single_valued_labels FROM projects WHERE id = ?", (project_id,)
+    ).fetchone()
+    return None if row is None else _labels(row[0])
+
+
+def memory_formation(conn: sqlite3.Connection, project_id: int) -> int | None:
+    """The project's own formation setting; None: the default (or no project)."""
+    row = conn.execute(
+        "SELECT memory_formation FROM projects WHERE id = ?", (project_id,)
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 def retention_of(conn: sqlite3.Connection, project_id: int) -> float | None:

@@ -15,7 +15,11 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nexus_grpc.core.graph import METHOD_NEW, EntityAlias, EntityMerge, Evidence
+from nexus_grpc.core.names import name_key
 from nexus_grpc.errors import AlreadyExists
+from nexus_grpc.store import entity_merges as merge_store
+from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import jobs, memory_history
 from nexus_grpc.store.episodes import summary_due
 from nexus_grpc.store.graph import Entity, Relationship
@@ -34,8 +38,8 @@ def insert_project(
     """``values``: the project's columns (store/projects.py's COLUMNS)."""
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
-        " retention, isolated, created_at, updated_at, tenant)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
         (
             values["name"],
             values["description"],
@@ -44,6 +48,8 @@ def insert_project(
             values["notes"],
             values["system_prompt"],
             values["retention"],
+            json.dumps(list(labels)) if (labels := values.get("single_valued_labels")) else None,
+            values.get("memory_formation"),
             created_at,
             updated_at,
             tenant,
@@ -63,6 +69,8 @@ def insert_session(
     metadata: Mapping[str, Any],
     created_at: float,
     tenant: str,
+    user_id: str = "",
+    agent_id: str = "",
 ) -> int:
     # Checked first rather than caught: on PostgreSQL a failed INSERT would
     # abort the transaction, and the restore's message should name the
@@ -77,9 +85,18 @@ def insert_session(
             " that already holds one of them"
         )
     row = conn.execute(
-        "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        (tenant, external_id, name, project_id, json.dumps(metadata), created_at),
+        "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at,"
+        " user_id, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            tenant,
+            external_id,
+            name,
+            project_id,
+            json.dumps(metadata),
+            created_at,
+            user_id,
+            agent_id,
+        ),
     ).fetchone()
     return int(row[0])
 
@@ -89,8 +106,8 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
         " session_id, confidence, metadata, request_id, created_at, updated_at, last_used_at,"
-        " use_count, tenant, expire_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " use_count, tenant, expire_at, source, source_episode_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             m.kind,
             m.title,
@@ -108,6 +125,8 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
             m.use_count,
             tenant,
             m.expire_at,
+            m.source,
+            m.source_episode_id,
         ),
     ).fetchone()
     memory_id = int(row[0])
@@ -124,7 +143,7 @@ def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> Non
         r.previous,
         r.action,
         r.changed,
-        memory_history.ChangedBy(r.request_id, r.principal),
+        memory_history.ChangedBy(r.request_id, r.principal, r.episode_id, r.reason),
         at=r.changed_at,
     )
 
@@ -132,12 +151,13 @@ def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> Non
 def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
     """``e`` with its new project id; its own id is ignored."""
     row = conn.execute(
-        "INSERT INTO entities (project_id, session_id, name, type, notes, mention_count,"
-        " confidence, source, last_seen_at, created_at, tenant)"
-        " VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO entities (project_id, session_id, name, name_key, type, notes,"
+        " mention_count, confidence, source, last_seen_at, created_at, tenant, resolution)"
+        " VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             e.project_id,
             e.name,
+            name_key(e.name, e.type),
             e.type,
             e.notes,
             e.mention_count,
@@ -146,6 +166,7 @@ def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
             e.last_seen_at,
             e.created_at,
             tenant,
+            e.resolution,
         ),
     ).fetchone()
     entity_id = int(row[0])
@@ -154,13 +175,79 @@ def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
 
 
 def insert_relationship(conn: sqlite3.Connection, r: Relationship) -> int:
-    """``r`` with its new entity ids."""
+    """``r`` with its new entity and episode ids."""
     row = conn.execute(
-        "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        (r.from_id, r.to_id, r.label, r.notes, r.mention_count, r.created_at),
+        "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at,"
+        " valid_at, invalid_at, asserted_by, ended_by)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            r.from_id,
+            r.to_id,
+            r.label,
+            r.notes,
+            r.mention_count,
+            r.created_at,
+            r.valid_at if r.valid_at is not None else r.created_at,
+            r.invalid_at,
+            r.asserted_by,
+            r.ended_by,
+        ),
     ).fetchone()
     return int(row[0])
+
+
+def insert_alias(conn: sqlite3.Connection, a: EntityAlias) -> None:
+    """``a`` with its new entity and episode ids, and its words indexed."""
+    graph_store.add_alias(
+        conn,
+        a.entity_id,
+        a.name,
+        method=a.method,
+        score=a.score,
+        episode_id=a.episode_id,
+        refresh=False,
+        at=a.created_at,
+    )
+
+
+def insert_episode_link(conn: sqlite3.Connection, entity_id: int, episode_id: int) -> None:
+    graph_store.link_episode(conn, entity_id, episode_id)
+
+
+def insert_evidence(conn: sqlite3.Connection, e: Evidence) -> int:
+    row = conn.execute(
+        "INSERT INTO relationship_evidence (from_id, to_id, label, kind, at, episode_id,"
+        " mentions, notes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            e.from_id,
+            e.to_id,
+            e.label,
+            e.kind,
+            e.at,
+            e.episode_id,
+            e.mentions,
+            e.notes,
+            e.created_at,
+        ),
+    ).fetchone()
+    return int(row[0])
+
+
+def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
+    return merge_store.insert_merge(conn, m)
+
+
+def ensure_own_alias(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> None:
+    """Entities restored without aliases (an older export) are known by their name."""
+    for entity_id in entity_ids:
+        if (
+            conn.execute(
+                "SELECT 1 FROM entity_aliases WHERE entity_id = ? LIMIT 1", (entity_id,)
+            ).fetchone()
+            is None
+        ):
+            name = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+            graph_store.add_alias(conn, entity_id, name[0], method=METHOD_NEW, refresh=False)
 
 
 def insert_summary(conn: sqlite3.Connection, s: Summary) -> int:

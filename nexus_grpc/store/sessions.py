@@ -23,6 +23,8 @@ def _row(row: sqlite3.Row) -> Session:
         metadata=json.loads(row["metadata"]),
         created_at=row["created_at"],
         tenant=row["tenant"],
+        user_id=row["user_id"],
+        agent_id=row["agent_id"],
     )
 
 
@@ -37,12 +39,23 @@ def insert(
     project_id: int,
     metadata: Mapping[str, Any],
     tenant: str = DEFAULT_TENANT,
+    user_id: str = "",
+    agent_id: str = "",
 ) -> Session:
     try:
         row = conn.execute(
-            "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-            (tenant, external_id, name, project_id or None, json.dumps(metadata), now()),
+            "INSERT INTO sessions (tenant, external_id, name, project_id, metadata, created_at,"
+            " user_id, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                tenant,
+                external_id,
+                name,
+                project_id or None,
+                json.dumps(metadata),
+                now(),
+                user_id,
+                agent_id,
+            ),
         ).fetchone()
     except sqlite3.IntegrityError as exc:
         if "external_id" in str(exc):

@@ -62,6 +62,9 @@ ID_FIELDS = {
     "entity_ids": "entity",
     "external_id": "external_id",
     "thread_id": "thread",
+    "merge_id": "merge",
+    "target_id": "entity",
+    "source_ids": "entity2",
 }
 # ``id`` names the resource of its message (or of the method, at the top).
 KIND_OF_MESSAGE = {
@@ -76,6 +79,7 @@ UPDATE_PATHS = {
     "UpdateMemory": "title",
     "UpdateSummary": "content",
 }
+FILTERS = {("ListEntities", "name")}
 TEXT = {
     "name": "rival name",
     "query": MARKER,
@@ -198,6 +202,15 @@ async def _populate(h) -> None:
         graph_pb2.UpsertEntityRequest(name=f"{MARKER} 3", type="person", session_id=s2.id),
         metadata=a,
     )
+    # A merge, so that ListMerges and UndoMerge have one of Alice's to find.
+    folded = await gr.UpsertEntity(
+        graph_pb2.UpsertEntityRequest(name=f"{MARKER} 4", type="person", project_id=project.id),
+        metadata=a,
+    )
+    merge = await gr.MergeEntities(
+        graph_pb2.MergeEntitiesRequest(target_id=e2.id, source_ids=[folded.id], reason=MARKER),
+        metadata=a,
+    )
     await gr.UpsertRelationship(
         graph_pb2.UpsertRelationshipRequest(
             from_id=e1.id, to_id=e2.id, label="knows", notes=MARKER
@@ -239,6 +252,7 @@ async def _populate(h) -> None:
         "summary": summary.id,
         "external_id": s1.external_id,
         "thread": "alice-thread",
+        "merge": merge.id,
     }
     h.extras["ids"] = ids
 
@@ -308,6 +322,8 @@ def _fill(message: Message, method, ids: dict, only: str | None, top: bool = Tru
             else:
                 setattr(message, name, value)
             used.add(key)
+        elif (method.name, name) in FILTERS:
+            continue  # a filter set to text of its own would hide what it filters
         elif f.type == FieldDescriptor.TYPE_STRING and name in TEXT:
             setattr(message, name, TEXT[name])
         elif name == "request_id" and method.name == "ImportEpisodes":
@@ -391,6 +407,11 @@ TENANT_ROWS = {
     "relationships": "SELECT r.* FROM relationships r JOIN entities e ON e.id = r.from_id"
     " WHERE e.tenant != 'rival'",
     "entity_episodes": "SELECT * FROM entity_episodes",
+    "entity_aliases": "SELECT a.* FROM entity_aliases a JOIN entities e ON e.id = a.entity_id"
+    " WHERE e.tenant != 'rival'",
+    "relationship_evidence": "SELECT v.* FROM relationship_evidence v"
+    " JOIN entities e ON e.id = v.from_id WHERE e.tenant != 'rival'",
+    "entity_merges": "SELECT * FROM entity_merges WHERE tenant != 'rival'",
     "memories": "SELECT * FROM memories WHERE tenant != 'rival'",
     "memory_usage": "SELECT * FROM memory_usage WHERE tenant != 'rival'",
     "extraction_events": "SELECT * FROM extraction_events WHERE tenant != 'rival'",
@@ -422,6 +443,8 @@ READS = {
     "GetEntity",
     "ListEntities",
     "ListRelationships",
+    "ListEntityAliases",
+    "ListMerges",
     "GetNeighborhood",
     "GetNeighbors",
     "SearchEntities",

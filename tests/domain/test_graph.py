@@ -7,8 +7,9 @@ import sqlite3
 import grpc
 import pytest
 
+from nexus_grpc.core.graph import Interval
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
-from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import graph_evidence
 from tests.graph_support import expect_status, new_project
 from tests.support import wait_until
 
@@ -198,7 +199,7 @@ async def test_relationship_errors(harness):
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
     with pytest.raises(sqlite3.IntegrityError, match="different graphs"):  # the store's own guard
         await harness.app.db.write(
-            lambda c: graph_store.upsert_relationship(c, elsewhere.id, a.id, "x", None)
+            lambda c: graph_evidence.write_intervals(c, elsewhere.id, "x", [Interval(a.id, 1.0)])
         )
     await expect_status(
         graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=0)),

@@ -330,8 +330,11 @@ def test_extraction_bad_shape(obj: object) -> None:
 
 def test_extraction_schema_shape() -> None:
     props = EXTRACTION_SCHEMA["properties"]
-    assert set(props) == {"entities", "relationships"}
+    assert set(props) == {"entities", "relationships", "ended"}
     assert set(props["relationships"]["items"]["properties"]) == {"from", "to", "label", "notes"}
+    # Ended facts name the facts the prompt showed: their ends and label.
+    assert set(props["ended"]["items"]["properties"]) == {"from", "to", "label"}
+    assert set(EXTRACTION_SCHEMA["required"]) == {"entities", "relationships"}
 
 
 # -- summaries ----------------------------------------------------------------------

@@ -65,15 +65,15 @@ def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path, 
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # The id high-water mark survives the rebuild.
-    new_id = conn.execute("INSERT INTO entities (name, type, created_at)"
-                          " VALUES ('new', 'concept', 0)").lastrowid  # fmt: skip
+    new_id = conn.execute("INSERT INTO entities (name, name_key, type, created_at)"
+                          " VALUES ('new', 'new', 'concept', 0)").lastrowid  # fmt: skip
     assert new_id == 10
     # The same name may now live in two sessions' graphs, but no edge joins them.
-    conn.execute("INSERT INTO entities (id, session_id, name, type, created_at)"
-                 " VALUES (20, 2, 'only a', 'concept', 0)")  # fmt: skip
+    conn.execute("INSERT INTO entities (id, session_id, name, name_key, type, created_at)"
+                 " VALUES (20, 2, 'only a', 'only a', 'concept', 0)")  # fmt: skip
     with pytest.raises(sqlite3.IntegrityError, match="different graphs"):
-        conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at)"
-                     " VALUES (1, 20, 'leak', 0)")  # fmt: skip
+        conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at, valid_at)"
+                     " VALUES (1, 20, 'leak', 0, 0)")  # fmt: skip
     # Deleting an entity still cascades to its edges and links.
     conn.execute("DELETE FROM entities WHERE id = 1")
     assert conn.execute("SELECT COUNT(*) FROM relationships").fetchone()[0] == 0
@@ -129,9 +129,7 @@ def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(
-    tmp_path, monkeypatch
-):
+def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(tmp_path, monkeypatch):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
     _migrate_to(conn, 8, monkeypatch)
     conn.execute(
@@ -146,3 +144,91 @@ def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(
     queued = conn.execute("SELECT target_id FROM jobs WHERE kind = 'index:episodes'"
                           " AND state = 'pending' ORDER BY target_id").fetchall()  # fmt: skip
     assert queued == [(1,), (2,)]
+
+
+def _legacy_graph(conn) -> None:
+    """A graph as version 13 held it: exact names, edges with episode links."""
+    conn.execute("INSERT INTO sessions (id, external_id, created_at) VALUES (1, 'a', 0)")
+    conn.execute(
+        "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at, occur_at)"
+        " VALUES (1, 1, 'x', '', 0, 100), (2, 1, 'y', '', 0, 200)"
+    )
+    conn.execute(
+        "INSERT INTO entities (id, session_id, name, type, created_at)"
+        " VALUES (1, 1, 'Priya', 'person', 0), (2, 1, 'Priya''s', 'person', 0),"
+        " (3, 1, 'Lisbon', 'place', 0)"
+    )
+    conn.execute(
+        "INSERT INTO relationships (id, from_id, to_id, label, mention_count, created_at)"
+        " VALUES (5, 1, 3, 'lives_in', 3, 50)"
+    )
+    conn.execute("INSERT INTO relationship_episodes VALUES (5, 1), (5, 2)")
+
+
+def test_the_graph_keeps_its_entities_and_edges_through_resolution_and_time(
+    tmp_path, monkeypatch
+):
+    """Migration 14: keys, aliases and words for every entity; each edge an
+    interval from its first evidence, its mentions kept as evidence."""
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    _migrate_to(conn, 13, monkeypatch)
+    _legacy_graph(conn)
+    migrations.migrate(conn)
+    keys = conn.execute("SELECT id, name, name_key FROM entities ORDER BY id").fetchall()
+    # Two names of one key stay two entities: merging is an operator's call.
+    assert keys == [(1, "Priya", "priya"), (2, "Priya's", "priya#2"), (3, "Lisbon", "lisbon")]
+    aliases = conn.execute("SELECT entity_id, norm FROM entity_aliases ORDER BY id").fetchall()
+    assert aliases == [(1, "priya"), (2, "priya"), (3, "lisbon")]
+    assert conn.execute("SELECT COUNT(*) FROM entity_tokens").fetchone()[0] == 3
+    evidence = conn.execute(
+        "SELECT at, episode_id, mentions FROM relationship_evidence ORDER BY at"
+    ).fetchall()
+    assert evidence == [(50.0, None, 1), (100.0, 1, 1), (200.0, 2, 1)]
+    edge = conn.execute(
+        "SELECT id, mention_count, valid_at, invalid_at, asserted_by FROM relationships"
+    ).fetchall()
+    assert edge == [(5, 3, 50.0, None, None)]
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    queued = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'index:entities' AND state = 'pending'"
+    ).fetchone()[0]
+    assert queued == 3  # entity vectors now carry their aliases
+
+
+async def test_postgresql_migrates_a_legacy_graph_the_same_way(pg_empty_url, monkeypatch):
+    import psycopg
+
+    from nexus_grpc.store import pg_schema
+
+    with psycopg.connect(pg_empty_url, autocommit=True) as raw:
+        monkeypatch.setattr(pg_schema, "LATEST_VERSION", 3)
+        pg_schema.migrate(raw)
+        monkeypatch.undo()
+        for statement in (
+            "INSERT INTO sessions (id, external_id, created_at, tenant) VALUES (1, 'a', 0, 't')",
+            "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at,"
+            " occur_at) VALUES (1, 1, 'x', '', 0, 100), (2, 1, 'y', '', 0, 200)",
+            "INSERT INTO entities (id, session_id, name, type, created_at)"
+            " VALUES (1, 1, 'Priya', 'person', 0), (2, 1, 'Priya''s', 'person', 0),"
+            " (3, 1, 'Lisbon', 'place', 0)",
+            "INSERT INTO relationships (id, from_id, to_id, label, mention_count, created_at)"
+            " VALUES (5, 1, 3, 'lives_in', 3, 50)",
+            "INSERT INTO relationship_episodes VALUES (5, 1), (5, 2)",
+        ):
+            raw.execute(statement)
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+        keys = raw.execute("SELECT id, name_key FROM entities ORDER BY id").fetchall()
+        assert keys == [(1, "priya"), (2, "priya#2"), (3, "lisbon")]
+        norms = raw.execute("SELECT entity_id, norm FROM entity_aliases ORDER BY id").fetchall()
+        assert norms == [(1, "priya"), (2, "priya"), (3, "lisbon")]
+        evidence = raw.execute(
+            "SELECT at, episode_id, mentions FROM relationship_evidence ORDER BY at"
+        ).fetchall()
+        assert evidence == [(50.0, None, 1), (100.0, 1, 1), (200.0, 2, 1)]
+        edge = raw.execute(
+            "SELECT id, mention_count, valid_at, invalid_at FROM relationships"
+        ).fetchall()
+        assert edge == [(5, 3, 50.0, None)]
+        # Running it again changes nothing.
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION

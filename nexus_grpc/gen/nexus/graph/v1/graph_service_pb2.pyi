@@ -39,6 +39,76 @@ ENTITY_SOURCE_EXTRACTION: EntitySource.ValueType  # 1
 ENTITY_SOURCE_MANUAL: EntitySource.ValueType  # 2
 Global___EntitySource: _TypeAlias = EntitySource  # noqa: Y015
 
+class _ResolutionMethod:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResolutionMethodEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResolutionMethod.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RESOLUTION_METHOD_UNSPECIFIED: _ResolutionMethod.ValueType  # 0
+    RESOLUTION_METHOD_NEW: _ResolutionMethod.ValueType  # 1
+    """The entity was created for this name."""
+    RESOLUTION_METHOD_EXACT: _ResolutionMethod.ValueType  # 2
+    """The name's key (case, spacing, punctuation, accents, title, possessive
+    folded) is one of the entity's.
+    """
+    RESOLUTION_METHOD_CONTAINMENT: _ResolutionMethod.ValueType  # 3
+    """The name is part of the entity's name, or the reverse, and no other
+    entity fits ("Priya" of "Priya Raman").
+    """
+    RESOLUTION_METHOD_SHINGLE: _ResolutionMethod.ValueType  # 4
+    """A near-duplicate spelling (character-shingle similarity; score)."""
+    RESOLUTION_METHOD_LLM: _ResolutionMethod.ValueType  # 5
+    """The LLM said so."""
+    RESOLUTION_METHOD_MERGE: _ResolutionMethod.ValueType  # 6
+    """Moved here by a merge."""
+    RESOLUTION_METHOD_MANUAL: _ResolutionMethod.ValueType  # 7
+    """UpsertEntity named it."""
+
+class ResolutionMethod(_ResolutionMethod, metaclass=_ResolutionMethodEnumTypeWrapper): ...
+
+RESOLUTION_METHOD_UNSPECIFIED: ResolutionMethod.ValueType  # 0
+RESOLUTION_METHOD_NEW: ResolutionMethod.ValueType  # 1
+"""The entity was created for this name."""
+RESOLUTION_METHOD_EXACT: ResolutionMethod.ValueType  # 2
+"""The name's key (case, spacing, punctuation, accents, title, possessive
+folded) is one of the entity's.
+"""
+RESOLUTION_METHOD_CONTAINMENT: ResolutionMethod.ValueType  # 3
+"""The name is part of the entity's name, or the reverse, and no other
+entity fits ("Priya" of "Priya Raman").
+"""
+RESOLUTION_METHOD_SHINGLE: ResolutionMethod.ValueType  # 4
+"""A near-duplicate spelling (character-shingle similarity; score)."""
+RESOLUTION_METHOD_LLM: ResolutionMethod.ValueType  # 5
+"""The LLM said so."""
+RESOLUTION_METHOD_MERGE: ResolutionMethod.ValueType  # 6
+"""Moved here by a merge."""
+RESOLUTION_METHOD_MANUAL: ResolutionMethod.ValueType  # 7
+"""UpsertEntity named it."""
+Global___ResolutionMethod: _TypeAlias = ResolutionMethod  # noqa: Y015
+
+class _MergeMethod:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MergeMethodEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MergeMethod.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MERGE_METHOD_UNSPECIFIED: _MergeMethod.ValueType  # 0
+    MERGE_METHOD_MANUAL: _MergeMethod.ValueType  # 1
+    """MergeEntities."""
+    MERGE_METHOD_LLM: _MergeMethod.ValueType  # 2
+    """Resolution: an entity kept apart, then found to be the target."""
+
+class MergeMethod(_MergeMethod, metaclass=_MergeMethodEnumTypeWrapper): ...
+
+MERGE_METHOD_UNSPECIFIED: MergeMethod.ValueType  # 0
+MERGE_METHOD_MANUAL: MergeMethod.ValueType  # 1
+"""MergeEntities."""
+MERGE_METHOD_LLM: MergeMethod.ValueType  # 2
+"""Resolution: an entity kept apart, then found to be the target."""
+Global___MergeMethod: _TypeAlias = MergeMethod  # noqa: Y015
+
 class _ExtractionStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -56,6 +126,35 @@ EXTRACTION_STATUS_DONE: ExtractionStatus.ValueType  # 1
 EXTRACTION_STATUS_FAILED: ExtractionStatus.ValueType  # 2
 Global___ExtractionStatus: _TypeAlias = ExtractionStatus  # noqa: Y015
 
+class _MemoryAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_ACTION_UNSPECIFIED: _MemoryAction.ValueType  # 0
+    MEMORY_ACTION_ADD: _MemoryAction.ValueType  # 1
+    """A new memory."""
+    MEMORY_ACTION_UPDATE: _MemoryAction.ValueType  # 2
+    """An existing memory's content replaced (history keeps the old version)."""
+    MEMORY_ACTION_SUPERSEDE: _MemoryAction.ValueType  # 3
+    """An existing memory moved to the archive tier, and a new one added."""
+    MEMORY_ACTION_NOTHING: _MemoryAction.ValueType  # 4
+    """Already known, or older than what is known: nothing written."""
+
+class MemoryAction(_MemoryAction, metaclass=_MemoryActionEnumTypeWrapper): ...
+
+MEMORY_ACTION_UNSPECIFIED: MemoryAction.ValueType  # 0
+MEMORY_ACTION_ADD: MemoryAction.ValueType  # 1
+"""A new memory."""
+MEMORY_ACTION_UPDATE: MemoryAction.ValueType  # 2
+"""An existing memory's content replaced (history keeps the old version)."""
+MEMORY_ACTION_SUPERSEDE: MemoryAction.ValueType  # 3
+"""An existing memory moved to the archive tier, and a new one added."""
+MEMORY_ACTION_NOTHING: MemoryAction.ValueType  # 4
+"""Already known, or older than what is known: nothing written."""
+Global___MemoryAction: _TypeAlias = MemoryAction  # noqa: Y015
+
 @_typing.final
 class Entity(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -71,6 +170,8 @@ class Entity(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    RESOLUTION_PENDING_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: _builtins.str
@@ -85,10 +186,20 @@ class Entity(_message.Message):
     """Set instead of project_id for the graph of a session outside any project:
     each such session keeps a graph of its own.
     """
+    resolution_pending: _builtins.bool
+    """True while it is kept apart because the LLM has not yet said whether it
+    is one of the entities it resembles (no merge on a guess).
+    """
     @_builtins.property
     def last_seen_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every surface name it was seen under ("Priya", "Dr. Raman", "Priya
+        Raman"), first seen first; name is the best of them.
+        """
+
     def __init__(
         self,
         *,
@@ -103,10 +214,12 @@ class Entity(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         project_id: _builtins.int = ...,
         session_id: _builtins.int = ...,
+        aliases: _abc.Iterable[_builtins.str] | None = ...,
+        resolution_pending: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen_time", b"last_seen_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_id", b"project_id", "session_id", b"session_id", "source", b"source", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "confidence", b"confidence", "create_time", b"create_time", "id", b"id", "last_seen_time", b"last_seen_time", "mention_count", b"mention_count", "name", b"name", "notes", b"notes", "project_id", b"project_id", "resolution_pending", b"resolution_pending", "session_id", b"session_id", "source", b"source", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -123,6 +236,10 @@ class Relationship(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     MENTION_COUNT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    VALID_TIME_FIELD_NUMBER: _builtins.int
+    INVALID_TIME_FIELD_NUMBER: _builtins.int
+    ASSERTED_EPISODE_ID_FIELD_NUMBER: _builtins.int
+    ENDED_EPISODE_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     from_id: _builtins.int
     to_id: _builtins.int
@@ -130,8 +247,20 @@ class Relationship(_message.Message):
     """snake_case."""
     notes: _builtins.str
     mention_count: _builtins.int
+    asserted_episode_id: _builtins.int
+    """The episode that asserted it (0: a manual upsert, or a deleted episode)."""
+    ended_episode_id: _builtins.int
+    """The episode that ended it (0: current, or no episode said so)."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_time(self) -> _timestamp_pb2.Timestamp:
+        """When it began to hold: the occur_time of the episode that asserted it."""
+
+    @_builtins.property
+    def invalid_time(self) -> _timestamp_pb2.Timestamp:
+        """When it stopped holding; unset while it is current."""
+
     def __init__(
         self,
         *,
@@ -142,14 +271,244 @@ class Relationship(_message.Message):
         notes: _builtins.str = ...,
         mention_count: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        valid_time: _timestamp_pb2.Timestamp | None = ...,
+        invalid_time: _timestamp_pb2.Timestamp | None = ...,
+        asserted_episode_id: _builtins.int = ...,
+        ended_episode_id: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "invalid_time", b"invalid_time", "valid_time", b"valid_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "from_id", b"from_id", "id", b"id", "label", b"label", "mention_count", b"mention_count", "notes", b"notes", "to_id", b"to_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asserted_episode_id", b"asserted_episode_id", "create_time", b"create_time", "ended_episode_id", b"ended_episode_id", "from_id", b"from_id", "id", b"id", "invalid_time", b"invalid_time", "label", b"label", "mention_count", b"mention_count", "notes", b"notes", "to_id", b"to_id", "valid_time", b"valid_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Relationship: _TypeAlias = Relationship  # noqa: Y015
+
+@_typing.final
+class EntityAlias(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.int
+    name: _builtins.str
+    """The surface name, a title and possessive dropped."""
+    method: Global___ResolutionMethod.ValueType
+    score: _builtins.float
+    """The rule's measure (1 for exact, the shingle similarity, ...)."""
+    episode_id: _builtins.int
+    """The episode it was first seen in (0: none, or deleted)."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.int = ...,
+        name: _builtins.str = ...,
+        method: Global___ResolutionMethod.ValueType = ...,
+        score: _builtins.float = ...,
+        episode_id: _builtins.int = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "entity_id", b"entity_id", "episode_id", b"episode_id", "method", b"method", "name", b"name", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityAlias: _TypeAlias = EntityAlias  # noqa: Y015
+
+@_typing.final
+class MergedSource(_message.Message):
+    """A source of a merge as it was, and what moved from it to the target:
+    what undoing the merge puts back. Carried by ExportProject so a restored
+    merge can be undone.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ALIAS_NAMES_FIELD_NUMBER: _builtins.int
+    EPISODE_IDS_FIELD_NUMBER: _builtins.int
+    SHARED_EPISODE_IDS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FROM_IDS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_TO_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entity(self) -> Global___Entity: ...
+    @_builtins.property
+    def alias_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The aliases that moved (names, compared regardless of case)."""
+
+    @_builtins.property
+    def episode_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Episodes whose link moved to the target, and those both were linked to."""
+
+    @_builtins.property
+    def shared_episode_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def evidence_from_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Ids of the relationship evidence re-pointed, at each end."""
+
+    @_builtins.property
+    def evidence_to_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        entity: Global___Entity | None = ...,
+        alias_names: _abc.Iterable[_builtins.str] | None = ...,
+        episode_ids: _abc.Iterable[_builtins.int] | None = ...,
+        shared_episode_ids: _abc.Iterable[_builtins.int] | None = ...,
+        evidence_from_ids: _abc.Iterable[_builtins.int] | None = ...,
+        evidence_to_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alias_names", b"alias_names", "entity", b"entity", "episode_ids", b"episode_ids", "evidence_from_ids", b"evidence_from_ids", "evidence_to_ids", b"evidence_to_ids", "shared_episode_ids", b"shared_episode_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergedSource: _TypeAlias = MergedSource  # noqa: Y015
+
+@_typing.final
+class EntityMerge(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TARGET_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UNDO_TIME_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SOURCES_FIELD_NUMBER: _builtins.int
+    TARGET_NOTES_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    target_id: _builtins.int
+    method: Global___MergeMethod.ValueType
+    reason: _builtins.str
+    project_id: _builtins.int
+    session_id: _builtins.int
+    target_notes: _builtins.str
+    """The target's notes before the merge (ExportProject only)."""
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def undo_time(self) -> _timestamp_pb2.Timestamp:
+        """Set once undone."""
+
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___MergedSource]:
+        """The sources as they were (ExportProject only; empty elsewhere)."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        target_id: _builtins.int = ...,
+        source_ids: _abc.Iterable[_builtins.int] | None = ...,
+        method: Global___MergeMethod.ValueType = ...,
+        reason: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        undo_time: _timestamp_pb2.Timestamp | None = ...,
+        project_id: _builtins.int = ...,
+        session_id: _builtins.int = ...,
+        sources: _abc.Iterable[Global___MergedSource] | None = ...,
+        target_notes: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "undo_time", b"undo_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "id", b"id", "method", b"method", "project_id", b"project_id", "reason", b"reason", "session_id", b"session_id", "source_ids", b"source_ids", "sources", b"sources", "target_id", b"target_id", "target_notes", b"target_notes", "undo_time", b"undo_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityMerge: _TypeAlias = EntityMerge  # noqa: Y015
+
+@_typing.final
+class RelationshipEvidence(_message.Message):
+    """One thing an episode (or an upsert) said about (from, label, to) at a time:
+    that it held, or that it ended. Relationships are derived from it; carried
+    by ExportProject so a restored graph derives the same facts.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    FROM_ID_FIELD_NUMBER: _builtins.int
+    TO_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    ENDED_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    MENTIONS_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    from_id: _builtins.int
+    to_id: _builtins.int
+    label: _builtins.str
+    ended: _builtins.bool
+    """True: it ended; false: it held."""
+    episode_id: _builtins.int
+    """0: a manual upsert, or a deleted episode."""
+    mentions: _builtins.int
+    notes: _builtins.str
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        from_id: _builtins.int = ...,
+        to_id: _builtins.int = ...,
+        label: _builtins.str = ...,
+        ended: _builtins.bool = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        episode_id: _builtins.int = ...,
+        mentions: _builtins.int = ...,
+        notes: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "ended", b"ended", "episode_id", b"episode_id", "from_id", b"from_id", "id", b"id", "label", b"label", "mentions", b"mentions", "notes", b"notes", "time", b"time", "to_id", b"to_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelationshipEvidence: _TypeAlias = RelationshipEvidence  # noqa: Y015
+
+@_typing.final
+class EntityEpisode(_message.Message):
+    """An episode that mentions an entity (ExportProject)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.int
+    episode_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.int = ...,
+        episode_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntityEpisode: _TypeAlias = EntityEpisode  # noqa: Y015
 
 @_typing.final
 class UpsertEntityRequest(_message.Message):
@@ -255,6 +614,7 @@ class ListEntitiesRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     project_id: _builtins.int
     """When set, only this project's entities."""
@@ -262,6 +622,8 @@ class ListEntitiesRequest(_message.Message):
     page_token: _builtins.str
     session_id: _builtins.int
     """When set, only the graph of this session (outside any project)."""
+    name: _builtins.str
+    """When set, only entities known by this name under any spelling or alias."""
     def __init__(
         self,
         *,
@@ -270,10 +632,11 @@ class ListEntitiesRequest(_message.Message):
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
         session_id: _builtins.int = ...,
+        name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "session_id", b"session_id", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "session_id", b"session_id", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -310,10 +673,22 @@ class UpsertRelationshipRequest(_message.Message):
     TO_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    VALID_TIME_FIELD_NUMBER: _builtins.int
+    INVALID_TIME_FIELD_NUMBER: _builtins.int
     from_id: _builtins.int
     to_id: _builtins.int
     label: _builtins.str
     notes: _builtins.str
+    @_builtins.property
+    def valid_time(self) -> _timestamp_pb2.Timestamp:
+        """When it began to hold; now when unset."""
+
+    @_builtins.property
+    def invalid_time(self) -> _timestamp_pb2.Timestamp:
+        """When it stopped holding, for a fact known to have ended (after
+        valid_time); unset: it holds, as far as this call says.
+        """
+
     def __init__(
         self,
         *,
@@ -321,10 +696,12 @@ class UpsertRelationshipRequest(_message.Message):
         to_id: _builtins.int = ...,
         label: _builtins.str = ...,
         notes: _builtins.str = ...,
+        valid_time: _timestamp_pb2.Timestamp | None = ...,
+        invalid_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["invalid_time", b"invalid_time", "valid_time", b"valid_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_id", b"from_id", "label", b"label", "notes", b"notes", "to_id", b"to_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_id", b"from_id", "invalid_time", b"invalid_time", "label", b"label", "notes", b"notes", "to_id", b"to_id", "valid_time", b"valid_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -338,12 +715,20 @@ class ListRelationshipsRequest(_message.Message):
     INCLUDE_INBOUND_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
     entity_id: _builtins.int
     include_inbound: _builtins.bool
     """Outbound by default; inbound too when set."""
     page_size: _builtins.int
     """Pages in id order, like every List (a hub entity may have many edges)."""
     page_token: _builtins.str
+    include_history: _builtins.bool
+    """Every interval, ended ones too (not with as_of)."""
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """The facts as they held at this time, instead of now."""
+
     def __init__(
         self,
         *,
@@ -351,10 +736,12 @@ class ListRelationshipsRequest(_message.Message):
         include_inbound: _builtins.bool = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_history: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "include_inbound", b"include_inbound", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "entity_id", b"entity_id", "include_history", b"include_history", "include_inbound", b"include_inbound", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -429,18 +816,28 @@ class GetNeighborhoodRequest(_message.Message):
 
     ENTITY_ID_FIELD_NUMBER: _builtins.int
     DEPTH_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
     entity_id: _builtins.int
     depth: _builtins.int
     """0 means 1; at most 3."""
+    include_history: _builtins.bool
+    """Walk every interval, ended ones too (not with as_of)."""
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """Walk the facts as they held at this time, instead of now."""
+
     def __init__(
         self,
         *,
         entity_id: _builtins.int = ...,
         depth: _builtins.int = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_history: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "entity_id", b"entity_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "depth", b"depth", "entity_id", b"entity_id", "include_history", b"include_history"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -451,20 +848,182 @@ class GetNeighborsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_HISTORY_FIELD_NUMBER: _builtins.int
+    include_history: _builtins.bool
     @_builtins.property
     def entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
         entity_ids: _abc.Iterable[_builtins.int] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_history: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_ids", b"entity_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "entity_ids", b"entity_ids", "include_history", b"include_history"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetNeighborsRequest: _TypeAlias = GetNeighborsRequest  # noqa: Y015
+
+@_typing.final
+class ListEntityAliasesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    entity_id: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        entity_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityAliasesRequest: _TypeAlias = ListEntityAliasesRequest  # noqa: Y015
+
+@_typing.final
+class ListEntityAliasesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALIASES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityAlias]: ...
+    def __init__(
+        self,
+        *,
+        aliases: _abc.Iterable[Global___EntityAlias] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntityAliasesResponse: _TypeAlias = ListEntityAliasesResponse  # noqa: Y015
+
+@_typing.final
+class MergeEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_IDS_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    target_id: _builtins.int
+    request_id: _builtins.str
+    """Makes a retried merge answer with the merge it made."""
+    reason: _builtins.str
+    """Why, for the record."""
+    @_builtins.property
+    def source_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        target_id: _builtins.int = ...,
+        source_ids: _abc.Iterable[_builtins.int] | None = ...,
+        request_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "request_id", b"request_id", "source_ids", b"source_ids", "target_id", b"target_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeEntitiesRequest: _TypeAlias = MergeEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class UndoMergeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGE_ID_FIELD_NUMBER: _builtins.int
+    merge_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        merge_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merge_id", b"merge_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoMergeRequest: _TypeAlias = UndoMergeRequest  # noqa: Y015
+
+@_typing.final
+class ListMergesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ENTITY_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    """Exactly one: a project's graph, a session's own graph (outside any
+    project), or the merges an entity took part in.
+    """
+    session_id: _builtins.int
+    entity_id: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+        session_id: _builtins.int = ...,
+        entity_id: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity_id", b"entity_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMergesRequest: _TypeAlias = ListMergesRequest  # noqa: Y015
+
+@_typing.final
+class ListMergesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MERGES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def merges(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntityMerge]: ...
+    def __init__(
+        self,
+        *,
+        merges: _abc.Iterable[Global___EntityMerge] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["merges", b"merges", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMergesResponse: _TypeAlias = ListMergesResponse  # noqa: Y015
 
 @_typing.final
 class Subgraph(_message.Message):
@@ -635,6 +1194,8 @@ class ExtractionEvent(_message.Message):
     RELATIONSHIPS_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
     PARTS_FIELD_NUMBER: _builtins.int
+    LLM_CALLS_FIELD_NUMBER: _builtins.int
+    MEMORY_FORMATION_FIELD_NUMBER: _builtins.int
     event_id: _builtins.int
     """Monotonic; pass it back as after_event_id to resume."""
     episode_id: _builtins.int
@@ -646,12 +1207,24 @@ class ExtractionEvent(_message.Message):
     """DONE only: how many parts the episode was split into to fit the model's
     context (1: it fitted whole); the parts' entities are merged.
     """
+    llm_calls: _builtins.int
+    """DONE only: the LLM calls the episode's extraction made (one a part, and
+    at most one question about names the resolution rules could not settle).
+    """
     @_builtins.property
     def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]: ...
     @_builtins.property
     def relationships(self) -> _containers.RepeatedCompositeFieldContainer[Global___Relationship]: ...
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def memory_formation(self) -> Global___MemoryFormationOutcome:
+        """Set on the event that ends an episode's memory formation (a second event
+        for the episode, after its extraction's): what formation did. Operations
+        on another user's USER memories are left out for a key that may not act
+        for that user.
+        """
+
     def __init__(
         self,
         *,
@@ -665,11 +1238,79 @@ class ExtractionEvent(_message.Message):
         relationships: _abc.Iterable[Global___Relationship] | None = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
         parts: _builtins.int = ...,
+        llm_calls: _builtins.int = ...,
+        memory_formation: Global___MemoryFormationOutcome | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory_formation", b"memory_formation", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "llm_calls", b"llm_calls", "memory_formation", b"memory_formation", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExtractionEvent: _TypeAlias = ExtractionEvent  # noqa: Y015
+
+@_typing.final
+class MemoryOperation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    RELATED_MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    action: Global___MemoryAction.ValueType
+    memory_id: _builtins.int
+    """The memory added or updated (0 for NOTHING)."""
+    related_memory_id: _builtins.int
+    """SUPERSEDE: the memory moved to the archive. NOTHING: the memory that
+    already holds it.
+    """
+    content: _builtins.str
+    """The candidate's content, as formed."""
+    reason: _builtins.str
+    user_id: _builtins.str
+    """The USER memory's user, or empty for a PROJECT memory."""
+    def __init__(
+        self,
+        *,
+        action: Global___MemoryAction.ValueType = ...,
+        memory_id: _builtins.int = ...,
+        related_memory_id: _builtins.int = ...,
+        content: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "content", b"content", "memory_id", b"memory_id", "reason", b"reason", "related_memory_id", b"related_memory_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOperation: _TypeAlias = MemoryOperation  # noqa: Y015
+
+@_typing.final
+class MemoryFormationOutcome(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATIONS_FIELD_NUMBER: _builtins.int
+    LLM_CALLS_FIELD_NUMBER: _builtins.int
+    llm_calls: _builtins.int
+    """LLM calls formation made for the episode (its extraction's call, which
+    proposed the candidates, is counted on the extraction event).
+    """
+    @_builtins.property
+    def operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOperation]: ...
+    def __init__(
+        self,
+        *,
+        operations: _abc.Iterable[Global___MemoryOperation] | None = ...,
+        llm_calls: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["llm_calls", b"llm_calls", "operations", b"operations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryFormationOutcome: _TypeAlias = MemoryFormationOutcome  # noqa: Y015

@@ -79,6 +79,26 @@ class GraphServiceStub:
                 request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.GetNeighborsRequest.SerializeToString,
                 response_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.Subgraph.FromString,
                 _registered_method=True)
+        self.ListEntityAliases = channel.unary_unary(
+                '/nexus.graph.v1.GraphService/ListEntityAliases',
+                request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesRequest.SerializeToString,
+                response_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesResponse.FromString,
+                _registered_method=True)
+        self.MergeEntities = channel.unary_unary(
+                '/nexus.graph.v1.GraphService/MergeEntities',
+                request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.MergeEntitiesRequest.SerializeToString,
+                response_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.FromString,
+                _registered_method=True)
+        self.UndoMerge = channel.unary_unary(
+                '/nexus.graph.v1.GraphService/UndoMerge',
+                request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.UndoMergeRequest.SerializeToString,
+                response_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.FromString,
+                _registered_method=True)
+        self.ListMerges = channel.unary_unary(
+                '/nexus.graph.v1.GraphService/ListMerges',
+                request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesRequest.SerializeToString,
+                response_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesResponse.FromString,
+                _registered_method=True)
         self.SearchEntities = channel.unary_stream(
                 '/nexus.graph.v1.GraphService/SearchEntities',
                 request_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.SearchEntitiesRequest.SerializeToString,
@@ -100,8 +120,11 @@ class GraphServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def UpsertEntity(self, request, context):
-        """Upserts by (project_id, name, type): mention_count increments, notes are
-        kept when the new ones are empty.  Each project has its own entities.
+        """Upserts by name and type within one graph: a name the graph already knows
+        under any spelling (case, spacing, punctuation, accents, a title or a
+        possessive aside) or alias is one more mention of that entity, whose
+        mention_count increments; notes are kept when the new ones are empty.
+        Each project has its own entities.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,28 +150,35 @@ class GraphServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpsertRelationship(self, request, context):
-        """Upserts by (from, to, label).  Both entities must belong to the same
-        project (FAILED_PRECONDITION otherwise).
+        """Asserts (from, label, to) from valid_time (now when unset) and returns the
+        interval holding then. A single-valued label (Project.single_valued_labels)
+        ends the subject's current value of that label at that time. Both
+        entities must belong to the same project (FAILED_PRECONDITION otherwise).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRelationships(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Current facts by default; as_of gives those holding then, include_history
+        every interval.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteRelationship(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Removes every interval of (from, label, to) and what said it: an
+        operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetNeighborhood(self, request, context):
-        """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-        of one project, so a walk never leaves the start entity's project.
+        """Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+        as_of / include_history); edges only join entities of one project, so a
+        walk never leaves the start entity's project.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -156,6 +186,41 @@ class GraphServiceServicer:
 
     def GetNeighbors(self, request, context):
         """One hop from a set of entities, with every edge inside the combined set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityAliases(self, request, context):
+        """Every surface name an entity was seen under, and how each was resolved
+        to it (a rule, its score, or the LLM).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeEntities(self, request, context):
+        """Folds the sources into the target in one transaction: relationships
+        re-pointed (a self-loop dropped, duplicates combined with their mentions
+        summed), mentions and episode links moved, aliases kept. Entities of two
+        graphs, or of types that never merge (a person and a place), are
+        INVALID_ARGUMENT. A retried call with the same request_id answers with
+        the merge it made.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoMerge(self, request, context):
+        """Restores the merge's sources, links and facts as they were, unless a
+        later merge took its target in (FAILED_PRECONDITION naming it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMerges(self, request, context):
+        """A graph's merges (manual and those resolution made), oldest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -229,6 +294,26 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.GetNeighbors,
                     request_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.GetNeighborsRequest.FromString,
                     response_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.Subgraph.SerializeToString,
+            ),
+            'ListEntityAliases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityAliases,
+                    request_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesRequest.FromString,
+                    response_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesResponse.SerializeToString,
+            ),
+            'MergeEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntities,
+                    request_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.MergeEntitiesRequest.FromString,
+                    response_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.SerializeToString,
+            ),
+            'UndoMerge': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoMerge,
+                    request_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.UndoMergeRequest.FromString,
+                    response_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.SerializeToString,
+            ),
+            'ListMerges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMerges,
+                    request_deserializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesRequest.FromString,
+                    response_serializer=nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesResponse.SerializeToString,
             ),
             'SearchEntities': grpc.unary_stream_rpc_method_handler(
                     servicer.SearchEntities,
@@ -489,6 +574,114 @@ class GraphService:
             '/nexus.graph.v1.GraphService/GetNeighbors',
             nexus_dot_graph_dot_v1_dot_graph__service__pb2.GetNeighborsRequest.SerializeToString,
             nexus_dot_graph_dot_v1_dot_graph__service__pb2.Subgraph.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityAliases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.graph.v1.GraphService/ListEntityAliases',
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesRequest.SerializeToString,
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListEntityAliasesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.graph.v1.GraphService/MergeEntities',
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.MergeEntitiesRequest.SerializeToString,
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoMerge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.graph.v1.GraphService/UndoMerge',
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.UndoMergeRequest.SerializeToString,
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.EntityMerge.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMerges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.graph.v1.GraphService/ListMerges',
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesRequest.SerializeToString,
+            nexus_dot_graph_dot_v1_dot_graph__service__pb2.ListMergesResponse.FromString,
             options,
             channel_credentials,
             insecure,

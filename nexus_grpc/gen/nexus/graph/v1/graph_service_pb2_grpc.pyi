@@ -34,25 +34,55 @@ class GraphServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> GraphServiceAsyncStub: ...
     UpsertEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertEntityRequest, _graph_service_pb2.Entity]
-    """Upserts by (project_id, name, type): mention_count increments, notes are
-    kept when the new ones are empty.  Each project has its own entities.
+    """Upserts by name and type within one graph: a name the graph already knows
+    under any spelling (case, spacing, punctuation, accents, a title or a
+    possessive aside) or alias is one more mention of that entity, whose
+    mention_count increments; notes are kept when the new ones are empty.
+    Each project has its own entities.
     """
     GetEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetEntityRequest, _graph_service_pb2.Entity]
     DeleteEntity: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteEntityRequest, _graph_service_pb2.DeleteEntityResponse]
     """Also removes the entity's edges."""
     ListEntities: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntitiesRequest, _graph_service_pb2.ListEntitiesResponse]
     UpsertRelationship: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertRelationshipRequest, _graph_service_pb2.Relationship]
-    """Upserts by (from, to, label).  Both entities must belong to the same
-    project (FAILED_PRECONDITION otherwise).
+    """Asserts (from, label, to) from valid_time (now when unset) and returns the
+    interval holding then. A single-valued label (Project.single_valued_labels)
+    ends the subject's current value of that label at that time. Both
+    entities must belong to the same project (FAILED_PRECONDITION otherwise).
     """
     ListRelationships: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListRelationshipsRequest, _graph_service_pb2.ListRelationshipsResponse]
+    """Current facts by default; as_of gives those holding then, include_history
+    every interval.
+    """
     DeleteRelationship: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteRelationshipRequest, _graph_service_pb2.DeleteRelationshipResponse]
+    """Removes every interval of (from, label, to) and what said it: an
+    operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+    """
     GetNeighborhood: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborhoodRequest, _graph_service_pb2.Subgraph]
-    """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-    of one project, so a walk never leaves the start entity's project.
+    """Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+    as_of / include_history); edges only join entities of one project, so a
+    walk never leaves the start entity's project.
     """
     GetNeighbors: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborsRequest, _graph_service_pb2.Subgraph]
     """One hop from a set of entities, with every edge inside the combined set."""
+    ListEntityAliases: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntityAliasesRequest, _graph_service_pb2.ListEntityAliasesResponse]
+    """Every surface name an entity was seen under, and how each was resolved
+    to it (a rule, its score, or the LLM).
+    """
+    MergeEntities: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.MergeEntitiesRequest, _graph_service_pb2.EntityMerge]
+    """Folds the sources into the target in one transaction: relationships
+    re-pointed (a self-loop dropped, duplicates combined with their mentions
+    summed), mentions and episode links moved, aliases kept. Entities of two
+    graphs, or of types that never merge (a person and a place), are
+    INVALID_ARGUMENT. A retried call with the same request_id answers with
+    the merge it made.
+    """
+    UndoMerge: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.UndoMergeRequest, _graph_service_pb2.EntityMerge]
+    """Restores the merge's sources, links and facts as they were, unless a
+    later merge took its target in (FAILED_PRECONDITION naming it).
+    """
+    ListMerges: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListMergesRequest, _graph_service_pb2.ListMergesResponse]
+    """A graph's merges (manual and those resolution made), oldest first."""
     SearchEntities: _grpc.UnaryStreamMultiCallable[_graph_service_pb2.SearchEntitiesRequest, _graph_service_pb2.EntityHit]
     """Semantic search over entities, scoped to a project."""
     ExtractEpisode: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ExtractEpisodeRequest, _graph_service_pb2.ExtractEpisodeResponse]
@@ -64,25 +94,55 @@ class GraphServiceStub:
 class GraphServiceAsyncStub(GraphServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     UpsertEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertEntityRequest, _graph_service_pb2.Entity]  # type: ignore[assignment]
-    """Upserts by (project_id, name, type): mention_count increments, notes are
-    kept when the new ones are empty.  Each project has its own entities.
+    """Upserts by name and type within one graph: a name the graph already knows
+    under any spelling (case, spacing, punctuation, accents, a title or a
+    possessive aside) or alias is one more mention of that entity, whose
+    mention_count increments; notes are kept when the new ones are empty.
+    Each project has its own entities.
     """
     GetEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetEntityRequest, _graph_service_pb2.Entity]  # type: ignore[assignment]
     DeleteEntity: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteEntityRequest, _graph_service_pb2.DeleteEntityResponse]  # type: ignore[assignment]
     """Also removes the entity's edges."""
     ListEntities: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntitiesRequest, _graph_service_pb2.ListEntitiesResponse]  # type: ignore[assignment]
     UpsertRelationship: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.UpsertRelationshipRequest, _graph_service_pb2.Relationship]  # type: ignore[assignment]
-    """Upserts by (from, to, label).  Both entities must belong to the same
-    project (FAILED_PRECONDITION otherwise).
+    """Asserts (from, label, to) from valid_time (now when unset) and returns the
+    interval holding then. A single-valued label (Project.single_valued_labels)
+    ends the subject's current value of that label at that time. Both
+    entities must belong to the same project (FAILED_PRECONDITION otherwise).
     """
     ListRelationships: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListRelationshipsRequest, _graph_service_pb2.ListRelationshipsResponse]  # type: ignore[assignment]
+    """Current facts by default; as_of gives those holding then, include_history
+    every interval.
+    """
     DeleteRelationship: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.DeleteRelationshipRequest, _graph_service_pb2.DeleteRelationshipResponse]  # type: ignore[assignment]
+    """Removes every interval of (from, label, to) and what said it: an
+    operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+    """
     GetNeighborhood: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborhoodRequest, _graph_service_pb2.Subgraph]  # type: ignore[assignment]
-    """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-    of one project, so a walk never leaves the start entity's project.
+    """Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+    as_of / include_history); edges only join entities of one project, so a
+    walk never leaves the start entity's project.
     """
     GetNeighbors: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetNeighborsRequest, _graph_service_pb2.Subgraph]  # type: ignore[assignment]
     """One hop from a set of entities, with every edge inside the combined set."""
+    ListEntityAliases: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListEntityAliasesRequest, _graph_service_pb2.ListEntityAliasesResponse]  # type: ignore[assignment]
+    """Every surface name an entity was seen under, and how each was resolved
+    to it (a rule, its score, or the LLM).
+    """
+    MergeEntities: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.MergeEntitiesRequest, _graph_service_pb2.EntityMerge]  # type: ignore[assignment]
+    """Folds the sources into the target in one transaction: relationships
+    re-pointed (a self-loop dropped, duplicates combined with their mentions
+    summed), mentions and episode links moved, aliases kept. Entities of two
+    graphs, or of types that never merge (a person and a place), are
+    INVALID_ARGUMENT. A retried call with the same request_id answers with
+    the merge it made.
+    """
+    UndoMerge: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.UndoMergeRequest, _graph_service_pb2.EntityMerge]  # type: ignore[assignment]
+    """Restores the merge's sources, links and facts as they were, unless a
+    later merge took its target in (FAILED_PRECONDITION naming it).
+    """
+    ListMerges: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListMergesRequest, _graph_service_pb2.ListMergesResponse]  # type: ignore[assignment]
+    """A graph's merges (manual and those resolution made), oldest first."""
     SearchEntities: _aio.UnaryStreamMultiCallable[_graph_service_pb2.SearchEntitiesRequest, _graph_service_pb2.EntityHit]  # type: ignore[assignment]
     """Semantic search over entities, scoped to a project."""
     ExtractEpisode: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ExtractEpisodeRequest, _graph_service_pb2.ExtractEpisodeResponse]  # type: ignore[assignment]
@@ -97,8 +157,11 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.UpsertEntityRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Entity, _abc.Awaitable[_graph_service_pb2.Entity]]:
-        """Upserts by (project_id, name, type): mention_count increments, notes are
-        kept when the new ones are empty.  Each project has its own entities.
+        """Upserts by name and type within one graph: a name the graph already knows
+        under any spelling (case, spacing, punctuation, accents, a title or a
+        possessive aside) or alias is one more mention of that entity, whose
+        mention_count increments; notes are kept when the new ones are empty.
+        Each project has its own entities.
         """
 
     @_abc_1.abstractmethod
@@ -129,8 +192,10 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.UpsertRelationshipRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Relationship, _abc.Awaitable[_graph_service_pb2.Relationship]]:
-        """Upserts by (from, to, label).  Both entities must belong to the same
-        project (FAILED_PRECONDITION otherwise).
+        """Asserts (from, label, to) from valid_time (now when unset) and returns the
+        interval holding then. A single-valued label (Project.single_valued_labels)
+        ends the subject's current value of that label at that time. Both
+        entities must belong to the same project (FAILED_PRECONDITION otherwise).
         """
 
     @_abc_1.abstractmethod
@@ -138,14 +203,20 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _graph_service_pb2.ListRelationshipsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_graph_service_pb2.ListRelationshipsResponse, _abc.Awaitable[_graph_service_pb2.ListRelationshipsResponse]]: ...
+    ) -> _typing.Union[_graph_service_pb2.ListRelationshipsResponse, _abc.Awaitable[_graph_service_pb2.ListRelationshipsResponse]]:
+        """Current facts by default; as_of gives those holding then, include_history
+        every interval.
+        """
 
     @_abc_1.abstractmethod
     def DeleteRelationship(
         self,
         request: _graph_service_pb2.DeleteRelationshipRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_graph_service_pb2.DeleteRelationshipResponse, _abc.Awaitable[_graph_service_pb2.DeleteRelationshipResponse]]: ...
+    ) -> _typing.Union[_graph_service_pb2.DeleteRelationshipResponse, _abc.Awaitable[_graph_service_pb2.DeleteRelationshipResponse]]:
+        """Removes every interval of (from, label, to) and what said it: an
+        operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+        """
 
     @_abc_1.abstractmethod
     def GetNeighborhood(
@@ -153,8 +224,9 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.GetNeighborhoodRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Subgraph, _abc.Awaitable[_graph_service_pb2.Subgraph]]:
-        """Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-        of one project, so a walk never leaves the start entity's project.
+        """Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+        as_of / include_history); edges only join entities of one project, so a
+        walk never leaves the start entity's project.
         """
 
     @_abc_1.abstractmethod
@@ -164,6 +236,48 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_graph_service_pb2.Subgraph, _abc.Awaitable[_graph_service_pb2.Subgraph]]:
         """One hop from a set of entities, with every edge inside the combined set."""
+
+    @_abc_1.abstractmethod
+    def ListEntityAliases(
+        self,
+        request: _graph_service_pb2.ListEntityAliasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.ListEntityAliasesResponse, _abc.Awaitable[_graph_service_pb2.ListEntityAliasesResponse]]:
+        """Every surface name an entity was seen under, and how each was resolved
+        to it (a rule, its score, or the LLM).
+        """
+
+    @_abc_1.abstractmethod
+    def MergeEntities(
+        self,
+        request: _graph_service_pb2.MergeEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.EntityMerge, _abc.Awaitable[_graph_service_pb2.EntityMerge]]:
+        """Folds the sources into the target in one transaction: relationships
+        re-pointed (a self-loop dropped, duplicates combined with their mentions
+        summed), mentions and episode links moved, aliases kept. Entities of two
+        graphs, or of types that never merge (a person and a place), are
+        INVALID_ARGUMENT. A retried call with the same request_id answers with
+        the merge it made.
+        """
+
+    @_abc_1.abstractmethod
+    def UndoMerge(
+        self,
+        request: _graph_service_pb2.UndoMergeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.EntityMerge, _abc.Awaitable[_graph_service_pb2.EntityMerge]]:
+        """Restores the merge's sources, links and facts as they were, unless a
+        later merge took its target in (FAILED_PRECONDITION naming it).
+        """
+
+    @_abc_1.abstractmethod
+    def ListMerges(
+        self,
+        request: _graph_service_pb2.ListMergesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.ListMergesResponse, _abc.Awaitable[_graph_service_pb2.ListMergesResponse]]:
+        """A graph's merges (manual and those resolution made), oldest first."""
 
     @_abc_1.abstractmethod
     def SearchEntities(

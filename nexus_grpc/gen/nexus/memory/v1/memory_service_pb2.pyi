@@ -27,6 +27,39 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _MemoryFormation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryFormationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryFormation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_FORMATION_UNSPECIFIED: _MemoryFormation.ValueType  # 0
+    MEMORY_FORMATION_OFF: _MemoryFormation.ValueType  # 1
+    """Nothing forms by itself; memories are what clients write."""
+    MEMORY_FORMATION_USER: _MemoryFormation.ValueType  # 2
+    """Lasting facts and preferences the user states become USER memories of
+    the session's user_id (sessions without one form nothing).
+    """
+    MEMORY_FORMATION_USER_AND_PROJECT: _MemoryFormation.ValueType  # 3
+    """And facts about the project's work become PROJECT memories of the
+    session's agent_id.
+    """
+
+class MemoryFormation(_MemoryFormation, metaclass=_MemoryFormationEnumTypeWrapper): ...
+
+MEMORY_FORMATION_UNSPECIFIED: MemoryFormation.ValueType  # 0
+MEMORY_FORMATION_OFF: MemoryFormation.ValueType  # 1
+"""Nothing forms by itself; memories are what clients write."""
+MEMORY_FORMATION_USER: MemoryFormation.ValueType  # 2
+"""Lasting facts and preferences the user states become USER memories of
+the session's user_id (sessions without one form nothing).
+"""
+MEMORY_FORMATION_USER_AND_PROJECT: MemoryFormation.ValueType  # 3
+"""And facts about the project's work become PROJECT memories of the
+session's agent_id.
+"""
+Global___MemoryFormation: _TypeAlias = MemoryFormation  # noqa: Y015
+
 class _JobState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -134,6 +167,27 @@ TIER_ARCHIVE: Tier.ValueType  # 4
 """Shared, but excluded unless include_archived."""
 Global___Tier: _TypeAlias = Tier  # noqa: Y015
 
+class _MemorySource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemorySourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemorySource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_SOURCE_UNSPECIFIED: _MemorySource.ValueType  # 0
+    MEMORY_SOURCE_CLIENT: _MemorySource.ValueType  # 1
+    """Written by a client (CreateMemory)."""
+    MEMORY_SOURCE_FORMATION: _MemorySource.ValueType  # 2
+    """Formed from a conversation: source_episode_id names the episode."""
+
+class MemorySource(_MemorySource, metaclass=_MemorySourceEnumTypeWrapper): ...
+
+MEMORY_SOURCE_UNSPECIFIED: MemorySource.ValueType  # 0
+MEMORY_SOURCE_CLIENT: MemorySource.ValueType  # 1
+"""Written by a client (CreateMemory)."""
+MEMORY_SOURCE_FORMATION: MemorySource.ValueType  # 2
+"""Formed from a conversation: source_episode_id names the episode."""
+Global___MemorySource: _TypeAlias = MemorySource  # noqa: Y015
+
 class _MemoryCategory:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -186,6 +240,8 @@ class Project(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     RETENTION_FIELD_NUMBER: _builtins.int
+    SINGLE_VALUED_LABELS_FIELD_NUMBER: _builtins.int
+    MEMORY_FORMATION_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     description: _builtins.str
@@ -193,6 +249,10 @@ class Project(_message.Message):
     icon: _builtins.str
     notes: _builtins.str
     system_prompt: _builtins.str
+    memory_formation: Global___MemoryFormation.ValueType
+    """What its conversations turn into memories by themselves. Unset reads as
+    USER: a session that names its user_id forms that user's memories.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -210,6 +270,15 @@ class Project(_message.Message):
         in the mask sets it, or (left unset) keeps everything again.
         """
 
+    @_builtins.property
+    def single_valued_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Relationship labels that hold one value at a time in the project's graph:
+        asserting a new value ends the current one (lives_in Porto ends lives_in
+        Lisbon). Shows the defaults (lives_in, works_at, located_in, married_to,
+        reports_to) until set; UpdateProject with an empty list in the mask
+        restores them.
+        """
+
     def __init__(
         self,
         *,
@@ -223,10 +292,12 @@ class Project(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         retention: _duration_pb2.Duration | None = ...,
+        single_valued_labels: _abc.Iterable[_builtins.str] | None = ...,
+        memory_formation: Global___MemoryFormation.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "retention", b"retention", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "name", b"name", "notes", b"notes", "retention", b"retention", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "memory_formation", b"memory_formation", "name", b"name", "notes", b"notes", "retention", b"retention", "single_valued_labels", b"single_valued_labels", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -393,12 +464,22 @@ class Session(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     external_id: _builtins.str
     """A UUID, unique; generated when not given."""
     name: _builtins.str
     project_id: _builtins.int
     """0 means no project."""
+    user_id: _builtins.str
+    """The person the conversation is with: their USER memories form from it.
+    Set at creation only (a key may set only users it may act for).
+    """
+    agent_id: _builtins.str
+    """The agent the conversation is with: PROJECT memories formed from it are
+    this agent's. Set at creation only.
+    """
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
     @_builtins.property
@@ -412,10 +493,12 @@ class Session(_message.Message):
         project_id: _builtins.int = ...,
         metadata: _struct_pb2.Struct | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "external_id", b"external_id", "id", b"id", "metadata", b"metadata", "name", b"name", "project_id", b"project_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "external_id", b"external_id", "id", b"id", "metadata", b"metadata", "name", b"name", "project_id", b"project_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -593,6 +676,8 @@ class Episode(_message.Message):
     EXTRACTION_STATE_FIELD_NUMBER: _builtins.int
     EXTRACTION_ERROR_FIELD_NUMBER: _builtins.int
     OCCUR_TIME_FIELD_NUMBER: _builtins.int
+    MEMORY_STATE_FIELD_NUMBER: _builtins.int
+    MEMORY_ERROR_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     session_id: _builtins.int
     user_message: _builtins.str
@@ -603,6 +688,11 @@ class Episode(_message.Message):
     extraction_state: Global___JobState.ValueType
     """Whether entities and relationships have been extracted from it."""
     extraction_error: _builtins.str
+    memory_state: Global___JobState.ValueType
+    """Whether memories have formed from it (UNSPECIFIED: formation does not
+    apply: its project forms none, or its session names no user).
+    """
+    memory_error: _builtins.str
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
     @_builtins.property
@@ -627,10 +717,12 @@ class Episode(_message.Message):
         extraction_state: Global___JobState.ValueType = ...,
         extraction_error: _builtins.str = ...,
         occur_time: _timestamp_pb2.Timestamp | None = ...,
+        memory_state: Global___JobState.ValueType = ...,
+        memory_error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata", "occur_time", b"occur_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "metadata", b"metadata", "occur_time", b"occur_time", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_response", b"ai_response", "create_time", b"create_time", "embedding_error", b"embedding_error", "embedding_state", b"embedding_state", "extraction_error", b"extraction_error", "extraction_state", b"extraction_state", "id", b"id", "memory_error", b"memory_error", "memory_state", b"memory_state", "metadata", b"metadata", "occur_time", b"occur_time", "session_id", b"session_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -887,6 +979,10 @@ class ExportRecord(_message.Message):
     ENTITY_FIELD_NUMBER: _builtins.int
     RELATIONSHIP_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
+    ENTITY_ALIAS_FIELD_NUMBER: _builtins.int
+    ENTITY_EPISODE_FIELD_NUMBER: _builtins.int
+    RELATIONSHIP_EVIDENCE_FIELD_NUMBER: _builtins.int
+    ENTITY_MERGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> Global___Project: ...
     @_builtins.property
@@ -907,6 +1003,16 @@ class ExportRecord(_message.Message):
     def relationship(self) -> _graph_service_pb2.Relationship: ...
     @_builtins.property
     def summary(self) -> _summary_service_pb2.Summary: ...
+    @_builtins.property
+    def entity_alias(self) -> _graph_service_pb2.EntityAlias:
+        """The graph's history and evidence: after the entities and relationships."""
+
+    @_builtins.property
+    def entity_episode(self) -> _graph_service_pb2.EntityEpisode: ...
+    @_builtins.property
+    def relationship_evidence(self) -> _graph_service_pb2.RelationshipEvidence: ...
+    @_builtins.property
+    def entity_merge(self) -> _graph_service_pb2.EntityMerge: ...
     def __init__(
         self,
         *,
@@ -918,12 +1024,16 @@ class ExportRecord(_message.Message):
         entity: _graph_service_pb2.Entity | None = ...,
         relationship: _graph_service_pb2.Relationship | None = ...,
         summary: _summary_service_pb2.Summary | None = ...,
+        entity_alias: _graph_service_pb2.EntityAlias | None = ...,
+        entity_episode: _graph_service_pb2.EntityEpisode | None = ...,
+        relationship_evidence: _graph_service_pb2.RelationshipEvidence | None = ...,
+        entity_merge: _graph_service_pb2.EntityMerge | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary", "entity_alias", "entity_episode", "relationship_evidence", "entity_merge"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 
@@ -1135,6 +1245,8 @@ class Memory(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     TTL_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    SOURCE_EPISODE_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     kind: Global___MemoryKind.ValueType
     title: _builtins.str
@@ -1147,6 +1259,10 @@ class Memory(_message.Message):
     """The origin session; 0 when stored outside a session."""
     confidence: _builtins.float
     use_count: _builtins.int
+    source: Global___MemorySource.ValueType
+    """Output only: where it came from."""
+    source_episode_id: _builtins.int
+    """Output only: the episode it formed from (0: none, or deleted since)."""
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct: ...
     @_builtins.property
@@ -1185,10 +1301,12 @@ class Memory(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         expire_time: _timestamp_pb2.Timestamp | None = ...,
         ttl: _duration_pb2.Duration | None = ...,
+        source: Global___MemorySource.ValueType = ...,
+        source_episode_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "last_used_time", b"last_used_time", "metadata", b"metadata", "ttl", b"ttl", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "tier", b"tier", "title", b"title", "ttl", b"ttl", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "confidence", b"confidence", "content", b"content", "create_time", b"create_time", "expiration", b"expiration", "expire_time", b"expire_time", "id", b"id", "kind", b"kind", "last_used_time", b"last_used_time", "metadata", b"metadata", "project_id", b"project_id", "session_id", b"session_id", "source", b"source", "source_episode_id", b"source_episode_id", "tier", b"tier", "title", b"title", "ttl", b"ttl", "update_time", b"update_time", "use_count", b"use_count", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_expiration: _TypeAlias = _typing.Literal["expire_time", "ttl"]  # noqa: Y015
     _WhichOneofArgType_expiration: _TypeAlias = _typing.Literal["expiration", b"expiration"]  # noqa: Y015
@@ -1704,6 +1822,8 @@ class MemoryRevision(_message.Message):
     CHANGE_TIME_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     PRINCIPAL_FIELD_NUMBER: _builtins.int
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     memory_id: _builtins.int
     change: Global___MemoryChange.ValueType
@@ -1711,6 +1831,9 @@ class MemoryRevision(_message.Message):
     """The changing call's x-request-id."""
     principal: _builtins.str
     """The API key's principal when auth is on; empty otherwise."""
+    episode_id: _builtins.int
+    """A change memory formation made: the episode it came from, and why."""
+    reason: _builtins.str
     @_builtins.property
     def changed_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The fields the update changed (empty for a delete)."""
@@ -1732,10 +1855,12 @@ class MemoryRevision(_message.Message):
         change_time: _timestamp_pb2.Timestamp | None = ...,
         request_id: _builtins.str = ...,
         principal: _builtins.str = ...,
+        episode_id: _builtins.int = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["change_time", b"change_time", "previous", b"previous"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "change_time", b"change_time", "changed_fields", b"changed_fields", "id", b"id", "memory_id", b"memory_id", "previous", b"previous", "principal", b"principal", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change", b"change", "change_time", b"change_time", "changed_fields", b"changed_fields", "episode_id", b"episode_id", "id", b"id", "memory_id", b"memory_id", "previous", b"previous", "principal", b"principal", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

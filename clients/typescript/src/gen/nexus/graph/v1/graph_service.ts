@@ -65,6 +65,129 @@ export function entitySourceToJSON(object: EntitySource): string {
   }
 }
 
+export enum ResolutionMethod {
+  RESOLUTION_METHOD_UNSPECIFIED = 0,
+  /** RESOLUTION_METHOD_NEW - The entity was created for this name. */
+  RESOLUTION_METHOD_NEW = 1,
+  /**
+   * RESOLUTION_METHOD_EXACT - The name's key (case, spacing, punctuation, accents, title, possessive
+   * folded) is one of the entity's.
+   */
+  RESOLUTION_METHOD_EXACT = 2,
+  /**
+   * RESOLUTION_METHOD_CONTAINMENT - The name is part of the entity's name, or the reverse, and no other
+   * entity fits ("Priya" of "Priya Raman").
+   */
+  RESOLUTION_METHOD_CONTAINMENT = 3,
+  /** RESOLUTION_METHOD_SHINGLE - A near-duplicate spelling (character-shingle similarity; score). */
+  RESOLUTION_METHOD_SHINGLE = 4,
+  /** RESOLUTION_METHOD_LLM - The LLM said so. */
+  RESOLUTION_METHOD_LLM = 5,
+  /** RESOLUTION_METHOD_MERGE - Moved here by a merge. */
+  RESOLUTION_METHOD_MERGE = 6,
+  /** RESOLUTION_METHOD_MANUAL - UpsertEntity named it. */
+  RESOLUTION_METHOD_MANUAL = 7,
+  UNRECOGNIZED = -1,
+}
+
+export function resolutionMethodFromJSON(object: any): ResolutionMethod {
+  switch (object) {
+    case 0:
+    case "RESOLUTION_METHOD_UNSPECIFIED":
+      return ResolutionMethod.RESOLUTION_METHOD_UNSPECIFIED;
+    case 1:
+    case "RESOLUTION_METHOD_NEW":
+      return ResolutionMethod.RESOLUTION_METHOD_NEW;
+    case 2:
+    case "RESOLUTION_METHOD_EXACT":
+      return ResolutionMethod.RESOLUTION_METHOD_EXACT;
+    case 3:
+    case "RESOLUTION_METHOD_CONTAINMENT":
+      return ResolutionMethod.RESOLUTION_METHOD_CONTAINMENT;
+    case 4:
+    case "RESOLUTION_METHOD_SHINGLE":
+      return ResolutionMethod.RESOLUTION_METHOD_SHINGLE;
+    case 5:
+    case "RESOLUTION_METHOD_LLM":
+      return ResolutionMethod.RESOLUTION_METHOD_LLM;
+    case 6:
+    case "RESOLUTION_METHOD_MERGE":
+      return ResolutionMethod.RESOLUTION_METHOD_MERGE;
+    case 7:
+    case "RESOLUTION_METHOD_MANUAL":
+      return ResolutionMethod.RESOLUTION_METHOD_MANUAL;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ResolutionMethod.UNRECOGNIZED;
+  }
+}
+
+export function resolutionMethodToJSON(object: ResolutionMethod): string {
+  switch (object) {
+    case ResolutionMethod.RESOLUTION_METHOD_UNSPECIFIED:
+      return "RESOLUTION_METHOD_UNSPECIFIED";
+    case ResolutionMethod.RESOLUTION_METHOD_NEW:
+      return "RESOLUTION_METHOD_NEW";
+    case ResolutionMethod.RESOLUTION_METHOD_EXACT:
+      return "RESOLUTION_METHOD_EXACT";
+    case ResolutionMethod.RESOLUTION_METHOD_CONTAINMENT:
+      return "RESOLUTION_METHOD_CONTAINMENT";
+    case ResolutionMethod.RESOLUTION_METHOD_SHINGLE:
+      return "RESOLUTION_METHOD_SHINGLE";
+    case ResolutionMethod.RESOLUTION_METHOD_LLM:
+      return "RESOLUTION_METHOD_LLM";
+    case ResolutionMethod.RESOLUTION_METHOD_MERGE:
+      return "RESOLUTION_METHOD_MERGE";
+    case ResolutionMethod.RESOLUTION_METHOD_MANUAL:
+      return "RESOLUTION_METHOD_MANUAL";
+    case ResolutionMethod.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum MergeMethod {
+  MERGE_METHOD_UNSPECIFIED = 0,
+  /** MERGE_METHOD_MANUAL - MergeEntities. */
+  MERGE_METHOD_MANUAL = 1,
+  /** MERGE_METHOD_LLM - Resolution: an entity kept apart, then found to be the target. */
+  MERGE_METHOD_LLM = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function mergeMethodFromJSON(object: any): MergeMethod {
+  switch (object) {
+    case 0:
+    case "MERGE_METHOD_UNSPECIFIED":
+      return MergeMethod.MERGE_METHOD_UNSPECIFIED;
+    case 1:
+    case "MERGE_METHOD_MANUAL":
+      return MergeMethod.MERGE_METHOD_MANUAL;
+    case 2:
+    case "MERGE_METHOD_LLM":
+      return MergeMethod.MERGE_METHOD_LLM;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MergeMethod.UNRECOGNIZED;
+  }
+}
+
+export function mergeMethodToJSON(object: MergeMethod): string {
+  switch (object) {
+    case MergeMethod.MERGE_METHOD_UNSPECIFIED:
+      return "MERGE_METHOD_UNSPECIFIED";
+    case MergeMethod.MERGE_METHOD_MANUAL:
+      return "MERGE_METHOD_MANUAL";
+    case MergeMethod.MERGE_METHOD_LLM:
+      return "MERGE_METHOD_LLM";
+    case MergeMethod.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum ExtractionStatus {
   EXTRACTION_STATUS_UNSPECIFIED = 0,
   EXTRACTION_STATUS_DONE = 1,
@@ -104,6 +227,61 @@ export function extractionStatusToJSON(object: ExtractionStatus): string {
   }
 }
 
+export enum MemoryAction {
+  MEMORY_ACTION_UNSPECIFIED = 0,
+  /** MEMORY_ACTION_ADD - A new memory. */
+  MEMORY_ACTION_ADD = 1,
+  /** MEMORY_ACTION_UPDATE - An existing memory's content replaced (history keeps the old version). */
+  MEMORY_ACTION_UPDATE = 2,
+  /** MEMORY_ACTION_SUPERSEDE - An existing memory moved to the archive tier, and a new one added. */
+  MEMORY_ACTION_SUPERSEDE = 3,
+  /** MEMORY_ACTION_NOTHING - Already known, or older than what is known: nothing written. */
+  MEMORY_ACTION_NOTHING = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function memoryActionFromJSON(object: any): MemoryAction {
+  switch (object) {
+    case 0:
+    case "MEMORY_ACTION_UNSPECIFIED":
+      return MemoryAction.MEMORY_ACTION_UNSPECIFIED;
+    case 1:
+    case "MEMORY_ACTION_ADD":
+      return MemoryAction.MEMORY_ACTION_ADD;
+    case 2:
+    case "MEMORY_ACTION_UPDATE":
+      return MemoryAction.MEMORY_ACTION_UPDATE;
+    case 3:
+    case "MEMORY_ACTION_SUPERSEDE":
+      return MemoryAction.MEMORY_ACTION_SUPERSEDE;
+    case 4:
+    case "MEMORY_ACTION_NOTHING":
+      return MemoryAction.MEMORY_ACTION_NOTHING;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemoryAction.UNRECOGNIZED;
+  }
+}
+
+export function memoryActionToJSON(object: MemoryAction): string {
+  switch (object) {
+    case MemoryAction.MEMORY_ACTION_UNSPECIFIED:
+      return "MEMORY_ACTION_UNSPECIFIED";
+    case MemoryAction.MEMORY_ACTION_ADD:
+      return "MEMORY_ACTION_ADD";
+    case MemoryAction.MEMORY_ACTION_UPDATE:
+      return "MEMORY_ACTION_UPDATE";
+    case MemoryAction.MEMORY_ACTION_SUPERSEDE:
+      return "MEMORY_ACTION_SUPERSEDE";
+    case MemoryAction.MEMORY_ACTION_NOTHING:
+      return "MEMORY_ACTION_NOTHING";
+    case MemoryAction.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface Entity {
   id: number;
   name: string;
@@ -124,6 +302,16 @@ export interface Entity {
    * each such session keeps a graph of its own.
    */
   sessionId: number;
+  /**
+   * Every surface name it was seen under ("Priya", "Dr. Raman", "Priya
+   * Raman"), first seen first; name is the best of them.
+   */
+  aliases: string[];
+  /**
+   * True while it is kept apart because the LLM has not yet said whether it
+   * is one of the entities it resembles (no merge on a guess).
+   */
+  resolutionPending: boolean;
 }
 
 export interface Relationship {
@@ -134,7 +322,99 @@ export interface Relationship {
   label: string;
   notes: string;
   mentionCount: number;
+  createTime:
+    | Date
+    | undefined;
+  /** When it began to hold: the occur_time of the episode that asserted it. */
+  validTime:
+    | Date
+    | undefined;
+  /** When it stopped holding; unset while it is current. */
+  invalidTime:
+    | Date
+    | undefined;
+  /** The episode that asserted it (0: a manual upsert, or a deleted episode). */
+  assertedEpisodeId: number;
+  /** The episode that ended it (0: current, or no episode said so). */
+  endedEpisodeId: number;
+}
+
+export interface EntityAlias {
+  entityId: number;
+  /** The surface name, a title and possessive dropped. */
+  name: string;
+  method: ResolutionMethod;
+  /** The rule's measure (1 for exact, the shingle similarity, ...). */
+  score: number;
+  /** The episode it was first seen in (0: none, or deleted). */
+  episodeId: number;
   createTime: Date | undefined;
+}
+
+/**
+ * A source of a merge as it was, and what moved from it to the target:
+ * what undoing the merge puts back. Carried by ExportProject so a restored
+ * merge can be undone.
+ */
+export interface MergedSource {
+  entity:
+    | Entity
+    | undefined;
+  /** The aliases that moved (names, compared regardless of case). */
+  aliasNames: string[];
+  /** Episodes whose link moved to the target, and those both were linked to. */
+  episodeIds: number[];
+  sharedEpisodeIds: number[];
+  /** Ids of the relationship evidence re-pointed, at each end. */
+  evidenceFromIds: number[];
+  evidenceToIds: number[];
+}
+
+export interface EntityMerge {
+  id: number;
+  targetId: number;
+  sourceIds: number[];
+  method: MergeMethod;
+  reason: string;
+  createTime:
+    | Date
+    | undefined;
+  /** Set once undone. */
+  undoTime: Date | undefined;
+  projectId: number;
+  sessionId: number;
+  /** The sources as they were (ExportProject only; empty elsewhere). */
+  sources: MergedSource[];
+  /** The target's notes before the merge (ExportProject only). */
+  targetNotes: string;
+}
+
+/**
+ * One thing an episode (or an upsert) said about (from, label, to) at a time:
+ * that it held, or that it ended. Relationships are derived from it; carried
+ * by ExportProject so a restored graph derives the same facts.
+ */
+export interface RelationshipEvidence {
+  id: number;
+  fromId: number;
+  toId: number;
+  label: string;
+  /** True: it ended; false: it held. */
+  ended: boolean;
+  time:
+    | Date
+    | undefined;
+  /** 0: a manual upsert, or a deleted episode. */
+  episodeId: number;
+  mentions: number;
+  notes: string;
+  createTime: Date | undefined;
+}
+
+/** An episode that mentions an entity (ExportProject). */
+export interface EntityEpisode {
+  entityId: number;
+  episodeId: number;
 }
 
 export interface UpsertEntityRequest {
@@ -171,6 +451,8 @@ export interface ListEntitiesRequest {
   pageToken: string;
   /** When set, only the graph of this session (outside any project). */
   sessionId: number;
+  /** When set, only entities known by this name under any spelling or alias. */
+  name: string;
 }
 
 export interface ListEntitiesResponse {
@@ -183,6 +465,15 @@ export interface UpsertRelationshipRequest {
   toId: number;
   label: string;
   notes: string;
+  /** When it began to hold; now when unset. */
+  validTime:
+    | Date
+    | undefined;
+  /**
+   * When it stopped holding, for a fact known to have ended (after
+   * valid_time); unset: it holds, as far as this call says.
+   */
+  invalidTime: Date | undefined;
 }
 
 export interface ListRelationshipsRequest {
@@ -192,6 +483,12 @@ export interface ListRelationshipsRequest {
   /** Pages in id order, like every List (a hub entity may have many edges). */
   pageSize: number;
   pageToken: string;
+  /** The facts as they held at this time, instead of now. */
+  asOf:
+    | Date
+    | undefined;
+  /** Every interval, ended ones too (not with as_of). */
+  includeHistory: boolean;
 }
 
 export interface ListRelationshipsResponse {
@@ -212,10 +509,59 @@ export interface GetNeighborhoodRequest {
   entityId: number;
   /** 0 means 1; at most 3. */
   depth: number;
+  /** Walk the facts as they held at this time, instead of now. */
+  asOf:
+    | Date
+    | undefined;
+  /** Walk every interval, ended ones too (not with as_of). */
+  includeHistory: boolean;
 }
 
 export interface GetNeighborsRequest {
   entityIds: number[];
+  asOf: Date | undefined;
+  includeHistory: boolean;
+}
+
+export interface ListEntityAliasesRequest {
+  entityId: number;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface ListEntityAliasesResponse {
+  aliases: EntityAlias[];
+  nextPageToken: string;
+}
+
+export interface MergeEntitiesRequest {
+  targetId: number;
+  sourceIds: number[];
+  /** Makes a retried merge answer with the merge it made. */
+  requestId: string;
+  /** Why, for the record. */
+  reason: string;
+}
+
+export interface UndoMergeRequest {
+  mergeId: number;
+}
+
+export interface ListMergesRequest {
+  /**
+   * Exactly one: a project's graph, a session's own graph (outside any
+   * project), or the merges an entity took part in.
+   */
+  projectId: number;
+  sessionId: number;
+  entityId: number;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface ListMergesResponse {
+  merges: EntityMerge[];
+  nextPageToken: string;
 }
 
 export interface Subgraph {
@@ -284,6 +630,43 @@ export interface ExtractionEvent {
    * context (1: it fitted whole); the parts' entities are merged.
    */
   parts: number;
+  /**
+   * DONE only: the LLM calls the episode's extraction made (one a part, and
+   * at most one question about names the resolution rules could not settle).
+   */
+  llmCalls: number;
+  /**
+   * Set on the event that ends an episode's memory formation (a second event
+   * for the episode, after its extraction's): what formation did. Operations
+   * on another user's USER memories are left out for a key that may not act
+   * for that user.
+   */
+  memoryFormation: MemoryFormationOutcome | undefined;
+}
+
+export interface MemoryOperation {
+  action: MemoryAction;
+  /** The memory added or updated (0 for NOTHING). */
+  memoryId: number;
+  /**
+   * SUPERSEDE: the memory moved to the archive. NOTHING: the memory that
+   * already holds it.
+   */
+  relatedMemoryId: number;
+  /** The candidate's content, as formed. */
+  content: string;
+  reason: string;
+  /** The USER memory's user, or empty for a PROJECT memory. */
+  userId: string;
+}
+
+export interface MemoryFormationOutcome {
+  operations: MemoryOperation[];
+  /**
+   * LLM calls formation made for the episode (its extraction's call, which
+   * proposed the candidates, is counted on the extraction event).
+   */
+  llmCalls: number;
 }
 
 function createBaseEntity(): Entity {
@@ -299,6 +682,8 @@ function createBaseEntity(): Entity {
     createTime: undefined,
     projectId: 0,
     sessionId: 0,
+    aliases: [],
+    resolutionPending: false,
   };
 }
 
@@ -336,6 +721,12 @@ export const Entity: MessageFns<Entity> = {
     }
     if (message.sessionId !== 0) {
       writer.uint32(88).int64(message.sessionId);
+    }
+    for (const v of message.aliases) {
+      writer.uint32(98).string(v!);
+    }
+    if (message.resolutionPending !== false) {
+      writer.uint32(104).bool(message.resolutionPending);
     }
     return writer;
   },
@@ -441,6 +832,22 @@ export const Entity: MessageFns<Entity> = {
             message.sessionId = longToNumber(reader.int64());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.aliases.push(reader.string());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.resolutionPending = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -486,6 +893,14 @@ export const Entity: MessageFns<Entity> = {
         : isSet(object.session_id)
         ? globalThis.Number(object.session_id)
         : 0,
+      aliases: globalThis.Array.isArray(object?.aliases)
+        ? object.aliases.map((e: any) => globalThis.String(e))
+        : [],
+      resolutionPending: isSet(object.resolutionPending)
+        ? globalThis.Boolean(object.resolutionPending)
+        : isSet(object.resolution_pending)
+        ? globalThis.Boolean(object.resolution_pending)
+        : false,
     };
   },
 
@@ -524,6 +939,12 @@ export const Entity: MessageFns<Entity> = {
     if (message.sessionId !== 0) {
       obj.sessionId = Math.round(message.sessionId);
     }
+    if (message.aliases?.length) {
+      obj.aliases = message.aliases;
+    }
+    if (message.resolutionPending !== false) {
+      obj.resolutionPending = message.resolutionPending;
+    }
     return obj;
   },
 
@@ -543,12 +964,26 @@ export const Entity: MessageFns<Entity> = {
     message.createTime = object.createTime ?? undefined;
     message.projectId = object.projectId ?? 0;
     message.sessionId = object.sessionId ?? 0;
+    message.aliases = object.aliases?.map((e) => e) || [];
+    message.resolutionPending = object.resolutionPending ?? false;
     return message;
   },
 };
 
 function createBaseRelationship(): Relationship {
-  return { id: 0, fromId: 0, toId: 0, label: "", notes: "", mentionCount: 0, createTime: undefined };
+  return {
+    id: 0,
+    fromId: 0,
+    toId: 0,
+    label: "",
+    notes: "",
+    mentionCount: 0,
+    createTime: undefined,
+    validTime: undefined,
+    invalidTime: undefined,
+    assertedEpisodeId: 0,
+    endedEpisodeId: 0,
+  };
 }
 
 export const Relationship: MessageFns<Relationship> = {
@@ -573,6 +1008,18 @@ export const Relationship: MessageFns<Relationship> = {
     }
     if (message.createTime !== undefined) {
       Timestamp.encode(toTimestamp(message.createTime), writer.uint32(58).fork()).join();
+    }
+    if (message.validTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.validTime), writer.uint32(66).fork()).join();
+    }
+    if (message.invalidTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.invalidTime), writer.uint32(74).fork()).join();
+    }
+    if (message.assertedEpisodeId !== 0) {
+      writer.uint32(80).int64(message.assertedEpisodeId);
+    }
+    if (message.endedEpisodeId !== 0) {
+      writer.uint32(88).int64(message.endedEpisodeId);
     }
     return writer;
   },
@@ -646,6 +1093,38 @@ export const Relationship: MessageFns<Relationship> = {
             message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.validTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.invalidTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.assertedEpisodeId = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.endedEpisodeId = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -683,6 +1162,26 @@ export const Relationship: MessageFns<Relationship> = {
         : isSet(object.create_time)
         ? fromJsonTimestamp(object.create_time)
         : undefined,
+      validTime: isSet(object.validTime)
+        ? fromJsonTimestamp(object.validTime)
+        : isSet(object.valid_time)
+        ? fromJsonTimestamp(object.valid_time)
+        : undefined,
+      invalidTime: isSet(object.invalidTime)
+        ? fromJsonTimestamp(object.invalidTime)
+        : isSet(object.invalid_time)
+        ? fromJsonTimestamp(object.invalid_time)
+        : undefined,
+      assertedEpisodeId: isSet(object.assertedEpisodeId)
+        ? globalThis.Number(object.assertedEpisodeId)
+        : isSet(object.asserted_episode_id)
+        ? globalThis.Number(object.asserted_episode_id)
+        : 0,
+      endedEpisodeId: isSet(object.endedEpisodeId)
+        ? globalThis.Number(object.endedEpisodeId)
+        : isSet(object.ended_episode_id)
+        ? globalThis.Number(object.ended_episode_id)
+        : 0,
     };
   },
 
@@ -709,6 +1208,18 @@ export const Relationship: MessageFns<Relationship> = {
     if (message.createTime !== undefined) {
       obj.createTime = message.createTime.toISOString();
     }
+    if (message.validTime !== undefined) {
+      obj.validTime = message.validTime.toISOString();
+    }
+    if (message.invalidTime !== undefined) {
+      obj.invalidTime = message.invalidTime.toISOString();
+    }
+    if (message.assertedEpisodeId !== 0) {
+      obj.assertedEpisodeId = Math.round(message.assertedEpisodeId);
+    }
+    if (message.endedEpisodeId !== 0) {
+      obj.endedEpisodeId = Math.round(message.endedEpisodeId);
+    }
     return obj;
   },
 
@@ -724,6 +1235,1023 @@ export const Relationship: MessageFns<Relationship> = {
     message.notes = object.notes ?? "";
     message.mentionCount = object.mentionCount ?? 0;
     message.createTime = object.createTime ?? undefined;
+    message.validTime = object.validTime ?? undefined;
+    message.invalidTime = object.invalidTime ?? undefined;
+    message.assertedEpisodeId = object.assertedEpisodeId ?? 0;
+    message.endedEpisodeId = object.endedEpisodeId ?? 0;
+    return message;
+  },
+};
+
+function createBaseEntityAlias(): EntityAlias {
+  return { entityId: 0, name: "", method: 0, score: 0, episodeId: 0, createTime: undefined };
+}
+
+export const EntityAlias: MessageFns<EntityAlias> = {
+  encode(message: EntityAlias, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entityId !== 0) {
+      writer.uint32(8).int64(message.entityId);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.method !== 0) {
+      writer.uint32(24).int32(message.method);
+    }
+    if (message.score !== 0) {
+      writer.uint32(33).double(message.score);
+    }
+    if (message.episodeId !== 0) {
+      writer.uint32(40).int64(message.episodeId);
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.createTime), writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EntityAlias {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEntityAlias();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.entityId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.method = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.score = reader.double();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.episodeId = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EntityAlias {
+    return {
+      entityId: isSet(object.entityId)
+        ? globalThis.Number(object.entityId)
+        : isSet(object.entity_id)
+        ? globalThis.Number(object.entity_id)
+        : 0,
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      method: isSet(object.method) ? resolutionMethodFromJSON(object.method) : 0,
+      score: isSet(object.score) ? globalThis.Number(object.score) : 0,
+      episodeId: isSet(object.episodeId)
+        ? globalThis.Number(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.Number(object.episode_id)
+        : 0,
+      createTime: isSet(object.createTime)
+        ? fromJsonTimestamp(object.createTime)
+        : isSet(object.create_time)
+        ? fromJsonTimestamp(object.create_time)
+        : undefined,
+    };
+  },
+
+  toJSON(message: EntityAlias): unknown {
+    const obj: any = {};
+    if (message.entityId !== 0) {
+      obj.entityId = Math.round(message.entityId);
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.method !== 0) {
+      obj.method = resolutionMethodToJSON(message.method);
+    }
+    if (message.score !== 0) {
+      obj.score = floatToJson(message.score);
+    }
+    if (message.episodeId !== 0) {
+      obj.episodeId = Math.round(message.episodeId);
+    }
+    if (message.createTime !== undefined) {
+      obj.createTime = message.createTime.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<EntityAlias>): EntityAlias {
+    return EntityAlias.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EntityAlias>): EntityAlias {
+    const message = createBaseEntityAlias();
+    message.entityId = object.entityId ?? 0;
+    message.name = object.name ?? "";
+    message.method = object.method ?? 0;
+    message.score = object.score ?? 0;
+    message.episodeId = object.episodeId ?? 0;
+    message.createTime = object.createTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseMergedSource(): MergedSource {
+  return {
+    entity: undefined,
+    aliasNames: [],
+    episodeIds: [],
+    sharedEpisodeIds: [],
+    evidenceFromIds: [],
+    evidenceToIds: [],
+  };
+}
+
+export const MergedSource: MessageFns<MergedSource> = {
+  encode(message: MergedSource, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entity !== undefined) {
+      Entity.encode(message.entity, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.aliasNames) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.episodeIds.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.episodeIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.sharedEpisodeIds.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.sharedEpisodeIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.evidenceFromIds.length !== 0) {
+      writer.uint32(42).fork();
+      for (const v of message.evidenceFromIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.evidenceToIds.length !== 0) {
+      writer.uint32(50).fork();
+      for (const v of message.evidenceToIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MergedSource {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMergedSource();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entity = Entity.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.aliasNames.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.episodeIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.episodeIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.sharedEpisodeIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.sharedEpisodeIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 5: {
+            if (tag === 40) {
+              message.evidenceFromIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 42) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.evidenceFromIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 6: {
+            if (tag === 48) {
+              message.evidenceToIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 50) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.evidenceToIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MergedSource {
+    return {
+      entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
+      aliasNames: globalThis.Array.isArray(object?.aliasNames)
+        ? object.aliasNames.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.alias_names)
+        ? object.alias_names.map((e: any) => globalThis.String(e))
+        : [],
+      episodeIds: globalThis.Array.isArray(object?.episodeIds)
+        ? object.episodeIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.episode_ids)
+        ? object.episode_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      sharedEpisodeIds: globalThis.Array.isArray(object?.sharedEpisodeIds)
+        ? object.sharedEpisodeIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.shared_episode_ids)
+        ? object.shared_episode_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      evidenceFromIds: globalThis.Array.isArray(object?.evidenceFromIds)
+        ? object.evidenceFromIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.evidence_from_ids)
+        ? object.evidence_from_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      evidenceToIds: globalThis.Array.isArray(object?.evidenceToIds)
+        ? object.evidenceToIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.evidence_to_ids)
+        ? object.evidence_to_ids.map((e: any) => globalThis.Number(e))
+        : [],
+    };
+  },
+
+  toJSON(message: MergedSource): unknown {
+    const obj: any = {};
+    if (message.entity !== undefined) {
+      obj.entity = Entity.toJSON(message.entity);
+    }
+    if (message.aliasNames?.length) {
+      obj.aliasNames = message.aliasNames;
+    }
+    if (message.episodeIds?.length) {
+      obj.episodeIds = message.episodeIds.map((e) => Math.round(e));
+    }
+    if (message.sharedEpisodeIds?.length) {
+      obj.sharedEpisodeIds = message.sharedEpisodeIds.map((e) => Math.round(e));
+    }
+    if (message.evidenceFromIds?.length) {
+      obj.evidenceFromIds = message.evidenceFromIds.map((e) => Math.round(e));
+    }
+    if (message.evidenceToIds?.length) {
+      obj.evidenceToIds = message.evidenceToIds.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MergedSource>): MergedSource {
+    return MergedSource.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MergedSource>): MergedSource {
+    const message = createBaseMergedSource();
+    message.entity = (object.entity !== undefined && object.entity !== null)
+      ? Entity.fromPartial(object.entity)
+      : undefined;
+    message.aliasNames = object.aliasNames?.map((e) => e) || [];
+    message.episodeIds = object.episodeIds?.map((e) => e) || [];
+    message.sharedEpisodeIds = object.sharedEpisodeIds?.map((e) => e) || [];
+    message.evidenceFromIds = object.evidenceFromIds?.map((e) => e) || [];
+    message.evidenceToIds = object.evidenceToIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseEntityMerge(): EntityMerge {
+  return {
+    id: 0,
+    targetId: 0,
+    sourceIds: [],
+    method: 0,
+    reason: "",
+    createTime: undefined,
+    undoTime: undefined,
+    projectId: 0,
+    sessionId: 0,
+    sources: [],
+    targetNotes: "",
+  };
+}
+
+export const EntityMerge: MessageFns<EntityMerge> = {
+  encode(message: EntityMerge, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    if (message.targetId !== 0) {
+      writer.uint32(16).int64(message.targetId);
+    }
+    if (message.sourceIds.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.sourceIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.method !== 0) {
+      writer.uint32(32).int32(message.method);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.createTime), writer.uint32(50).fork()).join();
+    }
+    if (message.undoTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.undoTime), writer.uint32(58).fork()).join();
+    }
+    if (message.projectId !== 0) {
+      writer.uint32(64).int64(message.projectId);
+    }
+    if (message.sessionId !== 0) {
+      writer.uint32(72).int64(message.sessionId);
+    }
+    for (const v of message.sources) {
+      MergedSource.encode(v!, writer.uint32(82).fork()).join();
+    }
+    if (message.targetNotes !== "") {
+      writer.uint32(90).string(message.targetNotes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EntityMerge {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEntityMerge();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.targetId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.sourceIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.sourceIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.method = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.undoTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.sessionId = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.sources.push(MergedSource.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.targetNotes = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EntityMerge {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      targetId: isSet(object.targetId)
+        ? globalThis.Number(object.targetId)
+        : isSet(object.target_id)
+        ? globalThis.Number(object.target_id)
+        : 0,
+      sourceIds: globalThis.Array.isArray(object?.sourceIds)
+        ? object.sourceIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.source_ids)
+        ? object.source_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      method: isSet(object.method) ? mergeMethodFromJSON(object.method) : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      createTime: isSet(object.createTime)
+        ? fromJsonTimestamp(object.createTime)
+        : isSet(object.create_time)
+        ? fromJsonTimestamp(object.create_time)
+        : undefined,
+      undoTime: isSet(object.undoTime)
+        ? fromJsonTimestamp(object.undoTime)
+        : isSet(object.undo_time)
+        ? fromJsonTimestamp(object.undo_time)
+        : undefined,
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      sessionId: isSet(object.sessionId)
+        ? globalThis.Number(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.Number(object.session_id)
+        : 0,
+      sources: globalThis.Array.isArray(object?.sources)
+        ? object.sources.map((e: any) => MergedSource.fromJSON(e))
+        : [],
+      targetNotes: isSet(object.targetNotes)
+        ? globalThis.String(object.targetNotes)
+        : isSet(object.target_notes)
+        ? globalThis.String(object.target_notes)
+        : "",
+    };
+  },
+
+  toJSON(message: EntityMerge): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.targetId !== 0) {
+      obj.targetId = Math.round(message.targetId);
+    }
+    if (message.sourceIds?.length) {
+      obj.sourceIds = message.sourceIds.map((e) => Math.round(e));
+    }
+    if (message.method !== 0) {
+      obj.method = mergeMethodToJSON(message.method);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.createTime !== undefined) {
+      obj.createTime = message.createTime.toISOString();
+    }
+    if (message.undoTime !== undefined) {
+      obj.undoTime = message.undoTime.toISOString();
+    }
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.sessionId !== 0) {
+      obj.sessionId = Math.round(message.sessionId);
+    }
+    if (message.sources?.length) {
+      obj.sources = message.sources.map((e) => MergedSource.toJSON(e));
+    }
+    if (message.targetNotes !== "") {
+      obj.targetNotes = message.targetNotes;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<EntityMerge>): EntityMerge {
+    return EntityMerge.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EntityMerge>): EntityMerge {
+    const message = createBaseEntityMerge();
+    message.id = object.id ?? 0;
+    message.targetId = object.targetId ?? 0;
+    message.sourceIds = object.sourceIds?.map((e) => e) || [];
+    message.method = object.method ?? 0;
+    message.reason = object.reason ?? "";
+    message.createTime = object.createTime ?? undefined;
+    message.undoTime = object.undoTime ?? undefined;
+    message.projectId = object.projectId ?? 0;
+    message.sessionId = object.sessionId ?? 0;
+    message.sources = object.sources?.map((e) => MergedSource.fromPartial(e)) || [];
+    message.targetNotes = object.targetNotes ?? "";
+    return message;
+  },
+};
+
+function createBaseRelationshipEvidence(): RelationshipEvidence {
+  return {
+    id: 0,
+    fromId: 0,
+    toId: 0,
+    label: "",
+    ended: false,
+    time: undefined,
+    episodeId: 0,
+    mentions: 0,
+    notes: "",
+    createTime: undefined,
+  };
+}
+
+export const RelationshipEvidence: MessageFns<RelationshipEvidence> = {
+  encode(message: RelationshipEvidence, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    if (message.fromId !== 0) {
+      writer.uint32(16).int64(message.fromId);
+    }
+    if (message.toId !== 0) {
+      writer.uint32(24).int64(message.toId);
+    }
+    if (message.label !== "") {
+      writer.uint32(34).string(message.label);
+    }
+    if (message.ended !== false) {
+      writer.uint32(40).bool(message.ended);
+    }
+    if (message.time !== undefined) {
+      Timestamp.encode(toTimestamp(message.time), writer.uint32(50).fork()).join();
+    }
+    if (message.episodeId !== 0) {
+      writer.uint32(56).int64(message.episodeId);
+    }
+    if (message.mentions !== 0) {
+      writer.uint32(64).int64(message.mentions);
+    }
+    if (message.notes !== "") {
+      writer.uint32(74).string(message.notes);
+    }
+    if (message.createTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.createTime), writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RelationshipEvidence {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRelationshipEvidence();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.toId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.label = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.ended = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.time = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.episodeId = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.mentions = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.notes = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RelationshipEvidence {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      fromId: isSet(object.fromId)
+        ? globalThis.Number(object.fromId)
+        : isSet(object.from_id)
+        ? globalThis.Number(object.from_id)
+        : 0,
+      toId: isSet(object.toId)
+        ? globalThis.Number(object.toId)
+        : isSet(object.to_id)
+        ? globalThis.Number(object.to_id)
+        : 0,
+      label: isSet(object.label) ? globalThis.String(object.label) : "",
+      ended: isSet(object.ended) ? globalThis.Boolean(object.ended) : false,
+      time: isSet(object.time) ? fromJsonTimestamp(object.time) : undefined,
+      episodeId: isSet(object.episodeId)
+        ? globalThis.Number(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.Number(object.episode_id)
+        : 0,
+      mentions: isSet(object.mentions) ? globalThis.Number(object.mentions) : 0,
+      notes: isSet(object.notes) ? globalThis.String(object.notes) : "",
+      createTime: isSet(object.createTime)
+        ? fromJsonTimestamp(object.createTime)
+        : isSet(object.create_time)
+        ? fromJsonTimestamp(object.create_time)
+        : undefined,
+    };
+  },
+
+  toJSON(message: RelationshipEvidence): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.fromId !== 0) {
+      obj.fromId = Math.round(message.fromId);
+    }
+    if (message.toId !== 0) {
+      obj.toId = Math.round(message.toId);
+    }
+    if (message.label !== "") {
+      obj.label = message.label;
+    }
+    if (message.ended !== false) {
+      obj.ended = message.ended;
+    }
+    if (message.time !== undefined) {
+      obj.time = message.time.toISOString();
+    }
+    if (message.episodeId !== 0) {
+      obj.episodeId = Math.round(message.episodeId);
+    }
+    if (message.mentions !== 0) {
+      obj.mentions = Math.round(message.mentions);
+    }
+    if (message.notes !== "") {
+      obj.notes = message.notes;
+    }
+    if (message.createTime !== undefined) {
+      obj.createTime = message.createTime.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RelationshipEvidence>): RelationshipEvidence {
+    return RelationshipEvidence.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RelationshipEvidence>): RelationshipEvidence {
+    const message = createBaseRelationshipEvidence();
+    message.id = object.id ?? 0;
+    message.fromId = object.fromId ?? 0;
+    message.toId = object.toId ?? 0;
+    message.label = object.label ?? "";
+    message.ended = object.ended ?? false;
+    message.time = object.time ?? undefined;
+    message.episodeId = object.episodeId ?? 0;
+    message.mentions = object.mentions ?? 0;
+    message.notes = object.notes ?? "";
+    message.createTime = object.createTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseEntityEpisode(): EntityEpisode {
+  return { entityId: 0, episodeId: 0 };
+}
+
+export const EntityEpisode: MessageFns<EntityEpisode> = {
+  encode(message: EntityEpisode, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entityId !== 0) {
+      writer.uint32(8).int64(message.entityId);
+    }
+    if (message.episodeId !== 0) {
+      writer.uint32(16).int64(message.episodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EntityEpisode {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEntityEpisode();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.entityId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.episodeId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EntityEpisode {
+    return {
+      entityId: isSet(object.entityId)
+        ? globalThis.Number(object.entityId)
+        : isSet(object.entity_id)
+        ? globalThis.Number(object.entity_id)
+        : 0,
+      episodeId: isSet(object.episodeId)
+        ? globalThis.Number(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.Number(object.episode_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: EntityEpisode): unknown {
+    const obj: any = {};
+    if (message.entityId !== 0) {
+      obj.entityId = Math.round(message.entityId);
+    }
+    if (message.episodeId !== 0) {
+      obj.episodeId = Math.round(message.episodeId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<EntityEpisode>): EntityEpisode {
+    return EntityEpisode.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EntityEpisode>): EntityEpisode {
+    const message = createBaseEntityEpisode();
+    message.entityId = object.entityId ?? 0;
+    message.episodeId = object.episodeId ?? 0;
     return message;
   },
 };
@@ -1093,7 +2621,7 @@ export const DeleteEntityResponse: MessageFns<DeleteEntityResponse> = {
 };
 
 function createBaseListEntitiesRequest(): ListEntitiesRequest {
-  return { type: "", projectId: 0, pageSize: 0, pageToken: "", sessionId: 0 };
+  return { type: "", projectId: 0, pageSize: 0, pageToken: "", sessionId: 0, name: "" };
 }
 
 export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
@@ -1112,6 +2640,9 @@ export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
     }
     if (message.sessionId !== 0) {
       writer.uint32(40).int64(message.sessionId);
+    }
+    if (message.name !== "") {
+      writer.uint32(50).string(message.name);
     }
     return writer;
   },
@@ -1169,6 +2700,14 @@ export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
             message.sessionId = longToNumber(reader.int64());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1204,6 +2743,7 @@ export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
         : isSet(object.session_id)
         ? globalThis.Number(object.session_id)
         : 0,
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
     };
   },
 
@@ -1224,6 +2764,9 @@ export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
     if (message.sessionId !== 0) {
       obj.sessionId = Math.round(message.sessionId);
     }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
     return obj;
   },
 
@@ -1237,6 +2780,7 @@ export const ListEntitiesRequest: MessageFns<ListEntitiesRequest> = {
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
     message.sessionId = object.sessionId ?? 0;
+    message.name = object.name ?? "";
     return message;
   },
 };
@@ -1331,7 +2875,7 @@ export const ListEntitiesResponse: MessageFns<ListEntitiesResponse> = {
 };
 
 function createBaseUpsertRelationshipRequest(): UpsertRelationshipRequest {
-  return { fromId: 0, toId: 0, label: "", notes: "" };
+  return { fromId: 0, toId: 0, label: "", notes: "", validTime: undefined, invalidTime: undefined };
 }
 
 export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = {
@@ -1347,6 +2891,12 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     }
     if (message.notes !== "") {
       writer.uint32(34).string(message.notes);
+    }
+    if (message.validTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.validTime), writer.uint32(42).fork()).join();
+    }
+    if (message.invalidTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.invalidTime), writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1396,6 +2946,22 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
             message.notes = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.validTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.invalidTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1422,6 +2988,16 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
         : 0,
       label: isSet(object.label) ? globalThis.String(object.label) : "",
       notes: isSet(object.notes) ? globalThis.String(object.notes) : "",
+      validTime: isSet(object.validTime)
+        ? fromJsonTimestamp(object.validTime)
+        : isSet(object.valid_time)
+        ? fromJsonTimestamp(object.valid_time)
+        : undefined,
+      invalidTime: isSet(object.invalidTime)
+        ? fromJsonTimestamp(object.invalidTime)
+        : isSet(object.invalid_time)
+        ? fromJsonTimestamp(object.invalid_time)
+        : undefined,
     };
   },
 
@@ -1439,6 +3015,12 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     if (message.notes !== "") {
       obj.notes = message.notes;
     }
+    if (message.validTime !== undefined) {
+      obj.validTime = message.validTime.toISOString();
+    }
+    if (message.invalidTime !== undefined) {
+      obj.invalidTime = message.invalidTime.toISOString();
+    }
     return obj;
   },
 
@@ -1451,12 +3033,14 @@ export const UpsertRelationshipRequest: MessageFns<UpsertRelationshipRequest> = 
     message.toId = object.toId ?? 0;
     message.label = object.label ?? "";
     message.notes = object.notes ?? "";
+    message.validTime = object.validTime ?? undefined;
+    message.invalidTime = object.invalidTime ?? undefined;
     return message;
   },
 };
 
 function createBaseListRelationshipsRequest(): ListRelationshipsRequest {
-  return { entityId: 0, includeInbound: false, pageSize: 0, pageToken: "" };
+  return { entityId: 0, includeInbound: false, pageSize: 0, pageToken: "", asOf: undefined, includeHistory: false };
 }
 
 export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
@@ -1472,6 +3056,12 @@ export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(34).string(message.pageToken);
+    }
+    if (message.asOf !== undefined) {
+      Timestamp.encode(toTimestamp(message.asOf), writer.uint32(42).fork()).join();
+    }
+    if (message.includeHistory !== false) {
+      writer.uint32(48).bool(message.includeHistory);
     }
     return writer;
   },
@@ -1521,6 +3111,22 @@ export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.asOf = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.includeHistory = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1555,6 +3161,16 @@ export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      asOf: isSet(object.asOf)
+        ? fromJsonTimestamp(object.asOf)
+        : isSet(object.as_of)
+        ? fromJsonTimestamp(object.as_of)
+        : undefined,
+      includeHistory: isSet(object.includeHistory)
+        ? globalThis.Boolean(object.includeHistory)
+        : isSet(object.include_history)
+        ? globalThis.Boolean(object.include_history)
+        : false,
     };
   },
 
@@ -1572,6 +3188,12 @@ export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.asOf !== undefined) {
+      obj.asOf = message.asOf.toISOString();
+    }
+    if (message.includeHistory !== false) {
+      obj.includeHistory = message.includeHistory;
+    }
     return obj;
   },
 
@@ -1584,6 +3206,8 @@ export const ListRelationshipsRequest: MessageFns<ListRelationshipsRequest> = {
     message.includeInbound = object.includeInbound ?? false;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.asOf = object.asOf ?? undefined;
+    message.includeHistory = object.includeHistory ?? false;
     return message;
   },
 };
@@ -1841,7 +3465,7 @@ export const DeleteRelationshipResponse: MessageFns<DeleteRelationshipResponse> 
 };
 
 function createBaseGetNeighborhoodRequest(): GetNeighborhoodRequest {
-  return { entityId: 0, depth: 0 };
+  return { entityId: 0, depth: 0, asOf: undefined, includeHistory: false };
 }
 
 export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
@@ -1851,6 +3475,12 @@ export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
     }
     if (message.depth !== 0) {
       writer.uint32(16).int32(message.depth);
+    }
+    if (message.asOf !== undefined) {
+      Timestamp.encode(toTimestamp(message.asOf), writer.uint32(26).fork()).join();
+    }
+    if (message.includeHistory !== false) {
+      writer.uint32(32).bool(message.includeHistory);
     }
     return writer;
   },
@@ -1884,6 +3514,22 @@ export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
             message.depth = reader.int32();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.asOf = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.includeHistory = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1904,6 +3550,16 @@ export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
         ? globalThis.Number(object.entity_id)
         : 0,
       depth: isSet(object.depth) ? globalThis.Number(object.depth) : 0,
+      asOf: isSet(object.asOf)
+        ? fromJsonTimestamp(object.asOf)
+        : isSet(object.as_of)
+        ? fromJsonTimestamp(object.as_of)
+        : undefined,
+      includeHistory: isSet(object.includeHistory)
+        ? globalThis.Boolean(object.includeHistory)
+        : isSet(object.include_history)
+        ? globalThis.Boolean(object.include_history)
+        : false,
     };
   },
 
@@ -1915,6 +3571,12 @@ export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
     if (message.depth !== 0) {
       obj.depth = Math.round(message.depth);
     }
+    if (message.asOf !== undefined) {
+      obj.asOf = message.asOf.toISOString();
+    }
+    if (message.includeHistory !== false) {
+      obj.includeHistory = message.includeHistory;
+    }
     return obj;
   },
 
@@ -1925,12 +3587,14 @@ export const GetNeighborhoodRequest: MessageFns<GetNeighborhoodRequest> = {
     const message = createBaseGetNeighborhoodRequest();
     message.entityId = object.entityId ?? 0;
     message.depth = object.depth ?? 0;
+    message.asOf = object.asOf ?? undefined;
+    message.includeHistory = object.includeHistory ?? false;
     return message;
   },
 };
 
 function createBaseGetNeighborsRequest(): GetNeighborsRequest {
-  return { entityIds: [] };
+  return { entityIds: [], asOf: undefined, includeHistory: false };
 }
 
 export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
@@ -1941,6 +3605,12 @@ export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
         writer.int64(v);
       }
       writer.join();
+    }
+    if (message.asOf !== undefined) {
+      Timestamp.encode(toTimestamp(message.asOf), writer.uint32(18).fork()).join();
+    }
+    if (message.includeHistory !== false) {
+      writer.uint32(24).bool(message.includeHistory);
     }
     return writer;
   },
@@ -1976,6 +3646,22 @@ export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
 
             break;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.asOf = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.includeHistory = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1995,6 +3681,16 @@ export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
         : globalThis.Array.isArray(object?.entity_ids)
         ? object.entity_ids.map((e: any) => globalThis.Number(e))
         : [],
+      asOf: isSet(object.asOf)
+        ? fromJsonTimestamp(object.asOf)
+        : isSet(object.as_of)
+        ? fromJsonTimestamp(object.as_of)
+        : undefined,
+      includeHistory: isSet(object.includeHistory)
+        ? globalThis.Boolean(object.includeHistory)
+        : isSet(object.include_history)
+        ? globalThis.Boolean(object.include_history)
+        : false,
     };
   },
 
@@ -2002,6 +3698,12 @@ export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
     const obj: any = {};
     if (message.entityIds?.length) {
       obj.entityIds = message.entityIds.map((e) => Math.round(e));
+    }
+    if (message.asOf !== undefined) {
+      obj.asOf = message.asOf.toISOString();
+    }
+    if (message.includeHistory !== false) {
+      obj.includeHistory = message.includeHistory;
     }
     return obj;
   },
@@ -2012,6 +3714,668 @@ export const GetNeighborsRequest: MessageFns<GetNeighborsRequest> = {
   fromPartial(object: DeepPartial<GetNeighborsRequest>): GetNeighborsRequest {
     const message = createBaseGetNeighborsRequest();
     message.entityIds = object.entityIds?.map((e) => e) || [];
+    message.asOf = object.asOf ?? undefined;
+    message.includeHistory = object.includeHistory ?? false;
+    return message;
+  },
+};
+
+function createBaseListEntityAliasesRequest(): ListEntityAliasesRequest {
+  return { entityId: 0, pageSize: 0, pageToken: "" };
+}
+
+export const ListEntityAliasesRequest: MessageFns<ListEntityAliasesRequest> = {
+  encode(message: ListEntityAliasesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.entityId !== 0) {
+      writer.uint32(8).int64(message.entityId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEntityAliasesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEntityAliasesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.entityId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListEntityAliasesRequest {
+    return {
+      entityId: isSet(object.entityId)
+        ? globalThis.Number(object.entityId)
+        : isSet(object.entity_id)
+        ? globalThis.Number(object.entity_id)
+        : 0,
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListEntityAliasesRequest): unknown {
+    const obj: any = {};
+    if (message.entityId !== 0) {
+      obj.entityId = Math.round(message.entityId);
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListEntityAliasesRequest>): ListEntityAliasesRequest {
+    return ListEntityAliasesRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListEntityAliasesRequest>): ListEntityAliasesRequest {
+    const message = createBaseListEntityAliasesRequest();
+    message.entityId = object.entityId ?? 0;
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListEntityAliasesResponse(): ListEntityAliasesResponse {
+  return { aliases: [], nextPageToken: "" };
+}
+
+export const ListEntityAliasesResponse: MessageFns<ListEntityAliasesResponse> = {
+  encode(message: ListEntityAliasesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.aliases) {
+      EntityAlias.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListEntityAliasesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListEntityAliasesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.aliases.push(EntityAlias.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListEntityAliasesResponse {
+    return {
+      aliases: globalThis.Array.isArray(object?.aliases) ? object.aliases.map((e: any) => EntityAlias.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListEntityAliasesResponse): unknown {
+    const obj: any = {};
+    if (message.aliases?.length) {
+      obj.aliases = message.aliases.map((e) => EntityAlias.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListEntityAliasesResponse>): ListEntityAliasesResponse {
+    return ListEntityAliasesResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListEntityAliasesResponse>): ListEntityAliasesResponse {
+    const message = createBaseListEntityAliasesResponse();
+    message.aliases = object.aliases?.map((e) => EntityAlias.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseMergeEntitiesRequest(): MergeEntitiesRequest {
+  return { targetId: 0, sourceIds: [], requestId: "", reason: "" };
+}
+
+export const MergeEntitiesRequest: MessageFns<MergeEntitiesRequest> = {
+  encode(message: MergeEntitiesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.targetId !== 0) {
+      writer.uint32(8).int64(message.targetId);
+    }
+    if (message.sourceIds.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.sourceIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.requestId !== "") {
+      writer.uint32(26).string(message.requestId);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MergeEntitiesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMergeEntitiesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.targetId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.sourceIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.sourceIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MergeEntitiesRequest {
+    return {
+      targetId: isSet(object.targetId)
+        ? globalThis.Number(object.targetId)
+        : isSet(object.target_id)
+        ? globalThis.Number(object.target_id)
+        : 0,
+      sourceIds: globalThis.Array.isArray(object?.sourceIds)
+        ? object.sourceIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.source_ids)
+        ? object.source_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: MergeEntitiesRequest): unknown {
+    const obj: any = {};
+    if (message.targetId !== 0) {
+      obj.targetId = Math.round(message.targetId);
+    }
+    if (message.sourceIds?.length) {
+      obj.sourceIds = message.sourceIds.map((e) => Math.round(e));
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MergeEntitiesRequest>): MergeEntitiesRequest {
+    return MergeEntitiesRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MergeEntitiesRequest>): MergeEntitiesRequest {
+    const message = createBaseMergeEntitiesRequest();
+    message.targetId = object.targetId ?? 0;
+    message.sourceIds = object.sourceIds?.map((e) => e) || [];
+    message.requestId = object.requestId ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseUndoMergeRequest(): UndoMergeRequest {
+  return { mergeId: 0 };
+}
+
+export const UndoMergeRequest: MessageFns<UndoMergeRequest> = {
+  encode(message: UndoMergeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mergeId !== 0) {
+      writer.uint32(8).int64(message.mergeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UndoMergeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUndoMergeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.mergeId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UndoMergeRequest {
+    return {
+      mergeId: isSet(object.mergeId)
+        ? globalThis.Number(object.mergeId)
+        : isSet(object.merge_id)
+        ? globalThis.Number(object.merge_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: UndoMergeRequest): unknown {
+    const obj: any = {};
+    if (message.mergeId !== 0) {
+      obj.mergeId = Math.round(message.mergeId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<UndoMergeRequest>): UndoMergeRequest {
+    return UndoMergeRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<UndoMergeRequest>): UndoMergeRequest {
+    const message = createBaseUndoMergeRequest();
+    message.mergeId = object.mergeId ?? 0;
+    return message;
+  },
+};
+
+function createBaseListMergesRequest(): ListMergesRequest {
+  return { projectId: 0, sessionId: 0, entityId: 0, pageSize: 0, pageToken: "" };
+}
+
+export const ListMergesRequest: MessageFns<ListMergesRequest> = {
+  encode(message: ListMergesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.sessionId !== 0) {
+      writer.uint32(16).int64(message.sessionId);
+    }
+    if (message.entityId !== 0) {
+      writer.uint32(24).int64(message.entityId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(32).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(42).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMergesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMergesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sessionId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.entityId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListMergesRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      sessionId: isSet(object.sessionId)
+        ? globalThis.Number(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.Number(object.session_id)
+        : 0,
+      entityId: isSet(object.entityId)
+        ? globalThis.Number(object.entityId)
+        : isSet(object.entity_id)
+        ? globalThis.Number(object.entity_id)
+        : 0,
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListMergesRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.sessionId !== 0) {
+      obj.sessionId = Math.round(message.sessionId);
+    }
+    if (message.entityId !== 0) {
+      obj.entityId = Math.round(message.entityId);
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListMergesRequest>): ListMergesRequest {
+    return ListMergesRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListMergesRequest>): ListMergesRequest {
+    const message = createBaseListMergesRequest();
+    message.projectId = object.projectId ?? 0;
+    message.sessionId = object.sessionId ?? 0;
+    message.entityId = object.entityId ?? 0;
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListMergesResponse(): ListMergesResponse {
+  return { merges: [], nextPageToken: "" };
+}
+
+export const ListMergesResponse: MessageFns<ListMergesResponse> = {
+  encode(message: ListMergesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.merges) {
+      EntityMerge.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMergesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMergesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.merges.push(EntityMerge.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListMergesResponse {
+    return {
+      merges: globalThis.Array.isArray(object?.merges) ? object.merges.map((e: any) => EntityMerge.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListMergesResponse): unknown {
+    const obj: any = {};
+    if (message.merges?.length) {
+      obj.merges = message.merges.map((e) => EntityMerge.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListMergesResponse>): ListMergesResponse {
+    return ListMergesResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListMergesResponse>): ListMergesResponse {
+    const message = createBaseListMergesResponse();
+    message.merges = object.merges?.map((e) => EntityMerge.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };
@@ -2618,6 +4982,8 @@ function createBaseExtractionEvent(): ExtractionEvent {
     relationships: [],
     time: undefined,
     parts: 0,
+    llmCalls: 0,
+    memoryFormation: undefined,
   };
 }
 
@@ -2652,6 +5018,12 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     }
     if (message.parts !== 0) {
       writer.uint32(80).int32(message.parts);
+    }
+    if (message.llmCalls !== 0) {
+      writer.uint32(88).int32(message.llmCalls);
+    }
+    if (message.memoryFormation !== undefined) {
+      MemoryFormationOutcome.encode(message.memoryFormation, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -2749,6 +5121,22 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
             message.parts = reader.int32();
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.llmCalls = reader.int32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.memoryFormation = MemoryFormationOutcome.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2793,6 +5181,16 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
         : [],
       time: isSet(object.time) ? fromJsonTimestamp(object.time) : undefined,
       parts: isSet(object.parts) ? globalThis.Number(object.parts) : 0,
+      llmCalls: isSet(object.llmCalls)
+        ? globalThis.Number(object.llmCalls)
+        : isSet(object.llm_calls)
+        ? globalThis.Number(object.llm_calls)
+        : 0,
+      memoryFormation: isSet(object.memoryFormation)
+        ? MemoryFormationOutcome.fromJSON(object.memoryFormation)
+        : isSet(object.memory_formation)
+        ? MemoryFormationOutcome.fromJSON(object.memory_formation)
+        : undefined,
     };
   },
 
@@ -2828,6 +5226,12 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     if (message.parts !== 0) {
       obj.parts = Math.round(message.parts);
     }
+    if (message.llmCalls !== 0) {
+      obj.llmCalls = Math.round(message.llmCalls);
+    }
+    if (message.memoryFormation !== undefined) {
+      obj.memoryFormation = MemoryFormationOutcome.toJSON(message.memoryFormation);
+    }
     return obj;
   },
 
@@ -2846,6 +5250,262 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     message.relationships = object.relationships?.map((e) => Relationship.fromPartial(e)) || [];
     message.time = object.time ?? undefined;
     message.parts = object.parts ?? 0;
+    message.llmCalls = object.llmCalls ?? 0;
+    message.memoryFormation = (object.memoryFormation !== undefined && object.memoryFormation !== null)
+      ? MemoryFormationOutcome.fromPartial(object.memoryFormation)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMemoryOperation(): MemoryOperation {
+  return { action: 0, memoryId: 0, relatedMemoryId: 0, content: "", reason: "", userId: "" };
+}
+
+export const MemoryOperation: MessageFns<MemoryOperation> = {
+  encode(message: MemoryOperation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.action !== 0) {
+      writer.uint32(8).int32(message.action);
+    }
+    if (message.memoryId !== 0) {
+      writer.uint32(16).int64(message.memoryId);
+    }
+    if (message.relatedMemoryId !== 0) {
+      writer.uint32(24).int64(message.relatedMemoryId);
+    }
+    if (message.content !== "") {
+      writer.uint32(34).string(message.content);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.userId !== "") {
+      writer.uint32(50).string(message.userId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryOperation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryOperation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.action = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.memoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.relatedMemoryId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.content = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryOperation {
+    return {
+      action: isSet(object.action) ? memoryActionFromJSON(object.action) : 0,
+      memoryId: isSet(object.memoryId)
+        ? globalThis.Number(object.memoryId)
+        : isSet(object.memory_id)
+        ? globalThis.Number(object.memory_id)
+        : 0,
+      relatedMemoryId: isSet(object.relatedMemoryId)
+        ? globalThis.Number(object.relatedMemoryId)
+        : isSet(object.related_memory_id)
+        ? globalThis.Number(object.related_memory_id)
+        : 0,
+      content: isSet(object.content) ? globalThis.String(object.content) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: MemoryOperation): unknown {
+    const obj: any = {};
+    if (message.action !== 0) {
+      obj.action = memoryActionToJSON(message.action);
+    }
+    if (message.memoryId !== 0) {
+      obj.memoryId = Math.round(message.memoryId);
+    }
+    if (message.relatedMemoryId !== 0) {
+      obj.relatedMemoryId = Math.round(message.relatedMemoryId);
+    }
+    if (message.content !== "") {
+      obj.content = message.content;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryOperation>): MemoryOperation {
+    return MemoryOperation.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryOperation>): MemoryOperation {
+    const message = createBaseMemoryOperation();
+    message.action = object.action ?? 0;
+    message.memoryId = object.memoryId ?? 0;
+    message.relatedMemoryId = object.relatedMemoryId ?? 0;
+    message.content = object.content ?? "";
+    message.reason = object.reason ?? "";
+    message.userId = object.userId ?? "";
+    return message;
+  },
+};
+
+function createBaseMemoryFormationOutcome(): MemoryFormationOutcome {
+  return { operations: [], llmCalls: 0 };
+}
+
+export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
+  encode(message: MemoryFormationOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.operations) {
+      MemoryOperation.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.llmCalls !== 0) {
+      writer.uint32(16).int32(message.llmCalls);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryFormationOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryFormationOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operations.push(MemoryOperation.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.llmCalls = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryFormationOutcome {
+    return {
+      operations: globalThis.Array.isArray(object?.operations)
+        ? object.operations.map((e: any) => MemoryOperation.fromJSON(e))
+        : [],
+      llmCalls: isSet(object.llmCalls)
+        ? globalThis.Number(object.llmCalls)
+        : isSet(object.llm_calls)
+        ? globalThis.Number(object.llm_calls)
+        : 0,
+    };
+  },
+
+  toJSON(message: MemoryFormationOutcome): unknown {
+    const obj: any = {};
+    if (message.operations?.length) {
+      obj.operations = message.operations.map((e) => MemoryOperation.toJSON(e));
+    }
+    if (message.llmCalls !== 0) {
+      obj.llmCalls = Math.round(message.llmCalls);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryFormationOutcome>): MemoryFormationOutcome {
+    return MemoryFormationOutcome.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryFormationOutcome>): MemoryFormationOutcome {
+    const message = createBaseMemoryFormationOutcome();
+    message.operations = object.operations?.map((e) => MemoryOperation.fromPartial(e)) || [];
+    message.llmCalls = object.llmCalls ?? 0;
     return message;
   },
 };
@@ -2856,8 +5516,11 @@ export const GraphServiceDefinition = {
   fullName: "nexus.graph.v1.GraphService",
   methods: {
     /**
-     * Upserts by (project_id, name, type): mention_count increments, notes are
-     * kept when the new ones are empty.  Each project has its own entities.
+     * Upserts by name and type within one graph: a name the graph already knows
+     * under any spelling (case, spacing, punctuation, accents, a title or a
+     * possessive aside) or alias is one more mention of that entity, whose
+     * mention_count increments; notes are kept when the new ones are empty.
+     * Each project has its own entities.
      */
     upsertEntity: {
       name: "UpsertEntity",
@@ -2893,8 +5556,10 @@ export const GraphServiceDefinition = {
       options: {},
     },
     /**
-     * Upserts by (from, to, label).  Both entities must belong to the same
-     * project (FAILED_PRECONDITION otherwise).
+     * Asserts (from, label, to) from valid_time (now when unset) and returns the
+     * interval holding then. A single-valued label (Project.single_valued_labels)
+     * ends the subject's current value of that label at that time. Both
+     * entities must belong to the same project (FAILED_PRECONDITION otherwise).
      */
     upsertRelationship: {
       name: "UpsertRelationship",
@@ -2904,6 +5569,10 @@ export const GraphServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * Current facts by default; as_of gives those holding then, include_history
+     * every interval.
+     */
     listRelationships: {
       name: "ListRelationships",
       requestType: ListRelationshipsRequest as typeof ListRelationshipsRequest,
@@ -2912,6 +5581,10 @@ export const GraphServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * Removes every interval of (from, label, to) and what said it: an
+     * operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+     */
     deleteRelationship: {
       name: "DeleteRelationship",
       requestType: DeleteRelationshipRequest as typeof DeleteRelationshipRequest,
@@ -2921,8 +5594,9 @@ export const GraphServiceDefinition = {
       options: {},
     },
     /**
-     * Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-     * of one project, so a walk never leaves the start entity's project.
+     * Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+     * as_of / include_history); edges only join entities of one project, so a
+     * walk never leaves the start entity's project.
      */
     getNeighborhood: {
       name: "GetNeighborhood",
@@ -2938,6 +5612,55 @@ export const GraphServiceDefinition = {
       requestType: GetNeighborsRequest as typeof GetNeighborsRequest,
       requestStream: false,
       responseType: Subgraph as typeof Subgraph,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * Every surface name an entity was seen under, and how each was resolved
+     * to it (a rule, its score, or the LLM).
+     */
+    listEntityAliases: {
+      name: "ListEntityAliases",
+      requestType: ListEntityAliasesRequest as typeof ListEntityAliasesRequest,
+      requestStream: false,
+      responseType: ListEntityAliasesResponse as typeof ListEntityAliasesResponse,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * Folds the sources into the target in one transaction: relationships
+     * re-pointed (a self-loop dropped, duplicates combined with their mentions
+     * summed), mentions and episode links moved, aliases kept. Entities of two
+     * graphs, or of types that never merge (a person and a place), are
+     * INVALID_ARGUMENT. A retried call with the same request_id answers with
+     * the merge it made.
+     */
+    mergeEntities: {
+      name: "MergeEntities",
+      requestType: MergeEntitiesRequest as typeof MergeEntitiesRequest,
+      requestStream: false,
+      responseType: EntityMerge as typeof EntityMerge,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * Restores the merge's sources, links and facts as they were, unless a
+     * later merge took its target in (FAILED_PRECONDITION naming it).
+     */
+    undoMerge: {
+      name: "UndoMerge",
+      requestType: UndoMergeRequest as typeof UndoMergeRequest,
+      requestStream: false,
+      responseType: EntityMerge as typeof EntityMerge,
+      responseStream: false,
+      options: {},
+    },
+    /** A graph's merges (manual and those resolution made), oldest first. */
+    listMerges: {
+      name: "ListMerges",
+      requestType: ListMergesRequest as typeof ListMergesRequest,
+      requestStream: false,
+      responseType: ListMergesResponse as typeof ListMergesResponse,
       responseStream: false,
       options: {},
     },
@@ -2974,8 +5697,11 @@ export const GraphServiceDefinition = {
 export type GraphServiceService = typeof GraphServiceService;
 export const GraphServiceService = {
   /**
-   * Upserts by (project_id, name, type): mention_count increments, notes are
-   * kept when the new ones are empty.  Each project has its own entities.
+   * Upserts by name and type within one graph: a name the graph already knows
+   * under any spelling (case, spacing, punctuation, accents, a title or a
+   * possessive aside) or alias is one more mention of that entity, whose
+   * mention_count increments; notes are kept when the new ones are empty.
+   * Each project has its own entities.
    */
   upsertEntity: {
     path: "/nexus.graph.v1.GraphService/UpsertEntity" as const,
@@ -3017,8 +5743,10 @@ export const GraphServiceService = {
     responseDeserialize: (value: Buffer): ListEntitiesResponse => ListEntitiesResponse.decode(value),
   },
   /**
-   * Upserts by (from, to, label).  Both entities must belong to the same
-   * project (FAILED_PRECONDITION otherwise).
+   * Asserts (from, label, to) from valid_time (now when unset) and returns the
+   * interval holding then. A single-valued label (Project.single_valued_labels)
+   * ends the subject's current value of that label at that time. Both
+   * entities must belong to the same project (FAILED_PRECONDITION otherwise).
    */
   upsertRelationship: {
     path: "/nexus.graph.v1.GraphService/UpsertRelationship" as const,
@@ -3030,6 +5758,10 @@ export const GraphServiceService = {
     responseSerialize: (value: Relationship): Buffer => Buffer.from(Relationship.encode(value).finish()),
     responseDeserialize: (value: Buffer): Relationship => Relationship.decode(value),
   },
+  /**
+   * Current facts by default; as_of gives those holding then, include_history
+   * every interval.
+   */
   listRelationships: {
     path: "/nexus.graph.v1.GraphService/ListRelationships" as const,
     requestStream: false as const,
@@ -3041,6 +5773,10 @@ export const GraphServiceService = {
       Buffer.from(ListRelationshipsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListRelationshipsResponse => ListRelationshipsResponse.decode(value),
   },
+  /**
+   * Removes every interval of (from, label, to) and what said it: an
+   * operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+   */
   deleteRelationship: {
     path: "/nexus.graph.v1.GraphService/DeleteRelationship" as const,
     requestStream: false as const,
@@ -3053,8 +5789,9 @@ export const GraphServiceService = {
     responseDeserialize: (value: Buffer): DeleteRelationshipResponse => DeleteRelationshipResponse.decode(value),
   },
   /**
-   * Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-   * of one project, so a walk never leaves the start entity's project.
+   * Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+   * as_of / include_history); edges only join entities of one project, so a
+   * walk never leaves the start entity's project.
    */
   getNeighborhood: {
     path: "/nexus.graph.v1.GraphService/GetNeighborhood" as const,
@@ -3075,6 +5812,61 @@ export const GraphServiceService = {
     requestDeserialize: (value: Buffer): GetNeighborsRequest => GetNeighborsRequest.decode(value),
     responseSerialize: (value: Subgraph): Buffer => Buffer.from(Subgraph.encode(value).finish()),
     responseDeserialize: (value: Buffer): Subgraph => Subgraph.decode(value),
+  },
+  /**
+   * Every surface name an entity was seen under, and how each was resolved
+   * to it (a rule, its score, or the LLM).
+   */
+  listEntityAliases: {
+    path: "/nexus.graph.v1.GraphService/ListEntityAliases" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListEntityAliasesRequest): Buffer =>
+      Buffer.from(ListEntityAliasesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListEntityAliasesRequest => ListEntityAliasesRequest.decode(value),
+    responseSerialize: (value: ListEntityAliasesResponse): Buffer =>
+      Buffer.from(ListEntityAliasesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListEntityAliasesResponse => ListEntityAliasesResponse.decode(value),
+  },
+  /**
+   * Folds the sources into the target in one transaction: relationships
+   * re-pointed (a self-loop dropped, duplicates combined with their mentions
+   * summed), mentions and episode links moved, aliases kept. Entities of two
+   * graphs, or of types that never merge (a person and a place), are
+   * INVALID_ARGUMENT. A retried call with the same request_id answers with
+   * the merge it made.
+   */
+  mergeEntities: {
+    path: "/nexus.graph.v1.GraphService/MergeEntities" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: MergeEntitiesRequest): Buffer => Buffer.from(MergeEntitiesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): MergeEntitiesRequest => MergeEntitiesRequest.decode(value),
+    responseSerialize: (value: EntityMerge): Buffer => Buffer.from(EntityMerge.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EntityMerge => EntityMerge.decode(value),
+  },
+  /**
+   * Restores the merge's sources, links and facts as they were, unless a
+   * later merge took its target in (FAILED_PRECONDITION naming it).
+   */
+  undoMerge: {
+    path: "/nexus.graph.v1.GraphService/UndoMerge" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UndoMergeRequest): Buffer => Buffer.from(UndoMergeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UndoMergeRequest => UndoMergeRequest.decode(value),
+    responseSerialize: (value: EntityMerge): Buffer => Buffer.from(EntityMerge.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EntityMerge => EntityMerge.decode(value),
+  },
+  /** A graph's merges (manual and those resolution made), oldest first. */
+  listMerges: {
+    path: "/nexus.graph.v1.GraphService/ListMerges" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListMergesRequest): Buffer => Buffer.from(ListMergesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListMergesRequest => ListMergesRequest.decode(value),
+    responseSerialize: (value: ListMergesResponse): Buffer => Buffer.from(ListMergesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListMergesResponse => ListMergesResponse.decode(value),
   },
   /** Semantic search over entities, scoped to a project. */
   searchEntities: {
@@ -3114,8 +5906,11 @@ export const GraphServiceService = {
 
 export interface GraphServiceServer extends UntypedServiceImplementation {
   /**
-   * Upserts by (project_id, name, type): mention_count increments, notes are
-   * kept when the new ones are empty.  Each project has its own entities.
+   * Upserts by name and type within one graph: a name the graph already knows
+   * under any spelling (case, spacing, punctuation, accents, a title or a
+   * possessive aside) or alias is one more mention of that entity, whose
+   * mention_count increments; notes are kept when the new ones are empty.
+   * Each project has its own entities.
    */
   upsertEntity: handleUnaryCall<UpsertEntityRequest, Entity>;
   getEntity: handleUnaryCall<GetEntityRequest, Entity>;
@@ -3123,19 +5918,51 @@ export interface GraphServiceServer extends UntypedServiceImplementation {
   deleteEntity: handleUnaryCall<DeleteEntityRequest, DeleteEntityResponse>;
   listEntities: handleUnaryCall<ListEntitiesRequest, ListEntitiesResponse>;
   /**
-   * Upserts by (from, to, label).  Both entities must belong to the same
-   * project (FAILED_PRECONDITION otherwise).
+   * Asserts (from, label, to) from valid_time (now when unset) and returns the
+   * interval holding then. A single-valued label (Project.single_valued_labels)
+   * ends the subject's current value of that label at that time. Both
+   * entities must belong to the same project (FAILED_PRECONDITION otherwise).
    */
   upsertRelationship: handleUnaryCall<UpsertRelationshipRequest, Relationship>;
+  /**
+   * Current facts by default; as_of gives those holding then, include_history
+   * every interval.
+   */
   listRelationships: handleUnaryCall<ListRelationshipsRequest, ListRelationshipsResponse>;
+  /**
+   * Removes every interval of (from, label, to) and what said it: an
+   * operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+   */
   deleteRelationship: handleUnaryCall<DeleteRelationshipRequest, DeleteRelationshipResponse>;
   /**
-   * Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-   * of one project, so a walk never leaves the start entity's project.
+   * Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+   * as_of / include_history); edges only join entities of one project, so a
+   * walk never leaves the start entity's project.
    */
   getNeighborhood: handleUnaryCall<GetNeighborhoodRequest, Subgraph>;
   /** One hop from a set of entities, with every edge inside the combined set. */
   getNeighbors: handleUnaryCall<GetNeighborsRequest, Subgraph>;
+  /**
+   * Every surface name an entity was seen under, and how each was resolved
+   * to it (a rule, its score, or the LLM).
+   */
+  listEntityAliases: handleUnaryCall<ListEntityAliasesRequest, ListEntityAliasesResponse>;
+  /**
+   * Folds the sources into the target in one transaction: relationships
+   * re-pointed (a self-loop dropped, duplicates combined with their mentions
+   * summed), mentions and episode links moved, aliases kept. Entities of two
+   * graphs, or of types that never merge (a person and a place), are
+   * INVALID_ARGUMENT. A retried call with the same request_id answers with
+   * the merge it made.
+   */
+  mergeEntities: handleUnaryCall<MergeEntitiesRequest, EntityMerge>;
+  /**
+   * Restores the merge's sources, links and facts as they were, unless a
+   * later merge took its target in (FAILED_PRECONDITION naming it).
+   */
+  undoMerge: handleUnaryCall<UndoMergeRequest, EntityMerge>;
+  /** A graph's merges (manual and those resolution made), oldest first. */
+  listMerges: handleUnaryCall<ListMergesRequest, ListMergesResponse>;
   /** Semantic search over entities, scoped to a project. */
   searchEntities: handleServerStreamingCall<SearchEntitiesRequest, EntityHit>;
   /** Re-queues extraction for one episode, or for every failed one. */
@@ -3146,8 +5973,11 @@ export interface GraphServiceServer extends UntypedServiceImplementation {
 
 export interface GraphServiceClient extends Client {
   /**
-   * Upserts by (project_id, name, type): mention_count increments, notes are
-   * kept when the new ones are empty.  Each project has its own entities.
+   * Upserts by name and type within one graph: a name the graph already knows
+   * under any spelling (case, spacing, punctuation, accents, a title or a
+   * possessive aside) or alias is one more mention of that entity, whose
+   * mention_count increments; notes are kept when the new ones are empty.
+   * Each project has its own entities.
    */
   upsertEntity(
     request: UpsertEntityRequest,
@@ -3211,8 +6041,10 @@ export interface GraphServiceClient extends Client {
     callback: (error: ServiceError | null, response: ListEntitiesResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Upserts by (from, to, label).  Both entities must belong to the same
-   * project (FAILED_PRECONDITION otherwise).
+   * Asserts (from, label, to) from valid_time (now when unset) and returns the
+   * interval holding then. A single-valued label (Project.single_valued_labels)
+   * ends the subject's current value of that label at that time. Both
+   * entities must belong to the same project (FAILED_PRECONDITION otherwise).
    */
   upsertRelationship(
     request: UpsertRelationshipRequest,
@@ -3229,6 +6061,10 @@ export interface GraphServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Relationship) => void,
   ): ClientUnaryCall;
+  /**
+   * Current facts by default; as_of gives those holding then, include_history
+   * every interval.
+   */
   listRelationships(
     request: ListRelationshipsRequest,
     callback: (error: ServiceError | null, response: ListRelationshipsResponse) => void,
@@ -3244,6 +6080,10 @@ export interface GraphServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListRelationshipsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Removes every interval of (from, label, to) and what said it: an
+   * operator's repair of a wrong fact (a fact that ended is ended, not deleted).
+   */
   deleteRelationship(
     request: DeleteRelationshipRequest,
     callback: (error: ServiceError | null, response: DeleteRelationshipResponse) => void,
@@ -3260,8 +6100,9 @@ export interface GraphServiceClient extends Client {
     callback: (error: ServiceError | null, response: DeleteRelationshipResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Bidirectional traversal, depth 1 (default) to 3; edges only join entities
-   * of one project, so a walk never leaves the start entity's project.
+   * Bidirectional traversal, depth 1 (default) to 3, over current facts (or
+   * as_of / include_history); edges only join entities of one project, so a
+   * walk never leaves the start entity's project.
    */
   getNeighborhood(
     request: GetNeighborhoodRequest,
@@ -3293,6 +6134,83 @@ export interface GraphServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Subgraph) => void,
+  ): ClientUnaryCall;
+  /**
+   * Every surface name an entity was seen under, and how each was resolved
+   * to it (a rule, its score, or the LLM).
+   */
+  listEntityAliases(
+    request: ListEntityAliasesRequest,
+    callback: (error: ServiceError | null, response: ListEntityAliasesResponse) => void,
+  ): ClientUnaryCall;
+  listEntityAliases(
+    request: ListEntityAliasesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListEntityAliasesResponse) => void,
+  ): ClientUnaryCall;
+  listEntityAliases(
+    request: ListEntityAliasesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListEntityAliasesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Folds the sources into the target in one transaction: relationships
+   * re-pointed (a self-loop dropped, duplicates combined with their mentions
+   * summed), mentions and episode links moved, aliases kept. Entities of two
+   * graphs, or of types that never merge (a person and a place), are
+   * INVALID_ARGUMENT. A retried call with the same request_id answers with
+   * the merge it made.
+   */
+  mergeEntities(
+    request: MergeEntitiesRequest,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  mergeEntities(
+    request: MergeEntitiesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  mergeEntities(
+    request: MergeEntitiesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  /**
+   * Restores the merge's sources, links and facts as they were, unless a
+   * later merge took its target in (FAILED_PRECONDITION naming it).
+   */
+  undoMerge(
+    request: UndoMergeRequest,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  undoMerge(
+    request: UndoMergeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  undoMerge(
+    request: UndoMergeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EntityMerge) => void,
+  ): ClientUnaryCall;
+  /** A graph's merges (manual and those resolution made), oldest first. */
+  listMerges(
+    request: ListMergesRequest,
+    callback: (error: ServiceError | null, response: ListMergesResponse) => void,
+  ): ClientUnaryCall;
+  listMerges(
+    request: ListMergesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListMergesResponse) => void,
+  ): ClientUnaryCall;
+  listMerges(
+    request: ListMergesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListMergesResponse) => void,
   ): ClientUnaryCall;
   /** Semantic search over entities, scoped to a project. */
   searchEntities(request: SearchEntitiesRequest, options?: Partial<CallOptions>): ClientReadableStream<EntityHit>;

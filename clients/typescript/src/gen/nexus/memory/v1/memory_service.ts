@@ -26,12 +26,73 @@ import { Duration } from "../../../google/protobuf/duration";
 import { FieldMask } from "../../../google/protobuf/field_mask";
 import { Struct } from "../../../google/protobuf/struct";
 import { Timestamp } from "../../../google/protobuf/timestamp";
-import { Entity, Relationship } from "../../graph/v1/graph_service";
+import {
+  Entity,
+  EntityAlias,
+  EntityEpisode,
+  EntityMerge,
+  Relationship,
+  RelationshipEvidence,
+} from "../../graph/v1/graph_service";
 import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
 
 export const protobufFileName = "nexus/memory/v1/memory_service.proto";
+
+export enum MemoryFormation {
+  MEMORY_FORMATION_UNSPECIFIED = 0,
+  /** MEMORY_FORMATION_OFF - Nothing forms by itself; memories are what clients write. */
+  MEMORY_FORMATION_OFF = 1,
+  /**
+   * MEMORY_FORMATION_USER - Lasting facts and preferences the user states become USER memories of
+   * the session's user_id (sessions without one form nothing).
+   */
+  MEMORY_FORMATION_USER = 2,
+  /**
+   * MEMORY_FORMATION_USER_AND_PROJECT - And facts about the project's work become PROJECT memories of the
+   * session's agent_id.
+   */
+  MEMORY_FORMATION_USER_AND_PROJECT = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function memoryFormationFromJSON(object: any): MemoryFormation {
+  switch (object) {
+    case 0:
+    case "MEMORY_FORMATION_UNSPECIFIED":
+      return MemoryFormation.MEMORY_FORMATION_UNSPECIFIED;
+    case 1:
+    case "MEMORY_FORMATION_OFF":
+      return MemoryFormation.MEMORY_FORMATION_OFF;
+    case 2:
+    case "MEMORY_FORMATION_USER":
+      return MemoryFormation.MEMORY_FORMATION_USER;
+    case 3:
+    case "MEMORY_FORMATION_USER_AND_PROJECT":
+      return MemoryFormation.MEMORY_FORMATION_USER_AND_PROJECT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemoryFormation.UNRECOGNIZED;
+  }
+}
+
+export function memoryFormationToJSON(object: MemoryFormation): string {
+  switch (object) {
+    case MemoryFormation.MEMORY_FORMATION_UNSPECIFIED:
+      return "MEMORY_FORMATION_UNSPECIFIED";
+    case MemoryFormation.MEMORY_FORMATION_OFF:
+      return "MEMORY_FORMATION_OFF";
+    case MemoryFormation.MEMORY_FORMATION_USER:
+      return "MEMORY_FORMATION_USER";
+    case MemoryFormation.MEMORY_FORMATION_USER_AND_PROJECT:
+      return "MEMORY_FORMATION_USER_AND_PROJECT";
+    case MemoryFormation.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
 
 /** The state of one piece of background work on an episode. */
 export enum JobState {
@@ -260,6 +321,47 @@ export function tierToJSON(object: Tier): string {
   }
 }
 
+export enum MemorySource {
+  MEMORY_SOURCE_UNSPECIFIED = 0,
+  /** MEMORY_SOURCE_CLIENT - Written by a client (CreateMemory). */
+  MEMORY_SOURCE_CLIENT = 1,
+  /** MEMORY_SOURCE_FORMATION - Formed from a conversation: source_episode_id names the episode. */
+  MEMORY_SOURCE_FORMATION = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function memorySourceFromJSON(object: any): MemorySource {
+  switch (object) {
+    case 0:
+    case "MEMORY_SOURCE_UNSPECIFIED":
+      return MemorySource.MEMORY_SOURCE_UNSPECIFIED;
+    case 1:
+    case "MEMORY_SOURCE_CLIENT":
+      return MemorySource.MEMORY_SOURCE_CLIENT;
+    case 2:
+    case "MEMORY_SOURCE_FORMATION":
+      return MemorySource.MEMORY_SOURCE_FORMATION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MemorySource.UNRECOGNIZED;
+  }
+}
+
+export function memorySourceToJSON(object: MemorySource): string {
+  switch (object) {
+    case MemorySource.MEMORY_SOURCE_UNSPECIFIED:
+      return "MEMORY_SOURCE_UNSPECIFIED";
+    case MemorySource.MEMORY_SOURCE_CLIENT:
+      return "MEMORY_SOURCE_CLIENT";
+    case MemorySource.MEMORY_SOURCE_FORMATION:
+      return "MEMORY_SOURCE_FORMATION";
+    case MemorySource.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum MemoryCategory {
   MEMORY_CATEGORY_UNSPECIFIED = 0,
   MEMORY_CATEGORY_NECESSARY = 1,
@@ -368,7 +470,22 @@ export interface Project {
    * Whole seconds, positive, at most 100 years. UpdateProject with retention
    * in the mask sets it, or (left unset) keeps everything again.
    */
-  retention: Duration | undefined;
+  retention:
+    | Duration
+    | undefined;
+  /**
+   * Relationship labels that hold one value at a time in the project's graph:
+   * asserting a new value ends the current one (lives_in Porto ends lives_in
+   * Lisbon). Shows the defaults (lives_in, works_at, located_in, married_to,
+   * reports_to) until set; UpdateProject with an empty list in the mask
+   * restores them.
+   */
+  singleValuedLabels: string[];
+  /**
+   * What its conversations turn into memories by themselves. Unset reads as
+   * USER: a session that names its user_id forms that user's memories.
+   */
+  memoryFormation: MemoryFormation;
 }
 
 export interface CreateProjectRequest {
@@ -413,7 +530,19 @@ export interface Session {
   /** 0 means no project. */
   projectId: number;
   metadata: { [key: string]: any } | undefined;
-  createTime: Date | undefined;
+  createTime:
+    | Date
+    | undefined;
+  /**
+   * The person the conversation is with: their USER memories form from it.
+   * Set at creation only (a key may set only users it may act for).
+   */
+  userId: string;
+  /**
+   * The agent the conversation is with: PROJECT memories formed from it are
+   * this agent's. Set at creation only.
+   */
+  agentId: string;
 }
 
 export interface CreateSessionRequest {
@@ -470,7 +599,15 @@ export interface Episode {
    * When the exchange happened: the occur_time it was created with, or its
    * create_time. Search windows and summaries go by this time.
    */
-  occurTime: Date | undefined;
+  occurTime:
+    | Date
+    | undefined;
+  /**
+   * Whether memories have formed from it (UNSPECIFIED: formation does not
+   * apply: its project forms none, or its session names no user).
+   */
+  memoryState: JobState;
+  memoryError: string;
 }
 
 export interface CreateEpisodeRequest {
@@ -574,7 +711,14 @@ export interface ExportRecord {
   memoryRevision?: MemoryRevision | undefined;
   entity?: Entity | undefined;
   relationship?: Relationship | undefined;
-  summary?: Summary | undefined;
+  summary?:
+    | Summary
+    | undefined;
+  /** The graph's history and evidence: after the entities and relationships. */
+  entityAlias?: EntityAlias | undefined;
+  entityEpisode?: EntityEpisode | undefined;
+  relationshipEvidence?: RelationshipEvidence | undefined;
+  entityMerge?: EntityMerge | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -662,7 +806,13 @@ export interface Memory {
    * Input only, on create: expire this long from now (positive, at most
    * 100 years). Memories are returned with expire_time.
    */
-  ttl?: Duration | undefined;
+  ttl?:
+    | Duration
+    | undefined;
+  /** Output only: where it came from. */
+  source: MemorySource;
+  /** Output only: the episode it formed from (0: none, or deleted since). */
+  sourceEpisodeId: number;
 }
 
 /**
@@ -845,6 +995,9 @@ export interface MemoryRevision {
   requestId: string;
   /** The API key's principal when auth is on; empty otherwise. */
   principal: string;
+  /** A change memory formation made: the episode it came from, and why. */
+  episodeId: number;
+  reason: string;
 }
 
 export interface ListMemoryHistoryResponse {
@@ -912,6 +1065,8 @@ function createBaseProject(): Project {
     createTime: undefined,
     updateTime: undefined,
     retention: undefined,
+    singleValuedLabels: [],
+    memoryFormation: 0,
   };
 }
 
@@ -946,6 +1101,12 @@ export const Project: MessageFns<Project> = {
     }
     if (message.retention !== undefined) {
       Duration.encode(message.retention, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.singleValuedLabels) {
+      writer.uint32(90).string(v!);
+    }
+    if (message.memoryFormation !== 0) {
+      writer.uint32(96).int32(message.memoryFormation);
     }
     return writer;
   },
@@ -1043,6 +1204,22 @@ export const Project: MessageFns<Project> = {
             message.retention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.singleValuedLabels.push(reader.string());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.memoryFormation = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1079,6 +1256,16 @@ export const Project: MessageFns<Project> = {
         ? fromJsonTimestamp(object.update_time)
         : undefined,
       retention: isSet(object.retention) ? Duration.fromJSON(object.retention) : undefined,
+      singleValuedLabels: globalThis.Array.isArray(object?.singleValuedLabels)
+        ? object.singleValuedLabels.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.single_valued_labels)
+        ? object.single_valued_labels.map((e: any) => globalThis.String(e))
+        : [],
+      memoryFormation: isSet(object.memoryFormation)
+        ? memoryFormationFromJSON(object.memoryFormation)
+        : isSet(object.memory_formation)
+        ? memoryFormationFromJSON(object.memory_formation)
+        : 0,
     };
   },
 
@@ -1114,6 +1301,12 @@ export const Project: MessageFns<Project> = {
     if (message.retention !== undefined) {
       obj.retention = Duration.toJSON(message.retention);
     }
+    if (message.singleValuedLabels?.length) {
+      obj.singleValuedLabels = message.singleValuedLabels;
+    }
+    if (message.memoryFormation !== 0) {
+      obj.memoryFormation = memoryFormationToJSON(message.memoryFormation);
+    }
     return obj;
   },
 
@@ -1134,6 +1327,8 @@ export const Project: MessageFns<Project> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? Duration.fromPartial(object.retention)
       : undefined;
+    message.singleValuedLabels = object.singleValuedLabels?.map((e) => e) || [];
+    message.memoryFormation = object.memoryFormation ?? 0;
     return message;
   },
 };
@@ -1688,7 +1883,16 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
 };
 
 function createBaseSession(): Session {
-  return { id: 0, externalId: "", name: "", projectId: 0, metadata: undefined, createTime: undefined };
+  return {
+    id: 0,
+    externalId: "",
+    name: "",
+    projectId: 0,
+    metadata: undefined,
+    createTime: undefined,
+    userId: "",
+    agentId: "",
+  };
 }
 
 export const Session: MessageFns<Session> = {
@@ -1710,6 +1914,12 @@ export const Session: MessageFns<Session> = {
     }
     if (message.createTime !== undefined) {
       Timestamp.encode(toTimestamp(message.createTime), writer.uint32(50).fork()).join();
+    }
+    if (message.userId !== "") {
+      writer.uint32(58).string(message.userId);
+    }
+    if (message.agentId !== "") {
+      writer.uint32(66).string(message.agentId);
     }
     return writer;
   },
@@ -1775,6 +1985,22 @@ export const Session: MessageFns<Session> = {
             message.createTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1807,6 +2033,16 @@ export const Session: MessageFns<Session> = {
         : isSet(object.create_time)
         ? fromJsonTimestamp(object.create_time)
         : undefined,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
     };
   },
 
@@ -1830,6 +2066,12 @@ export const Session: MessageFns<Session> = {
     if (message.createTime !== undefined) {
       obj.createTime = message.createTime.toISOString();
     }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
     return obj;
   },
 
@@ -1844,6 +2086,8 @@ export const Session: MessageFns<Session> = {
     message.projectId = object.projectId ?? 0;
     message.metadata = object.metadata ?? undefined;
     message.createTime = object.createTime ?? undefined;
+    message.userId = object.userId ?? "";
+    message.agentId = object.agentId ?? "";
     return message;
   },
 };
@@ -2452,6 +2696,8 @@ function createBaseEpisode(): Episode {
     extractionState: 0,
     extractionError: "",
     occurTime: undefined,
+    memoryState: 0,
+    memoryError: "",
   };
 }
 
@@ -2489,6 +2735,12 @@ export const Episode: MessageFns<Episode> = {
     }
     if (message.occurTime !== undefined) {
       Timestamp.encode(toTimestamp(message.occurTime), writer.uint32(90).fork()).join();
+    }
+    if (message.memoryState !== 0) {
+      writer.uint32(96).int32(message.memoryState);
+    }
+    if (message.memoryError !== "") {
+      writer.uint32(106).string(message.memoryError);
     }
     return writer;
   },
@@ -2594,6 +2846,22 @@ export const Episode: MessageFns<Episode> = {
             message.occurTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.memoryState = reader.int32() as any;
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.memoryError = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2655,6 +2923,16 @@ export const Episode: MessageFns<Episode> = {
         : isSet(object.occur_time)
         ? fromJsonTimestamp(object.occur_time)
         : undefined,
+      memoryState: isSet(object.memoryState)
+        ? jobStateFromJSON(object.memoryState)
+        : isSet(object.memory_state)
+        ? jobStateFromJSON(object.memory_state)
+        : 0,
+      memoryError: isSet(object.memoryError)
+        ? globalThis.String(object.memoryError)
+        : isSet(object.memory_error)
+        ? globalThis.String(object.memory_error)
+        : "",
     };
   },
 
@@ -2693,6 +2971,12 @@ export const Episode: MessageFns<Episode> = {
     if (message.occurTime !== undefined) {
       obj.occurTime = message.occurTime.toISOString();
     }
+    if (message.memoryState !== 0) {
+      obj.memoryState = jobStateToJSON(message.memoryState);
+    }
+    if (message.memoryError !== "") {
+      obj.memoryError = message.memoryError;
+    }
     return obj;
   },
 
@@ -2712,6 +2996,8 @@ export const Episode: MessageFns<Episode> = {
     message.extractionState = object.extractionState ?? 0;
     message.extractionError = object.extractionError ?? "";
     message.occurTime = object.occurTime ?? undefined;
+    message.memoryState = object.memoryState ?? 0;
+    message.memoryError = object.memoryError ?? "";
     return message;
   },
 };
@@ -3622,6 +3908,10 @@ function createBaseExportRecord(): ExportRecord {
     entity: undefined,
     relationship: undefined,
     summary: undefined,
+    entityAlias: undefined,
+    entityEpisode: undefined,
+    relationshipEvidence: undefined,
+    entityMerge: undefined,
   };
 }
 
@@ -3650,6 +3940,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.summary !== undefined) {
       Summary.encode(message.summary, writer.uint32(66).fork()).join();
+    }
+    if (message.entityAlias !== undefined) {
+      EntityAlias.encode(message.entityAlias, writer.uint32(74).fork()).join();
+    }
+    if (message.entityEpisode !== undefined) {
+      EntityEpisode.encode(message.entityEpisode, writer.uint32(82).fork()).join();
+    }
+    if (message.relationshipEvidence !== undefined) {
+      RelationshipEvidence.encode(message.relationshipEvidence, writer.uint32(90).fork()).join();
+    }
+    if (message.entityMerge !== undefined) {
+      EntityMerge.encode(message.entityMerge, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -3731,6 +4033,38 @@ export const ExportRecord: MessageFns<ExportRecord> = {
             message.summary = Summary.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.entityAlias = EntityAlias.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.entityEpisode = EntityEpisode.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.relationshipEvidence = RelationshipEvidence.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.entityMerge = EntityMerge.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3757,6 +4091,26 @@ export const ExportRecord: MessageFns<ExportRecord> = {
       entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
       relationship: isSet(object.relationship) ? Relationship.fromJSON(object.relationship) : undefined,
       summary: isSet(object.summary) ? Summary.fromJSON(object.summary) : undefined,
+      entityAlias: isSet(object.entityAlias)
+        ? EntityAlias.fromJSON(object.entityAlias)
+        : isSet(object.entity_alias)
+        ? EntityAlias.fromJSON(object.entity_alias)
+        : undefined,
+      entityEpisode: isSet(object.entityEpisode)
+        ? EntityEpisode.fromJSON(object.entityEpisode)
+        : isSet(object.entity_episode)
+        ? EntityEpisode.fromJSON(object.entity_episode)
+        : undefined,
+      relationshipEvidence: isSet(object.relationshipEvidence)
+        ? RelationshipEvidence.fromJSON(object.relationshipEvidence)
+        : isSet(object.relationship_evidence)
+        ? RelationshipEvidence.fromJSON(object.relationship_evidence)
+        : undefined,
+      entityMerge: isSet(object.entityMerge)
+        ? EntityMerge.fromJSON(object.entityMerge)
+        : isSet(object.entity_merge)
+        ? EntityMerge.fromJSON(object.entity_merge)
+        : undefined,
     };
   },
 
@@ -3785,6 +4139,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.summary !== undefined) {
       obj.summary = Summary.toJSON(message.summary);
+    }
+    if (message.entityAlias !== undefined) {
+      obj.entityAlias = EntityAlias.toJSON(message.entityAlias);
+    }
+    if (message.entityEpisode !== undefined) {
+      obj.entityEpisode = EntityEpisode.toJSON(message.entityEpisode);
+    }
+    if (message.relationshipEvidence !== undefined) {
+      obj.relationshipEvidence = RelationshipEvidence.toJSON(message.relationshipEvidence);
+    }
+    if (message.entityMerge !== undefined) {
+      obj.entityMerge = EntityMerge.toJSON(message.entityMerge);
     }
     return obj;
   },
@@ -3817,6 +4183,18 @@ export const ExportRecord: MessageFns<ExportRecord> = {
       : undefined;
     message.summary = (object.summary !== undefined && object.summary !== null)
       ? Summary.fromPartial(object.summary)
+      : undefined;
+    message.entityAlias = (object.entityAlias !== undefined && object.entityAlias !== null)
+      ? EntityAlias.fromPartial(object.entityAlias)
+      : undefined;
+    message.entityEpisode = (object.entityEpisode !== undefined && object.entityEpisode !== null)
+      ? EntityEpisode.fromPartial(object.entityEpisode)
+      : undefined;
+    message.relationshipEvidence = (object.relationshipEvidence !== undefined && object.relationshipEvidence !== null)
+      ? RelationshipEvidence.fromPartial(object.relationshipEvidence)
+      : undefined;
+    message.entityMerge = (object.entityMerge !== undefined && object.entityMerge !== null)
+      ? EntityMerge.fromPartial(object.entityMerge)
       : undefined;
     return message;
   },
@@ -4543,6 +4921,8 @@ function createBaseMemory(): Memory {
     updateTime: undefined,
     expireTime: undefined,
     ttl: undefined,
+    source: 0,
+    sourceEpisodeId: 0,
   };
 }
 
@@ -4598,6 +4978,12 @@ export const Memory: MessageFns<Memory> = {
     }
     if (message.ttl !== undefined) {
       Duration.encode(message.ttl, writer.uint32(138).fork()).join();
+    }
+    if (message.source !== 0) {
+      writer.uint32(144).int32(message.source);
+    }
+    if (message.sourceEpisodeId !== 0) {
+      writer.uint32(152).int64(message.sourceEpisodeId);
     }
     return writer;
   },
@@ -4751,6 +5137,22 @@ export const Memory: MessageFns<Memory> = {
             message.ttl = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.source = reader.int32() as any;
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.sourceEpisodeId = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4818,6 +5220,12 @@ export const Memory: MessageFns<Memory> = {
         ? fromJsonTimestamp(object.expire_time)
         : undefined,
       ttl: isSet(object.ttl) ? Duration.fromJSON(object.ttl) : undefined,
+      source: isSet(object.source) ? memorySourceFromJSON(object.source) : 0,
+      sourceEpisodeId: isSet(object.sourceEpisodeId)
+        ? globalThis.Number(object.sourceEpisodeId)
+        : isSet(object.source_episode_id)
+        ? globalThis.Number(object.source_episode_id)
+        : 0,
     };
   },
 
@@ -4874,6 +5282,12 @@ export const Memory: MessageFns<Memory> = {
     if (message.ttl !== undefined) {
       obj.ttl = Duration.toJSON(message.ttl);
     }
+    if (message.source !== 0) {
+      obj.source = memorySourceToJSON(message.source);
+    }
+    if (message.sourceEpisodeId !== 0) {
+      obj.sourceEpisodeId = Math.round(message.sourceEpisodeId);
+    }
     return obj;
   },
 
@@ -4899,6 +5313,8 @@ export const Memory: MessageFns<Memory> = {
     message.updateTime = object.updateTime ?? undefined;
     message.expireTime = object.expireTime ?? undefined;
     message.ttl = (object.ttl !== undefined && object.ttl !== null) ? Duration.fromPartial(object.ttl) : undefined;
+    message.source = object.source ?? 0;
+    message.sourceEpisodeId = object.sourceEpisodeId ?? 0;
     return message;
   },
 };
@@ -6928,6 +7344,8 @@ function createBaseMemoryRevision(): MemoryRevision {
     changeTime: undefined,
     requestId: "",
     principal: "",
+    episodeId: 0,
+    reason: "",
   };
 }
 
@@ -6956,6 +7374,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     }
     if (message.principal !== "") {
       writer.uint32(66).string(message.principal);
+    }
+    if (message.episodeId !== 0) {
+      writer.uint32(72).int64(message.episodeId);
+    }
+    if (message.reason !== "") {
+      writer.uint32(82).string(message.reason);
     }
     return writer;
   },
@@ -7037,6 +7461,22 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
             message.principal = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.episodeId = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7075,6 +7515,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
         ? globalThis.String(object.request_id)
         : "",
       principal: isSet(object.principal) ? globalThis.String(object.principal) : "",
+      episodeId: isSet(object.episodeId)
+        ? globalThis.Number(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.Number(object.episode_id)
+        : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
     };
   },
 
@@ -7104,6 +7550,12 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     if (message.principal !== "") {
       obj.principal = message.principal;
     }
+    if (message.episodeId !== 0) {
+      obj.episodeId = Math.round(message.episodeId);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
     return obj;
   },
 
@@ -7122,6 +7574,8 @@ export const MemoryRevision: MessageFns<MemoryRevision> = {
     message.changeTime = object.changeTime ?? undefined;
     message.requestId = object.requestId ?? "";
     message.principal = object.principal ?? "";
+    message.episodeId = object.episodeId ?? 0;
+    message.reason = object.reason ?? "";
     return message;
   },
 };

@@ -1,0 +1,52 @@
+"""The form:memories job handler: an episode's memory candidates become
+memory operations (domain/formation.py).
+
+An unreachable LLM waits; a garbled answer or a timeout is retried and at
+last dead-lettered, and the episode then shows its formation FAILED with the
+reason (pipeline/llm_failures.py); a vector index that is down waits too:
+deciding without the owner's similar memories could add a duplicate.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from nexus_grpc.core.models import JobState
+from nexus_grpc.domain import formation
+from nexus_grpc.domain.formation import MemoryFormationJob
+from nexus_grpc.embedding import EmbedderUnavailable
+from nexus_grpc.errors import Unavailable
+from nexus_grpc.llm import LLMError
+from nexus_grpc.pipeline.llm_failures import failure_for
+from nexus_grpc.pipeline.worker import Outcome, Postpone
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store.jobs import Job
+
+
+class MemoryFormer:
+    def __init__(self, job: MemoryFormationJob) -> None:
+        self.job = job
+
+    async def __call__(self, batch: list[Job]) -> list[Outcome]:
+        outcomes = []
+        for job in batch:
+            try:
+                write = await self.job.run(job.target_id, job.priority)
+            except LLMError as exc:
+                outcomes.append(Outcome(job, error=failure_for(exc, "memory formation failed")))
+            except (Unavailable, EmbedderUnavailable) as exc:
+                outcomes.append(Outcome(job, error=Postpone(f"memory formation waits: {exc}")))
+            else:
+                outcomes.append(Outcome(job, write=write))
+        return outcomes
+
+
+def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    formation.mark_failed(conn, job.target_id, error)
+
+
+def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+    """Still pending, but the last error shows on the episode."""
+    episode = episode_store.find(conn, job.target_id)
+    if episode is not None and episode.memory_state == JobState.PENDING:
+        episode_store.set_memory_state(conn, job.target_id, JobState.PENDING, error)
