@@ -165,8 +165,15 @@ class Workspace:
         metadata = {"source": "nexus-grpc mcp", "agent_session_id": agent_session}
         if self.options.agent:
             metadata["agent"] = self.options.agent
+        # Who the conversation is with: the USER memories that form from
+        # its exchanges (docs/memory-formation.md) are --user's, and PROJECT
+        # ones --agent's.
         session = memory_pb2.Session(
-            external_id=external_id, name=agent_session[:200], project_id=project_id
+            external_id=external_id,
+            name=agent_session[:200],
+            project_id=project_id,
+            user_id=self.options.user,
+            agent_id=self.options.agent,
         )
         session.metadata.update(metadata)
         try:
