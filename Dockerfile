@@ -16,13 +16,13 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
-# --- build: a virtualenv in /opt/venv, from pinned wheels only ------------------
-FROM ${PYTHON_IMAGE} AS build
+# --- deps: the dependencies in /opt/venv, from pinned wheels only ---------------
+FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 
 # The installer (pip, setuptools, wheel at pinned versions) lives in its own
-# virtualenv and stays in this stage; /opt/venv gets no pip at all.
+# virtualenv and stays in the build stages; /opt/venv gets no pip at all.
 COPY deploy/build-requirements.lock deploy/requirements.lock deploy/
 # A build behind a TLS-inspecting proxy passes its CA bundle as the secret
 # ca-bundle (deploy/image.sh does); it is mounted for this step only and is in
@@ -38,20 +38,29 @@ RUN --mount=type=secret,id=ca-bundle \
  && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps \
       --no-compile --only-binary=:all: -r /tmp/requirements.txt
 
+# --- build: this project on top; what it adds to /opt/venv gathered in /opt/app --
 # The source comes after the dependencies, so a code change rebuilds from here
-# on: one small wheel, not the 400 MB of dependencies above.
+# on: one small wheel, not the 300 MB of dependencies above. Then pip check
+# (every requirement of every installed package is met: the lock is complete),
+# and bytecode for the modules the server imports only (deploy/precompile.py
+# says why), which also fails the build on a module that cannot be imported.
+# Every file this step adds to /opt/venv is copied to /opt/app, so the image
+# takes the dependencies and the project as two layers: a code change ships a
+# layer of a few MB, not the whole virtualenv again.
+FROM deps AS build
 COPY pyproject.toml README.md ./
 COPY nexus_grpc ./nexus_grpc
-# Then pip check (every requirement of every installed package is met: the
-# lock is complete), and bytecode for the modules the server imports only
-# (deploy/precompile.py says why), which also fails the build on a module that
-# cannot be imported.
 COPY deploy/precompile.py deploy/
-RUN /opt/tools/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /tmp/wheel . \
+RUN touch /tmp/deps-installed \
+ && /opt/tools/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /tmp/wheel . \
  && /opt/tools/bin/pip --python /opt/venv/bin/python install --quiet --no-deps --no-compile \
       /tmp/wheel/*.whl \
  && /opt/tools/bin/pip --python /opt/venv/bin/python check \
- && cd / && /opt/venv/bin/python /src/deploy/precompile.py
+ && cd / && /opt/venv/bin/python /src/deploy/precompile.py \
+ && mkdir /opt/app \
+ && find /opt/venv -newer /tmp/deps-installed -type f \
+      -exec cp --parents --preserve=mode,timestamps {} /opt/app \; \
+ && test -f /opt/app/opt/venv/bin/nexus-grpc
 
 # --- the image: the base, a user and the virtualenv -----------------------------
 FROM ${PYTHON_IMAGE}
@@ -65,8 +74,10 @@ RUN groupadd --system --gid 999 nexus \
  && useradd --system --uid 999 --gid nexus --home-dir /data --no-create-home \
       --shell /usr/sbin/nologin nexus \
  && mkdir -p /data && chown nexus:nexus /data
-# Root-owned: the server cannot change its own code.
-COPY --from=build /opt/venv /opt/venv
+# Root-owned: the server cannot change its own code. The dependencies first
+# (this layer changes with deploy/requirements.lock only), then this project.
+COPY --from=deps /opt/venv /opt/venv
+COPY --from=build /opt/app/ /
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     NEXUS_LISTEN=0.0.0.0:50051 \
