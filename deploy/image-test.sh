@@ -35,14 +35,15 @@ chmod 755 "$work"
 containers=()
 volume_made=""
 compose_volumes=() compose_networks=()
-images_before=$(engine images --all --quiet --no-trunc | sort -u)
+engine images --all --quiet --no-trunc >"$work/images-before"
 t_start=$(date +%s%N)
 current=""  # the container whose log a failure shows
 
 elapsed() { awk -v ns="$(( $(date +%s%N) - $1 ))" 'BEGIN {printf "%.1f", ns/1e9}'; }
 
 cleanup() {
-    local rc=$?
+    local rc=$? t0
+    t0=$(date +%s%N)
     if [ "${KEEP:-0}" = 1 ]; then
         say "KEEP=1: left containers ${containers[*]:-none}, volume $VOLUME, image $TAG, $work"
         return
@@ -51,19 +52,21 @@ cleanup() {
     [ -z "$volume_made" ] || engine volume rm --force "$VOLUME" >/dev/null 2>&1 || true
     for v in "${compose_volumes[@]}"; do engine volume rm --force "$v" >/dev/null 2>&1 || true; done
     for n in "${compose_networks[@]}"; do engine network rm "$n" >/dev/null 2>&1 || true; done
-    # Every image this run added (the test image, its build stage, the base if
-    # it was built now), newest first so children go before parents. Layers a
-    # previous `make image` left are not ours and stay.
-    # A parent is refused while its children exist: a few passes remove them all.
+    # Every image this run added (the test image, its build stages, the base if
+    # it was built now); layers a previous `make image` left are not ours and
+    # stay. The engine lists newest first, children before their parents, so
+    # one call removes them all; a second pass catches any it refused.
     local made _
-    for _ in 1 2 3 4; do
-        made=$(comm -13 <(echo "$images_before") <(engine images --all --quiet --no-trunc | sort -u))
+    for _ in 1 2; do
+        made=$(engine images --all --quiet --no-trunc | grep -vxF -f "$work/images-before" || true)
         [ -n "$made" ] || break
-        for id in $made; do engine rmi "$id" >/dev/null 2>&1 || true; done
+        # shellcheck disable=SC2086  # one id a word
+        engine rmi $made >/dev/null 2>&1 || true
     done
     [ -z "$made" ] || echo "image-test: could not remove images: $made" >&2
     # The bind-mounted data dir belongs to uid 999 by now.
     rm -rf "$work"
+    say "removed what it made in $(elapsed "$t0") s"
     [ "$rc" = 0 ] || echo "image-test: FAILED (removed what it made; KEEP=1 keeps it)" >&2
 }
 trap cleanup EXIT
