@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test ts-test soak e2e-llm proto proto-check proto-lint lint typecheck bench venv ts-deps clean
+.PHONY: run test ts-test soak e2e-llm proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,7 +84,7 @@ proto-lint: $(TS_STAMP)
 # lint-imports checks the layer diagram of docs/architecture.md: the contracts
 # are [tool.importlinter] in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check nexus_grpc tests bench
+	$(BIN)/ruff check nexus_grpc tests bench deploy
 	$(BIN)/mypy nexus_grpc
 	$(BIN)/lint-imports
 
@@ -96,6 +96,25 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.import_episodes --unary 500 --imported 10000 --append docs/benchmarks.md
 	$(BIN)/python -m bench.mcp_overhead --append docs/benchmarks.md
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
+
+# The container image (Dockerfile, deploy/): built with docker when its daemon
+# answers, else podman (with --format docker, which keeps the HEALTHCHECK).
+# Where no registry is reachable the base is built from Debian's packages.
+# IMAGE names the tag; ENGINE=docker|podman and WITH_E5=true are passed on.
+IMAGE ?= nexus-grpc:latest
+image:
+	deploy/image.sh $(IMAGE)
+
+# Builds the image, runs it (a volume, TLS, mTLS, another port, a restart,
+# compose's nexus service), calls it from the host with grpcurl, reports its
+# size and removes everything it made (deploy/image-test.sh).
+image-test: $(STAMP)
+	deploy/image-test.sh
+
+# The image's pinned dependencies (deploy/requirements.lock and
+# deploy/build-requirements.lock), after a change to pyproject.toml.
+lock:
+	$(PYTHON) deploy/lock.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(TS)/node_modules $(TS)/dist

@@ -100,6 +100,8 @@ def cmd_migrate_store(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.health:
+        return _health_check(args)
     from nexus_grpc.doctor import doctor
 
     def read(path: str | None) -> bytes | None:
@@ -126,6 +128,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             certificate_chain=chain,
         )
     )
+
+
+def _health_check(args: argparse.Namespace) -> int:
+    """``doctor --health``: the server that ``serve`` starts from this environment."""
+    from nexus_grpc.doctor import (
+        EXIT_UNHEALTHY,
+        HealthConfigError,
+        health_check,
+        probe_from_environment,
+    )
+
+    try:
+        probe = probe_from_environment()
+    except HealthConfigError as exc:
+        print(f"unhealthy: {exc}")
+        return EXIT_UNHEALTHY
+    return asyncio.run(health_check(probe, timeout=args.timeout))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -341,6 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--cacert", default=None, help="PEM root certificates: use TLS")
     doctor.add_argument("--cert", default=None, help="PEM client certificate, for mTLS")
     doctor.add_argument("--key", default=None, help="PEM client private key, for mTLS")
+    doctor.add_argument(
+        "--health",
+        action="store_true",
+        help="the container's health check: one grpc.health.v1 Check of the server that"
+        " `serve` starts from this environment (NEXUS_LISTEN, NEXUS_TLS_CERT, NEXUS_TLS_KEY,"
+        " NEXUS_TLS_CLIENT_CA; under mTLS NEXUS_HEALTH_CLIENT_CERT and NEXUS_HEALTH_CLIENT_KEY,"
+        " else the server's own certificate); exit 0 only when SERVING, else 1; --target"
+        " and the certificate flags are not used",
+    )
     doctor.set_defaults(func=cmd_doctor)
 
     export = sub.add_parser(

@@ -8,6 +8,7 @@ setting has the same name, default and allowed values everywhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -390,10 +391,13 @@ class Settings:
 OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(Settings)}
 
 
-def env_default(name: str) -> str:
+def env_default(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The setting ``name`` as ``serve`` reads it from ``environ`` (default: this
+    process's environment): its first set variable, else its default."""
     option = OPTIONS[name]
+    environ = os.environ if environ is None else environ
     for var in option.env:
-        value = os.environ.get(var)
+        value = environ.get(var)
         if value:
             return value
     return option.default

