@@ -262,9 +262,10 @@ def resolver_for(
             )
         )
 
-    return Resolver(
-        keep(graph_store.resolution_candidates(conn, graph, *lookups(mentions))), nearby
+    first = graph_store.resolution_candidates(
+        conn, graph, *lookups(mentions), word_limit=BLOCK_LIMIT + 1
     )
+    return Resolver(keep(first), nearby)
 
 
 def _open_names(

@@ -95,13 +95,15 @@ Decision = Match | Unsure | Novel
 
 
 def lookups(mentions: Iterable[Mention]) -> tuple[set[str], set[str]]:
-    """The keys and words the store reads the first candidates by."""
+    """The keys the store reads the first candidates by, and the words a
+    person's name is contained by (the only type containment applies to)."""
     keys: set[str] = set()
     words: set[str] = set()
     for m in mentions:
         key = m.key
         keys.add(key)
-        words |= tokens(key)
+        if m.type in CONTAINMENT_TYPES:
+            words |= tokens(key)
     return keys, words
 
 

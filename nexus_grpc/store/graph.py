@@ -537,11 +537,17 @@ class CandidateRow:
 
 
 def resolution_candidates(
-    conn: sqlite3.Connection, graph: Graph, keys: Iterable[str], words: Iterable[str]
+    conn: sqlite3.Connection,
+    graph: Graph,
+    keys: Iterable[str],
+    words: Iterable[str],
+    *,
+    word_limit: int,
 ) -> list[CandidateRow]:
-    """The graph's entities with an alias of one of these keys, or a word
-    among these: answered from the alias and token indexes, so the cost
-    follows the matches, not the graph's size."""
+    """The graph's entities with an alias of one of these keys, or with one
+    of these words (at most ``word_limit`` a word, and a word that many share
+    is ambiguous whichever are read): answered from the alias and token
+    indexes, so the cost follows the matches, not the graph's size."""
     project_id, session_id = graph
     ids: set[int] = set()
     key_list = sorted(set(keys))
@@ -554,14 +560,13 @@ def resolution_candidates(
                 (project_id, session_id, json.dumps(key_list)),
             )
         )
-    word_list = sorted(set(words))
-    if word_list:
+    for word in sorted(set(words)):
         ids.update(
             r[0]
             for r in conn.execute(
                 "SELECT entity_id FROM entity_tokens WHERE project_id = ? AND session_id = ?"
-                f" AND token IN (SELECT value FROM {json_texts(conn)})",
-                (project_id, session_id, json.dumps(word_list)),
+                " AND type = 'person' AND token = ? LIMIT ?",
+                (project_id, session_id, word, word_limit),
             )
         )
     return candidate_rows(conn, ids)
