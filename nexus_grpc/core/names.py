@@ -100,6 +100,53 @@ def tokens(key: str) -> frozenset[str]:
     return frozenset(key.split())
 
 
+# Common English diminutives and the names they stand for: "Kate" is part of
+# no word of "Katherine Wu", so containment alone would not see it.
+NICKNAMES: dict[str, frozenset[str]] = {
+    short: frozenset(full.split())
+    for short, full in {
+        "kate": "katherine catherine kathryn kathleen", "katie": "katherine catherine kathleen",
+        "bob": "robert", "rob": "robert", "bobby": "robert", "bill": "william",
+        "will": "william", "liam": "william", "liz": "elizabeth", "beth": "elizabeth",
+        "betty": "elizabeth", "jim": "james", "jimmy": "james", "mike": "michael",
+        "mick": "michael", "dave": "david", "dan": "daniel", "danny": "daniel",
+        "tom": "thomas", "tommy": "thomas", "chris": "christopher christina christine",
+        "alex": "alexander alexandra alexis", "sam": "samuel samantha", "matt": "matthew",
+        "nick": "nicholas nicolas", "tony": "anthony antonio", "andy": "andrew",
+        "joe": "joseph", "jen": "jennifer", "jenny": "jennifer", "sue": "susan",
+        "steve": "steven stephen", "ben": "benjamin", "ed": "edward", "ted": "edward theodore",
+        "pat": "patrick patricia", "maggie": "margaret", "meg": "margaret",
+        "peggy": "margaret", "abby": "abigail", "becky": "rebecca", "josh": "joshua",
+        "greg": "gregory", "jon": "jonathan", "rick": "richard", "rich": "richard",
+        "charlie": "charles", "fred": "frederick", "larry": "lawrence", "harry": "harold henry",
+        "hank": "henry", "vicky": "victoria", "nate": "nathan nathaniel", "zach": "zachary",
+        "gabe": "gabriel", "manny": "manuel", "pepe": "jose", "paco": "francisco",
+        "sasha": "alexander alexandra", "misha": "mikhail", "dima": "dmitri dmitry",
+    }.items()
+}  # fmt: skip
+# Words an acronym leaves out: "Swiss National Science Foundation" is SNSF.
+_ACRONYM_SKIP = frozenset({"of", "for", "the", "and", "de", "du", "des", "la", "le", "&"})
+
+
+def initials(key: str) -> str | None:
+    """The acronym a name of two or more words makes ("snsf"), else None."""
+    words = [w for w in key.split() if w not in _ACRONYM_SKIP]
+    return "".join(w[0] for w in words) if len(words) >= 2 else None
+
+
+def index_tokens(key: str) -> frozenset[str]:
+    """What the store indexes a name's key by: its words, and its acronym
+    marked "@" ("@snsf"), which a mention of the acronym looks up."""
+    found = tokens(key)
+    acronym = initials(key)
+    return found | {f"@{acronym}"} if acronym else found
+
+
+def acronym_lookup(key: str) -> str | None:
+    """The index token a mention that may be an acronym ("SNSF", "ETH") looks up."""
+    return f"@{key}" if " " not in key and 2 <= len(key) <= 6 and key.isalpha() else None
+
+
 def prefixes(key: str) -> frozenset[str]:
     """The blocks near-duplicate search looks in: each word's first four
     characters (three for a word under six), so "postgres" and "postgresql"

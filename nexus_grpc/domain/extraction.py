@@ -176,16 +176,19 @@ LABEL_END_TYPES: dict[str, tuple[str | None, str | None]] = {
 Named = dict[str, list[tuple[int, str]]]  # surface (lower case) -> [(entity id, type)]
 
 
-def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -> int:
-    """One of the answer's entities of a name: of the type the label wants,
-    else not the edge's other end, else the first listed."""
-    for entity_id, etype in found:
-        if etype == wanted:
-            return entity_id
-    for entity_id, _ in found:
-        if entity_id != other:
-            return entity_id
-    return found[0][0]
+def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -> int | None:
+    """One of the answer's entities of a name: the only one, else the one of
+    the type the label wants, else the one that is not the edge's other end
+    when that leaves one; otherwise none: a fact on a guessed entity is worse
+    than a missing one."""
+    ids = list(dict.fromkeys(entity_id for entity_id, _ in found))
+    if len(ids) == 1:
+        return ids[0]
+    typed = [entity_id for entity_id, etype in found if etype == wanted]
+    if len(typed) == 1:
+        return typed[0]
+    rest = [entity_id for entity_id in ids if entity_id != other]
+    return rest[0] if other is not None and len(rest) == 1 else None
 
 
 def _edge_ends(

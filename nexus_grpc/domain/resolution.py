@@ -37,7 +37,10 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.names import (
     CONTAINMENT_TYPES,
+    NICKNAMES,
+    acronym_lookup,
     compatible_types,
+    initials,
     jaccard,
     name_key,
     prefixes,
@@ -95,15 +98,20 @@ Decision = Match | Unsure | Novel
 
 
 def lookups(mentions: Iterable[Mention]) -> tuple[set[str], set[str]]:
-    """The keys the store reads the first candidates by, and the words a
-    person's name is contained by (the only type containment applies to)."""
+    """The keys the store reads the first candidates by, and the index tokens:
+    the name's words (a name may be part of another), the full names a
+    diminutive stands for, and the acronym it may be."""
     keys: set[str] = set()
     words: set[str] = set()
     for m in mentions:
         key = m.key
         keys.add(key)
-        if m.type in CONTAINMENT_TYPES:
-            words |= tokens(key)
+        words |= tokens(key)
+        if m.type in CONTAINMENT_TYPES and key in NICKNAMES:
+            words |= NICKNAMES[key]
+        acronym = acronym_lookup(key)
+        if acronym is not None:
+            words.add(acronym)
     return keys, words
 
 
@@ -147,6 +155,14 @@ class Resolver:
         if own and own[0].resolution == RESOLVED:
             return Match(own[0].id, METHOD_EXACT, 1.0)
         exact = own + [r for r in pool if key in r.keys and r not in own]
+        if m.type not in CONTAINMENT_TYPES and not exact:
+            # A thing's name part of another's ("ETH", "ETH Zurich"), or its
+            # acronym ("SNSF"): as often another thing ("Google", "Google
+            # Cloud"), so a question, never an answer.
+            related = self._related(key, pool)
+            if related:
+                names = ", ".join(repr(self._rows[i].name) for i in related[:5])
+                return Unsure(tuple(related[:5]), f"{m.surface!r} may be part of {names}")
         contained = self._containment(key, m.type, pool)
         found = list(dict.fromkeys(r.id for r in [*exact, *contained]))
         if len(found) == 1:
@@ -181,16 +197,31 @@ class Resolver:
         return found
 
     def _containment(self, key: str, etype: str, pool: list[CandidateRow]) -> list[CandidateRow]:
+        """People whose name holds this one, or is held by it; a diminutive
+        ("Kate") is held by the full names it stands for ("Katherine Wu")."""
         if etype not in CONTAINMENT_TYPES:
             return []
         mine = tokens(key)
+        fuller = NICKNAMES.get(key, frozenset())
         found = []
         for r in pool:
             if r.type != etype:
                 continue
             theirs = tokens(r.name_key)
-            if mine < theirs or theirs < mine:
+            if mine < theirs or theirs < mine or (fuller and len(theirs) > 1 and fuller & theirs):
                 found.append(r)
+        return found
+
+    def _related(self, key: str, pool: list[CandidateRow]) -> list[int]:
+        mine = tokens(key)
+        acronym = acronym_lookup(key)
+        found = []
+        for r in pool:
+            for theirs in r.keys | {r.name_key}:
+                words = tokens(theirs)
+                if (mine < words) or (acronym and initials(theirs) == key):
+                    found.append(r.id)
+                    break
         return found
 
     def _shingles(self, key: str, m: Mention, pool: list[CandidateRow]) -> Decision:

@@ -32,7 +32,7 @@ from nexus_grpc.core.graph import (
     EntityMerge,
     Relationship,
 )
-from nexus_grpc.core.names import best_display, display_form, name_key, tokens
+from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
@@ -270,7 +270,7 @@ def _add_tokens(
     etype: str,
     norms: Iterable[str],
 ) -> None:
-    words = sorted({t for n in norms for t in tokens(n)})
+    words = sorted({t for n in norms for t in index_tokens(n)})
     if words:
         conn.executemany(
             "INSERT INTO entity_tokens (project_id, session_id, type, token, entity_id)"
@@ -565,7 +565,7 @@ def resolution_candidates(
             r[0]
             for r in conn.execute(
                 "SELECT entity_id FROM entity_tokens WHERE project_id = ? AND session_id = ?"
-                " AND type = 'person' AND token = ? LIMIT ?",
+                " AND token = ? LIMIT ?",
                 (project_id, session_id, word, word_limit),
             )
         )
