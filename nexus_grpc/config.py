@@ -274,6 +274,18 @@ class Settings:
         help="RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
     )
 
+    max_concurrent_rpcs_per_key: int = option(
+        "128",
+        env=("NEXUS_MAX_CONCURRENT_RPCS_PER_KEY",),
+        help=(
+            "RPCs one API key may have running at once, streams included (an open"
+            " ImportEpisodes, SearchEpisodes or WatchExtractions counts until it ends), so one"
+            " client cannot take every --max-concurrent-rpcs slot; more are refused with"
+            " RESOURCE_EXHAUSTED; must be below --max-concurrent-rpcs; 0 turns this limit off;"
+            " it applies only with API keys on"
+        ),
+    )
+
     max_watch_streams: int = option(
         "256",
         env=("NEXUS_MAX_WATCH_STREAMS",),

@@ -286,9 +286,27 @@ def interceptor_chain(
     if keys is not None:
         chain.append(AuthInterceptor(keys, observer))
     chain.append(
-        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+        ServiceInterceptor(
+            settings.max_concurrent_rpcs,
+            observer,
+            settings.max_message_bytes,
+            # Without keys there is no caller to count by.
+            settings.max_concurrent_rpcs_per_key if keys is not None else 0,
+        )
     )
     return chain
+
+
+def check_limits(settings: Settings, keys: KeyRing | None) -> None:
+    """A per-key limit at or above the server's would let one key take every
+    slot, which is what it is for preventing: refuse to start with it."""
+    per_key, overall = settings.max_concurrent_rpcs_per_key, settings.max_concurrent_rpcs
+    if keys is not None and 0 < overall <= per_key:
+        raise StartupError(
+            f"--max-concurrent-rpcs-per-key ({per_key}) must be below --max-concurrent-rpcs"
+            f" ({overall}), or one API key could take every slot; lower it (0 turns the"
+            " per-key limit off)"
+        )
 
 
 async def start_server(
@@ -300,6 +318,7 @@ async def start_server(
 ) -> RunningServer:
     # Key file and certificates are read first: a mistake in them fails before any work.
     keys = KeyRing.from_file(settings.auth_keys_file) if settings.auth_keys_file else None
+    check_limits(settings, keys)
     credentials = server_credentials(settings)
     tracing_on = bool(settings.otel_endpoint) and not tracing.enabled()
     if tracing_on:  # before App: it wraps its components only when tracing is on
