@@ -18,6 +18,7 @@ from typing import Any, cast
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
 from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.episode_search import EpisodeSearch
@@ -46,7 +47,7 @@ from nexus_grpc.store import Database, meta
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
-from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url, mask_url
+from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
     PgVectorIndex,
@@ -363,7 +364,7 @@ class App:
             # Extraction outcomes committed by any instance wake this one's watchers.
             self.db.listen(event_store.NOTIFY_CHANNEL, lambda _: self.graph_events.notify())
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
-        index = self.settings.qdrant_url or str(self.settings.vectors_dir)
+        index = mask_url(self.settings.qdrant_url) or str(self.settings.vectors_dir)
         for spec in vector_collections.ALL:
             try:
                 await self.indexer.ensure(spec)
@@ -560,6 +561,8 @@ class App:
             # The database is away: its dependency line above says why, and
             # health must answer that rather than fail with it.
             queues = []
+        # A dependency's line may quote a library's error, which may quote a URL.
+        deps = [dataclasses.replace(d, detail=scrub(d.detail)) for d in deps]
         degraded = any(not d.ok for d in deps)
         return ServiceState(
             "DEGRADED" if degraded else "SERVING",

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from nexus_grpc.core.redact import url_secrets
+
 
 @dataclass(frozen=True)
 class Option:
@@ -390,6 +392,14 @@ class Settings:
     def vectors_dir(self) -> Path:
         return self.data_dir / "vectors"
 
+    def credentials(self) -> list[str]:
+        """Every credential these settings hold: the passwords and secret query
+        values of each URL, and the keys (see ``core.redact``)."""
+        found = [getattr(self, name) for name in KEY_SETTINGS]
+        for name in URL_SETTINGS:
+            found += url_secrets(getattr(self, name))
+        return [value for value in found if value]
+
     @property
     def llm_base_url(self) -> str:
         """Where the LLM is served; empty when none is configured."""
@@ -397,6 +407,11 @@ class Settings:
             return self.llm_url
         return self.ollama_url if self.llm_api == "ollama" else ""
 
+
+#: Settings that hold a URL, which may carry credentials: each is shown masked.
+URL_SETTINGS = ("database_url", "qdrant_url", "ollama_url", "llm_url", "otel_endpoint")
+#: Settings that are credentials themselves: never shown.
+KEY_SETTINGS = ("qdrant_api_key", "llm_api_key")
 
 #: Every option by field name, in declaration order.
 OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(Settings)}

@@ -41,6 +41,7 @@ from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
+from nexus_grpc.core import redact
 from nexus_grpc.core.interception import HandlerInterceptor
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -317,6 +318,8 @@ async def start_server(
     reconcile: bool = True,
 ) -> RunningServer:
     # Key file and certificates are read first: a mistake in them fails before any work.
+    # From here on, no answer and no log line shows a credential of these settings.
+    redact.remember(settings.credentials())
     keys = KeyRing.from_file(settings.auth_keys_file) if settings.auth_keys_file else None
     check_limits(settings, keys)
     credentials = server_credentials(settings)

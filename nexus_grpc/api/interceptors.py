@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from nexus_grpc import deadlines, tracing
 from nexus_grpc.auth import current_principal
 from nexus_grpc.core.interception import HandlerInterceptor, Undecodable
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
@@ -183,7 +184,8 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         self, call: _Call, context: grpc.aio.ServicerContext, exc: Exception
     ) -> None:
         if isinstance(exc, NexusError):
-            await context.abort(exc.code, exc.message)
+            # A dependency's error may quote its URL: never with a credential.
+            await context.abort(exc.code, scrub(exc.message))
         log.error("unexpected error in %s", call.method, exc_info=exc)
         await context.abort(
             grpc.StatusCode.INTERNAL,

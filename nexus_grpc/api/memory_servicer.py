@@ -13,6 +13,7 @@ from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
@@ -536,7 +537,8 @@ def _report_degraded(context: Ctx):
     from keywords alone because the semantic path was down."""
 
     def report(reason: str) -> None:
-        ascii_reason = " ".join(reason.encode("ascii", "replace").decode().split())[:500]
+        shown = scrub(reason)
+        ascii_reason = " ".join(shown.encode("ascii", "replace").decode().split())[:500]
         context.set_trailing_metadata(
             (("x-request-id", request_id_var.get()), ("x-nexus-degraded", ascii_reason))
         )

@@ -30,6 +30,7 @@ import ollama
 import pydantic
 
 from nexus_grpc import deadlines
+from nexus_grpc.core.redact import mask_url
 from nexus_grpc.llm import tokens
 from nexus_grpc.llm.errors import (
     LLMBadOutput,
@@ -81,7 +82,9 @@ class LLMClient(abc.ABC):
     server_name = "the model server"
 
     def __init__(self, host: str, *, timeout: float, context_length: int = 0) -> None:
-        self._host = host
+        # How messages name the server: its URL with any credential masked
+        # (subclasses connect with the ``host`` they were given).
+        self._host = mask_url(host)
         self._timeout = timeout
         self._context_override = context_length
         self._contexts: dict[str, int] = {}
