@@ -110,6 +110,29 @@ def _check_same_tenant(
         )
 
 
+def _check_owners(holding: str, owners: Mapping[str, int]) -> None:
+    """Refuses (FAILED_PRECONDITION) a delete that would take USER memories of
+    a user the caller's key may not act for: DeleteMemory would not let it
+    remove them one by one, and a cascade must not be a way around that. The
+    message counts those memories and names only users the key may act for:
+    another user's name is theirs, not something a refusal may reveal."""
+    others = {u: n for u, n in owners.items() if not tenancy.may_act_for(u)}
+    if not others:
+        return
+    mine = sorted(u for u in owners if u not in others)
+    named = (
+        f", and {sum(owners[u] for u in mine)} of users it may act for"
+        f" ({', '.join(map(repr, mine))})"
+        if mine
+        else ""
+    )
+    raise FailedPrecondition(
+        f"{holding}: {sum(others.values())} of users this key may not act for{named}."
+        " Those users' memories must be deleted first, with a key that may act"
+        " for them (or an admin key); nothing was deleted"
+    )
+
+
 @dataclass(frozen=True)
 class EpisodeInput:
     """One episode to store: CreateEpisode's fields, or one ImportEpisodes item."""
@@ -367,21 +390,7 @@ class Conversations:
         def delete(conn: sqlite3.Connection) -> int:
             project_store.get(conn, project_id, tenant)
             owners = project_store.user_memory_owners(conn, project_id)
-            others = {u: n for u, n in owners.items() if not tenancy.may_act_for(u)}
-            if others:
-                mine = sorted(u for u in owners if u not in others)
-                named = (
-                    f", and {sum(owners[u] for u in mine)} of users it may act for"
-                    f" ({', '.join(map(repr, mine))})"
-                    if mine
-                    else ""
-                )
-                raise FailedPrecondition(
-                    f"project {project_id} still holds USER memories:"
-                    f" {sum(others.values())} of users this key may not act for{named}."
-                    " Those users' memories must be deleted first, with a key that may act"
-                    " for them (or an admin key); nothing was deleted"
-                )
+            _check_owners(f"project {project_id} still holds USER memories", owners)
             return project_store.delete(conn, project_id, tenant)
 
         detached = await self.db.write(delete)
@@ -473,9 +482,21 @@ class Conversations:
         return session
 
     async def delete_session(self, session_id: int) -> int:
+        """Delete a session, its episodes, summaries and own graph, and its
+        TASK-tier memories, which live only as long as it does. A USER one of
+        a user the key may not act for refuses the delete (FAILED_PRECONDITION,
+        counted), as DeleteProject is refused, and for the same reason:
+        DeleteMemory would not let this key remove it."""
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
-        deleted = await self.db.write(lambda c: session_store.delete(c, session_id, tenant))
+
+        def delete(conn: sqlite3.Connection) -> int:
+            session_store.get(conn, session_id, tenant)
+            owners = session_store.task_memory_owners(conn, session_id)
+            _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
+            return session_store.delete(conn, session_id, tenant)
+
+        deleted = await self.db.write(delete)
         self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
         return deleted
 
