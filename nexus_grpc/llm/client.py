@@ -446,7 +446,13 @@ class OllamaClient(LLMClient):
         await self._client.close()
 
     async def _fetch_context_length(self, model: str) -> int | None:
-        shown = await self._client.show(model)
+        try:
+            shown = await self._client.show(model)
+        except pydantic.ValidationError:
+            # The ollama package requires model_info, which Ollama before 0.3
+            # and some Ollama-compatible servers leave out of /api/show: such a
+            # server does not say, so the caller assumes the documented default.
+            return None
         info = shown.modelinfo or {}
         arch = info.get("general.architecture")
         value = info.get(f"{arch}.context_length") if arch else None
