@@ -259,6 +259,7 @@ class App:
             self.llm,
             settings.selection_model,
             timeout=settings.llm_timeout,
+            default_tenant=settings.default_tenant,
         )
 
     @property

@@ -297,7 +297,16 @@ class _Import:
                     )
                 target = held.project_id
         if target:
-            await self.client.get_project(id=target)  # NOT_FOUND for one the key may not see
+            # NOT_FOUND for one the key may not see. An admin key sees every
+            # tenant's, but an import writes only into the key's own tenant.
+            held_project = await self.client.get_project(id=target)
+            mine = (await self.client.get_service_status()).tenant
+            if held_project.tenant and mine and held_project.tenant != mine:
+                raise ValueError(
+                    f"project {target} belongs to tenant {held_project.tenant!r}, not to this"
+                    f" key's ({mine!r}); an import writes only into the key's own tenant, so"
+                    " use a key of that tenant; nothing was imported"
+                )
             self.project_id, self.resumed = target, True
             self.held = await _Existing.read(self.client, target)
             self.found("project")

@@ -80,6 +80,7 @@ def project(p: models.Project) -> memory_pb2.Project:
         create_time=timestamp(p.created_at),
         update_time=timestamp(p.updated_at),
         retention=None if p.retention is None else _duration(p.retention),
+        tenant=p.tenant,
     )
 
 

@@ -11,6 +11,7 @@ import grpc
 from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
+from nexus_grpc.core import tenancy
 from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.redact import scrub
@@ -91,7 +92,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of id or external_id is required")
-        session = await self.conv.get_session(request.id, request.external_id)
+        session = await self.conv.get_session(request.id, request.external_id, request.tenant)
         return convert.session(session)
 
     async def ListSessions(
@@ -299,6 +300,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
                 for q in status.queues
             ],
             event_loop=convert.event_loop(status.event_loop),
+            tenant=tenancy.own(self.app.settings.default_tenant),
         )
 
     async def ReconcileIndex(
@@ -395,6 +397,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.thread_id,
             request.thread_summary,
             request.limit,
+            request.request_id,
         ):
             yield convert.selected_memory(selected)
 
@@ -507,7 +510,11 @@ def _record_outcomes(
 
 def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
     if isinstance(item, Project):
-        return memory_pb2.ExportRecord(project=convert.project(item))
+        project = convert.project(item)
+        # The file describes the project, not where it sat on this server:
+        # an import or restore puts it in the importing key's tenant.
+        project.ClearField("tenant")
+        return memory_pb2.ExportRecord(project=project)
     if isinstance(item, Session):
         return memory_pb2.ExportRecord(session=convert.session(item))
     if isinstance(item, Episode):

@@ -421,13 +421,27 @@ class Conversations:
 
         return await self.db.write(create)
 
-    async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
+    async def get_session(
+        self, session_id: int = 0, external_id: str = "", tenant_name: str = ""
+    ) -> Session:
+        """By id, among the tenants the caller sees; by external_id, in the
+        caller's own tenant (an admin's too), or the one ``tenant_name`` names
+        (an admin key only). External ids are unique per tenant only: a lookup
+        across tenants would pick one of several, and an import resolving its
+        sessions that way wrote into another tenant's."""
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
+        if tenant_name and not external_id:
+            raise InvalidArgument(
+                "tenant names where to look an external_id up; a session id needs none"
+            )
         if external_id:
             ext = v.external_id(external_id)
+            if tenant_name:
+                v.name("tenant", tenant_name)
+            home = tenancy.named(tenant_name, self.default_tenant)
             return await self.db.read(
-                lambda c: session_store.get_by_external_id(c, ext, tenant, retained_at=at)
+                lambda c: session_store.get_by_external_id(c, ext, home, retained_at=at)
             )
         if session_id:
             v.positive_id("id", session_id)
@@ -554,7 +568,9 @@ class Conversations:
                 outcomes.append(None)
             except NexusError as exc:
                 outcomes.append(exc)
-        tenant = tenancy.visible()
+        # A bulk import writes only into the key's own tenant, an admin
+        # key's too: another tenant's session answers as a missing one.
+        tenant = tenancy.own(self.default_tenant) if tenancy.caller() else None
 
         def write(conn: sqlite3.Connection) -> list[tuple[int, Imported | NexusError]]:
             return _import_in(conn, checked, tenant)

@@ -39,6 +39,7 @@ TABLES: tuple[Table, ...] = (
     Table("summaries"),
     Table("memories"),
     Table("memory_usage"),
+    Table("memory_selections"),
     Table("memory_history"),
     Table("extraction_events"),
     Table("jobs"),

@@ -95,8 +95,8 @@ def get_by_external_id(
     *,
     retained_at: float | None = None,
 ) -> Session:
-    # External ids are unique per tenant; a caller who sees every tenant
-    # gets the oldest session that uses it.
+    # External ids are unique per tenant: the domain always names the one
+    # to look in (``tenant`` None, every tenant, is for tools only).
     clause, params = _tenant_clause(tenant)
     kept, kept_params = _retained(retained_at)
     row = conn.execute(

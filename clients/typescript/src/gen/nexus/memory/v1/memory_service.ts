@@ -368,7 +368,14 @@ export interface Project {
    * Whole seconds, positive, at most 100 years. UpdateProject with retention
    * in the mask sets it, or (left unset) keeps everything again.
    */
-  retention: Duration | undefined;
+  retention:
+    | Duration
+    | undefined;
+  /**
+   * Output only: the tenant the project belongs to (a key's own, unless the
+   * key is an admin's, which sees every tenant). Ignored in requests.
+   */
+  tenant: string;
 }
 
 export interface CreateProjectRequest {
@@ -421,8 +428,21 @@ export interface CreateSessionRequest {
 }
 
 export interface GetSessionRequest {
-  id?: number | undefined;
-  externalId?: string | undefined;
+  id?:
+    | number
+    | undefined;
+  /**
+   * Looked up in the key's own tenant (an admin key's too: external ids are
+   * unique per tenant, so another tenant's may be the same).
+   */
+  externalId?:
+    | string
+    | undefined;
+  /**
+   * With external_id: the tenant to look it up in instead of the key's own.
+   * Only an admin key may name another tenant than its own.
+   */
+  tenant: string;
 }
 
 export interface ListSessionsRequest {
@@ -768,6 +788,13 @@ export interface SelectMemoriesRequest {
   threadId: string;
   threadSummary: string;
   limit: number;
+  /**
+   * A retry with the same request_id (per tenant, user and project) answers
+   * the memories the first call selected, with their relevance, and records
+   * no usage again; the same request_id with a different request is
+   * ALREADY_EXISTS. Kept for a day.
+   */
+  requestId: string;
 }
 
 export interface SelectedMemory {
@@ -876,7 +903,14 @@ export interface ServiceStatus {
   embeddingDimension: number;
   dependencies: DependencyStatus[];
   queues: QueueStatus[];
-  eventLoop: EventLoopStatus | undefined;
+  eventLoop:
+    | EventLoopStatus
+    | undefined;
+  /**
+   * The tenant of the calling key (an admin key's own); with auth off, the
+   * default tenant. What a key creates, imports or restores goes there.
+   */
+  tenant: string;
 }
 
 /**
@@ -912,6 +946,7 @@ function createBaseProject(): Project {
     createTime: undefined,
     updateTime: undefined,
     retention: undefined,
+    tenant: "",
   };
 }
 
@@ -946,6 +981,9 @@ export const Project: MessageFns<Project> = {
     }
     if (message.retention !== undefined) {
       Duration.encode(message.retention, writer.uint32(82).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(90).string(message.tenant);
     }
     return writer;
   },
@@ -1043,6 +1081,14 @@ export const Project: MessageFns<Project> = {
             message.retention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1079,6 +1125,7 @@ export const Project: MessageFns<Project> = {
         ? fromJsonTimestamp(object.update_time)
         : undefined,
       retention: isSet(object.retention) ? Duration.fromJSON(object.retention) : undefined,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -1114,6 +1161,9 @@ export const Project: MessageFns<Project> = {
     if (message.retention !== undefined) {
       obj.retention = Duration.toJSON(message.retention);
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -1134,6 +1184,7 @@ export const Project: MessageFns<Project> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? Duration.fromPartial(object.retention)
       : undefined;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -1918,7 +1969,7 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
 };
 
 function createBaseGetSessionRequest(): GetSessionRequest {
-  return { id: undefined, externalId: undefined };
+  return { id: undefined, externalId: undefined, tenant: "" };
 }
 
 export const GetSessionRequest: MessageFns<GetSessionRequest> = {
@@ -1928,6 +1979,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     }
     if (message.externalId !== undefined) {
       writer.uint32(18).string(message.externalId);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
     }
     return writer;
   },
@@ -1961,6 +2015,14 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
             message.externalId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1981,6 +2043,7 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
         : isSet(object.external_id)
         ? globalThis.String(object.external_id)
         : undefined,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -1992,6 +2055,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     if (message.externalId !== undefined) {
       obj.externalId = message.externalId;
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -2002,6 +2068,7 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     const message = createBaseGetSessionRequest();
     message.id = object.id ?? undefined;
     message.externalId = object.externalId ?? undefined;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -6001,7 +6068,7 @@ export const MemoryHit: MessageFns<MemoryHit> = {
 };
 
 function createBaseSelectMemoriesRequest(): SelectMemoriesRequest {
-  return { prompt: "", scope: undefined, threadId: "", threadSummary: "", limit: 0 };
+  return { prompt: "", scope: undefined, threadId: "", threadSummary: "", limit: 0, requestId: "" };
 }
 
 export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
@@ -6020,6 +6087,9 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(40).int32(message.limit);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(50).string(message.requestId);
     }
     return writer;
   },
@@ -6077,6 +6147,14 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6104,6 +6182,11 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
         ? globalThis.String(object.thread_summary)
         : "",
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
     };
   },
 
@@ -6124,6 +6207,9 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
     return obj;
   },
 
@@ -6139,6 +6225,7 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     message.threadId = object.threadId ?? "";
     message.threadSummary = object.threadSummary ?? "";
     message.limit = object.limit ?? 0;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
@@ -7500,6 +7587,7 @@ function createBaseServiceStatus(): ServiceStatus {
     dependencies: [],
     queues: [],
     eventLoop: undefined,
+    tenant: "",
   };
 }
 
@@ -7525,6 +7613,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     }
     if (message.eventLoop !== undefined) {
       EventLoopStatus.encode(message.eventLoop, writer.uint32(58).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(66).string(message.tenant);
     }
     return writer;
   },
@@ -7598,6 +7689,14 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
             message.eventLoop = EventLoopStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7639,6 +7738,7 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
         : isSet(object.event_loop)
         ? EventLoopStatus.fromJSON(object.event_loop)
         : undefined,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -7665,6 +7765,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     if (message.eventLoop !== undefined) {
       obj.eventLoop = EventLoopStatus.toJSON(message.eventLoop);
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -7682,6 +7785,7 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     message.eventLoop = (object.eventLoop !== undefined && object.eventLoop !== null)
       ? EventLoopStatus.fromPartial(object.eventLoop)
       : undefined;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -8138,7 +8242,11 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
-    /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+    /**
+     * Two-pass LLM selection of the memories a prompt needs; records usage.
+     * A retry with the same request_id answers the first selection again and
+     * records its usage once.
+     */
     selectMemories: {
       name: "SelectMemories",
       requestType: SelectMemoriesRequest as typeof SelectMemoriesRequest,
@@ -8464,7 +8572,11 @@ export const MemoryServiceService = {
     responseSerialize: (value: MemoryHit): Buffer => Buffer.from(MemoryHit.encode(value).finish()),
     responseDeserialize: (value: Buffer): MemoryHit => MemoryHit.decode(value),
   },
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories: {
     path: "/nexus.memory.v1.MemoryService/SelectMemories" as const,
     requestStream: false as const,
@@ -8617,7 +8729,11 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   updateMemory: handleUnaryCall<UpdateMemoryRequest, Memory>;
   deleteMemory: handleUnaryCall<DeleteMemoryRequest, DeleteMemoryResponse>;
   searchMemories: handleServerStreamingCall<SearchMemoriesRequest, MemoryHit>;
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories: handleServerStreamingCall<SelectMemoriesRequest, SelectedMemory>;
   listMemoryUsage: handleUnaryCall<ListMemoryUsageRequest, ListMemoryUsageResponse>;
   /**
@@ -8995,7 +9111,11 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<MemoryHit>;
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories(request: SelectMemoriesRequest, options?: Partial<CallOptions>): ClientReadableStream<SelectedMemory>;
   selectMemories(
     request: SelectMemoriesRequest,
