@@ -254,7 +254,7 @@ class NexusClient(ClientBase):
             external_id: Looked up in the key's own tenant (an admin key's too: external ids
                 are unique per tenant, so another tenant's may be the same).
             tenant: With external_id: the tenant to look it up in instead of the key's own.
-                Only an admin key may name another tenant than its own.
+                Only an admin key may name another tenant than its own. Unused with id.
         """
         return await self._unary(
             "MemoryService",

@@ -44,6 +44,13 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def CreateProject(
         self, request: memory_pb2.CreateProjectRequest, context: Ctx
     ) -> memory_pb2.Project:
+        if request.project.tenant:
+            # Output only; said rather than ignored, so no client believes it
+            # chose where its project went.
+            raise InvalidArgument(
+                "project.tenant is output only: a project belongs to the tenant of the key"
+                " that creates it; leave it empty"
+            )
         project = await self.conv.create_project(convert.project_values(request.project))
         return convert.project(project)
 

@@ -426,19 +426,18 @@ class Conversations:
     ) -> Session:
         """By id, among the tenants the caller sees; by external_id, in the
         caller's own tenant (an admin's too), or the one ``tenant_name`` names
-        (an admin key only). External ids are unique per tenant only: a lookup
-        across tenants would pick one of several, and an import resolving its
-        sessions that way wrote into another tenant's."""
+        (an admin key only; with an id it names nothing). External ids are
+        unique per tenant only: a lookup across tenants would pick one of
+        several, and an import resolving its sessions that way wrote into
+        another tenant's."""
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
-        if tenant_name and not external_id:
-            raise InvalidArgument(
-                "tenant names where to look an external_id up; a session id needs none"
-            )
+        if "\x00" in tenant_name:  # as in every string; otherwise unused with an id
+            raise InvalidArgument("tenant must not contain NUL characters")
         if external_id:
             ext = v.external_id(external_id)
             if tenant_name:
-                v.name("tenant", tenant_name)
+                v.identifier("tenant", tenant_name)
             home = tenancy.named(tenant_name, self.default_tenant)
             return await self.db.read(
                 lambda c: session_store.get_by_external_id(c, ext, home, retained_at=at)

@@ -461,7 +461,7 @@ class GetSessionRequest(_message.Message):
     """
     tenant: _builtins.str
     """With external_id: the tenant to look it up in instead of the key's own.
-    Only an admin key may name another tenant than its own.
+    Only an admin key may name another tenant than its own. Unused with id.
     """
     def __init__(
         self,

@@ -440,7 +440,7 @@ export interface GetSessionRequest {
     | undefined;
   /**
    * With external_id: the tenant to look it up in instead of the key's own.
-   * Only an admin key may name another tenant than its own.
+   * Only an admin key may name another tenant than its own. Unused with id.
    */
   tenant: string;
 }
