@@ -378,10 +378,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return memory_pb2.ListMemoryHistoryResponse(
-            revisions=[convert.memory_revision(r) for r in page.items],
-            next_page_token=page.next_token,
-        )
+        items, token = pages.fitted(page, convert.memory_revision, self.max_bytes)
+        return memory_pb2.ListMemoryHistoryResponse(revisions=items, next_page_token=token)
 
     async def SearchMemories(
         self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
