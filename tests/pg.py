@@ -75,10 +75,17 @@ def new_database(*, migrated: bool = True) -> str:
     return str(srv.get_uri(name))
 
 
+def database_name(url: str) -> str:
+    """The database a URL names (its path: the socket directory rides in the query)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.lstrip("/")
+
+
 def drop_database(url: str) -> None:
     import psycopg
 
-    name = url.rsplit("/", 1)[1].split("?", 1)[0]
+    name = database_name(url)
     with psycopg.connect(server().get_uri(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
