@@ -108,7 +108,10 @@ class Settings:
         "FULL",
         env=("NEXUS_SQLITE_SYNCHRONOUS",),
         choices=("OFF", "NORMAL", "FULL", "EXTRA"),
-        help="SQLite synchronous mode; FULL makes every OK survive power loss",
+        help=(
+            "SQLite synchronous mode; FULL makes every OK survive power loss (SQLite's"
+            " documented guarantee for WAL; kill -9 is what the tests prove)"
+        ),
     )
 
     database_url: str = option(
