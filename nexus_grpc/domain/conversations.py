@@ -491,7 +491,7 @@ class Conversations:
 
         session = await self.db.write(update)
         if "project_id" in changes:
-            self.signals.wake(jobs.INDEX_SUMMARY)
+            self.signals.wake(jobs.INDEX_SUMMARY, jobs.RETAIN_PROJECT)
         return session
 
     async def delete_session(self, session_id: int) -> int:
