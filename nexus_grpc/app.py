@@ -18,6 +18,7 @@ from typing import Any, cast
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
 from nexus_grpc.core.events import EventBroadcaster
+from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.entity_resolution import EntityResolution
@@ -51,7 +52,7 @@ from nexus_grpc.store import Database, meta
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
-from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url, mask_url
+from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
     PgVectorIndex,
@@ -285,13 +286,14 @@ class App:
             self.llm,
             settings.selection_model,
             timeout=settings.llm_timeout,
+            default_tenant=settings.default_tenant,
         )
 
     @property
     def _store_name(self) -> str:
         return "postgresql" if self.settings.database_url else "sqlite"
 
-    async def _check_sqlite(self) -> DependencyState:
+    async def check_store(self) -> DependencyState:
         name = self._store_name
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
@@ -390,7 +392,7 @@ class App:
             # Extraction outcomes committed by any instance wake this one's watchers.
             self.db.listen(event_store.NOTIFY_CHANNEL, lambda _: self.graph_events.notify())
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
-        index = self.settings.qdrant_url or str(self.settings.vectors_dir)
+        index = mask_url(self.settings.qdrant_url) or str(self.settings.vectors_dir)
         for spec in vector_collections.ALL:
             try:
                 await self.indexer.ensure(spec)
@@ -599,7 +601,7 @@ class App:
         embedder embeds, the vector index answers, and the LLM server lists
         every configured model."""
         deps = [
-            await self._check_sqlite(),
+            await self.check_store(),
             await self._check_index(),
             await self._check_embedder(),
             await self._check_llm(),
@@ -610,6 +612,8 @@ class App:
             # The database is away: its dependency line above says why, and
             # health must answer that rather than fail with it.
             queues = []
+        # A dependency's line may quote a library's error, which may quote a URL.
+        deps = [dataclasses.replace(d, detail=scrub(d.detail)) for d in deps]
         degraded = any(not d.ok for d in deps)
         return ServiceState(
             "DEGRADED" if degraded else "SERVING",

@@ -24,6 +24,7 @@ non-admin principals.  Health and reflection stay open.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -72,6 +73,10 @@ class Principal:
     #: Whose projects, sessions and everything under them this key sees;
     #: the key's name unless the key file says otherwise.
     tenant: str = ""
+    #: Which key of the key file this is (its position there): what per-key
+    #: limits count by. Not part of equality: two rings read from one file
+    #: name the same principal.
+    key_id: str = dataclasses.field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.tenant:
@@ -126,6 +131,7 @@ class KeyRing:
             raise KeyFileError(f'{source}: expected {{"keys": [...]}}')
         entries: list[tuple[bytes, Principal]] = []
         seen: set[bytes] = set()
+        names: dict[str, int] = {}
         for i, item in enumerate(data["keys"]):
             where = f"{source}: keys[{i}]"
             if not isinstance(item, dict):
@@ -133,6 +139,16 @@ class KeyRing:
             name = item.get("name")
             if not isinstance(name, str) or not name:
                 raise KeyFileError(f"{where}: 'name' must be a non-empty string")
+            if name in names:
+                # The name is the principal in logs, refusals and memory
+                # history: two keys under one name could not be told apart
+                # there, whatever their tenants.
+                raise KeyFileError(
+                    f"{where}: name {name!r} is already the name of keys[{names[name]}];"
+                    " each key needs a name of its own (it is how logs, errors and memory"
+                    " history tell keys apart)"
+                )
+            names[name] = i
             digest = cls._entry_digest(item, where)
             if digest in seen:
                 raise KeyFileError(f"{where}: duplicate key")
@@ -153,7 +169,7 @@ class KeyRing:
                     f"{where}: 'tenant' must be 1 to {MAX_TENANT_CHARS} printable characters"
                     " with no spaces"
                 )
-            entries.append((digest, Principal(name, allowed, admin, tenant)))
+            entries.append((digest, Principal(name, allowed, admin, tenant, key_id=f"keys[{i}]")))
         return cls(entries)
 
     @staticmethod

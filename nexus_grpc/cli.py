@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import IO, TypeVar
 
 from nexus_grpc.config import OPTIONS, env_default, help_text, settings_from
+from nexus_grpc.core import redact
 from nexus_grpc.heap import release_large_blocks
 
 T = TypeVar("T")
@@ -46,6 +47,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
 
     settings = _settings(args)
+    # Before the first log line: none may show a credential of the settings.
+    redact.remember(settings.credentials())
     logs.configure(settings.log_level, settings.log_format)
     release_large_blocks()
     try:
@@ -61,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Configuration problems: a clear line, not a traceback, after the log lines
         # that led to it.
         logs.stop()
-        print(f"nexus-grpc: {exc}", file=sys.stderr)
+        print(f"nexus-grpc: {redact.scrub(str(exc))}", file=sys.stderr)
         return 2
     return 0
 

@@ -243,6 +243,7 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         external_id: str | None = None,
+        tenant: str | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> memory_pb2.Session:
@@ -250,7 +251,10 @@ class NexusClient(ClientBase):
 
         Args (the fields of ``GetSessionRequest``):
             id: int
-            external_id: str
+            external_id: Looked up in the key's own tenant (an admin key's too: external ids
+                are unique per tenant, so another tenant's may be the same).
+            tenant: With external_id: the tenant to look it up in instead of the key's own.
+                Only an admin key may name another tenant than its own. Unused with id.
         """
         return await self._unary(
             "MemoryService",
@@ -260,6 +264,7 @@ class NexusClient(ClientBase):
             {
                 "id": id,
                 "external_id": external_id,
+                "tenant": tenant,
             },
             timeout,
             metadata,
@@ -784,12 +789,14 @@ class NexusClient(ClientBase):
         thread_id: str | None = None,
         thread_summary: str | None = None,
         limit: int | None = None,
+        request_id: str | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> ServerStream[memory_pb2.SelectedMemory]:
         """MemoryService.SelectMemories: streams ``SelectedMemory``.
 
-        Two-pass LLM selection of the memories a prompt needs; records usage.
+        Two-pass LLM selection of the memories a prompt needs; records usage. A retry with
+        the same request_id answers the first selection again and records its usage once.
 
         Args (the fields of ``SelectMemoriesRequest``):
             prompt: str
@@ -797,6 +804,11 @@ class NexusClient(ClientBase):
             thread_id: The conversation thread: memories already used in it rank lower.
             thread_summary: str
             limit: int
+            request_id: A retry with the same request_id (per tenant, user and project)
+                answers the memories the first call selected, with their relevance, and
+                records no usage again; the same request_id with a different request is
+                ALREADY_EXISTS. Kept for a day. (filled in with a random id when empty, so
+                retries cannot duplicate)
         """
         return self._stream(
             "MemoryService",
@@ -809,6 +821,7 @@ class NexusClient(ClientBase):
                 "thread_id": thread_id,
                 "thread_summary": thread_summary,
                 "limit": limit,
+                "request_id": request_id,
             },
             timeout,
             metadata,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from nexus_grpc.core.redact import url_secrets
+
 
 @dataclass(frozen=True)
 class Option:
@@ -107,7 +109,10 @@ class Settings:
         "FULL",
         env=("NEXUS_SQLITE_SYNCHRONOUS",),
         choices=("OFF", "NORMAL", "FULL", "EXTRA"),
-        help="SQLite synchronous mode; FULL makes every OK survive power loss",
+        help=(
+            "SQLite synchronous mode; FULL makes every OK survive power loss (SQLite's"
+            " documented guarantee for WAL; kill -9 is what the tests prove)"
+        ),
     )
 
     database_url: str = option(
@@ -275,6 +280,18 @@ class Settings:
         help="RPCs served at once; more are refused with RESOURCE_EXHAUSTED",
     )
 
+    max_concurrent_rpcs_per_key: int = option(
+        "128",
+        env=("NEXUS_MAX_CONCURRENT_RPCS_PER_KEY",),
+        help=(
+            "RPCs one API key may have running at once, streams included (an open"
+            " ImportEpisodes, SearchEpisodes or WatchExtractions counts until it ends), so one"
+            " client cannot take every --max-concurrent-rpcs slot; more are refused with"
+            " RESOURCE_EXHAUSTED; must be below --max-concurrent-rpcs; 0 turns this limit off;"
+            " it applies only with API keys on"
+        ),
+    )
+
     max_watch_streams: int = option(
         "256",
         env=("NEXUS_MAX_WATCH_STREAMS",),
@@ -379,6 +396,14 @@ class Settings:
     def vectors_dir(self) -> Path:
         return self.data_dir / "vectors"
 
+    def credentials(self) -> list[str]:
+        """Every credential these settings hold: the passwords and secret query
+        values of each URL, and the keys (see ``core.redact``)."""
+        found = [getattr(self, name) for name in KEY_SETTINGS]
+        for name in URL_SETTINGS:
+            found += url_secrets(getattr(self, name))
+        return [value for value in found if value]
+
     @property
     def llm_base_url(self) -> str:
         """Where the LLM is served; empty when none is configured."""
@@ -386,6 +411,11 @@ class Settings:
             return self.llm_url
         return self.ollama_url if self.llm_api == "ollama" else ""
 
+
+#: Settings that hold a URL, which may carry credentials: each is shown masked.
+URL_SETTINGS = ("database_url", "qdrant_url", "ollama_url", "llm_url", "otel_endpoint")
+#: Settings that are credentials themselves: never shown.
+KEY_SETTINGS = ("qdrant_api_key", "llm_api_key")
 
 #: Every option by field name, in declaration order.
 OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(Settings)}

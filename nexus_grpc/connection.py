@@ -8,6 +8,13 @@ Retries are gRPC's own (gRFC A6), set through the channel's service config:
 the channel resends a call that failed with a retryable status, with
 exponential backoff, and honours the server's ``grpc-retry-pushback-ms``.  Only
 calls that are safe to repeat are named in it (:func:`retryable_methods`).
+
+The service config also turns on client-side health checking (gRFC A17): each
+connection watches ``grpc.health.v1`` for the whole server, and a channel
+balancing round robin (``("grpc.lb_policy_name", "round_robin")``, see
+docs/scale-out.md) sends nothing to an instance that says NOT_SERVING, as one
+whose database is down does, until it says SERVING again. pick_first, the
+default, ignores health (A17), so a single-address client is unchanged.
 """
 
 from __future__ import annotations
@@ -94,24 +101,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
-def service_config(policy: RetryPolicy = DEFAULT_RETRY) -> str:
-    """The service config JSON that makes the channel retry the safe methods."""
-    return json.dumps(
-        {
-            "methodConfig": [
-                {
-                    "name": [{"service": s, "method": m} for s, m in retryable_methods()],
-                    "retryPolicy": {
-                        "maxAttempts": policy.max_attempts,
-                        "initialBackoff": _duration(policy.initial_backoff),
-                        "maxBackoff": _duration(policy.max_backoff),
-                        "backoffMultiplier": policy.backoff_multiplier,
-                        "retryableStatusCodes": list(policy.codes),
-                    },
-                }
-            ]
-        }
-    )
+#: The health a client checks: the whole server's ("" in grpc.health.v1), which
+#: the server turns NOT_SERVING when its system of record does not answer.
+HEALTH_SERVICE_NAME = ""
+
+
+def service_config(policy: RetryPolicy | None = DEFAULT_RETRY) -> str:
+    """The service config JSON: client-side health checking, and (``policy``
+    not None) retries of the safe methods."""
+    config: dict[str, Any] = {"healthCheckConfig": {"serviceName": HEALTH_SERVICE_NAME}}
+    if policy is not None:
+        config["methodConfig"] = [
+            {
+                "name": [{"service": s, "method": m} for s, m in retryable_methods()],
+                "retryPolicy": {
+                    "maxAttempts": policy.max_attempts,
+                    "initialBackoff": _duration(policy.initial_backoff),
+                    "maxBackoff": _duration(policy.max_backoff),
+                    "backoffMultiplier": policy.backoff_multiplier,
+                    "retryableStatusCodes": list(policy.codes),
+                },
+            }
+        ]
+    return json.dumps(config)
 
 
 def bearer_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
@@ -133,10 +145,11 @@ def open_channel(
     TLS when any of the certificate arguments is given (``root_certificates``
     None: the system roots; ``private_key`` and ``certificate_chain``: a
     client certificate for mTLS), else plaintext.  ``retry`` None sets no
-    retry policy: every call is tried once.
+    retry policy: every call is tried once. A ``grpc.service_config`` in
+    ``options`` replaces the one made here.
     """
     opts = list(options)
-    if retry is not None and not any(key == "grpc.service_config" for key, _ in opts):
+    if not any(key == "grpc.service_config" for key, _ in opts):
         opts.append(("grpc.service_config", service_config(retry)))
     if any(x is not None for x in (root_certificates, private_key, certificate_chain)):
         credentials = grpc.ssl_channel_credentials(

@@ -3,7 +3,11 @@
 Records are formatted and written by a thread of their own. Every RPC writes
 an access line, and a blocking write to stderr (a full pipe, a slow terminal,
 a stalled log shipper) made on the event loop would stall every call in
-flight; the loop only puts the record on a queue."""
+flight; the loop only puts the record on a queue.
+
+Both formats pass every line, traceback included, through
+``core.redact.scrub``: a library that quotes a URL with its password (an
+HTTP client's request log, a driver's error) does not put it in the log."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import time
 from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.validation import escape_controls
 
@@ -37,6 +42,9 @@ class _TextFormatter(logging.Formatter):
         record.message = escape_controls(record.message)
         return super().formatMessage(record)
 
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -46,12 +54,12 @@ class _JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "request_id": getattr(record, "request_id", "-"),
-            "msg": record.getMessage(),
+            "msg": scrub(record.getMessage()),
         }
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["exc"] = scrub(self.formatException(record.exc_info))
         elif record.exc_text:  # formatted on the caller's side of the queue
-            entry["exc"] = record.exc_text
+            entry["exc"] = scrub(record.exc_text)
         return json.dumps(entry)
 
 

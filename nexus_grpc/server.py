@@ -21,6 +21,7 @@ process, under load.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -41,6 +42,7 @@ from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
+from nexus_grpc.core import redact
 from nexus_grpc.core.interception import HandlerInterceptor
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -132,6 +134,67 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
             for service in self._status:
                 self._status[service] = HealthCheckResponse.NOT_SERVING
             self._changed.notify_all()
+
+
+#: How often health asks the system of record whether it answers.
+STORE_PROBE_SECONDS = 1.0
+
+
+class StoreHealth:
+    """Keeps grpc.health.v1 following the system of record.
+
+    Health was set SERVING once at start: with PostgreSQL down every call
+    answered UNAVAILABLE, yet Check said SERVING, so load balancers, Docker
+    and the clients' round robin (which health-check, see connection.py) kept
+    sending there. The store is the one dependency without which no RPC can
+    answer (an index, embedder or LLM that is away degrades some answers and
+    queues work; GetServiceStatus details those): while a probe of it fails,
+    the whole server ("") and each service are NOT_SERVING, and SERVING again
+    from the first probe that succeeds. Shutdown's NOT_SERVING is final
+    (HealthServicer.set ignores changes after it).
+    """
+
+    def __init__(
+        self,
+        app: App,
+        health: HealthServicer,
+        interval: float = STORE_PROBE_SECONDS,
+    ) -> None:
+        self.app = app
+        self.health = health
+        self.interval = interval
+        self.serving = True
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="store health")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            # A periodic probe: there is no event for "the database came back".
+            await asyncio.sleep(self.interval)
+            try:
+                state = await self.app.check_store()
+            except Exception:  # the probe reports failures; anything else is a bug
+                log.exception("the store health probe failed")
+                continue
+            if state.ok == self.serving:
+                continue
+            self.serving = state.ok
+            if state.ok:
+                log.info("%s answers again: health SERVING", state.name)
+            else:
+                log.warning("%s does not answer (%s): health NOT_SERVING", state.name, state.detail)
+            status = HealthCheckResponse.SERVING if state.ok else HealthCheckResponse.NOT_SERVING
+            for name in ("", *SERVICE_NAMES):
+                await self.health.set(name, status)
 
 
 # How long no new call may arrive before shutdown stops the listener (step 2).
@@ -235,12 +298,15 @@ class RunningServer:
     metrics: MetricsServer | None = None
     gate: ShutdownGate = field(default_factory=ShutdownGate)
     tracing: bool = False  # this server turned tracing on, so it flushes it at stop
+    store_health: StoreHealth | None = None
 
     async def stop(self, grace: float | None) -> None:
         """Graceful stop in the order of the module doc.  ``grace=None`` waits
         only for the streams shutdown ends (up to STREAM_END_SECONDS), then
         cancels whatever is still running."""
         started = time.monotonic()
+        if self.store_health is not None:
+            await self.store_health.stop()
         await self.health.enter_graceful_shutdown()
         self.gate.close()
         # Watch streams end cleanly (OK) instead of running out the grace period.
@@ -286,9 +352,27 @@ def interceptor_chain(
     if keys is not None:
         chain.append(AuthInterceptor(keys, observer))
     chain.append(
-        ServiceInterceptor(settings.max_concurrent_rpcs, observer, settings.max_message_bytes)
+        ServiceInterceptor(
+            settings.max_concurrent_rpcs,
+            observer,
+            settings.max_message_bytes,
+            # Without keys there is no caller to count by.
+            settings.max_concurrent_rpcs_per_key if keys is not None else 0,
+        )
     )
     return chain
+
+
+def check_limits(settings: Settings, keys: KeyRing | None) -> None:
+    """A per-key limit at or above the server's would let one key take every
+    slot, which is what it is for preventing: refuse to start with it."""
+    per_key, overall = settings.max_concurrent_rpcs_per_key, settings.max_concurrent_rpcs
+    if keys is not None and 0 < overall <= per_key:
+        raise StartupError(
+            f"--max-concurrent-rpcs-per-key ({per_key}) must be below --max-concurrent-rpcs"
+            f" ({overall}), or one API key could take every slot; lower it (0 turns the"
+            " per-key limit off)"
+        )
 
 
 async def start_server(
@@ -299,7 +383,10 @@ async def start_server(
     reconcile: bool = True,
 ) -> RunningServer:
     # Key file and certificates are read first: a mistake in them fails before any work.
+    # From here on, no answer and no log line shows a credential of these settings.
+    redact.remember(settings.credentials())
     keys = KeyRing.from_file(settings.auth_keys_file) if settings.auth_keys_file else None
+    check_limits(settings, keys)
     credentials = server_credentials(settings)
     tracing_on = bool(settings.otel_endpoint) and not tracing.enabled()
     if tracing_on:  # before App: it wraps its components only when tracing is on
@@ -341,6 +428,8 @@ async def start_server(
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    store_health = StoreHealth(app, health_servicer)
+    store_health.start()
     # tests/process.py and operators' scripts parse this line: keep its shape.
     log.info("serving on %s (port %d)", settings.listen, port)
     log.info(
@@ -348,7 +437,9 @@ async def start_server(
         "mTLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
         "on" if keys else "off",
     )
-    return RunningServer(server, app, health_servicer, port, metrics_server, gate, tracing_on)
+    return RunningServer(
+        server, app, health_servicer, port, metrics_server, gate, tracing_on, store_health
+    )
 
 
 async def serve(settings: Settings) -> None:

@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 
 import grpc
 
+from nexus_grpc.core.redact import mask_url, url_secrets
+
 __all__ = [
     "configure",
     "enabled",
@@ -66,6 +68,16 @@ def configure(endpoint: str = "", *, exporter: Any = None) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "nexus-grpc"}))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        if url_secrets(endpoint):
+            # OTLP/gRPC sends no credential from the URL (it would dial
+            # "user:password@host" as a host name, and gRPC's own log would
+            # print it): headers carry them.
+            raise ValueError(
+                f"--otel-endpoint {mask_url(endpoint)}: OTLP does not send a credential"
+                " written in the URL; give it with OTEL_EXPORTER_OTLP_HEADERS"
+                " (e.g. authorization=Bearer%20TOKEN) and leave it out of the URL"
+            )
 
         # A short export deadline: an unreachable collector costs a shutdown
         # seconds, not the exporter's default retries; spans are dropped, never

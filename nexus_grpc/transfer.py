@@ -307,7 +307,16 @@ class _Import:
                     )
                 target = held.project_id
         if target:
-            existing = await self.client.get_project(id=target)  # NOT_FOUND if not the key's
+            # NOT_FOUND for one the key may not see. An admin key sees every
+            # tenant's, but an import writes only into the key's own tenant.
+            existing = await self.client.get_project(id=target)
+            mine = (await self.client.get_service_status()).tenant
+            if existing.tenant and mine and existing.tenant != mine:
+                raise ValueError(
+                    f"project {target} belongs to tenant {existing.tenant!r}, not to this"
+                    f" key's ({mine!r}); an import writes only into the key's own tenant, so"
+                    " use a key of that tenant; nothing was imported"
+                )
             self.project_id, self.resumed = target, True
             if existing.memory_formation == memory_pb2.MEMORY_FORMATION_OFF:
                 # Off while an earlier run of this import wrote (or by choice):

@@ -287,6 +287,9 @@ class OllamaStub:
         self.default_num_ctx = default_num_ctx
         #: Answer /props and /v1/models' meta as llama-server with this slot context.
         self.llama_cpp_slot_ctx = llama_cpp_slot_ctx
+        #: False: /api/show answers without ``model_info``, as Ollama before
+        #: 0.3 and some Ollama-compatible servers do.
+        self.show_model_info = True
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._rules: list[_Rule] = []
@@ -505,7 +508,7 @@ class OllamaStub:
     def _show(self, model: str) -> dict[str, Any]:
         family = model.split(":")[0]
         arch = "qwen2" if family.startswith("qwen2") else re.sub(r"\W", "", family) or "llama"
-        return {
+        shown: dict[str, Any] = {
             "license": "",
             "modelfile": f"FROM {model}\n",
             "parameters": 'stop "<|im_end|>"',
@@ -527,6 +530,9 @@ class OllamaStub:
             "capabilities": ["completion"],
             "modified_at": "2025-06-01T12:00:00.000000000Z",
         }
+        if not self.show_model_info:
+            del shown["model_info"]
+        return shown
 
     def _openai_models(self) -> dict[str, Any]:
         models = self.models if self.models is not None else list(DEFAULT_MODELS)

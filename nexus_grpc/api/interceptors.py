@@ -1,5 +1,5 @@
 """Cross-cutting behaviour for every RPC: request ids, access logs, error
-mapping and the concurrency cap.
+mapping and the concurrency caps (the server's, and each API key's).
 
 One interceptor wraps each method handler (unary and streaming alike), so a
 servicer only ever raises domain exceptions.  Unknown exceptions become
@@ -21,7 +21,9 @@ import grpc
 from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
+from nexus_grpc.auth import current_principal
 from nexus_grpc.core.interception import HandlerInterceptor, Undecodable
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import NexusError
 
@@ -56,7 +58,17 @@ class _Call:
     """What the service interceptor keeps about one call (one is made on every
     call: a plain slotted class)."""
 
-    __slots__ = ("method", "capped", "incoming", "streams", "started", "span", "held", "streaming")
+    __slots__ = (
+        "method",
+        "capped",
+        "incoming",
+        "streams",
+        "started",
+        "span",
+        "held",
+        "key",
+        "streaming",
+    )
 
     def __init__(self, method: str, capped: bool, incoming: dict[str, Any], streams: bool) -> None:
         self.method = method
@@ -66,7 +78,37 @@ class _Call:
         self.started = 0.0
         self.span: Any = None
         self.held = False  # a concurrency slot, to give back
+        self.key: str | None = None  # the API key whose slot this call holds
         self.streaming = False  # counted by the observer as an open stream
+
+
+class KeySlots:
+    """Calls each API key has running, against one limit per key.
+
+    The server-wide cap alone let one key hold every slot (idle client
+    streams cost it nothing) and lock every other key out; this cap, below
+    the server's, leaves the rest to the others. Keys are counted by
+    ``Principal.key_id``: the key itself, not its name."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: dict[str, int] = {}
+
+    def held(self, key: str) -> int:
+        return self._held.get(key, 0)
+
+    def full(self, key: str) -> bool:
+        return 0 < self.limit <= self.held(key)
+
+    def take(self, key: str) -> None:
+        self._held[key] = self.held(key) + 1
+
+    def give_back(self, key: str) -> None:
+        left = self._held[key] - 1
+        if left:
+            self._held[key] = left
+        else:
+            del self._held[key]
 
 
 class ServiceInterceptor(HandlerInterceptor[_Call]):
@@ -75,8 +117,11 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         max_concurrent: int,
         observer: RequestObserver | None = None,
         max_message_bytes: int = 0,
+        max_per_key: int = 0,
     ) -> None:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
+        #: Per API key (0: no per-key limit); only calls made with a key count.
+        self._key_slots = KeySlots(max_per_key)
         self._observer = observer or RequestObserver()
         #: The send limit (0: unchecked). grpc refuses a larger response after
         #: the handler has returned, where this interceptor would have logged
@@ -89,7 +134,7 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         if handler.stream_stream:
             return handler  # bidi-streaming (reflection): none of ours
         method = details.method
-        capped = self._slots is not None and not method.startswith(UNCAPPED_PREFIXES)
+        capped = not method.startswith(UNCAPPED_PREFIXES)
         incoming = dict(details.invocation_metadata or ())
         call = _Call(method, capped, incoming, bool(handler.response_streaming))
         # A client stream's request iterator goes through as it is: an
@@ -108,8 +153,9 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         context.set_trailing_metadata((("x-request-id", rid),))
         if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-        # Here, not before: a call refused at the cap is logged and counted too.
-        call.held = await self._acquire(call.capped, context)
+        # Here, not before: a call refused at a cap is logged and counted too.
+        if call.capped:
+            await self._acquire(call, context)
         if call.streams:
             self._observer.stream_started(call.method)
             call.streaming = True
@@ -138,7 +184,8 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         self, call: _Call, context: grpc.aio.ServicerContext, exc: Exception
     ) -> None:
         if isinstance(exc, NexusError):
-            await context.abort(exc.code, exc.message)
+            # A dependency's error may quote its URL: never with a credential.
+            await context.abort(exc.code, scrub(exc.message))
         log.error("unexpected error in %s", call.method, exc_info=exc)
         await context.abort(
             grpc.StatusCode.INTERNAL,
@@ -151,6 +198,8 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         if call.held:
             assert self._slots is not None
             self._slots.release()
+        if call.key is not None:
+            self._key_slots.give_back(call.key)
         code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
         if isinstance(code, int):
             code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
@@ -180,14 +229,31 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
             )
         return rid
 
-    async def _acquire(self, capped: bool, context: grpc.aio.ServicerContext) -> bool:
-        if not capped:
-            return False
-        assert self._slots is not None
+    async def _acquire(self, call: _Call, context: grpc.aio.ServicerContext) -> None:
+        """Takes the call's slots: its key's first (so a key at its own limit
+        is told so, whatever the server's load), then the server's; refuses
+        with RESOURCE_EXHAUSTED naming the limit it met."""
+        principal = current_principal()  # bound by the auth interceptor; None: auth off
+        keys = self._key_slots
+        if principal is not None and keys.limit > 0:
+            if keys.full(principal.key_id):
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"API key {principal.name!r} already has {keys.held(principal.key_id)}"
+                    " calls running, the limit for one key (streams count until they end);"
+                    " retry with backoff once some finish, or raise the limit with"
+                    " --max-concurrent-rpcs-per-key / NEXUS_MAX_CONCURRENT_RPCS_PER_KEY"
+                    f" (now {keys.limit})",
+                )
+            keys.take(principal.key_id)
+            call.key = principal.key_id
+        if self._slots is None:
+            return
         if self._slots.locked():
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "the server is at its concurrent RPC limit; retry with backoff",
+                "the server is at its concurrent RPC limit (--max-concurrent-rpcs /"
+                " NEXUS_MAX_CONCURRENT_RPCS); retry with backoff",
             )
         await self._slots.acquire()
-        return True
+        call.held = True

@@ -11,6 +11,7 @@ import grpc
 from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
+from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import (
     Entity,
     EntityAlias,
@@ -21,6 +22,7 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
@@ -50,6 +52,13 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def CreateProject(
         self, request: memory_pb2.CreateProjectRequest, context: Ctx
     ) -> memory_pb2.Project:
+        if request.project.tenant:
+            # Output only; said rather than ignored, so no client believes it
+            # chose where its project went.
+            raise InvalidArgument(
+                "project.tenant is output only: a project belongs to the tenant of the key"
+                " that creates it; leave it empty"
+            )
         project = await self.conv.create_project(convert.project_values(request.project))
         return convert.project(project)
 
@@ -103,7 +112,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         key = request.WhichOneof("key")
         if key is None:
             raise InvalidArgument("one of id or external_id is required")
-        session = await self.conv.get_session(request.id, request.external_id)
+        session = await self.conv.get_session(request.id, request.external_id, request.tenant)
         return convert.session(session)
 
     async def ListSessions(
@@ -311,6 +320,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
                 for q in status.queues
             ],
             event_loop=convert.event_loop(status.event_loop),
+            tenant=tenancy.own(self.app.settings.default_tenant),
         )
 
     async def ReconcileIndex(
@@ -381,10 +391,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.page_size,
             request.page_token,
         )
-        return memory_pb2.ListMemoryHistoryResponse(
-            revisions=[convert.memory_revision(r) for r in page.items],
-            next_page_token=page.next_token,
-        )
+        items, token = pages.fitted(page, convert.memory_revision, self.max_bytes)
+        return memory_pb2.ListMemoryHistoryResponse(revisions=items, next_page_token=token)
 
     async def SearchMemories(
         self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
@@ -407,6 +415,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.thread_id,
             request.thread_summary,
             request.limit,
+            request.request_id,
         ):
             yield convert.selected_memory(selected)
 
@@ -519,7 +528,11 @@ def _record_outcomes(
 
 def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
     if isinstance(item, Project):
-        return memory_pb2.ExportRecord(project=convert.project(item))
+        project = convert.project(item)
+        # The file describes the project, not where it sat on this server:
+        # an import or restore puts it in the importing key's tenant.
+        project.ClearField("tenant")
+        return memory_pb2.ExportRecord(project=project)
     if isinstance(item, Session):
         return memory_pb2.ExportRecord(session=convert.session(item))
     if isinstance(item, Episode):
@@ -561,7 +574,8 @@ def _report_degraded(context: Ctx):
     from keywords alone because the semantic path was down."""
 
     def report(reason: str) -> None:
-        ascii_reason = " ".join(reason.encode("ascii", "replace").decode().split())[:500]
+        shown = scrub(reason)
+        ascii_reason = " ".join(shown.encode("ascii", "replace").decode().split())[:500]
         context.set_trailing_metadata(
             (("x-request-id", request_id_var.get()), ("x-nexus-degraded", ascii_reason))
         )

@@ -57,10 +57,12 @@ class EventBroadcaster:
         return self._closed
 
     @contextlib.contextmanager
-    def watching(self, key: str | None = None) -> Iterator[None]:
+    def watching(self, key: str | None = None, name: str = "") -> Iterator[None]:
         """Hold one of the ``max_watchers`` slots for a stream's lifetime, and
         one of ``key``'s ``max_per_key`` (``key`` None: auth is off, and there
-        is no key to tell clients apart).
+        is no key to tell clients apart). ``key`` identifies the API key
+        itself (``Principal.key_id``), never its name; ``name`` is what the
+        refusal calls it.
 
         Raises ``ResourceExhausted`` when all are taken: the client is told
         the limit and how to raise it, and may retry once a stream closes.
@@ -69,9 +71,9 @@ class EventBroadcaster:
         if key is not None and 0 < self.max_per_key <= held:
             self.refused += 1
             raise ResourceExhausted(
-                f"API key {key!r} already has {held} WatchExtractions streams open, the limit"
-                " for one key; close streams you no longer need and retry with backoff, or"
-                " raise the limit with --max-watch-streams-per-key /"
+                f"API key {name or key!r} already has {held} WatchExtractions streams open,"
+                " the limit for one key; close streams you no longer need and retry with"
+                " backoff, or raise the limit with --max-watch-streams-per-key /"
                 f" NEXUS_MAX_WATCH_STREAMS_PER_KEY (now {self.max_per_key})"
             )
         if 0 < self.max_watchers <= self.watchers:

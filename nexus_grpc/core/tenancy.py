@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
+from nexus_grpc.errors import PermissionDenied
+
 #: The tenant of data written before tenants existed, and of everything
 #: created with auth off, unless the operator names another (--default-tenant).
 DEFAULT_TENANT = "default"
@@ -64,6 +66,28 @@ def creator(default: str) -> str:
     """The tenant a new top-level resource (project, session, memory) belongs to."""
     c = _caller.get()
     return c.tenant if c is not None else default
+
+
+def own(default: str) -> str:
+    """The caller's own tenant, an admin's included (``default`` without a
+    caller). Where an admin's implicit acts stay: a lookup by a name that is
+    unique only per tenant (a session's external_id), a bulk import."""
+    return creator(default)
+
+
+def named(tenant: str, default: str) -> str:
+    """The tenant a call that may name one acts in: ``tenant`` when given,
+    else the caller's own. Only a caller who sees every tenant (an admin key,
+    or auth off) may name another than its own: PermissionDenied."""
+    mine = own(default)
+    if not tenant or tenant == mine:
+        return mine
+    c = _caller.get()
+    if c is not None and not c.all_tenants:
+        raise PermissionDenied(
+            f"tenant {tenant!r}: only an admin key may name another tenant than its own"
+        )
+    return tenant
 
 
 def may_act_for(user_id: str) -> bool:

@@ -149,6 +149,29 @@ def _check_same_tenant(
         )
 
 
+def _check_owners(holding: str, owners: Mapping[str, int]) -> None:
+    """Refuses (FAILED_PRECONDITION) a delete that would take USER memories of
+    a user the caller's key may not act for: DeleteMemory would not let it
+    remove them one by one, and a cascade must not be a way around that. The
+    message counts those memories and names only users the key may act for:
+    another user's name is theirs, not something a refusal may reveal."""
+    others = {u: n for u, n in owners.items() if not tenancy.may_act_for(u)}
+    if not others:
+        return
+    mine = sorted(u for u in owners if u not in others)
+    named = (
+        f", and {sum(owners[u] for u in mine)} of users it may act for"
+        f" ({', '.join(map(repr, mine))})"
+        if mine
+        else ""
+    )
+    raise FailedPrecondition(
+        f"{holding}: {sum(others.values())} of users this key may not act for{named}."
+        " Those users' memories must be deleted first, with a key that may act"
+        " for them (or an admin key); nothing was deleted"
+    )
+
+
 @dataclass(frozen=True)
 class EpisodeInput:
     """One episode to store: CreateEpisode's fields, or one ImportEpisodes item."""
@@ -404,21 +427,7 @@ class Conversations:
         def delete(conn: sqlite3.Connection) -> int:
             project_store.get(conn, project_id, tenant)
             owners = project_store.user_memory_owners(conn, project_id)
-            others = {u: n for u, n in owners.items() if not tenancy.may_act_for(u)}
-            if others:
-                mine = sorted(u for u in owners if u not in others)
-                named = (
-                    f", and {sum(owners[u] for u in mine)} of users it may act for"
-                    f" ({', '.join(map(repr, mine))})"
-                    if mine
-                    else ""
-                )
-                raise FailedPrecondition(
-                    f"project {project_id} still holds USER memories:"
-                    f" {sum(others.values())} of users this key may not act for{named}."
-                    " Those users' memories must be deleted first, with a key that may act"
-                    " for them (or an admin key); nothing was deleted"
-                )
+            _check_owners(f"project {project_id} still holds USER memories", owners)
             return project_store.delete(conn, project_id, tenant)
 
         detached = await self.db.write(delete)
@@ -462,13 +471,26 @@ class Conversations:
 
         return await self.db.write(create)
 
-    async def get_session(self, session_id: int = 0, external_id: str = "") -> Session:
+    async def get_session(
+        self, session_id: int = 0, external_id: str = "", tenant_name: str = ""
+    ) -> Session:
+        """By id, among the tenants the caller sees; by external_id, in the
+        caller's own tenant (an admin's too), or the one ``tenant_name`` names
+        (an admin key only; with an id it names nothing). External ids are
+        unique per tenant only: a lookup across tenants would pick one of
+        several, and an import resolving its sessions that way wrote into
+        another tenant's."""
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
+        if "\x00" in tenant_name:  # as in every string; otherwise unused with an id
+            raise InvalidArgument("tenant must not contain NUL characters")
         if external_id:
             ext = v.external_id(external_id)
+            if tenant_name:
+                v.identifier("tenant", tenant_name)
+            home = tenancy.named(tenant_name, self.default_tenant)
             return await self.db.read(
-                lambda c: session_store.get_by_external_id(c, ext, tenant, retained_at=at)
+                lambda c: session_store.get_by_external_id(c, ext, home, retained_at=at)
             )
         if session_id:
             v.positive_id("id", session_id)
@@ -519,13 +541,25 @@ class Conversations:
 
         session = await self.db.write(update)
         if "project_id" in changes:
-            self.signals.wake(jobs.INDEX_SUMMARY)
+            self.signals.wake(jobs.INDEX_SUMMARY, jobs.RETAIN_PROJECT)
         return session
 
     async def delete_session(self, session_id: int) -> int:
+        """Delete a session, its episodes, summaries and own graph, and its
+        TASK-tier memories, which live only as long as it does. A USER one of
+        a user the key may not act for refuses the delete (FAILED_PRECONDITION,
+        counted), as DeleteProject is refused, and for the same reason:
+        DeleteMemory would not let this key remove it."""
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
-        deleted = await self.db.write(lambda c: session_store.delete(c, session_id, tenant))
+
+        def delete(conn: sqlite3.Connection) -> int:
+            session_store.get(conn, session_id, tenant)
+            owners = session_store.task_memory_owners(conn, session_id)
+            _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
+            return session_store.delete(conn, session_id, tenant)
+
+        deleted = await self.db.write(delete)
         self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
         return deleted
 
@@ -583,7 +617,9 @@ class Conversations:
                 outcomes.append(None)
             except NexusError as exc:
                 outcomes.append(exc)
-        tenant = tenancy.visible()
+        # A bulk import writes only into the key's own tenant, an admin
+        # key's too: another tenant's session answers as a missing one.
+        tenant = tenancy.own(self.default_tenant) if tenancy.caller() else None
 
         def write(conn: sqlite3.Connection) -> list[tuple[int, Imported | NexusError]]:
             return _import_in(conn, checked, tenant)

@@ -13,6 +13,12 @@
 5. Usage is recorded in one transaction (a row per memory, use_count + 1,
    last_used_at), then the results stream, most relevant first.
 
+A call with a ``request_id`` is safe to retry (the clients retry reads, and
+fill one in): its answer is kept in the transaction that records its usage
+(``store/selections.py``), and a retry is answered from it, recording
+nothing again. The same id with a different request is ALREADY_EXISTS, as a
+create's is.
+
 Without a model (none configured, unreachable, or answering garbage) the
 selection falls back to semantic ranking over the same scope and says so in
 ``method="semantic"`` and ``degraded_reason``: never silently.
@@ -20,20 +26,26 @@ selection falls back to semantic ranking over the same scope and says so in
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryCategory
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where
+from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
 from nexus_grpc.store import Database
 from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import selections as selection_store
 from nexus_grpc.store.memories import Memory, UsageRecord
+from nexus_grpc.store.selections import Answer
 
 log = logging.getLogger(__name__)
 USED_PENALTY = 0.5
@@ -64,12 +76,14 @@ class Selector:
         model: str,
         *,
         timeout: float | None = None,
+        default_tenant: str = tenancy.DEFAULT_TENANT,
     ) -> None:
         self.db = db
         self.memories = memories
         self.llm = llm
         self.model = model
         self.timeout = timeout
+        self.default_tenant = default_tenant
 
     async def select(
         self,
@@ -78,14 +92,29 @@ class Selector:
         thread_id: str,
         thread_summary: str,
         limit: int,
+        request_id: str = "",
     ) -> AsyncIterator[Selection]:
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
         v.identifier("thread_id", thread_id)
         v.text("thread_summary", thread_summary, limit=v.MAX_SHORT_TEXT_CHARS)
+        v.identifier("request_id", request_id)
         n = v.search_limit(limit)
         check_scope(scope)
         where, params = sql_where(scope)
         owner = usage_owner(scope)
+        key = digest = None
+        if request_id:
+            # The usage log's owner: a retry key names one user's selection in
+            # one project of the caller's own tenant.
+            key = selection_store.Key(
+                tenancy.own(self.default_tenant), scope.user_id, scope.project_id, request_id
+            )
+            digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
+            stored = await self.db.read(lambda c: selection_store.find(c, key))
+            if stored is not None:
+                async for replayed in self._replay(stored, digest, request_id, scope):
+                    yield replayed
+                return
 
         def read(conn: sqlite3.Connection) -> tuple[list[Memory], set[int]]:
             # Past MAX_TITLES, the newest memories are the ones offered.
@@ -131,12 +160,60 @@ class Selector:
             return
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
-        updated = await self.db.write(
-            lambda c: memory_store.record_usage(c, thread_id, owner, context, records)
+        answer = Answer(
+            [selection_store.Pick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
+            method,
+            reason,
+            batches,
         )
+
+        def record(conn: sqlite3.Connection) -> dict[int, Memory] | tuple[str, Answer]:
+            if key is not None:
+                # A retry that arrived while this call ran has recorded first.
+                earlier = selection_store.find(conn, key)
+                if earlier is not None:
+                    return earlier
+            updated = memory_store.record_usage(conn, thread_id, owner, context, records)
+            if key is not None and digest is not None:
+                selection_store.insert(conn, key, digest, answer)
+            return updated
+
+        outcome = await self.db.write(record)
+        if isinstance(outcome, tuple):
+            assert digest is not None
+            async for replayed in self._replay(outcome, digest, request_id, scope):
+                yield replayed
+            return
         for mid, rel, cat in ranked:
-            if mid in updated:
-                yield Selection(updated[mid], rel, cat, mid in used, method, reason, batches)
+            if mid in outcome:
+                yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
+
+    async def _replay(
+        self, stored: tuple[str, Answer], digest: str, request_id: str, scope: MemoryScope
+    ) -> AsyncIterator[Selection]:
+        """The stored answer of a request_id, as it was sent: the memories as
+        they are now (one deleted or out of scope since is left out)."""
+        their_digest, answer = stored
+        if their_digest != digest:
+            raise AlreadyExists(
+                f"request_id {v.quoted(request_id)} was already used for another"
+                " SelectMemories request (a different prompt, thread, summary, scope or"
+                " limit); use a new request_id for a new selection"
+            )
+        ids = [p.memory_id for p in answer.picks]
+        where, params = sql_where(scope)
+        rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
+        for p in answer.picks:
+            if p.memory_id in rows:
+                yield Selection(
+                    rows[p.memory_id],
+                    p.relevance,
+                    MemoryCategory(p.category),
+                    p.previously_used,
+                    answer.method,
+                    answer.degraded_reason,
+                    answer.title_batches,
+                )
 
     async def _two_pass(
         self, prompt: str, candidates: list[Memory], used: set[int], thread_summary: str
@@ -202,6 +279,22 @@ class Selector:
             for s in selected
         ]
         return picks, len(batches)
+
+
+def _request_digest(
+    prompt: str, scope: MemoryScope, thread_id: str, thread_summary: str, limit: int
+) -> str:
+    """What a retry must repeat to be one (the owner and the id are the key)."""
+    fields = [
+        prompt,
+        thread_id,
+        thread_summary,
+        limit,
+        scope.session_id,
+        scope.agent_id,
+        scope.include_archived,
+    ]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
 def _batches(

@@ -8,6 +8,8 @@ import httpx
 import numpy as np
 import ollama
 
+from nexus_grpc.core.redact import mask_url
+
 from .base import EmbedderUnavailable, EmbeddingDimensionMismatch
 
 
@@ -22,7 +24,7 @@ class OllamaEmbedder:
         timeout: float = 30.0,
         batch_size: int = 64,
     ) -> None:
-        self.host = host
+        self.host = mask_url(host)  # for messages: the client below gets the real one
         self.model = model
         self.dimension = dimension
         # Prefixed so a switch between a local and an Ollama-served model of the same

@@ -30,6 +30,7 @@ import ollama
 import pydantic
 
 from nexus_grpc import deadlines
+from nexus_grpc.core.redact import mask_url
 from nexus_grpc.llm import tokens
 from nexus_grpc.llm.errors import (
     LLMBadOutput,
@@ -81,7 +82,9 @@ class LLMClient(abc.ABC):
     server_name = "the model server"
 
     def __init__(self, host: str, *, timeout: float, context_length: int = 0) -> None:
-        self._host = host
+        # How messages name the server: its URL with any credential masked
+        # (subclasses connect with the ``host`` they were given).
+        self._host = mask_url(host)
         self._timeout = timeout
         self._context_override = context_length
         self._contexts: dict[str, int] = {}
@@ -443,7 +446,13 @@ class OllamaClient(LLMClient):
         await self._client.close()
 
     async def _fetch_context_length(self, model: str) -> int | None:
-        shown = await self._client.show(model)
+        try:
+            shown = await self._client.show(model)
+        except pydantic.ValidationError:
+            # The ollama package requires model_info, which Ollama before 0.3
+            # and some Ollama-compatible servers leave out of /api/show: such a
+            # server does not say, so the caller assumes the documented default.
+            return None
         info = shown.modelinfo or {}
         arch = info.get("general.architecture")
         value = info.get(f"{arch}.context_length") if arch else None

@@ -6,9 +6,12 @@ Reads hide them from the moment they pass it (``store/sessions._retained``,
 this job makes them gone for good, with their index points (index jobs in the
 same transaction), a deleted session's summaries and graph links (by cascade).
 A summary (or overview) last written before the cutoff goes too: all it was
-written from happened before then. Setting a retention schedules the job
-in the same transaction; each run deletes up to ``CHUNK`` rows of each kind
-and schedules the next run: at once when it stopped at the chunk, else when
+written from happened before then. A deleted session's TASK-tier USER
+memories stay: they belong to their users, whom no one asked (the project's
+own TASK memories go with the session, as DeleteSession takes them).
+Setting a retention schedules the job in the same transaction; each run
+deletes up to ``CHUNK`` rows of each kind and schedules the next run: at
+once when it stopped at the chunk, else when
 the oldest remaining exchange passes the retention, and at most an hour away,
 since an episode imported later with an old occur_time may pass it sooner.
 A project whose retention was cleared (or that is gone) ends the chain.
@@ -49,7 +52,9 @@ def _sweep(project_id: int, at: float) -> WriteFn:
             episode_store.delete(conn, episode_id)
         sessions = session_store.past_retention(conn, project_id, cutoff, CHUNK)
         for session_id in sessions:
-            session_store.delete(conn, session_id)
+            # No user asked for this delete: their TASK-tier memories stay (as
+            # SESSION-tier ones do), for them to read and delete; the project's go.
+            session_store.delete(conn, session_id, user_task_memories=False)
         summaries = summary_store.past_retention(conn, project_id, cutoff, CHUNK)
         for summary_id in summaries:
             summary_store.delete(conn, summary_id)

@@ -47,6 +47,7 @@ TABLES: tuple[Table, ...] = (
     Table("summaries"),
     Table("memories"),
     Table("memory_usage"),
+    Table("memory_selections"),
     Table("memory_history"),
     Table("memory_candidates", key=("episode_id",), identity=False),
     Table("extraction_events"),

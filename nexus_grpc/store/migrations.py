@@ -791,6 +791,25 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    # 16: SelectMemories is safe to retry. A call with a request_id keeps its
+    # answer here (the picks as JSON, with how they were made), written in
+    # the transaction that records its usage: a retry is answered from it and
+    # records nothing again. Kept for a day (store/selections.py); the key is
+    # the usage log's owner (tenant, user, project) and the client's id.
+    """
+    CREATE TABLE memory_selections (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant         TEXT NOT NULL,
+        user_id        TEXT NOT NULL,
+        project_id     INTEGER NOT NULL,
+        request_id     TEXT NOT NULL,
+        request_sha256 TEXT NOT NULL,
+        answer         TEXT NOT NULL,
+        created_at     REAL NOT NULL,
+        UNIQUE (tenant, user_id, project_id, request_id)
+    );
+    CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit, urlunsplit
 
+from nexus_grpc.core.redact import mask_url
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
 
@@ -50,21 +50,6 @@ T = TypeVar("T")
 # A write that loses a unique-key race, a serialization failure or a deadlock
 # runs again, at most this many times in all.
 WRITE_ATTEMPTS = 3
-
-
-def mask_url(url: str) -> str:
-    """The URL with its password replaced, fit for logs and error messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable database URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def is_postgres_url(url: str) -> bool:

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from nexus_grpc.core.models import Session
+from nexus_grpc.core.models import MemoryKind, Session
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
@@ -108,8 +108,8 @@ def get_by_external_id(
     *,
     retained_at: float | None = None,
 ) -> Session:
-    # External ids are unique per tenant; a caller who sees every tenant
-    # gets the oldest session that uses it.
+    # External ids are unique per tenant: the domain always names the one
+    # to look in (``tenant`` None, every tenant, is for tools only).
     clause, params = _tenant_clause(tenant)
     kept, kept_params = _retained(retained_at)
     row = conn.execute(
@@ -172,6 +172,13 @@ def update(
                 "SELECT id FROM summaries WHERE session_id = ?",
                 (session_id,),
             )
+            if value and conn.execute(
+                "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
+            ).fetchone():
+                # Reads hide what the project's retention has passed at once;
+                # the sweep (scheduled up to an hour ahead when the project had
+                # nothing to sweep) now looks at what just came in.
+                jobs.schedule(conn, jobs.RETAIN_PROJECT, value, now())
         elif column == "metadata":
             conn.execute(
                 "UPDATE sessions SET metadata = ? WHERE id = ?", (json.dumps(value), session_id)
@@ -181,11 +188,32 @@ def update(
     return get(conn, session_id)
 
 
-def delete(conn: sqlite3.Connection, session_id: int, tenant: str | None = None) -> int:
+def task_memory_owners(conn: sqlite3.Connection, session_id: int) -> dict[str, int]:
+    """The session's TASK-tier USER memories (the ones ``delete`` takes with
+    it), counted by user."""
+    rows = conn.execute(
+        "SELECT user_id, COUNT(*) FROM memories WHERE session_id = ? AND tier = 1 AND kind = ?"
+        " GROUP BY user_id",
+        (session_id, int(MemoryKind.USER)),
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def delete(
+    conn: sqlite3.Connection,
+    session_id: int,
+    tenant: str | None = None,
+    *,
+    user_task_memories: bool = True,
+) -> int:
     """Delete a session and (by cascade) its episodes and summaries.
 
     Index jobs for every episode and summary are queued in the same
     transaction, so their vector points are removed durably too.
+
+    Its TASK-tier memories go with it; ``user_task_memories`` False keeps
+    the USER ones (a delete no user asked for, the retention sweep, must not
+    decide for them). The caller has already decided that the USER ones may go.
     """
     get(conn, session_id, tenant)
     jobs.enqueue_select(
@@ -204,7 +232,10 @@ def delete(conn: sqlite3.Connection, session_id: int, tenant: str | None = None)
     # tier = 1 (TASK) as a literal: it lets SQLite use the partial index
     # idx_memories_task_session (migration 11) instead of scanning memories.
     task_memories = "SELECT id FROM memories WHERE session_id = ? AND tier = 1"
-    params = (session_id,)
+    params: tuple[int, ...] = (session_id,)
+    if not user_task_memories:
+        task_memories += " AND kind = ?"
+        params = (session_id, int(MemoryKind.PROJECT))
     jobs.enqueue_select(conn, jobs.INDEX_MEMORY, task_memories, params)
     conn.execute(f"DELETE FROM memory_history WHERE memory_id IN ({task_memories})", params)
     conn.execute(f"DELETE FROM memories WHERE id IN ({task_memories})", params)

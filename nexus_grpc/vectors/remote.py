@@ -13,6 +13,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from nexus_grpc import deadlines
+from nexus_grpc.core.redact import mask_url
 from nexus_grpc.errors import DeadlineExceeded
 
 from .base import (
@@ -103,7 +104,8 @@ class QdrantVectorIndex:
     ) -> None:
         if sum(x is not None for x in (url, location, path)) != 1:
             raise ValueError("give exactly one of url, location or path")
-        self._where = url or location or path
+        # For messages; the client gets the URL itself.
+        self._where = mask_url(url) if url else location or path
         # Local mode ignores payload indexes (and warns about each); skip creating them.
         self._local = url is None
         self._page_size = page_size

@@ -336,10 +336,22 @@ def test_key_ring_keeps_digests_only_and_rejects_bad_files(tmp_path):
         {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": ""}]},
         {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": "two words"}]},
         {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": 7}]},
+        # Two tenants' keys under one name: logs and per-key limits could not
+        # tell them apart (the probe's two "gw" keys shared one watch bucket).
+        {
+            "keys": [
+                {"key": ALICE_KEY, "name": "gw", "tenant": "t1"},
+                {"key": ADMIN_KEY, "name": "gw", "tenant": "t2"},
+            ]
+        },
     ]
     for data in bad:
         with pytest.raises(KeyFileError):
             KeyRing.from_dict(data)
+    with pytest.raises(KeyFileError, match=r"keys\[1\]: name 'gw' is already the name of"):
+        KeyRing.from_dict(bad[-1])
+    # Each key is counted as itself: its place in the file, not its name.
+    assert ring.lookup(ALICE_KEY).key_id != ring.lookup(ADMIN_KEY).key_id
     with pytest.raises(KeyFileError):
         KeyRing.from_file(tmp_path / "missing.json")
 

@@ -51,6 +51,7 @@ async def server(tmp_path):
         data_dir=tmp_path / "data",
         auth_keys_file=str(keys),
         max_concurrent_rpcs=1,
+        max_concurrent_rpcs_per_key=0,  # the server's cap is what this proves
     )
     recorder = Recorder()
     running = await start_server(settings, App(settings, embedder=HashingEmbedder()),

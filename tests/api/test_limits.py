@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nexus_grpc.app import App
+from nexus_grpc.app import App, StartupError
 from nexus_grpc.config import Settings
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -16,7 +17,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.server import start_server
-from tests.support import HashingEmbedder
+from tests.support import HashingEmbedder, bearer, start_harness, wait_until
 
 # On SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -70,3 +71,123 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
     finally:
         await channel.close()
         await running.stop(None)
+
+
+KEY_A = "limits-key-a-000000000001"
+KEY_B = "limits-key-b-000000000001"
+PER_KEY = 3
+
+
+@pytest.fixture
+async def keyed(tmp_path, store_settings):
+    """Two keys; each may run PER_KEY calls, the server 8."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": KEY_A, "name": "a", "users": "*"},
+                    # Another tenant's key: only the per-key limit separates them.
+                    {"key": KEY_B, "name": "b", "users": "*"},
+                ]
+            }
+        )
+    )
+    h = await start_harness(
+        tmp_path / "data",
+        auth_keys_file=str(keys),
+        max_concurrent_rpcs=8,
+        max_concurrent_rpcs_per_key=PER_KEY,
+        **store_settings,
+    )
+    yield h
+    await h.close()
+
+
+async def test_one_key_at_its_limit_leaves_the_server_to_the_others(keyed):
+    """The probe's 515 idle ImportEpisodes streams from one key, in small: a
+    key holding its limit of idle client streams is refused a further call,
+    while another key's unary and streaming calls go through."""
+    h = keyed
+    a, b = bearer(KEY_A), bearer(KEY_B)
+    idle = [h.memory.ImportEpisodes(metadata=a) for _ in range(PER_KEY)]
+
+    async def refused_to_a() -> grpc.aio.AioRpcError | None:
+        try:
+            await h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=a)
+        except grpc.aio.AioRpcError as exc:
+            return exc
+        return None
+
+    async def held_at_its_limit() -> grpc.aio.AioRpcError | None:
+        # A stream that arrived while a probe below held a slot was refused:
+        # open it again, until the key's three slots are the streams'.
+        for i, call in enumerate(idle):
+            if call.done():
+                idle[i] = h.memory.ImportEpisodes(metadata=a)
+        return await refused_to_a()
+
+    # The streams hold their slots from the moment the server starts them.
+    refusal = await wait_until(held_at_its_limit)
+    assert refusal.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for text in ("API key 'a' already has 3 calls running", "--max-concurrent-rpcs-per-key",
+                 "(now 3)"):  # fmt: skip
+        assert text in refusal.details()
+    # A streamed call of the same key is refused the same way.
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await h.memory.ImportEpisodes(iter(()), metadata=a)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # The other key: unary, a server stream and a client stream all succeed,
+    # as many at once as its own limit.
+    session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(), metadata=b)
+    listed = await asyncio.gather(
+        *(h.memory.ListSessions(memory_pb2.ListSessionsRequest(), metadata=b)
+          for _ in range(PER_KEY))
+    )  # fmt: skip
+    assert all([s.id for s in page.sessions] == [session.id] for page in listed)
+    hits = [
+        hit
+        async for hit in h.memory.SearchEpisodes(
+            memory_pb2.SearchEpisodesRequest(query="x", session_id=session.id), metadata=b
+        )
+    ]
+    assert hits == []
+    imported = await h.memory.ImportEpisodes(
+        iter(
+            [
+                memory_pb2.ImportEpisodesRequest(
+                    episode=memory_pb2.CreateEpisodeRequest(
+                        session_id=session.id, user_message="hello", request_id="b-1"
+                    )
+                )
+            ]
+        ),
+        metadata=b,
+    )
+    assert imported.created == 1
+    # A slot the key frees is its own again.
+    idle.pop().cancel()
+
+    async def a_served() -> bool:
+        return await refused_to_a() is None
+
+    await wait_until(a_served)
+    for call in idle:
+        call.cancel()
+
+
+async def test_a_per_key_limit_not_below_the_servers_stops_the_start(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"key": KEY_A, "name": "a", "users": "*"}]}))
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "d",
+        auth_keys_file=str(keys),
+        max_concurrent_rpcs=16,
+        max_concurrent_rpcs_per_key=16,
+    )
+    with pytest.raises(StartupError) as err:
+        await start_server(settings, App(settings, embedder=HashingEmbedder()))
+    assert "--max-concurrent-rpcs-per-key (16) must be below --max-concurrent-rpcs (16)" in str(
+        err.value
+    )

@@ -153,3 +153,107 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
     # Round robin alternates the instances: each committed its share of the ten.
     shares = (a.app.db.commits - before[0], b.app.db.commits - before[1])
     assert sum(shares) == 10 and min(shares) >= 3, shares
+
+
+def _allow_connections(url: str, allowed: bool) -> None:
+    """One instance's database refuses connections (and cuts those it had), as
+    a database that went away or a partition from it would; or takes them again."""
+    import psycopg
+
+    from tests import pg
+
+    name = pg.database_name(url)
+    with psycopg.connect(pg.server().get_uri(), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {str(allowed).lower()}")
+        if not allowed:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+
+
+async def test_a_round_robin_client_moves_off_an_instance_that_is_not_serving(tmp_path):
+    """The client's service config turns on client-side health checking, so a
+    round-robin channel sends nothing to an instance whose health turned
+    NOT_SERVING (its database is away) and comes back to it once it says
+    SERVING. The same channel without health checking keeps sending there."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from nexus_grpc.connection import open_channel
+    from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+    from tests import pg
+
+    urls = [pg.new_database(), pg.new_database()]
+    # Two instances, each with its own database: only one of them goes down.
+    a = await start_harness(tmp_path / "a", database_url=urls[0])
+    b = await start_harness(tmp_path / "b", database_url=urls[1])
+    addresses = f"ipv4:{a.target},{b.target}"
+    rr = [("grpc.lb_policy_name", "round_robin")]
+    checked = open_channel(addresses, retry=None, options=rr)
+    # The control: health checking left out of the service config.
+    unchecked = open_channel(addresses, retry=None, options=[*rr, ("grpc.service_config", "{}")])
+    a_health = health_pb2_grpc.HealthStub(a.channel).Watch(health_pb2.HealthCheckRequest())
+
+    async def a_says(status: int) -> None:
+        while (await asyncio.wait_for(a_health.read(), 30)).status != status:
+            pass
+
+    async def sessions(h) -> int:
+        return await h.app.db.read(
+            lambda c: int(c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+        )
+
+    async def create_all(channel, n: int) -> list[grpc.StatusCode]:
+        stub = memory_grpc.MemoryServiceStub(channel)
+        codes = []
+        for _ in range(n):
+            try:
+                await stub.CreateSession(memory_pb2.CreateSessionRequest())
+                codes.append(grpc.StatusCode.OK)
+            except grpc.aio.AioRpcError as exc:
+                codes.append(exc.code())
+        return codes
+
+    try:
+        await a_says(health_pb2.HealthCheckResponse.SERVING)
+        for channel in (checked, unchecked):
+            # Round robin starts on the first address that connects: let both connect.
+            stub = memory_grpc.MemoryServiceStub(channel)
+            for _ in range(4):
+                await stub.ListProjects(memory_pb2.ListProjectsRequest(), wait_for_ready=True)
+        assert await create_all(checked, 6) == [grpc.StatusCode.OK] * 6
+        assert min(await sessions(a), await sessions(b)) >= 2, "spread over both"
+
+        _allow_connections(urls[0], False)
+        await a_says(health_pb2.HealthCheckResponse.NOT_SERVING)
+        # The client's own health watch on A hears it too (at once, or a
+        # moment after the one above): from then on every call goes to B.
+        await wait_until(lambda: _all_ok(create_all(checked, 4)), timeout=20)
+        on_b = await sessions(b)
+        assert await create_all(checked, 20) == [grpc.StatusCode.OK] * 20
+        assert await sessions(b) == on_b + 20
+        # Without health checking, round robin goes on sending A its share.
+        assert grpc.StatusCode.UNAVAILABLE in await create_all(unchecked, 6)
+
+        _allow_connections(urls[0], True)
+        await a_says(health_pb2.HealthCheckResponse.SERVING)
+        on_a = await sessions(a)
+
+        async def back_on_a() -> bool:
+            assert await _all_ok(create_all(checked, 4))
+            return await sessions(a) > on_a
+
+        await wait_until(back_on_a, timeout=20)
+    finally:
+        a_health.cancel()
+        await checked.close()
+        await unchecked.close()
+        await a.close()
+        await b.close()
+        _allow_connections(urls[0], True)
+        for url in urls:
+            pg.drop_database(url)
+
+
+async def _all_ok(codes) -> bool:
+    return set(await codes) == {grpc.StatusCode.OK}

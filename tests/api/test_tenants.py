@@ -414,6 +414,7 @@ TENANT_ROWS = {
     "entity_merges": "SELECT * FROM entity_merges WHERE tenant != 'rival'",
     "memories": "SELECT * FROM memories WHERE tenant != 'rival'",
     "memory_usage": "SELECT * FROM memory_usage WHERE tenant != 'rival'",
+    "memory_selections": "SELECT * FROM memory_selections WHERE tenant != 'rival'",
     "extraction_events": "SELECT * FROM extraction_events WHERE tenant != 'rival'",
 }
 

@@ -298,6 +298,22 @@ async def test_reextraction_is_idempotent(gh, stub):
     assert len(stub.requests_to("/api/chat")) == 2
 
 
+async def test_a_server_whose_show_has_no_model_info_is_given_4096_tokens(gh, stub, caplog):
+    """Ollama before 0.3 and some Ollama-compatible servers answer /api/show
+    without model_info. docs/llm.md promises 4,096 tokens then; before, the
+    ollama package's validation error failed every extraction."""
+    stub.show_model_info = False
+    stub.default = Reply.of(ALICE)
+    s = await new_session(gh)
+    ep = await new_episode(gh, s.id)
+    event = await event_for(gh, ep.id)
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE and len(event.entities) == 2
+    [chat] = stub.requests_to("/api/chat")
+    assert chat["options"]["num_ctx"] <= 4096
+    assert stub.requests_to("/api/show"), "the server was asked"
+    assert any("assuming 4096 tokens" in r.getMessage() for r in caplog.records)
+
+
 # Failures ---------------------------------------------------------------------
 
 

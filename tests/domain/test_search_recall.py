@@ -58,7 +58,8 @@ QUESTIONS = [
 
 @pytest.fixture(params=["e5", "minilm"])
 async def h(tmp_path, request):
-    # Both offline embedders: the default (e5) and the one for small CPUs.
+    # Both offline embedders: the default (MiniLM) and the multilingual one
+    # (--embedder e5: better recall at rank 1 and 5 for 4-5x the embedding CPU).
     harness = await start_harness(tmp_path / "data", embedder=make_embedder(request.param))
     yield harness
     await harness.close()

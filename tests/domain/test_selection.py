@@ -313,3 +313,80 @@ async def test_a_question_too_long_for_the_context_degrades_and_says_why(llm_har
     assert got and {x.method for x in got} == {"semantic"}
     assert "context" in got[0].degraded_reason
     assert [r for r in stub.requests if PASS1 in r.prompt_text()] == []
+
+
+async def test_a_retried_selection_answers_the_first_and_records_its_usage_once(
+    llm_harness, stub
+):
+    """Both clients retry SelectMemories as a read; a retry after a lost answer
+    arrives with the request_id the client filled in. It must not count the
+    selection twice, nor (the first call's picks now ranking lower in the
+    thread) answer another one."""
+    h = llm_harness
+    pid, sid = await world(h)
+    a = await create(h, kind=P, project_id=pid, title="postgres port")
+    b = await create(h, kind=P, project_id=pid, title="deploy steps")
+    scope = memory_pb2.MemoryScope(project_id=pid, session_id=sid)
+    script(
+        stub,
+        [
+            {"id": a.id, "relevance": 0.9, "category": "necessary"},
+            {"id": b.id, "relevance": 0.5, "category": "supporting"},
+        ],
+        [{"id": a.id, "relevance": 0.95}, {"id": b.id, "relevance": 0.7}],
+    )
+
+    async def select_as(request_id: str, prompt: str = "which database port?", scope=scope):
+        request = memory_pb2.SelectMemoriesRequest(
+            prompt=prompt, scope=scope, thread_id="t1", request_id=request_id
+        )
+        return [x async for x in h.memory.SelectMemories(request)]
+
+    first = await select_as("sel-1")
+    chats = len(stub.requests_to("/api/chat"))
+    again = await select_as("sel-1")
+    assert again == first  # the same memories, relevance, categories and method
+    assert len(stub.requests_to("/api/chat")) == chats, "a retry asks the model nothing"
+    usage = await h.memory.ListMemoryUsage(
+        memory_pb2.ListMemoryUsageRequest(thread_id="t1", project_id=pid)
+    )
+    assert sorted(u.memory_id for u in usage.usage) == sorted([a.id, b.id])  # once each
+    got = await h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=a.id))
+    assert got.use_count == 1
+    # The same id for another request is refused, as a create's is.
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await select_as("sel-1", prompt="something else")
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "sel-1" in err.value.details()
+    # A new id is a new selection: recorded, with the first call's picks now used.
+    script(stub, [{"id": a.id, "relevance": 0.9, "category": "necessary"}],
+           [{"id": a.id, "relevance": 0.9}])  # fmt: skip
+    [fresh] = await select_as("sel-2")
+    assert fresh.previously_used and fresh.memory.use_count == 2
+    # An id is its owner's: another scope's selection under it is its own.
+    user = await create(h, kind=U, user_id="alice", title="alice's port")
+    script(stub, [{"id": user.id, "relevance": 0.8, "category": "necessary"}],
+           [{"id": user.id, "relevance": 0.8}])  # fmt: skip
+    [theirs] = await select_as("sel-1", scope=memory_pb2.MemoryScope(user_id="alice"))
+    assert theirs.memory.id == user.id
+
+
+async def test_the_clients_fill_in_a_request_id_for_selection(llm_harness, stub, monkeypatch):
+    from nexus_grpc.client import NexusClient
+
+    h = llm_harness
+    pid, _ = await world(h)
+    await create(h, kind=P, project_id=pid, title="postgres port")
+    seen: list[str] = []
+    real = h.app.selector.select
+
+    def spy(*args, **kwargs):
+        seen.append(args[5] if len(args) > 5 else kwargs.get("request_id", ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(h.app.selector, "select", spy)
+    async with NexusClient(h.target) as client:
+        scope = memory_pb2.MemoryScope(project_id=pid)
+        async for _ in client.select_memories(prompt="port?", scope=scope):
+            pass
+    assert len(seen) == 1 and len(seen[0]) >= 16

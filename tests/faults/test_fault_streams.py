@@ -834,9 +834,13 @@ async def test_the_server_sends_a_slow_subscriber_no_further_ahead_than_flow_con
                     graph_pb2.WatchExtractionsRequest()
                 )
                 first = await asyncio.wait_for(call.read(), 10)
-                # The reader pauses (the workload).  A server that buffered for
-                # it would have turned all 60 events into messages by now.
-                await asyncio.sleep(0.5)
+                # The reader pauses (the workload) while the server serves a
+                # hundred other calls on its one event loop: a server that
+                # buffered for the reader would have turned all 60 events into
+                # messages in the loop turns those took. (Counted in the
+                # server's work, not in seconds of a wall clock.)
+                for _ in range(100):
+                    await h.memory.ListProjects(memory_pb2.ListProjectsRequest(page_size=1))
                 # One message in flight past the 8 KB read-ahead, one more
                 # converted and waiting for the window: not the backlog.
                 ahead = len(converted)

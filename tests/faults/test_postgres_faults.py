@@ -7,11 +7,16 @@ acknowledged is lost, and service resumes by itself once it is back.
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import psycopg
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.server import SERVICE_NAMES
+from tests import pg
 from tests.faults.test_startup_failures import assert_clean_exit, serve
 from tests.support import start_harness
 
@@ -161,3 +166,46 @@ async def test_a_database_down_for_a_while_degrades_health_then_service_resumes(
 def _database_state(state):
     [db] = [d for d in state.dependencies if d.name == "postgresql"]
     return db
+
+
+async def test_health_follows_postgresql_down_and_back(tmp_path, pg_url):
+    """gRPC health was SERVING whatever happened: with PostgreSQL down every
+    call answered UNAVAILABLE, yet load balancers and round-robin clients were
+    told to keep sending. Here the embedded server is stopped and started
+    again: health says NOT_SERVING, for the whole server and each service, on
+    Check and on Watch, until it is back."""
+    serving = health_pb2.HealthCheckResponse.SERVING
+    down = health_pb2.HealthCheckResponse.NOT_SERVING
+    h = await start_harness(tmp_path / "data", database_url=pg_url)
+    health = health_pb2_grpc.HealthStub(h.channel)
+    names = ("", *SERVICE_NAMES)
+    watches = [health.Watch(health_pb2.HealthCheckRequest(service=n)) for n in names]
+
+    async def next_status(watch) -> int:
+        return (await asyncio.wait_for(watch.read(), 30)).status
+
+    async def checked() -> list[int]:
+        return [
+            (await health.Check(health_pb2.HealthCheckRequest(service=n))).status for n in names
+        ]
+
+    try:
+        assert [await next_status(w) for w in watches] == [serving] * len(names)
+        session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest())
+        pg.take_down()
+        try:
+            assert [await next_status(w) for w in watches] == [down] * len(names)
+            assert await checked() == [down] * len(names)
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        finally:
+            pg.bring_back()
+        assert [await next_status(w) for w in watches] == [serving] * len(names)
+        assert await checked() == [serving] * len(names)
+        got = await h.memory.GetSession(memory_pb2.GetSessionRequest(id=session.id))
+        assert got.id == session.id
+    finally:
+        for w in watches:
+            w.cancel()
+        await h.close()

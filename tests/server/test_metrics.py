@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -73,6 +74,7 @@ async def test_queue_depth_oldest_age_and_worker_counters(metered):
     session = await metered.memory.CreateSession(
         memory_pb2.CreateSessionRequest(session=memory_pb2.Session(name="m"))
     )
+    queued_after = time.time()  # the extraction job is queued by the call below
     await metered.memory.CreateEpisode(
         memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="hello there")
     )
@@ -86,7 +88,16 @@ async def test_queue_depth_oldest_age_and_worker_counters(metered):
     # No Ollama is configured, so extraction waits in the queue while indexing completes.
     samples = await wait_until(extraction_waiting_and_indexed)
     assert sample(samples, "nexus_job_queue_depth", kind="index:episodes") == 0
-    assert sample(samples, "nexus_job_oldest_pending_age_seconds", kind="extract:episode") >= 0
+    # The waiting job's age grows with the clock, and is never more than the
+    # time since it could have been queued.
+    async def aged(seconds: float):
+        scraped = await scrape(metered)
+        age = sample(scraped, "nexus_job_oldest_pending_age_seconds", kind="extract:episode")
+        return (age, time.time()) if age is not None and age >= seconds else None
+
+    age, read_by = await wait_until(lambda: aged(1.0), timeout=20)
+    assert 1.0 <= age <= read_by - queued_after
+    assert sample(samples, "nexus_job_oldest_pending_age_seconds", kind="index:episodes") == 0
     assert sample(samples, "nexus_job_dead_letters", kind="extract:episode") == 0
     assert sample(samples, "nexus_job_failures_total", kind="index:episodes") == 0
 

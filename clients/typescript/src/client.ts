@@ -13,6 +13,7 @@ import { GraphServiceDefinition } from "./gen/nexus/graph/v1/graph_service";
 import { MemoryServiceDefinition } from "./gen/nexus/memory/v1/memory_service";
 import { SummaryServiceDefinition } from "./gen/nexus/summary/v1/summary_service";
 import { NexusError } from "./errors";
+import { registerHealthCheckedRoundRobin } from "./health";
 import { retryableMethods, serviceConfig, type RetryPolicy } from "./retry";
 
 /** What the generated ts-proto codecs provide for one message type. */
@@ -94,6 +95,13 @@ export interface NexusClientOptions {
   retry?: Partial<RetryPolicy> | false;
   /** Calls wait for the connection instead of failing fast while it is down. */
   waitForReady?: boolean;
+  /**
+   * "round_robin": spread calls over every address the target resolves to (a
+   * DNS name with one A record per instance, or `ipv4:host:port,host:port`),
+   * skipping any instance whose gRPC health says NOT_SERVING (client-side
+   * health checking; see health.ts). "pick_first" (the default): one address.
+   */
+  loadBalancing?: "pick_first" | "round_robin";
   /** Extra @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
 }
@@ -142,11 +150,14 @@ export class NexusClient {
     this.options = options;
     const definitions = Object.values(SERVICES) as ServiceDefinition[];
     const channelOptions: grpc.ChannelOptions = { ...options.channelOptions };
-    if (options.retry !== false) {
-      channelOptions["grpc.service_config"] = JSON.stringify(
-        serviceConfig(retryableMethods(definitions), options.retry ?? {}),
-      );
-    }
+    if (options.loadBalancing === "round_robin") registerHealthCheckedRoundRobin();
+    channelOptions["grpc.service_config"] ??= JSON.stringify(
+      serviceConfig(
+        options.retry === false ? [] : retryableMethods(definitions),
+        options.retry === false ? {} : (options.retry ?? {}),
+        options.loadBalancing ?? "pick_first",
+      ),
+    );
     this.channel = new grpc.Client(target, credentials(options.tls), channelOptions);
     this.memory = this.bind(MemoryServiceDefinition);
     this.graph = this.bind(GraphServiceDefinition);

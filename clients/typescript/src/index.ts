@@ -1,7 +1,8 @@
 export { NexusClient } from "./client";
 export type { CallOptions, NexusClientOptions, ServerStream, ServiceClient, TlsOptions } from "./client";
 export { NexusError } from "./errors";
-export { DEFAULT_RETRY_POLICY, retryableMethods, serviceConfig } from "./retry";
+export { DEFAULT_RETRY_POLICY, HEALTH_SERVICE_NAME, retryableMethods, serviceConfig } from "./retry";
+export { HEALTH_CHECKED_ROUND_ROBIN, registerHealthCheckedRoundRobin } from "./health";
 export type { RetryPolicy } from "./retry";
 export { status as Status, Metadata } from "@grpc/grpc-js";
 export * as memory from "./gen/nexus/memory/v1/memory_service";

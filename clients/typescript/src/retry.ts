@@ -1,3 +1,5 @@
+import { HEALTH_CHECKED_ROUND_ROBIN } from "./health";
+
 /**
  * The gRPC service config that makes grpc-js itself retry (gRFC A6): backoff,
  * a bounded number of attempts, and `grpc-retry-pushback-ms` honoured.
@@ -59,13 +61,31 @@ export function retryableMethods(definitions: Definition[]): Array<{ service: st
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(3).replace(/\.?0+$/, "")}s`;
 
+/** The health a client checks: the whole server's, which turns NOT_SERVING while its database is away. */
+export const HEALTH_SERVICE_NAME = "";
+
+/**
+ * The service config: retries for `methods` (none: no retry policy), and, with
+ * round robin, client-side health checking. `healthCheckConfig` is gRFC A17's
+ * key, as the Python client sends it; grpc-js ignores it, so the round robin
+ * it asks for is health.ts's policy, which does the checking.
+ */
 export function serviceConfig(
   methods: Array<{ service: string; method: string }>,
   overrides: Partial<RetryPolicy> = {},
+  loadBalancing: "pick_first" | "round_robin" = "pick_first",
 ): object {
   const policy = { ...DEFAULT_RETRY_POLICY, ...overrides };
-  return {
-    methodConfig: [
+  const config: Record<string, unknown> = {
+    healthCheckConfig: { serviceName: HEALTH_SERVICE_NAME },
+  };
+  if (loadBalancing === "round_robin") {
+    config.loadBalancingConfig = [
+      { [HEALTH_CHECKED_ROUND_ROBIN]: { serviceName: HEALTH_SERVICE_NAME } },
+    ];
+  }
+  if (methods.length > 0) {
+    config.methodConfig = [
       {
         name: methods,
         retryPolicy: {
@@ -76,6 +96,7 @@ export function serviceConfig(
           retryableStatusCodes: policy.retryableStatusCodes,
         },
       },
-    ],
-  };
+    ];
+  }
+  return config;
 }

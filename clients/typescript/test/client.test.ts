@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { NexusClient, NexusError, Status, graph, memory, retryableMethods, serviceConfig, summary } from "../src";
-import { freePort, Server } from "./server";
+import { freePort, Instances, Server } from "./server";
 
 test("only calls safe to repeat are in the retry policy", () => {
   const methods = new Set(
@@ -294,5 +294,66 @@ describe("against a TLS server that requires a client certificate and an API key
     } finally {
       client.close();
     }
+  });
+});
+
+describe("round robin over two instances, one of which stops serving", () => {
+  const instances = new Instances();
+  let client: NexusClient;
+
+  before(async () => {
+    await instances.start();
+    // No retries: a call sent to the instance that is down would fail, not be
+    // sent again elsewhere.
+    client = new NexusClient(`ipv4:${instances.a},${instances.b}`, {
+      loadBalancing: "round_robin",
+      retry: false,
+      timeoutMs: 10_000,
+    });
+    // Round robin starts on the first address that connects: let both connect.
+    for (let i = 0; i < 4; i++) await client.memory.listProjects({}, { waitForReady: true });
+  });
+  after(async () => {
+    client?.close();
+    await instances.stop();
+  });
+
+  const createAll = async (n: number): Promise<boolean> => {
+    let ok = true;
+    for (let i = 0; i < n; i++) {
+      try {
+        await client.memory.createSession({});
+      } catch {
+        ok = false;
+      }
+    }
+    return ok;
+  };
+  const count = async (): Promise<{ a: number | null; b: number }> =>
+    (await instances.send("count")) as { a: number | null; b: number };
+  const eventually = async (check: () => Promise<boolean>): Promise<void> => {
+    const deadline = Date.now() + 20_000;
+    while (!(await check())) {
+      assert.ok(Date.now() < deadline, "condition not met in time");
+    }
+  };
+
+  test("calls go around an instance whose health says NOT_SERVING, and back once it serves", async () => {
+    assert.ok(await createAll(6));
+    const before = await count();
+    assert.ok((before.a ?? 0) >= 2 && before.b >= 2, `spread over both: ${JSON.stringify(before)}`);
+
+    assert.deepEqual(await instances.send("down"), { a: "NOT_SERVING" });
+    // The client's own health watch on a hears it at once, or a moment later.
+    await eventually(() => createAll(4));
+    const seen = await count();
+    assert.ok(await createAll(20), "no call reaches the instance that is not serving");
+    assert.deepEqual(await count(), { a: null, b: seen.b + 20 });
+
+    assert.deepEqual(await instances.send("up"), { a: "SERVING" });
+    await eventually(async () => {
+      assert.ok(await createAll(4));
+      return ((await count()).a ?? 0) > (before.a ?? 0);
+    });
   });
 });

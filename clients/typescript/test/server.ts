@@ -97,3 +97,71 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * Two real instances, each on its own database of the embedded PostgreSQL
+ * (`python -m tests.instances` from the repository's virtualenv), one of which
+ * the test can take down: its database refuses connections, and its gRPC
+ * health says NOT_SERVING until it is back.
+ */
+export class Instances {
+  a = "";
+  b = "";
+  private proc: ChildProcessWithoutNullStreams | undefined;
+  private lines: string[] = [];
+  private waiting: Array<(line: string) => void> = [];
+  private log = "";
+
+  async start(timeoutMs = 120_000): Promise<void> {
+    const python = path.join(path.dirname(BIN), "python");
+    const proc = spawn(python, ["-m", "tests.instances"], { cwd: REPO, stdio: "pipe" });
+    this.proc = proc;
+    proc.stderr.setEncoding("utf8");
+    proc.stderr.on("data", (chunk: string) => {
+      this.log = (this.log + chunk).slice(-20_000);
+    });
+    proc.stdout.setEncoding("utf8");
+    let buffered = "";
+    proc.stdout.on("data", (chunk: string) => {
+      buffered += chunk;
+      let end: number;
+      while ((end = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 1);
+        const waiter = this.waiting.shift();
+        if (waiter) waiter(line);
+        else this.lines.push(line);
+      }
+    });
+    const ready = JSON.parse(await this.next(timeoutMs)) as { a: string; b: string };
+    this.a = ready.a;
+    this.b = ready.b;
+  }
+
+  /** Sends a command of tests/instances.py and resolves with its JSON answer. */
+  async send(command: "down" | "up" | "count", timeoutMs = 60_000): Promise<Record<string, unknown>> {
+    this.proc?.stdin.write(`${command}\n`);
+    return JSON.parse(await this.next(timeoutMs)) as Record<string, unknown>;
+  }
+
+  async stop(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      proc.once("exit", () => resolve());
+      proc.stdin.end("quit\n");
+    });
+  }
+
+  private next(timeoutMs: number): Promise<string> {
+    const line = this.lines.shift();
+    if (line !== undefined) return Promise.resolve(line);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer from the instances:\n${this.log}`)), timeoutMs);
+      this.waiting.push((answer) => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
+    });
+  }
+}

@@ -242,6 +242,7 @@ class Project(_message.Message):
     RETENTION_FIELD_NUMBER: _builtins.int
     SINGLE_VALUED_LABELS_FIELD_NUMBER: _builtins.int
     MEMORY_FORMATION_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     description: _builtins.str
@@ -252,6 +253,10 @@ class Project(_message.Message):
     memory_formation: Global___MemoryFormation.ValueType
     """What its conversations turn into memories by themselves. Unset reads as
     USER: a session that names its user_id forms that user's memories.
+    """
+    tenant: _builtins.str
+    """Output only: the tenant the project belongs to (a key's own, unless the
+    key is an admin's, which sees every tenant). Ignored in requests.
     """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
@@ -294,10 +299,11 @@ class Project(_message.Message):
         retention: _duration_pb2.Duration | None = ...,
         single_valued_labels: _abc.Iterable[_builtins.str] | None = ...,
         memory_formation: Global___MemoryFormation.ValueType = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "retention", b"retention", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "memory_formation", b"memory_formation", "name", b"name", "notes", b"notes", "retention", b"retention", "single_valued_labels", b"single_valued_labels", "system_prompt", b"system_prompt", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["colour", b"colour", "create_time", b"create_time", "description", b"description", "icon", b"icon", "id", b"id", "memory_formation", b"memory_formation", "name", b"name", "notes", b"notes", "retention", b"retention", "single_valued_labels", b"single_valued_labels", "system_prompt", b"system_prompt", "tenant", b"tenant", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -530,17 +536,26 @@ class GetSessionRequest(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     EXTERNAL_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     external_id: _builtins.str
+    """Looked up in the key's own tenant (an admin key's too: external ids are
+    unique per tenant, so another tenant's may be the same).
+    """
+    tenant: _builtins.str
+    """With external_id: the tenant to look it up in instead of the key's own.
+    Only an admin key may name another tenant than its own. Unused with id.
+    """
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
         external_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["external_id", b"external_id", "id", b"id", "key", b"key"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["external_id", b"external_id", "id", b"id", "key", b"key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["external_id", b"external_id", "id", b"id", "key", b"key", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_key: _TypeAlias = _typing.Literal["id", "external_id"]  # noqa: Y015
     _WhichOneofArgType_key: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
@@ -1606,11 +1621,18 @@ class SelectMemoriesRequest(_message.Message):
     THREAD_ID_FIELD_NUMBER: _builtins.int
     THREAD_SUMMARY_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     prompt: _builtins.str
     thread_id: _builtins.str
     """The conversation thread: memories already used in it rank lower."""
     thread_summary: _builtins.str
     limit: _builtins.int
+    request_id: _builtins.str
+    """A retry with the same request_id (per tenant, user and project) answers
+    the memories the first call selected, with their relevance, and records
+    no usage again; the same request_id with a different request is
+    ALREADY_EXISTS. Kept for a day.
+    """
     @_builtins.property
     def scope(self) -> Global___MemoryScope: ...
     def __init__(
@@ -1621,10 +1643,11 @@ class SelectMemoriesRequest(_message.Message):
         thread_id: _builtins.str = ...,
         thread_summary: _builtins.str = ...,
         limit: _builtins.int = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "prompt", b"prompt", "scope", b"scope", "thread_id", b"thread_id", "thread_summary", b"thread_summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "prompt", b"prompt", "request_id", b"request_id", "scope", b"scope", "thread_id", b"thread_id", "thread_summary", b"thread_summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1968,11 +1991,16 @@ class ServiceStatus(_message.Message):
     DEPENDENCIES_FIELD_NUMBER: _builtins.int
     QUEUES_FIELD_NUMBER: _builtins.int
     EVENT_LOOP_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     state: _builtins.str
     """"SERVING", or "DEGRADED" with the reasons in dependencies."""
     schema_version: _builtins.int
     embedding_model: _builtins.str
     embedding_dimension: _builtins.int
+    tenant: _builtins.str
+    """The tenant of the calling key (an admin key's own); with auth off, the
+    default tenant. What a key creates, imports or restores goes there.
+    """
     @_builtins.property
     def dependencies(self) -> _containers.RepeatedCompositeFieldContainer[Global___DependencyStatus]: ...
     @_builtins.property
@@ -1989,10 +2017,11 @@ class ServiceStatus(_message.Message):
         dependencies: _abc.Iterable[Global___DependencyStatus] | None = ...,
         queues: _abc.Iterable[Global___QueueStatus] | None = ...,
         event_loop: Global___EventLoopStatus | None = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_loop", b"event_loop"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "event_loop", b"event_loop", "queues", b"queues", "schema_version", b"schema_version", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "event_loop", b"event_loop", "queues", b"queues", "schema_version", b"schema_version", "state", b"state", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

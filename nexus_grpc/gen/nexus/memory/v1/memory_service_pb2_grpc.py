@@ -333,6 +333,8 @@ class MemoryServiceServicer:
 
     def SelectMemories(self, request, context):
         """Two-pass LLM selection of the memories a prompt needs; records usage.
+        A retry with the same request_id answers the first selection again and
+        records its usage once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

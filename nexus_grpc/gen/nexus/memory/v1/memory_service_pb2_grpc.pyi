@@ -74,7 +74,10 @@ class MemoryServiceStub:
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteMemoryRequest, _memory_service_pb2.DeleteMemoryResponse]
     SearchMemories: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.SearchMemoriesRequest, _memory_service_pb2.MemoryHit]
     SelectMemories: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.SelectMemoriesRequest, _memory_service_pb2.SelectedMemory]
-    """Two-pass LLM selection of the memories a prompt needs; records usage."""
+    """Two-pass LLM selection of the memories a prompt needs; records usage.
+    A retry with the same request_id answers the first selection again and
+    records its usage once.
+    """
     ListMemoryUsage: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]
     ListMemoryHistory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]
     """The versions a memory's updates and deletes replaced, oldest first, under
@@ -156,7 +159,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteMemoryRequest, _memory_service_pb2.DeleteMemoryResponse]  # type: ignore[assignment]
     SearchMemories: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SearchMemoriesRequest, _memory_service_pb2.MemoryHit]  # type: ignore[assignment]
     SelectMemories: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SelectMemoriesRequest, _memory_service_pb2.SelectedMemory]  # type: ignore[assignment]
-    """Two-pass LLM selection of the memories a prompt needs; records usage."""
+    """Two-pass LLM selection of the memories a prompt needs; records usage.
+    A retry with the same request_id answers the first selection again and
+    records its usage once.
+    """
     ListMemoryUsage: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]  # type: ignore[assignment]
     ListMemoryHistory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]  # type: ignore[assignment]
     """The versions a memory's updates and deletes replaced, oldest first, under
@@ -373,7 +379,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.SelectMemoriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.SelectedMemory], _abc.AsyncIterator[_memory_service_pb2.SelectedMemory]]:
-        """Two-pass LLM selection of the memories a prompt needs; records usage."""
+        """Two-pass LLM selection of the memories a prompt needs; records usage.
+        A retry with the same request_id answers the first selection again and
+        records its usage once.
+        """
 
     @_abc_1.abstractmethod
     def ListMemoryUsage(

@@ -486,6 +486,11 @@ export interface Project {
    * USER: a session that names its user_id forms that user's memories.
    */
   memoryFormation: MemoryFormation;
+  /**
+   * Output only: the tenant the project belongs to (a key's own, unless the
+   * key is an admin's, which sees every tenant). Ignored in requests.
+   */
+  tenant: string;
 }
 
 export interface CreateProjectRequest {
@@ -550,8 +555,21 @@ export interface CreateSessionRequest {
 }
 
 export interface GetSessionRequest {
-  id?: number | undefined;
-  externalId?: string | undefined;
+  id?:
+    | number
+    | undefined;
+  /**
+   * Looked up in the key's own tenant (an admin key's too: external ids are
+   * unique per tenant, so another tenant's may be the same).
+   */
+  externalId?:
+    | string
+    | undefined;
+  /**
+   * With external_id: the tenant to look it up in instead of the key's own.
+   * Only an admin key may name another tenant than its own. Unused with id.
+   */
+  tenant: string;
 }
 
 export interface ListSessionsRequest {
@@ -918,6 +936,13 @@ export interface SelectMemoriesRequest {
   threadId: string;
   threadSummary: string;
   limit: number;
+  /**
+   * A retry with the same request_id (per tenant, user and project) answers
+   * the memories the first call selected, with their relevance, and records
+   * no usage again; the same request_id with a different request is
+   * ALREADY_EXISTS. Kept for a day.
+   */
+  requestId: string;
 }
 
 export interface SelectedMemory {
@@ -1029,7 +1054,14 @@ export interface ServiceStatus {
   embeddingDimension: number;
   dependencies: DependencyStatus[];
   queues: QueueStatus[];
-  eventLoop: EventLoopStatus | undefined;
+  eventLoop:
+    | EventLoopStatus
+    | undefined;
+  /**
+   * The tenant of the calling key (an admin key's own); with auth off, the
+   * default tenant. What a key creates, imports or restores goes there.
+   */
+  tenant: string;
 }
 
 /**
@@ -1067,6 +1099,7 @@ function createBaseProject(): Project {
     retention: undefined,
     singleValuedLabels: [],
     memoryFormation: 0,
+    tenant: "",
   };
 }
 
@@ -1107,6 +1140,9 @@ export const Project: MessageFns<Project> = {
     }
     if (message.memoryFormation !== 0) {
       writer.uint32(96).int32(message.memoryFormation);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(106).string(message.tenant);
     }
     return writer;
   },
@@ -1220,6 +1256,14 @@ export const Project: MessageFns<Project> = {
             message.memoryFormation = reader.int32() as any;
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1266,6 +1310,7 @@ export const Project: MessageFns<Project> = {
         : isSet(object.memory_formation)
         ? memoryFormationFromJSON(object.memory_formation)
         : 0,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -1307,6 +1352,9 @@ export const Project: MessageFns<Project> = {
     if (message.memoryFormation !== 0) {
       obj.memoryFormation = memoryFormationToJSON(message.memoryFormation);
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -1329,6 +1377,7 @@ export const Project: MessageFns<Project> = {
       : undefined;
     message.singleValuedLabels = object.singleValuedLabels?.map((e) => e) || [];
     message.memoryFormation = object.memoryFormation ?? 0;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -2162,7 +2211,7 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
 };
 
 function createBaseGetSessionRequest(): GetSessionRequest {
-  return { id: undefined, externalId: undefined };
+  return { id: undefined, externalId: undefined, tenant: "" };
 }
 
 export const GetSessionRequest: MessageFns<GetSessionRequest> = {
@@ -2172,6 +2221,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     }
     if (message.externalId !== undefined) {
       writer.uint32(18).string(message.externalId);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
     }
     return writer;
   },
@@ -2205,6 +2257,14 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
             message.externalId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2225,6 +2285,7 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
         : isSet(object.external_id)
         ? globalThis.String(object.external_id)
         : undefined,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -2236,6 +2297,9 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     if (message.externalId !== undefined) {
       obj.externalId = message.externalId;
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -2246,6 +2310,7 @@ export const GetSessionRequest: MessageFns<GetSessionRequest> = {
     const message = createBaseGetSessionRequest();
     message.id = object.id ?? undefined;
     message.externalId = object.externalId ?? undefined;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -6417,7 +6482,7 @@ export const MemoryHit: MessageFns<MemoryHit> = {
 };
 
 function createBaseSelectMemoriesRequest(): SelectMemoriesRequest {
-  return { prompt: "", scope: undefined, threadId: "", threadSummary: "", limit: 0 };
+  return { prompt: "", scope: undefined, threadId: "", threadSummary: "", limit: 0, requestId: "" };
 }
 
 export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
@@ -6436,6 +6501,9 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(40).int32(message.limit);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(50).string(message.requestId);
     }
     return writer;
   },
@@ -6493,6 +6561,14 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6520,6 +6596,11 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
         ? globalThis.String(object.thread_summary)
         : "",
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
     };
   },
 
@@ -6540,6 +6621,9 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
     return obj;
   },
 
@@ -6555,6 +6639,7 @@ export const SelectMemoriesRequest: MessageFns<SelectMemoriesRequest> = {
     message.threadId = object.threadId ?? "";
     message.threadSummary = object.threadSummary ?? "";
     message.limit = object.limit ?? 0;
+    message.requestId = object.requestId ?? "";
     return message;
   },
 };
@@ -7954,6 +8039,7 @@ function createBaseServiceStatus(): ServiceStatus {
     dependencies: [],
     queues: [],
     eventLoop: undefined,
+    tenant: "",
   };
 }
 
@@ -7979,6 +8065,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     }
     if (message.eventLoop !== undefined) {
       EventLoopStatus.encode(message.eventLoop, writer.uint32(58).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(66).string(message.tenant);
     }
     return writer;
   },
@@ -8052,6 +8141,14 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
             message.eventLoop = EventLoopStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8093,6 +8190,7 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
         : isSet(object.event_loop)
         ? EventLoopStatus.fromJSON(object.event_loop)
         : undefined,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
     };
   },
 
@@ -8119,6 +8217,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     if (message.eventLoop !== undefined) {
       obj.eventLoop = EventLoopStatus.toJSON(message.eventLoop);
     }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
     return obj;
   },
 
@@ -8136,6 +8237,7 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     message.eventLoop = (object.eventLoop !== undefined && object.eventLoop !== null)
       ? EventLoopStatus.fromPartial(object.eventLoop)
       : undefined;
+    message.tenant = object.tenant ?? "";
     return message;
   },
 };
@@ -8592,7 +8694,11 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
-    /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+    /**
+     * Two-pass LLM selection of the memories a prompt needs; records usage.
+     * A retry with the same request_id answers the first selection again and
+     * records its usage once.
+     */
     selectMemories: {
       name: "SelectMemories",
       requestType: SelectMemoriesRequest as typeof SelectMemoriesRequest,
@@ -8918,7 +9024,11 @@ export const MemoryServiceService = {
     responseSerialize: (value: MemoryHit): Buffer => Buffer.from(MemoryHit.encode(value).finish()),
     responseDeserialize: (value: Buffer): MemoryHit => MemoryHit.decode(value),
   },
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories: {
     path: "/nexus.memory.v1.MemoryService/SelectMemories" as const,
     requestStream: false as const,
@@ -9071,7 +9181,11 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   updateMemory: handleUnaryCall<UpdateMemoryRequest, Memory>;
   deleteMemory: handleUnaryCall<DeleteMemoryRequest, DeleteMemoryResponse>;
   searchMemories: handleServerStreamingCall<SearchMemoriesRequest, MemoryHit>;
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories: handleServerStreamingCall<SelectMemoriesRequest, SelectedMemory>;
   listMemoryUsage: handleUnaryCall<ListMemoryUsageRequest, ListMemoryUsageResponse>;
   /**
@@ -9449,7 +9563,11 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<MemoryHit>;
-  /** Two-pass LLM selection of the memories a prompt needs; records usage. */
+  /**
+   * Two-pass LLM selection of the memories a prompt needs; records usage.
+   * A retry with the same request_id answers the first selection again and
+   * records its usage once.
+   */
   selectMemories(request: SelectMemoriesRequest, options?: Partial<CallOptions>): ClientReadableStream<SelectedMemory>;
   selectMemories(
     request: SelectMemoriesRequest,

@@ -1,0 +1,97 @@
+"""Answered selections, by request_id: what makes SelectMemories safe to retry.
+
+SelectMemories writes: each selected memory gets a usage row and its
+use_count goes up. A client that lost the answer and retries would count the
+selection twice, and (the used memories now ranking lower in the thread) be
+answered with another one. A call with a ``request_id`` therefore keeps its
+answer here, written in the transaction that records its usage; a retry is
+answered from it and records nothing. Rows are kept for ``KEEP_SECONDS``
+(a retry comes within seconds): each new one removes a few past that.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+
+from nexus_grpc.store.db import now
+
+#: How long a selection's answer stays replayable.
+KEEP_SECONDS = 86_400.0
+#: Rows past KEEP_SECONDS removed with each new one (more than one is made).
+PURGE_BATCH = 16
+
+
+@dataclass(frozen=True)
+class Pick:
+    memory_id: int
+    relevance: float
+    category: int
+    previously_used: bool
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A selection as it was answered."""
+
+    picks: list[Pick]
+    method: str
+    degraded_reason: str
+    title_batches: int
+
+
+@dataclass(frozen=True)
+class Key:
+    """Whose selection: the usage log's owner (tenant, user, project) and the
+    client's request id."""
+
+    tenant: str
+    user_id: str
+    project_id: int
+    request_id: str
+
+    def values(self) -> tuple[str, str, int, str]:
+        return (self.tenant, self.user_id, self.project_id, self.request_id)
+
+
+def find(conn: sqlite3.Connection, key: Key) -> tuple[str, Answer] | None:
+    """The stored answer under ``key`` and the digest of the request it
+    answered; None when there is none (or it is past KEEP_SECONDS)."""
+    row = conn.execute(
+        "SELECT request_sha256, answer FROM memory_selections WHERE tenant = ? AND user_id = ?"
+        " AND project_id = ? AND request_id = ? AND created_at >= ?",
+        (*key.values(), now() - KEEP_SECONDS),
+    ).fetchone()
+    if row is None:
+        return None
+    data = json.loads(row[1])
+    answer = Answer(
+        [Pick(**p) for p in data["picks"]],
+        data["method"],
+        data["degraded_reason"],
+        data["title_batches"],
+    )
+    return str(row[0]), answer
+
+
+def insert(conn: sqlite3.Connection, key: Key, digest: str, answer: Answer) -> None:
+    """Keep ``answer`` under ``key`` (a row past KEEP_SECONDS under the same
+    key gives way), and remove a few others past it."""
+    at = now()
+    cutoff = at - KEEP_SECONDS
+    conn.execute(
+        "DELETE FROM memory_selections WHERE id IN (SELECT id FROM memory_selections"
+        " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+        (cutoff, PURGE_BATCH),
+    )
+    conn.execute(
+        "DELETE FROM memory_selections WHERE tenant = ? AND user_id = ? AND project_id = ?"
+        " AND request_id = ? AND created_at < ?",
+        (*key.values(), cutoff),
+    )
+    conn.execute(
+        "INSERT INTO memory_selections (tenant, user_id, project_id, request_id,"
+        " request_sha256, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (*key.values(), digest, json.dumps(asdict(answer)), at),
+    )

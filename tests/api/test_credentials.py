@@ -1,0 +1,260 @@
+"""No RPC answer and no log line shows a credential of the configuration.
+
+The probe found ``GetServiceStatus`` returning ``--ollama-url
+http://user:secret@host`` verbatim to any key. Here every configurable URL
+carries a credential of its own (a password, and for the database a
+``password=`` query parameter too), and so do the two key settings; the
+servers they point at are away, so the credentials meet every path that
+quotes a URL: the status lines, job errors stored on episodes, refusals,
+the degraded-search trailer, memory selection's fallback reason, and the
+log at DEBUG. A real server on the embedded PostgreSQL, real gRPC calls.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+from collections.abc import Iterator
+
+import grpc
+import grpc.aio
+import pytest
+from google.protobuf.message import Message
+
+from nexus_grpc import logs
+from nexus_grpc.app import App
+from nexus_grpc.config import KEY_SETTINGS, URL_SETTINGS, Settings
+from nexus_grpc.core import redact
+from nexus_grpc.core.redact import mask_url, scrub
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.server import start_server
+from tests.support import Harness, HashingEmbedder, harness_for, wait_until
+
+SECRETS = {
+    "database_url": "pg-pass-5e1c",
+    "database_url?": "pg-query-5e1c",
+    "qdrant_url": "qd-pass-5e1c",
+    "qdrant_api_key": "qd-key-5e1c",
+    "ollama_url": "ol-pass-5e1c",
+    "llm_url": "llm-pass-5e1c",
+    "llm_api_key": "llm-key-5e1c",
+    "otel_endpoint": "otel-pass-5e1c",
+}
+
+
+def dead_port() -> int:
+    """A port nothing listens on: every call to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_password(pg_url: str) -> str:
+    """The test database's URL with a password in it, twice (the embedded
+    server trusts local connections, so neither is checked, but both are
+    sent, as a real deployment's would be)."""
+    head, _, rest = pg_url.partition("://")
+    user, _, tail = rest.partition("@")
+    user = user.split(":")[0]
+    return (
+        f"{head}://{user}:{SECRETS['database_url']}@{tail}"
+        f"&password={SECRETS['database_url?']}"
+    )
+
+
+@pytest.fixture
+def log_text() -> Iterator[io.StringIO]:
+    """Every log line the server writes, at DEBUG, as an operator's log would hold it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out = io.StringIO()
+    logs.configure("DEBUG", "text", stream=out)
+    yield out
+    logs.stop()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    redact.forget()
+
+
+async def answers(h: Harness) -> list[str]:
+    """The text of every answer of a walk over the RPCs that quote a server:
+    messages, error details and trailers."""
+    seen: list[str] = []
+
+    async def call(rpc) -> Message | None:
+        try:
+            response = await rpc
+        except grpc.aio.AioRpcError as exc:
+            seen.append(f"{exc.code().name} {exc.details()} {exc.trailing_metadata()}")
+            return None
+        seen.append(str(response))
+        return response
+
+    async def stream(rpc) -> None:
+        try:
+            async for item in rpc:
+                seen.append(str(item))
+        except grpc.aio.AioRpcError as exc:
+            seen.append(f"{exc.code().name} {exc.details()}")
+        seen.append(str(await rpc.trailing_metadata()))
+
+    m = h.memory
+    session = await call(m.CreateSession(memory_pb2.CreateSessionRequest()))
+    assert session is not None
+    episode = await call(
+        m.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="hello there")
+        )
+    )
+    assert episode is not None
+
+    async def extraction_failed() -> bool:
+        got = await m.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id))
+        return bool(got.extraction_error)
+
+    # The LLM is away: the extraction job's error is stored on the episode.
+    await wait_until(extraction_failed, timeout=30)
+    await call(m.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id)))
+    await call(m.GetServiceStatus(memory_pb2.GetServiceStatusRequest()))
+    for mode in (memory_pb2.SEARCH_MODE_SEMANTIC, memory_pb2.SEARCH_MODE_HYBRID):
+        await stream(
+            m.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(query="hello", session_id=session.id, mode=mode)
+            )
+        )
+    await call(
+        m.CreateMemory(
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_USER, user_id="alice", title="tea", content="tea"
+                )
+            )
+        )
+    )
+    scope = memory_pb2.MemoryScope(user_id="alice")
+    await stream(m.SelectMemories(memory_pb2.SelectMemoriesRequest(prompt="tea?", scope=scope)))
+    await stream(
+        m.SearchMemories(
+            memory_pb2.SearchMemoriesRequest(
+                query="tea", scope=scope, mode=memory_pb2.SEARCH_MODE_SEMANTIC
+            )
+        )
+    )
+    summarize = summary_pb2.SummarizeSessionRequest(session_id=session.id)
+    await call(h.summary.SummarizeSession(summarize))
+    return seen
+
+
+def assert_no_secret(texts: list[str], where: str) -> None:
+    for name, secret in SECRETS.items():
+        leaked = [t for t in texts if secret in t]
+        assert not leaked, f"{name}'s credential in {where}: {leaked[0][:300]}"
+
+
+@pytest.mark.timeout(120)
+async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_log(
+    tmp_path, pg_url, log_text
+):
+    """Ollama for the LLM and the embedder, Qdrant for vectors: all away."""
+    port = dead_port()
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        database_url=with_password(pg_url),
+        qdrant_url=f"http://qd:{SECRETS['qdrant_url']}@127.0.0.1:{port}",
+        qdrant_api_key=SECRETS["qdrant_api_key"],
+        ollama_url=f"http://ol:{SECRETS['ollama_url']}@127.0.0.1:{port}",
+        embedder="ollama",
+        llm_timeout=2,
+    )
+    running = await start_server(settings, App(settings))
+    h = harness_for(running)
+    try:
+        texts = await answers(h)
+        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    finally:
+        await h.close()
+    assert_no_secret(texts, "an answer")
+    assert_no_secret([log_text.getvalue()], "the log")
+    # The URLs are still shown, masked: an operator can tell which server is meant.
+    details = " ".join(d.detail for d in status.dependencies)
+    assert f"http://ol:***@127.0.0.1:{port}" in details
+    assert f"http://qd:***@127.0.0.1:{port}" in details
+    assert "***@" in log_text.getvalue()
+
+
+@pytest.mark.timeout(120)
+async def test_no_credential_of_an_openai_deployment_reaches_an_answer_or_the_log(
+    tmp_path, pg_url, log_text
+):
+    """An OpenAI-compatible LLM server with a URL password and an API key, away."""
+    port = dead_port()
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        database_url=with_password(pg_url),
+        llm_api="openai",
+        llm_url=f"http://llm:{SECRETS['llm_url']}@127.0.0.1:{port}/v1",
+        llm_api_key=SECRETS["llm_api_key"],
+        llm_timeout=2,
+    )
+    running = await start_server(settings, App(settings, embedder=HashingEmbedder()))
+    h = harness_for(running)
+    try:
+        texts = await answers(h)
+        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    finally:
+        await h.close()
+    assert_no_secret(texts, "an answer")
+    assert_no_secret([log_text.getvalue()], "the log")
+    [llm] = [d for d in status.dependencies if d.name == "openai"]
+    assert not llm.ok and f"http://llm:***@127.0.0.1:{port}" in llm.detail
+
+
+async def test_an_otel_endpoint_with_a_credential_is_refused_without_showing_it(
+    tmp_path, log_text
+):
+    """OTLP/gRPC would dial "user:password@host" as a host name (and gRPC's
+    own log would print it): the start is refused, the URL masked."""
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        otel_endpoint=f"http://otel:{SECRETS['otel_endpoint']}@127.0.0.1:4317",
+    )
+    with pytest.raises(ValueError) as err:
+        await start_server(settings, App(settings, embedder=HashingEmbedder()))
+    assert "http://otel:***@127.0.0.1:4317" in str(err.value)
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in str(err.value)
+    assert_no_secret([str(err.value), log_text.getvalue()], "the refusal")
+
+
+def test_every_configurable_url_and_key_is_covered():
+    """A URL or key setting added later must be added to URL_SETTINGS or
+    KEY_SETTINGS, and here."""
+    from nexus_grpc.config import OPTIONS
+
+    named = {n for n in OPTIONS if n.endswith(("_url", "_endpoint", "api_key"))}
+    assert named == set(URL_SETTINGS) | set(KEY_SETTINGS)
+    assert {n.rstrip("?") for n in SECRETS} == named
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:secret@host:11434", "http://user:***@host:11434"),
+        ("https://:tok@llm.lan/v1", "https://:***@llm.lan/v1"),
+        ("postgresql://nexus:s3cret@db.lan:5432/nexus", "postgresql://nexus:***@db.lan:5432/nexus"),
+        ("postgresql://nexus@db.lan/nexus?password=s3cret&sslmode=require",
+         "postgresql://nexus@db.lan/nexus?password=***&sslmode=require"),
+        ("http://u:p@[::1]:6333", "http://u:***@[::1]:6333"),
+        ("http://127.0.0.1:11434", "http://127.0.0.1:11434"),
+        ("postgresql://db.lan/nexus", "postgresql://db.lan/nexus"),
+        ("", ""),
+    ],
+)  # fmt: skip
+def test_every_url_is_masked_the_same_way(url, shown):
+    assert mask_url(url) == shown
+    # A URL a library quotes inside a message is masked the same way.
+    assert scrub(f"cannot reach {url}: refused") == f"cannot reach {shown}: refused"
