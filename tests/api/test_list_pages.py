@@ -166,9 +166,7 @@ async def _memory_usage(h: Harness) -> Walk:
     )
     assert len(usage) == 12
     return Walk(
-        lambda t: memory_pb2.ListMemoryUsageRequest(
-            thread_id="t1", project_id=pid, page_token=t
-        ),
+        lambda t: memory_pb2.ListMemoryUsageRequest(thread_id="t1", project_id=pid, page_token=t),
         "usage",
         usage,
     )
@@ -212,6 +210,56 @@ async def _relationships(h: Harness) -> Walk:
     )
 
 
+async def _entity_aliases(h: Harness) -> Walk:
+    """Aliases are names (at most 200 characters), so a page of them is
+    bounded by its size before its bytes: enough of them to need two pages."""
+    pid = await _project(h)
+    words = " ".join(["Very Long Named Thing"] * 8).split()
+    seps = [" ", "-", ",", ";", "/", "+", "=", "|", "~", "!", "*", "^", "%"]
+    entity_id = 0
+    for i in range(60):
+        # Spellings of one name (its words joined by other punctuation): one
+        # entity, one alias each.
+        a, b = seps[i % len(seps)], seps[i // len(seps)]
+        name = "".join(w + (a if k % 2 else b) for k, w in enumerate(words)).rstrip(a + b)
+        e = await h.graph.UpsertEntity(
+            graph_pb2.UpsertEntityRequest(name=name, type="concept", project_id=pid)
+        )
+        entity_id = e.id
+    rows = (
+        await h.graph.ListEntityAliases(
+            graph_pb2.ListEntityAliasesRequest(entity_id=entity_id, page_size=1000)
+        )
+    ).aliases
+    assert len(rows) > 50
+    return Walk(
+        lambda t: graph_pb2.ListEntityAliasesRequest(entity_id=entity_id, page_token=t),
+        "aliases",
+        [hash(a.name) for a in rows],
+        key="name_hash",
+    )
+
+
+async def _merges(h: Harness) -> Walk:
+    pid = await _project(h)
+    target = await h.graph.UpsertEntity(
+        graph_pb2.UpsertEntityRequest(name="Target", type="concept", project_id=pid)
+    )
+    ids = []
+    # A reason is at most 1,000 characters: forty of them pass the limit.
+    for i in range(40):
+        source = await h.graph.UpsertEntity(
+            graph_pb2.UpsertEntityRequest(name=f"Source {i}", type="concept", project_id=pid)
+        )
+        merge = await h.graph.MergeEntities(
+            graph_pb2.MergeEntitiesRequest(
+                target_id=target.id, source_ids=[source.id], reason=BIG[:1000]
+            )
+        )
+        ids.append(merge.id)
+    return Walk(lambda t: graph_pb2.ListMergesRequest(project_id=pid, page_token=t), "merges", ids)
+
+
 async def _summaries(h: Harness) -> Walk:
     sid = await _session(h)
     ids = []
@@ -238,6 +286,8 @@ WALKS: dict[str, Callable[[Harness], Awaitable[Walk]]] = {
     "ListMemoryUsage": _memory_usage,
     "ListEntities": _entities,
     "ListRelationships": _relationships,
+    "ListEntityAliases": _entity_aliases,
+    "ListMerges": _merges,
     "ListSummaries": _summaries,
 }
 LISTS = [(service, method) for service, method in METHODS if method.name.startswith("List")]
@@ -270,7 +320,7 @@ async def test_a_list_page_of_large_rows_fits_the_message_limit_and_pages_on(sma
         assert page.ByteSize() <= LIMIT
         rows = list(getattr(page, walk.field))
         assert rows, "a page holds at least one row"
-        seen += [getattr(r, walk.key) for r in rows]
+        seen += [hash(r.name) if walk.key == "name_hash" else getattr(r, walk.key) for r in rows]
         pages += 1
         token = page.next_page_token
         if not token:
