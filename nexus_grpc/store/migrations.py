@@ -639,6 +639,8 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (project_id, session_id, type, token, entity_id)
     ) WITHOUT ROWID;
     CREATE INDEX idx_entity_tokens_entity ON entity_tokens(entity_id);
+    -- A name's words of any type (containment, acronyms, another's name inside).
+    CREATE INDEX idx_entity_tokens_token ON entity_tokens(project_id, session_id, token);
     INSERT OR IGNORE INTO entity_tokens (project_id, session_id, type, token, entity_id)
     WITH RECURSIVE split(entity_id, rest, token) AS (
         SELECT entity_id, norm || ' ', '' FROM entity_aliases

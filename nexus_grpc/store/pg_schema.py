@@ -436,6 +436,7 @@ CREATE TABLE entity_tokens (
     PRIMARY KEY (project_id, session_id, type, token, entity_id)
 );
 CREATE INDEX idx_entity_tokens_entity ON entity_tokens(entity_id);
+CREATE INDEX idx_entity_tokens_token ON entity_tokens(project_id, session_id, token);
 INSERT INTO entity_tokens (project_id, session_id, type, token, entity_id)
 SELECT DISTINCT e.project_id, e.session_id, e.type, t.token, e.id
 FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
