@@ -173,11 +173,13 @@ class _Client:
             call.cancel()
         return None if message is grpc.aio.EOF else message
 
-    async def queues(self) -> dict[str, int]:
-        status = await self.memory.GetServiceStatus(
+    async def status(self) -> memory_pb2.ServiceStatus:
+        return await self.memory.GetServiceStatus(
             memory_pb2.GetServiceStatusRequest(), timeout=self.timeout, metadata=self.metadata
         )
-        return {q.kind: int(q.pending) for q in status.queues}
+
+    async def queues(self) -> dict[str, int]:
+        return {q.kind: int(q.pending) for q in (await self.status()).queues}
 
 
 # Storing -----------------------------------------------------------------------------
@@ -221,8 +223,23 @@ async def _store_project(
             # this one left.
             _take(outcome, await client.event(outcome.episode_id, episode_timeout))
             run.outcomes.append(outcome)
+            if outcome.status == TIMED_OUT:
+                await _check_serving(client, episode, episode_timeout)
             counter[0] += 1
             progress(f"storing: {counter[0]}/{total} episodes ({project.name})")
+
+
+async def _check_serving(client: _Client, episode: Episode, waited: float) -> None:
+    """After an episode got no event: a server that cannot extract (no LLM,
+    or one that does not answer) stops the run now rather than after every
+    episode's timeout."""
+    status = await client.status()
+    if status.state != "SERVING":
+        down = "; ".join(f"{d.name}: {d.detail}" for d in status.dependencies if not d.ok)
+        raise EvalError(
+            f"{episode.where}: no extraction event within {waited:.0f}s, and the server is"
+            f" {status.state} ({down or 'no reason given'})"
+        )
 
 
 def _take(outcome: Outcome, event: graph_pb2.ExtractionEvent | None) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from nexus_grpc.cli import main as cli_main
 from nexus_grpc.evaluation import graph_score as score
-from nexus_grpc.evaluation.graph import evaluate, format_report
+from nexus_grpc.evaluation.graph import EvalError, evaluate, format_report
 from nexus_grpc.evaluation.graph_set import ENTITY_TYPES, SetError, load
 from nexus_grpc.llm.extraction import ENTITY_TYPES as SERVICE_TYPES
 from nexus_grpc.llm.resolution import Candidate, Question, build_resolution_messages
@@ -227,3 +227,12 @@ async def test_the_dev_set_with_a_careful_model_meets_the_bar(tmp_path, store_se
     # The LLM was asked, and its answers were used: resolution by the rules
     # alone would not reach the bar (two Alexes, two Novaks, Postgres).
     assert t["aliases_by_method"].get("llm", 0) >= 3, why
+
+
+async def test_a_server_that_cannot_extract_stops_the_run_with_the_reason(harness):
+    # No LLM configured: extraction stays queued, so no event ever comes.
+    with pytest.raises(EvalError) as info:
+        await evaluate(harness.target, [str(DEV_SET)], progress_out=None, episode_timeout=1)
+    message = str(info.value)
+    assert "projects[0].sessions[0].episodes[0]: no extraction event within 1s" in message
+    assert "DEGRADED" in message and "not configured" in message
