@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     slow = args.llama_server is not None
     args.episode_timeout = args.episode_timeout or (1800.0 if slow else 60.0)
     args.settle_timeout = args.settle_timeout or (600.0 if slow else 60.0)
+    # Stopped (kill, or a background job's SIGINT being ignored): leave no
+    # llama-server or nexus server behind; the context managers stop them.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     report = run(args)
     if args.out:
