@@ -274,7 +274,8 @@ class GraphState:
 
     entities: dict[int, graph_pb2.Entity]
     merged_into: dict[int, int]
-    llm_merges: int
+    #: Merges resolution made once the LLM answered: (target, sources, reason).
+    llm_merges: list[tuple[int, tuple[int, ...], str]]
     alias_methods: Counter[str]
 
 
@@ -290,11 +291,12 @@ async def _read_graph(client: _Client, project_id: int) -> GraphState:
         lambda r: list(r.merges),
     )
     merged_into: dict[int, int] = {}
-    llm_merges = 0
+    llm_merges = []
     for m in merges:  # oldest first
         if m.HasField("undo_time"):
             continue
-        llm_merges += m.method == graph_pb2.MERGE_METHOD_LLM
+        if m.method == graph_pb2.MERGE_METHOD_LLM:
+            llm_merges.append((m.target_id, tuple(m.source_ids), m.reason))
         for source in m.source_ids:
             merged_into[source] = m.target_id
     methods: Counter[str] = Counter()
@@ -432,7 +434,7 @@ def _figures(
         },
         "llm_calls": calls,
         "llm_calls_per_episode": round(calls / len(done), 4) if done else 0.0,
-        "llm_merges": sum(s.llm_merges for s in states),
+        "llm_merges": sum(len(s.llm_merges) for s in states),
         "resolution_pending": sum(
             1 for s in states for e in s.entities.values() if e.resolution_pending
         ),
@@ -473,6 +475,10 @@ def _misses(run: ProjectRun, scored: Scored, state: GraphState) -> dict[str, Any
             if o.status != DONE
         ],
         "unlocated_mentions": scored.unlocated,
+        "llm_merges": [
+            f"{', '.join(label(i) for i in sources)} into {label(target)}: {reason}"
+            for target, sources, reason in state.llm_merges
+        ],
         "pending_entities": sorted(
             label(e.id) for e in state.entities.values() if e.resolution_pending
         ),
@@ -549,6 +555,19 @@ async def _run(
         per_project[run.project.name] = {
             "project_id": run.project_id,
             **_figures(scored, run.outcomes, [state]),
+            # What the service said about each episode: with a real model,
+            # what it extracted is the first thing to read.
+            "episodes": [
+                {
+                    "where": o.episode.where,
+                    "episode_id": o.episode_id,
+                    "status": o.status,
+                    "error": o.error,
+                    "llm_calls": o.llm_calls,
+                    "entities": [f"{e.name} ({e.type}, #{e.id})" for e in o.entities],
+                }
+                for o in run.outcomes
+            ],
         }
         misses[run.project.name] = _misses(run, scored, state)
         # Gold keys are a project's own ("lisbon" in two projects is two places).
@@ -626,6 +645,7 @@ def format_report(report: dict[str, Any]) -> str:
         notes += [f"  not found: {u}" for u in m["unlocated_mentions"][:20]]
         if len(m["unlocated_mentions"]) > 20:
             notes.append(f"  ... {len(m['unlocated_mentions']) - 20} more not found")
+        notes += [f"  LLM merge: {merge}" for merge in m["llm_merges"]]
         if m["pending_entities"]:
             notes.append(f"  pending: {', '.join(m['pending_entities'])}")
         if notes:

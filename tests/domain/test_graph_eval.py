@@ -18,6 +18,7 @@ from nexus_grpc.llm.extraction import ENTITY_TYPES as SERVICE_TYPES
 from nexus_grpc.llm.resolution import Candidate, Question, build_resolution_messages
 from tests.careful_model import CarefulModel, careful_stub
 from tests.graph_support import start_graph_harness
+from tests.ollama_stub import OllamaStub, Reply
 
 # The dev-set run goes through both systems of record: the graph's intervals,
 # aliases and merges are SQL of their own on each.
@@ -236,3 +237,85 @@ async def test_a_server_that_cannot_extract_stops_the_run_with_the_reason(harnes
     message = str(info.value)
     assert "projects[0].sessions[0].episodes[0]: no extraction event within 1s" in message
     assert "DEGRADED" in message and "not configured" in message
+
+
+TWO_ALEXES = {
+    "projects": [
+        {
+            "name": "two-alexes",
+            "sessions": [
+                {
+                    "name": "one",
+                    "episodes": [
+                        {
+                            "occur_time": "2024-02-01T09:00:00Z",
+                            "user": "Alex Kim (design) and Alex Chen (data) both joined this week.",
+                            "assistant": "Two Alexes! I'll keep them apart by surname.",
+                            "extraction": {
+                                "entities": [
+                                    {"name": "Alex Kim", "type": "person", "notes": "Designer",
+                                     "is": "kim"},
+                                    {"name": "Alex Chen", "type": "person",
+                                     "notes": "Data engineer", "is": "chen"},
+                                ],
+                                "relationships": [],
+                            },
+                        },
+                        {
+                            "occur_time": "2024-02-02T09:00:00Z",
+                            "user": "Alex fixed the data pipeline overnight.",
+                            "assistant": "The data engineer came through, then.",
+                            "extraction": {
+                                "entities": [
+                                    {"name": "Alex", "type": "person",
+                                     "notes": "Fixed the pipeline", "is": "chen"}
+                                ],
+                                "relationships": [],
+                            },
+                        },
+                    ],
+                }
+            ],
+            "expected": {
+                "entities": [
+                    {"key": "kim", "name": "Alex Kim", "type": "person", "aliases": []},
+                    {"key": "chen", "name": "Alex Chen", "type": "person", "aliases": ["Alex"]},
+                ],
+                "relationships": [],
+            },
+        }
+    ]
+}  # fmt: skip
+
+
+async def test_a_name_the_llm_settles_later_is_followed_through_its_merge(tmp_path):
+    path = tmp_path / "two-alexes.json"
+    path.write_text(json.dumps(TWO_ALEXES), encoding="utf-8")
+    careful = CarefulModel(load([path]))
+    refused: list[str] = []
+
+    def first_question_unanswered(endpoint: str, body: dict) -> Reply | None:
+        # The episode's own question fails, so "Alex" is kept apart, pending;
+        # the resolve job asks again, and the careful answer merges it.
+        if "Names and their candidates" in json.dumps(body) and not refused:
+            refused.append(endpoint)
+            return Reply.error_status(500, "runner crashed")
+        return careful(endpoint, body)
+
+    with OllamaStub(responder=first_question_unanswered) as stub:
+        h = await start_graph_harness(tmp_path / "data", stub)
+        try:
+            report = await evaluate(h.target, [str(path)], progress_out=None, episode_timeout=30)
+        finally:
+            await h.close()
+    t, misses = report["total"], report["misses"]["two-alexes"]
+    why = format_report(report)
+    assert refused and careful.resolutions >= 1, why
+    # The event named a pending "Alex"; the merge that followed put it in Alex Chen.
+    [episode] = [e for e in report["projects"]["two-alexes"]["episodes"] if "Alex (" in str(e)]
+    assert "Alex (person" in episode["entities"][0], why
+    assert t["llm_merges"] == 1 and t["resolution_pending"] == 0, why
+    assert (t["bcubed_f1"], t["duplicate_entities"], t["false_merges"]) == (1.0, 0, 0), why
+    [merge] = misses["llm_merges"]
+    assert merge.startswith("Alex (#") and " into Alex Chen (#" in merge, why
+    assert f"LLM merge: {merge}" in why
