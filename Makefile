@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test ts-test soak e2e-llm proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
+.PHONY: run test ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,23 @@ E2E_ARGS ?=
 e2e-llm: $(STAMP)
 	@set -e; paths=$$(PYTHON=$(BIN)/python bash bench/e2e_llm/setup.sh); set -- $$paths; \
 		$(BIN)/python bench/e2e_llm/run.py --server "$$1" --model "$$2" $(E2E_ARGS)
+
+# The graph evaluation (docs/graph-eval.md): a server on an ephemeral port,
+# the set stored through the API, the report printed. Its LLM is the careful
+# stand-in (tests/careful_model.py), or with LLM=e2e the real model of
+# `make e2e-llm` (built once by bench/e2e_llm/setup.sh; the run takes about an
+# hour on 2 cores). EVAL_ARGS passes options to bench/graph_eval.py (--json,
+# --out FILE, --episode-timeout ...).
+DATA ?= bench/eval/graph-dev.json
+LLM ?= careful
+EVAL_ARGS ?=
+eval-graph: $(STAMP)
+	@set -e; if [ "$(LLM)" = e2e ]; then \
+		paths=$$(PYTHON=$(BIN)/python bash bench/e2e_llm/setup.sh); set -- $$paths; \
+		$(BIN)/python -m bench.graph_eval --data $(DATA) --llama-server "$$1" --model "$$2" $(EVAL_ARGS); \
+	else \
+		$(BIN)/python -m bench.graph_eval --data $(DATA) $(EVAL_ARGS); \
+	fi
 
 proto: $(STAMP) $(TS_STAMP)
 	$(BIN)/python proto/generate.py

@@ -168,6 +168,12 @@ def cmd_eval_recall(args: argparse.Namespace) -> int:
     return recall_main(args)
 
 
+def cmd_eval_graph(args: argparse.Namespace) -> int:
+    from nexus_grpc.evaluation.graph import main as graph_main
+
+    return graph_main(args)
+
+
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50051", help="server HOST:PORT")
     parser.add_argument(
@@ -443,6 +449,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_memory_arguments(memories)
     memories.set_defaults(func=cmd_eval_memories)
+
+    from nexus_grpc.evaluation.graph import add_arguments as add_graph_arguments
+
+    graph = evals.add_parser(
+        "graph",
+        help="store a scripted set of episodes and report how well the graph resolves"
+        " entities and keeps facts current (docs/graph-eval.md)",
+    )
+    add_graph_arguments(graph)
+    graph.set_defaults(func=cmd_eval_graph)
     return parser
 
 
