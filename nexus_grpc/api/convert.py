@@ -11,7 +11,6 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.core import models
-from nexus_grpc.domain.facts import DEFAULT_SINGLE_VALUED_LABELS
 from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
@@ -81,14 +80,9 @@ def project(p: models.Project) -> memory_pb2.Project:
         create_time=timestamp(p.created_at),
         update_time=timestamp(p.updated_at),
         retention=None if p.retention is None else _duration(p.retention),
-        single_valued_labels=list(
-            p.single_valued_labels
-            if p.single_valued_labels is not None
-            else DEFAULT_SINGLE_VALUED_LABELS
-        ),
-        memory_formation=memory_pb2.MemoryFormation.ValueType(
-            p.memory_formation or models.DEFAULT_MEMORY_FORMATION
-        ),
+        # Unset reads as unset (the proto says what that means).
+        single_valued_labels=list(p.single_valued_labels or ()),
+        memory_formation=memory_pb2.MemoryFormation.ValueType(p.memory_formation or 0),
         tenant=p.tenant,
     )
 

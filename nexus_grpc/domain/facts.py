@@ -27,19 +27,23 @@ MAX_LABEL_CHARS = 64
 
 
 def check_labels(field: str, labels: Sequence[str]) -> tuple[str, ...] | None:
-    """A project's single-valued labels, snake_cased and deduplicated; an
-    empty list means the defaults (None)."""
+    """A project's single-valued labels: each a snake_case label, once (what
+    is stored is what was sent); an empty list means the defaults (None)."""
     if len(labels) > MAX_LABELS:
         raise InvalidArgument(f"{field} has {len(labels)} labels; at most {MAX_LABELS}")
-    clean: list[str] = []
     for label in labels:
         if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
             raise InvalidArgument(f"{field}: each label is text of at most {MAX_LABEL_CHARS} chars")
         snake = to_snake_case(label)
         if not snake:
             raise InvalidArgument(f"{field}: label {label[:40]!r} has no letters or digits")
-        clean.append(snake)
-    return tuple(dict.fromkeys(clean)) or None
+        if snake != label:
+            raise InvalidArgument(
+                f"{field}: label {label[:40]!r} is not snake_case; the label is {snake!r}"
+            )
+    if len(set(labels)) != len(labels):
+        raise InvalidArgument(f"{field} names a label twice")
+    return tuple(labels) or None
 
 
 def single_valued(conn: sqlite3.Connection, graph: tuple[int, int]) -> frozenset[str]:

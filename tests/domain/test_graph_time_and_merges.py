@@ -141,10 +141,10 @@ async def test_a_late_import_enters_as_history_and_ends_nothing_after_it(gh, stu
 
 async def test_a_project_sets_which_labels_hold_one_value(gh):
     p = await new_project(gh)
-    assert "lives_in" in p.single_valued_labels and "works_at" in p.single_valued_labels
+    assert list(p.single_valued_labels) == []  # the defaults
     updated = await gh.memory.UpdateProject(
         memory_pb2.UpdateProjectRequest(
-            project=memory_pb2.Project(id=p.id, single_valued_labels=["Lives In", "owns"]),
+            project=memory_pb2.Project(id=p.id, single_valued_labels=["lives_in", "owns"]),
             update_mask=FieldMask(paths=["single_valued_labels"]),
         )
     )
@@ -168,23 +168,31 @@ async def test_a_project_sets_which_labels_hold_one_value(gh):
         )
     # works_at is no longer single-valued here: two jobs at once.
     assert len(await relationships(gh, priya.id)) == 2
-    await expect_status(
-        gh.memory.UpdateProject(
-            memory_pb2.UpdateProjectRequest(
-                project=memory_pb2.Project(id=p.id, single_valued_labels=["!!"]),
-                update_mask=FieldMask(paths=["single_valued_labels"]),
-            )
-        ),
-        INVALID,
-        "single_valued_labels",
-    )
+    for bad, text in ((["!!"], "no letters"), (["Lives In"], "'lives_in'"), (["a", "a"], "twice")):
+        await expect_status(
+            gh.memory.UpdateProject(
+                memory_pb2.UpdateProjectRequest(
+                    project=memory_pb2.Project(id=p.id, single_valued_labels=bad),
+                    update_mask=FieldMask(paths=["single_valued_labels"]),
+                )
+            ),
+            INVALID,
+            text,
+        )
     reset = await gh.memory.UpdateProject(
         memory_pb2.UpdateProjectRequest(
             project=memory_pb2.Project(id=p.id),
             update_mask=FieldMask(paths=["single_valued_labels"]),
         )
     )
-    assert "works_at" in reset.single_valued_labels
+    assert list(reset.single_valued_labels) == []
+    # Back to the defaults: works_at holds one value again.
+    await gh.graph.UpsertRelationship(
+        graph_pb2.UpsertRelationshipRequest(
+            from_id=priya.id, to_id=acme.id, label="works_at", valid_time=ts(JUNE + 60)
+        )
+    )
+    assert [r.to_id for r in await relationships(gh, priya.id)] == [acme.id]
 
 
 async def test_a_manual_fact_with_an_end_and_bad_times_are_refused(gh):

@@ -105,7 +105,7 @@ async def user_memories(h: Harness, project_id: int, user_id: str, archived: boo
 
 async def test_what_the_user_says_about_themselves_becomes_their_memory(gh, stub):
     p = await new_project(gh)
-    assert p.memory_formation == memory_pb2.MEMORY_FORMATION_USER  # the default
+    assert p.memory_formation == memory_pb2.MEMORY_FORMATION_UNSPECIFIED  # the default: USER
     s = await session_for(gh, p.id, "alice")
     ep, event = await tell(
         gh, stub, s.id, "I'm vegetarian now, so no meat suggestions please.",

@@ -251,8 +251,9 @@ class Project(_message.Message):
     notes: _builtins.str
     system_prompt: _builtins.str
     memory_formation: Global___MemoryFormation.ValueType
-    """What its conversations turn into memories by themselves. Unset reads as
-    USER: a session that names its user_id forms that user's memories.
+    """What its conversations turn into memories by themselves. Unspecified:
+    the default, USER (a session that names its user_id forms that user's
+    memories).
     """
     tenant: _builtins.str
     """Output only: the tenant the project belongs to (a key's own, unless the
@@ -277,11 +278,11 @@ class Project(_message.Message):
 
     @_builtins.property
     def single_valued_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Relationship labels that hold one value at a time in the project's graph:
-        asserting a new value ends the current one (lives_in Porto ends lives_in
-        Lisbon). Shows the defaults (lives_in, works_at, located_in, married_to,
-        reports_to) until set; UpdateProject with an empty list in the mask
-        restores them.
+        """Relationship labels (snake_case) that hold one value at a time in the
+        project's graph: asserting a new value ends the current one (lives_in
+        Porto ends lives_in Lisbon). Empty: the defaults, lives_in, works_at,
+        located_in, married_to and reports_to (UpdateProject with an empty list
+        in the mask goes back to them).
         """
 
     def __init__(
