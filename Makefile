@@ -76,6 +76,16 @@ eval-graph: $(STAMP)
 		$(BIN)/python -m bench.graph_eval --data $(DATA) $(EVAL_ARGS); \
 	fi
 
+# The memory formation evaluation (docs/memory-eval.md), as eval-graph.
+MEMORY_DATA ?= bench/eval/memory-dev.json
+eval-memories: $(STAMP)
+	@set -e; if [ "$(LLM)" = e2e ]; then \
+		paths=$$(PYTHON=$(BIN)/python bash bench/e2e_llm/setup.sh); set -- $$paths; \
+		$(BIN)/python -m bench.memory_eval --data $(MEMORY_DATA) --llama-server "$$1" --model "$$2" $(EVAL_ARGS); \
+	else \
+		$(BIN)/python -m bench.memory_eval --data $(MEMORY_DATA) $(EVAL_ARGS); \
+	fi
+
 proto: $(STAMP) $(TS_STAMP)
 	$(BIN)/python proto/generate.py
 	cd $(TS) && npm run --silent generate

@@ -41,11 +41,14 @@ READY = "OLLAMA_STUB_READY "
 
 
 @contextmanager
-def careful_model(data: Sequence[str], work: Path) -> Iterator[list[str]]:
-    """The careful stand-in as a subprocess; yields the server flags that reach it."""
+def careful_model(
+    data: Sequence[str], work: Path, script: str = "careful_model.py"
+) -> Iterator[list[str]]:
+    """The careful stand-in (``tests/<script>``) as a subprocess; yields the
+    server flags that reach it."""
     log = (work / "careful-model.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "careful_model.py"), "--data", *data, "--port", "0"],
+        [sys.executable, str(ROOT / "tests" / script), "--data", *data, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,

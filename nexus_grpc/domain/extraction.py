@@ -404,7 +404,7 @@ class Extraction:
 
     def committed(self) -> None:
         """After the worker committed outcomes: index the entities, wake watchers."""
-        self.signals.wake(jobs.INDEX_ENTITY, jobs.RESOLVE_ENTITY)
+        self.signals.wake(jobs.INDEX_ENTITY, jobs.RESOLVE_ENTITY, jobs.FORM_MEMORIES)
         self.events.notify()
 
     async def requeue(self, episode_id: int, all_failed: bool) -> int:
