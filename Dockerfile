@@ -2,7 +2,9 @@
 # Run:   docker run -p 50051:50051 -v nexus-data:/data nexus-grpc
 # The settings are the same environment variables as the CLI's flags
 # (nexus-grpc serve --help), e.g. -e OLLAMA_URL=http://ollama:11434
-# -e QDRANT_URL=http://qdrant:6333 for a LAN deployment.
+# -e QDRANT_URL=http://qdrant:6333 for a LAN deployment, and
+# -e NEXUS_RERANKER_URL=http://gpu-box:8080/v1/rerank for a reranker on the LAN
+# (NEXUS_RERANKER_MODEL, NEXUS_RERANKER_API_KEY where the service wants them).
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -29,6 +31,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     OLLAMA_URL= \
     NEXUS_LLM_API=ollama \
     NEXUS_LLM_URL= \
+    NEXUS_RERANKER_URL= \
     NEXUS_AUTH_KEYS_FILE= \
     NEXUS_TLS_CERT= \
     NEXUS_TLS_KEY= \

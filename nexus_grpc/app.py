@@ -45,6 +45,7 @@ from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
+from nexus_grpc.rerank import RerankClient, Reranker
 from nexus_grpc.store import Database, meta
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
@@ -199,7 +200,21 @@ class App:
         self.conversations = Conversations(
             self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
         )
-        self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
+        # None unless --reranker-url: searches then keep the fused order.
+        self.reranker: Reranker | None = (
+            Reranker(
+                RerankClient(
+                    settings.reranker_url,
+                    model=settings.reranker_model,
+                    api_key=settings.reranker_api_key,
+                ),
+                candidates=settings.reranker_candidates,
+                timeout=settings.reranker_timeout,
+            )
+            if settings.reranker_url
+            else None
+        )
+        self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
@@ -236,6 +251,7 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
+            reranker=self.reranker,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -266,6 +282,7 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
+            reranker=self.reranker,
         )
         self.selector = Selector(
             self.db,
@@ -340,6 +357,15 @@ class App:
         if waits:
             return DependencyState(name, False, waits[0])
         return DependencyState(name, True, f"{self.llm.host}: {', '.join(dict.fromkeys(models))}")
+
+    async def _check_reranker(self) -> DependencyState:
+        if self.reranker is None:
+            # Optional: a server without one is whole, its searches in the fused order.
+            return DependencyState(
+                "reranker", True, "not configured (--reranker-url): searches keep the fused order"
+            )
+        ok, detail = await self.reranker.check(HEALTH_TIMEOUT)
+        return DependencyState("reranker", ok, detail)
 
     def llm_ready(self) -> str | None:
         """Why LLM workers must wait, or None when they may run."""
@@ -562,6 +588,7 @@ class App:
             ("inline embedding lane", self.inline_vectors.close if self.inline_vectors else None),
             ("embedder", self.embedder.close),
             ("LLM client", self.llm.close if self.llm is not None else None),
+            ("reranker", self.reranker.close if self.reranker is not None else None),
         ):
             if closer is None:
                 continue
@@ -572,13 +599,14 @@ class App:
 
     async def status(self) -> ServiceState:
         """Each dependency checked now, not assumed: SQLite answers a query, the
-        embedder embeds, the vector index answers, and the LLM server lists
-        every configured model."""
+        embedder embeds, the vector index answers, the LLM server lists every
+        configured model, and the rerank service (when configured) reranks."""
         deps = [
             await self._check_sqlite(),
             await self._check_index(),
             await self._check_embedder(),
             await self._check_llm(),
+            await self._check_reranker(),
         ]
         try:
             queues = await self.db.read(job_store.depths)

@@ -147,6 +147,8 @@ def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
         score=h.score,
         snippet=h.snippet,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
+        degraded_reason=h.degraded_reason,
+        reranked=h.reranked,
     )
 
 
@@ -219,6 +221,8 @@ def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
         memory=memory(h.memory),
         score=h.score,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
+        degraded_reason=h.degraded_reason,
+        reranked=h.reranked,
     )
 
 

@@ -640,7 +640,15 @@ export interface SearchEpisodesRequest {
    * than end_time.
    */
   startTime: Date | undefined;
-  endTime: Date | undefined;
+  endTime:
+    | Date
+    | undefined;
+  /**
+   * true: leave the reranker out (--reranker-url on the server): the fused
+   * order, for a cheaper call or to compare. Only the default (hybrid) mode
+   * is reranked.
+   */
+  skipRerank: boolean;
 }
 
 export interface SearchHit {
@@ -651,12 +659,26 @@ export interface SearchHit {
    * Higher is always better. Keyword: bm25 (unbounded above). Semantic:
    * cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
    * (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-   * candidates; a path that missed the hit adds 0).
+   * candidates; a path that missed the hit adds 0). Reranked (see reranked):
+   * the reranker's relevance score.
    */
   score: number;
   /** The matching text with keyword hits wrapped in [ and ]. */
   snippet: string;
   sources: SearchSource[];
+  /**
+   * Why this answer is less than the whole pipeline, the same on every hit of
+   * the call; empty when every stage ran. E.g. the semantic path was down
+   * (keywords alone), or the reranker was slow, failing or skipped (the fused
+   * order). Never an error: the hits are still the best the rest could do.
+   */
+  degradedReason: string;
+  /**
+   * The reranker ordered this hit, and score is its relevance score (the
+   * model's scale; higher is better). Hits after the reranked ones, if any,
+   * keep the fused order and score.
+   */
+  reranked: boolean;
 }
 
 export interface Memory {
@@ -769,6 +791,8 @@ export interface SearchMemoriesRequest {
   scope: MemoryScope | undefined;
   limit: number;
   mode: SearchMode;
+  /** As SearchEpisodesRequest.skip_rerank. */
+  skipRerank: boolean;
 }
 
 export interface MemoryHit {
@@ -781,6 +805,10 @@ export interface MemoryHit {
    */
   score: number;
   sources: SearchSource[];
+  /** As SearchHit.degraded_reason. */
+  degradedReason: string;
+  /** As SearchHit.reranked. */
+  reranked: boolean;
 }
 
 export interface SelectMemoriesRequest {
@@ -4348,7 +4376,16 @@ export const DeleteEpisodeResponse: MessageFns<DeleteEpisodeResponse> = {
 };
 
 function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
-  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0, startTime: undefined, endTime: undefined };
+  return {
+    query: "",
+    sessionId: 0,
+    projectId: 0,
+    limit: 0,
+    mode: 0,
+    startTime: undefined,
+    endTime: undefined,
+    skipRerank: false,
+  };
 }
 
 export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
@@ -4373,6 +4410,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.endTime !== undefined) {
       Timestamp.encode(toTimestamp(message.endTime), writer.uint32(58).fork()).join();
+    }
+    if (message.skipRerank !== false) {
+      writer.uint32(64).bool(message.skipRerank);
     }
     return writer;
   },
@@ -4446,6 +4486,14 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.skipRerank = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4483,6 +4531,11 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : isSet(object.end_time)
         ? fromJsonTimestamp(object.end_time)
         : undefined,
+      skipRerank: isSet(object.skipRerank)
+        ? globalThis.Boolean(object.skipRerank)
+        : isSet(object.skip_rerank)
+        ? globalThis.Boolean(object.skip_rerank)
+        : false,
     };
   },
 
@@ -4509,6 +4562,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.endTime !== undefined) {
       obj.endTime = message.endTime.toISOString();
     }
+    if (message.skipRerank !== false) {
+      obj.skipRerank = message.skipRerank;
+    }
     return obj;
   },
 
@@ -4524,12 +4580,13 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.mode = object.mode ?? 0;
     message.startTime = object.startTime ?? undefined;
     message.endTime = object.endTime ?? undefined;
+    message.skipRerank = object.skipRerank ?? false;
     return message;
   },
 };
 
 function createBaseSearchHit(): SearchHit {
-  return { episode: undefined, score: 0, snippet: "", sources: [] };
+  return { episode: undefined, score: 0, snippet: "", sources: [], degradedReason: "", reranked: false };
 }
 
 export const SearchHit: MessageFns<SearchHit> = {
@@ -4549,6 +4606,12 @@ export const SearchHit: MessageFns<SearchHit> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    if (message.degradedReason !== "") {
+      writer.uint32(42).string(message.degradedReason);
+    }
+    if (message.reranked !== false) {
+      writer.uint32(48).bool(message.reranked);
     }
     return writer;
   },
@@ -4608,6 +4671,22 @@ export const SearchHit: MessageFns<SearchHit> = {
 
             break;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.degradedReason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.reranked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4626,6 +4705,12 @@ export const SearchHit: MessageFns<SearchHit> = {
       score: isSet(object.score) ? globalThis.Number(object.score) : 0,
       snippet: isSet(object.snippet) ? globalThis.String(object.snippet) : "",
       sources: globalThis.Array.isArray(object?.sources) ? object.sources.map((e: any) => searchSourceFromJSON(e)) : [],
+      degradedReason: isSet(object.degradedReason)
+        ? globalThis.String(object.degradedReason)
+        : isSet(object.degraded_reason)
+        ? globalThis.String(object.degraded_reason)
+        : "",
+      reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
     };
   },
 
@@ -4643,6 +4728,12 @@ export const SearchHit: MessageFns<SearchHit> = {
     if (message.sources?.length) {
       obj.sources = message.sources.map((e) => searchSourceToJSON(e));
     }
+    if (message.degradedReason !== "") {
+      obj.degradedReason = message.degradedReason;
+    }
+    if (message.reranked !== false) {
+      obj.reranked = message.reranked;
+    }
     return obj;
   },
 
@@ -4657,6 +4748,8 @@ export const SearchHit: MessageFns<SearchHit> = {
     message.score = object.score ?? 0;
     message.snippet = object.snippet ?? "";
     message.sources = object.sources?.map((e) => e) || [];
+    message.degradedReason = object.degradedReason ?? "";
+    message.reranked = object.reranked ?? false;
     return message;
   },
 };
@@ -5902,7 +5995,7 @@ export const DeleteMemoryResponse: MessageFns<DeleteMemoryResponse> = {
 };
 
 function createBaseSearchMemoriesRequest(): SearchMemoriesRequest {
-  return { query: "", scope: undefined, limit: 0, mode: 0 };
+  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false };
 }
 
 export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
@@ -5918,6 +6011,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     }
     if (message.mode !== 0) {
       writer.uint32(32).int32(message.mode);
+    }
+    if (message.skipRerank !== false) {
+      writer.uint32(40).bool(message.skipRerank);
     }
     return writer;
   },
@@ -5967,6 +6063,14 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
             message.mode = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.skipRerank = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5985,6 +6089,11 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
       scope: isSet(object.scope) ? MemoryScope.fromJSON(object.scope) : undefined,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       mode: isSet(object.mode) ? searchModeFromJSON(object.mode) : 0,
+      skipRerank: isSet(object.skipRerank)
+        ? globalThis.Boolean(object.skipRerank)
+        : isSet(object.skip_rerank)
+        ? globalThis.Boolean(object.skip_rerank)
+        : false,
     };
   },
 
@@ -6002,6 +6111,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     if (message.mode !== 0) {
       obj.mode = searchModeToJSON(message.mode);
     }
+    if (message.skipRerank !== false) {
+      obj.skipRerank = message.skipRerank;
+    }
     return obj;
   },
 
@@ -6016,12 +6128,13 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
       : undefined;
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
+    message.skipRerank = object.skipRerank ?? false;
     return message;
   },
 };
 
 function createBaseMemoryHit(): MemoryHit {
-  return { memory: undefined, score: 0, sources: [] };
+  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false };
 }
 
 export const MemoryHit: MessageFns<MemoryHit> = {
@@ -6038,6 +6151,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    if (message.degradedReason !== "") {
+      writer.uint32(34).string(message.degradedReason);
+    }
+    if (message.reranked !== false) {
+      writer.uint32(40).bool(message.reranked);
     }
     return writer;
   },
@@ -6089,6 +6208,22 @@ export const MemoryHit: MessageFns<MemoryHit> = {
 
             break;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.degradedReason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.reranked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6106,6 +6241,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
       memory: isSet(object.memory) ? Memory.fromJSON(object.memory) : undefined,
       score: isSet(object.score) ? globalThis.Number(object.score) : 0,
       sources: globalThis.Array.isArray(object?.sources) ? object.sources.map((e: any) => searchSourceFromJSON(e)) : [],
+      degradedReason: isSet(object.degradedReason)
+        ? globalThis.String(object.degradedReason)
+        : isSet(object.degraded_reason)
+        ? globalThis.String(object.degraded_reason)
+        : "",
+      reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
     };
   },
 
@@ -6120,6 +6261,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     if (message.sources?.length) {
       obj.sources = message.sources.map((e) => searchSourceToJSON(e));
     }
+    if (message.degradedReason !== "") {
+      obj.degradedReason = message.degradedReason;
+    }
+    if (message.reranked !== false) {
+      obj.reranked = message.reranked;
+    }
     return obj;
   },
 
@@ -6133,6 +6280,8 @@ export const MemoryHit: MessageFns<MemoryHit> = {
       : undefined;
     message.score = object.score ?? 0;
     message.sources = object.sources?.map((e) => e) || [];
+    message.degradedReason = object.degradedReason ?? "";
+    message.reranked = object.reranked ?? false;
     return message;
   },
 };
