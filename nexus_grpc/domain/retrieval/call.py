@@ -9,7 +9,7 @@ from typing import Any
 from nexus_grpc.core.models import SearchMode, SearchSource
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One hit being ranked: its id, its score so far, the paths that found it,
     and its row once read (some paths read rows as they rank, others leave it
@@ -57,8 +57,11 @@ class Call:
     on_degraded: Callable[[str], None] | None = None
     scope: Any = None
     #: Each path's candidates as it ranked them, best first, in the recipe's
-    #: path order (fusion and the keyword lead read them).
+    #: path order (fusion then scores the same objects anew).
     found: dict[SearchSource, Ranked] = field(default_factory=dict)
+    #: Each path's (key, raw score) list as fusion read it (the keyword lead
+    #: needs bm25's own order).
+    raw: dict[SearchSource, list[tuple[int, float]]] = field(default_factory=dict)
     #: How many filtered candidates the stages after hydration need: the page,
     #: or the reranker's candidates when it runs.
     depth: int = 0

@@ -3,7 +3,8 @@
 Each path's raw scores become likelihoods relative to its own best hit and
 are added with the recipe's weights (``ranking.fused_likelihoods``; the
 reasons and figures are in ranking.py and docs/recall.md). A hit records
-every path that found it, and keeps the row the first of them read."""
+every path that found it, and keeps the row the first of them read. Paths
+rank distinct keys; a key one path names twice counts at its first rank."""
 
 from __future__ import annotations
 
@@ -28,27 +29,31 @@ class Fusion(Stage):
     def apply(
         self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
     ) -> Ranked:
-        sources: dict[int, tuple[SearchSource, ...]] = {}
-        rows: dict[int, Any] = {}
+        # The first path's candidate for a key stands for it (keeping the first
+        # row read); later paths add their source to it.
+        first: dict[int, Candidate] = {}
         lists = []
         for path in engine.recipe.paths_for(call.mode):
-            seen: dict[int, float] = {}
-            for c in call.found.get(path.source, []):
-                if c.key in seen:
-                    continue
-                seen[c.key] = c.score
-                sources[c.key] = sources.get(c.key, ()) + (path.source,)
-                if rows.get(c.key) is None:
-                    rows[c.key] = c.row
+            source = path.source
+            pairs = []
+            for c in call.found.get(source, []):
+                known = first.get(c.key)
+                if known is None:
+                    first[c.key] = c
+                elif source in known.sources:
+                    continue  # a path that named a key twice: its first rank counts
+                else:
+                    known.sources = (*known.sources, source)
+                    if known.row is None:
+                        known.row = c.row
+                pairs.append((c.key, c.score))
+            call.raw[source] = pairs
             lists.append(
-                PathScores(
-                    list(seen.items()),
-                    self.weights[path.source],
-                    path.temperature(engine),
-                    path.floor,
-                )
+                PathScores(pairs, self.weights[source], path.temperature(engine), path.floor)
             )
-        return [
-            Candidate(key, score, sources[key], rows[key])
-            for key, score in fused_likelihoods(lists)
-        ]
+        fused = []
+        for key, score in fused_likelihoods(lists):
+            candidate = first[key]
+            candidate.score = score
+            fused.append(candidate)
+        return fused

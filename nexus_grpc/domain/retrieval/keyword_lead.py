@@ -20,5 +20,5 @@ class KeywordLead(Stage):
     def apply(
         self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
     ) -> Ranked:
-        keyword = [(c.key, c.score) for c in call.found.get(SearchSource.KEYWORD, [])]
+        keyword = call.raw.get(SearchSource.KEYWORD, [])  # bm25's own scores, as fused
         return rescored(ranked, with_keyword_lead([(c.key, c.score) for c in ranked], keyword))
