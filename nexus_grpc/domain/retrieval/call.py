@@ -66,14 +66,13 @@ class Call:
     #: or the reranker's candidates when it runs.
     depth: int = 0
     degraded: list[str] = field(default_factory=list)
+    #: Every reason so far, as each hit and the trailer carry it ("" when none).
+    degraded_reason: str = ""
 
     def degrade(self, reason: str) -> None:
         """A stage could not run and the search goes on without it: every hit
         says why (``degraded_reason``), and so does the call's trailer."""
         self.degraded.append(reason)
+        self.degraded_reason = "; ".join(self.degraded)
         if self.on_degraded is not None:
             self.on_degraded(self.degraded_reason)
-
-    @property
-    def degraded_reason(self) -> str:
-        return "; ".join(self.degraded)

@@ -47,14 +47,15 @@ class Hydrate(Stage):
             rows = self.rows(conn, [c.key for c in chunk if c.row is None])
             for c in chunk:
                 row = c.row if c.row is not None else rows.get(c.key)
-                if row is not None and all(keeps(row, call) for keeps in self.filters):
+                if row is not None and _passes(self.filters, row, call):
                     c.row = row
                     kept.append(c)
         return kept
 
 
 class Keep(Stage):
-    """Filters candidates whose paths read their rows already."""
+    """Filters candidates whose paths read their rows already, in ranked order
+    until the call's depth is filled (no later stage reads past it)."""
 
     def __init__(self, filters: tuple[Filter, ...]) -> None:
         self.filters = filters
@@ -62,4 +63,17 @@ class Keep(Stage):
     def apply(
         self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
     ) -> Ranked:
-        return [c for c in ranked if all(keeps(c.row, call) for keeps in self.filters)]
+        kept: Ranked = []
+        for c in ranked:
+            if _passes(self.filters, c.row, call):
+                kept.append(c)
+                if len(kept) == call.depth:
+                    break
+        return kept
+
+
+def _passes(filters: tuple[Filter, ...], row: Any, call: Call) -> bool:
+    for keeps in filters:
+        if not keeps(row, call):
+            return False
+    return True

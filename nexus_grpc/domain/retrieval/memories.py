@@ -41,6 +41,8 @@ class MemorySearchScope:
     vector_filter: Filter | None
     #: The tenant the caller sees (None: every tenant).
     tenant: str | None
+    #: The time ``where`` judges expiry at.
+    now: float
     #: The keyword query (FTS5), None when no word is left to search.
     match: str | None
     #: The vector query: the text less the scope's common words.
@@ -67,7 +69,8 @@ class Memories:
 
 async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> MemorySearchScope:
     """What both paths search with, for ``scope`` (already checked)."""
-    where, params = sql_where(scope)
+    now = time.time()
+    where, params = sql_where(scope, now=now)
     # Words on more than half the scope's memories ("user", "likes"...) rank
     # nothing and would make FTS5 walk every memory in the scope. Cached per
     # tenant too: one scope's user id names a different user in each tenant,
@@ -87,6 +90,7 @@ async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> Me
         params=params,
         vector_filter=vector_filter(scope),
         tenant=tenant,
+        now=now,
         match=fts.match_expression(text, drop=common),
         semantic_text=without(text, common),
     )
@@ -109,4 +113,4 @@ def in_scope(row: Memory, call: Call) -> bool:
 
 
 def unexpired(row: Memory, call: Call) -> bool:
-    return not row.expired(time.time())
+    return not row.expired(call.scope.now)
