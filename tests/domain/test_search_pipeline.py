@@ -216,3 +216,63 @@ def test_production_code_does_not_know_the_stand_ins():
         if pattern.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+async def test_a_path_down_is_said_on_every_hit_of_every_kind(tmp_path):
+    from nexus_grpc.embedding import EmbedderUnavailable
+    from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+    from tests.support import HashingEmbedder, start_harness
+
+    embedder = HashingEmbedder()
+    h = await start_harness(tmp_path / "data", embedder=embedder)
+    try:
+        project = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+        )
+        session = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
+        )
+        await h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="postgres lag")
+        )
+        await h.graph.UpsertEntity(
+            graph_pb2.UpsertEntityRequest(name="Postgres", type="technology", project_id=project.id)
+        )
+
+        async def everything_indexed():
+            return not await h.app.db.read(
+                lambda c: c.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'"
+                ).fetchone()[0]
+            )
+
+        await wait_until(everything_indexed, timeout=20)
+        whole = [
+            x
+            async for x in h.memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(query="postgres", session_id=session.id)
+            )
+        ]
+        assert whole and not whole[0].degraded_reason  # the positive case first
+        embedder.fail_with = EmbedderUnavailable("embedding server is down")
+        # New questions: one asked before has its vector remembered (--query-vector-cache).
+        episodes = [
+            x
+            async for x in h.memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(query="postgres lag", session_id=session.id)
+            )
+        ]
+        assert episodes and all(
+            "semantic search is unavailable: embedding server is down" in x.degraded_reason
+            for x in episodes
+        )
+        entities = [
+            x
+            async for x in h.graph.SearchEntities(
+                graph_pb2.SearchEntitiesRequest(query="about postgres", project_id=project.id)
+            )
+        ]
+        assert [x.entity.name for x in entities] == ["Postgres"]
+        assert "entity search is unavailable" in entities[0].degraded_reason
+    finally:
+        await h.close()
