@@ -11,18 +11,23 @@ against another tree to compare:
     PYTHONPATH=/tmp/old .venv/bin/python bench/search_calls.py   # a checkout of the old commit
     .venv/bin/python bench/search_calls.py
 
+``--cpu N`` times N searches of each instead (process CPU a search, every
+thread, no profiler), for old and new run in alternate fresh interpreters.
+
 An old tree whose servicer applied the retention (Conversations.retained_window)
 is called the same way here, so both count a whole SearchEpisodes' domain work.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
 import pstats
 import random
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from nexus_grpc.app import App
@@ -37,7 +42,7 @@ WORDS = [f"w{i}" for i in range(400)] + ["postgres", "replication", "zebra", "fa
 SEARCHES = 200
 
 
-async def main() -> None:
+async def main(cpu: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         app = App(Settings(data_dir=Path(tmp), listen="127.0.0.1:0"), embedder=HashingEmbedder())
         await app.start(reconcile=False)
@@ -79,9 +84,16 @@ async def main() -> None:
                 ("SearchMemories hybrid", memories, SearchMode.HYBRID),
             ):
                 pool = WORDS[-5:] + WORDS[:20]
-                queries = [" ".join(rng.sample(pool, 2)) for _ in range(SEARCHES)]
+                queries = [" ".join(rng.sample(pool, 2)) for _ in range(cpu or SEARCHES)]
                 for query in queries[:20]:
                     await search(query, mode)
+                if cpu:
+                    started = time.process_time()
+                    for query in queries:
+                        await search(query, mode)
+                    spent = time.process_time() - started
+                    print(f"{name}: {1000 * spent / cpu:.3f} ms of CPU a search", flush=True)
+                    continue
                 profile = cProfile.Profile()
                 profile.enable()
                 hits = 0
@@ -96,4 +108,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", type=int, default=0, help="time N searches of each instead")
+    asyncio.run(main(parser.parse_args().cpu))

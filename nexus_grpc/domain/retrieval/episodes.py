@@ -48,10 +48,15 @@ class EpisodeScope:
     cutoff: float | None
     #: Both at once, as the paths push them down.
     searched: TimeWindow | None
+    #: Words on more than half the scope's recent texts.
+    common: frozenset[str]
     #: The keyword query (FTS5), None when no word is left to search.
     match: str | None
-    #: The vector query: the text less the scope's common words.
-    semantic_text: str
+
+    def semantic_text(self, text: str) -> str:
+        """The vector query: the text less the scope's common words (the
+        vector path's own: a keyword search never builds it)."""
+        return without(text, self.common)
 
 
 class Episodes:
@@ -80,8 +85,8 @@ class Episodes:
             window=window,
             cutoff=cutoff,
             searched=_retained(window, cutoff),
+            common=common,
             match=fts.match_expression(call.text, drop=common),
-            semantic_text=without(call.text, common),
         )
         return True
 

@@ -37,16 +37,25 @@ class MemorySearchScope:
     #: ``sql_where(scope)``: the rule as SQL, for both paths.
     where: str
     params: tuple[object, ...]
-    #: The rule over vector payloads; None sees nothing.
-    vector_filter: Filter | None
     #: The tenant the caller sees (None: every tenant).
     tenant: str | None
     #: The time ``where`` judges expiry at.
     now: float
+    #: Words on more than half the scope's memories.
+    common: frozenset[str]
     #: The keyword query (FTS5), None when no word is left to search.
     match: str | None
-    #: The vector query: the text less the scope's common words.
-    semantic_text: str
+
+    # The vector path's own: a keyword search never builds them.
+
+    @property
+    def vector_filter(self) -> Filter | None:
+        """The rule over vector payloads; None sees nothing."""
+        return vector_filter(self.scope)
+
+    def semantic_text(self, text: str) -> str:
+        """The vector query: the text less the scope's common words."""
+        return without(text, self.common)
 
 
 class Memories:
@@ -88,20 +97,25 @@ async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> Me
         scope=scope,
         where=where,
         params=params,
-        vector_filter=vector_filter(scope),
         tenant=tenant,
         now=now,
+        common=common,
         match=fts.match_expression(text, drop=common),
-        semantic_text=without(text, common),
     )
 
 
 # Filters (filters.py): the last word on each row, before the page.
 
 
-def in_scope(row: Memory, call: Call) -> bool:
+def visible_now(row: Memory, call: Call) -> bool:
+    """memory_scope's rule, whole: owner, tier, agent, tenant, and expiry (at
+    the time the paths' SQL judged it)."""
     s: MemorySearchScope = call.scope
-    return (s.tenant is None or row.tenant == s.tenant) and visible(
+    if row.expire_at is not None and row.expire_at <= s.now:
+        return False
+    if s.tenant is not None and row.tenant != s.tenant:
+        return False
+    return visible(
         s.scope,
         kind=row.kind,
         tier=row.tier,
@@ -110,7 +124,3 @@ def in_scope(row: Memory, call: Call) -> bool:
         session_id=row.session_id,
         agent_id=row.agent_id,
     )
-
-
-def unexpired(row: Memory, call: Call) -> bool:
-    return not row.expired(call.scope.now)

@@ -128,11 +128,18 @@ class Recipe(Generic[H]):
     #: meaning could not be searched).
     unavailable_alone: bool = False
 
+    def __post_init__(self) -> None:
+        by_mode = {SearchMode.HYBRID: self.paths}
+        for mode, source in (
+            (SearchMode.KEYWORD, SearchSource.KEYWORD),
+            (SearchMode.SEMANTIC, SearchSource.SEMANTIC),
+        ):
+            by_mode[mode] = tuple(p for p in self.paths if p.source == source)
+        object.__setattr__(self, "_by_mode", by_mode)
+
     def paths_for(self, mode: SearchMode) -> tuple[Path, ...]:
-        if mode == SearchMode.HYBRID:
-            return self.paths
-        wanted = SearchSource.KEYWORD if mode == SearchMode.KEYWORD else SearchSource.SEMANTIC
-        return tuple(p for p in self.paths if p.source == wanted)
+        """The paths a mode runs: all in hybrid, the one of its source otherwise."""
+        return self._by_mode[mode]  # type: ignore[attr-defined, no-any-return]
 
 
 class Engine(Generic[H]):

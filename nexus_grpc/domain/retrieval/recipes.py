@@ -54,7 +54,7 @@ MEMORIES: Recipe[MemoryHit] = Recipe(
     stages=(
         Fusion(WEIGHTS),
         KeywordLead(),
-        Keep((memories.in_scope, memories.unexpired)),
+        Keep((memories.visible_now,)),  # scope, tier, tenant and expiry: one rule
         Rerank(),
         Page(),
     ),

@@ -63,16 +63,18 @@ class EpisodeVector(_Vector):
                     lte=None if window.end is None else math.ceil(window.end) - 1,
                 )
             )
-        found = await self._search(engine, EPISODES, s.semantic_text, Filter(must=tuple(must)), n)
+        text = s.semantic_text(call.text)
+        found = await self._search(engine, EPISODES, text, Filter(must=tuple(must)), n)
         return [Candidate(h.id, h.score, FOUND_BY) for h in found]
 
 
 class MemoryVector(_Vector):
     async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
         s = call.scope
-        if s.vector_filter is None:
+        flt = s.vector_filter
+        if flt is None:
             return []
-        hits = await self._search(engine, MEMORIES, s.semantic_text, s.vector_filter, n)
+        hits = await self._search(engine, MEMORIES, s.semantic_text(call.text), flt, n)
         ids = [h.id for h in hits]
         rows = await engine.db.read(lambda c: memory_store.get_visible(c, ids, s.where, s.params))
         return [Candidate(h.id, h.score, FOUND_BY, row=rows[h.id]) for h in hits if h.id in rows]
