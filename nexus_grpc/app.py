@@ -201,19 +201,21 @@ class App:
             self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
         )
         # None unless --reranker-url: searches then keep the fused order.
-        self.reranker: Reranker | None = (
-            Reranker(
-                RerankClient(
+        self.reranker: Reranker | None = None
+        if settings.reranker_url:
+            try:
+                client = RerankClient(
                     settings.reranker_url,
                     model=settings.reranker_model,
                     api_key=settings.reranker_api_key,
-                ),
+                )
+            except ValueError as exc:
+                raise StartupError(f"--reranker-url: {exc}") from exc
+            self.reranker = Reranker(
+                client,
                 candidates=settings.reranker_candidates,
                 timeout=settings.reranker_timeout,
             )
-            if settings.reranker_url
-            else None
-        )
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
