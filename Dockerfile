@@ -5,7 +5,9 @@
 #
 # The settings are the same environment variables as the CLI's flags
 # (nexus-grpc serve --help, README's table), e.g. -e OLLAMA_URL=http://ollama:11434
-# -e QDRANT_URL=http://qdrant:6333 for a LAN deployment (deploy/compose.yaml).
+# -e QDRANT_URL=http://qdrant:6333 for a LAN deployment (deploy/compose.yaml), and
+# -e NEXUS_RERANKER_URL=http://gpu-box:8080/v1/rerank for a reranker on the LAN
+# (NEXUS_RERANKER_MODEL, NEXUS_RERANKER_API_KEY where the service wants them).
 # Data lives in /data, owned by uid 999 (README: Docker).
 #
 # Build arguments:
@@ -90,6 +92,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     OLLAMA_URL= \
     NEXUS_LLM_API=ollama \
     NEXUS_LLM_URL= \
+    NEXUS_RERANKER_URL= \
     NEXUS_AUTH_KEYS_FILE= \
     NEXUS_TLS_CERT= \
     NEXUS_TLS_KEY= \

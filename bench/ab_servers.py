@@ -18,6 +18,14 @@ Examples (docs/benchmarks.md quotes both):
     git worktree add /tmp/old fad3a6c
     .venv/bin/python bench/ab_servers.py --episodes 0 --rpcs health,create_episode \\
         --concurrency 64 --duration 6 old=/tmp/old main=main
+    # Every search row across commits (episodes, memories, entities)
+    .venv/bin/python bench/ab_servers.py --episodes 20000 \\
+        --rpcs keyword,semantic,hybrid,memories_keyword,memories_default,entities \\
+        old=/tmp/old main=main
+
+memories_*: SearchMemories in that mode for one of ten users of a seeded
+project (run_benchmarks' question); entities: SearchEntities naming one of
+the seeded graph's entities.
 """
 
 from __future__ import annotations
@@ -32,13 +40,52 @@ import tempfile
 import time
 from pathlib import Path
 
+import grpc
 import profile_search as ps  # bench/ is this script's own directory
 import run_benchmarks as rb
 
 from nexus_grpc.bench import run_bench
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess
 
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
+MEMORY_MODES = {f"memories_{m}": m for m in rb.EPISODE_MODES}
+#: ab_servers seeds this many users of rb.MEMORIES_PER_USER memories each.
+MEMORY_USERS = 10
+
+
+def _entity_search(graph: graph_grpc.GraphServiceStub):
+    async def search(rng) -> None:
+        request = graph_pb2.SearchEntitiesRequest(
+            query=f"who is entity {rng.randrange(rb.ENTITIES)}?", project_id=rb.GRAPH_PROJECT,
+            limit=10)
+        async for _ in graph.SearchEntities(request):
+            pass
+    return search
+
+
+async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float
+                  ) -> tuple[float, dict[str, float]]:
+    """req/s and server CPU ms a call by thread group, for the searches
+    nexus_grpc.bench does not drive (memories, entities)."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        if rpc in MEMORY_MODES:
+            memory = memory_grpc.MemoryServiceStub(channel)
+            call = rb._memory_search(memory, rb.EPISODE_MODES[MEMORY_MODES[rpc]], MEMORY_USERS)
+        else:
+            call = _entity_search(graph_grpc.GraphServiceStub(channel))
+        await rb.closed_loop(call, 4, 1.0)
+        names = ps.python_thread_names(pid)
+        before = ps.thread_cpu(pid, names)
+        figures = await rb.closed_loop(call, concurrency, duration)
+        after = ps.thread_cpu(pid, names)
+    split: dict[str, float] = collections.defaultdict(float)
+    for tid, (thread, cpu) in after.items():
+        split[ps.group(thread)] += cpu - before.get(tid, (thread, 0.0))[1]
+    calls = max(1, int(figures["count"]))
+    return figures["rps"], {k: 1000 * v / calls for k, v in split.items()}
 
 
 def parse_variant(text: str) -> tuple[str, str, list[str]]:
@@ -52,6 +99,8 @@ def parse_variant(text: str) -> tuple[str, str, list[str]]:
 def run_one(target: str, pid: int, rpc: str, concurrency: int, duration: float,
             scopes: list[int]) -> tuple[float, dict[str, float]]:
     """req/s and server CPU ms a call by thread group."""
+    if rpc in MEMORY_MODES or rpc == "entities":
+        return asyncio.run(_closed(target, pid, rpc, concurrency, duration))
     if rpc in SEARCH_MODES:
         name, extra = "search_episodes", {"mode": rpc, "search_session_ids": scopes}
     else:
@@ -74,7 +123,8 @@ def main() -> int:
     parser.add_argument("variants", nargs="+", help="NAME=TREE[:FLAGS]")
     parser.add_argument("--episodes", type=int, default=20_000)
     parser.add_argument("--rpcs", default="keyword,semantic,hybrid",
-                        help="comma-separated: health, create_episode, keyword, semantic, hybrid")
+                        help="comma-separated: health, create_episode, keyword, semantic, hybrid,"
+                        " memories_keyword, memories_semantic, memories_default, entities")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)
@@ -85,7 +135,7 @@ def main() -> int:
         seed_dir = Path(tmp) / "seed"
         scopes: list[int] = []
         if args.episodes:
-            scopes = rb.seed(seed_dir, args.episodes, memory_users=10).session_scopes
+            scopes = rb.seed(seed_dir, args.episodes, memory_users=MEMORY_USERS).session_scopes
         for rnd in range(args.rounds):
             for name, tree, flags in variants:
                 data = Path(tmp) / f"{name}-{rnd}"

@@ -42,6 +42,7 @@ import numpy as np
 
 from nexus_grpc.bench import WORDS as QUERY_WORDS
 from nexus_grpc.bench import format_result, run_bench
+from nexus_grpc.core.names import name_key
 from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -171,10 +172,19 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         [(e + 1, sid, user_texts[e], ai_texts[e], now) for e, sid in enumerate(episode_sessions)],
     )
     rng = random.Random(3)
+    # Each entity with its key and its name as its one alias, as the graph
+    # stores a new name (store/graph.py insert_entity): entity search's
+    # keyword path matches aliases.
+    keys = [name_key(f"entity {i}", "concept") for i in range(ENTITIES)]
     conn.executemany(
-        "INSERT INTO entities (id, project_id, name, type, notes, last_seen_at, created_at)"
-        " VALUES (?, ?, ?, 'concept', 'seeded', ?, ?)",
-        [(i + 1, GRAPH_PROJECT, f"entity {i}", now, now) for i in range(ENTITIES)],
+        "INSERT INTO entities (id, project_id, name, name_key, type, notes, last_seen_at,"
+        " created_at) VALUES (?, ?, ?, ?, 'concept', 'seeded', ?, ?)",
+        [(i + 1, GRAPH_PROJECT, f"entity {i}", keys[i], now, now) for i in range(ENTITIES)],
+    )
+    conn.executemany(
+        "INSERT INTO entity_aliases (entity_id, project_id, session_id, name, norm, method,"
+        " created_at) VALUES (?, ?, 0, ?, ?, 'new', ?)",
+        [(i + 1, GRAPH_PROJECT, f"entity {i}", keys[i], now) for i in range(ENTITIES)],
     )
     edges = set()
     while len(edges) < RELATIONSHIPS:
@@ -182,9 +192,9 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         if a != b:
             edges.add((a, b))
     conn.executemany(
-        "INSERT INTO relationships (from_id, to_id, label, created_at)"
-        " VALUES (?, ?, 'related_to', ?)",
-        [(a, b, now) for a, b in edges],
+        "INSERT INTO relationships (from_id, to_id, label, created_at, valid_at)"
+        " VALUES (?, ?, 'related_to', ?, ?)",
+        [(a, b, now, now) for a, b in edges],
     )
     memory_count = memory_users * MEMORIES_PER_USER
     # Every memory says "The user likes ...", as real user memories do: words on

@@ -48,6 +48,7 @@ from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
+from nexus_grpc.rerank import RerankClient, Reranker
 from nexus_grpc.store import Database, meta
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
@@ -202,7 +203,23 @@ class App:
         self.conversations = Conversations(
             self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
         )
-        self.episode_search = EpisodeSearch(self.db, self.embedder, self.index)
+        # None unless --reranker-url: searches then keep the fused order.
+        self.reranker: Reranker | None = None
+        if settings.reranker_url:
+            try:
+                client = RerankClient(
+                    settings.reranker_url,
+                    model=settings.reranker_model,
+                    api_key=settings.reranker_api_key,
+                )
+            except ValueError as exc:
+                raise StartupError(f"--reranker-url: {exc}") from exc
+            self.reranker = Reranker(
+                client,
+                candidates=settings.reranker_candidates,
+                timeout=settings.reranker_timeout,
+            )
+        self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
@@ -239,6 +256,7 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
+            reranker=self.reranker,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -269,6 +287,7 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
+            reranker=self.reranker,
         )
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
@@ -354,6 +373,15 @@ class App:
         if waits:
             return DependencyState(name, False, waits[0])
         return DependencyState(name, True, f"{self.llm.host}: {', '.join(dict.fromkeys(models))}")
+
+    async def _check_reranker(self) -> DependencyState:
+        if self.reranker is None:
+            # Optional: a server without one is whole, its searches in the fused order.
+            return DependencyState(
+                "reranker", True, "not configured (--reranker-url): searches keep the fused order"
+            )
+        ok, detail = await self.reranker.check(HEALTH_TIMEOUT)
+        return DependencyState("reranker", ok, detail)
 
     def llm_ready(self) -> str | None:
         """Why LLM workers must wait, or None when they may run."""
@@ -588,6 +616,7 @@ class App:
             ("inline embedding lane", self.inline_vectors.close if self.inline_vectors else None),
             ("embedder", self.embedder.close),
             ("LLM client", self.llm.close if self.llm is not None else None),
+            ("reranker", self.reranker.close if self.reranker is not None else None),
         ):
             if closer is None:
                 continue
@@ -598,13 +627,14 @@ class App:
 
     async def status(self) -> ServiceState:
         """Each dependency checked now, not assumed: SQLite answers a query, the
-        embedder embeds, the vector index answers, and the LLM server lists
-        every configured model."""
+        embedder embeds, the vector index answers, the LLM server lists every
+        configured model, and the rerank service (when configured) reranks."""
         deps = [
             await self.check_store(),
             await self._check_index(),
             await self._check_embedder(),
             await self._check_llm(),
+            await self._check_reranker(),
         ]
         try:
             queues = await self.db.read(job_store.depths)

@@ -508,6 +508,7 @@ class NexusClient(ClientBase):
         mode: memory_pb2.SearchMode.ValueType | None = None,
         start_time: timestamp_pb2.Timestamp | None = None,
         end_time: timestamp_pb2.Timestamp | None = None,
+        skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> ServerStream[memory_pb2.SearchHit]:
@@ -527,6 +528,9 @@ class NexusClient(ClientBase):
                 every mode. Either side may be left unset (open); start_time must be earlier
                 than end_time.
             end_time: timestamp_pb2.Timestamp
+            skip_rerank: true: leave the reranker out (--reranker-url on the server): the
+                fused order, for a cheaper call or to compare. Only the default (hybrid)
+                mode is reranked.
         """
         return self._stream(
             "MemoryService",
@@ -541,6 +545,7 @@ class NexusClient(ClientBase):
                 "mode": mode,
                 "start_time": start_time,
                 "end_time": end_time,
+                "skip_rerank": skip_rerank,
             },
             timeout,
             metadata,
@@ -753,6 +758,7 @@ class NexusClient(ClientBase):
         scope: memory_pb2.MemoryScope | None = None,
         limit: int | None = None,
         mode: memory_pb2.SearchMode.ValueType | None = None,
+        skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> ServerStream[memory_pb2.MemoryHit]:
@@ -763,6 +769,7 @@ class NexusClient(ClientBase):
             scope: memory_pb2.MemoryScope
             limit: int
             mode: memory_pb2.SearchMode.ValueType
+            skip_rerank: As SearchEpisodesRequest.skip_rerank.
         """
         return self._stream(
             "MemoryService",
@@ -774,6 +781,7 @@ class NexusClient(ClientBase):
                 "scope": scope,
                 "limit": limit,
                 "mode": mode,
+                "skip_rerank": skip_rerank,
             },
             timeout,
             metadata,
@@ -1527,6 +1535,7 @@ class NexusClient(ClientBase):
         project_id: int | None = None,
         limit: int | None = None,
         session_id: int | None = None,
+        skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
         metadata: MetadataArg = None,
     ) -> ServerStream[graph_pb2.EntityHit]:
@@ -1540,6 +1549,8 @@ class NexusClient(ClientBase):
                 of a session outside any project. Exactly one is required.
             limit: int
             session_id: int
+            skip_rerank: true: leave the reranker out (--reranker-url on the server): the
+                fused order, for a cheaper call or to compare.
         """
         return self._stream(
             "GraphService",
@@ -1551,6 +1562,7 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
                 "limit": limit,
                 "session_id": session_id,
+                "skip_rerank": skip_rerank,
             },
             timeout,
             metadata,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nexus_grpc.core.redact import url_secrets
 
@@ -156,6 +157,54 @@ class Settings:
             "search-query vectors kept in memory (3 KB each), least recently used out first, so"
             " a question asked again (a retry, another mode or page, the same words in another"
             " search) is not embedded again; 0 turns the cache off"
+        ),
+    )
+
+    reranker_url: str = option(
+        "",
+        env=("NEXUS_RERANKER_URL",),
+        help=(
+            "rerank service that orders the default search mode's top candidates: llama.cpp's"
+            " llama-server --reranking, Hugging Face TEI, Infinity or a Jina/Cohere-compatible"
+            " endpoint (e.g. http://gpu-box.lan:8080/v1/rerank; a URL without a path gets"
+            " /rerank); empty leaves searches in the fused order"
+        ),
+    )
+
+    reranker_model: str = option(
+        "",
+        env=("NEXUS_RERANKER_MODEL",),
+        help=(
+            "model name sent with each rerank request, for a service that hosts several"
+            " (llama-server and TEI answer with the one they loaded)"
+        ),
+    )
+
+    reranker_api_key: str = option(
+        "",
+        env=("NEXUS_RERANKER_API_KEY",),
+        help="bearer token for a rerank service that asks for one",
+    )
+
+    reranker_candidates: int = option(
+        "30",
+        env=("NEXUS_RERANKER_CANDIDATES",),
+        help=(
+            "fused candidates of each search the reranker orders (hits past them follow in fused"
+            " order); the"
+            " keyword and vector paths' top 30 hold the evidence for 0.967 of the LoCoMo dev"
+            " questions (docs/recall.md); TEI takes 32 texts a request unless"
+            " --max-client-batch-size says more"
+        ),
+    )
+
+    reranker_timeout: float = option(
+        "2",
+        env=("NEXUS_RERANKER_TIMEOUT",),
+        help=(
+            "seconds a rerank call may take, cut to what the caller's deadline leaves; slower,"
+            " failing or unreachable, the search answers in the fused order and says why in"
+            " each hit's degraded_reason"
         ),
     )
 
@@ -449,7 +498,28 @@ def settings_from(values: dict[str, str]) -> Settings:
             f"{OPTIONS['query_vector_cache'].flag}: must be between 0 and 1000000 vectors,"
             f" got {cache!r}"
         )
+    candidates = kwargs.get("reranker_candidates", 30)
+    if not 1 <= candidates <= 1000:
+        raise SystemExit(
+            f"{OPTIONS['reranker_candidates'].flag}: must be between 1 and 1000, got {candidates!r}"
+        )
+    timeout = kwargs.get("reranker_timeout", 2.0)
+    if not 0 < timeout <= 600:
+        raise SystemExit(
+            f"{OPTIONS['reranker_timeout'].flag}: must be more than 0 and at most 600 seconds,"
+            f" got {timeout!r}"
+        )
+    url = kwargs.get("reranker_url", "")
+    if url and not _is_http_url(url):
+        raise SystemExit(
+            f"{OPTIONS['reranker_url'].flag}: {url!r} is not an http:// or https:// URL"
+        )
     return Settings(**kwargs)
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urlsplit(url.strip())
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def help_text(option: Option) -> str:

@@ -22,6 +22,12 @@ Prometheus scrapes, so they are never stale:
   cache (``--query-vector-cache``) or from the model.
 - ``nexus_watch_streams_refused_total``: WatchExtractions calls refused at that
   limit (the general RPC cap's refusals are in ``nexus_rpc_requests_total``).
+- ``nexus_rerank_requests_total{outcome}`` (``--reranker-url``): searches the
+  reranker ordered (``ok``) or left in the fused order, by why (``timeout``,
+  ``unreachable``, ``rejected``, ``bad_answer``, ``skipped``: cooling down after
+  a failure or no time left in the call); ``nexus_rerank_duration_seconds``
+  (histogram): the calls that reached it; ``nexus_rerank_cooldown_seconds``:
+  how long searches will still skip it after a failure (0: they ask it).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from prometheus_client.registry import Collector
 
 from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
+from nexus_grpc.rerank.reranker import DURATION_BUCKETS as RERANK_BUCKETS
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
     from nexus_grpc.app import App
     from nexus_grpc.core.events import EventBroadcaster
     from nexus_grpc.embedding import QueryVectorCache
+    from nexus_grpc.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +175,37 @@ class JobCollector(Collector):
         yield from _watch_metrics(getattr(self._app, "graph_events", None))
         yield from _loop_lag_metrics(getattr(self._app, "loop_lag", None))
         yield from _query_cache_metrics(getattr(self._app, "query_cache", None))
+        yield from _rerank_metrics(getattr(self._app, "reranker", None))
+
+
+def _rerank_metrics(reranker: Reranker | None) -> Iterator[Metric]:
+    """The reranker's outcomes: a rising share of anything but ``ok`` means
+    searches are answering in the fused order (each hit says why)."""
+    if reranker is None:
+        return
+    stats = reranker.stats
+    calls = CounterMetricFamily(
+        "nexus_rerank_requests",
+        "Searches sent to the reranker or kept in the fused order, by outcome.",
+        labels=("outcome",),
+    )
+    for outcome, count in list(stats.calls.items()):
+        calls.add_metric((outcome,), count)
+    yield calls
+    pairs = zip(RERANK_BUCKETS, stats.bucket_counts, strict=True)
+    buckets = [(str(bound), float(n)) for bound, n in pairs]
+    buckets.append(("+Inf", float(stats.asked)))
+    yield HistogramMetricFamily(
+        "nexus_rerank_duration_seconds",
+        "How long the rerank calls that reached the service took.",
+        buckets=buckets,
+        sum_value=stats.total_seconds,
+    )
+    yield GaugeMetricFamily(
+        "nexus_rerank_cooldown_seconds",
+        "Seconds searches still skip the reranker after a failure (0: they ask it).",
+        value=reranker.cooling_down(),
+    )
 
 
 def _query_cache_metrics(cache: QueryVectorCache | None) -> Iterator[Metric]:

@@ -150,6 +150,8 @@ def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
         score=h.score,
         snippet=h.snippet,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
+        degraded_reason=h.degraded_reason,
+        reranked=h.reranked,
     )
 
 
@@ -230,6 +232,8 @@ def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
         memory=memory(h.memory),
         score=h.score,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
+        degraded_reason=h.degraded_reason,
+        reranked=h.reranked,
     )
 
 

@@ -147,7 +147,12 @@ def subgraph(g: Subgraph) -> graph_pb2.Subgraph:
 
 
 def entity_hit(h: EntityHit) -> graph_pb2.EntityHit:
-    return graph_pb2.EntityHit(entity=entity(h.entity), score=h.score)
+    return graph_pb2.EntityHit(
+        entity=entity(h.entity),
+        score=h.score,
+        degraded_reason=h.degraded_reason,
+        reranked=h.reranked,
+    )
 
 
 def extraction_event(ev: ExtractionEvent) -> graph_pb2.ExtractionEvent:

@@ -172,7 +172,11 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         self, request: graph_pb2.SearchEntitiesRequest, context: Ctx
     ) -> AsyncIterator[graph_pb2.EntityHit]:
         async for hit in self.graph.search(
-            request.query, request.project_id, request.limit, session_id=request.session_id
+            request.query,
+            request.project_id,
+            request.limit,
+            session_id=request.session_id,
+            rerank=not request.skip_rerank,
         ):
             yield convert.entity_hit(hit)
 

@@ -216,12 +216,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         self, request: memory_pb2.SearchEpisodesRequest, context: Ctx
     ) -> AsyncIterator[memory_pb2.SearchHit]:
         mode: SearchMode = convert.search_mode(request.mode)
-        window, cutoff = await self.conv.retained_window(
-            request.session_id,
-            request.project_id,
-            TimeWindow(
-                convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
-            ),
+        window = TimeWindow(
+            convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
         )
         async for hit in self.app.episode_search.search(
             request.query,
@@ -231,9 +227,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             mode,
             on_degraded=_report_degraded(context),
             window=window,
+            rerank=not request.skip_rerank,
         ):
-            if cutoff is not None and hit.episode.occur_at < cutoff:
-                continue  # past the project's retention
             yield convert.episode_hit(hit)
 
     async def ExportProject(
@@ -403,6 +398,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.limit,
             convert.search_mode(request.mode),
             on_degraded=_report_degraded(context),
+            rerank=not request.skip_rerank,
         ):
             yield convert.memory_hit(hit)
 
@@ -570,8 +566,9 @@ def _changed_by() -> ChangedBy:
 
 
 def _report_degraded(context: Ctx):
-    """Tell the client, in trailing metadata, that a hybrid search answered
-    from keywords alone because the semantic path was down."""
+    """Tell the client, in trailing metadata, that a search answered with less
+    than its whole pipeline (the semantic path down: keywords alone; the
+    reranker slow or failing: the fused order). The hits say so too."""
 
     def report(reason: str) -> None:
         shown = scrub(reason)

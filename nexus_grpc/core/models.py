@@ -145,6 +145,10 @@ class EpisodeHit:
     score: float
     snippet: str
     sources: tuple[SearchSource, ...]
+    #: Why the answer is less than the whole pipeline; empty when every stage ran.
+    degraded_reason: str = ""
+    #: The reranker ordered it: ``score`` is its relevance score.
+    reranked: bool = False
 
 
 @dataclass(frozen=True)

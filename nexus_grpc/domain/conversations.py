@@ -15,7 +15,6 @@ from nexus_grpc.core.models import (
     Page,
     Project,
     Session,
-    TimeWindow,
     episode_text,
 )
 from nexus_grpc.core.signals import JobSignals
@@ -663,34 +662,6 @@ class Conversations:
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
-
-    async def retained_window(
-        self, session_id: int, project_id: int, window: TimeWindow
-    ) -> tuple[TimeWindow, float | None]:
-        """A search's time window with its start moved up to the retention of
-        the project searched (the asking session's, or ``project_id``), so no
-        search mode returns an episode past it; and that cutoff (None: none),
-        which the caller also checks each hit against. A window the search
-        will refuse (start not before end) is left for it to refuse."""
-        at = time.time()
-
-        def read(conn: sqlite3.Connection) -> float | None:
-            if session_id > 0:
-                return episode_store.retention_cutoff(conn, session_id, at)
-            if project_id > 0:
-                retention = project_store.retention_of(conn, project_id)
-                return None if retention is None else at - retention
-            return None
-
-        cutoff = await self.db.read(read)
-        start, end = window.start, window.end
-        if cutoff is None or (start is not None and end is not None and start >= end):
-            return window, cutoff
-        if start is None or start < cutoff:
-            if end is not None and end <= cutoff:
-                return window, cutoff  # every hit is past the retention: all dropped
-            return TimeWindow(cutoff, end), cutoff
-        return window, cutoff
 
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)

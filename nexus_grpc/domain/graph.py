@@ -12,17 +12,19 @@ from dataclasses import dataclass, replace
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
-from nexus_grpc.core.models import Page
-from nexus_grpc.core.names import compatible_types, display_form, name_key, search_key
+from nexus_grpc.core.models import Page, SearchMode
+from nexus_grpc.core.names import compatible_types, name_key
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import facts, fts, inline_vectors, paging
+from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
-from nexus_grpc.domain.ranking import fuse, hybrid_halves
-from nexus_grpc.embedding import Embedder, EmbedderUnavailable
-from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from nexus_grpc.domain.retrieval import Call, Engine, EntityHit, GraphRequest, recipes
+from nexus_grpc.domain.scope import check_session_graph as _check_session_graph
+from nexus_grpc.embedding import Embedder
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
+from nexus_grpc.rerank import Reranker
 from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
@@ -32,7 +34,7 @@ from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
 from nexus_grpc.store.graph import CURRENT, Entity, Relationship, When
-from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
+from nexus_grpc.vectors import VectorIndex
 
 ENTITIES = "entities"
 MAX_DEPTH = 3
@@ -43,19 +45,12 @@ MAX_NEIGHBOR_SEEDS = 1000
 WATCH_PAGE = 20
 # Safety net: a watcher re-reads at least this often even without a wake-up.
 WATCH_POLL_SECONDS = 5.0
-CANDIDATE_FACTOR = 2
 
 
 @dataclass(frozen=True)
 class Subgraph:
     nodes: list[Entity]
     edges: list[Relationship]
-
-
-@dataclass(frozen=True)
-class EntityHit:
-    entity: Entity
-    score: float
 
 
 def _entity_type(field: str, value: str, *, required: bool) -> str:
@@ -83,17 +78,6 @@ def _label(value: str) -> str:
 def _notes(value: str) -> str | None:
     v.text("notes", value, limit=v.MAX_SHORT_TEXT_CHARS)
     return value.strip() or None
-
-
-def _check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
-    """A session's own graph exists only while the session is outside any project."""
-    # NotFound when it does not exist, or is another tenant's.
-    session = session_store.get(conn, session_id, tenancy.visible())
-    if session.project_id:
-        raise FailedPrecondition(
-            f"session {session_id} is in project {session.project_id}, whose graph its"
-            f" episodes share: use project_id {session.project_id}"
-        )
 
 
 # Times before 1970 or past 9999 are a client's mistake, not a fact's start.
@@ -135,15 +119,6 @@ def _entity_by_key(
     return others[0] if len(others) == 1 and not found else None
 
 
-def _named_score(e: Entity, phrases: set[str]) -> float:
-    words = [
-        len(search_key(display_form(n, e.type)).split())
-        for n in (e.name, *e.aliases)
-        if search_key(display_form(n, e.type)) in phrases
-    ]
-    return float(max(words, default=len(e.name.split())))
-
-
 def _graph_name(graph: tuple[int, int]) -> str:
     project_id, session_id = graph
     if project_id:
@@ -163,6 +138,7 @@ class Graph:
         events: EventBroadcaster,
         default_tenant: str = tenancy.DEFAULT_TENANT,
         inline: InlineVectors | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.default_tenant = default_tenant
         # Set where vectors live in the database's own tables (pgvector): a new
@@ -173,6 +149,7 @@ class Graph:
         self.embedder = embedder
         self.index = index
         self.events = events
+        self.retrieval: Engine[EntityHit] = Engine(recipes.ENTITIES, db, embedder, index, reranker)
 
     # Entities ---------------------------------------------------------------
 
@@ -496,82 +473,26 @@ class Graph:
     # Search -----------------------------------------------------------------
 
     async def search(
-        self, query: str, project_id: int, limit: int, *, session_id: int = 0
+        self,
+        query: str,
+        project_id: int,
+        limit: int,
+        *,
+        session_id: int = 0,
+        rerank: bool = True,
     ) -> AsyncIterator[EntityHit]:
-        text = v.query(query)
-        n = v.search_limit(limit)
-        v.positive_id("project_id", project_id, required=False)
-        v.positive_id("session_id", session_id, required=False)
-        if bool(project_id) == bool(session_id):
-            raise InvalidArgument(
-                "an entity search needs exactly one graph: project_id, or session_id for a"
-                f" session outside any project (got project_id {project_id},"
-                f" session_id {session_id})"
-            )
-        tenant = tenancy.visible()
-        if project_id:
-            if not await self.db.read(lambda c: project_store.exists(c, project_id, tenant)):
-                raise NotFound(f"project {project_id} does not exist")
-        else:
-            await self.db.read(lambda c: _check_session_graph(c, session_id))
-        graph = (project_id, session_id)
-        down: list[str] = []
-        keyword, semantic = await hybrid_halves(
-            self._named(text, graph, n * CANDIDATE_FACTOR),
-            self._semantic(text, graph, n * CANDIDATE_FACTOR),
-            on_degraded=down.append,
+        """The entities of one graph the query names or means, best first,
+        through the one retrieval pipeline (domain/retrieval/, the ENTITIES
+        recipe); ``rerank=False`` leaves out the reranker (the fused order)."""
+        call = Call(
+            v.query(query),
+            v.search_limit(limit),
+            SearchMode.HYBRID,
+            GraphRequest(project_id, session_id),
+            rerank=rerank,
         )
-        if down and not keyword:
-            # No name matched and the index is down: say so rather than
-            # answer "nothing found".
-            raise Unavailable(down[0])
-        temperature = self.embedder.similarity_temperature
-        for f in fuse(keyword, semantic, lambda h: h.entity.id, lambda h: h.score, n, temperature):
-            yield EntityHit(f.hit.entity, f.score)
-
-    async def _named(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
-        """The keyword half: entities named in the query (a word, or two or three
-        words in a row, e.g. "New York"); the score counts the words matched."""
-        found = search_key(text).split()
-        phrases = {
-            " ".join(found[i : i + size])
-            for size in (1, 2, 3)
-            for i in range(len(found) - size + 1)
-        }
-        phrases -= fts.STOPWORDS
-        entities = await self.db.read(
-            lambda c: graph_store.entities_named(c, graph[0], graph[1], sorted(phrases), n)
-        )
-        # Scored by the longest of its names the query holds: "Priya Raman"
-        # over "Priya" for a query naming both.
-        return sorted(
-            (EntityHit(e, _named_score(e, phrases)) for e in entities), key=lambda h: -h.score
-        )
-
-    async def _semantic(self, text: str, graph: tuple[int, int], n: int) -> list[EntityHit]:
-        project_id, session_id = graph
-        try:
-            vector = await self.embedder.embed_query(text)
-            hits = await self.index.search(
-                ENTITIES,
-                vector,
-                filter=Filter(
-                    must=(
-                        MatchAny("projectId", (project_id,)),
-                        MatchAny("sessionId", (session_id,)),
-                    )
-                ),
-                limit=n,
-            )
-        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
-            raise Unavailable(f"entity search is unavailable: {exc}") from exc
-        rows = await self.db.read(lambda c: graph_store.get_entities(c, [h.id for h in hits]))
-        # The index is derived: SQLite has the last word on existence and scope.
-        return [
-            EntityHit(rows[h.id], h.score)
-            for h in hits
-            if h.id in rows and (rows[h.id].project_id, rows[h.id].session_id) == graph
-        ]
+        async for hit in self.retrieval.search(call):
+            yield hit
 
     # Watch ------------------------------------------------------------------
 

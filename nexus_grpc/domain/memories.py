@@ -18,32 +18,31 @@ import math
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import MemoryKind, Page, SearchMode, SearchSource, Tier
+from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain import fts, inline_vectors, paging
+from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.common_terms import ScopeVocabulary, without
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memory_scope import (
     SESSION_TIERS,
     MemoryScope,
     check_scope,
     sql_where,
-    vector_filter,
 )
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, fuse, hybrid_halves
-from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.domain.retrieval import Call, Engine, MemoryHit, recipes
+from nexus_grpc.domain.retrieval.memories import search_scope
+from nexus_grpc.domain.retrieval.pipeline import Path
+from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import (
     AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
-    Unavailable,
 )
+from nexus_grpc.rerank import Reranker
 from nexus_grpc.store import Database, documents, jobs
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
@@ -51,7 +50,7 @@ from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import ChangedBy
-from nexus_grpc.vectors import VectorIndex, VectorIndexUnavailable
+from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 MEMORIES = "memories"
@@ -63,13 +62,6 @@ ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests,
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata", "expire_time")
 # The longest ttl accepted: beyond it "never" is what the caller means.
 MAX_TTL_SECONDS = 100 * 365 * 86_400.0
-
-
-@dataclass(frozen=True)
-class MemoryHit:
-    memory: Memory
-    score: float
-    sources: tuple[SearchSource, ...]
 
 
 def _check_tier(field: str, tier: int, *, default: bool) -> int:
@@ -114,6 +106,7 @@ class Memories:
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
         inline: InlineVectors | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.default_tenant = default_tenant
         # Set where vectors live in the database's own tables (pgvector): a new
@@ -126,7 +119,7 @@ class Memories:
         self.embedder = embedder
         self.index = index
         self.cap = cap
-        self.vocabulary = ScopeVocabulary()
+        self.retrieval: Engine[MemoryHit] = Engine(recipes.MEMORIES, db, embedder, index, reranker)
 
     # CRUD -------------------------------------------------------------------
 
@@ -442,69 +435,36 @@ class Memories:
         limit: int,
         mode: SearchMode,
         on_degraded: Callable[[str], None] | None = None,
+        *,
+        rerank: bool = True,
     ) -> AsyncIterator[MemoryHit]:
-        text = v.query(query)
-        n = v.search_limit(limit)
-        check_scope(scope)
-        if mode == SearchMode.KEYWORD:
-            for hit in await self.keyword(text, scope, n):
-                yield hit
-            return
-        if mode == SearchMode.SEMANTIC:
-            for hit in await self.semantic(text, scope, n):
-                yield hit
-            return
-        keyword, semantic = await hybrid_halves(
-            self.keyword(text, scope, n * HYBRID_CANDIDATE_FACTOR),
-            self.semantic(text, scope, n * HYBRID_CANDIDATE_FACTOR),
-            on_degraded,
+        """The best ``limit`` memories ``scope`` may see, through the one
+        retrieval pipeline (domain/retrieval/, the MEMORIES recipe);
+        ``rerank=False`` leaves out the reranker (the fused order)."""
+        call = Call(
+            v.query(query),
+            v.search_limit(limit),
+            mode,
+            scope,
+            rerank=rerank,
+            on_degraded=on_degraded,
         )
-        temperature = self.embedder.similarity_temperature
-        for f in fuse(keyword, semantic, lambda h: h.memory.id, lambda h: h.score, n, temperature):
-            yield MemoryHit(f.hit.memory, f.score, f.sources)
-
-    async def _common(self, scope: MemoryScope) -> frozenset[str]:
-        """Words on more than half the scope's memories ("user", "likes"...): they
-        rank nothing and would make FTS5 walk every memory in the scope."""
-        where, params = sql_where(scope)
-        return await self.vocabulary.common(
-            # Per tenant too: one scope's user id names a different user in
-            # each tenant, and one tenant's words must not shape another's search.
-            (tenancy.visible(), scope),
-            lambda size: self.db.read(
-                lambda c: memory_store.scope_sample(
-                    c, scope.project_id, scope.user_id, where, params, size
-                )
-            ),
-        )
+        async for hit in self.retrieval.search(call):
+            yield hit
 
     async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        match = fts.match_expression(text, drop=await self._common(scope))
-        if match is None:
-            return []
-        where, params = sql_where(scope)
-        owners = memory_store.scope_tokens(scope.project_id, scope.user_id)
-        found = await self.db.read(
-            lambda c: memory_store.keyword_search(c, match, owners, where, params, n)
-        )
-        return [MemoryHit(m, score, (SearchSource.KEYWORD,)) for m, score in found]
+        """The keyword path alone: ``n`` memories by bm25."""
+        return await self._path(recipes.MEMORIES.paths_for(SearchMode.KEYWORD)[0], text, scope, n)
 
     async def semantic(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        flt = vector_filter(scope)
-        if flt is None:
-            return []
-        try:
-            vector = await self.embedder.embed_query(without(text, await self._common(scope)))
-            hits = await self.index.search(MEMORIES, vector, filter=flt, limit=n)
-        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
-            raise Unavailable(f"semantic search is unavailable: {exc}") from exc
-        ids = [h.id for h in hits]
-        where, params = sql_where(scope)
-        # The index is derived: SQLite has the last word on existence and scope.
-        rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
-        return [
-            MemoryHit(rows[h.id], h.score, (SearchSource.SEMANTIC,)) for h in hits if h.id in rows
-        ]
+        """The vector path alone: ``n`` memories by meaning (selection's fallback)."""
+        return await self._path(recipes.MEMORIES.paths_for(SearchMode.SEMANTIC)[0], text, scope, n)
+
+    async def _path(self, path: Path, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
+        call = Call(text, n, SearchMode.KEYWORD, scope)
+        call.scope = await search_scope(self.retrieval, text, scope)
+        found = await path.find(self.retrieval, call, n)
+        return [MemoryHit(c.row, c.score, c.sources) for c in found]
 
     # Usage log ----------------------------------------------------------------
 

@@ -65,8 +65,11 @@ def check_scope(scope: MemoryScope) -> MemoryScope:
     return scope
 
 
-def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, ...]]:
-    """A WHERE fragment (no leading AND) and its parameters."""
+def sql_where(
+    scope: MemoryScope, alias: str = "m", *, now: float | None = None
+) -> tuple[str, tuple[object, ...]]:
+    """A WHERE fragment (no leading AND) and its parameters; expiry is judged
+    at ``now`` (default: the current time)."""
     a = f"{alias}." if alias else ""
     owners: list[str] = []
     params: list[object] = []
@@ -93,7 +96,7 @@ def sql_where(scope: MemoryScope, alias: str = "m") -> tuple[str, tuple[object, 
         clause += f" AND {a}tenant = ?"
         params.append(tenant)
     clause += f" AND ({a}expire_at IS NULL OR {a}expire_at > ?)"
-    params.append(time.time())
+    params.append(time.time() if now is None else now)
     return clause, tuple(params)
 
 

@@ -97,28 +97,51 @@ class Fused(Generic[H]):
         )
 
 
+@dataclass(frozen=True)
+class PathScores(Generic[K]):
+    """One candidate path's hits as fusion weighs them: (key, raw score) best
+    first, the path's share of the fused score, and the raw-score distance
+    from its best hit that costs a factor of e. A list whose best score is at
+    or below ``floor`` orders nothing and adds nothing (bm25's ubiquitous words)."""
+
+    hits: Sequence[tuple[K, float]]
+    weight: float
+    temperature: float
+    floor: float | None = None
+
+
+def fused_likelihoods(paths: Sequence[PathScores[K]]) -> list[tuple[K, float]]:
+    """Each key's fused score: the sum over the paths that found it of
+    weight x exp((score - that path's best) / temperature), best first; ties
+    keep the order the keys were first met in (the first path's first)."""
+    scores: dict[K, float] = {}
+    for path in paths:
+        best = max((s for _, s in path.hits), default=0.0)
+        if path.floor is not None and best <= path.floor:
+            for key, _ in path.hits:
+                scores[key] = scores.get(key, 0.0) + 0.0
+            continue
+        for key, s in path.hits:
+            likely = math.exp((s - best) / path.temperature)
+            scores[key] = scores.get(key, 0.0) + path.weight * likely
+    return sorted(scores.items(), key=lambda item: item[1], reverse=True)
+
+
 def fused_scores(
     keyword: Sequence[tuple[K, float]],
     semantic: Sequence[tuple[K, float]],
     semantic_temperature: float = SEMANTIC_TEMPERATURE,
 ) -> list[tuple[K, float]]:
-    """Each key's hybrid score in [0, 1], best first (ties keep keyword order)."""
-    scores: dict[K, float] = {}
-    best = max((s for _, s in keyword), default=0.0)
-    # A best bm25 of ~0 means only words on every document matched: the
-    # keyword list then orders nothing and adds nothing.
-    if best > MEANINGFUL_BM25:
-        for key, s in keyword:
-            scores[key] = KEYWORD_WEIGHT * math.exp((s - best) / KEYWORD_TEMPERATURE)
-    else:
-        for key, _ in keyword:
-            scores[key] = 0.0
-    if semantic:
-        top = max(s for _, s in semantic)
-        for key, s in semantic:
-            likely = math.exp((s - top) / semantic_temperature)
-            scores[key] = scores.get(key, 0.0) + (1.0 - KEYWORD_WEIGHT) * likely
-    return sorted(scores.items(), key=lambda item: item[1], reverse=True)
+    """Each key's hybrid score in [0, 1], best first (ties keep keyword order).
+
+    A best bm25 of ~0 means only words on every document matched: the keyword
+    list then orders nothing and adds nothing."""
+    return fused_likelihoods(
+        [
+            PathScores(keyword, KEYWORD_WEIGHT, KEYWORD_TEMPERATURE, MEANINGFUL_BM25),
+            PathScores(semantic, 1.0 - KEYWORD_WEIGHT, semantic_temperature),
+        ]
+    )
 
 
 def with_group_cohesion(

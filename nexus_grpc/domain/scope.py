@@ -18,7 +18,7 @@ import sqlite3
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.domain import validation as v
-from nexus_grpc.errors import InvalidArgument, NotFound
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
@@ -41,3 +41,14 @@ def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) ->
             raise NotFound(f"project {project_id} does not exist")
         return session_store.project_session_ids(conn, project_id)
     raise InvalidArgument("session_id or project_id is required to scope a search")
+
+
+def check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
+    """A session's own graph exists only while the session is outside any project."""
+    # NotFound when it does not exist, or is another tenant's.
+    session = session_store.get(conn, session_id, tenancy.visible())
+    if session.project_id:
+        raise FailedPrecondition(
+            f"session {session_id} is in project {session.project_id}, whose graph its"
+            f" episodes share: use project_id {session.project_id}"
+        )

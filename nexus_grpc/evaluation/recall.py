@@ -37,8 +37,15 @@ MODES = {
     "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
     # What a caller gets without asking for a mode.
     "default": memory_pb2.SEARCH_MODE_UNSPECIFIED,
+    # The default mode with skip_rerank: the fused order even where the server
+    # has a reranker (--reranker-url), to compare the two in one run.
+    "fused": memory_pb2.SEARCH_MODE_UNSPECIFIED,
 }
+SKIP_RERANK = frozenset({"fused"})
 KS = (1, 5, 10)
+#: Past 10, the depths a reranker reading that many candidates can reach,
+#: reported when --limit is at least that large (and --limit itself).
+REACH = (20, 30, 50, 100)
 Metadata = tuple[tuple[str, str], ...]
 INDEX_QUEUE = "index:episodes"
 # readme: the construction shared/eval/README.md fixes (the session date in the
@@ -65,12 +72,16 @@ class ModeResult:
     mode: str
     questions: int = 0
     hits: dict[int, int] = field(default_factory=lambda: {k: 0 for k in KS})
+    #: Each question's rank of its first evidence (None: not within the limit).
+    ranks: list[int | None] = field(default_factory=list)
+    limit: int = 10
     reciprocal_rank: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     by_category: dict[int, list[int]] = field(default_factory=dict)  # cat -> [n, hits@10]
 
     def add(self, rank: int | None, category: int, latency_ms: float) -> None:
         self.questions += 1
+        self.ranks.append(rank)
         self.latencies_ms.append(latency_ms)
         cat = self.by_category.setdefault(category, [0, 0])
         cat[0] += 1
@@ -84,14 +95,22 @@ class ModeResult:
             cat[1] += 1
 
     def recall(self, k: int) -> float:
+        if k not in self.hits:
+            found = sum(1 for r in self.ranks if r is not None and r <= k)
+            return found / self.questions if self.questions else 0.0
         return self.hits[k] / self.questions if self.questions else 0.0
+
+    def reach(self) -> list[int]:
+        """The depths past 10 this run can report: how far down a reranker
+        reading that many candidates would find the evidence."""
+        return sorted(k for k in {*REACH, self.limit} if 10 < k <= self.limit)
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
         return {
             "mode": self.mode,
             "questions": self.questions,
-            **{f"recall@{k}": round(self.recall(k), 4) for k in KS},
+            **{f"recall@{k}": round(self.recall(k), 4) for k in (*KS, *self.reach())},
             "mrr": round(self.reciprocal_rank / self.questions, 4) if self.questions else 0.0,
             "p50_ms": round(percentile(lat, 50), 2),
             "p99_ms": round(percentile(lat, 99), 2),
@@ -243,7 +262,7 @@ async def _ask(
     metadata: Metadata = (),
 ) -> dict[str, ModeResult]:
     results = {
-        result_key(s.construction, m): ModeResult(result_key(s.construction, m))
+        result_key(s.construction, m): ModeResult(result_key(s.construction, m), limit=limit)
         for s in stored
         for m in modes
     }
@@ -259,7 +278,11 @@ async def _ask(
                 n = 0
                 async for hit in stub.SearchEpisodes(
                     memory_pb2.SearchEpisodesRequest(
-                        project_id=s.project_id, query=q.text, mode=MODES[mode], limit=limit
+                        project_id=s.project_id,
+                        query=q.text,
+                        mode=MODES[mode],
+                        limit=limit,
+                        skip_rerank=mode in SKIP_RERANK,
                     ),
                     timeout=timeout,
                     metadata=metadata,
@@ -361,6 +384,15 @@ def format_report(report: dict[str, Any]) -> str:
             f"{m['mode']:<16} {m['recall@1']:>6.3f} {m['recall@5']:>6.3f} {m['recall@10']:>6.3f}"
             f" {m['mrr']:>6.3f} {m['p50_ms']:>8.1f} {m['p99_ms']:>8.1f}"
         )
+    deeper = [k for k in REACH if any(f"recall@{k}" in m for m in report["modes"].values())]
+    if report["limit"] not in (*KS, *deeper):
+        deeper.append(report["limit"])
+    if deeper:
+        lines += ["", "reach: the evidence within the first k hits (a reranker of k can order)"]
+        lines.append(f"{'mode':<16} " + " ".join(f"{'R@' + str(k):>7}" for k in deeper))
+        for m in report["modes"].values():
+            cells = " ".join(f"{m.get(f'recall@{k}', 0.0):>7.3f}" for k in deeper)
+            lines.append(f"{m['mode']:<16} {cells}")
     cats = sorted({c for m in report["modes"].values() for c in m["recall@10_by_category"]})
     lines += [
         "",
@@ -385,7 +417,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes",
         default="keyword,semantic,hybrid,default",
-        help="comma-separated: keyword, semantic, hybrid, default (all four)",
+        help="comma-separated: keyword, semantic, hybrid, default (the four by default), and"
+        " fused (the default mode with skip_rerank: the fused order, to compare with a"
+        " server's reranker)",
     )
     parser.add_argument("--limit", type=int, default=10, help="hits asked per search (10)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

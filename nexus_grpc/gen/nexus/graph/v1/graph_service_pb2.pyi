@@ -1057,6 +1057,7 @@ class SearchEntitiesRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    SKIP_RERANK_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     project_id: _builtins.int
     """The graph to search: a project's, or (session_id instead) the graph of a
@@ -1064,6 +1065,10 @@ class SearchEntitiesRequest(_message.Message):
     """
     limit: _builtins.int
     session_id: _builtins.int
+    skip_rerank: _builtins.bool
+    """true: leave the reranker out (--reranker-url on the server): the fused
+    order, for a cheaper call or to compare.
+    """
     def __init__(
         self,
         *,
@@ -1071,10 +1076,11 @@ class SearchEntitiesRequest(_message.Message):
         project_id: _builtins.int = ...,
         limit: _builtins.int = ...,
         session_id: _builtins.int = ...,
+        skip_rerank: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "project_id", b"project_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1086,10 +1092,20 @@ class EntityHit(_message.Message):
 
     ENTITY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    DEGRADED_REASON_FIELD_NUMBER: _builtins.int
+    RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """0..1, higher is better: the fused score of a name match (an entity the
-    query names) and the cosine similarity of the entity's text.
+    query names) and the cosine similarity of the entity's text; with the
+    reranker (reranked), its relevance score instead.
     """
+    degraded_reason: _builtins.str
+    """Why this answer is less than the whole pipeline (the vector path down,
+    the reranker slow or failing); empty when every stage ran. The same on
+    every hit of the call.
+    """
+    reranked: _builtins.bool
+    """The reranker ordered this hit, and score is its relevance score."""
     @_builtins.property
     def entity(self) -> Global___Entity: ...
     def __init__(
@@ -1097,10 +1113,12 @@ class EntityHit(_message.Message):
         *,
         entity: Global___Entity | None = ...,
         score: _builtins.float = ...,
+        degraded_reason: _builtins.str = ...,
+        reranked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "entity", b"entity", "reranked", b"reranked", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1167,6 +1167,7 @@ class SearchEpisodesRequest(_message.Message):
     MODE_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
+    SKIP_RERANK_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
     """The asking session: it sees its own episodes, or its project's when it
@@ -1176,6 +1177,11 @@ class SearchEpisodesRequest(_message.Message):
     """Searches the whole project when no session is given."""
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
+    skip_rerank: _builtins.bool
+    """true: leave the reranker out (--reranker-url on the server): the fused
+    order, for a cheaper call or to compare. Only the default (hybrid) mode
+    is reranked.
+    """
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """Only episodes whose occur_time is in [start_time, end_time), on every
@@ -1195,10 +1201,11 @@ class SearchEpisodesRequest(_message.Message):
         mode: Global___SearchMode.ValueType = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
+        skip_rerank: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1212,14 +1219,28 @@ class SearchHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
+    DEGRADED_REASON_FIELD_NUMBER: _builtins.int
+    RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """Higher is always better. Keyword: bm25 (unbounded above). Semantic:
     cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
     (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-    candidates; a path that missed the hit adds 0).
+    candidates; a path that missed the hit adds 0). Reranked (see reranked):
+    the reranker's relevance score.
     """
     snippet: _builtins.str
     """The matching text with keyword hits wrapped in [ and ]."""
+    degraded_reason: _builtins.str
+    """Why this answer is less than the whole pipeline, the same on every hit of
+    the call; empty when every stage ran. E.g. the semantic path was down
+    (keywords alone), or the reranker was slow, failing or skipped (the fused
+    order). Never an error: the hits are still the best the rest could do.
+    """
+    reranked: _builtins.bool
+    """The reranker ordered this hit, and score is its relevance score (the
+    model's scale; higher is better). Hits after the reranked ones, if any,
+    keep the fused order and score.
+    """
     @_builtins.property
     def episode(self) -> Global___Episode: ...
     @_builtins.property
@@ -1231,10 +1252,12 @@ class SearchHit(_message.Message):
         score: _builtins.float = ...,
         snippet: _builtins.str = ...,
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
+        degraded_reason: _builtins.str = ...,
+        reranked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "episode", b"episode", "reranked", b"reranked", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1562,9 +1585,12 @@ class SearchMemoriesRequest(_message.Message):
     SCOPE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    SKIP_RERANK_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
+    skip_rerank: _builtins.bool
+    """As SearchEpisodesRequest.skip_rerank."""
     @_builtins.property
     def scope(self) -> Global___MemoryScope: ...
     def __init__(
@@ -1574,10 +1600,11 @@ class SearchMemoriesRequest(_message.Message):
         scope: Global___MemoryScope | None = ...,
         limit: _builtins.int = ...,
         mode: Global___SearchMode.ValueType = ...,
+        skip_rerank: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1590,10 +1617,16 @@ class MemoryHit(_message.Message):
     MEMORY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
+    DEGRADED_REASON_FIELD_NUMBER: _builtins.int
+    RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
     0..1 score (hybrid); higher is better.
     """
+    degraded_reason: _builtins.str
+    """As SearchHit.degraded_reason."""
+    reranked: _builtins.bool
+    """As SearchHit.reranked."""
     @_builtins.property
     def memory(self) -> Global___Memory: ...
     @_builtins.property
@@ -1604,10 +1637,12 @@ class MemoryHit(_message.Message):
         memory: Global___Memory | None = ...,
         score: _builtins.float = ...,
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
+        degraded_reason: _builtins.str = ...,
+        reranked: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "score", b"score", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "memory", b"memory", "reranked", b"reranked", "score", b"score", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

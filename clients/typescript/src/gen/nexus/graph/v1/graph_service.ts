@@ -578,6 +578,11 @@ export interface SearchEntitiesRequest {
   projectId: number;
   limit: number;
   sessionId: number;
+  /**
+   * true: leave the reranker out (--reranker-url on the server): the fused
+   * order, for a cheaper call or to compare.
+   */
+  skipRerank: boolean;
 }
 
 export interface EntityHit {
@@ -586,9 +591,18 @@ export interface EntityHit {
     | undefined;
   /**
    * 0..1, higher is better: the fused score of a name match (an entity the
-   * query names) and the cosine similarity of the entity's text.
+   * query names) and the cosine similarity of the entity's text; with the
+   * reranker (reranked), its relevance score instead.
    */
   score: number;
+  /**
+   * Why this answer is less than the whole pipeline (the vector path down,
+   * the reranker slow or failing); empty when every stage ran. The same on
+   * every hit of the call.
+   */
+  degradedReason: string;
+  /** The reranker ordered this hit, and score is its relevance score. */
+  reranked: boolean;
 }
 
 export interface ExtractEpisodeRequest {
@@ -4466,7 +4480,7 @@ export const Subgraph: MessageFns<Subgraph> = {
 };
 
 function createBaseSearchEntitiesRequest(): SearchEntitiesRequest {
-  return { query: "", projectId: 0, limit: 0, sessionId: 0 };
+  return { query: "", projectId: 0, limit: 0, sessionId: 0, skipRerank: false };
 }
 
 export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
@@ -4482,6 +4496,9 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     }
     if (message.sessionId !== 0) {
       writer.uint32(32).int64(message.sessionId);
+    }
+    if (message.skipRerank !== false) {
+      writer.uint32(40).bool(message.skipRerank);
     }
     return writer;
   },
@@ -4531,6 +4548,14 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
             message.sessionId = longToNumber(reader.int64());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.skipRerank = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4557,6 +4582,11 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
         : isSet(object.session_id)
         ? globalThis.Number(object.session_id)
         : 0,
+      skipRerank: isSet(object.skipRerank)
+        ? globalThis.Boolean(object.skipRerank)
+        : isSet(object.skip_rerank)
+        ? globalThis.Boolean(object.skip_rerank)
+        : false,
     };
   },
 
@@ -4574,6 +4604,9 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     if (message.sessionId !== 0) {
       obj.sessionId = Math.round(message.sessionId);
     }
+    if (message.skipRerank !== false) {
+      obj.skipRerank = message.skipRerank;
+    }
     return obj;
   },
 
@@ -4586,12 +4619,13 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     message.projectId = object.projectId ?? 0;
     message.limit = object.limit ?? 0;
     message.sessionId = object.sessionId ?? 0;
+    message.skipRerank = object.skipRerank ?? false;
     return message;
   },
 };
 
 function createBaseEntityHit(): EntityHit {
-  return { entity: undefined, score: 0 };
+  return { entity: undefined, score: 0, degradedReason: "", reranked: false };
 }
 
 export const EntityHit: MessageFns<EntityHit> = {
@@ -4601,6 +4635,12 @@ export const EntityHit: MessageFns<EntityHit> = {
     }
     if (message.score !== 0) {
       writer.uint32(17).double(message.score);
+    }
+    if (message.degradedReason !== "") {
+      writer.uint32(26).string(message.degradedReason);
+    }
+    if (message.reranked !== false) {
+      writer.uint32(32).bool(message.reranked);
     }
     return writer;
   },
@@ -4634,6 +4674,22 @@ export const EntityHit: MessageFns<EntityHit> = {
             message.score = reader.double();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.degradedReason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reranked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4650,6 +4706,12 @@ export const EntityHit: MessageFns<EntityHit> = {
     return {
       entity: isSet(object.entity) ? Entity.fromJSON(object.entity) : undefined,
       score: isSet(object.score) ? globalThis.Number(object.score) : 0,
+      degradedReason: isSet(object.degradedReason)
+        ? globalThis.String(object.degradedReason)
+        : isSet(object.degraded_reason)
+        ? globalThis.String(object.degraded_reason)
+        : "",
+      reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
     };
   },
 
@@ -4660,6 +4722,12 @@ export const EntityHit: MessageFns<EntityHit> = {
     }
     if (message.score !== 0) {
       obj.score = floatToJson(message.score);
+    }
+    if (message.degradedReason !== "") {
+      obj.degradedReason = message.degradedReason;
+    }
+    if (message.reranked !== false) {
+      obj.reranked = message.reranked;
     }
     return obj;
   },
@@ -4673,6 +4741,8 @@ export const EntityHit: MessageFns<EntityHit> = {
       ? Entity.fromPartial(object.entity)
       : undefined;
     message.score = object.score ?? 0;
+    message.degradedReason = object.degradedReason ?? "";
+    message.reranked = object.reranked ?? false;
     return message;
   },
 };

@@ -779,7 +779,15 @@ export interface SearchEpisodesRequest {
    * than end_time.
    */
   startTime: Date | undefined;
-  endTime: Date | undefined;
+  endTime:
+    | Date
+    | undefined;
+  /**
+   * true: leave the reranker out (--reranker-url on the server): the fused
+   * order, for a cheaper call or to compare. Only the default (hybrid) mode
+   * is reranked.
+   */
+  skipRerank: boolean;
 }
 
 export interface SearchHit {
@@ -790,12 +798,26 @@ export interface SearchHit {
    * Higher is always better. Keyword: bm25 (unbounded above). Semantic:
    * cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
    * (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-   * candidates; a path that missed the hit adds 0).
+   * candidates; a path that missed the hit adds 0). Reranked (see reranked):
+   * the reranker's relevance score.
    */
   score: number;
   /** The matching text with keyword hits wrapped in [ and ]. */
   snippet: string;
   sources: SearchSource[];
+  /**
+   * Why this answer is less than the whole pipeline, the same on every hit of
+   * the call; empty when every stage ran. E.g. the semantic path was down
+   * (keywords alone), or the reranker was slow, failing or skipped (the fused
+   * order). Never an error: the hits are still the best the rest could do.
+   */
+  degradedReason: string;
+  /**
+   * The reranker ordered this hit, and score is its relevance score (the
+   * model's scale; higher is better). Hits after the reranked ones, if any,
+   * keep the fused order and score.
+   */
+  reranked: boolean;
 }
 
 export interface Memory {
@@ -914,6 +936,8 @@ export interface SearchMemoriesRequest {
   scope: MemoryScope | undefined;
   limit: number;
   mode: SearchMode;
+  /** As SearchEpisodesRequest.skip_rerank. */
+  skipRerank: boolean;
 }
 
 export interface MemoryHit {
@@ -926,6 +950,10 @@ export interface MemoryHit {
    */
   score: number;
   sources: SearchSource[];
+  /** As SearchHit.degraded_reason. */
+  degradedReason: string;
+  /** As SearchHit.reranked. */
+  reranked: boolean;
 }
 
 export interface SelectMemoriesRequest {
@@ -4655,7 +4683,16 @@ export const DeleteEpisodeResponse: MessageFns<DeleteEpisodeResponse> = {
 };
 
 function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
-  return { query: "", sessionId: 0, projectId: 0, limit: 0, mode: 0, startTime: undefined, endTime: undefined };
+  return {
+    query: "",
+    sessionId: 0,
+    projectId: 0,
+    limit: 0,
+    mode: 0,
+    startTime: undefined,
+    endTime: undefined,
+    skipRerank: false,
+  };
 }
 
 export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
@@ -4680,6 +4717,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.endTime !== undefined) {
       Timestamp.encode(toTimestamp(message.endTime), writer.uint32(58).fork()).join();
+    }
+    if (message.skipRerank !== false) {
+      writer.uint32(64).bool(message.skipRerank);
     }
     return writer;
   },
@@ -4753,6 +4793,14 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.skipRerank = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4790,6 +4838,11 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : isSet(object.end_time)
         ? fromJsonTimestamp(object.end_time)
         : undefined,
+      skipRerank: isSet(object.skipRerank)
+        ? globalThis.Boolean(object.skipRerank)
+        : isSet(object.skip_rerank)
+        ? globalThis.Boolean(object.skip_rerank)
+        : false,
     };
   },
 
@@ -4816,6 +4869,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.endTime !== undefined) {
       obj.endTime = message.endTime.toISOString();
     }
+    if (message.skipRerank !== false) {
+      obj.skipRerank = message.skipRerank;
+    }
     return obj;
   },
 
@@ -4831,12 +4887,13 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.mode = object.mode ?? 0;
     message.startTime = object.startTime ?? undefined;
     message.endTime = object.endTime ?? undefined;
+    message.skipRerank = object.skipRerank ?? false;
     return message;
   },
 };
 
 function createBaseSearchHit(): SearchHit {
-  return { episode: undefined, score: 0, snippet: "", sources: [] };
+  return { episode: undefined, score: 0, snippet: "", sources: [], degradedReason: "", reranked: false };
 }
 
 export const SearchHit: MessageFns<SearchHit> = {
@@ -4856,6 +4913,12 @@ export const SearchHit: MessageFns<SearchHit> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    if (message.degradedReason !== "") {
+      writer.uint32(42).string(message.degradedReason);
+    }
+    if (message.reranked !== false) {
+      writer.uint32(48).bool(message.reranked);
     }
     return writer;
   },
@@ -4915,6 +4978,22 @@ export const SearchHit: MessageFns<SearchHit> = {
 
             break;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.degradedReason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.reranked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4933,6 +5012,12 @@ export const SearchHit: MessageFns<SearchHit> = {
       score: isSet(object.score) ? globalThis.Number(object.score) : 0,
       snippet: isSet(object.snippet) ? globalThis.String(object.snippet) : "",
       sources: globalThis.Array.isArray(object?.sources) ? object.sources.map((e: any) => searchSourceFromJSON(e)) : [],
+      degradedReason: isSet(object.degradedReason)
+        ? globalThis.String(object.degradedReason)
+        : isSet(object.degraded_reason)
+        ? globalThis.String(object.degraded_reason)
+        : "",
+      reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
     };
   },
 
@@ -4950,6 +5035,12 @@ export const SearchHit: MessageFns<SearchHit> = {
     if (message.sources?.length) {
       obj.sources = message.sources.map((e) => searchSourceToJSON(e));
     }
+    if (message.degradedReason !== "") {
+      obj.degradedReason = message.degradedReason;
+    }
+    if (message.reranked !== false) {
+      obj.reranked = message.reranked;
+    }
     return obj;
   },
 
@@ -4964,6 +5055,8 @@ export const SearchHit: MessageFns<SearchHit> = {
     message.score = object.score ?? 0;
     message.snippet = object.snippet ?? "";
     message.sources = object.sources?.map((e) => e) || [];
+    message.degradedReason = object.degradedReason ?? "";
+    message.reranked = object.reranked ?? false;
     return message;
   },
 };
@@ -6247,7 +6340,7 @@ export const DeleteMemoryResponse: MessageFns<DeleteMemoryResponse> = {
 };
 
 function createBaseSearchMemoriesRequest(): SearchMemoriesRequest {
-  return { query: "", scope: undefined, limit: 0, mode: 0 };
+  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false };
 }
 
 export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
@@ -6263,6 +6356,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     }
     if (message.mode !== 0) {
       writer.uint32(32).int32(message.mode);
+    }
+    if (message.skipRerank !== false) {
+      writer.uint32(40).bool(message.skipRerank);
     }
     return writer;
   },
@@ -6312,6 +6408,14 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
             message.mode = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.skipRerank = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6330,6 +6434,11 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
       scope: isSet(object.scope) ? MemoryScope.fromJSON(object.scope) : undefined,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       mode: isSet(object.mode) ? searchModeFromJSON(object.mode) : 0,
+      skipRerank: isSet(object.skipRerank)
+        ? globalThis.Boolean(object.skipRerank)
+        : isSet(object.skip_rerank)
+        ? globalThis.Boolean(object.skip_rerank)
+        : false,
     };
   },
 
@@ -6347,6 +6456,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     if (message.mode !== 0) {
       obj.mode = searchModeToJSON(message.mode);
     }
+    if (message.skipRerank !== false) {
+      obj.skipRerank = message.skipRerank;
+    }
     return obj;
   },
 
@@ -6361,12 +6473,13 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
       : undefined;
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
+    message.skipRerank = object.skipRerank ?? false;
     return message;
   },
 };
 
 function createBaseMemoryHit(): MemoryHit {
-  return { memory: undefined, score: 0, sources: [] };
+  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false };
 }
 
 export const MemoryHit: MessageFns<MemoryHit> = {
@@ -6383,6 +6496,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    if (message.degradedReason !== "") {
+      writer.uint32(34).string(message.degradedReason);
+    }
+    if (message.reranked !== false) {
+      writer.uint32(40).bool(message.reranked);
     }
     return writer;
   },
@@ -6434,6 +6553,22 @@ export const MemoryHit: MessageFns<MemoryHit> = {
 
             break;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.degradedReason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.reranked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6451,6 +6586,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
       memory: isSet(object.memory) ? Memory.fromJSON(object.memory) : undefined,
       score: isSet(object.score) ? globalThis.Number(object.score) : 0,
       sources: globalThis.Array.isArray(object?.sources) ? object.sources.map((e: any) => searchSourceFromJSON(e)) : [],
+      degradedReason: isSet(object.degradedReason)
+        ? globalThis.String(object.degradedReason)
+        : isSet(object.degraded_reason)
+        ? globalThis.String(object.degraded_reason)
+        : "",
+      reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
     };
   },
 
@@ -6465,6 +6606,12 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     if (message.sources?.length) {
       obj.sources = message.sources.map((e) => searchSourceToJSON(e));
     }
+    if (message.degradedReason !== "") {
+      obj.degradedReason = message.degradedReason;
+    }
+    if (message.reranked !== false) {
+      obj.reranked = message.reranked;
+    }
     return obj;
   },
 
@@ -6478,6 +6625,8 @@ export const MemoryHit: MessageFns<MemoryHit> = {
       : undefined;
     message.score = object.score ?? 0;
     message.sources = object.sources?.map((e) => e) || [];
+    message.degradedReason = object.degradedReason ?? "";
+    message.reranked = object.reranked ?? false;
     return message;
   },
 };

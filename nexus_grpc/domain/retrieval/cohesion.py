@@ -1,0 +1,37 @@
+"""A hit whose group (an episode's session) holds other strong candidates
+moves up (``ranking.with_group_cohesion``: evidence sits in the session where
+it was discussed; docs/recall.md has the figures)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from nexus_grpc.domain.ranking import with_group_cohesion
+from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
+from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+
+#: Each existing candidate's group, read by primary key (no row text).
+Groups = Callable[[sqlite3.Connection, Sequence[int]], Mapping[int, Hashable]]
+
+
+class GroupCohesion(Stage):
+    reads = True
+
+    def __init__(self, groups: Groups) -> None:
+        self.groups = groups
+
+    def applies(self, engine: Engine[Any], call: Call) -> bool:
+        return len(engine.recipe.paths_for(call.mode)) > 1
+
+    def apply(
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+    ) -> Ranked:
+        assert conn is not None
+        groups = self.groups(conn, [c.key for c in ranked])
+        # A candidate whose row is gone gets a group of its own; hydration drops it.
+        scored = with_group_cohesion(
+            [(c.key, c.score) for c in ranked], lambda key: groups.get(key, -key)
+        )
+        return rescored(ranked, scored)

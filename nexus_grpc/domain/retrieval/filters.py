@@ -1,0 +1,79 @@
+"""Filters: the exact, last check of scope, time window, retention and expiry
+on each candidate's row, before the page is cut.
+
+Each kind's paths push the same conditions down (SQL, the vector filter), so
+their top n are already in scope and in time; the filters are the last word,
+because the vector index is derived and may briefly hold a point whose row
+is gone or changed. Because they run before the page, no filter can leave a
+page short while candidates that pass remain: ``Hydrate`` reads rows in ranked
+order until the call's depth (the page, or the reranker's candidates) is filled.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from nexus_grpc.domain.retrieval.call import Call, Ranked
+from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+
+#: A row the call may return.
+Filter = Callable[[Any, Call], bool]
+#: The rows among some ids, by id (absent: gone).
+Rows = Callable[[sqlite3.Connection, Sequence[int]], Mapping[int, Any]]
+#: Candidates read past the depth, to stand in for rows the filters drop.
+SPARE = 5
+
+
+class Hydrate(Stage):
+    """Reads the rows of candidates the paths ranked by id, and filters them."""
+
+    reads = True
+
+    def __init__(self, rows: Rows, filters: tuple[Filter, ...]) -> None:
+        self.rows = rows
+        self.filters = filters
+
+    def apply(
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+    ) -> Ranked:
+        assert conn is not None
+        kept: Ranked = []
+        start = 0
+        while start < len(ranked) and len(kept) < call.depth:
+            chunk = ranked[start : start + call.depth - len(kept) + SPARE]
+            start += len(chunk)
+            rows = self.rows(conn, [c.key for c in chunk if c.row is None])
+            for c in chunk:
+                row = c.row if c.row is not None else rows.get(c.key)
+                if row is not None and _passes(self.filters, row, call):
+                    c.row = row
+                    kept.append(c)
+        return kept
+
+
+class Keep(Stage):
+    """Filters candidates whose paths read their rows already, in ranked order
+    until the call's depth is filled (no later stage reads past it)."""
+
+    def __init__(self, filters: tuple[Filter, ...]) -> None:
+        self.filters = filters
+
+    def apply(
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+    ) -> Ranked:
+        kept: Ranked = []
+        for c in ranked:
+            if _passes(self.filters, c.row, call):
+                kept.append(c)
+                if len(kept) == call.depth:
+                    break
+        return kept
+
+
+def _passes(filters: tuple[Filter, ...], row: Any, call: Call) -> bool:
+    for keeps in filters:
+        if not keeps(row, call):
+            return False
+    return True

@@ -1,0 +1,76 @@
+"""Every search, declared in one place: for each kind, its candidate paths and
+its stages in order (graphiti's search_config_recipes are the model).
+
+A mode picks paths: keyword or semantic mode runs that one path and none of
+the hybrid-only stages (fusion, cohesion, the keyword lead, the reranker);
+the default (hybrid) runs them all. Adding a path is a module like
+keyword.py or vector.py plus a line in ``paths`` (and its weight in
+``Fusion``) for each kind it serves; adding a stage is a module like
+rerank.py plus a line in ``stages``.
+"""
+
+from __future__ import annotations
+
+from nexus_grpc.core.models import EpisodeHit, SearchSource
+from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, KEYWORD_WEIGHT
+from nexus_grpc.domain.retrieval import entities, episodes, memories
+from nexus_grpc.domain.retrieval.cohesion import GroupCohesion
+from nexus_grpc.domain.retrieval.filters import Hydrate, Keep
+from nexus_grpc.domain.retrieval.fusion import Fusion
+from nexus_grpc.domain.retrieval.hits import EntityHit, MemoryHit
+from nexus_grpc.domain.retrieval.keyword import EntityNames, EpisodeKeyword, MemoryKeyword
+from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
+from nexus_grpc.domain.retrieval.page import Page
+from nexus_grpc.domain.retrieval.pipeline import Recipe
+from nexus_grpc.domain.retrieval.rerank import Rerank
+from nexus_grpc.domain.retrieval.snippets import KeywordSnippets
+from nexus_grpc.domain.retrieval.vector import EntityVector, EpisodeVector, MemoryVector
+from nexus_grpc.store import episodes as episode_store
+
+#: Keywords weigh more than meaning (tuned on the LoCoMo dev split, docs/recall.md).
+WEIGHTS = {SearchSource.KEYWORD: KEYWORD_WEIGHT, SearchSource.SEMANTIC: 1.0 - KEYWORD_WEIGHT}
+
+#: Entity search ranks fewer candidates per hit: a graph's names are few and exact.
+ENTITY_CANDIDATE_FACTOR = 2
+
+EPISODES: Recipe[EpisodeHit] = Recipe(
+    kind=episodes.Episodes(),
+    paths=(EpisodeKeyword(), EpisodeVector()),
+    stages=(
+        Fusion(WEIGHTS),
+        GroupCohesion(episode_store.sessions_of),
+        KeywordLead(),
+        Hydrate(episode_store.get_many, (episodes.in_scope, episodes.in_window, episodes.retained)),
+        Rerank(),
+        Page(),
+        KeywordSnippets(episode_store.snippets, episodes.keyword_match),
+    ),
+    candidates=HYBRID_CANDIDATE_FACTOR,
+)
+
+MEMORIES: Recipe[MemoryHit] = Recipe(
+    kind=memories.Memories(),
+    paths=(MemoryKeyword(), MemoryVector()),
+    stages=(
+        Fusion(WEIGHTS),
+        KeywordLead(),
+        Keep((memories.visible_now,)),  # scope, tier, tenant and expiry: one rule
+        Rerank(),
+        Page(),
+    ),
+    candidates=HYBRID_CANDIDATE_FACTOR,
+)
+
+ENTITIES: Recipe[EntityHit] = Recipe(
+    kind=entities.Entities(),
+    paths=(EntityNames(), EntityVector()),
+    stages=(
+        Fusion(WEIGHTS),
+        KeywordLead(),
+        Keep((entities.in_graph,)),
+        Rerank(),
+        Page(),
+    ),
+    candidates=ENTITY_CANDIDATE_FACTOR,
+    unavailable_alone=True,
+)

@@ -1,0 +1,98 @@
+"""The vector path of each kind: meaning, not words.
+
+The query (less the scope's common words, for episodes and memories) is
+embedded and searched with the scope as the index's filter. The index is
+derived: memories and entities read their rows here and SQLite has the last
+word on existence and scope; episodes leave rows to the hydrate stage. A
+backend that is down is UNAVAILABLE (a hybrid search then goes on without
+this path, and says so).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from nexus_grpc.core.models import SearchSource
+from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.pipeline import Engine, Path
+from nexus_grpc.embedding import EmbedderUnavailable
+from nexus_grpc.errors import Unavailable
+from nexus_grpc.store import graph as graph_store
+from nexus_grpc.store import memories as memory_store
+from nexus_grpc.vectors import Cond, Filter, MatchAny, Range, VectorIndexUnavailable
+
+FOUND_BY = (SearchSource.SEMANTIC,)
+EPISODES = "episodes"
+MEMORIES = "memories"
+ENTITIES = "entities"
+
+
+class _Vector(Path):
+    source: ClassVar[SearchSource] = SearchSource.SEMANTIC
+    #: How an outage reads in errors and degraded_reason.
+    unavailable: ClassVar[str] = "semantic search is unavailable"
+
+    def temperature(self, engine: Engine[Any]) -> float:
+        return engine.embedder.similarity_temperature
+
+    async def _search(
+        self, engine: Engine[Any], collection: str, text: str, flt: Filter, n: int
+    ) -> list[Any]:
+        try:
+            vector = await engine.embedder.embed_query(text)
+            return await engine.index.search(collection, vector, filter=flt, limit=n)
+        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+            raise Unavailable(f"{self.unavailable}: {exc}") from exc
+
+
+class EpisodeVector(_Vector):
+    async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
+        s = call.scope
+        must: list[Cond] = [MatchAny("sessionId", tuple(s.session_ids))]
+        window = s.searched
+        if window is not None:
+            # occurAt is whole seconds rounded down: a point of second k may hold
+            # a time in [start, end) exactly when floor(start) <= k < ceil(end).
+            # Only the window's own fractional seconds are left to the exact
+            # filters, so the index's top n are (nearly all) kept.
+            must.append(
+                Range(
+                    "occurAt",
+                    gte=None if window.start is None else math.floor(window.start),
+                    lte=None if window.end is None else math.ceil(window.end) - 1,
+                )
+            )
+        text = s.semantic_text(call.text)
+        found = await self._search(engine, EPISODES, text, Filter(must=tuple(must)), n)
+        return [Candidate(h.id, h.score, FOUND_BY) for h in found]
+
+
+class MemoryVector(_Vector):
+    async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
+        s = call.scope
+        flt = s.vector_filter
+        if flt is None:
+            return []
+        hits = await self._search(engine, MEMORIES, s.semantic_text(call.text), flt, n)
+        ids = [h.id for h in hits]
+        rows = await engine.db.read(lambda c: memory_store.get_visible(c, ids, s.where, s.params))
+        return [Candidate(h.id, h.score, FOUND_BY, row=rows[h.id]) for h in hits if h.id in rows]
+
+
+class EntityVector(_Vector):
+    unavailable = "entity search is unavailable"
+
+    async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
+        graph = call.scope
+        project_id, session_id = graph
+        flt = Filter(
+            must=(MatchAny("projectId", (project_id,)), MatchAny("sessionId", (session_id,)))
+        )
+        hits = await self._search(engine, ENTITIES, call.text, flt, n)
+        rows = await engine.db.read(lambda c: graph_store.get_entities(c, [h.id for h in hits]))
+        return [
+            Candidate(h.id, h.score, FOUND_BY, row=rows[h.id])
+            for h in hits
+            if h.id in rows and (rows[h.id].project_id, rows[h.id].session_id) == graph
+        ]

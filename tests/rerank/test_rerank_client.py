@@ -1,0 +1,243 @@
+"""The rerank client against each server's answer shape, over real HTTP: what
+it sends, what it reads back, and every way an answer can be unusable."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nexus_grpc.rerank import (
+    RerankBadAnswer,
+    RerankClient,
+    RerankRejected,
+    RerankTimeout,
+    RerankUnreachable,
+    endpoint_of,
+    scores_from,
+)
+from tests.rerank_stub import FLAVORS, RerankStub, word_overlap
+
+DOCUMENTS = [
+    "the weather in Lisbon is mild in winter",
+    "postgres replication lag grew after the upgrade",
+    "replication of the postgres primary to the replica",
+    "a recipe for bread with flour, water and salt",
+]
+QUERY = "postgres replication"
+
+
+def expected(query: str = QUERY, documents: list[str] = DOCUMENTS) -> list[float]:
+    return [word_overlap(query, d) for d in documents]
+
+
+@pytest.fixture
+async def served(request):
+    flavor, legacy = request.param if isinstance(request.param, tuple) else (request.param, False)
+    with RerankStub(flavor, legacy=legacy) as stub:
+        client = RerankClient(stub.endpoint, model="bge-reranker-v2-m3")
+        yield stub, client
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "served", [*FLAVORS, ("infinity", True)], indirect=True, ids=[*FLAVORS, "infinity-data"]
+)
+async def test_each_servers_answer_gives_every_document_its_own_score(served):
+    stub, client = served
+    # The servers sort by score: the answer is read by index, not by place.
+    assert await client.scores(QUERY, DOCUMENTS, 5.0) == expected()
+    sent = stub.requests[-1]
+    assert sent["query"] == QUERY
+    assert sent.documents == DOCUMENTS
+    assert sent["model"] == "bge-reranker-v2-m3"
+
+
+async def test_tei_is_asked_with_texts_once_it_refused_documents():
+    with RerankStub("tei") as stub:
+        client = RerankClient(stub.url)  # a base URL: /rerank is added
+        try:
+            assert await client.scores(QUERY, DOCUMENTS, 5.0) == expected()
+            assert await client.scores("bread", DOCUMENTS, 5.0) == expected("bread")
+        finally:
+            await client.close()
+    first, retried, later = stub.requests
+    assert "documents" in first and "texts" not in first
+    assert retried["texts"] == DOCUMENTS and retried["truncate"] is True
+    assert later["texts"] == DOCUMENTS  # no second refusal to learn from
+    assert {r.path for r in stub.requests} == {"/rerank"}
+    assert "model" not in first  # none configured, none sent
+
+
+async def test_top_n_asks_for_every_document_and_the_key_goes_as_a_bearer_token():
+    with RerankStub("llama.cpp") as stub:
+        stub.require_key("s3cret")
+        client = RerankClient(stub.url + "/v1", api_key="s3cret")
+        try:
+            assert await client.scores(QUERY, DOCUMENTS, 5.0) == expected()
+        finally:
+            await client.close()
+        [sent] = stub.requests
+        assert sent.path == "/v1/rerank"
+        assert sent["top_n"] == len(DOCUMENTS)
+        assert sent.headers["authorization"] == "Bearer s3cret"
+        wrong = RerankClient(stub.endpoint, api_key="guess")
+        try:
+            with pytest.raises(
+                RerankRejected, match=r"refused our credentials \(--reranker-api-key\)"
+            ):
+                await wrong.scores(QUERY, DOCUMENTS, 5.0)
+        finally:
+            await wrong.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "endpoint"),
+    [
+        ("http://gpu-box.lan:8080", "http://gpu-box.lan:8080/rerank"),
+        ("http://gpu-box.lan:8080/", "http://gpu-box.lan:8080/rerank"),
+        ("http://gpu-box.lan:8080/v1", "http://gpu-box.lan:8080/v1/rerank"),
+        ("https://api.jina.ai/v1/rerank", "https://api.jina.ai/v1/rerank"),
+        ("https://api.cohere.com/v2", "https://api.cohere.com/v2/rerank"),
+        ("http://tei:80/rerank/", "http://tei:80/rerank"),
+        ("http://box:8080/v1/reranking", "http://box:8080/v1/reranking"),
+    ],
+)
+def test_the_url_names_the_endpoint_and_a_bare_host_gets_rerank(url, endpoint):
+    assert endpoint_of(url) == endpoint
+
+
+@pytest.mark.parametrize("url", ["gpu-box:8080", "ftp://box/rerank", "http://", ""])
+def test_a_url_that_is_not_http_is_refused(url):
+    with pytest.raises(ValueError, match="http"):
+        endpoint_of(url)
+
+
+async def test_a_slow_service_times_out_within_the_budget_given():
+    with RerankStub("llama.cpp") as stub:
+        stub.delay(30)
+        client = RerankClient(stub.endpoint)
+        started = time.monotonic()
+        try:
+            with pytest.raises(RerankTimeout, match=r"did not answer within 0\.30 s"):
+                await client.scores(QUERY, DOCUMENTS, 0.3)
+        finally:
+            await client.close()
+        assert time.monotonic() - started < 3
+
+
+async def test_a_stopped_service_is_unreachable():
+    stub = RerankStub("llama.cpp").start()
+    endpoint = stub.endpoint
+    stub.stop()
+    client = RerankClient(endpoint)
+    try:
+        with pytest.raises(RerankUnreachable, match="cannot reach"):
+            await client.scores(QUERY, DOCUMENTS, 5.0)
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (
+            503,
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+            "HTTP 503: Loading model",
+        ),
+        (
+            429,
+            {"error": "Model is overloaded", "error_type": "Overloaded"},
+            "HTTP 429: Model is overloaded",
+        ),
+        (
+            422,
+            {"detail": [{"loc": ["body", "query"], "msg": "field required"}]},
+            "HTTP 422: field required",
+        ),
+        (
+            400,
+            {"message": "invalid request: model must be specified"},
+            "HTTP 400: invalid request: model must be specified",
+        ),
+        (502, "Bad Gateway", "HTTP 502: Bad Gateway"),
+        (500, {}, "HTTP 500: {}"),
+    ],
+)
+async def test_an_error_status_keeps_the_services_own_message(status, body, words):
+    with RerankStub("llama.cpp") as stub:
+        stub.fail_with(status, body)
+        client = RerankClient(stub.endpoint)
+        try:
+            with pytest.raises(RerankRejected) as info:
+                await client.scores(QUERY, DOCUMENTS, 5.0)
+        finally:
+            await client.close()
+    assert info.value.status == status
+    assert words in info.value.message
+
+
+async def test_a_missing_endpoint_says_llama_server_needs_reranking():
+    with RerankStub("tei") as stub:
+        client = RerankClient(stub.url + "/v1/rerank")
+        try:
+            with pytest.raises(RerankRejected, match="HTTP 404; llama-server needs --reranking"):
+                await client.scores(QUERY, DOCUMENTS, 5.0)
+        finally:
+            await client.close()
+
+
+async def test_cohere_refuses_a_request_without_its_model():
+    with RerankStub("cohere") as stub:
+        client = RerankClient(stub.endpoint)  # no --reranker-model
+        try:
+            with pytest.raises(RerankRejected, match="model must be specified"):
+                await client.scores(QUERY, DOCUMENTS, 5.0)
+        finally:
+            await client.close()
+
+
+MALFORMED = [
+    ("not json", True, "not JSON"),
+    ('{"results": [{"index": 0, "relevance_score": 0.5', True, "not JSON"),
+    ('{"results": [{"index": 0, "relevance_score": NaN}]}', True, "score nan"),
+    ({"results": "none"}, False, "without results"),
+    ({"object": "list"}, False, "without results"),
+    ([1, 2, 3, 4], False, "not an object"),
+    ({"results": [{"relevance_score": 0.5}]}, False, "index None"),
+    ({"results": [{"index": 7, "relevance_score": 0.5}]}, False, "index 7 for 4 documents"),
+    ({"results": [{"index": True, "relevance_score": 0.5}]}, False, "index True"),
+    ({"results": [{"index": 0}]}, False, "score None"),
+    ({"results": [{"index": 0, "relevance_score": "high"}]}, False, "score 'high'"),
+    ({"results": [{"index": 0, "score": 1.0}, {"index": 0, "score": 0.5}]}, False, "twice"),
+    ({"results": [{"index": 0, "relevance_score": 1.0}]}, False, "scored 1 of the 4"),
+]
+
+
+@pytest.mark.parametrize(("answer", "raw", "words"), MALFORMED)
+async def test_a_malformed_answer_is_refused_by_what_is_wrong(answer, raw, words):
+    with RerankStub("llama.cpp") as stub:
+        stub.answer_with(answer, raw=raw)
+        client = RerankClient(stub.endpoint)
+        try:
+            with pytest.raises(RerankBadAnswer, match=words):
+                await client.scores(QUERY, DOCUMENTS, 5.0)
+        finally:
+            await client.close()
+
+
+def test_a_non_finite_score_is_refused():
+    # Python's json reads NaN and Infinity, which no score may be.
+    with pytest.raises(RerankBadAnswer, match="score inf"):
+        scores_from({"results": [{"index": 0, "relevance_score": float("inf")}]}, 1)
+
+
+async def test_no_documents_asks_nothing():
+    with RerankStub("llama.cpp") as stub:
+        client = RerankClient(stub.endpoint)
+        try:
+            assert await client.scores(QUERY, [], 5.0) == []
+        finally:
+            await client.close()
+        assert stub.requests == []
