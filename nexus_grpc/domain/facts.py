@@ -30,14 +30,20 @@ def check_labels(field: str, labels: Sequence[str]) -> tuple[str, ...] | None:
     """A project's single-valued labels, snake_cased and deduplicated; an
     empty list means the defaults (None)."""
     if len(labels) > MAX_LABELS:
-        raise InvalidArgument(f"{field} has {len(labels)} labels; at most {MAX_LABELS}")
+        raise InvalidArgument(
+            f"{field} has {len(labels)} labels; at most {MAX_LABELS}", field=field
+        )
     clean: list[str] = []
     for label in labels:
         if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
-            raise InvalidArgument(f"{field}: each label is text of at most {MAX_LABEL_CHARS} chars")
+            raise InvalidArgument(
+                f"{field}: each label is text of at most {MAX_LABEL_CHARS} chars", field=field
+            )
         snake = to_snake_case(label)
         if not snake:
-            raise InvalidArgument(f"{field}: label {label[:40]!r} has no letters or digits")
+            raise InvalidArgument(
+                f"{field}: label {label[:40]!r} has no letters or digits", field=field
+            )
         clean.append(snake)
     return tuple(dict.fromkeys(clean)) or None
 
