@@ -184,7 +184,7 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
                 (
                     QuotaViolation(
                         "server",
-                        f"a {size}-byte response; the limit is {self._max_bytes} bytes",
+                        f"bytes per message: at most {self._max_bytes}; this response has {size}",
                         quota_id="max-message-bytes",
                         quota_value=self._max_bytes,
                     ),
@@ -261,8 +261,8 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
                     (
                         QuotaViolation(
                             f"api_key:{principal.name}",
-                            f"{keys.held(principal.key_id)} calls running; the limit per key"
-                            f" is {keys.limit}",
+                            f"concurrent calls per API key: at most {keys.limit}; this key has"
+                            f" {keys.held(principal.key_id)} running",
                             quota_id="max-concurrent-rpcs-per-key",
                             quota_value=keys.limit,
                         ),
@@ -282,7 +282,7 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
                 (
                     QuotaViolation(
                         "server",
-                        f"{self._limit} calls running, the server's limit",
+                        f"concurrent calls on this server: at most {self._limit}",
                         quota_id="max-concurrent-rpcs",
                         quota_value=self._limit,
                     ),

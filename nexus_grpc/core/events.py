@@ -78,8 +78,8 @@ class EventBroadcaster:
                 details=(
                     QuotaViolation(
                         f"api_key:{name or key}",
-                        f"{held} WatchExtractions streams open; the limit per key is"
-                        f" {self.max_per_key}",
+                        f"WatchExtractions streams per API key: at most {self.max_per_key};"
+                        f" this key has {held} open",
                         quota_id="max-watch-streams-per-key",
                         quota_value=self.max_per_key,
                     ),
@@ -96,7 +96,7 @@ class EventBroadcaster:
                 details=(
                     QuotaViolation(
                         "server",
-                        f"{self.watchers} WatchExtractions streams open, the server's limit",
+                        f"WatchExtractions streams on this server: at most {self.max_watchers}",
                         quota_id="max-watch-streams",
                         quota_value=self.max_watchers,
                     ),

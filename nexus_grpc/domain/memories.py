@@ -289,7 +289,8 @@ class Memories:
             details=(
                 QuotaViolation(
                     subject,
-                    f"{count} memories outside the ARCHIVE tier; the limit is {self.cap} {unit}",
+                    f"memories outside the ARCHIVE tier {unit}: at most {self.cap}; this owner"
+                    f" has {count}",
                     quota_id="memories-per-owner",
                     quota_value=self.cap,
                 ),
