@@ -172,12 +172,9 @@ def update(
                 "SELECT id FROM summaries WHERE session_id = ?",
                 (session_id,),
             )
-            if (
-                value
-                and conn.execute(
-                    "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
-                ).fetchone()
-            ):
+            if value and conn.execute(
+                "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
+            ).fetchone():
                 # Reads hide what the project's retention has passed at once;
                 # the sweep (scheduled up to an hour ahead when the project had
                 # nothing to sweep) now looks at what just came in.
