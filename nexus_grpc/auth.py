@@ -40,8 +40,10 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.error_status import abort
 from nexus_grpc.core.interception import HandlerInterceptor, refused
 from nexus_grpc.core.requests import RequestObserver
+from nexus_grpc.errors import ErrorInfo
 
 log = logging.getLogger("nexus_grpc.auth")
 
@@ -288,18 +290,27 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
         principal = self._keys.lookup(key) if key else None
         if principal is None:
             why = "missing API key" if key is None else "unknown API key"
-            return self._refuse(handler, method, grpc.StatusCode.UNAUTHENTICATED, why)
+            reason = "API_KEY_MISSING" if key is None else "API_KEY_INVALID"
+            return self._refuse(
+                handler, method, grpc.StatusCode.UNAUTHENTICATED, why, ErrorInfo(reason)
+            )
         if method in ADMIN_METHODS and not principal.admin:
+            rpc = method.rsplit("/", 1)[-1]
             return self._refuse(
                 handler,
                 method,
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"{method.rsplit('/', 1)[-1]} needs an admin key; {principal.name!r} is not one",
+                f"{rpc} needs an admin key; {principal.name!r} is not one",
+                ErrorInfo("ADMIN_KEY_REQUIRED", {"method": rpc, "api_key": principal.name}),
             )
         if handler.stream_stream:
             # Bidi-streaming: none of ours; refuse rather than skip the user check.
             return self._refuse(
-                handler, method, grpc.StatusCode.PERMISSION_DENIED, "streaming requests unsupported"
+                handler,
+                method,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "streaming requests unsupported",
+                ErrorInfo("STREAMING_REQUESTS_UNSUPPORTED"),
             )
         return self.wrap(handler, _Call(method, principal))
 
@@ -320,9 +331,11 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
         if user_id is not None:
             self._record(call.method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
             log.warning("%s: %r may not act for user %r", call.method, principal.name, user_id)
-            await context.abort(
+            await abort(
+                context,
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"API key {principal.name!r} may not act for user {user_id!r}",
+                (ErrorInfo("USER_NOT_PERMITTED", {"api_key": principal.name, "user_id": user_id}),),
             )
 
     on_request = prologue
@@ -344,10 +357,11 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
         method: str,
         code: grpc.StatusCode,
         message: str,
+        reason: ErrorInfo,
     ) -> grpc.RpcMethodHandler:
-        async def abort(context: grpc.aio.ServicerContext) -> None:
+        async def refuse(context: grpc.aio.ServicerContext) -> None:
             self._record(method, code, time.perf_counter())
             log.info("%s %s: %s", method, code.name, message)
-            await context.abort(code, message)
+            await abort(context, code, message, (reason,))
 
-        return refused(handler, abort)
+        return refused(handler, refuse)

@@ -19,7 +19,10 @@ for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
 return the response message; server-streaming ones return a ``ServerStream``, an
 async iterator; client-streaming ones (``import_episodes``) take an iterable of
 requests and return the one response.  Failures raise ``NexusClientError`` with
-the status code.
+the status code, as the subclass for it (``NexusInvalidArgument``,
+``NexusNotFound``, ``NexusResourceExhausted``...) carrying the server's
+``google.rpc`` error details: ``field_violations``, ``quota_violations``,
+``resource_info`` and ``error_info``.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -41,8 +44,25 @@ from nexus_grpc.client_base import (
     DEFAULT,
     RPCS,
     ClientBase,
+    ErrorInfo,
+    FieldViolation,
     MetadataArg,
+    NexusAlreadyExists,
+    NexusCancelled,
     NexusClientError,
+    NexusDeadlineExceeded,
+    NexusFailedPrecondition,
+    NexusInternal,
+    NexusInvalidArgument,
+    NexusNotFound,
+    NexusPermissionDenied,
+    NexusResourceExhausted,
+    NexusUnauthenticated,
+    NexusUnavailable,
+    NexusUnimplemented,
+    PreconditionViolation,
+    QuotaViolation,
+    ResourceInfo,
     ServerStream,
     Timeout,
 )
@@ -55,8 +75,25 @@ __all__ = [
     "DEFAULT",
     "DEFAULT_RETRY",
     "RPCS",
+    "ErrorInfo",
+    "FieldViolation",
+    "NexusAlreadyExists",
+    "NexusCancelled",
     "NexusClient",
     "NexusClientError",
+    "NexusDeadlineExceeded",
+    "NexusFailedPrecondition",
+    "NexusInternal",
+    "NexusInvalidArgument",
+    "NexusNotFound",
+    "NexusPermissionDenied",
+    "NexusResourceExhausted",
+    "NexusUnauthenticated",
+    "NexusUnavailable",
+    "NexusUnimplemented",
+    "PreconditionViolation",
+    "QuotaViolation",
+    "ResourceInfo",
     "RetryPolicy",
     "ServerStream",
 ]

@@ -28,7 +28,18 @@ Unary methods return the response message.  Server-streaming methods return a
 use and can be cancelled (``stream.cancel()`` or ``async with stream:``).
 
 Every failed RPC raises ``NexusClientError`` carrying the status code, the
-status message and the server's ``x-request-id`` when it sent one.
+status message and the server's ``x-request-id`` when it sent one; its class
+says the status (``NexusInvalidArgument``, ``NexusNotFound``,
+``NexusResourceExhausted``...: all subclasses of ``NexusClientError``), and
+it carries the server's ``google.rpc`` error details, decoded: the fields a
+refusal was about (``field_violations``), the limit it met
+(``quota_violations``), the resource that does not exist (``resource_info``)
+and the machine-readable reason (``error_info``)::
+
+    try:
+        await client.create_memory(memory=memory_pb2.Memory(kind=..., title=""))
+    except NexusInvalidArgument as exc:
+        print([v.field for v in exc.field_violations])  # ['memory.title']
 
 Calls that are safe to repeat are retried by gRPC itself on UNAVAILABLE and
 RESOURCE_EXHAUSTED (see ``nexus_grpc.connection``); a create whose request has a
@@ -49,9 +60,11 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import grpc
 import grpc.aio
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from google.protobuf.struct_pb2 import Struct
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
 
 from nexus_grpc import tracing
 from nexus_grpc.connection import (
@@ -62,6 +75,14 @@ from nexus_grpc.connection import (
     bearer_metadata,
     open_channel,
 )
+from nexus_grpc.errors import (
+    Detail,
+    ErrorInfo,
+    FieldViolation,
+    PreconditionViolation,
+    QuotaViolation,
+    ResourceInfo,
+)
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
@@ -70,8 +91,25 @@ __all__ = [
     "DEFAULT",
     "RPCS",
     "ClientBase",
+    "ErrorInfo",
+    "FieldViolation",
     "MetadataArg",
+    "NexusAlreadyExists",
+    "NexusCancelled",
     "NexusClientError",
+    "NexusDeadlineExceeded",
+    "NexusFailedPrecondition",
+    "NexusInternal",
+    "NexusInvalidArgument",
+    "NexusNotFound",
+    "NexusPermissionDenied",
+    "NexusResourceExhausted",
+    "NexusUnauthenticated",
+    "NexusUnavailable",
+    "NexusUnimplemented",
+    "PreconditionViolation",
+    "QuotaViolation",
+    "ResourceInfo",
     "RetryPolicy",
     "ServerStream",
     "Timeout",
@@ -119,19 +157,68 @@ RPCS: tuple[tuple[str, str, str, bool], ...] = tuple(
 
 
 class NexusClientError(Exception):
-    """A failed RPC: the gRPC status code, its message and the server's request id."""
+    """A failed RPC: the gRPC status code, its message, the server's request id
+    and the status's error details.
 
-    def __init__(self, code: grpc.StatusCode, message: str, request_id: str | None = None) -> None:
+    Constructed with a code (``NexusClientError(grpc.StatusCode.NOT_FOUND,
+    ...)``), it is the subclass for that code (``NexusNotFound``), so that
+    ``except NexusNotFound`` and ``except NexusClientError`` both catch it."""
+
+    def __new__(cls, code: grpc.StatusCode, *args: Any, **kwargs: Any) -> NexusClientError:
+        if cls is NexusClientError:
+            cls = _BY_CODE.get(code, cls)
+        return super().__new__(cls, code, *args)
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        request_id: str | None = None,
+        details: Sequence[Detail] = (),
+        status: status_pb2.Status | None = None,
+    ) -> None:
         self.code = code
         self.message = message
         self.request_id = request_id
+        #: The decoded google.rpc details, in the order the server sent them.
+        self.details: tuple[Detail, ...] = tuple(details)
+        #: The google.rpc.Status of the grpc-status-details-bin trailer, with
+        #: any detail this client does not decode; None when none came.
+        self.status = status
         text = f"{code.name}: {message}"
         if request_id:
             text += f" (request id {request_id})"
         super().__init__(text)
 
+    @property
+    def field_violations(self) -> tuple[FieldViolation, ...]:
+        """The request fields the call was refused for (google.rpc.BadRequest)."""
+        return tuple(d for d in self.details if isinstance(d, FieldViolation))
+
+    @property
+    def quota_violations(self) -> tuple[QuotaViolation, ...]:
+        """The limits the call met (google.rpc.QuotaFailure)."""
+        return tuple(d for d in self.details if isinstance(d, QuotaViolation))
+
+    @property
+    def precondition_violations(self) -> tuple[PreconditionViolation, ...]:
+        """The states the call needed (google.rpc.PreconditionFailure)."""
+        return tuple(d for d in self.details if isinstance(d, PreconditionViolation))
+
+    @property
+    def resource_info(self) -> ResourceInfo | None:
+        """The resource the call was about (google.rpc.ResourceInfo), the
+        first when several came."""
+        return next((d for d in self.details if isinstance(d, ResourceInfo)), None)
+
+    @property
+    def error_info(self) -> ErrorInfo | None:
+        """The reason, as a constant to switch on (google.rpc.ErrorInfo)."""
+        return next((d for d in self.details if isinstance(d, ErrorInfo)), None)
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.code, self.message, self.request_id))
+        # The status proto stays behind; the decoded details travel.
+        return (type(self), (self.code, self.message, self.request_id, self.details))
 
     @classmethod
     def from_rpc_error(cls, exc: grpc.aio.AioRpcError) -> NexusClientError:
@@ -145,7 +232,120 @@ class NexusClientError(Exception):
                     break
             if request_id:
                 break
-        return cls(exc.code(), exc.details() or "", request_id)
+        status = _rich_status(exc)
+        details = decode_details(status) if status is not None else ()
+        return cls(exc.code(), exc.details() or "", request_id, details, status)
+
+
+def _rich_status(exc: grpc.aio.AioRpcError) -> status_pb2.Status | None:
+    """The google.rpc.Status in the call's trailers; None when there is none,
+    or when it is malformed or contradicts the call's own status (a proxy
+    between may have rewritten one and not the other)."""
+    try:
+        status: status_pb2.Status | None = rpc_status.from_call(exc)
+    except (ValueError, DecodeError):
+        return None
+    return status
+
+
+def decode_details(status: status_pb2.Status) -> tuple[Detail, ...]:
+    """The details of ``status`` this client knows (BadRequest, QuotaFailure,
+    PreconditionFailure, ResourceInfo, ErrorInfo), in order; others are
+    skipped (they stay in ``NexusClientError.status``)."""
+    out: list[Detail] = []
+    for packed in status.details:
+        if packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            packed.Unpack(bad)
+            out.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
+        elif packed.Is(error_details_pb2.QuotaFailure.DESCRIPTOR):
+            quota = error_details_pb2.QuotaFailure()
+            packed.Unpack(quota)
+            out.extend(
+                QuotaViolation(v.subject, v.description, v.quota_id, v.quota_value)
+                for v in quota.violations
+            )
+        elif packed.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            failure = error_details_pb2.PreconditionFailure()
+            packed.Unpack(failure)
+            out.extend(
+                PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
+            )
+        elif packed.Is(error_details_pb2.ResourceInfo.DESCRIPTOR):
+            info = error_details_pb2.ResourceInfo()
+            packed.Unpack(info)
+            out.append(
+                ResourceInfo(info.resource_type, info.resource_name, info.owner, info.description)
+            )
+        elif packed.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            reason = error_details_pb2.ErrorInfo()
+            packed.Unpack(reason)
+            out.append(ErrorInfo(reason.reason, dict(reason.metadata), reason.domain))
+    return tuple(out)
+
+
+class NexusInvalidArgument(NexusClientError):
+    """INVALID_ARGUMENT: ``field_violations`` names the fields to fix."""
+
+
+class NexusNotFound(NexusClientError):
+    """NOT_FOUND: ``resource_info`` names what does not exist."""
+
+
+class NexusAlreadyExists(NexusClientError):
+    """ALREADY_EXISTS."""
+
+
+class NexusFailedPrecondition(NexusClientError):
+    """FAILED_PRECONDITION (the memory cap's carries ``quota_violations``)."""
+
+
+class NexusResourceExhausted(NexusClientError):
+    """RESOURCE_EXHAUSTED: ``quota_violations`` names the limit met."""
+
+
+class NexusPermissionDenied(NexusClientError):
+    """PERMISSION_DENIED: ``error_info`` says why."""
+
+
+class NexusUnauthenticated(NexusClientError):
+    """UNAUTHENTICATED: ``error_info`` says whether the key was missing or unknown."""
+
+
+class NexusUnavailable(NexusClientError):
+    """UNAVAILABLE: the server or a dependency of it is down; retry later."""
+
+
+class NexusDeadlineExceeded(NexusClientError):
+    """DEADLINE_EXCEEDED."""
+
+
+class NexusCancelled(NexusClientError):
+    """CANCELLED."""
+
+
+class NexusUnimplemented(NexusClientError):
+    """UNIMPLEMENTED: the server does not have this RPC (an older server)."""
+
+
+class NexusInternal(NexusClientError):
+    """INTERNAL: the server failed; its log has the request id."""
+
+
+_BY_CODE: dict[grpc.StatusCode, type[NexusClientError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: NexusInvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NexusNotFound,
+    grpc.StatusCode.ALREADY_EXISTS: NexusAlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: NexusFailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: NexusResourceExhausted,
+    grpc.StatusCode.PERMISSION_DENIED: NexusPermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: NexusUnauthenticated,
+    grpc.StatusCode.UNAVAILABLE: NexusUnavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: NexusDeadlineExceeded,
+    grpc.StatusCode.CANCELLED: NexusCancelled,
+    grpc.StatusCode.UNIMPLEMENTED: NexusUnimplemented,
+    grpc.StatusCode.INTERNAL: NexusInternal,
+}
 
 
 class ServerStream(Generic[T]):

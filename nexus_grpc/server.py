@@ -43,8 +43,10 @@ from nexus_grpc.app import App, StartupError
 from nexus_grpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.config import Settings
 from nexus_grpc.core import redact
+from nexus_grpc.core.error_status import abort
 from nexus_grpc.core.interception import HandlerInterceptor
 from nexus_grpc.core.requests import RequestObserver
+from nexus_grpc.errors import ResourceInfo
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -98,7 +100,12 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
     async def Check(self, request, context):  # noqa: N802 - the gRPC method name
         status = self._status.get(request.service)
         if status is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            await abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"unknown service {request.service!r}",
+                (ResourceInfo("service", request.service),),
+            )
         return HealthCheckResponse(status=status)
 
     async def Watch(self, request, context) -> AsyncIterator[HealthCheckResponse]:  # noqa: N802

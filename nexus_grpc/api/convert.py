@@ -42,7 +42,8 @@ def time_field(message: Message, field: str) -> float | None:
     ts: Timestamp = getattr(message, field)
     if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
         raise InvalidArgument(
-            f"{field} is not a valid timestamp (seconds {ts.seconds}, nanos {ts.nanos})"
+            f"{field} is not a valid timestamp (seconds {ts.seconds}, nanos {ts.nanos})",
+            field=field,
         )
     return ts.seconds + ts.nanos / 1e9
 
@@ -65,7 +66,7 @@ def from_struct(value: Struct, field: str = "metadata") -> dict[str, Any]:
     try:
         return json_format.MessageToDict(value) if value.fields else {}
     except ValueError as exc:  # NaN and infinities have no JSON form
-        raise InvalidArgument(f"{field} must be JSON-representable: {exc}") from exc
+        raise InvalidArgument(f"{field} must be JSON-representable: {exc}", field=field) from exc
 
 
 def project(p: models.Project) -> memory_pb2.Project:
@@ -140,7 +141,7 @@ def episode(e: models.Episode) -> memory_pb2.Episode:
 
 def search_mode(mode: int) -> models.SearchMode:
     if mode not in memory_pb2.SearchMode.values():
-        raise InvalidArgument(f"mode {mode} is not a SearchMode")
+        raise InvalidArgument(f"mode {mode} is not a SearchMode", field="mode")
     return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
 
 
@@ -212,7 +213,8 @@ def duration_field(message: Message, field: str, owner: str = "memory") -> float
     d = getattr(message, field)
     if abs(d.seconds) > 315_576_000_000 or abs(d.nanos) > 999_999_999 or (d.seconds * d.nanos < 0):
         raise InvalidArgument(
-            f"{owner}.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})"
+            f"{owner}.{field} is not a valid duration (seconds {d.seconds}, nanos {d.nanos})",
+            field=f"{owner}.{field}",
         )
     return d.seconds + d.nanos / 1e9
 

@@ -187,9 +187,12 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
     ) -> graph_pb2.ExtractEpisodeResponse:
         target = request.WhichOneof("target")
         if target is None:
-            raise InvalidArgument("one of episode_id or all_failed is required")
+            raise InvalidArgument(
+                "one of episode_id or all_failed is required",
+                fields=("episode_id", "all_failed"),
+            )
         if target == "all_failed" and not request.all_failed:
-            raise InvalidArgument("all_failed must be true when given")
+            raise InvalidArgument("all_failed must be true when given", field="all_failed")
         queued = await self.extraction.requeue(
             request.episode_id if target == "episode_id" else 0, target == "all_failed"
         )

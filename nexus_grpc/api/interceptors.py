@@ -2,7 +2,8 @@
 mapping and the concurrency caps (the server's, and each API key's).
 
 One interceptor wraps each method handler (unary and streaming alike), so a
-servicer only ever raises domain exceptions.  Unknown exceptions become
+servicer only ever raises domain exceptions: each goes out as its status code,
+its message and its details (core/error_status.py).  Unknown exceptions become
 INTERNAL with a generic message; the traceback goes to the log with the
 request id, never to the client.
 """
@@ -22,10 +23,10 @@ from google.protobuf.message import Message
 
 from nexus_grpc import deadlines, tracing
 from nexus_grpc.auth import current_principal
+from nexus_grpc.core.error_status import abort, abort_with_error
 from nexus_grpc.core.interception import HandlerInterceptor, Undecodable
-from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import RequestObserver, request_id_var
-from nexus_grpc.errors import NexusError
+from nexus_grpc.errors import ErrorInfo, NexusError, QuotaViolation
 
 log = logging.getLogger("nexus_grpc.access")
 
@@ -120,6 +121,7 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         max_per_key: int = 0,
     ) -> None:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
+        self._limit = max_concurrent
         #: Per API key (0: no per-key limit); only calls made with a key count.
         self._key_slots = KeySlots(max_per_key)
         self._observer = observer or RequestObserver()
@@ -173,19 +175,30 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
                 size,
                 self._max_bytes,
             )
-            await context.abort(
+            await abort(
+                context,
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"the response is {size} bytes, over the server's message limit of"
                 f" {self._max_bytes} (--max-message-bytes); ask for less (a smaller"
                 f" page_size or limit), or raise the limit on server and client",
+                (
+                    QuotaViolation(
+                        "server",
+                        f"bytes per message: at most {self._max_bytes}; this response has {size}",
+                        quota_id="max-message-bytes",
+                        quota_value=self._max_bytes,
+                    ),
+                    ErrorInfo("RESPONSE_TOO_LARGE", {"size": str(size)}),
+                ),
             )
 
     async def on_error(
         self, call: _Call, context: grpc.aio.ServicerContext, exc: Exception
     ) -> None:
         if isinstance(exc, NexusError):
-            # A dependency's error may quote its URL: never with a credential.
-            await context.abort(exc.code, scrub(exc.message))
+            # Its status code, its message (scrubbed of credentials) and its
+            # details, as google.rpc error details.
+            await abort_with_error(context, exc)
         log.error("unexpected error in %s", call.method, exc_info=exc)
         await context.abort(
             grpc.StatusCode.INTERNAL,
@@ -237,23 +250,44 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         keys = self._key_slots
         if principal is not None and keys.limit > 0:
             if keys.full(principal.key_id):
-                await context.abort(
+                await abort(
+                    context,
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"API key {principal.name!r} already has {keys.held(principal.key_id)}"
                     " calls running, the limit for one key (streams count until they end);"
                     " retry with backoff once some finish, or raise the limit with"
                     " --max-concurrent-rpcs-per-key / NEXUS_MAX_CONCURRENT_RPCS_PER_KEY"
                     f" (now {keys.limit})",
+                    (
+                        QuotaViolation(
+                            f"api_key:{principal.name}",
+                            f"concurrent calls per API key: at most {keys.limit}; this key has"
+                            f" {keys.held(principal.key_id)} running",
+                            quota_id="max-concurrent-rpcs-per-key",
+                            quota_value=keys.limit,
+                        ),
+                        ErrorInfo("CONCURRENT_RPC_LIMIT_PER_KEY", {"api_key": principal.name}),
+                    ),
                 )
             keys.take(principal.key_id)
             call.key = principal.key_id
         if self._slots is None:
             return
         if self._slots.locked():
-            await context.abort(
+            await abort(
+                context,
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "the server is at its concurrent RPC limit (--max-concurrent-rpcs /"
                 " NEXUS_MAX_CONCURRENT_RPCS); retry with backoff",
+                (
+                    QuotaViolation(
+                        "server",
+                        f"concurrent calls on this server: at most {self._limit}",
+                        quota_id="max-concurrent-rpcs",
+                        quota_value=self._limit,
+                    ),
+                    ErrorInfo("CONCURRENT_RPC_LIMIT"),
+                ),
             )
         await self._slots.acquire()
         call.held = True

@@ -12,6 +12,7 @@ from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summa
 from nexus_grpc.app import App
 from nexus_grpc.auth import current_principal
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.error_status import status_code
 from nexus_grpc.core.graph import (
     Entity,
     EntityAlias,
@@ -57,7 +58,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             # chose where its project went.
             raise InvalidArgument(
                 "project.tenant is output only: a project belongs to the tenant of the key"
-                " that creates it; leave it empty"
+                " that creates it; leave it empty",
+                field="project.tenant",
             )
         project = await self.conv.create_project(convert.project_values(request.project))
         return convert.project(project)
@@ -111,7 +113,9 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.Session:
         key = request.WhichOneof("key")
         if key is None:
-            raise InvalidArgument("one of id or external_id is required")
+            raise InvalidArgument(
+                "one of id or external_id is required", fields=("id", "external_id")
+            )
         session = await self.conv.get_session(request.id, request.external_id, request.tenant)
         return convert.session(session)
 
@@ -420,7 +424,9 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.ListMemoryUsageResponse:
         key = request.WhichOneof("key")
         if key is None:
-            raise InvalidArgument("one of thread_id or memory_id is required")
+            raise InvalidArgument(
+                "one of thread_id or memory_id is required", fields=("thread_id", "memory_id")
+            )
         page = await self.app.memories.usage(
             request.thread_id if key == "thread_id" else "",
             request.memory_id if key == "memory_id" else None,
@@ -448,7 +454,9 @@ def _import_item(request: object) -> EpisodeInput | NexusError:
         return InvalidArgument(request.message)
     assert isinstance(request, memory_pb2.ImportEpisodesRequest)
     if not request.HasField("episode"):
-        return InvalidArgument("episode is required in every ImportEpisodesRequest")
+        return InvalidArgument(
+            "episode is required in every ImportEpisodesRequest", field="episode"
+        )
     e = request.episode
     try:
         return EpisodeInput(
@@ -516,7 +524,7 @@ def _record_outcomes(
             memory_pb2.ImportEpisodeError(
                 index=start + offset,
                 request_id=item.request_id if isinstance(item, EpisodeInput) else "",
-                code=outcome.code.value[0],
+                code=status_code(outcome).value[0],
                 message=outcome.message[:MAX_ITEM_ERROR_CHARS],
             )
         )

@@ -45,7 +45,7 @@ def _time(message: Message, name: str, owner: str) -> float:
     try:
         return time_field(message, name) or 0.0
     except InvalidArgument as exc:
-        raise InvalidArgument(f"{owner}.{exc.message}") from None
+        raise InvalidArgument(f"{owner}.{exc.message}", field=f"{owner}.{name}") from None
 
 
 def _optional_time(message: Message, name: str, owner: str) -> float | None:
@@ -55,7 +55,9 @@ def _optional_time(message: Message, name: str, owner: str) -> float | None:
 def record(r: memory_pb2.ExportRecord) -> ExportItem:
     kind = r.WhichOneof("record")
     if kind is None:
-        raise InvalidArgument("record is empty: exactly one of its fields must be set")
+        raise InvalidArgument(
+            "record is empty: exactly one of its fields must be set", field="record"
+        )
     if kind == "project":
         return _project(r.project)
     if kind == "session":
@@ -190,7 +192,9 @@ def _project(p: memory_pb2.Project) -> Project:
 
 def _memory(m: memory_pb2.Memory, owner: str) -> Memory:
     if m.HasField("ttl"):
-        raise InvalidArgument(f"{owner}.ttl is for CreateMemory; a restore takes expire_time")
+        raise InvalidArgument(
+            f"{owner}.ttl is for CreateMemory; a restore takes expire_time", field=f"{owner}.ttl"
+        )
     return Memory(
         id=m.id,
         kind=m.kind,

@@ -54,7 +54,10 @@ class SummaryServicer(summary_grpc.SummaryServiceServicer):
         self, request: summary_pb2.ListSummariesRequest, context: Ctx
     ) -> summary_pb2.ListSummariesResponse:
         if request.WhichOneof("scope") is None:
-            raise InvalidArgument("one of session_id or project_id is required")
+            raise InvalidArgument(
+                "one of session_id or project_id is required",
+                fields=("session_id", "project_id"),
+            )
         page = await self.summaries.list(
             request.session_id, request.project_id, request.page_size, request.page_token
         )

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
-from nexus_grpc.errors import ResourceExhausted
+from nexus_grpc.errors import ErrorInfo, QuotaViolation, ResourceExhausted
 
 #: The default of ``--max-watch-streams``: half the default RPC cap (512), so
 #: watchers can never take every slot from unary calls.
@@ -74,7 +74,17 @@ class EventBroadcaster:
                 f"API key {name or key!r} already has {held} WatchExtractions streams open,"
                 " the limit for one key; close streams you no longer need and retry with"
                 " backoff, or raise the limit with --max-watch-streams-per-key /"
-                f" NEXUS_MAX_WATCH_STREAMS_PER_KEY (now {self.max_per_key})"
+                f" NEXUS_MAX_WATCH_STREAMS_PER_KEY (now {self.max_per_key})",
+                details=(
+                    QuotaViolation(
+                        f"api_key:{name or key}",
+                        f"WatchExtractions streams per API key: at most {self.max_per_key};"
+                        f" this key has {held} open",
+                        quota_id="max-watch-streams-per-key",
+                        quota_value=self.max_per_key,
+                    ),
+                    ErrorInfo("WATCH_STREAM_LIMIT_PER_KEY", {"api_key": name or key}),
+                ),
             )
         if 0 < self.max_watchers <= self.watchers:
             self.refused += 1
@@ -82,7 +92,16 @@ class EventBroadcaster:
                 f"the server already has {self.watchers} WatchExtractions streams open, its"
                 f" limit; close streams you no longer need and retry with backoff, or raise the"
                 f" limit with --max-watch-streams / NEXUS_MAX_WATCH_STREAMS"
-                f" (now {self.max_watchers})"
+                f" (now {self.max_watchers})",
+                details=(
+                    QuotaViolation(
+                        "server",
+                        f"WatchExtractions streams on this server: at most {self.max_watchers}",
+                        quota_id="max-watch-streams",
+                        quota_value=self.max_watchers,
+                    ),
+                    ErrorInfo("WATCH_STREAM_LIMIT"),
+                ),
             )
         self.watchers += 1
         if key is not None:

@@ -77,7 +77,8 @@ def _memory_formation(value: int | None) -> int | None:
         return None
     if value not in {int(m) for m in MemoryFormation}:
         raise InvalidArgument(
-            f"project.memory_formation must be OFF, USER or USER_AND_PROJECT, got {value}"
+            f"project.memory_formation must be OFF, USER or USER_AND_PROJECT, got {value}",
+            field="project.memory_formation",
         )
     return int(value)
 
@@ -89,11 +90,15 @@ def _retention(value: float | None) -> float | None:
     if not 0 < value <= MAX_RETENTION_SECONDS:
         raise InvalidArgument(
             f"project.retention must be positive and at most 100 years, got {value:.0f} seconds"
-            " (leave it unset to keep everything)"
+            " (leave it unset to keep everything)",
+            field="project.retention",
         )
     if value != int(value):
         # Sub-second retention means nothing, and whole seconds come back exact.
-        raise InvalidArgument(f"project.retention must be whole seconds, got {value} seconds")
+        raise InvalidArgument(
+            f"project.retention must be whole seconds, got {value} seconds",
+            field="project.retention",
+        )
     return value
 
 
@@ -482,7 +487,7 @@ class Conversations:
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
         if "\x00" in tenant_name:  # as in every string; otherwise unused with an id
-            raise InvalidArgument("tenant must not contain NUL characters")
+            raise InvalidArgument("tenant must not contain NUL characters", field="tenant")
         if external_id:
             ext = v.external_id(external_id)
             if tenant_name:
@@ -496,7 +501,7 @@ class Conversations:
             return await self.db.read(
                 lambda c: session_store.get(c, session_id, tenant, retained_at=at)
             )
-        raise InvalidArgument("one of id or external_id is required")
+        raise InvalidArgument("one of id or external_id is required", fields=("id", "external_id"))
 
     async def list_sessions(
         self, page_size: int, page_token: str, project_id: int
@@ -610,7 +615,8 @@ class Conversations:
                 if not item.request_id:
                     raise InvalidArgument(
                         "request_id is required for an imported episode, so that"
-                        " resending the import is safe"
+                        " resending the import is safe",
+                        field="request_id",
                     )
                 checked.append((i, _checked(item)))
                 outcomes.append(None)
@@ -639,7 +645,11 @@ class Conversations:
             cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
             if cutoff is not None and episode.occur_at < cutoff:
                 # Past the project's retention: gone, as a deleted one is.
-                raise NotFound(f"episode {episode_id} does not exist")
+                raise NotFound(
+                    f"episode {episode_id} does not exist",
+                    resource_type="episode",
+                    resource_name=episode_id,
+                )
             return episode
 
         return await self.db.read(read)

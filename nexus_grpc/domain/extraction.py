@@ -411,7 +411,9 @@ class Extraction:
         """ExtractEpisode: queue one episode again, or every failed one."""
         if all_failed:
             if episode_id:
-                raise InvalidArgument("give episode_id or all_failed, not both")
+                raise InvalidArgument(
+                    "give episode_id or all_failed, not both", fields=("episode_id", "all_failed")
+                )
             tenant = tenancy.visible()
             if tenant is None:
                 queued = await self.db.write(_requeue_all_failed)

@@ -30,19 +30,26 @@ def check_labels(field: str, labels: Sequence[str]) -> tuple[str, ...] | None:
     """A project's single-valued labels: each a snake_case label, once (what
     is stored is what was sent); an empty list means the defaults (None)."""
     if len(labels) > MAX_LABELS:
-        raise InvalidArgument(f"{field} has {len(labels)} labels; at most {MAX_LABELS}")
+        raise InvalidArgument(
+            f"{field} has {len(labels)} labels; at most {MAX_LABELS}", field=field
+        )
     for label in labels:
         if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
-            raise InvalidArgument(f"{field}: each label is text of at most {MAX_LABEL_CHARS} chars")
+            raise InvalidArgument(
+                f"{field}: each label is text of at most {MAX_LABEL_CHARS} chars", field=field
+            )
         snake = to_snake_case(label)
         if not snake:
-            raise InvalidArgument(f"{field}: label {label[:40]!r} has no letters or digits")
+            raise InvalidArgument(
+                f"{field}: label {label[:40]!r} has no letters or digits", field=field
+            )
         if snake != label:
             raise InvalidArgument(
-                f"{field}: label {label[:40]!r} is not snake_case; the label is {snake!r}"
+                f"{field}: label {label[:40]!r} is not snake_case; the label is {snake!r}",
+                field=field,
             )
     if len(set(labels)) != len(labels):
-        raise InvalidArgument(f"{field} names a label twice")
+        raise InvalidArgument(f"{field} names a label twice", field=field)
     return tuple(labels) or None
 
 

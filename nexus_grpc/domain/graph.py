@@ -21,7 +21,7 @@ from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.retrieval import Call, Engine, EntityHit, GraphRequest, recipes
 from nexus_grpc.domain.scope import check_session_graph as _check_session_graph
 from nexus_grpc.embedding import Embedder
-from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceInfo
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
 from nexus_grpc.rerank import Reranker
@@ -57,12 +57,15 @@ def _entity_type(field: str, value: str, *, required: bool) -> str:
     etype = value.strip().lower()
     if not etype:
         if required:
-            raise InvalidArgument(f"{field} is required: one of {', '.join(sorted(ENTITY_TYPES))}")
+            raise InvalidArgument(
+                f"{field} is required: one of {', '.join(sorted(ENTITY_TYPES))}", field=field
+            )
         return ""
     if etype not in ENTITY_TYPES:
         raise InvalidArgument(
             f"{field} {value[:40]!r} is not an entity type; use one of"
-            f" {', '.join(sorted(ENTITY_TYPES))}"
+            f" {', '.join(sorted(ENTITY_TYPES))}",
+            field=field,
         )
     return etype
 
@@ -71,7 +74,7 @@ def _label(value: str) -> str:
     v.name("label", value, required=True)
     label = to_snake_case(value)
     if not label:
-        raise InvalidArgument(f"label {value[:40]!r} has no letters or digits")
+        raise InvalidArgument(f"label {value[:40]!r} has no letters or digits", field="label")
     return label
 
 
@@ -86,7 +89,9 @@ MAX_TIME = 253_402_300_799.0
 
 def _valid_time(field: str, value: float) -> float:
     if not 0 < value <= MAX_TIME:
-        raise InvalidArgument(f"{field} must be a time after 1970, got {value:.0f} seconds")
+        raise InvalidArgument(
+            f"{field} must be a time after 1970, got {value:.0f} seconds", field=field
+        )
     return value
 
 
@@ -94,11 +99,14 @@ def _when(as_of: float | None, include_history: bool) -> When:
     """Which intervals a read shows; both at once is a contradiction."""
     if as_of is not None and include_history:
         raise InvalidArgument(
-            "give as_of (the graph as it held then) or include_history (every interval), not both"
+            "give as_of (the graph as it held then) or include_history (every interval), not both",
+            fields=("as_of", "include_history"),
         )
     if as_of is not None:
         if not 0 < as_of <= MAX_TIME:
-            raise InvalidArgument(f"as_of must be a time after 1970, got {as_of:.0f} seconds")
+            raise InvalidArgument(
+                f"as_of must be a time after 1970, got {as_of:.0f} seconds", field="as_of"
+            )
         return When(as_of=as_of)
     return When(history=True) if include_history else CURRENT
 
@@ -168,12 +176,15 @@ class Graph:
         clean_type = _entity_type("type", etype, required=True)
         clean_notes = _notes(notes)
         if not 0.0 <= confidence <= 1.0:
-            raise InvalidArgument(f"confidence must be between 0 and 1, got {confidence}")
+            raise InvalidArgument(
+                f"confidence must be between 0 and 1, got {confidence}", field="confidence"
+            )
         v.positive_id("project_id", project_id, required=False)
         v.positive_id("session_id", session_id, required=False)
         if project_id and session_id:
             raise InvalidArgument(
-                "set project_id or session_id, not both: an entity lives in one graph"
+                "set project_id or session_id, not both: an entity lives in one graph",
+                fields=("project_id", "session_id"),
             )
         tenant = tenancy.visible()
         if not project_id and not session_id and tenant not in (None, self.default_tenant):
@@ -181,7 +192,8 @@ class Graph:
             # belongs to the default tenant; one name in it is one entity.
             raise InvalidArgument(
                 "set project_id or session_id: the graph outside any project or session"
-                " belongs to the default tenant"
+                " belongs to the default tenant",
+                fields=("project_id", "session_id"),
             )
 
         vector = None
@@ -279,7 +291,10 @@ class Graph:
         v.positive_id("project_id", project_id, required=False)
         v.positive_id("session_id", session_id, required=False)
         if project_id and session_id:
-            raise InvalidArgument("set project_id or session_id, not both: they name two graphs")
+            raise InvalidArgument(
+                "set project_id or session_id, not both: they name two graphs",
+                fields=("project_id", "session_id"),
+            )
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         tenant = tenancy.visible()
@@ -329,14 +344,17 @@ class Graph:
         v.positive_id("from_id", from_id)
         v.positive_id("to_id", to_id)
         if from_id == to_id:
-            raise InvalidArgument("from_id and to_id must be different entities")
+            raise InvalidArgument(
+                "from_id and to_id must be different entities", fields=("from_id", "to_id")
+            )
         clean_label = _label(label)
         clean_notes = _notes(notes)
         at = time.time() if valid_time is None else _valid_time("valid_time", valid_time)
         until = None if invalid_time is None else _valid_time("invalid_time", invalid_time)
         if until is not None and until <= at:
             raise InvalidArgument(
-                "invalid_time must be after valid_time (and after now when valid_time is unset)"
+                "invalid_time must be after valid_time (and after now when valid_time is unset)",
+                field="invalid_time",
             )
 
         tenant = tenancy.visible()
@@ -346,7 +364,11 @@ class Graph:
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
                 graph = graph_store.entity_graph(conn, entity_id, tenant)
                 if graph is None:
-                    raise NotFound(f"{field}: entity {entity_id} does not exist")
+                    raise NotFound(
+                        f"{field}: entity {entity_id} does not exist",
+                        resource_type="entity",
+                        resource_name=entity_id,
+                    )
                 graphs.append(graph)
             if graphs[0] != graphs[1]:
                 raise FailedPrecondition(
@@ -410,7 +432,11 @@ class Graph:
 
         deleted = await self.db.write(write)
         if not deleted:
-            raise NotFound(f"no relationship {from_id} -[{clean_label}]-> {to_id}")
+            raise NotFound(
+                f"no relationship {from_id} -[{clean_label}]-> {to_id}",
+                resource_type="relationship",
+                resource_name=f"{from_id} -[{clean_label}]-> {to_id}",
+            )
 
     # Traversal --------------------------------------------------------------
 
@@ -427,7 +453,9 @@ class Graph:
         if depth == 0:
             depth = 1
         if not 1 <= depth <= MAX_DEPTH:
-            raise InvalidArgument(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+            raise InvalidArgument(
+                f"depth must be between 1 and {MAX_DEPTH}, got {depth}", field="depth"
+            )
         tenant = tenancy.visible()
 
         def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
@@ -448,10 +476,11 @@ class Graph:
     ) -> Subgraph:
         when = _when(as_of, include_history)
         if not entity_ids:
-            raise InvalidArgument("entity_ids must name at least one entity")
+            raise InvalidArgument("entity_ids must name at least one entity", field="entity_ids")
         if len(entity_ids) > MAX_NEIGHBOR_SEEDS:
             raise InvalidArgument(
-                f"entity_ids has {len(entity_ids)} ids; the limit is {MAX_NEIGHBOR_SEEDS}"
+                f"entity_ids has {len(entity_ids)} ids; the limit is {MAX_NEIGHBOR_SEEDS}",
+                field="entity_ids",
             )
         for i in entity_ids:
             v.positive_id("entity_ids", i)
@@ -464,7 +493,10 @@ class Graph:
             missing = [i for i in seeds if i not in present]
             if missing:
                 shown = ", ".join(str(i) for i in missing[:10])
-                raise NotFound(f"entity_ids: no entity {shown}")
+                raise NotFound(
+                    f"entity_ids: no entity {shown}",
+                    details=[ResourceInfo("entity", str(i)) for i in missing[:10]],
+                )
             return graph_store.neighbors(conn, seeds, when)
 
         nodes, edges = await self.db.read_in_transaction(read)
@@ -514,7 +546,10 @@ class Graph:
         ):
             v.positive_id(field, value, required=False)
         if sum(1 for x in (episode_id, session_id, project_id) if x) > 1:
-            raise InvalidArgument("give at most one of episode_id, session_id or project_id")
+            raise InvalidArgument(
+                "give at most one of episode_id, session_id or project_id",
+                fields=("episode_id", "session_id", "project_id"),
+            )
         tenant = tenancy.visible()
         await self.db.read_in_transaction(
             lambda c: _check_watch_target(c, episode_id, session_id, project_id, tenant)
@@ -566,4 +601,8 @@ def _check_watch_target(
     if session_id:
         session_store.get(conn, session_id, tenant)
     if project_id and not project_store.exists(conn, project_id, tenant):
-        raise NotFound(f"project {project_id} does not exist")
+        raise NotFound(
+            f"project {project_id} does not exist",
+            resource_type="project",
+            resource_name=project_id,
+        )

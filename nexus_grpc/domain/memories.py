@@ -38,9 +38,11 @@ from nexus_grpc.domain.retrieval.pipeline import Path
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import (
     AlreadyExists,
+    ErrorInfo,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    QuotaViolation,
 )
 from nexus_grpc.rerank import Reranker
 from nexus_grpc.store import Database, documents, jobs
@@ -68,7 +70,9 @@ def _check_tier(field: str, tier: int, *, default: bool) -> int:
     if tier == 0 and default:
         return int(Tier.LONGTERM)
     if tier not in {int(t) for t in Tier}:
-        raise InvalidArgument(f"{field} must be TASK, SESSION, LONGTERM or ARCHIVE, got {tier}")
+        raise InvalidArgument(
+            f"{field} must be TASK, SESSION, LONGTERM or ARCHIVE, got {tier}", field=field
+        )
     return tier
 
 
@@ -76,21 +80,27 @@ def _expiry(expire_time: float | None, ttl: float | None) -> float | None:
     """When a memory expires, from an absolute time or a ttl; None: never."""
     if ttl is not None:
         if math.isnan(ttl) or ttl <= 0:
-            raise InvalidArgument(f"memory.ttl must be positive, got {ttl} seconds")
+            raise InvalidArgument(
+                f"memory.ttl must be positive, got {ttl} seconds", field="memory.ttl"
+            )
         if ttl > MAX_TTL_SECONDS:
             raise InvalidArgument(
                 f"memory.ttl is {ttl:.0f} seconds; the limit is {MAX_TTL_SECONDS:.0f}"
-                " (100 years): leave it unset for a memory that never expires"
+                " (100 years): leave it unset for a memory that never expires",
+                field="memory.ttl",
             )
         return time.time() + ttl
     if expire_time is not None and expire_time <= time.time():
-        raise InvalidArgument("memory.expire_time is in the past: it would expire on arrival")
+        raise InvalidArgument(
+            "memory.expire_time is in the past: it would expire on arrival",
+            field="memory.expire_time",
+        )
     return expire_time
 
 
 def _check_confidence(field: str, value: float) -> float:
     if math.isnan(value) or value < 0.0 or value > 1.0:
-        raise InvalidArgument(f"{field} must be between 0 and 1, got {value}")
+        raise InvalidArgument(f"{field} must be between 0 and 1, got {value}", field=field)
     return value
 
 
@@ -126,7 +136,9 @@ class Memories:
     async def create(self, values: Mapping[str, Any], request_id: str = "") -> Memory:
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
-            raise InvalidArgument(f"memory.kind must be PROJECT or USER, got {kind}")
+            raise InvalidArgument(
+                f"memory.kind must be PROJECT or USER, got {kind}", field="memory.kind"
+            )
         title = v.name(
             "memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True
         )
@@ -148,13 +160,19 @@ class Memories:
         expire_at = _expiry(values.get("expire_time"), values.get("ttl"))
         v.identifier("request_id", request_id)
         if kind == MemoryKind.USER and not user_id:
-            raise InvalidArgument("memory.user_id is required for a USER memory")
+            raise InvalidArgument(
+                "memory.user_id is required for a USER memory", field="memory.user_id"
+            )
         if kind == MemoryKind.PROJECT:
             if not project_id:
-                raise InvalidArgument("memory.project_id is required for a PROJECT memory")
+                raise InvalidArgument(
+                    "memory.project_id is required for a PROJECT memory",
+                    field="memory.project_id",
+                )
             if user_id:
                 raise InvalidArgument(
-                    "memory.user_id must be empty for a PROJECT memory (use kind USER)"
+                    "memory.user_id must be empty for a PROJECT memory (use kind USER)",
+                    field="memory.user_id",
                 )
         row = {
             "kind": kind,
@@ -250,13 +268,27 @@ class Memories:
         if kind == MemoryKind.PROJECT:
             owner = f"project {project_id} already holds {count} PROJECT memories"
             unit = "per project and agent"
+            subject = f"project:{project_id} agent:{agent_id}"
         else:
             owner = f"user {user_id!r} already holds {count} USER memories in {where}"
             unit = "per user, project and agent"
+            subject = f"user:{user_id} project:{project_id} agent:{agent_id}"
         raise FailedPrecondition(
             f"{owner} for agent {agent_id!r} outside the ARCHIVE tier; the limit is {self.cap}"
             f" {unit} (so every title can be read at selection). Delete some or move them to"
-            " the ARCHIVE tier first."
+            " the ARCHIVE tier first.",
+            # The cap is a quota a client can plan for; the subject is the
+            # caller's own owner, as the message is.
+            details=(
+                QuotaViolation(
+                    subject,
+                    f"memories outside the ARCHIVE tier {unit}: at most {self.cap}; this owner"
+                    f" has {count}",
+                    quota_id="memories-per-owner",
+                    quota_value=self.cap,
+                ),
+                ErrorInfo("MEMORY_CAP_REACHED", {"kind": MemoryKind(kind).name}),
+            ),
         )
 
     async def get(self, memory_id: int, user_id: str, session_id: int = 0) -> Memory:
@@ -285,19 +317,35 @@ class Memories:
         rows are already confined to the (user, project) that recorded them.
         """
         if memory is None or (not expired_ok and memory.expired(time.time())):
-            raise NotFound(f"memory {memory_id} does not exist")
+            raise NotFound(
+                f"memory {memory_id} does not exist",
+                resource_type="memory",
+                resource_name=memory_id,
+            )
         tenant = tenancy.visible()
         if tenant is not None and memory.tenant != tenant:
-            raise NotFound(f"memory {memory_id} does not exist")
+            raise NotFound(
+                f"memory {memory_id} does not exist",
+                resource_type="memory",
+                resource_name=memory_id,
+            )
         if memory.kind == MemoryKind.USER and (not user_id or memory.user_id != user_id):
-            raise NotFound(f"memory {memory_id} does not exist")
+            raise NotFound(
+                f"memory {memory_id} does not exist",
+                resource_type="memory",
+                resource_name=memory_id,
+            )
         if (
             session_id is not None
             and int(memory.tier) in SESSION_TIERS
             and memory.session_id
             and memory.session_id != session_id
         ):
-            raise NotFound(f"memory {memory_id} does not exist")
+            raise NotFound(
+                f"memory {memory_id} does not exist",
+                resource_type="memory",
+                resource_name=memory_id,
+            )
         return memory
 
     async def list_visible(
@@ -305,7 +353,7 @@ class Memories:
     ) -> Page[Memory]:
         check_scope(scope)
         if kind not in (0, int(MemoryKind.PROJECT), int(MemoryKind.USER)):
-            raise InvalidArgument(f"kind must be PROJECT, USER or unset, got {kind}")
+            raise InvalidArgument(f"kind must be PROJECT, USER or unset, got {kind}", field="kind")
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         where, params = sql_where(scope)
@@ -494,7 +542,9 @@ class Memories:
             rows = await self.db.read_in_transaction(by_memory)
         else:
             if not thread_id.strip():
-                raise InvalidArgument("thread_id is required and must not be blank")
+                raise InvalidArgument(
+                    "thread_id is required and must not be blank", field="thread_id"
+                )
             v.identifier("thread_id", thread_id)
             rows = await self.db.read(
                 lambda c: memory_store.usage_by_thread(c, thread_id, owner, after, size + 1)

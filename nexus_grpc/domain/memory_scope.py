@@ -61,7 +61,10 @@ def check_scope(scope: MemoryScope) -> MemoryScope:
     v.identifier("scope.user_id", scope.user_id)
     v.identifier("scope.agent_id", scope.agent_id)
     if not scope.project_id and not scope.user_id:
-        raise InvalidArgument("scope needs a project_id or a user_id: an empty scope sees nothing")
+        raise InvalidArgument(
+            "scope needs a project_id or a user_id: an empty scope sees nothing",
+            fields=("scope.project_id", "scope.user_id"),
+        )
     return scope
 
 

@@ -27,7 +27,13 @@ from nexus_grpc.core.names import compatible_types
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import facts, paging
 from nexus_grpc.domain import validation as v
-from nexus_grpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from nexus_grpc.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceInfo,
+)
 from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
@@ -159,16 +165,19 @@ class Merges:
     ) -> EntityMerge:
         v.positive_id("target_id", target_id)
         if not source_ids:
-            raise InvalidArgument("source_ids must name at least one entity to merge")
+            raise InvalidArgument(
+                "source_ids must name at least one entity to merge", field="source_ids"
+            )
         if len(source_ids) > MAX_SOURCES:
             raise InvalidArgument(
-                f"source_ids has {len(source_ids)} ids; at most {MAX_SOURCES} per merge"
+                f"source_ids has {len(source_ids)} ids; at most {MAX_SOURCES} per merge",
+                field="source_ids",
             )
         for i in source_ids:
             v.positive_id("source_ids", i)
         sources = list(dict.fromkeys(source_ids))
         if target_id in sources:
-            raise InvalidArgument(f"source_ids includes the target {target_id}")
+            raise InvalidArgument(f"source_ids includes the target {target_id}", field="source_ids")
         v.identifier("request_id", request_id)
         v.text("reason", reason, limit=MAX_REASON_CHARS)
         tenant = tenancy.visible()
@@ -189,18 +198,23 @@ class Merges:
             found = graph_store.get_entities(conn, sources, tenant)
             missing = [i for i in sources if i not in found]
             if missing:
-                raise NotFound(f"source_ids: no entity {', '.join(map(str, missing[:10]))}")
+                raise NotFound(
+                    f"source_ids: no entity {', '.join(map(str, missing[:10]))}",
+                    details=[ResourceInfo("entity", str(i)) for i in missing[:10]],
+                )
             graph = (target.project_id, target.session_id)
             for source in found.values():
                 if (source.project_id, source.session_id) != graph:
                     raise InvalidArgument(
                         f"entity {source.id} is in another graph than target {target_id}:"
-                        " only entities of one graph merge"
+                        " only entities of one graph merge",
+                        field="source_ids",
                     )
                 if source.type not in compatible_types(target.type):
                     raise InvalidArgument(
                         f"entity {source.id} is a {source.type} and target {target_id} a"
-                        f" {target.type}: entities of those types never merge"
+                        f" {target.type}: entities of those types never merge",
+                        field="source_ids",
                     )
             return merge_into(
                 conn,
@@ -237,7 +251,8 @@ class Merges:
         if sum(1 for x in (project_id, session_id, entity_id) if x) != 1:
             raise InvalidArgument(
                 "give exactly one of project_id, session_id (a session outside any project)"
-                " or entity_id"
+                " or entity_id",
+                fields=("project_id", "session_id", "entity_id"),
             )
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)

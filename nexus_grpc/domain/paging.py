@@ -19,7 +19,7 @@ MAX_PAGE_SIZE = 1000
 
 def page_size(requested: int) -> int:
     if requested < 0:
-        raise InvalidArgument(f"page_size must not be negative, got {requested}")
+        raise InvalidArgument(f"page_size must not be negative, got {requested}", field="page_size")
     if requested == 0:
         return DEFAULT_PAGE_SIZE
     return min(requested, MAX_PAGE_SIZE)
@@ -43,7 +43,8 @@ def decode_token(token: str) -> int | None:
         return last_id
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(
-            f"page_token is not a token this service issued: {quoted(token)}"
+            f"page_token is not a token this service issued: {quoted(token)}",
+            field="page_token",
         ) from exc
 
 

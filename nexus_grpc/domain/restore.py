@@ -99,7 +99,7 @@ def kind_of(item: ExportItem) -> str:
 
 def record_error(index: int, kind: str, exc: NexusError) -> NexusError:
     """``exc`` (same status) with the record it is about named first."""
-    return type(exc)(f"record {index} ({kind}): {exc.message}; nothing was restored")
+    return exc.reworded(f"record {index} ({kind}): {exc.message}; nothing was restored")
 
 
 @dataclass(frozen=True)
@@ -139,35 +139,45 @@ def _time(value: float, fallback: float) -> float:
 def _new(ids: set[int], field_name: str, value: int, kind: str) -> None:
     v.positive_id(field_name, value)
     if value in ids:
-        raise InvalidArgument(f"{field_name} {value} is a second {kind} record with that id")
+        raise InvalidArgument(
+            f"{field_name} {value} is a second {kind} record with that id", field=field_name
+        )
     ids.add(value)
 
 
 def _in_project(plan: _Plan, field_name: str, value: int) -> None:
     if value != plan.old_project:
         raise InvalidArgument(
-            f"{field_name} {value} is not the project of this stream ({plan.old_project})"
+            f"{field_name} {value} is not the project of this stream ({plan.old_project})",
+            field=field_name,
         )
 
 
 def _named(ids: set[int], field_name: str, value: int, kind: str) -> None:
     if value not in ids:
-        raise InvalidArgument(f"{field_name} {value} names no {kind} record earlier in the stream")
+        raise InvalidArgument(
+            f"{field_name} {value} names no {kind} record earlier in the stream",
+            field=field_name,
+        )
 
 
 def _confidence(field_name: str, value: float) -> None:
     if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InvalidArgument(f"{field_name} must be between 0 and 1, got {value}")
+        raise InvalidArgument(
+            f"{field_name} must be between 0 and 1, got {value}", field=field_name
+        )
 
 
 def _count(field_name: str, value: int) -> None:
     if value < 0:
-        raise InvalidArgument(f"{field_name} must not be negative, got {value}")
+        raise InvalidArgument(f"{field_name} must not be negative, got {value}", field=field_name)
 
 
 def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:
     if m.kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
-        raise InvalidArgument(f"{prefix}kind must be PROJECT or USER, got {m.kind}")
+        raise InvalidArgument(
+            f"{prefix}kind must be PROJECT or USER, got {m.kind}", field=f"{prefix}kind"
+        )
     v.name(f"{prefix}title", m.title, limit=MAX_TITLE_CHARS, required=True)
     v.text(f"{prefix}content", m.content, limit=v.MAX_MESSAGE_CHARS, required=True)
     _check_tier(f"{prefix}tier", m.tier, default=False)
@@ -175,9 +185,13 @@ def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:
     v.identifier(f"{prefix}user_id", m.user_id)
     v.identifier(f"{prefix}agent_id", m.agent_id)
     if m.kind == MemoryKind.USER and not m.user_id:
-        raise InvalidArgument(f"{prefix}user_id is required for a USER memory")
+        raise InvalidArgument(
+            f"{prefix}user_id is required for a USER memory", field=f"{prefix}user_id"
+        )
     if m.kind == MemoryKind.PROJECT and m.user_id:
-        raise InvalidArgument(f"{prefix}user_id must be empty for a PROJECT memory")
+        raise InvalidArgument(
+            f"{prefix}user_id must be empty for a PROJECT memory", field=f"{prefix}user_id"
+        )
     if m.session_id:
         _named(plan.sessions, f"{prefix}session_id", m.session_id, "session")
     _confidence(f"{prefix}confidence", m.confidence)
@@ -246,7 +260,8 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         external_id = v.external_id(item.external_id)
         if external_id in plan.external_ids:
             raise InvalidArgument(
-                f"session.external_id {external_id} is a second session record with it"
+                f"session.external_id {external_id} is a second session record with it",
+                field="session.external_id",
             )
         plan.external_ids.add(external_id)
         v.identifier("session.user_id", item.user_id)
@@ -277,17 +292,20 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         if last_memory is None or item.memory_id != last_memory:
             raise InvalidArgument(
                 f"memory_revision.memory_id {item.memory_id} is not the memory record just"
-                " before it (a memory's revisions follow it)"
+                " before it (a memory's revisions follow it)",
+                field="memory_revision.memory_id",
             )
         if item.action not in (UPDATE, DELETE, EXPIRE):
             raise InvalidArgument(
-                f"memory_revision.change must be UPDATE, DELETE or EXPIRE, got {item.action}"
+                f"memory_revision.change must be UPDATE, DELETE or EXPIRE, got {item.action}",
+                field="memory_revision.change",
             )
         unknown = [f for f in item.changed if f not in UPDATE_FIELDS]
         if unknown:
             raise InvalidArgument(
                 f"memory_revision.changed_fields names {unknown[0]!r}, not a memory field"
-                f" an update changes ({', '.join(UPDATE_FIELDS)})"
+                f" an update changes ({', '.join(UPDATE_FIELDS)})",
+                field="memory_revision.changed_fields",
             )
         v.identifier("memory_revision.request_id", item.request_id)
         v.name("memory_revision.principal", item.principal)
@@ -298,7 +316,8 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _in_project(plan, "entity.project_id", item.project_id)
         if item.session_id:
             raise InvalidArgument(
-                "entity.session_id must be 0: a project's graph is the project's, not a session's"
+                "entity.session_id must be 0: a project's graph is the project's, not a session's",
+                field="entity.session_id",
             )
         v.name("entity.name", item.name, required=True)
         etype = _entity_type("entity.type", item.type, required=True)
@@ -307,14 +326,18 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         if key in plan.entity_keys:
             raise InvalidArgument(
                 f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
-                " and type (names compare as their keys: case, spacing, punctuation aside)"
+                " and type (names compare as their keys: case, spacing, punctuation aside)",
+                fields=("entity.name", "entity.type"),
             )
         plan.entity_keys.add(key)
         _notes(item.notes or "")
         _confidence("entity.confidence", item.confidence)
         _count("entity.mention_count", item.mention_count)
         if item.source not in (SOURCE_EXTRACTION, SOURCE_MANUAL):
-            raise InvalidArgument(f"entity.source must be EXTRACTION or MANUAL, got {item.source}")
+            raise InvalidArgument(
+                f"entity.source must be EXTRACTION or MANUAL, got {item.source}",
+                field="entity.source",
+            )
         return replace(item, type=etype, created_at=_time(item.created_at, at))
     if isinstance(item, Relationship):
         _named(plan.entities, "relationship.from_id", item.from_id, "entity")
@@ -323,7 +346,10 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         created = _time(item.created_at, at)
         valid = item.valid_at or created
         if item.invalid_at is not None and item.invalid_at <= valid:
-            raise InvalidArgument("relationship.invalid_time must be after its valid_time")
+            raise InvalidArgument(
+                "relationship.invalid_time must be after its valid_time",
+                field="relationship.invalid_time",
+            )
         edge = (item.from_id, item.to_id, label, valid)
         if edge in plan.edges:
             raise InvalidArgument(
@@ -341,7 +367,10 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _named(plan.entities, "entity_alias.entity_id", item.entity_id, "entity")
         v.name("entity_alias.name", item.name, required=True)
         if item.method not in METHODS:
-            raise InvalidArgument(f"entity_alias.method is not a resolution method: {item.method}")
+            raise InvalidArgument(
+                f"entity_alias.method is not a resolution method: {item.method}",
+                field="entity_alias.method",
+            )
         if item.episode_id:
             _named(plan.episodes, "entity_alias.episode_id", item.episode_id, "episode")
         return replace(item, created_at=_time(item.created_at, at))
@@ -358,9 +387,13 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
         _named(plan.entities, "relationship_evidence.from_id", item.from_id, "entity")
         _named(plan.entities, "relationship_evidence.to_id", item.to_id, "entity")
         if item.kind not in (ASSERT, END):
-            raise InvalidArgument(f"relationship_evidence kind {item.kind!r}")
+            raise InvalidArgument(
+                f"relationship_evidence kind {item.kind!r}", field="relationship_evidence.kind"
+            )
         if not item.at:
-            raise InvalidArgument("relationship_evidence.time is required")
+            raise InvalidArgument(
+                "relationship_evidence.time is required", field="relationship_evidence.time"
+            )
         if item.episode_id:
             _named(plan.episodes, "relationship_evidence.episode_id", item.episode_id, "episode")
         _count("relationship_evidence.mentions", item.mentions)
@@ -369,7 +402,10 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
     if isinstance(item, EntityMerge):
         _named(plan.entities, "entity_merge.target_id", item.target_id, "entity")
         if item.method not in (MERGE_MANUAL, MERGE_LLM):
-            raise InvalidArgument(f"entity_merge.method is not a merge method: {item.method}")
+            raise InvalidArgument(
+                f"entity_merge.method is not a merge method: {item.method}",
+                field="entity_merge.method",
+            )
         for source in item.sources:
             for ev in (*source.evidence_from, *source.evidence_to):
                 _named(plan.evidence, "entity_merge.sources.evidence ids", ev, "evidence")

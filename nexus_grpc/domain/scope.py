@@ -31,16 +31,25 @@ def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) ->
         session = session_store.get(conn, session_id, tenant)
         if project_id and session.project_id != project_id:
             raise InvalidArgument(
-                f"session {session_id} is not in project_id {project_id}; give one or the other"
+                f"session {session_id} is not in project_id {project_id}; give one or the other",
+                fields=("session_id", "project_id"),
             )
         if session.project_id:
             return session_store.project_session_ids(conn, session.project_id)
         return [session.id]
     if project_id:
         if not project_store.exists(conn, project_id, tenant):
-            raise NotFound(f"project {project_id} does not exist")
+            raise NotFound(
+                f"project {project_id} does not exist",
+                resource_type="project",
+                resource_name=project_id,
+            )
         return session_store.project_session_ids(conn, project_id)
-    raise InvalidArgument("session_id or project_id is required to scope a search")
+    raise InvalidArgument(
+        "session_id or project_id is required to scope a search",
+        fields=("session_id", "project_id"),
+    )
+
 
 
 def check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:

@@ -99,7 +99,10 @@ class Summaries:
         v.positive_id("summary.project_id", project_id, required=False)
         v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
         if not session_id and not project_id:
-            raise InvalidArgument("summary needs a session_id or a project_id")
+            raise InvalidArgument(
+                "summary needs a session_id or a project_id",
+                fields=("summary.session_id", "summary.project_id"),
+            )
         first = v.positive_id(
             "summary.first_episode_id", values.get("first_episode_id", 0), required=False
         )
@@ -111,7 +114,8 @@ class Summaries:
         )
         if first and last and first > last:
             raise InvalidArgument(
-                f"summary.first_episode_id {first} is after summary.last_episode_id {last}"
+                f"summary.first_episode_id {first} is after summary.last_episode_id {last}",
+                fields=("summary.first_episode_id", "summary.last_episode_id"),
             )
 
         tenant = tenancy.visible()
@@ -123,7 +127,8 @@ class Summaries:
                 if project_id and session.project_id != project_id:
                     raise InvalidArgument(
                         f"session {session_id} is not in project {project_id}; give one or the"
-                        " other (a session summary belongs to its session's project)"
+                        " other (a session summary belongs to its session's project)",
+                        fields=("summary.session_id", "summary.project_id"),
                     )
             elif not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
@@ -190,11 +195,17 @@ class Summaries:
                 )
             if project_id:
                 if not project_store.exists(conn, project_id, tenant):
-                    raise NotFound(f"project {project_id} does not exist")
+                    raise NotFound(
+                        f"project {project_id} does not exist",
+                        resource_type="project",
+                        resource_name=project_id,
+                    )
                 return summary_store.list_for_project(
                     conn, project_id, after, size + 1, retained_at=at
                 )
-            raise InvalidArgument("session_id or project_id is required")
+            raise InvalidArgument(
+                "session_id or project_id is required", fields=("session_id", "project_id")
+            )
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
@@ -350,7 +361,11 @@ class Summaries:
 
         def read(conn: sqlite3.Connection) -> Summary | None:
             if not project_store.exists(conn, project_id, tenant):
-                raise NotFound(f"project {project_id} does not exist")
+                raise NotFound(
+                    f"project {project_id} does not exist",
+                    resource_type="project",
+                    resource_name=project_id,
+                )
             return summary_store.overview(conn, project_id, retained_at=at)
 
         return await self.db.read_in_transaction(read)
@@ -433,7 +448,11 @@ class Summaries:
             if existing is not None:
                 return summary_store.update(conn, existing.id, changes)
             if not project_store.exists(conn, project_id):
-                raise NotFound(f"project {project_id} was deleted while being summarized")
+                raise NotFound(
+                    f"project {project_id} was deleted while being summarized",
+                    resource_type="project",
+                    resource_name=project_id,
+                )
             return summary_store.insert(conn, session_id=0, project_id=project_id, **changes)
 
         summary = await self.db.write(write)

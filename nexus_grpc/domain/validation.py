@@ -1,7 +1,10 @@
 """Input checks shared by every use case.
 
 Each failure names the field and the problem, so a client can fix its call
-without reading server logs.
+without reading server logs: in the message for people, and as the
+InvalidArgument's ``field`` (a BadRequest field violation on the wire) for
+programs. ``field`` is the caller's path to the value, in the proto's names
+(``memory.title``, ``scope.user_id``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.core.models import TimeWindow
-from nexus_grpc.errors import InvalidArgument
+from nexus_grpc.errors import FieldViolation, InvalidArgument
 
 # Per-field caps.  They bound what one call can make the server hold, embed or
 # send to the LLM; the gRPC message cap bounds the whole request.
@@ -64,11 +67,13 @@ def _visible(value: str) -> bool:
 
 def text(field: str, value: str, *, limit: int, required: bool = False) -> str:
     if required and not _visible(value):
-        raise InvalidArgument(f"{field} is required and must not be blank")
+        raise InvalidArgument(f"{field} is required and must not be blank", field=field)
     if len(value) > limit:
-        raise InvalidArgument(f"{field} is {len(value)} characters; the limit is {limit}")
+        raise InvalidArgument(
+            f"{field} is {len(value)} characters; the limit is {limit}", field=field
+        )
     if "\x00" in value:
-        raise InvalidArgument(f"{field} must not contain NUL characters")
+        raise InvalidArgument(f"{field} must not contain NUL characters", field=field)
     return value
 
 
@@ -81,7 +86,8 @@ def name(field: str, value: str, *, limit: int = MAX_NAME_CHARS, required: bool 
     if found:
         raise InvalidArgument(
             f"{field} must not contain control characters; found"
-            f" {escape_controls(found.group())} at position {found.start()}"
+            f" {escape_controls(found.group())} at position {found.start()}",
+            field=field,
         )
     return value
 
@@ -92,13 +98,13 @@ def identifier(field: str, value: str) -> str:
     to one check and one user to another."""
     name(field, value, limit=MAX_ID_CHARS)
     if value != value.strip():
-        raise InvalidArgument(f"{field} must not start or end with whitespace")
+        raise InvalidArgument(f"{field} must not start or end with whitespace", field=field)
     return value
 
 
 def positive_id(field: str, value: int, *, required: bool = True) -> int:
     if value < 0 or (required and value == 0):
-        raise InvalidArgument(f"{field} must be a positive id, got {value}")
+        raise InvalidArgument(f"{field} must be a positive id, got {value}", field=field)
     return value
 
 
@@ -106,7 +112,8 @@ def metadata(field: str, value: Mapping[str, Any]) -> dict[str, Any]:
     encoded = json.dumps(value)
     if len(encoded) > MAX_METADATA_BYTES:
         raise InvalidArgument(
-            f"{field} is {len(encoded)} bytes as JSON; the limit is {MAX_METADATA_BYTES}"
+            f"{field} is {len(encoded)} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
+            field=field,
         )
     return dict(value)
 
@@ -117,34 +124,39 @@ def external_id(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError as exc:
-        raise InvalidArgument(f"external_id must be a UUID, got {quoted(value)}") from exc
+        raise InvalidArgument(
+            f"external_id must be a UUID, got {quoted(value)}", field="external_id"
+        ) from exc
 
 
 def search_limit(value: int) -> int:
     if value < 0:
-        raise InvalidArgument(f"limit must not be negative, got {value}")
+        raise InvalidArgument(f"limit must not be negative, got {value}", field="limit")
     if value > MAX_SEARCH_LIMIT:
-        raise InvalidArgument(f"limit is {value}; the maximum is {MAX_SEARCH_LIMIT}")
+        raise InvalidArgument(f"limit is {value}; the maximum is {MAX_SEARCH_LIMIT}", field="limit")
     return value or DEFAULT_SEARCH_LIMIT
 
 
 def query(value: str) -> str:
     text("query", value, limit=MAX_QUERY_CHARS)
     if not value.strip():
-        raise InvalidArgument("query is required and must not be blank")
+        raise InvalidArgument("query is required and must not be blank", field="query")
     return value.strip()
 
 
 def update_mask(paths: list[str], allowed: tuple[str, ...]) -> list[str]:
     if not paths:
-        raise InvalidArgument(f"update_mask must name at least one of: {', '.join(allowed)}")
+        raise InvalidArgument(
+            f"update_mask must name at least one of: {', '.join(allowed)}", field="update_mask"
+        )
     unknown = [p for p in paths if p not in allowed]
     if unknown:
         shown = ", ".join(quoted(p, 40) for p in unknown[:5])
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidArgument(
             f"update_mask names fields that cannot be updated: {shown}{more}"
-            f" (allowed: {', '.join(allowed)})"
+            f" (allowed: {', '.join(allowed)})",
+            field="update_mask",
         )
     return list(dict.fromkeys(paths))
 
@@ -152,7 +164,9 @@ def update_mask(paths: list[str], allowed: tuple[str, ...]) -> list[str]:
 def occur_time(field: str, value: float | None) -> float | None:
     """When an exchange happened; None (unset) means now."""
     if value is not None and value > time.time() + MAX_CLOCK_SKEW_SECONDS:
-        raise InvalidArgument(f"{field} is in the future; an exchange must have happened already")
+        raise InvalidArgument(
+            f"{field} is in the future; an exchange must have happened already", field=field
+        )
     return value
 
 
@@ -161,5 +175,11 @@ def time_window(window: TimeWindow | None) -> TimeWindow | None:
     if window is None or window.empty:
         return None
     if window.start is not None and window.end is not None and window.start >= window.end:
-        raise InvalidArgument("start_time must be earlier than end_time")
+        raise InvalidArgument(
+            "start_time must be earlier than end_time",
+            details=(
+                FieldViolation("start_time", "start_time must be earlier than end_time"),
+                FieldViolation("end_time", "end_time must be later than start_time"),
+            ),
+        )
     return window

@@ -40,7 +40,12 @@ def run_light(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_base_dependencies_are_the_clients_and_the_extra_has_the_servers():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = {d.split("=")[0].split(">")[0].split("<")[0] for d in project["dependencies"]}
-    assert base == {"grpcio", "grpcio-health-checking", "protobuf"}
+    # grpcio-status and googleapis-common-protos: the client decodes the
+    # google.rpc error details of a refusal.
+    assert base == {
+        "grpcio", "grpcio-health-checking", "grpcio-status", "googleapis-common-protos",
+        "protobuf",
+    }
     server = " ".join(project["optional-dependencies"]["server"])
     for dist in ("aiosqlite", "qdrant-client", "onnxruntime", "ollama", "grpcio-reflection"):
         assert dist in server

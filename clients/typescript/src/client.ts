@@ -169,7 +169,7 @@ export class NexusClient {
     return new Promise((resolve, reject) => {
       this.channel.waitForReady(Date.now() + timeoutMs, (error) => {
         if (error) {
-          reject(new NexusError(grpc.status.UNAVAILABLE, `${this.target}: ${error.message}`));
+          reject(NexusError.of(grpc.status.UNAVAILABLE, `${this.target}: ${error.message}`));
         } else {
           resolve();
         }
@@ -243,7 +243,7 @@ export class NexusClient {
     opts: CallOptions,
   ): Promise<unknown> {
     if (opts.signal?.aborted) {
-      return Promise.reject(new NexusError(grpc.status.CANCELLED, "aborted before the call"));
+      return Promise.reject(NexusError.of(grpc.status.CANCELLED, "aborted before the call"));
     }
     return new Promise((resolve, reject) => {
       const call = this.channel.makeUnaryRequest(
@@ -272,7 +272,7 @@ export class NexusClient {
     opts: CallOptions,
   ): Promise<unknown> {
     if (opts.signal?.aborted) {
-      throw new NexusError(grpc.status.CANCELLED, "aborted before the call");
+      throw NexusError.of(grpc.status.CANCELLED, "aborted before the call");
     }
     let call: grpc.ClientWritableStream<unknown> | undefined;
     const answer = new Promise<unknown>((resolve, reject) => {

@@ -1,6 +1,31 @@
 export { NexusClient } from "./client";
 export type { CallOptions, NexusClientOptions, ServerStream, ServiceClient, TlsOptions } from "./client";
-export { NexusError } from "./errors";
+export {
+  NexusError,
+  NexusAlreadyExists,
+  NexusCancelled,
+  NexusDeadlineExceeded,
+  NexusFailedPrecondition,
+  NexusInternal,
+  NexusInvalidArgument,
+  NexusNotFound,
+  NexusPermissionDenied,
+  NexusResourceExhausted,
+  NexusUnauthenticated,
+  NexusUnavailable,
+  NexusUnimplemented,
+  STATUS_DETAILS_KEY,
+  decodeStatusDetails,
+} from "./errors";
+export type {
+  ErrorInfo,
+  FieldViolation,
+  PreconditionViolation,
+  QuotaViolation,
+  ResourceInfo,
+  StatusDetails,
+  UnknownDetail,
+} from "./errors";
 export { DEFAULT_RETRY_POLICY, HEALTH_SERVICE_NAME, retryableMethods, serviceConfig } from "./retry";
 export { HEALTH_CHECKED_ROUND_ROBIN, registerHealthCheckedRoundRobin } from "./health";
 export type { RetryPolicy } from "./retry";

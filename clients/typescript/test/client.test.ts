@@ -5,7 +5,20 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { NexusClient, NexusError, Status, graph, memory, retryableMethods, serviceConfig, summary } from "../src";
+import {
+  NexusClient,
+  NexusError,
+  NexusInvalidArgument,
+  NexusNotFound,
+  NexusResourceExhausted,
+  NexusUnauthenticated,
+  Status,
+  graph,
+  memory,
+  retryableMethods,
+  serviceConfig,
+  summary,
+} from "../src";
 import { freePort, Instances, Server } from "./server";
 
 test("only calls safe to repeat are in the retry policy", () => {
@@ -144,6 +157,33 @@ describe("against a plaintext server", () => {
     });
   });
 
+  test("a refusal is the typed error for its status, with the server's google.rpc details", async () => {
+    const title = client.memory.createMemory({
+      memory: { kind: memory.MemoryKind.MEMORY_KIND_USER, title: "", content: "c", userId: "alice" } as memory.Memory,
+    });
+    await assert.rejects(title, (error: unknown) => {
+      assert.ok(error instanceof NexusInvalidArgument, String(error));
+      assert.ok(error instanceof NexusError, "the typed errors are NexusErrors");
+      assert.equal(error.code, Status.INVALID_ARGUMENT);
+      assert.equal(error.details, "memory.title is required and must not be blank");
+      assert.deepEqual(error.fieldViolations, [{ field: "memory.title", description: error.details }]);
+      assert.ok(error.requestId, "the request id trailer survives beside the details");
+      return true;
+    });
+    await assert.rejects(client.memory.listMemories({ scope: { userId: " bob" } as memory.MemoryScope }), (error: unknown) => {
+      assert.ok(error instanceof NexusInvalidArgument);
+      assert.deepEqual(error.fieldViolations.map((v) => v.field), ["scope.user_id"]);
+      return true;
+    });
+    await assert.rejects(client.memory.getSession({ id: 987_654 }), (error: unknown) => {
+      assert.ok(error instanceof NexusNotFound, String(error));
+      assert.equal(error.resourceInfo?.resourceType, "session");
+      assert.equal(error.resourceInfo?.resourceName, "987654");
+      assert.deepEqual(error.fieldViolations, []);
+      return true;
+    });
+  });
+
   test("a deadline ends a call that outlives it", async () => {
     const started = Date.now();
     const events = client.graph.watchExtractions({}, { timeoutMs: 300 });
@@ -178,6 +218,48 @@ describe("against a plaintext server", () => {
     } finally {
       nobody.close();
     }
+  });
+});
+
+describe("against a server that takes one WatchExtractions stream", () => {
+  const server = new Server(["--max-watch-streams", "1"]);
+  let client: NexusClient;
+
+  before(async () => {
+    await server.start();
+    client = new NexusClient(server.target, { timeoutMs: 10_000, retry: false });
+  });
+  after(async () => {
+    client?.close();
+    await server.stop();
+  });
+
+  test("a stream past the cap is NexusResourceExhausted naming the limit in a QuotaFailure", async () => {
+    // Two streams against a limit of one: whichever the server takes second is refused.
+    const controller = new AbortController();
+    const firstFailure = (stream: AsyncIterable<unknown>): Promise<unknown> =>
+      (async () => {
+        for await (const _ of stream) {
+          // events would come only from extractions; none run here
+        }
+      })().then(
+        () => new Promise(() => undefined), // cancelled at the end: never the refusal
+        (error: unknown) => error,
+      );
+    const refused = await Promise.race([
+      firstFailure(client.graph.watchExtractions({}, { signal: controller.signal })),
+      firstFailure(client.graph.watchExtractions({}, { signal: controller.signal })),
+    ]);
+    controller.abort();
+    assert.ok(refused instanceof NexusResourceExhausted, String(refused));
+    assert.match(refused.details, /--max-watch-streams/);
+    assert.equal(refused.quotaViolations.length, 1);
+    const [quota] = refused.quotaViolations;
+    assert.equal(quota.quotaId, "max-watch-streams");
+    assert.equal(quota.quotaValue, 1);
+    assert.equal(quota.subject, "server");
+    assert.equal(refused.errorInfo?.reason, "WATCH_STREAM_LIMIT");
+    assert.equal(refused.errorInfo?.domain, "nexus-grpc");
   });
 });
 
@@ -274,7 +356,10 @@ describe("against a TLS server that requires a client certificate and an API key
     const client = new NexusClient(server.target, { tls: mtls() });
     try {
       await assert.rejects(client.memory.getServiceStatus({}), (error: unknown) => {
-        return error instanceof NexusError && error.code === Status.UNAUTHENTICATED;
+        assert.ok(error instanceof NexusUnauthenticated, String(error));
+        assert.equal(error.code, Status.UNAUTHENTICATED);
+        assert.equal(error.errorInfo?.reason, "API_KEY_MISSING");
+        return true;
       });
     } finally {
       client.close();
