@@ -462,9 +462,16 @@ class Settings:
 
 
 #: Settings that hold a URL, which may carry credentials: each is shown masked.
-URL_SETTINGS = ("database_url", "qdrant_url", "ollama_url", "llm_url", "otel_endpoint")
+URL_SETTINGS = (
+    "database_url",
+    "qdrant_url",
+    "ollama_url",
+    "llm_url",
+    "otel_endpoint",
+    "reranker_url",
+)
 #: Settings that are credentials themselves: never shown.
-KEY_SETTINGS = ("qdrant_api_key", "llm_api_key")
+KEY_SETTINGS = ("qdrant_api_key", "llm_api_key", "reranker_api_key")
 
 #: Every option by field name, in declaration order.
 OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(Settings)}

@@ -266,7 +266,9 @@ class _Import:
             await self._settle(None)
         await self.flush_episodes()
         await self.flush_memory()
-        if self.formation_after:
+        # Unset (0) in the file is set back too: the project then reads unset,
+        # as it was exported, and forms with the default.
+        if self.formation_after is not None:
             await self.client.update_project(
                 project=memory_pb2.Project(
                     id=self.project_id,

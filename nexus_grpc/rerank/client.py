@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.rerank.errors import (
     RerankBadAnswer,
     RerankError,
@@ -56,7 +57,7 @@ def endpoint_of(url: str) -> str:
     """The rerank endpoint ``url`` names; ValueError when it is no http(s) URL."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        raise ValueError(f"{mask_url(url)!r} is not an http:// or https:// URL")
     path = parts.path.rstrip("/")
     if path in ("", "/v1", "/v2"):
         path += "/rerank"
@@ -67,7 +68,9 @@ class RerankClient:
     """One rerank service, over one pooled HTTP client."""
 
     def __init__(self, url: str, *, model: str = "", api_key: str = "") -> None:
-        self.endpoint = endpoint_of(url)
+        self._url = endpoint_of(url)
+        # What messages and the status show: a password in the URL stays here.
+        self.endpoint = mask_url(self._url)
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(headers=headers)
@@ -98,9 +101,8 @@ class RerankClient:
         except (TimeoutError, httpx.TimeoutException):
             raise RerankTimeout(f"{self.endpoint} did not answer within {timeout:.2f} s") from None
         except httpx.HTTPError as exc:
-            raise RerankUnreachable(
-                f"cannot reach {self.endpoint}: {type(exc).__name__}: {exc}".rstrip(": ")
-            ) from None
+            reason = f"{type(exc).__name__}: {scrub(str(exc))}".rstrip(": ")
+            raise RerankUnreachable(f"cannot reach {self.endpoint}: {reason}") from None
         if status >= 400:
             raise _rejected(self.endpoint, status, data, text)
         if data is None:
@@ -122,7 +124,7 @@ class RerankClient:
             body["top_n"] = len(documents)
         if self.model:
             body["model"] = self.model
-        response = await self._http.post(self.endpoint, json=body, timeout=timeout)
+        response = await self._http.post(self._url, json=body, timeout=timeout)
         text = response.text
         try:
             data = json.loads(text)

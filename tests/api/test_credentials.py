@@ -41,6 +41,8 @@ SECRETS = {
     "llm_url": "llm-pass-5e1c",
     "llm_api_key": "llm-key-5e1c",
     "otel_endpoint": "otel-pass-5e1c",
+    "reranker_url": "rr-pass-5e1c",
+    "reranker_api_key": "rr-key-5e1c",
 }
 
 
@@ -157,7 +159,8 @@ def assert_no_secret(texts: list[str], where: str) -> None:
 async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_log(
     tmp_path, pg_url, log_text
 ):
-    """Ollama for the LLM and the embedder, Qdrant for vectors: all away."""
+    """Ollama for the LLM and the embedder, Qdrant for vectors, a reranker:
+    all away."""
     port = dead_port()
     settings = Settings(
         listen="127.0.0.1:0",
@@ -168,6 +171,8 @@ async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_lo
         ollama_url=f"http://ol:{SECRETS['ollama_url']}@127.0.0.1:{port}",
         embedder="ollama",
         llm_timeout=2,
+        reranker_url=f"http://rr:{SECRETS['reranker_url']}@127.0.0.1:{port}/v1",
+        reranker_api_key=SECRETS["reranker_api_key"],
     )
     running = await start_server(settings, App(settings))
     h = harness_for(running)
@@ -182,6 +187,7 @@ async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_lo
     details = " ".join(d.detail for d in status.dependencies)
     assert f"http://ol:***@127.0.0.1:{port}" in details
     assert f"http://qd:***@127.0.0.1:{port}" in details
+    assert f"http://rr:***@127.0.0.1:{port}/v1/rerank" in details
     assert "***@" in log_text.getvalue()
 
 
