@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from nexus_grpc import tracing
 from nexus_grpc.config import Settings
+from nexus_grpc.core import storage
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, StoreUnavailable
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
@@ -49,9 +50,10 @@ from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.rerank import RerankClient, Reranker
-from nexus_grpc.store import Database, meta
+from nexus_grpc.store import Database as SQLiteDatabase
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store import meta
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
 from nexus_grpc.vectors import (
@@ -99,20 +101,16 @@ class ServiceState:
     event_loop: LoopLag | None = None
 
 
-def make_database(settings: Settings) -> Database:
-    """SQLite in --data-dir, or PostgreSQL at --database-url."""
+def make_database(settings: Settings) -> storage.Database:
+    """SQLite in --data-dir, or PostgreSQL at --database-url: either is a
+    ``core.storage.Database``, and the domain never learns which it has."""
     if settings.database_url:
         if not is_postgres_url(settings.database_url):
             raise StartupError(
                 f"--database-url must be a postgresql:// URL, not {mask_url(settings.database_url)}"
             )
-        # PostgresDatabase has Database's interface (open, write, read,
-        # read_in_transaction, close): the domain never learns which it has.
-        return cast(
-            Database,
-            PostgresDatabase(settings.database_url, default_tenant=settings.default_tenant),
-        )
-    return Database(
+        return PostgresDatabase(settings.database_url, default_tenant=settings.default_tenant)
+    return SQLiteDatabase(
         settings.sqlite_path,
         synchronous=settings.sqlite_synchronous,
         default_tenant=settings.default_tenant,
@@ -141,7 +139,7 @@ def embedding_signature(embedder: Embedder) -> str:
     return f"{embedder.model_id}:{embedder.dimension}"
 
 
-def check_embedder(conn: sqlite3.Connection, signature: str) -> None:
+def check_embedder(conn: Connection, signature: str) -> None:
     """Record the embedding model on first start; refuse a different one later."""
     recorded = meta.get(conn, EMBEDDING_META_KEY)
     if recorded is None:
@@ -414,7 +412,7 @@ class App:
         try:
             await self.db.open()
             await self.db.write(job_store.reset_running)
-        except (sqlite3.Error, OSError, RuntimeError) as exc:
+        except (StoreUnavailable, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         if isinstance(self.db, PostgresDatabase):
             # Extraction outcomes committed by any instance wake this one's watchers.

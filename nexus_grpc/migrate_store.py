@@ -13,13 +13,12 @@ the Qdrant of ``--qdrant-url``) from those.
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
 from typing import Any, TextIO
 
 from nexus_grpc.config import Settings
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import copy
-from nexus_grpc.store.migrations import LATEST_VERSION as SQLITE_VERSION
 from nexus_grpc.store.postgres import PostgresDatabase, mask_url
 
 BATCH = 1000
@@ -29,26 +28,14 @@ class MigrateError(RuntimeError):
     """The copy cannot start or did not verify; the message says which."""
 
 
-def _open_source(settings: Settings) -> sqlite3.Connection:
-    path = settings.sqlite_path
-    if not path.is_file():
-        raise MigrateError(f"no embedded database at {path} (--data-dir {settings.data_dir})")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version != SQLITE_VERSION:
-        conn.close()
-        raise MigrateError(
-            f"{path} is at schema version {version}, this build copies version"
-            f" {SQLITE_VERSION}: start `nexus-grpc serve` on it once to migrate it first"
-        )
-    return conn
-
-
 async def migrate_store(settings: Settings, progress: TextIO) -> dict[str, int]:
     """Copy, verify, and return the rows per table."""
     if not settings.database_url:
         raise MigrateError("--database-url is required: the PostgreSQL database to copy into")
-    source = _open_source(settings)
+    try:
+        source = copy.open_source(settings.sqlite_path)
+    except ValueError as exc:
+        raise MigrateError(f"{exc} (--data-dir {settings.data_dir})") from None
     target = PostgresDatabase(settings.database_url, default_tenant=settings.default_tenant)
     try:
         await target.open()
@@ -88,7 +75,7 @@ async def _claim_target(target: PostgresDatabase, source: str, url: str) -> None
     """Copy only into an empty database, or into this source's own earlier copy:
     resuming into anything else would mix two datasets."""
 
-    def claim(conn: sqlite3.Connection) -> None:
+    def claim(conn: Connection) -> None:
         earlier = copy.source_of(conn)
         if earlier is None and copy.holds_data(conn):
             raise MigrateError(
@@ -103,7 +90,7 @@ async def _claim_target(target: PostgresDatabase, source: str, url: str) -> None
 
 
 async def _copy_table(
-    source: sqlite3.Connection, target: PostgresDatabase, table: copy.Table, progress: TextIO
+    source: Connection, target: PostgresDatabase, table: copy.Table, progress: TextIO
 ) -> int:
     here = copy.sqlite_columns(source, table.name)
     there = await target.read(lambda c: copy.postgres_columns(c, table.name))

@@ -8,12 +8,12 @@ and records that embedder as the one the data is indexed with.
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
 from typing import TextIO
 
 from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_database, make_index
 from nexus_grpc.config import Settings
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.indexer import Indexer
@@ -64,7 +64,7 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
 
         signature = embedding_signature(embedder)
 
-        def record(conn: sqlite3.Connection) -> None:
+        def record(conn: Connection) -> None:
             meta.put(conn, EMBEDDING_META_KEY, signature)
             episode_store.mark_indexed_before(conn, began)
             for spec in vector_collections.ALL:
@@ -79,6 +79,6 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
 
 
 def _load_chunk(
-    spec: vector_collections.CollectionSpec, ids: list[int], conn: sqlite3.Connection
+    spec: vector_collections.CollectionSpec, ids: list[int], conn: Connection
 ) -> dict[int, documents.Document]:
     return spec.load(conn, ids)

@@ -155,3 +155,21 @@ class EpisodeHit:
 class Page(Generic[T]):
     items: list[T]
     next_token: str
+
+
+#: The tiers seen only in their origin session (see domain.memory_scope).
+SESSION_TIERS = (int(Tier.TASK), int(Tier.SESSION))
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    project_id: int = 0
+    user_id: str = ""
+    session_id: int = 0
+    agent_id: str = ""
+    include_archived: bool = False
+
+    def shared_tiers(self) -> tuple[int, ...]:
+        if self.include_archived:
+            return (int(Tier.LONGTERM), int(Tier.ARCHIVE))
+        return (int(Tier.LONGTERM),)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from nexus_grpc.core.models import (
     episode_text,
 )
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -28,10 +28,11 @@ from nexus_grpc.errors import (
     NexusError,
     NotFound,
 )
-from nexus_grpc.store import Database, documents, jobs
+from nexus_grpc.store import documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store.savepoints import savepoint
 
 PROJECT_FIELDS = (
     "name",
@@ -139,7 +140,7 @@ def _check_retry(
 
 
 def _check_same_tenant(
-    conn: sqlite3.Connection, session: Session, project_id: int, field: str, tenant: str | None
+    conn: Connection, session: Session, project_id: int, field: str, tenant: str | None
 ) -> None:
     """A session joins only a project of its own tenant: everything under a
     project must stay in one tenant."""
@@ -213,7 +214,7 @@ def _checked(item: EpisodeInput) -> EpisodeInput:
 
 
 def _import_in(
-    conn: sqlite3.Connection, items: list[tuple[int, EpisodeInput]], tenant: str | None
+    conn: Connection, items: list[tuple[int, EpisodeInput]], tenant: str | None
 ) -> list[tuple[int, Imported | NexusError]]:
     """An import batch in the writer's transaction, in two steps: each item is
     resolved against the database as CreateEpisode would (its session, a
@@ -228,36 +229,33 @@ def _import_in(
     pending: dict[tuple[int, str], tuple[int, EpisodeInput]] = {}
     replays: list[tuple[int, int]] = []  # (item, the earlier item it replays)
     for i, item in items:
-        conn.execute("SAVEPOINT import_item")
         try:
-            session = session_store.get(conn, item.session_id, tenant, retained_at=at)
-            key = (item.session_id, item.request_id)
-            earlier = pending.get(key)
-            existing = None if earlier else episode_store.find_by_request_id(conn, *key)
-            if earlier is not None:
-                _check_pending_retry(earlier[1], item, session)
-                replays.append((i, earlier[0]))
-            elif existing is not None:
-                _check_retry(
-                    existing,
-                    session,
-                    item.request_id,
-                    item.user_message,
-                    item.ai_response,
-                    item.metadata,
-                    item.project_id,
-                    item.occur_at,
-                )
-                outcomes.append((i, Imported(existing.id, True)))
-            else:
-                _attach_project(conn, session, item.project_id, tenant)
-                pending[key] = (i, item)
-                to_insert.append((i, item))
+            with savepoint(conn, "import_item"):
+                session = session_store.get(conn, item.session_id, tenant, retained_at=at)
+                key = (item.session_id, item.request_id)
+                earlier = pending.get(key)
+                existing = None if earlier else episode_store.find_by_request_id(conn, *key)
+                if earlier is not None:
+                    _check_pending_retry(earlier[1], item, session)
+                    replays.append((i, earlier[0]))
+                elif existing is not None:
+                    _check_retry(
+                        existing,
+                        session,
+                        item.request_id,
+                        item.user_message,
+                        item.ai_response,
+                        item.metadata,
+                        item.project_id,
+                        item.occur_at,
+                    )
+                    outcomes.append((i, Imported(existing.id, True)))
+                else:
+                    _attach_project(conn, session, item.project_id, tenant)
+                    pending[key] = (i, item)
+                    to_insert.append((i, item))
         except NexusError as exc:
-            conn.execute("ROLLBACK TO import_item")
             outcomes.append((i, exc))
-        finally:
-            conn.execute("RELEASE import_item")
     ids = episode_store.insert_many(
         conn,
         [
@@ -299,7 +297,7 @@ def _check_pending_retry(first: EpisodeInput, item: EpisodeInput, session: Sessi
 
 
 def _attach_project(
-    conn: sqlite3.Connection, session: Session, project_id: int, tenant: str | None
+    conn: Connection, session: Session, project_id: int, tenant: str | None
 ) -> None:
     """CreateEpisode's project_id: attaches a session that has no project yet."""
     if not project_id or session.project_id == project_id:
@@ -314,7 +312,7 @@ def _attach_project(
 
 
 def _create_in(
-    conn: sqlite3.Connection,
+    conn: Connection,
     item: EpisodeInput,
     tenant: str | None,
     priority: int,
@@ -428,7 +426,7 @@ class Conversations:
         v.positive_id("id", project_id)
         tenant = tenancy.visible()
 
-        def delete(conn: sqlite3.Connection) -> int:
+        def delete(conn: Connection) -> int:
             project_store.get(conn, project_id, tenant)
             owners = project_store.user_memory_owners(conn, project_id)
             _check_owners(f"project {project_id} still holds USER memories", owners)
@@ -462,7 +460,7 @@ class Conversations:
         visible = tenancy.visible()
         tenant = tenancy.creator(self.default_tenant)
 
-        def create(conn: sqlite3.Connection) -> Session:
+        def create(conn: Connection) -> Session:
             owner = tenant
             if project_id:
                 if not project_store.exists(conn, project_id, visible):
@@ -536,7 +534,7 @@ class Conversations:
 
         tenant = tenancy.visible()
 
-        def update(conn: sqlite3.Connection) -> Session:
+        def update(conn: Connection) -> Session:
             session = session_store.get(conn, session_id, tenant)
             new_project = changes.get("project_id")
             if new_project:
@@ -557,7 +555,7 @@ class Conversations:
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
 
-        def delete(conn: sqlite3.Connection) -> int:
+        def delete(conn: Connection) -> int:
             session_store.get(conn, session_id, tenant)
             owners = session_store.task_memory_owners(conn, session_id)
             _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
@@ -626,7 +624,7 @@ class Conversations:
         # key's too: another tenant's session answers as a missing one.
         tenant = tenancy.own(self.default_tenant) if tenancy.caller() else None
 
-        def write(conn: sqlite3.Connection) -> list[tuple[int, Imported | NexusError]]:
+        def write(conn: Connection) -> list[tuple[int, Imported | NexusError]]:
             return _import_in(conn, checked, tenant)
 
         if checked:
@@ -640,7 +638,7 @@ class Conversations:
         tenant = tenancy.visible()
         at = time.time()
 
-        def read(conn: sqlite3.Connection) -> Episode:
+        def read(conn: Connection) -> Episode:
             episode = episode_store.get(conn, episode_id, tenant)
             cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
             if cutoff is not None and episode.occur_at < cutoff:
@@ -665,7 +663,7 @@ class Conversations:
 
         at = time.time()
 
-        def read(conn: sqlite3.Connection) -> list[Episode]:
+        def read(conn: Connection) -> list[Episode]:
             session_store.get(conn, session_id, tenant, retained_at=at)
             cutoff = episode_store.retention_cutoff(conn, session_id, at)
             return episode_store.list_page(conn, session_id, before, size + 1, cutoff)

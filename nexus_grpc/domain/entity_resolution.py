@@ -16,7 +16,6 @@ it (domain/merges.py) if the answer names another entity.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from nexus_grpc.core.graph import (
     SOURCE_EXTRACTION,
 )
 from nexus_grpc.core.names import compatible_types, display_form
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import merges
 from nexus_grpc.domain.resolution import (
     BLOCK_LIMIT,
@@ -51,7 +51,7 @@ from nexus_grpc.llm.resolution import (
     build_resolution_messages,
     parse_resolution,
 )
-from nexus_grpc.store import Database, documents, jobs
+from nexus_grpc.store import documents, jobs
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store.graph import CandidateRow
 from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
@@ -199,7 +199,7 @@ class EntityResolution:
 
     # Later: a pending entity -------------------------------------------------
 
-    async def resolve_pending(self, entity_id: int) -> Callable[[sqlite3.Connection], None] | None:
+    async def resolve_pending(self, entity_id: int) -> Callable[[Connection], None] | None:
         """Ask again about an entity kept apart; returns the write that merges
         or settles it (None: nothing left to do). Raises ``LLMError`` for the
         worker to retry or wait on."""
@@ -232,7 +232,7 @@ class EntityResolution:
             return lambda c: _merge_pending(c, entity_id, chosen, METHOD_LLM)
         candidates = decision.candidates
 
-        def settle_apart(conn: sqlite3.Connection) -> None:
+        def settle_apart(conn: Connection) -> None:
             if graph_store.entity_graph(conn, entity_id) is None:
                 return
             for other in candidates:
@@ -244,7 +244,7 @@ class EntityResolution:
 
 
 def resolver_for(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     mentions: Sequence[Mention],
     exclude: set[int] | frozenset[int] = frozenset(),
@@ -269,7 +269,7 @@ def resolver_for(
 
 
 def _open_names(
-    conn: sqlite3.Connection, graph: Graph, mentions: Sequence[Mention]
+    conn: Connection, graph: Graph, mentions: Sequence[Mention]
 ) -> list[tuple[Mention, tuple[int, ...] | None]]:
     """The names the rules leave open, with their candidates (None: new to
     the rules, so its vector neighbours are looked up)."""
@@ -296,7 +296,7 @@ def _open_names(
 
 
 def settle(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     mentions: Sequence[Mention],
     answers: Answers,
@@ -318,7 +318,7 @@ def settle(
 
 
 def _settle_one(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     m: Mention,
     resolver: Resolver,
@@ -354,7 +354,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _attach(
-    conn: sqlite3.Connection,
+    conn: Connection,
     entity_id: int,
     m: Mention,
     method: str,
@@ -369,7 +369,7 @@ def _attach(
 
 
 def _create(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     m: Mention,
     episode_id: int | None,
@@ -395,7 +395,7 @@ def _create(
 
 
 def _questions(
-    conn: sqlite3.Connection, open_names: Sequence[tuple[Mention, tuple[int, ...]]]
+    conn: Connection, open_names: Sequence[tuple[Mention, tuple[int, ...]]]
 ) -> list[Question]:
     ids = sorted({i for _, cands in open_names for i in cands})
     entities = graph_store.get_entities(conn, ids)
@@ -412,7 +412,7 @@ def _questions(
 
 
 def _pending_view(
-    conn: sqlite3.Connection, entity_id: int
+    conn: Connection, entity_id: int
 ) -> tuple[graph_store.Entity, Match | Unsure | Novel] | None:
     """A pending entity and what the rules say of it now, against every
     other entity but those it was found distinct from."""
@@ -430,7 +430,7 @@ def _pending_view(
     return entity, resolver.decide(mention)
 
 
-def _merge_pending(conn: sqlite3.Connection, entity_id: int, target_id: int, method: str) -> None:
+def _merge_pending(conn: Connection, entity_id: int, target_id: int, method: str) -> None:
     """The pending entity turned out to be ``target``: fold it in, recorded."""
     if graph_store.entity_graph(conn, entity_id) is None:
         return

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from nexus_grpc.core.models import EpisodeHit, SearchMode, TimeWindow
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.retrieval import EPISODES, Call, Engine, EpisodeRequest
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import Database
 from nexus_grpc.vectors import VectorIndex
 
 

@@ -13,7 +13,6 @@ not one snapshot.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
@@ -22,8 +21,8 @@ from typing import Any, TypeVar
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import EntityAlias, EntityEpisode, EntityMerge, Evidence
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
-from nexus_grpc.store import Database
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import graph as graph_store
@@ -144,7 +143,7 @@ class ProjectExport:
         while True:
 
             def fetch(
-                conn: sqlite3.Connection, start: tuple[int, int] | None = after
+                conn: Connection, start: tuple[int, int] | None = after
             ) -> list[tuple[int, int]]:
                 return graph_store.episode_links_in_project(conn, project_id, start, PAGE)
 
@@ -155,15 +154,13 @@ class ProjectExport:
                 return
             after = rows[-1]
 
-    async def _pages(
-        self, read: Callable[[sqlite3.Connection, Any], Sequence[R]]
-    ) -> AsyncIterator[R]:
+    async def _pages(self, read: Callable[[Connection, Any], Sequence[R]]) -> AsyncIterator[R]:
         """Every row ``read`` returns, page after page, oldest first (keyset:
         ``read`` takes the last id already returned)."""
         after: int | None = None
         while True:
 
-            def fetch(conn: sqlite3.Connection, start: int | None = after) -> Sequence[R]:
+            def fetch(conn: Connection, start: int | None = after) -> Sequence[R]:
                 return read(conn, start)
 
             rows = await self.db.read(fetch)
@@ -174,11 +171,11 @@ class ProjectExport:
             after = rows[-1].id  # type: ignore[attr-defined]
 
 
-def _episodes_of(session_id: int) -> Callable[[sqlite3.Connection, Any], list[Episode]]:
+def _episodes_of(session_id: int) -> Callable[[Connection, Any], list[Episode]]:
     return lambda c, after: episode_store.list_for_session(c, session_id, after or 0, PAGE)
 
 
-def _history_of(memory_id: int) -> Callable[[sqlite3.Connection, Any], list[Revision]]:
+def _history_of(memory_id: int) -> Callable[[Connection, Any], list[Revision]]:
     return lambda c, after: history_store.page(c, memory_id, after, PAGE)
 
 

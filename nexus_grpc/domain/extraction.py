@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from nexus_grpc.core.graph import ASSERT, END
 from nexus_grpc.core.models import JobState
 from nexus_grpc.core.names import name_key, search_key
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, formation
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.entity_resolution import (
@@ -53,11 +53,11 @@ from nexus_grpc.llm.extraction import (
     merge_results,
     parse_extraction,
 )
-from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import graph_evidence as evidence_store
+from nexus_grpc.store import jobs
 from nexus_grpc.store import memory_candidates as candidate_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.graph import Entity, Relationship
@@ -65,7 +65,7 @@ from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
-WriteFn = Callable[[sqlite3.Connection], Any]
+WriteFn = Callable[[Connection], Any]
 # Words in a row looked up as names known to the graph: "New York City".
 MAX_NAME_WORDS = 3
 
@@ -81,7 +81,7 @@ class _EpisodeContext:
     formation: str | None = None
 
 
-def episode_scope(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
+def episode_scope(conn: Connection, episode_id: int) -> tuple[int, int] | None:
     """(session id, project id or 0) of an episode, or None if it is gone."""
     return episode_store.scope_of(conn, episode_id)
 
@@ -111,7 +111,7 @@ def _since(at: float | None) -> str:
     return "" if not at else datetime.fromtimestamp(at, UTC).date().isoformat()
 
 
-def _context(conn: sqlite3.Connection, episode_id: int) -> _EpisodeContext | None:
+def _context(conn: Connection, episode_id: int) -> _EpisodeContext | None:
     scope = episode_scope(conn, episode_id)
     if scope is None:
         return None
@@ -192,7 +192,7 @@ def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -
 
 
 def _edge_ends(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: tuple[int, int],
     source: str,
     target: str,
@@ -212,7 +212,7 @@ def _edge_ends(
     return src, dst
 
 
-def _known(conn: sqlite3.Connection, graph: tuple[int, int], surface: str) -> int | None:
+def _known(conn: Connection, graph: tuple[int, int], surface: str) -> int | None:
     found = {
         i
         for etype in ENTITY_TYPES
@@ -222,7 +222,7 @@ def _known(conn: sqlite3.Connection, graph: tuple[int, int], surface: str) -> in
 
 
 def apply_result(
-    conn: sqlite3.Connection,
+    conn: Connection,
     episode_id: int,
     result: ExtractionResult,
     answers: Answers = NO_ANSWERS,
@@ -292,7 +292,7 @@ def apply_result(
     return event_id
 
 
-def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def mark_failed(conn: Connection, job: Job, error: str) -> None:
     """Dead letter: the episode shows FAILED with the error, and watchers hear
     it; its memory formation, which needed the extraction, fails with it."""
     scope = episode_scope(conn, job.target_id)
@@ -303,7 +303,7 @@ def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
     formation.mark_failed(conn, job.target_id, f"extraction failed: {error}")
 
 
-def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def note_retry(conn: Connection, job: Job, error: str) -> None:
     """Still pending, but the last error is visible on the episode."""
     episode_store.set_extract_state(conn, job.target_id, JobState.PENDING, error)
 
@@ -429,7 +429,7 @@ class Extraction:
         return queued
 
 
-def _requeue_one(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> int:
+def _requeue_one(conn: Connection, episode_id: int, tenant: str | None = None) -> int:
     episode_store.get(conn, episode_id, tenant)  # NOT_FOUND, for another tenant's too
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
@@ -440,7 +440,7 @@ def _requeue_one(conn: sqlite3.Connection, episode_id: int, tenant: str | None =
     return 1
 
 
-def _requeue_tenant_failed(conn: sqlite3.Connection, tenant: str) -> int:
+def _requeue_tenant_failed(conn: Connection, tenant: str) -> int:
     """``all_failed`` for a caller confined to one tenant: only its episodes."""
     ids = episode_store.failed_extraction_ids(conn, tenant)
     for episode_id in ids:
@@ -448,5 +448,5 @@ def _requeue_tenant_failed(conn: sqlite3.Connection, tenant: str) -> int:
     return len(ids)
 
 
-def _requeue_all_failed(conn: sqlite3.Connection) -> int:
+def _requeue_all_failed(conn: Connection) -> int:
     return episode_store.requeue_all_failed_extractions(conn)

@@ -3,9 +3,9 @@ subject's intervals after its evidence changed (domain/timeline.py says how)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import timeline
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm.text import to_snake_case
@@ -53,7 +53,7 @@ def check_labels(field: str, labels: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(labels) or None
 
 
-def single_valued(conn: sqlite3.Connection, graph: tuple[int, int]) -> frozenset[str]:
+def single_valued(conn: Connection, graph: tuple[int, int]) -> frozenset[str]:
     """The single-valued labels of a graph: its project's, or the defaults (a
     session's own graph, or a project that kept them)."""
     project_id = graph[0]
@@ -61,9 +61,7 @@ def single_valued(conn: sqlite3.Connection, graph: tuple[int, int]) -> frozenset
     return frozenset(own if own is not None else DEFAULT_SINGLE_VALUED_LABELS)
 
 
-def rederive(
-    conn: sqlite3.Connection, groups: Iterable[tuple[int, str]], labels: frozenset[str]
-) -> None:
+def rederive(conn: Connection, groups: Iterable[tuple[int, str]], labels: frozenset[str]) -> None:
     """Write the intervals of each (from, label) again from its evidence."""
     for from_id, label in sorted(set(groups)):
         evidence = evidence_store.evidence_of(conn, from_id, label)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -52,6 +51,7 @@ from nexus_grpc.core.models import (
     Tier,
 )
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
@@ -68,9 +68,9 @@ from nexus_grpc.llm.formation import (
     build_formation_messages,
     parse_formation,
 )
-from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
+from nexus_grpc.store import jobs
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_candidates as candidate_store
 from nexus_grpc.store import memory_history as history_store
@@ -80,7 +80,7 @@ from nexus_grpc.store.db import now
 from nexus_grpc.store.memories import Memory
 
 log = logging.getLogger(__name__)
-WriteFn = Callable[[sqlite3.Connection], Any]
+WriteFn = Callable[[Connection], Any]
 SIMILAR = 5
 # Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
 # a candidate to be shown to the LLM; below it the candidate is simply new.
@@ -111,7 +111,7 @@ class Forms:
         return bool(self.user_id) if about == "user" else self.project
 
 
-def forms_for(conn: sqlite3.Connection, session: Session) -> Forms | None:
+def forms_for(conn: Connection, session: Session) -> Forms | None:
     """What the session's episodes form now; None: nothing."""
     if not session.project_id:
         return None
@@ -151,7 +151,7 @@ class _Context:
     waiting_on: int | None
 
 
-def _context(conn: sqlite3.Connection, episode_id: int) -> _Context | None:
+def _context(conn: Connection, episode_id: int) -> _Context | None:
     episode = episode_store.find(conn, episode_id)
     if episode is None or episode.memory_state != JobState.PENDING:
         return None
@@ -323,7 +323,7 @@ class MemoryFormationJob:
         self.events.notify()
 
 
-def _memory_time(conn: sqlite3.Connection, m: Memory) -> float:
+def _memory_time(conn: Connection, m: Memory) -> float:
     """When what a memory says was said: its episode's time, else its last write."""
     if m.source_episode_id:
         at = episode_store.occur_at_of(conn, m.source_episode_id)
@@ -353,7 +353,7 @@ def _row(ctx: _Context, c: MemoryCandidate) -> dict[str, Any]:
 
 
 def _apply(
-    conn: sqlite3.Connection,
+    conn: Connection,
     ctx: _Context,
     planned: Sequence[_Planned],
     llm_calls: int,
@@ -412,7 +412,7 @@ def _apply(
 
 
 def _finish(
-    conn: sqlite3.Connection,
+    conn: Connection,
     ctx: _Context,
     operations: Sequence[Operation],
     llm_calls: int,
@@ -434,7 +434,7 @@ def _finish(
     )
 
 
-def mark_failed(conn: sqlite3.Connection, episode_id: int, error: str) -> None:
+def mark_failed(conn: Connection, episode_id: int, error: str) -> None:
     """Formation cannot happen (its job, or its extraction, was dead-lettered):
     the episode shows FAILED, and watchers hear it."""
     ctx = _context(conn, episode_id)

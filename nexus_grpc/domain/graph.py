@@ -4,7 +4,6 @@ and the extraction-event watch."""
 from __future__ import annotations
 
 import functools
-import sqlite3
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +14,7 @@ from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
 from nexus_grpc.core.models import Page, SearchMode
 from nexus_grpc.core.names import compatible_types, name_key
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -25,7 +25,7 @@ from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Res
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import Database, documents, jobs
+from nexus_grpc.store import documents, jobs
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import graph as graph_store
@@ -111,9 +111,7 @@ def _when(as_of: float | None, include_history: bool) -> When:
     return When(history=True) if include_history else CURRENT
 
 
-def _entity_by_key(
-    conn: sqlite3.Connection, graph: tuple[int, int], name: str, etype: str
-) -> int | None:
+def _entity_by_key(conn: Connection, graph: tuple[int, int], name: str, etype: str) -> int | None:
     """The entity a name names exactly, under any spelling it is known by:
     its own key first, else the one entity with that key as an alias."""
     key = name_key(name, etype)
@@ -202,7 +200,7 @@ class Graph:
                 documents.entity_text(clean_name, clean_type, clean_notes)
             )
 
-        def write(conn: sqlite3.Connection, vector: list[float] | None) -> Entity:
+        def write(conn: Connection, vector: list[float] | None) -> Entity:
             if project_id and not project_store.exists(conn, project_id, tenant):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
             if session_id:
@@ -255,7 +253,7 @@ class Graph:
         v.positive_id("id", entity_id)
         tenant = tenancy.visible()
 
-        def write(conn: sqlite3.Connection) -> int:
+        def write(conn: Connection) -> int:
             entity = graph_store.get_entity(conn, entity_id, tenant)  # NOT_FOUND across tenants
             # Facts of others this entity ended or was the value of hold
             # differently without it: derive them again.
@@ -321,7 +319,7 @@ class Graph:
         after = paging.decode_token(page_token)
         tenant = tenancy.visible()
 
-        def read(conn: sqlite3.Connection) -> list[EntityAlias]:
+        def read(conn: Connection) -> list[EntityAlias]:
             graph_store.get_entity(conn, entity_id, tenant)
             return graph_store.list_aliases(conn, entity_id, after, size + 1)
 
@@ -359,7 +357,7 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def write(conn: sqlite3.Connection) -> Relationship:
+        def write(conn: Connection) -> Relationship:
             graphs = []
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
                 graph = graph_store.entity_graph(conn, entity_id, tenant)
@@ -405,7 +403,7 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def read(conn: sqlite3.Connection) -> list[Relationship]:
+        def read(conn: Connection) -> list[Relationship]:
             graph_store.get_entity(conn, entity_id, tenant)
             return graph_store.list_relationships(
                 conn, entity_id, include_inbound, after_id=after, limit=size + 1, when=when
@@ -419,7 +417,7 @@ class Graph:
         clean_label = _label(label)
         tenant = tenancy.visible()
 
-        def write(conn: sqlite3.Connection) -> bool:
+        def write(conn: Connection) -> bool:
             # Both ends are of one graph; another tenant's reads as no relationship.
             graph = graph_store.entity_graph(conn, from_id, tenant)
             if graph is None:
@@ -458,7 +456,7 @@ class Graph:
             )
         tenant = tenancy.visible()
 
-        def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
+        def read(conn: Connection) -> tuple[list[Entity], list[Relationship]]:
             # The walk never leaves the seed's graph (edges join one graph),
             # so the seed's tenant is the whole answer's.
             graph_store.get_entity(conn, entity_id, tenant)
@@ -488,7 +486,7 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def read(conn: sqlite3.Connection) -> tuple[list[Entity], list[Relationship]]:
+        def read(conn: Connection) -> tuple[list[Entity], list[Relationship]]:
             present = graph_store.get_entities(conn, seeds, tenant)
             missing = [i for i in seeds if i not in present]
             if missing:
@@ -589,7 +587,7 @@ def _visible(event: ExtractionEvent) -> ExtractionEvent:
 
 
 def _check_watch_target(
-    conn: sqlite3.Connection, episode_id: int, session_id: int, project_id: int, tenant: str | None
+    conn: Connection, episode_id: int, session_id: int, project_id: int, tenant: str | None
 ) -> None:
     if episode_id:
         try:

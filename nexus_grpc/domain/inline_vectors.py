@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.embedding.coalesce import CoalescingLane
-from nexus_grpc.store import Database, pg_vectors
+from nexus_grpc.store import pg_vectors
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ Vector = list[float]
 
 
 async def write_with(
-    db: Database, vector: Vector | None, fn: Callable[[sqlite3.Connection, Vector | None], T]
+    db: Database, vector: Vector | None, fn: Callable[[Connection, Vector | None], T]
 ) -> T:
     """``fn(conn, vector)`` in a write; when the collection's table is not
     there (a vector index that could not be created at start), the same write
@@ -118,7 +118,7 @@ class InlineVectors:
 
     @staticmethod
     def put(
-        conn: sqlite3.Connection,
+        conn: Connection,
         collection: str,
         row_id: int,
         vector: Sequence[float],

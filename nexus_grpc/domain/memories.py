@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -30,7 +30,6 @@ from nexus_grpc.domain.memory_scope import (
     SESSION_TIERS,
     MemoryScope,
     check_scope,
-    sql_where,
 )
 from nexus_grpc.domain.retrieval import Call, Engine, MemoryHit, recipes
 from nexus_grpc.domain.retrieval.memories import search_scope
@@ -45,13 +44,14 @@ from nexus_grpc.errors import (
     QuotaViolation,
 )
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import Database, documents, jobs
+from nexus_grpc.store import documents, jobs
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import ChangedBy
+from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ class Memories:
         if self.inline is not None:
             vector = await self.inline.embed(documents.memory_text(title, content))
 
-        def write(conn: sqlite3.Connection, vector: list[float] | None) -> tuple[Memory, bool]:
+        def write(conn: Connection, vector: list[float] | None) -> tuple[Memory, bool]:
             # Whose memory this is: the project's tenant, else the session's,
             # else the caller's. Each must be one the caller sees.
             tenant = creator
@@ -250,7 +250,7 @@ class Memories:
 
     def _check_cap(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         kind: int,
         project_id: int,
         agent_id: str,
@@ -398,7 +398,7 @@ class Memories:
                 # Unset in the request clears it: the memory no longer expires.
                 changes["expire_at"] = _expiry(value, None)
 
-        def write(conn: sqlite3.Connection) -> Memory:
+        def write(conn: Connection) -> Memory:
             current = self._owned(
                 memory_store.find(conn, memory_id), memory_id, user_id, session_id
             )
@@ -432,7 +432,7 @@ class Memories:
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Connection) -> None:
             current = self._owned(
                 memory_store.find(conn, memory_id), memory_id, user_id, session_id
             )
@@ -455,7 +455,7 @@ class Memories:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
 
-        def read(conn: sqlite3.Connection) -> list[history_store.Revision]:
+        def read(conn: Connection) -> list[history_store.Revision]:
             memory = memory_store.find(conn, memory_id)
             if memory is None:
                 last = history_store.last(conn, memory_id)
@@ -535,7 +535,7 @@ class Memories:
         if memory_id is not None:
             v.positive_id("memory_id", memory_id)
 
-            def by_memory(conn: sqlite3.Connection) -> list[memory_store.MemoryUsage]:
+            def by_memory(conn: Connection) -> list[memory_store.MemoryUsage]:
                 self._owned(memory_store.find(conn, memory_id), memory_id, user_id, None)
                 return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
 

@@ -19,39 +19,20 @@ A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
   that moment (SQL only: the vector filter leaves it to the SQLite re-check,
   which every vector hit goes through).
 
-``sql_where`` and ``vector_filter`` express exactly this rule; every query
-path (list, keyword, semantic, selection, usage) uses one of them, and
-vector hits are re-checked against SQLite with ``sql_where``.  The tenant
+``store.memory_scope.sql_where`` (the rule as SQL, in the store with all SQL)
+and ``vector_filter`` express exactly this rule; every query path (list,
+keyword, semantic, selection, usage) uses one of them, and vector hits are
+re-checked against the database with ``sql_where``.  The tenant
 is in ``sql_where`` only: vector payloads do not carry it, and every vector
 hit passes through that re-check, so a point of another tenant is dropped.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
-from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.models import SESSION_TIERS, MemoryKind, MemoryScope
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.vectors import Filter, MatchAny
-
-SESSION_TIERS = (int(Tier.TASK), int(Tier.SESSION))
-
-
-@dataclass(frozen=True)
-class MemoryScope:
-    project_id: int = 0
-    user_id: str = ""
-    session_id: int = 0
-    agent_id: str = ""
-    include_archived: bool = False
-
-    def shared_tiers(self) -> tuple[int, ...]:
-        if self.include_archived:
-            return (int(Tier.LONGTERM), int(Tier.ARCHIVE))
-        return (int(Tier.LONGTERM),)
 
 
 def check_scope(scope: MemoryScope) -> MemoryScope:
@@ -66,41 +47,6 @@ def check_scope(scope: MemoryScope) -> MemoryScope:
             fields=("scope.project_id", "scope.user_id"),
         )
     return scope
-
-
-def sql_where(
-    scope: MemoryScope, alias: str = "m", *, now: float | None = None
-) -> tuple[str, tuple[object, ...]]:
-    """A WHERE fragment (no leading AND) and its parameters; expiry is judged
-    at ``now`` (default: the current time)."""
-    a = f"{alias}." if alias else ""
-    owners: list[str] = []
-    params: list[object] = []
-    if scope.project_id:
-        owners.append(f"({a}kind = ? AND {a}project_id = ?)")
-        params += [int(MemoryKind.PROJECT), scope.project_id]
-    if scope.user_id:
-        owners.append(f"({a}kind = ? AND {a}user_id = ? AND {a}project_id IN (0, ?))")
-        params += [int(MemoryKind.USER), scope.user_id, scope.project_id]
-    if not owners:
-        return "0", ()
-    tenant = tenancy.visible()
-    shared = scope.shared_tiers()
-    clause = (
-        f"({' OR '.join(owners)})"
-        f" AND ({a}tier IN ({','.join('?' * len(shared))})"
-        f" OR ({a}tier IN (?, ?) AND {a}session_id IN (0, ?)))"
-    )
-    params += [*shared, *SESSION_TIERS, scope.session_id]
-    if scope.agent_id:
-        clause += f" AND {a}agent_id = ?"
-        params.append(scope.agent_id)
-    if tenant is not None:
-        clause += f" AND {a}tenant = ?"
-        params.append(tenant)
-    clause += f" AND ({a}expire_at IS NULL OR {a}expire_at > ?)"
-    params.append(time.time() if now is None else now)
-    return clause, tuple(params)
 
 
 def vector_filter(scope: MemoryScope) -> Filter | None:
@@ -154,7 +100,8 @@ def visible(
     session_id: int,
     agent_id: str,
 ) -> bool:
-    """The rule in Python (for tests and in-memory checks); mirrors sql_where."""
+    """The rule in Python (for tests and in-memory checks); mirrors
+    ``store.memory_scope.sql_where``."""
     if kind == MemoryKind.PROJECT:
         owner = bool(scope.project_id) and project_id == scope.project_id
     elif kind == MemoryKind.USER:
@@ -172,3 +119,6 @@ def visible(
     if not tier_ok:
         return False
     return not scope.agent_id or agent_id == scope.agent_id
+
+
+__all__ = ["SESSION_TIERS", "MemoryScope", "check_scope", "vector_filter", "visible"]

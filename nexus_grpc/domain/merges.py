@@ -16,7 +16,6 @@ then would move things out from under that later merge.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -25,6 +24,7 @@ from nexus_grpc.core.graph import MERGE_MANUAL, EntityMerge, MergedSource
 from nexus_grpc.core.models import Page
 from nexus_grpc.core.names import compatible_types
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import (
@@ -34,10 +34,10 @@ from nexus_grpc.errors import (
     NotFound,
     ResourceInfo,
 )
-from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import graph_evidence as evidence_store
+from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 
 MAX_SOURCES = 100
@@ -45,7 +45,7 @@ MAX_REASON_CHARS = 1000
 
 
 def merge_into(
-    conn: sqlite3.Connection,
+    conn: Connection,
     target_id: int,
     source_ids: Sequence[int],
     *,
@@ -100,7 +100,7 @@ def merge_into(
     return replace(record, id=merge_store.insert_merge(conn, record))
 
 
-def undo_merge(conn: sqlite3.Connection, merge: EntityMerge) -> EntityMerge:
+def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
     if merge.undone_at is not None:
         raise FailedPrecondition(f"merge {merge.id} was already undone")
     involved = {merge.target_id}
@@ -182,7 +182,7 @@ class Merges:
         v.text("reason", reason, limit=MAX_REASON_CHARS)
         tenant = tenancy.visible()
 
-        def write(conn: sqlite3.Connection) -> EntityMerge:
+        def write(conn: Connection) -> EntityMerge:
             target = graph_store.get_entity(conn, target_id, tenant)
             if request_id:
                 # A retried merge answers with the merge it made (its sources

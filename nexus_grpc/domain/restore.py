@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -42,14 +41,15 @@ from nexus_grpc.core.graph import (
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
 from nexus_grpc.core.names import name_key
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.conversations import _project_values
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.graph import _entity_type, _label, _notes
 from nexus_grpc.domain.memories import MAX_TITLE_CHARS, UPDATE_FIELDS, _check_tier
 from nexus_grpc.errors import InvalidArgument, NexusError
-from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import jobs
 from nexus_grpc.store import restore as restore_store
 from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
 from nexus_grpc.store.memories import Memory
@@ -425,7 +425,7 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
     return replace(item, created_at=created, updated_at=_time(item.updated_at, created))
 
 
-def _write(conn: sqlite3.Connection, plan: _Plan, tenant: str, at: float) -> Restored:
+def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
     p = plan.project
     project_id = restore_store.insert_project(
         conn, plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at

@@ -14,16 +14,15 @@ mode (keyword, semantic, hybrid) is confined before any ranking runs.
 
 from __future__ import annotations
 
-import sqlite3
-
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 
 
-def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) -> list[int]:
+def episode_scope(conn: Connection, session_id: int, project_id: int) -> list[int]:
     v.positive_id("session_id", session_id, required=False)
     v.positive_id("project_id", project_id, required=False)
     tenant = tenancy.visible()
@@ -51,8 +50,7 @@ def episode_scope(conn: sqlite3.Connection, session_id: int, project_id: int) ->
     )
 
 
-
-def check_session_graph(conn: sqlite3.Connection, session_id: int) -> None:
+def check_session_graph(conn: Connection, session_id: int) -> None:
     """A session's own graph exists only while the session is outside any project."""
     # NotFound when it does not exist, or is another tenant's.
     session = session_store.get(conn, session_id, tenancy.visible())

@@ -29,22 +29,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryCategory
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
-from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, sql_where
+from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
-from nexus_grpc.store import Database
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import selections as selection_store
 from nexus_grpc.store.memories import Memory, UsageRecord
+from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.store.selections import Answer
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class Selector:
                     yield replayed
                 return
 
-        def read(conn: sqlite3.Connection) -> tuple[list[Memory], set[int]]:
+        def read(conn: Connection) -> tuple[list[Memory], set[int]]:
             # Past MAX_TITLES, the newest memories are the ones offered.
             rows = memory_store.list_visible(
                 conn, where, params, limit=MAX_TITLES, newest_first=True
@@ -167,7 +167,7 @@ class Selector:
             batches,
         )
 
-        def record(conn: sqlite3.Connection) -> dict[int, Memory] | tuple[str, Answer]:
+        def record(conn: Connection) -> dict[int, Memory] | tuple[str, Answer]:
             if key is not None:
                 # A retry that arrived while this call ran has recorded first.
                 earlier = selection_store.find(conn, key)

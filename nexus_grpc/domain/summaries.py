@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import Page, episode_text
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -39,8 +39,8 @@ from nexus_grpc.llm import (
     tokens,
 )
 from nexus_grpc.llm import summary_prompts as prompts
-from nexus_grpc.store import Database, jobs
 from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import jobs
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store import summaries as summary_store
@@ -121,7 +121,7 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
 
-        def write(conn: sqlite3.Connection) -> Summary:
+        def write(conn: Connection) -> Summary:
             if session_id:
                 session = _session(conn, session_id, "summary.session_id", tenant, at)
                 if project_id and session.project_id != project_id:
@@ -187,7 +187,7 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # what is past the project's retention is gone
 
-        def read(conn: sqlite3.Connection) -> list[Summary]:
+        def read(conn: Connection) -> list[Summary]:
             if session_id:
                 session_store.get(conn, session_id, tenant, retained_at=at)
                 return summary_store.list_for_session(
@@ -307,7 +307,7 @@ class Summaries:
                     calls,
                 )
 
-            def write(conn: sqlite3.Connection) -> Summary:
+            def write(conn: Connection) -> Summary:
                 if more:
                     jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id])
                 if cumulative and latest is not None:
@@ -340,7 +340,7 @@ class Summaries:
         return summary
 
     @staticmethod
-    def _pending_episodes(conn: sqlite3.Connection, session_id: int):
+    def _pending_episodes(conn: Connection, session_id: int):
         # What is past the project's retention is neither summarized nor
         # built upon: a summary past it reads as none, its episodes as gone.
         at = time.time()
@@ -359,7 +359,7 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # an overview past the project's retention is gone
 
-        def read(conn: sqlite3.Connection) -> Summary | None:
+        def read(conn: Connection) -> Summary | None:
             if not project_store.exists(conn, project_id, tenant):
                 raise NotFound(
                     f"project {project_id} does not exist",
@@ -376,7 +376,7 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()
 
-        def read(conn: sqlite3.Connection):
+        def read(conn: Connection):
             # The overview is written from what the project keeps: nothing
             # past its retention (summaries or exchanges) goes into it.
             project = project_store.get(conn, project_id, tenant)
@@ -437,7 +437,7 @@ class Summaries:
         else:
             first, last, count = eps[0][0], eps[-1][0], len(eps)
 
-        def write(conn: sqlite3.Connection) -> Summary:
+        def write(conn: Connection) -> Summary:
             existing = summary_store.overview(conn, project_id)
             changes = {
                 "content": text,
@@ -521,7 +521,7 @@ def _within_budget(episodes: list, budget: int) -> list:
 
 
 def _check_range(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     project_id: int,
     first: int,
@@ -559,7 +559,7 @@ def _check_range(
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
-def _session(conn: sqlite3.Connection, session_id: int, field: str, tenant: str | None, at: float):
+def _session(conn: Connection, session_id: int, field: str, tenant: str | None, at: float):
     try:
         return session_store.get(conn, session_id, tenant, retained_at=at)
     except NotFound:

@@ -11,9 +11,9 @@ memory's history (MEMORY_CHANGE_EXPIRE) and deletes its point via the outbox.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.pipeline.worker import Outcome, WriteFn
 from nexus_grpc.store import jobs
 from nexus_grpc.store import memories as memory_store
@@ -33,7 +33,7 @@ class MemoryExpiry:
         return [Outcome(job, write=self._remove(job.target_id, at)) for job in batch]
 
     def _remove(self, memory_id: int, at: float) -> WriteFn:
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Connection) -> None:
             memory = memory_store.find(conn, memory_id)
             if memory is None or memory.expire_at is None:
                 return

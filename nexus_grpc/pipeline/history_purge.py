@@ -8,9 +8,9 @@ the job row's removal commit together, and purging twice removes nothing more.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.pipeline.worker import Outcome
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store.jobs import Job
@@ -20,7 +20,7 @@ async def purge_history(batch: list[Job]) -> list[Outcome]:
     at = time.time()
 
     def purge(memory_id: int):  # type: ignore[no-untyped-def]
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: Connection) -> None:
             history_store.purge(conn, [memory_id], at)
 
         return write

@@ -9,13 +9,12 @@ is deleted.  Batches amortise the embedder, which is the costly step.
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 from nexus_grpc.core.models import JobState
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.pipeline.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
-from nexus_grpc.store import Database
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store.jobs import Job
 from nexus_grpc.vectors import (
@@ -82,7 +81,7 @@ class Indexer:
         write = None
         if spec is EPISODES and present:
 
-            def write(conn: sqlite3.Connection) -> None:
+            def write(conn: Connection) -> None:
                 episode_store.set_embed_state(conn, present, JobState.DONE)
 
         outcomes = [Outcome(j) for j in batch]
@@ -90,9 +89,9 @@ class Indexer:
         return outcomes
 
 
-def mark_episode_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def mark_episode_failed(conn: Connection, job: Job, error: str) -> None:
     episode_store.set_embed_state(conn, [job.target_id], JobState.FAILED, error)
 
 
-def note_episode_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def note_episode_retry(conn: Connection, job: Job, error: str) -> None:
     episode_store.set_embed_state(conn, [job.target_id], JobState.PENDING, error)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable
 
-from nexus_grpc.store import Database, keyword_index
+from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.store import keyword_index
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ class KeywordIndexUpkeep:
         self.steps += steps
         return steps
 
-    def _merge_step(self, table: str) -> Callable[[sqlite3.Connection], bool]:
+    def _merge_step(self, table: str) -> Callable[[Connection], bool]:
         return lambda conn: keyword_index.merge_step(conn, table, self.pages)
 
     @staticmethod
-    def _prepare(conn: sqlite3.Connection) -> None:
+    def _prepare(conn: Connection) -> None:
         for table in keyword_index.TABLES:
             keyword_index.prepare(conn, table)

@@ -9,9 +9,8 @@ deciding without the owner's similar memories could add a duplicate.
 
 from __future__ import annotations
 
-import sqlite3
-
 from nexus_grpc.core.models import JobState
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import formation
 from nexus_grpc.domain.formation import MemoryFormationJob
 from nexus_grpc.embedding import EmbedderUnavailable
@@ -41,11 +40,11 @@ class MemoryFormer:
         return outcomes
 
 
-def mark_failed(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def mark_failed(conn: Connection, job: Job, error: str) -> None:
     formation.mark_failed(conn, job.target_id, error)
 
 
-def note_retry(conn: sqlite3.Connection, job: Job, error: str) -> None:
+def note_retry(conn: Connection, job: Job, error: str) -> None:
     """Still pending, but the last error shows on the episode."""
     episode = episode_store.find(conn, job.target_id)
     if episode is not None and episode.memory_state == JobState.PENDING:

@@ -19,9 +19,9 @@ A project whose retention was cleared (or that is gone) ends the chain.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.pipeline.worker import Outcome, WriteFn
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import jobs
@@ -42,7 +42,7 @@ async def sweep_retention(batch: list[Job]) -> list[Outcome]:
 
 
 def _sweep(project_id: int, at: float) -> WriteFn:
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: Connection) -> None:
         retention = project_store.retention_of(conn, project_id)
         if retention is None:
             return

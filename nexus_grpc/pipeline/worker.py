@@ -22,19 +22,18 @@ import asyncio
 import contextlib
 import logging
 import random
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
-WriteFn = Callable[[sqlite3.Connection], None]
+WriteFn = Callable[[Connection], None]
 
 
 class Retry(Exception):
@@ -57,7 +56,7 @@ class Outcome:
 
 
 Handler = Callable[[list[Job]], Awaitable[list[Outcome]]]
-DeadHook = Callable[[sqlite3.Connection, Job, str], None]
+DeadHook = Callable[[Connection, Job, str], None]
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class JobWorker:
             self._paused_until = 0.0
             self.waiting_on = None
 
-    def _record(self, conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> None:
+    def _record(self, conn: Connection, outcomes: Sequence[Outcome]) -> None:
         done = []
         for o in outcomes:
             if o.error is None:

@@ -1,7 +1,10 @@
-"""The system of record: SQLite through aiosqlite.
+"""The system of record: SQLite (through aiosqlite) or PostgreSQL (psycopg).
 
-Every statement lives in a synchronous function taking a ``sqlite3.Connection``;
-``Database`` runs those functions on its connections' threads (see db.py).
+Every statement lives here, in a synchronous function taking a
+``core.storage.Connection``; ``Database`` (SQLite) and ``PostgresDatabase``
+run those functions on their connections' threads (see db.py and
+postgres.py). Both are a ``core.storage.Database``: the domain never learns
+which it has.
 """
 
 from nexus_grpc.store.db import Database

@@ -12,9 +12,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import jobs
+from nexus_grpc.store.migrations import LATEST_VERSION as SQLITE_VERSION
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,11 @@ TABLES: tuple[Table, ...] = (
 NOT_COPIED = {"fts", "lease_until", "leased_by"}
 
 
-def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+def sqlite_columns(conn: Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
 
 
-def postgres_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+def postgres_columns(conn: Connection, table: str) -> list[str]:
     rows = conn.execute(
         "SELECT column_name FROM information_schema.columns"
         " WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
@@ -75,7 +78,7 @@ def postgres_columns(conn: sqlite3.Connection, table: str) -> list[str]:
 MARKER = "migrate_store.source"
 
 
-def count(conn: sqlite3.Connection, table: str) -> int:
+def count(conn: Connection, table: str) -> int:
     """Rows of ``table`` (of meta: not counting the copy's own marker)."""
     if table == "meta":
         row = conn.execute("SELECT COUNT(*) FROM meta WHERE key != ?", (MARKER,)).fetchone()
@@ -83,13 +86,13 @@ def count(conn: sqlite3.Connection, table: str) -> int:
     return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-def source_of(conn: sqlite3.Connection) -> str | None:
+def source_of(conn: Connection) -> str | None:
     """The source a previous run copied from (PostgreSQL); None if none began."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (MARKER,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def holds_data(conn: sqlite3.Connection) -> bool:
+def holds_data(conn: Connection) -> bool:
     """Whether the target has rows of its own (a server already ran on it)."""
     return any(
         conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
@@ -97,7 +100,7 @@ def holds_data(conn: sqlite3.Connection) -> bool:
     )
 
 
-def begin(conn: sqlite3.Connection, source: str) -> None:
+def begin(conn: Connection, source: str) -> None:
     """Mark the target as this source's copy (PostgreSQL), before any row."""
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
@@ -105,7 +108,7 @@ def begin(conn: sqlite3.Connection, source: str) -> None:
     )
 
 
-def count_through(conn: sqlite3.Connection, table: Table, key: tuple[Any, ...]) -> int:
+def count_through(conn: Connection, table: Table, key: tuple[Any, ...]) -> int:
     """Rows of ``table`` whose key is at most ``key``."""
     columns = ", ".join(table.key)
     marks = ", ".join("?" * len(table.key))
@@ -116,7 +119,7 @@ def count_through(conn: sqlite3.Connection, table: Table, key: tuple[Any, ...]) 
 
 
 def read_batch(
-    conn: sqlite3.Connection,
+    conn: Connection,
     table: Table,
     columns: Sequence[str],
     after: tuple[Any, ...] | None,
@@ -137,7 +140,7 @@ def read_batch(
 
 
 def write_batch(
-    conn: sqlite3.Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
+    conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
 ) -> None:
     """Insert rows that are not there yet (PostgreSQL).
 
@@ -154,7 +157,7 @@ def write_batch(
     )
 
 
-def last_key(conn: sqlite3.Connection, table: Table) -> tuple[Any, ...] | None:
+def last_key(conn: Connection, table: Table) -> tuple[Any, ...] | None:
     """The largest key already copied (PostgreSQL): where a re-run resumes."""
     key = ", ".join(table.key)
     mine = " WHERE key != ?" if table.name == "meta" else ""
@@ -165,7 +168,7 @@ def last_key(conn: sqlite3.Connection, table: Table) -> tuple[Any, ...] | None:
     return None if row is None else tuple(row)
 
 
-def advance_identity(conn: sqlite3.Connection, table: Table) -> None:
+def advance_identity(conn: Connection, table: Table) -> None:
     """Move the id sequence past the copied ids (PostgreSQL), so a new row never
     takes an id the embedded store had handed out."""
     if table.identity:
@@ -175,7 +178,7 @@ def advance_identity(conn: sqlite3.Connection, table: Table) -> None:
         )
 
 
-def queue_indexing(conn: sqlite3.Connection) -> None:
+def queue_indexing(conn: Connection) -> None:
     """Index jobs for every row with a vector (PostgreSQL): the embedded index
     is not copied; the servers fill pgvector (or Qdrant) from these."""
     for kind, table in (
@@ -185,3 +188,19 @@ def queue_indexing(conn: sqlite3.Connection) -> None:
         (jobs.INDEX_MEMORY, "memories"),
     ):
         jobs.enqueue_select(conn, kind, f"SELECT id FROM {table}", ())
+
+
+def open_source(path: Path) -> sqlite3.Connection:
+    """The embedded database at ``path``, read-only (its server may keep it
+    open); ValueError when it is missing or at another schema version."""
+    if not path.is_file():
+        raise ValueError(f"no embedded database at {path}")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != SQLITE_VERSION:
+        conn.close()
+        raise ValueError(
+            f"{path} is at schema version {version}, this build copies version"
+            f" {SQLITE_VERSION}: start `nexus-grpc serve` on it once to migrate it first"
+        )
+    return conn

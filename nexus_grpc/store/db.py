@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.store.migrations import migrate
 
@@ -122,6 +123,9 @@ class Database:
                 migrate, self._writer._conn, self.default_tenant
             )
             self._readers = [await self._connect() for _ in range(self._reader_count)]
+        except sqlite3.Error as exc:
+            await self.close()
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
         except BaseException:
             # Each aiosqlite connection is a thread: one left open keeps the
             # process alive after a failed start (a corrupt file, a schema

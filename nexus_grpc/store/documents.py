@@ -8,15 +8,15 @@ carry exactly the fields scope filters match on.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexus_grpc.core.models import episode_text
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import placeholders
 
 Document = tuple[str, dict[str, Any]]
-Loader = Callable[[sqlite3.Connection, Sequence[int]], dict[int, Document]]
+Loader = Callable[[Connection, Sequence[int]], dict[int, Document]]
 
 # Each collection's text and payload, from a row's values: the loaders below
 # and a write that stores a new row's vector in its own transaction
@@ -58,7 +58,7 @@ def memory_payload(
     }
 
 
-def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
+def episodes(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, session_id, user_message, ai_response, created_at, occur_at FROM episodes"
         f" WHERE id IN ({placeholders(len(ids))})",
@@ -67,7 +67,7 @@ def episodes(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
     return {r[0]: (episode_text(r[2], r[3]), episode_payload(r[1], r[4], r[5])) for r in rows}
 
 
-def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
+def entities(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, name, type, notes, project_id, session_id FROM entities"
         f" WHERE id IN ({placeholders(len(ids))})",
@@ -86,7 +86,7 @@ def entities(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
     }
 
 
-def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
+def summaries(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT s.id, s.content, COALESCE(s.session_id, 0),"
         " COALESCE(s.project_id, (SELECT project_id FROM sessions WHERE id = s.session_id), 0)"
@@ -96,7 +96,7 @@ def summaries(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Documen
     return {r[0]: (r[1], {"sessionId": r[2], "projectId": r[3] or 0}) for r in rows}
 
 
-def memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document]:
+def memories(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, title, content, kind, tier, project_id, user_id, session_id, agent_id"
         f" FROM memories WHERE id IN ({placeholders(len(ids))})",
@@ -108,7 +108,7 @@ def memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Document
     }
 
 
-def all_ids(conn: sqlite3.Connection, table: str) -> set[int]:
+def all_ids(conn: Connection, table: str) -> set[int]:
     if table not in ("episodes", "entities", "summaries", "memories"):
         raise ValueError(table)
     return {r[0] for r in conn.execute(f"SELECT id FROM {table}")}

@@ -4,11 +4,11 @@ and back (domain/merges.py decides when)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from nexus_grpc.core.graph import Entity, EntityMerge, MergedSource
 from nexus_grpc.core.names import name_key
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -82,7 +82,7 @@ def _source_from_json(d: dict) -> MergedSource:
     )
 
 
-def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
+def insert_merge(conn: Connection, m: EntityMerge) -> int:
     snapshot = json.dumps(
         {"target_notes": m.target_notes, "sources": [_source_to_json(s) for s in m.sources]}
     )
@@ -109,7 +109,7 @@ def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
     )
 
 
-def get_merge(conn: sqlite3.Connection, merge_id: int, tenant: str | None = None) -> EntityMerge:
+def get_merge(conn: Connection, merge_id: int, tenant: str | None = None) -> EntityMerge:
     clause, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
     row = conn.execute(
         f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE id = ?{clause}", (merge_id, *params)
@@ -119,7 +119,7 @@ def get_merge(conn: sqlite3.Connection, merge_id: int, tenant: str | None = None
     return _merge(row)
 
 
-def merge_by_request(conn: sqlite3.Connection, tenant: str, request_id: str) -> EntityMerge | None:
+def merge_by_request(conn: Connection, tenant: str, request_id: str) -> EntityMerge | None:
     row = conn.execute(
         f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE tenant = ? AND request_id = ?",
         (tenant, request_id),
@@ -128,7 +128,7 @@ def merge_by_request(conn: sqlite3.Connection, tenant: str, request_id: str) -> 
 
 
 def list_merges(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph | None,
     entity_id: int,
     after_id: int | None,
@@ -158,7 +158,7 @@ def list_merges(
     return [_merge(r) for r in rows]
 
 
-def merges_after(conn: sqlite3.Connection, merge: EntityMerge) -> list[EntityMerge]:
+def merges_after(conn: Connection, merge: EntityMerge) -> list[EntityMerge]:
     """The merges of the same graph made after ``merge`` and not undone."""
     rows = conn.execute(
         f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE project_id = ? AND session_id = ?"
@@ -168,11 +168,11 @@ def merges_after(conn: sqlite3.Connection, merge: EntityMerge) -> list[EntityMer
     return [_merge(r) for r in rows]
 
 
-def mark_undone(conn: sqlite3.Connection, merge_id: int) -> None:
+def mark_undone(conn: Connection, merge_id: int) -> None:
     conn.execute("UPDATE entity_merges SET undone_at = ? WHERE id = ?", (now(), merge_id))
 
 
-def move_aliases(conn: sqlite3.Connection, source_id: int, target_id: int) -> list[str]:
+def move_aliases(conn: Connection, source_id: int, target_id: int) -> list[str]:
     """The source's aliases become the target's (a name both have stays the
     target's); returns the names that moved."""
     moved = [
@@ -188,9 +188,7 @@ def move_aliases(conn: sqlite3.Connection, source_id: int, target_id: int) -> li
     return moved
 
 
-def return_aliases(
-    conn: sqlite3.Connection, target_id: int, source_id: int, names: Sequence[str]
-) -> None:
+def return_aliases(conn: Connection, target_id: int, source_id: int, names: Sequence[str]) -> None:
     _move_alias_rows(conn, target_id, source_id, names)
 
 
@@ -198,9 +196,7 @@ def _lower(column: str) -> str:
     return f"lower({column})"
 
 
-def _move_alias_rows(
-    conn: sqlite3.Connection, from_id: int, to_id: int, names: Sequence[str]
-) -> None:
+def _move_alias_rows(conn: Connection, from_id: int, to_id: int, names: Sequence[str]) -> None:
     conn.execute(
         "UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?"
         f" AND lower(name) IN (SELECT lower(value) FROM {json_texts(conn)})",
@@ -209,7 +205,7 @@ def _move_alias_rows(
 
 
 def move_episode_links(
-    conn: sqlite3.Connection, source_id: int, target_id: int
+    conn: Connection, source_id: int, target_id: int
 ) -> tuple[list[int], list[int]]:
     """(episodes whose link moved to the target, episodes both were linked to)."""
     mine = [
@@ -226,7 +222,7 @@ def move_episode_links(
 
 
 def return_episode_links(
-    conn: sqlite3.Connection,
+    conn: Connection,
     target_id: int,
     source_id: int,
     moved: Sequence[int],
@@ -246,9 +242,7 @@ def return_episode_links(
     )
 
 
-def move_evidence(
-    conn: sqlite3.Connection, source_id: int, target_id: int
-) -> tuple[list[int], list[int]]:
+def move_evidence(conn: Connection, source_id: int, target_id: int) -> tuple[list[int], list[int]]:
     """Re-point the source's evidence at the target; returns the ids moved at
     each end (from, to)."""
     ends = []
@@ -268,7 +262,7 @@ def move_evidence(
 
 
 def return_evidence(
-    conn: sqlite3.Connection, source_id: int, from_ids: Sequence[int], to_ids: Sequence[int]
+    conn: Connection, source_id: int, from_ids: Sequence[int], to_ids: Sequence[int]
 ) -> None:
     for column, ids in (("from_id", from_ids), ("to_id", to_ids)):
         conn.execute(
@@ -278,9 +272,7 @@ def return_evidence(
         )
 
 
-def add_mentions(
-    conn: sqlite3.Connection, entity_id: int, count: int, notes: str | None = None
-) -> None:
+def add_mentions(conn: Connection, entity_id: int, count: int, notes: str | None = None) -> None:
     conn.execute(
         "UPDATE entities SET mention_count = MAX(mention_count + ?, 0),"
         " notes = COALESCE(notes, ?) WHERE id = ?"
@@ -291,17 +283,17 @@ def add_mentions(
     )
 
 
-def set_notes(conn: sqlite3.Connection, entity_id: int, notes: str | None) -> None:
+def set_notes(conn: Connection, entity_id: int, notes: str | None) -> None:
     conn.execute("UPDATE entities SET notes = ? WHERE id = ?", (notes, entity_id))
 
 
-def delete_entity_row(conn: sqlite3.Connection, entity_id: int) -> None:
+def delete_entity_row(conn: Connection, entity_id: int) -> None:
     """Remove a merged source (what it held has moved already)."""
     conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
 
 
-def reinsert_entity(conn: sqlite3.Connection, e: Entity) -> int:
+def reinsert_entity(conn: Connection, e: Entity) -> int:
     """A merged source back (undo): under its own id, or a new one when it
     never had one here (a merge restored from another server). Its key is a
     placeholder until ``restore_name_key``: the target may hold it until its
@@ -343,7 +335,7 @@ def reinsert_entity(conn: sqlite3.Connection, e: Entity) -> int:
     return entity_id
 
 
-def restore_name_key(conn: sqlite3.Connection, entity_id: int) -> None:
+def restore_name_key(conn: Connection, entity_id: int) -> None:
     """The entity's key from its name again, when no other entity holds it."""
     row = conn.execute(
         "SELECT project_id, session_id, name, type FROM entities WHERE id = ?", (entity_id,)

@@ -15,6 +15,7 @@ from nexus_grpc.core.models import (
     MemoryFormation,
     TimeWindow,
 )
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
@@ -44,9 +45,7 @@ def _row(row: sqlite3.Row) -> Episode:
     )
 
 
-def find_by_request_id(
-    conn: sqlite3.Connection, session_id: int, request_id: str
-) -> Episode | None:
+def find_by_request_id(conn: Connection, session_id: int, request_id: str) -> Episode | None:
     row = conn.execute(
         "SELECT * FROM episodes WHERE session_id = ? AND request_id = ?", (session_id, request_id)
     ).fetchone()
@@ -54,7 +53,7 @@ def find_by_request_id(
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     user_message: str,
     ai_response: str,
@@ -124,7 +123,7 @@ class NewEpisode:
 
 
 def insert_many(
-    conn: sqlite3.Connection,
+    conn: Connection,
     rows: Sequence[NewEpisode],
     priority: int = jobs.LIVE,
     *,
@@ -192,7 +191,7 @@ def insert_many(
     return ids
 
 
-def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
+def summary_due(conn: Connection, session_id: int) -> bool:
     """Whether the session now needs a summary.
 
     This runs inside every CreateEpisode transaction, so each query is
@@ -225,13 +224,13 @@ def summary_due(conn: sqlite3.Connection, session_id: int) -> bool:
     return bool(chars > SUMMARY_MIN_CHARS)
 
 
-def find(conn: sqlite3.Connection, episode_id: int) -> Episode | None:
+def find(conn: Connection, episode_id: int) -> Episode | None:
     """The episode, or None when it does not exist."""
     row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
     return None if row is None else _row(row)
 
 
-def get(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> Episode:
+def get(conn: Connection, episode_id: int, tenant: str | None = None) -> Episode:
     """The episode; NOT_FOUND, with one message, when it does not exist or its
     session belongs to another tenant (``tenant`` None: any tenant)."""
     if tenant is None:
@@ -247,7 +246,7 @@ def get(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) ->
     return _row(row)
 
 
-def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Episode]:
+def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Episode]:
     if not ids:
         return {}
     marks = placeholders(len(ids))
@@ -255,7 +254,7 @@ def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Episode]
     return {r["id"]: _row(r) for r in rows}
 
 
-def sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
+def sessions_of(conn: Connection, ids: Sequence[int]) -> dict[int, int]:
     """Each existing episode's session id: what ranking needs of a candidate
     (the primary-key index alone answers it; no row text is read)."""
     if not ids:
@@ -268,7 +267,7 @@ def sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
 
 
 def list_page(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     before_id: int | None,
     limit: int,
@@ -289,7 +288,7 @@ def list_page(
     return [_row(r) for r in rows]
 
 
-def retention_cutoff(conn: sqlite3.Connection, session_id: int, at: float) -> float | None:
+def retention_cutoff(conn: Connection, session_id: int, at: float) -> float | None:
     """The oldest occur_at the session's project keeps at ``at``; None: all."""
     row = conn.execute(
         "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = ?",
@@ -298,9 +297,7 @@ def retention_cutoff(conn: sqlite3.Connection, session_id: int, at: float) -> fl
     return None if row is None or row[0] is None else at - float(row[0])
 
 
-def past_retention(
-    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
-) -> list[int]:
+def past_retention(conn: Connection, project_id: int, cutoff: float, limit: int) -> list[int]:
     """The project's episodes that happened before ``cutoff``."""
     rows = conn.execute(
         "SELECT e.id FROM sessions s JOIN episodes e ON e.session_id = s.id"
@@ -310,7 +307,7 @@ def past_retention(
     return [r[0] for r in rows]
 
 
-def oldest_in_project(conn: sqlite3.Connection, project_id: int) -> float | None:
+def oldest_in_project(conn: Connection, project_id: int) -> float | None:
     """When the project's oldest exchange happened; None without episodes."""
     row = conn.execute(
         "SELECT MIN(e.occur_at) FROM sessions s JOIN episodes e ON e.session_id = s.id"
@@ -321,7 +318,7 @@ def oldest_in_project(conn: sqlite3.Connection, project_id: int) -> float | None
 
 
 def list_for_session(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     after_id: int = 0,
     limit: int = 10_000,
@@ -338,7 +335,7 @@ def list_for_session(
     return [_row(r) for r in rows]
 
 
-def delete(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> None:
+def delete(conn: Connection, episode_id: int, tenant: str | None = None) -> None:
     episode = get(conn, episode_id, tenant)
     neighbours = _neighbours(conn, episode.session_id, episode_id)
     conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
@@ -346,16 +343,14 @@ def delete(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None)
     jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
 
 
-def set_embed_state(
-    conn: sqlite3.Connection, ids: Sequence[int], state: JobState, error: str = ""
-) -> None:
+def set_embed_state(conn: Connection, ids: Sequence[int], state: JobState, error: str = "") -> None:
     conn.executemany(
         "UPDATE episodes SET embed_state = ?, embed_error = ? WHERE id = ?",
         [(int(state), error[:2000], i) for i in ids],
     )
 
 
-def mark_indexed_before(conn: sqlite3.Connection, before: float) -> None:
+def mark_indexed_before(conn: Connection, before: float) -> None:
     """After a full rebuild: every episode that existed when it began is indexed."""
     conn.execute(
         "UPDATE episodes SET embed_state = ?, embed_error = '' WHERE created_at <= ?",
@@ -363,7 +358,7 @@ def mark_indexed_before(conn: sqlite3.Connection, before: float) -> None:
     )
 
 
-def scope_of(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | None:
+def scope_of(conn: Connection, episode_id: int) -> tuple[int, int] | None:
     """(session id, project id or 0) of an episode, or None if it is gone."""
     row = conn.execute(
         "SELECT e.session_id, COALESCE(s.project_id, 0) FROM episodes e"
@@ -373,7 +368,7 @@ def scope_of(conn: sqlite3.Connection, episode_id: int) -> tuple[int, int] | Non
     return (row[0], row[1]) if row else None
 
 
-def requeue_all_failed_extractions(conn: sqlite3.Connection) -> int:
+def requeue_all_failed_extractions(conn: Connection) -> int:
     """Queue an extract job for every episode whose extraction failed, and
     mark them pending again; returns how many."""
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE)
@@ -391,7 +386,7 @@ def requeue_all_failed_extractions(conn: sqlite3.Connection) -> int:
     )
 
 
-def failed_extraction_ids(conn: sqlite3.Connection, tenant: str) -> list[int]:
+def failed_extraction_ids(conn: Connection, tenant: str) -> list[int]:
     rows = conn.execute(
         "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
         " WHERE e.extract_state = ? AND s.tenant = ? ORDER BY e.id",
@@ -400,7 +395,7 @@ def failed_extraction_ids(conn: sqlite3.Connection, tenant: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def mark_formation_due(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+def mark_formation_due(conn: Connection, ids: Sequence[int]) -> None:
     """Memory formation is pending for each of these new episodes whose
     project forms memories (its setting, or the default) from a session that
     can: one naming its user, or any where PROJECT memories form."""
@@ -424,7 +419,7 @@ def mark_formation_due(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
 
 
 def set_memory_state(
-    conn: sqlite3.Connection, episode_id: int, state: JobState | None, error: str = ""
+    conn: Connection, episode_id: int, state: JobState | None, error: str = ""
 ) -> None:
     conn.execute(
         "UPDATE episodes SET memory_state = ?, memory_error = ? WHERE id = ?",
@@ -432,7 +427,7 @@ def set_memory_state(
     )
 
 
-def formation_ahead(conn: sqlite3.Connection, episode: Episode) -> int | None:
+def formation_ahead(conn: Connection, episode: Episode) -> int | None:
     """An episode of the same session that happened earlier (or at the same
     time and was stored first) and still waits for its memory formation."""
     row = conn.execute(
@@ -443,14 +438,12 @@ def formation_ahead(conn: sqlite3.Connection, episode: Episode) -> int | None:
     return None if row is None else int(row[0])
 
 
-def occur_at_of(conn: sqlite3.Connection, episode_id: int) -> float | None:
+def occur_at_of(conn: Connection, episode_id: int) -> float | None:
     row = conn.execute("SELECT occur_at FROM episodes WHERE id = ?", (episode_id,)).fetchone()
     return None if row is None else float(row[0])
 
 
-def set_extract_state(
-    conn: sqlite3.Connection, episode_id: int, state: JobState, error: str = ""
-) -> None:
+def set_extract_state(conn: Connection, episode_id: int, state: JobState, error: str = "") -> None:
     conn.execute(
         "UPDATE episodes SET extract_state = ?, extract_error = ? WHERE id = ?",
         (int(state), error[:2000], episode_id),
@@ -461,12 +454,12 @@ def set_extract_state(
 CONTEXT_CHARS = 1000
 
 
-def _tail(conn: sqlite3.Connection, column: str, chars: str) -> str:
+def _tail(conn: Connection, column: str, chars: str) -> str:
     """SQL for the last ``chars`` characters of ``column``."""
     return f"right({column}, {chars})" if is_postgres(conn) else f"substr({column}, -{chars})"
 
 
-def _context(conn: sqlite3.Connection) -> str:
+def _context(conn: Connection) -> str:
     return f"""
     COALESCE((SELECT {_tail(conn, "p.ai_response", str(CONTEXT_CHARS))} FROM episodes p
               WHERE p.session_id = episodes.session_id AND p.id < episodes.id
@@ -477,7 +470,7 @@ def _context(conn: sqlite3.Connection) -> str:
               ORDER BY n.id LIMIT 1), '')"""
 
 
-def _neighbours(conn: sqlite3.Connection, session_id: int, episode_id: int) -> list[int]:
+def _neighbours(conn: Connection, session_id: int, episode_id: int) -> list[int]:
     """The episodes just before and just after ``episode_id`` in its session."""
     row = conn.execute(
         "SELECT (SELECT MAX(id) FROM episodes WHERE session_id = ? AND id < ?),"
@@ -487,7 +480,7 @@ def _neighbours(conn: sqlite3.Connection, session_id: int, episode_id: int) -> l
     return [i for i in row if i is not None]
 
 
-def _refresh_context(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+def _refresh_context(conn: Connection, ids: Sequence[int]) -> None:
     """Recompute the neighbouring-turn text keyword search reads with each episode
     (the FTS triggers re-index the rows whose context changed)."""
     if ids:
@@ -528,7 +521,7 @@ def _window(window: TimeWindow | None, alias: str) -> tuple[str, tuple[float, ..
 
 
 def keyword_search(
-    conn: sqlite3.Connection,
+    conn: Connection,
     match: str,
     session_ids: Sequence[int] | None,
     limit: int,
@@ -575,7 +568,7 @@ def keyword_search(
     return [(r[0], -float(r[1])) for r in rows]
 
 
-def _scope_first(conn: sqlite3.Connection, sessions: int) -> bool:
+def _scope_first(conn: Connection, sessions: int) -> bool:
     if sessions <= SCOPE_FIRST_MIN_SESSIONS:
         return True
     if sessions > SCOPE_FIRST_MAX_SESSIONS:
@@ -590,7 +583,7 @@ def _scope_first(conn: sqlite3.Connection, sessions: int) -> bool:
 _OPEN, _CLOSE = "\ue000", "\ue001"
 
 
-def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
+def snippets(conn: Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, keyword hits wrapped in [ and ]: from the user
     message or the answer, whichever matched (never the neighbours' context)."""
     if is_postgres(conn):
@@ -610,7 +603,7 @@ def snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[i
     return out
 
 
-def scope_sample(conn: sqlite3.Connection, session_ids: Sequence[int], limit: int) -> list[str]:
+def scope_sample(conn: Connection, session_ids: Sequence[int], limit: int) -> list[str]:
     """The texts of up to ``limit`` of the scope's most recent episodes."""
     if is_postgres(conn):
         return pg_search.episode_scope_sample(conn, session_ids, limit)

@@ -8,10 +8,10 @@ same transaction as the outcome they report.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
 
@@ -43,7 +43,7 @@ class EventFilter:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     episode_id: int,
     session_id: int,
     project_id: int,
@@ -77,7 +77,7 @@ def insert(
 
 
 def page_after(
-    conn: sqlite3.Connection, after_id: int, where: EventFilter, limit: int
+    conn: Connection, after_id: int, where: EventFilter, limit: int
 ) -> list[ExtractionEvent]:
     """Events with id > after_id matching the filter, in id order."""
     clauses = ["id > ?"]
@@ -103,7 +103,7 @@ def page_after(
     ]
 
 
-def any_for_episode(conn: sqlite3.Connection, episode_id: int, tenant: str | None = None) -> bool:
+def any_for_episode(conn: Connection, episode_id: int, tenant: str | None = None) -> bool:
     clause, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
     row = conn.execute(
         f"SELECT 1 FROM extraction_events WHERE episode_id = ?{clause} LIMIT 1",

@@ -18,7 +18,6 @@ evidence is replaced, not added to, when it is extracted again.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from nexus_grpc.core.graph import (
     Relationship,
 )
 from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
@@ -121,7 +121,7 @@ def _ids_json(ids: Iterable[int]) -> str:
     return json.dumps([int(i) for i in ids])
 
 
-def _with_aliases(conn: sqlite3.Connection, rows: Sequence[Sequence]) -> list[Entity]:
+def _with_aliases(conn: Connection, rows: Sequence[Sequence]) -> list[Entity]:
     """Entities from rows, each with its aliases (one query for all of them)."""
     if not rows:
         return []
@@ -139,7 +139,7 @@ def _with_aliases(conn: sqlite3.Connection, rows: Sequence[Sequence]) -> list[En
 
 
 def entity_id_of(
-    conn: sqlite3.Connection, key: str, etype: str, project_id: int, session_id: int
+    conn: Connection, key: str, etype: str, project_id: int, session_id: int
 ) -> int | None:
     """The entity whose display name has this key, in this graph, or None."""
     row = conn.execute(
@@ -150,9 +150,7 @@ def entity_id_of(
     return None if row is None else int(row[0])
 
 
-def entities_with_key(
-    conn: sqlite3.Connection, graph: Graph, key: str, types: Iterable[str]
-) -> list[int]:
+def entities_with_key(conn: Connection, graph: Graph, key: str, types: Iterable[str]) -> list[int]:
     """Entities of these types with an alias of this key, oldest first."""
     return [
         int(r[0])
@@ -166,7 +164,7 @@ def entities_with_key(
 
 
 def insert_entity(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     surface: str,
     etype: str,
@@ -225,7 +223,7 @@ def insert_entity(
 
 
 def add_alias(
-    conn: sqlite3.Connection,
+    conn: Connection,
     entity_id: int,
     surface: str,
     *,
@@ -263,7 +261,7 @@ def add_alias(
 
 
 def _add_tokens(
-    conn: sqlite3.Connection,
+    conn: Connection,
     entity_id: int,
     project_id: int,
     session_id: int,
@@ -279,7 +277,7 @@ def _add_tokens(
         )
 
 
-def rebuild_tokens(conn: sqlite3.Connection, entity_id: int) -> None:
+def rebuild_tokens(conn: Connection, entity_id: int) -> None:
     """The entity's tokens again from its aliases (after aliases moved)."""
     conn.execute("DELETE FROM entity_tokens WHERE entity_id = ?", (entity_id,))
     row = conn.execute(
@@ -294,7 +292,7 @@ def rebuild_tokens(conn: sqlite3.Connection, entity_id: int) -> None:
     _add_tokens(conn, entity_id, row[0], row[1], row[2], norms)
 
 
-def refresh_display_name(conn: sqlite3.Connection, entity_id: int) -> None:
+def refresh_display_name(conn: Connection, entity_id: int) -> None:
     """Show the entity under the best of its names ("Priya Raman", not
     "Priya"), unless another entity of its graph and type holds that key."""
     row = conn.execute(
@@ -326,7 +324,7 @@ def refresh_display_name(conn: sqlite3.Connection, entity_id: int) -> None:
         )
 
 
-def link_episode(conn: sqlite3.Connection, entity_id: int, episode_id: int) -> bool:
+def link_episode(conn: Connection, entity_id: int, episode_id: int) -> bool:
     """Record that an episode mentions an entity; True when the link is new."""
     cur = conn.execute(
         "INSERT INTO entity_episodes (entity_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -336,7 +334,7 @@ def link_episode(conn: sqlite3.Connection, entity_id: int, episode_id: int) -> b
 
 
 def mention(
-    conn: sqlite3.Connection,
+    conn: Connection,
     entity_id: int,
     notes: str | None,
     *,
@@ -355,11 +353,11 @@ def mention(
         jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
 
 
-def set_resolution(conn: sqlite3.Connection, entity_id: int, state: str) -> None:
+def set_resolution(conn: Connection, entity_id: int, state: str) -> None:
     conn.execute("UPDATE entities SET resolution = ? WHERE id = ?", (state, entity_id))
 
 
-def get_entity(conn: sqlite3.Connection, entity_id: int, tenant: str | None = None) -> Entity:
+def get_entity(conn: Connection, entity_id: int, tenant: str | None = None) -> Entity:
     """The entity; NOT_FOUND, with one message, when it does not exist or
     belongs to another tenant (``tenant`` None: any tenant)."""
     clause, params = _tenant_clause(tenant)
@@ -372,7 +370,7 @@ def get_entity(conn: sqlite3.Connection, entity_id: int, tenant: str | None = No
 
 
 def get_entities(
-    conn: sqlite3.Connection, ids: Sequence[int], tenant: str | None = None
+    conn: Connection, ids: Sequence[int], tenant: str | None = None
 ) -> dict[int, Entity]:
     if not ids:
         return {}
@@ -388,7 +386,7 @@ def get_entities(
 
 
 def entities_named(
-    conn: sqlite3.Connection, project_id: int, session_id: int, keys: Sequence[str], limit: int
+    conn: Connection, project_id: int, session_id: int, keys: Sequence[str], limit: int
 ) -> list[Entity]:
     """The graph's entities with an alias whose key is one of ``keys``."""
     if not keys:
@@ -404,7 +402,7 @@ def entities_named(
 
 
 def entity_graph(
-    conn: sqlite3.Connection, entity_id: int, tenant: str | None = None
+    conn: Connection, entity_id: int, tenant: str | None = None
 ) -> tuple[int, int] | None:
     """The entity's graph as (project_id, session_id), or None when it does not
     exist (or belongs to another tenant)."""
@@ -416,7 +414,7 @@ def entity_graph(
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
+def delete_entity(conn: Connection, entity_id: int) -> int:
     """Delete an entity and (by cascade) its edges and evidence; returns how
     many edges went. The caller re-derives the facts its evidence touched."""
     get_entity(conn, entity_id)
@@ -430,7 +428,7 @@ def delete_entity(conn: sqlite3.Connection, entity_id: int) -> int:
 
 
 def list_entities(
-    conn: sqlite3.Connection,
+    conn: Connection,
     etype: str,
     project_id: int,
     after_id: int | None,
@@ -470,7 +468,7 @@ def list_entities(
 
 
 def recent_entities(
-    conn: sqlite3.Connection, project_id: int, limit: int, session_id: int = 0
+    conn: Connection, project_id: int, limit: int, session_id: int = 0
 ) -> list[Entity]:
     """The last ``limit`` entities seen in one graph, oldest first."""
     rows = conn.execute(
@@ -482,7 +480,7 @@ def recent_entities(
 
 
 def list_aliases(
-    conn: sqlite3.Connection, entity_id: int, after_id: int | None, limit: int
+    conn: Connection, entity_id: int, after_id: int | None, limit: int
 ) -> list[EntityAlias]:
     rows = conn.execute(
         f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE entity_id = ? AND id > ?"
@@ -493,7 +491,7 @@ def list_aliases(
 
 
 def aliases_in_project(
-    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+    conn: Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[EntityAlias]:
     rows = conn.execute(
         f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE project_id = ? AND session_id = 0"
@@ -504,7 +502,7 @@ def aliases_in_project(
 
 
 def episode_links_in_project(
-    conn: sqlite3.Connection, project_id: int, after: tuple[int, int] | None, limit: int
+    conn: Connection, project_id: int, after: tuple[int, int] | None, limit: int
 ) -> list[tuple[int, int]]:
     """(entity_id, episode_id) of the project's graph, in that order (keyset)."""
     a_entity, a_episode = after or (0, 0)
@@ -537,7 +535,7 @@ class CandidateRow:
 
 
 def resolution_candidates(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     keys: Iterable[str],
     words: Iterable[str],
@@ -573,7 +571,7 @@ def resolution_candidates(
 
 
 def block_candidates(
-    conn: sqlite3.Connection,
+    conn: Connection,
     graph: Graph,
     blocks: Iterable[str],
     types: Iterable[str],
@@ -602,7 +600,7 @@ def block_candidates(
     return candidate_rows(conn, ids)
 
 
-def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int]) -> list[CandidateRow]:
+def candidate_rows(conn: Connection, ids: Iterable[int]) -> list[CandidateRow]:
     id_list = sorted(set(ids))
     if not id_list:
         return []
@@ -643,9 +641,7 @@ def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int]) -> list[Candida
     ]
 
 
-def add_distinction(
-    conn: sqlite3.Connection, a: int, b: int, episode_id: int | None = None
-) -> None:
+def add_distinction(conn: Connection, a: int, b: int, episode_id: int | None = None) -> None:
     """The LLM said ``a`` and ``b`` are two things: do not ask again."""
     lo, hi = sorted((a, b))
     conn.execute(
@@ -655,7 +651,7 @@ def add_distinction(
     )
 
 
-def recent_mentions(conn: sqlite3.Connection, entity_id: int, limit: int) -> list[str]:
+def recent_mentions(conn: Connection, entity_id: int, limit: int) -> list[str]:
     """The user messages of the newest episodes mentioning an entity."""
     rows = conn.execute(
         "SELECT ep.user_message FROM entity_episodes l JOIN episodes ep ON ep.id = l.episode_id"
@@ -669,7 +665,7 @@ def recent_mentions(conn: sqlite3.Connection, entity_id: int, limit: int) -> lis
 
 
 def relationship_at(
-    conn: sqlite3.Connection, from_id: int, to_id: int, label: str, at: float
+    conn: Connection, from_id: int, to_id: int, label: str, at: float
 ) -> Relationship | None:
     """The interval of (from, label, to) holding at ``at``, else its latest."""
     row = conn.execute(
@@ -681,7 +677,7 @@ def relationship_at(
     return None if row is None else relationship_from_row(row)
 
 
-def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
+def get_relationship(conn: Connection, rel_id: int) -> Relationship:
     row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
     found = row.fetchone()
     if found is None:
@@ -689,7 +685,7 @@ def get_relationship(conn: sqlite3.Connection, rel_id: int) -> Relationship:
     return relationship_from_row(found)
 
 
-def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relationship]:
+def get_relationships(conn: Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
         f"SELECT {REL_COLUMNS} FROM relationships"
         f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
@@ -699,7 +695,7 @@ def get_relationships(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Rela
 
 
 def current_facts(
-    conn: sqlite3.Connection, entity_ids: Sequence[int], limit: int
+    conn: Connection, entity_ids: Sequence[int], limit: int
 ) -> list[tuple[str, str, str, float | None]]:
     """(from name, label, to name, since) of the facts holding now about
     these entities, newest first: what an extraction prompt shows, so the
@@ -720,7 +716,7 @@ def current_facts(
 
 
 def list_relationships(
-    conn: sqlite3.Connection,
+    conn: Connection,
     entity_id: int,
     include_inbound: bool,
     after_id: int | None = None,
@@ -783,9 +779,7 @@ SELECT DISTINCT id FROM walk
 """
 
 
-def edges_within(
-    conn: sqlite3.Connection, ids: Sequence[int], when: When = CURRENT
-) -> list[Relationship]:
+def edges_within(conn: Connection, ids: Sequence[int], when: When = CURRENT) -> list[Relationship]:
     """Every relationship with both ends in ``ids``."""
     if not ids:
         return []
@@ -804,7 +798,7 @@ def edges_within(
 
 
 def neighborhood(
-    conn: sqlite3.Connection, entity_id: int, depth: int, when: When = CURRENT
+    conn: Connection, entity_id: int, depth: int, when: When = CURRENT
 ) -> tuple[list[Entity], list[Relationship]]:
     get_entity(conn, entity_id)
     clause, times = when.clause("r")
@@ -822,7 +816,7 @@ def neighborhood(
 
 
 def neighbors(
-    conn: sqlite3.Connection, entity_ids: Sequence[int], when: When = CURRENT
+    conn: Connection, entity_ids: Sequence[int], when: When = CURRENT
 ) -> tuple[list[Entity], list[Relationship]]:
     """One hop from a set, plus every edge inside the combined set."""
     seeds = _ids_json(entity_ids)
@@ -844,7 +838,7 @@ def neighbors(
 
 
 def relationships_in_project(
-    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+    conn: Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[Relationship]:
     """Every interval of a project's graph, in id order (a relationship never
     leaves its graph, so its from-entity's project is the edge's)."""

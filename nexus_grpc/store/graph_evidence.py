@@ -9,10 +9,10 @@ them here whole (``write_intervals``).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 
 from nexus_grpc.core.graph import Evidence, Interval, Relationship
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import json_ints
 from nexus_grpc.store.graph import REL_COLUMNS, relationship_from_row
@@ -29,7 +29,7 @@ def _ids_json(ids: Iterable[int]) -> str:
 
 
 def add_evidence(
-    conn: sqlite3.Connection,
+    conn: Connection,
     from_id: int,
     to_id: int,
     label: str,
@@ -49,7 +49,7 @@ def add_evidence(
     )
 
 
-def drop_episode_evidence(conn: sqlite3.Connection, episode_id: int) -> set[tuple[int, str]]:
+def drop_episode_evidence(conn: Connection, episode_id: int) -> set[tuple[int, str]]:
     """Forget what an episode said (before it is extracted again); returns
     the (from, label) groups whose facts must be derived again."""
     groups = {
@@ -62,7 +62,7 @@ def drop_episode_evidence(conn: sqlite3.Connection, episode_id: int) -> set[tupl
     return groups
 
 
-def drop_triple_evidence(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> int:
+def drop_triple_evidence(conn: Connection, from_id: int, to_id: int, label: str) -> int:
     cur = conn.execute(
         "DELETE FROM relationship_evidence WHERE from_id = ? AND to_id = ? AND label = ?",
         (from_id, to_id, label),
@@ -70,7 +70,7 @@ def drop_triple_evidence(conn: sqlite3.Connection, from_id: int, to_id: int, lab
     return cur.rowcount
 
 
-def evidence_of(conn: sqlite3.Connection, from_id: int, label: str) -> list[Evidence]:
+def evidence_of(conn: Connection, from_id: int, label: str) -> list[Evidence]:
     rows = conn.execute(
         f"SELECT {_EVIDENCE_COLUMNS} FROM relationship_evidence WHERE from_id = ? AND label = ?",
         (from_id, label),
@@ -78,7 +78,7 @@ def evidence_of(conn: sqlite3.Connection, from_id: int, label: str) -> list[Evid
     return [_evidence(r) for r in rows]
 
 
-def evidence_by_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Evidence]:
+def evidence_by_ids(conn: Connection, ids: Sequence[int]) -> list[Evidence]:
     rows = conn.execute(
         f"SELECT {_EVIDENCE_COLUMNS} FROM relationship_evidence"
         f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
@@ -88,7 +88,7 @@ def evidence_by_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Eviden
 
 
 def evidence_in_project(
-    conn: sqlite3.Connection, project_id: int, after_id: int | None, limit: int
+    conn: Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[Evidence]:
     rows = conn.execute(
         f"SELECT {', '.join('v.' + c for c in _EVIDENCE_COLUMNS.split(', '))}"
@@ -99,7 +99,7 @@ def evidence_in_project(
     return [_evidence(r) for r in rows]
 
 
-def groups_of(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> set[tuple[int, str]]:
+def groups_of(conn: Connection, entity_ids: Sequence[int]) -> set[tuple[int, str]]:
     """Every (from, label) whose evidence names one of these entities at either end."""
     members = _ids_json(entity_ids)
     return {
@@ -115,7 +115,7 @@ def groups_of(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> set[tuple[
 
 
 def write_intervals(
-    conn: sqlite3.Connection, from_id: int, label: str, intervals: Sequence[Interval]
+    conn: Connection, from_id: int, label: str, intervals: Sequence[Interval]
 ) -> None:
     """Make the relationships of (from, label) exactly ``intervals``.
 
@@ -188,7 +188,7 @@ def write_intervals(
             )
 
 
-def delete_relationships(conn: sqlite3.Connection, from_id: int, to_id: int, label: str) -> int:
+def delete_relationships(conn: Connection, from_id: int, to_id: int, label: str) -> int:
     """Every interval of (from, label, to), and the evidence behind them."""
     drop_triple_evidence(conn, from_id, to_id, label)
     cur = conn.execute(

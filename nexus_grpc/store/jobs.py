@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
 
@@ -85,7 +85,7 @@ class Job:
 
 
 def enqueue(
-    conn: sqlite3.Connection,
+    conn: Connection,
     kind: str,
     target_ids: Iterable[int],
     *,
@@ -109,7 +109,7 @@ def enqueue(
     )
 
 
-def schedule(conn: sqlite3.Connection, kind: str, target_id: int, at: float) -> None:
+def schedule(conn: Connection, kind: str, target_id: int, at: float) -> None:
     """Make ``kind`` for ``target_id`` due at ``at``: moves a pending one, or
     queues one (a running one finishes first; its handler re-checks)."""
     moved = conn.execute(
@@ -121,7 +121,7 @@ def schedule(conn: sqlite3.Connection, kind: str, target_id: int, at: float) -> 
         enqueue(conn, kind, [target_id], run_after=at)
 
 
-def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params: Sequence) -> int:
+def enqueue_select(conn: Connection, kind: str, select_ids: str, params: Sequence) -> int:
     ts = now()
     cur = conn.execute(
         "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
@@ -132,9 +132,7 @@ def enqueue_select(conn: sqlite3.Connection, kind: str, select_ids: str, params:
     return cur.rowcount
 
 
-def claim(
-    conn: sqlite3.Connection, kind: str, limit: int, lease: float = LEASE_SECONDS
-) -> list[Job]:
+def claim(conn: Connection, kind: str, limit: int, lease: float = LEASE_SECONDS) -> list[Job]:
     """Take due jobs, live ones before bulk ones and each oldest first,
     marking them running.
 
@@ -165,7 +163,7 @@ def claim(
     return [Job(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
-def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float) -> list[Job]:
+def _claim_leased(conn: Connection, kind: str, limit: int, lease: float) -> list[Job]:
     """PostgreSQL's claim: many instances at once, none waiting on another.
 
     ``FOR UPDATE SKIP LOCKED`` hands each claimer rows no other claimer holds,
@@ -210,7 +208,7 @@ def _claim_leased(conn: sqlite3.Connection, kind: str, limit: int, lease: float)
     return kept
 
 
-def renew(conn: sqlite3.Connection, job_ids: Sequence[int], lease: float = LEASE_SECONDS) -> None:
+def renew(conn: Connection, job_ids: Sequence[int], lease: float = LEASE_SECONDS) -> None:
     """Extend the leases of jobs this instance is still running (PostgreSQL only:
     with one process per SQLite file, nothing else can take them)."""
     if job_ids and is_postgres(conn):
@@ -220,7 +218,7 @@ def renew(conn: sqlite3.Connection, job_ids: Sequence[int], lease: float = LEASE
         )
 
 
-def reset_running(conn: sqlite3.Connection) -> int:
+def reset_running(conn: Connection) -> int:
     """After a crash or restart, jobs that were running run again.
 
     Where the same work is queued twice (running and pending, or running
@@ -240,27 +238,27 @@ def reset_running(conn: sqlite3.Connection) -> int:
     return conn.execute("UPDATE jobs SET state = 'pending' WHERE state = 'running'").rowcount
 
 
-def next_run_after(conn: sqlite3.Connection, kind: str) -> float | None:
+def next_run_after(conn: Connection, kind: str) -> float | None:
     row = conn.execute(
         "SELECT MIN(run_after) FROM jobs WHERE kind = ? AND state = 'pending'", (kind,)
     ).fetchone()
     return row[0]
 
 
-def finish(conn: sqlite3.Connection, job_ids: Sequence[int]) -> None:
+def finish(conn: Connection, job_ids: Sequence[int]) -> None:
     conn.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in job_ids])
 
 
-def retry_later(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
+def retry_later(conn: Connection, job_id: int, error: str, delay: float) -> None:
     _back_to_pending(conn, job_id, error, delay, spend_attempt=True)
 
 
-def postpone(conn: sqlite3.Connection, job_id: int, error: str, delay: float) -> None:
+def postpone(conn: Connection, job_id: int, error: str, delay: float) -> None:
     """Wait without spending an attempt: the dependency is down, not the job wrong."""
     _back_to_pending(conn, job_id, error, delay, spend_attempt=False)
 
 
-def postpone_pending(conn: sqlite3.Connection, kind: str, error: str, until: float) -> None:
+def postpone_pending(conn: Connection, kind: str, error: str, until: float) -> None:
     """A dependency is down: every pending job of this kind waits until
     ``until`` and shows why, without spending an attempt."""
     conn.execute(
@@ -271,7 +269,7 @@ def postpone_pending(conn: sqlite3.Connection, kind: str, error: str, until: flo
 
 
 def _back_to_pending(
-    conn: sqlite3.Connection, job_id: int, error: str, delay: float, *, spend_attempt: bool
+    conn: Connection, job_id: int, error: str, delay: float, *, spend_attempt: bool
 ) -> None:
     # If the same work was queued again meanwhile, that newer job covers it.
     if _covered_by_pending(conn, job_id):
@@ -283,20 +281,20 @@ def _back_to_pending(
     )
 
 
-def queued_targets(conn: sqlite3.Connection, kind: str) -> set[int]:
+def queued_targets(conn: Connection, kind: str) -> set[int]:
     """Targets with a pending or running job: work already on its way."""
     rows = conn.execute("SELECT target_id FROM jobs WHERE kind = ? AND state != 'failed'", (kind,))
     return {r[0] for r in rows}
 
 
-def delete_created_before(conn: sqlite3.Connection, kind: str, before: float) -> int:
+def delete_created_before(conn: Connection, kind: str, before: float) -> int:
     """Drop jobs a full rebuild has made redundant; newer ones still run."""
     return conn.execute(
         "DELETE FROM jobs WHERE kind = ? AND created_at <= ?", (kind, before)
     ).rowcount
 
 
-def _covered_by_pending(conn: sqlite3.Connection, job_id: int) -> bool:
+def _covered_by_pending(conn: Connection, job_id: int) -> bool:
     """If the same work was queued again meanwhile, drop this job: the newer
     one reads the row afresh and covers it."""
     row = conn.execute("SELECT kind, target_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
@@ -311,7 +309,7 @@ def _covered_by_pending(conn: sqlite3.Connection, job_id: int) -> bool:
     return False
 
 
-def dead_letter(conn: sqlite3.Connection, job_id: int, error: str) -> bool:
+def dead_letter(conn: Connection, job_id: int, error: str) -> bool:
     """Mark the job failed; False when a newer pending job covers it instead."""
     if _covered_by_pending(conn, job_id):
         return False
@@ -323,7 +321,7 @@ def dead_letter(conn: sqlite3.Connection, job_id: int, error: str) -> bool:
     return True
 
 
-def requeue_failed(conn: sqlite3.Connection, kind: str, target_id: int | None = None) -> int:
+def requeue_failed(conn: Connection, kind: str, target_id: int | None = None) -> int:
     """Move dead-lettered jobs back to pending (dropping those already pending again)."""
     where = "kind = ? AND state = 'failed'" + (" AND target_id = ?" if target_id else "")
     params: tuple = (kind, target_id) if target_id else (kind,)
@@ -354,7 +352,7 @@ class QueueDepth:
     oldest_pending_age: float
 
 
-def depths(conn: sqlite3.Connection) -> list[QueueDepth]:
+def depths(conn: Connection) -> list[QueueDepth]:
     rows = conn.execute(
         "SELECT kind, SUM(CASE WHEN state IN ('pending', 'running') THEN 1 ELSE 0 END),"
         " SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END),"

@@ -17,7 +17,7 @@ about once per level, not on every pass as a full 'optimize' would.
 
 from __future__ import annotations
 
-import sqlite3
+from nexus_grpc.core.storage import Connection
 
 #: The keyword indexes kept merged, each an FTS5 table.
 TABLES = ("episodes_fts", "memories_fts")
@@ -25,21 +25,25 @@ TABLES = ("episodes_fts", "memories_fts")
 USERMERGE = 2
 
 
-def prepare(conn: sqlite3.Connection, table: str) -> None:
+def prepare(conn: Connection, table: str) -> None:
     """Store the merge policy in the index's own configuration (idempotent)."""
     conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', ?)", (USERMERGE,))
 
 
-def merge_step(conn: sqlite3.Connection, table: str, pages: int) -> bool:
+def merge_step(conn: Connection, table: str, pages: int) -> bool:
     """Merge up to ``pages`` pages of ``table``'s segments; whether there was
     anything to merge. FTS5 reports no result, so the change count tells: a
     step that merged writes at least two rows, a no-op writes none."""
-    before = conn.total_changes
+    before = _total_changes(conn)
     conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (max(1, pages),))
-    return conn.total_changes - before >= 2
+    return _total_changes(conn) - before >= 2
 
 
-def segment_count(conn: sqlite3.Connection, table: str) -> int:
+def _total_changes(conn: Connection) -> int:
+    return int(conn.execute("SELECT total_changes()").fetchone()[0])
+
+
+def segment_count(conn: Connection, table: str) -> int:
     """How many segments ``table`` holds now (one read of its segment index)."""
     row = conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()
     return int(row[0])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.db import now, placeholders
@@ -113,7 +114,7 @@ def _row(r: sqlite3.Row) -> Memory:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     values: Mapping[str, Any],
     request_id: str | None,
     tenant: str,
@@ -157,12 +158,12 @@ def insert(
     return get(conn, memory_id)
 
 
-def find(conn: sqlite3.Connection, memory_id: int) -> Memory | None:
+def find(conn: Connection, memory_id: int) -> Memory | None:
     row = conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)).fetchone()
     return _row(row) if row else None
 
 
-def get(conn: sqlite3.Connection, memory_id: int) -> Memory:
+def get(conn: Connection, memory_id: int) -> Memory:
     memory = find(conn, memory_id)
     if memory is None:
         raise NotFound(f"memory {memory_id} does not exist")
@@ -170,7 +171,7 @@ def get(conn: sqlite3.Connection, memory_id: int) -> Memory:
 
 
 def find_by_request_id(
-    conn: sqlite3.Connection, tenant: str, user_id: str, request_id: str
+    conn: Connection, tenant: str, user_id: str, request_id: str
 ) -> Memory | None:
     """The memory this owner (tenant and user; '' for PROJECT memories) stored
     with this retry key."""
@@ -182,7 +183,7 @@ def find_by_request_id(
 
 
 def count_in_cap_scope(
-    conn: sqlite3.Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
+    conn: Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
     """Memories counted against the cap of the owner a new memory would join.
 
@@ -216,7 +217,7 @@ def count_in_cap_scope(
     return int(row[0])
 
 
-def update(conn: sqlite3.Connection, memory_id: int, changes: Mapping[str, Any]) -> Memory:
+def update(conn: Connection, memory_id: int, changes: Mapping[str, Any]) -> Memory:
     get(conn, memory_id)
     if changes:
         cols = []
@@ -234,14 +235,14 @@ def update(conn: sqlite3.Connection, memory_id: int, changes: Mapping[str, Any])
     return get(conn, memory_id)
 
 
-def delete(conn: sqlite3.Connection, memory_id: int) -> None:
+def delete(conn: Connection, memory_id: int) -> None:
     get(conn, memory_id)
     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
     jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
 
 
 def list_visible(
-    conn: sqlite3.Connection,
+    conn: Connection,
     where: str,
     params: Sequence[Any],
     *,
@@ -264,7 +265,7 @@ def list_visible(
 
 
 def get_visible(
-    conn: sqlite3.Connection, ids: Sequence[int], where: str, params: Sequence[Any]
+    conn: Connection, ids: Sequence[int], where: str, params: Sequence[Any]
 ) -> dict[int, Memory]:
     """The rows among ``ids`` that exist and that the scope may see."""
     if not ids:
@@ -291,7 +292,7 @@ def scope_tokens(project_id: int, user_id: str) -> list[str]:
 
 
 def keyword_search(
-    conn: sqlite3.Connection,
+    conn: Connection,
     match: str,
     owners: Sequence[str],
     where: str,
@@ -321,7 +322,7 @@ def keyword_search(
     return [(rows[i], -float(score)) for i, score in ranked if i in rows]
 
 
-def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
+def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Memory]:
     if not ids:
         return {}
     rows = conn.execute(
@@ -331,7 +332,7 @@ def get_many(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
 
 
 def scope_sample(
-    conn: sqlite3.Connection,
+    conn: Connection,
     project_id: int,
     user_id: str,
     where: str,
@@ -368,7 +369,7 @@ def scope_sample(
 
 
 def used_in_thread(
-    conn: sqlite3.Connection, thread_id: str, owner: UsageOwner, ids: Sequence[int]
+    conn: Connection, thread_id: str, owner: UsageOwner, ids: Sequence[int]
 ) -> set[int]:
     if not thread_id or not ids:
         return set()
@@ -382,7 +383,7 @@ def used_in_thread(
 
 
 def record_usage(
-    conn: sqlite3.Connection,
+    conn: Connection,
     thread_id: str,
     owner: UsageOwner,
     context: str,
@@ -446,7 +447,7 @@ def _usage_row(r: sqlite3.Row) -> MemoryUsage:
 
 
 def usage_by_memory(
-    conn: sqlite3.Connection, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
+    conn: Connection, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """The memory's usage recorded by this owner (their prompts only)."""
     where, params = owner.clause()
@@ -459,7 +460,7 @@ def usage_by_memory(
 
 
 def usage_by_thread(
-    conn: sqlite3.Connection, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
+    conn: Connection, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """A thread's usage, as recorded by its owner."""
     where, params = owner.clause()
@@ -472,7 +473,7 @@ def usage_by_thread(
 
 
 def list_in_project(
-    conn: sqlite3.Connection,
+    conn: Connection,
     project_id: int,
     tenant: str | None,
     after_id: int | None,

@@ -5,13 +5,13 @@ re-run) by formation, gone with the episode."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 
 
-def put(conn: sqlite3.Connection, episode_id: int, candidates: list[dict[str, Any]]) -> None:
+def put(conn: Connection, episode_id: int, candidates: list[dict[str, Any]]) -> None:
     conn.execute(
         "INSERT INTO memory_candidates (episode_id, candidates, created_at) VALUES (?, ?, ?)"
         " ON CONFLICT (episode_id) DO UPDATE SET candidates = excluded.candidates,"
@@ -20,7 +20,7 @@ def put(conn: sqlite3.Connection, episode_id: int, candidates: list[dict[str, An
     )
 
 
-def get(conn: sqlite3.Connection, episode_id: int) -> list[dict[str, Any]] | None:
+def get(conn: Connection, episode_id: int) -> list[dict[str, Any]] | None:
     row = conn.execute(
         "SELECT candidates FROM memory_candidates WHERE episode_id = ?", (episode_id,)
     ).fetchone()

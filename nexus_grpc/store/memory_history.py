@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 from nexus_grpc.store.memories import Memory
@@ -72,7 +73,7 @@ def _row(r: sqlite3.Row) -> Revision:
 
 
 def record(
-    conn: sqlite3.Connection,
+    conn: Connection,
     previous: Memory,
     action: int,
     changed: Sequence[str],
@@ -105,7 +106,7 @@ def record(
 
 
 def record_deletion(
-    conn: sqlite3.Connection,
+    conn: Connection,
     previous: Memory,
     by: ChangedBy,
     retention: float,
@@ -122,7 +123,7 @@ def record_deletion(
     jobs.enqueue(conn, jobs.PURGE_MEMORY_HISTORY, [previous.id], run_after=purge_after)
 
 
-def last(conn: sqlite3.Connection, memory_id: int) -> Revision | None:
+def last(conn: Connection, memory_id: int) -> Revision | None:
     row = conn.execute(
         "SELECT * FROM memory_history WHERE memory_id = ? ORDER BY id DESC LIMIT 1",
         (memory_id,),
@@ -130,9 +131,7 @@ def last(conn: sqlite3.Connection, memory_id: int) -> Revision | None:
     return _row(row) if row else None
 
 
-def page(
-    conn: sqlite3.Connection, memory_id: int, after_id: int | None, limit: int
-) -> list[Revision]:
+def page(conn: Connection, memory_id: int, after_id: int | None, limit: int) -> list[Revision]:
     """Oldest first."""
     rows = conn.execute(
         "SELECT * FROM memory_history WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
@@ -141,7 +140,7 @@ def page(
     return [_row(r) for r in rows]
 
 
-def purge(conn: sqlite3.Connection, memory_ids: Sequence[int], at: float) -> int:
+def purge(conn: Connection, memory_ids: Sequence[int], at: float) -> int:
     """Remove the history of deleted memories whose retention ended by ``at``."""
     removed = 0
     for memory_id in memory_ids:

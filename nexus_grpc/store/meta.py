@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
-
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.dialect import is_postgres
 
 
-def get(conn: sqlite3.Connection, key: str) -> str | None:
+def get(conn: Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
 
 
-def put(conn: sqlite3.Connection, key: str, value: str) -> None:
+def put(conn: Connection, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -20,7 +19,7 @@ def put(conn: sqlite3.Connection, key: str, value: str) -> None:
     )
 
 
-def probe(conn: sqlite3.Connection) -> int:
+def probe(conn: Connection) -> int:
     """A read of the schema: health's proof that the database answers queries."""
     table = "nexus_schema" if is_postgres(conn) else "sqlite_master"
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])

@@ -13,6 +13,7 @@ import logging
 import sqlite3
 
 from nexus_grpc.core.names import name_key
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 
 log = logging.getLogger(__name__)
@@ -859,7 +860,7 @@ def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> i
     return LATEST_VERSION
 
 
-def probe(conn: sqlite3.Connection) -> None:
+def probe(conn: Connection) -> None:
     """Touch the last page of every table, cheaply, so a damaged file fails
     the start instead of the first request that reaches the damage.
 

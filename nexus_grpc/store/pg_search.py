@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, TimeWindow
+from nexus_grpc.core.storage import Connection
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 # ts_rank's weights, in the order {D, C, B, A}: A holds an episode's own
@@ -60,7 +60,7 @@ def _lexeme(word: str) -> str:
 
 
 def episode_keyword_search(
-    conn: sqlite3.Connection,
+    conn: Connection,
     match: str,
     session_ids: Sequence[int] | None,
     limit: int,
@@ -117,7 +117,7 @@ def episode_keyword_search(
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def episode_snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
+def episode_snippets(conn: Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, hits in [ and ]: from the user message or the
     answer, whichever matched; see episodes.snippets."""
     query = tsquery(match)
@@ -136,9 +136,7 @@ def episode_snippets(conn: sqlite3.Connection, match: str, ids: Sequence[int]) -
     return out
 
 
-def episode_scope_sample(
-    conn: sqlite3.Connection, session_ids: Sequence[int], limit: int
-) -> list[str]:
+def episode_scope_sample(conn: Connection, session_ids: Sequence[int], limit: int) -> list[str]:
     rows = conn.execute(
         "SELECT user_message, ai_response FROM episodes WHERE session_id = ANY(?)"
         " ORDER BY id DESC LIMIT ?",
@@ -148,7 +146,7 @@ def episode_scope_sample(
 
 
 def memory_keyword_search(
-    conn: sqlite3.Connection, match: str, where: str, params: Sequence[Any], limit: int
+    conn: Connection, match: str, where: str, params: Sequence[Any], limit: int
 ) -> list[tuple[int, float]]:
     """(memory id, score with higher better), best first, ``where`` (alias m)
     deciding visibility in the same query; see memories.keyword_search."""
@@ -165,7 +163,7 @@ def memory_keyword_search(
 
 
 def memory_scope_sample(
-    conn: sqlite3.Connection,
+    conn: Connection,
     project_id: int,
     user_id: str,
     where: str,

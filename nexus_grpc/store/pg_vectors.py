@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.dialect import is_postgres
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -35,7 +36,7 @@ def _vector(values: Sequence[float]) -> str:
 
 
 def put(
-    conn: sqlite3.Connection,
+    conn: Connection,
     collection: str,
     row_id: int,
     vector: Sequence[float],

@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from nexus_grpc.core.redact import mask_url
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
 
@@ -325,7 +326,7 @@ class PostgresDatabase:
         finally:
             self._free.put_nowait(slot)
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a transaction of its own; returns once it is committed."""
 
         def transaction(raw: Any) -> T:
@@ -333,7 +334,7 @@ class PostgresDatabase:
             while True:
                 try:
                     with raw.transaction():
-                        return fn(cast(sqlite3.Connection, PgConnection(raw)))
+                        return fn(cast(Connection, PgConnection(raw)))
                 except Exception as exc:
                     if attempt >= WRITE_ATTEMPTS or not _retryable(exc):
                         translated = _translate_error(exc)
@@ -346,17 +347,17 @@ class PostgresDatabase:
         self.commits += 1
         return result
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` outside a transaction: each statement sees the latest commits."""
-        return await self._with_slot(lambda raw: fn(cast(sqlite3.Connection, PgConnection(raw))))
+        return await self._with_slot(lambda raw: fn(cast(Connection, PgConnection(raw))))
 
-    async def read_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read_in_transaction(self, fn: Callable[[Connection], T]) -> T:
         """Like read, but every statement sees one snapshot (as SQLite's WAL read does)."""
 
         def snapshot(raw: Any) -> T:
             with raw.transaction():
                 raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return fn(cast(sqlite3.Connection, PgConnection(raw)))
+                return fn(cast(Connection, PgConnection(raw)))
 
         return await self._with_slot(snapshot)
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, Project
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
@@ -57,9 +58,7 @@ def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
     return ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
 
 
-def insert(
-    conn: sqlite3.Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT
-) -> Project:
+def insert(conn: Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
     ts = now()
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
@@ -81,7 +80,7 @@ def insert(
     return project
 
 
-def get(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> Project:
+def get(conn: Connection, project_id: int, tenant: str | None = None) -> Project:
     """The project; NOT_FOUND when it does not exist or belongs to another tenant
     (``tenant`` None: any tenant), with one message for both."""
     clause, params = _tenant_clause(tenant)
@@ -93,19 +92,19 @@ def get(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) ->
     return _row(row)
 
 
-def exists(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> bool:
+def exists(conn: Connection, project_id: int, tenant: str | None = None) -> bool:
     clause, params = _tenant_clause(tenant)
     row = conn.execute(f"SELECT 1 FROM projects WHERE id = ?{clause}", (project_id, *params))
     return row.fetchone() is not None
 
 
-def tenant_of(conn: sqlite3.Connection, project_id: int) -> str | None:
+def tenant_of(conn: Connection, project_id: int) -> str | None:
     row = conn.execute("SELECT tenant FROM projects WHERE id = ?", (project_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
 def list_page(
-    conn: sqlite3.Connection, after_id: int | None, limit: int, tenant: str | None = None
+    conn: Connection, after_id: int | None, limit: int, tenant: str | None = None
 ) -> list[Project]:
     clause, params = _tenant_clause(tenant)
     rows = conn.execute(
@@ -115,7 +114,7 @@ def list_page(
     return [_row(r) for r in rows]
 
 
-def user_memory_owners(conn: sqlite3.Connection, project_id: int) -> dict[str, int]:
+def user_memory_owners(conn: Connection, project_id: int) -> dict[str, int]:
     """USER memories stored in the project, counted by user."""
     rows = conn.execute(
         "SELECT user_id, COUNT(*) FROM memories WHERE project_id = ? AND kind = ? GROUP BY user_id",
@@ -125,7 +124,7 @@ def user_memory_owners(conn: sqlite3.Connection, project_id: int) -> dict[str, i
 
 
 def update(
-    conn: sqlite3.Connection,
+    conn: Connection,
     project_id: int,
     changes: Mapping[str, Any],
     tenant: str | None = None,
@@ -149,7 +148,7 @@ def update(
     return get(conn, project_id)
 
 
-def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None) -> int:
+def delete(conn: Connection, project_id: int, tenant: str | None = None) -> int:
     """Detach the project's sessions, then delete it and what only it owned:
     its memories, its graph and its overviews (their index points go through index
     jobs in the same transaction).  Returns the sessions detached.  The caller
@@ -187,7 +186,7 @@ def delete(conn: sqlite3.Connection, project_id: int, tenant: str | None = None)
     return detached
 
 
-def single_valued_labels(conn: sqlite3.Connection, project_id: int) -> tuple[str, ...] | None:
+def single_valued_labels(conn: Connection, project_id: int) -> tuple[str, ...] | None:
     """The project's own single-valued labels; None: the defaults (or no project)."""
     row = conn.execute(
         "SELECT single_valued_labels FROM projects WHERE id = ?", (project_id,)
@@ -195,7 +194,7 @@ def single_valued_labels(conn: sqlite3.Connection, project_id: int) -> tuple[str
     return None if row is None else _labels(row[0])
 
 
-def memory_formation(conn: sqlite3.Connection, project_id: int) -> int | None:
+def memory_formation(conn: Connection, project_id: int) -> int | None:
     """The project's own formation setting; None: the default (or no project)."""
     row = conn.execute(
         "SELECT memory_formation FROM projects WHERE id = ?", (project_id,)
@@ -203,7 +202,7 @@ def memory_formation(conn: sqlite3.Connection, project_id: int) -> int | None:
     return None if row is None else row[0]
 
 
-def retention_of(conn: sqlite3.Connection, project_id: int) -> float | None:
+def retention_of(conn: Connection, project_id: int) -> float | None:
     """The project's retention in seconds; None: kept for ever, or no project."""
     row = conn.execute("SELECT retention FROM projects WHERE id = ?", (project_id,)).fetchone()
     return None if row is None or row[0] is None else float(row[0])

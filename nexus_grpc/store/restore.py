@@ -11,12 +11,12 @@ live traffic. The SQL is shared by SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.core.graph import METHOD_NEW, EntityAlias, EntityMerge, Evidence
 from nexus_grpc.core.names import name_key
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
@@ -28,7 +28,7 @@ from nexus_grpc.store.summaries import Summary
 
 
 def insert_project(
-    conn: sqlite3.Connection,
+    conn: Connection,
     values: Mapping[str, Any],
     created_at: float,
     updated_at: float,
@@ -62,7 +62,7 @@ def insert_project(
 
 
 def insert_session(
-    conn: sqlite3.Connection,
+    conn: Connection,
     external_id: str,
     name: str,
     project_id: int,
@@ -101,7 +101,7 @@ def insert_session(
     return int(row[0])
 
 
-def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
+def insert_memory(conn: Connection, m: Memory, tenant: str) -> int:
     """``m`` with its new project and session ids; its own id is ignored."""
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
@@ -136,7 +136,7 @@ def insert_memory(conn: sqlite3.Connection, m: Memory, tenant: str) -> int:
     return memory_id
 
 
-def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> None:
+def insert_revision(conn: Connection, r: memory_history.Revision) -> None:
     """``r`` with its new memory id, and ``previous`` with the new ids."""
     memory_history.record(
         conn,
@@ -148,7 +148,7 @@ def insert_revision(conn: sqlite3.Connection, r: memory_history.Revision) -> Non
     )
 
 
-def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
+def insert_entity(conn: Connection, e: Entity, tenant: str) -> int:
     """``e`` with its new project id; its own id is ignored."""
     row = conn.execute(
         "INSERT INTO entities (project_id, session_id, name, name_key, type, notes,"
@@ -174,7 +174,7 @@ def insert_entity(conn: sqlite3.Connection, e: Entity, tenant: str) -> int:
     return entity_id
 
 
-def insert_relationship(conn: sqlite3.Connection, r: Relationship) -> int:
+def insert_relationship(conn: Connection, r: Relationship) -> int:
     """``r`` with its new entity and episode ids."""
     row = conn.execute(
         "INSERT INTO relationships (from_id, to_id, label, notes, mention_count, created_at,"
@@ -196,7 +196,7 @@ def insert_relationship(conn: sqlite3.Connection, r: Relationship) -> int:
     return int(row[0])
 
 
-def insert_alias(conn: sqlite3.Connection, a: EntityAlias) -> None:
+def insert_alias(conn: Connection, a: EntityAlias) -> None:
     """``a`` with its new entity and episode ids, and its words indexed."""
     graph_store.add_alias(
         conn,
@@ -210,11 +210,11 @@ def insert_alias(conn: sqlite3.Connection, a: EntityAlias) -> None:
     )
 
 
-def insert_episode_link(conn: sqlite3.Connection, entity_id: int, episode_id: int) -> None:
+def insert_episode_link(conn: Connection, entity_id: int, episode_id: int) -> None:
     graph_store.link_episode(conn, entity_id, episode_id)
 
 
-def insert_evidence(conn: sqlite3.Connection, e: Evidence) -> int:
+def insert_evidence(conn: Connection, e: Evidence) -> int:
     row = conn.execute(
         "INSERT INTO relationship_evidence (from_id, to_id, label, kind, at, episode_id,"
         " mentions, notes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -233,11 +233,11 @@ def insert_evidence(conn: sqlite3.Connection, e: Evidence) -> int:
     return int(row[0])
 
 
-def insert_merge(conn: sqlite3.Connection, m: EntityMerge) -> int:
+def insert_merge(conn: Connection, m: EntityMerge) -> int:
     return merge_store.insert_merge(conn, m)
 
 
-def ensure_own_alias(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> None:
+def ensure_own_alias(conn: Connection, entity_ids: Sequence[int]) -> None:
     """Entities restored without aliases (an older export) are known by their name."""
     for entity_id in entity_ids:
         if (
@@ -250,7 +250,7 @@ def ensure_own_alias(conn: sqlite3.Connection, entity_ids: Sequence[int]) -> Non
             graph_store.add_alias(conn, entity_id, name[0], method=METHOD_NEW, refresh=False)
 
 
-def insert_summary(conn: sqlite3.Connection, s: Summary) -> int:
+def insert_summary(conn: Connection, s: Summary) -> int:
     """``s`` with its new session (or, for an overview, project) and episode ids."""
     row = conn.execute(
         "INSERT INTO summaries (session_id, project_id, content, first_episode_id,"
@@ -272,7 +272,7 @@ def insert_summary(conn: sqlite3.Connection, s: Summary) -> int:
     return summary_id
 
 
-def sessions_due_a_summary(conn: sqlite3.Connection, session_ids: Sequence[int]) -> None:
+def sessions_due_a_summary(conn: Connection, session_ids: Sequence[int]) -> None:
     """Queue the summary a live session would have queued by now: one with
     enough new episodes since its last restored summary."""
     due = [s for s in session_ids if summary_due(conn, s)]

@@ -12,9 +12,9 @@ answered from it and records nothing. Rows are kept for ``KEEP_SECONDS``
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 
 #: How long a selection's answer stays replayable.
@@ -55,7 +55,7 @@ class Key:
         return (self.tenant, self.user_id, self.project_id, self.request_id)
 
 
-def find(conn: sqlite3.Connection, key: Key) -> tuple[str, Answer] | None:
+def find(conn: Connection, key: Key) -> tuple[str, Answer] | None:
     """The stored answer under ``key`` and the digest of the request it
     answered; None when there is none (or it is past KEEP_SECONDS)."""
     row = conn.execute(
@@ -75,7 +75,7 @@ def find(conn: sqlite3.Connection, key: Key) -> tuple[str, Answer] | None:
     return str(row[0]), answer
 
 
-def insert(conn: sqlite3.Connection, key: Key, digest: str, answer: Answer) -> None:
+def insert(conn: Connection, key: Key, digest: str, answer: Answer) -> None:
     """Keep ``answer`` under ``key`` (a row past KEEP_SECONDS under the same
     key gives way), and remove a few others past it."""
     at = now()

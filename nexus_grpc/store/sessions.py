@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, Session
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
@@ -33,7 +34,7 @@ def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     external_id: str,
     name: str,
     project_id: int,
@@ -82,7 +83,7 @@ def _retained(at: float | None) -> tuple[str, tuple[float, ...]]:
 
 
 def get(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     tenant: str | None = None,
     *,
@@ -102,7 +103,7 @@ def get(
 
 
 def get_by_external_id(
-    conn: sqlite3.Connection,
+    conn: Connection,
     external_id: str,
     tenant: str | None = None,
     *,
@@ -122,7 +123,7 @@ def get_by_external_id(
 
 
 def list_page(
-    conn: sqlite3.Connection,
+    conn: Connection,
     after_id: int | None,
     limit: int,
     project_id: int,
@@ -146,13 +147,13 @@ def list_page(
     return [_row(r) for r in rows]
 
 
-def project_session_ids(conn: sqlite3.Connection, project_id: int) -> list[int]:
+def project_session_ids(conn: Connection, project_id: int) -> list[int]:
     rows = conn.execute("SELECT id FROM sessions WHERE project_id = ?", (project_id,))
     return [r[0] for r in rows]
 
 
 def update(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     changes: Mapping[str, Any],
     tenant: str | None = None,
@@ -172,9 +173,12 @@ def update(
                 "SELECT id FROM summaries WHERE session_id = ?",
                 (session_id,),
             )
-            if value and conn.execute(
-                "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
-            ).fetchone():
+            if (
+                value
+                and conn.execute(
+                    "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
+                ).fetchone()
+            ):
                 # Reads hide what the project's retention has passed at once;
                 # the sweep (scheduled up to an hour ahead when the project had
                 # nothing to sweep) now looks at what just came in.
@@ -188,7 +192,7 @@ def update(
     return get(conn, session_id)
 
 
-def task_memory_owners(conn: sqlite3.Connection, session_id: int) -> dict[str, int]:
+def task_memory_owners(conn: Connection, session_id: int) -> dict[str, int]:
     """The session's TASK-tier USER memories (the ones ``delete`` takes with
     it), counted by user."""
     rows = conn.execute(
@@ -200,7 +204,7 @@ def task_memory_owners(conn: sqlite3.Connection, session_id: int) -> dict[str, i
 
 
 def delete(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     tenant: str | None = None,
     *,
@@ -246,9 +250,7 @@ def delete(
     return int(count)
 
 
-def past_retention(
-    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
-) -> list[int]:
+def past_retention(conn: Connection, project_id: int, cutoff: float, limit: int) -> list[int]:
     """The project's sessions created before ``cutoff`` with no episode since."""
     rows = conn.execute(
         "SELECT id FROM sessions s WHERE project_id = ? AND created_at < ?"

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
@@ -56,7 +57,7 @@ def _row(r: sqlite3.Row) -> Summary:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     session_id: int,
     project_id: int,
@@ -131,7 +132,7 @@ _PAST = (
 
 
 def find(
-    conn: sqlite3.Connection,
+    conn: Connection,
     summary_id: int,
     tenant: str | None = None,
     *,
@@ -149,7 +150,7 @@ def find(
 
 
 def get(
-    conn: sqlite3.Connection,
+    conn: Connection,
     summary_id: int,
     tenant: str | None = None,
     *,
@@ -165,7 +166,7 @@ def get(
 
 
 def update(
-    conn: sqlite3.Connection,
+    conn: Connection,
     summary_id: int,
     changes: Mapping[str, Any],
     tenant: str | None = None,
@@ -184,7 +185,7 @@ def update(
 
 
 def delete(
-    conn: sqlite3.Connection,
+    conn: Connection,
     summary_id: int,
     tenant: str | None = None,
     *,
@@ -196,7 +197,7 @@ def delete(
 
 
 def list_for_session(
-    conn: sqlite3.Connection,
+    conn: Connection,
     session_id: int,
     after_id: int | None,
     limit: int,
@@ -212,7 +213,7 @@ def list_for_session(
 
 
 def list_for_project(
-    conn: sqlite3.Connection,
+    conn: Connection,
     project_id: int,
     after_id: int | None,
     limit: int,
@@ -231,7 +232,7 @@ def list_for_project(
 
 
 def latest_for_session(
-    conn: sqlite3.Connection, session_id: int, *, retained_at: float | None = None
+    conn: Connection, session_id: int, *, retained_at: float | None = None
 ) -> Summary | None:
     kept, kept_params = _retained(retained_at)
     row = conn.execute(
@@ -243,7 +244,7 @@ def latest_for_session(
 
 
 def overview(
-    conn: sqlite3.Connection, project_id: int, *, retained_at: float | None = None
+    conn: Connection, project_id: int, *, retained_at: float | None = None
 ) -> Summary | None:
     kept, kept_params = _retained(retained_at)
     row = conn.execute(
@@ -255,7 +256,7 @@ def overview(
 
 
 def project_session_summaries(
-    conn: sqlite3.Connection, project_id: int, *, retained_at: float | None = None
+    conn: Connection, project_id: int, *, retained_at: float | None = None
 ) -> list[Summary]:
     """Summaries of the project's sessions, oldest material first."""
     kept, kept_params = _retained(retained_at)
@@ -268,7 +269,7 @@ def project_session_summaries(
 
 
 def project_recent_episodes(
-    conn: sqlite3.Connection, project_id: int, limit: int, *, since: float | None = None
+    conn: Connection, project_id: int, limit: int, *, since: float | None = None
 ) -> list[tuple[int, str, str]]:
     """The project's most recent episodes, (id, user, ai), returned oldest first.
     ``since``: only episodes whose occur_at is not before it (a retention;
@@ -283,9 +284,7 @@ def project_recent_episodes(
     return [(r[0], r[1], r[2]) for r in reversed(rows)]
 
 
-def past_retention(
-    conn: sqlite3.Connection, project_id: int, cutoff: float, limit: int
-) -> list[int]:
+def past_retention(conn: Connection, project_id: int, cutoff: float, limit: int) -> list[int]:
     """The project's summaries (its overviews and its sessions') that reads
     hide as past the retention whose cutoff is ``cutoff`` (``_retained``)."""
     rows = conn.execute(

@@ -7,8 +7,9 @@ import sqlite3
 import pytest
 
 from nexus_grpc.domain.fts import match_expression
-from nexus_grpc.domain.memory_scope import MemoryScope, sql_where
+from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.store import memories
+from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.store.migrations import migrate
 
 USERS = ["ann", "Zoë Ångström", "bob@example.com", "e", "ed", "u616e6e"]

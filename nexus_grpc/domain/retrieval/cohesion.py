@@ -4,16 +4,16 @@ it was discussed; docs/recall.md has the figures)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain.ranking import with_group_cohesion
 from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: Each existing candidate's group, read by primary key (no row text).
-Groups = Callable[[sqlite3.Connection, Sequence[int]], Mapping[int, Hashable]]
+Groups = Callable[[Connection, Sequence[int]], Mapping[int, Hashable]]
 
 
 class GroupCohesion(Stage):
@@ -26,7 +26,7 @@ class GroupCohesion(Stage):
         return len(engine.recipe.paths_for(call.mode)) > 1
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked:
         assert conn is not None
         groups = self.groups(conn, [c.key for c in ranked])

@@ -9,12 +9,12 @@ because some hits were past retention.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core.models import Episode, EpisodeHit, TimeWindow
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import without
@@ -65,7 +65,7 @@ class Episodes:
         window = v.time_window(request.window)
         at = time.time()
 
-        def read(conn: sqlite3.Connection) -> tuple[list[int], float | None]:
+        def read(conn: Connection) -> tuple[list[int], float | None]:
             session_ids = episode_scope(conn, request.session_id, request.project_id)
             return session_ids, retention_cutoff(conn, request.session_id, request.project_id, at)
 
@@ -105,9 +105,7 @@ class Episodes:
         )
 
 
-def retention_cutoff(
-    conn: sqlite3.Connection, session_id: int, project_id: int, at: float
-) -> float | None:
+def retention_cutoff(conn: Connection, session_id: int, project_id: int, at: float) -> float | None:
     """The oldest occur_time the searched project keeps at ``at`` (the asking
     session's project, or ``project_id``); None: it keeps everything."""
     if session_id > 0:

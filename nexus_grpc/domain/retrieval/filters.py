@@ -11,17 +11,17 @@ order until the call's depth (the page, or the reranker's candidates) is filled.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: A row the call may return.
 Filter = Callable[[Any, Call], bool]
 #: The rows among some ids, by id (absent: gone).
-Rows = Callable[[sqlite3.Connection, Sequence[int]], Mapping[int, Any]]
+Rows = Callable[[Connection, Sequence[int]], Mapping[int, Any]]
 #: Candidates read past the depth, to stand in for rows the filters drop.
 SPARE = 5
 
@@ -36,7 +36,7 @@ class Hydrate(Stage):
         self.filters = filters
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked:
         assert conn is not None
         kept: Ranked = []
@@ -61,7 +61,7 @@ class Keep(Stage):
         self.filters = filters
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked:
         kept: Ranked = []
         for c in ranked:

@@ -12,12 +12,12 @@ into likelihoods relative to the best (KEYWORD_TEMPERATURE).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, ClassVar
 
 from nexus_grpc.core.graph import Entity
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.core.names import display_form, search_key
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import fts
 from nexus_grpc.domain.ranking import KEYWORD_TEMPERATURE, MEANINGFUL_BM25
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
@@ -48,7 +48,7 @@ class EpisodeKeyword(_Keyword):
             return []
         return await engine.db.read(lambda c: self.find_in(c, engine, call, n))
 
-    def find_in(self, conn: sqlite3.Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
+    def find_in(self, conn: Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
         s = call.scope
         found = episode_store.keyword_search(conn, s.match, s.session_ids, n, s.searched)
         return [Candidate(i, score, FOUND_BY) for i, score in found]

@@ -18,7 +18,6 @@ from nexus_grpc.domain.common_terms import without
 from nexus_grpc.domain.memory_scope import (
     MemoryScope,
     check_scope,
-    sql_where,
     vector_filter,
     visible,
 )
@@ -28,6 +27,7 @@ from nexus_grpc.domain.retrieval.pipeline import Engine
 from nexus_grpc.store import documents
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import Filter
 
 

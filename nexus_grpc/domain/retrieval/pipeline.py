@@ -23,20 +23,19 @@ read, so a keyword-mode search is still one read transaction.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from nexus_grpc.core.models import SearchMode, SearchSource
+from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain.common_terms import ScopeVocabulary
 from nexus_grpc.domain.ranking import keyword_if_down
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import Database
 from nexus_grpc.vectors import VectorIndex
 
 H = TypeVar("H")
@@ -77,7 +76,7 @@ class Path(ABC):
     async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
         """The best ``n`` candidates; Unavailable when the path's backend is down."""
 
-    def find_in(self, conn: sqlite3.Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
+    def find_in(self, conn: Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
         raise NotImplementedError
 
 
@@ -96,7 +95,7 @@ class Stage(ABC):
 
     @abstractmethod
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked: ...
 
 
@@ -232,7 +231,7 @@ class Engine(Generic[H]):
         if not rest:
             return ranked
 
-        def read(conn: sqlite3.Connection) -> Ranked:
+        def read(conn: Connection) -> Ranked:
             out = ranked
             for stage in rest:
                 out = stage.apply(self, call, out, conn if stage.reads else None)
@@ -260,7 +259,7 @@ class _LonePath(Stage):
         self.n = n
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked:
         assert conn is not None
         found = self.path.find_in(conn, engine, call, self.n)

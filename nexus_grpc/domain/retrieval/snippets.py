@@ -4,16 +4,16 @@ candidate's was a third of a hybrid search's SQLite time)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexus_grpc.core.models import SearchSource
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: (match expression, ids) -> each id's snippet.
-Snippets = Callable[[sqlite3.Connection, str, Sequence[int]], dict[int, str]]
+Snippets = Callable[[Connection, str, Sequence[int]], dict[int, str]]
 
 
 class KeywordSnippets(Stage):
@@ -24,7 +24,7 @@ class KeywordSnippets(Stage):
         self.match = match
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: sqlite3.Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
     ) -> Ranked:
         assert conn is not None
         match = self.match(call)

@@ -1,0 +1,74 @@
+"""The store's seam: what the domain and the workers hold of a database.
+
+Two stores implement it: SQLite (``store.db.Database`` over ``sqlite3``) and
+PostgreSQL (``store.postgres.PostgresDatabase`` over psycopg). The domain
+decides inside a unit of work, a synchronous function given a
+``Connection``; the store runs it in a transaction on its own thread and
+commits it (``Database.write``) or only reads (``Database.read``). The
+functions that run statements on a ``Connection`` all live in ``store/``:
+the domain passes the connection on and never writes SQL itself.
+
+The seam is structural (``typing.Protocol``): a store need not inherit
+from anything, and ``sqlite3.Connection`` is a ``Connection`` as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    """The answer to one statement: its rows, or what it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """One connection inside one unit of work. Rows read by name or index."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+
+class Database(Protocol):
+    """The unit of work. ``write`` runs ``fn`` in one transaction and commits
+    it before returning (a write that returned survives ``kill -9``); if
+    ``fn`` raises, nothing it did stays. ``read`` runs ``fn`` where each
+    statement sees the latest commits; ``read_in_transaction`` gives ``fn``
+    one snapshot for all its statements."""
+
+    #: The schema version ``open`` migrated to.
+    schema_version: int
+    #: Transactions committed since ``open`` (group commit shares one).
+    commits: int
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def write(self, fn: Callable[[Connection], T]) -> T: ...
+
+    async def read(self, fn: Callable[[Connection], T]) -> T: ...
+
+    async def read_in_transaction(self, fn: Callable[[Connection], T]) -> T: ...
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be opened or reached: the message says which and why."""
