@@ -11,14 +11,13 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.core import models
+from nexus_grpc.core.records import Memory, MemoryUsage, Revision
 from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
-from nexus_grpc.store import memory_history
-from nexus_grpc.store.memories import Memory, MemoryUsage
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
@@ -274,7 +273,7 @@ def event_loop(lag: LoopLag | None) -> memory_pb2.EventLoopStatus:
     )
 
 
-def memory_revision(r: memory_history.Revision) -> memory_pb2.MemoryRevision:
+def memory_revision(r: Revision) -> memory_pb2.MemoryRevision:
     return memory_pb2.MemoryRevision(
         id=r.id,
         memory_id=r.memory_id,

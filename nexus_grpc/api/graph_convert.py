@@ -14,11 +14,10 @@ from nexus_grpc.core.graph import (
     MergedSource,
     Relationship,
 )
+from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, ExtractionEvent
 from nexus_grpc.domain.extraction import entity_from_dict, rel_from_dict
 from nexus_grpc.domain.graph import EntityHit, Subgraph
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
-from nexus_grpc.store import extraction_events as event_store
-from nexus_grpc.store.extraction_events import ExtractionEvent
 
 _SOURCES = {
     g.SOURCE_EXTRACTION: graph_pb2.ENTITY_SOURCE_EXTRACTION,
@@ -38,8 +37,8 @@ MERGE_METHODS = {
     g.MERGE_LLM: graph_pb2.MERGE_METHOD_LLM,
 }
 _STATUSES = {
-    event_store.DONE: graph_pb2.EXTRACTION_STATUS_DONE,
-    event_store.FAILED: graph_pb2.EXTRACTION_STATUS_FAILED,
+    EXTRACTION_DONE: graph_pb2.EXTRACTION_STATUS_DONE,
+    EXTRACTION_FAILED: graph_pb2.EXTRACTION_STATUS_FAILED,
 }
 
 
@@ -166,7 +165,7 @@ def extraction_event(ev: ExtractionEvent) -> graph_pb2.ExtractionEvent:
         entities=[entity(entity_from_dict(d)) for d in ev.payload.get("entities", [])],
         relationships=[relationship(rel_from_dict(d)) for d in ev.payload.get("relationships", [])],
         time=timestamp(ev.created_at),
-        parts=int(ev.payload.get("parts", 1 if ev.status == event_store.DONE else 0)),
+        parts=int(ev.payload.get("parts", 1 if ev.status == EXTRACTION_DONE else 0)),
         llm_calls=int(ev.payload.get("llm_calls", 0)),
         memory_formation=_formation(ev.payload.get("formation")),
     )

@@ -23,6 +23,7 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
+from nexus_grpc.core.records import ChangedBy, Memory, Revision
 from nexus_grpc.core.redact import scrub
 from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
@@ -36,8 +37,6 @@ from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Una
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import ChangedBy, Revision
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 

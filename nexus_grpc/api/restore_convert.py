@@ -23,14 +23,12 @@ from nexus_grpc.core.graph import (
     Relationship,
 )
 from nexus_grpc.core.models import Episode, JobState, Project, Session
+from nexus_grpc.core.records import Memory, Revision, Summary
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import Revision
-from nexus_grpc.store.summaries import Summary
 
 _SOURCES = {
     graph_pb2.ENTITY_SOURCE_EXTRACTION: SOURCE_EXTRACTION,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nexus_grpc.api.convert import timestamp
+from nexus_grpc.core.records import Summary
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-from nexus_grpc.store.summaries import Summary
 
 
 def summary(s: Summary) -> summary_pb2.Summary:

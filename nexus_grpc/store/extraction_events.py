@@ -8,38 +8,19 @@ same transaction as the outcome they report.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED
+from nexus_grpc.core.records import EventFilter as EventFilter
+from nexus_grpc.core.records import ExtractionEvent as ExtractionEvent
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
 
-DONE = 1
-FAILED = 2
+DONE = EXTRACTION_DONE
+FAILED = EXTRACTION_FAILED
 # PostgreSQL's LISTEN/NOTIFY channel that wakes watchers on every instance.
 NOTIFY_CHANNEL = "nexus_extraction_events"
-
-
-@dataclass(frozen=True)
-class ExtractionEvent:
-    id: int
-    episode_id: int
-    session_id: int
-    project_id: int
-    status: int
-    error: str
-    payload: dict[str, Any]
-    created_at: float
-
-
-@dataclass(frozen=True)
-class EventFilter:
-    episode_id: int = 0
-    session_id: int = 0
-    project_id: int = 0
-    #: Only this tenant's events; None: every tenant's.
-    tenant: str | None = None
 
 
 def insert(

@@ -11,55 +11,27 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from nexus_grpc.core.jobs import ALL_KINDS as ALL_KINDS
+from nexus_grpc.core.jobs import BULK as BULK
+from nexus_grpc.core.jobs import EXPIRE_MEMORY as EXPIRE_MEMORY
+from nexus_grpc.core.jobs import EXTRACT_EPISODE as EXTRACT_EPISODE
+from nexus_grpc.core.jobs import FORM_MEMORIES as FORM_MEMORIES
+from nexus_grpc.core.jobs import INDEX_ENTITY as INDEX_ENTITY
+from nexus_grpc.core.jobs import INDEX_EPISODE as INDEX_EPISODE
+from nexus_grpc.core.jobs import INDEX_MEMORY as INDEX_MEMORY
+from nexus_grpc.core.jobs import INDEX_SUMMARY as INDEX_SUMMARY
+from nexus_grpc.core.jobs import LIVE as LIVE
+from nexus_grpc.core.jobs import PURGE_MEMORY_HISTORY as PURGE_MEMORY_HISTORY
+from nexus_grpc.core.jobs import RESOLVE_ENTITY as RESOLVE_ENTITY
+from nexus_grpc.core.jobs import RETAIN_PROJECT as RETAIN_PROJECT
+from nexus_grpc.core.jobs import SCHEDULED_KINDS as SCHEDULED_KINDS
+from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
+from nexus_grpc.core.jobs import Job as Job
+from nexus_grpc.core.jobs import QueueDepth as QueueDepth
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
-
-INDEX_EPISODE = "index:episodes"
-INDEX_ENTITY = "index:entities"
-INDEX_SUMMARY = "index:summaries"
-INDEX_MEMORY = "index:memories"
-EXTRACT_EPISODE = "extract:episode"
-SUMMARIZE_SESSION = "summarize:session"
-# An entity kept apart because the LLM could not say whether it is another:
-# ask again (domain/entity_resolution.py).
-RESOLVE_ENTITY = "resolve:entity"
-# An episode's memory formation, after its extraction proposed candidates
-# (domain/formation.py).
-FORM_MEMORIES = "form:memories"
-# Scheduled for the end of a deleted memory's history retention (run_after).
-PURGE_MEMORY_HISTORY = "purge:memory_history"
-# Kinds whose jobs are queued for a future time on purpose: their age counts
-# from when they fall due, not from when they were queued.
-# Scheduled for a memory's expire_time.
-EXPIRE_MEMORY = "expire:memory"
-# A project's retention sweep: deletes its sessions and episodes past the
-# retention, then schedules itself for the next one to pass.
-RETAIN_PROJECT = "retain:project"
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
-
-# Claim order within a kind: every due LIVE job before any BULK one. A bulk
-# import's embedding, extraction and summaries wait behind live traffic
-# instead of putting a large backlog in front of it.
-LIVE = 0
-BULK = 1
-
-ALL_KINDS = (
-    INDEX_EPISODE,
-    INDEX_ENTITY,
-    INDEX_SUMMARY,
-    INDEX_MEMORY,
-    EXTRACT_EPISODE,
-    SUMMARIZE_SESSION,
-    RESOLVE_ENTITY,
-    FORM_MEMORIES,
-    PURGE_MEMORY_HISTORY,
-    EXPIRE_MEMORY,
-    RETAIN_PROJECT,
-)
-
 
 # On PostgreSQL, several instances claim from one table: a claimed job is
 # leased for this long by default (--job-lease-seconds; on the database's
@@ -72,16 +44,6 @@ LEASE_SECONDS = 60.0
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
 #: This process, as it appears in ``jobs.leased_by``.
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True)
-class Job:
-    id: int
-    kind: str
-    target_id: int
-    attempts: int
-    # LIVE or BULK: what the work it leads to is queued at.
-    priority: int = 0
 
 
 def enqueue(
@@ -342,14 +304,6 @@ def requeue_failed(conn: Connection, kind: str, target_id: int | None = None) ->
         f" WHERE {where}",
         (now(), now(), *params),
     ).rowcount
-
-
-@dataclass(frozen=True)
-class QueueDepth:
-    kind: str
-    pending: int
-    failed: int
-    oldest_pending_age: float
 
 
 def depths(conn: Connection) -> list[QueueDepth]:

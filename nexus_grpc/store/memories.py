@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.records import Memory as Memory
+from nexus_grpc.core.records import MemoryUsage as MemoryUsage
+from nexus_grpc.core.records import UsageOwner as UsageOwner
+from nexus_grpc.core.records import UsageRecord as UsageRecord
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
@@ -21,71 +24,14 @@ from nexus_grpc.store.db import now, placeholders
 from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
 
 
-@dataclass(frozen=True)
-class Memory:
-    id: int
-    kind: int
-    title: str
-    content: str
-    tier: int
-    project_id: int = 0
-    agent_id: str = ""
-    user_id: str = ""
-    session_id: int = 0
-    confidence: float = 1.0
-    metadata: dict[str, Any] = field(default_factory=dict)
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    last_used_at: float | None = None
-    use_count: int = 0
-    request_id: str | None = None
-    tenant: str = ""
-    # Epoch seconds after which the memory is gone; None: never.
-    expire_at: float | None = None
-    # Where it came from: "client" (CreateMemory) or "formation", with the
-    # episode it formed from (None once that episode is deleted).
-    source: str = "client"
-    source_episode_id: int | None = None
-
-    def expired(self, at: float) -> bool:
-        return self.expire_at is not None and self.expire_at <= at
-
-
-@dataclass(frozen=True)
-class MemoryUsage:
-    id: int
-    memory_id: int
-    thread_id: str
-    context: str
-    relevance: float
-    category: int
-    used_at: float
-
-
-@dataclass(frozen=True)
-class UsageOwner:
-    """The scope that selected: threads and their prompts belong to it."""
-
-    user_id: str
-    project_id: int
-    #: The caller's tenant; None for a caller who sees every tenant.
-    tenant: str | None = None
-
-    def clause(self) -> tuple[str, tuple[object, ...]]:
-        """The WHERE fragment (no leading AND) that confines usage rows to this owner."""
-        if self.tenant is None:
-            return "user_id = ? AND project_id = ?", (self.user_id, self.project_id)
-        return (
-            "user_id = ? AND project_id = ? AND tenant = ?",
-            (self.user_id, self.project_id, self.tenant),
-        )
-
-
-@dataclass(frozen=True)
-class UsageRecord:
-    memory_id: int
-    relevance: float
-    category: int
+def _owner_clause(owner: UsageOwner) -> tuple[str, tuple[object, ...]]:
+    """The WHERE fragment (no leading AND) that confines usage rows to this owner."""
+    if owner.tenant is None:
+        return "user_id = ? AND project_id = ?", (owner.user_id, owner.project_id)
+    return (
+        "user_id = ? AND project_id = ? AND tenant = ?",
+        (owner.user_id, owner.project_id, owner.tenant),
+    )
 
 
 def _row(r: sqlite3.Row) -> Memory:
@@ -373,7 +319,7 @@ def used_in_thread(
 ) -> set[int]:
     if not thread_id or not ids:
         return set()
-    where, params = owner.clause()
+    where, params = _owner_clause(owner)
     rows = conn.execute(
         f"SELECT DISTINCT memory_id FROM memory_usage WHERE thread_id = ? AND {where}"
         f" AND memory_id IN ({placeholders(len(ids))})",
@@ -450,7 +396,7 @@ def usage_by_memory(
     conn: Connection, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """The memory's usage recorded by this owner (their prompts only)."""
-    where, params = owner.clause()
+    where, params = _owner_clause(owner)
     rows = conn.execute(
         f"SELECT * FROM memory_usage WHERE memory_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",
@@ -463,7 +409,7 @@ def usage_by_thread(
     conn: Connection, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
 ) -> list[MemoryUsage]:
     """A thread's usage, as recorded by its owner."""
-    where, params = owner.clause()
+    where, params = _owner_clause(owner)
     rows = conn.execute(
         f"SELECT * FROM memory_usage WHERE thread_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",

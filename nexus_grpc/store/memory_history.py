@@ -12,44 +12,17 @@ import dataclasses
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from nexus_grpc.core.records import DELETE as DELETE
+from nexus_grpc.core.records import EXPIRE as EXPIRE
+from nexus_grpc.core.records import GONE as GONE
+from nexus_grpc.core.records import UPDATE as UPDATE
+from nexus_grpc.core.records import ChangedBy as ChangedBy
+from nexus_grpc.core.records import Revision as Revision
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import jobs
 from nexus_grpc.store.db import now
 from nexus_grpc.store.memories import Memory
-
-UPDATE = 1
-DELETE = 2
-EXPIRE = 3  # removed by the expire:memory job when its expire_time passed
-GONE = (DELETE, EXPIRE)
-
-
-@dataclass(frozen=True)
-class ChangedBy:
-    """Who made a change: the call's request id, and the API key's principal
-    when auth is on (empty otherwise)."""
-
-    request_id: str = ""
-    principal: str = ""
-    # What made it: the episode a memory formed from, and why (formation).
-    episode_id: int | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Revision:
-    id: int
-    memory_id: int
-    action: int
-    changed: list[str]
-    previous: Memory
-    request_id: str
-    principal: str
-    changed_at: float
-    purge_after: float | None
-    episode_id: int | None = None
-    reason: str = ""
 
 
 def _memory_json(memory: Memory) -> str:

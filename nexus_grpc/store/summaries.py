@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from nexus_grpc.core.records import Summary as Summary
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
@@ -23,23 +23,6 @@ _SELECT = (
     " AS project_id, s.content, s.first_episode_id, s.last_episode_id, s.episode_count,"
     " s.created_at, s.updated_at FROM summaries s"
 )
-
-
-@dataclass(frozen=True)
-class Summary:
-    id: int
-    session_id: int
-    project_id: int
-    content: str
-    first_episode_id: int = 0
-    last_episode_id: int = 0
-    episode_count: int = 0
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-    @property
-    def is_overview(self) -> bool:
-        return not self.session_id
 
 
 def _row(r: sqlite3.Row) -> Summary:

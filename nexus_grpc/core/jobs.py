@@ -1,0 +1,67 @@
+"""The durable jobs' kinds, priorities and records (the queue itself is the
+store's ``jobs`` table, store/jobs.py; the workers are pipeline/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INDEX_EPISODE = "index:episodes"
+INDEX_ENTITY = "index:entities"
+INDEX_SUMMARY = "index:summaries"
+INDEX_MEMORY = "index:memories"
+EXTRACT_EPISODE = "extract:episode"
+SUMMARIZE_SESSION = "summarize:session"
+# An entity kept apart because the LLM could not say whether it is another:
+# ask again (domain/entity_resolution.py).
+RESOLVE_ENTITY = "resolve:entity"
+# An episode's memory formation, after its extraction proposed candidates
+# (domain/formation.py).
+FORM_MEMORIES = "form:memories"
+# Scheduled for the end of a deleted memory's history retention (run_after).
+PURGE_MEMORY_HISTORY = "purge:memory_history"
+# Kinds whose jobs are queued for a future time on purpose: their age counts
+# from when they fall due, not from when they were queued.
+# Scheduled for a memory's expire_time.
+EXPIRE_MEMORY = "expire:memory"
+# A project's retention sweep: deletes its sessions and episodes past the
+# retention, then schedules itself for the next one to pass.
+RETAIN_PROJECT = "retain:project"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
+
+# Claim order within a kind: every due LIVE job before any BULK one. A bulk
+# import's embedding, extraction and summaries wait behind live traffic
+# instead of putting a large backlog in front of it.
+LIVE = 0
+BULK = 1
+
+ALL_KINDS = (
+    INDEX_EPISODE,
+    INDEX_ENTITY,
+    INDEX_SUMMARY,
+    INDEX_MEMORY,
+    EXTRACT_EPISODE,
+    SUMMARIZE_SESSION,
+    RESOLVE_ENTITY,
+    FORM_MEMORIES,
+    PURGE_MEMORY_HISTORY,
+    EXPIRE_MEMORY,
+    RETAIN_PROJECT,
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    target_id: int
+    attempts: int
+    # LIVE or BULK: what the work it leads to is queued at.
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    kind: str
+    pending: int
+    failed: int
+    oldest_pending_age: float
