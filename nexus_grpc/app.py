@@ -21,6 +21,7 @@ from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, StoreUnavailable
+from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
@@ -31,21 +32,20 @@ from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.merges import Merges
+from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
-from nexus_grpc.pipeline import memory_former, vector_collections
+from nexus_grpc.pipeline import memory_former
 from nexus_grpc.pipeline.entity_resolver import PendingEntityResolver
 from nexus_grpc.pipeline.expiry import MemoryExpiry
 from nexus_grpc.pipeline.extractor import ExtractionHandler
 from nexus_grpc.pipeline.history_purge import purge_history
 from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
-from nexus_grpc.pipeline.keyword_upkeep import KeywordIndexUpkeep
 from nexus_grpc.pipeline.memory_former import MemoryFormer
-from nexus_grpc.pipeline.reconcile import Reconciler
 from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
@@ -55,6 +55,7 @@ from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store import meta
 from nexus_grpc.store.jobs import QueueDepth
+from nexus_grpc.store.keyword_upkeep import KeywordIndexUpkeep
 from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
 from nexus_grpc.vectors import (
     EdgeVectorIndex,

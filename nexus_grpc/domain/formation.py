@@ -434,6 +434,14 @@ def _finish(
     )
 
 
+def note_retry(conn: Connection, episode_id: int, error: str) -> None:
+    """Formation failed an attempt and runs again: still pending, but the last
+    error shows on the episode."""
+    episode = episode_store.find(conn, episode_id)
+    if episode is not None and episode.memory_state == JobState.PENDING:
+        episode_store.set_memory_state(conn, episode_id, JobState.PENDING, error)
+
+
 def mark_failed(conn: Connection, episode_id: int, error: str) -> None:
     """Formation cannot happen (its job, or its extraction, was dead-lettered):
     the episode shows FAILED, and watchers hear it."""

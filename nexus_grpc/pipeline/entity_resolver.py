@@ -8,11 +8,11 @@ entity apart and pending, which is the safe state: no merge on a guess.
 
 from __future__ import annotations
 
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.llm import LLMError
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Outcome
-from nexus_grpc.store.jobs import Job
 
 
 class PendingEntityResolver:

@@ -8,11 +8,11 @@ event is logged).
 
 from __future__ import annotations
 
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.domain.extraction import Extraction
 from nexus_grpc.llm import LLMError
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Outcome
-from nexus_grpc.store.jobs import Job
 
 
 class ExtractionHandler:

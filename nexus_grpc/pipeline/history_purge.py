@@ -8,21 +8,20 @@ the job row's removal commit together, and purging twice removes nothing more.
 
 from __future__ import annotations
 
+import functools
 import time
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.jobs import Job
+from nexus_grpc.domain import memory_upkeep
 from nexus_grpc.pipeline.worker import Outcome
-from nexus_grpc.store import memory_history as history_store
-from nexus_grpc.store.jobs import Job
 
 
 async def purge_history(batch: list[Job]) -> list[Outcome]:
     at = time.time()
-
-    def purge(memory_id: int):  # type: ignore[no-untyped-def]
-        def write(conn: Connection) -> None:
-            history_store.purge(conn, [memory_id], at)
-
-        return write
-
-    return [Outcome(job, write=purge(job.target_id)) for job in batch]
+    return [
+        Outcome(
+            job,
+            write=functools.partial(memory_upkeep.purge_history, memory_id=job.target_id, at=at),
+        )
+        for job in batch
+    ]

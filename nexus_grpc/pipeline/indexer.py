@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from nexus_grpc.core.models import JobState
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.domain import embedding_state
+from nexus_grpc.domain.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
-from nexus_grpc.pipeline.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.pipeline.worker import Outcome, Postpone, Retry
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store.jobs import Job
 from nexus_grpc.vectors import (
     CollectionNotFound,
     VectorIndex,
@@ -82,7 +81,7 @@ class Indexer:
         if spec is EPISODES and present:
 
             def write(conn: Connection) -> None:
-                episode_store.set_embed_state(conn, present, JobState.DONE)
+                embedding_state.embedded(conn, present)
 
         outcomes = [Outcome(j) for j in batch]
         outcomes[0].write = write
@@ -90,8 +89,8 @@ class Indexer:
 
 
 def mark_episode_failed(conn: Connection, job: Job, error: str) -> None:
-    episode_store.set_embed_state(conn, [job.target_id], JobState.FAILED, error)
+    embedding_state.failed(conn, job.target_id, error)
 
 
 def note_episode_retry(conn: Connection, job: Job, error: str) -> None:
-    episode_store.set_embed_state(conn, [job.target_id], JobState.PENDING, error)
+    embedding_state.retrying(conn, job.target_id, error)

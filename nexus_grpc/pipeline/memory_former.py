@@ -9,7 +9,7 @@ deciding without the owner's similar memories could add a duplicate.
 
 from __future__ import annotations
 
-from nexus_grpc.core.models import JobState
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import formation
 from nexus_grpc.domain.formation import MemoryFormationJob
@@ -18,8 +18,6 @@ from nexus_grpc.errors import Unavailable
 from nexus_grpc.llm import LLMError
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Outcome, Postpone
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store.jobs import Job
 
 
 class MemoryFormer:
@@ -45,7 +43,4 @@ def mark_failed(conn: Connection, job: Job, error: str) -> None:
 
 
 def note_retry(conn: Connection, job: Job, error: str) -> None:
-    """Still pending, but the last error shows on the episode."""
-    episode = episode_store.find(conn, job.target_id)
-    if episode is not None and episode.memory_state == JobState.PENDING:
-        episode_store.set_memory_state(conn, job.target_id, JobState.PENDING, error)
+    formation.note_retry(conn, job.target_id, error)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.domain.summaries import NothingToSummarize, Summaries
 from nexus_grpc.errors import FailedPrecondition, NotFound
 from nexus_grpc.llm import LLMError
 from nexus_grpc.pipeline.llm_failures import failure_for
 from nexus_grpc.pipeline.worker import Outcome, Retry
-from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
 

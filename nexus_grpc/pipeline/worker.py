@@ -4,16 +4,10 @@ Every outcome is written to SQLite in one transaction with the job's own
 row: a finished job's results and the deletion of its row commit together,
 so a crash can repeat work (handlers are idempotent) but never lose it.
 
-Failures come in two kinds:
-- ``Retry``: the attempt failed (a malformed answer, a timeout, a 500).  The
-  job runs again after exponential backoff; after ``max_attempts`` it is
-  dead-lettered (state 'failed', error kept) and ``on_dead`` records that on
-  the data it concerns.
-- ``GiveUp``: repeating the attempt would fail the same way (an answer cut
-  off even with more room): dead-lettered at once, with the reason.
-- ``Postpone``: a dependency is down or not configured.  The job waits
-  without spending an attempt, so an outage never exhausts the backlog; it
-  drains when the dependency returns.
+What a failed attempt does to its job (``Retry``, ``GiveUp``, ``Postpone``)
+is the queue's rule, ``domain.job_queue``; this module runs jobs, bounds
+their concurrency, pauses the whole worker while a dependency stays down,
+and tells the data a job concerns (``on_dead``, ``on_retry``).
 """
 
 from __future__ import annotations
@@ -21,31 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.domain import job_queue
+from nexus_grpc.domain.job_queue import GiveUp as GiveUp
+from nexus_grpc.domain.job_queue import Postpone as Postpone
+from nexus_grpc.domain.job_queue import Retry as Retry
+from nexus_grpc.domain.job_queue import Verdict
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store.jobs import Job
 
 log = logging.getLogger(__name__)
 WriteFn = Callable[[Connection], None]
-
-
-class Retry(Exception):
-    """This attempt failed; try again later and count the attempt."""
-
-
-class GiveUp(Retry):
-    """This attempt failed in a way a retry repeats; dead-letter the job now."""
-
-
-class Postpone(Exception):
-    """A dependency is unavailable; wait without counting an attempt."""
 
 
 @dataclass
@@ -73,7 +58,7 @@ class WorkerConfig:
     postpone_max: float = 60.0
     idle_poll: float = 5.0
     # On PostgreSQL: a claimed job's lease, renewed every third of it while it runs.
-    lease_seconds: float = job_store.LEASE_SECONDS
+    lease_seconds: float = job_queue.LEASE_SECONDS
 
 
 class JobWorker:
@@ -91,6 +76,13 @@ class JobWorker:
         after_commit: Callable[[], None] | None = None,
     ) -> None:
         self.db = db
+        self.queue = job_queue.JobQueue(db, kind)
+        self.policy = job_queue.RetryPolicy(
+            max_attempts=config.max_attempts,
+            backoff_base=config.backoff_base,
+            backoff_max=config.backoff_max,
+            postpone_delay=config.postpone_delay,
+        )
         self.signals = signals
         self.kind = kind
         self.handler = handler
@@ -152,7 +144,7 @@ class JobWorker:
         pause = self._paused_until - time.time()
         if pause > 0:
             return pause
-        nxt = await self.db.read(lambda c: job_store.next_run_after(c, self.kind))
+        nxt = await self.queue.next_due()
         if nxt is None:
             return self.config.idle_poll
         loop_now = time.time()
@@ -161,11 +153,7 @@ class JobWorker:
     async def _claim_and_dispatch(self) -> int:
         await self._slots.acquire()
         try:
-            batch = await self.db.write(
-                lambda c: job_store.claim(
-                    c, self.kind, self.config.batch_size, self.config.lease_seconds
-                )
-            )
+            batch = await self.queue.claim(self.config.batch_size, self.config.lease_seconds)
         except BaseException:
             self._slots.release()
             raise
@@ -184,7 +172,7 @@ class JobWorker:
         while True:
             await asyncio.sleep(self.config.lease_seconds / 3)
             try:
-                await self.db.write(lambda c: job_store.renew(c, ids, self.config.lease_seconds))
+                await self.queue.renew(ids, self.config.lease_seconds)
             except Exception as exc:  # the database is away: the next beat tries again
                 log.warning("%s: renewing %d job leases failed: %s", self.kind, len(ids), exc)
 
@@ -243,11 +231,7 @@ class JobWorker:
                 self._paused_until = now + min(self.config.postpone_max, pause)
             self.waiting_on = str(postponed[-1])
             # Every waiting job shows why, in one statement, without spending attempts.
-            await self.db.write(
-                lambda c: job_store.postpone_pending(
-                    c, self.kind, self.waiting_on or "", self._paused_until
-                )
-            )
+            await self.queue.wait_all(self.waiting_on or "", self._paused_until)
         elif not postponed:
             self._down_streak = 0
             self._paused_until = 0.0
@@ -262,22 +246,13 @@ class JobWorker:
                 done.append(o.job.id)
                 continue
             message = str(o.error) or type(o.error).__name__
-            if isinstance(o.error, Postpone):
-                job_store.postpone(conn, o.job.id, message, self.config.postpone_delay)
-                # Not an attempt, but the target shows why it waits (say, on
-                # GetEpisode while Ollama is unreachable).
-                if self.on_retry:
-                    self.on_retry(conn, o.job, message)
-            elif isinstance(o.error, GiveUp) or o.job.attempts + 1 >= self.config.max_attempts:
+            verdict = job_queue.settle_failure(conn, o.job, o.error, self.policy)
+            if verdict is Verdict.DEAD:
                 log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
-                if job_store.dead_letter(conn, o.job.id, message) and self.on_dead:
+                if self.on_dead:
                     self.on_dead(conn, o.job, message)
-            else:
-                job_store.retry_later(conn, o.job.id, message, self._backoff(o.job.attempts))
-                if self.on_retry:
-                    self.on_retry(conn, o.job, message)
-        job_store.finish(conn, done)
-
-    def _backoff(self, attempts: int) -> float:
-        delay = min(self.config.backoff_max, self.config.backoff_base * (2**attempts))
-        return delay * random.uniform(0.5, 1.0)  # jitter: retries of a burst spread out
+            elif verdict is not Verdict.GONE and self.on_retry:
+                # A postponed job spent no attempt, but its target shows why it
+                # waits too (say, on GetEpisode while Ollama is unreachable).
+                self.on_retry(conn, o.job, message)
+        job_queue.finish(conn, done)

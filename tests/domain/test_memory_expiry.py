@@ -12,8 +12,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from nexus_grpc.domain import vector_collections
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.pipeline import vector_collections
 from tests.support import wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).

@@ -53,13 +53,13 @@ from hypothesis.stateful import (
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Project, SearchMode, Session, Tier
 from nexus_grpc.core.signals import JobSignals
+from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.errors import FailedPrecondition, NotFound
-from nexus_grpc.pipeline import vector_collections
 from nexus_grpc.pipeline.indexer import Indexer
 from nexus_grpc.store import Database
 from nexus_grpc.store import jobs as job_store

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus_grpc.store import documents, jobs
+from nexus_grpc.core import jobs
+from nexus_grpc.store import documents
 from nexus_grpc.store.documents import Loader
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.pipeline.vector_collections import ALL, CollectionSpec
+from nexus_grpc.domain.vector_collections import ALL, CollectionSpec
 from nexus_grpc.store import documents
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.vectors import VectorIndex

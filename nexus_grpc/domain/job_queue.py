@@ -1,0 +1,100 @@
+"""The durable job queue: claiming due work, and what a job's outcome does to it.
+
+The queue is the store's ``jobs`` table (store/jobs.py), written in the
+same transaction as the data a job concerns. The workers (pipeline/) run
+jobs; what a failed attempt means is decided here, in the transaction that
+records it:
+
+- ``Retry``: the attempt failed (a malformed answer, a timeout, a 500). The
+  job runs again after exponential backoff with jitter; after
+  ``max_attempts`` it is dead-lettered (state 'failed', error kept).
+- ``GiveUp``: repeating the attempt would fail the same way (an answer cut
+  off even with more room): dead-lettered at once, with the reason.
+- ``Postpone``: a dependency is down or not configured. The job waits
+  without spending an attempt, so an outage never exhausts the backlog.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from nexus_grpc.core.jobs import Job
+from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.store import jobs as job_store
+
+#: A claimed job's lease on PostgreSQL (several instances claim from one table).
+LEASE_SECONDS = job_store.LEASE_SECONDS
+
+
+class Retry(Exception):
+    """This attempt failed; try again later and count the attempt."""
+
+
+class GiveUp(Retry):
+    """This attempt failed in a way a retry repeats; dead-letter the job now."""
+
+
+class Postpone(Exception):
+    """A dependency is unavailable; wait without counting an attempt."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    backoff_base: float = 1.0
+    backoff_max: float = 300.0
+    postpone_delay: float = 5.0
+
+    def backoff(self, attempts: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2**attempts))
+        return delay * random.uniform(0.5, 1.0)  # jitter: retries of a burst spread out
+
+
+class Verdict(Enum):
+    POSTPONED = "postponed"
+    RETRYING = "retrying"
+    DEAD = "dead"  # dead-lettered now
+    GONE = "gone"  # its row was gone already: nothing to tell the data it concerns
+
+
+def settle_failure(conn: Connection, job: Job, error: Exception, policy: RetryPolicy) -> Verdict:
+    """Record a failed attempt of ``job`` (see the module docstring)."""
+    message = str(error) or type(error).__name__
+    if isinstance(error, Postpone):
+        job_store.postpone(conn, job.id, message, policy.postpone_delay)
+        return Verdict.POSTPONED
+    if isinstance(error, GiveUp) or job.attempts + 1 >= policy.max_attempts:
+        return Verdict.DEAD if job_store.dead_letter(conn, job.id, message) else Verdict.GONE
+    job_store.retry_later(conn, job.id, message, policy.backoff(job.attempts))
+    return Verdict.RETRYING
+
+
+def finish(conn: Connection, job_ids: Sequence[int]) -> None:
+    """The jobs are done: their rows go, with their results in the same commit."""
+    job_store.finish(conn, list(job_ids))
+
+
+class JobQueue:
+    """One kind's jobs."""
+
+    def __init__(self, db: Database, kind: str) -> None:
+        self.db = db
+        self.kind = kind
+
+    async def next_due(self) -> float | None:
+        """When the earliest pending job falls due; None when none is pending."""
+        return await self.db.read(lambda c: job_store.next_run_after(c, self.kind))
+
+    async def claim(self, n: int, lease_seconds: float) -> list[Job]:
+        return await self.db.write(lambda c: job_store.claim(c, self.kind, n, lease_seconds))
+
+    async def renew(self, job_ids: Sequence[int], lease_seconds: float) -> None:
+        await self.db.write(lambda c: job_store.renew(c, list(job_ids), lease_seconds))
+
+    async def wait_all(self, reason: str, until: float) -> None:
+        """Every pending job shows why it waits, in one statement, without
+        spending attempts."""
+        await self.db.write(lambda c: job_store.postpone_pending(c, self.kind, reason, until))

@@ -1,0 +1,44 @@
+"""What happens to a memory after the call that changed it: its expiry, and
+the purge of a deleted memory's history.
+
+Expiry: reads hide an expired memory from the moment it expires
+(``memory_scope``); the ``expire:memory`` job makes it gone for good.
+Creating or updating a memory with an expire_time schedules the job for that
+time in the same transaction, so a crash never leaves an expiry
+unscheduled. ``expire`` re-reads the row: a memory whose expiry moved later
+is rescheduled, one that no longer expires (or is already gone) is left
+alone. The removal keeps its last version in the memory's history
+(MEMORY_CHANGE_EXPIRE) and deletes its point via the outbox.
+
+History purge: a deleted memory's history is kept for the history
+retention; the ``purge:memory_history`` job scheduled with the delete
+removes it then.
+"""
+
+from __future__ import annotations
+
+from nexus_grpc.core import jobs
+from nexus_grpc.core.records import EXPIRE, ChangedBy
+from nexus_grpc.core.storage import Connection
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store import memories as memory_store
+from nexus_grpc.store import memory_history as history_store
+
+EXPIRED_BY = ChangedBy(request_id="", principal="")
+
+
+def expire(conn: Connection, memory_id: int, at: float, history_retention: float) -> None:
+    """Remove ``memory_id`` if its expire_time passed by ``at``."""
+    memory = memory_store.find(conn, memory_id)
+    if memory is None or memory.expire_at is None:
+        return
+    if memory.expire_at > at:
+        job_store.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, memory.expire_at)
+        return
+    history_store.record_deletion(conn, memory, EXPIRED_BY, history_retention, EXPIRE)
+    memory_store.delete(conn, memory_id)
+
+
+def purge_history(conn: Connection, memory_id: int, at: float) -> None:
+    """Drop the history of deleted ``memory_id`` whose retention ended by ``at``."""
+    history_store.purge(conn, [memory_id], at)

@@ -1,0 +1,58 @@
+"""The ``retain:project`` worker: deletes a project's sessions, episodes and
+summaries once they are past its retention.
+
+Reads hide them from the moment they pass it (``store/sessions._retained``,
+``episodes.retention_cutoff``, the search window, ``summaries._retained``);
+this job makes them gone for good, with their index points (index jobs in the
+same transaction), a deleted session's summaries and graph links (by cascade).
+A summary (or overview) last written before the cutoff goes too: all it was
+written from happened before then. A deleted session's TASK-tier USER
+memories stay: they belong to their users, whom no one asked (the project's
+own TASK memories go with the session, as DeleteSession takes them).
+Setting a retention schedules the job in the same transaction; each run
+deletes up to ``CHUNK`` rows of each kind and schedules the next run: at
+once when it stopped at the chunk, else when
+the oldest remaining exchange passes the retention, and at most an hour away,
+since an episode imported later with an old occur_time may pass it sooner.
+A project whose retention was cleared (or that is gone) ends the chain.
+"""
+
+from __future__ import annotations
+
+from nexus_grpc.core import jobs
+from nexus_grpc.core.storage import Connection
+from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.store import jobs as job_store
+from nexus_grpc.store import projects as project_store
+from nexus_grpc.store import sessions as session_store
+from nexus_grpc.store import summaries as summary_store
+
+#: Rows of each kind deleted per run (per transaction).
+CHUNK = 500
+#: The longest a sweep waits before looking again.
+RECHECK_SECONDS = 3600.0
+
+
+def sweep(conn: Connection, project_id: int, at: float) -> None:
+    """One run of ``project_id``'s sweep at ``at``, and the next one scheduled."""
+    retention = project_store.retention_of(conn, project_id)
+    if retention is None:
+        return
+    cutoff = at - retention
+    episodes = episode_store.past_retention(conn, project_id, cutoff, CHUNK)
+    for episode_id in episodes:
+        episode_store.delete(conn, episode_id)
+    sessions = session_store.past_retention(conn, project_id, cutoff, CHUNK)
+    for session_id in sessions:
+        # No user asked for this delete: their TASK-tier memories stay (as
+        # SESSION-tier ones do), for them to read and delete; the project's go.
+        session_store.delete(conn, session_id, user_task_memories=False)
+    summaries = summary_store.past_retention(conn, project_id, cutoff, CHUNK)
+    for summary_id in summaries:
+        summary_store.delete(conn, summary_id)
+    if CHUNK in (len(episodes), len(sessions), len(summaries)):
+        job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
+        return
+    oldest = episode_store.oldest_in_project(conn, project_id)
+    upcoming = at + RECHECK_SECONDS if oldest is None else oldest + retention
+    job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, min(upcoming, at + RECHECK_SECONDS))
