@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
+.PHONY: run test test-unit ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ run: $(STAMP)
 
 test: $(STAMP) proto-check ts-test
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The fast tier alone (docs/testing.md): the domain's rules on an in-memory
+# SQLite, no server; seconds, for the edit-test loop.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # The TypeScript client's tests start the real server from $(VENV).
 ts-test: $(STAMP) $(TS_STAMP)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 
 import pytest
 
+from nexus_grpc.store.migrations import migrate
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness
 
@@ -37,6 +39,32 @@ async def harness(tmp_path, store_settings: dict[str, str]) -> Harness:
     h = await start_harness(tmp_path / "data", **store_settings)
     yield h
     await h.close()
+
+
+@pytest.fixture
+def conn() -> Iterator[sqlite3.Connection]:
+    """A fresh SQLite database in memory, built by the store's own migrations:
+    what the domain and store functions are called with, without a server.
+
+    Autocommit (the store issues BEGIN/COMMIT itself), rows by name and
+    foreign keys enforced, as the store's own connections are (store/db.py).
+    """
+    c = sqlite3.connect(":memory:", isolation_level=None)
+    c.row_factory = sqlite3.Row
+    c.execute("PRAGMA foreign_keys = ON")
+    migrate(c)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def two_sessions(conn: sqlite3.Connection) -> None:
+    """Sessions 1 and 2 (no project) in ``conn``, for tests of what one
+    session's rows may or may not reach of another's."""
+    for sid in (1, 2):
+        conn.execute(
+            "INSERT INTO sessions (id, external_id, created_at) VALUES (?, ?, 0)", (sid, f"s{sid}")
+        )
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Entity resolution: the rules on their own, then through the real server
-with the Ollama stand-in answering extraction and resolution questions."""
+"""Entity resolution through the real server, with the Ollama stand-in answering
+extraction and resolution questions (the rules on their own: tests/unit/test_resolution.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from dataclasses import replace
 
 import grpc
 
-from nexus_grpc.core.graph import PENDING, RESOLVED
-from nexus_grpc.core.names import name_key
-from nexus_grpc.domain.resolution import BLOCK_LIMIT, Match, Mention, Novel, Resolver, Unsure
+from nexus_grpc.domain.resolution import BLOCK_LIMIT, Match, Mention, Unsure
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.store.graph import CandidateRow
 from tests.graph_support import (
     EMPTY,
     event_for,
@@ -30,63 +27,6 @@ from tests.support import Harness, wait_until
 BOTH_STORES = True
 STUB_DEFAULT_REPLY = EMPTY
 RESOLUTION_PROMPT = "Names and their candidates"
-
-
-def row(i: int, name: str, etype: str = "person", *aliases: str, pending: bool = False):
-    key = name_key(name, etype)
-    keys = frozenset({key, *(name_key(a, etype) for a in aliases)})
-    return CandidateRow(
-        i, name, key, etype, None, PENDING if pending else RESOLVED, keys, frozenset()
-    )
-
-
-# The rules ------------------------------------------------------------------------
-
-
-def test_a_names_own_key_resolves_it():
-    r = Resolver([row(1, "Priya Raman"), row(2, "Porto", "place")])
-    assert r.decide(Mention("priya  RAMAN's", "person")) == Match(1, "exact", 1.0)
-    assert r.decide(Mention("Porto", "place")) == Match(2, "exact", 1.0)
-
-
-def test_part_of_exactly_one_persons_name_resolves_to_that_person():
-    r = Resolver([row(1, "Priya Raman"), row(2, "Alex Kim")])
-    assert isinstance(m := r.decide(Mention("Priya", "person")), Match) and m.entity_id == 1
-    assert m.method == "containment"
-    assert r.decide(Mention("Dr. Raman", "person")).entity_id == 1  # type: ignore[union-attr]
-    # And the reverse: only "Priya" known, the full name arrives.
-    r = Resolver([row(3, "Priya")])
-    assert r.decide(Mention("Priya Raman", "person")) == Match(3, "containment", 0.5)
-
-
-def test_a_name_two_people_carry_is_not_guessed():
-    r = Resolver([row(1, "Alex Kim"), row(2, "Alex Chen")])
-    decision = r.decide(Mention("Alex", "person"))
-    assert isinstance(decision, Unsure) and set(decision.candidates) == {1, 2}
-    # Even when one of them already goes by it.
-    r = Resolver([row(1, "Alex Kim", "person", "Alex"), row(2, "Alex Chen")])
-    assert isinstance(r.decide(Mention("Alex", "person")), Unsure)
-
-
-def test_types_never_mix_but_technology_and_concept_may():
-    r = Resolver([row(1, "Jordan", "person"), row(2, "GraphQL", "concept")])
-    assert isinstance(r.decide(Mention("Jordan", "place")), Novel)
-    assert r.decide(Mention("GraphQL", "technology")) == Match(2, "exact", 1.0)
-
-
-def test_near_duplicate_spellings_ask_and_only_near_identity_matches():
-    r = Resolver([row(1, "Kubernetes", "technology"), row(2, "Alex Kim")])
-    assert isinstance(r.decide(Mention("Kubernets", "technology")), Unsure)
-    assert isinstance(r.decide(Mention("Alex Kimm", "person")), Unsure)  # people: never auto
-    assert isinstance(r.decide(Mention("Terraform", "technology")), Novel)
-    r = Resolver([row(5, "Kubernetes Operators", "technology")])
-    decided = r.decide(Mention("Kubernetes Operator", "technology"))
-    assert isinstance(decided, Match) and decided.method == "shingle"
-
-
-def test_a_pending_entity_is_a_candidate_not_an_answer():
-    r = Resolver([row(1, "Alex", pending=True), row(2, "Alex Kim")])
-    assert isinstance(r.decide(Mention("Alex", "person")), Unsure)
 
 
 # Through the server ---------------------------------------------------------------

@@ -54,13 +54,6 @@ MODEL = "qwen2.5:3b"
 MSGS = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture
-async def llm(stub: OllamaStub) -> AsyncIterator[LLMClient]:
-    client = OllamaClient(stub.url, timeout=5)
-    yield client
-    await client.close()
-
-
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

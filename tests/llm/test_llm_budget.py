@@ -31,13 +31,6 @@ ASSETS = Path(__file__).resolve().parents[2] / "nexus_grpc" / "embedding" / "ass
 
 
 @pytest.fixture
-async def llm(stub: OllamaStub) -> AsyncIterator[OllamaClient]:
-    client = OllamaClient(stub.url, timeout=5)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
 async def openai(stub: OllamaStub) -> AsyncIterator[OpenAIClient]:
     client = OpenAIClient(stub.url + "/v1", timeout=5)
     yield client

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from nexus_grpc.domain.fts import match_expression
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import episodes, keyword_index
-from nexus_grpc.store.migrations import migrate
 from tests.support import start_harness, wait_until
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
@@ -20,17 +17,8 @@ def text(i: int) -> str:
     return " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7, 11)) + f" turn{i}"
 
 
-@pytest.fixture
-def conn(tmp_path):
-    c = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    c.row_factory = sqlite3.Row
-    c.execute("PRAGMA foreign_keys = ON")
-    migrate(c)
-    for sid in (1, 2):
-        c.execute(
-            "INSERT INTO sessions (id, external_id, created_at) VALUES (?, ?, 0)", (sid, f"s{sid}")
-        )
-    return c
+# Sessions 1 and 2 in the shared in-memory database (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("two_sessions")
 
 
 def ranked(conn, scope):

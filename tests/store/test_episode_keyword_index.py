@@ -8,20 +8,9 @@ import pytest
 
 from nexus_grpc.domain.fts import match_expression
 from nexus_grpc.store import episodes, migrations
-from nexus_grpc.store.migrations import migrate
 
-
-@pytest.fixture
-def conn(tmp_path):
-    c = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    c.row_factory = sqlite3.Row
-    c.execute("PRAGMA foreign_keys = ON")
-    migrate(c)
-    for sid in (1, 2):
-        c.execute(
-            "INSERT INTO sessions (id, external_id, created_at) VALUES (?, ?, 0)", (sid, f"s{sid}")
-        )
-    return c
+# Sessions 1 and 2 in the shared in-memory database (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("two_sessions")
 
 
 def add(conn, session_id, user, answer):

@@ -2,33 +2,27 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from nexus_grpc.domain.fts import match_expression
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.store import memories
 from nexus_grpc.store.memory_scope import sql_where
-from nexus_grpc.store.migrations import migrate
 
 USERS = ["ann", "Zoë Ångström", "bob@example.com", "e", "ed", "u616e6e"]
 
 
-@pytest.fixture
-def conn(tmp_path):
-    c = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    c.row_factory = sqlite3.Row
-    migrate(c)
-    c.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0)")
+@pytest.fixture(autouse=True)
+def falcons(conn):
+    """Project 1, and a memory saying "falcon" for it and for each user."""
+    conn.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0)")
     rows = [(2, "t", f"{u} keeps a falcon", 3, 1, u) for u in USERS]
     rows.append((1, "t", "the project keeps a falcon", 3, 1, ""))
-    c.executemany(
+    conn.executemany(
         "INSERT INTO memories (kind, title, content, tier, project_id, user_id, created_at,"
         " updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, 0)",
         rows,
     )
-    return c
 
 
 @pytest.mark.parametrize("user", USERS)

@@ -1,0 +1,58 @@
+"""Which exchanges form memories, and of which kind (domain/formation.py): a
+project's setting (USER by default) and whether the session names its user
+decide; what extraction keeps for the job is only what may form.
+
+The job's decisions against kept memories (identical, similar, the time rule,
+the cap) need the index and the LLM stand-in: tests/domain/test_memory_formation.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from nexus_grpc.core.models import MemoryFormation, Session
+from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
+from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
+from nexus_grpc.store import projects as project_store
+
+ABOUT_USER = MemoryCandidate("user", "home", "I live in Porto", "longterm", "I live in Porto")
+ABOUT_PROJECT = MemoryCandidate("project", "db", "We use SQLite", "longterm", "We use SQLite")
+
+
+def project(conn, formation: MemoryFormation | None) -> int:
+    values = {"name": f"p{formation}"}
+    if formation is not None:
+        values["memory_formation"] = int(formation)
+    return project_store.insert(conn, values).id
+
+
+@pytest.mark.parametrize(
+    ("setting", "user_id", "expected"),
+    [
+        (None, "ann", Forms("ann", False)),  # the default: USER memories
+        (None, "", None),  # ... of nobody: nothing
+        (MemoryFormation.OFF, "ann", None),
+        (MemoryFormation.USER, "ann", Forms("ann", False)),
+        (MemoryFormation.USER_AND_PROJECT, "", Forms("", True)),
+        (MemoryFormation.USER_AND_PROJECT, "ann", Forms("ann", True)),
+    ],
+)
+def test_the_projects_setting_and_the_sessions_user_decide(conn, setting, user_id, expected):
+    session = Session(1, "s1", project_id=project(conn, setting), user_id=user_id)
+    assert forms_for(conn, session) == expected
+
+
+def test_a_session_outside_any_project_forms_nothing(conn):
+    assert forms_for(conn, Session(1, "s1", user_id="ann")) is None
+
+
+def test_what_forms_picks_the_prompt_and_what_is_kept():
+    user_only, both = Forms("ann", False), Forms("ann", True)
+    assert user_only.prompt == FORM_USER and both.prompt == FORM_USER_AND_PROJECT
+    assert Forms("", False).prompt is None
+    candidates = [ABOUT_USER, ABOUT_PROJECT]
+    assert candidates_for(user_only, candidates) == [asdict(ABOUT_USER)]
+    assert candidates_for(Forms("", True), candidates) == [asdict(ABOUT_PROJECT)]
+    assert candidates_for(both, candidates) == [asdict(ABOUT_USER), asdict(ABOUT_PROJECT)]
+    assert candidates_for(None, candidates) == []
