@@ -44,11 +44,11 @@ import grpc
 import profile_search as ps  # bench/ is this script's own directory
 import run_benchmarks as rb
 
-from nexus_grpc.bench import run_bench
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess
+from nexus_grpc.ops.bench import run_bench
 
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
 MEMORY_MODES = {f"memories_{m}": m for m in rb.EPISODE_MODES}
@@ -69,7 +69,7 @@ def _entity_search(graph: graph_grpc.GraphServiceStub):
 async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float
                   ) -> tuple[float, dict[str, float]]:
     """req/s and server CPU ms a call by thread group, for the searches
-    nexus_grpc.bench does not drive (memories, entities)."""
+    nexus_grpc.ops.bench does not drive (memories, entities)."""
     async with grpc.aio.insecure_channel(target) as channel:
         if rpc in MEMORY_MODES:
             memory = memory_grpc.MemoryServiceStub(channel)

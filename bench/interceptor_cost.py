@@ -61,9 +61,9 @@ async def measure_one(calls: int) -> dict[str, float]:
     """Microseconds a call through this interpreter's ``nexus_grpc`` chain."""
     import grpc
 
-    from nexus_grpc.auth import KeyRing
-    from nexus_grpc.config import Settings
     from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+    from nexus_grpc.rpc.auth import KeyRing
+    from nexus_grpc.runtime.config import Settings
     from nexus_grpc.server import ShutdownGate, interceptor_chain
 
     logging.getLogger("nexus_grpc").setLevel(logging.WARNING)

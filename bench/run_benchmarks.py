@@ -40,8 +40,6 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from nexus_grpc.bench import WORDS as QUERY_WORDS
-from nexus_grpc.bench import format_result, run_bench
 from nexus_grpc.core.names import name_key
 from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -50,6 +48,8 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
 from nexus_grpc.loadtest.loop import drive, percentile, ratio, single
+from nexus_grpc.ops.bench import WORDS as QUERY_WORDS
+from nexus_grpc.ops.bench import format_result, run_bench
 from nexus_grpc.store.migrations import migrate
 from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint
 

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from nexus_grpc.app import App
-from nexus_grpc.config import Settings
 from nexus_grpc.core.models import SearchMode, TimeWindow
 from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.runtime.config import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support import HashingEmbedder, wait_until  # noqa: E402

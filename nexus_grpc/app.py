@@ -14,8 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc import tracing
-from nexus_grpc.config import Settings
 from nexus_grpc.core import storage
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
@@ -38,7 +36,6 @@ from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
-from nexus_grpc.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.pipeline import memory_former
 from nexus_grpc.pipeline.entity_resolver import PendingEntityResolver
 from nexus_grpc.pipeline.expiry import MemoryExpiry
@@ -50,6 +47,9 @@ from nexus_grpc.pipeline.retention import sweep_retention
 from nexus_grpc.pipeline.summarizer import SessionSummarizer
 from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.rerank import RerankClient, Reranker
+from nexus_grpc.runtime import tracing
+from nexus_grpc.runtime.config import Settings
+from nexus_grpc.runtime.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.store import Database as SQLiteDatabase
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store

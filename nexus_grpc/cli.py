@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import IO, TypeVar
 
-from nexus_grpc.config import OPTIONS, env_default, help_text, settings_from
 from nexus_grpc.core import redact
-from nexus_grpc.heap import release_large_blocks
+from nexus_grpc.observability.heap import release_large_blocks
+from nexus_grpc.runtime.config import OPTIONS, env_default, help_text, settings_from
 
 T = TypeVar("T")
 
@@ -36,11 +36,11 @@ SERVER_EXTRA_HINT = (
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from nexus_grpc import logs
         from nexus_grpc.app import EmbedderMismatch, StartupError
-        from nexus_grpc.auth import KeyFileError
+        from nexus_grpc.observability import logs
+        from nexus_grpc.rpc.auth import KeyFileError
+        from nexus_grpc.runtime.tls import TLSConfigError
         from nexus_grpc.server import serve
-        from nexus_grpc.tls import TLSConfigError
     except ModuleNotFoundError as exc:
         # A client-only install (`pip install nexus-grpc`) has the CLI but not the server.
         print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
@@ -71,8 +71,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     try:
-        from nexus_grpc import logs
-        from nexus_grpc.reindex import reindex
+        from nexus_grpc.observability import logs
+        from nexus_grpc.ops.reindex import reindex
     except ModuleNotFoundError as exc:
         print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
         return 2
@@ -86,8 +86,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_migrate_store(args: argparse.Namespace) -> int:
     try:
-        from nexus_grpc import logs
-        from nexus_grpc.migrate_store import MigrateError, migrate_store
+        from nexus_grpc.observability import logs
+        from nexus_grpc.ops.migrate_store import MigrateError, migrate_store
     except ModuleNotFoundError as exc:
         print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
         return 2
@@ -105,7 +105,7 @@ def cmd_migrate_store(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     if args.health:
         return _health_check(args)
-    from nexus_grpc.doctor import doctor
+    from nexus_grpc.ops.doctor import doctor
 
     def read(path: str | None) -> bytes | None:
         if not path:
@@ -135,7 +135,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _health_check(args: argparse.Namespace) -> int:
     """``doctor --health``: the server that ``serve`` starts from this environment."""
-    from nexus_grpc.doctor import (
+    from nexus_grpc.ops.doctor import (
         EXIT_UNHEALTHY,
         HealthConfigError,
         health_check,
@@ -151,7 +151,7 @@ def _health_check(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from nexus_grpc.bench import main as bench_main
+    from nexus_grpc.ops.bench import main as bench_main
 
     return bench_main(args)
 
@@ -211,8 +211,8 @@ def _client(args: argparse.Namespace):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from nexus_grpc.client_base import NexusClientError
-    from nexus_grpc.transfer import export_project
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.transfer import export_project
 
     async def run(out: IO[str]) -> dict[str, int]:
         async with _client(args) as client:
@@ -232,8 +232,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from nexus_grpc.client_base import NexusClientError
-    from nexus_grpc.transfer import ImportResult, import_project
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.transfer import ImportResult, import_project
 
     target: list[int] = []
 
@@ -288,8 +288,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from nexus_grpc.client_base import NexusClientError
-    from nexus_grpc.transfer import RestoreResult, restore_project
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.transfer import RestoreResult, restore_project
 
     async def run(lines: IO[str]) -> RestoreResult:
         async with _client(args) as client:
@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(mcp)
     mcp.set_defaults(func=cmd_mcp)
 
-    from nexus_grpc.bench import add_arguments
+    from nexus_grpc.ops.bench import add_arguments
 
     bench = sub.add_parser("bench", help="load-test a running server, ghz style")
     add_arguments(bench)

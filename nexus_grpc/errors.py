@@ -4,7 +4,7 @@ client needs to act on one without reading its message.
 Plain exceptions, with no gRPC in them: domain code raises them, and the
 interceptors map each class to its status code and its details to
 ``google.rpc`` error details in the ``grpc-status-details-bin`` trailer
-(core/error_status.py), for unary and streaming calls alike, so servicers never
+(rpc/error_status.py), for unary and streaming calls alike, so servicers never
 build statuses by hand.  Anything else becomes INTERNAL with a generic message.
 
 The details mirror ``google/rpc/error_details.proto``: a ``FieldViolation``

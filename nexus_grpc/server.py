@@ -33,19 +33,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1.health_pb2 import HealthCheckResponse
 
-from nexus_grpc import tracing
 from nexus_grpc.api.graph_servicer import GraphServicer
 from nexus_grpc.api.interceptors import ServiceInterceptor
 from nexus_grpc.api.memory_servicer import MemoryServicer
 from nexus_grpc.api.reflection import enable_reflection
 from nexus_grpc.api.summary_servicer import SummaryServicer
 from nexus_grpc.app import App, StartupError
-from nexus_grpc.auth import AuthInterceptor, KeyRing
-from nexus_grpc.config import Settings
 from nexus_grpc.core import redact
-from nexus_grpc.core.error_status import abort
-from nexus_grpc.core.interception import HandlerInterceptor
-from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.errors import ResourceInfo
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -53,8 +47,14 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
-from nexus_grpc.metrics import Metrics, MetricsServer, combine, start_metrics_server
-from nexus_grpc.tls import server_credentials
+from nexus_grpc.observability.metrics import Metrics, MetricsServer, combine, start_metrics_server
+from nexus_grpc.rpc.auth import AuthInterceptor, KeyRing
+from nexus_grpc.rpc.error_status import abort
+from nexus_grpc.rpc.interception import HandlerInterceptor
+from nexus_grpc.rpc.requests import RequestObserver
+from nexus_grpc.runtime import tracing
+from nexus_grpc.runtime.config import Settings
+from nexus_grpc.runtime.tls import server_credentials
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,14 @@ from pathlib import Path
 import grpc
 
 from nexus_grpc.app import App
-from nexus_grpc.config import Settings
-from nexus_grpc.connection import open_channel
+from nexus_grpc.client.connection import open_channel
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import RunningServer, start_server
 from nexus_grpc.vectors import VectorIndex
 

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from nexus_grpc.config import OPTIONS
-from nexus_grpc.doctor import HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV
+from nexus_grpc.ops.doctor import HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV
+from nexus_grpc.runtime.config import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "deploy" / "compose.yaml"

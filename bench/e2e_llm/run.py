@@ -48,8 +48,7 @@ from typing import Any
 import grpc
 
 from nexus_grpc.app import App
-from nexus_grpc.config import Settings
-from nexus_grpc.connection import open_channel
+from nexus_grpc.client.connection import open_channel
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -59,6 +58,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_
 from nexus_grpc.llm import openai_client
 from nexus_grpc.llm.extraction import EXTRACTION_SCHEMA
 from nexus_grpc.llm.selection_prompts import RANKING_SCHEMA, SELECTION_SCHEMA
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import start_server
 
 HERE = Path(__file__).resolve().parent

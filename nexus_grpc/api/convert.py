@@ -17,7 +17,7 @@ from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLag
+from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLag
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:

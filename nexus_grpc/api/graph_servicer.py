@@ -11,10 +11,10 @@ from nexus_grpc.api import graph_convert as convert
 from nexus_grpc.api import pages
 from nexus_grpc.api.convert import time_field
 from nexus_grpc.app import App
-from nexus_grpc.auth import current_principal
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.rpc.auth import current_principal
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 

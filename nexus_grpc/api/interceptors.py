@@ -3,7 +3,7 @@ mapping and the concurrency caps (the server's, and each API key's).
 
 One interceptor wraps each method handler (unary and streaming alike), so a
 servicer only ever raises domain exceptions: each goes out as its status code,
-its message and its details (core/error_status.py).  Unknown exceptions become
+its message and its details (rpc/error_status.py).  Unknown exceptions become
 INTERNAL with a generic message; the traceback goes to the log with the
 request id, never to the client.
 """
@@ -21,12 +21,12 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from nexus_grpc import deadlines, tracing
-from nexus_grpc.auth import current_principal
-from nexus_grpc.core.error_status import abort, abort_with_error
-from nexus_grpc.core.interception import HandlerInterceptor, Undecodable
-from nexus_grpc.core.requests import RequestObserver, request_id_var
 from nexus_grpc.errors import ErrorInfo, NexusError, QuotaViolation
+from nexus_grpc.rpc.auth import current_principal
+from nexus_grpc.rpc.error_status import abort, abort_with_error
+from nexus_grpc.rpc.interception import HandlerInterceptor, Undecodable
+from nexus_grpc.rpc.requests import RequestObserver, request_id_var
+from nexus_grpc.runtime import deadlines, tracing
 
 log = logging.getLogger("nexus_grpc.access")
 

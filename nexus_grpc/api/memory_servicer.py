@@ -10,9 +10,7 @@ import grpc
 
 from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
 from nexus_grpc.app import App
-from nexus_grpc.auth import current_principal
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.error_status import status_code
 from nexus_grpc.core.graph import (
     Entity,
     EntityAlias,
@@ -21,11 +19,9 @@ from nexus_grpc.core.graph import (
     Evidence,
     Relationship,
 )
-from nexus_grpc.core.interception import Undecodable
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.records import ChangedBy, Memory, Revision
 from nexus_grpc.core.redact import scrub
-from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.restore import (
@@ -37,6 +33,10 @@ from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Una
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.rpc.auth import current_principal
+from nexus_grpc.rpc.error_status import status_code
+from nexus_grpc.rpc.interception import Undecodable
+from nexus_grpc.rpc.requests import request_id_var
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
 
@@ -246,7 +246,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         """Reads the whole stream (bounded), then restores it in one
         transaction: nothing is written until every record has arrived and
         been checked. The first bad record's error is raised once the stream
-        has ended (core/interception.drain says why); a call past the limits
+        has ended (rpc/interception.drain says why); a call past the limits
         ends at once."""
         items: list[ExportItem] = []
         size = 0

@@ -45,7 +45,7 @@ import grpc
 import grpc.aio
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.connection import bearer_metadata, open_channel
+from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation import graph_score as score
 from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, SetError, load
 from nexus_grpc.evaluation.recall import Progress

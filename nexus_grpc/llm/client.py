@@ -29,7 +29,6 @@ import httpx
 import ollama
 import pydantic
 
-from nexus_grpc import deadlines
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.llm import tokens
 from nexus_grpc.llm.errors import (
@@ -41,6 +40,7 @@ from nexus_grpc.llm.errors import (
     LLMUnreachable,
 )
 from nexus_grpc.llm.text import strip_model_tokens
+from nexus_grpc.runtime import deadlines
 
 log = logging.getLogger(__name__)
 Message = Mapping[str, Any]

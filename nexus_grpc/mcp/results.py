@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from mcp.types import CallToolResult, ContentBlock, TextContent
 
-from nexus_grpc.client_base import NexusClientError
+from nexus_grpc.client.base import NexusClientError
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from nexus_grpc import deadlines
 from nexus_grpc.rerank.client import RerankClient
 from nexus_grpc.rerank.errors import RerankError, RerankSkipped, RerankTimeout
+from nexus_grpc.runtime import deadlines
 
 #: A cross-encoder's window is 512 tokens for most rerankers (8k for
 #: bge-reranker-v2-m3): a longer text costs time and adds nothing it can read.

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
-from nexus_grpc import deadlines
+from nexus_grpc.runtime import deadlines
 
 from .base import (
     CollectionNotFound,

@@ -12,9 +12,9 @@ import httpx
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from nexus_grpc import deadlines
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.errors import DeadlineExceeded
+from nexus_grpc.runtime import deadlines
 
 from .base import (
     CollectionNotFound,

@@ -19,7 +19,7 @@ import pytest
 
 from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.transfer import export_project, import_project, restore_project
+from nexus_grpc.ops.transfer import export_project, import_project, restore_project
 from tests.support import Harness, bearer, start_harness
 
 BOTH_STORES = True

@@ -26,7 +26,9 @@ from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from nexus_grpc.auth import (
+from nexus_grpc.client import NexusClient, NexusClientError
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.rpc.auth import (
     ADMIN_METHODS,
     KeyFileError,
     KeyRing,
@@ -35,8 +37,6 @@ from nexus_grpc.auth import (
     current_principal,
     request_user_ids,
 )
-from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import METHODS, bearer, start_harness
 
 # The key checks run on SQLite and on PostgreSQL (tests/conftest.py): a refused

@@ -13,12 +13,12 @@ import grpc
 import pytest
 
 from nexus_grpc.app import App
-from nexus_grpc.config import Settings
-from nexus_grpc.connection import open_channel
-from nexus_grpc.core.interception import drain
-from nexus_grpc.core.requests import RequestObserver
+from nexus_grpc.client.connection import open_channel
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.rpc.interception import drain
+from nexus_grpc.rpc.requests import RequestObserver
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import start_server
 from tests.support import HashingEmbedder, bearer, wait_until
 

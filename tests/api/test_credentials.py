@@ -22,13 +22,13 @@ import grpc.aio
 import pytest
 from google.protobuf.message import Message
 
-from nexus_grpc import logs
 from nexus_grpc.app import App
-from nexus_grpc.config import KEY_SETTINGS, URL_SETTINGS, Settings
 from nexus_grpc.core import redact
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.observability import logs
+from nexus_grpc.runtime.config import KEY_SETTINGS, URL_SETTINGS, Settings
 from nexus_grpc.server import start_server
 from tests.support import Harness, HashingEmbedder, harness_for, wait_until
 
@@ -239,7 +239,7 @@ async def test_an_otel_endpoint_with_a_credential_is_refused_without_showing_it(
 def test_every_configurable_url_and_key_is_covered():
     """A URL or key setting added later must be added to URL_SETTINGS or
     KEY_SETTINGS, and here."""
-    from nexus_grpc.config import OPTIONS
+    from nexus_grpc.runtime.config import OPTIONS
 
     named = {n for n in OPTIONS if n.endswith(("_url", "_endpoint", "api_key"))}
     assert named == set(URL_SETTINGS) | set(KEY_SETTINGS)

@@ -35,10 +35,10 @@ from nexus_grpc.client import (
     QuotaViolation,
     ResourceInfo,
 )
-from nexus_grpc.core.error_status import MAX_DETAILS_BYTES, rich_status
 from nexus_grpc.errors import InvalidArgument, NotFound
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.rpc.error_status import MAX_DETAILS_BYTES, rich_status
 from tests.support import bearer, start_harness, wait_until
 
 USER = memory_pb2.MEMORY_KIND_USER

@@ -9,10 +9,10 @@ from __future__ import annotations
 import io
 import json
 
-from nexus_grpc.doctor import doctor
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.doctor import doctor
 from tests.ollama_stub import Reply
 from tests.support import HashingEmbedder, start_harness, take
 

@@ -13,7 +13,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from nexus_grpc.api.interceptors import ServiceInterceptor
-from nexus_grpc.core.interception import HandlerInterceptor, rebuild, refused
+from nexus_grpc.rpc.interception import HandlerInterceptor, rebuild, refused
 
 
 async def test_a_stream_written_with_context_write_passes_through():

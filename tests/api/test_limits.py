@@ -10,12 +10,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nexus_grpc.app import App, StartupError
-from nexus_grpc.config import Settings
-from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.rpc.requests import RequestObserver
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import start_server
 from tests.support import HashingEmbedder, bearer, start_harness, wait_until
 

@@ -128,7 +128,7 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
     """docs/scale-out.md's load balancing without a proxy: one channel to every
     instance's address with gRPC's round_robin policy (what DNS round robin
     gives a client through a name with one A record per instance)."""
-    from nexus_grpc.connection import open_channel
+    from nexus_grpc.client.connection import open_channel
     from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 
     a, b = pair
@@ -179,7 +179,7 @@ async def test_a_round_robin_client_moves_off_an_instance_that_is_not_serving(tm
     SERVING. The same channel without health checking keeps sending there."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from nexus_grpc.connection import open_channel
+    from nexus_grpc.client.connection import open_channel
     from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
     from tests import pg
 

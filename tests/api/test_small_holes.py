@@ -11,9 +11,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from nexus_grpc import logs
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.observability import logs
 from tests.support import bearer, start_harness, wait_until
 
 # The `small` server runs on SQLite and on PostgreSQL (tests/conftest.py).

@@ -29,10 +29,10 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from nexus_grpc.auth import ADMIN_METHODS
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.rpc.auth import ADMIN_METHODS
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import memories as memory_store
 from tests.support import METHODS, bearer, start_harness, wait_until

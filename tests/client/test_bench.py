@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nexus_grpc.bench import (
+from nexus_grpc.ops.bench import (
     BenchError,
     BenchResult,
     add_arguments,

@@ -14,10 +14,10 @@ import pytest
 from google.protobuf import struct_pb2
 
 from nexus_grpc.client import RPCS, NexusClient, NexusClientError, ServerStream
-from nexus_grpc.doctor import doctor
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.ops.doctor import doctor
 from tests.fake_server import REQUEST_ID, FakeMemory, free_port, running_server
 
 

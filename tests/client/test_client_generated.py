@@ -1,12 +1,12 @@
-"""nexus_grpc/client.py is generated from the descriptors: typed keywords, proto docs."""
+"""nexus_grpc/client/__init__.py is generated from the descriptors: typed keywords, proto docs."""
 
 from __future__ import annotations
 
 import inspect
 
 from nexus_grpc.client import RPCS, NexusClient
-from nexus_grpc.client_base import ClientBase
-from nexus_grpc.connection import SERVICES
+from nexus_grpc.client.base import ClientBase
+from nexus_grpc.client.connection import SERVICES
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 
 

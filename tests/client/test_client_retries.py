@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.connection import RetryPolicy, retryable_methods, service_config
+from nexus_grpc.client.connection import RetryPolicy, retryable_methods, service_config
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.process import ServerProcess
 

@@ -56,7 +56,7 @@ def test_the_client_doctor_and_bench_import_without_the_server_dependencies():
     blocked = run_light("import aiosqlite")
     assert blocked.returncode != 0 and "aiosqlite" in blocked.stderr
     result = run_light(
-        "import nexus_grpc.client, nexus_grpc.doctor, nexus_grpc.bench\n"
+        "import nexus_grpc.client, nexus_grpc.ops.doctor, nexus_grpc.ops.bench\n"
         "c = nexus_grpc.client.NexusClient('127.0.0.1:1')\n"
         "assert c.channel is not None\n"
         "print('client ok')\n"

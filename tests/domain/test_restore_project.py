@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.transfer import read_records
+from nexus_grpc.ops.transfer import read_records
 from tests.domain.test_export_project import (
     REFERENCES,
     cli,

@@ -11,9 +11,9 @@ import time
 import grpc
 import pytest
 
-from nexus_grpc.doctor import doctor
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.doctor import doctor
 from tests.rerank_stub import RerankStub, word_overlap
 from tests.server.test_metrics import sample, scrape
 from tests.support import start_harness, wait_until

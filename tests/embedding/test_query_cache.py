@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from nexus_grpc.config import Settings, settings_from
 from nexus_grpc.embedding import MiniLMEmbedder, OllamaEmbedder, QueryVectorCache
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
+from nexus_grpc.runtime.config import Settings, settings_from
 from tests.ollama_stub import OllamaStub
 from tests.server.test_metrics import sample, scrape
 from tests.support import start_harness, wait_until

@@ -81,11 +81,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nexus_grpc.api import graph_convert
-from nexus_grpc.config import OPTIONS, env_default
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
+from nexus_grpc.runtime.config import OPTIONS, env_default
 from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
 from tests.support import start_harness

@@ -84,7 +84,7 @@ async def test_a_database_that_goes_away_answers_unavailable_then_resumes(tmp_pa
 
 async def test_the_embedded_vector_index_is_refused_with_a_database_url(tmp_path, pg_url):
     from nexus_grpc.app import App, StartupError
-    from nexus_grpc.config import Settings
+    from nexus_grpc.runtime.config import Settings
     from nexus_grpc.vectors import EdgeVectorIndex
     from tests.support import HashingEmbedder
 

@@ -12,9 +12,9 @@ import socket
 import pytest
 
 from nexus_grpc.app import App, EmbedderMismatch
-from nexus_grpc.config import Settings
 from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.vectors import QdrantVectorIndex
 from tests.support import HashingEmbedder, start_harness, wait_until
 
@@ -193,7 +193,7 @@ async def test_reconcile_restores_points_deleted_behind_the_services_back(tmp_pa
 async def test_reindex_rebuilds_the_index_with_a_new_embedder(tmp_path, store_settings):
     import io
 
-    from nexus_grpc.reindex import reindex
+    from nexus_grpc.ops.reindex import reindex
 
     h = await start_harness(tmp_path / "d", **store_settings)
     s = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))

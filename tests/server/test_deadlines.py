@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from nexus_grpc import deadlines
 from nexus_grpc.errors import DeadlineExceeded
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.llm import LLMUnavailable, OllamaClient
+from nexus_grpc.runtime import deadlines
 from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
 from tests.ollama_stub import Reply
 

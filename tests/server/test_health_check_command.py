@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2
 
-from nexus_grpc.doctor import (
+from nexus_grpc.ops.doctor import (
     HealthConfigError,
     certificate_names,
     local_target,

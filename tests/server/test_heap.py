@@ -12,7 +12,7 @@ PROBE = textwrap.dedent(
     """
     import asyncio
     from nexus_grpc.embedding import MiniLMEmbedder
-    from nexus_grpc.heap import release_large_blocks
+    from nexus_grpc.observability.heap import release_large_blocks
 
     def anon_mb():
         for line in open("/proc/self/status"):

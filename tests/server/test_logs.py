@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from nexus_grpc import logs
-from nexus_grpc.core.requests import request_id_var
+from nexus_grpc.observability import logs
+from nexus_grpc.rpc.requests import request_id_var
 
 
 class HeldStream(io.StringIO):

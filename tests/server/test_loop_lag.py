@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
+from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from tests.support import wait_until
 
 

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.metrics import split_host_port
+from nexus_grpc.observability.metrics import split_host_port
 from tests.support import start_harness, wait_until
 
 CREATE_SESSION = "/nexus.memory.v1.MemoryService/CreateSession"

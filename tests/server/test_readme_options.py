@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus_grpc.config import OPTIONS, env_default, help_text, markdown_table, settings_from
+from nexus_grpc.runtime.config import OPTIONS, env_default, help_text, markdown_table, settings_from
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -37,11 +37,11 @@ def test_every_option_has_its_row_with_env_and_default() -> None:
 
 
 def test_the_readme_table_is_the_generated_one() -> None:
-    """The table is written by ``python -m nexus_grpc.config README.md`` from
+    """The table is written by ``python -m nexus_grpc.runtime.config README.md`` from
     the declarations in Settings; a hand edit or a new option without a
     rerun shows up here."""
     text = README.read_text(encoding="utf-8")
-    assert markdown_table() in text, "run: python -m nexus_grpc.config README.md"
+    assert markdown_table() in text, "run: python -m nexus_grpc.runtime.config README.md"
 
 
 def test_serve_help_comes_from_the_same_declarations() -> None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nexus_grpc.config import settings_from
+from nexus_grpc.runtime.config import settings_from
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_a_bad_reranker_setting_stops_the_start_naming_its_flag(tmp_path, flag, 
 
 
 def test_the_reranker_settings_come_from_the_environment_too(monkeypatch):
-    from nexus_grpc.config import env_default
+    from nexus_grpc.runtime.config import env_default
 
     monkeypatch.setenv("NEXUS_RERANKER_URL", "http://gpu-box.lan:8080/v1/rerank")
     monkeypatch.setenv("NEXUS_RERANKER_MODEL", "bge-reranker-v2-m3")

@@ -13,13 +13,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
-from nexus_grpc import tracing  # noqa: E402
 from nexus_grpc.app import App  # noqa: E402
 from nexus_grpc.client import NexusClient, NexusClientError  # noqa: E402
-from nexus_grpc.config import Settings  # noqa: E402
 from nexus_grpc.embedding import QueryVectorCache  # noqa: E402
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2  # noqa: E402
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2  # noqa: E402
+from nexus_grpc.runtime import tracing  # noqa: E402
+from nexus_grpc.runtime.config import Settings  # noqa: E402
 from nexus_grpc.store import Database  # noqa: E402
 from tests.ollama_stub import Reply  # noqa: E402
 from tests.support import HashingEmbedder, start_harness  # noqa: E402

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from nexus_grpc.config import Settings
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.migrate_store import MigrateError, migrate_store
+from nexus_grpc.ops.migrate_store import MigrateError, migrate_store
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.store import copy
 from nexus_grpc.store.postgres import PostgresDatabase
 from tests.support import start_harness, wait_until
@@ -110,7 +110,7 @@ async def test_an_embedded_dataset_moves_whole_and_serves_from_postgresql(tmp_pa
 async def test_a_copy_cut_off_part_way_finishes_when_run_again(tmp_path, pg_url, monkeypatch):
     made = await embedded_dataset(tmp_path / "data")
     settings = Settings(data_dir=tmp_path / "data", database_url=pg_url)
-    monkeypatch.setattr("nexus_grpc.migrate_store.BATCH", 4)
+    monkeypatch.setattr("nexus_grpc.ops.migrate_store.BATCH", 4)
     real = copy.write_batch
     batches = 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.config import OPTIONS, env_default, settings_from
+from nexus_grpc.runtime.config import OPTIONS, env_default, settings_from
 from tests.support import start_harness
 
 FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back

@@ -12,11 +12,11 @@ import time
 from typing import TextIO
 
 from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_database, make_index
-from nexus_grpc.config import Settings
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.pipeline.indexer import Indexer
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.store import documents, meta
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import jobs as job_store

@@ -49,9 +49,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from nexus_grpc.core.requests import RequestObserver
-from nexus_grpc.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from nexus_grpc.rerank.reranker import DURATION_BUCKETS as RERANK_BUCKETS
+from nexus_grpc.rpc.requests import RequestObserver
+from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLagMonitor
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 

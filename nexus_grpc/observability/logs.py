@@ -22,8 +22,8 @@ from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
 from nexus_grpc.core.redact import scrub
-from nexus_grpc.core.requests import request_id_var
 from nexus_grpc.domain.validation import escape_controls
+from nexus_grpc.rpc.requests import request_id_var
 
 
 class _RequestIdFilter(logging.Filter):
@@ -93,7 +93,7 @@ class _DroppingQueueHandler(QueueHandler):
         if self.dropped and not self.bounded.full():
             lost, self.dropped = self.dropped, 0
             notice = logging.LogRecord(
-                "nexus_grpc.logs",
+                "nexus_grpc.observability.logs",
                 logging.WARNING,
                 __file__,
                 0,

@@ -91,7 +91,7 @@ class Settings:
     default as a user would type it, its environment variables (the first set
     one wins), its allowed values and its help. The flag is the field's name
     with dashes (``data_dir``: ``--data-dir``). ``OPTIONS``, ``serve --help``
-    and the README's table (``python -m nexus_grpc.config README.md``) are
+    and the README's table (``python -m nexus_grpc.runtime.config README.md``) are
     derived from these declarations."""
 
     listen: str = option(
@@ -562,7 +562,7 @@ def rewrite_readme(path: Path) -> bool:
     return new != text
 
 
-if __name__ == "__main__":  # python -m nexus_grpc.config README.md
+if __name__ == "__main__":  # python -m nexus_grpc.runtime.config README.md
     import sys
 
     for arg in sys.argv[1:]:

@@ -16,8 +16,8 @@ import functools
 import time
 from typing import Any, TextIO
 
-from nexus_grpc.config import Settings
 from nexus_grpc.core.storage import Connection
+from nexus_grpc.runtime.config import Settings
 from nexus_grpc.store import copy
 from nexus_grpc.store.postgres import PostgresDatabase, mask_url
 

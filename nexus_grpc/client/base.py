@@ -1,8 +1,8 @@
 """The runtime under the generated ``nexus_grpc.client``: errors, streams, calls.
 
-``proto/gen_client.py`` writes ``nexus_grpc/client.py`` from the proto
+``proto/gen_client.py`` writes ``nexus_grpc/client/__init__.py`` from the proto
 descriptors: one typed method per RPC on ``NexusClient``, a subclass of
-``ClientBase`` here.  The channel itself comes from ``nexus_grpc.connection``.
+``ClientBase`` here.  The channel itself comes from ``nexus_grpc.client.connection``.
 
 ``NexusClient`` wraps the generated stubs of ``nexus.memory.v1.MemoryService``,
 ``nexus.graph.v1.GraphService``, ``nexus.summary.v1.SummaryService`` and
@@ -42,7 +42,7 @@ and the machine-readable reason (``error_info``)::
         print([v.field for v in exc.field_violations])  # ['memory.title']
 
 Calls that are safe to repeat are retried by gRPC itself on UNAVAILABLE and
-RESOURCE_EXHAUSTED (see ``nexus_grpc.connection``); a create whose request has a
+RESOURCE_EXHAUSTED (see ``nexus_grpc.client.connection``); a create whose request has a
 ``request_id`` gets a fresh one when the caller leaves it empty, so that a retry
 the server already executed returns the first result instead of a duplicate.
 """
@@ -66,8 +66,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from nexus_grpc import tracing
-from nexus_grpc.connection import (
+from nexus_grpc.client.connection import (
     DEFAULT_RETRY,
     REQUEST_ID_FIELD,
     SERVICES,
@@ -86,6 +85,7 @@ from nexus_grpc.errors import (
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
+from nexus_grpc.runtime import tracing
 
 __all__ = [
     "DEFAULT",

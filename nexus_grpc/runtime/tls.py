@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grpc
 
-from nexus_grpc.config import Settings
+from nexus_grpc.runtime.config import Settings
 
 log = logging.getLogger(__name__)
 

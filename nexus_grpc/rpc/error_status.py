@@ -7,7 +7,7 @@ grpc's ``examples/python/errors`` way: the details are packed into
 trailing metadata by ``grpc_status.rpc_status.to_status``.  A client that
 knows nothing of them still gets the code and the message.
 
-It sits beside core/interception.py because both interceptors use it: the
+It sits beside rpc/interception.py because both interceptors use it: the
 error mapping of api/interceptors.py, and the refusals of auth.py, which lies
 below api.
 """

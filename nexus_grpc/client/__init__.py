@@ -26,8 +26,8 @@ the status code, as the subclass for it (``NexusInvalidArgument``,
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
-create never stores twice.  See ``nexus_grpc.client_base`` and
-``nexus_grpc.connection``.
+create never stores twice.  See ``nexus_grpc.client.base`` and
+``nexus_grpc.client.connection``.
 """
 
 # The ``timeout`` parameters are gRPC deadlines handed to the call, not asyncio timeouts.
@@ -40,7 +40,7 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 
-from nexus_grpc.client_base import (
+from nexus_grpc.client.base import (
     DEFAULT,
     RPCS,
     ClientBase,
@@ -66,7 +66,7 @@ from nexus_grpc.client_base import (
     ServerStream,
     Timeout,
 )
-from nexus_grpc.connection import DEFAULT_RETRY, RetryPolicy
+from nexus_grpc.client.connection import DEFAULT_RETRY, RetryPolicy
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2

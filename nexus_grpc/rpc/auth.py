@@ -40,12 +40,12 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.error_status import abort
-from nexus_grpc.core.interception import HandlerInterceptor, refused
-from nexus_grpc.core.requests import RequestObserver
 from nexus_grpc.errors import ErrorInfo
+from nexus_grpc.rpc.error_status import abort
+from nexus_grpc.rpc.interception import HandlerInterceptor, refused
+from nexus_grpc.rpc.requests import RequestObserver
 
-log = logging.getLogger("nexus_grpc.auth")
+log = logging.getLogger("nexus_grpc.rpc.auth")
 
 #: Methods anyone may call, key or not.
 OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")

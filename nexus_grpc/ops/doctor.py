@@ -24,7 +24,7 @@ from typing import TextIO
 import grpc
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.config import env_default
+from nexus_grpc.runtime.config import env_default
 
 EXIT_SERVING = 0
 EXIT_DEGRADED = 1
