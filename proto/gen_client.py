@@ -1,10 +1,10 @@
-"""Render nexus_grpc/client.py, the typed Python client, from the proto descriptors.
+"""Render nexus_grpc/client/__init__.py, the typed Python client, from the proto descriptors.
 
 ``proto/generate.py`` calls :func:`render` with the FileDescriptorSet protoc
 wrote (with source info, so the proto comments become docstrings).  Every RPC
 of the three services becomes a ``NexusClient`` method whose keyword
 parameters are the request's fields with their Python types; the call
-plumbing lives in ``nexus_grpc/client_base.py``.
+plumbing lives in ``nexus_grpc/client/base.py``.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ the status code, as the subclass for it (``NexusInvalidArgument``,
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
-create never stores twice.  See ``nexus_grpc.client_base`` and
-``nexus_grpc.connection``.
+create never stores twice.  See ``nexus_grpc.client.base`` and
+``nexus_grpc.client.connection``.
 """
 
 # The ``timeout`` parameters are gRPC deadlines handed to the call, not asyncio timeouts.
@@ -111,7 +111,7 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 
-from nexus_grpc.client_base import (
+from nexus_grpc.client.base import (
     DEFAULT,
     RPCS,
     ClientBase,
@@ -137,7 +137,7 @@ from nexus_grpc.client_base import (
     ServerStream,
     Timeout,
 )
-from nexus_grpc.connection import DEFAULT_RETRY, RetryPolicy
+from nexus_grpc.client.connection import DEFAULT_RETRY, RetryPolicy
 {imports}
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Generate the Python protobuf and gRPC code (with .pyi stubs) from proto/.
 
-It also writes nexus_grpc/client.py, the typed client, from the same
+It also writes nexus_grpc/client/__init__.py, the typed client, from the same
 descriptors (proto/gen_client.py), so its methods and docstrings follow the
 protos.  The TypeScript client has its own generator (clients/typescript).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
 GEN_DIR = ROOT / "nexus_grpc" / "gen"
-CLIENT = ROOT / "nexus_grpc" / "client.py"
+CLIENT = ROOT / "nexus_grpc" / "client" / "__init__.py"
 IMPORT_RE = re.compile(r"^(from|import) nexus\.", re.MULTILINE)
 
 
