@@ -297,7 +297,7 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     # create's transaction (domain/inline_vectors.py); a changed row gets its new
     # point from the index job its change queued, so the table never holds a
     # point that disagrees with its row. The vector tables belong to the
-    # pgvector index (vectors/pgvector.py creates them at start; reindex drops
+    # pgvector index (store/pg_vector_index.py creates them at start; reindex drops
     # and recreates them) and may not be there at all (vectors in Qdrant), so
     # the function looks its table up each time.
     """

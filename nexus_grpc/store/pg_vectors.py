@@ -1,7 +1,7 @@
 """A new row's vector, written in the row's own PostgreSQL transaction.
 
 With ``--database-url`` and no ``--qdrant-url``, the vector index is a set
-of pgvector tables in the same database (vectors/pgvector.py creates them,
+of pgvector tables in the same database (store/pg_vector_index.py creates them,
 ``vectors_<collection>``: id, embedding, payload). A write that already has
 its row's vector (domain/inline_vectors.py embeds before the transaction)
 stores it here, beside the row, so the two commit or roll back together and

@@ -1,8 +1,11 @@
-"""Vector indexes: embedded qdrant-edge (default) or a Qdrant server, behind one interface."""
+"""Vector indexes: embedded qdrant-edge (default) or a Qdrant server, behind
+one interface (``core.vectors.VectorIndex``). The third, pgvector in the
+system of record's own PostgreSQL, is SQL and lives in the store
+(``store.pg_vector_index``)."""
 
 from __future__ import annotations
 
-from .base import (
+from nexus_grpc.core.vectors import (
     CollectionNotFound,
     Cond,
     DimensionMismatch,
@@ -15,8 +18,8 @@ from .base import (
     VectorIndexUnavailable,
     VectorPoint,
 )
+
 from .edge import EdgeVectorIndex
-from .pgvector import PgVectorIndex
 from .remote import QdrantVectorIndex
 
 __all__ = [
@@ -26,7 +29,6 @@ __all__ = [
     "EdgeVectorIndex",
     "Filter",
     "MatchAny",
-    "PgVectorIndex",
     "QdrantVectorIndex",
     "Range",
     "VectorHit",

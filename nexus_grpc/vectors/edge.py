@@ -41,9 +41,7 @@ from typing import Any, TypeVar
 import numpy as np
 import qdrant_edge as qe
 
-from nexus_grpc.runtime import deadlines
-
-from .base import (
+from nexus_grpc.core.vectors import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,
@@ -55,6 +53,8 @@ from .base import (
     check_field_types,
     split_values,
 )
+from nexus_grpc.runtime import deadlines
+
 from .prewarm import PageCacheWarmer, shard_files
 
 T = TypeVar("T")

@@ -13,10 +13,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from nexus_grpc.core.redact import mask_url
-from nexus_grpc.errors import DeadlineExceeded
-from nexus_grpc.runtime import deadlines
-
-from .base import (
+from nexus_grpc.core.vectors import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,
@@ -28,6 +25,8 @@ from .base import (
     check_field_types,
     split_values,
 )
+from nexus_grpc.errors import DeadlineExceeded
+from nexus_grpc.runtime import deadlines
 
 # Transport-level failures: qdrant-client wraps httpx errors in ResponseHandlingException,
 # but raw httpx/OS errors and (with prefer_grpc) grpc errors can surface too.

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .base import (
+from nexus_grpc.core.vectors import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,
