@@ -1,0 +1,63 @@
+"""docs/architecture.md's diagram names every part of the package.
+
+A package or top-level module added without a place in the drawing fails
+here, so the drawing and the code cannot drift apart silently again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nexus_grpc
+
+PACKAGE = Path(nexus_grpc.__file__).parent
+DOC = Path(__file__).parent.parent / "docs" / "architecture.md"
+
+
+def diagram() -> str:
+    """The first fenced block of the document: the floor plan."""
+    match = re.search(r"```\n(.*?)```", DOC.read_text(), re.S)
+    assert match, "docs/architecture.md has no diagram"
+    return match.group(1)
+
+
+def parts() -> set[str]:
+    """Each subpackage (``name/``) and top-level module (``name.py``)."""
+    found = set()
+    for path in PACKAGE.iterdir():
+        if path.name.startswith(("_", ".")):
+            continue
+        if path.is_dir() and (path / "__init__.py").is_file():
+            found.add(f"{path.name}/")
+        elif path.suffix == ".py":
+            found.add(path.name)
+    return found
+
+
+def test_the_diagram_names_every_package_and_top_level_module():
+    drawn = diagram()
+    missing = sorted(p for p in parts() if not re.search(rf"(?<![\w/]){re.escape(p)}", drawn))
+    assert not missing, f"docs/architecture.md's diagram does not name: {missing}"
+
+
+def test_the_diagram_names_nothing_that_is_gone():
+    """A part the diagram draws (``name/`` at the start of a row) exists."""
+    drawn = diagram()
+    named = set(re.findall(r"^\s*([a-z_]+/)\s", drawn, re.M))
+    assert named, "no package rows found in the diagram"
+    assert named <= parts(), f"the diagram draws what is gone: {sorted(named - parts())}"
+
+
+def test_the_check_sees_a_new_package(tmp_path, monkeypatch):
+    """The check is not vacuous: a package the drawing lacks is reported."""
+    fake = tmp_path / "nexus_grpc"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "api").mkdir()
+    (fake / "api" / "__init__.py").write_text("")
+    (fake / "newthing").mkdir()
+    (fake / "newthing" / "__init__.py").write_text("")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake)
+    assert parts() == {"api/", "newthing/"}
+    assert "newthing/" not in diagram()
