@@ -33,7 +33,7 @@ def expire(conn: Connection, memory_id: int, at: float, history_retention: float
     if memory is None or memory.expire_at is None:
         return
     if memory.expire_at > at:
-        job_store.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, memory.expire_at)
+        job_store.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, memory.expire_at, keep_sooner=True)
         return
     history_store.record_deletion(conn, memory, EXPIRED_BY, history_retention, EXPIRE)
     memory_store.delete(conn, memory_id)

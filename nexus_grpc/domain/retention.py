@@ -51,8 +51,9 @@ def sweep(conn: Connection, project_id: int, at: float) -> None:
     for summary_id in summaries:
         summary_store.delete(conn, summary_id)
     if CHUNK in (len(episodes), len(sessions), len(summaries)):
-        job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
+        job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, at, keep_sooner=True)
         return
     oldest = episode_store.oldest_in_project(conn, project_id)
     upcoming = at + RECHECK_SECONDS if oldest is None else oldest + retention
-    job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, min(upcoming, at + RECHECK_SECONDS))
+    next_run = min(upcoming, at + RECHECK_SECONDS)
+    job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, next_run, keep_sooner=True)

@@ -56,8 +56,12 @@ def enqueue(
 ) -> None:
     """Queue ``kind`` for each target, due now or at ``run_after``, at
     ``priority``. Work already pending for a target coalesces into its job,
-    which takes the more urgent of the two priorities: live traffic touching
-    an imported episode must not wait behind the import."""
+    which takes the more urgent of the two priorities (live traffic touching
+    an imported episode must not wait behind the import) and the sooner of the
+    two due times: on PostgreSQL two transactions may each find no pending job
+    and insert one, and the second must not leave its work waiting behind the
+    first's later time (a sweep rescheduled an hour ahead while a session moved
+    into its project asked for one now). A handler run early re-checks."""
     ts = now()
     due = ts if run_after is None else run_after
     conn.executemany(
@@ -66,18 +70,28 @@ def enqueue(
         # CASE, not MIN: PostgreSQL's MIN is an aggregate only (LEAST is its
         # scalar, which SQLite lacks).
         " DO UPDATE SET priority = CASE WHEN excluded.priority < jobs.priority"
-        " THEN excluded.priority ELSE jobs.priority END",
+        " THEN excluded.priority ELSE jobs.priority END,"
+        " run_after = CASE WHEN excluded.run_after < jobs.run_after"
+        " THEN excluded.run_after ELSE jobs.run_after END",
         [(kind, t, due, ts, ts, priority) for t in target_ids],
     )
 
 
-def schedule(conn: Connection, kind: str, target_id: int, at: float) -> None:
+def schedule(
+    conn: Connection, kind: str, target_id: int, at: float, *, keep_sooner: bool = False
+) -> None:
     """Make ``kind`` for ``target_id`` due at ``at``: moves a pending one, or
-    queues one (a running one finishes first; its handler re-checks)."""
+    queues one (a running one finishes first; its handler re-checks).
+
+    ``keep_sooner``: a pending one due sooner stays due then. A handler that
+    schedules its own next run passes it: on PostgreSQL its transaction runs
+    beside others, and a pending job one of them queued meanwhile (a session
+    moved into a retained project: sweep now) was queued for what this run
+    could not see; an early run costs a re-check, a late one an hour."""
     moved = conn.execute(
-        "UPDATE jobs SET run_after = ?, updated_at = ? WHERE kind = ? AND target_id = ?"
-        " AND state = 'pending'",
-        (at, now(), kind, target_id),
+        "UPDATE jobs SET run_after = CASE WHEN ? AND run_after < ? THEN run_after ELSE ? END,"
+        " updated_at = ? WHERE kind = ? AND target_id = ? AND state = 'pending'",
+        (keep_sooner, at, at, now(), kind, target_id),
     ).rowcount
     if not moved:
         enqueue(conn, kind, [target_id], run_after=at)
