@@ -334,6 +334,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def CreateMemory(
         self, request: memory_pb2.CreateMemoryRequest, context: Ctx
     ) -> memory_pb2.Memory:
+        _check_output_only_source(request.memory)
         created = await self.app.memories.create(
             convert.memory_values(request.memory), request.request_id
         )
@@ -597,3 +598,20 @@ def _still_wanted(context: Ctx, left: str = "its unfinished batch was not writte
         raise DeadlineExceeded(f"the call ran out of time; {left}")
     if context.cancelled():
         raise Unavailable(f"the call was cancelled; {left}")
+
+
+def _check_output_only_source(m: memory_pb2.Memory) -> None:
+    """``source`` and ``source_episode_id`` are output only: a memory read and
+    sent back as it is may carry them (they are ignored), but a value no
+    memory can have is refused rather than ignored."""
+    if m.source_episode_id < 0:
+        raise InvalidArgument(
+            "memory.source_episode_id is output only and never negative, got"
+            f" {m.source_episode_id}; leave it unset",
+            field="memory.source_episode_id",
+        )
+    if m.source not in memory_pb2.MemorySource.values():
+        raise InvalidArgument(
+            f"memory.source is output only and {m.source} is no MemorySource; leave it unset",
+            field="memory.source",
+        )

@@ -114,6 +114,30 @@ async def test_validation_and_preconditions(harness):
     assert n == 0  # a rejected request writes nothing
 
 
+async def test_output_only_source_fields_are_ignored_unless_impossible(harness):
+    """A memory read and sent back as it is (source, source_episode_id set)
+    creates a client memory; a negative episode id or an unknown source is
+    refused naming the field, before any limit is consulted, and writes nothing."""
+    h = harness
+    p1, _, _, _ = await setup_world(h)
+    copied = await create(
+        h,
+        kind=P,
+        title="t",
+        project_id=p1,
+        source=memory_pb2.MEMORY_SOURCE_FORMATION,
+        source_episode_id=7,
+    )
+    assert copied.source == memory_pb2.MEMORY_SOURCE_CLIENT and copied.source_episode_id == 0
+    for bad in ({"source_episode_id": -1}, {"source": 99}):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await create(h, kind=P, title="t2", project_id=p1, **bad)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"memory.{next(iter(bad))}" in err.value.details()
+    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    assert n == 1
+
+
 async def test_request_id_is_idempotent(harness):
     h = harness
     p1, _, _, _ = await setup_world(h)
