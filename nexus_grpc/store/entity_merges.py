@@ -115,7 +115,9 @@ def get_merge(conn: Connection, merge_id: int, tenant: str | None = None) -> Ent
         f"SELECT {_MERGE_COLUMNS} FROM entity_merges WHERE id = ?{clause}", (merge_id, *params)
     ).fetchone()
     if row is None:
-        raise NotFound(f"merge {merge_id} does not exist")
+        raise NotFound(
+            f"merge {merge_id} does not exist", resource_type="merge", resource_name=str(merge_id)
+        )
     return _merge(row)
 
 

@@ -242,7 +242,11 @@ def get(conn: Connection, episode_id: int, tenant: str | None = None) -> Episode
             (episode_id, tenant),
         ).fetchone()
     if row is None:
-        raise NotFound(f"episode {episode_id} does not exist")
+        raise NotFound(
+            f"episode {episode_id} does not exist",
+            resource_type="episode",
+            resource_name=str(episode_id),
+        )
     return _row(row)
 
 

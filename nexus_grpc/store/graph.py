@@ -365,7 +365,11 @@ def get_entity(conn: Connection, entity_id: int, tenant: str | None = None) -> E
         f"SELECT {_ENTITY_COLUMNS} FROM entities e WHERE e.id = ?{clause}", (entity_id, *params)
     ).fetchone()
     if row is None:
-        raise NotFound(f"entity {entity_id} does not exist")
+        raise NotFound(
+            f"entity {entity_id} does not exist",
+            resource_type="entity",
+            resource_name=str(entity_id),
+        )
     return _with_aliases(conn, [row])[0]
 
 
@@ -681,7 +685,11 @@ def get_relationship(conn: Connection, rel_id: int) -> Relationship:
     row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
     found = row.fetchone()
     if found is None:
-        raise NotFound(f"relationship {rel_id} does not exist")
+        raise NotFound(
+            f"relationship {rel_id} does not exist",
+            resource_type="relationship",
+            resource_name=str(rel_id),
+        )
     return relationship_from_row(found)
 
 

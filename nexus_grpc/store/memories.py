@@ -112,7 +112,11 @@ def find(conn: Connection, memory_id: int) -> Memory | None:
 def get(conn: Connection, memory_id: int) -> Memory:
     memory = find(conn, memory_id)
     if memory is None:
-        raise NotFound(f"memory {memory_id} does not exist")
+        raise NotFound(
+            f"memory {memory_id} does not exist",
+            resource_type="memory",
+            resource_name=str(memory_id),
+        )
     return memory
 
 

@@ -88,7 +88,11 @@ def get(conn: Connection, project_id: int, tenant: str | None = None) -> Project
         f"SELECT * FROM projects WHERE id = ?{clause}", (project_id, *params)
     ).fetchone()
     if row is None:
-        raise NotFound(f"project {project_id} does not exist")
+        raise NotFound(
+            f"project {project_id} does not exist",
+            resource_type="project",
+            resource_name=str(project_id),
+        )
     return _row(row)
 
 

@@ -98,7 +98,11 @@ def get(
         f"SELECT * FROM sessions WHERE id = ?{clause}{kept}", (session_id, *params, *kept_params)
     ).fetchone()
     if row is None:
-        raise NotFound(f"session {session_id} does not exist")
+        raise NotFound(
+            f"session {session_id} does not exist",
+            resource_type="session",
+            resource_name=str(session_id),
+        )
     return _row(row)
 
 
@@ -118,7 +122,11 @@ def get_by_external_id(
         (external_id, *params, *kept_params),
     ).fetchone()
     if row is None:
-        raise NotFound(f"session with external_id {external_id!r} does not exist")
+        raise NotFound(
+            f"session with external_id {external_id!r} does not exist",
+            resource_type="session",
+            resource_name=external_id,
+        )
     return _row(row)
 
 

@@ -144,7 +144,11 @@ def get(
     ``retained_at``, is past its project's retention then."""
     summary = find(conn, summary_id, tenant, retained_at=retained_at)
     if summary is None:
-        raise NotFound(f"summary {summary_id} does not exist")
+        raise NotFound(
+            f"summary {summary_id} does not exist",
+            resource_type="summary",
+            resource_name=str(summary_id),
+        )
     return summary
 
 
