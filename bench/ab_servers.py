@@ -142,7 +142,13 @@ def main() -> int:
                 if args.episodes:
                     shutil.copytree(seed_dir, data)
                 env = {} if tree == "main" else {"PYTHONPATH": str(Path(tree).resolve())}
-                server = ServerProcess(data, *flags, env=env, keep_log=False).start(timeout=120)
+                # `python -m` puts its working directory first on sys.path, ahead
+                # of PYTHONPATH: started from this checkout, every variant would
+                # serve this checkout's code. Each starts in its own tree.
+                cwd = None if tree == "main" else Path(tree).resolve()
+                server = ServerProcess(data, *flags, env=env, cwd=cwd, keep_log=False).start(
+                    timeout=120
+                )
                 try:
                     server.wait_settled()
                     time.sleep(1)
