@@ -94,7 +94,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="nexus-eval-graph-"))
     llm = real_model(args, work) if args.llama_server else careful_model(args.data, work)
     with llm as flags:
-        server = ServerProcess(work / "data", *flags, keep_log=False)
+        # --server-tree: another checkout's server (a before/after run); started in
+        # that tree, since `python -m` puts the working directory first on sys.path.
+        tree = args.server_tree.resolve() if args.server_tree else None
+        server = ServerProcess(
+            work / "data",
+            *flags,
+            env={"PYTHONPATH": str(tree)} if tree else None,
+            cwd=tree,
+            keep_log=False,
+        )
         server.start(timeout=300)
         try:
             report = asyncio.run(
@@ -123,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", nargs="+", default=[str(ROOT / "bench/eval/graph-dev.json")])
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", type=Path, help="also write the JSON report here")
+    p.add_argument(
+        "--server-tree", type=Path, help="serve another checkout's code (before/after runs)"
+    )
     p.add_argument("--episode-timeout", type=float, default=None, help="seconds (eval graph's)")
     p.add_argument("--settle-timeout", type=float, default=None, help="seconds (eval graph's)")
     real = p.add_argument_group("a real model (make eval-graph LLM=e2e)")
