@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,7 +246,9 @@ class App:
         )
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster(
-            settings.max_watch_streams, settings.max_watch_streams_per_key
+            settings.max_watch_streams,
+            settings.max_watch_streams_per_key,
+            settings.watch_streams_per_tenant,
         )
         self.graph = Graph(
             self.db,
@@ -312,10 +315,17 @@ class App:
         return "postgresql" if self.settings.database_url else "sqlite"
 
     async def check_store(self) -> DependencyState:
+        """A read of the schema; and while writes have been failing (a full
+        disk, a read-only file), a write, which clears the failure once the
+        store takes writes again: a server that answers reads but cannot
+        write is not serving."""
         name = self._store_name
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
                 await self.db.read(meta.probe)
+                if self.db.write_failure is not None:
+                    at = time.time()
+                    await self.db.write(lambda c: meta.touch(c, at))
         except Exception as exc:
             return DependencyState(name, False, f"query failed: {exc}")
         return DependencyState(name, True, f"schema version {self.db.schema_version}")

@@ -365,6 +365,7 @@ def interceptor_chain(
             settings.max_message_bytes,
             # Without keys there is no caller to count by.
             settings.max_concurrent_rpcs_per_key if keys is not None else 0,
+            settings.rpcs_per_tenant if keys is not None else 0,
         )
     )
     return chain
@@ -380,6 +381,17 @@ def check_limits(settings: Settings, keys: KeyRing | None) -> None:
             f" ({overall}), or one API key could take every slot; lower it (0 turns the"
             " per-key limit off)"
         )
+    per_tenant = settings.max_concurrent_rpcs_per_tenant
+    if keys is not None and 0 < overall <= per_tenant:
+        raise StartupError(
+            f"--max-concurrent-rpcs-per-tenant ({per_tenant}) must be below"
+            f" --max-concurrent-rpcs ({overall}), or one tenant could take every slot; lower"
+            " it (-1: half the server's, the default; 0 turns the per-tenant limit off)"
+        )
+    for name in ("max_concurrent_rpcs_per_tenant", "max_watch_streams_per_tenant"):
+        if getattr(settings, name) < -1:
+            flag = "--" + name.replace("_", "-")
+            raise StartupError(f"{flag} must be -1 (half the server's), 0 (off) or a limit")
 
 
 async def start_server(

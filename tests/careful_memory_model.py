@@ -9,8 +9,9 @@ An ``OllamaStub`` responder (tests/ollama_stub.py), built from set files:
 - a **formation** question (the prompt lists "Kept memories:") is answered
   from the set: a kept memory stating the candidate's fact is NOTHING (UPDATE
   when the candidate says it more fully: ``refines``); one on the same topic
-  but another fact is SUPERSEDE, unless the candidate was stated before it
-  (old news: NOTHING); otherwise ADD. Facts are named by their texts, and a
+  but another fact is SUPERSEDE, whatever the dates (that older news changes
+  nothing is the server's rule, which the evaluation must test, so the model
+  does not apply it for the server); otherwise ADD. Facts are named by their texts, and a
   candidate text two users share is read as the fact of the owner whose
   memories it is shown with;
 - anything else gets ``{}``.
@@ -113,27 +114,28 @@ class CarefulMemoryModel:
             head = block.splitlines()[0]
             number = int(head.split(" ", 1)[0].rstrip(":"))
             content = re.search(r': "(.*)"$', head).group(1)  # type: ignore[union-attr]
-            stated = (re.search(r"\(stated ([\d-]+)\)", head) or [None, ""])[1]
-            kept = [
-                (int(i), since, text)
-                for i, since, text in re.findall(
+            kept_facts = [
+                (int(i), self._facts(text))
+                for i, _since, text in re.findall(
                     r'- id (\d+)(?: \(since ([\d-]+)\))?: "(.*)"', block
                 )
             ]
-            kept_facts = [(i, since, self._facts(text)) for i, since, text in kept]
-            owners = {s.owner for _, _, s in kept_facts if s is not None}
+            owners = {s.owner for _, s in kept_facts if s is not None}
             mine = self._facts(content, owners)
             action, memory_id = "ADD", 0
             if mine is not None:
-                for i, since, theirs in kept_facts:
+                for i, theirs in kept_facts:
                     if theirs is None:
                         continue
                     if theirs.fact == mine.fact:
                         action, memory_id = ("UPDATE" if mine.refines else "NOTHING"), i
                         break
                     if theirs.topic == mine.topic:
-                        older = bool(stated and since and stated < since)
-                        action, memory_id = ("NOTHING" if older else "SUPERSEDE"), i
+                        # A new value of the same topic supersedes, whatever
+                        # the dates: that older news changes nothing is the
+                        # server's rule to keep (domain/formation.py), not
+                        # the model's, so the evaluation tests the server.
+                        action, memory_id = "SUPERSEDE", i
                         break
             decisions.append(
                 {"candidate": number, "action": action, "memory_id": memory_id, "reason": "careful"}

@@ -36,9 +36,11 @@ Faults, each until cleared: ``delay(seconds)`` before answering;
 ``fail_with(status, body)``; ``answer_with(body)`` (any JSON, or raw text
 with ``raw=True``) in place of the real answer, for malformed answers;
 ``require_key(key)`` refuses a request without ``Authorization: Bearer key``
-(401). ``stop()`` closes the port (connection refused) and drops open
-connections. Every request is recorded (``requests``: body, ``path``,
-``headers``); tests wait on them with ``wait_for_requests``, never a sleep.
+(401); ``refuse_quoting_credentials()`` refuses every request (401) with a
+message that quotes the Authorization header and the query it was sent.
+``stop()`` closes the port (connection refused) and drops open connections.
+Every request is recorded (``requests``: body, ``path``, ``headers``); tests
+wait on them with ``wait_for_requests``, never a sleep.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class _Faults:
     answer: Any = None
     raw: bool = False
     key: str | None = None
+    quote_credentials: bool = False
 
 
 class RerankStub:
@@ -189,6 +192,12 @@ class RerankStub:
     def require_key(self, key: str | None) -> None:
         with self._lock:
             self._faults.key = key
+
+    def refuse_quoting_credentials(self) -> None:
+        """Refuse every request with 401, quoting back the Authorization header
+        it was sent and the query of the URL, as some services' error texts do."""
+        with self._lock:
+            self._faults.quote_credentials = True
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -367,7 +376,7 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server.stub
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        path = self.path.split("?")[0]
+        path, _, query = self.path.partition("?")
         headers = {k.lower(): v for k, v in self.headers.items()}
         try:
             body = json.loads(raw) if raw else {}
@@ -381,6 +390,10 @@ class _Handler(BaseHTTPRequestHandler):
             return  # stopped while waiting: the connection is dropped
         if path not in PATHS[stub.flavor]:
             self._send(404, {"error": "Not Found"} if stub.flavor != "tei" else "")
+            return
+        if faults.quote_credentials:
+            sent = headers.get("authorization", "(none)")
+            self._send(401, {"error": {"message": f"invalid credentials {sent} for ?{query}"}})
             return
         if faults.key is not None and headers.get("authorization") != f"Bearer {faults.key}":
             self._send(401, {"error": {"code": 401, "message": "Invalid API Key"}})

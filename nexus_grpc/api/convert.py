@@ -12,6 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.core import models
 from nexus_grpc.core.records import Memory, MemoryUsage, Revision
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.domain.memories import MemoryHit
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.selection import Selection
@@ -129,12 +130,12 @@ def episode(e: models.Episode) -> memory_pb2.Episode:
         metadata=struct(e.metadata),
         create_time=timestamp(e.created_at),
         embedding_state=memory_pb2.JobState.ValueType(e.embed_state),
-        embedding_error=e.embed_error,
+        embedding_error=scrub(e.embed_error),
         extraction_state=memory_pb2.JobState.ValueType(e.extract_state),
-        extraction_error=e.extract_error,
+        extraction_error=scrub(e.extract_error),
         occur_time=exact_timestamp(e.occur_at),
         memory_state=memory_pb2.JobState.ValueType(e.memory_state or 0),
-        memory_error=e.memory_error,
+        memory_error=scrub(e.memory_error),
     )
 
 
@@ -150,7 +151,7 @@ def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
         score=h.score,
         snippet=h.snippet,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
-        degraded_reason=h.degraded_reason,
+        degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
     )
 
@@ -233,7 +234,7 @@ def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
         memory=memory(h.memory),
         score=h.score,
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
-        degraded_reason=h.degraded_reason,
+        degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
     )
 
@@ -245,7 +246,7 @@ def selected_memory(s: Selection) -> memory_pb2.SelectedMemory:
         category=memory_pb2.MemoryCategory.ValueType(s.category),
         previously_used=s.previously_used,
         method=s.method,
-        degraded_reason=s.degraded_reason,
+        degraded_reason=scrub(s.degraded_reason),
         title_batches=s.title_batches,
     )
 

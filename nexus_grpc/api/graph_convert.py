@@ -15,6 +15,7 @@ from nexus_grpc.core.graph import (
     Relationship,
 )
 from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, ExtractionEvent
+from nexus_grpc.core.redact import scrub
 from nexus_grpc.domain.extraction import entity_from_dict, rel_from_dict
 from nexus_grpc.domain.graph import EntityHit, Subgraph
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -149,7 +150,7 @@ def entity_hit(h: EntityHit) -> graph_pb2.EntityHit:
     return graph_pb2.EntityHit(
         entity=entity(h.entity),
         score=h.score,
-        degraded_reason=h.degraded_reason,
+        degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
     )
 
@@ -161,7 +162,7 @@ def extraction_event(ev: ExtractionEvent) -> graph_pb2.ExtractionEvent:
         session_id=ev.session_id,
         project_id=ev.project_id,
         status=_STATUSES.get(ev.status, graph_pb2.EXTRACTION_STATUS_UNSPECIFIED),
-        error=ev.error,
+        error=scrub(ev.error),
         entities=[entity(entity_from_dict(d)) for d in ev.payload.get("entities", [])],
         relationships=[relationship(rel_from_dict(d)) for d in ev.payload.get("relationships", [])],
         time=timestamp(ev.created_at),

@@ -204,11 +204,13 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         # A watch stream lives as long as its client wants: it holds one of
         # --max-watch-streams (refused with RESOURCE_EXHAUSTED beyond it) as
         # well as one of the general RPC slots.
-        # ...and one of --max-watch-streams-per-key for the caller's key.
+        # ...and one of --max-watch-streams-per-key for the caller's key, and
+        # of --max-watch-streams-per-tenant for its tenant.
         principal = current_principal()
         with self.graph.events.watching(
             principal.key_id if principal is not None else None,
             principal.name if principal is not None else "",
+            principal.tenant if principal is not None else None,
         ):
             events = self.graph.watch(
                 request.episode_id, request.session_id, request.project_id, request.after_event_id

@@ -68,6 +68,7 @@ class _Call:
         "span",
         "held",
         "key",
+        "tenant",
         "streaming",
     )
 
@@ -80,16 +81,20 @@ class _Call:
         self.span: Any = None
         self.held = False  # a concurrency slot, to give back
         self.key: str | None = None  # the API key whose slot this call holds
+        self.tenant: str | None = None  # the tenant whose slot this call holds
         self.streaming = False  # counted by the observer as an open stream
 
 
 class KeySlots:
-    """Calls each API key has running, against one limit per key.
+    """Calls each owner (an API key, or a tenant) has running, against one
+    limit per owner.
 
     The server-wide cap alone let one key hold every slot (idle client
-    streams cost it nothing) and lock every other key out; this cap, below
-    the server's, leaves the rest to the others. Keys are counted by
-    ``Principal.key_id``: the key itself, not its name."""
+    streams cost it nothing) and lock every other key out; a cap per key,
+    below the server's, leaves the rest to the others. A tenant holds many
+    keys, so its keys together have a cap too, or four keys of one tenant
+    fill the server. Keys are counted by ``Principal.key_id``: the key
+    itself, not its name; tenants by name."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -119,11 +124,14 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
         observer: RequestObserver | None = None,
         max_message_bytes: int = 0,
         max_per_key: int = 0,
+        max_per_tenant: int = 0,
     ) -> None:
         self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent > 0 else None
         self._limit = max_concurrent
         #: Per API key (0: no per-key limit); only calls made with a key count.
         self._key_slots = KeySlots(max_per_key)
+        #: Per tenant, all its keys together (0: no per-tenant limit).
+        self._tenant_slots = KeySlots(max_per_tenant)
         self._observer = observer or RequestObserver()
         #: The send limit (0: unchecked). grpc refuses a larger response after
         #: the handler has returned, where this interceptor would have logged
@@ -213,6 +221,8 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
             self._slots.release()
         if call.key is not None:
             self._key_slots.give_back(call.key)
+        if call.tenant is not None:
+            self._tenant_slots.give_back(call.tenant)
         code = grpc.StatusCode.CANCELLED if cancelled else (context.code() or grpc.StatusCode.OK)
         if isinstance(code, int):
             code = grpc.StatusCode.OK if code == 0 else grpc.StatusCode.UNKNOWN
@@ -271,6 +281,32 @@ class ServiceInterceptor(HandlerInterceptor[_Call]):
                 )
             keys.take(principal.key_id)
             call.key = principal.key_id
+        tenants = self._tenant_slots
+        if principal is not None and tenants.limit > 0:
+            if tenants.full(principal.tenant):
+                await abort(
+                    context,
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"the keys of tenant {principal.tenant!r} already have"
+                    f" {tenants.held(principal.tenant)} calls running together, the limit for"
+                    " one tenant (streams count until they end); retry with backoff once some"
+                    " finish, or raise the limit with --max-concurrent-rpcs-per-tenant /"
+                    f" NEXUS_MAX_CONCURRENT_RPCS_PER_TENANT (now {tenants.limit})",
+                    (
+                        QuotaViolation(
+                            f"tenant:{principal.tenant}",
+                            f"concurrent calls per tenant: at most {tenants.limit}; this tenant"
+                            f" has {tenants.held(principal.tenant)} running",
+                            quota_id="max-concurrent-rpcs-per-tenant",
+                            quota_value=tenants.limit,
+                        ),
+                        ErrorInfo(
+                            "CONCURRENT_RPC_LIMIT_PER_TENANT", {"tenant": principal.tenant}
+                        ),
+                    ),
+                )
+            tenants.take(principal.tenant)
+            call.tenant = principal.tenant
         if self._slots is None:
             return
         if self._slots.locked():

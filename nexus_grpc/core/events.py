@@ -39,6 +39,7 @@ class EventBroadcaster:
         self,
         max_watchers: int = DEFAULT_MAX_WATCHERS,
         max_per_key: int = DEFAULT_MAX_WATCHERS_PER_KEY,
+        max_per_tenant: int = 0,
     ) -> None:
         self._event = asyncio.Event()
         self._closed = False
@@ -48,8 +49,12 @@ class EventBroadcaster:
         #: Streams one API key may hold (0 or less: no limit), so one client
         #: cannot take every slot and lock every other client out.
         self.max_per_key = max_per_key
+        #: Streams the keys of one tenant may hold together (0 or less: no
+        #: limit), so a tenant with many keys cannot take every slot either.
+        self.max_per_tenant = max_per_tenant
         self.watchers = 0
         self._by_key: dict[str, int] = {}
+        self._by_tenant: dict[str, int] = {}
         self.refused = 0
 
     @property
@@ -57,12 +62,14 @@ class EventBroadcaster:
         return self._closed
 
     @contextlib.contextmanager
-    def watching(self, key: str | None = None, name: str = "") -> Iterator[None]:
-        """Hold one of the ``max_watchers`` slots for a stream's lifetime, and
-        one of ``key``'s ``max_per_key`` (``key`` None: auth is off, and there
-        is no key to tell clients apart). ``key`` identifies the API key
-        itself (``Principal.key_id``), never its name; ``name`` is what the
-        refusal calls it.
+    def watching(
+        self, key: str | None = None, name: str = "", tenant: str | None = None
+    ) -> Iterator[None]:
+        """Hold one of the ``max_watchers`` slots for a stream's lifetime, one
+        of ``key``'s ``max_per_key`` and one of ``tenant``'s ``max_per_tenant``
+        (None: auth is off, and there is no key or tenant to tell clients
+        apart). ``key`` identifies the API key itself (``Principal.key_id``),
+        never its name; ``name`` is what the refusal calls it.
 
         Raises ``ResourceExhausted`` when all are taken: the client is told
         the limit and how to raise it, and may retry once a stream closes.
@@ -86,6 +93,26 @@ class EventBroadcaster:
                     ErrorInfo("WATCH_STREAM_LIMIT_PER_KEY", {"api_key": name or key}),
                 ),
             )
+        in_tenant = self._by_tenant.get(tenant, 0) if tenant is not None else 0
+        if tenant is not None and 0 < self.max_per_tenant <= in_tenant:
+            self.refused += 1
+            raise ResourceExhausted(
+                f"the keys of tenant {tenant!r} already have {in_tenant} WatchExtractions"
+                " streams open together, the limit for one tenant; close streams you no longer"
+                " need and retry with backoff, or raise the limit with"
+                " --max-watch-streams-per-tenant / NEXUS_MAX_WATCH_STREAMS_PER_TENANT"
+                f" (now {self.max_per_tenant})",
+                details=(
+                    QuotaViolation(
+                        f"tenant:{tenant}",
+                        f"WatchExtractions streams per tenant: at most {self.max_per_tenant};"
+                        f" this tenant has {in_tenant} open",
+                        quota_id="max-watch-streams-per-tenant",
+                        quota_value=self.max_per_tenant,
+                    ),
+                    ErrorInfo("WATCH_STREAM_LIMIT_PER_TENANT", {"tenant": tenant}),
+                ),
+            )
         if 0 < self.max_watchers <= self.watchers:
             self.refused += 1
             raise ResourceExhausted(
@@ -106,16 +133,16 @@ class EventBroadcaster:
         self.watchers += 1
         if key is not None:
             self._by_key[key] = held + 1
+        if tenant is not None:
+            self._by_tenant[tenant] = in_tenant + 1
         try:
             yield
         finally:
             self.watchers -= 1
             if key is not None:
-                left = self._by_key[key] - 1
-                if left:
-                    self._by_key[key] = left
-                else:
-                    del self._by_key[key]
+                _give_back(self._by_key, key)
+            if tenant is not None:
+                _give_back(self._by_tenant, tenant)
 
     def current(self) -> asyncio.Event:
         """The event the next ``notify`` sets."""
@@ -141,3 +168,11 @@ class EventBroadcaster:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await event.wait()
+
+
+def _give_back(held: dict[str, int], owner: str) -> None:
+    left = held[owner] - 1
+    if left:
+        held[owner] = left
+    else:
+        del held[owner]

@@ -116,6 +116,10 @@ class Episode:
     #: Memory formation's state; None where formation does not apply.
     memory_state: JobState | None = None
     memory_error: str = ""
+    #: The user the key that wrote it could act for: its session's user_id,
+    #: checked when it was written. Memory formation forms USER memories
+    #: only for this user (docs/security.md).
+    acts_for: str = ""
 
     @property
     def text(self) -> str:

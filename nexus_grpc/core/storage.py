@@ -58,6 +58,10 @@ class Database(Protocol):
     schema_version: int
     #: Transactions committed since ``open`` (group commit shares one).
     commits: int
+    #: Why the last write failed for the storage's sake (a full disk, a
+    #: read-only file, an I/O error), until a write succeeds again; None while
+    #: writes succeed. Health reads it, and probes with a write while it is set.
+    write_failure: str | None
 
     async def open(self) -> None: ...
 
@@ -72,3 +76,8 @@ class Database(Protocol):
 
 class StoreUnavailable(RuntimeError):
     """The database cannot be opened or reached: the message says which and why."""
+
+
+#: The start of the UNAVAILABLE message a write answers while the store
+#: cannot write: clients and operators read it, tests look for it.
+CANNOT_WRITE = "the store cannot write"

@@ -93,3 +93,9 @@ def named(tenant: str, default: str) -> str:
 def may_act_for(user_id: str) -> bool:
     c = _caller.get()
     return c is None or c.all_tenants or c.may_act_for(user_id)
+
+
+def may_act_for_all() -> bool:
+    """The caller may act for every user: no caller, an admin or a ``*`` key."""
+    c = _caller.get()
+    return c is None or c.all_tenants or c.users is None

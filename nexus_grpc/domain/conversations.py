@@ -21,6 +21,7 @@ from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
+from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -228,10 +229,12 @@ def _import_in(
     # the same request_id replays the first, as it would one by one.
     pending: dict[tuple[int, str], tuple[int, EpisodeInput]] = {}
     replays: list[tuple[int, int]] = []  # (item, the earlier item it replays)
+    acts_for: dict[int, str] = {}  # item: the user its episode is written for
     for i, item in items:
         try:
             with savepoint(conn, "import_item"):
                 session = session_store.get(conn, item.session_id, tenant, retained_at=at)
+                require_may_write(session)
                 key = (item.session_id, item.request_id)
                 earlier = pending.get(key)
                 existing = None if earlier else episode_store.find_by_request_id(conn, *key)
@@ -252,6 +255,8 @@ def _import_in(
                     outcomes.append((i, Imported(existing.id, True)))
                 else:
                     _attach_project(conn, session, item.project_id, tenant)
+                    # Checked above: the caller may act for the session's user.
+                    acts_for[i] = session.user_id
                     pending[key] = (i, item)
                     to_insert.append((i, item))
         except NexusError as exc:
@@ -266,8 +271,9 @@ def _import_in(
                 item.metadata,
                 item.request_id,
                 item.occur_at,
+                acts_for=acts_for[i],
             )
-            for _, item in to_insert
+            for i, item in to_insert
         ],
         jobs.BULK,
     )
@@ -323,6 +329,7 @@ def _create_in(
     stored beside the row in this transaction (domain/inline_vectors.py);
     None queues its index job."""
     session = session_store.get(conn, item.session_id, tenant, retained_at=time.time())
+    require_may_write(session)
     if item.request_id:
         existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
         if existing is not None:
@@ -348,6 +355,7 @@ def _create_in(
         item.occur_at,
         priority,
         embedded=vector is not None,
+        acts_for=session.user_id,  # require_may_write passed
     )
     if vector is not None:
         InlineVectors.put(
@@ -536,6 +544,7 @@ class Conversations:
 
         def update(conn: Connection) -> Session:
             session = session_store.get(conn, session_id, tenant)
+            require_may_write(session, "change")
             new_project = changes.get("project_id")
             if new_project:
                 _check_same_tenant(conn, session, new_project, "session.project_id", tenant)
@@ -556,7 +565,7 @@ class Conversations:
         tenant = tenancy.visible()
 
         def delete(conn: Connection) -> int:
-            session_store.get(conn, session_id, tenant)
+            require_may_write(session_store.get(conn, session_id, tenant), "delete")
             owners = session_store.task_memory_owners(conn, session_id)
             _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
             return session_store.delete(conn, session_id, tenant)
@@ -674,5 +683,11 @@ class Conversations:
     async def delete_episode(self, episode_id: int) -> None:
         v.positive_id("id", episode_id)
         tenant = tenancy.visible()
-        await self.db.write(lambda c: episode_store.delete(c, episode_id, tenant))
+
+        def delete(conn: Connection) -> None:
+            episode = episode_store.get(conn, episode_id, tenant)
+            require_may_write(session_store.get(conn, episode.session_id), "delete from")
+            episode_store.delete(conn, episode_id, tenant)
+
+        await self.db.write(delete)
         self.signals.wake(jobs.INDEX_EPISODE)

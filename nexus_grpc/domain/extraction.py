@@ -38,6 +38,7 @@ from nexus_grpc.domain.entity_resolution import (
     settle,
 )
 from nexus_grpc.domain.resolution import Mention
+from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
 from nexus_grpc.llm.extraction import (
@@ -142,7 +143,7 @@ def _context(conn: Connection, episode_id: int) -> _EpisodeContext | None:
     ]
     forms = None
     if episode.memory_state == JobState.PENDING:
-        forms = formation.forms_for(conn, session_store.get(conn, episode.session_id))
+        forms = formation.forms_for(conn, session_store.get(conn, episode.session_id), episode)
     return _EpisodeContext(
         episode.user_message,
         episode.ai_response,
@@ -286,7 +287,7 @@ def apply_result(
     if episode.memory_state == JobState.PENDING:
         # What formation may form, for its own durable job (at this job's
         # priority: an import's forms behind live traffic).
-        forms = formation.forms_for(conn, session_store.get(conn, session_id))
+        forms = formation.forms_for(conn, session_store.get(conn, session_id), episode)
         candidate_store.put(conn, episode_id, formation.candidates_for(forms, result.memories))
         jobs.enqueue(conn, jobs.FORM_MEMORIES, [episode_id], priority=priority)
     return event_id
@@ -430,7 +431,9 @@ class Extraction:
 
 
 def _requeue_one(conn: Connection, episode_id: int, tenant: str | None = None) -> int:
-    episode_store.get(conn, episode_id, tenant)  # NOT_FOUND, for another tenant's too
+    episode = episode_store.get(conn, episode_id, tenant)  # NOT_FOUND, another tenant's too
+    # A new extraction forms the session's user's memories again.
+    require_may_write(session_store.get(conn, episode.session_id), "extract episodes of")
     jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
     episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
@@ -442,10 +445,16 @@ def _requeue_one(conn: Connection, episode_id: int, tenant: str | None = None) -
 
 def _requeue_tenant_failed(conn: Connection, tenant: str) -> int:
     """``all_failed`` for a caller confined to one tenant: only its episodes."""
-    ids = episode_store.failed_extraction_ids(conn, tenant)
-    for episode_id in ids:
+    # Only the episodes the caller may write into: those of sessions with no
+    # user, or of a user its key may act for; the others stay failed.
+    mine = [
+        episode_id
+        for episode_id, user_id in episode_store.failed_extractions(conn, tenant)
+        if not user_id or tenancy.may_act_for(user_id)
+    ]
+    for episode_id in mine:
         _requeue_one(conn, episode_id)
-    return len(ids)
+    return len(mine)
 
 
 def _requeue_all_failed(conn: Connection) -> int:

@@ -44,6 +44,7 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
+    Episode,
     JobState,
     MemoryFormation,
     MemoryKind,
@@ -111,15 +112,21 @@ class Forms:
         return bool(self.user_id) if about == "user" else self.project
 
 
-def forms_for(conn: Connection, session: Session) -> Forms | None:
-    """What the session's episodes form now; None: nothing."""
+def forms_for(conn: Connection, session: Session, episode: Episode) -> Forms | None:
+    """What the episode of the session forms now; None: nothing.
+
+    USER memories form only for the user the episode's writer acted for
+    (``Episode.acts_for``, checked when it was written): this job runs with
+    no caller, so the right is checked again here rather than trusted to
+    the edge alone (docs/security.md)."""
     if not session.project_id:
         return None
     setting = project_store.memory_formation(conn, session.project_id)
     mode = MemoryFormation(setting) if setting else DEFAULT_MEMORY_FORMATION
     if mode == MemoryFormation.OFF:
         return None
-    forms = Forms(session.user_id, mode == MemoryFormation.USER_AND_PROJECT)
+    user_id = session.user_id if episode.acts_for == session.user_id else ""
+    forms = Forms(user_id, mode == MemoryFormation.USER_AND_PROJECT)
     return forms if forms.prompt else None
 
 
@@ -149,6 +156,8 @@ class _Context:
     forms: Forms | None
     candidates: list[MemoryCandidate]
     waiting_on: int | None
+    #: The user the episode's writer acted for (``Episode.acts_for``).
+    acts_for: str = ""
 
 
 def _context(conn: Connection, episode_id: int) -> _Context | None:
@@ -161,9 +170,10 @@ def _context(conn: Connection, episode_id: int) -> _Context | None:
         episode_id,
         session,
         episode.occur_at,
-        forms_for(conn, session),
+        forms_for(conn, session, episode),
         [MemoryCandidate(**c) for c in raw],
         episode_store.formation_ahead(conn, episode),
+        episode.acts_for,
     )
 
 
@@ -220,7 +230,13 @@ class MemoryFormationJob:
             )  # fmt: skip
         forms = ctx.forms
         if forms is None:
-            return lambda c: _finish(c, ctx, [], 0, "memory formation is off for this episode")
+            why = "memory formation is off for this episode"
+            if ctx.session.user_id and ctx.acts_for != ctx.session.user_id:
+                why = (
+                    "no USER memory forms from this episode: the key that wrote it could not"
+                    " act for the session's user"
+                )
+            return lambda c: _finish(c, ctx, [], 0, why)
         candidates = [c for c in ctx.candidates if forms.allows(c.about)]
         planned: list[_Planned] = []
         questions: list[tuple[MemoryCandidate, list[Memory]]] = []
@@ -429,7 +445,13 @@ def _finish(
         event_store.DONE if state == JobState.DONE else event_store.FAILED,
         error=error if state != JobState.DONE else "",
         payload={
-            FORMATION: {"operations": [asdict(o) for o in operations], "llm_calls": llm_calls}
+            FORMATION: {
+                "operations": [asdict(o) for o in operations],
+                "llm_calls": llm_calls,
+                # Whose memories formation weighed: watchers that may not act
+                # for this user see none of its detail (domain/graph.py).
+                "user_id": ctx.session.user_id,
+            }
         },
     )
 

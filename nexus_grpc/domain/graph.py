@@ -569,13 +569,34 @@ class Graph:
                 await self.events.wait(woken, WATCH_POLL_SECONDS)
 
 
+#: What a watcher that may not act for the session's user reads in place of
+#: a failed formation's error (which may count that user's memories).
+WITHHELD = "memory formation failed; its detail is shown only to keys that may act for the user"
+
+
 def _visible(event: ExtractionEvent) -> ExtractionEvent:
-    """The event as this watcher may see it: a memory formation's operations
-    on another user's USER memories are left out (a user's memories never
-    reach another user, on streams either)."""
+    """The event as this watcher may see it. A memory formation for a user the
+    key may not act for shows none of its detail: not the operations, not how
+    many there were, not the LLM calls, which would tell whether that user
+    already holds a similar memory (a user's memories never reach another
+    user, on streams either). An event recorded before formation named its
+    user ("user_id" absent) shows its detail only to keys that may act for
+    every user. Operations on another user's USER memories are left out in
+    any case."""
     formed = event.payload.get("formation")
     if not formed:
         return event
+    owner = formed.get("user_id")
+    if owner is None:
+        allowed = tenancy.may_act_for_all()
+    else:
+        allowed = not owner or tenancy.may_act_for(owner)
+    if not allowed:
+        return replace(
+            event,
+            error=WITHHELD if event.error else "",
+            payload={k: val for k, val in event.payload.items() if k != "formation"},
+        )
     operations = [
         op
         for op in formed.get("operations", [])

@@ -437,6 +437,9 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
     evidence: dict[int, int] = {}
     counts = dict.fromkeys(KINDS, 0)
     pending: list[tuple[int, Episode]] = []
+    # Each restored session's user: a restore is an admin's, who may act for
+    # every user, so its episodes act for their session's user.
+    users: dict[int, str] = {}
 
     def flush_episodes() -> None:
         ids = episode_store.insert_many(
@@ -450,6 +453,7 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     None,
                     e.occur_at,
                     e.created_at,
+                    acts_for=users.get(e.session_id, ""),
                 )
                 for _, e in pending
             ],
@@ -488,6 +492,7 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     user_id=item.user_id,
                     agent_id=item.agent_id,
                 )
+                users[item.id] = item.user_id
             elif isinstance(item, Episode):
                 # Episodes are written together, as ImportEpisodes writes a batch.
                 pending.append((index, item))

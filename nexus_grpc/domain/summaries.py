@@ -27,6 +27,7 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm import (
     LLMBadOutput,
@@ -124,6 +125,7 @@ class Summaries:
         def write(conn: Connection) -> Summary:
             if session_id:
                 session = _session(conn, session_id, "summary.session_id", tenant, at)
+                require_may_write(session, "summarize")
                 if project_id and session.project_id != project_id:
                     raise InvalidArgument(
                         f"session {session_id} is not in project {project_id}; give one or the"
@@ -161,11 +163,12 @@ class Summaries:
         v.text("summary.content", content, limit=v.MAX_MESSAGE_CHARS, required=True)
         tenant = tenancy.visible()
         at = time.time()
-        summary = await self.db.write(
-            lambda c: summary_store.update(
-                c, summary_id, {"content": content}, tenant, retained_at=at
-            )
-        )
+
+        def write(conn: Connection) -> Summary:
+            _check_session_of(conn, summary_store.get(conn, summary_id, tenant, retained_at=at))
+            return summary_store.update(conn, summary_id, {"content": content})
+
+        summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
         return summary
 
@@ -173,7 +176,12 @@ class Summaries:
         v.positive_id("id", summary_id)
         tenant = tenancy.visible()
         at = time.time()
-        await self.db.write(lambda c: summary_store.delete(c, summary_id, tenant, retained_at=at))
+
+        def delete(conn: Connection) -> None:
+            _check_session_of(conn, summary_store.get(conn, summary_id, tenant, retained_at=at))
+            summary_store.delete(conn, summary_id)
+
+        await self.db.write(delete)
         self.signals.wake(jobs.INDEX_SUMMARY)
 
     async def list(
@@ -219,7 +227,10 @@ class Summaries:
         v.positive_id("session_id", session_id)
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
-        await self.db.read(lambda c: session_store.get(c, session_id, tenant, retained_at=at))
+        session = await self.db.read(
+            lambda c: session_store.get(c, session_id, tenant, retained_at=at)
+        )
+        require_may_write(session, "summarize")
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
         try:
@@ -557,6 +568,13 @@ def _check_range(
             inside = session_store.get(conn, episode.session_id).project_id == project_id
         if not inside:
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
+
+
+def _check_session_of(conn: Connection, summary: Summary) -> None:
+    """A session's summary is changed only by a key that may write into the
+    session (a project's overview by any key of its tenant)."""
+    if summary.session_id:
+        require_may_write(session_store.get(conn, summary.session_id), "change summaries of")
 
 
 def _session(conn: Connection, session_id: int, field: str, tenant: str | None, at: float):

@@ -11,6 +11,10 @@ keep at the end:
 - **facts kept**: the share of the facts that should be live that are;
 - **stale live**: facts that should have been archived (or never kept:
   an older fact imported late) and are live;
+- **archived lost**: facts that should be archived (superseded, with their
+  history) and are gone altogether;
+- **absent formed**: facts that should never have formed and were stored
+  (then archived);
 - **duplicates**: live memories beyond one for a fact;
 - **unexpected**: live memories that are no fact of the set (junk);
 - **leaks**: memories of one user holding a fact of another;
@@ -52,6 +56,10 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 
+#: What a careful reader keeps of each fact at the end: a live memory, an
+#: archived one (superseded), or none at all (never formed: an older fact
+#: imported late, something not worth keeping).
+EXPECTED_STATES = ("live", "archived", "absent")
 FORMATIONS = {
     "OFF": memory_pb2.MEMORY_FORMATION_OFF,
     "USER": memory_pb2.MEMORY_FORMATION_USER,
@@ -128,12 +136,38 @@ def load(paths: Sequence[str]) -> MemorySet:
                         if fact and fact.owner != owner:
                             raise DataError(f"{mw}: fact {key!r} belongs to two owners")
                         merged.facts[key] = Fact(key, owner, texts)
-            for state in ("live", "archived", "absent"):
+            listed: dict[str, str] = {}
+            for state in EXPECTED_STATES:
                 for e in project.get("expected", {}).get(state, []):
                     if e.get("fact") not in merged.facts:
                         raise DataError(f"{where}.expected.{state}: no fact {e.get('fact')!r}")
+                    if e["fact"] in listed:
+                        raise DataError(
+                            f"{where}.expected: fact {e['fact']!r} is both"
+                            f" {listed[e['fact']]} and {state}"
+                        )
+                    listed[e["fact"]] = state
+            # Every fact the project's episodes propose is scored: one left
+            # out of "expected" would be neither counted nor missed.
+            unscored = sorted(_facts_of(project) - set(listed))
+            if unscored:
+                named = ", ".join(map(repr, unscored))
+                raise DataError(
+                    f"{where}.expected does not say what becomes of {named}"
+                    " (live, archived or absent): every fact is scored"
+                )
             merged.projects.append(project)
     return merged
+
+
+def _facts_of(project: dict[str, Any]) -> set[str]:
+    """The facts a project's episodes propose."""
+    return {
+        m["fact"]
+        for session in project["sessions"]
+        for episode in session["episodes"]
+        for m in episode.get("memories", [])
+    }
 
 
 def _timestamp(iso: str) -> Timestamp:
@@ -224,15 +258,17 @@ async def _store(run: _Run, project: dict[str, Any], label: str) -> tuple[int, d
     return created.id, sessions
 
 
-async def _live(run: _Run, project_id: int, project: dict[str, Any], sessions: dict[str, int]):
-    """Every live memory of the project, by id: each user's (with each of their
-    sessions, so task and session tiers are seen) and the project's."""
+async def _kept(run: _Run, project_id: int, project: dict[str, Any], sessions: dict[str, int]):
+    """Every memory of the project, live and archived, by id: each user's (with
+    each of their sessions, so task and session tiers are seen) and the
+    project's."""
     found: dict[int, memory_pb2.Memory] = {}
     for session in project["sessions"]:
         scope = memory_pb2.MemoryScope(
             project_id=project_id,
             user_id=session.get("user_id", ""),
             session_id=sessions[session["key"]],
+            include_archived=True,
         )
         token = ""
         while True:
@@ -245,7 +281,7 @@ async def _live(run: _Run, project_id: int, project: dict[str, Any], sessions: d
             token = page.next_page_token
             if not token:
                 break
-    return [m for m in found.values() if m.tier != memory_pb2.TIER_ARCHIVE]
+    return list(found.values())
 
 
 def match(memory: memory_pb2.Memory, facts: dict[str, Fact]) -> str | None:
@@ -271,14 +307,22 @@ def match(memory: memory_pb2.Memory, facts: dict[str, Fact]) -> str | None:
 
 
 def score(
-    data: MemorySet, live: list[tuple[dict[str, Any], list[memory_pb2.Memory]]]
+    data: MemorySet, stored: list[tuple[dict[str, Any], list[memory_pb2.Memory]]]
 ) -> dict[str, Any]:
+    """``stored``: each project with every memory it holds, live and archived."""
     expected_live = expected_gone = kept = stale = duplicates = unexpected = leaks = 0
+    lost = formed_absent = 0
     misses: list[str] = []
-    for project, memories in live:
+    for project, memories in stored:
         expected = project.get("expected", {})
         by_fact: dict[str, list[memory_pb2.Memory]] = {}
+        archived_facts: set[str] = set()
         for m in memories:
+            if m.tier == memory_pb2.TIER_ARCHIVE:
+                key = match(m, data.facts)
+                if key is not None and data.facts[key].owner == m.user_id:
+                    archived_facts.add(key)
+                continue
             key = match(m, data.facts)
             if key is None:
                 unexpected += 1
@@ -306,11 +350,20 @@ def score(
                 if by_fact.get(e["fact"]):
                     stale += 1
                     misses.append(f"{e['fact']} is live but should be {state}")
+                elif state == "archived" and e["fact"] not in archived_facts:
+                    # Superseded facts stay, archived, with their history.
+                    lost += 1
+                    misses.append(f"{e['fact']} should be archived and is gone")
+                elif state == "absent" and e["fact"] in archived_facts:
+                    formed_absent += 1
+                    misses.append(f"{e['fact']} should never have formed and is archived")
     return {
         "facts": expected_live,
         "facts_kept": kept / expected_live if expected_live else 1.0,
         "stale_live": stale,
         "stale_checked": expected_gone,
+        "archived_lost": lost,
+        "absent_formed": formed_absent,
         "duplicates": duplicates,
         "unexpected": unexpected,
         "leaks": leaks,
@@ -340,7 +393,7 @@ async def evaluate(
         stored = []
         for project in data.projects:
             project_id, sessions = await _store(run, project, label)
-            stored.append((project, await _live(run, project_id, project, sessions)))
+            stored.append((project, await _kept(run, project_id, project, sessions)))
     except grpc.aio.AioRpcError as exc:
         raise EvalError(f"{exc.code().name}: {exc.details()}") from exc
     finally:
@@ -365,6 +418,8 @@ def format_report(r: dict[str, Any]) -> str:
         f" {r['seconds']} s",
         f"facts kept:            {r['facts_kept']:.3f} ({r['facts']} facts)",
         f"stale facts live:      {r['stale_live']} (of {r['stale_checked']} that must not be)",
+        f"archived facts lost:   {r['archived_lost']}",
+        f"absent facts formed:   {r['absent_formed']}",
         f"duplicates:            {r['duplicates']}",
         f"unexpected memories:   {r['unexpected']}",
         f"cross-user leaks:      {r['leaks']}",

@@ -72,6 +72,7 @@ class Workspace:
         self.client = client
         self.options = options
         self._project_id = 0
+        self._tenant = ""
         self._project_lock = asyncio.Lock()
         self._sessions: dict[str, int] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
@@ -91,12 +92,22 @@ class Workspace:
                 self._project_id = await self._find_or_create_project()
         return self._project_id
 
+    async def _own_tenant(self) -> str:
+        """The key's own tenant, where its project is found or created: an admin
+        key lists every tenant's projects, and another tenant's project of the
+        same name is not this key's (CreateProject creates in the key's own)."""
+        if not self._tenant:
+            status = await checked(self.client.get_service_status())
+            self._tenant = status.tenant
+        return self._tenant
+
     async def _projects_named(self) -> list[int]:
+        tenant = await self._own_tenant()
         ids: list[int] = []
         token = ""
         while True:
             page = await checked(self.client.list_projects(page_size=_PAGE, page_token=token))
-            ids += [p.id for p in page.projects if p.name == self.project]
+            ids += [p.id for p in page.projects if p.name == self.project and p.tenant == tenant]
             token = page.next_page_token
             if not token:
                 return sorted(ids)

@@ -178,7 +178,9 @@ def scores_from(data: object, n: int, endpoint: str = "the reranker") -> list[fl
 
 
 def _rejected(endpoint: str, status: int, data: object, text: str) -> RerankError:
-    message = _message(data) or text.strip()[:MAX_MESSAGE_CHARS] or "(no message)"
+    # The service's own words may quote what we sent it (the Bearer key, the
+    # Basic value of the URL's user info): scrubbed before anyone reads them.
+    message = scrub(_message(data) or text.strip()[:MAX_MESSAGE_CHARS] or "(no message)")
     if status in (401, 403):
         return RerankRejected(
             status, f"{endpoint} refused our credentials (--reranker-api-key): {message}"

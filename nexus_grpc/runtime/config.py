@@ -341,6 +341,18 @@ class Settings:
         ),
     )
 
+    max_concurrent_rpcs_per_tenant: int = option(
+        "-1",
+        env=("NEXUS_MAX_CONCURRENT_RPCS_PER_TENANT",),
+        help=(
+            "RPCs the keys of one tenant may have running at once, together, streams"
+            " included, so no tenant, whatever its number of keys, can take every"
+            " --max-concurrent-rpcs slot; more are refused with RESOURCE_EXHAUSTED;"
+            " -1 (the default): half of --max-concurrent-rpcs; must be below it;"
+            " 0 turns this limit off; it applies only with API keys on"
+        ),
+    )
+
     max_watch_streams: int = option(
         "256",
         env=("NEXUS_MAX_WATCH_STREAMS",),
@@ -358,6 +370,16 @@ class Settings:
             "WatchExtractions streams one API key may hold open at once, so one client "
             "cannot take every --max-watch-streams slot; more are refused with "
             "RESOURCE_EXHAUSTED; 0 turns this limit off; it applies only with API keys on"
+        ),
+    )
+
+    max_watch_streams_per_tenant: int = option(
+        "-1",
+        env=("NEXUS_MAX_WATCH_STREAMS_PER_TENANT",),
+        help=(
+            "WatchExtractions streams the keys of one tenant may hold open at once,"
+            " together; more are refused with RESOURCE_EXHAUSTED; -1 (the default): half of"
+            " --max-watch-streams; 0 turns this limit off; it applies only with API keys on"
         ),
     )
 
@@ -445,6 +467,16 @@ class Settings:
     def vectors_dir(self) -> Path:
         return self.data_dir / "vectors"
 
+    @property
+    def rpcs_per_tenant(self) -> int:
+        """``--max-concurrent-rpcs-per-tenant`` as it applies (-1: half the server's)."""
+        return _half_unless_set(self.max_concurrent_rpcs_per_tenant, self.max_concurrent_rpcs)
+
+    @property
+    def watch_streams_per_tenant(self) -> int:
+        """``--max-watch-streams-per-tenant`` as it applies (-1: half the server's)."""
+        return _half_unless_set(self.max_watch_streams_per_tenant, self.max_watch_streams)
+
     def credentials(self) -> list[str]:
         """Every credential these settings hold: the passwords and secret query
         values of each URL, and the keys (see ``core.redact``)."""
@@ -462,6 +494,14 @@ class Settings:
 
 
 #: Settings that hold a URL, which may carry credentials: each is shown masked.
+def _half_unless_set(value: int, overall: int) -> int:
+    """A per-tenant limit: ``value``, or for -1 half of ``overall`` (at least
+    one; 0 where ``overall`` is off)."""
+    if value >= 0:
+        return value
+    return max(1, overall // 2) if overall > 0 else 0
+
+
 URL_SETTINGS = (
     "database_url",
     "qdrant_url",

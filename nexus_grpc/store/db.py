@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from nexus_grpc.core.storage import StoreUnavailable
+from nexus_grpc.core.storage import CANNOT_WRITE, StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.errors import Unavailable
 from nexus_grpc.store.migrations import migrate
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,28 @@ WriteFn = Callable[[sqlite3.Connection], Any]
 # Bounds one transaction, so a flood of writers cannot grow a batch (and its
 # latency) without limit.
 MAX_BATCH = 256
+
+
+# SQLite's primary result codes that mean the file, not the statement, is at
+# fault: I/O error, disk full, read-only, cannot open, no permission, corrupt.
+_STORAGE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the file failing (a full disk, an I/O error, a
+    read-only file) rather than a statement's own error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and code is not None and code & 0xFF in _STORAGE_CODES
 
 
 @dataclass
@@ -114,6 +137,7 @@ class Database:
         self.default_tenant = default_tenant
         self.schema_version = 0
         self.commits = 0
+        self.write_failure: str | None = None
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,17 +234,38 @@ class Database:
                     log.warning("slow commit: %d writes in %.3fs", len(live), elapsed)
             except BaseException as exc:  # the commit itself failed: every write failed
                 log.exception("commit of %d writes failed", len(live))
+                failed = self._failed(exc)
                 for w in live:
                     if not w.future.done():
-                        w.future.set_exception(exc)
+                        w.future.set_exception(failed)
                 continue
+            if all(ok or not storage_failure(value) for ok, value in results):
+                self.write_failure = None
             for w, (ok, value) in zip(live, results, strict=True):
                 if w.future.done():
                     continue
                 if ok:
                     w.future.set_result(value)
                 else:
-                    w.future.set_exception(value)
+                    w.future.set_exception(self._failed(value))
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """What a failed write's caller gets: a storage failure as UNAVAILABLE
+        saying the store cannot write (recorded for health until a write
+        succeeds), any other error as it was raised."""
+        if not storage_failure(exc):
+            return exc
+        reason = f"{CANNOT_WRITE}: {exc}"
+        if self.write_failure is None:
+            log.error("%s (%s); health is NOT_SERVING until a write succeeds", reason, self.path)
+        self.write_failure = reason
+        # The file's path stays in the log: a client has no use for it.
+        failed = Unavailable(
+            f"{reason} (the disk is full or read-only, or failing); nothing was written;"
+            " retry with backoff"
+        )
+        failed.__cause__ = exc
+        return failed
 
 
 def now() -> float:

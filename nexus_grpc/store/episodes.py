@@ -42,6 +42,7 @@ def _row(row: sqlite3.Row) -> Episode:
         extract_error=row["extract_error"],
         memory_state=None if row["memory_state"] is None else JobState(row["memory_state"]),
         memory_error=row["memory_error"],
+        acts_for=row["acts_for"],
     )
 
 
@@ -63,6 +64,7 @@ def insert(
     priority: int = jobs.LIVE,
     *,
     embedded: bool = False,
+    acts_for: str = "",
 ) -> Episode:
     """Insert an episode and queue its embedding, extraction and (maybe) summary.
 
@@ -70,7 +72,8 @@ def insert(
     None means now. ``priority`` is its jobs' (``jobs.BULK`` for an import).
     ``embedded``: the caller writes the episode's vector in this same
     transaction (store/pg_vectors.py), so the row is born embedded and no
-    index job is queued."""
+    index job is queued. ``acts_for``: the user its writer acted for (the
+    session's user, checked by the domain), what formation forms for."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
@@ -82,8 +85,8 @@ def insert(
     ts = now()
     row = conn.execute(
         "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-        " created_at, context, occur_at, embed_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " RETURNING id",
+        " created_at, context, occur_at, embed_state, acts_for)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             session_id,
             user_message,
@@ -94,6 +97,7 @@ def insert(
             (previous[1] if previous else "") + "\n",
             ts if occur_at is None else occur_at,
             int(JobState.DONE if embedded else JobState.PENDING),
+            acts_for,
         ),
     ).fetchone()
     episode_id = int(row[0])
@@ -120,6 +124,8 @@ class NewEpisode:
     occur_at: float | None = None
     # A restored episode's original create time; None: now.
     created_at: float | None = None
+    # The user its writer acted for (``insert``'s ``acts_for``).
+    acts_for: str = ""
 
 
 def insert_many(
@@ -165,8 +171,8 @@ def insert_many(
     for row, context in zip(rows, contexts, strict=True):
         inserted = conn.execute(
             "INSERT INTO episodes (session_id, user_message, ai_response, metadata, request_id,"
-            " created_at, context, occur_at, extract_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING id",
+            " created_at, context, occur_at, extract_state, acts_for)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 row.session_id,
                 row.user_message,
@@ -177,6 +183,7 @@ def insert_many(
                 context,
                 ts if row.occur_at is None else row.occur_at,
                 int(JobState.DONE if extracted else JobState.PENDING),
+                row.acts_for,
             ),
         ).fetchone()
         ids.append(int(inserted[0]))
@@ -390,13 +397,15 @@ def requeue_all_failed_extractions(conn: Connection) -> int:
     )
 
 
-def failed_extraction_ids(conn: Connection, tenant: str) -> list[int]:
+def failed_extractions(conn: Connection, tenant: str) -> list[tuple[int, str]]:
+    """The tenant's episodes whose extraction failed, each with its session's
+    user_id ('' for none)."""
     rows = conn.execute(
-        "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
+        "SELECT e.id, s.user_id FROM episodes e JOIN sessions s ON s.id = e.session_id"
         " WHERE e.extract_state = ? AND s.tenant = ? ORDER BY e.id",
         (int(JobState.FAILED), tenant),
     )
-    return [int(r[0]) for r in rows]
+    return [(int(r[0]), str(r[1])) for r in rows]
 
 
 def mark_formation_due(conn: Connection, ids: Sequence[int]) -> None:

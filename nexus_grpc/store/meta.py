@@ -23,3 +23,9 @@ def probe(conn: Connection) -> int:
     """A read of the schema: health's proof that the database answers queries."""
     table = "nexus_schema" if is_postgres(conn) else "sqlite_master"
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def touch(conn: Connection, at: float) -> None:
+    """A write of one small row: health's proof, while writes have been
+    failing, that the database takes writes again."""
+    put(conn, "write_probe", repr(at))

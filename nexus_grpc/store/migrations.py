@@ -813,6 +813,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
     """,
+    # 17: an episode records the user its writer acted for (docs/security.md,
+    # "Sessions that belong to a user"): the session's user_id when the key
+    # that wrote it could act for that user. Memory formation, which runs in
+    # a worker with no caller, forms USER memories only for that user, so a
+    # right checked at the edge is checked again where the memories are
+    # written. Episodes already stored were accepted under the rules of
+    # their day and keep forming as before: they are taken to act for their
+    # session's user.
+    """
+    ALTER TABLE episodes ADD COLUMN acts_for TEXT NOT NULL DEFAULT '';
+    UPDATE episodes
+    SET acts_for = (SELECT s.user_id FROM sessions s WHERE s.id = episodes.session_id)
+    WHERE true;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

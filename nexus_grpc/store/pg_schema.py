@@ -392,6 +392,12 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     );
     CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
     """,
+    # 7: SQLite's 17 (store/migrations.py says why): the user an episode's
+    # writer acted for.
+    """
+    ALTER TABLE episodes ADD COLUMN acts_for TEXT NOT NULL DEFAULT '';
+    UPDATE episodes e SET acts_for = s.user_id FROM sessions s WHERE s.id = e.session_id;
+    """,
 ]
 
 

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from nexus_grpc.core.redact import mask_url
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.storage import CANNOT_WRITE, Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
 
@@ -210,6 +210,19 @@ def _connection_lost(exc: BaseException) -> bool:
     return False
 
 
+def _cannot_write(exc: BaseException) -> bool:
+    """Whether ``exc`` means the database cannot write at all, whatever was
+    written: out of disk or another resource (class 53), an I/O error
+    (58030), or a read-only server (25006: a standby after a failover)."""
+    import psycopg
+
+    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    if not isinstance(cause, psycopg.Error):
+        return False
+    sqlstate = getattr(cause, "sqlstate", None) or ""
+    return sqlstate.startswith("53") or sqlstate in ("58030", "25006")
+
+
 def _retryable(exc: BaseException) -> bool:
     import psycopg
 
@@ -268,6 +281,7 @@ class PostgresDatabase:
         self.default_tenant = default_tenant
         self.schema_version = 0
         self.commits = 0
+        self.write_failure: str | None = None
         self._slots: list[_Slot] = []
         self._free: asyncio.Queue[_Slot] | None = None
         self._listeners: list[_Listener] = []
@@ -343,7 +357,17 @@ class PostgresDatabase:
                         raise translated from exc
                     attempt += 1
 
-        result = await self._with_slot(transaction)
+        try:
+            result = await self._with_slot(transaction)
+        except Exception as exc:
+            if not _cannot_write(exc):
+                raise
+            reason = f"{CANNOT_WRITE}: {_first_line(exc.__cause__ or exc)}"
+            if self.write_failure is None:
+                log.error("%s; health is NOT_SERVING until a write succeeds", reason)
+            self.write_failure = reason
+            raise Unavailable(f"{reason}; nothing was written; retry with backoff") from exc
+        self.write_failure = None
         self.commits += 1
         return result
 

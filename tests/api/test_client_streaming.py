@@ -52,6 +52,7 @@ async def server(tmp_path):
         auth_keys_file=str(keys),
         max_concurrent_rpcs=1,
         max_concurrent_rpcs_per_key=0,  # the server's cap is what this proves
+        max_concurrent_rpcs_per_tenant=0,
     )
     recorder = Recorder()
     running = await start_server(settings, App(settings, embedder=HashingEmbedder()),

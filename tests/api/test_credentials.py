@@ -185,9 +185,8 @@ async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_lo
     assert_no_secret([log_text.getvalue()], "the log")
     # The URLs are still shown, masked: an operator can tell which server is meant.
     details = " ".join(d.detail for d in status.dependencies)
-    assert f"http://ol:***@127.0.0.1:{port}" in details
-    assert f"http://qd:***@127.0.0.1:{port}" in details
-    assert f"http://rr:***@127.0.0.1:{port}/v1/rerank" in details
+    assert f"http://***@127.0.0.1:{port}" in details
+    assert f"http://***@127.0.0.1:{port}/v1/rerank" in details
     assert "***@" in log_text.getvalue()
 
 
@@ -216,7 +215,7 @@ async def test_no_credential_of_an_openai_deployment_reaches_an_answer_or_the_lo
     assert_no_secret(texts, "an answer")
     assert_no_secret([log_text.getvalue()], "the log")
     [llm] = [d for d in status.dependencies if d.name == "openai"]
-    assert not llm.ok and f"http://llm:***@127.0.0.1:{port}" in llm.detail
+    assert not llm.ok and f"http://***@127.0.0.1:{port}" in llm.detail
 
 
 async def test_an_otel_endpoint_with_a_credential_is_refused_without_showing_it(
@@ -231,7 +230,7 @@ async def test_an_otel_endpoint_with_a_credential_is_refused_without_showing_it(
     )
     with pytest.raises(ValueError) as err:
         await start_server(settings, App(settings, embedder=HashingEmbedder()))
-    assert "http://otel:***@127.0.0.1:4317" in str(err.value)
+    assert "http://***@127.0.0.1:4317" in str(err.value)
     assert "OTEL_EXPORTER_OTLP_HEADERS" in str(err.value)
     assert_no_secret([str(err.value), log_text.getvalue()], "the refusal")
 
@@ -249,12 +248,15 @@ def test_every_configurable_url_and_key_is_covered():
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("http://user:secret@host:11434", "http://user:***@host:11434"),
-        ("https://:tok@llm.lan/v1", "https://:***@llm.lan/v1"),
-        ("postgresql://nexus:s3cret@db.lan:5432/nexus", "postgresql://nexus:***@db.lan:5432/nexus"),
+        ("http://user:secret@host:11434", "http://***@host:11434"),
+        ("https://:tok@llm.lan/v1", "https://***@llm.lan/v1"),
+        ("http://TOKEN777@rerank.lan/v1", "http://***@rerank.lan/v1"),
+        ("postgresql://nexus:s3cret@db.lan:5432/nexus", "postgresql://***@db.lan:5432/nexus"),
         ("postgresql://nexus@db.lan/nexus?password=s3cret&sslmode=require",
-         "postgresql://nexus@db.lan/nexus?password=***&sslmode=require"),
-        ("http://u:p@[::1]:6333", "http://u:***@[::1]:6333"),
+         "postgresql://***@db.lan/nexus?password=***&sslmode=***"),
+        ("https://r.lan/v1?code=c0de&sig=s1g&x-api-key=k3y&subscription-key=sub",
+         "https://r.lan/v1?code=***&sig=***&x-api-key=***&subscription-key=***"),
+        ("http://u:p@[::1]:6333", "http://***@[::1]:6333"),
         ("http://127.0.0.1:11434", "http://127.0.0.1:11434"),
         ("postgresql://db.lan/nexus", "postgresql://db.lan/nexus"),
         ("", ""),
@@ -264,3 +266,124 @@ def test_every_url_is_masked_the_same_way(url, shown):
     assert mask_url(url) == shown
     # A URL a library quotes inside a message is masked the same way.
     assert scrub(f"cannot reach {url}: refused") == f"cannot reach {shown}: refused"
+
+
+RERANK_SECRETS = {
+    "token-user": "TOKENUSER-rr-5e1c",
+    "password": "ECHOPASS-rr-5e1c",
+    "code": "CODE-rr-5e1c",
+    "sig": "SIG-rr-5e1c",
+    "x-api-key": "XAPI-rr-5e1c",
+    "api-key": "BEARER-rr-5e1c",
+}
+
+
+def _rerank_url(stub_url: str, form: str) -> str:
+    """The stand-in's URL with credentials in one of the forms the probe tried:
+    a token as the user name, a user and password (httpx then sends Basic
+    auth), or secrets in query parameters no list of names would know."""
+    host = stub_url.removeprefix("http://")
+    query = (
+        f"?code={RERANK_SECRETS['code']}&sig={RERANK_SECRETS['sig']}"
+        f"&x-api-key={RERANK_SECRETS['x-api-key']}"
+    )
+    return {
+        "token-user": f"http://{RERANK_SECRETS['token-user']}@{host}/v1{query}",
+        "basic": f"http://u:{RERANK_SECRETS['password']}@{host}/v1{query}",
+        "bearer": f"http://{host}/v1{query}",
+    }[form]
+
+
+@pytest.mark.parametrize("form", ["token-user", "basic", "bearer"])
+async def test_no_reranker_credential_reaches_a_hit_the_status_or_the_log(
+    tmp_path, log_text, form
+):
+    """The rerank service refuses every call and quotes back what it was sent
+    (the Authorization header: the Bearer key, or the Basic value httpx made
+    of the URL's user info; and the URL's query). Every exit is walked: the
+    status, the hits of all three kinds with their ``degraded_reason``, the
+    trailers and the log. Only ``scrub`` at the boundary can catch a remote
+    service quoting a credential: no mask at the source knows its words."""
+    import base64
+
+    from tests.rerank_stub import RerankStub
+
+    with RerankStub("llama.cpp") as stub:
+        stub.refuse_quoting_credentials()
+        settings = Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "data",
+            reranker_url=_rerank_url(stub.url, form),
+            reranker_api_key=RERANK_SECRETS["api-key"],
+        )
+        running = await start_server(settings, App(settings, embedder=HashingEmbedder()))
+        h = harness_for(running)
+        seen: list[str] = []
+        try:
+            seen += await _walk_every_hit_kind(h)
+            status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+            seen.append(str(status))
+            sent = [r.headers.get("authorization", "") for r in stub.requests]
+        finally:
+            await h.close()
+    # The stand-in was asked, and quoted what it was sent: the walk met it.
+    assert sent and all(sent)
+    secrets = dict(RERANK_SECRETS)
+    if form == "token-user":
+        secrets["basic"] = base64.b64encode(f"{RERANK_SECRETS['token-user']}:".encode()).decode()
+    if form == "basic":
+        secrets["basic"] = base64.b64encode(f"u:{RERANK_SECRETS['password']}".encode()).decode()
+    assert any("invalid credentials" in t for t in seen), "no hit said why it was not reranked"
+    for where, texts in (("an answer", seen), ("the log", [log_text.getvalue()])):
+        for name, secret in secrets.items():
+            leaked = [t for t in texts if secret in t]
+            assert not leaked, f"the reranker's {name} in {where}: {leaked[0][:300]}"
+    [reranker] = [d for d in status.dependencies if d.name == "reranker"]
+    assert "/v1/rerank?code=***&sig=***&x-api-key=***" in reranker.detail
+
+
+async def _walk_every_hit_kind(h: Harness) -> list[str]:
+    """An episode, a memory and an entity, then a default search of each kind
+    (the reranker orders the default mode): every hit and trailer, as text."""
+    from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+
+    seen: list[str] = []
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="rr"))
+    )
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
+    )
+    await h.memory.CreateEpisode(
+        memory_pb2.CreateEpisodeRequest(session_id=session.id, user_message="tea with lemon")
+    )
+    await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_PROJECT, project_id=project.id,
+                title="tea", content="the team drinks tea with lemon",
+            )
+        )
+    )  # fmt: skip
+    await h.graph.UpsertEntity(
+        graph_pb2.UpsertEntityRequest(name="Lemon Tea", type="concept", project_id=project.id)
+    )
+    calls = [
+        h.memory.SearchEpisodes(
+            memory_pb2.SearchEpisodesRequest(query="tea lemon", project_id=project.id)
+        ),
+        h.memory.SearchMemories(
+            memory_pb2.SearchMemoriesRequest(
+                query="tea lemon", scope=memory_pb2.MemoryScope(project_id=project.id)
+            )
+        ),
+        h.graph.SearchEntities(
+            graph_pb2.SearchEntitiesRequest(query="lemon tea", project_id=project.id)
+        ),
+    ]
+    for call in calls:
+        hits = [hit async for hit in call]
+        assert hits, "each kind is found, so its degraded_reason is there to read"
+        seen += [str(hit) for hit in hits]
+        seen.append(str(await call.trailing_metadata()))
+    return seen

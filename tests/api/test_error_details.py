@@ -383,6 +383,7 @@ async def test_the_client_types_refusals_of_caps_and_keys(tmp_path):
         auth_keys_file=keys_file(tmp_path),
         max_concurrent_rpcs=1,
         max_concurrent_rpcs_per_key=0,  # the server's cap is what this proves
+        max_concurrent_rpcs_per_tenant=0,
     )
     try:
         async with NexusClient(h.target, timeout=10.0, retry=None) as anonymous:

@@ -191,3 +191,126 @@ async def test_a_per_key_limit_not_below_the_servers_stops_the_start(tmp_path):
     assert "--max-concurrent-rpcs-per-key (16) must be below --max-concurrent-rpcs (16)" in str(
         err.value
     )
+
+
+TENANT_B_KEYS = ("limits-tenant-b-key-0001", "limits-tenant-b-key-0002", "limits-tenant-b-key-0003")
+TENANT_A_KEY = "limits-tenant-a-key-0001"
+
+
+@pytest.fixture
+async def tenants(tmp_path, store_settings):
+    """Tenant B with three keys, tenant A with one: each key may run PER_KEY
+    calls (3), the server 8, so a tenant at most half of that (the default)."""
+    keys = tmp_path / "keys.json"
+    entries = [{"key": k, "name": f"b{i}", "users": "*", "tenant": "tb"}
+               for i, k in enumerate(TENANT_B_KEYS)]  # fmt: skip
+    entries.append({"key": TENANT_A_KEY, "name": "a", "users": "*", "tenant": "ta"})
+    keys.write_text(json.dumps({"keys": entries}))
+    h = await start_harness(
+        tmp_path / "data",
+        auth_keys_file=str(keys),
+        max_concurrent_rpcs=8,
+        max_concurrent_rpcs_per_key=PER_KEY,
+        max_watch_streams=4,
+        **store_settings,
+    )
+    yield h
+    await h.close()
+
+
+async def test_one_tenants_keys_together_leave_the_server_to_other_tenants(tenants):
+    """The fourth probe: four keys of one tenant, each at its own limit, filled
+    the server. Here tenant B's three keys try to hold 9 idle streams, more
+    than the server's 8: the tenant holds 4 (half the server's), the rest are
+    refused naming the tenant's limit, and tenant A is served."""
+    h = tenants
+    b_keys = [bearer(k) for k in TENANT_B_KEYS]
+    idle = [h.memory.ImportEpisodes(metadata=b) for b in b_keys for _ in range(PER_KEY)]
+
+    async def tenant_b_full() -> grpc.aio.AioRpcError | None:
+        # One of B's keys may be at its own limit (refused for that): the
+        # others are below theirs, and refused for the tenant's.
+        for b in b_keys:
+            try:
+                await h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=b)
+            except grpc.aio.AioRpcError as exc:
+                if "tenant" in (exc.details() or ""):
+                    return exc
+        return None
+
+    refusal = await wait_until(tenant_b_full)
+    assert refusal.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for text in ("the keys of tenant 'tb' already have 4 calls running together",
+                 "--max-concurrent-rpcs-per-tenant", "(now 4)"):  # fmt: skip
+        assert text in refusal.details()
+    # Tenant A: as many calls at once as its own key may run, all served.
+    a = bearer(TENANT_A_KEY)
+    session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(), metadata=a)
+    listed = await asyncio.gather(
+        *(h.memory.ListSessions(memory_pb2.ListSessionsRequest(), metadata=a)
+          for _ in range(PER_KEY))
+    )  # fmt: skip
+    assert all([s.id for s in page.sessions] == [session.id] for page in listed)
+    # The tenant's slots come back as its streams end.
+    for call in idle:
+        call.cancel()
+
+    async def b_served() -> bool:
+        try:
+            await h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=b_keys[0])
+        except grpc.aio.AioRpcError:
+            return False
+        return True
+
+    await wait_until(b_served)
+
+
+async def test_one_tenants_watch_streams_leave_room_for_other_tenants(tenants):
+    """--max-watch-streams 4: a tenant holds at most 2 (half), whatever its keys."""
+    from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+
+    h = tenants
+    b_keys = [bearer(k) for k in TENANT_B_KEYS]
+    session = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(), metadata=b_keys[0])
+    ask = graph_pb2.WatchExtractionsRequest(session_id=session.id)
+    held = [h.graph.WatchExtractions(ask, metadata=b) for b in b_keys[:2]]
+
+    async def both_open() -> bool:
+        return h.app.graph_events.watchers == 2
+
+    await wait_until(both_open)
+    third = h.graph.WatchExtractions(ask, metadata=b_keys[2])
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await third.read()
+    refusal = err.value
+    assert refusal.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "tenant 'tb'" in refusal.details() and "--max-watch-streams-per-tenant" in (
+        refusal.details()
+    )
+    a = bearer(TENANT_A_KEY)
+    theirs = await h.memory.CreateSession(memory_pb2.CreateSessionRequest(), metadata=a)
+    mine = h.graph.WatchExtractions(
+        graph_pb2.WatchExtractionsRequest(session_id=theirs.id), metadata=a
+    )
+    with pytest.raises(TimeoutError):  # open, and nothing to hear: not refused
+        await asyncio.wait_for(mine.read(), 0.5)
+    for call in [*held, mine]:
+        call.cancel()
+
+
+async def test_a_per_tenant_limit_not_below_the_servers_stops_the_start(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"key": KEY_A, "name": "a", "users": "*"}]}))
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "d",
+        auth_keys_file=str(keys),
+        max_concurrent_rpcs=16,
+        max_concurrent_rpcs_per_key=4,
+        max_concurrent_rpcs_per_tenant=16,
+    )
+    with pytest.raises(StartupError) as err:
+        await start_server(settings, App(settings, embedder=HashingEmbedder()))
+    assert "--max-concurrent-rpcs-per-tenant (16) must be below --max-concurrent-rpcs (16)" in (
+        str(err.value)
+    )

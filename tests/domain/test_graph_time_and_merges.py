@@ -60,6 +60,10 @@ async def test_a_move_ends_the_previous_home_and_as_of_shows_either(gh, stub):
 
     [then] = await relationships(gh, priya, as_of=ts(APRIL))
     assert then.to_id == lisbon
+    # After the first home ended: only the second holds, the first is not read
+    # as still current.
+    [later] = await relationships(gh, priya, as_of=ts(JUNE + 86_400))
+    assert later.to_id == porto
     history = await relationships(gh, priya, include_history=True)
     assert [(r.to_id, r.valid_time.seconds, r.invalid_time.seconds) for r in history] == [
         (lisbon, MARCH, JUNE),
@@ -74,6 +78,10 @@ async def test_a_move_ends_the_previous_home_and_as_of_shows_either(gh, stub):
         graph_pb2.GetNeighborhoodRequest(entity_id=priya, as_of=ts(APRIL))
     )
     assert {n.id for n in hood.nodes} == {priya, lisbon}
+    hood = await gh.graph.GetNeighborhood(
+        graph_pb2.GetNeighborhoodRequest(entity_id=priya, as_of=ts(JUNE + 86_400))
+    )
+    assert {n.id for n in hood.nodes} == {priya, porto}
     both = await gh.graph.GetNeighbors(
         graph_pb2.GetNeighborsRequest(entity_ids=[priya], include_history=True)
     )

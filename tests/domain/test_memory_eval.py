@@ -49,6 +49,36 @@ def test_the_report_counts_kept_stale_duplicate_unexpected_and_leaked_memories()
     assert any("a-cat is not live" in miss for miss in r["misses"])
 
 
+def test_archived_is_told_from_absent():
+    """A superseded fact stays, archived; a fact that should never have formed
+    must not be stored at all: "not live" is not enough for either."""
+    facts = {
+        "home-new": Fact("home-new", "alice", ("The user lives in Porto.",)),
+        "home-old": Fact("home-old", "alice", ("The user lives in Lisbon.",)),
+        "old-news": Fact("old-news", "alice", ("The user works at Acme.",)),
+    }
+    data = MemorySet("t", [], facts, 3)
+    project = {
+        "expected": {
+            "live": [{"fact": "home-new"}],
+            "archived": [{"fact": "home-old"}],
+            "absent": [{"fact": "old-news"}],
+        }
+    }
+    archive = memory_pb2.TIER_ARCHIVE
+    porto = memory_pb2.Memory(id=1, user_id="alice", content="The user lives in Porto.")
+    lisbon = memory_pb2.Memory(
+        id=2, user_id="alice", content="The user lives in Lisbon.", tier=archive
+    )
+    acme = memory_pb2.Memory(id=3, user_id="alice", content="The user works at Acme.", tier=archive)
+    right = score(data, [(project, [porto, lisbon])])
+    assert (right["archived_lost"], right["absent_formed"], right["stale_live"]) == (0, 0, 0)
+    # The old home deleted rather than archived; the old news stored, then archived.
+    wrong = score(data, [(project, [porto, acme])])
+    assert (wrong["archived_lost"], wrong["absent_formed"], wrong["stale_live"]) == (1, 1, 0)
+    assert "home-old should be archived and is gone" in wrong["misses"]
+
+
 def test_a_bad_set_names_the_place(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"projects": [{"memory_formation": "SOMETIMES", "sessions": []}]}))
@@ -58,6 +88,15 @@ def test_a_bad_set_names_the_place(tmp_path):
         json.dumps({"projects": [{"sessions": [], "expected": {"live": [{"fact": "nowhere"}]}}]})
     )
     with pytest.raises(DataError, match="no fact 'nowhere'"):
+        load([str(bad)])
+    # A fact the episodes propose but "expected" does not place is refused:
+    # it would be neither counted nor missed.
+    episode = {"user": "I have a cat.", "assistant": "Nice.", "occur_time": "2024-03-01T10:00:00",
+               "memories": [{"fact": "cat", "topic": "pet", "content": "The user has a cat."}]}
+    bad.write_text(json.dumps({"projects": [
+        {"sessions": [{"user_id": "u", "episodes": [episode]}], "expected": {"live": []}}
+    ]}))  # fmt: skip
+    with pytest.raises(DataError, match="does not say what becomes of 'cat'"):
         load([str(bad)])
 
 
@@ -87,6 +126,7 @@ async def test_the_dev_set_meets_the_bar_with_a_careful_model(tmp_path):
     assert report["failures"] == [], report["failures"]
     assert report["facts_kept"] >= 0.95, report["misses"]
     assert report["stale_live"] == 0, report["misses"]
+    assert (report["archived_lost"], report["absent_formed"]) == (0, 0), report["misses"]
     assert report["duplicates"] == 0, report["misses"]
     assert report["leaks"] == 0, report["misses"]
     assert report["unexpected"] == 0, report["misses"]

@@ -191,25 +191,41 @@ async def test_chatter_questions_and_the_assistants_claims_form_nothing(gh, stub
 async def test_a_users_facts_never_reach_another_users_prompt(gh, stub):
     p = await new_project(gh)
     alice, bob = await session_for(gh, p.id, "alice"), await session_for(gh, p.id, "bob")
-    await tell(gh, stub, alice.id, "I live in Lisbon with my cat.",
-               said("The user lives in Lisbon.", "I live in Lisbon"))  # fmt: skip
+    lisbon_with_cat = "The user lives in Lisbon with a cat named Miso."
+    moving = "The user lives in Lisbon."
+    decide(
+        stub, lambda content, kept: ("SUPERSEDE", kept[0][0]) if content == moving else ("ADD", 0)
+    )
+    await tell(gh, stub, alice.id, "I live in Lisbon with my cat Miso.",
+               said(lisbon_with_cat, "I live in Lisbon with my cat Miso"))  # fmt: skip
+    await tell(
+        gh, stub, alice.id, "I work from the Lisbon office.",
+        said("The user works from the Lisbon office.", "I work from the Lisbon office"),
+    )  # fmt: skip
+    alices = await user_memories(gh, p.id, "alice")
     await tell(
         gh, stub, bob.id, "I live in Porto.", said("The user lives in Porto.", "I live in Porto")
     )
-    decide(stub, lambda content, kept: ("SUPERSEDE", kept[0][0]))
+    [bobs] = await user_memories(gh, p.id, "bob")
     _, moved = await tell(
-        gh, stub, bob.id, "I moved to Lisbon last week.",
-        said("The user lives in Lisbon.", "I moved to Lisbon"),
+        gh, stub, bob.id, "I moved to Lisbon last week.", said(moving, "I moved to Lisbon"),
     )  # fmt: skip
     [op] = moved.memory_formation.operations
     assert op.action == graph_pb2.MEMORY_ACTION_SUPERSEDE and op.user_id == "bob"
-    # Every prompt the stand-in received holds bob's memories only.
-    for request in stub.requests_to("/api/chat"):
-        if DECISION_PROMPT in request.prompt_text():
-            assert "Porto" in request.prompt_text() and "cat" not in request.prompt_text()
-    assert [m.content for m in await user_memories(gh, p.id, "alice")] == [
-        "The user lives in Lisbon."
-    ]
+    # Every decision prompt the stand-in received holds bob's memories only:
+    # no id and no text of any of alice's (which are as similar to bob's
+    # candidate as his own).
+    asked = [r.prompt_text() for r in stub.requests_to("/api/chat")]
+    decisions = [text for text in asked if DECISION_PROMPT in text and f'"{moving}"' in text]
+    assert decisions
+    for text in decisions:
+        assert {int(i) for i in re.findall(r"- id (\d+)", text)} == {bobs.id}
+        assert "The user lives in Porto." in text
+        for m in alices:
+            assert m.content not in text
+    assert sorted(m.content for m in await user_memories(gh, p.id, "alice")) == sorted(
+        m.content for m in alices
+    )
     assert [m.content for m in await user_memories(gh, p.id, "bob")] == [
         "The user lives in Lisbon."
     ]

@@ -51,3 +51,42 @@ def test_agent_session_ids_map_to_external_ids():
     assert str(uuid.UUID(plain)) == plain
     assert plain == external_id_for("p", "terminal-1")
     assert plain != external_id_for("q", "terminal-1")
+
+
+async def test_an_admin_keys_project_is_found_and_created_in_its_own_tenant(tmp_path):
+    """An admin key lists every tenant's projects; ``--project`` must still be
+    the one of its own tenant, as the README says (the fourth probe found
+    tenant B's admin writing into tenant A's project of the same name)."""
+    import json
+
+    from tests.support import start_harness
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": "ws-a-key-000000001", "name": "a", "users": "*", "tenant": "ta"},
+                    {"key": "ws-b-admin-0000001", "name": "b-ops", "users": "*",
+                     "admin": True, "tenant": "tb"},
+                ]
+            }
+        )
+    )  # fmt: skip
+    h = await start_harness(tmp_path / "data", auth_keys_file=str(keys))
+    try:
+        async with (
+            NexusClient(h.target, api_key="ws-a-key-000000001", retry=None) as a,
+            NexusClient(h.target, api_key="ws-b-admin-0000001", retry=None) as b_admin,
+        ):
+            theirs = await Workspace(a, WorkspaceOptions(project="A-form")).project_id()
+            mine = await Workspace(b_admin, WorkspaceOptions(project="A-form")).project_id()
+            assert mine != theirs
+            got = await b_admin.get_project(id=mine)
+            assert (got.name, got.tenant) == ("A-form", "tb")
+            # Found again, not created again; tenant A's project is A's alone.
+            assert await Workspace(b_admin, WorkspaceOptions(project="A-form")).project_id() == mine
+            listed = await a.list_projects(page_size=100)
+            assert [(p.id, p.tenant) for p in listed.projects] == [(theirs, "ta")]
+    finally:
+        await h.close()

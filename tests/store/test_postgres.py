@@ -142,7 +142,7 @@ def test_placeholders_translate_outside_literals_only():
 
 def test_a_password_never_reaches_a_message():
     masked = mask_url("postgresql://nexus:s3cret@db.lan:5432/nexus")
-    assert masked == "postgresql://nexus:***@db.lan:5432/nexus"
+    assert masked == "postgresql://***@db.lan:5432/nexus"
     assert mask_url("postgresql://db.lan/nexus") == "postgresql://db.lan/nexus"
 
 

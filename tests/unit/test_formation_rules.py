@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import pytest
 
-from nexus_grpc.core.models import MemoryFormation, Session
+from nexus_grpc.core.models import Episode, MemoryFormation, Session
 from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
 from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from nexus_grpc.store import projects as project_store
@@ -40,11 +40,31 @@ def project(conn, formation: MemoryFormation | None) -> int:
 )
 def test_the_projects_setting_and_the_sessions_user_decide(conn, setting, user_id, expected):
     session = Session(1, "s1", project_id=project(conn, setting), user_id=user_id)
-    assert forms_for(conn, session) == expected
+    assert forms_for(conn, session, written_for(user_id)) == expected
+
+
+def written_for(user_id: str) -> Episode:
+    """An episode whose writer acted for ``user_id``."""
+    return Episode(1, 1, "hi", "ok", acts_for=user_id)
 
 
 def test_a_session_outside_any_project_forms_nothing(conn):
-    assert forms_for(conn, Session(1, "s1", user_id="ann")) is None
+    assert forms_for(conn, Session(1, "s1", user_id="ann"), written_for("ann")) is None
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (None, None),  # USER memories only: nothing forms
+        (MemoryFormation.USER_AND_PROJECT, Forms("", True)),  # the project's still form
+    ],
+)
+def test_user_memories_form_only_for_the_user_the_writer_acted_for(conn, setting, expected):
+    """Formation runs with no caller: the right its writer had, recorded on
+    the episode, is checked again there (docs/security.md)."""
+    session = Session(1, "s1", project_id=project(conn, setting), user_id="ann")
+    for acted_for in ("", "bob"):
+        assert forms_for(conn, session, written_for(acted_for)) == expected
 
 
 def test_what_forms_picks_the_prompt_and_what_is_kept():
