@@ -29,7 +29,7 @@ from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.client.names import find_or_create_project
 from nexus_grpc.integrations.errors import conventional
 
-__all__ = ["Connection", "check_label"]
+__all__ = ["Connection", "check_label", "one_line"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,12 @@ def check_label(what: str, value: object, *, required: bool = True) -> str:
     if value != value.strip():
         raise ValueError(f"{what} must not start or end with whitespace: {value!r}")
     return value
+
+
+def one_line(text: str) -> str:
+    """``text`` as a one-line label the server takes (a memory's title):
+    control characters and runs of whitespace become single spaces."""
+    return " ".join("".join(" " if c in _CONTROL else c for c in text).split())
 
 
 class _Bridge:

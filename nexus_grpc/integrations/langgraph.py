@@ -70,7 +70,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.client import NexusAlreadyExists, NexusClient, NexusNotFound
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.connection import Connection, check_label
+from nexus_grpc.integrations.connection import Connection, check_label, one_line
 
 try:
     from langgraph.store.base import (
@@ -156,10 +156,6 @@ def _json(value: Mapping[str, Any]) -> str:
         return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"a store value must be JSON (an object of JSON values): {exc}") from None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -403,9 +399,7 @@ class NexusStore(BaseStore):
     def _memory(self, project_id: int, op: PutOp, value: Mapping[str, Any]) -> memory_pb2.Memory:
         user = self._user_of(op.namespace)
         content = self._text(value, op.index)
-        title = (
-            _one_line(content)[:_MAX_TITLE_CHARS].strip() or _one_line(op.key)[:_MAX_TITLE_CHARS]
-        )
+        title = one_line(content)[:_MAX_TITLE_CHARS].strip() or one_line(op.key)[:_MAX_TITLE_CHARS]
         metadata = struct_pb2.Struct()
         metadata.update(
             {META: {"namespace": list(op.namespace), "key": op.key, "value": _json(value)}}
