@@ -75,19 +75,20 @@ class ConversationSession:
     async def read(self, client: NexusClient) -> list[Said]:
         """Every message stored, oldest first, read in pages of 1,000."""
         session = await self.find(client)
-        out: list[Said] = []
         if session is None:
-            return out
+            return []
+        episodes: list[memory_pb2.Episode] = []
         token = ""
         while True:
             page = await client.list_episodes(
                 session_id=session.id, page_size=_PAGE, page_token=token
             )
-            for episode in page.episodes:
-                out += said_in(episode.user_message, episode.ai_response)
+            episodes += page.episodes
             token = page.next_page_token
             if not token:
-                return out
+                break
+        # ListEpisodes pages newest first; a chat history reads oldest first.
+        return [said for e in reversed(episodes) for said in said_in(e.user_message, e.ai_response)]
 
     async def write(self, client: NexusClient, exchanges: Sequence[Exchange]) -> None:
         """Each exchange as an episode of the session (opened if need be)."""

@@ -39,3 +39,35 @@ async def all_memories(
 async def indexed(h: Harness) -> None:
     """Every memory written so far is in the vector index (semantic search sees it)."""
     await wait_until(lambda: index_idle(h))
+
+
+def teach(stub, user_message: str, fact: str) -> None:
+    """The LLM stand-in's extraction of ``user_message``: one lasting fact about the
+    user (a memory candidate), quoting them, and no entities."""
+    candidate = {
+        "about": "user",
+        "title": fact[:30],
+        "content": fact,
+        "tier": "longterm",
+        "quote": user_message[:40],
+    }
+    stub.add_rule(
+        {"entities": [], "relationships": [], "ended": [], "memories": [candidate]},
+        contains=f"User message:\n{user_message}\n",
+    )
+
+
+async def formed_memories(
+    client: NexusClient, project_id: int, user_id: str, n: int = 1
+) -> list[memory_pb2.Memory]:
+    """The user's USER memories once ``n`` have formed (formation runs in the background)."""
+
+    async def enough() -> list[memory_pb2.Memory] | None:
+        page = await client.list_memories(
+            scope=memory_pb2.MemoryScope(project_id=project_id, user_id=user_id),
+            kind=memory_pb2.MEMORY_KIND_USER,
+            page_size=100,
+        )
+        return list(page.memories) if len(page.memories) >= n else None
+
+    return await wait_until(enough, timeout=30)
