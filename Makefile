@@ -116,7 +116,7 @@ proto-lint: $(TS_STAMP)
 # lint-imports checks the layer diagram of docs/architecture.md: the contracts
 # are [tool.importlinter] in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check nexus_grpc tests bench deploy
+	$(BIN)/ruff check nexus_grpc tests bench deploy examples
 	$(BIN)/mypy nexus_grpc
 	$(BIN)/lint-imports
 
