@@ -498,6 +498,12 @@ class ClientBase:
             stub = self._stubs[service] = factory(self.channel)
         return stub
 
+    def opened_on(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this client's channel was opened on; None before its first call."""
+        if self._channel is None:
+            return None
+        return getattr(self._channel, "_loop", None)
+
     def copy(self: _Self) -> _Self:
         """A client with this one's target, key, TLS files, deadline and retry
         policy, and a channel of its own: a ``grpc.aio`` channel belongs to the

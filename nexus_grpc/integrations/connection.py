@@ -163,9 +163,10 @@ class Connection:
     loop, ``conn.run(fn)`` from synchronous code; ``fn`` gets a client. A
     refusal comes out as ``errors.conventional`` makes it.
 
-    Given ``client=``, async calls use it and synchronous ones a copy on a
-    thread shared by every adapter given that client (ended when the client
-    is collected). Given ``target=``, the connection makes its clients (one
+    Given ``client=``, async calls use it (or, on a loop other than the one
+    its channel belongs to, a copy for that loop) and synchronous ones a copy
+    on a thread shared by every adapter given that client (ended when the
+    client is collected). Given ``target=``, the connection makes its clients (one
     per event loop; channels open on first use) and ``close``/``aclose`` end
     them and its thread."""
 
@@ -206,12 +207,17 @@ class Connection:
         )
 
     def _client_here(self) -> NexusClient:
-        if self._given is not None:
-            return self._given
         loop = asyncio.get_running_loop()
+        if self._given is not None:
+            opened = self._given.opened_on()
+            if opened is None or opened is loop:
+                return self._given
+            # The given client is another loop's (a framework's sync path may
+            # run its async internals on a loop of its own, as LlamaIndex's
+            # does): a copy serves this one.
         client = self._own.get(loop)
         if client is None:
-            client = self._own[loop] = self._shared.template().copy()
+            client = self._own[loop] = (self._given or self._shared.template()).copy()
         return client
 
     # --- calls ---------------------------------------------------------------------
