@@ -54,9 +54,7 @@ async def llm_harness(
 
 
 @pytest.fixture
-async def gh(
-    tmp_path, stub: OllamaStub, store_settings: dict[str, str]
-) -> AsyncIterator[Harness]:
+async def gh(tmp_path, stub: OllamaStub, store_settings: dict[str, str]) -> AsyncIterator[Harness]:
     """A harness with the graph's extraction running against the Ollama stand-in,
     on the module's store."""
     h = await start_graph_harness(tmp_path / "data", stub, **store_settings)

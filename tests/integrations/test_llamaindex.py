@@ -130,7 +130,9 @@ async def test_flushed_tool_and_system_messages_are_passed_over(client):
             ChatMessage(role="user", content="Thanks!"),
         ]
     )
-    assert await episodes_of(client) == [("c", "What's 6 x 7?", "Let me compute that.\n\nIt is 42.")]
+    assert await episodes_of(client) == [
+        ("c", "What's 6 x 7?", "Let me compute that.\n\nIt is 42.")
+    ]
     await block.aput([ChatMessage(role="assistant", content="You're welcome.")])
     assert (await episodes_of(client))[-1] == ("c", "Thanks!", "You're welcome.")
 

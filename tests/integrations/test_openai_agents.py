@@ -88,13 +88,17 @@ def server_for(harness, user: str):
     )
 
 
-async def test_an_agent_stores_a_fact_through_mcp_and_recalls_it_in_a_later_run(
-    harness, client
-):
+async def test_an_agent_stores_a_fact_through_mcp_and_recalls_it_in_a_later_run(harness, client):
     said = "Remember that I take my coffee black, no sugar."
     storing = ScriptedModel(
-        lambda _: [tool_call(1, "memory_add_fact", content="Alice takes her coffee black, no sugar",
-                             tier="longterm")],  # fmt: skip
+        lambda _: [
+            tool_call(
+                1,
+                "memory_add_fact",
+                content="Alice takes her coffee black, no sugar",
+                tier="longterm",
+            )
+        ],  # fmt: skip
         lambda items: [message("Stored: " + tool_output(items, "call_1"))],
     )
     async with server_for(harness, "alice") as server:
