@@ -22,6 +22,7 @@ def example(section: str) -> str:
     return re.search(r"```python\n(.*?)```", body, re.S).group(1)
 
 
+@pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
 @pytest.mark.parametrize("section", SECTIONS)
 async def test_the_example_runs_as_written(harness, section):
     code = example(section)
