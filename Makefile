@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test test-unit ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
+.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,19 @@ test: $(STAMP) proto-check ts-test
 # SQLite, no server; seconds, for the edit-test loop.
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
+
+# The framework adapters at the lowest version of each declared range
+# (pyproject.toml's [langgraph], [langchain], [llamaindex]; the dev install
+# tests the highest): a second virtualenv with those pinned, and
+# tests/integrations run in it. Not part of make test (a venv of its own).
+LOWEST_VENV ?= .venv-lowest
+test-integrations-lowest:
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/pip install --quiet --upgrade pip
+	$(LOWEST_VENV)/bin/pip install --quiet -e '.[server,dev]' \
+		$$($(PYTHON) tests/integrations/lowest_pins.py)
+	$(LOWEST_VENV)/bin/pip list 2>/dev/null | grep -iE '^(langgraph|langchain-core|llama-index-core|openai-agents) '
+	$(LOWEST_VENV)/bin/python -m pytest -q tests/integrations
 
 # The TypeScript client's tests start the real server from $(VENV).
 ts-test: $(STAMP) $(TS_STAMP)
@@ -116,7 +129,7 @@ proto-lint: $(TS_STAMP)
 # lint-imports checks the layer diagram of docs/architecture.md: the contracts
 # are [tool.importlinter] in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check nexus_grpc tests bench deploy
+	$(BIN)/ruff check nexus_grpc tests bench deploy docs/examples
 	$(BIN)/mypy nexus_grpc
 	$(BIN)/lint-imports
 
@@ -127,6 +140,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run_benchmarks
 	$(BIN)/python -m bench.import_episodes --unary 500 --imported 10000 --append docs/benchmarks.md
 	$(BIN)/python -m bench.mcp_overhead --append docs/benchmarks.md
+	$(BIN)/python -m bench.integrations_overhead --append docs/benchmarks.md
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
 
 # The container image (Dockerfile, deploy/): built with docker when its daemon

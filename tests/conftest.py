@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from nexus_grpc.store.migrations import migrate
+from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness
 
@@ -37,6 +38,26 @@ def store_settings(store_kind: str, request: pytest.FixtureRequest) -> dict[str,
 @pytest.fixture
 async def harness(tmp_path, store_settings: dict[str, str]) -> Harness:
     h = await start_harness(tmp_path / "data", **store_settings)
+    yield h
+    await h.close()
+
+
+@pytest.fixture
+async def llm_harness(
+    tmp_path, stub: OllamaStub, store_settings: dict[str, str]
+) -> AsyncIterator[Harness]:
+    """A harness whose LLM is the Ollama stand-in (summaries, selection), on the
+    module's store (both, where the module sets BOTH_STORES)."""
+    h = await start_harness(tmp_path / "data", ollama_url=stub.url, **store_settings)
+    yield h
+    await h.close()
+
+
+@pytest.fixture
+async def gh(tmp_path, stub: OllamaStub, store_settings: dict[str, str]) -> AsyncIterator[Harness]:
+    """A harness with the graph's extraction running against the Ollama stand-in,
+    on the module's store."""
+    h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     yield h
     await h.close()
 

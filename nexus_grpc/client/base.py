@@ -498,6 +498,29 @@ class ClientBase:
             stub = self._stubs[service] = factory(self.channel)
         return stub
 
+    def opened_on(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this client's channel was opened on; None before its first call."""
+        if self._channel is None:
+            return None
+        return getattr(self._channel, "_loop", None)
+
+    def copy(self: _Self) -> _Self:
+        """A client with this one's target, key, TLS files, deadline and retry
+        policy, and a channel of its own: a ``grpc.aio`` channel belongs to the
+        event loop it was opened on, so code running on another loop (a
+        framework's synchronous API, served from a thread) needs its own."""
+        return type(self)(
+            self.target,
+            api_key=self._api_key,
+            root_certificates=self._root_certificates,
+            private_key=self._private_key,
+            certificate_chain=self._certificate_chain,
+            timeout=self.timeout,
+            retry=self._retry,
+            wait_for_ready=self._wait_for_ready,
+            options=self._options,
+        )
+
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Waits until the channel is connected; ``TimeoutError`` when it is not in time."""
         await asyncio.wait_for(self.channel.channel_ready(), timeout)

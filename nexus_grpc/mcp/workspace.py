@@ -18,28 +18,21 @@ sessions.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import dataclass
 
 import grpc
 
 from nexus_grpc.client import NexusClient, NexusClientError
+from nexus_grpc.client.names import find_or_create_project, session_external_id
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.mcp.results import ToolFailure, checked
 
 __all__ = ["AgentSession", "Workspace", "WorkspaceOptions", "external_id_for"]
 
-#: The uuid5 namespace of agent session ids that are not UUIDs themselves.
-SESSION_NAMESPACE = uuid.UUID("6b1f4a52-43a4-5d0c-9a55-3c1e3f7d2a10")
-_PAGE = 1000
-
 
 def external_id_for(project: str, agent_session: str) -> str:
     """The nexus ``external_id`` of an agent's session in ``project``."""
-    try:
-        return str(uuid.UUID(agent_session))
-    except ValueError:
-        return str(uuid.uuid5(SESSION_NAMESPACE, f"{project}\n{agent_session}"))
+    return session_external_id(project, agent_session)
 
 
 @dataclass(frozen=True)
@@ -72,7 +65,6 @@ class Workspace:
         self.client = client
         self.options = options
         self._project_id = 0
-        self._tenant = ""
         self._project_lock = asyncio.Lock()
         self._sessions: dict[str, int] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
@@ -92,48 +84,12 @@ class Workspace:
                 self._project_id = await self._find_or_create_project()
         return self._project_id
 
-    async def _own_tenant(self) -> str:
-        """The key's own tenant, where its project is found or created: an admin
-        key lists every tenant's projects, and another tenant's project of the
-        same name is not this key's (CreateProject creates in the key's own)."""
-        if not self._tenant:
-            status = await checked(self.client.get_service_status())
-            self._tenant = status.tenant
-        return self._tenant
-
-    async def _projects_named(self) -> list[int]:
-        tenant = await self._own_tenant()
-        ids: list[int] = []
-        token = ""
-        while True:
-            page = await checked(self.client.list_projects(page_size=_PAGE, page_token=token))
-            ids += [p.id for p in page.projects if p.name == self.project and p.tenant == tenant]
-            token = page.next_page_token
-            if not token:
-                return sorted(ids)
-
     async def _find_or_create_project(self) -> int:
-        found = await self._projects_named()
-        if found:
-            return found[0]
-        created = await checked(
-            self.client.create_project(
-                project=memory_pb2.Project(
-                    name=self.project, description="created by nexus-grpc mcp on first use"
-                )
+        return await checked(
+            find_or_create_project(
+                self.client, self.project, description="created by nexus-grpc mcp on first use"
             )
         )
-        # Two agents starting at once may both have created it: both settle on
-        # the oldest, and the other one (empty: nothing was written to it yet)
-        # is removed, so the project's memory is never split in two.
-        found = await self._projects_named()
-        oldest = found[0] if found else created.id
-        if oldest != created.id:
-            try:
-                await self.client.delete_project(id=created.id)
-            except NexusClientError:
-                pass  # an empty duplicate left behind costs nothing; it is never used
-        return oldest
 
     # Sessions --------------------------------------------------------------
 

@@ -1,0 +1,253 @@
+"""LangChain's chat history and retriever on nexus: ``NexusChatMessageHistory``
+and ``NexusRetriever``.
+
+``pip install 'nexus-grpc[langchain]'`` (``langchain-core``).
+
+``NexusChatMessageHistory(session_id, client=..., project=..., user_id=...)``
+is a ``BaseChatMessageHistory`` on one nexus session of the project: the
+session's ``external_id`` is ``session_id`` when that is a UUID, else a
+name-based UUID of the project and ``session_id`` (as ``nexus-grpc mcp``
+names its sessions), created on the first write with ``user_id`` and
+``agent_id`` as the conversation's user and agent, so the memories that
+form from it are that user's. Messages are stored as exchanges: a user
+message and the assistant's answer make one episode, which extraction,
+memory formation and summaries then read (``exchanges`` says how messages
+pair, and what is refused). A question whose answer has not come yet waits
+in the history object until it comes (``messages`` shows it meanwhile);
+``flush()`` writes it alone. ``messages`` reads the session's episodes in
+pages of 1,000. ``clear()`` deletes the session with its episodes (memories
+formed from them stay: they are the user's).
+
+``NexusRetriever(kind="memories", client=..., project=..., user_id=...)`` is
+a ``BaseRetriever`` over the project's episodes, memories (the project's and
+``user_id``'s) or entities, with nexus's hybrid search (``mode``), the best
+``k`` (at most 100; ``invoke(query, k=3)`` for one call). Each ``Document``
+carries the hit's ``score``, ``sources`` and ids in its metadata
+(``nexus_grpc.integrations.hits``), and its ``id`` is the record's.
+
+Give many histories one ``client=``: they share its channel, the thread
+their synchronous methods run on, and the resolved project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from nexus_grpc.client import NexusClient
+from nexus_grpc.integrations import hits
+from nexus_grpc.integrations.connection import Connection, check_label
+from nexus_grpc.integrations.exchanges import Conversation, Exchange, Said
+from nexus_grpc.integrations.sessions import ConversationSession
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.documents import Document
+    from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
+    from langchain_core.retrievers import BaseRetriever
+    from pydantic import ConfigDict, PrivateAttr
+except ImportError as exc:  # pragma: no cover - exercised by tests/integrations' light install
+    raise ImportError(
+        "nexus_grpc.integrations.langchain needs LangChain: pip install 'nexus-grpc[langchain]'"
+    ) from exc
+
+__all__ = ["NexusChatMessageHistory", "NexusRetriever"]
+
+_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant"}
+
+
+def _said(n: int, message: BaseMessage) -> Said:
+    role = message.role if isinstance(message, ChatMessage) else message.type
+    if role not in _ROLES:
+        raise ValueError(
+            f"message {n} is a {type(message).__name__} ({role!r}); a nexus episode holds user"
+            " and assistant messages only"
+        )
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            else:
+                raise ValueError(f"message {n} has non-text content, which an episode cannot hold")
+        text = "".join(parts)
+    return Said(_ROLES[role], text)  # type: ignore[arg-type]
+
+
+def _message(said: Said) -> BaseMessage:
+    return HumanMessage(content=said.text) if said.role == "user" else AIMessage(content=said.text)
+
+
+class NexusChatMessageHistory(BaseChatMessageHistory):
+    """A LangChain chat history on a nexus session; see the module."""
+
+    def __init__(
+        self,
+        session_id: str,
+        client: NexusClient | None = None,
+        *,
+        target: str | None = None,
+        api_key: str | None = None,
+        client_options: Mapping[str, Any] | None = None,
+        project: str,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> None:
+        self._conn = Connection(
+            client=client,
+            target=target,
+            api_key=api_key,
+            client_options=client_options,
+            project=project,
+            made_by="nexus-grpc's LangChain history",
+        )
+        self._session = ConversationSession(
+            self._conn,
+            session_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            source="nexus-grpc LangChain history",
+        )
+        self._conversation = Conversation()
+
+    @property
+    def session_id(self) -> str:
+        return self._session.name
+
+    @property
+    def external_id(self) -> str:
+        """The nexus session's ``external_id``."""
+        return self._session.external_id
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def _read(self, client: NexusClient) -> list[BaseMessage]:
+        stored = [_message(s) for s in await self._session.read(client)]
+        return stored + [HumanMessage(content=text) for text in self._conversation.pending]
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        return self._conn.run(self._read)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        return await self._conn.call(self._read)
+
+    # --- writing --------------------------------------------------------------------------
+
+    def _plan(self, messages: Sequence[BaseMessage]) -> tuple[list[Exchange], list[str]]:
+        return self._conversation.plan([_said(n, m) for n, m in enumerate(messages)])
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        exchanges, pending = self._plan(messages)
+        self._conn.run(lambda client: self._session.write(client, exchanges))
+        self._conversation.commit(pending)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        exchanges, pending = self._plan(messages)
+        await self._conn.call(lambda client: self._session.write(client, exchanges))
+        self._conversation.commit(pending)
+
+    def flush(self) -> None:
+        """Writes a question still waiting for its answer, alone."""
+        waiting = self._conversation.unanswered()
+        if waiting is not None:
+            self._conn.run(lambda client: self._session.write(client, [waiting]))
+            self._conversation.commit([])
+
+    async def aflush(self) -> None:
+        waiting = self._conversation.unanswered()
+        if waiting is not None:
+            await self._conn.call(lambda client: self._session.write(client, [waiting]))
+            self._conversation.commit([])
+
+    def clear(self) -> None:
+        self._conn.run(self._session.delete)
+        self._conversation.commit([])
+
+    async def aclear(self) -> None:
+        await self._conn.call(self._session.delete)
+        self._conversation.commit([])
+
+    def close(self) -> None:
+        self._conn.close()
+
+    async def aclose(self) -> None:
+        await self._conn.aclose()
+
+
+class NexusRetriever(BaseRetriever):
+    """A LangChain retriever over a nexus project's episodes, memories or entities."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    client: NexusClient | None = None
+    target: str | None = None
+    api_key: str | None = None
+    client_options: dict[str, Any] | None = None
+    project: str
+    kind: Literal["episodes", "memories", "entities"] = "memories"
+    #: Memories: whose USER memories are searched besides the project's.
+    user_id: str = ""
+    #: Memories: only this agent's (empty: every agent's).
+    agent_id: str = ""
+    include_archived: bool = False
+    mode: Literal["hybrid", "keyword", "semantic"] = "hybrid"
+    k: int = 4
+
+    _conn: Connection = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        check_label("user_id", self.user_id, required=False)
+        check_label("agent_id", self.agent_id, required=False)
+        hits.check_search(self.kind, self.mode, self.k)
+        self._conn = Connection(
+            client=self.client,
+            target=self.target,
+            api_key=self.api_key,
+            client_options=self.client_options,
+            project=self.project,
+            made_by="nexus-grpc's LangChain retriever",
+        )
+
+    async def _search(self, client: NexusClient, query: str, k: int) -> list[Document]:
+        scope = hits.Scope(
+            project_id=await self._conn.project_id(client),
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            include_archived=self.include_archived,
+        )
+        found = await hits.search(client, self.kind, query, k, scope, self.mode)
+        return [Document(page_content=h.text, metadata=h.metadata, id=h.id) for h in found]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        limit = self.k if k is None else k
+        hits.check_search(self.kind, self.mode, limit)
+        return self._conn.run(lambda client: self._search(client, query, limit))
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        limit = self.k if k is None else k
+        hits.check_search(self.kind, self.mode, limit)
+        return await self._conn.call(lambda client: self._search(client, query, limit))
+
+    def close(self) -> None:
+        self._conn.close()
+
+    async def aclose(self) -> None:
+        await self._conn.aclose()
