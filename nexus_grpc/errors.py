@@ -16,7 +16,6 @@ decodes them back into these same classes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -138,35 +137,22 @@ class InvalidArgument(NexusError):
         return None
 
 
-#: How the store's lookups say that a row is missing ("session 5 does not
-#: exist"); a NotFound raised there with no resource given is read this way.
-_MISSING_BY_ID = re.compile(r"(?P<type>[a-z_]+) (?P<name>\d+) does not exist")
-_MISSING_BY_EXTERNAL_ID = re.compile(
-    r"(?P<type>[a-z_]+) with external_id '(?P<name>.*)' does not exist"
-)
-
-
 class NotFound(NexusError):
     """A resource the call names does not exist (or is not the caller's to
-    see: both read the same). ``resource_type`` and ``resource_name`` go out
-    as a ``ResourceInfo``."""
+    see: both read the same). Whoever raises it names the resource
+    (``resource_type`` and ``resource_name``): it goes out as a
+    ``ResourceInfo``, never read back out of the message."""
 
     def __init__(
         self,
         message: str,
         *,
-        resource_type: str = "",
-        resource_name: str | int = "",
+        resource_type: str,
+        resource_name: str | int,
         details: Iterable[Detail] = (),
     ) -> None:
-        given = tuple(details)
-        if not resource_type and not any(isinstance(d, ResourceInfo) for d in given):
-            found = _MISSING_BY_ID.fullmatch(message) or _MISSING_BY_EXTERNAL_ID.fullmatch(message)
-            if found:
-                resource_type, resource_name = found["type"], found["name"]
-        if resource_type:
-            given = (ResourceInfo(resource_type, str(resource_name), description=message), *given)
-        super().__init__(message, details=given)
+        info = ResourceInfo(resource_type, str(resource_name), description=message)
+        super().__init__(message, details=(info, *details))
 
     @property
     def resource(self) -> ResourceInfo | None:
@@ -202,3 +188,14 @@ class ResourceExhausted(NexusError):
 
 class DeadlineExceeded(NexusError):
     pass
+
+
+class DependencyError(Exception):
+    """The one root of what the adapters raise when the service's own
+    dependencies fail: the store (``StoreUnavailable``), the vector index
+    (``VectorIndexUnavailable``...), the embedder, the LLM (``LLMError``) and
+    the reranker (``RerankError``). Not a refusal of the caller's request
+    (those are ``NexusError``): the domain decides what each means for the
+    call (wait, retry, answer degraded, UNAVAILABLE). ``except
+    DependencyError`` catches every adapter's failure and nothing else."""
+

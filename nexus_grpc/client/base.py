@@ -62,7 +62,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.struct_pb2 import Struct
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
@@ -86,6 +86,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from nexus_grpc.runtime import tracing
+from nexus_grpc.status_details import unpack
 
 __all__ = [
     "DEFAULT",
@@ -233,7 +234,7 @@ class NexusClientError(Exception):
             if request_id:
                 break
         status = _rich_status(exc)
-        details = decode_details(status) if status is not None else ()
+        details = unpack(status) if status is not None else ()
         return cls(exc.code(), exc.details() or "", request_id, details, status)
 
 
@@ -246,42 +247,6 @@ def _rich_status(exc: grpc.aio.AioRpcError) -> status_pb2.Status | None:
     except (ValueError, DecodeError):
         return None
     return status
-
-
-def decode_details(status: status_pb2.Status) -> tuple[Detail, ...]:
-    """The details of ``status`` this client knows (BadRequest, QuotaFailure,
-    PreconditionFailure, ResourceInfo, ErrorInfo), in order; others are
-    skipped (they stay in ``NexusClientError.status``)."""
-    out: list[Detail] = []
-    for packed in status.details:
-        if packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            packed.Unpack(bad)
-            out.extend(FieldViolation(v.field, v.description) for v in bad.field_violations)
-        elif packed.Is(error_details_pb2.QuotaFailure.DESCRIPTOR):
-            quota = error_details_pb2.QuotaFailure()
-            packed.Unpack(quota)
-            out.extend(
-                QuotaViolation(v.subject, v.description, v.quota_id, v.quota_value)
-                for v in quota.violations
-            )
-        elif packed.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
-            failure = error_details_pb2.PreconditionFailure()
-            packed.Unpack(failure)
-            out.extend(
-                PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
-            )
-        elif packed.Is(error_details_pb2.ResourceInfo.DESCRIPTOR):
-            info = error_details_pb2.ResourceInfo()
-            packed.Unpack(info)
-            out.append(
-                ResourceInfo(info.resource_type, info.resource_name, info.owner, info.description)
-            )
-        elif packed.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            reason = error_details_pb2.ErrorInfo()
-            packed.Unpack(reason)
-            out.append(ErrorInfo(reason.reason, dict(reason.metadata), reason.domain))
-    return tuple(out)
 
 
 class NexusInvalidArgument(NexusClientError):

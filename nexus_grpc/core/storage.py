@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from nexus_grpc.errors import DependencyError
+
 T = TypeVar("T")
 
 
@@ -74,7 +76,7 @@ class Database(Protocol):
     async def read_in_transaction(self, fn: Callable[[Connection], T]) -> T: ...
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(DependencyError, RuntimeError):
     """The database cannot be opened or reached: the message says which and why."""
 
 

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from nexus_grpc.errors import DependencyError
+
 FieldValue = int | str | bool
 FIELD_TYPES = ("integer", "keyword", "bool")
 
@@ -56,11 +58,11 @@ class Filter:
 Cond = MatchAny | Range | Filter  # nesting allowed: a Filter is itself a condition
 
 
-class VectorIndexUnavailable(Exception):
+class VectorIndexUnavailable(DependencyError):
     """The index cannot be reached right now (network, timeout, server down); retryable."""
 
 
-class VectorIndexLocked(RuntimeError):
+class VectorIndexLocked(DependencyError, RuntimeError):
     """An embedded index directory is already opened by another process (or index object).
     Not retryable: two writers would corrupt it, so the second one must not start."""
 

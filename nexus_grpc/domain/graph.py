@@ -493,7 +493,9 @@ class Graph:
                 shown = ", ".join(str(i) for i in missing[:10])
                 raise NotFound(
                     f"entity_ids: no entity {shown}",
-                    details=[ResourceInfo("entity", str(i)) for i in missing[:10]],
+                    resource_type="entity",
+                    resource_name=missing[0],
+                    details=[ResourceInfo("entity", str(i)) for i in missing[1:10]],
                 )
             return graph_store.neighbors(conn, seeds, when)
 

@@ -200,7 +200,9 @@ class Merges:
             if missing:
                 raise NotFound(
                     f"source_ids: no entity {', '.join(map(str, missing[:10]))}",
-                    details=[ResourceInfo("entity", str(i)) for i in missing[:10]],
+                    resource_type="entity",
+                    resource_name=missing[0],
+                    details=[ResourceInfo("entity", str(i)) for i in missing[1:10]],
                 )
             graph = (target.project_id, target.session_id)
             for source in found.values():

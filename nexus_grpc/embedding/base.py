@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from nexus_grpc.errors import DependencyError
 
-class EmbedderUnavailable(Exception):
+
+class EmbedderUnavailable(DependencyError):
     """A remote embedder cannot be reached right now; the caller may retry later."""
 
 

@@ -12,8 +12,10 @@ httpx or ollama types.
 
 from __future__ import annotations
 
+from nexus_grpc.errors import DependencyError
 
-class LLMError(Exception):
+
+class LLMError(DependencyError):
     """Base class: something went wrong talking to the model."""
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import httpx
 
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm.client import ChatAnswer, LLMClient, Message, StreamDelta, _for
 from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 
 
-class OpenAIHTTPError(Exception):
+class OpenAIHTTPError(DependencyError):
     """A non-2xx answer, with the server's own message."""
 
     def __init__(self, status: int, message: str) -> None:

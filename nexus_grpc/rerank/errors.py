@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from nexus_grpc.errors import DependencyError
 
-class RerankError(Exception):
+
+class RerankError(DependencyError):
     """The rerank service gave no usable answer; search keeps the fused order."""
 
     #: The label of nexus_rerank_requests_total this outcome counts under.

@@ -14,14 +14,12 @@ below api.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
-from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from nexus_grpc.core.redact import scrub
@@ -29,7 +27,6 @@ from nexus_grpc.errors import (
     AlreadyExists,
     DeadlineExceeded,
     Detail,
-    ErrorInfo,
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
@@ -43,10 +40,9 @@ from nexus_grpc.errors import (
     Unauthenticated,
     Unavailable,
 )
+from nexus_grpc.status_details import DETAILS_KEY, pack
 
 log = logging.getLogger(__name__)
-
-DETAILS_KEY = "grpc-status-details-bin"
 
 STATUS_CODES: dict[type[NexusError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -84,88 +80,18 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_DESCRIPTION_CHARS else text[:MAX_DESCRIPTION_CHARS] + "..."
 
 
-def detail_messages(details: Iterable[Detail]) -> list[Message]:
-    """``details`` as ``google.rpc`` messages: the field violations in one
-    BadRequest, the quota violations in one QuotaFailure, the precondition
-    violations in one PreconditionFailure, each ResourceInfo and ErrorInfo as
-    it is (in that order)."""
-    fields: list[FieldViolation] = []
-    quotas: list[QuotaViolation] = []
-    preconditions: list[PreconditionViolation] = []
-    single: list[Message] = []
-    for detail in details:
-        if isinstance(detail, FieldViolation):
-            fields.append(detail)
-        elif isinstance(detail, QuotaViolation):
-            quotas.append(detail)
-        elif isinstance(detail, PreconditionViolation):
-            preconditions.append(detail)
-        elif isinstance(detail, ResourceInfo):
-            single.append(
-                error_details_pb2.ResourceInfo(
-                    resource_type=detail.resource_type,
-                    resource_name=detail.resource_name,
-                    owner=detail.owner,
-                    description=_cut(detail.description),
-                )
-            )
-        elif isinstance(detail, ErrorInfo):
-            single.append(
-                error_details_pb2.ErrorInfo(
-                    reason=detail.reason,
-                    domain=detail.domain,
-                    metadata={k: _cut(v) for k, v in detail.metadata.items()},
-                )
-            )
-    messages: list[Message] = []
-    if fields:
-        messages.append(
-            error_details_pb2.BadRequest(
-                field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(
-                        field=f.field, description=_cut(f.description)
-                    )
-                    for f in fields
-                ]
-            )
-        )
-    if quotas:
-        messages.append(
-            error_details_pb2.QuotaFailure(
-                violations=[
-                    error_details_pb2.QuotaFailure.Violation(
-                        subject=q.subject,
-                        description=_cut(q.description),
-                        quota_id=q.quota_id,
-                        quota_value=q.quota_value,
-                    )
-                    for q in quotas
-                ]
-            )
-        )
-    if preconditions:
-        messages.append(
-            error_details_pb2.PreconditionFailure(
-                violations=[
-                    error_details_pb2.PreconditionFailure.Violation(
-                        type=p.type, subject=p.subject, description=_cut(p.description)
-                    )
-                    for p in preconditions
-                ]
-            )
-        )
-    return messages + single
+def _shown(detail: Detail) -> Detail:
+    """A detail as it may leave the server: its free text scrubbed and cut."""
+    if isinstance(detail, FieldViolation | QuotaViolation | PreconditionViolation | ResourceInfo):
+        return dataclasses.replace(detail, description=_cut(detail.description))
+    return dataclasses.replace(detail, metadata={k: _cut(v) for k, v in detail.metadata.items()})
 
 
 def rich_status(code: grpc.StatusCode, message: str, details: Sequence[Detail]) -> grpc.Status:
     """The grpc.Status that carries ``details``: its trailing metadata is the
     ``grpc-status-details-bin`` entry. The details are left off (with a log
     line) when they would not fit in MAX_DETAILS_BYTES."""
-    status = status_pb2.Status(code=code.value[0], message=message)
-    for message_ in detail_messages(details):
-        packed = any_pb2.Any()
-        packed.Pack(message_)
-        status.details.append(packed)
+    status = pack(code.value[0], message, [_shown(d) for d in details])
     if status.ByteSize() > MAX_DETAILS_BYTES:
         log.warning(
             "%s: %d bytes of error details left off (the limit is %d)",

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.core.storage import Connection
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.store.dialect import is_postgres
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -26,7 +27,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 UNDEFINED_TABLE = "42P01"
 
 
-class VectorTableMissing(Exception):
+class VectorTableMissing(DependencyError):
     """The collection's table is not there (yet): the write must go through
     the index job instead. The transaction it was raised in is spoiled."""
 

@@ -438,11 +438,11 @@ def test_domain_errors_keep_their_details_when_reworded_or_pickled():
     assert reworded.field == "memory.title"
     assert reworded.message.startswith("record 3")
     assert pickle.loads(pickle.dumps(err)).details == err.details
-    # The store's lookups say "<type> <id> does not exist": that is the resource.
-    assert NotFound("summary 12 does not exist").resource == ResourceInfo(
-        "summary", "12", description="summary 12 does not exist"
-    )
-    assert NotFound("no relationship 1 -[x]-> 2").resource is None
+    # The resource is named by whoever raises, never read out of the message.
+    missing = NotFound("summary 12 does not exist", resource_type="summary", resource_name=12)
+    assert missing.resource == ResourceInfo("summary", "12", description=missing.message)
+    with pytest.raises(TypeError):
+        NotFound("summary 12 does not exist")  # type: ignore[call-arg]
 
 
 def test_details_too_big_for_a_trailer_are_left_off_and_the_status_still_goes():
@@ -458,3 +458,22 @@ def test_details_too_big_for_a_trailer_are_left_off_and_the_status_still_goes():
     few = rich_status(grpc.StatusCode.INVALID_ARGUMENT, "fine", many[:2])
     assert len(status_pb2.Status.FromString(few.trailing_metadata[0][1]).details) == 1
     assert len(value) <= MAX_DETAILS_BYTES
+
+
+def test_one_codec_packs_and_unpacks_every_kind_of_detail():
+    """The server packs and the client unpacks with status_details: every kind
+    of detail comes back as it went, in the codec's order."""
+    from nexus_grpc.errors import ErrorInfo, PreconditionViolation, QuotaViolation
+    from nexus_grpc.status_details import pack, unpack
+
+    sent = (
+        FieldViolation("memory.title", "memory.title is required"),
+        FieldViolation("scope.user_id", "not yours"),
+        QuotaViolation("tenant:t", "at most 4", "max-concurrent-rpcs-per-tenant", 4),
+        PreconditionViolation("STATE", "episode 3", "still pending"),
+        ResourceInfo("session", "5", description="session 5 does not exist"),
+        ErrorInfo("SESSION_USER_NOT_PERMITTED", {"session_id": "5", "user_id": "alice"}),
+    )
+    status = pack(grpc.StatusCode.PERMISSION_DENIED.value[0], "no", sent)
+    assert status.code == grpc.StatusCode.PERMISSION_DENIED.value[0] and status.message == "no"
+    assert unpack(status) == sent

@@ -271,7 +271,7 @@ async def test_a_rolled_back_event_wakes_no_one(two):
 
     def insert_then_fail(conn: sqlite3.Connection) -> None:
         event_store.insert(conn, 1, 1, 0, event_store.DONE)
-        raise NotFound("rolled back")
+        raise NotFound("rolled back", resource_type="test", resource_name="rollback")
 
     with pytest.raises(NotFound):
         await a.write(insert_then_fail)

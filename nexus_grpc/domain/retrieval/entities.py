@@ -39,7 +39,11 @@ class Entities:
         tenant = tenancy.visible()
         if project_id:
             if not await engine.db.read(lambda c: project_store.exists(c, project_id, tenant)):
-                raise NotFound(f"project {project_id} does not exist")
+                raise NotFound(
+                    f"project {project_id} does not exist",
+                    resource_type="project",
+                    resource_name=project_id,
+                )
         else:
             await engine.db.read(lambda c: check_session_graph(c, session_id))
         call.scope = (project_id, session_id)
