@@ -24,6 +24,7 @@ from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
+from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
 from nexus_grpc.domain.graph import Graph
@@ -220,6 +221,7 @@ class App:
             )
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
+        self.project_stats = ProjectStatistics(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)

@@ -247,6 +247,41 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    async def get_project_stats(
+        self,
+        request: memory_pb2.GetProjectStatsRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        top_entities: int | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ProjectStats:
+        """MemoryService.GetProjectStats: returns ``ProjectStats``.
+
+        What a project holds, counted (a dashboard's figures: `nexus-grpc console`), under
+        the rules of the other reads: another tenant's project is NOT_FOUND, whatever is
+        past the project's retention or expired is not counted, and USER memories count only
+        for the users the key may act for.
+
+        Args (the fields of ``GetProjectStatsRequest``):
+            project_id: int
+            top_entities: How many of the graph's most connected entities to name in
+                top_entity_ids (0: none; at most 100).
+        """
+        return await self._unary(
+            "MemoryService",
+            "GetProjectStats",
+            memory_pb2.GetProjectStatsRequest,
+            request,
+            {
+                "project_id": project_id,
+                "top_entities": top_entities,
+            },
+            timeout,
+            metadata,
+        )
+
     async def create_session(
         self,
         request: memory_pb2.CreateSessionRequest | Mapping[str, Any] | None = None,
