@@ -24,13 +24,13 @@ from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
-from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
 from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.merges import Merges
+from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector

@@ -81,9 +81,13 @@ class ProjectStatistics:
                 stats_store.most_connected(conn, project_id, top_entities) if top_entities else [],
             )
 
-        sessions, (episodes, pending, failed), memories, (entities, facts), top = (
-            await self.db.read(read)
-        )
+        (
+            sessions,
+            (episodes, pending, failed),
+            memories,
+            (entities, facts),
+            top,
+        ) = await self.db.read(read)
         project_memories = user_memories = archived = 0
         by_user: dict[str, int] = {}
         for kind, user_id, is_archived, n in memories:

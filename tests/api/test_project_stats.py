@@ -65,7 +65,9 @@ async def world(tmp_path, store_settings):
         ]
 
         def memory(**fields) -> memory_pb2.Memory:
-            return memory_pb2.Memory(title="t", content="c", tier=memory_pb2.TIER_LONGTERM, **fields)
+            return memory_pb2.Memory(
+                title="t", content="c", tier=memory_pb2.TIER_LONGTERM, **fields
+            )
 
         project_kind, user_kind = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
         await team.create_memory(memory=memory(kind=project_kind, project_id=pid))
@@ -81,9 +83,7 @@ async def world(tmp_path, store_settings):
         await team.create_memory(memory=memory(kind=user_kind, user_id="alice"))
 
         names = ["Ana", "Bruno", "Carla", "Dora"]
-        ids = [
-            (await team.upsert_entity(name=n, type="person", project_id=pid)).id for n in names
-        ]
+        ids = [(await team.upsert_entity(name=n, type="person", project_id=pid)).id for n in names]
         a, b, c, d = ids
         for to in (b, c, d):
             await team.upsert_relationship(from_id=a, to_id=to, label="knows")
