@@ -336,7 +336,9 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
             )
         else:
             drawn = every = graph_pb2.Subgraph()
-    view.update(views.capped_graph(list(drawn.nodes), list(drawn.edges), seeds))
+    view.update(
+        views.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
+    )
     times = views.fact_times(every.edges)
     start = min([*times, views.rfc3339(found.create_time) or views.to_rfc3339(_now())])
     view["slider"] = {"min": start, "max": views.to_rfc3339(_now()), "marks": times}

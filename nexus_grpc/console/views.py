@@ -103,11 +103,20 @@ def short(text: str, limit: int = 160) -> str:
 
 
 def capped_graph(
-    nodes: Sequence[Message], edges: Sequence[Message], seeds: Sequence[int]
+    nodes: Sequence[Message],
+    edges: Sequence[Message],
+    seeds: Sequence[int],
+    *,
+    history: bool = False,
 ) -> dict[str, Any]:
     """The subgraph as nodes and edges, at most MAX_NODES of them: the seeds
     first (the entity asked about, or the most connected ones), then the
-    best connected of the rest. Edges whose ends were left out go too."""
+    best connected of the rest. Edges whose ends were left out go too.
+
+    Each edge says whether it holds now (``current``) and whether the
+    drawing shows it as ended (``ended``: only where every interval is
+    drawn; a fact drawn as of a date held then). Each node says its ring:
+    hops from the nearest seed, for a layout around the entity asked about."""
     degree: dict[int, int] = {}
     for e in edges:
         degree[e.from_id] = degree.get(e.from_id, 0) + 1  # type: ignore[attr-defined]
@@ -125,11 +134,14 @@ def capped_graph(
         edge["from_name"] = names[edge["from_id"]]
         edge["to_name"] = names[edge["to_id"]]
         edge["current"] = edge["invalid_time"] is None
+        edge["ended"] = history and not edge["current"]
         out_edges.append(edge)
+    rings = _rings(kept_ids, kept_edges, first)
     out_nodes = []
     for i in kept_ids:
         node = plain(by_id[i])
         node["degree"] = degree.get(i, 0)
+        node["ring"] = rings.get(i, 0)
         out_nodes.append(node)
     return {
         "nodes": out_nodes,
@@ -139,6 +151,27 @@ def capped_graph(
         "capped": len(by_id) > len(kept_ids),
         "max_nodes": MAX_NODES,
     }
+
+
+def _rings(ids: Sequence[int], edges: Sequence[Any], seeds: Sequence[int]) -> dict[int, int]:
+    """Hops from the nearest seed (both directions); unreached nodes: one
+    past the farthest."""
+    links: dict[int, set[int]] = {i: set() for i in ids}
+    for e in edges:
+        links[e.from_id].add(e.to_id)
+        links[e.to_id].add(e.from_id)
+    ring = {s: 0 for s in seeds if s in links}
+    frontier = list(ring)
+    while frontier:
+        following = []
+        for node in frontier:
+            for other in links[node]:
+                if other not in ring:
+                    ring[other] = ring[node] + 1
+                    following.append(other)
+        frontier = following
+    farthest = max(ring.values(), default=0) + 1
+    return {i: ring.get(i, farthest) for i in ids}
 
 
 def fact_times(edges: Iterable[Message]) -> list[str]:

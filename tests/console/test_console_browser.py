@@ -18,7 +18,15 @@ import pytest_asyncio
 from playwright.async_api import Browser, async_playwright, expect
 
 from nexus_grpc.client import NexusClient
-from tests.console.world import APRIL_15, HELD, World, build, start_console
+from tests.console.world import (
+    APRIL_15,
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    HELD,
+    World,
+    build,
+    start_console,
+)
 from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub
 
@@ -26,14 +34,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEAM_KEY = "acme-browser-team-key-000001"
 ALICE_KEY = "acme-browser-alice-key-00001"
-CHROMIUM = "/usr/bin/chromium"
-# No network of its own: no component updates, sync or background fetches.
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    # A name another site could rebind to 127.0.0.1 (DNS rebinding), resolved here.
-    "--host-resolver-rules=MAP rebind.test 127.0.0.1",
-]  # fmt: skip
+# A name another site could rebind to 127.0.0.1 (DNS rebinding), resolved here.
+FLAGS = [*CHROMIUM_FLAGS, "--host-resolver-rules=MAP rebind.test 127.0.0.1"]
 WAIT_MS = 20_000
 
 

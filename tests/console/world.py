@@ -21,6 +21,13 @@ from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import OllamaStub, Reply
 
+CHROMIUM = "/usr/bin/chromium"
+# Debian's chromium, headless, with no network of its own: no component
+# updates, sync or background fetches.
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 MARCH, APRIL, JUNE = 1_709_251_200, 1_711_929_600, 1_717_200_000  # 2024-03-01, 04-01, 06-01
 APRIL_15 = "2024-04-15T00:00:00Z"
 DECISION_PROMPT = "Kept memories:"

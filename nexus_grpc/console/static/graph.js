@@ -13,16 +13,28 @@
 
   function day(iso) { return iso ? iso.replace("T", " ").replace("Z", " UTC") : "now"; }
 
+  // Around an entity: rings of hops from it, the same every time. The
+  // project's hubs: a force-directed layout, which separates the clusters.
+  function layoutFor(v, fresh) {
+    if (v.entity) {
+      return { name: "concentric", animate: false, minNodeSpacing: 80, spacingFactor: 1.4, padding: 40,
+               concentric: function (n) { return 10 - n.data("ring"); },
+               levelWidth: function () { return 1; } };
+    }
+    return { name: "cose", animate: false, randomize: fresh, numIter: 1000, padding: 40,
+             nodeRepulsion: 12000, idealEdgeLength: 90, nodeOverlap: 20 };
+  }
+
   function elements(v) {
     const els = [];
     v.nodes.forEach(function (n) {
       els.push({ data: { id: "n" + n.id, entity: n.id, name: n.name, type: n.type,
-                         seed: v.entity ? n.id === v.entity.id : false } });
+                         ring: n.ring, seed: v.entity ? n.id === v.entity.id : false } });
     });
     v.edges.forEach(function (e) {
-      const label = e.current ? e.label : e.label + " (" + day(e.valid_time).slice(0, 10) + " – " + day(e.invalid_time).slice(0, 10) + ")";
+      const label = e.current ? e.label : e.label + " (until " + day(e.invalid_time).slice(0, 10) + ")";
       els.push({ data: { id: "e" + e.id, source: "n" + e.from_id, target: "n" + e.to_id,
-                         label: label, ended: !e.current } });
+                         label: label, ended: e.ended } });
     });
     return els;
   }
@@ -46,7 +58,7 @@
           "text-background-opacity": 0.8 } },
       { selector: "edge[?ended]", style: { "line-style": "dashed", "line-color": "#d0d5dd", "color": "#98a2b3" } },
     ],
-    layout: { name: "cose", animate: false, randomize: true, numIter: 600, nodeRepulsion: 9000, idealEdgeLength: 90 },
+    layout: layoutFor(view, true),
   });
   box.dataset.drawn = String(view.nodes.length);
 
@@ -69,7 +81,7 @@
     facts.replaceChildren();
     v.edges.forEach(function (e) {
       const tr = document.createElement("tr");
-      tr.className = "fact" + (e.current ? "" : " ended");
+      tr.className = "fact" + (e.ended ? " ended" : "");
       [e.from_name, e.label, e.to_name, day(e.valid_time), e.invalid_time ? day(e.invalid_time) : "now"]
         .forEach(function (t) { tr.appendChild(cell(t)); });
       facts.appendChild(tr);
@@ -111,7 +123,7 @@
     cy.nodes().forEach(function (n) {
       if (before[n.id()]) n.position(before[n.id()]); else fresh += 1;
     });
-    if (fresh) cy.layout({ name: "cose", animate: false, randomize: false, numIter: 400, nodeRepulsion: 9000, idealEdgeLength: 90 }).run();
+    if (fresh || v.entity) cy.layout(layoutFor(v, false)).run();
     box.dataset.drawn = String(v.nodes.length);
     tables(v);
   }
