@@ -283,7 +283,7 @@ def _depth(params: Params) -> int:
 
 async def graph(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
     entity_id = positive_id(params, "entity_id")
-    as_of = as_of_param = as_timestamp(params, "as_of")
+    as_of = as_timestamp(params, "as_of")
     include_history = flag(params, "include_history")
     if as_of is not None and include_history:
         raise BadRequest(
@@ -291,51 +291,60 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
             "shows every interval, so it takes no as_of (the slider picks one date)",
         )
     depth = _depth(params)
-    found = await client.get_project(id=project_id)
+    # The slider's marks (every date a fact began or ended) take a second
+    # walk; the slider itself asks without them (marks=0): they do not move.
+    marks = choice(params, "marks", ("1", "0"), "1") == "1"
+    walk: dict[str, Any] = {"include_history": include_history}
+    if as_of is not None:
+        walk["as_of"] = as_of
+    history_too = marks and not include_history
+    empty = graph_pb2.Subgraph()
+
+    async def nothing() -> graph_pb2.Subgraph:
+        return empty
+
     view: dict[str, Any] = {
-        "project": views.plain(found),
         "entity": None,
         "aliases": [],
         "merges": [],
         "depth": depth,
         "include_history": include_history,
-        "as_of": views.rfc3339(as_of_param) if as_of_param else None,
+        "as_of": views.rfc3339(as_of) if as_of else None,
     }
-    walk: dict[str, Any] = {"include_history": include_history}
-    if as_of is not None:
-        walk["as_of"] = as_of
     if entity_id:
-        entity = await client.get_entity(id=entity_id)
-        if entity.project_id != project_id:
-            raise not_in_project("entity", entity_id, project_id)
-        drawn, aliases, merges = await asyncio.gather(
+        found, entity, drawn, every, aliases, merges = await asyncio.gather(
+            client.get_project(id=project_id),
+            client.get_entity(id=entity_id),
             client.get_neighborhood(entity_id=entity_id, depth=depth, **walk),
+            client.get_neighborhood(entity_id=entity_id, depth=depth, include_history=True)
+            if history_too
+            else nothing(),
             client.list_entity_aliases(entity_id=entity_id, page_size=100),
             client.list_merges(entity_id=entity_id, page_size=100),
         )
-        every = (
-            drawn
-            if include_history
-            else await client.get_neighborhood(
-                entity_id=entity_id, depth=depth, include_history=True
-            )
-        )
+        if entity.project_id != project_id:
+            raise not_in_project("entity", entity_id, project_id)
         seeds = [entity_id]
         view["entity"] = views.plain(entity)
         view["aliases"] = views.plain_all(aliases.aliases)
         view["merges"] = views.plain_all(merges.merges)
     else:
-        stats = await client.get_project_stats(project_id=project_id, top_entities=GRAPH_SEEDS)
+        found, stats = await asyncio.gather(
+            client.get_project(id=project_id),
+            client.get_project_stats(project_id=project_id, top_entities=GRAPH_SEEDS),
+        )
         seeds = list(stats.top_entity_ids)
+        drawn, every = empty, empty
         if seeds:
-            drawn = await client.get_neighbors(entity_ids=seeds, **walk)
-            every = (
-                drawn
-                if include_history
-                else await client.get_neighbors(entity_ids=seeds, include_history=True)
+            drawn, every = await asyncio.gather(
+                client.get_neighbors(entity_ids=seeds, **walk),
+                client.get_neighbors(entity_ids=seeds, include_history=True)
+                if history_too
+                else nothing(),
             )
-        else:
-            drawn = every = graph_pb2.Subgraph()
+    if include_history:
+        every = drawn
+    view["project"] = views.plain(found)
     view.update(
         views.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
     )

@@ -55,8 +55,12 @@ SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
 ]
+#: Pages hold what a key may see: never kept by the browser or a proxy. The
+#: static files are revalidated (their ETag answers 304), so the browser keeps
+#: its compiled copy of the graph library between pages.
+NO_STORE = (b"cache-control", b"no-store")
+REVALIDATE = (b"cache-control", b"no-cache")
 
 
 class Refused(Exception):
@@ -153,7 +157,8 @@ class Guard:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = list(SECURITY_HEADERS)
+                static = scope["path"].startswith("/static/")
+                extra = [*SECURITY_HEADERS, REVALIDATE if static else NO_STORE]
                 if fresh:
                     extra.append(
                         (

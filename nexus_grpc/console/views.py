@@ -22,9 +22,10 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-#: The most entities one graph drawing holds: cytoscape lays out 150 nodes in
-#: well under a second on a laptop, and a drawing denser than that is not read.
-MAX_NODES = 150
+#: The most entities one graph drawing holds: a denser drawing is not read,
+#: and on a busy 2-core machine cytoscape draws 100 in about 150 ms
+#: (docs/benchmarks.md, bench/console_pages.py).
+MAX_NODES = 100
 
 _ENUM_PREFIXES: dict[str, str] = {}
 
