@@ -283,6 +283,30 @@ class Console:
         joiner = "&" if "?" in back else "?"
         return RedirectResponse(f"{back}{joiner}{urlencode({'done': done})}", status_code=303)
 
+    async def retry_failed(self, request: Request) -> Response:
+        """Every failed extraction the key can see, queued again (ExtractEpisode
+        all_failed): a confirmation page, then a POST with the CSRF token."""
+        if request.method == "GET":
+            view = {
+                "project_id": 0,
+                "action": "retry-failed-extractions",
+                "question": "Run every failed extraction this key can see again? Each is"
+                " queued as a new job.",
+                "user_id": "",
+                "back": "/status",
+            }
+            return self.html(request, "confirm.html", view)
+        form = await request.form()
+        try:
+            check_csrf(request.scope, form)
+            queued = await self.client.extract_episode(all_failed=True)
+        except Refused as refused:
+            return self.failure(request, refused.status, "PERMISSION_DENIED", refused.message)
+        except NexusClientError as exc:
+            return self.failure(request, HTTP_STATUS.get(exc.code, 502), exc.code.name, exc.message)
+        done = f"{queued.queued} failed extraction(s) queued again"
+        return RedirectResponse(f"/status?{urlencode({'done': done})}", status_code=303)
+
     # Login -----------------------------------------------------------------
 
     async def login(self, request: Request) -> Response:
@@ -389,6 +413,7 @@ def build_app(client: NexusClient, guard: GuardSettings) -> Guard:
         Route("/projects/{project_id}/events", console.events),
         Route("/projects/{project_id}/{action}/{target}", console.confirm, methods=["GET"]),
         Route("/projects/{project_id}/{action}/{target}", console.act, methods=["POST"]),
+        Route("/retry-failed-extractions", console.retry_failed, methods=["GET", "POST"]),
         Route("/login", console.login, methods=["GET", "POST"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -381,3 +381,14 @@ async def test_the_static_assets_ship_in_the_package(world, team):
         assert answer.status_code == 200 and len(answer.content) > 500
     page = (await team.get(f"/projects/{world.project_id}/graph")).text
     assert "http://" not in page.replace(f"http://{HOST}", "") and "https://" not in page
+
+
+async def test_retrying_dead_letters_is_confirmed_and_needs_the_csrf_token(world, team):
+    confirm = await team.get("/retry-failed-extractions")
+    assert confirm.status_code == 200 and "Run every failed extraction" in confirm.text
+    refused = await team.post("/retry-failed-extractions", data={"csrf_token": "forged"})
+    assert refused.status_code == 403
+    token = await _csrf(team)
+    done = await team.post("/retry-failed-extractions", data={"csrf_token": token})
+    assert done.status_code == 303
+    assert done.headers["location"].startswith("/status?done=0+failed")
