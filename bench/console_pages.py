@@ -137,7 +137,8 @@ async def seed(client: NexusClient, episodes: int, memories: int, entities: int)
         "project_id": pid,
         "session_id": sessions[0].id,
         "user": users[-1],
-        "memory_id": stored[1].id,
+        # One of that user's: memory i belongs to users[i % len(users)].
+        "memory_id": stored[len(users) - 1].id,
         "hub": hubs[0],
         "seconds": (seeded_episodes, seeded_memories, seeded_graph),
     }
