@@ -94,7 +94,9 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def GetProjectStats(
         self, request: memory_pb2.GetProjectStatsRequest, context: Ctx
     ) -> memory_pb2.ProjectStats:
-        stats = await self.app.project_stats.get(request.project_id, request.top_entities)
+        stats = await self.app.project_stats.get(
+            request.project_id, request.top_entities, list(request.read_mask.paths)
+        )
         return memory_pb2.ProjectStats(
             project_id=stats.project_id,
             sessions=stats.sessions,

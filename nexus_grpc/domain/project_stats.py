@@ -14,6 +14,7 @@ would return, so a number never reveals what a read would hide:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -21,6 +22,7 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.validation import quoted
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.store import project_stats as stats_store
 from nexus_grpc.store import projects as project_store
@@ -28,6 +30,13 @@ from nexus_grpc.store import projects as project_store
 #: The most users named, and the most entities a caller may ask for.
 MAX_USERS = 100
 MAX_TOP_ENTITIES = 100
+#: ProjectStats's fields a read_mask may name, by the count that fills them.
+_SESSIONS = ("sessions",)
+_EPISODES = ("episodes", "jobs_pending", "jobs_failed")
+_MEMORIES = ("project_memories", "user_memories", "archived_memories", "users", "user_count")
+_GRAPH = ("entities", "relationships")
+_TOP = ("top_entity_ids",)
+FIELDS = ("project_id", *_SESSIONS, *_EPISODES, *_MEMORIES, *_GRAPH, *_TOP)
 
 
 #: What the store counts: sessions, (episodes, pending, failed), memories by
@@ -55,17 +64,36 @@ class ProjectStats:
     top_entity_ids: tuple[int, ...]
 
 
+def _read_mask(paths: Sequence[str]) -> list[str]:
+    unknown = [p for p in paths if p not in FIELDS]
+    if unknown:
+        shown = ", ".join(quoted(p, 40) for p in unknown[:5])
+        raise InvalidArgument(
+            f"read_mask names fields ProjectStats does not have: {shown}"
+            f" (it has: {', '.join(FIELDS)})",
+            field="read_mask",
+        )
+    return list(paths)
+
+
 class ProjectStatistics:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def get(self, project_id: int, top_entities: int = 0) -> ProjectStats:
+    async def get(
+        self, project_id: int, top_entities: int = 0, read_mask: Sequence[str] = ()
+    ) -> ProjectStats:
         v.positive_id("project_id", project_id)
         if not 0 <= top_entities <= MAX_TOP_ENTITIES:
             raise InvalidArgument(
                 f"top_entities must be 0 to {MAX_TOP_ENTITIES}, got {top_entities}",
                 field="top_entities",
             )
+        wanted = set(_read_mask(read_mask))
+
+        def asked(fields: tuple[str, ...]) -> bool:
+            return not wanted or bool(wanted.intersection(fields))
+
         tenant = tenancy.visible()
 
         def read(conn: Connection) -> _Counted:
@@ -74,11 +102,13 @@ class ProjectStatistics:
             retention = project_store.retention_of(conn, project_id)
             cutoff = None if retention is None else at - retention
             return (
-                stats_store.sessions(conn, project_id, cutoff),
-                stats_store.episodes(conn, project_id, cutoff),
-                stats_store.memories(conn, project_id, at),
-                stats_store.graph(conn, project_id),
-                stats_store.most_connected(conn, project_id, top_entities) if top_entities else [],
+                stats_store.sessions(conn, project_id, cutoff) if asked(_SESSIONS) else 0,
+                stats_store.episodes(conn, project_id, cutoff) if asked(_EPISODES) else (0, 0, 0),
+                stats_store.memories(conn, project_id, at) if asked(_MEMORIES) else [],
+                stats_store.graph(conn, project_id) if asked(_GRAPH) else (0, 0),
+                stats_store.most_connected(conn, project_id, top_entities)
+                if top_entities and asked(_TOP)
+                else [],
             )
 
         (

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client import NexusClient, NexusInvalidArgument, NexusNotFound
@@ -150,10 +151,25 @@ async def test_another_tenants_project_is_not_found_as_a_missing_one(world):
     assert theirs.value.message == missing.value.message.replace(str(pid + 1000), str(pid))
 
 
+async def test_a_read_mask_counts_only_what_it_names(world):
+    h, pid, (a, _b, _c, _d) = world
+    only_users = FieldMask(paths=["users", "user_count"])
+    got = await stats(TEAM_KEY, h.target, pid, top_entities=1, read_mask=only_users)
+    assert [(u.user_id, u.memories) for u in got.users] == [("alice", 2), ("bob", 2)]
+    assert (got.user_count, got.user_memories, got.project_memories) == (2, 4, 2)
+    # Not asked: not counted.
+    assert (got.sessions, got.episodes, got.jobs_pending, got.entities) == (0, 0, 0, 0)
+    assert not got.top_entity_ids
+    only_hubs = FieldMask(paths=["top_entity_ids"])
+    hubs = await stats(TEAM_KEY, h.target, pid, top_entities=1, read_mask=only_hubs)
+    assert list(hubs.top_entity_ids) == [a] and hubs.episodes == 0 and not hubs.users
+
+
 @pytest.mark.parametrize(
     ("fields", "field"),
     [({"project_id": 0}, "project_id"), ({"top_entities": 101}, "top_entities"),
-     ({"top_entities": -1}, "top_entities")],
+     ({"top_entities": -1}, "top_entities"),
+     ({"read_mask": FieldMask(paths=["episodes", "secrets"])}, "read_mask")],
 )  # fmt: skip
 async def test_bad_input_is_refused_naming_the_field(world, fields, field):
     h, pid, _ = world

@@ -467,20 +467,30 @@ class GetProjectStatsRequest(_message.Message):
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     TOP_ENTITIES_FIELD_NUMBER: _builtins.int
+    READ_MASK_FIELD_NUMBER: _builtins.int
     project_id: _builtins.int
     top_entities: _builtins.int
     """How many of the graph's most connected entities to name in
     top_entity_ids (0: none; at most 100).
     """
+    @_builtins.property
+    def read_mask(self) -> _field_mask_pb2.FieldMask:
+        """The ProjectStats fields to count (AIP-157 partial response); empty:
+        every one. Counting episodes and their jobs reads every episode's row
+        (100 ms at 100,000): a caller that needs only the users or the graph's
+        hubs names those. Fields left out are 0 or empty.
+        """
+
     def __init__(
         self,
         *,
         project_id: _builtins.int = ...,
         top_entities: _builtins.int = ...,
+        read_mask: _field_mask_pb2.FieldMask | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["read_mask", b"read_mask"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "top_entities", b"top_entities"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "read_mask", b"read_mask", "top_entities", b"top_entities"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
