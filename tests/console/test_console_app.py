@@ -20,8 +20,9 @@ from nexus_grpc.client import NexusClient
 from nexus_grpc.console.app import build_app
 from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings
 from nexus_grpc.console.views import MAX_NODES
+from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import start_harness
+from tests.support import HashingEmbedder, start_harness
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -59,7 +60,9 @@ async def world(tmp_path_factory):
             }
         )
     )
-    h = await start_harness(tmp / "data", auth_keys_file=str(keys))
+    embedder = HashingEmbedder()
+    h = await start_harness(tmp / "data", embedder=embedder, auth_keys_file=str(keys))
+    h.extras["embedder"] = embedder
     ids: dict[str, int] = {}
     async with NexusClient(h.target, api_key=TEAM_KEY) as team:
         project = await team.create_project(project=memory_pb2.Project(name="Atlas"))
@@ -392,3 +395,20 @@ async def test_retrying_dead_letters_is_confirmed_and_needs_the_csrf_token(world
     done = await team.post("/retry-failed-extractions", data={"csrf_token": token})
     assert done.status_code == 303
     assert done.headers["location"].startswith("/status?done=0+failed")
+
+
+async def test_a_degraded_search_shows_why(world, team):
+    pid, embedder = world.project_id, world.harness.extras["embedder"]
+    # A query no search has embedded yet (the query vector cache would answer).
+    url = f"/projects/{pid}/search.json?q=where+is+Lisbon+now"
+    embedder.fail_with = EmbedderUnavailable("the embedding server is down")
+    try:
+        view = (await team.get(url)).json()
+        page = await team.get(url.replace(".json", ""))
+    finally:
+        embedder.fail_with = None
+    assert "error" not in view, view
+    assert view["degraded_reason"] and [h["episode"]["id"] for h in view["hits"]] == [
+        world.ids["episode"]
+    ]
+    assert "Degraded answer" in page.text and view["degraded_reason"] in page.text
