@@ -20,6 +20,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -332,20 +333,20 @@ class Console:
         return response
 
 
+@dataclass(frozen=True)
 class _Sent:
-    def __init__(self, chunks: list[str], ids: set[int]) -> None:
-        self.chunks = chunks
-        self.ids = ids
+    #: Server-Sent Events, one per episode read.
+    chunks: list[str]
+    #: The episodes among them still pending.
+    ids: set[int]
 
 
+@dataclass(frozen=True)
 class Action:
-    def __init__(
-        self,
-        describe: Callable[[int], str],
-        run: Callable[[NexusClient, int, int, dict[str, str]], Awaitable[str]],
-    ) -> None:
-        self.describe = describe
-        self.run = run
+    #: The confirmation page's question, about the target's id.
+    describe: Callable[[int], str]
+    #: Does it (client, project id, target id, the form); says what was done.
+    run: Callable[[NexusClient, int, int, dict[str, str]], Awaitable[str]]
 
 
 async def _undo_merge(client: NexusClient, project_id: int, merge_id: int, form: dict) -> str:
