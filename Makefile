@@ -17,12 +17,12 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock
+.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock console-assets console-assets-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[server,otel,dev]'
+	$(BIN)/pip install --quiet -e '.[server,otel,dev,console]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -36,7 +36,7 @@ ts-deps: $(TS_STAMP)
 run: $(STAMP)
 	$(BIN)/nexus-grpc serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-test: $(STAMP) proto-check ts-test
+test: $(STAMP) proto-check console-assets-check ts-test
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # The fast tier alone (docs/testing.md): the domain's rules on an in-memory
@@ -126,6 +126,22 @@ proto-lint: $(TS_STAMP)
 		$(BUF) breaking --against $(CONTRACT_IMAGE); \
 	fi
 
+# The console's browser libraries (cytoscape.js), pinned by clients/console-web/package-lock.json
+# and copied into nexus_grpc/console/static/vendor, where they are committed:
+# the console loads nothing from a network. The check fails when the committed
+# copies differ from what the lock installs.
+WEB := clients/console-web
+WEB_STAMP := $(WEB)/node_modules/.installed
+$(WEB_STAMP): $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund
+	touch $(WEB_STAMP)
+
+console-assets: $(WEB_STAMP)
+	cd $(WEB) && node vendor.mjs
+
+console-assets-check: $(WEB_STAMP)
+	cd $(WEB) && node vendor.mjs --check
+
 # lint-imports checks the layer diagram of docs/architecture.md: the contracts
 # are [tool.importlinter] in pyproject.toml.
 lint: $(STAMP)
@@ -142,6 +158,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.mcp_overhead --append docs/benchmarks.md
 	$(BIN)/python -m bench.integrations_overhead --append docs/benchmarks.md
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
+	$(BIN)/python -m bench.console_pages --append docs/benchmarks.md
 
 # The container image (Dockerfile, deploy/): built with docker when its daemon
 # answers, else podman (with --format docker, which keeps the HEALTHCHECK).

@@ -5,7 +5,8 @@
 #  1. build (deploy/image.sh; the base is built locally when no registry answers)
 #  2. start on a named volume, wait for the image's own HEALTHCHECK, then from
 #     the host: health, list, CreateProject, CreateSession, CreateEpisode, and
-#     a semantic SearchEpisodes until the episode is indexed and found
+#     a semantic SearchEpisodes until the episode is indexed and found; the
+#     web console started in the same container lists the project
 #  3. stop (SIGTERM, exit 0), start a new container on the same volume, find it again
 #  4. start with TLS, with mTLS, and on another port with a bind-mounted /data
 #     owned by uid 999: each healthy by its own HEALTHCHECK, each answering
@@ -210,6 +211,15 @@ t0=$(date +%s%N)
 search_finds "$addr" "$project" "$episode" 60
 indexed_s=$(elapsed "$t0")
 [ "$(engine exec "$id" id -u)" = 999 ] || fail "the server does not run as uid 999"
+# The web console runs from the same image, in front of that server (issue 36).
+engine exec --detach "$id" nexus-grpc console --target 127.0.0.1:50051 --listen 127.0.0.1:8090
+console_json=""
+for _ in $(seq 1 30); do
+    console_json=$(engine exec "$id" python -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8090/.json", timeout=5).read().decode())' 2>/dev/null) && break
+    sleep 1
+done
+grep -qF '"name":"image-test"' <<<"$console_json" \
+    || fail "the console in the image does not list the project: ${console_json:-no answer}"
 stop_clean "$id"
 
 # --- 3. a new container on the same volume ---------------------------------------------

@@ -1,6 +1,6 @@
 """Writes the image's pinned dependency lists (``make lock``).
 
-deploy/requirements.lock: every package ``pip install '.[server,otel]'``
+deploy/requirements.lock: every package ``pip install '.[server,otel,console]'``
 installs, at the exact version pip resolves today, for CPython 3.11 on Linux
 (the image's Python). The Dockerfile installs it, with ``--no-deps`` and
 binary wheels only, before the source is copied, and ``pip check`` there fails
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ROOT / "deploy" / "requirements.lock"
 BUILD = ROOT / "deploy" / "build-requirements.lock"
-EXTRAS = "server,otel"
+EXTRAS = "server,otel,console"
 BUILD_TOOLS = ("pip", "setuptools", "wheel")
 
 HEADER = """\

@@ -31,6 +31,7 @@ from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.merges import Merges
+from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
@@ -221,6 +222,7 @@ class App:
             )
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
+        self.project_stats = ProjectStatistics(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)

@@ -1,5 +1,5 @@
 """The ``nexus-grpc`` command: serve, bench, eval, reindex, migrate-store, doctor,
-export, import and mcp."""
+export, import, mcp and console."""
 
 from __future__ import annotations
 
@@ -324,6 +324,21 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return run(args, _client(args))
 
 
+CONSOLE_EXTRA_HINT = (
+    "nexus-grpc console: the web console's dependencies are not installed ({missing});"
+    " `pip install 'nexus-grpc[console]'` installs them"
+)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    try:
+        from nexus_grpc.console.serve import run
+    except ModuleNotFoundError as exc:
+        print(CONSOLE_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
+        return 2
+    return run(args, _client(args))
+
+
 def _on_input(path: str, run: Callable[[IO[str]], Coroutine[object, object, T]]) -> T:
     """``run`` over the lines of ``path`` ("-": standard input)."""
     if path == "-":
@@ -422,6 +437,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_arguments(mcp)
     _add_client_options(mcp)
     mcp.set_defaults(func=cmd_mcp)
+
+    from nexus_grpc.console.options import add_arguments as add_console_arguments
+
+    console = sub.add_parser(
+        "console",
+        help="serve a web console in front of a running server: projects, timelines,"
+        " memories with their history, the graph through time, a search playground",
+    )
+    add_console_arguments(console)
+    _add_client_options(console)
+    console.set_defaults(func=cmd_console)
 
     from nexus_grpc.ops.bench import add_arguments
 

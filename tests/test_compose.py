@@ -83,6 +83,22 @@ def test_the_server_reaches_qdrant_and_ollama_by_their_service_names():
     assert services["nexus"]["ports"] == ["50051:50051"]
 
 
+def test_the_console_reads_the_server_by_its_service_name_with_its_own_key():
+    services = _rendered()["services"]
+    console = services["console"]
+    assert console["image"] == services["nexus"]["image"]  # the same image runs it
+    command = console["command"]
+    assert command[0] == "console"
+    target = command[command.index("--target") + 1]
+    host, _, port = target.rpartition(":")
+    served = services["nexus"]["environment"]["NEXUS_LISTEN"]
+    assert host == "nexus" and port == served.rsplit(":", 1)[1]
+    listen = command[command.index("--listen") + 1]
+    assert listen.endswith(":" + console["ports"][0].rsplit(":", 1)[1])
+    assert set(console["environment"]) == {"NEXUS_API_KEY"}
+    assert console["depends_on"]["nexus"] == {"condition": "service_healthy"}
+
+
 def test_every_service_keeps_its_data_restarts_and_is_health_checked():
     compose = _rendered()
     services = compose["services"]
@@ -96,7 +112,11 @@ def test_every_service_keeps_its_data_restarts_and_is_health_checked():
     assert any(v.endswith(":/data") for v in services["nexus"]["volumes"])
     for name in ("qdrant", "ollama"):
         assert services[name]["healthcheck"]["test"][0] == "CMD", name
-    # Qdrant and Ollama answer the compose network only.
-    assert [name for name, s in services.items() if "ports" in s] == ["nexus"]
+    # Qdrant and Ollama answer the compose network only; the console the
+    # host's loopback.
+    assert [name for name, s in services.items() if "ports" in s] == ["nexus", "console"]
+    assert services["console"]["ports"] == ["127.0.0.1:8090:8090"]
+    assert services["console"]["restart"] == "unless-stopped"
+    assert services["console"]["healthcheck"]["test"][0] == "CMD"
     # The one-shot model pull retries a failure and then stays down.
     assert services["ollama-models"]["restart"] == "on-failure"

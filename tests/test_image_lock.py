@@ -32,7 +32,9 @@ def _pins(path: Path) -> dict[str, str]:
 def test_the_lock_pins_every_requirement_of_the_image_within_its_range():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = project["dependencies"] + [
-        req for extra in ("server", "otel") for req in project["optional-dependencies"][extra]
+        req
+        for extra in ("server", "otel", "console")
+        for req in project["optional-dependencies"][extra]
     ]
     pins = _pins(ROOT / "deploy" / "requirements.lock")
     for text in wanted:

@@ -91,6 +91,28 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         detached = await self.conv.delete_project(request.id)
         return memory_pb2.DeleteProjectResponse(detached_sessions=detached)
 
+    async def GetProjectStats(
+        self, request: memory_pb2.GetProjectStatsRequest, context: Ctx
+    ) -> memory_pb2.ProjectStats:
+        stats = await self.app.project_stats.get(
+            request.project_id, request.top_entities, list(request.read_mask.paths)
+        )
+        return memory_pb2.ProjectStats(
+            project_id=stats.project_id,
+            sessions=stats.sessions,
+            episodes=stats.episodes,
+            project_memories=stats.project_memories,
+            user_memories=stats.user_memories,
+            archived_memories=stats.archived_memories,
+            entities=stats.entities,
+            relationships=stats.relationships,
+            jobs_pending=stats.jobs_pending,
+            jobs_failed=stats.jobs_failed,
+            users=[memory_pb2.UserMemoryCount(user_id=u, memories=n) for u, n in stats.users],
+            user_count=stats.user_count,
+            top_entity_ids=stats.top_entity_ids,
+        )
+
     # Sessions
 
     async def CreateSession(

@@ -247,6 +247,47 @@ class NexusClient(ClientBase):
             metadata,
         )
 
+    async def get_project_stats(
+        self,
+        request: memory_pb2.GetProjectStatsRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        top_entities: int | None = None,
+        read_mask: field_mask_pb2.FieldMask | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: MetadataArg = None,
+    ) -> memory_pb2.ProjectStats:
+        """MemoryService.GetProjectStats: returns ``ProjectStats``.
+
+        What a project holds, counted (a dashboard's figures: `nexus-grpc console`), under
+        the rules of the other reads: another tenant's project is NOT_FOUND, whatever is
+        past the project's retention or expired is not counted, and USER memories count only
+        for the users the key may act for.
+
+        Args (the fields of ``GetProjectStatsRequest``):
+            project_id: int
+            top_entities: How many of the graph's most connected entities to name in
+                top_entity_ids (0: none; at most 100).
+            read_mask: The ProjectStats fields to count (AIP-157 partial response); empty:
+                every one. Counting episodes and their jobs reads every episode's row (100
+                ms at 100,000): a caller that needs only the users or the graph's hubs names
+                those. Fields left out are 0 or empty.
+        """
+        return await self._unary(
+            "MemoryService",
+            "GetProjectStats",
+            memory_pb2.GetProjectStatsRequest,
+            request,
+            {
+                "project_id": project_id,
+                "top_entities": top_entities,
+                "read_mask": read_mask,
+            },
+            timeout,
+            metadata,
+        )
+
     async def create_session(
         self,
         request: memory_pb2.CreateSessionRequest | Mapping[str, Any] | None = None,

@@ -462,6 +462,140 @@ class DeleteProjectResponse(_message.Message):
 Global___DeleteProjectResponse: _TypeAlias = DeleteProjectResponse  # noqa: Y015
 
 @_typing.final
+class GetProjectStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    TOP_ENTITIES_FIELD_NUMBER: _builtins.int
+    READ_MASK_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    top_entities: _builtins.int
+    """How many of the graph's most connected entities to name in
+    top_entity_ids (0: none; at most 100).
+    """
+    @_builtins.property
+    def read_mask(self) -> _field_mask_pb2.FieldMask:
+        """The ProjectStats fields to count (AIP-157 partial response); empty:
+        every one. Counting episodes and their jobs reads every episode's row
+        (100 ms at 100,000): a caller that needs only the users or the graph's
+        hubs names those. Fields left out are 0 or empty.
+        """
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+        top_entities: _builtins.int = ...,
+        read_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["read_mask", b"read_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "read_mask", b"read_mask", "top_entities", b"top_entities"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProjectStatsRequest: _TypeAlias = GetProjectStatsRequest  # noqa: Y015
+
+@_typing.final
+class ProjectStats(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    PROJECT_MEMORIES_FIELD_NUMBER: _builtins.int
+    USER_MEMORIES_FIELD_NUMBER: _builtins.int
+    ARCHIVED_MEMORIES_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    RELATIONSHIPS_FIELD_NUMBER: _builtins.int
+    JOBS_PENDING_FIELD_NUMBER: _builtins.int
+    JOBS_FAILED_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    USER_COUNT_FIELD_NUMBER: _builtins.int
+    TOP_ENTITY_IDS_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    sessions: _builtins.int
+    """Sessions and episodes the reads return (within the project's retention)."""
+    episodes: _builtins.int
+    project_memories: _builtins.int
+    """PROJECT memories stored in the project, every tier (not expired)."""
+    user_memories: _builtins.int
+    """USER memories stored in the project, every tier (not expired), of the
+    users the key may act for (every user: an admin key, a "*" key, auth
+    off). A USER memory stored outside any project is not counted.
+    """
+    archived_memories: _builtins.int
+    """How many of project_memories and user_memories are in the ARCHIVE tier."""
+    entities: _builtins.int
+    """Entities of the project's graph, and the facts that hold now."""
+    relationships: _builtins.int
+    jobs_pending: _builtins.int
+    """The episodes' background work (embedding, extraction, memory formation):
+    still to run (retries included), and given up after its last attempt.
+    One per episode and kind.
+    """
+    jobs_failed: _builtins.int
+    user_count: _builtins.int
+    """How many users user_memories counts (users holds the first 100)."""
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___UserMemoryCount]:
+        """The users of user_memories, most memories first (at most 100)."""
+
+    @_builtins.property
+    def top_entity_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The entities with the most relationships (ended ones included), most
+        first: as many as top_entities asked for.
+        """
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+        sessions: _builtins.int = ...,
+        episodes: _builtins.int = ...,
+        project_memories: _builtins.int = ...,
+        user_memories: _builtins.int = ...,
+        archived_memories: _builtins.int = ...,
+        entities: _builtins.int = ...,
+        relationships: _builtins.int = ...,
+        jobs_pending: _builtins.int = ...,
+        jobs_failed: _builtins.int = ...,
+        users: _abc.Iterable[Global___UserMemoryCount] | None = ...,
+        user_count: _builtins.int = ...,
+        top_entity_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_memories", b"archived_memories", "entities", b"entities", "episodes", b"episodes", "jobs_failed", b"jobs_failed", "jobs_pending", b"jobs_pending", "project_id", b"project_id", "project_memories", b"project_memories", "relationships", b"relationships", "sessions", b"sessions", "top_entity_ids", b"top_entity_ids", "user_count", b"user_count", "user_memories", b"user_memories", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectStats: _TypeAlias = ProjectStats  # noqa: Y015
+
+@_typing.final
+class UserMemoryCount(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    memories: _builtins.int
+    """Not expired, every tier."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        memories: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserMemoryCount: _TypeAlias = UserMemoryCount  # noqa: Y015
+
+@_typing.final
 class Session(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -59,6 +59,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectResponse.FromString,
                 _registered_method=True)
+        self.GetProjectStats = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/GetProjectStats',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectStatsRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ProjectStats.FromString,
+                _registered_method=True)
         self.CreateSession = channel.unary_unary(
                 '/nexus.memory.v1.MemoryService/CreateSession',
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.CreateSessionRequest.SerializeToString,
@@ -211,6 +216,16 @@ class MemoryServiceServicer:
 
     def DeleteProject(self, request, context):
         """Detaches the project's sessions and deletes it, in one transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProjectStats(self, request, context):
+        """What a project holds, counted (a dashboard's figures: `nexus-grpc
+        console`), under the rules of the other reads: another tenant's project
+        is NOT_FOUND, whatever is past the project's retention or expired is not
+        counted, and USER memories count only for the users the key may act for.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -430,6 +445,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteProject,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectResponse.SerializeToString,
+            ),
+            'GetProjectStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProjectStats,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectStatsRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ProjectStats.SerializeToString,
             ),
             'CreateSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSession,
@@ -687,6 +707,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/DeleteProject',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.DeleteProjectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProjectStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/GetProjectStats',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectStatsRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ProjectStats.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,12 @@ class MemoryServiceStub:
     UpdateProject: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectRequest, _memory_service_pb2.Project]
     DeleteProject: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectRequest, _memory_service_pb2.DeleteProjectResponse]
     """Detaches the project's sessions and deletes it, in one transaction."""
+    GetProjectStats: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectStatsRequest, _memory_service_pb2.ProjectStats]
+    """What a project holds, counted (a dashboard's figures: `nexus-grpc
+    console`), under the rules of the other reads: another tenant's project
+    is NOT_FOUND, whatever is past the project's retention or expired is not
+    counted, and USER memories count only for the users the key may act for.
+    """
     CreateSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateSessionRequest, _memory_service_pb2.Session]
     GetSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.Session]
     ListSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]
@@ -125,6 +131,12 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     UpdateProject: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectRequest, _memory_service_pb2.Project]  # type: ignore[assignment]
     DeleteProject: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectRequest, _memory_service_pb2.DeleteProjectResponse]  # type: ignore[assignment]
     """Detaches the project's sessions and deletes it, in one transaction."""
+    GetProjectStats: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectStatsRequest, _memory_service_pb2.ProjectStats]  # type: ignore[assignment]
+    """What a project holds, counted (a dashboard's figures: `nexus-grpc
+    console`), under the rules of the other reads: another tenant's project
+    is NOT_FOUND, whatever is past the project's retention or expired is not
+    counted, and USER memories count only for the users the key may act for.
+    """
     CreateSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateSessionRequest, _memory_service_pb2.Session]  # type: ignore[assignment]
     GetSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetSessionRequest, _memory_service_pb2.Session]  # type: ignore[assignment]
     ListSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
@@ -237,6 +249,18 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.DeleteProjectResponse, _abc.Awaitable[_memory_service_pb2.DeleteProjectResponse]]:
         """Detaches the project's sessions and deletes it, in one transaction."""
+
+    @_abc_1.abstractmethod
+    def GetProjectStats(
+        self,
+        request: _memory_service_pb2.GetProjectStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ProjectStats, _abc.Awaitable[_memory_service_pb2.ProjectStats]]:
+        """What a project holds, counted (a dashboard's figures: `nexus-grpc
+        console`), under the rules of the other reads: another tenant's project
+        is NOT_FOUND, whatever is past the project's retention or expired is not
+        counted, and USER memories count only for the users the key may act for.
+        """
 
     @_abc_1.abstractmethod
     def CreateSession(

@@ -528,6 +528,64 @@ export interface DeleteProjectResponse {
   detachedSessions: number;
 }
 
+export interface GetProjectStatsRequest {
+  projectId: number;
+  /**
+   * How many of the graph's most connected entities to name in
+   * top_entity_ids (0: none; at most 100).
+   */
+  topEntities: number;
+  /**
+   * The ProjectStats fields to count (AIP-157 partial response); empty:
+   * every one. Counting episodes and their jobs reads every episode's row
+   * (100 ms at 100,000): a caller that needs only the users or the graph's
+   * hubs names those. Fields left out are 0 or empty.
+   */
+  readMask: string[] | undefined;
+}
+
+export interface ProjectStats {
+  projectId: number;
+  /** Sessions and episodes the reads return (within the project's retention). */
+  sessions: number;
+  episodes: number;
+  /** PROJECT memories stored in the project, every tier (not expired). */
+  projectMemories: number;
+  /**
+   * USER memories stored in the project, every tier (not expired), of the
+   * users the key may act for (every user: an admin key, a "*" key, auth
+   * off). A USER memory stored outside any project is not counted.
+   */
+  userMemories: number;
+  /** How many of project_memories and user_memories are in the ARCHIVE tier. */
+  archivedMemories: number;
+  /** Entities of the project's graph, and the facts that hold now. */
+  entities: number;
+  relationships: number;
+  /**
+   * The episodes' background work (embedding, extraction, memory formation):
+   * still to run (retries included), and given up after its last attempt.
+   * One per episode and kind.
+   */
+  jobsPending: number;
+  jobsFailed: number;
+  /** The users of user_memories, most memories first (at most 100). */
+  users: UserMemoryCount[];
+  /** How many users user_memories counts (users holds the first 100). */
+  userCount: number;
+  /**
+   * The entities with the most relationships (ended ones included), most
+   * first: as many as top_entities asked for.
+   */
+  topEntityIds: number[];
+}
+
+export interface UserMemoryCount {
+  userId: string;
+  /** Not expired, every tier. */
+  memories: number;
+}
+
 export interface Session {
   id: number;
   /** A UUID, unique; generated when not given. */
@@ -1956,6 +2014,531 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
   fromPartial(object: DeepPartial<DeleteProjectResponse>): DeleteProjectResponse {
     const message = createBaseDeleteProjectResponse();
     message.detachedSessions = object.detachedSessions ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetProjectStatsRequest(): GetProjectStatsRequest {
+  return { projectId: 0, topEntities: 0, readMask: undefined };
+}
+
+export const GetProjectStatsRequest: MessageFns<GetProjectStatsRequest> = {
+  encode(message: GetProjectStatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.topEntities !== 0) {
+      writer.uint32(16).int32(message.topEntities);
+    }
+    if (message.readMask !== undefined) {
+      FieldMask.encode(FieldMask.wrap(message.readMask), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetProjectStatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetProjectStatsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.topEntities = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.readMask = FieldMask.unwrap(FieldMask.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetProjectStatsRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      topEntities: isSet(object.topEntities)
+        ? globalThis.Number(object.topEntities)
+        : isSet(object.top_entities)
+        ? globalThis.Number(object.top_entities)
+        : 0,
+      readMask: isSet(object.readMask)
+        ? FieldMask.unwrap(FieldMask.fromJSON(object.readMask))
+        : isSet(object.read_mask)
+        ? FieldMask.unwrap(FieldMask.fromJSON(object.read_mask))
+        : undefined,
+    };
+  },
+
+  toJSON(message: GetProjectStatsRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.topEntities !== 0) {
+      obj.topEntities = Math.round(message.topEntities);
+    }
+    if (message.readMask !== undefined) {
+      obj.readMask = FieldMask.toJSON(FieldMask.wrap(message.readMask));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetProjectStatsRequest>): GetProjectStatsRequest {
+    return GetProjectStatsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetProjectStatsRequest>): GetProjectStatsRequest {
+    const message = createBaseGetProjectStatsRequest();
+    message.projectId = object.projectId ?? 0;
+    message.topEntities = object.topEntities ?? 0;
+    message.readMask = object.readMask ?? undefined;
+    return message;
+  },
+};
+
+function createBaseProjectStats(): ProjectStats {
+  return {
+    projectId: 0,
+    sessions: 0,
+    episodes: 0,
+    projectMemories: 0,
+    userMemories: 0,
+    archivedMemories: 0,
+    entities: 0,
+    relationships: 0,
+    jobsPending: 0,
+    jobsFailed: 0,
+    users: [],
+    userCount: 0,
+    topEntityIds: [],
+  };
+}
+
+export const ProjectStats: MessageFns<ProjectStats> = {
+  encode(message: ProjectStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.sessions !== 0) {
+      writer.uint32(16).int64(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      writer.uint32(24).int64(message.episodes);
+    }
+    if (message.projectMemories !== 0) {
+      writer.uint32(32).int64(message.projectMemories);
+    }
+    if (message.userMemories !== 0) {
+      writer.uint32(40).int64(message.userMemories);
+    }
+    if (message.archivedMemories !== 0) {
+      writer.uint32(48).int64(message.archivedMemories);
+    }
+    if (message.entities !== 0) {
+      writer.uint32(56).int64(message.entities);
+    }
+    if (message.relationships !== 0) {
+      writer.uint32(64).int64(message.relationships);
+    }
+    if (message.jobsPending !== 0) {
+      writer.uint32(72).int64(message.jobsPending);
+    }
+    if (message.jobsFailed !== 0) {
+      writer.uint32(80).int64(message.jobsFailed);
+    }
+    for (const v of message.users) {
+      UserMemoryCount.encode(v!, writer.uint32(90).fork()).join();
+    }
+    if (message.userCount !== 0) {
+      writer.uint32(96).int64(message.userCount);
+    }
+    if (message.topEntityIds.length !== 0) {
+      writer.uint32(106).fork();
+      for (const v of message.topEntityIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProjectStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProjectStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sessions = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.episodes = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.projectMemories = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.userMemories = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.archivedMemories = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.entities = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.relationships = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.jobsPending = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.jobsFailed = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.users.push(UserMemoryCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.userCount = longToNumber(reader.int64());
+            continue;
+          }
+          case 13: {
+            if (tag === 104) {
+              message.topEntityIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 106) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.topEntityIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProjectStats {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      sessions: isSet(object.sessions) ? globalThis.Number(object.sessions) : 0,
+      episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
+      projectMemories: isSet(object.projectMemories)
+        ? globalThis.Number(object.projectMemories)
+        : isSet(object.project_memories)
+        ? globalThis.Number(object.project_memories)
+        : 0,
+      userMemories: isSet(object.userMemories)
+        ? globalThis.Number(object.userMemories)
+        : isSet(object.user_memories)
+        ? globalThis.Number(object.user_memories)
+        : 0,
+      archivedMemories: isSet(object.archivedMemories)
+        ? globalThis.Number(object.archivedMemories)
+        : isSet(object.archived_memories)
+        ? globalThis.Number(object.archived_memories)
+        : 0,
+      entities: isSet(object.entities) ? globalThis.Number(object.entities) : 0,
+      relationships: isSet(object.relationships) ? globalThis.Number(object.relationships) : 0,
+      jobsPending: isSet(object.jobsPending)
+        ? globalThis.Number(object.jobsPending)
+        : isSet(object.jobs_pending)
+        ? globalThis.Number(object.jobs_pending)
+        : 0,
+      jobsFailed: isSet(object.jobsFailed)
+        ? globalThis.Number(object.jobsFailed)
+        : isSet(object.jobs_failed)
+        ? globalThis.Number(object.jobs_failed)
+        : 0,
+      users: globalThis.Array.isArray(object?.users)
+        ? object.users.map((e: any) => UserMemoryCount.fromJSON(e))
+        : [],
+      userCount: isSet(object.userCount)
+        ? globalThis.Number(object.userCount)
+        : isSet(object.user_count)
+        ? globalThis.Number(object.user_count)
+        : 0,
+      topEntityIds: globalThis.Array.isArray(object?.topEntityIds)
+        ? object.topEntityIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.top_entity_ids)
+        ? object.top_entity_ids.map((e: any) => globalThis.Number(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ProjectStats): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.sessions !== 0) {
+      obj.sessions = Math.round(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      obj.episodes = Math.round(message.episodes);
+    }
+    if (message.projectMemories !== 0) {
+      obj.projectMemories = Math.round(message.projectMemories);
+    }
+    if (message.userMemories !== 0) {
+      obj.userMemories = Math.round(message.userMemories);
+    }
+    if (message.archivedMemories !== 0) {
+      obj.archivedMemories = Math.round(message.archivedMemories);
+    }
+    if (message.entities !== 0) {
+      obj.entities = Math.round(message.entities);
+    }
+    if (message.relationships !== 0) {
+      obj.relationships = Math.round(message.relationships);
+    }
+    if (message.jobsPending !== 0) {
+      obj.jobsPending = Math.round(message.jobsPending);
+    }
+    if (message.jobsFailed !== 0) {
+      obj.jobsFailed = Math.round(message.jobsFailed);
+    }
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => UserMemoryCount.toJSON(e));
+    }
+    if (message.userCount !== 0) {
+      obj.userCount = Math.round(message.userCount);
+    }
+    if (message.topEntityIds?.length) {
+      obj.topEntityIds = message.topEntityIds.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ProjectStats>): ProjectStats {
+    return ProjectStats.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ProjectStats>): ProjectStats {
+    const message = createBaseProjectStats();
+    message.projectId = object.projectId ?? 0;
+    message.sessions = object.sessions ?? 0;
+    message.episodes = object.episodes ?? 0;
+    message.projectMemories = object.projectMemories ?? 0;
+    message.userMemories = object.userMemories ?? 0;
+    message.archivedMemories = object.archivedMemories ?? 0;
+    message.entities = object.entities ?? 0;
+    message.relationships = object.relationships ?? 0;
+    message.jobsPending = object.jobsPending ?? 0;
+    message.jobsFailed = object.jobsFailed ?? 0;
+    message.users = object.users?.map((e) => UserMemoryCount.fromPartial(e)) || [];
+    message.userCount = object.userCount ?? 0;
+    message.topEntityIds = object.topEntityIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseUserMemoryCount(): UserMemoryCount {
+  return { userId: "", memories: 0 };
+}
+
+export const UserMemoryCount: MessageFns<UserMemoryCount> = {
+  encode(message: UserMemoryCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.memories !== 0) {
+      writer.uint32(16).int64(message.memories);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UserMemoryCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUserMemoryCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.memories = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UserMemoryCount {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      memories: isSet(object.memories) ? globalThis.Number(object.memories) : 0,
+    };
+  },
+
+  toJSON(message: UserMemoryCount): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.memories !== 0) {
+      obj.memories = Math.round(message.memories);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<UserMemoryCount>): UserMemoryCount {
+    return UserMemoryCount.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<UserMemoryCount>): UserMemoryCount {
+    const message = createBaseUserMemoryCount();
+    message.userId = object.userId ?? "";
+    message.memories = object.memories ?? 0;
     return message;
   },
 };
@@ -8689,6 +9272,20 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * What a project holds, counted (a dashboard's figures: `nexus-grpc
+     * console`), under the rules of the other reads: another tenant's project
+     * is NOT_FOUND, whatever is past the project's retention or expired is not
+     * counted, and USER memories count only for the users the key may act for.
+     */
+    getProjectStats: {
+      name: "GetProjectStats",
+      requestType: GetProjectStatsRequest as typeof GetProjectStatsRequest,
+      requestStream: false,
+      responseType: ProjectStats as typeof ProjectStats,
+      responseStream: false,
+      options: {},
+    },
     createSession: {
       name: "CreateSession",
       requestType: CreateSessionRequest as typeof CreateSessionRequest,
@@ -8991,6 +9588,22 @@ export const MemoryServiceService = {
     responseSerialize: (value: DeleteProjectResponse): Buffer =>
       Buffer.from(DeleteProjectResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteProjectResponse => DeleteProjectResponse.decode(value),
+  },
+  /**
+   * What a project holds, counted (a dashboard's figures: `nexus-grpc
+   * console`), under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, whatever is past the project's retention or expired is not
+   * counted, and USER memories count only for the users the key may act for.
+   */
+  getProjectStats: {
+    path: "/nexus.memory.v1.MemoryService/GetProjectStats" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetProjectStatsRequest): Buffer =>
+      Buffer.from(GetProjectStatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetProjectStatsRequest => GetProjectStatsRequest.decode(value),
+    responseSerialize: (value: ProjectStats): Buffer => Buffer.from(ProjectStats.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProjectStats => ProjectStats.decode(value),
   },
   createSession: {
     path: "/nexus.memory.v1.MemoryService/CreateSession" as const,
@@ -9295,6 +9908,13 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   updateProject: handleUnaryCall<UpdateProjectRequest, Project>;
   /** Detaches the project's sessions and deletes it, in one transaction. */
   deleteProject: handleUnaryCall<DeleteProjectRequest, DeleteProjectResponse>;
+  /**
+   * What a project holds, counted (a dashboard's figures: `nexus-grpc
+   * console`), under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, whatever is past the project's retention or expired is not
+   * counted, and USER memories count only for the users the key may act for.
+   */
+  getProjectStats: handleUnaryCall<GetProjectStatsRequest, ProjectStats>;
   createSession: handleUnaryCall<CreateSessionRequest, Session>;
   getSession: handleUnaryCall<GetSessionRequest, Session>;
   listSessions: handleUnaryCall<ListSessionsRequest, ListSessionsResponse>;
@@ -9455,6 +10075,27 @@ export interface MemoryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteProjectResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * What a project holds, counted (a dashboard's figures: `nexus-grpc
+   * console`), under the rules of the other reads: another tenant's project
+   * is NOT_FOUND, whatever is past the project's retention or expired is not
+   * counted, and USER memories count only for the users the key may act for.
+   */
+  getProjectStats(
+    request: GetProjectStatsRequest,
+    callback: (error: ServiceError | null, response: ProjectStats) => void,
+  ): ClientUnaryCall;
+  getProjectStats(
+    request: GetProjectStatsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ProjectStats) => void,
+  ): ClientUnaryCall;
+  getProjectStats(
+    request: GetProjectStatsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ProjectStats) => void,
   ): ClientUnaryCall;
   createSession(
     request: CreateSessionRequest,

@@ -1,0 +1,20 @@
+"""``nexus-grpc console``: a web console in front of a running nexus-grpc server.
+
+It holds no data and no rules: every page is gRPC calls through the typed
+client (``nexus_grpc.client``) with the console's own key, so a key sees here
+exactly what it sees through gRPC, and the key never reaches the browser.
+It is client side (it never imports the server's modules) and installs with
+``pip install 'nexus-grpc[console]'`` (Starlette, uvicorn, Jinja2).
+
+- ``options``: its flags (nothing web here, so ``--help`` works without the extra).
+- ``params``: a page's query string, checked.
+- ``reads``: what each page asks the server.
+- ``views``: messages as plain data: the JSON twin and what templates render;
+  the graph's cap.
+- ``security``: Host and Origin checks, the login token, CSRF.
+- ``app``: the routes, each page with its ``.json`` twin, the live states
+  stream, the actions.
+- ``serve``: binds, prints the address (and token), serves with uvicorn.
+- ``templates/``, ``static/``: server-rendered HTML, the CSS and the scripts;
+  ``static/vendor/`` holds cytoscape.js, copied from npm by ``clients/console-web/vendor.mjs``.
+"""

@@ -1,0 +1,455 @@
+"""What each page asks the server: gRPC calls through the typed client.
+
+The console holds no data and no rules: every figure on a page is an answer
+of the server to the console's key, so a user key sees here exactly what it
+sees through gRPC.  Calls a page needs together run at once
+(``asyncio.gather``), and every list is one page of the server's own paging:
+no page reads a project whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.field_mask_pb2 import FieldMask
+from google.protobuf.message import Message
+
+from nexus_grpc.client import NexusClient, NexusNotFound
+from nexus_grpc.client.base import ServerStream
+from nexus_grpc.console import views
+from nexus_grpc.console.params import (
+    BadRequest,
+    as_timestamp,
+    choice,
+    flag,
+    positive_id,
+    text,
+)
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+
+Params = Mapping[str, str]
+R = TypeVar("R", bound=Message)
+
+PROJECTS_PER_PAGE = 50
+SESSIONS_PER_PAGE = 20
+#: Episodes shown under each session of the timeline; the session's own view
+#: pages through the rest.
+EPISODES_PER_SESSION = 5
+EPISODES_PER_PAGE = 50
+MEMORIES_PER_PAGE = 50
+#: Server pages of memories read to fill one page of archived ones.
+ARCHIVE_SCAN_PAGES = 5
+HISTORY_PAGE = 100
+#: The graph's starting points when no entity is asked about.
+GRAPH_SEEDS = 12
+SEARCH_LIMIT = 20
+MODES = ("hybrid", "keyword", "semantic")
+SEARCH_KINDS = ("episodes", "memories", "entities")
+_MODE_VALUES = {
+    "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
+    "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
+    "semantic": memory_pb2.SEARCH_MODE_SEMANTIC,
+}
+
+
+def not_in_project(kind: str, item_id: int, project_id: int) -> NexusNotFound:
+    """A resource of another project: answered as one that does not exist here."""
+    return NexusNotFound(
+        grpc.StatusCode.NOT_FOUND, f"{kind} {item_id} is not in project {project_id}"
+    )
+
+
+def _only(*fields: str) -> FieldMask:
+    """GetProjectStats's read_mask: count only these."""
+    return FieldMask(paths=list(fields))
+
+
+# The project list ---------------------------------------------------------
+
+
+async def index(client: NexusClient, params: Params) -> dict[str, Any]:
+    token = text(params, "page_token")
+    page = await client.list_projects(page_size=PROJECTS_PER_PAGE, page_token=token)
+    stats = await asyncio.gather(
+        *(client.get_project_stats(project_id=p.id) for p in page.projects)
+    )
+    projects = []
+    for project, counted in zip(page.projects, stats, strict=True):
+        row = views.plain(project)
+        row["stats"] = views.plain(counted)
+        projects.append(row)
+    return {"projects": projects, "next_page_token": page.next_page_token}
+
+
+# A project's timeline -----------------------------------------------------
+
+
+def _timeline(episodes: list[Message]) -> list[dict[str, Any]]:
+    rows = views.plain_all(episodes)
+    rows.sort(key=lambda e: (e["occur_time"] or "", e["id"]))
+    return rows
+
+
+async def project(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
+    session_id = positive_id(params, "session_id")
+    token = text(params, "page_token")
+    # The project's counts are the project list's: counting 100,000 episodes
+    # again here would double this page's time.
+    found = await client.get_project(id=project_id)
+    view: dict[str, Any] = {"project": views.plain(found)}
+    if session_id:
+        session = await client.get_session(id=session_id)
+        if session.project_id != project_id:
+            raise not_in_project("session", session_id, project_id)
+        listed = await client.list_episodes(
+            session_id=session_id, page_size=EPISODES_PER_PAGE, page_token=token
+        )
+        row = views.plain(session)
+        row["episodes"] = _timeline(list(listed.episodes))
+        row["next_episodes_token"] = listed.next_page_token
+        view.update(session_id=session_id, sessions=[row], next_page_token="")
+        return view
+    sessions = await client.list_sessions(
+        project_id=project_id, page_size=SESSIONS_PER_PAGE, page_token=token
+    )
+    each = await asyncio.gather(
+        *(
+            client.list_episodes(session_id=s.id, page_size=EPISODES_PER_SESSION)
+            for s in sessions.sessions
+        )
+    )
+    rows = []
+    for session, listed in zip(sessions.sessions, each, strict=True):
+        row = views.plain(session)
+        row["episodes"] = _timeline(list(listed.episodes))
+        row["next_episodes_token"] = listed.next_page_token
+        rows.append(row)
+    view.update(session_id=0, sessions=rows, next_page_token=sessions.next_page_token)
+    return view
+
+
+async def episode(client: NexusClient, project_id: int, episode_id: int) -> dict[str, Any]:
+    found = await client.get_episode(id=episode_id)
+    session = await client.get_session(id=found.session_id)
+    if session.project_id != project_id:
+        raise not_in_project("episode", episode_id, project_id)
+    return {
+        "project_id": project_id,
+        "episode": views.plain(found),
+        "session": views.plain(session),
+    }
+
+
+async def episode_states(client: NexusClient, episode_ids: list[int]) -> list[dict[str, Any]]:
+    """The three job states of each episode (those that still exist)."""
+
+    async def one(episode_id: int) -> dict[str, Any] | None:
+        try:
+            return state_of(await client.get_episode(id=episode_id))
+        except NexusNotFound:
+            return None
+
+    found = await asyncio.gather(*(one(i) for i in episode_ids))
+    return [f for f in found if f is not None]
+
+
+def state_of(found: memory_pb2.Episode) -> dict[str, Any]:
+    row = views.plain(found)
+    keys = ("id", "embedding_state", "embedding_error", "extraction_state", "extraction_error",
+            "memory_state", "memory_error")  # fmt: skip
+    return {k: row[k] for k in keys}
+
+
+# Memories -----------------------------------------------------------------
+
+
+def _scope(project_id: int, user_id: str, archived: bool) -> memory_pb2.MemoryScope:
+    return memory_pb2.MemoryScope(project_id=project_id, user_id=user_id, include_archived=archived)
+
+
+async def _archived(
+    client: NexusClient, project_id: int, user_id: str, token: str
+) -> tuple[list[memory_pb2.Memory], str]:
+    """One page of the scope's ARCHIVE tier: the server lists every tier
+    together, so read its pages until one page's worth is found."""
+    found: list[memory_pb2.Memory] = []
+    for _ in range(ARCHIVE_SCAN_PAGES):
+        page = await client.list_memories(
+            scope=_scope(project_id, user_id, True), page_size=MEMORIES_PER_PAGE, page_token=token
+        )
+        found += [m for m in page.memories if m.tier == memory_pb2.TIER_ARCHIVE]
+        token = page.next_page_token
+        if not token or len(found) >= MEMORIES_PER_PAGE:
+            break
+    return found, token
+
+
+async def _formed_from(
+    client: NexusClient, project_id: int, user_id: str, episode_ids: set[int], but: int
+) -> dict[int, list[int]]:
+    """The memories of the scope formed from each of ``episode_ids``: what
+    superseded a memory archived by that episode's formation."""
+    out: dict[int, list[int]] = {}
+    token = ""
+    for _ in range(ARCHIVE_SCAN_PAGES):
+        page = await client.list_memories(
+            scope=_scope(project_id, user_id, True), page_size=1000, page_token=token
+        )
+        for m in page.memories:
+            if m.source_episode_id in episode_ids and m.id != but:
+                out.setdefault(m.source_episode_id, []).append(m.id)
+        token = page.next_page_token
+        if not token:
+            break
+    return out
+
+
+def _memory_row(memory: memory_pb2.Memory) -> dict[str, Any]:
+    row = views.plain(memory)
+    row["live"] = memory.tier != memory_pb2.TIER_ARCHIVE
+    return row
+
+
+async def memories(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
+    user_id = text(params, "user_id", limit=200)
+    include_archived = flag(params, "include_archived")
+    memory_id = positive_id(params, "memory_id")
+    token, archived_token = text(params, "page_token"), text(params, "archived_token")
+    found, stats, live = await asyncio.gather(
+        client.get_project(id=project_id),
+        client.get_project_stats(project_id=project_id, read_mask=_only("users", "user_count")),
+        client.list_memories(
+            scope=_scope(project_id, user_id, False),
+            page_size=MEMORIES_PER_PAGE,
+            page_token=token,
+        ),
+    )
+    view: dict[str, Any] = {
+        "project": views.plain(found),
+        "users": views.plain(stats)["users"],
+        "user_count": stats.user_count,
+        "user_id": user_id,
+        "include_archived": include_archived,
+        "memories": [_memory_row(m) for m in live.memories],
+        "next_page_token": live.next_page_token,
+        "archived": [],
+        "next_archived_token": "",
+        "selected": None,
+    }
+    if include_archived:
+        archived, next_archived = await _archived(client, project_id, user_id, archived_token)
+        view["archived"] = [_memory_row(m) for m in archived]
+        view["next_archived_token"] = next_archived
+    if memory_id:
+        view["selected"] = await _history(client, project_id, user_id, memory_id)
+    return view
+
+
+async def _history(
+    client: NexusClient, project_id: int, user_id: str, memory_id: int
+) -> dict[str, Any]:
+    memory, history = await asyncio.gather(
+        client.get_memory(id=memory_id, user_id=user_id),
+        client.list_memory_history(memory_id=memory_id, user_id=user_id, page_size=HISTORY_PAGE),
+    )
+    if memory.project_id not in (0, project_id):
+        raise not_in_project("memory", memory_id, project_id)
+    revisions = views.plain_all(history.revisions)
+    archived_by = {
+        r["episode_id"] for r in revisions if r["episode_id"] and "tier" in r["changed_fields"]
+    }
+    successors = (
+        await _formed_from(client, project_id, user_id, archived_by, memory_id)
+        if archived_by
+        else {}
+    )
+    for r in revisions:
+        r["superseded_by"] = successors.get(r["episode_id"], []) if r["episode_id"] else []
+    return {
+        "memory": _memory_row(memory),
+        "revisions": revisions,
+        "more_revisions": bool(history.next_page_token),
+    }
+
+
+# The graph ----------------------------------------------------------------
+
+
+def _depth(params: Params) -> int:
+    raw = params.get("depth", "").strip() or "1"
+    if raw not in ("1", "2", "3"):
+        raise BadRequest("depth", f"must be 1, 2 or 3, got {raw[:40]!r}")
+    return int(raw)
+
+
+async def graph(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
+    entity_id = positive_id(params, "entity_id")
+    as_of = as_timestamp(params, "as_of")
+    include_history = flag(params, "include_history")
+    if as_of is not None and include_history:
+        raise BadRequest(
+            "include_history",
+            "shows every interval, so it takes no as_of (the slider picks one date)",
+        )
+    depth = _depth(params)
+    # The slider's marks (every date a fact began or ended) take a second
+    # walk; the slider itself asks without them (marks=0): they do not move.
+    marks = choice(params, "marks", ("1", "0"), "1") == "1"
+    walk: dict[str, Any] = {"include_history": include_history}
+    if as_of is not None:
+        walk["as_of"] = as_of
+    history_too = marks and not include_history
+    empty = graph_pb2.Subgraph()
+
+    async def nothing() -> graph_pb2.Subgraph:
+        return empty
+
+    view: dict[str, Any] = {
+        "entity": None,
+        "aliases": [],
+        "merges": [],
+        "depth": depth,
+        "include_history": include_history,
+        "as_of": views.rfc3339(as_of) if as_of else None,
+    }
+    if entity_id:
+        found, entity, drawn, every, aliases, merges = await asyncio.gather(
+            client.get_project(id=project_id),
+            client.get_entity(id=entity_id),
+            client.get_neighborhood(entity_id=entity_id, depth=depth, **walk),
+            client.get_neighborhood(entity_id=entity_id, depth=depth, include_history=True)
+            if history_too
+            else nothing(),
+            client.list_entity_aliases(entity_id=entity_id, page_size=100),
+            client.list_merges(entity_id=entity_id, page_size=100),
+        )
+        if entity.project_id != project_id:
+            raise not_in_project("entity", entity_id, project_id)
+        seeds = [entity_id]
+        view["entity"] = views.plain(entity)
+        view["aliases"] = views.plain_all(aliases.aliases)
+        view["merges"] = views.plain_all(merges.merges)
+    else:
+        found, stats = await asyncio.gather(
+            client.get_project(id=project_id),
+            client.get_project_stats(
+                project_id=project_id, top_entities=GRAPH_SEEDS, read_mask=_only("top_entity_ids")
+            ),
+        )
+        seeds = list(stats.top_entity_ids)
+        drawn, every = empty, empty
+        if seeds:
+            drawn, every = await asyncio.gather(
+                client.get_neighbors(entity_ids=seeds, **walk),
+                client.get_neighbors(entity_ids=seeds, include_history=True)
+                if history_too
+                else nothing(),
+            )
+    if include_history:
+        every = drawn
+    view["project"] = views.plain(found)
+    view.update(
+        views.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
+    )
+    times = views.fact_times(every.edges)
+    start = min([*times, views.rfc3339(found.create_time) or views.to_rfc3339(_now())])
+    view["slider"] = {"min": start, "max": views.to_rfc3339(_now()), "marks": times}
+    return view
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+# Search -------------------------------------------------------------------
+
+
+def _explaining(request: R) -> R:
+    """Asks for each stage's rank and score where the server's contract has
+    the explain issue's ``explain`` field; without it, the plain search."""
+    if "explain" in request.DESCRIPTOR.fields_by_name:
+        setattr(request, "explain", True)  # noqa: B010 - a field this proto may not have
+    return request
+
+
+async def search(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
+    query = text(params, "q")
+    mode = choice(params, "mode", MODES, "hybrid")
+    kind = choice(params, "kind", SEARCH_KINDS, "episodes")
+    user_id = text(params, "user_id", limit=200)
+    found = await client.get_project(id=project_id)
+    view: dict[str, Any] = {
+        "project": views.plain(found),
+        "q": query,
+        "mode": mode,
+        "kind": kind,
+        "user_id": user_id,
+        "hits": [],
+        "degraded_reason": "",
+        "stages": [],
+    }
+    if not query:
+        return view
+    stream: ServerStream[Any]
+    if kind == "episodes":
+        stream = client.search_episodes(
+            _explaining(
+                memory_pb2.SearchEpisodesRequest(
+                    query=query, project_id=project_id, mode=_MODE_VALUES[mode],
+                    limit=SEARCH_LIMIT,
+                )
+            )
+        )  # fmt: skip
+    elif kind == "memories":
+        stream = client.search_memories(
+            _explaining(
+                memory_pb2.SearchMemoriesRequest(
+                    query=query, scope=_scope(project_id, user_id, False),
+                    mode=_MODE_VALUES[mode], limit=SEARCH_LIMIT,
+                )
+            )
+        )  # fmt: skip
+    else:
+        if mode != "hybrid":
+            raise BadRequest("mode", "entity search has one mode (names and meaning together)")
+        stream = client.search_entities(
+            _explaining(
+                graph_pb2.SearchEntitiesRequest(
+                    query=query, project_id=project_id, limit=SEARCH_LIMIT
+                )
+            )
+        )
+    hits = [views.plain(found_hit) async for found_hit in stream]
+    stages: list[str] = []
+    for rank, hit in enumerate(hits, 1):
+        hit["rank"] = rank
+        explanation = hit.get("explanation") or {}
+        for stage in explanation.get("stages", []):
+            if stage["stage"] not in stages:
+                stages.append(stage["stage"])
+        hit["stage_scores"] = {s["stage"]: s for s in explanation.get("stages", [])}
+    view["hits"] = hits
+    view["stages"] = stages
+    view["degraded_reason"] = next((h["degraded_reason"] for h in hits if h["degraded_reason"]), "")
+    return view
+
+
+# The service --------------------------------------------------------------
+
+
+async def status(client: NexusClient) -> dict[str, Any]:
+    found = await client.get_service_status()
+    view = views.plain(found)
+    view["usage"] = None
+    # The usage issue's GetUsage: drawn once the server and client have it.
+    if hasattr(client, "get_usage"):
+        try:
+            view["usage"] = views.plain(await client.get_usage())
+        except Exception:  # noqa: BLE001 - a server without it still shows its status
+            view["usage"] = None
+    return view
