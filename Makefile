@@ -36,8 +36,13 @@ ts-deps: $(TS_STAMP)
 run: $(STAMP)
 	$(BIN)/nexus-grpc serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
+# The suite runs on every core, two workers a core (pytest-xdist): most tests
+# wait on a server, a subprocess or PostgreSQL more than they compute, so two a
+# core keep the CPUs busy. Each worker has its own embedded PostgreSQL, and each
+# test its own ports, files and databases. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 test: $(STAMP) proto-check console-assets-check ts-test
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS)
 
 # The fast tier alone (docs/testing.md): the domain's rules on an in-memory
 # SQLite, no server; seconds, for the edit-test loop.
