@@ -120,6 +120,10 @@ def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
             f"merge {merge.id} cannot be undone: its target entity {merge.target_id} was deleted"
         )
     target = merge.target_id
+    # The target's facts as they stand merged: a fact that came only from a
+    # source's evidence has none left on the target once it goes back, and
+    # must be derived again (to nothing), not left standing.
+    merged_groups = evidence_store.groups_of(conn, [target])
     restored: list[int] = []
     for source in reversed(merge.sources):
         e = source.entity
@@ -140,7 +144,7 @@ def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
     jobs.enqueue(conn, jobs.INDEX_ENTITY, [target])
     facts.rederive(
         conn,
-        evidence_store.groups_of(conn, [target, *restored]),
+        merged_groups | evidence_store.groups_of(conn, [target, *restored]),
         facts.single_valued(conn, (merge.project_id, merge.session_id)),
     )
     merge_store.mark_undone(conn, merge.id)

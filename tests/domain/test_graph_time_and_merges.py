@@ -246,10 +246,11 @@ async def test_a_merge_folds_facts_links_and_aliases_and_undo_restores_them(gh, 
     p = await new_project(gh)
     s = await new_session(gh, p.id)
     # Two names extraction could not tie together: "Bob" and "Robert Smith".
-    await say(gh, stub, s.id, "Bob uses Vim and lives in Lisbon.", answer(
+    # Bob alone works at Acme: the undo must take that fact back from Robert.
+    await say(gh, stub, s.id, "Bob uses Vim, works at Acme and lives in Lisbon.", answer(
         [("Bob", "person", "Likes Vim"), ("Vim", "technology", None),
-         ("Lisbon", "place", None)],
-        [("Bob", "uses", "Vim"), ("Bob", "lives_in", "Lisbon")],
+         ("Lisbon", "place", None), ("Acme", "organization", None)],
+        [("Bob", "uses", "Vim"), ("Bob", "lives_in", "Lisbon"), ("Bob", "works_at", "Acme")],
     ), occur_time=ts(MARCH))  # fmt: skip
     await say(gh, stub, s.id, "Robert Smith uses Vim, knows Bob, lives in Porto.", answer(
         [("Robert Smith", "person", None), ("Vim", "technology", None),
@@ -282,6 +283,7 @@ async def test_a_merge_folds_facts_links_and_aliases_and_undo_restores_them(gh, 
     assert not any(r.label == "knows" for r in facts)
     homes = sorted((r.to_id, r.invalid_time.seconds) for r in facts if r.label == "lives_in")
     assert homes == sorted([(e["Lisbon"].id, JUNE), (e["Porto"].id, 0)])
+    assert [r.to_id for r in facts if r.label == "works_at"] == [e["Acme"].id]
     # The same request again answers with the same merge.
     again = await gh.graph.MergeEntities(
         graph_pb2.MergeEntitiesRequest(target_id=robert.id, source_ids=[bob.id], request_id="m-1")
