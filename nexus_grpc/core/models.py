@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
@@ -177,3 +178,19 @@ class MemoryScope:
         if self.include_archived:
             return (int(Tier.LONGTERM), int(Tier.ARCHIVE))
         return (int(Tier.LONGTERM),)
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """One row for ``insert_many``: a checked episode of an existing session."""
+
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: Mapping[str, Any]
+    request_id: str | None
+    occur_at: float | None = None
+    # A restored episode's original create time; None: now.
+    created_at: float | None = None
+    # The user its writer acted for (``insert``'s ``acts_for``).
+    acts_for: str = ""

@@ -58,6 +58,11 @@ class Filter:
 Cond = MatchAny | Range | Filter  # nesting allowed: a Filter is itself a condition
 
 
+#: A row as the vector index holds it: its text (embedded) and its payload
+#: (what scope filters match on).
+Document = tuple[str, dict[str, Any]]
+
+
 class VectorIndexUnavailable(DependencyError):
     """The index cannot be reached right now (network, timeout, server down); retryable."""
 

@@ -11,6 +11,7 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import (
     Episode,
     MemoryFormation,
+    NewEpisode,
     Page,
     Project,
     Session,
@@ -264,7 +265,7 @@ def _import_in(
     ids = episode_store.insert_many(
         conn,
         [
-            episode_store.NewEpisode(
+            NewEpisode(
                 item.session_id,
                 item.user_message,
                 item.ai_response,

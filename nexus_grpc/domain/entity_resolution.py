@@ -26,6 +26,7 @@ from nexus_grpc.core.graph import (
     PENDING,
     RESOLVED,
     SOURCE_EXTRACTION,
+    CandidateRow,
 )
 from nexus_grpc.core.names import compatible_types, display_form
 from nexus_grpc.core.storage import Connection, Database
@@ -53,7 +54,6 @@ from nexus_grpc.llm.resolution import (
 )
 from nexus_grpc.store import documents, jobs
 from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store.graph import CandidateRow
 from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
 
 log = logging.getLogger(__name__)

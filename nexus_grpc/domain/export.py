@@ -19,8 +19,16 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.graph import EntityAlias, EntityEpisode, EntityMerge, Evidence
+from nexus_grpc.core.graph import (
+    Entity,
+    EntityAlias,
+    EntityEpisode,
+    EntityMerge,
+    Evidence,
+    Relationship,
+)
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.records import Memory, Revision, Summary
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.store import entity_merges as merge_store
@@ -32,10 +40,6 @@ from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store import summaries as summary_store
-from nexus_grpc.store.graph import Entity, Relationship
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import Revision
-from nexus_grpc.store.summaries import Summary
 
 #: Rows per read.
 PAGE = 500

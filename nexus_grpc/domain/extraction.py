@@ -23,7 +23,7 @@ from typing import Any
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.core.graph import ASSERT, END
+from nexus_grpc.core.graph import ASSERT, END, Entity, Relationship
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.models import JobState
 from nexus_grpc.core.names import name_key, search_key
@@ -62,7 +62,6 @@ from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import jobs
 from nexus_grpc.store import memory_candidates as candidate_store
 from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.graph import Entity, Relationship
 
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))

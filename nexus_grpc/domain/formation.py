@@ -51,6 +51,7 @@ from nexus_grpc.core.models import (
     Session,
     Tier,
 )
+from nexus_grpc.core.records import Memory
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain.memories import Memories
@@ -78,7 +79,6 @@ from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.db import now
-from nexus_grpc.store.memories import Memory
 
 log = logging.getLogger(__name__)
 WriteFn = Callable[[Connection], Any]

@@ -10,9 +10,19 @@ from dataclasses import dataclass, replace
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
+from nexus_grpc.core.graph import (
+    ASSERT,
+    CURRENT,
+    END,
+    METHOD_MANUAL,
+    Entity,
+    EntityAlias,
+    Relationship,
+    When,
+)
 from nexus_grpc.core.models import Page, SearchMode
 from nexus_grpc.core.names import compatible_types, name_key
+from nexus_grpc.core.records import EventFilter, ExtractionEvent
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import facts, inline_vectors, paging
@@ -32,8 +42,6 @@ from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import graph_evidence as evidence_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
-from nexus_grpc.store.graph import CURRENT, Entity, Relationship, When
 from nexus_grpc.vectors import VectorIndex
 
 ENTITIES = "entities"

@@ -21,6 +21,7 @@ from typing import Any
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
+from nexus_grpc.core.records import ChangedBy, Memory
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import inline_vectors, paging
@@ -49,8 +50,6 @@ from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import memory_history as history_store
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import ChangedBy
 from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import VectorIndex
 

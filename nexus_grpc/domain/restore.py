@@ -33,13 +33,18 @@ from nexus_grpc.core.graph import (
     MERGE_LLM,
     MERGE_MANUAL,
     METHODS,
+    SOURCE_EXTRACTION,
+    SOURCE_MANUAL,
+    Entity,
     EntityAlias,
     EntityEpisode,
     EntityMerge,
     Evidence,
+    Relationship,
 )
-from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.models import Episode, MemoryKind, NewEpisode, Project, Session
 from nexus_grpc.core.names import name_key
+from nexus_grpc.core.records import DELETE, EXPIRE, UPDATE, Memory, Revision, Summary
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
@@ -51,10 +56,6 @@ from nexus_grpc.errors import InvalidArgument, NexusError
 from nexus_grpc.store import episodes as episode_store
 from nexus_grpc.store import jobs
 from nexus_grpc.store import restore as restore_store
-from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import DELETE, EXPIRE, UPDATE, Revision
-from nexus_grpc.store.summaries import Summary
 
 #: The most records one RestoreProject call may stream, and their total
 #: size: the whole restore is held, checked and written in one transaction.
@@ -445,7 +446,7 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
         ids = episode_store.insert_many(
             conn,
             [
-                episode_store.NewEpisode(
+                NewEpisode(
                     sessions[e.session_id],
                     e.user_message,
                     e.ai_response,

@@ -34,6 +34,13 @@ from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryCategory
+from nexus_grpc.core.records import (
+    Memory,
+    SelectionAnswer,
+    SelectionKey,
+    SelectionPick,
+    UsageRecord,
+)
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
@@ -43,9 +50,7 @@ from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
 from nexus_grpc.store import memories as memory_store
 from nexus_grpc.store import selections as selection_store
-from nexus_grpc.store.memories import Memory, UsageRecord
 from nexus_grpc.store.memory_scope import sql_where
-from nexus_grpc.store.selections import Answer
 
 log = logging.getLogger(__name__)
 USED_PENALTY = 0.5
@@ -106,7 +111,7 @@ class Selector:
         if request_id:
             # The usage log's owner: a retry key names one user's selection in
             # one project of the caller's own tenant.
-            key = selection_store.Key(
+            key = SelectionKey(
                 tenancy.own(self.default_tenant), scope.user_id, scope.project_id, request_id
             )
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
@@ -160,14 +165,14 @@ class Selector:
             return
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
-        answer = Answer(
-            [selection_store.Pick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
+        answer = SelectionAnswer(
+            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
             method,
             reason,
             batches,
         )
 
-        def record(conn: Connection) -> dict[int, Memory] | tuple[str, Answer]:
+        def record(conn: Connection) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
             if key is not None:
                 # A retry that arrived while this call ran has recorded first.
                 earlier = selection_store.find(conn, key)
@@ -189,7 +194,7 @@ class Selector:
                 yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
 
     async def _replay(
-        self, stored: tuple[str, Answer], digest: str, request_id: str, scope: MemoryScope
+        self, stored: tuple[str, SelectionAnswer], digest: str, request_id: str, scope: MemoryScope
     ) -> AsyncIterator[Selection]:
         """The stored answer of a request_id, as it was sent: the memories as
         they are now (one deleted or out of scope since is left out)."""

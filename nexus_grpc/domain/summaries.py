@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import Page, episode_text
+from nexus_grpc.core.records import Summary
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, Database
 from nexus_grpc.domain import paging
@@ -45,7 +46,6 @@ from nexus_grpc.store import jobs
 from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store import summaries as summary_store
-from nexus_grpc.store.summaries import Summary
 
 log = logging.getLogger(__name__)
 SUMMARY_SIZE_CAP = 2000

@@ -13,9 +13,9 @@ from typing import Any
 
 from nexus_grpc.core.models import episode_text
 from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.vectors import Document
 from nexus_grpc.store.db import placeholders
 
-Document = tuple[str, dict[str, Any]]
 Loader = Callable[[Connection, Sequence[int]], dict[int, Document]]
 
 # Each collection's text and payload, from a row's values: the loaders below

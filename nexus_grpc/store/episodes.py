@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core.models import (
@@ -13,6 +12,7 @@ from nexus_grpc.core.models import (
     Episode,
     JobState,
     MemoryFormation,
+    NewEpisode,
     TimeWindow,
 )
 from nexus_grpc.core.storage import Connection
@@ -110,22 +110,6 @@ def insert(
     if summary_due(conn, session_id):
         jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id], priority=priority)
     return get(conn, episode_id)
-
-
-@dataclass(frozen=True)
-class NewEpisode:
-    """One row for ``insert_many``: a checked episode of an existing session."""
-
-    session_id: int
-    user_message: str
-    ai_response: str
-    metadata: Mapping[str, Any]
-    request_id: str | None
-    occur_at: float | None = None
-    # A restored episode's original create time; None: now.
-    created_at: float | None = None
-    # The user its writer acted for (``insert``'s ``acts_for``).
-    acts_for: str = ""
 
 
 def insert_many(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.records import Memory
 from nexus_grpc.domain import fts
 from nexus_grpc.domain.common_terms import without
 from nexus_grpc.domain.memory_scope import (
@@ -26,7 +27,6 @@ from nexus_grpc.domain.retrieval.hits import MemoryHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
 from nexus_grpc.store import documents
 from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import Filter
 
