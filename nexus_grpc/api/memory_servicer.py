@@ -305,7 +305,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             embedding_model=status.embedding_model,
             embedding_dimension=status.embedding_dimension,
             dependencies=[
-                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
+                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail, off=d.off)
                 for d in status.dependencies
             ],
             queues=[

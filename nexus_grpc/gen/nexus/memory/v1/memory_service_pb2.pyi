@@ -1998,19 +1998,33 @@ class DependencyStatus(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     OK_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    OFF_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     ok: _builtins.bool
+    """false: the dependency is configured and failing (unreachable, a model
+    missing, calls failing), and the service is DEGRADED. An optional
+    dependency that is not configured is not failing: ok is true and off
+    says so.
+    """
     detail: _builtins.str
+    """What was checked and what it found; for a dependency that is off, what
+    waits for it or works without it.
+    """
+    off: _builtins.bool
+    """Optional and not configured (no LLM server, no reranker): a setup the
+    README calls complete. ok is true, and the service stays SERVING.
+    """
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         ok: _builtins.bool = ...,
         detail: _builtins.str = ...,
+        off: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "name", b"name", "ok", b"ok"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "name", b"name", "off", b"off", "ok", b"ok"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2029,7 +2043,9 @@ class ServiceStatus(_message.Message):
     EVENT_LOOP_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     state: _builtins.str
-    """"SERVING", or "DEGRADED" with the reasons in dependencies."""
+    """"SERVING", or "DEGRADED" with the reasons in dependencies (those with ok
+    false). A dependency that is off does not degrade the service.
+    """
     schema_version: _builtins.int
     embedding_model: _builtins.str
     embedding_dimension: _builtins.int

@@ -1071,12 +1071,30 @@ export interface QueueStatus {
 
 export interface DependencyStatus {
   name: string;
+  /**
+   * false: the dependency is configured and failing (unreachable, a model
+   * missing, calls failing), and the service is DEGRADED. An optional
+   * dependency that is not configured is not failing: ok is true and off
+   * says so.
+   */
   ok: boolean;
+  /**
+   * What was checked and what it found; for a dependency that is off, what
+   * waits for it or works without it.
+   */
   detail: string;
+  /**
+   * Optional and not configured (no LLM server, no reranker): a setup the
+   * README calls complete. ok is true, and the service stays SERVING.
+   */
+  off: boolean;
 }
 
 export interface ServiceStatus {
-  /** "SERVING", or "DEGRADED" with the reasons in dependencies. */
+  /**
+   * "SERVING", or "DEGRADED" with the reasons in dependencies (those with ok
+   * false). A dependency that is off does not degrade the service.
+   */
   state: string;
   schemaVersion: number;
   embeddingModel: string;
@@ -8080,7 +8098,7 @@ export const QueueStatus: MessageFns<QueueStatus> = {
 };
 
 function createBaseDependencyStatus(): DependencyStatus {
-  return { name: "", ok: false, detail: "" };
+  return { name: "", ok: false, detail: "", off: false };
 }
 
 export const DependencyStatus: MessageFns<DependencyStatus> = {
@@ -8093,6 +8111,9 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     }
     if (message.detail !== "") {
       writer.uint32(26).string(message.detail);
+    }
+    if (message.off !== false) {
+      writer.uint32(32).bool(message.off);
     }
     return writer;
   },
@@ -8134,6 +8155,14 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
             message.detail = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.off = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8151,6 +8180,7 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       ok: isSet(object.ok) ? globalThis.Boolean(object.ok) : false,
       detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+      off: isSet(object.off) ? globalThis.Boolean(object.off) : false,
     };
   },
 
@@ -8165,6 +8195,9 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     if (message.detail !== "") {
       obj.detail = message.detail;
     }
+    if (message.off !== false) {
+      obj.off = message.off;
+    }
     return obj;
   },
 
@@ -8176,6 +8209,7 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     message.name = object.name ?? "";
     message.ok = object.ok ?? false;
     message.detail = object.detail ?? "";
+    message.off = object.off ?? false;
     return message;
   },
 };
