@@ -422,13 +422,10 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def ListMemoryUsage(
         self, request: memory_pb2.ListMemoryUsageRequest, context: Ctx
     ) -> memory_pb2.ListMemoryUsageResponse:
+        # Neither key: the whole of this user's usage in the project.
         key = request.WhichOneof("key")
-        if key is None:
-            raise InvalidArgument(
-                "one of thread_id or memory_id is required", fields=("thread_id", "memory_id")
-            )
         page = await self.app.memories.usage(
-            request.thread_id if key == "thread_id" else "",
+            request.thread_id if key == "thread_id" else None,
             request.memory_id if key == "memory_id" else None,
             request.user_id,
             request.project_id,

@@ -888,6 +888,9 @@ class NexusClient(ClientBase):
     ) -> memory_pb2.ListMemoryUsageResponse:
         """MemoryService.ListMemoryUsage: returns ``ListMemoryUsageResponse``.
 
+        The usage SelectMemories recorded for one user_id in one project_id: a thread's, a
+        memory's, or all of it, oldest first.
+
         Args (the fields of ``ListMemoryUsageRequest``):
             thread_id: str
             memory_id: int

@@ -518,15 +518,16 @@ class Memories:
 
     async def usage(
         self,
-        thread_id: str,
+        thread_id: str | None,
         memory_id: int | None,
         user_id: str,
         project_id: int,
         page_size: int,
         page_token: str,
     ) -> Page[memory_store.MemoryUsage]:
-        """By memory or by thread, only what this (user, project) recorded:
-        the usage log holds prompts, which must never reach another user."""
+        """By memory, by thread, or (neither given) all of it, only what this
+        (user, project) recorded: the usage log holds prompts, which must
+        never reach another user."""
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         v.identifier("user_id", user_id)
@@ -540,6 +541,10 @@ class Memories:
                 return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
 
             rows = await self.db.read_in_transaction(by_memory)
+        elif thread_id is None:
+            rows = await self.db.read(
+                lambda c: memory_store.usage_by_owner(c, owner, after, size + 1)
+            )
         else:
             if not thread_id.strip():
                 raise InvalidArgument(

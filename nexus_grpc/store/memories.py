@@ -422,6 +422,18 @@ def usage_by_thread(
     return [_usage_row(r) for r in rows]
 
 
+def usage_by_owner(
+    conn: Connection, owner: UsageOwner, after_id: int | None, limit: int
+) -> list[MemoryUsage]:
+    """Everything this owner's selections recorded, oldest first (keyset on id)."""
+    where, params = _owner_clause(owner)
+    rows = conn.execute(
+        f"SELECT * FROM memory_usage WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+        (*params, after_id or 0, limit),
+    ).fetchall()
+    return [_usage_row(r) for r in rows]
+
+
 def list_in_project(
     conn: Connection,
     project_id: int,

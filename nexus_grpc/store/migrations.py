@@ -813,6 +813,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
     """,
+    # 17: ListMemoryUsage without a thread or a memory pages one user's whole
+    # usage in a project, by id: an index on the owner keeps each page a range
+    # read instead of a walk of the whole log.
+    """
+    CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -392,6 +392,10 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     );
     CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
     """,
+    # 7: SQLite's 17. ListMemoryUsage pages one user's whole usage in a project.
+    """
+    CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
+    """,
 ]
 
 

@@ -8891,6 +8891,10 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * The usage SelectMemories recorded for one user_id in one project_id: a
+     * thread's, a memory's, or all of it, oldest first.
+     */
     listMemoryUsage: {
       name: "ListMemoryUsage",
       requestType: ListMemoryUsageRequest as typeof ListMemoryUsageRequest,
@@ -9223,6 +9227,10 @@ export const MemoryServiceService = {
     responseSerialize: (value: SelectedMemory): Buffer => Buffer.from(SelectedMemory.encode(value).finish()),
     responseDeserialize: (value: Buffer): SelectedMemory => SelectedMemory.decode(value),
   },
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage: {
     path: "/nexus.memory.v1.MemoryService/ListMemoryUsage" as const,
     requestStream: false as const,
@@ -9371,6 +9379,10 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * records its usage once.
    */
   selectMemories: handleServerStreamingCall<SelectMemoriesRequest, SelectedMemory>;
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage: handleUnaryCall<ListMemoryUsageRequest, ListMemoryUsageResponse>;
   /**
    * The versions a memory's updates and deletes replaced, oldest first, under
@@ -9758,6 +9770,10 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SelectedMemory>;
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage(
     request: ListMemoryUsageRequest,
     callback: (error: ServiceError | null, response: ListMemoryUsageResponse) => void,
