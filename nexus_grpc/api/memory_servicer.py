@@ -8,7 +8,14 @@ from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
+from nexus_grpc.api import (
+    convert,
+    graph_convert,
+    pages,
+    restore_convert,
+    summary_convert,
+    trailers,
+)
 from nexus_grpc.app import App
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import (
@@ -21,7 +28,6 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.records import ChangedBy, Memory, Revision
-from nexus_grpc.core.redact import scrub
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.restore import (
@@ -228,7 +234,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             request.project_id,
             request.limit,
             mode,
-            on_degraded=_report_degraded(context),
+            on_degraded=trailers.reporter(context, trailers.DEGRADED),
             window=window,
             rerank=not request.skip_rerank,
         ):
@@ -336,7 +342,9 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.Memory:
         _check_output_only_source(request.memory)
         created = await self.app.memories.create(
-            convert.memory_values(request.memory), request.request_id
+            convert.memory_values(request.memory),
+            request.request_id,
+            on_existing=trailers.reporter(context, trailers.EXISTING),
         )
         return convert.memory(created)
 
@@ -401,7 +409,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             convert.memory_scope(request.scope),
             request.limit,
             convert.search_mode(request.mode),
-            on_degraded=_report_degraded(context),
+            on_degraded=trailers.reporter(context, trailers.DEGRADED),
             rerank=not request.skip_rerank,
         ):
             yield convert.memory_hit(hit)
@@ -568,21 +576,6 @@ def _changed_by() -> ChangedBy:
     return ChangedBy(
         request_id="" if rid == "-" else rid, principal=principal.name if principal else ""
     )
-
-
-def _report_degraded(context: Ctx):
-    """Tell the client, in trailing metadata, that a search answered with less
-    than its whole pipeline (the semantic path down: keywords alone; the
-    reranker slow or failing: the fused order). The hits say so too."""
-
-    def report(reason: str) -> None:
-        shown = scrub(reason)
-        ascii_reason = " ".join(shown.encode("ascii", "replace").decode().split())[:500]
-        context.set_trailing_metadata(
-            (("x-request-id", request_id_var.get()), ("x-nexus-degraded", ascii_reason))
-        )
-
-    return report
 
 
 def _still_wanted(context: Ctx, left: str = "its unfinished batch was not written") -> None:
