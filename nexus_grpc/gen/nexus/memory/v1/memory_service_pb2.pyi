@@ -1222,11 +1222,16 @@ class SearchHit(_message.Message):
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
-    """Higher is always better. Keyword: bm25 (unbounded above). Semantic:
-    cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
-    (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-    candidates; a path that missed the hit adds 0). Reranked (see reranked):
-    the reranker's relevance score.
+    """Higher is always better, and a hit a path matched never scores 0.
+    Keyword: bm25 through a logistic, 1 / (1 + e^(-bm25 / 4)), between 0.5
+    and 1 for a match (0.5: bm25 about 0, which is what every match scores
+    on a project of a few exchanges, where a word in half the texts carries
+    no weight; each 4 bm25 points multiply the odds by e). Semantic: cosine
+    similarity, -1..1. Hybrid (the default): the fused score, in (0, 1]
+    (0.6 x bm25 relative to the best candidate's + 0.4 x cosine relative to
+    the best; a path that missed the hit adds 0; a hit found only by words
+    on most of the scope ranks after the others, above 0). Reranked (see
+    reranked): the reranker's relevance score.
     """
     snippet: _builtins.str
     """The matching text with keyword hits wrapped in [ and ]."""
@@ -1620,8 +1625,8 @@ class MemoryHit(_message.Message):
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
-    """As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
-    0..1 score (hybrid); higher is better.
+    """As SearchHit.score: bm25 through a logistic, 0.5..1 (keyword), cosine
+    -1..1 (semantic) or the fused score, (0, 1] (hybrid); higher is better.
     """
     degraded_reason: _builtins.str
     """As SearchHit.degraded_reason."""
