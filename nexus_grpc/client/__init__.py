@@ -1653,7 +1653,8 @@ class NexusClient(ClientBase):
     ) -> ServerStream[graph_pb2.ExtractionEvent]:
         """GraphService.WatchExtractions: streams ``ExtractionEvent``.
 
-        Extraction finished/failed events; resumable from after_event_id.
+        Extraction finished/failed events, and memory formation's after them
+        (ExtractionEvent.stage says which); resumable from after_event_id.
 
         Meant to stay open: the client's default deadline does not apply.
 
