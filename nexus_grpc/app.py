@@ -21,6 +21,7 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Connection, StoreUnavailable
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.conversations import Conversations
+from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
@@ -320,6 +321,8 @@ class App:
             timeout=settings.llm_timeout,
             default_tenant=settings.default_tenant,
         )
+        # Why a list, search or selection is empty, for the answer's trailer.
+        self.empty_answers = EmptyAnswers(self.db, llm_configured=self.llm is not None)
 
     @property
     def _store_name(self) -> str:

@@ -228,6 +228,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         window = TimeWindow(
             convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
         )
+        found = 0
         async for hit in self.app.episode_search.search(
             request.query,
             request.session_id,
@@ -238,7 +239,13 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             window=window,
             rerank=not request.skip_rerank,
         ):
+            found += 1
             yield convert.episode_hit(hit)
+        if not found:
+            why = await self.app.empty_answers.episodes(
+                request.session_id, request.project_id, mode
+            )
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def ExportProject(
         self, request: memory_pb2.ExportProjectRequest, context: Ctx
@@ -358,13 +365,14 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def ListMemories(
         self, request: memory_pb2.ListMemoriesRequest, context: Ctx
     ) -> memory_pb2.ListMemoriesResponse:
+        scope = convert.memory_scope(request.scope)
         page = await self.app.memories.list_visible(
-            convert.memory_scope(request.scope),
-            request.kind,
-            request.page_size,
-            request.page_token,
+            scope, request.kind, request.page_size, request.page_token
         )
         items, token = pages.fitted(page, convert.memory, self.max_bytes)
+        if not items and not request.page_token:
+            why = await self.app.empty_answers.listed(scope, request.kind)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
         return memory_pb2.ListMemoriesResponse(memories=items, next_page_token=token)
 
     async def UpdateMemory(
@@ -404,28 +412,50 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def SearchMemories(
         self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
     ) -> AsyncIterator[memory_pb2.MemoryHit]:
+        scope = convert.memory_scope(request.scope)
+        mode = convert.search_mode(request.mode)
+        found = 0
         async for hit in self.app.memories.search(
             request.query,
-            convert.memory_scope(request.scope),
+            scope,
             request.limit,
-            convert.search_mode(request.mode),
+            mode,
             on_degraded=trailers.reporter(context, trailers.DEGRADED),
             rerank=not request.skip_rerank,
         ):
+            found += 1
             yield convert.memory_hit(hit)
+        if not found:
+            why = await self.app.empty_answers.memory_search(scope, mode)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def SelectMemories(
         self, request: memory_pb2.SelectMemoriesRequest, context: Ctx
     ) -> AsyncIterator[memory_pb2.SelectedMemory]:
+        scope = convert.memory_scope(request.scope)
+        said: list[str] = []
+
+        def empty(reason: str) -> None:
+            said.append(reason)
+            trailers.add(context, trailers.EMPTY_REASON, reason)
+
+        found = 0
         async for selected in self.app.selector.select(
             request.prompt,
-            convert.memory_scope(request.scope),
+            scope,
             request.thread_id,
             request.thread_summary,
             request.limit,
             request.request_id,
+            # Sent whatever comes: an empty stream has no message to carry it.
+            on_method=trailers.reporter(context, trailers.SELECTION_METHOD),
+            on_empty=empty,
         ):
+            found += 1
             yield convert.selected_memory(selected)
+        if not found and not said:
+            why = await self.app.empty_answers.memories(scope)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def ListMemoryUsage(
         self, request: memory_pb2.ListMemoryUsageRequest, context: Ctx

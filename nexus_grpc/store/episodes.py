@@ -399,6 +399,33 @@ def failed_extraction_ids(conn: Connection, tenant: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """Episodes of some sessions, and how many of them still wait for each
+    background job (embed_state, extract_state, memory_state pending)."""
+
+    episodes: int
+    not_indexed: int
+    not_extracted: int
+    not_formed: int
+
+
+def backlog(conn: Connection, session_ids: Sequence[int]) -> Backlog:
+    """What of these sessions' episodes is stored, and what still waits."""
+    if not session_ids:
+        return Backlog(0, 0, 0, 0)
+    pending = int(JobState.PENDING)
+    row = conn.execute(
+        "SELECT COUNT(*),"
+        " COALESCE(SUM(CASE WHEN embed_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN extract_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN memory_state = ? THEN 1 ELSE 0 END), 0)"
+        f" FROM episodes WHERE session_id IN (SELECT value FROM {json_ints(conn)})",
+        (pending, pending, pending, json.dumps([int(i) for i in session_ids])),
+    ).fetchone()
+    return Backlog(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
 def mark_formation_due(conn: Connection, ids: Sequence[int]) -> None:
     """Memory formation is pending for each of these new episodes whose
     project forms memories (its setting, or the default) from a session that
