@@ -129,9 +129,7 @@ class EmptyAnswers:
         ``memories``), the semantic index has not caught up, or none matched."""
         return await self.db.read_in_transaction(lambda c: self._memory_search(c, scope, mode))
 
-    def _memory_search(
-        self, conn: Connection, scope: MemoryScope, mode: SearchMode
-    ) -> EmptyReason:
+    def _memory_search(self, conn: Connection, scope: MemoryScope, mode: SearchMode) -> EmptyReason:
         where, params = sql_where(scope)
         if not memory_store.list_visible(conn, where, params, limit=1):
             return self._memories(conn, scope)

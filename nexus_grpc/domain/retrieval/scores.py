@@ -78,9 +78,7 @@ class CallerScores(Stage):
             fused = [c for c in ranked if not c.reranked]
             # Only a trailing run can be 0: fused scores are sorted, reranked
             # ones come first.
-            for candidate, score in zip(
-                fused, lifted_tail([c.score for c in fused]), strict=True
-            ):
+            for candidate, score in zip(fused, lifted_tail([c.score for c in fused]), strict=True):
                 candidate.score = score
         elif call.mode == SearchMode.KEYWORD and self.bm25:
             for candidate in ranked:
