@@ -194,3 +194,14 @@ class NewEpisode:
     created_at: float | None = None
     # The user its writer acted for (``insert``'s ``acts_for``).
     acts_for: str = ""
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Episodes of some sessions, and how many of them still wait for each
+    background job (embed_state, extract_state, memory_state pending)."""
+
+    episodes: int
+    not_indexed: int
+    not_extracted: int
+    not_formed: int

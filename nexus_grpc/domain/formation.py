@@ -397,7 +397,7 @@ def _apply(
                 f" {more} more would form (the limit is {cap}); nothing was formed from"
                 " this episode"
             )
-            _finish(conn, ctx, [], llm_calls, error, state=JobState.FAILED)
+            _finish(conn, ctx, [], llm_calls, error, state=JobState.FAILED, proposed=len(planned))
             return
     done: list[Operation] = []
     for p in planned:
@@ -435,24 +435,30 @@ def _finish(
     error: str,
     *,
     state: JobState = JobState.DONE,
+    proposed: int | None = None,
 ) -> None:
+    """Ends the episode's formation: its state, and the event that says what
+    was proposed and decided (on DONE, ``error`` is a note: why nothing was)."""
     episode_store.set_memory_state(conn, ctx.episode_id, state, error)
+    done = state == JobState.DONE
+    formed: dict[str, Any] = {
+        "operations": [asdict(o) for o in operations],
+        "llm_calls": llm_calls,
+        "proposed": len(operations) if proposed is None else proposed,
+        # Whose memories formation weighed: watchers that may not act for
+        # this user see none of its detail (domain/graph.py).
+        "user_id": ctx.session.user_id,
+    }
+    if done and error:
+        formed["note"] = error
     event_store.insert(
         conn,
         ctx.episode_id,
         ctx.session.id,
         ctx.session.project_id,
-        event_store.DONE if state == JobState.DONE else event_store.FAILED,
-        error=error if state != JobState.DONE else "",
-        payload={
-            FORMATION: {
-                "operations": [asdict(o) for o in operations],
-                "llm_calls": llm_calls,
-                # Whose memories formation weighed: watchers that may not act
-                # for this user see none of its detail (domain/graph.py).
-                "user_id": ctx.session.user_id,
-            }
-        },
+        event_store.DONE if done else event_store.FAILED,
+        error="" if done else error,
+        payload={FORMATION: formed},
     )
 
 

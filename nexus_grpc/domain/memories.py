@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -97,6 +98,37 @@ def _expiry(expire_time: float | None, ttl: float | None) -> float | None:
     return expire_time
 
 
+def words_key(text: str) -> str:
+    """A memory's words, case and punctuation aside: a retried "Postgres runs
+    on port 5433." and "postgres runs on port 5433" meet (formation's rule
+    for identical memories too)."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _same_words(conn: Connection, row: Mapping[str, Any], tenant: str) -> Memory | None:
+    """The owner's live memory in the same tier that already holds ``row``'s
+    words (its title and its content), if there is one.
+
+    The owner is whoever sees the memory: its kind, project, agent and user,
+    and for the TASK and SESSION tiers its origin session too."""
+    tier = row["tier"]
+    texts = memory_store.texts_of_owner(
+        conn,
+        kind=row["kind"],
+        project_id=row["project_id"],
+        agent_id=row["agent_id"],
+        user_id=row["user_id"],
+        tier=tier,
+        session_id=row["session_id"] if Tier(tier) in SESSION_TIERS else None,
+        tenant=tenant,
+    )
+    title, content = words_key(row["title"]), words_key(row["content"])
+    for memory_id, their_title, their_content in texts:
+        if words_key(their_content) == content and words_key(their_title) == title:
+            return memory_store.find(conn, memory_id)
+    return None
+
+
 def _check_confidence(field: str, value: float) -> float:
     if math.isnan(value) or value < 0.0 or value > 1.0:
         raise InvalidArgument(f"{field} must be between 0 and 1, got {value}", field=field)
@@ -132,7 +164,18 @@ class Memories:
 
     # CRUD -------------------------------------------------------------------
 
-    async def create(self, values: Mapping[str, Any], request_id: str = "") -> Memory:
+    async def create(
+        self,
+        values: Mapping[str, Any],
+        request_id: str = "",
+        *,
+        on_existing: Callable[[str], None] | None = None,
+    ) -> Memory:
+        """Stores a memory, or answers with the one already there: the first
+        memory of a ``request_id`` (a retry), or the owner's live memory in
+        the same tier with the same words, case and punctuation aside (a
+        retry without a request_id, or a fact told twice), which
+        ``on_existing`` then hears about."""
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(
@@ -189,12 +232,17 @@ class Memories:
 
         visible = tenancy.visible()
         creator = tenancy.creator(self.default_tenant)
+        # The memory that already held these words, when the write found one.
+        # The write may run again (PostgreSQL retries a lost race): only its
+        # last run counts.
+        found_same: list[int] = []
 
         vector = None
         if self.inline is not None:
             vector = await self.inline.embed(documents.memory_text(title, content))
 
         def write(conn: Connection, vector: list[float] | None) -> tuple[Memory, bool]:
+            found_same.clear()
             # Whose memory this is: the project's tenant, else the session's,
             # else the caller's. Each must be one the caller sees.
             tenant = creator
@@ -222,6 +270,10 @@ class Memories:
                 if existing is not None:
                     _check_replay(existing, row, request_id)
                     return existing, False
+            same = _same_words(conn, row, tenant)
+            if same is not None:
+                found_same.append(same.id)
+                return same, False
             if tier != Tier.ARCHIVE:
                 self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
             memory = memory_store.insert(conn, row, request_id, tenant, embedded=vector is not None)
@@ -245,6 +297,11 @@ class Memories:
         memory, created = await inline_vectors.write_with(self.db, vector, write)
         if created:
             self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
+        elif on_existing is not None and found_same == [memory.id]:
+            on_existing(
+                f"memory {memory.id} already holds these words in this tier; it is"
+                " returned and nothing was stored"
+            )
         return memory
 
     def _check_cap(
@@ -517,15 +574,16 @@ class Memories:
 
     async def usage(
         self,
-        thread_id: str,
+        thread_id: str | None,
         memory_id: int | None,
         user_id: str,
         project_id: int,
         page_size: int,
         page_token: str,
     ) -> Page[memory_store.MemoryUsage]:
-        """By memory or by thread, only what this (user, project) recorded:
-        the usage log holds prompts, which must never reach another user."""
+        """By memory, by thread, or (neither given) all of it, only what this
+        (user, project) recorded: the usage log holds prompts, which must
+        never reach another user."""
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         v.identifier("user_id", user_id)
@@ -539,6 +597,10 @@ class Memories:
                 return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
 
             rows = await self.db.read_in_transaction(by_memory)
+        elif thread_id is None:
+            rows = await self.db.read(
+                lambda c: memory_store.usage_by_owner(c, owner, after, size + 1)
+            )
         else:
             if not thread_id.strip():
                 raise InvalidArgument(

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
@@ -42,6 +42,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.domain import empty_answers
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
@@ -98,7 +99,21 @@ class Selector:
         thread_summary: str,
         limit: int,
         request_id: str = "",
+        *,
+        on_method: Callable[[str], None] | None = None,
+        on_empty: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
+        """The selected memories, most relevant first. ``on_method`` hears how
+        the selection was (or, with nothing to choose from, would have been)
+        made, before the first one; ``on_empty`` why nothing was selected
+        when the memories were there (the model chose none, or semantic
+        ranking found none related). With no memory in scope it hears
+        nothing: EmptyAnswers.memories says why."""
+
+        def method_is(method: str) -> None:
+            if on_method is not None:
+                on_method(method)
+
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
         v.identifier("thread_id", thread_id)
         v.text("thread_summary", thread_summary, limit=v.MAX_SHORT_TEXT_CHARS)
@@ -117,6 +132,7 @@ class Selector:
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
             stored = await self.db.read(lambda c: selection_store.find(c, key))
             if stored is not None:
+                method_is(stored[1].method)
                 async for replayed in self._replay(stored, digest, request_id, scope):
                     yield replayed
                 return
@@ -137,6 +153,7 @@ class Selector:
 
         candidates, used = await self.db.read_in_transaction(read)
         if not candidates:
+            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
             return
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
@@ -156,12 +173,20 @@ class Selector:
             picks = [
                 (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
             ]
+        method_is(method)
         ranked = sorted(
             ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
             key=lambda p: p[1],
             reverse=True,
         )[:n]
         if not ranked:
+            if on_empty is not None:
+                why = (
+                    empty_answers.model_chose_none(len(candidates))
+                    if method == METHOD_LLM
+                    else empty_answers.semantic_found_none(len(candidates))
+                )
+                on_empty(str(why))
             return
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
@@ -186,6 +211,7 @@ class Selector:
         outcome = await self.db.write(record)
         if isinstance(outcome, tuple):
             assert digest is not None
+            method_is(outcome[1].method)
             async for replayed in self._replay(outcome, digest, request_id, scope):
                 yield replayed
             return

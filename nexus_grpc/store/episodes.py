@@ -9,6 +9,7 @@ from typing import Any
 
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
+    Backlog,
     Episode,
     JobState,
     MemoryFormation,
@@ -390,6 +391,22 @@ def failed_extractions(conn: Connection, tenant: str) -> list[tuple[int, str]]:
         (int(JobState.FAILED), tenant),
     )
     return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def backlog(conn: Connection, session_ids: Sequence[int]) -> Backlog:
+    """What of these sessions' episodes is stored, and what still waits."""
+    if not session_ids:
+        return Backlog(0, 0, 0, 0)
+    pending = int(JobState.PENDING)
+    row = conn.execute(
+        "SELECT COUNT(*),"
+        " COALESCE(SUM(CASE WHEN embed_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN extract_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN memory_state = ? THEN 1 ELSE 0 END), 0)"
+        f" FROM episodes WHERE session_id IN (SELECT value FROM {json_ints(conn)})",
+        (pending, pending, pending, json.dumps([int(i) for i in session_ids])),
+    ).fetchone()
+    return Backlog(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
 
 def mark_formation_due(conn: Connection, ids: Sequence[int]) -> None:

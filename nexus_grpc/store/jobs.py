@@ -320,6 +320,14 @@ def requeue_failed(conn: Connection, kind: str, target_id: int | None = None) ->
     ).rowcount
 
 
+def pending_count(conn: Connection, kind: str) -> int:
+    """Jobs of ``kind`` waiting or running."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state IN ('pending', 'running')", (kind,)
+    ).fetchone()
+    return int(row[0])
+
+
 def depths(conn: Connection) -> list[QueueDepth]:
     rows = conn.execute(
         "SELECT kind, SUM(CASE WHEN state IN ('pending', 'running') THEN 1 ELSE 0 END),"

@@ -132,6 +132,40 @@ def find_by_request_id(
     return _row(row) if row else None
 
 
+def texts_of_owner(
+    conn: Connection,
+    *,
+    kind: int,
+    project_id: int,
+    agent_id: str,
+    user_id: str,
+    tier: int,
+    session_id: int | None,
+    tenant: str,
+) -> list[tuple[int, str, str]]:
+    """(id, title, content) of one owner's live memories in one tier, oldest
+    first; ``session_id`` narrows to an origin session (None: any). Walks the
+    owner's index (idx_memories_project / idx_memories_user), as the cap does.
+
+    On PostgreSQL the owner is first locked for the rest of the transaction,
+    so two concurrent creates of the same words cannot both find none (on
+    SQLite the one writer already runs them one after the other)."""
+    if is_postgres(conn):
+        owner = f"memory-owner:{tenant}:{kind}:{project_id}:{agent_id}:{user_id}:{tier}"
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (owner,))
+    sql = (
+        "SELECT id, title, content FROM memories WHERE tenant = ? AND kind = ?"
+        " AND project_id = ? AND agent_id = ? AND user_id = ? AND tier = ?"
+        " AND (expire_at IS NULL OR expire_at > ?)"
+    )
+    params: list[Any] = [tenant, kind, project_id, agent_id, user_id, tier, now()]
+    if session_id is not None:
+        sql += " AND session_id = ?"
+        params.append(session_id)
+    rows = conn.execute(sql + " ORDER BY id", tuple(params)).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
 def count_in_cap_scope(
     conn: Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
@@ -418,6 +452,18 @@ def usage_by_thread(
         f"SELECT * FROM memory_usage WHERE thread_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",
         (thread_id, *params, after_id or 0, limit),
+    ).fetchall()
+    return [_usage_row(r) for r in rows]
+
+
+def usage_by_owner(
+    conn: Connection, owner: UsageOwner, after_id: int | None, limit: int
+) -> list[MemoryUsage]:
+    """Everything this owner's selections recorded, oldest first (keyset on id)."""
+    where, params = _owner_clause(owner)
+    rows = conn.execute(
+        f"SELECT * FROM memory_usage WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+        (*params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
 

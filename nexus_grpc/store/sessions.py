@@ -160,6 +160,14 @@ def project_session_ids(conn: Connection, project_id: int) -> list[int]:
     return [r[0] for r in rows]
 
 
+def user_session_ids(conn: Connection, project_id: int, user_id: str) -> list[int]:
+    """The project's sessions with ``user_id``: those that form that user's memories."""
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE project_id = ? AND user_id = ?", (project_id, user_id)
+    )
+    return [r[0] for r in rows]
+
+
 def update(
     conn: Connection,
     session_id: int,

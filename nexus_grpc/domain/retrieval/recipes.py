@@ -23,6 +23,7 @@ from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
 from nexus_grpc.domain.retrieval.page import Page
 from nexus_grpc.domain.retrieval.pipeline import Recipe
 from nexus_grpc.domain.retrieval.rerank import Rerank
+from nexus_grpc.domain.retrieval.scores import CallerScores
 from nexus_grpc.domain.retrieval.snippets import KeywordSnippets
 from nexus_grpc.domain.retrieval.vector import EntityVector, EpisodeVector, MemoryVector
 from nexus_grpc.store import episodes as episode_store
@@ -44,6 +45,7 @@ EPISODES: Recipe[EpisodeHit] = Recipe(
         Rerank(),
         Page(),
         KeywordSnippets(episode_store.snippets, episodes.keyword_match),
+        CallerScores(bm25=True),
     ),
     candidates=HYBRID_CANDIDATE_FACTOR,
 )
@@ -57,6 +59,7 @@ MEMORIES: Recipe[MemoryHit] = Recipe(
         Keep((memories.visible_now,)),  # scope, tier, tenant and expiry: one rule
         Rerank(),
         Page(),
+        CallerScores(bm25=True),
     ),
     candidates=HYBRID_CANDIDATE_FACTOR,
 )
@@ -70,6 +73,7 @@ ENTITIES: Recipe[EntityHit] = Recipe(
         Keep((entities.in_graph,)),
         Rerank(),
         Page(),
+        CallerScores(bm25=False),
     ),
     candidates=ENTITY_CANDIDATE_FACTOR,
     unavailable_alone=True,
