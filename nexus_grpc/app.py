@@ -18,8 +18,9 @@ from typing import Any
 from nexus_grpc.core import storage
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, StoreUnavailable
+from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
@@ -56,7 +57,6 @@ from nexus_grpc.runtime.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.store import Database as SQLiteDatabase
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store import meta
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.store.keyword_upkeep import KeywordIndexUpkeep
 from nexus_grpc.store.pg_vector_index import PgVectorIndex
@@ -157,11 +157,11 @@ def embedding_signature(embedder: Embedder) -> str:
     return f"{embedder.model_id}:{embedder.dimension}"
 
 
-def check_embedder(conn: Connection, signature: str) -> None:
+def check_embedder(uow: UnitOfWork, signature: str) -> None:
     """Record the embedding model on first start; refuse a different one later."""
-    recorded = meta.get(conn, EMBEDDING_META_KEY)
+    recorded = uow.meta.get(EMBEDDING_META_KEY)
     if recorded is None:
-        meta.put(conn, EMBEDDING_META_KEY, signature)
+        uow.meta.put(EMBEDDING_META_KEY, signature)
     elif recorded != signature:
         raise EmbedderMismatch(
             f"this data was indexed with embedding model {recorded!r}, but the server is configured"
@@ -259,7 +259,7 @@ class App:
         self.loop_lag = LoopLagMonitor()
         # SQLite's FTS5 indexes only: PostgreSQL keeps its own (autovacuum).
         self.keyword_upkeep = (
-            None if isinstance(self.db, PostgresDatabase) else KeywordIndexUpkeep(self.db)
+            KeywordIndexUpkeep(self.db) if isinstance(self.db, SQLiteDatabase) else None
         )
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster(
@@ -341,10 +341,10 @@ class App:
         name = self._store_name
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                await self.db.read(meta.probe)
+                await self.db.read(lambda uow: uow.meta.probe())
                 if self.db.write_failure is not None:
                     at = time.time()
-                    await self.db.write(lambda c: meta.touch(c, at))
+                    await self.db.write(lambda c: c.meta.touch(at))
         except Exception as exc:
             return DependencyState(name, False, f"query failed: {exc}")
         return DependencyState(name, True, f"schema version {self.db.schema_version}")
@@ -451,7 +451,7 @@ class App:
             where = f"the database {self.settings.sqlite_path}"
         try:
             await self.db.open()
-            await self.db.write(job_store.reset_running)
+            await self.db.write(lambda uow: uow.jobs.reset_running())
         except (StoreUnavailable, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         if isinstance(self.db, PostgresDatabase):
@@ -669,7 +669,7 @@ class App:
         configured model, and the rerank service (when configured) reranks."""
         store = await self.check_store()
         try:
-            queues = await self.db.read(job_store.depths)
+            queues = await self.db.read(lambda uow: uow.jobs.depths())
         except Exception:
             # The database is away: its dependency line says why, and
             # health must answer that rather than fail with it.

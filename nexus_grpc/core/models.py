@@ -205,3 +205,14 @@ class Backlog:
     not_indexed: int
     not_extracted: int
     not_formed: int
+
+
+@dataclass(frozen=True)
+class SummaryProgress:
+    """What a session's summary rule reads: a summary job already queued, the
+    episodes since the last summary and the characters of its first turns
+    (each counted no further than the rule needs)."""
+
+    queued: bool
+    new_episodes: int
+    chars: int

@@ -20,6 +20,7 @@ The Protocols are structural: a repository inherits nothing from here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from nexus_grpc.core.graph import (
@@ -33,14 +34,19 @@ from nexus_grpc.core.graph import (
     Relationship,
     When,
 )
-from nexus_grpc.core.jobs import Job, QueueDepth
+from nexus_grpc.core.jobs import (
+    Job,
+    QueueDepth,
+)
 from nexus_grpc.core.models import (
+    Backlog,
     Episode,
     JobState,
     MemoryScope,
     NewEpisode,
     Project,
     Session,
+    SummaryProgress,
     TimeWindow,
 )
 from nexus_grpc.core.records import (
@@ -56,7 +62,9 @@ from nexus_grpc.core.records import (
     UsageOwner,
     UsageRecord,
 )
-from nexus_grpc.core.vectors import Document
+from nexus_grpc.core.vectors import (
+    Document,
+)
 
 
 class ProjectRepository(Protocol):
@@ -145,9 +153,13 @@ class SessionRepository(Protocol):
         self, session_id: int, changes: Mapping[str, Any], tenant: str | None = ...
     ) -> Session: ...
 
+    def user_session_ids(self, project_id: int, user_id: str) -> list[int]: ...
+
 
 class EpisodeRepository(Protocol):
     """Episodes, their job states and their keyword index."""
+
+    def backlog(self, session_ids: Sequence[int]) -> Backlog: ...
 
     def delete(self, episode_id: int, tenant: str | None = ...) -> None: ...
 
@@ -171,15 +183,12 @@ class EpisodeRepository(Protocol):
         metadata: Mapping[str, Any],
         request_id: str | None,
         occur_at: float | None = ...,
-        priority: int = ...,
         *,
         embedded: bool = ...,
         acts_for: str = ...,
     ) -> Episode: ...
 
-    def insert_many(
-        self, rows: Sequence[NewEpisode], priority: int = ..., *, extracted: bool = ...
-    ) -> list[int]: ...
+    def insert_many(self, rows: Sequence[NewEpisode], *, extracted: bool = ...) -> list[int]: ...
 
     def keyword_search(
         self,
@@ -196,8 +205,6 @@ class EpisodeRepository(Protocol):
     def list_page(
         self, session_id: int, before_id: int | None, limit: int, since: float | None = ...
     ) -> list[Episode]: ...
-
-    def mark_formation_due(self, ids: Sequence[int]) -> None: ...
 
     def mark_indexed_before(self, before: float) -> None: ...
 
@@ -221,24 +228,21 @@ class EpisodeRepository(Protocol):
 
     def set_extract_state(self, episode_id: int, state: JobState, error: str = ...) -> None: ...
 
+    def set_memory_pending(self, ids: Sequence[int]) -> None: ...
+
     def set_memory_state(
         self, episode_id: int, state: JobState | None, error: str = ...
     ) -> None: ...
 
     def snippets(self, match: str, ids: Sequence[int]) -> dict[int, str]: ...
 
-    def summary_due(self, session_id: int) -> bool: ...
+    def summary_progress(
+        self, session_id: int, enough_episodes: int, enough_chars: int
+    ) -> SummaryProgress: ...
 
 
 class MemoryRepository(Protocol):
     """Memories, their history, their usage, formation's candidates and selections' answers."""
-
-    def visible_to(
-        self, scope: MemoryScope, alias: str = ..., *, now: float | None = ...
-    ) -> tuple[str, tuple[object, ...]]:
-        """The memory visibility rule for ``scope`` as a filter the other
-        methods take (``where, params``): opaque to the domain."""
-        ...
 
     def count_in_cap_scope(
         self, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
@@ -255,7 +259,7 @@ class MemoryRepository(Protocol):
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]: ...
 
     def get_visible(
-        self, ids: Sequence[int], where: str, params: Sequence[Any]
+        self, ids: Sequence[int], scope: MemoryScope, *, at: float | None = ...
     ) -> dict[int, Memory]: ...
 
     def insert(
@@ -268,7 +272,7 @@ class MemoryRepository(Protocol):
     ) -> Memory: ...
 
     def keyword_search(
-        self, match: str, owners: Sequence[str], where: str, params: Sequence[Any], limit: int
+        self, match: str, scope: MemoryScope, limit: int, *, at: float | None = ...
     ) -> list[tuple[Memory, float]]: ...
 
     def list_in_project(
@@ -277,9 +281,9 @@ class MemoryRepository(Protocol):
 
     def list_visible(
         self,
-        where: str,
-        params: Sequence[Any],
+        scope: MemoryScope,
         *,
+        at: float | None = ...,
         kind: int = ...,
         after_id: int | None = ...,
         limit: int = ...,
@@ -291,13 +295,29 @@ class MemoryRepository(Protocol):
     ) -> dict[int, Memory]: ...
 
     def scope_sample(
-        self, project_id: int, user_id: str, where: str, params: Sequence[Any], limit: int
+        self, scope: MemoryScope, limit: int, *, at: float | None = ...
     ) -> list[str]: ...
+
+    def texts_of_owner(
+        self,
+        *,
+        kind: int,
+        project_id: int,
+        agent_id: str,
+        user_id: str,
+        tier: int,
+        session_id: int | None,
+        tenant: str,
+    ) -> list[tuple[int, str, str]]: ...
 
     def update(self, memory_id: int, changes: Mapping[str, Any]) -> Memory: ...
 
     def usage_by_memory(
         self, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
+    ) -> list[MemoryUsage]: ...
+
+    def usage_by_owner(
+        self, owner: UsageOwner, after_id: int | None, limit: int
     ) -> list[MemoryUsage]: ...
 
     def usage_by_thread(
@@ -660,6 +680,8 @@ class JobRepository(Protocol):
 
     def next_run_after(self, kind: str) -> float | None: ...
 
+    def pending_count(self, kind: str) -> int: ...
+
     def postpone(self, job_id: int, error: str, delay: float) -> None: ...
 
     def postpone_pending(self, kind: str, error: str, until: float) -> None: ...
@@ -715,6 +737,14 @@ class KeywordIndexRepository(Protocol):
     def segment_count(self, table: str) -> int: ...
 
 
+class InlineVectorRepository(Protocol):
+    """Vectors stored beside their rows (pgvector), in the row's own transaction."""
+
+    def put(
+        self, collection: str, row_id: int, vector: Sequence[float], payload: Mapping[str, Any]
+    ) -> None: ...
+
+
 class RestoreRepository(Protocol):
     """A restore's writes, with the times and counters the export carried."""
 
@@ -759,8 +789,6 @@ class RestoreRepository(Protocol):
 
     def insert_summary(self, s: Summary) -> int: ...
 
-    def sessions_due_a_summary(self, session_ids: Sequence[int]) -> None: ...
-
 
 class UnitOfWork(Protocol):
     """One transaction's view of the store: a repository per aggregate. What
@@ -801,3 +829,11 @@ class UnitOfWork(Protocol):
 
     @property
     def restore(self) -> RestoreRepository: ...
+
+    @property
+    def vectors(self) -> InlineVectorRepository: ...
+
+    def savepoint(self, name: str) -> AbstractContextManager[None]:
+        """A nested transaction: what the block did rolls back alone when it
+        raises (an import item that fails, while the others are written)."""
+        ...

@@ -80,6 +80,11 @@ class CollectionNotFound(VectorIndexUnavailable, LookupError):
     collection and carries on."""
 
 
+class VectorTableMissing(DependencyError):
+    """The collection's table is not there (yet): the write must go through
+    the index job instead. The transaction it was raised in is spoiled."""
+
+
 class DimensionMismatch(ValueError):
     """A collection exists with a different vector size than requested (drop and rebuild)."""
 

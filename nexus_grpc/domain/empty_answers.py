@@ -16,22 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
     MemoryFormation,
     MemoryKind,
     SearchMode,
 )
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.domain.scope import episode_scope
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.memory_scope import sql_where
 
 #: The codes, stable for a program to switch on (the sentence after is for people).
 LLM_OFF = "LLM_OFF"
@@ -64,15 +59,15 @@ class EmptyAnswers:
         """Why ``scope`` sees no memory at all."""
         return await self.db.read_in_transaction(lambda c: self._memories(c, scope))
 
-    def _memories(self, conn: Connection, scope: MemoryScope) -> EmptyReason:
+    def _memories(self, uow: UnitOfWork, scope: MemoryScope) -> EmptyReason:
         project_id = scope.project_id
-        if not project_id or not project_store.exists(conn, project_id, tenancy.visible()):
+        if not project_id or not uow.projects.exists(project_id, tenancy.visible()):
             return EmptyReason(
                 NOTHING_STORED,
                 "no memory is stored in this scope (memories form from a project's"
                 " conversations; outside one, only those clients store)",
             )
-        setting = project_store.memory_formation(conn, project_id)
+        setting = uow.projects.memory_formation(project_id)
         mode = MemoryFormation(setting) if setting else DEFAULT_MEMORY_FORMATION
         if mode == MemoryFormation.OFF:
             return EmptyReason(
@@ -81,9 +76,9 @@ class EmptyAnswers:
                 " those clients store (CreateMemory)",
             )
         if mode == MemoryFormation.USER_AND_PROJECT:
-            sessions = session_store.project_session_ids(conn, project_id)
+            sessions = uow.sessions.project_session_ids(project_id)
         elif scope.user_id:
-            sessions = session_store.user_session_ids(conn, project_id, scope.user_id)
+            sessions = uow.sessions.user_session_ids(project_id, scope.user_id)
         else:
             return EmptyReason(
                 NOTHING_STORED,
@@ -91,7 +86,7 @@ class EmptyAnswers:
                 " memories (memory_formation USER), so a scope without a user_id sees only"
                 " the PROJECT memories clients store",
             )
-        backlog = episode_store.backlog(conn, sessions)
+        backlog = uow.episodes.backlog(sessions)
         if backlog.not_formed:
             return self._waiting(backlog.not_formed, "memory formation", "memory has formed")
         if not backlog.episodes:
@@ -114,13 +109,12 @@ class EmptyAnswers:
     async def listed(self, scope: MemoryScope, kind: int) -> EmptyReason:
         """Why a listing of ``scope``'s memories (of ``kind``, when set) is empty."""
 
-        def read(conn: Connection) -> EmptyReason:
-            where, params = sql_where(scope)
-            if kind and memory_store.list_visible(conn, where, params, limit=1):
+        def read(uow: UnitOfWork) -> EmptyReason:
+            if kind and uow.memories.list_visible(scope, limit=1):
                 return EmptyReason(
                     NO_MATCH, f"this scope sees memories, but none of kind {MemoryKind(kind).name}"
                 )
-            return self._memories(conn, scope)
+            return self._memories(uow, scope)
 
         return await self.db.read_in_transaction(read)
 
@@ -129,12 +123,11 @@ class EmptyAnswers:
         ``memories``), the semantic index has not caught up, or none matched."""
         return await self.db.read_in_transaction(lambda c: self._memory_search(c, scope, mode))
 
-    def _memory_search(self, conn: Connection, scope: MemoryScope, mode: SearchMode) -> EmptyReason:
-        where, params = sql_where(scope)
-        if not memory_store.list_visible(conn, where, params, limit=1):
-            return self._memories(conn, scope)
+    def _memory_search(self, uow: UnitOfWork, scope: MemoryScope, mode: SearchMode) -> EmptyReason:
+        if not uow.memories.list_visible(scope, limit=1):
+            return self._memories(uow, scope)
         if mode == SearchMode.SEMANTIC:
-            waiting = jobs.pending_count(conn, jobs.INDEX_MEMORY)
+            waiting = uow.jobs.pending_count(jobs.INDEX_MEMORY)
             if waiting:
                 return EmptyReason(
                     JOBS_PENDING,
@@ -146,9 +139,9 @@ class EmptyAnswers:
     async def episodes(self, session_id: int, project_id: int, mode: SearchMode) -> EmptyReason:
         """Why a search of episodes found nothing."""
 
-        def read(conn: Connection) -> EmptyReason:
-            sessions = episode_scope(conn, session_id, project_id)
-            backlog = episode_store.backlog(conn, sessions)
+        def read(uow: UnitOfWork) -> EmptyReason:
+            sessions = episode_scope(uow, session_id, project_id)
+            backlog = uow.episodes.backlog(sessions)
             where = "this project" if project_id or len(sessions) > 1 else "this session"
             if not backlog.episodes:
                 return EmptyReason(NOTHING_STORED, f"no exchange is stored in {where} yet")
@@ -170,12 +163,12 @@ class EmptyAnswers:
     async def entities(self, project_id: int, session_id: int) -> EmptyReason:
         """Why a search of a graph found nothing."""
 
-        def read(conn: Connection) -> EmptyReason:
+        def read(uow: UnitOfWork) -> EmptyReason:
             if project_id:
-                sessions = session_store.project_session_ids(conn, project_id)
+                sessions = uow.sessions.project_session_ids(project_id)
             else:
                 sessions = [session_id]
-            backlog = episode_store.backlog(conn, sessions)
+            backlog = uow.episodes.backlog(sessions)
             if backlog.not_extracted:
                 return self._waiting(
                     backlog.not_extracted, "entity extraction", "entity has been extracted"

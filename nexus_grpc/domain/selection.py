@@ -41,7 +41,8 @@ from nexus_grpc.core.records import (
     SelectionPick,
     UsageRecord,
 )
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import empty_answers
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
@@ -49,9 +50,6 @@ from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import selections as selection_store
-from nexus_grpc.store.memory_scope import sql_where
 
 log = logging.getLogger(__name__)
 USED_PENALTY = 0.5
@@ -120,7 +118,6 @@ class Selector:
         v.identifier("request_id", request_id)
         n = v.search_limit(limit)
         check_scope(scope)
-        where, params = sql_where(scope)
         owner = usage_owner(scope)
         key = digest = None
         if request_id:
@@ -130,22 +127,20 @@ class Selector:
                 tenancy.own(self.default_tenant), scope.user_id, scope.project_id, request_id
             )
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
-            stored = await self.db.read(lambda c: selection_store.find(c, key))
+            stored = await self.db.read(lambda c: c.memories.find_selection(key))
             if stored is not None:
                 method_is(stored[1].method)
                 async for replayed in self._replay(stored, digest, request_id, scope):
                     yield replayed
                 return
 
-        def read(conn: Connection) -> tuple[list[Memory], set[int]]:
+        def read(uow: UnitOfWork) -> tuple[list[Memory], set[int]]:
             # Past MAX_TITLES, the newest memories are the ones offered.
-            rows = memory_store.list_visible(
-                conn, where, params, limit=MAX_TITLES, newest_first=True
-            )
+            rows = uow.memories.list_visible(scope, limit=MAX_TITLES, newest_first=True)
             # Without a thread there is no conversation to have used anything in:
             # the thread-less selections of one user must not deprioritise each other.
             used = (
-                memory_store.used_in_thread(conn, thread_id, owner, [m.id for m in rows])
+                uow.memories.used_in_thread(thread_id, owner, [m.id for m in rows])
                 if thread_id
                 else set()
             )
@@ -197,15 +192,15 @@ class Selector:
             batches,
         )
 
-        def record(conn: Connection) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
+        def record(uow: UnitOfWork) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
             if key is not None:
                 # A retry that arrived while this call ran has recorded first.
-                earlier = selection_store.find(conn, key)
+                earlier = uow.memories.find_selection(key)
                 if earlier is not None:
                     return earlier
-            updated = memory_store.record_usage(conn, thread_id, owner, context, records)
+            updated = uow.memories.record_usage(thread_id, owner, context, records)
             if key is not None and digest is not None:
-                selection_store.insert(conn, key, digest, answer)
+                uow.memories.insert_selection(key, digest, answer)
             return updated
 
         outcome = await self.db.write(record)
@@ -232,8 +227,7 @@ class Selector:
                 " limit); use a new request_id for a new selection"
             )
         ids = [p.memory_id for p in answer.picks]
-        where, params = sql_where(scope)
-        rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
+        rows = await self.db.read(lambda c: c.memories.get_visible(ids, scope))
         for p in answer.picks:
             if p.memory_id in rows:
                 yield Selection(

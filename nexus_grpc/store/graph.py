@@ -39,8 +39,8 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts, no_limit, pinned_join
+from nexus_grpc.store.sql import now
 
 __all__ = [
     "SOURCE_EXTRACTION",

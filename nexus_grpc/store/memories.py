@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.models import MemoryKind, MemoryScope, Tier
 from nexus_grpc.core.records import Memory as Memory
 from nexus_grpc.core.records import MemoryUsage as MemoryUsage
 from nexus_grpc.core.records import UsageOwner as UsageOwner
@@ -20,8 +20,9 @@ from nexus_grpc.core.records import UsageRecord as UsageRecord
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
-from nexus_grpc.store.db import now, placeholders
 from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
+from nexus_grpc.store.memory_scope import sql_where
+from nexus_grpc.store.sql import now, placeholders
 
 
 def _owner_clause(owner: UsageOwner) -> tuple[str, tuple[object, ...]]:
@@ -227,14 +228,15 @@ def delete(conn: Connection, memory_id: int) -> None:
 
 def list_visible(
     conn: Connection,
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     *,
+    at: float | None = None,
     kind: int = 0,
     after_id: int | None = None,
     limit: int = 50,
     newest_first: bool = False,
 ) -> list[Memory]:
+    where, params = sql_where(scope, now=at)
     extra = " AND m.kind = ?" if kind else ""
     if newest_first:
         order, bound, start = "DESC", "<", after_id if after_id is not None else 2**62
@@ -249,11 +251,13 @@ def list_visible(
 
 
 def get_visible(
-    conn: Connection, ids: Sequence[int], where: str, params: Sequence[Any]
+    conn: Connection, ids: Sequence[int], scope: MemoryScope, *, at: float | None = None
 ) -> dict[int, Memory]:
-    """The rows among ``ids`` that exist and that the scope may see."""
+    """The rows among ``ids`` that exist and that the scope may see (expiry
+    judged at ``at``, now when None)."""
     if not ids:
         return {}
+    where, params = sql_where(scope, now=at)
     # CROSS JOIN pins the id list as the outer loop: one primary-key lookup per
     # hit. Left to itself the planner ORed the scope's indexes instead, and a
     # project's index walks every memory in the project (4.5 ms at 100,000).
@@ -278,18 +282,20 @@ def scope_tokens(project_id: int, user_id: str) -> list[str]:
 def keyword_search(
     conn: Connection,
     match: str,
-    owners: Sequence[str],
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     limit: int,
+    *,
+    at: float | None = None,
 ) -> list[tuple[Memory, float]]:
     """(memory, bm25 with higher better), best first, scoped in the same query.
 
-    ``owners`` (scope_tokens) confine the words to the owners' own postings;
-    ``where`` then applies the whole visibility rule. Ranks ids first and reads
+    The scope's owners (``scope_tokens``) confine the words to their own
+    postings; the scope's whole visibility rule then applies. Ranks ids first and reads
     whole rows only for the ``limit`` kept."""
+    owners = scope_tokens(scope.project_id, scope.user_id)
     if not owners:
         return []
+    where, params = sql_where(scope, now=at)
     if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
         found = pg_search.memory_keyword_search(conn, match, where, params, limit)
         hits = get_many(conn, [i for i, _ in found])
@@ -317,17 +323,18 @@ def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Memory]:
 
 def scope_sample(
     conn: Connection,
-    project_id: int,
-    user_id: str,
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     limit: int,
+    *,
+    at: float | None = None,
 ) -> list[str]:
     """Title and content of up to ``limit`` of the scope's most recent memories.
 
     Each owner's newest are read through its own index (the user's USER memories,
     the project's PROJECT memories), so the cost follows the scope: filtering the
     table newest-first would walk every other user's memories in between."""
+    project_id, user_id = scope.project_id, scope.user_id
+    where, params = sql_where(scope, now=at)
     if is_postgres(conn):
         return pg_search.memory_scope_sample(conn, project_id, user_id, where, params, limit)
     rows = conn.execute(

@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from nexus_grpc.core.records import SelectionAnswer, SelectionKey, SelectionPick
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 #: How long a selection's answer stays replayable.
 KEEP_SECONDS = 86_400.0

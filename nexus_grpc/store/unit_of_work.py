@@ -13,6 +13,7 @@ it against ``core.repositories.UnitOfWork``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -29,11 +30,12 @@ from nexus_grpc.store import (
     memories,
     memory_candidates,
     memory_history,
-    memory_scope,
     meta,
+    pg_vectors,
     project_stats,
     projects,
     restore,
+    savepoints,
     selections,
     sessions,
     summaries,
@@ -94,11 +96,13 @@ class SessionTable(_Table):
     project_session_ids = bound(sessions.project_session_ids)
     task_memory_owners = bound(sessions.task_memory_owners)
     update = bound(sessions.update)
+    user_session_ids = bound(sessions.user_session_ids)
 
 
 class EpisodeTable(_Table):
     """``EpisodeRepository`` on one connection."""
 
+    backlog = bound(episodes.backlog)
     delete = bound(episodes.delete)
     failed_extractions = bound(episodes.failed_extractions)
     find = bound(episodes.find)
@@ -111,7 +115,6 @@ class EpisodeTable(_Table):
     keyword_search = bound(episodes.keyword_search)
     list_for_session = bound(episodes.list_for_session)
     list_page = bound(episodes.list_page)
-    mark_formation_due = bound(episodes.mark_formation_due)
     mark_indexed_before = bound(episodes.mark_indexed_before)
     occur_at_of = bound(episodes.occur_at_of)
     oldest_in_project = bound(episodes.oldest_in_project)
@@ -123,15 +126,15 @@ class EpisodeTable(_Table):
     sessions_of = bound(episodes.sessions_of)
     set_embed_state = bound(episodes.set_embed_state)
     set_extract_state = bound(episodes.set_extract_state)
+    set_memory_pending = bound(episodes.set_memory_pending)
     set_memory_state = bound(episodes.set_memory_state)
     snippets = bound(episodes.snippets)
-    summary_due = bound(episodes.summary_due)
+    summary_progress = bound(episodes.summary_progress)
 
 
 class MemoryTable(_Table):
     """``MemoryRepository`` on one connection."""
 
-    visible_to = staticmethod(memory_scope.sql_where)
     count_in_cap_scope = bound(memories.count_in_cap_scope)
     delete = bound(memories.delete)
     find = bound(memories.find)
@@ -145,8 +148,10 @@ class MemoryTable(_Table):
     list_visible = bound(memories.list_visible)
     record_usage = bound(memories.record_usage)
     scope_sample = bound(memories.scope_sample)
+    texts_of_owner = bound(memories.texts_of_owner)
     update = bound(memories.update)
     usage_by_memory = bound(memories.usage_by_memory)
+    usage_by_owner = bound(memories.usage_by_owner)
     usage_by_thread = bound(memories.usage_by_thread)
     used_in_thread = bound(memories.used_in_thread)
     last = bound(memory_history.last)
@@ -260,6 +265,7 @@ class JobTable(_Table):
     enqueue_select = bound(jobs.enqueue_select)
     finish = bound(jobs.finish)
     next_run_after = bound(jobs.next_run_after)
+    pending_count = bound(jobs.pending_count)
     postpone = bound(jobs.postpone)
     postpone_pending = bound(jobs.postpone_pending)
     queued_targets = bound(jobs.queued_targets)
@@ -297,6 +303,12 @@ class KeywordIndexTable(_Table):
     segment_count = bound(keyword_index.segment_count)
 
 
+class InlineVectorTable(_Table):
+    """``InlineVectorRepository`` on one connection."""
+
+    put = bound(pg_vectors.put)
+
+
 class RestoreTable(_Table):
     """``RestoreRepository`` on one connection."""
 
@@ -312,7 +324,6 @@ class RestoreTable(_Table):
     insert_revision = bound(restore.insert_revision)
     insert_session = bound(restore.insert_session)
     insert_summary = bound(restore.insert_summary)
-    sessions_due_a_summary = bound(restore.sessions_due_a_summary)
 
 
 class SqlUnitOfWork:
@@ -368,3 +379,10 @@ class SqlUnitOfWork:
     @cached_property
     def restore(self) -> RestoreTable:
         return RestoreTable(self.conn)
+
+    @cached_property
+    def vectors(self) -> InlineVectorTable:
+        return InlineVectorTable(self.conn)
+
+    def savepoint(self, name: str) -> AbstractContextManager[None]:
+        return savepoints.savepoint(self.conn, name)

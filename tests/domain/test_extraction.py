@@ -30,7 +30,7 @@ BOTH_STORES = True
 
 
 async def job_rows(h: Harness, kind: str = "extract:episode") -> list[tuple]:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: [
             tuple(r)
             for r in c.execute(
@@ -236,7 +236,7 @@ async def test_types_ignore_list_and_labels_are_filtered(gh, stub):
     assert {e.name for e in listed.entities} == {"Alice", "Initech"}
     alice = next(e for e in listed.entities if e.name == "Alice")
     assert alice.source == graph_pb2.ENTITY_SOURCE_EXTRACTION and alice.project_id == 0
-    got = await gh.app.db.read(
+    got = await gh.app.db.read_sql(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM entity_episodes WHERE episode_id = ?", (ep.id,)
         ).fetchone()[0]
@@ -552,7 +552,7 @@ async def test_each_session_outside_a_project_has_its_own_graph(gh, stub):
     )
     # None of the refusals wrote anything.
     assert (
-        await gh.app.db.read(
+        await gh.app.db.read_sql(
             lambda c: c.execute("SELECT COUNT(*) FROM entities WHERE name = 'X'").fetchone()[0]
         )
         == 0

@@ -110,7 +110,7 @@ async def test_validation_and_preconditions(harness):
     assert await code_of(create(h, kind=P, title="t", project_id=999)) == pre
     assert await code_of(create(h, kind=P, title="t", project_id=p1, session_id=999)) == pre
     assert await code_of(h.memory.ListMemories(memory_pb2.ListMemoriesRequest())) == bad
-    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    n = await h.app.db.read_sql(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert n == 0  # a rejected request writes nothing
 
 
@@ -134,7 +134,7 @@ async def test_output_only_source_fields_are_ignored_unless_impossible(harness):
             await create(h, kind=P, title="t2", project_id=p1, **bad)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert f"memory.{next(iter(bad))}" in err.value.details()
-    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    n = await h.app.db.read_sql(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert n == 1
 
 
@@ -201,9 +201,10 @@ async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(ha
     )
     again = await call
     assert again.id == first.id and again.content == "Postgres runs on port 5433."
-    assert f"memory {first.id} already holds these words" in dict(
-        await call.trailing_metadata()
-    )["x-nexus-existing"]
+    assert (
+        f"memory {first.id} already holds these words"
+        in dict(await call.trailing_metadata())["x-nexus-existing"]
+    )
 
     # Anything else that differs is another memory: the words, the tier, the
     # owner (project, agent, user; the origin session for TASK and SESSION).
@@ -519,7 +520,7 @@ async def test_semantic_hits_are_rechecked_against_sqlite(harness):
     )
     # The positive case first: while the row is alice's, the point finds it.
     assert [x.memory.id async for x in h.memory.SearchMemories(search)] == [mem.id]
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute("UPDATE memories SET user_id = 'bob' WHERE id = ?", (mem.id,))
     )
     hits = [
@@ -586,5 +587,7 @@ async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
         memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope(user_id=" bob"))
     )
     assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
-    rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    rows = await h.app.db.read_sql(
+        lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    )
     assert rows == 0

@@ -63,7 +63,7 @@ class World:
         await self.db.open()
         self.memories = Memories(self.db, JobSignals(), HashingEmbedder(), None, cap=CAP)  # type: ignore[arg-type]
         self.project = (
-            await self.db.write(lambda c: project_store.insert(c, {"name": "shared"}))
+            await self.db.write_sql(lambda c: project_store.insert(c, {"name": "shared"}))
         ).id
 
     def run(self, coro):
@@ -115,7 +115,7 @@ def test_no_interleaving_refuses_a_user_under_their_own_cap_on_postgresql(pg_wor
 
 
 def check(world: World, sequence) -> None:
-    world.run(world.db.write(lambda c: c.execute("DELETE FROM memories")))
+    world.run(world.db.write_sql(lambda c: c.execute("DELETE FROM memories")))
     live: list[tuple[int, tuple, int]] = []  # (id, owner key, tier)
     counted: Counter[tuple] = Counter()
     for step, op in enumerate(sequence):

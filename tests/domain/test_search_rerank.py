@@ -47,7 +47,7 @@ async def serve(tmp_path, stub: RerankStub, **settings):
 
 async def indexed(h) -> None:
     async def done():
-        return not await h.app.db.read(
+        return not await h.app.db.read_sql(
             lambda c: c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0]
         )
 

@@ -26,7 +26,6 @@ from nexus_grpc.domain.retrieval.rerank import Rerank
 from nexus_grpc.domain.retrieval.scores import CallerScores
 from nexus_grpc.domain.retrieval.snippets import KeywordSnippets
 from nexus_grpc.domain.retrieval.vector import EntityVector, EpisodeVector, MemoryVector
-from nexus_grpc.store import episodes as episode_store
 
 #: Keywords weigh more than meaning (tuned on the LoCoMo dev split, docs/recall.md).
 WEIGHTS = {SearchSource.KEYWORD: KEYWORD_WEIGHT, SearchSource.SEMANTIC: 1.0 - KEYWORD_WEIGHT}
@@ -39,12 +38,17 @@ EPISODES: Recipe[EpisodeHit] = Recipe(
     paths=(EpisodeKeyword(), EpisodeVector()),
     stages=(
         Fusion(WEIGHTS),
-        GroupCohesion(episode_store.sessions_of),
+        GroupCohesion(lambda uow, ids: uow.episodes.sessions_of(ids)),
         KeywordLead(),
-        Hydrate(episode_store.get_many, (episodes.in_scope, episodes.in_window, episodes.retained)),
+        Hydrate(
+            lambda uow, ids: uow.episodes.get_many(ids),
+            (episodes.in_scope, episodes.in_window, episodes.retained),
+        ),
         Rerank(),
         Page(),
-        KeywordSnippets(episode_store.snippets, episodes.keyword_match),
+        KeywordSnippets(
+            lambda uow, match, ids: uow.episodes.snippets(match, ids), episodes.keyword_match
+        ),
         CallerScores(bm25=True),
     ),
     candidates=HYBRID_CANDIDATE_FACTOR,

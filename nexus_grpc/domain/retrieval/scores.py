@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from nexus_grpc.core.models import SearchMode
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.ranking import KEYWORD_WEIGHT
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
@@ -72,7 +72,7 @@ class CallerScores(Stage):
         self.bm25 = bm25
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         if len(engine.recipe.paths_for(call.mode)) > 1:
             fused = [c for c in ranked if not c.reranked]
