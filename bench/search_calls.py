@@ -60,7 +60,7 @@ async def main(cpu: int) -> None:
                     "content": " ".join(rng.choices(WORDS, k=20)), "project_id": project.id})
 
             async def indexed() -> bool:
-                return not await app.db.read(lambda c: c.execute(
+                return not await app.db.read_sql(lambda c: c.execute(
                     "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0])
 
             await wait_until(indexed, timeout=300)

@@ -11,17 +11,19 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nexus_grpc.core import storage
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, StoreUnavailable
+from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.conversations import Conversations
+from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
@@ -55,7 +57,6 @@ from nexus_grpc.runtime.loop_lag import LoopLag, LoopLagMonitor
 from nexus_grpc.store import Database as SQLiteDatabase
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store import meta
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.store.keyword_upkeep import KeywordIndexUpkeep
 from nexus_grpc.store.pg_vector_index import PgVectorIndex
@@ -86,11 +87,25 @@ class StartupError(RuntimeError):
     """
 
 
+#: The queues whose workers wait for an LLM (``llm_ready``).
+LLM_QUEUES = frozenset(
+    {
+        job_store.EXTRACT_EPISODE,
+        job_store.SUMMARIZE_SESSION,
+        job_store.FORM_MEMORIES,
+        job_store.RESOLVE_ENTITY,
+    }
+)
+
+
 @dataclass(frozen=True)
 class DependencyState:
     name: str
     ok: bool
     detail: str
+    #: Optional and not configured: nothing is failing (``ok``), and the detail
+    #: says what waits for it or works without it.
+    off: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,11 +157,11 @@ def embedding_signature(embedder: Embedder) -> str:
     return f"{embedder.model_id}:{embedder.dimension}"
 
 
-def check_embedder(conn: Connection, signature: str) -> None:
+def check_embedder(uow: UnitOfWork, signature: str) -> None:
     """Record the embedding model on first start; refuse a different one later."""
-    recorded = meta.get(conn, EMBEDDING_META_KEY)
+    recorded = uow.meta.get(EMBEDDING_META_KEY)
     if recorded is None:
-        meta.put(conn, EMBEDDING_META_KEY, signature)
+        uow.meta.put(EMBEDDING_META_KEY, signature)
     elif recorded != signature:
         raise EmbedderMismatch(
             f"this data was indexed with embedding model {recorded!r}, but the server is configured"
@@ -244,7 +259,7 @@ class App:
         self.loop_lag = LoopLagMonitor()
         # SQLite's FTS5 indexes only: PostgreSQL keeps its own (autovacuum).
         self.keyword_upkeep = (
-            None if isinstance(self.db, PostgresDatabase) else KeywordIndexUpkeep(self.db)
+            KeywordIndexUpkeep(self.db) if isinstance(self.db, SQLiteDatabase) else None
         )
         # Wakes WatchExtractions streams after extraction outcomes commit.
         self.graph_events = EventBroadcaster(
@@ -311,6 +326,8 @@ class App:
             timeout=settings.llm_timeout,
             default_tenant=settings.default_tenant,
         )
+        # Why a list, search or selection is empty, for the answer's trailer.
+        self.empty_answers = EmptyAnswers(self.db, llm_configured=self.llm is not None)
 
     @property
     def _store_name(self) -> str:
@@ -324,10 +341,10 @@ class App:
         name = self._store_name
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                await self.db.read(meta.probe)
+                await self.db.read(lambda uow: uow.meta.probe())
                 if self.db.write_failure is not None:
                     at = time.time()
-                    await self.db.write(lambda c: meta.touch(c, at))
+                    await self.db.write(lambda c: c.meta.touch(at))
         except Exception as exc:
             return DependencyState(name, False, f"query failed: {exc}")
         return DependencyState(name, True, f"schema version {self.db.schema_version}")
@@ -349,14 +366,21 @@ class App:
             )
         return DependencyState("embedder", True, signature)
 
-    async def _check_llm(self) -> DependencyState:
+    async def _check_llm(self, queues: Sequence[QueueDepth]) -> DependencyState:
         name = self.settings.llm_api
         if self.llm is None:
+            # Off by choice, as `make run` starts: the install is whole, so it
+            # neither fails nor degrades; what waits for a model is said.
+            waiting = {q.kind: q.pending for q in queues if q.kind in LLM_QUEUES}
+            held = sum(waiting.values())
             return DependencyState(
                 name,
-                False,
-                "not configured (--ollama-url or --llm-url); extraction and summaries stay"
-                " queued, selection ranks by semantic similarity",
+                True,
+                "off: not configured (--ollama-url or --llm-url); extraction, summaries and"
+                " memory formation wait in their queues until one is"
+                f" ({held} job{'' if held == 1 else 's'} waiting now), and selection ranks"
+                " by semantic similarity",
+                off=True,
             )
         models = [
             self.settings.extraction_model,
@@ -389,7 +413,10 @@ class App:
         if self.reranker is None:
             # Optional: a server without one is whole, its searches in the fused order.
             return DependencyState(
-                "reranker", True, "not configured (--reranker-url): searches keep the fused order"
+                "reranker",
+                True,
+                "off: not configured (--reranker-url); searches keep the fused order",
+                off=True,
             )
         ok, detail = await self.reranker.check(HEALTH_TIMEOUT)
         return DependencyState("reranker", ok, detail)
@@ -424,7 +451,7 @@ class App:
             where = f"the database {self.settings.sqlite_path}"
         try:
             await self.db.open()
-            await self.db.write(job_store.reset_running)
+            await self.db.write(lambda uow: uow.jobs.reset_running())
         except (StoreUnavailable, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         if isinstance(self.db, PostgresDatabase):
@@ -640,19 +667,20 @@ class App:
         """Each dependency checked now, not assumed: SQLite answers a query, the
         embedder embeds, the vector index answers, the LLM server lists every
         configured model, and the rerank service (when configured) reranks."""
-        deps = [
-            await self.check_store(),
-            await self._check_index(),
-            await self._check_embedder(),
-            await self._check_llm(),
-            await self._check_reranker(),
-        ]
+        store = await self.check_store()
         try:
-            queues = await self.db.read(job_store.depths)
+            queues = await self.db.read(lambda uow: uow.jobs.depths())
         except Exception:
-            # The database is away: its dependency line above says why, and
+            # The database is away: its dependency line says why, and
             # health must answer that rather than fail with it.
             queues = []
+        deps = [
+            store,
+            await self._check_index(),
+            await self._check_embedder(),
+            await self._check_llm(queues),
+            await self._check_reranker(),
+        ]
         # A dependency's line may quote a library's error, which may quote a URL.
         deps = [dataclasses.replace(d, detail=scrub(d.detail)) for d in deps]
         degraded = any(not d.ok for d in deps)

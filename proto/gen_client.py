@@ -12,6 +12,7 @@ from __future__ import annotations
 import keyword
 import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
 
@@ -60,10 +61,12 @@ SCALARS = {
     FDP.TYPE_BYTES: "bytes",
 }
 
-# Keyword parameters every method has besides the request's fields.  A request
-# field named ``metadata`` shares the parameter: a mapping or Struct is the
-# field, a sequence of pairs is gRPC call metadata (see client_base).
-RESERVED = {"self", "request", "timeout", "metadata"}
+# Keyword parameters every method has besides the request's fields.  gRPC call
+# metadata is ``call_metadata=``, so that a request field named ``metadata``
+# (an episode's, a session's) is only ever that field; where the request has
+# no such field, ``metadata=`` is kept as the call option's old, deprecated
+# spelling (client/base.py warns).
+RESERVED = {"self", "request", "timeout", "call_metadata", "metadata"}
 
 # Streams that stay open by design: documented as having no default deadline.
 LONG_LIVED = {"WatchExtractions"}
@@ -85,15 +88,28 @@ HEADER = '''\
 
 Every method takes either a request message (or a mapping of its fields) or the
 request's fields as typed keyword arguments, plus ``timeout=`` (seconds; ``None``
-for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
-``metadata`` field, a mapping or ``Struct`` there is that field).  Unary methods
-return the response message; server-streaming ones return a ``ServerStream``, an
-async iterator; client-streaming ones (``import_episodes``) take an iterable of
-requests and return the one response.  Failures raise ``NexusClientError`` with
-the status code, as the subclass for it (``NexusInvalidArgument``,
-``NexusNotFound``, ``NexusResourceExhausted``...) carrying the server's
-``google.rpc`` error details: ``field_violations``, ``quota_violations``,
-``resource_info`` and ``error_info``.
+for no deadline) and ``call_metadata=`` (gRPC call metadata: ``(key, value)``
+pairs).  A request field called ``metadata`` (``create_episode(metadata={...})``)
+is always that field; on a method whose request has none, ``metadata=`` still
+means call metadata, deprecated (a ``DeprecationWarning``).
+
+Enum fields take a member (``Tier.LONGTERM``), a number or a label, short or
+full, in any case (``tier="LONGTERM"``, ``kind="MEMORY_KIND_USER"``); an unknown
+label raises ``ValueError`` listing the valid ones.  Results are views of the
+response messages (``nexus_grpc.client.views``) whose enum fields read as the
+enums below (``memory.kind`` is ``MemoryKind.USER``: equal to 2, printed
+``USER``); ``isinstance`` and everything else of the message work as before,
+and ``view.to_message()`` is the message itself, for protobuf's constructors.
+
+Unary methods return the response; server-streaming ones return a
+``ServerStream``, an async iterator; client-streaming ones (``import_episodes``)
+take an iterable of requests and return the one response.  Both say what the
+server said beside the answer: ``empty_reason`` (why an empty answer is empty)
+and ``trailers``, and a stream ``degraded_reason`` and ``selection_method``.
+Failures raise ``NexusClientError`` with the status code, as the subclass for it
+(``NexusInvalidArgument``, ``NexusNotFound``, ``NexusResourceExhausted``...)
+carrying the server's ``google.rpc`` error details: ``field_violations``,
+``quota_violations``, ``resource_info`` and ``error_info``.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -111,13 +127,14 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 
+from nexus_grpc.client import enums as _enums
 from nexus_grpc.client.base import (
     DEFAULT,
     RPCS,
+    CallMetadata,
     ClientBase,
     ErrorInfo,
     FieldViolation,
-    MetadataArg,
     NexusAlreadyExists,
     NexusCancelled,
     NexusClientError,
@@ -138,12 +155,15 @@ from nexus_grpc.client.base import (
     Timeout,
 )
 from nexus_grpc.client.connection import DEFAULT_RETRY, RetryPolicy
+from nexus_grpc.client.enums import ProtoEnum
+from nexus_grpc.client.views import MessageView
 {imports}
 
 __all__ = [
     "DEFAULT",
     "DEFAULT_RETRY",
     "RPCS",
+    "CallMetadata",
     "ErrorInfo",
     "FieldViolation",
     "NexusAlreadyExists",
@@ -162,14 +182,17 @@ __all__ = [
     "NexusUnimplemented",
     "PreconditionViolation",
     "QuotaViolation",
+    "MessageView",
+    "ProtoEnum",
     "ResourceInfo",
     "RetryPolicy",
     "ServerStream",
+    {enum_names}
 ]
 
 # Imported for the annotations of the methods whose requests use them.
 _ = (Iterable, field_mask_pb2, struct_pb2, timestamp_pb2)
-
+{enums}
 
 class NexusClient(ClientBase):
     """Async client for every nexus-grpc RPC; see the module docstring and ``ClientBase``."""
@@ -185,11 +208,43 @@ def snake(name: str) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True)
+class Enum:
+    """A proto enum the client gives a Python enum (client/enums.py)."""
+
+    full_name: str  # without the leading dot: nexus.memory.v1.MemoryKind
+    wrapper: str  # its EnumTypeWrapper: memory_pb2.MemoryKind
+    proto: descriptor_pb2.EnumDescriptorProto
+    file: str
+    path: tuple[int, ...]  # its source-info path, for the comments
+
+    @property
+    def name(self) -> str:
+        return self.proto.name
+
+    def members(self) -> list[tuple[str, int, str]]:
+        """(member name, number, proto name): the proto's names less the
+        enum's prefix (TIER_LONGTERM is LONGTERM), as buf lint's
+        ENUM_VALUE_PREFIX makes every one start."""
+        prefix = snake(self.name).upper() + "_"
+        out = []
+        for value in self.proto.value:
+            if not value.name.startswith(prefix):
+                raise SystemExit(f"{self.full_name}.{value.name} lacks the prefix {prefix}")
+            short = value.name[len(prefix):]
+            if not short.isidentifier() or keyword.iskeyword(short):
+                short = value.name
+            out.append((short, value.number, value.name))
+        return out
+
+
 class Types:
     """Python names of every message and enum in the descriptor set."""
 
     def __init__(self, fds: descriptor_pb2.FileDescriptorSet) -> None:
         self.names: dict[str, str] = {}
+        #: The proto enums of the service files, in file order: Python enums.
+        self.enums: dict[str, Enum] = {}
         self.messages: dict[str, descriptor_pb2.DescriptorProto] = {}
         # message full name -> (file, its source-info path), for field comments
         self.paths: dict[str, tuple[str, tuple[int, ...]]] = {}
@@ -202,7 +257,7 @@ class Types:
                 text = loc.leading_comments.strip() or loc.trailing_comments.strip()
                 if text:
                     self.comments[(file.name, tuple(loc.path))] = text
-            self._walk(file.name, alias, f".{file.package}", "", (4,),
+            self._walk(file.name, alias, f".{file.package}", "", (4,), (5,),
                        file.message_type, file.enum_type)
 
     def _walk(
@@ -212,18 +267,24 @@ class Types:
         scope: str,
         py: str,
         path: tuple[int, ...],
+        enum_path: tuple[int, ...],
         messages: Iterable[descriptor_pb2.DescriptorProto],
         enums: Iterable[descriptor_pb2.EnumDescriptorProto],
     ) -> None:
-        for enum in enums:
-            self.names[f"{scope}.{enum.name}"] = f"{alias}.{py}{enum.name}.ValueType"
+        for j, enum in enumerate(enums):
+            full = f"{scope}.{enum.name}"
+            self.names[full] = f"{alias}.{py}{enum.name}.ValueType"
+            if file in SERVICE_FILES:
+                self.enums[full] = Enum(
+                    full[1:], f"{alias}.{py}{enum.name}", enum, file, (*enum_path, j)
+                )
         for i, message in enumerate(messages):
             full = f"{scope}.{message.name}"
             self.names[full] = f"{alias}.{py}{message.name}"
             self.messages[full] = message
             self.paths[full] = (file, (*path, i))
             self._walk(file, alias, full, f"{py}{message.name}.", (*path, i, 3),
-                       message.nested_type, message.enum_type)
+                       (*path, i, 4), message.nested_type, message.enum_type)
 
     def field_type(self, field: descriptor_pb2.FieldDescriptorProto) -> str:
         if field.type in (FDP.TYPE_MESSAGE, FDP.TYPE_ENUM):
@@ -232,6 +293,9 @@ class Types:
                 key, value = entry.field
                 return f"Mapping[{self.field_type(key)}, {self.field_type(value)}]"
             base = self.names[field.type_name]
+            if field.type_name in self.enums:
+                # The Python enum, a label (short or full) or the number.
+                base = f"{self.enums[field.type_name].name} | str | int"
             if field.type_name == ".google.protobuf.Struct":
                 base = f"{base} | Mapping[str, Any]"
         else:
@@ -274,16 +338,22 @@ def render_method(
         comment = types.comments.get((request_file, (*request_path, 2, i)), "")
         params.append((field.name, types.field_type(field), comment))
 
+    has_metadata_field = any(p[0] == "metadata" for p in params)
     out = ["", f"    {'def' if streaming else 'async def'} {name}(", "        self,"]
     out.append(f"        request: {request_type} | Mapping[str, Any] | None = None,")
     out.append("        /,")
     out.append("        *,")
     for field_name, annotation, _ in params:
+        if field_name == "metadata":
+            out.append(f"        metadata: {annotation} | None = None,")
+            continue
         if field_name in RESERVED or keyword.iskeyword(field_name):
             continue
         out.append(f"        {field_name}: {annotation} | None = None,")
     out.append("        timeout: Timeout = DEFAULT,")
-    out.append("        metadata: MetadataArg = None,")
+    out.append("        call_metadata: CallMetadata = None,")
+    if not has_metadata_field:
+        out.append("        metadata: CallMetadata = None,")
     returns = f"ServerStream[{response_type}]" if streaming else response_type
     out.append(f"    ) -> {returns}:")
 
@@ -304,7 +374,7 @@ def render_method(
         for field_name, annotation, field_comment in params:
             text = field_comment or annotation.replace(" | Mapping[str, Any]", "")
             if field_name == "metadata":
-                text += " (a mapping or Struct; a sequence of pairs is gRPC metadata)"
+                text += (" (a mapping or Struct; gRPC call metadata is call_metadata=)")
             if field_name == "request_id":
                 text += " (filled in with a random id when empty, so retries cannot duplicate)"
             doc.extend(wrap(f"{field_name}: {text}", "            ", hanging="    "))
@@ -326,6 +396,9 @@ def render_method(
     else:
         out.append("            {},")
     out.append("            timeout,")
+    out.append("            call_metadata,")
+    # The request's metadata field, or the call option's deprecated spelling:
+    # ClientBase tells them apart (a mapping or Struct is the field).
     out.append("            metadata,")
     out.append("        )")
     return out
@@ -351,7 +424,8 @@ def render_client_stream(
     out.append("        /,")
     out.append("        *,")
     out.append("        timeout: Timeout = DEFAULT,")
-    out.append("        metadata: MetadataArg = None,")
+    out.append("        call_metadata: CallMetadata = None,")
+    out.append("        metadata: CallMetadata = None,")
     out.append(f"    ) -> {response_type}:")
     short = response_type.split(".")[-1]
     request_short = request_type.split(".")[-1]
@@ -372,8 +446,32 @@ def render_client_stream(
     out.append(f"            {request_type},")
     out.append("            requests,")
     out.append("            timeout,")
+    out.append("            call_metadata,")
     out.append("            metadata,")
     out.append("        )")
+    return out
+
+
+def render_enum(types: Types, enum: Enum) -> list[str]:
+    """A proto enum as a ``ProtoEnum``, registered for the client's views."""
+    out = ["", "", f"class {enum.name}(ProtoEnum):"]
+    comment = types.comments.get((enum.file, enum.path))
+    if comment:
+        out.append(f'    """{enum.full_name}.')
+        out.append("")
+        out.extend(wrap(comment, "    "))
+        out.append('    """')
+    else:
+        out.append(f'    """{enum.full_name}."""')
+    out.append("")
+    for i, (short, number, full) in enumerate(enum.members()):
+        value_comment = types.comments.get((enum.file, (*enum.path, 2, i)))
+        if value_comment:
+            out.extend(wrap(value_comment, "    #: ", hanging=""))
+        out.append(f"    {short} = {number}")
+    out.append("")
+    out.append("")
+    out.append(f"_enums.register({enum.wrapper}.DESCRIPTOR, {enum.name})")
     return out
 
 
@@ -381,7 +479,17 @@ def render(fds: descriptor_pb2.FileDescriptorSet) -> str:
     types = Types(fds)
     imports = "\n".join(MODULES[name][0] for name in sorted(
         SERVICE_FILES, key=lambda n: MODULES[n][0]))
-    lines = [HEADER.replace("{imports}", imports).rstrip("\n")]
+    enums = sorted(types.enums.values(), key=lambda e: e.name)
+    names = {e.name for e in enums}
+    if len(names) != len(enums):
+        raise SystemExit("two proto enums share a name; the client's enums need distinct ones")
+    header = HEADER.replace("{imports}", imports)
+    header = header.replace("{enum_names}", "\n    ".join(f'"{n}",' for n in sorted(names)))
+    enum_lines: list[str] = []
+    for enum in enums:
+        enum_lines.extend(render_enum(types, enum))
+    header = header.replace("{enums}", "\n".join(enum_lines) + "\n")
+    lines = [header.rstrip("\n")]
     files = {f.name: f for f in fds.file}
     for file_name in SERVICE_FILES:
         file = files[file_name]

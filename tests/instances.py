@@ -43,7 +43,7 @@ def allow_connections(url: str, allowed: bool) -> None:
 
 
 async def sessions(h: Harness) -> int:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: int(c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
     )
 

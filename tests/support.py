@@ -145,7 +145,7 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
 
 async def index_idle(h: Harness) -> bool:
     """No memory index job is waiting or running."""
-    n = await h.app.db.read(
+    n = await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM jobs"
             " WHERE kind = 'index:memories' AND state IN ('pending', 'running')"

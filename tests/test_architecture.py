@@ -61,3 +61,16 @@ def test_the_check_sees_a_new_package(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake)
     assert parts() == {"api/", "newthing/"}
     assert "newthing/" not in diagram()
+
+
+def test_the_unit_tier_runs_on_fakes_not_on_a_database():
+    """tests/unit runs the domain's rules on tests/fakes.py: a module there that
+    reaches for SQLite or the store belongs in tests/store (docs/testing.md)."""
+    unit = Path(__file__).parent / "unit"
+    reaching = sorted(
+        path.name
+        for path in unit.glob("*.py")
+        if re.search(r"^\s*(import sqlite3|from nexus_grpc\.store|import nexus_grpc\.store)",
+                     path.read_text(), re.M)
+    )  # fmt: skip
+    assert reaching == [], f"unit tests that use a database: {reaching}"

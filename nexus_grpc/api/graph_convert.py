@@ -168,7 +168,12 @@ def extraction_event(ev: ExtractionEvent) -> graph_pb2.ExtractionEvent:
         time=timestamp(ev.created_at),
         parts=int(ev.payload.get("parts", 1 if ev.status == EXTRACTION_DONE else 0)),
         llm_calls=int(ev.payload.get("llm_calls", 0)),
-        memory_formation=_formation(ev.payload.get("formation")),
+        memory_formation=_formation(ev.payload.get("formation"), ev.status == EXTRACTION_DONE),
+        stage=(
+            graph_pb2.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION
+            if "formation" in ev.payload
+            else graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION
+        ),
     )
 
 
@@ -180,10 +185,29 @@ _ACTIONS = {
 }
 
 
-def _formation(formed: dict[str, Any] | None) -> graph_pb2.MemoryFormationOutcome | None:
+def _formation(
+    formed: dict[str, Any] | None, done: bool
+) -> graph_pb2.MemoryFormationOutcome | None:
     if formed is None:
         return None
+    shown = formed.get("operations", [])
+    # Events written before "proposed" was recorded had one operation each.
+    proposed = int(formed.get("proposed", len(shown)))
+    notes = [formed["note"]] if formed.get("note") else []
+    if done and proposed == 0 and not notes:
+        notes.append(
+            "nothing proposed: the exchange stated no lasting fact or preference this"
+            " project forms memories of"
+        )
+    if done and proposed > len(shown):
+        hidden = proposed - len(shown)
+        notes.append(
+            f"{hidden} operation{'s' if hidden != 1 else ''} on memories of users this key"
+            " may not act for left out"
+        )
     return graph_pb2.MemoryFormationOutcome(
+        proposed=proposed,
+        note="; ".join(notes),
         operations=[
             graph_pb2.MemoryOperation(
                 action=_ACTIONS.get(op["action"], graph_pb2.MEMORY_ACTION_UNSPECIFIED),
@@ -193,7 +217,7 @@ def _formation(formed: dict[str, Any] | None) -> graph_pb2.MemoryFormationOutcom
                 reason=op.get("reason", ""),
                 user_id=op.get("user_id", ""),
             )
-            for op in formed.get("operations", [])
+            for op in shown
         ],
         llm_calls=int(formed.get("llm_calls", 0)),
     )

@@ -8,7 +8,7 @@ from typing import TypeAlias
 import grpc
 
 from nexus_grpc.api import graph_convert as convert
-from nexus_grpc.api import pages
+from nexus_grpc.api import pages, trailers
 from nexus_grpc.api.convert import time_field
 from nexus_grpc.app import App
 from nexus_grpc.errors import InvalidArgument
@@ -24,6 +24,7 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         self.graph = app.graph
         self.merges = app.merges
         self.extraction = app.extraction
+        self.empty_answers = app.empty_answers
         self.max_bytes = app.settings.max_message_bytes
 
     # Entities
@@ -171,6 +172,7 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
     async def SearchEntities(
         self, request: graph_pb2.SearchEntitiesRequest, context: Ctx
     ) -> AsyncIterator[graph_pb2.EntityHit]:
+        found = 0
         async for hit in self.graph.search(
             request.query,
             request.project_id,
@@ -178,7 +180,11 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
             session_id=request.session_id,
             rerank=not request.skip_rerank,
         ):
+            found += 1
             yield convert.entity_hit(hit)
+        if not found:
+            why = await self.empty_answers.entities(request.project_id, request.session_id)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     # Extraction
 

@@ -8,7 +8,14 @@ from typing import TypeAlias
 
 import grpc
 
-from nexus_grpc.api import convert, graph_convert, pages, restore_convert, summary_convert
+from nexus_grpc.api import (
+    convert,
+    graph_convert,
+    pages,
+    restore_convert,
+    summary_convert,
+    trailers,
+)
 from nexus_grpc.app import App
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import (
@@ -21,7 +28,6 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.records import ChangedBy, Memory, Revision
-from nexus_grpc.core.redact import scrub
 from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.restore import (
@@ -244,17 +250,24 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         window = TimeWindow(
             convert.time_field(request, "start_time"), convert.time_field(request, "end_time")
         )
+        found = 0
         async for hit in self.app.episode_search.search(
             request.query,
             request.session_id,
             request.project_id,
             request.limit,
             mode,
-            on_degraded=_report_degraded(context),
+            on_degraded=trailers.reporter(context, trailers.DEGRADED),
             window=window,
             rerank=not request.skip_rerank,
         ):
+            found += 1
             yield convert.episode_hit(hit)
+        if not found:
+            why = await self.app.empty_answers.episodes(
+                request.session_id, request.project_id, mode
+            )
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def ExportProject(
         self, request: memory_pb2.ExportProjectRequest, context: Ctx
@@ -327,7 +340,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             embedding_model=status.embedding_model,
             embedding_dimension=status.embedding_dimension,
             dependencies=[
-                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail)
+                memory_pb2.DependencyStatus(name=d.name, ok=d.ok, detail=d.detail, off=d.off)
                 for d in status.dependencies
             ],
             queues=[
@@ -358,7 +371,9 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     ) -> memory_pb2.Memory:
         _check_output_only_source(request.memory)
         created = await self.app.memories.create(
-            convert.memory_values(request.memory), request.request_id
+            convert.memory_values(request.memory),
+            request.request_id,
+            on_existing=trailers.reporter(context, trailers.EXISTING),
         )
         return convert.memory(created)
 
@@ -372,13 +387,14 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def ListMemories(
         self, request: memory_pb2.ListMemoriesRequest, context: Ctx
     ) -> memory_pb2.ListMemoriesResponse:
+        scope = convert.memory_scope(request.scope)
         page = await self.app.memories.list_visible(
-            convert.memory_scope(request.scope),
-            request.kind,
-            request.page_size,
-            request.page_token,
+            scope, request.kind, request.page_size, request.page_token
         )
         items, token = pages.fitted(page, convert.memory, self.max_bytes)
+        if not items and not request.page_token:
+            why = await self.app.empty_answers.listed(scope, request.kind)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
         return memory_pb2.ListMemoriesResponse(memories=items, next_page_token=token)
 
     async def UpdateMemory(
@@ -418,39 +434,58 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def SearchMemories(
         self, request: memory_pb2.SearchMemoriesRequest, context: Ctx
     ) -> AsyncIterator[memory_pb2.MemoryHit]:
+        scope = convert.memory_scope(request.scope)
+        mode = convert.search_mode(request.mode)
+        found = 0
         async for hit in self.app.memories.search(
             request.query,
-            convert.memory_scope(request.scope),
+            scope,
             request.limit,
-            convert.search_mode(request.mode),
-            on_degraded=_report_degraded(context),
+            mode,
+            on_degraded=trailers.reporter(context, trailers.DEGRADED),
             rerank=not request.skip_rerank,
         ):
+            found += 1
             yield convert.memory_hit(hit)
+        if not found:
+            why = await self.app.empty_answers.memory_search(scope, mode)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def SelectMemories(
         self, request: memory_pb2.SelectMemoriesRequest, context: Ctx
     ) -> AsyncIterator[memory_pb2.SelectedMemory]:
+        scope = convert.memory_scope(request.scope)
+        said: list[str] = []
+
+        def empty(reason: str) -> None:
+            said.append(reason)
+            trailers.add(context, trailers.EMPTY_REASON, reason)
+
+        found = 0
         async for selected in self.app.selector.select(
             request.prompt,
-            convert.memory_scope(request.scope),
+            scope,
             request.thread_id,
             request.thread_summary,
             request.limit,
             request.request_id,
+            # Sent whatever comes: an empty stream has no message to carry it.
+            on_method=trailers.reporter(context, trailers.SELECTION_METHOD),
+            on_empty=empty,
         ):
+            found += 1
             yield convert.selected_memory(selected)
+        if not found and not said:
+            why = await self.app.empty_answers.memories(scope)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
 
     async def ListMemoryUsage(
         self, request: memory_pb2.ListMemoryUsageRequest, context: Ctx
     ) -> memory_pb2.ListMemoryUsageResponse:
+        # Neither key: the whole of this user's usage in the project.
         key = request.WhichOneof("key")
-        if key is None:
-            raise InvalidArgument(
-                "one of thread_id or memory_id is required", fields=("thread_id", "memory_id")
-            )
         page = await self.app.memories.usage(
-            request.thread_id if key == "thread_id" else "",
+            request.thread_id if key == "thread_id" else None,
             request.memory_id if key == "memory_id" else None,
             request.user_id,
             request.project_id,
@@ -593,21 +628,6 @@ def _changed_by() -> ChangedBy:
     return ChangedBy(
         request_id="" if rid == "-" else rid, principal=principal.name if principal else ""
     )
-
-
-def _report_degraded(context: Ctx):
-    """Tell the client, in trailing metadata, that a search answered with less
-    than its whole pipeline (the semantic path down: keywords alone; the
-    reranker slow or failing: the fused order). The hits say so too."""
-
-    def report(reason: str) -> None:
-        shown = scrub(reason)
-        ascii_reason = " ".join(shown.encode("ascii", "replace").decode().split())[:500]
-        context.set_trailing_metadata(
-            (("x-request-id", request_id_var.get()), ("x-nexus-degraded", ascii_reason))
-        )
-
-    return report
 
 
 def _still_wanted(context: Ctx, left: str = "its unfinished batch was not written") -> None:

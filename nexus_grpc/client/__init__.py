@@ -14,15 +14,28 @@
 
 Every method takes either a request message (or a mapping of its fields) or the
 request's fields as typed keyword arguments, plus ``timeout=`` (seconds; ``None``
-for no deadline) and ``metadata=`` (gRPC call metadata; where the request has a
-``metadata`` field, a mapping or ``Struct`` there is that field).  Unary methods
-return the response message; server-streaming ones return a ``ServerStream``, an
-async iterator; client-streaming ones (``import_episodes``) take an iterable of
-requests and return the one response.  Failures raise ``NexusClientError`` with
-the status code, as the subclass for it (``NexusInvalidArgument``,
-``NexusNotFound``, ``NexusResourceExhausted``...) carrying the server's
-``google.rpc`` error details: ``field_violations``, ``quota_violations``,
-``resource_info`` and ``error_info``.
+for no deadline) and ``call_metadata=`` (gRPC call metadata: ``(key, value)``
+pairs).  A request field called ``metadata`` (``create_episode(metadata={...})``)
+is always that field; on a method whose request has none, ``metadata=`` still
+means call metadata, deprecated (a ``DeprecationWarning``).
+
+Enum fields take a member (``Tier.LONGTERM``), a number or a label, short or
+full, in any case (``tier="LONGTERM"``, ``kind="MEMORY_KIND_USER"``); an unknown
+label raises ``ValueError`` listing the valid ones.  Results are views of the
+response messages (``nexus_grpc.client.views``) whose enum fields read as the
+enums below (``memory.kind`` is ``MemoryKind.USER``: equal to 2, printed
+``USER``); ``isinstance`` and everything else of the message work as before,
+and ``view.to_message()`` is the message itself, for protobuf's constructors.
+
+Unary methods return the response; server-streaming ones return a
+``ServerStream``, an async iterator; client-streaming ones (``import_episodes``)
+take an iterable of requests and return the one response.  Both say what the
+server said beside the answer: ``empty_reason`` (why an empty answer is empty)
+and ``trailers``, and a stream ``degraded_reason`` and ``selection_method``.
+Failures raise ``NexusClientError`` with the status code, as the subclass for it
+(``NexusInvalidArgument``, ``NexusNotFound``, ``NexusResourceExhausted``...)
+carrying the server's ``google.rpc`` error details: ``field_violations``,
+``quota_violations``, ``resource_info`` and ``error_info``.
 
 Reads and creates that carry a ``request_id`` are retried by gRPC on UNAVAILABLE
 and RESOURCE_EXHAUSTED; the client fills in an empty ``request_id``, so a retried
@@ -40,13 +53,14 @@ from typing import Any
 
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 
+from nexus_grpc.client import enums as _enums
 from nexus_grpc.client.base import (
     DEFAULT,
     RPCS,
+    CallMetadata,
     ClientBase,
     ErrorInfo,
     FieldViolation,
-    MetadataArg,
     NexusAlreadyExists,
     NexusCancelled,
     NexusClientError,
@@ -67,6 +81,8 @@ from nexus_grpc.client.base import (
     Timeout,
 )
 from nexus_grpc.client.connection import DEFAULT_RETRY, RetryPolicy
+from nexus_grpc.client.enums import ProtoEnum
+from nexus_grpc.client.views import MessageView
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
@@ -75,6 +91,7 @@ __all__ = [
     "DEFAULT",
     "DEFAULT_RETRY",
     "RPCS",
+    "CallMetadata",
     "ErrorInfo",
     "FieldViolation",
     "NexusAlreadyExists",
@@ -93,13 +110,245 @@ __all__ = [
     "NexusUnimplemented",
     "PreconditionViolation",
     "QuotaViolation",
+    "MessageView",
+    "ProtoEnum",
     "ResourceInfo",
     "RetryPolicy",
     "ServerStream",
+    "EntitySource",
+    "ExtractionEventStage",
+    "ExtractionStatus",
+    "JobState",
+    "MemoryAction",
+    "MemoryCategory",
+    "MemoryChange",
+    "MemoryFormation",
+    "MemoryKind",
+    "MemorySource",
+    "MergeMethod",
+    "ResolutionMethod",
+    "SearchMode",
+    "SearchSource",
+    "Tier",
 ]
 
 # Imported for the annotations of the methods whose requests use them.
 _ = (Iterable, field_mask_pb2, struct_pb2, timestamp_pb2)
+
+
+class EntitySource(ProtoEnum):
+    """nexus.graph.v1.EntitySource."""
+
+    UNSPECIFIED = 0
+    EXTRACTION = 1
+    MANUAL = 2
+
+
+_enums.register(graph_pb2.EntitySource.DESCRIPTOR, EntitySource)
+
+
+class ExtractionEventStage(ProtoEnum):
+    """nexus.graph.v1.ExtractionEventStage."""
+
+    UNSPECIFIED = 0
+    #: Entities and relationships extracted (entities, relationships, parts, llm_calls), or
+    #: extraction failed (error).
+    EXTRACTION = 1
+    #: Memory formation decided (memory_formation), or failed (error).
+    MEMORY_FORMATION = 2
+
+
+_enums.register(graph_pb2.ExtractionEventStage.DESCRIPTOR, ExtractionEventStage)
+
+
+class ExtractionStatus(ProtoEnum):
+    """nexus.graph.v1.ExtractionStatus."""
+
+    UNSPECIFIED = 0
+    DONE = 1
+    FAILED = 2
+
+
+_enums.register(graph_pb2.ExtractionStatus.DESCRIPTOR, ExtractionStatus)
+
+
+class JobState(ProtoEnum):
+    """nexus.memory.v1.JobState.
+
+    The state of one piece of background work on an episode.
+    """
+
+    UNSPECIFIED = 0
+    PENDING = 1
+    DONE = 2
+    FAILED = 3
+
+
+_enums.register(memory_pb2.JobState.DESCRIPTOR, JobState)
+
+
+class MemoryAction(ProtoEnum):
+    """nexus.graph.v1.MemoryAction."""
+
+    UNSPECIFIED = 0
+    #: A new memory.
+    ADD = 1
+    #: An existing memory's content replaced (history keeps the old version).
+    UPDATE = 2
+    #: An existing memory moved to the archive tier, and a new one added.
+    SUPERSEDE = 3
+    #: Already known, or older than what is known: nothing written.
+    NOTHING = 4
+
+
+_enums.register(graph_pb2.MemoryAction.DESCRIPTOR, MemoryAction)
+
+
+class MemoryCategory(ProtoEnum):
+    """nexus.memory.v1.MemoryCategory."""
+
+    UNSPECIFIED = 0
+    NECESSARY = 1
+    SUPPORTING = 2
+
+
+_enums.register(memory_pb2.MemoryCategory.DESCRIPTOR, MemoryCategory)
+
+
+class MemoryChange(ProtoEnum):
+    """nexus.memory.v1.MemoryChange."""
+
+    UNSPECIFIED = 0
+    UPDATE = 1
+    DELETE = 2
+    #: Removed when its expire_time passed.
+    EXPIRE = 3
+
+
+_enums.register(memory_pb2.MemoryChange.DESCRIPTOR, MemoryChange)
+
+
+class MemoryFormation(ProtoEnum):
+    """nexus.memory.v1.MemoryFormation."""
+
+    UNSPECIFIED = 0
+    #: Nothing forms by itself; memories are what clients write.
+    OFF = 1
+    #: Lasting facts and preferences the user states become USER memories of the session's
+    #: user_id (sessions without one form nothing).
+    USER = 2
+    #: And facts about the project's work become PROJECT memories of the session's agent_id.
+    USER_AND_PROJECT = 3
+
+
+_enums.register(memory_pb2.MemoryFormation.DESCRIPTOR, MemoryFormation)
+
+
+class MemoryKind(ProtoEnum):
+    """nexus.memory.v1.MemoryKind."""
+
+    UNSPECIFIED = 0
+    #: Shared by every session of its project.
+    PROJECT = 1
+    #: Belongs to one user and is never returned to another.
+    USER = 2
+
+
+_enums.register(memory_pb2.MemoryKind.DESCRIPTOR, MemoryKind)
+
+
+class MemorySource(ProtoEnum):
+    """nexus.memory.v1.MemorySource."""
+
+    UNSPECIFIED = 0
+    #: Written by a client (CreateMemory).
+    CLIENT = 1
+    #: Formed from a conversation: source_episode_id names the episode.
+    FORMATION = 2
+
+
+_enums.register(memory_pb2.MemorySource.DESCRIPTOR, MemorySource)
+
+
+class MergeMethod(ProtoEnum):
+    """nexus.graph.v1.MergeMethod."""
+
+    UNSPECIFIED = 0
+    #: MergeEntities.
+    MANUAL = 1
+    #: Resolution: an entity kept apart, then found to be the target.
+    LLM = 2
+
+
+_enums.register(graph_pb2.MergeMethod.DESCRIPTOR, MergeMethod)
+
+
+class ResolutionMethod(ProtoEnum):
+    """nexus.graph.v1.ResolutionMethod."""
+
+    UNSPECIFIED = 0
+    #: The entity was created for this name.
+    NEW = 1
+    #: The name's key (case, spacing, punctuation, accents, title, possessive folded) is one
+    #: of the entity's.
+    EXACT = 2
+    #: The name is part of the entity's name, or the reverse, and no other entity fits
+    #: ("Priya" of "Priya Raman").
+    CONTAINMENT = 3
+    #: A near-duplicate spelling (character-shingle similarity; score).
+    SHINGLE = 4
+    #: The LLM said so.
+    LLM = 5
+    #: Moved here by a merge.
+    MERGE = 6
+    #: UpsertEntity named it.
+    MANUAL = 7
+
+
+_enums.register(graph_pb2.ResolutionMethod.DESCRIPTOR, ResolutionMethod)
+
+
+class SearchMode(ProtoEnum):
+    """nexus.memory.v1.SearchMode."""
+
+    #: Hybrid.
+    UNSPECIFIED = 0
+    KEYWORD = 1
+    SEMANTIC = 2
+    HYBRID = 3
+
+
+_enums.register(memory_pb2.SearchMode.DESCRIPTOR, SearchMode)
+
+
+class SearchSource(ProtoEnum):
+    """nexus.memory.v1.SearchSource.
+
+    Which retrieval path found a hit.
+    """
+
+    UNSPECIFIED = 0
+    KEYWORD = 1
+    SEMANTIC = 2
+
+
+_enums.register(memory_pb2.SearchSource.DESCRIPTOR, SearchSource)
+
+
+class Tier(ProtoEnum):
+    """nexus.memory.v1.Tier."""
+
+    UNSPECIFIED = 0
+    #: Seen only by its origin session.
+    TASK = 1
+    SESSION = 2
+    #: Shared within its scope.
+    LONGTERM = 3
+    #: Shared, but excluded unless include_archived.
+    ARCHIVE = 4
+
+
+_enums.register(memory_pb2.Tier.DESCRIPTOR, Tier)
 
 
 class NexusClient(ClientBase):
@@ -114,7 +363,8 @@ class NexusClient(ClientBase):
         *,
         project: memory_pb2.Project | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Project:
         """MemoryService.CreateProject: returns ``Project``.
 
@@ -132,6 +382,7 @@ class NexusClient(ClientBase):
                 "project": project,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -142,7 +393,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Project:
         """MemoryService.GetProject: returns ``Project``.
 
@@ -158,6 +410,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -169,7 +422,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListProjectsResponse:
         """MemoryService.ListProjects: returns ``ListProjectsResponse``.
 
@@ -187,6 +441,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -198,7 +453,8 @@ class NexusClient(ClientBase):
         project: memory_pb2.Project | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Project:
         """MemoryService.UpdateProject: returns ``Project``.
 
@@ -216,6 +472,7 @@ class NexusClient(ClientBase):
                 "update_mask": update_mask,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -226,7 +483,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.DeleteProjectResponse:
         """MemoryService.DeleteProject: returns ``DeleteProjectResponse``.
 
@@ -244,6 +502,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -256,7 +515,8 @@ class NexusClient(ClientBase):
         top_entities: int | None = None,
         read_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ProjectStats:
         """MemoryService.GetProjectStats: returns ``ProjectStats``.
 
@@ -285,6 +545,7 @@ class NexusClient(ClientBase):
                 "read_mask": read_mask,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -295,7 +556,8 @@ class NexusClient(ClientBase):
         *,
         session: memory_pb2.Session | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Session:
         """MemoryService.CreateSession: returns ``Session``.
 
@@ -311,6 +573,7 @@ class NexusClient(ClientBase):
                 "session": session,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -323,7 +586,8 @@ class NexusClient(ClientBase):
         external_id: str | None = None,
         tenant: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Session:
         """MemoryService.GetSession: returns ``Session``.
 
@@ -345,6 +609,7 @@ class NexusClient(ClientBase):
                 "tenant": tenant,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -357,7 +622,8 @@ class NexusClient(ClientBase):
         page_token: str | None = None,
         project_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListSessionsResponse:
         """MemoryService.ListSessions: returns ``ListSessionsResponse``.
 
@@ -377,6 +643,7 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -388,7 +655,8 @@ class NexusClient(ClientBase):
         session: memory_pb2.Session | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Session:
         """MemoryService.UpdateSession: returns ``Session``.
 
@@ -406,6 +674,7 @@ class NexusClient(ClientBase):
                 "update_mask": update_mask,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -416,7 +685,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.DeleteSessionResponse:
         """MemoryService.DeleteSession: returns ``DeleteSessionResponse``.
 
@@ -434,6 +704,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -445,11 +716,12 @@ class NexusClient(ClientBase):
         session_id: int | None = None,
         user_message: str | None = None,
         ai_response: str | None = None,
+        metadata: struct_pb2.Struct | Mapping[str, Any] | None = None,
         request_id: str | None = None,
         project_id: int | None = None,
         occur_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
     ) -> memory_pb2.Episode:
         """MemoryService.CreateEpisode: returns ``Episode``.
 
@@ -460,8 +732,8 @@ class NexusClient(ClientBase):
             session_id: int
             user_message: str
             ai_response: str
-            metadata: struct_pb2.Struct (a mapping or Struct; a sequence of pairs is gRPC
-                metadata)
+            metadata: struct_pb2.Struct (a mapping or Struct; gRPC call metadata is
+                call_metadata=)
             request_id: A retry with the same request_id returns the first episode. (filled
                 in with a random id when empty, so retries cannot duplicate)
             project_id: Attaches a session that has no project yet to this project, in the
@@ -485,6 +757,7 @@ class NexusClient(ClientBase):
                 "occur_time": occur_time,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -495,7 +768,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Episode:
         """MemoryService.GetEpisode: returns ``Episode``.
 
@@ -511,6 +785,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -523,7 +798,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListEpisodesResponse:
         """MemoryService.ListEpisodes: returns ``ListEpisodesResponse``.
 
@@ -545,6 +821,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -555,7 +832,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.DeleteEpisodeResponse:
         """MemoryService.DeleteEpisode: returns ``DeleteEpisodeResponse``.
 
@@ -571,6 +849,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -583,12 +862,13 @@ class NexusClient(ClientBase):
         session_id: int | None = None,
         project_id: int | None = None,
         limit: int | None = None,
-        mode: memory_pb2.SearchMode.ValueType | None = None,
+        mode: SearchMode | str | int | None = None,
         start_time: timestamp_pb2.Timestamp | None = None,
         end_time: timestamp_pb2.Timestamp | None = None,
         skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[memory_pb2.SearchHit]:
         """MemoryService.SearchEpisodes: streams ``SearchHit``.
 
@@ -601,7 +881,7 @@ class NexusClient(ClientBase):
                 it has one.
             project_id: Searches the whole project when no session is given.
             limit: int
-            mode: memory_pb2.SearchMode.ValueType
+            mode: SearchMode | str | int
             start_time: Only episodes whose occur_time is in [start_time, end_time), on
                 every mode. Either side may be left unset (open); start_time must be earlier
                 than end_time.
@@ -626,6 +906,7 @@ class NexusClient(ClientBase):
                 "skip_rerank": skip_rerank,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -636,7 +917,8 @@ class NexusClient(ClientBase):
         /,
         *,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ImportEpisodesResponse:
         """MemoryService.ImportEpisodes: streams requests, returns ``ImportEpisodesResponse``.
 
@@ -656,6 +938,7 @@ class NexusClient(ClientBase):
             memory_pb2.ImportEpisodesRequest,
             requests,
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -667,7 +950,8 @@ class NexusClient(ClientBase):
         memory: memory_pb2.Memory | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Memory:
         """MemoryService.CreateMemory: returns ``Memory``.
 
@@ -686,6 +970,7 @@ class NexusClient(ClientBase):
                 "request_id": request_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -698,7 +983,8 @@ class NexusClient(ClientBase):
         user_id: str | None = None,
         session_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Memory:
         """MemoryService.GetMemory: returns ``Memory``.
 
@@ -719,6 +1005,7 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -730,9 +1017,10 @@ class NexusClient(ClientBase):
         scope: memory_pb2.MemoryScope | None = None,
         page_size: int | None = None,
         page_token: str | None = None,
-        kind: memory_pb2.MemoryKind.ValueType | None = None,
+        kind: MemoryKind | str | int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListMemoriesResponse:
         """MemoryService.ListMemories: returns ``ListMemoriesResponse``.
 
@@ -754,6 +1042,7 @@ class NexusClient(ClientBase):
                 "kind": kind,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -767,7 +1056,8 @@ class NexusClient(ClientBase):
         user_id: str | None = None,
         session_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.Memory:
         """MemoryService.UpdateMemory: returns ``Memory``.
 
@@ -791,6 +1081,7 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -803,7 +1094,8 @@ class NexusClient(ClientBase):
         user_id: str | None = None,
         session_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.DeleteMemoryResponse:
         """MemoryService.DeleteMemory: returns ``DeleteMemoryResponse``.
 
@@ -824,6 +1116,7 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -835,10 +1128,11 @@ class NexusClient(ClientBase):
         query: str | None = None,
         scope: memory_pb2.MemoryScope | None = None,
         limit: int | None = None,
-        mode: memory_pb2.SearchMode.ValueType | None = None,
+        mode: SearchMode | str | int | None = None,
         skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[memory_pb2.MemoryHit]:
         """MemoryService.SearchMemories: streams ``MemoryHit``.
 
@@ -846,7 +1140,7 @@ class NexusClient(ClientBase):
             query: str
             scope: memory_pb2.MemoryScope
             limit: int
-            mode: memory_pb2.SearchMode.ValueType
+            mode: SearchMode | str | int
             skip_rerank: As SearchEpisodesRequest.skip_rerank.
         """
         return self._stream(
@@ -862,6 +1156,7 @@ class NexusClient(ClientBase):
                 "skip_rerank": skip_rerank,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -877,7 +1172,8 @@ class NexusClient(ClientBase):
         limit: int | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[memory_pb2.SelectedMemory]:
         """MemoryService.SelectMemories: streams ``SelectedMemory``.
 
@@ -910,6 +1206,7 @@ class NexusClient(ClientBase):
                 "request_id": request_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -925,9 +1222,13 @@ class NexusClient(ClientBase):
         user_id: str | None = None,
         project_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListMemoryUsageResponse:
         """MemoryService.ListMemoryUsage: returns ``ListMemoryUsageResponse``.
+
+        The usage SelectMemories recorded for one user_id in one project_id: a thread's, a
+        memory's, or all of it, oldest first.
 
         Args (the fields of ``ListMemoryUsageRequest``):
             thread_id: str
@@ -953,6 +1254,7 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -967,7 +1269,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ListMemoryHistoryResponse:
         """MemoryService.ListMemoryHistory: returns ``ListMemoryHistoryResponse``.
 
@@ -996,6 +1299,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1006,7 +1310,8 @@ class NexusClient(ClientBase):
         *,
         project_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[memory_pb2.ExportRecord]:
         """MemoryService.ExportProject: streams ``ExportRecord``.
 
@@ -1031,6 +1336,7 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1041,7 +1347,8 @@ class NexusClient(ClientBase):
         /,
         *,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.RestoreProjectResponse:
         """MemoryService.RestoreProject: streams requests, returns ``RestoreProjectResponse``.
 
@@ -1066,6 +1373,7 @@ class NexusClient(ClientBase):
             memory_pb2.RestoreProjectRequest,
             requests,
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1075,7 +1383,8 @@ class NexusClient(ClientBase):
         /,
         *,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ServiceStatus:
         """MemoryService.GetServiceStatus: returns ``ServiceStatus``.
 
@@ -1088,6 +1397,7 @@ class NexusClient(ClientBase):
             request,
             {},
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1097,7 +1407,8 @@ class NexusClient(ClientBase):
         /,
         *,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> memory_pb2.ReconcileIndexResponse:
         """MemoryService.ReconcileIndex: returns ``ReconcileIndexResponse``.
 
@@ -1110,6 +1421,7 @@ class NexusClient(ClientBase):
             request,
             {},
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1127,7 +1439,8 @@ class NexusClient(ClientBase):
         project_id: int | None = None,
         session_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.Entity:
         """GraphService.UpsertEntity: returns ``Entity``.
 
@@ -1159,6 +1472,7 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1169,7 +1483,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.Entity:
         """GraphService.GetEntity: returns ``Entity``.
 
@@ -1185,6 +1500,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1195,7 +1511,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.DeleteEntityResponse:
         """GraphService.DeleteEntity: returns ``DeleteEntityResponse``.
 
@@ -1213,6 +1530,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1228,7 +1546,8 @@ class NexusClient(ClientBase):
         session_id: int | None = None,
         name: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.ListEntitiesResponse:
         """GraphService.ListEntities: returns ``ListEntitiesResponse``.
 
@@ -1254,6 +1573,7 @@ class NexusClient(ClientBase):
                 "name": name,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1269,7 +1589,8 @@ class NexusClient(ClientBase):
         valid_time: timestamp_pb2.Timestamp | None = None,
         invalid_time: timestamp_pb2.Timestamp | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.Relationship:
         """GraphService.UpsertRelationship: returns ``Relationship``.
 
@@ -1301,6 +1622,7 @@ class NexusClient(ClientBase):
                 "invalid_time": invalid_time,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1316,7 +1638,8 @@ class NexusClient(ClientBase):
         as_of: timestamp_pb2.Timestamp | None = None,
         include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.ListRelationshipsResponse:
         """GraphService.ListRelationships: returns ``ListRelationshipsResponse``.
 
@@ -1346,6 +1669,7 @@ class NexusClient(ClientBase):
                 "include_history": include_history,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1358,7 +1682,8 @@ class NexusClient(ClientBase):
         to_id: int | None = None,
         label: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.DeleteRelationshipResponse:
         """GraphService.DeleteRelationship: returns ``DeleteRelationshipResponse``.
 
@@ -1381,6 +1706,7 @@ class NexusClient(ClientBase):
                 "label": label,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1394,7 +1720,8 @@ class NexusClient(ClientBase):
         as_of: timestamp_pb2.Timestamp | None = None,
         include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.Subgraph:
         """GraphService.GetNeighborhood: returns ``Subgraph``.
 
@@ -1420,6 +1747,7 @@ class NexusClient(ClientBase):
                 "include_history": include_history,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1432,7 +1760,8 @@ class NexusClient(ClientBase):
         as_of: timestamp_pb2.Timestamp | None = None,
         include_history: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.Subgraph:
         """GraphService.GetNeighbors: returns ``Subgraph``.
 
@@ -1454,6 +1783,7 @@ class NexusClient(ClientBase):
                 "include_history": include_history,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1466,7 +1796,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.ListEntityAliasesResponse:
         """GraphService.ListEntityAliases: returns ``ListEntityAliasesResponse``.
 
@@ -1489,6 +1820,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1502,7 +1834,8 @@ class NexusClient(ClientBase):
         request_id: str | None = None,
         reason: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.EntityMerge:
         """GraphService.MergeEntities: returns ``EntityMerge``.
 
@@ -1531,6 +1864,7 @@ class NexusClient(ClientBase):
                 "reason": reason,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1541,7 +1875,8 @@ class NexusClient(ClientBase):
         *,
         merge_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.EntityMerge:
         """GraphService.UndoMerge: returns ``EntityMerge``.
 
@@ -1560,6 +1895,7 @@ class NexusClient(ClientBase):
                 "merge_id": merge_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1574,7 +1910,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.ListMergesResponse:
         """GraphService.ListMerges: returns ``ListMergesResponse``.
 
@@ -1601,6 +1938,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1615,7 +1953,8 @@ class NexusClient(ClientBase):
         session_id: int | None = None,
         skip_rerank: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[graph_pb2.EntityHit]:
         """GraphService.SearchEntities: streams ``EntityHit``.
 
@@ -1643,6 +1982,7 @@ class NexusClient(ClientBase):
                 "skip_rerank": skip_rerank,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1654,7 +1994,8 @@ class NexusClient(ClientBase):
         episode_id: int | None = None,
         all_failed: bool | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> graph_pb2.ExtractEpisodeResponse:
         """GraphService.ExtractEpisode: returns ``ExtractEpisodeResponse``.
 
@@ -1674,6 +2015,7 @@ class NexusClient(ClientBase):
                 "all_failed": all_failed,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1687,11 +2029,13 @@ class NexusClient(ClientBase):
         project_id: int | None = None,
         after_event_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[graph_pb2.ExtractionEvent]:
         """GraphService.WatchExtractions: streams ``ExtractionEvent``.
 
-        Extraction finished/failed events; resumable from after_event_id.
+        Extraction finished/failed events, and memory formation's after them
+        (ExtractionEvent.stage says which); resumable from after_event_id.
 
         Meant to stay open: the client's default deadline does not apply.
 
@@ -1713,6 +2057,7 @@ class NexusClient(ClientBase):
                 "after_event_id": after_event_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1725,7 +2070,8 @@ class NexusClient(ClientBase):
         *,
         summary: summary_pb2.Summary | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.Summary:
         """SummaryService.CreateSummary: returns ``Summary``.
 
@@ -1741,6 +2087,7 @@ class NexusClient(ClientBase):
                 "summary": summary,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1751,7 +2098,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.Summary:
         """SummaryService.GetSummary: returns ``Summary``.
 
@@ -1767,6 +2115,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1778,7 +2127,8 @@ class NexusClient(ClientBase):
         summary: summary_pb2.Summary | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.Summary:
         """SummaryService.UpdateSummary: returns ``Summary``.
 
@@ -1796,6 +2146,7 @@ class NexusClient(ClientBase):
                 "update_mask": update_mask,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1806,7 +2157,8 @@ class NexusClient(ClientBase):
         *,
         id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.DeleteSummaryResponse:
         """SummaryService.DeleteSummary: returns ``DeleteSummaryResponse``.
 
@@ -1822,6 +2174,7 @@ class NexusClient(ClientBase):
                 "id": id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1835,7 +2188,8 @@ class NexusClient(ClientBase):
         page_size: int | None = None,
         page_token: str | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.ListSummariesResponse:
         """SummaryService.ListSummaries: returns ``ListSummariesResponse``.
 
@@ -1857,6 +2211,7 @@ class NexusClient(ClientBase):
                 "page_token": page_token,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1867,7 +2222,8 @@ class NexusClient(ClientBase):
         *,
         session_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.Summary:
         """SummaryService.SummarizeSession: returns ``Summary``.
 
@@ -1885,6 +2241,7 @@ class NexusClient(ClientBase):
                 "session_id": session_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1895,7 +2252,8 @@ class NexusClient(ClientBase):
         *,
         project_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> ServerStream[summary_pb2.SummarizeProjectResponse]:
         """SummaryService.SummarizeProject: streams ``SummarizeProjectResponse``.
 
@@ -1913,6 +2271,7 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )
 
@@ -1923,7 +2282,8 @@ class NexusClient(ClientBase):
         *,
         project_id: int | None = None,
         timeout: Timeout = DEFAULT,
-        metadata: MetadataArg = None,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> summary_pb2.GetProjectOverviewResponse:
         """SummaryService.GetProjectOverview: returns ``GetProjectOverviewResponse``.
 
@@ -1941,5 +2301,6 @@ class NexusClient(ClientBase):
                 "project_id": project_id,
             },
             timeout,
+            call_metadata,
             metadata,
         )

@@ -17,15 +17,21 @@ descriptors: one typed method per RPC on ``NexusClient``, a subclass of
 Every method takes either a request message or the request's fields as typed keyword
 arguments (``create_episode(session_id=1, user_message="hi")`` builds
 ``CreateEpisodeRequest(session_id=1, user_message="hi")``), plus optional per-call
-``timeout=`` (seconds; ``None`` for no deadline) and ``metadata=`` (gRPC metadata:
-a sequence of ``(key, value)`` pairs or ``grpc.aio.Metadata``).  Because
-``CreateEpisodeRequest`` also has a field called ``metadata``, a mapping or
-``Struct`` passed as ``metadata=`` to a method whose request has that field is
-the request field, never gRPC metadata.
+``timeout=`` (seconds; ``None`` for no deadline) and ``call_metadata=`` (gRPC
+metadata: a sequence of ``(key, value)`` pairs or ``grpc.aio.Metadata``).  A
+request field called ``metadata`` (``CreateEpisodeRequest.metadata``) is only
+ever that field.  ``metadata=`` as call metadata, this module's first spelling,
+still works with a ``DeprecationWarning`` (on a method whose request has a
+``metadata`` field, only for a sequence of pairs: a mapping or ``Struct`` is
+the field).  Enum fields take labels too (``tier="LONGTERM"``; client/enums.py).
 
-Unary methods return the response message.  Server-streaming methods return a
-``ServerStream``: an async iterator of messages that starts the call on first
-use and can be cancelled (``stream.cancel()`` or ``async with stream:``).
+Unary methods return the response as a ``MessageView`` (client/views.py: enum
+fields read as enum members; the call's trailers in ``trailers`` and
+``empty_reason``).  Server-streaming methods return a ``ServerStream``: an
+async iterator of messages (views where they hold enums) that starts the call
+on first use and can be cancelled (``stream.cancel()`` or ``async with
+stream:``); once it has ended, ``empty_reason``, ``degraded_reason``,
+``selection_method`` and ``trailers`` say what the server said beside it.
 
 Every failed RPC raises ``NexusClientError`` carrying the status code, the
 status message and the server's ``x-request-id`` when it sent one; its class
@@ -54,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any, Generic, TypeAlias, TypeVar
@@ -66,6 +73,7 @@ from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
+from nexus_grpc.client import views
 from nexus_grpc.client.connection import (
     DEFAULT_RETRY,
     REQUEST_ID_FIELD,
@@ -91,6 +99,7 @@ from nexus_grpc.status_details import unpack
 __all__ = [
     "DEFAULT",
     "RPCS",
+    "CallMetadata",
     "ClientBase",
     "ErrorInfo",
     "FieldViolation",
@@ -122,9 +131,11 @@ _Self = TypeVar("_Self", bound="ClientBase")
 #: Sentinel for "use the client's default timeout".
 DEFAULT: EllipsisType = ...
 Timeout: TypeAlias = float | None | EllipsisType
-MetadataArg: TypeAlias = (
-    Sequence[tuple[str, str | bytes]] | grpc.aio.Metadata | Mapping[str, Any] | Struct | None
-)
+#: gRPC call metadata: ``(key, value)`` pairs or ``grpc.aio.Metadata``.
+CallMetadata: TypeAlias = Sequence[tuple[str, str | bytes]] | grpc.aio.Metadata | None
+#: What ``metadata=`` took before ``call_metadata=``: call metadata, or, where the
+#: request has a ``metadata`` field, that field (a mapping or ``Struct``).
+MetadataArg: TypeAlias = CallMetadata | Mapping[str, Any] | Struct
 
 REQUEST_ID_KEY = "x-request-id"
 
@@ -238,6 +249,16 @@ class NexusClientError(Exception):
         return cls(exc.code(), exc.details() or "", request_id, details, status)
 
 
+def _text_metadata(metadata: Any) -> dict[str, str]:
+    """A call's trailing metadata as text: the last value of each key, binary
+    (``-bin``) ones left out."""
+    out: dict[str, str] = {}
+    for key, value in metadata or ():
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
 def _rich_status(exc: grpc.aio.AioRpcError) -> status_pb2.Status | None:
     """The google.rpc.Status in the call's trailers; None when there is none,
     or when it is malformed or contradicts the call's own status (a proxy
@@ -325,6 +346,29 @@ class ServerStream(Generic[T]):
         self._call: grpc.aio.UnaryStreamCall | None = None
         self._done = False
         self._cancelled = False
+        self._trailers: dict[str, str] | None = None
+
+    @property
+    def trailers(self) -> dict[str, str] | None:
+        """The call's trailing metadata once the stream has ended (None before)."""
+        return None if self._trailers is None else dict(self._trailers)
+
+    @property
+    def empty_reason(self) -> str | None:
+        """Why the stream ended with no message, as the server said
+        (x-nexus-empty-reason: ``CODE: sentence``); None when it did not."""
+        return (self._trailers or {}).get(views.EMPTY_REASON_KEY)
+
+    @property
+    def degraded_reason(self) -> str | None:
+        """Why the answer is less than the whole search (x-nexus-degraded)."""
+        return (self._trailers or {}).get(views.DEGRADED_KEY)
+
+    @property
+    def selection_method(self) -> str | None:
+        """SelectMemories: how it chose (``llm`` or ``semantic``), also when it
+        chose nothing."""
+        return (self._trailers or {}).get(views.SELECTION_METHOD_KEY)
 
     @property
     def call(self) -> grpc.aio.UnaryStreamCall:
@@ -355,8 +399,9 @@ class ServerStream(Generic[T]):
             raise
         if item is grpc.aio.EOF:
             self._done = True
+            self._trailers = _text_metadata(await call.trailing_metadata())
             raise StopAsyncIteration
-        return item  # type: ignore[no-any-return]
+        return views.view(item)  # type: ignore[no-any-return]
 
     def cancel(self) -> bool:
         """Cancels the call; iteration then stops.  False if it had already finished."""
@@ -512,16 +557,18 @@ class ClientBase:
     def _request(
         self, cls: type[T], request: T | Mapping[str, Any] | None, fields: dict[str, Any]
     ) -> T:
+        # Labels for enums, views of earlier answers: what protobuf takes.
         if request is None:
-            return cls(**fields)
+            return cls(**views.plain_fields(cls.DESCRIPTOR, fields))
         if fields:
             raise TypeError(
                 f"pass either a {cls.__name__} or its fields as keyword arguments, not both"
             )
+        request = views.plain(request)
         if isinstance(request, cls):
             return request
         if isinstance(request, Mapping):
-            return cls(**request)
+            return cls(**views.plain_fields(cls.DESCRIPTOR, request))
         raise TypeError(f"expected {cls.__name__}, got {type(request).__name__}")
 
     @staticmethod
@@ -543,21 +590,41 @@ class ClientBase:
         request: Any,
         fields: dict[str, Any],
         timeout: Timeout,
+        call_metadata: CallMetadata,
         metadata: MetadataArg,
     ) -> tuple[float | None, tuple[tuple[str, Any], ...]]:
-        if isinstance(metadata, Mapping | Struct):
-            if request is None and "metadata" in cls.DESCRIPTOR.fields_by_name:
-                fields["metadata"] = metadata
-                metadata = None
-            else:
-                raise TypeError("metadata= is gRPC call metadata: a sequence of (key, value) pairs")
+        """The deadline and the call metadata. ``metadata`` is the request's
+        field where it has one and a mapping or Struct was given; otherwise
+        the call option's deprecated spelling."""
+        has_field = "metadata" in cls.DESCRIPTOR.fields_by_name
+        if isinstance(metadata, Mapping | Struct | views.MessageView):
+            if not has_field:
+                raise TypeError(
+                    f"{cls.__name__} has no metadata field; gRPC call metadata is"
+                    " call_metadata=, a sequence of (key, value) pairs"
+                )
+            if request is not None:
+                raise TypeError(
+                    f"pass either a {cls.__name__} or its fields as keyword arguments, not both"
+                )
+            fields["metadata"] = metadata
+        elif metadata is not None:
+            warnings.warn(
+                "metadata= as gRPC call metadata is deprecated: use call_metadata="
+                + (f" ({cls.__name__}.metadata is the request's own field)" if has_field else ""),
+                DeprecationWarning,
+                stacklevel=4,
+            )
+            if call_metadata is not None:
+                raise TypeError("gRPC call metadata given twice: use call_metadata= alone")
+            call_metadata = metadata
         if timeout is DEFAULT:
             timeout = None if rpc in _LONG_LIVED else self.timeout
         assert not isinstance(timeout, EllipsisType)
-        call_metadata = [*self._base_metadata, *(metadata or ())]
+        sent = [*self._base_metadata, *(call_metadata or ())]
         # The caller's trace continues on the server (when it uses OpenTelemetry).
-        tracing.inject(call_metadata)
-        return timeout, tuple(call_metadata)
+        tracing.inject(sent)
+        return timeout, tuple(sent)
 
     async def _unary(
         self,
@@ -567,22 +634,28 @@ class ClientBase:
         request: Any,
         fields: dict[str, Any],
         timeout: Timeout,
-        metadata: MetadataArg,
+        call_metadata: CallMetadata,
+        metadata: MetadataArg = None,
     ) -> Any:
         # The generated methods pass every keyword; None means "not given".
         fields = {k: v for k, v in fields.items() if v is not None}
-        deadline, call_metadata = self._call_options(cls, rpc, request, fields, timeout, metadata)
+        deadline, sent = self._call_options(
+            cls, rpc, request, fields, timeout, call_metadata, metadata
+        )
         message = self._with_request_id(self._request(cls, request, fields))
         method = getattr(self.stub(service), rpc)
         try:
-            return await method(
+            call = method(
                 message,
                 timeout=deadline,
-                metadata=call_metadata or None,
+                metadata=sent or None,
                 wait_for_ready=self._wait_for_ready,
             )
+            response = await call
+            trailers = _text_metadata(await call.trailing_metadata())
         except grpc.aio.AioRpcError as exc:
             raise NexusClientError.from_rpc_error(exc) from exc
+        return views.view(response, trailers)
 
     def _stream(
         self,
@@ -592,11 +665,14 @@ class ClientBase:
         request: Any,
         fields: dict[str, Any],
         timeout: Timeout,
-        metadata: MetadataArg,
+        call_metadata: CallMetadata,
+        metadata: MetadataArg = None,
     ) -> Any:
         # The generated methods pass every keyword; None means "not given".
         fields = {k: v for k, v in fields.items() if v is not None}
-        deadline, call_metadata = self._call_options(cls, rpc, request, fields, timeout, metadata)
+        deadline, sent = self._call_options(
+            cls, rpc, request, fields, timeout, call_metadata, metadata
+        )
         message = self._with_request_id(self._request(cls, request, fields))
 
         def start() -> grpc.aio.UnaryStreamCall:
@@ -604,7 +680,7 @@ class ClientBase:
             return method(  # type: ignore[no-any-return]
                 message,
                 timeout=deadline,
-                metadata=call_metadata or None,
+                metadata=sent or None,
                 wait_for_ready=self._wait_for_ready,
             )
 
@@ -617,15 +693,14 @@ class ClientBase:
         cls: type[T],
         requests: Iterable[T | Mapping[str, Any]] | AsyncIterable[T | Mapping[str, Any]],
         timeout: Timeout,
-        metadata: MetadataArg,
+        call_metadata: CallMetadata,
+        metadata: MetadataArg = None,
     ) -> Any:
         """A client-streaming call: ``requests`` (messages or their fields as
         mappings, from a plain or an async iterable) are sent as they come,
         and the one answer is returned. Nothing is filled in: a streamed
         item's request_id is the caller's, so that resending it is safe."""
-        if isinstance(metadata, Mapping | Struct):
-            raise TypeError("metadata= is gRPC call metadata: a sequence of (key, value) pairs")
-        deadline, call_metadata = self._call_options(cls, rpc, None, {}, timeout, metadata)
+        deadline, sent = self._call_options(cls, rpc, None, {}, timeout, call_metadata, metadata)
 
         async def messages() -> AsyncIterator[T]:
             if isinstance(requests, AsyncIterable):
@@ -637,21 +712,30 @@ class ClientBase:
 
         method = getattr(self.stub(service), rpc)
         try:
-            return await method(
+            call = method(
                 messages(),
                 timeout=deadline,
-                metadata=call_metadata or None,
+                metadata=sent or None,
                 wait_for_ready=self._wait_for_ready,
             )
+            response = await call
+            trailers = _text_metadata(await call.trailing_metadata())
         except grpc.aio.AioRpcError as exc:
             raise NexusClientError.from_rpc_error(exc) from exc
+        return views.view(response, trailers)
 
     # --- grpc.health.v1.Health --------------------------------------------------------
 
     async def check_health(
-        self, service: str = "", *, timeout: Timeout = DEFAULT, metadata: MetadataArg = None
+        self,
+        service: str = "",
+        *,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
     ) -> str:
-        """grpc.health.v1.Health.Check: the status name (``SERVING``, ``NOT_SERVING``...)."""
+        """grpc.health.v1.Health.Check: the status name (``SERVING``, ``NOT_SERVING``...).
+        ``metadata=`` is ``call_metadata=``'s deprecated spelling."""
         response = await self._unary(
             "Health",
             "Check",
@@ -659,6 +743,7 @@ class ClientBase:
             None,
             {"service": service},
             timeout,
+            call_metadata,
             metadata,
         )
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(int(response.status))

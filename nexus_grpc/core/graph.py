@@ -159,3 +159,35 @@ class EntityMerge:
     # The target's notes before the merge; the sources as they were.
     target_notes: str | None = None
     sources: tuple[MergedSource, ...] = field(default_factory=tuple)
+
+
+#: An entity's graph: (project_id, session_id); a session outside any project
+#: has its own (project_id 0).
+Graph = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class When:
+    """Which intervals a read shows: the current ones (the default), those
+    holding at ``as_of``, or every one (``history``)."""
+
+    as_of: float | None = None
+    history: bool = False
+
+
+CURRENT = When()
+HISTORY = When(history=True)
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """An entity as resolution sees it."""
+
+    id: int
+    name: str
+    name_key: str
+    type: str
+    notes: str | None
+    resolution: str
+    keys: frozenset[str]
+    distinct_from: frozenset[int]

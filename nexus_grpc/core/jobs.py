@@ -65,3 +65,12 @@ class QueueDepth:
     pending: int
     failed: int
     oldest_pending_age: float
+
+# On PostgreSQL, several instances claim from one table: a claimed job is
+# leased for this long by default (--job-lease-seconds; on the database's
+# clock), and a job whose lease ran out (its instance died, or hangs) is
+# claimed again by any instance. A
+# worker renews its jobs' leases while they run (``renew``, store/jobs.py), so only a dead
+# or stuck instance loses them. Handlers are idempotent: a job that runs
+# twice does its work once.
+LEASE_SECONDS = 60.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
@@ -177,3 +178,41 @@ class MemoryScope:
         if self.include_archived:
             return (int(Tier.LONGTERM), int(Tier.ARCHIVE))
         return (int(Tier.LONGTERM),)
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """One row for ``insert_many``: a checked episode of an existing session."""
+
+    session_id: int
+    user_message: str
+    ai_response: str
+    metadata: Mapping[str, Any]
+    request_id: str | None
+    occur_at: float | None = None
+    # A restored episode's original create time; None: now.
+    created_at: float | None = None
+    # The user its writer acted for (``insert``'s ``acts_for``).
+    acts_for: str = ""
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Episodes of some sessions, and how many of them still wait for each
+    background job (embed_state, extract_state, memory_state pending)."""
+
+    episodes: int
+    not_indexed: int
+    not_extracted: int
+    not_formed: int
+
+
+@dataclass(frozen=True)
+class SummaryProgress:
+    """What a session's summary rule reads: a summary job already queued, the
+    episodes since the last summary and the characters of its first turns
+    (each counted no further than the rule needs)."""
+
+    queued: bool
+    new_episodes: int
+    chars: int

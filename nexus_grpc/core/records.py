@@ -141,3 +141,35 @@ class EventFilter:
     project_id: int = 0
     #: Only this tenant's events; None: every tenant's.
     tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class SelectionPick:
+    memory_id: int
+    relevance: float
+    category: int
+    previously_used: bool
+
+
+@dataclass(frozen=True)
+class SelectionAnswer:
+    """A selection as it was answered."""
+
+    picks: list[SelectionPick]
+    method: str
+    degraded_reason: str
+    title_batches: int
+
+
+@dataclass(frozen=True)
+class SelectionKey:
+    """Whose selection: the usage log's owner (tenant, user, project) and the
+    client's request id."""
+
+    tenant: str
+    user_id: str
+    project_id: int
+    request_id: str
+
+    def values(self) -> tuple[str, str, int, str]:
+        return (self.tenant, self.user_id, self.project_id, self.request_id)

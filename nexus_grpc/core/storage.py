@@ -2,11 +2,12 @@
 
 Two stores implement it: SQLite (``store.db.Database`` over ``sqlite3``) and
 PostgreSQL (``store.postgres.PostgresDatabase`` over psycopg). The domain
-decides inside a unit of work, a synchronous function given a
-``Connection``; the store runs it in a transaction on its own thread and
-commits it (``Database.write``) or only reads (``Database.read``). The
-functions that run statements on a ``Connection`` all live in ``store/``:
-the domain passes the connection on and never writes SQL itself.
+decides inside a unit of work, a synchronous function given the
+transaction's repositories (``core.repositories.UnitOfWork``); the store runs
+it in a transaction on its own thread and commits it (``Database.write``) or
+only reads (``Database.read``). The functions that run statements on a
+``Connection`` all live in ``store/``, behind those repositories: the domain
+never holds a connection and never writes SQL.
 
 The seam is structural (``typing.Protocol``): a store need not inherit
 from anything, and ``sqlite3.Connection`` is a ``Connection`` as it is.
@@ -15,9 +16,12 @@ from anything, and ``sqlite3.Connection`` is a ``Connection`` as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from nexus_grpc.errors import DependencyError
+
+if TYPE_CHECKING:
+    from nexus_grpc.core.repositories import UnitOfWork
 
 T = TypeVar("T")
 
@@ -54,7 +58,8 @@ class Database(Protocol):
     it before returning (a write that returned survives ``kill -9``); if
     ``fn`` raises, nothing it did stays. ``read`` runs ``fn`` where each
     statement sees the latest commits; ``read_in_transaction`` gives ``fn``
-    one snapshot for all its statements."""
+    one snapshot for all its statements. ``fn`` is handed the transaction's
+    repositories (``core.repositories.UnitOfWork``), never a connection."""
 
     #: The schema version ``open`` migrated to.
     schema_version: int
@@ -69,11 +74,11 @@ class Database(Protocol):
 
     async def close(self) -> None: ...
 
-    async def write(self, fn: Callable[[Connection], T]) -> T: ...
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T: ...
 
-    async def read(self, fn: Callable[[Connection], T]) -> T: ...
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T: ...
 
-    async def read_in_transaction(self, fn: Callable[[Connection], T]) -> T: ...
+    async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T: ...
 
 
 class StoreUnavailable(DependencyError, RuntimeError):

@@ -58,6 +58,11 @@ class Filter:
 Cond = MatchAny | Range | Filter  # nesting allowed: a Filter is itself a condition
 
 
+#: A row as the vector index holds it: its text (embedded) and its payload
+#: (what scope filters match on).
+Document = tuple[str, dict[str, Any]]
+
+
 class VectorIndexUnavailable(DependencyError):
     """The index cannot be reached right now (network, timeout, server down); retryable."""
 
@@ -73,6 +78,11 @@ class CollectionNotFound(VectorIndexUnavailable, LookupError):
     To a reader it is the index not being ready (a Qdrant server that came
     back empty), so it is a kind of unavailability; the indexer creates the
     collection and carries on."""
+
+
+class VectorTableMissing(DependencyError):
+    """The collection's table is not there (yet): the write must go through
+    the index job instead. The transaction it was raised in is spoiled."""
 
 
 class DimensionMismatch(ValueError):

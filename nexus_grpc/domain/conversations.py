@@ -7,19 +7,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import documents, jobs, tenancy
 from nexus_grpc.core.models import (
     Episode,
     MemoryFormation,
+    NewEpisode,
     Page,
     Project,
     Session,
     episode_text,
 )
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.episode_followups import queue_followups
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import (
@@ -29,11 +32,6 @@ from nexus_grpc.errors import (
     NexusError,
     NotFound,
 )
-from nexus_grpc.store import documents, jobs
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.savepoints import savepoint
 
 PROJECT_FIELDS = (
     "name",
@@ -141,13 +139,13 @@ def _check_retry(
 
 
 def _check_same_tenant(
-    conn: Connection, session: Session, project_id: int, field: str, tenant: str | None
+    uow: UnitOfWork, session: Session, project_id: int, field: str, tenant: str | None
 ) -> None:
     """A session joins only a project of its own tenant: everything under a
     project must stay in one tenant."""
-    if not project_store.exists(conn, project_id, tenant):
+    if not uow.projects.exists(project_id, tenant):
         raise FailedPrecondition(f"{field} {project_id} does not exist")
-    if project_store.tenant_of(conn, project_id) != session.tenant:
+    if uow.projects.tenant_of(project_id) != session.tenant:
         # Only a caller who sees every tenant (an admin) gets here.
         raise FailedPrecondition(
             f"{field} {project_id} belongs to another tenant than session {session.id};"
@@ -215,7 +213,7 @@ def _checked(item: EpisodeInput) -> EpisodeInput:
 
 
 def _import_in(
-    conn: Connection, items: list[tuple[int, EpisodeInput]], tenant: str | None
+    uow: UnitOfWork, items: list[tuple[int, EpisodeInput]], tenant: str | None
 ) -> list[tuple[int, Imported | NexusError]]:
     """An import batch in the writer's transaction, in two steps: each item is
     resolved against the database as CreateEpisode would (its session, a
@@ -232,12 +230,12 @@ def _import_in(
     acts_for: dict[int, str] = {}  # item: the user its episode is written for
     for i, item in items:
         try:
-            with savepoint(conn, "import_item"):
-                session = session_store.get(conn, item.session_id, tenant, retained_at=at)
+            with uow.savepoint("import_item"):
+                session = uow.sessions.get(item.session_id, tenant, retained_at=at)
                 require_may_write(session)
                 key = (item.session_id, item.request_id)
                 earlier = pending.get(key)
-                existing = None if earlier else episode_store.find_by_request_id(conn, *key)
+                existing = None if earlier else uow.episodes.find_by_request_id(*key)
                 if earlier is not None:
                     _check_pending_retry(earlier[1], item, session)
                     replays.append((i, earlier[0]))
@@ -254,17 +252,16 @@ def _import_in(
                     )
                     outcomes.append((i, Imported(existing.id, True)))
                 else:
-                    _attach_project(conn, session, item.project_id, tenant)
+                    _attach_project(uow, session, item.project_id, tenant)
                     # Checked above: the caller may act for the session's user.
                     acts_for[i] = session.user_id
                     pending[key] = (i, item)
                     to_insert.append((i, item))
         except NexusError as exc:
             outcomes.append((i, exc))
-    ids = episode_store.insert_many(
-        conn,
+    ids = uow.episodes.insert_many(
         [
-            episode_store.NewEpisode(
+            NewEpisode(
                 item.session_id,
                 item.user_message,
                 item.ai_response,
@@ -274,9 +271,10 @@ def _import_in(
                 acts_for=acts_for[i],
             )
             for i, item in to_insert
-        ],
-        jobs.BULK,
+        ]
     )
+    stored = uow.episodes.get_many(ids)
+    queue_followups(uow, [stored[i] for i in ids], jobs.BULK)
     inserted = {i: episode_id for (i, _), episode_id in zip(to_insert, ids, strict=True)}
     outcomes.extend((i, Imported(episode_id, False)) for i, episode_id in inserted.items())
     outcomes.extend((i, Imported(inserted[first], True)) for i, first in replays)
@@ -302,9 +300,7 @@ def _check_pending_retry(first: EpisodeInput, item: EpisodeInput, session: Sessi
         )
 
 
-def _attach_project(
-    conn: Connection, session: Session, project_id: int, tenant: str | None
-) -> None:
+def _attach_project(uow: UnitOfWork, session: Session, project_id: int, tenant: str | None) -> None:
     """CreateEpisode's project_id: attaches a session that has no project yet."""
     if not project_id or session.project_id == project_id:
         return
@@ -313,12 +309,12 @@ def _attach_project(
             f"session {session.id} belongs to project {session.project_id},"
             f" not project_id {project_id}"
         )
-    _check_same_tenant(conn, session, project_id, "project_id", tenant)
-    session_store.update(conn, session.id, {"project_id": project_id})
+    _check_same_tenant(uow, session, project_id, "project_id", tenant)
+    uow.sessions.update(session.id, {"project_id": project_id})
 
 
 def _create_in(
-    conn: Connection,
+    uow: UnitOfWork,
     item: EpisodeInput,
     tenant: str | None,
     priority: int,
@@ -328,10 +324,10 @@ def _create_in(
     it was a replay of its request_id). ``vector``: the episode's embedding,
     stored beside the row in this transaction (domain/inline_vectors.py);
     None queues its index job."""
-    session = session_store.get(conn, item.session_id, tenant, retained_at=time.time())
+    session = uow.sessions.get(item.session_id, tenant, retained_at=time.time())
     require_may_write(session)
     if item.request_id:
-        existing = episode_store.find_by_request_id(conn, item.session_id, item.request_id)
+        existing = uow.episodes.find_by_request_id(item.session_id, item.request_id)
         if existing is not None:
             _check_retry(
                 existing,
@@ -344,22 +340,21 @@ def _create_in(
                 item.occur_at,
             )
             return existing, True
-    _attach_project(conn, session, item.project_id, tenant)
-    episode = episode_store.insert(
-        conn,
+    _attach_project(uow, session, item.project_id, tenant)
+    episode = uow.episodes.insert(
         item.session_id,
         item.user_message,
         item.ai_response,
         item.metadata,
         item.request_id,
         item.occur_at,
-        priority,
         embedded=vector is not None,
         acts_for=session.user_id,  # require_may_write passed
     )
+    [episode] = queue_followups(uow, [episode], priority, embedded=vector is not None)
     if vector is not None:
         InlineVectors.put(
-            conn,
+            uow,
             inline_vectors.EPISODES,
             episode.id,
             vector,
@@ -390,20 +385,20 @@ class Conversations:
             {f: values.get(f, _PROJECT_UNSET.get(f, "")) for f in PROJECT_FIELDS}
         )
         tenant = tenancy.creator(self.default_tenant)
-        project = await self.db.write(lambda c: project_store.insert(c, checked, tenant))
+        project = await self.db.write(lambda c: c.projects.insert(checked, tenant))
         self.signals.wake(jobs.RETAIN_PROJECT)
         return project
 
     async def get_project(self, project_id: int) -> Project:
         v.positive_id("id", project_id)
         tenant = tenancy.visible()
-        return await self.db.read(lambda c: project_store.get(c, project_id, tenant))
+        return await self.db.read(lambda c: c.projects.get(project_id, tenant))
 
     async def list_projects(self, page_size: int, page_token: str) -> Page[Project]:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         tenant = tenancy.visible()
-        rows = await self.db.read(lambda c: project_store.list_page(c, after, size + 1, tenant))
+        rows = await self.db.read(lambda c: c.projects.list_page(after, size + 1, tenant))
         return paging.page(rows, size)
 
     async def update_project(
@@ -413,9 +408,7 @@ class Conversations:
         paths = v.update_mask(mask, PROJECT_FIELDS)
         checked = _project_values({p: values.get(p, _PROJECT_UNSET.get(p, "")) for p in paths})
         tenant = tenancy.visible()
-        project = await self.db.write(
-            lambda c: project_store.update(c, project_id, checked, tenant)
-        )
+        project = await self.db.write(lambda c: c.projects.update(project_id, checked, tenant))
         self.signals.wake(jobs.RETAIN_PROJECT)
         return project
 
@@ -434,11 +427,11 @@ class Conversations:
         v.positive_id("id", project_id)
         tenant = tenancy.visible()
 
-        def delete(conn: Connection) -> int:
-            project_store.get(conn, project_id, tenant)
-            owners = project_store.user_memory_owners(conn, project_id)
+        def delete(uow: UnitOfWork) -> int:
+            uow.projects.get(project_id, tenant)
+            owners = uow.projects.user_memory_owners(project_id)
             _check_owners(f"project {project_id} still holds USER memories", owners)
-            return project_store.delete(conn, project_id, tenant)
+            return uow.projects.delete(project_id, tenant)
 
         detached = await self.db.write(delete)
         self.signals.wake(jobs.INDEX_MEMORY, jobs.INDEX_SUMMARY, jobs.INDEX_ENTITY)
@@ -468,15 +461,15 @@ class Conversations:
         visible = tenancy.visible()
         tenant = tenancy.creator(self.default_tenant)
 
-        def create(conn: Connection) -> Session:
+        def create(uow: UnitOfWork) -> Session:
             owner = tenant
             if project_id:
-                if not project_store.exists(conn, project_id, visible):
+                if not uow.projects.exists(project_id, visible):
                     raise FailedPrecondition(f"session.project_id {project_id} does not exist")
                 # A session in a project belongs to the project's tenant.
-                owner = project_store.tenant_of(conn, project_id) or tenant
-            return session_store.insert(
-                conn, ext, name, project_id, meta, owner, user_id=user_id, agent_id=agent_id
+                owner = uow.projects.tenant_of(project_id) or tenant
+            return uow.sessions.insert(
+                ext, name, project_id, meta, owner, user_id=user_id, agent_id=agent_id
             )
 
         return await self.db.write(create)
@@ -500,13 +493,11 @@ class Conversations:
                 v.identifier("tenant", tenant_name)
             home = tenancy.named(tenant_name, self.default_tenant)
             return await self.db.read(
-                lambda c: session_store.get_by_external_id(c, ext, home, retained_at=at)
+                lambda c: c.sessions.get_by_external_id(ext, home, retained_at=at)
             )
         if session_id:
             v.positive_id("id", session_id)
-            return await self.db.read(
-                lambda c: session_store.get(c, session_id, tenant, retained_at=at)
-            )
+            return await self.db.read(lambda c: c.sessions.get(session_id, tenant, retained_at=at))
         raise InvalidArgument("one of id or external_id is required", fields=("id", "external_id"))
 
     async def list_sessions(
@@ -518,9 +509,7 @@ class Conversations:
         tenant = tenancy.visible()
         at = time.time()
         rows = await self.db.read(
-            lambda c: session_store.list_page(
-                c, after, size + 1, project_id, tenant, retained_at=at
-            )
+            lambda c: c.sessions.list_page(after, size + 1, project_id, tenant, retained_at=at)
         )
         return paging.page(rows, size)
 
@@ -542,13 +531,13 @@ class Conversations:
 
         tenant = tenancy.visible()
 
-        def update(conn: Connection) -> Session:
-            session = session_store.get(conn, session_id, tenant)
+        def update(uow: UnitOfWork) -> Session:
+            session = uow.sessions.get(session_id, tenant)
             require_may_write(session, "change")
             new_project = changes.get("project_id")
             if new_project:
-                _check_same_tenant(conn, session, new_project, "session.project_id", tenant)
-            return session_store.update(conn, session_id, changes, tenant)
+                _check_same_tenant(uow, session, new_project, "session.project_id", tenant)
+            return uow.sessions.update(session_id, changes, tenant)
 
         session = await self.db.write(update)
         if "project_id" in changes:
@@ -564,11 +553,11 @@ class Conversations:
         v.positive_id("id", session_id)
         tenant = tenancy.visible()
 
-        def delete(conn: Connection) -> int:
-            require_may_write(session_store.get(conn, session_id, tenant), "delete")
-            owners = session_store.task_memory_owners(conn, session_id)
+        def delete(uow: UnitOfWork) -> int:
+            require_may_write(uow.sessions.get(session_id, tenant), "delete")
+            owners = uow.sessions.task_memory_owners(session_id)
             _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
-            return session_store.delete(conn, session_id, tenant)
+            return uow.sessions.delete(session_id, tenant)
 
         deleted = await self.db.write(delete)
         self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
@@ -633,8 +622,8 @@ class Conversations:
         # key's too: another tenant's session answers as a missing one.
         tenant = tenancy.own(self.default_tenant) if tenancy.caller() else None
 
-        def write(conn: Connection) -> list[tuple[int, Imported | NexusError]]:
-            return _import_in(conn, checked, tenant)
+        def write(uow: UnitOfWork) -> list[tuple[int, Imported | NexusError]]:
+            return _import_in(uow, checked, tenant)
 
         if checked:
             for i, outcome in await self.db.write(write):
@@ -647,9 +636,9 @@ class Conversations:
         tenant = tenancy.visible()
         at = time.time()
 
-        def read(conn: Connection) -> Episode:
-            episode = episode_store.get(conn, episode_id, tenant)
-            cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
+        def read(uow: UnitOfWork) -> Episode:
+            episode = uow.episodes.get(episode_id, tenant)
+            cutoff = uow.episodes.retention_cutoff(episode.session_id, at)
             if cutoff is not None and episode.occur_at < cutoff:
                 # Past the project's retention: gone, as a deleted one is.
                 raise NotFound(
@@ -672,10 +661,10 @@ class Conversations:
 
         at = time.time()
 
-        def read(conn: Connection) -> list[Episode]:
-            session_store.get(conn, session_id, tenant, retained_at=at)
-            cutoff = episode_store.retention_cutoff(conn, session_id, at)
-            return episode_store.list_page(conn, session_id, before, size + 1, cutoff)
+        def read(uow: UnitOfWork) -> list[Episode]:
+            uow.sessions.get(session_id, tenant, retained_at=at)
+            cutoff = uow.episodes.retention_cutoff(session_id, at)
+            return uow.episodes.list_page(session_id, before, size + 1, cutoff)
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
@@ -684,10 +673,10 @@ class Conversations:
         v.positive_id("id", episode_id)
         tenant = tenancy.visible()
 
-        def delete(conn: Connection) -> None:
-            episode = episode_store.get(conn, episode_id, tenant)
-            require_may_write(session_store.get(conn, episode.session_id), "delete from")
-            episode_store.delete(conn, episode_id, tenant)
+        def delete(uow: UnitOfWork) -> None:
+            episode = uow.episodes.get(episode_id, tenant)
+            require_may_write(uow.sessions.get(episode.session_id), "delete from")
+            uow.episodes.delete(episode_id, tenant)
 
         await self.db.write(delete)
         self.signals.wake(jobs.INDEX_EPISODE)

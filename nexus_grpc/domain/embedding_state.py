@@ -7,19 +7,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nexus_grpc.core.models import JobState
-from nexus_grpc.core.storage import Connection
-from nexus_grpc.store import episodes as episode_store
+from nexus_grpc.core.repositories import UnitOfWork
 
 
-def embedded(conn: Connection, episode_ids: Sequence[int]) -> None:
-    episode_store.set_embed_state(conn, list(episode_ids), JobState.DONE)
+def embedded(uow: UnitOfWork, episode_ids: Sequence[int]) -> None:
+    uow.episodes.set_embed_state(list(episode_ids), JobState.DONE)
 
 
-def failed(conn: Connection, episode_id: int, error: str) -> None:
+def failed(uow: UnitOfWork, episode_id: int, error: str) -> None:
     """Dead-lettered: the episode will not be found by meaning until reindexed."""
-    episode_store.set_embed_state(conn, [episode_id], JobState.FAILED, error)
+    uow.episodes.set_embed_state([episode_id], JobState.FAILED, error)
 
 
-def retrying(conn: Connection, episode_id: int, error: str) -> None:
+def retrying(uow: UnitOfWork, episode_id: int, error: str) -> None:
     """Still pending, with the last attempt's error."""
-    episode_store.set_embed_state(conn, [episode_id], JobState.PENDING, error)
+    uow.episodes.set_embed_state([episode_id], JobState.PENDING, error)

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from nexus_grpc.core import documents, jobs
 from nexus_grpc.core.graph import (
     MERGE_LLM,
     METHOD_LLM,
@@ -26,9 +27,12 @@ from nexus_grpc.core.graph import (
     PENDING,
     RESOLVED,
     SOURCE_EXTRACTION,
+    CandidateRow,
+    Entity,
 )
 from nexus_grpc.core.names import compatible_types, display_form
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import merges
 from nexus_grpc.domain.resolution import (
     BLOCK_LIMIT,
@@ -51,9 +55,6 @@ from nexus_grpc.llm.resolution import (
     build_resolution_messages,
     parse_resolution,
 )
-from nexus_grpc.store import documents, jobs
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store.graph import CandidateRow
 from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class EntityResolution:
         ids = sorted({i for found in close.values() for i in found})
         if not ids:
             return {}
-        rows = {r.id: r for r in await self.db.read(lambda c: graph_store.candidate_rows(c, ids))}
+        rows = {r.id: r for r in await self.db.read(lambda c: c.graph.candidate_rows(ids))}
         return {
             name: tuple(i for i in found if i in rows and rows[i].type in compatible_types(name[1]))
             for name, found in close.items()
@@ -199,7 +200,7 @@ class EntityResolution:
 
     # Later: a pending entity -------------------------------------------------
 
-    async def resolve_pending(self, entity_id: int) -> Callable[[Connection], None] | None:
+    async def resolve_pending(self, entity_id: int) -> Callable[[UnitOfWork], None] | None:
         """Ask again about an entity kept apart; returns the write that merges
         or settles it (None: nothing left to do). Raises ``LLMError`` for the
         worker to retry or wait on."""
@@ -212,13 +213,11 @@ class EntityResolution:
             target, method = decision.entity_id, decision.method
             return lambda c: _merge_pending(c, entity_id, target, method)
         if isinstance(decision, Novel):
-            return lambda c: graph_store.set_resolution(c, entity_id, RESOLVED)
+            return lambda c: c.graph.set_resolution(entity_id, RESOLVED)
         if self._llm is None:
             raise LLMUnreachable("no LLM server configured")
         questions = await self.db.read(lambda c: _questions(c, [(mention, decision.candidates)]))
-        context = "\n".join(
-            await self.db.read(lambda c: graph_store.recent_mentions(c, entity_id, 3))
-        )
+        context = "\n".join(await self.db.read(lambda c: c.graph.recent_mentions(entity_id, 3)))
         answer = await self._llm.chat_json(
             self.model,
             build_resolution_messages(_clip(context, CONTEXT_CHARS), questions),
@@ -232,48 +231,46 @@ class EntityResolution:
             return lambda c: _merge_pending(c, entity_id, chosen, METHOD_LLM)
         candidates = decision.candidates
 
-        def settle_apart(conn: Connection) -> None:
-            if graph_store.entity_graph(conn, entity_id) is None:
+        def settle_apart(uow: UnitOfWork) -> None:
+            if uow.graph.entity_graph(entity_id) is None:
                 return
             for other in candidates:
-                if graph_store.entity_graph(conn, other) is not None:
-                    graph_store.add_distinction(conn, entity_id, other)
-            graph_store.set_resolution(conn, entity_id, RESOLVED)
+                if uow.graph.entity_graph(other) is not None:
+                    uow.graph.add_distinction(entity_id, other)
+            uow.graph.set_resolution(entity_id, RESOLVED)
 
         return settle_apart
 
 
 def resolver_for(
-    conn: Connection,
+    uow: UnitOfWork,
     graph: Graph,
     mentions: Sequence[Mention],
     exclude: set[int] | frozenset[int] = frozenset(),
 ) -> Resolver:
     """A resolver over the candidates these names reach, reading a name's
-    near-duplicate blocks on ``conn`` only when it needs them."""
+    near-duplicate blocks on ``uow`` only when it needs them."""
 
     def keep(rows: Sequence[CandidateRow]) -> list[CandidateRow]:
         return [r for r in rows if r.id not in exclude]
 
     def nearby(m: Mention) -> list[CandidateRow]:
         return keep(
-            graph_store.block_candidates(
-                conn, graph, blocks(m), compatible_types(m.type), limit=BLOCK_LIMIT
+            uow.graph.block_candidates(
+                graph, blocks(m), compatible_types(m.type), limit=BLOCK_LIMIT
             )
         )
 
-    first = graph_store.resolution_candidates(
-        conn, graph, *lookups(mentions), word_limit=BLOCK_LIMIT + 1
-    )
+    first = uow.graph.resolution_candidates(graph, *lookups(mentions), word_limit=BLOCK_LIMIT + 1)
     return Resolver(keep(first), nearby)
 
 
 def _open_names(
-    conn: Connection, graph: Graph, mentions: Sequence[Mention]
+    uow: UnitOfWork, graph: Graph, mentions: Sequence[Mention]
 ) -> list[tuple[Mention, tuple[int, ...] | None]]:
     """The names the rules leave open, with their candidates (None: new to
     the rules, so its vector neighbours are looked up)."""
-    resolver = resolver_for(conn, graph, mentions)
+    resolver = resolver_for(uow, graph, mentions)
     found: list[tuple[Mention, tuple[int, ...] | None]] = []
     placeholder = 0
     for m in mentions:
@@ -296,7 +293,7 @@ def _open_names(
 
 
 def settle(
-    conn: Connection,
+    uow: UnitOfWork,
     graph: Graph,
     mentions: Sequence[Mention],
     answers: Answers,
@@ -304,21 +301,21 @@ def settle(
 ) -> dict[NameKey, int]:
     """Write each name as a mention of the entity it resolved to (a new
     one where none); returns name -> entity id."""
-    resolver = resolver_for(conn, graph, mentions)
+    resolver = resolver_for(uow, graph, mentions)
     resolved: dict[NameKey, int] = {}
     for m in mentions:
         name = _name(m)
         if name in resolved:
             continue
-        entity_id = _settle_one(conn, graph, m, resolver, answers, episode_id)
+        entity_id = _settle_one(uow, graph, m, resolver, answers, episode_id)
         resolved[name] = entity_id
-        for row in graph_store.candidate_rows(conn, [entity_id]):
+        for row in uow.graph.candidate_rows([entity_id]):
             resolver.add(row)
     return resolved
 
 
 def _settle_one(
-    conn: Connection,
+    uow: UnitOfWork,
     graph: Graph,
     m: Mention,
     resolver: Resolver,
@@ -328,25 +325,25 @@ def _settle_one(
     decision = resolver.decide(m)
     name = _name(m)
     if isinstance(decision, Match):
-        return _attach(conn, decision.entity_id, m, decision.method, decision.score, episode_id)
+        return _attach(uow, decision.entity_id, m, decision.method, decision.score, episode_id)
     answer = answers.chosen.get(name)
-    if answer and graph_store.entity_graph(conn, answer) == graph:
-        chosen = resolver.row(answer) or graph_store.candidate_rows(conn, [answer])[0]
+    if answer and uow.graph.entity_graph(answer) == graph:
+        chosen = resolver.row(answer) or uow.graph.candidate_rows([answer])[0]
         if chosen.type in compatible_types(m.type):
-            return _attach(conn, answer, m, METHOD_LLM, 1.0, episode_id)
+            return _attach(uow, answer, m, METHOD_LLM, 1.0, episode_id)
     if answer == 0:
-        entity_id = _create(conn, graph, m, episode_id, RESOLVED, METHOD_LLM)
+        entity_id = _create(uow, graph, m, episode_id, RESOLVED, METHOD_LLM)
         for other in answers.asked.get(name, ()):
             if resolver.row(other) is not None:
-                graph_store.add_distinction(conn, entity_id, other, episode_id)
+                uow.graph.add_distinction(entity_id, other, episode_id)
         return entity_id
     if isinstance(decision, Unsure) or name in answers.asked:
         # Open and unanswered: kept apart until the LLM can say.
-        entity_id = _create(conn, graph, m, episode_id, PENDING, METHOD_NEW)
-        jobs.enqueue(conn, jobs.RESOLVE_ENTITY, [entity_id])
+        entity_id = _create(uow, graph, m, episode_id, PENDING, METHOD_NEW)
+        uow.jobs.enqueue(jobs.RESOLVE_ENTITY, [entity_id])
         return entity_id
     assert isinstance(decision, Novel)
-    return _create(conn, graph, m, episode_id, RESOLVED, METHOD_NEW)
+    return _create(uow, graph, m, episode_id, RESOLVED, METHOD_NEW)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -354,22 +351,20 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _attach(
-    conn: Connection,
+    uow: UnitOfWork,
     entity_id: int,
     m: Mention,
     method: str,
     score: float,
     episode_id: int | None,
 ) -> int:
-    graph_store.mention(conn, entity_id, m.notes, episode_id=episode_id)
-    graph_store.add_alias(
-        conn, entity_id, m.surface, method=method, score=score, episode_id=episode_id
-    )
+    uow.graph.mention(entity_id, m.notes, episode_id=episode_id)
+    uow.graph.add_alias(entity_id, m.surface, method=method, score=score, episode_id=episode_id)
     return entity_id
 
 
 def _create(
-    conn: Connection,
+    uow: UnitOfWork,
     graph: Graph,
     m: Mention,
     episode_id: int | None,
@@ -378,11 +373,10 @@ def _create(
 ) -> int:
     # A pending name may meet an entity holding its own key (a pending one
     # from an earlier episode): one entity per key and type in a graph.
-    existing = graph_store.entity_id_of(conn, m.key, m.type, *graph)
+    existing = uow.graph.entity_id_of(m.key, m.type, *graph)
     if existing is not None:
-        return _attach(conn, existing, m, method, 1.0, episode_id)
-    return graph_store.insert_entity(
-        conn,
+        return _attach(uow, existing, m, method, 1.0, episode_id)
+    return uow.graph.insert_entity(
         graph,
         m.surface,
         m.type,
@@ -395,11 +389,11 @@ def _create(
 
 
 def _questions(
-    conn: Connection, open_names: Sequence[tuple[Mention, tuple[int, ...]]]
+    uow: UnitOfWork, open_names: Sequence[tuple[Mention, tuple[int, ...]]]
 ) -> list[Question]:
     ids = sorted({i for _, cands in open_names for i in cands})
-    entities = graph_store.get_entities(conn, ids)
-    said = {i: graph_store.recent_mentions(conn, i, 2) for i in ids}
+    entities = uow.graph.get_entities(ids)
+    said = {i: uow.graph.recent_mentions(i, 2) for i in ids}
     questions = []
     for number, (m, cands) in enumerate(open_names, 1):
         shown = [
@@ -411,34 +405,32 @@ def _questions(
     return questions
 
 
-def _pending_view(
-    conn: Connection, entity_id: int
-) -> tuple[graph_store.Entity, Match | Unsure | Novel] | None:
+def _pending_view(uow: UnitOfWork, entity_id: int) -> tuple[Entity, Match | Unsure | Novel] | None:
     """A pending entity and what the rules say of it now, against every
     other entity but those it was found distinct from."""
     try:
-        entity = graph_store.get_entity(conn, entity_id)
+        entity = uow.graph.get_entity(entity_id)
     except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to resolve
         return None
     if entity.resolution != PENDING:
         return None
     mention = Mention(entity.name, entity.type, entity.notes)
     graph = (entity.project_id, entity.session_id)
-    mine = graph_store.candidate_rows(conn, [entity_id])
+    mine = uow.graph.candidate_rows([entity_id])
     distinct = mine[0].distinct_from if mine else frozenset()
-    resolver = resolver_for(conn, graph, [mention], exclude={entity_id, *distinct})
+    resolver = resolver_for(uow, graph, [mention], exclude={entity_id, *distinct})
     return entity, resolver.decide(mention)
 
 
-def _merge_pending(conn: Connection, entity_id: int, target_id: int, method: str) -> None:
+def _merge_pending(uow: UnitOfWork, entity_id: int, target_id: int, method: str) -> None:
     """The pending entity turned out to be ``target``: fold it in, recorded."""
-    if graph_store.entity_graph(conn, entity_id) is None:
+    if uow.graph.entity_graph(entity_id) is None:
         return
-    if graph_store.entity_graph(conn, target_id) != graph_store.entity_graph(conn, entity_id):
-        graph_store.set_resolution(conn, entity_id, RESOLVED)
+    if uow.graph.entity_graph(target_id) != uow.graph.entity_graph(entity_id):
+        uow.graph.set_resolution(entity_id, RESOLVED)
         return
     merges.merge_into(
-        conn,
+        uow,
         target_id,
         [entity_id],
         method=MERGE_LLM,

@@ -19,23 +19,19 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.graph import EntityAlias, EntityEpisode, EntityMerge, Evidence
+from nexus_grpc.core.graph import (
+    Entity,
+    EntityAlias,
+    EntityEpisode,
+    EntityMerge,
+    Evidence,
+    Relationship,
+)
 from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.records import Memory, Revision, Summary
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
-from nexus_grpc.store import entity_merges as merge_store
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import memory_history as history_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store import summaries as summary_store
-from nexus_grpc.store.graph import Entity, Relationship
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import Revision
-from nexus_grpc.store.summaries import Summary
 
 #: Rows per read.
 PAGE = 500
@@ -65,17 +61,15 @@ class ProjectExport:
         v.positive_id("project_id", project_id)
         tenant = tenancy.visible()
         # NOT_FOUND for a project this caller may not see, before anything is sent.
-        yield await self.db.read(lambda c: project_store.get(c, project_id, tenant))
+        yield await self.db.read(lambda c: c.projects.get(project_id, tenant))
 
         # What is past the project's retention is gone for every read.
         at = time.time()
-        retention = await self.db.read(lambda c: project_store.retention_of(c, project_id))
+        retention = await self.db.read(lambda c: c.projects.retention_of(project_id))
         cutoff = None if retention is None else at - retention
         sessions: list[Session] = []
         async for session in self._pages(
-            lambda c, after: session_store.list_page(
-                c, after, PAGE, project_id, tenant, retained_at=at
-            )
+            lambda c, after: c.sessions.list_page(after, PAGE, project_id, tenant, retained_at=at)
         ):
             sessions.append(session)
             yield session
@@ -90,7 +84,7 @@ class ProjectExport:
             return episode_id if episode_id in exported else None
 
         async for memory in self._pages(
-            lambda c, after: memory_store.list_in_project(c, project_id, tenant, after, PAGE, at)
+            lambda c, after: c.memories.list_in_project(project_id, tenant, after, PAGE, at)
         ):
             # USER memories belong to their user: only a key that may act for
             # that user exports them, as only it may read them.
@@ -101,12 +95,12 @@ class ProjectExport:
                 yield revision
 
         async for entity in self._pages(
-            lambda c, after: graph_store.list_entities(c, "", project_id, after, PAGE)
+            lambda c, after: c.graph.list_entities("", project_id, after, PAGE)
         ):
             yield entity
         entities: set[int] = set()
         async for relationship in self._pages(
-            lambda c, after: graph_store.relationships_in_project(c, project_id, after, PAGE)
+            lambda c, after: c.graph.relationships_in_project(project_id, after, PAGE)
         ):
             yield replace(
                 relationship,
@@ -114,7 +108,7 @@ class ProjectExport:
                 ended_by=kept(relationship.ended_by),
             )
         async for alias in self._pages(
-            lambda c, after: graph_store.aliases_in_project(c, project_id, after, PAGE)
+            lambda c, after: c.graph.aliases_in_project(project_id, after, PAGE)
         ):
             entities.add(alias.entity_id)
             yield replace(alias, episode_id=kept(alias.episode_id))
@@ -122,19 +116,17 @@ class ProjectExport:
             if link.episode_id in exported:
                 yield link
         async for evidence in self._pages(
-            lambda c, after: evidence_store.evidence_in_project(c, project_id, after, PAGE)
+            lambda c, after: c.graph.evidence_in_project(project_id, after, PAGE)
         ):
             yield replace(evidence, episode_id=kept(evidence.episode_id))
         async for merge in self._pages(
-            lambda c, after: merge_store.list_merges(c, (project_id, 0), 0, after, PAGE, None)
+            lambda c, after: c.graph.list_merges((project_id, 0), 0, after, PAGE, None)
         ):
             # A merge whose target was deleted since cannot be undone anywhere.
             if merge.target_id in entities:
                 yield _without_episodes(merge, exported)
         async for summary in self._pages(
-            lambda c, after: summary_store.list_for_project(
-                c, project_id, after, PAGE, retained_at=at
-            )
+            lambda c, after: c.summaries.list_for_project(project_id, after, PAGE, retained_at=at)
         ):
             yield summary
 
@@ -143,9 +135,9 @@ class ProjectExport:
         while True:
 
             def fetch(
-                conn: Connection, start: tuple[int, int] | None = after
+                uow: UnitOfWork, start: tuple[int, int] | None = after
             ) -> list[tuple[int, int]]:
-                return graph_store.episode_links_in_project(conn, project_id, start, PAGE)
+                return uow.graph.episode_links_in_project(project_id, start, PAGE)
 
             rows = await self.db.read(fetch)
             for entity_id, episode_id in rows:
@@ -154,14 +146,14 @@ class ProjectExport:
                 return
             after = rows[-1]
 
-    async def _pages(self, read: Callable[[Connection, Any], Sequence[R]]) -> AsyncIterator[R]:
+    async def _pages(self, read: Callable[[UnitOfWork, Any], Sequence[R]]) -> AsyncIterator[R]:
         """Every row ``read`` returns, page after page, oldest first (keyset:
         ``read`` takes the last id already returned)."""
         after: int | None = None
         while True:
 
-            def fetch(conn: Connection, start: int | None = after) -> Sequence[R]:
-                return read(conn, start)
+            def fetch(uow: UnitOfWork, start: int | None = after) -> Sequence[R]:
+                return read(uow, start)
 
             rows = await self.db.read(fetch)
             for row in rows:
@@ -171,12 +163,12 @@ class ProjectExport:
             after = rows[-1].id  # type: ignore[attr-defined]
 
 
-def _episodes_of(session_id: int) -> Callable[[Connection, Any], list[Episode]]:
-    return lambda c, after: episode_store.list_for_session(c, session_id, after or 0, PAGE)
+def _episodes_of(session_id: int) -> Callable[[UnitOfWork, Any], list[Episode]]:
+    return lambda c, after: c.episodes.list_for_session(session_id, after or 0, PAGE)
 
 
-def _history_of(memory_id: int) -> Callable[[Connection, Any], list[Revision]]:
-    return lambda c, after: history_store.page(c, memory_id, after, PAGE)
+def _history_of(memory_id: int) -> Callable[[UnitOfWork, Any], list[Revision]]:
+    return lambda c, after: c.memories.page(memory_id, after, PAGE)
 
 
 def _without_episodes(merge: EntityMerge, exported: set[int]) -> EntityMerge:

@@ -21,14 +21,16 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.core.graph import ASSERT, END
+from nexus_grpc.core.graph import ASSERT, END, Entity, Relationship
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.models import JobState
 from nexus_grpc.core.names import name_key, search_key
+from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import facts, formation
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.entity_resolution import (
@@ -55,18 +57,10 @@ from nexus_grpc.llm.extraction import (
     merge_results,
     parse_extraction,
 )
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import extraction_events as event_store
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store import memory_candidates as candidate_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.graph import Entity, Relationship
 
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
-WriteFn = Callable[[Connection], Any]
+WriteFn = Callable[[UnitOfWork], Any]
 # Words in a row looked up as names known to the graph: "New York City".
 MAX_NAME_WORDS = 3
 
@@ -82,9 +76,9 @@ class _EpisodeContext:
     formation: str | None = None
 
 
-def episode_scope(conn: Connection, episode_id: int) -> tuple[int, int] | None:
+def episode_scope(uow: UnitOfWork, episode_id: int) -> tuple[int, int] | None:
     """(session id, project id or 0) of an episode, or None if it is gone."""
-    return episode_store.scope_of(conn, episode_id)
+    return uow.episodes.scope_of(episode_id)
 
 
 def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
@@ -112,23 +106,22 @@ def _since(at: float | None) -> str:
     return "" if not at else datetime.fromtimestamp(at, UTC).date().isoformat()
 
 
-def _context(conn: Connection, episode_id: int) -> _EpisodeContext | None:
-    scope = episode_scope(conn, episode_id)
+def _context(uow: UnitOfWork, episode_id: int) -> _EpisodeContext | None:
+    scope = episode_scope(uow, episode_id)
     if scope is None:
         return None
-    episode = episode_store.get(conn, episode_id)
+    episode = uow.episodes.get(episode_id)
     # Only entities of the episode's own graph: another project's names must
     # not leak into this one's prompt (and from there into its graph).
     graph = graph_of(*scope)
     # The entities the exchange names come first (with what holds about
     # them now, so the model can end it), then the graph's most recent.
-    named = graph_store.entities_named(
-        conn,
+    named = uow.graph.entities_named(
         *graph,
         _phrase_keys(f"{episode.user_message}\n{episode.ai_response}"),
         MAX_KNOWN_ENTITIES,
     )
-    recent = graph_store.recent_entities(conn, graph[0], MAX_KNOWN_ENTITIES, session_id=graph[1])
+    recent = uow.graph.recent_entities(graph[0], MAX_KNOWN_ENTITIES, session_id=graph[1])
     shown = {e.id: e for e in named}
     for e in reversed(recent):
         if len(shown) >= MAX_KNOWN_ENTITIES:
@@ -137,13 +130,11 @@ def _context(conn: Connection, episode_id: int) -> _EpisodeContext | None:
     known = [KnownEntity(e.name, e.type, e.aliases) for e in reversed(list(shown.values()))]
     current = [
         CurrentFact(f, label, t, _since(at))
-        for f, label, t, at in graph_store.current_facts(
-            conn, [e.id for e in named], MAX_CURRENT_FACTS
-        )
+        for f, label, t, at in uow.graph.current_facts([e.id for e in named], MAX_CURRENT_FACTS)
     ]
     forms = None
     if episode.memory_state == JobState.PENDING:
-        forms = formation.forms_for(conn, session_store.get(conn, episode.session_id), episode)
+        forms = formation.forms_for(uow, uow.sessions.get(episode.session_id), episode)
     return _EpisodeContext(
         episode.user_message,
         episode.ai_response,
@@ -193,7 +184,7 @@ def _pick(found: list[tuple[int, str]], wanted: str | None, other: int | None) -
 
 
 def _edge_ends(
-    conn: Connection,
+    uow: UnitOfWork,
     graph: tuple[int, int],
     source: str,
     target: str,
@@ -204,8 +195,8 @@ def _edge_ends(
     is two entities), else exactly one entity of the graph with that key (of
     any type); otherwise unknown."""
     wanted_from, wanted_to = LABEL_END_TYPES.get(label, (None, None))
-    src = _known(conn, graph, source) if source.lower() not in named else None
-    dst = _known(conn, graph, target) if target.lower() not in named else None
+    src = _known(uow, graph, source) if source.lower() not in named else None
+    dst = _known(uow, graph, target) if target.lower() not in named else None
     if target.lower() in named:
         dst = _pick(named[target.lower()], wanted_to, src)
     if source.lower() in named:
@@ -213,17 +204,17 @@ def _edge_ends(
     return src, dst
 
 
-def _known(conn: Connection, graph: tuple[int, int], surface: str) -> int | None:
+def _known(uow: UnitOfWork, graph: tuple[int, int], surface: str) -> int | None:
     found = {
         i
         for etype in ENTITY_TYPES
-        for i in graph_store.entities_with_key(conn, graph, name_key(surface, etype), [etype])
+        for i in uow.graph.entities_with_key(graph, name_key(surface, etype), [etype])
     }
     return found.pop() if len(found) == 1 else None
 
 
 def apply_result(
-    conn: Connection,
+    uow: UnitOfWork,
     episode_id: int,
     result: ExtractionResult,
     answers: Answers = NO_ANSWERS,
@@ -235,15 +226,15 @@ def apply_result(
 
     Returns the event id, or None when the episode was deleted meanwhile.
     """
-    scope = episode_scope(conn, episode_id)
+    scope = episode_scope(uow, episode_id)
     if scope is None:
         return None
     session_id, project_id = scope
     graph = graph_of(session_id, project_id)
-    episode = episode_store.get(conn, episode_id)
+    episode = uow.episodes.get(episode_id)
     at = episode.occur_at
     mentions = [Mention(e.name, e.type, e.notes) for e in result.entities]
-    resolved = settle(conn, graph, mentions, answers, episode_id)
+    resolved = settle(uow, graph, mentions, answers, episode_id)
     named: Named = {}
     entity_ids: list[int] = []
     for m in mentions:
@@ -251,26 +242,26 @@ def apply_result(
         entity_ids.append(entity_id)
         named.setdefault(m.surface.lower(), []).append((entity_id, m.type))
 
-    groups = evidence_store.drop_episode_evidence(conn, episode_id)
+    groups = uow.graph.drop_episode_evidence(episode_id)
     asserted: list[tuple[int, int, str]] = []
     for kind, edges in ((ASSERT, result.relationships), (END, result.ended)):
         for r in edges:
-            src, dst = _edge_ends(conn, graph, r.source, r.target, r.label, named)
+            src, dst = _edge_ends(uow, graph, r.source, r.target, r.label, named)
             if src is None or dst is None or src == dst:
                 continue
-            evidence_store.add_evidence(
-                conn, src, dst, r.label, kind, at, episode_id=episode_id, notes=r.notes
+            uow.graph.add_evidence(
+                src, dst, r.label, kind, at, episode_id=episode_id, notes=r.notes
             )
             groups.add((src, r.label))
             if kind == ASSERT:
                 asserted.append((src, dst, r.label))
-    facts.rederive(conn, groups, facts.single_valued(conn, graph))
+    facts.rederive(uow, groups, facts.single_valued(uow, graph))
 
-    entities = graph_store.get_entities(conn, entity_ids)
+    entities = uow.graph.get_entities(entity_ids)
     relationships = [
         rel
         for src, dst, label in dict.fromkeys(asserted)
-        if (rel := graph_store.relationship_at(conn, src, dst, label, at)) is not None
+        if (rel := uow.graph.relationship_at(src, dst, label, at)) is not None
     ]
     payload = {
         "parts": result.parts,
@@ -280,33 +271,33 @@ def apply_result(
         ],
         "relationships": [rel_to_dict(r) for r in relationships],
     }
-    episode_store.set_extract_state(conn, episode_id, JobState.DONE)
-    event_id = event_store.insert(
-        conn, episode_id, session_id, project_id, event_store.DONE, payload=payload
+    uow.episodes.set_extract_state(episode_id, JobState.DONE)
+    event_id = uow.events.insert(
+        episode_id, session_id, project_id, EXTRACTION_DONE, payload=payload
     )
     if episode.memory_state == JobState.PENDING:
         # What formation may form, for its own durable job (at this job's
         # priority: an import's forms behind live traffic).
-        forms = formation.forms_for(conn, session_store.get(conn, session_id), episode)
-        candidate_store.put(conn, episode_id, formation.candidates_for(forms, result.memories))
-        jobs.enqueue(conn, jobs.FORM_MEMORIES, [episode_id], priority=priority)
+        forms = formation.forms_for(uow, uow.sessions.get(session_id), episode)
+        uow.memories.put_candidates(episode_id, formation.candidates_for(forms, result.memories))
+        uow.jobs.enqueue(jobs.FORM_MEMORIES, [episode_id], priority=priority)
     return event_id
 
 
-def mark_failed(conn: Connection, job: Job, error: str) -> None:
+def mark_failed(uow: UnitOfWork, job: Job, error: str) -> None:
     """Dead letter: the episode shows FAILED with the error, and watchers hear
     it; its memory formation, which needed the extraction, fails with it."""
-    scope = episode_scope(conn, job.target_id)
+    scope = episode_scope(uow, job.target_id)
     if scope is None:
         return
-    episode_store.set_extract_state(conn, job.target_id, JobState.FAILED, error)
-    event_store.insert(conn, job.target_id, scope[0], scope[1], event_store.FAILED, error=error)
-    formation.mark_failed(conn, job.target_id, f"extraction failed: {error}")
+    uow.episodes.set_extract_state(job.target_id, JobState.FAILED, error)
+    uow.events.insert(job.target_id, scope[0], scope[1], EXTRACTION_FAILED, error=error)
+    formation.mark_failed(uow, job.target_id, f"extraction failed: {error}")
 
 
-def note_retry(conn: Connection, job: Job, error: str) -> None:
+def note_retry(uow: UnitOfWork, job: Job, error: str) -> None:
     """Still pending, but the last error is visible on the episode."""
-    episode_store.set_extract_state(conn, job.target_id, JobState.PENDING, error)
+    uow.episodes.set_extract_state(job.target_id, JobState.PENDING, error)
 
 
 def entity_to_dict(e: Entity) -> dict[str, Any]:
@@ -401,7 +392,7 @@ class Extraction:
             len(result.ended),
             llm_calls,
         )
-        return lambda conn: apply_result(conn, episode_id, result, answers, llm_calls, priority)
+        return lambda uow: apply_result(uow, episode_id, result, answers, llm_calls, priority)
 
     def committed(self) -> None:
         """After the worker committed outcomes: index the entities, wake watchers."""
@@ -430,32 +421,33 @@ class Extraction:
         return queued
 
 
-def _requeue_one(conn: Connection, episode_id: int, tenant: str | None = None) -> int:
-    episode = episode_store.get(conn, episode_id, tenant)  # NOT_FOUND, another tenant's too
+def _requeue_one(uow: UnitOfWork, episode_id: int, tenant: str | None = None) -> int:
+    episode = uow.episodes.get(episode_id, tenant)  # NOT_FOUND, another tenant's too
     # A new extraction forms the session's user's memories again.
-    require_may_write(session_store.get(conn, episode.session_id), "extract episodes of")
-    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE, episode_id)
-    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
-    episode_store.set_extract_state(conn, episode_id, JobState.PENDING)
+    require_may_write(uow.sessions.get(episode.session_id), "extract episodes of")
+    uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE, episode_id)
+    uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
+    uow.episodes.set_extract_state(episode_id, JobState.PENDING)
     # Its memories form again from the new answer (what they already hold
     # is found and left as it is).
-    episode_store.mark_formation_due(conn, [episode_id])
+    if formation.due(uow, uow.sessions.get(episode.session_id)):
+        uow.episodes.set_memory_pending([episode_id])
     return 1
 
 
-def _requeue_tenant_failed(conn: Connection, tenant: str) -> int:
+def _requeue_tenant_failed(uow: UnitOfWork, tenant: str) -> int:
     """``all_failed`` for a caller confined to one tenant: only its episodes."""
     # Only the episodes the caller may write into: those of sessions with no
     # user, or of a user its key may act for; the others stay failed.
     mine = [
         episode_id
-        for episode_id, user_id in episode_store.failed_extractions(conn, tenant)
+        for episode_id, user_id in uow.episodes.failed_extractions(tenant)
         if not user_id or tenancy.may_act_for(user_id)
     ]
     for episode_id in mine:
-        _requeue_one(conn, episode_id)
+        _requeue_one(uow, episode_id)
     return len(mine)
 
 
-def _requeue_all_failed(conn: Connection) -> int:
-    return episode_store.requeue_all_failed_extractions(conn)
+def _requeue_all_failed(uow: UnitOfWork) -> int:
+    return uow.episodes.requeue_all_failed_extractions()

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import timeline
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm.text import to_snake_case
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import projects as project_store
 
 # A person lives in one city, works at one place, is married to one person
 # and reports to one manager at a time; a thing is located in one place. A
@@ -53,20 +51,19 @@ def check_labels(field: str, labels: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(labels) or None
 
 
-def single_valued(conn: Connection, graph: tuple[int, int]) -> frozenset[str]:
+def single_valued(uow: UnitOfWork, graph: tuple[int, int]) -> frozenset[str]:
     """The single-valued labels of a graph: its project's, or the defaults (a
     session's own graph, or a project that kept them)."""
     project_id = graph[0]
-    own = project_store.single_valued_labels(conn, project_id) if project_id else None
+    own = uow.projects.single_valued_labels(project_id) if project_id else None
     return frozenset(own if own is not None else DEFAULT_SINGLE_VALUED_LABELS)
 
 
-def rederive(conn: Connection, groups: Iterable[tuple[int, str]], labels: frozenset[str]) -> None:
+def rederive(uow: UnitOfWork, groups: Iterable[tuple[int, str]], labels: frozenset[str]) -> None:
     """Write the intervals of each (from, label) again from its evidence."""
     for from_id, label in sorted(set(groups)):
-        evidence = evidence_store.evidence_of(conn, from_id, label)
-        evidence_store.write_intervals(
-            conn,
+        evidence = uow.graph.evidence_of(from_id, label)
+        uow.graph.write_intervals(
             from_id,
             label,
             timeline.intervals(

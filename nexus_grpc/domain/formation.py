@@ -35,12 +35,13 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
@@ -51,8 +52,11 @@ from nexus_grpc.core.models import (
     Session,
     Tier,
 )
+from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, ChangedBy, Memory
+from nexus_grpc.core.records import UPDATE as REVISED
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
@@ -69,19 +73,9 @@ from nexus_grpc.llm.formation import (
     build_formation_messages,
     parse_formation,
 )
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import extraction_events as event_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import memory_candidates as candidate_store
-from nexus_grpc.store import memory_history as history_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.db import now
-from nexus_grpc.store.memories import Memory
 
 log = logging.getLogger(__name__)
-WriteFn = Callable[[Connection], Any]
+WriteFn = Callable[[UnitOfWork], Any]
 SIMILAR = 5
 # Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
 # a candidate to be shown to the LLM; below it the candidate is simply new.
@@ -112,22 +106,32 @@ class Forms:
         return bool(self.user_id) if about == "user" else self.project
 
 
-def forms_for(conn: Connection, session: Session, episode: Episode) -> Forms | None:
+def forms_for(uow: UnitOfWork, session: Session, episode: Episode | None) -> Forms | None:
     """What the episode of the session forms now; None: nothing.
 
     USER memories form only for the user the episode's writer acted for
     (``Episode.acts_for``, checked when it was written): this job runs with
     no caller, so the right is checked again here rather than trusted to
-    the edge alone (docs/security.md)."""
+    the edge alone (docs/security.md). With no episode: what the session's
+    episodes form, their writers' rights aside (``due``)."""
     if not session.project_id:
         return None
-    setting = project_store.memory_formation(conn, session.project_id)
+    setting = uow.projects.memory_formation(session.project_id)
     mode = MemoryFormation(setting) if setting else DEFAULT_MEMORY_FORMATION
     if mode == MemoryFormation.OFF:
         return None
-    user_id = session.user_id if episode.acts_for == session.user_id else ""
+    acted = episode is None or episode.acts_for == session.user_id
+    user_id = session.user_id if acted else ""
     forms = Forms(user_id, mode == MemoryFormation.USER_AND_PROJECT)
     return forms if forms.prompt else None
+
+
+def due(uow: UnitOfWork, session: Session) -> bool:
+    """Whether the session's new episodes are due a formation: their project
+    forms memories and the session names its user (or the project forms
+    PROJECT memories too). The writer's right is checked when it runs, which
+    then says why nothing formed."""
+    return forms_for(uow, session, None) is not None
 
 
 @dataclass(frozen=True)
@@ -160,19 +164,19 @@ class _Context:
     acts_for: str = ""
 
 
-def _context(conn: Connection, episode_id: int) -> _Context | None:
-    episode = episode_store.find(conn, episode_id)
+def _context(uow: UnitOfWork, episode_id: int) -> _Context | None:
+    episode = uow.episodes.find(episode_id)
     if episode is None or episode.memory_state != JobState.PENDING:
         return None
-    session = session_store.get(conn, episode.session_id)
-    raw = candidate_store.get(conn, episode_id) or []
+    session = uow.sessions.get(episode.session_id)
+    raw = uow.memories.candidates_of(episode_id) or []
     return _Context(
         episode_id,
         session,
         episode.occur_at,
-        forms_for(conn, session, episode),
+        forms_for(uow, session, episode),
         [MemoryCandidate(**c) for c in raw],
-        episode_store.formation_ahead(conn, episode),
+        uow.episodes.formation_ahead(episode),
         episode.acts_for,
     )
 
@@ -224,10 +228,12 @@ class MemoryFormationJob:
             return None
         if ctx.waiting_on is not None:
             # An earlier exchange of this session forms first.
-            return lambda c: jobs.enqueue(
-                c, jobs.FORM_MEMORIES, [episode_id], run_after=now() + DEFER_SECONDS,
+            return lambda c: c.jobs.enqueue(
+                jobs.FORM_MEMORIES,
+                [episode_id],
+                run_after=time.time() + DEFER_SECONDS,
                 priority=priority,
-            )  # fmt: skip
+            )
         forms = ctx.forms
         if forms is None:
             why = "memory formation is off for this episode"
@@ -339,10 +345,10 @@ class MemoryFormationJob:
         self.events.notify()
 
 
-def _memory_time(conn: Connection, m: Memory) -> float:
+def _memory_time(uow: UnitOfWork, m: Memory) -> float:
     """When what a memory says was said: its episode's time, else its last write."""
     if m.source_episode_id:
-        at = episode_store.occur_at_of(conn, m.source_episode_id)
+        at = uow.episodes.occur_at_of(m.source_episode_id)
         if at is not None:
             return at
     return m.updated_at or m.created_at
@@ -369,14 +375,14 @@ def _row(ctx: _Context, c: MemoryCandidate) -> dict[str, Any]:
 
 
 def _apply(
-    conn: Connection,
+    uow: UnitOfWork,
     ctx: _Context,
     planned: Sequence[_Planned],
     llm_calls: int,
     cap: int,
 ) -> None:
     """Write the operations, the episode's state and the event, together."""
-    episode = episode_store.find(conn, ctx.episode_id)
+    episode = uow.episodes.find(ctx.episode_id)
     if episode is None or episode.memory_state != JobState.PENDING:
         return
     tenant = ctx.session.tenant
@@ -384,93 +390,98 @@ def _apply(
     # (added instead); a SUPERSEDE archives one for the one it adds.
     growth: dict[tuple[int, int, str, str], int] = {}
     for p in planned:
-        gone = p.memory_id and memory_store.find(conn, p.memory_id) is None
+        gone = p.memory_id and uow.memories.find(p.memory_id) is None
         if p.action == ADD or (p.action in (UPDATE, SUPERSEDE) and gone):
             row = _row(ctx, p.candidate)
             owner = (row["kind"], row["project_id"], row["agent_id"], row["user_id"])
             growth[owner] = growth.get(owner, 0) + 1
     for (kind, project_id, agent_id, user_id), more in growth.items():
-        count = memory_store.count_in_cap_scope(conn, kind, project_id, agent_id, user_id, tenant)
+        count = uow.memories.count_in_cap_scope(kind, project_id, agent_id, user_id, tenant)
         if count + more > cap:
             error = (
                 f"memory cap reached: {count} memories already held for this owner and"
                 f" {more} more would form (the limit is {cap}); nothing was formed from"
                 " this episode"
             )
-            _finish(conn, ctx, [], llm_calls, error, state=JobState.FAILED)
+            _finish(uow, ctx, [], llm_calls, error, state=JobState.FAILED, proposed=len(planned))
             return
     done: list[Operation] = []
     for p in planned:
         c = p.candidate
         user_id = ctx.session.user_id if c.about == "user" else ""
-        by = history_store.ChangedBy(episode_id=ctx.episode_id, reason=p.reason)
-        current = memory_store.find(conn, p.memory_id) if p.memory_id else None
+        by = ChangedBy(episode_id=ctx.episode_id, reason=p.reason)
+        current = uow.memories.find(p.memory_id) if p.memory_id else None
         if p.action == NOTHING:
             done.append(Operation(NOTHING, 0, p.memory_id, c.content, p.reason, user_id))
         elif p.action == UPDATE and current is not None:
             changes = {"title": c.title, "content": c.content}
             changed = [k for k, val in changes.items() if getattr(current, k) != val]
             if changed:
-                history_store.record(conn, current, history_store.UPDATE, changed, by)
-                memory_store.update(conn, current.id, changes)
+                uow.memories.record(current, REVISED, changed, by)
+                uow.memories.update(current.id, changes)
             done.append(Operation(UPDATE, current.id, 0, c.content, p.reason, user_id))
         else:
             related = 0
             if p.action == SUPERSEDE and current is not None:
                 if current.tier != Tier.ARCHIVE:
-                    history_store.record(conn, current, history_store.UPDATE, ["tier"], by)
-                    memory_store.update(conn, current.id, {"tier": int(Tier.ARCHIVE)})
+                    uow.memories.record(current, REVISED, ["tier"], by)
+                    uow.memories.update(current.id, {"tier": int(Tier.ARCHIVE)})
                 related = current.id
-            added = memory_store.insert(conn, _row(ctx, c), None, tenant)
+            added = uow.memories.insert(_row(ctx, c), None, tenant)
             action = SUPERSEDE if related else ADD
             done.append(Operation(action, added.id, related, c.content, p.reason, user_id))
-    _finish(conn, ctx, done, llm_calls, "")
+    _finish(uow, ctx, done, llm_calls, "")
 
 
 def _finish(
-    conn: Connection,
+    uow: UnitOfWork,
     ctx: _Context,
     operations: Sequence[Operation],
     llm_calls: int,
     error: str,
     *,
     state: JobState = JobState.DONE,
+    proposed: int | None = None,
 ) -> None:
-    episode_store.set_memory_state(conn, ctx.episode_id, state, error)
-    event_store.insert(
-        conn,
+    """Ends the episode's formation: its state, and the event that says what
+    was proposed and decided (on DONE, ``error`` is a note: why nothing was)."""
+    uow.episodes.set_memory_state(ctx.episode_id, state, error)
+    done = state == JobState.DONE
+    formed: dict[str, Any] = {
+        "operations": [asdict(o) for o in operations],
+        "llm_calls": llm_calls,
+        "proposed": len(operations) if proposed is None else proposed,
+        # Whose memories formation weighed: watchers that may not act for
+        # this user see none of its detail (domain/graph.py).
+        "user_id": ctx.session.user_id,
+    }
+    if done and error:
+        formed["note"] = error
+    uow.events.insert(
         ctx.episode_id,
         ctx.session.id,
         ctx.session.project_id,
-        event_store.DONE if state == JobState.DONE else event_store.FAILED,
-        error=error if state != JobState.DONE else "",
-        payload={
-            FORMATION: {
-                "operations": [asdict(o) for o in operations],
-                "llm_calls": llm_calls,
-                # Whose memories formation weighed: watchers that may not act
-                # for this user see none of its detail (domain/graph.py).
-                "user_id": ctx.session.user_id,
-            }
-        },
+        EXTRACTION_DONE if done else EXTRACTION_FAILED,
+        error="" if done else error,
+        payload={FORMATION: formed},
     )
 
 
-def note_retry(conn: Connection, episode_id: int, error: str) -> None:
+def note_retry(uow: UnitOfWork, episode_id: int, error: str) -> None:
     """Formation failed an attempt and runs again: still pending, but the last
     error shows on the episode."""
-    episode = episode_store.find(conn, episode_id)
+    episode = uow.episodes.find(episode_id)
     if episode is not None and episode.memory_state == JobState.PENDING:
-        episode_store.set_memory_state(conn, episode_id, JobState.PENDING, error)
+        uow.episodes.set_memory_state(episode_id, JobState.PENDING, error)
 
 
-def mark_failed(conn: Connection, episode_id: int, error: str) -> None:
+def mark_failed(uow: UnitOfWork, episode_id: int, error: str) -> None:
     """Formation cannot happen (its job, or its extraction, was dead-lettered):
     the episode shows FAILED, and watchers hear it."""
-    ctx = _context(conn, episode_id)
+    ctx = _context(uow, episode_id)
     if ctx is None:
         return
-    _finish(conn, ctx, [], 0, error, state=JobState.FAILED)
+    _finish(uow, ctx, [], 0, error, state=JobState.FAILED)
 
 
 def candidates_for(forms: Forms | None, memories: Sequence[MemoryCandidate]) -> list[dict]:

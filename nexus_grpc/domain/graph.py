@@ -8,13 +8,25 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import documents, jobs, tenancy
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.core.graph import ASSERT, END, METHOD_MANUAL, EntityAlias
+from nexus_grpc.core.graph import (
+    ASSERT,
+    CURRENT,
+    END,
+    METHOD_MANUAL,
+    SOURCE_MANUAL,
+    Entity,
+    EntityAlias,
+    Relationship,
+    When,
+)
 from nexus_grpc.core.models import Page, SearchMode
 from nexus_grpc.core.names import compatible_types, name_key
+from nexus_grpc.core.records import EventFilter, ExtractionEvent
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -25,15 +37,6 @@ from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Res
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import documents, jobs
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import extraction_events as event_store
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.extraction_events import EventFilter, ExtractionEvent
-from nexus_grpc.store.graph import CURRENT, Entity, Relationship, When
 from nexus_grpc.vectors import VectorIndex
 
 ENTITIES = "entities"
@@ -111,17 +114,17 @@ def _when(as_of: float | None, include_history: bool) -> When:
     return When(history=True) if include_history else CURRENT
 
 
-def _entity_by_key(conn: Connection, graph: tuple[int, int], name: str, etype: str) -> int | None:
+def _entity_by_key(uow: UnitOfWork, graph: tuple[int, int], name: str, etype: str) -> int | None:
     """The entity a name names exactly, under any spelling it is known by:
     its own key first, else the one entity with that key as an alias."""
     key = name_key(name, etype)
-    own = graph_store.entity_id_of(conn, key, etype, *graph)
+    own = uow.graph.entity_id_of(key, etype, *graph)
     if own is not None:
         return own
-    found = graph_store.entities_with_key(conn, graph, key, [etype])
+    found = uow.graph.entities_with_key(graph, key, [etype])
     if len(found) == 1:
         return found[0]
-    others = graph_store.entities_with_key(conn, graph, key, compatible_types(etype))
+    others = uow.graph.entities_with_key(graph, key, compatible_types(etype))
     return others[0] if len(others) == 1 and not found else None
 
 
@@ -200,31 +203,30 @@ class Graph:
                 documents.entity_text(clean_name, clean_type, clean_notes)
             )
 
-        def write(conn: Connection, vector: list[float] | None) -> Entity:
-            if project_id and not project_store.exists(conn, project_id, tenant):
+        def write(uow: UnitOfWork, vector: list[float] | None) -> Entity:
+            if project_id and not uow.projects.exists(project_id, tenant):
                 raise FailedPrecondition(f"project_id {project_id} does not exist")
             if session_id:
                 try:
-                    _check_session_graph(conn, session_id)
+                    _check_session_graph(uow, session_id)
                 except NotFound:
                     # A reference in a write, like project_id above: a precondition.
                     raise FailedPrecondition(f"session_id {session_id} does not exist") from None
             graph = (project_id, session_id)
-            existing = _entity_by_key(conn, graph, clean_name, clean_type)
+            existing = _entity_by_key(uow, graph, clean_name, clean_type)
             if existing is not None:
                 # A name the graph knows, under any of its spellings: one
                 # more mention of that entity (its new vector, if any, waits
                 # for the index job: a running one's re-embedding wins).
-                graph_store.mention(conn, existing, clean_notes, confidence=confidence or None)
-                graph_store.add_alias(conn, existing, clean_name, method=METHOD_MANUAL)
-                return graph_store.get_entity(conn, existing)
-            entity_id = graph_store.insert_entity(
-                conn,
+                uow.graph.mention(existing, clean_notes, confidence=confidence or None)
+                uow.graph.add_alias(existing, clean_name, method=METHOD_MANUAL)
+                return uow.graph.get_entity(existing)
+            entity_id = uow.graph.insert_entity(
                 graph,
                 clean_name,
                 clean_type,
                 clean_notes,
-                source=graph_store.SOURCE_MANUAL,
+                source=SOURCE_MANUAL,
                 method=METHOD_MANUAL,
                 confidence=confidence or None,
                 fallback_tenant=self.default_tenant,
@@ -232,13 +234,13 @@ class Graph:
             )
             if vector is not None:
                 InlineVectors.put(
-                    conn,
+                    uow,
                     inline_vectors.ENTITIES,
                     entity_id,
                     vector,
                     documents.entity_payload(project_id, session_id),
                 )
-            return graph_store.get_entity(conn, entity_id)
+            return uow.graph.get_entity(entity_id)
 
         entity = await inline_vectors.write_with(self.db, vector, write)
         self.signals.wake(jobs.INDEX_ENTITY)
@@ -247,24 +249,20 @@ class Graph:
     async def get_entity(self, entity_id: int) -> Entity:
         v.positive_id("id", entity_id)
         tenant = tenancy.visible()
-        return await self.db.read(lambda c: graph_store.get_entity(c, entity_id, tenant))
+        return await self.db.read(lambda c: c.graph.get_entity(entity_id, tenant))
 
     async def delete_entity(self, entity_id: int) -> int:
         v.positive_id("id", entity_id)
         tenant = tenancy.visible()
 
-        def write(conn: Connection) -> int:
-            entity = graph_store.get_entity(conn, entity_id, tenant)  # NOT_FOUND across tenants
+        def write(uow: UnitOfWork) -> int:
+            entity = uow.graph.get_entity(entity_id, tenant)  # NOT_FOUND across tenants
             # Facts of others this entity ended or was the value of hold
             # differently without it: derive them again.
-            groups = {
-                (f, label)
-                for f, label in evidence_store.groups_of(conn, [entity_id])
-                if f != entity_id
-            }
-            deleted = graph_store.delete_entity(conn, entity_id)
+            groups = {(f, label) for f, label in uow.graph.groups_of([entity_id]) if f != entity_id}
+            deleted = uow.graph.delete_entity(entity_id)
             graph = (entity.project_id, entity.session_id)
-            facts.rederive(conn, groups, facts.single_valued(conn, graph))
+            facts.rederive(uow, groups, facts.single_valued(uow, graph))
             return deleted
 
         deleted = await self.db.write(write)
@@ -297,8 +295,7 @@ class Graph:
         after = paging.decode_token(page_token)
         tenant = tenancy.visible()
         rows = await self.db.read(
-            lambda c: graph_store.list_entities(
-                c,
+            lambda c: c.graph.list_entities(
                 clean_type,
                 project_id,
                 after,
@@ -319,9 +316,9 @@ class Graph:
         after = paging.decode_token(page_token)
         tenant = tenancy.visible()
 
-        def read(conn: Connection) -> list[EntityAlias]:
-            graph_store.get_entity(conn, entity_id, tenant)
-            return graph_store.list_aliases(conn, entity_id, after, size + 1)
+        def read(uow: UnitOfWork) -> list[EntityAlias]:
+            uow.graph.get_entity(entity_id, tenant)
+            return uow.graph.list_aliases(entity_id, after, size + 1)
 
         return paging.page(await self.db.read_in_transaction(read), size)
 
@@ -357,10 +354,10 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def write(conn: Connection) -> Relationship:
+        def write(uow: UnitOfWork) -> Relationship:
             graphs = []
             for field, entity_id in (("from_id", from_id), ("to_id", to_id)):
-                graph = graph_store.entity_graph(conn, entity_id, tenant)
+                graph = uow.graph.entity_graph(entity_id, tenant)
                 if graph is None:
                     raise NotFound(
                         f"{field}: entity {entity_id} does not exist",
@@ -374,13 +371,11 @@ class Graph:
                     f" {_graph_name(graphs[1])}; a relationship joins entities of one project"
                     " (or of one session outside any project)"
                 )
-            evidence_store.add_evidence(
-                conn, from_id, to_id, clean_label, ASSERT, at, notes=clean_notes
-            )
+            uow.graph.add_evidence(from_id, to_id, clean_label, ASSERT, at, notes=clean_notes)
             if until is not None:
-                evidence_store.add_evidence(conn, from_id, to_id, clean_label, END, until)
-            facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graphs[0]))
-            found = graph_store.relationship_at(conn, from_id, to_id, clean_label, at)
+                uow.graph.add_evidence(from_id, to_id, clean_label, END, until)
+            facts.rederive(uow, [(from_id, clean_label)], facts.single_valued(uow, graphs[0]))
+            found = uow.graph.relationship_at(from_id, to_id, clean_label, at)
             assert found is not None  # an assertion always yields its interval
             return found
 
@@ -403,10 +398,10 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def read(conn: Connection) -> list[Relationship]:
-            graph_store.get_entity(conn, entity_id, tenant)
-            return graph_store.list_relationships(
-                conn, entity_id, include_inbound, after_id=after, limit=size + 1, when=when
+        def read(uow: UnitOfWork) -> list[Relationship]:
+            uow.graph.get_entity(entity_id, tenant)
+            return uow.graph.list_relationships(
+                entity_id, include_inbound, after_id=after, limit=size + 1, when=when
             )
 
         return paging.page(await self.db.read_in_transaction(read), size)
@@ -417,15 +412,15 @@ class Graph:
         clean_label = _label(label)
         tenant = tenancy.visible()
 
-        def write(conn: Connection) -> bool:
+        def write(uow: UnitOfWork) -> bool:
             # Both ends are of one graph; another tenant's reads as no relationship.
-            graph = graph_store.entity_graph(conn, from_id, tenant)
+            graph = uow.graph.entity_graph(from_id, tenant)
             if graph is None:
                 return False
             # Every interval of it goes, with the evidence behind them: an
             # operator removing a wrong fact. What it had ended holds again.
-            deleted = evidence_store.delete_relationships(conn, from_id, to_id, clean_label)
-            facts.rederive(conn, [(from_id, clean_label)], facts.single_valued(conn, graph))
+            deleted = uow.graph.delete_relationships(from_id, to_id, clean_label)
+            facts.rederive(uow, [(from_id, clean_label)], facts.single_valued(uow, graph))
             return deleted > 0
 
         deleted = await self.db.write(write)
@@ -456,11 +451,11 @@ class Graph:
             )
         tenant = tenancy.visible()
 
-        def read(conn: Connection) -> tuple[list[Entity], list[Relationship]]:
+        def read(uow: UnitOfWork) -> tuple[list[Entity], list[Relationship]]:
             # The walk never leaves the seed's graph (edges join one graph),
             # so the seed's tenant is the whole answer's.
-            graph_store.get_entity(conn, entity_id, tenant)
-            return graph_store.neighborhood(conn, entity_id, depth, when)
+            uow.graph.get_entity(entity_id, tenant)
+            return uow.graph.neighborhood(entity_id, depth, when)
 
         nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
@@ -486,8 +481,8 @@ class Graph:
 
         tenant = tenancy.visible()
 
-        def read(conn: Connection) -> tuple[list[Entity], list[Relationship]]:
-            present = graph_store.get_entities(conn, seeds, tenant)
+        def read(uow: UnitOfWork) -> tuple[list[Entity], list[Relationship]]:
+            present = uow.graph.get_entities(seeds, tenant)
             missing = [i for i in seeds if i not in present]
             if missing:
                 shown = ", ".join(str(i) for i in missing[:10])
@@ -497,7 +492,7 @@ class Graph:
                     resource_name=missing[0],
                     details=[ResourceInfo("entity", str(i)) for i in missing[1:10]],
                 )
-            return graph_store.neighbors(conn, seeds, when)
+            return uow.graph.neighbors(seeds, when)
 
         nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
@@ -559,11 +554,7 @@ class Graph:
         cursor = after_event_id
         while not self.events.closed:
             woken = self.events.current()  # before the read: no lost wake-up
-            page = await self.db.read(
-                functools.partial(
-                    event_store.page_after, after_id=cursor, where=where, limit=WATCH_PAGE
-                )
-            )
+            page = await self.db.read(functools.partial(_events_after, after=cursor, where=where))
             for event in page:
                 cursor = event.id
                 yield _visible(event)
@@ -574,6 +565,10 @@ class Graph:
 #: What a watcher that may not act for the session's user reads in place of
 #: a failed formation's error (which may count that user's memories).
 WITHHELD = "memory formation failed; its detail is shown only to keys that may act for the user"
+
+
+def _events_after(uow: UnitOfWork, after: int, where: EventFilter) -> list[ExtractionEvent]:
+    return uow.events.page_after(after, where, WATCH_PAGE)
 
 
 def _visible(event: ExtractionEvent) -> ExtractionEvent:
@@ -610,18 +605,18 @@ def _visible(event: ExtractionEvent) -> ExtractionEvent:
 
 
 def _check_watch_target(
-    conn: Connection, episode_id: int, session_id: int, project_id: int, tenant: str | None
+    uow: UnitOfWork, episode_id: int, session_id: int, project_id: int, tenant: str | None
 ) -> None:
     if episode_id:
         try:
-            episode_store.get(conn, episode_id, tenant)
+            uow.episodes.get(episode_id, tenant)
         except NotFound:
             # A deleted episode's events can still be replayed.
-            if not event_store.any_for_episode(conn, episode_id, tenant):
+            if not uow.events.any_for_episode(episode_id, tenant):
                 raise
     if session_id:
-        session_store.get(conn, session_id, tenant)
-    if project_id and not project_store.exists(conn, project_id, tenant):
+        uow.sessions.get(session_id, tenant)
+    if project_id and not uow.projects.exists(project_id, tenant):
         raise NotFound(
             f"project {project_id} does not exist",
             resource_type="project",

@@ -28,10 +28,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
+from nexus_grpc.core.vectors import VectorTableMissing
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.embedding.coalesce import CoalescingLane
-from nexus_grpc.store import pg_vectors
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +52,16 @@ Vector = list[float]
 
 
 async def write_with(
-    db: Database, vector: Vector | None, fn: Callable[[Connection, Vector | None], T]
+    db: Database, vector: Vector | None, fn: Callable[[UnitOfWork, Vector | None], T]
 ) -> T:
-    """``fn(conn, vector)`` in a write; when the collection's table is not
+    """``fn(uow, vector)`` in a write; when the collection's table is not
     there (a vector index that could not be created at start), the same write
     again without the vector, which then queues the row's index job."""
     if vector is None:
         return await db.write(lambda c: fn(c, None))
     try:
         return await db.write(lambda c: fn(c, vector))
-    except pg_vectors.VectorTableMissing as exc:
+    except VectorTableMissing as exc:
         log.warning("%s; the new row goes through its index job", exc)
         return await db.write(lambda c: fn(c, None))
 
@@ -118,14 +119,14 @@ class InlineVectors:
 
     @staticmethod
     def put(
-        conn: Connection,
+        uow: UnitOfWork,
         collection: str,
         row_id: int,
         vector: Sequence[float],
         payload: dict[str, Any],
     ) -> None:
         """In the create's transaction: the new row's point, beside it."""
-        pg_vectors.put(conn, collection, row_id, vector, payload)
+        uow.vectors.put(collection, row_id, vector, payload)
 
     async def close(self) -> None:
         await self._lane.close()

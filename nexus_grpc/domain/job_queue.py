@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from nexus_grpc.core import jobs
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.storage import Connection, Database
-from nexus_grpc.store import jobs as job_store
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 
 #: A claimed job's lease on PostgreSQL (several instances claim from one table).
-LEASE_SECONDS = job_store.LEASE_SECONDS
+LEASE_SECONDS = jobs.LEASE_SECONDS
 
 
 class Retry(Exception):
@@ -60,21 +61,21 @@ class Verdict(Enum):
     GONE = "gone"  # its row was gone already: nothing to tell the data it concerns
 
 
-def settle_failure(conn: Connection, job: Job, error: Exception, policy: RetryPolicy) -> Verdict:
+def settle_failure(uow: UnitOfWork, job: Job, error: Exception, policy: RetryPolicy) -> Verdict:
     """Record a failed attempt of ``job`` (see the module docstring)."""
     message = str(error) or type(error).__name__
     if isinstance(error, Postpone):
-        job_store.postpone(conn, job.id, message, policy.postpone_delay)
+        uow.jobs.postpone(job.id, message, policy.postpone_delay)
         return Verdict.POSTPONED
     if isinstance(error, GiveUp) or job.attempts + 1 >= policy.max_attempts:
-        return Verdict.DEAD if job_store.dead_letter(conn, job.id, message) else Verdict.GONE
-    job_store.retry_later(conn, job.id, message, policy.backoff(job.attempts))
+        return Verdict.DEAD if uow.jobs.dead_letter(job.id, message) else Verdict.GONE
+    uow.jobs.retry_later(job.id, message, policy.backoff(job.attempts))
     return Verdict.RETRYING
 
 
-def finish(conn: Connection, job_ids: Sequence[int]) -> None:
+def finish(uow: UnitOfWork, job_ids: Sequence[int]) -> None:
     """The jobs are done: their rows go, with their results in the same commit."""
-    job_store.finish(conn, list(job_ids))
+    uow.jobs.finish(list(job_ids))
 
 
 class JobQueue:
@@ -86,15 +87,15 @@ class JobQueue:
 
     async def next_due(self) -> float | None:
         """When the earliest pending job falls due; None when none is pending."""
-        return await self.db.read(lambda c: job_store.next_run_after(c, self.kind))
+        return await self.db.read(lambda c: c.jobs.next_run_after(self.kind))
 
     async def claim(self, n: int, lease_seconds: float) -> list[Job]:
-        return await self.db.write(lambda c: job_store.claim(c, self.kind, n, lease_seconds))
+        return await self.db.write(lambda c: c.jobs.claim(self.kind, n, lease_seconds))
 
     async def renew(self, job_ids: Sequence[int], lease_seconds: float) -> None:
-        await self.db.write(lambda c: job_store.renew(c, list(job_ids), lease_seconds))
+        await self.db.write(lambda c: c.jobs.renew(list(job_ids), lease_seconds))
 
     async def wait_all(self, reason: str, until: float) -> None:
         """Every pending job shows why it waits, in one statement, without
         spending attempts."""
-        await self.db.write(lambda c: job_store.postpone_pending(c, self.kind, reason, until))
+        await self.db.write(lambda c: c.jobs.postpone_pending(self.kind, reason, until))

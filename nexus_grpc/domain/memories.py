@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import documents, jobs, tenancy
 from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
+from nexus_grpc.core.records import GONE, ChangedBy, Memory, MemoryUsage, Revision, UsageOwner
+from nexus_grpc.core.records import UPDATE as REVISED
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -44,14 +48,6 @@ from nexus_grpc.errors import (
     QuotaViolation,
 )
 from nexus_grpc.rerank import Reranker
-from nexus_grpc.store import documents, jobs
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import memory_history as history_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import ChangedBy
-from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -98,6 +94,36 @@ def _expiry(expire_time: float | None, ttl: float | None) -> float | None:
     return expire_time
 
 
+def words_key(text: str) -> str:
+    """A memory's words, case and punctuation aside: a retried "Postgres runs
+    on port 5433." and "postgres runs on port 5433" meet (formation's rule
+    for identical memories too)."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _same_words(uow: UnitOfWork, row: Mapping[str, Any], tenant: str) -> Memory | None:
+    """The owner's live memory in the same tier that already holds ``row``'s
+    words (its title and its content), if there is one.
+
+    The owner is whoever sees the memory: its kind, project, agent and user,
+    and for the TASK and SESSION tiers its origin session too."""
+    tier = row["tier"]
+    texts = uow.memories.texts_of_owner(
+        kind=row["kind"],
+        project_id=row["project_id"],
+        agent_id=row["agent_id"],
+        user_id=row["user_id"],
+        tier=tier,
+        session_id=row["session_id"] if Tier(tier) in SESSION_TIERS else None,
+        tenant=tenant,
+    )
+    title, content = words_key(row["title"]), words_key(row["content"])
+    for memory_id, their_title, their_content in texts:
+        if words_key(their_content) == content and words_key(their_title) == title:
+            return uow.memories.find(memory_id)
+    return None
+
+
 def _check_confidence(field: str, value: float) -> float:
     if math.isnan(value) or value < 0.0 or value > 1.0:
         raise InvalidArgument(f"{field} must be between 0 and 1, got {value}", field=field)
@@ -133,7 +159,18 @@ class Memories:
 
     # CRUD -------------------------------------------------------------------
 
-    async def create(self, values: Mapping[str, Any], request_id: str = "") -> Memory:
+    async def create(
+        self,
+        values: Mapping[str, Any],
+        request_id: str = "",
+        *,
+        on_existing: Callable[[str], None] | None = None,
+    ) -> Memory:
+        """Stores a memory, or answers with the one already there: the first
+        memory of a ``request_id`` (a retry), or the owner's live memory in
+        the same tier with the same words, case and punctuation aside (a
+        retry without a request_id, or a fact told twice), which
+        ``on_existing`` then hears about."""
         kind = int(values.get("kind", 0))
         if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
             raise InvalidArgument(
@@ -190,22 +227,27 @@ class Memories:
 
         visible = tenancy.visible()
         creator = tenancy.creator(self.default_tenant)
+        # The memory that already held these words, when the write found one.
+        # The write may run again (PostgreSQL retries a lost race): only its
+        # last run counts.
+        found_same: list[int] = []
 
         vector = None
         if self.inline is not None:
             vector = await self.inline.embed(documents.memory_text(title, content))
 
-        def write(conn: Connection, vector: list[float] | None) -> tuple[Memory, bool]:
+        def write(uow: UnitOfWork, vector: list[float] | None) -> tuple[Memory, bool]:
+            found_same.clear()
             # Whose memory this is: the project's tenant, else the session's,
             # else the caller's. Each must be one the caller sees.
             tenant = creator
             if project_id:
-                if not project_store.exists(conn, project_id, visible):
+                if not uow.projects.exists(project_id, visible):
                     raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
-                tenant = project_store.tenant_of(conn, project_id) or creator
+                tenant = uow.projects.tenant_of(project_id) or creator
             if session_id:
                 try:
-                    session = session_store.get(conn, session_id, visible)
+                    session = uow.sessions.get(session_id, visible)
                 except NotFound:
                     raise FailedPrecondition(
                         f"memory.session_id {session_id} does not exist"
@@ -219,16 +261,20 @@ class Memories:
             if request_id:
                 # A retry key belongs to its owner (tenant and user): another
                 # user's key is neither refused nor revealed.
-                existing = memory_store.find_by_request_id(conn, tenant, user_id, request_id)
+                existing = uow.memories.find_by_request_id(tenant, user_id, request_id)
                 if existing is not None:
                     _check_replay(existing, row, request_id)
                     return existing, False
+            same = _same_words(uow, row, tenant)
+            if same is not None:
+                found_same.append(same.id)
+                return same, False
             if tier != Tier.ARCHIVE:
-                self._check_cap(conn, kind, project_id, agent_id, user_id, tenant)
-            memory = memory_store.insert(conn, row, request_id, tenant, embedded=vector is not None)
+                self._check_cap(uow, kind, project_id, agent_id, user_id, tenant)
+            memory = uow.memories.insert(row, request_id, tenant, embedded=vector is not None)
             if vector is not None:
                 InlineVectors.put(
-                    conn,
+                    uow,
                     inline_vectors.MEMORIES,
                     memory.id,
                     vector,
@@ -246,11 +292,16 @@ class Memories:
         memory, created = await inline_vectors.write_with(self.db, vector, write)
         if created:
             self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
+        elif on_existing is not None and found_same == [memory.id]:
+            on_existing(
+                f"memory {memory.id} already holds these words in this tier; it is"
+                " returned and nothing was stored"
+            )
         return memory
 
     def _check_cap(
         self,
-        conn: Connection,
+        uow: UnitOfWork,
         kind: int,
         project_id: int,
         agent_id: str,
@@ -261,7 +312,7 @@ class Memories:
 
         The refusal names only the caller's own count: another user's number
         of memories is theirs, not something a refusal may reveal."""
-        count = memory_store.count_in_cap_scope(conn, kind, project_id, agent_id, user_id, tenant)
+        count = uow.memories.count_in_cap_scope(kind, project_id, agent_id, user_id, tenant)
         if count < self.cap:
             return
         where = f"project {project_id}" if project_id else "no project"
@@ -295,7 +346,7 @@ class Memories:
         v.positive_id("id", memory_id)
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
-        memory = await self.db.read(lambda c: memory_store.find(c, memory_id))
+        memory = await self.db.read(lambda c: c.memories.find(memory_id))
         return self._owned(memory, memory_id, user_id, session_id)
 
     @staticmethod
@@ -356,11 +407,8 @@ class Memories:
             raise InvalidArgument(f"kind must be PROJECT, USER or unset, got {kind}", field="kind")
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
-        where, params = sql_where(scope)
         rows = await self.db.read(
-            lambda c: memory_store.list_visible(
-                c, where, params, kind=kind, after_id=after, limit=size + 1
-            )
+            lambda c: c.memories.list_visible(scope, kind=kind, after_id=after, limit=size + 1)
         )
         return paging.page(rows, size)
 
@@ -398,14 +446,12 @@ class Memories:
                 # Unset in the request clears it: the memory no longer expires.
                 changes["expire_at"] = _expiry(value, None)
 
-        def write(conn: Connection) -> Memory:
-            current = self._owned(
-                memory_store.find(conn, memory_id), memory_id, user_id, session_id
-            )
+        def write(uow: UnitOfWork) -> Memory:
+            current = self._owned(uow.memories.find(memory_id), memory_id, user_id, session_id)
             if current.tier == Tier.ARCHIVE and changes.get("tier", Tier.ARCHIVE) != Tier.ARCHIVE:
                 # Leaving ARCHIVE brings it back into what selection reads.
                 self._check_cap(
-                    conn,
+                    uow,
                     current.kind,
                     current.project_id,
                     current.agent_id,
@@ -418,8 +464,8 @@ class Memories:
                 if getattr(current, name) != value
             ]
             if changed:
-                history_store.record(conn, current, history_store.UPDATE, changed, by)
-            return memory_store.update(conn, memory_id, changes)
+                uow.memories.record(current, REVISED, changed, by)
+            return uow.memories.update(memory_id, changes)
 
         memory = await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
@@ -432,19 +478,17 @@ class Memories:
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
-        def write(conn: Connection) -> None:
-            current = self._owned(
-                memory_store.find(conn, memory_id), memory_id, user_id, session_id
-            )
-            history_store.record_deletion(conn, current, by, self.history_retention)
-            memory_store.delete(conn, memory_id)
+        def write(uow: UnitOfWork) -> None:
+            current = self._owned(uow.memories.find(memory_id), memory_id, user_id, session_id)
+            uow.memories.record_deletion(current, by, self.history_retention)
+            uow.memories.delete(memory_id)
 
         await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
 
     async def history(
         self, memory_id: int, user_id: str, session_id: int, page_size: int, page_token: str
-    ) -> Page[history_store.Revision]:
+    ) -> Page[Revision]:
         """A memory's earlier versions, oldest first, under GetMemory's ownership
         rule. A deleted memory's history is judged by the version deleted and
         stays readable until its retention ends; after that it reads as a
@@ -455,13 +499,13 @@ class Memories:
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
 
-        def read(conn: Connection) -> list[history_store.Revision]:
-            memory = memory_store.find(conn, memory_id)
+        def read(uow: UnitOfWork) -> list[Revision]:
+            memory = uow.memories.find(memory_id)
             if memory is None:
-                last = history_store.last(conn, memory_id)
+                last = uow.memories.last(memory_id)
                 if (
                     last is not None
-                    and last.action in history_store.GONE
+                    and last.action in GONE
                     and last.purge_after is not None
                     and last.purge_after > time.time()
                 ):
@@ -469,7 +513,7 @@ class Memories:
             # An expired memory the job has not removed yet is as good as
             # deleted: its owner may read its history.
             self._owned(memory, memory_id, user_id, session_id, expired_ok=True)
-            return history_store.page(conn, memory_id, after, size + 1)
+            return uow.memories.page(memory_id, after, size + 1)
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
@@ -518,28 +562,31 @@ class Memories:
 
     async def usage(
         self,
-        thread_id: str,
+        thread_id: str | None,
         memory_id: int | None,
         user_id: str,
         project_id: int,
         page_size: int,
         page_token: str,
-    ) -> Page[memory_store.MemoryUsage]:
-        """By memory or by thread, only what this (user, project) recorded:
-        the usage log holds prompts, which must never reach another user."""
+    ) -> Page[MemoryUsage]:
+        """By memory, by thread, or (neither given) all of it, only what this
+        (user, project) recorded: the usage log holds prompts, which must
+        never reach another user."""
         size = paging.page_size(page_size)
         after = paging.decode_token(page_token)
         v.identifier("user_id", user_id)
         v.positive_id("project_id", project_id, required=False)
-        owner = memory_store.UsageOwner(user_id, project_id, tenancy.visible())
+        owner = UsageOwner(user_id, project_id, tenancy.visible())
         if memory_id is not None:
             v.positive_id("memory_id", memory_id)
 
-            def by_memory(conn: Connection) -> list[memory_store.MemoryUsage]:
-                self._owned(memory_store.find(conn, memory_id), memory_id, user_id, None)
-                return memory_store.usage_by_memory(conn, memory_id, owner, after, size + 1)
+            def by_memory(uow: UnitOfWork) -> list[MemoryUsage]:
+                self._owned(uow.memories.find(memory_id), memory_id, user_id, None)
+                return uow.memories.usage_by_memory(memory_id, owner, after, size + 1)
 
             rows = await self.db.read_in_transaction(by_memory)
+        elif thread_id is None:
+            rows = await self.db.read(lambda c: c.memories.usage_by_owner(owner, after, size + 1))
         else:
             if not thread_id.strip():
                 raise InvalidArgument(
@@ -547,14 +594,14 @@ class Memories:
                 )
             v.identifier("thread_id", thread_id)
             rows = await self.db.read(
-                lambda c: memory_store.usage_by_thread(c, thread_id, owner, after, size + 1)
+                lambda c: c.memories.usage_by_thread(thread_id, owner, after, size + 1)
             )
         return paging.page(rows, size)
 
 
-def usage_owner(scope: MemoryScope) -> memory_store.UsageOwner:
+def usage_owner(scope: MemoryScope) -> UsageOwner:
     """Who a selection's usage (and its thread) belongs to."""
-    return memory_store.UsageOwner(scope.user_id, scope.project_id, tenancy.visible())
+    return UsageOwner(scope.user_id, scope.project_id, tenancy.visible())
 
 
 def _check_replay(existing: Memory, row: Mapping[str, Any], request_id: str) -> None:

@@ -19,26 +19,23 @@ from __future__ import annotations
 
 from nexus_grpc.core import jobs
 from nexus_grpc.core.records import EXPIRE, ChangedBy
-from nexus_grpc.core.storage import Connection
-from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import memory_history as history_store
+from nexus_grpc.core.repositories import UnitOfWork
 
 EXPIRED_BY = ChangedBy(request_id="", principal="")
 
 
-def expire(conn: Connection, memory_id: int, at: float, history_retention: float) -> None:
+def expire(uow: UnitOfWork, memory_id: int, at: float, history_retention: float) -> None:
     """Remove ``memory_id`` if its expire_time passed by ``at``."""
-    memory = memory_store.find(conn, memory_id)
+    memory = uow.memories.find(memory_id)
     if memory is None or memory.expire_at is None:
         return
     if memory.expire_at > at:
-        job_store.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, memory.expire_at, keep_sooner=True)
+        uow.jobs.schedule(jobs.EXPIRE_MEMORY, memory_id, memory.expire_at, keep_sooner=True)
         return
-    history_store.record_deletion(conn, memory, EXPIRED_BY, history_retention, EXPIRE)
-    memory_store.delete(conn, memory_id)
+    uow.memories.record_deletion(memory, EXPIRED_BY, history_retention, EXPIRE)
+    uow.memories.delete(memory_id)
 
 
-def purge_history(conn: Connection, memory_id: int, at: float) -> None:
+def purge_history(uow: UnitOfWork, memory_id: int, at: float) -> None:
     """Drop the history of deleted ``memory_id`` whose retention ended by ``at``."""
-    history_store.purge(conn, [memory_id], at)
+    uow.memories.purge([memory_id], at)

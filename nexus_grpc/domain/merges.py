@@ -16,15 +16,17 @@ then would move things out from under that later merge.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.graph import MERGE_MANUAL, EntityMerge, MergedSource
 from nexus_grpc.core.models import Page
 from nexus_grpc.core.names import compatible_types
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import facts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import (
@@ -34,18 +36,13 @@ from nexus_grpc.errors import (
     NotFound,
     ResourceInfo,
 )
-from nexus_grpc.store import entity_merges as merge_store
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
 
 MAX_SOURCES = 100
 MAX_REASON_CHARS = 1000
 
 
 def merge_into(
-    conn: Connection,
+    uow: UnitOfWork,
     target_id: int,
     source_ids: Sequence[int],
     *,
@@ -56,15 +53,15 @@ def merge_into(
 ) -> EntityMerge:
     """Fold ``source_ids`` into ``target_id`` (both checked by the caller:
     one graph, compatible types) and record it."""
-    target = graph_store.get_entity(conn, target_id)
+    target = uow.graph.get_entity(target_id)
     sources: list[MergedSource] = []
     for source_id in source_ids:
-        source = graph_store.get_entity(conn, source_id)
-        norms = merge_store.move_aliases(conn, source_id, target_id)
-        moved, shared = merge_store.move_episode_links(conn, source_id, target_id)
-        ev_from, ev_to = merge_store.move_evidence(conn, source_id, target_id)
-        merge_store.add_mentions(conn, target_id, source.mention_count, source.notes)
-        merge_store.delete_entity_row(conn, source_id)
+        source = uow.graph.get_entity(source_id)
+        norms = uow.graph.move_aliases(source_id, target_id)
+        moved, shared = uow.graph.move_episode_links(source_id, target_id)
+        ev_from, ev_to = uow.graph.move_evidence(source_id, target_id)
+        uow.graph.add_mentions(target_id, source.mention_count, source.notes)
+        uow.graph.delete_entity_row(source_id)
         sources.append(
             MergedSource(
                 entity=source,
@@ -75,13 +72,11 @@ def merge_into(
                 evidence_to=tuple(ev_to),
             )
         )
-    graph_store.rebuild_tokens(conn, target_id)
-    graph_store.refresh_display_name(conn, target_id)
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [target_id])
+    uow.graph.rebuild_tokens(target_id)
+    uow.graph.refresh_display_name(target_id)
+    uow.jobs.enqueue(jobs.INDEX_ENTITY, [target_id])
     graph = (target.project_id, target.session_id)
-    facts.rederive(
-        conn, evidence_store.groups_of(conn, [target_id]), facts.single_valued(conn, graph)
-    )
+    facts.rederive(uow, uow.graph.groups_of([target_id]), facts.single_valued(uow, graph))
     record = EntityMerge(
         id=0,
         project_id=target.project_id,
@@ -91,22 +86,22 @@ def merge_into(
         source_ids=tuple(source_ids),
         method=method,
         reason=reason,
-        created_at=now(),
+        created_at=time.time(),
         request_id=request_id,
         principal=principal,
         target_notes=target.notes,
         sources=tuple(sources),
     )
-    return replace(record, id=merge_store.insert_merge(conn, record))
+    return replace(record, id=uow.graph.insert_merge(record))
 
 
-def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
+def undo_merge(uow: UnitOfWork, merge: EntityMerge) -> EntityMerge:
     if merge.undone_at is not None:
         raise FailedPrecondition(f"merge {merge.id} was already undone")
     involved = {merge.target_id}
     blocking = [
         later.id
-        for later in merge_store.merges_after(conn, merge)
+        for later in uow.graph.merges_after(merge)
         if involved & {later.target_id, *later.source_ids}
     ]
     if blocking:
@@ -115,7 +110,7 @@ def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
             f"merge {merge.id} cannot be undone while later merge(s) {shown} of its target"
             f" entity {merge.target_id} stand: undo those first"
         )
-    if graph_store.entity_graph(conn, merge.target_id) is None:
+    if uow.graph.entity_graph(merge.target_id) is None:
         raise FailedPrecondition(
             f"merge {merge.id} cannot be undone: its target entity {merge.target_id} was deleted"
         )
@@ -123,32 +118,32 @@ def undo_merge(conn: Connection, merge: EntityMerge) -> EntityMerge:
     # The target's facts as they stand merged: a fact that came only from a
     # source's evidence has none left on the target once it goes back, and
     # must be derived again (to nothing), not left standing.
-    merged_groups = evidence_store.groups_of(conn, [target])
+    merged_groups = uow.graph.groups_of([target])
     restored: list[int] = []
     for source in reversed(merge.sources):
         e = source.entity
-        entity_id = merge_store.reinsert_entity(conn, e)
+        entity_id = uow.graph.reinsert_entity(e)
         restored.append(entity_id)
-        merge_store.return_aliases(conn, target, entity_id, source.alias_names)
-        merge_store.return_episode_links(
-            conn, target, entity_id, source.episode_ids, source.shared_episode_ids
+        uow.graph.return_aliases(target, entity_id, source.alias_names)
+        uow.graph.return_episode_links(
+            target, entity_id, source.episode_ids, source.shared_episode_ids
         )
-        merge_store.return_evidence(conn, entity_id, source.evidence_from, source.evidence_to)
-        merge_store.add_mentions(conn, target, -e.mention_count)
-        graph_store.rebuild_tokens(conn, entity_id)
-    merge_store.set_notes(conn, target, merge.target_notes)
-    graph_store.rebuild_tokens(conn, target)
-    graph_store.refresh_display_name(conn, target)
+        uow.graph.return_evidence(entity_id, source.evidence_from, source.evidence_to)
+        uow.graph.add_mentions(target, -e.mention_count)
+        uow.graph.rebuild_tokens(entity_id)
+    uow.graph.set_notes(target, merge.target_notes)
+    uow.graph.rebuild_tokens(target)
+    uow.graph.refresh_display_name(target)
     for entity_id in restored:
-        merge_store.restore_name_key(conn, entity_id)
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [target])
+        uow.graph.restore_name_key(entity_id)
+    uow.jobs.enqueue(jobs.INDEX_ENTITY, [target])
     facts.rederive(
-        conn,
-        merged_groups | evidence_store.groups_of(conn, [target, *restored]),
-        facts.single_valued(conn, (merge.project_id, merge.session_id)),
+        uow,
+        merged_groups | uow.graph.groups_of([target, *restored]),
+        facts.single_valued(uow, (merge.project_id, merge.session_id)),
     )
-    merge_store.mark_undone(conn, merge.id)
-    return merge_store.get_merge(conn, merge.id)
+    uow.graph.mark_undone(merge.id)
+    return uow.graph.get_merge(merge.id)
 
 
 class Merges:
@@ -186,12 +181,12 @@ class Merges:
         v.text("reason", reason, limit=MAX_REASON_CHARS)
         tenant = tenancy.visible()
 
-        def write(conn: Connection) -> EntityMerge:
-            target = graph_store.get_entity(conn, target_id, tenant)
+        def write(uow: UnitOfWork) -> EntityMerge:
+            target = uow.graph.get_entity(target_id, tenant)
             if request_id:
                 # A retried merge answers with the merge it made (its sources
                 # are gone by now, so checking them again would refuse it).
-                done = merge_store.merge_by_request(conn, target.tenant, request_id)
+                done = uow.graph.merge_by_request(target.tenant, request_id)
                 if done is not None:
                     if (done.target_id, done.source_ids) != (target_id, tuple(sources)):
                         raise AlreadyExists(
@@ -199,7 +194,7 @@ class Merges:
                             f" {done.id}, of other entities"
                         )
                     return done
-            found = graph_store.get_entities(conn, sources, tenant)
+            found = uow.graph.get_entities(sources, tenant)
             missing = [i for i in sources if i not in found]
             if missing:
                 raise NotFound(
@@ -223,7 +218,7 @@ class Merges:
                         field="source_ids",
                     )
             return merge_into(
-                conn,
+                uow,
                 target_id,
                 sources,
                 method=MERGE_MANUAL,
@@ -239,9 +234,7 @@ class Merges:
     async def undo(self, merge_id: int) -> EntityMerge:
         v.positive_id("merge_id", merge_id)
         tenant = tenancy.visible()
-        merge = await self.db.write(
-            lambda c: undo_merge(c, merge_store.get_merge(c, merge_id, tenant))
-        )
+        merge = await self.db.write(lambda c: undo_merge(c, c.graph.get_merge(merge_id, tenant)))
         self.signals.wake(jobs.INDEX_ENTITY)
         return merge
 
@@ -265,6 +258,6 @@ class Merges:
         tenant = tenancy.visible()
         graph = (project_id, 0) if project_id else (0, session_id) if session_id else None
         rows = await self.db.read(
-            lambda c: merge_store.list_merges(c, graph, entity_id, after, size + 1, tenant)
+            lambda c: c.graph.list_merges(graph, entity_id, after, size + 1, tenant)
         )
         return paging.page(rows, size)

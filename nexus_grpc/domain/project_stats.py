@@ -20,12 +20,11 @@ from typing import TypeAlias
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.validation import quoted
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.store import project_stats as stats_store
-from nexus_grpc.store import projects as project_store
 
 #: The most users named, and the most entities a caller may ask for.
 MAX_USERS = 100
@@ -96,17 +95,17 @@ class ProjectStatistics:
 
         tenant = tenancy.visible()
 
-        def read(conn: Connection) -> _Counted:
-            project_store.get(conn, project_id, tenant)
+        def read(uow: UnitOfWork) -> _Counted:
+            uow.projects.get(project_id, tenant)
             at = time.time()
-            retention = project_store.retention_of(conn, project_id)
+            retention = uow.projects.retention_of(project_id)
             cutoff = None if retention is None else at - retention
             return (
-                stats_store.sessions(conn, project_id, cutoff) if asked(_SESSIONS) else 0,
-                stats_store.episodes(conn, project_id, cutoff) if asked(_EPISODES) else (0, 0, 0),
-                stats_store.memories(conn, project_id, at) if asked(_MEMORIES) else [],
-                stats_store.graph(conn, project_id) if asked(_GRAPH) else (0, 0),
-                stats_store.most_connected(conn, project_id, top_entities)
+                uow.projects.count_sessions(project_id, cutoff) if asked(_SESSIONS) else 0,
+                uow.projects.count_episodes(project_id, cutoff) if asked(_EPISODES) else (0, 0, 0),
+                uow.projects.count_memories(project_id, at) if asked(_MEMORIES) else [],
+                uow.projects.count_graph(project_id) if asked(_GRAPH) else (0, 0),
+                uow.projects.most_connected(project_id, top_entities)
                 if top_entities and asked(_TOP)
                 else [],
             )

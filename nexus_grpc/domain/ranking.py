@@ -20,10 +20,12 @@ the keyword path's own best hit goes first when fusion ranks it among its
 top few (see ``with_keyword_lead``): fusion must not rank below the best
 single signal it fuses, and at the first place that signal is bm25's.
 
-Scores callers see (SearchHit.score and friends), higher always better:
-- keyword: bm25 (FTS5's, sign flipped), unbounded above;
+Scores callers see (SearchHit.score and friends), higher always better, are
+set by the last stage (retrieval/scores.py), after the ranking:
+- keyword: bm25 (FTS5's, sign flipped) through a logistic, in [0.5, 1) for a
+  match;
 - semantic: cosine similarity, in [-1, 1];
-- hybrid: the fused score, in [0, 1].
+- hybrid: the fused score, in (0, 1].
 """
 
 from __future__ import annotations

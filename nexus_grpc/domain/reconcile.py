@@ -12,11 +12,10 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.vector_collections import ALL, CollectionSpec
-from nexus_grpc.store import documents
-from nexus_grpc.store import jobs as job_store
 from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -40,9 +39,7 @@ class Reconciler:
             missing, extra = await self._diff(spec)
             if missing or extra:
                 ids = sorted(missing | extra)
-                await self.db.write(
-                    functools.partial(job_store.enqueue, kind=spec.job_kind, target_ids=ids)
-                )
+                await self.db.write(functools.partial(_queue, kind=spec.job_kind, ids=ids))
                 self.signals.wake(spec.job_kind)
                 log.info(
                     "reconcile %s: %d missing, %d orphaned", spec.name, len(missing), len(extra)
@@ -52,9 +49,13 @@ class Reconciler:
         return ReconcileResult(requeued, orphans)
 
     async def _diff(self, spec: CollectionSpec) -> tuple[set[int], set[int]]:
-        in_db = await self.db.read(lambda c: documents.all_ids(c, spec.table))
+        in_db = await self.db.read(lambda c: c.documents.all_ids(spec.table))
         in_index: set[int] = set()
         async for page in self.index.ids(spec.name):
             in_index.update(page)
-        pending = await self.db.read(lambda c: job_store.queued_targets(c, spec.job_kind))
+        pending = await self.db.read(lambda c: c.jobs.queued_targets(spec.job_kind))
         return (in_db - in_index) - pending, (in_index - in_db) - pending
+
+
+def _queue(uow: UnitOfWork, kind: str, ids: list[int]) -> None:
+    uow.jobs.enqueue(kind, ids)

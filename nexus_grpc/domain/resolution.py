@@ -34,6 +34,7 @@ from nexus_grpc.core.graph import (
     METHOD_EXACT,
     METHOD_SHINGLE,
     RESOLVED,
+    CandidateRow,
 )
 from nexus_grpc.core.names import (
     CONTAINMENT_TYPES,
@@ -47,7 +48,6 @@ from nexus_grpc.core.names import (
     shingles,
     tokens,
 )
-from nexus_grpc.store.graph import CandidateRow
 
 # Measured on the name pairs of tests/domain/test_names_and_timeline.py and
 # the graph evaluation's dev set (docs/graph.md): spelling variants of one

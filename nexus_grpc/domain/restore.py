@@ -26,35 +26,35 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.graph import (
     ASSERT,
     END,
     MERGE_LLM,
     MERGE_MANUAL,
     METHODS,
+    SOURCE_EXTRACTION,
+    SOURCE_MANUAL,
+    Entity,
     EntityAlias,
     EntityEpisode,
     EntityMerge,
     Evidence,
+    Relationship,
 )
-from nexus_grpc.core.models import Episode, MemoryKind, Project, Session
+from nexus_grpc.core.models import Episode, MemoryKind, NewEpisode, Project, Session
 from nexus_grpc.core.names import name_key
+from nexus_grpc.core.records import DELETE, EXPIRE, UPDATE, Memory, Revision, Summary
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.conversations import _project_values
+from nexus_grpc.domain.episode_followups import queue_followups, queue_summaries
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.graph import _entity_type, _label, _notes
 from nexus_grpc.domain.memories import MAX_TITLE_CHARS, UPDATE_FIELDS, _check_tier
 from nexus_grpc.errors import InvalidArgument, NexusError
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store import restore as restore_store
-from nexus_grpc.store.graph import SOURCE_EXTRACTION, SOURCE_MANUAL, Entity, Relationship
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_history import DELETE, EXPIRE, UPDATE, Revision
-from nexus_grpc.store.summaries import Summary
 
 #: The most records one RestoreProject call may stream, and their total
 #: size: the whole restore is held, checked and written in one transaction.
@@ -425,10 +425,10 @@ def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) ->
     return replace(item, created_at=created, updated_at=_time(item.updated_at, created))
 
 
-def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
+def _write(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
     p = plan.project
-    project_id = restore_store.insert_project(
-        conn, plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at
+    project_id = uow.restore.insert_project(
+        plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at
     )
     sessions: dict[int, int] = {}
     episodes: dict[int, int] = {}
@@ -442,10 +442,9 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
     users: dict[int, str] = {}
 
     def flush_episodes() -> None:
-        ids = episode_store.insert_many(
-            conn,
+        ids = uow.episodes.insert_many(
             [
-                episode_store.NewEpisode(
+                NewEpisode(
                     sessions[e.session_id],
                     e.user_message,
                     e.ai_response,
@@ -457,9 +456,10 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                 )
                 for _, e in pending
             ],
-            jobs.BULK,
             extracted=True,
         )
+        stored = uow.episodes.get_many(ids)
+        queue_followups(uow, [stored[i] for i in ids], jobs.BULK, extracted=True)
         episodes.update((e.id, new) for (_, e), new in zip(pending, ids, strict=True))
         pending.clear()
 
@@ -481,8 +481,7 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
             flush_episodes()
         try:
             if isinstance(item, Session):
-                sessions[item.id] = restore_store.insert_session(
-                    conn,
+                sessions[item.id] = uow.restore.insert_session(
                     item.external_id,
                     item.name,
                     project_id,
@@ -497,11 +496,10 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                 # Episodes are written together, as ImportEpisodes writes a batch.
                 pending.append((index, item))
             elif isinstance(item, Memory):
-                memories[item.id] = restore_store.insert_memory(conn, memory_ids(item, 0), tenant)
+                memories[item.id] = uow.restore.insert_memory(memory_ids(item, 0), tenant)
             elif isinstance(item, Revision):
                 new_id = memories[item.memory_id]
-                restore_store.insert_revision(
-                    conn,
+                uow.restore.insert_revision(
                     replace(
                         item,
                         memory_id=new_id,
@@ -510,12 +508,11 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     ),
                 )
             elif isinstance(item, Entity):
-                entities[item.id] = restore_store.insert_entity(
-                    conn, replace(item, project_id=project_id), tenant
+                entities[item.id] = uow.restore.insert_entity(
+                    replace(item, project_id=project_id), tenant
                 )
             elif isinstance(item, Relationship):
-                restore_store.insert_relationship(
-                    conn,
+                uow.restore.insert_relationship(
                     replace(
                         item,
                         from_id=entities[item.from_id],
@@ -525,8 +522,7 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     ),
                 )
             elif isinstance(item, EntityAlias):
-                restore_store.insert_alias(
-                    conn,
+                uow.restore.insert_alias(
                     replace(
                         item,
                         entity_id=entities[item.entity_id],
@@ -534,12 +530,9 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     ),
                 )
             elif isinstance(item, EntityEpisode):
-                restore_store.insert_episode_link(
-                    conn, entities[item.entity_id], episodes[item.episode_id]
-                )
+                uow.restore.insert_episode_link(entities[item.entity_id], episodes[item.episode_id])
             elif isinstance(item, Evidence):
-                evidence[item.id] = restore_store.insert_evidence(
-                    conn,
+                evidence[item.id] = uow.restore.insert_evidence(
                     replace(
                         item,
                         from_id=entities[item.from_id],
@@ -548,15 +541,14 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
                     ),
                 )
             elif isinstance(item, EntityMerge):
-                restore_store.insert_merge(
-                    conn, _merge_ids(item, entities, episodes, evidence, project_id, tenant)
+                uow.restore.insert_merge(
+                    _merge_ids(item, entities, episodes, evidence, project_id, tenant)
                 )
             elif isinstance(item, Summary):
                 # A range may name an episode the export no longer held (deleted
                 # since, or past retention): as `nexus-grpc import` does, it
                 # is then 0, unknown.
-                restore_store.insert_summary(
-                    conn,
+                uow.restore.insert_summary(
                     replace(
                         item,
                         session_id=sessions[item.session_id] if item.session_id else 0,
@@ -570,10 +562,12 @@ def _write(conn: Connection, plan: _Plan, tenant: str, at: float) -> Restored:
     if pending:
         flush_episodes()
     # An export from before aliases existed: each entity is known by its name.
-    restore_store.ensure_own_alias(conn, list(entities.values()))
+    uow.restore.ensure_own_alias(list(entities.values()))
     # Summaries are rebuilt as a live session's are: a session with enough
     # episodes since its last restored summary queues its next one.
-    restore_store.sessions_due_a_summary(conn, list(sessions.values()))
+    # The summary a live session would have queued by now: one with enough
+    # new episodes since its last restored summary.
+    queue_summaries(uow, list(sessions.values()), jobs.BULK)
     return Restored(project_id, counts)
 
 

@@ -20,12 +20,7 @@ A project whose retention was cleared (or that is gone) ends the chain.
 from __future__ import annotations
 
 from nexus_grpc.core import jobs
-from nexus_grpc.core.storage import Connection
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store import summaries as summary_store
+from nexus_grpc.core.repositories import UnitOfWork
 
 #: Rows of each kind deleted per run (per transaction).
 CHUNK = 500
@@ -33,27 +28,27 @@ CHUNK = 500
 RECHECK_SECONDS = 3600.0
 
 
-def sweep(conn: Connection, project_id: int, at: float) -> None:
+def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
     """One run of ``project_id``'s sweep at ``at``, and the next one scheduled."""
-    retention = project_store.retention_of(conn, project_id)
+    retention = uow.projects.retention_of(project_id)
     if retention is None:
         return
     cutoff = at - retention
-    episodes = episode_store.past_retention(conn, project_id, cutoff, CHUNK)
+    episodes = uow.episodes.past_retention(project_id, cutoff, CHUNK)
     for episode_id in episodes:
-        episode_store.delete(conn, episode_id)
-    sessions = session_store.past_retention(conn, project_id, cutoff, CHUNK)
+        uow.episodes.delete(episode_id)
+    sessions = uow.sessions.past_retention(project_id, cutoff, CHUNK)
     for session_id in sessions:
         # No user asked for this delete: their TASK-tier memories stay (as
         # SESSION-tier ones do), for them to read and delete; the project's go.
-        session_store.delete(conn, session_id, user_task_memories=False)
-    summaries = summary_store.past_retention(conn, project_id, cutoff, CHUNK)
+        uow.sessions.delete(session_id, user_task_memories=False)
+    summaries = uow.summaries.past_retention(project_id, cutoff, CHUNK)
     for summary_id in summaries:
-        summary_store.delete(conn, summary_id)
+        uow.summaries.delete(summary_id)
     if CHUNK in (len(episodes), len(sessions), len(summaries)):
-        job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, at, keep_sooner=True)
+        uow.jobs.schedule(jobs.RETAIN_PROJECT, project_id, at, keep_sooner=True)
         return
-    oldest = episode_store.oldest_in_project(conn, project_id)
+    oldest = uow.episodes.oldest_in_project(project_id)
     upcoming = at + RECHECK_SECONDS if oldest is None else oldest + retention
     next_run = min(upcoming, at + RECHECK_SECONDS)
-    job_store.schedule(conn, jobs.RETAIN_PROJECT, project_id, next_run, keep_sooner=True)
+    uow.jobs.schedule(jobs.RETAIN_PROJECT, project_id, next_run, keep_sooner=True)

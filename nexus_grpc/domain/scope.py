@@ -15,45 +15,43 @@ mode (keyword, semantic, hybrid) is confined before any ranking runs.
 from __future__ import annotations
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
 
 
-def episode_scope(conn: Connection, session_id: int, project_id: int) -> list[int]:
+def episode_scope(uow: UnitOfWork, session_id: int, project_id: int) -> list[int]:
     v.positive_id("session_id", session_id, required=False)
     v.positive_id("project_id", project_id, required=False)
     tenant = tenancy.visible()
     if session_id:
-        session = session_store.get(conn, session_id, tenant)
+        session = uow.sessions.get(session_id, tenant)
         if project_id and session.project_id != project_id:
             raise InvalidArgument(
                 f"session {session_id} is not in project_id {project_id}; give one or the other",
                 fields=("session_id", "project_id"),
             )
         if session.project_id:
-            return session_store.project_session_ids(conn, session.project_id)
+            return uow.sessions.project_session_ids(session.project_id)
         return [session.id]
     if project_id:
-        if not project_store.exists(conn, project_id, tenant):
+        if not uow.projects.exists(project_id, tenant):
             raise NotFound(
                 f"project {project_id} does not exist",
                 resource_type="project",
                 resource_name=project_id,
             )
-        return session_store.project_session_ids(conn, project_id)
+        return uow.sessions.project_session_ids(project_id)
     raise InvalidArgument(
         "session_id or project_id is required to scope a search",
         fields=("session_id", "project_id"),
     )
 
 
-def check_session_graph(conn: Connection, session_id: int) -> None:
+def check_session_graph(uow: UnitOfWork, session_id: int) -> None:
     """A session's own graph exists only while the session is outside any project."""
     # NotFound when it does not exist, or is another tenant's.
-    session = session_store.get(conn, session_id, tenancy.visible())
+    session = uow.sessions.get(session_id, tenancy.visible())
     if session.project_id:
         raise FailedPrecondition(
             f"session {session_id} is in project {session.project_id}, whose graph its"

@@ -29,23 +29,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryCategory
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.records import (
+    Memory,
+    SelectionAnswer,
+    SelectionKey,
+    SelectionPick,
+    UsageRecord,
+)
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import empty_answers
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.memories import Memories, usage_owner
 from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store import selections as selection_store
-from nexus_grpc.store.memories import Memory, UsageRecord
-from nexus_grpc.store.memory_scope import sql_where
-from nexus_grpc.store.selections import Answer
 
 log = logging.getLogger(__name__)
 USED_PENALTY = 0.5
@@ -93,38 +97,50 @@ class Selector:
         thread_summary: str,
         limit: int,
         request_id: str = "",
+        *,
+        on_method: Callable[[str], None] | None = None,
+        on_empty: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
+        """The selected memories, most relevant first. ``on_method`` hears how
+        the selection was (or, with nothing to choose from, would have been)
+        made, before the first one; ``on_empty`` why nothing was selected
+        when the memories were there (the model chose none, or semantic
+        ranking found none related). With no memory in scope it hears
+        nothing: EmptyAnswers.memories says why."""
+
+        def method_is(method: str) -> None:
+            if on_method is not None:
+                on_method(method)
+
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
         v.identifier("thread_id", thread_id)
         v.text("thread_summary", thread_summary, limit=v.MAX_SHORT_TEXT_CHARS)
         v.identifier("request_id", request_id)
         n = v.search_limit(limit)
         check_scope(scope)
-        where, params = sql_where(scope)
         owner = usage_owner(scope)
         key = digest = None
         if request_id:
             # The usage log's owner: a retry key names one user's selection in
             # one project of the caller's own tenant.
-            key = selection_store.Key(
+            key = SelectionKey(
                 tenancy.own(self.default_tenant), scope.user_id, scope.project_id, request_id
             )
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
-            stored = await self.db.read(lambda c: selection_store.find(c, key))
+            stored = await self.db.read(lambda c: c.memories.find_selection(key))
             if stored is not None:
+                method_is(stored[1].method)
                 async for replayed in self._replay(stored, digest, request_id, scope):
                     yield replayed
                 return
 
-        def read(conn: Connection) -> tuple[list[Memory], set[int]]:
+        def read(uow: UnitOfWork) -> tuple[list[Memory], set[int]]:
             # Past MAX_TITLES, the newest memories are the ones offered.
-            rows = memory_store.list_visible(
-                conn, where, params, limit=MAX_TITLES, newest_first=True
-            )
+            rows = uow.memories.list_visible(scope, limit=MAX_TITLES, newest_first=True)
             # Without a thread there is no conversation to have used anything in:
             # the thread-less selections of one user must not deprioritise each other.
             used = (
-                memory_store.used_in_thread(conn, thread_id, owner, [m.id for m in rows])
+                uow.memories.used_in_thread(thread_id, owner, [m.id for m in rows])
                 if thread_id
                 else set()
             )
@@ -132,6 +148,7 @@ class Selector:
 
         candidates, used = await self.db.read_in_transaction(read)
         if not candidates:
+            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
             return
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
@@ -151,36 +168,45 @@ class Selector:
             picks = [
                 (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
             ]
+        method_is(method)
         ranked = sorted(
             ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
             key=lambda p: p[1],
             reverse=True,
         )[:n]
         if not ranked:
+            if on_empty is not None:
+                why = (
+                    empty_answers.model_chose_none(len(candidates))
+                    if method == METHOD_LLM
+                    else empty_answers.semantic_found_none(len(candidates))
+                )
+                on_empty(str(why))
             return
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
-        answer = Answer(
-            [selection_store.Pick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
+        answer = SelectionAnswer(
+            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
             method,
             reason,
             batches,
         )
 
-        def record(conn: Connection) -> dict[int, Memory] | tuple[str, Answer]:
+        def record(uow: UnitOfWork) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
             if key is not None:
                 # A retry that arrived while this call ran has recorded first.
-                earlier = selection_store.find(conn, key)
+                earlier = uow.memories.find_selection(key)
                 if earlier is not None:
                     return earlier
-            updated = memory_store.record_usage(conn, thread_id, owner, context, records)
+            updated = uow.memories.record_usage(thread_id, owner, context, records)
             if key is not None and digest is not None:
-                selection_store.insert(conn, key, digest, answer)
+                uow.memories.insert_selection(key, digest, answer)
             return updated
 
         outcome = await self.db.write(record)
         if isinstance(outcome, tuple):
             assert digest is not None
+            method_is(outcome[1].method)
             async for replayed in self._replay(outcome, digest, request_id, scope):
                 yield replayed
             return
@@ -189,7 +215,7 @@ class Selector:
                 yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
 
     async def _replay(
-        self, stored: tuple[str, Answer], digest: str, request_id: str, scope: MemoryScope
+        self, stored: tuple[str, SelectionAnswer], digest: str, request_id: str, scope: MemoryScope
     ) -> AsyncIterator[Selection]:
         """The stored answer of a request_id, as it was sent: the memories as
         they are now (one deleted or out of scope since is left out)."""
@@ -201,8 +227,7 @@ class Selector:
                 " limit); use a new request_id for a new selection"
             )
         ids = [p.memory_id for p in answer.picks]
-        where, params = sql_where(scope)
-        rows = await self.db.read(lambda c: memory_store.get_visible(c, ids, where, params))
+        rows = await self.db.read(lambda c: c.memories.get_visible(ids, scope))
         for p in answer.picks:
             if p.memory_id in rows:
                 yield Selection(

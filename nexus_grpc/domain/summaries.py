@@ -21,10 +21,12 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.models import Page, episode_text
+from nexus_grpc.core.records import Summary
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.session_rights import require_may_write
@@ -40,12 +42,6 @@ from nexus_grpc.llm import (
     tokens,
 )
 from nexus_grpc.llm import summary_prompts as prompts
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import jobs
-from nexus_grpc.store import projects as project_store
-from nexus_grpc.store import sessions as session_store
-from nexus_grpc.store import summaries as summary_store
-from nexus_grpc.store.summaries import Summary
 
 log = logging.getLogger(__name__)
 SUMMARY_SIZE_CAP = 2000
@@ -122,9 +118,9 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
 
-        def write(conn: Connection) -> Summary:
+        def write(uow: UnitOfWork) -> Summary:
             if session_id:
-                session = _session(conn, session_id, "summary.session_id", tenant, at)
+                session = _session(uow, session_id, "summary.session_id", tenant, at)
                 require_may_write(session, "summarize")
                 if project_id and session.project_id != project_id:
                     raise InvalidArgument(
@@ -132,11 +128,10 @@ class Summaries:
                         " other (a session summary belongs to its session's project)",
                         fields=("summary.session_id", "summary.project_id"),
                     )
-            elif not project_store.exists(conn, project_id, tenant):
+            elif not uow.projects.exists(project_id, tenant):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
-            _check_range(conn, session_id, project_id, first, last, at)
-            return summary_store.insert(
-                conn,
+            _check_range(uow, session_id, project_id, first, last, at)
+            return uow.summaries.insert(
                 session_id=session_id,
                 project_id=project_id,
                 content=content,
@@ -153,9 +148,7 @@ class Summaries:
         v.positive_id("id", summary_id)
         tenant = tenancy.visible()
         at = time.time()  # a summary past its project's retention is gone
-        return await self.db.read(
-            lambda c: summary_store.get(c, summary_id, tenant, retained_at=at)
-        )
+        return await self.db.read(lambda c: c.summaries.get(summary_id, tenant, retained_at=at))
 
     async def update(self, summary_id: int, content: str, mask: list[str]) -> Summary:
         v.positive_id("summary.id", summary_id)
@@ -164,9 +157,9 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()
 
-        def write(conn: Connection) -> Summary:
-            _check_session_of(conn, summary_store.get(conn, summary_id, tenant, retained_at=at))
-            return summary_store.update(conn, summary_id, {"content": content})
+        def write(uow: UnitOfWork) -> Summary:
+            _check_session_of(uow, uow.summaries.get(summary_id, tenant, retained_at=at))
+            return uow.summaries.update(summary_id, {"content": content})
 
         summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
@@ -177,9 +170,9 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()
 
-        def delete(conn: Connection) -> None:
-            _check_session_of(conn, summary_store.get(conn, summary_id, tenant, retained_at=at))
-            summary_store.delete(conn, summary_id)
+        def delete(uow: UnitOfWork) -> None:
+            _check_session_of(uow, uow.summaries.get(summary_id, tenant, retained_at=at))
+            uow.summaries.delete(summary_id)
 
         await self.db.write(delete)
         self.signals.wake(jobs.INDEX_SUMMARY)
@@ -195,22 +188,18 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # what is past the project's retention is gone
 
-        def read(conn: Connection) -> list[Summary]:
+        def read(uow: UnitOfWork) -> list[Summary]:
             if session_id:
-                session_store.get(conn, session_id, tenant, retained_at=at)
-                return summary_store.list_for_session(
-                    conn, session_id, after, size + 1, retained_at=at
-                )
+                uow.sessions.get(session_id, tenant, retained_at=at)
+                return uow.summaries.list_for_session(session_id, after, size + 1, retained_at=at)
             if project_id:
-                if not project_store.exists(conn, project_id, tenant):
+                if not uow.projects.exists(project_id, tenant):
                     raise NotFound(
                         f"project {project_id} does not exist",
                         resource_type="project",
                         resource_name=project_id,
                     )
-                return summary_store.list_for_project(
-                    conn, project_id, after, size + 1, retained_at=at
-                )
+                return uow.summaries.list_for_project(project_id, after, size + 1, retained_at=at)
             raise InvalidArgument(
                 "session_id or project_id is required", fields=("session_id", "project_id")
             )
@@ -227,9 +216,7 @@ class Summaries:
         v.positive_id("session_id", session_id)
         tenant = tenancy.visible()
         at = time.time()  # a session past its project's retention is gone
-        session = await self.db.read(
-            lambda c: session_store.get(c, session_id, tenant, retained_at=at)
-        )
+        session = await self.db.read(lambda c: c.sessions.get(session_id, tenant, retained_at=at))
         require_may_write(session, "summarize")
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
@@ -237,7 +224,7 @@ class Summaries:
             return await self.run_session_summary(session_id)
         except NothingToSummarize:
             latest = await self.db.read(
-                lambda c: summary_store.latest_for_session(c, session_id, retained_at=at)
+                lambda c: c.summaries.latest_for_session(session_id, retained_at=at)
             )
             if latest is None:
                 raise FailedPrecondition(
@@ -318,17 +305,16 @@ class Summaries:
                     calls,
                 )
 
-            def write(conn: Connection) -> Summary:
+            def write(uow: UnitOfWork) -> Summary:
                 if more:
-                    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id])
+                    uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [session_id])
                 if cumulative and latest is not None:
-                    current = summary_store.find(conn, latest.id)
+                    current = uow.summaries.find(latest.id)
                     if current is None or current.last_episode_id != latest.last_episode_id:
                         raise FailedPrecondition(
                             f"summary {latest.id} changed while it was being updated"
                         )
-                    return summary_store.update(
-                        conn,
+                    return uow.summaries.update(
                         latest.id,
                         {
                             "content": text,
@@ -336,8 +322,7 @@ class Summaries:
                             "episode_count": latest.episode_count + len(new),
                         },
                     )
-                return summary_store.insert(
-                    conn,
+                return uow.summaries.insert(
                     session_id=session_id,
                     project_id=0,
                     content=text,
@@ -351,16 +336,16 @@ class Summaries:
         return summary
 
     @staticmethod
-    def _pending_episodes(conn: Connection, session_id: int):
+    def _pending_episodes(uow: UnitOfWork, session_id: int):
         # What is past the project's retention is neither summarized nor
         # built upon: a summary past it reads as none, its episodes as gone.
         at = time.time()
-        session_store.get(conn, session_id, retained_at=at)
-        latest = summary_store.latest_for_session(conn, session_id, retained_at=at)
+        uow.sessions.get(session_id, retained_at=at)
+        latest = uow.summaries.latest_for_session(session_id, retained_at=at)
         after = latest.last_episode_id if latest else 0
-        cutoff = episode_store.retention_cutoff(conn, session_id, at)
-        return latest, episode_store.list_for_session(
-            conn, session_id, after, MAX_EPISODES_PER_PASS, since=cutoff
+        cutoff = uow.episodes.retention_cutoff(session_id, at)
+        return latest, uow.episodes.list_for_session(
+            session_id, after, MAX_EPISODES_PER_PASS, since=cutoff
         )
 
     # Project overviews -------------------------------------------------------
@@ -370,14 +355,14 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()  # an overview past the project's retention is gone
 
-        def read(conn: Connection) -> Summary | None:
-            if not project_store.exists(conn, project_id, tenant):
+        def read(uow: UnitOfWork) -> Summary | None:
+            if not uow.projects.exists(project_id, tenant):
                 raise NotFound(
                     f"project {project_id} does not exist",
                     resource_type="project",
                     resource_name=project_id,
                 )
-            return summary_store.overview(conn, project_id, retained_at=at)
+            return uow.summaries.overview(project_id, retained_at=at)
 
         return await self.db.read_in_transaction(read)
 
@@ -387,17 +372,17 @@ class Summaries:
         tenant = tenancy.visible()
         at = time.time()
 
-        def read(conn: Connection):
+        def read(uow: UnitOfWork):
             # The overview is written from what the project keeps: nothing
             # past its retention (summaries or exchanges) goes into it.
-            project = project_store.get(conn, project_id, tenant)
+            project = uow.projects.get(project_id, tenant)
             cutoff = None if project.retention is None else at - project.retention
-            sums = summary_store.project_session_summaries(conn, project_id, retained_at=at)
+            sums = uow.summaries.project_session_summaries(project_id, retained_at=at)
             eps = (
                 []
                 if sums
-                else summary_store.project_recent_episodes(
-                    conn, project_id, self.overview_episode_limit, since=cutoff
+                else uow.summaries.project_recent_episodes(
+                    project_id, self.overview_episode_limit, since=cutoff
                 )
             )
             return project, sums, eps
@@ -448,8 +433,8 @@ class Summaries:
         else:
             first, last, count = eps[0][0], eps[-1][0], len(eps)
 
-        def write(conn: Connection) -> Summary:
-            existing = summary_store.overview(conn, project_id)
+        def write(uow: UnitOfWork) -> Summary:
+            existing = uow.summaries.overview(project_id)
             changes = {
                 "content": text,
                 "first_episode_id": first,
@@ -457,14 +442,14 @@ class Summaries:
                 "episode_count": count,
             }
             if existing is not None:
-                return summary_store.update(conn, existing.id, changes)
-            if not project_store.exists(conn, project_id):
+                return uow.summaries.update(existing.id, changes)
+            if not uow.projects.exists(project_id):
                 raise NotFound(
                     f"project {project_id} was deleted while being summarized",
                     resource_type="project",
                     resource_name=project_id,
                 )
-            return summary_store.insert(conn, session_id=0, project_id=project_id, **changes)
+            return uow.summaries.insert(session_id=0, project_id=project_id, **changes)
 
         summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
@@ -532,7 +517,7 @@ def _within_budget(episodes: list, budget: int) -> list:
 
 
 def _check_range(
-    conn: Connection,
+    uow: UnitOfWork,
     session_id: int,
     project_id: int,
     first: int,
@@ -555,30 +540,30 @@ def _check_range(
             continue
         try:
             # Another tenant's episode reads as missing, not as someone else's.
-            episode = episode_store.get(conn, episode_id, tenancy.visible())
+            episode = uow.episodes.get(episode_id, tenancy.visible())
         except NotFound:
             raise FailedPrecondition(f"{field} {episode_id} does not exist") from None
-        cutoff = episode_store.retention_cutoff(conn, episode.session_id, at)
+        cutoff = uow.episodes.retention_cutoff(episode.session_id, at)
         if cutoff is not None and episode.occur_at < cutoff:
             # Past its project's retention: gone, as a deleted one is.
             raise FailedPrecondition(f"{field} {episode_id} does not exist")
         if session_id:
             inside = episode.session_id == session_id
         else:
-            inside = session_store.get(conn, episode.session_id).project_id == project_id
+            inside = uow.sessions.get(episode.session_id).project_id == project_id
         if not inside:
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
 
 
-def _check_session_of(conn: Connection, summary: Summary) -> None:
+def _check_session_of(uow: UnitOfWork, summary: Summary) -> None:
     """A session's summary is changed only by a key that may write into the
     session (a project's overview by any key of its tenant)."""
     if summary.session_id:
-        require_may_write(session_store.get(conn, summary.session_id), "change summaries of")
+        require_may_write(uow.sessions.get(summary.session_id), "change summaries of")
 
 
-def _session(conn: Connection, session_id: int, field: str, tenant: str | None, at: float):
+def _session(uow: UnitOfWork, session_id: int, field: str, tenant: str | None, at: float):
     try:
-        return session_store.get(conn, session_id, tenant, retained_at=at)
+        return uow.sessions.get(session_id, tenant, retained_at=at)
     except NotFound:
         raise FailedPrecondition(f"{field} {session_id} does not exist") from None

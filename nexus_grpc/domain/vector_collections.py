@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.core import jobs
-from nexus_grpc.store import documents
-from nexus_grpc.store.documents import Loader
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.vectors import Document
+
+#: A collection's documents, by id, read in a transaction (those missing are gone).
+Loader = Callable[[UnitOfWork, Sequence[int]], dict[int, Document]]
 
 
 @dataclass(frozen=True)
@@ -24,21 +28,21 @@ EPISODES = CollectionSpec(
     jobs.INDEX_EPISODE,
     "episodes",
     {"sessionId": "integer", "occurAt": "integer"},
-    documents.episodes,
+    lambda uow, ids: uow.documents.episodes(ids),
 )
 ENTITIES = CollectionSpec(
     "entities",
     jobs.INDEX_ENTITY,
     "entities",
     {"projectId": "integer", "sessionId": "integer"},
-    documents.entities,
+    lambda uow, ids: uow.documents.entities(ids),
 )
 SUMMARIES = CollectionSpec(
     "summaries",
     jobs.INDEX_SUMMARY,
     "summaries",
     {"sessionId": "integer", "projectId": "integer"},
-    documents.summaries,
+    lambda uow, ids: uow.documents.summaries(ids),
 )
 MEMORIES = CollectionSpec(
     "memories",
@@ -52,6 +56,6 @@ MEMORIES = CollectionSpec(
         "sessionId": "integer",
         "agentId": "keyword",
     },
-    documents.memories,
+    lambda uow, ids: uow.documents.memories(ids),
 )
 ALL = (EPISODES, ENTITIES, SUMMARIES, MEMORIES)

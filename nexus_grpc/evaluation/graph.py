@@ -60,6 +60,8 @@ PAGE = 100
 # The queues whose work changes the graph after an episode's event: an
 # extraction retried, a name kept apart asked about again.
 SETTLING_QUEUES = ("extract:episode", "resolve:entity")
+#: GetServiceStatus's names for the LLM dependency (its --llm-api).
+LLM_DEPENDENCIES = ("ollama", "openai")
 DONE, FAILED, TIMED_OUT = "DONE", "FAILED", "TIMED_OUT"
 _STATUS = {graph_pb2.EXTRACTION_STATUS_DONE: DONE, graph_pb2.EXTRACTION_STATUS_FAILED: FAILED}
 _ALIAS_METHODS = {
@@ -234,11 +236,16 @@ async def _check_serving(client: _Client, episode: Episode, waited: float) -> No
     or one that does not answer) stops the run now rather than after every
     episode's timeout."""
     status = await client.status()
-    if status.state != "SERVING":
-        down = "; ".join(f"{d.name}: {d.detail}" for d in status.dependencies if not d.ok)
+    # A server without an LLM is healthy (its LLM is off), but extracts nothing.
+    llm_off = [d for d in status.dependencies if d.off and d.name in LLM_DEPENDENCIES]
+    if status.state != "SERVING" or llm_off:
+        down = "; ".join(
+            f"{d.name}: {d.detail}" for d in status.dependencies if not d.ok or d in llm_off
+        )
+        state = status.state if status.state != "SERVING" else "SERVING without an LLM"
         raise EvalError(
             f"{episode.where}: no extraction event within {waited:.0f}s, and the server is"
-            f" {status.state} ({down or 'no reason given'})"
+            f" {state} ({down or 'no reason given'})"
         )
 
 

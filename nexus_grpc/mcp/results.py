@@ -12,7 +12,7 @@ argument (INVALID_ARGUMENT: fix the call) from a dependency that is down
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sized
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -26,6 +26,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 
 __all__ = [
     "ToolFailure",
+    "already_known",
     "answer",
     "checked",
     "entity",
@@ -34,6 +35,7 @@ __all__ = [
     "memory",
     "relationship",
     "summary",
+    "with_empty_reason",
 ]
 
 TIERS = {
@@ -73,6 +75,23 @@ class ToolFailure(Exception):
 
 
 T = TypeVar("T")
+
+#: CreateMemory's trailer when it answered with a memory already there.
+EXISTING_KEY = "x-nexus-existing"
+
+
+def already_known(stored: Any) -> bool:
+    """Whether a create answered with a memory that already held these words
+    (the server stored nothing; x-nexus-existing)."""
+    return EXISTING_KEY in getattr(stored, "trailers", {})
+
+
+def with_empty_reason(answer: dict[str, Any], shown: Sized, reason: str | None) -> dict[str, Any]:
+    """``answer``, with ``empty_reason`` when it shows nothing and the server
+    said why (x-nexus-empty-reason: ``CODE: sentence``)."""
+    if not len(shown) and reason:
+        answer["empty_reason"] = reason
+    return answer
 
 
 async def checked(pending: Awaitable[T]) -> T:

@@ -201,18 +201,24 @@ class MemoryTools:
         memory.metadata.update({**metadata, "source": SOURCE, "agent_session_id": session.name})
         return await r.checked(self.client.create_memory(memory=memory))
 
-    async def _visible_memories(self, scope: memory_pb2.MemoryScope) -> list[memory_pb2.Memory]:
-        """Every memory ``scope`` sees (at most the per-agent cap and the user's), oldest first."""
+    async def _visible_memories(
+        self, scope: memory_pb2.MemoryScope
+    ) -> tuple[list[memory_pb2.Memory], str | None]:
+        """Every memory ``scope`` sees (at most the per-agent cap and the user's),
+        oldest first, and, when it sees none, why (the server's empty reason)."""
         out: list[memory_pb2.Memory] = []
         token = ""
+        reason: str | None = None
         while True:
             page = await r.checked(
                 self.client.list_memories(scope=scope, page_size=_PAGE, page_token=token)
             )
+            if not token:
+                reason = getattr(page, "empty_reason", None)  # the view of the answer
             out += page.memories
             token = page.next_page_token
             if not token:
-                return out
+                return out, reason
 
     # Seed 004's tools --------------------------------------------------------
 
@@ -239,7 +245,12 @@ class MemoryTools:
             stored = await self._create_memory(
                 session, tier, a.title_of(content), content, {"type": "fact"}
             )
-            return {"memory": r.memory(stored, session_id=session.id), "session_id": name}
+            return {
+                "memory": r.memory(stored, session_id=session.id),
+                # Told twice (a retried call): the memory already there, nothing stored.
+                "already_known": r.already_known(stored),
+                "session_id": name,
+            }
 
         return await self._run(work())
 
@@ -275,7 +286,11 @@ class MemoryTools:
                 text,
                 {"type": "experience", "outcome": outcome},
             )
-            return {"memory": r.memory(stored, session_id=session.id), "session_id": name}
+            return {
+                "memory": r.memory(stored, session_id=session.id),
+                "already_known": r.already_known(stored),
+                "session_id": name,
+            }
 
         return await self._run(work())
 
@@ -302,37 +317,41 @@ class MemoryTools:
             scope = await self._scope(session, archived=tier == "archive")
             wanted = a.TIER_VALUES[tier] if tier else None
             if not query.strip():
-                memories = [
-                    m
-                    for m in await self._visible_memories(scope)
-                    if wanted is None or m.tier == wanted
-                ]
+                visible, why = await self._visible_memories(scope)
+                memories = [m for m in visible if wanted is None or m.tier == wanted]
                 memories.reverse()  # newest first
                 shown = memories[:limit]
-                return {
-                    "memories": [r.memory(m, session_id=session.id) for m in shown],
-                    "count": len(shown),
-                    "total": len(memories),
-                    "more_may_exist": len(memories) > limit,
-                    "session_id": name,
-                }
+                return r.with_empty_reason(
+                    {
+                        "memories": [r.memory(m, session_id=session.id) for m in shown],
+                        "count": len(shown),
+                        "total": len(memories),
+                        "more_may_exist": len(memories) > limit,
+                        "session_id": name,
+                    },
+                    shown,
+                    why if not visible else None,
+                )
             # The server has no tier filter: with one, read the widest page and
             # filter it, and say so when that page may have left some out.
             fetch = limit if wanted is None else a.MAX_SEARCH_LIMIT
-            hits = await r.checked(
-                self.client.search_memories(query=query, scope=scope, limit=fetch).collect()
-            )
+            stream = self.client.search_memories(query=query, scope=scope, limit=fetch)
+            hits = await r.checked(stream.collect())
             matching = [h for h in hits if wanted is None or h.memory.tier == wanted]
             shown_hits = matching[:limit]
-            return {
-                "memories": [
-                    {**r.memory(h.memory, session_id=session.id), "score": round(h.score, 4)}
-                    for h in shown_hits
-                ],
-                "count": len(shown_hits),
-                "more_may_exist": len(hits) >= fetch or len(matching) > limit,
-                "session_id": name,
-            }
+            return r.with_empty_reason(
+                {
+                    "memories": [
+                        {**r.memory(h.memory, session_id=session.id), "score": round(h.score, 4)}
+                        for h in shown_hits
+                    ],
+                    "count": len(shown_hits),
+                    "more_may_exist": len(hits) >= fetch or len(matching) > limit,
+                    "session_id": name,
+                },
+                shown_hits,
+                stream.empty_reason,
+            )
 
         return await self._run(work())
 
@@ -351,7 +370,7 @@ class MemoryTools:
             name = self._agent_session(ctx, session_id)
             session = await self.workspace.find_session(name)
             scope = await self._scope(session, archived=False)
-            visible = await self._visible_memories(scope)
+            visible, why = await self._visible_memories(scope)
             visible.reverse()  # newest first
             groups: dict[str, Any] = {}
             for tier, shown in (
@@ -382,7 +401,7 @@ class MemoryTools:
                 )
                 out["recent_exchanges"] = [r.episode(e) for e in page.episodes]
                 out["more_exchanges"] = bool(page.next_page_token)
-            return out
+            return r.with_empty_reason(out, visible, why)
 
         return await self._run(work())
 
@@ -442,17 +461,16 @@ class MemoryTools:
         async def work() -> dict[str, Any]:
             a.not_blank("query", query)
             a.window(start_time, end_time)
-            hits = await r.checked(
-                self.client.search_episodes(
-                    query=query,
-                    project_id=await self.workspace.project_id(),
-                    limit=limit,
-                    mode=a.MODE_VALUES[mode],
-                    start_time=_timestamp(start_time) if start_time else None,
-                    end_time=_timestamp(end_time) if end_time else None,
-                ).collect()
+            stream = self.client.search_episodes(
+                query=query,
+                project_id=await self.workspace.project_id(),
+                limit=limit,
+                mode=a.MODE_VALUES[mode],
+                start_time=_timestamp(start_time) if start_time else None,
+                end_time=_timestamp(end_time) if end_time else None,
             )
-            return {
+            hits = await r.checked(stream.collect())
+            answer = {
                 "hits": [
                     {
                         "score": round(h.score, 4),
@@ -465,6 +483,7 @@ class MemoryTools:
                 "count": len(hits),
                 "more_may_exist": len(hits) >= limit,
             }
+            return r.with_empty_reason(answer, hits, stream.empty_reason)
 
         return await self._run(work())
 
@@ -491,18 +510,17 @@ class MemoryTools:
             a.not_blank("prompt", prompt)
             name = self._agent_session(ctx, session_id)
             session = await self.workspace.find_session(name)
-            selected = await r.checked(
-                self.client.select_memories(
-                    prompt=prompt,
-                    scope=await self._scope(session, archived=False),
-                    # The agent session is the thread: what it already used ranks lower.
-                    thread_id=session.external_id,
-                    thread_summary=thread_summary,
-                    limit=limit,
-                    timeout=SELECT_TIMEOUT,
-                ).collect()
+            stream = self.client.select_memories(
+                prompt=prompt,
+                scope=await self._scope(session, archived=False),
+                # The agent session is the thread: what it already used ranks lower.
+                thread_id=session.external_id,
+                thread_summary=thread_summary,
+                limit=limit,
+                timeout=SELECT_TIMEOUT,
             )
-            return {
+            selected = await r.checked(stream.collect())
+            answer = {
                 "memories": [
                     {
                         **r.memory(s.memory, session_id=session.id),
@@ -514,10 +532,12 @@ class MemoryTools:
                 ],
                 "count": len(selected),
                 "more_may_exist": len(selected) >= limit,
-                "method": selected[0].method if selected else "",
+                # Said by the server also when nothing was selected.
+                "method": stream.selection_method or (selected[0].method if selected else ""),
                 "degraded_reason": selected[0].degraded_reason if selected else "",
                 "session_id": name,
             }
+            return r.with_empty_reason(answer, selected, stream.empty_reason)
 
         return await self._run(work())
 
@@ -533,16 +553,16 @@ class MemoryTools:
 
         async def work() -> dict[str, Any]:
             a.not_blank("query", query)
-            hits = await r.checked(
-                self.client.search_entities(
-                    query=query, project_id=await self.workspace.project_id(), limit=limit
-                ).collect()
+            stream = self.client.search_entities(
+                query=query, project_id=await self.workspace.project_id(), limit=limit
             )
-            return {
+            hits = await r.checked(stream.collect())
+            answer = {
                 "entities": [{**r.entity(h.entity), "score": round(h.score, 4)} for h in hits],
                 "count": len(hits),
                 "more_may_exist": len(hits) >= limit,
             }
+            return r.with_empty_reason(answer, hits, stream.empty_reason)
 
         return await self._run(work())
 

@@ -52,7 +52,6 @@ from prometheus_client.registry import Collector
 from nexus_grpc.rerank.reranker import DURATION_BUCKETS as RERANK_BUCKETS
 from nexus_grpc.rpc.requests import RequestObserver
 from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLagMonitor
-from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 
 if TYPE_CHECKING:
@@ -136,7 +135,9 @@ class JobCollector(Collector):
                 return self._last  # never block the loop on itself
         except RuntimeError:
             pass
-        future = asyncio.run_coroutine_threadsafe(self._app.db.read(job_store.depths), loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._app.db.read(lambda uow: uow.jobs.depths()), loop
+        )
         try:
             self._last = future.result(SCRAPE_DB_TIMEOUT)
         except Exception as exc:

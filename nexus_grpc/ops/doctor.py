@@ -2,8 +2,11 @@
 
 Calls ``grpc.health.v1.Health/Check`` and ``MemoryService/GetServiceStatus`` and
 prints the state, schema version, embedding model, each dependency and each
-background queue.  Exit status: 0 SERVING, 1 DEGRADED (or not serving), 2 when
-the server cannot be reached.
+background queue.  Each dependency is ``ok``, ``off`` (optional and not
+configured, as an LLM server or a reranker is after ``make run``: nothing is
+failing, and the line says what waits for it) or ``FAIL`` (configured and
+failing).  Exit status: 0 SERVING (dependencies that are off included), 1
+DEGRADED (or not serving), 2 when the server cannot be reached.
 
 ``doctor --health`` is the container's HEALTHCHECK: one ``Health/Check`` of the
 server that ``serve`` would start from the same environment (``NEXUS_LISTEN``,
@@ -107,7 +110,7 @@ async def doctor(
         say("  dependencies")
         width = max(len(d.name) for d in status.dependencies)
         for dep in status.dependencies:
-            mark = "ok  " if dep.ok else "FAIL"
+            mark = "FAIL" if not dep.ok else "off " if dep.off else "ok  "
             detail = f"  {dep.detail}" if dep.detail else ""
             say(f"    {mark}  {dep.name:<{width}}{detail}")
     if status.HasField("event_loop"):

@@ -47,10 +47,10 @@ async def migrate_store(settings: Settings, progress: TextIO) -> dict[str, int]:
         await _claim_target(target, str(settings.sqlite_path.resolve()), settings.database_url)
         for table in copy.TABLES:
             counts[table.name] = await _copy_table(source, target, table, progress)
-        await target.write(copy.queue_indexing)
+        await target.write_sql(copy.queue_indexing)
         mismatched = []
         for table in copy.TABLES:
-            have = await target.read(functools.partial(copy.count, table=table.name))
+            have = await target.read_sql(functools.partial(copy.count, table=table.name))
             # Index jobs were added above: the copy holds at least the source's.
             if have != counts[table.name] and not (
                 table.name == "jobs" and have >= counts[table.name]
@@ -86,17 +86,17 @@ async def _claim_target(target: PostgresDatabase, source: str, url: str) -> None
             raise MigrateError(f"{mask_url(url)} holds a copy of {earlier}, not of {source}")
         copy.begin(conn, source)
 
-    await target.write(claim)
+    await target.write_sql(claim)
 
 
 async def _copy_table(
     source: Connection, target: PostgresDatabase, table: copy.Table, progress: TextIO
 ) -> int:
     here = copy.sqlite_columns(source, table.name)
-    there = await target.read(lambda c: copy.postgres_columns(c, table.name))
+    there = await target.read_sql(lambda c: copy.postgres_columns(c, table.name))
     columns = [c for c in there if c in here and c not in copy.NOT_COPIED]
     total = copy.count(source, table.name)
-    after: tuple[Any, ...] | None = await target.read(lambda c: copy.last_key(c, table))
+    after: tuple[Any, ...] | None = await target.read_sql(lambda c: copy.last_key(c, table))
     # Resuming: the rows up to ``after`` are already there.
     done = 0 if after is None else copy.count_through(source, table, after)
     started = time.monotonic()
@@ -104,7 +104,7 @@ async def _copy_table(
         rows = copy.read_batch(source, table, columns, after, BATCH)
         if not rows:
             break
-        await target.write(
+        await target.write_sql(
             functools.partial(copy.write_batch, table=table, columns=columns, rows=rows)
         )
         done += len(rows)
@@ -113,6 +113,6 @@ async def _copy_table(
         rate = done / max(time.monotonic() - started, 1e-6)
         progress.write(f"\r{table.name:<22} {done}/{total} rows {rate:,.0f}/s")
         progress.flush()
-    await target.write(lambda c: copy.advance_identity(c, table))
+    await target.write_sql(lambda c: copy.advance_identity(c, table))
     progress.write(f"\r{table.name:<22} {total}/{total} rows copied\n")
     return total

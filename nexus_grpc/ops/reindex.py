@@ -12,15 +12,13 @@ import time
 from typing import TextIO
 
 from nexus_grpc.app import EMBEDDING_META_KEY, embedding_signature, make_database, make_index
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.vectors import Document
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.pipeline.indexer import Indexer
 from nexus_grpc.runtime.config import Settings
-from nexus_grpc.store import documents, meta
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import jobs as job_store
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 BATCH = 64
 
@@ -52,11 +50,11 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         for spec in vector_collections.ALL:
             await index.drop_collection(spec.name)
             await indexer.ensure(spec)
-            ids = sorted(await db.read(functools.partial(documents.all_ids, table=spec.table)))
+            ids = sorted(await db.read(functools.partial(_ids, table=spec.table)))
             started = time.monotonic()
             for start in range(0, len(ids), BATCH):
                 chunk = ids[start : start + BATCH]
-                docs = await db.read(functools.partial(_load_chunk, spec, chunk))
+                docs = await db.read(functools.partial(_load, spec=spec, ids=chunk))
                 await indexer.apply(spec, docs, [i for i in chunk if i in docs], [])
                 _progress(progress, spec.name, start + len(chunk), len(ids), started)
             _progress(progress, spec.name, len(ids), len(ids), started)
@@ -64,11 +62,11 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
 
         signature = embedding_signature(embedder)
 
-        def record(conn: Connection) -> None:
-            meta.put(conn, EMBEDDING_META_KEY, signature)
-            episode_store.mark_indexed_before(conn, began)
+        def record(uow: UnitOfWork) -> None:
+            uow.meta.put(EMBEDDING_META_KEY, signature)
+            uow.episodes.mark_indexed_before(began)
             for spec in vector_collections.ALL:
-                job_store.delete_created_before(conn, spec.job_kind, began)
+                uow.jobs.delete_created_before(spec.job_kind, began)
 
         await db.write(record)
         progress.write(f"reindexed with {signature}\n")
@@ -78,7 +76,11 @@ async def reindex(settings: Settings, progress: TextIO) -> None:
         await db.close()
 
 
-def _load_chunk(
-    spec: vector_collections.CollectionSpec, ids: list[int], conn: Connection
-) -> dict[int, documents.Document]:
-    return spec.load(conn, ids)
+def _ids(uow: UnitOfWork, table: str) -> set[int]:
+    return uow.documents.all_ids(table)
+
+
+def _load(
+    uow: UnitOfWork, spec: vector_collections.CollectionSpec, ids: list[int]
+) -> dict[int, Document]:
+    return spec.load(uow, ids)

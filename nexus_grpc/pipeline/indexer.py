@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import embedding_state
 from nexus_grpc.domain.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
@@ -80,17 +81,17 @@ class Indexer:
         write = None
         if spec is EPISODES and present:
 
-            def write(conn: Connection) -> None:
-                embedding_state.embedded(conn, present)
+            def write(uow: UnitOfWork) -> None:
+                embedding_state.embedded(uow, present)
 
         outcomes = [Outcome(j) for j in batch]
         outcomes[0].write = write
         return outcomes
 
 
-def mark_episode_failed(conn: Connection, job: Job, error: str) -> None:
-    embedding_state.failed(conn, job.target_id, error)
+def mark_episode_failed(uow: UnitOfWork, job: Job, error: str) -> None:
+    embedding_state.failed(uow, job.target_id, error)
 
 
-def note_episode_retry(conn: Connection, job: Job, error: str) -> None:
-    embedding_state.retrying(conn, job.target_id, error)
+def note_episode_retry(uow: UnitOfWork, job: Job, error: str) -> None:
+    embedding_state.retrying(uow, job.target_id, error)

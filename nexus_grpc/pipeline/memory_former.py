@@ -10,7 +10,7 @@ deciding without the owner's similar memories could add a duplicate.
 from __future__ import annotations
 
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import formation
 from nexus_grpc.domain.formation import MemoryFormationJob
 from nexus_grpc.embedding import EmbedderUnavailable
@@ -38,9 +38,9 @@ class MemoryFormer:
         return outcomes
 
 
-def mark_failed(conn: Connection, job: Job, error: str) -> None:
-    formation.mark_failed(conn, job.target_id, error)
+def mark_failed(uow: UnitOfWork, job: Job, error: str) -> None:
+    formation.mark_failed(uow, job.target_id, error)
 
 
-def note_retry(conn: Connection, job: Job, error: str) -> None:
-    formation.note_retry(conn, job.target_id, error)
+def note_retry(uow: UnitOfWork, job: Job, error: str) -> None:
+    formation.note_retry(uow, job.target_id, error)

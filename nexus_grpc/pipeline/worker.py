@@ -20,8 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nexus_grpc.core.jobs import Job
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import job_queue
 from nexus_grpc.domain.job_queue import GiveUp as GiveUp
 from nexus_grpc.domain.job_queue import Postpone as Postpone
@@ -30,7 +31,7 @@ from nexus_grpc.domain.job_queue import Verdict
 from nexus_grpc.errors import Unavailable
 
 log = logging.getLogger(__name__)
-WriteFn = Callable[[Connection], None]
+WriteFn = Callable[[UnitOfWork], None]
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Outcome:
 
 
 Handler = Callable[[list[Job]], Awaitable[list[Outcome]]]
-DeadHook = Callable[[Connection, Job, str], None]
+DeadHook = Callable[[UnitOfWork, Job, str], None]
 
 
 @dataclass(frozen=True)
@@ -237,22 +238,22 @@ class JobWorker:
             self._paused_until = 0.0
             self.waiting_on = None
 
-    def _record(self, conn: Connection, outcomes: Sequence[Outcome]) -> None:
+    def _record(self, uow: UnitOfWork, outcomes: Sequence[Outcome]) -> None:
         done = []
         for o in outcomes:
             if o.error is None:
                 if o.write is not None:
-                    o.write(conn)
+                    o.write(uow)
                 done.append(o.job.id)
                 continue
             message = str(o.error) or type(o.error).__name__
-            verdict = job_queue.settle_failure(conn, o.job, o.error, self.policy)
+            verdict = job_queue.settle_failure(uow, o.job, o.error, self.policy)
             if verdict is Verdict.DEAD:
                 log.warning("%s job %d dead-lettered: %s", self.kind, o.job.id, message)
                 if self.on_dead:
-                    self.on_dead(conn, o.job, message)
+                    self.on_dead(uow, o.job, message)
             elif verdict is not Verdict.GONE and self.on_retry:
                 # A postponed job spent no attempt, but its target shows why it
                 # waits too (say, on GetEpisode while Ollama is unreachable).
-                self.on_retry(conn, o.job, message)
-        job_queue.finish(conn, done)
+                self.on_retry(uow, o.job, message)
+        job_queue.finish(uow, done)

@@ -27,10 +27,12 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.unit_of_work import SqlUnitOfWork
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,22 +182,37 @@ class Database:
         self._readers = []
         self._writer = None
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in a shared transaction; returns once it is committed."""
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run ``fn`` on the repositories of a shared transaction; returns once
+        it is committed."""
+        return await self.write_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run ``fn`` on the repositories of a read connection."""
+        return await self.read_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Like read, but several statements see one snapshot."""
+        return await self.read_sql_in_transaction(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def write_sql(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a shared transaction on the connection itself (the
+        store's own upkeep and the operator commands); returns once it is
+        committed."""
         if self._writer_task is None:
             raise RuntimeError("database is not open")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Write(_in_caller_context(fn), future))
         return await future
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read_sql(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a read connection (a consistent WAL snapshot per statement)."""
         assert self._reader_cycle is not None, "database is not open"
         conn = next(self._reader_cycle)
         return await conn._execute(_in_caller_context(fn), conn._conn)
 
-    async def read_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Like read, but several statements see one snapshot."""
+    async def read_sql_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Like read_sql, but several statements see one snapshot."""
 
         def wrapped(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN")
@@ -204,7 +221,7 @@ class Database:
             finally:
                 conn.execute("COMMIT")
 
-        return await self.read(wrapped)
+        return await self.read_sql(wrapped)
 
     async def _write_loop(self) -> None:
         assert self._writer is not None
@@ -267,11 +284,3 @@ class Database:
         failed.__cause__ = exc
         return failed
 
-
-def now() -> float:
-    return time.time()
-
-
-def placeholders(n: int) -> str:
-    """``?, ?, ?`` for an IN list of n values."""
-    return ",".join("?" * n)

@@ -11,9 +11,9 @@ from nexus_grpc.core.names import name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts
 from nexus_grpc.store.graph import Graph, link_episode
+from nexus_grpc.store.sql import now
 
 _MERGE_COLUMNS = (
     "id, project_id, session_id, tenant, target_id, source_ids, method, reason, created_at,"

@@ -5,26 +5,24 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core.models import (
-    DEFAULT_MEMORY_FORMATION,
+    Backlog,
     Episode,
     JobState,
-    MemoryFormation,
+    NewEpisode,
+    SummaryProgress,
     TimeWindow,
 )
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
-from nexus_grpc.store.db import now, placeholders
 from nexus_grpc.store.dialect import is_postgres, json_ints
+from nexus_grpc.store.sql import now, placeholders
 
 # Seed 002's summary trigger: about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
-SUMMARY_MIN_CHARS = 800
-SUMMARY_MIN_NEW_EPISODES = 5
 
 
 def _row(row: sqlite3.Row) -> Episode:
@@ -61,19 +59,19 @@ def insert(
     metadata: Mapping[str, Any],
     request_id: str | None,
     occur_at: float | None = None,
-    priority: int = jobs.LIVE,
     *,
     embedded: bool = False,
     acts_for: str = "",
 ) -> Episode:
-    """Insert an episode and queue its embedding, extraction and (maybe) summary.
+    """Insert an episode; what follows it (its jobs, its formation, a summary)
+    is the domain's to decide and queue in the same transaction
+    (domain/episode_followups.py).
 
     ``occur_at`` is when the exchange happened (an import's original time);
-    None means now. ``priority`` is its jobs' (``jobs.BULK`` for an import).
-    ``embedded``: the caller writes the episode's vector in this same
-    transaction (store/pg_vectors.py), so the row is born embedded and no
-    index job is queued. ``acts_for``: the user its writer acted for (the
-    session's user, checked by the domain), what formation forms for."""
+    None means now. ``embedded``: the caller writes the episode's vector in
+    this same transaction (store/pg_vectors.py), so the row is born embedded.
+    ``acts_for``: the user its writer acted for (the session's user, checked
+    by the domain), what formation forms for."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
@@ -103,45 +101,21 @@ def insert(
     episode_id = int(row[0])
     if previous:
         _refresh_context(conn, [previous[0]])
-    if not embedded:
-        jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id], priority=priority)
-    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [episode_id], priority=priority)
-    mark_formation_due(conn, [episode_id])
-    if summary_due(conn, session_id):
-        jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, [session_id], priority=priority)
     return get(conn, episode_id)
-
-
-@dataclass(frozen=True)
-class NewEpisode:
-    """One row for ``insert_many``: a checked episode of an existing session."""
-
-    session_id: int
-    user_message: str
-    ai_response: str
-    metadata: Mapping[str, Any]
-    request_id: str | None
-    occur_at: float | None = None
-    # A restored episode's original create time; None: now.
-    created_at: float | None = None
-    # The user its writer acted for (``insert``'s ``acts_for``).
-    acts_for: str = ""
 
 
 def insert_many(
     conn: Connection,
     rows: Sequence[NewEpisode],
-    priority: int = jobs.LIVE,
     *,
     extracted: bool = False,
 ) -> list[int]:
     """Insert episodes in order, as ``insert`` one by one would (same ids,
-    same neighbouring-turn contexts, same jobs), and return their ids.
+    same neighbouring-turn contexts), and return their ids; what follows
+    them is the domain's (domain/episode_followups.py).
 
     ``extracted``: a restore's episodes, whose entities and relationships
-    arrive with them. They are born with extraction DONE and queue neither
-    an extraction (it would count every mention a second time) nor a
-    summary (their summaries arrive too); only their embedding is queued.
+    arrive with them: they are born with extraction DONE.
 
     One by one, each insert re-indexes its predecessor's FTS row to add the
     new turn to its context: three FTS writes per episode. Here the batch's
@@ -188,27 +162,25 @@ def insert_many(
         ).fetchone()
         ids.append(int(inserted[0]))
     _refresh_context(conn, predecessors)
-    jobs.enqueue(conn, jobs.INDEX_EPISODE, ids, priority=priority)
-    if extracted:
-        return ids
-    mark_formation_due(conn, ids)
-    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, ids, priority=priority)
-    due = [session_id for session_id in positions if summary_due(conn, session_id)]
-    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=priority)
     return ids
 
 
-def summary_due(conn: Connection, session_id: int) -> bool:
-    """Whether the session now needs a summary.
+def summary_progress(
+    conn: Connection, session_id: int, enough_episodes: int, enough_chars: int
+) -> SummaryProgress:
+    """What the rule for a session's summary reads (domain/episode_followups.py):
+    whether a summary job is already queued, how many episodes came since
+    the last summary, and how many characters its first turns hold.
 
     This runs inside every CreateEpisode transaction, so each query is
-    bounded: by an index lookup, or by a LIMIT that cannot change the answer.
-    """
-    if conn.execute(
+    bounded: by an index lookup, or by a LIMIT (the rule's own thresholds,
+    ``enough_*``) that cannot change the answer."""
+    queued = conn.execute(
         "SELECT 1 FROM jobs WHERE kind = ? AND target_id = ? AND state = 'pending'",
         (jobs.SUMMARIZE_SESSION, session_id),
-    ).fetchone():
-        return False  # already queued; that job will read this episode too
+    ).fetchone()
+    if queued:
+        return SummaryProgress(True, 0, 0)
     covered = conn.execute(
         "SELECT COALESCE(MAX(last_episode_id), 0) FROM summaries WHERE session_id = ?",
         (session_id,),
@@ -216,19 +188,19 @@ def summary_due(conn: Connection, session_id: int) -> bool:
     new = conn.execute(
         "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE session_id = ? AND id > ? LIMIT ?)"
         " AS recent",
-        (session_id, covered, SUMMARY_MIN_NEW_EPISODES),
+        (session_id, covered, enough_episodes),
     ).fetchone()[0]
-    if new < SUMMARY_MIN_NEW_EPISODES:
-        return False
+    if new < enough_episodes:
+        return SummaryProgress(False, int(new), 0)
     # user_message is never blank, so every episode has at least one character:
-    # summing more than SUMMARY_MIN_CHARS episodes cannot change the answer.
+    # summing more than ``enough_chars`` episodes cannot change the answer.
     chars = conn.execute(
         "SELECT COALESCE(SUM(LENGTH(user_message) + LENGTH(ai_response)), 0) FROM"
         " (SELECT user_message, ai_response FROM episodes WHERE session_id = ?"
         " ORDER BY id LIMIT ?) AS first_turns",
-        (session_id, SUMMARY_MIN_CHARS + 1),
+        (session_id, enough_chars + 1),
     ).fetchone()[0]
-    return bool(chars > SUMMARY_MIN_CHARS)
+    return SummaryProgress(False, int(new), int(chars))
 
 
 def find(conn: Connection, episode_id: int) -> Episode | None:
@@ -408,26 +380,29 @@ def failed_extractions(conn: Connection, tenant: str) -> list[tuple[int, str]]:
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
-def mark_formation_due(conn: Connection, ids: Sequence[int]) -> None:
-    """Memory formation is pending for each of these new episodes whose
-    project forms memories (its setting, or the default) from a session that
-    can: one naming its user, or any where PROJECT memories form."""
+def backlog(conn: Connection, session_ids: Sequence[int]) -> Backlog:
+    """What of these sessions' episodes is stored, and what still waits."""
+    if not session_ids:
+        return Backlog(0, 0, 0, 0)
+    pending = int(JobState.PENDING)
+    row = conn.execute(
+        "SELECT COUNT(*),"
+        " COALESCE(SUM(CASE WHEN embed_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN extract_state = ? THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN memory_state = ? THEN 1 ELSE 0 END), 0)"
+        f" FROM episodes WHERE session_id IN (SELECT value FROM {json_ints(conn)})",
+        (pending, pending, pending, json.dumps([int(i) for i in session_ids])),
+    ).fetchone()
+    return Backlog(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def set_memory_pending(conn: Connection, ids: Sequence[int]) -> None:
+    """Memory formation is due for these episodes."""
     if not ids:
         return
     conn.execute(
-        "UPDATE episodes SET memory_state = ? WHERE id IN"
-        f" (SELECT value FROM {json_ints(conn)}) AND EXISTS ("
-        " SELECT 1 FROM sessions s JOIN projects p ON p.id = s.project_id"
-        " WHERE s.id = episodes.session_id AND COALESCE(p.memory_formation, ?) != ?"
-        " AND (s.user_id != '' OR COALESCE(p.memory_formation, ?) = ?))",
-        (
-            int(JobState.PENDING),
-            json.dumps([int(i) for i in ids]),
-            int(DEFAULT_MEMORY_FORMATION),
-            int(MemoryFormation.OFF),
-            int(DEFAULT_MEMORY_FORMATION),
-            int(MemoryFormation.USER_AND_PROJECT),
-        ),
+        f"UPDATE episodes SET memory_state = ? WHERE id IN (SELECT value FROM {json_ints(conn)})",
+        (int(JobState.PENDING), json.dumps([int(i) for i in ids])),
     )
 
 

@@ -14,8 +14,8 @@ from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED
 from nexus_grpc.core.records import EventFilter as EventFilter
 from nexus_grpc.core.records import ExtractionEvent as ExtractionEvent
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store.sql import now
 
 DONE = EXTRACTION_DONE
 FAILED = EXTRACTION_FAILED

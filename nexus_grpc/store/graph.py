@@ -19,25 +19,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from nexus_grpc.core.graph import (
+    CURRENT,
     METHOD_NEW,
     RESOLVED,
     SOURCE_EXTRACTION,
     SOURCE_MANUAL,
+    CandidateRow,
     Entity,
     EntityAlias,
     EntityMerge,
+    Graph,
     Relationship,
+    When,
 )
 from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts, no_limit, pinned_join
+from nexus_grpc.store.sql import now
 
 __all__ = [
     "SOURCE_EXTRACTION",
@@ -49,7 +52,6 @@ __all__ = [
     "When",
 ]
 
-Graph = tuple[int, int]  # (project_id, session_id)
 
 _ENTITY_COLUMNS = (
     "e.id, e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,"
@@ -72,29 +74,20 @@ REL_COLUMNS = ", ".join(_REL_FIELDS)
 _ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
 
 
-@dataclass(frozen=True)
-class When:
-    """Which intervals a read shows: the current ones (the default), those
-    holding at ``as_of``, or every one (``history``)."""
-
-    as_of: float | None = None
-    history: bool = False
-
-    def clause(self, alias: str) -> tuple[str, tuple[float, ...]]:
-        """`` AND <condition>`` on relationship columns prefixed ``alias``."""
-        p = f"{alias}." if alias else ""
-        if self.history:
-            return "", ()
-        if self.as_of is not None:
-            return (
-                f" AND {p}valid_at <= ? AND ({p}invalid_at IS NULL OR {p}invalid_at > ?)",
-                (self.as_of, self.as_of),
-            )
-        return f" AND {p}invalid_at IS NULL", ()
 
 
-CURRENT = When()
-HISTORY = When(history=True)
+def _when_clause(when: When, alias: str) -> tuple[str, tuple[float, ...]]:
+    """`` AND <condition>`` on relationship columns prefixed ``alias``: the
+    intervals ``when`` shows."""
+    p = f"{alias}." if alias else ""
+    if when.history:
+        return "", ()
+    if when.as_of is not None:
+        return (
+            f" AND {p}valid_at <= ? AND ({p}invalid_at IS NULL OR {p}invalid_at > ?)",
+            (when.as_of, when.as_of),
+        )
+    return f" AND {p}invalid_at IS NULL", ()
 
 
 def _entity(r: Sequence, aliases: tuple[str, ...] = ()) -> Entity:
@@ -524,20 +517,6 @@ def episode_links_in_project(
 # What entity resolution reads --------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CandidateRow:
-    """An entity as resolution sees it."""
-
-    id: int
-    name: str
-    name_key: str
-    type: str
-    notes: str | None
-    resolution: str
-    keys: frozenset[str]
-    distinct_from: frozenset[int]
-
-
 def resolution_candidates(
     conn: Connection,
     graph: Graph,
@@ -735,7 +714,7 @@ def list_relationships(
     -1: all of them."""
     after = after_id or 0
     count = limit if limit >= 0 else no_limit(conn)
-    clause, times = when.clause("")
+    clause, times = _when_clause(when, "")
     if include_inbound:
         sql = (
             f"SELECT {REL_COLUMNS} FROM relationships WHERE from_id = ? AND id > ?{clause}"
@@ -792,7 +771,7 @@ def edges_within(conn: Connection, ids: Sequence[int], when: When = CURRENT) -> 
     if not ids:
         return []
     members = _ids_json(ids)
-    clause, times = when.clause("r")
+    clause, times = _when_clause(when, "r")
     # Outbound edges of each member (idx_relationships_from), kept when the
     # other end is a member too.
     rows = conn.execute(
@@ -809,7 +788,7 @@ def neighborhood(
     conn: Connection, entity_id: int, depth: int, when: When = CURRENT
 ) -> tuple[list[Entity], list[Relationship]]:
     get_entity(conn, entity_id)
-    clause, times = when.clause("r")
+    clause, times = _when_clause(when, "r")
     if is_postgres(conn):
         walk = conn.execute(
             _NEIGHBORHOOD_PG.format(when=clause), (entity_id, *times, *times, depth)
@@ -828,7 +807,7 @@ def neighbors(
 ) -> tuple[list[Entity], list[Relationship]]:
     """One hop from a set, plus every edge inside the combined set."""
     seeds = _ids_json(entity_ids)
-    clause, times = when.clause("r")
+    clause, times = _when_clause(when, "r")
     ids = [
         r[0]
         for r in conn.execute(

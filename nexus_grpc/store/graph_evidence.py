@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 
 from nexus_grpc.core.graph import Evidence, Interval, Relationship
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import json_ints
 from nexus_grpc.store.graph import REL_COLUMNS, relationship_from_row
+from nexus_grpc.store.sql import now
 
 _EVIDENCE_COLUMNS = "id, from_id, to_id, label, kind, at, episode_id, mentions, notes, created_at"
 

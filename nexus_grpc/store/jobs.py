@@ -21,6 +21,7 @@ from nexus_grpc.core.jobs import INDEX_ENTITY as INDEX_ENTITY
 from nexus_grpc.core.jobs import INDEX_EPISODE as INDEX_EPISODE
 from nexus_grpc.core.jobs import INDEX_MEMORY as INDEX_MEMORY
 from nexus_grpc.core.jobs import INDEX_SUMMARY as INDEX_SUMMARY
+from nexus_grpc.core.jobs import LEASE_SECONDS as LEASE_SECONDS
 from nexus_grpc.core.jobs import LIVE as LIVE
 from nexus_grpc.core.jobs import PURGE_MEMORY_HISTORY as PURGE_MEMORY_HISTORY
 from nexus_grpc.core.jobs import RESOLVE_ENTITY as RESOLVE_ENTITY
@@ -30,17 +31,9 @@ from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
 from nexus_grpc.core.jobs import Job as Job
 from nexus_grpc.core.jobs import QueueDepth as QueueDepth
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
 from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store.sql import now
 
-# On PostgreSQL, several instances claim from one table: a claimed job is
-# leased for this long by default (--job-lease-seconds; on the database's
-# clock), and a job whose lease ran out (its instance died, or hangs) is
-# claimed again by any instance. A
-# worker renews its jobs' leases while they run (``renew``), so only a dead
-# or stuck instance loses them. Handlers are idempotent: a job that runs
-# twice does its work once.
-LEASE_SECONDS = 60.0
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
 #: This process, as it appears in ``jobs.leased_by``.
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
@@ -318,6 +311,14 @@ def requeue_failed(conn: Connection, kind: str, target_id: int | None = None) ->
         f" WHERE {where}",
         (now(), now(), *params),
     ).rowcount
+
+
+def pending_count(conn: Connection, kind: str) -> int:
+    """Jobs of ``kind`` waiting or running."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state IN ('pending', 'running')", (kind,)
+    ).fetchone()
+    return int(row[0])
 
 
 def depths(conn: Connection) -> list[QueueDepth]:

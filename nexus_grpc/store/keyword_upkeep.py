@@ -18,8 +18,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import keyword_index
+from nexus_grpc.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,11 @@ class KeywordIndexUpkeep:
         """Merge every keyword index until a step finds nothing; returns the
         steps that did work."""
         if not self._prepared:
-            await self.db.write(self._prepare)
+            await self.db.write_sql(self._prepare)
             self._prepared = True
         steps = 0
         for table in keyword_index.TABLES:
-            while not self._stopping.is_set() and await self.db.write(self._merge_step(table)):
+            while not self._stopping.is_set() and await self.db.write_sql(self._merge_step(table)):
                 steps += 1
         self.steps += steps
         return steps

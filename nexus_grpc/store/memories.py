@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.models import MemoryKind, MemoryScope, Tier
 from nexus_grpc.core.records import Memory as Memory
 from nexus_grpc.core.records import MemoryUsage as MemoryUsage
 from nexus_grpc.core.records import UsageOwner as UsageOwner
@@ -20,8 +20,9 @@ from nexus_grpc.core.records import UsageRecord as UsageRecord
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
-from nexus_grpc.store.db import now, placeholders
 from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
+from nexus_grpc.store.memory_scope import sql_where
+from nexus_grpc.store.sql import now, placeholders
 
 
 def _owner_clause(owner: UsageOwner) -> tuple[str, tuple[object, ...]]:
@@ -132,6 +133,40 @@ def find_by_request_id(
     return _row(row) if row else None
 
 
+def texts_of_owner(
+    conn: Connection,
+    *,
+    kind: int,
+    project_id: int,
+    agent_id: str,
+    user_id: str,
+    tier: int,
+    session_id: int | None,
+    tenant: str,
+) -> list[tuple[int, str, str]]:
+    """(id, title, content) of one owner's live memories in one tier, oldest
+    first; ``session_id`` narrows to an origin session (None: any). Walks the
+    owner's index (idx_memories_project / idx_memories_user), as the cap does.
+
+    On PostgreSQL the owner is first locked for the rest of the transaction,
+    so two concurrent creates of the same words cannot both find none (on
+    SQLite the one writer already runs them one after the other)."""
+    if is_postgres(conn):
+        owner = f"memory-owner:{tenant}:{kind}:{project_id}:{agent_id}:{user_id}:{tier}"
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (owner,))
+    sql = (
+        "SELECT id, title, content FROM memories WHERE tenant = ? AND kind = ?"
+        " AND project_id = ? AND agent_id = ? AND user_id = ? AND tier = ?"
+        " AND (expire_at IS NULL OR expire_at > ?)"
+    )
+    params: list[Any] = [tenant, kind, project_id, agent_id, user_id, tier, now()]
+    if session_id is not None:
+        sql += " AND session_id = ?"
+        params.append(session_id)
+    rows = conn.execute(sql + " ORDER BY id", tuple(params)).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
 def count_in_cap_scope(
     conn: Connection, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
 ) -> int:
@@ -193,14 +228,15 @@ def delete(conn: Connection, memory_id: int) -> None:
 
 def list_visible(
     conn: Connection,
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     *,
+    at: float | None = None,
     kind: int = 0,
     after_id: int | None = None,
     limit: int = 50,
     newest_first: bool = False,
 ) -> list[Memory]:
+    where, params = sql_where(scope, now=at)
     extra = " AND m.kind = ?" if kind else ""
     if newest_first:
         order, bound, start = "DESC", "<", after_id if after_id is not None else 2**62
@@ -215,11 +251,13 @@ def list_visible(
 
 
 def get_visible(
-    conn: Connection, ids: Sequence[int], where: str, params: Sequence[Any]
+    conn: Connection, ids: Sequence[int], scope: MemoryScope, *, at: float | None = None
 ) -> dict[int, Memory]:
-    """The rows among ``ids`` that exist and that the scope may see."""
+    """The rows among ``ids`` that exist and that the scope may see (expiry
+    judged at ``at``, now when None)."""
     if not ids:
         return {}
+    where, params = sql_where(scope, now=at)
     # CROSS JOIN pins the id list as the outer loop: one primary-key lookup per
     # hit. Left to itself the planner ORed the scope's indexes instead, and a
     # project's index walks every memory in the project (4.5 ms at 100,000).
@@ -244,18 +282,20 @@ def scope_tokens(project_id: int, user_id: str) -> list[str]:
 def keyword_search(
     conn: Connection,
     match: str,
-    owners: Sequence[str],
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     limit: int,
+    *,
+    at: float | None = None,
 ) -> list[tuple[Memory, float]]:
     """(memory, bm25 with higher better), best first, scoped in the same query.
 
-    ``owners`` (scope_tokens) confine the words to the owners' own postings;
-    ``where`` then applies the whole visibility rule. Ranks ids first and reads
+    The scope's owners (``scope_tokens``) confine the words to their own
+    postings; the scope's whole visibility rule then applies. Ranks ids first and reads
     whole rows only for the ``limit`` kept."""
+    owners = scope_tokens(scope.project_id, scope.user_id)
     if not owners:
         return []
+    where, params = sql_where(scope, now=at)
     if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
         found = pg_search.memory_keyword_search(conn, match, where, params, limit)
         hits = get_many(conn, [i for i, _ in found])
@@ -283,17 +323,18 @@ def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Memory]:
 
 def scope_sample(
     conn: Connection,
-    project_id: int,
-    user_id: str,
-    where: str,
-    params: Sequence[Any],
+    scope: MemoryScope,
     limit: int,
+    *,
+    at: float | None = None,
 ) -> list[str]:
     """Title and content of up to ``limit`` of the scope's most recent memories.
 
     Each owner's newest are read through its own index (the user's USER memories,
     the project's PROJECT memories), so the cost follows the scope: filtering the
     table newest-first would walk every other user's memories in between."""
+    project_id, user_id = scope.project_id, scope.user_id
+    where, params = sql_where(scope, now=at)
     if is_postgres(conn):
         return pg_search.memory_scope_sample(conn, project_id, user_id, where, params, limit)
     rows = conn.execute(
@@ -418,6 +459,18 @@ def usage_by_thread(
         f"SELECT * FROM memory_usage WHERE thread_id = ? AND {where}"
         " AND id > ? ORDER BY id LIMIT ?",
         (thread_id, *params, after_id or 0, limit),
+    ).fetchall()
+    return [_usage_row(r) for r in rows]
+
+
+def usage_by_owner(
+    conn: Connection, owner: UsageOwner, after_id: int | None, limit: int
+) -> list[MemoryUsage]:
+    """Everything this owner's selections recorded, oldest first (keyset on id)."""
+    where, params = _owner_clause(owner)
+    rows = conn.execute(
+        f"SELECT * FROM memory_usage WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+        (*params, after_id or 0, limit),
     ).fetchall()
     return [_usage_row(r) for r in rows]
 

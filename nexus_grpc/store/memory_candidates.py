@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 
 def put(conn: Connection, episode_id: int, candidates: list[dict[str, Any]]) -> None:

@@ -21,8 +21,8 @@ from nexus_grpc.core.records import ChangedBy as ChangedBy
 from nexus_grpc.core.records import Revision as Revision
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
 from nexus_grpc.store.memories import Memory
+from nexus_grpc.store.sql import now
 
 
 def _memory_json(memory: Memory) -> str:

@@ -827,6 +827,12 @@ MIGRATIONS: list[str] = [
     SET acts_for = (SELECT s.user_id FROM sessions s WHERE s.id = episodes.session_id)
     WHERE true;
     """,
+    # 18: ListMemoryUsage without a thread or a memory pages one user's whole
+    # usage in a project, by id: an index on the owner keeps each page a range
+    # read instead of a walk of the whole log.
+    """
+    CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

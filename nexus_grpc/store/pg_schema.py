@@ -398,6 +398,10 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     ALTER TABLE episodes ADD COLUMN acts_for TEXT NOT NULL DEFAULT '';
     UPDATE episodes e SET acts_for = s.user_id FROM sessions s WHERE s.id = e.session_id;
     """,
+    # 8: SQLite's 18. ListMemoryUsage pages one user's whole usage in a project.
+    """
+    CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
+    """,
 ]
 
 

@@ -18,18 +18,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.errors import DependencyError
+from nexus_grpc.core.vectors import VectorTableMissing
 from nexus_grpc.store.dialect import is_postgres
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
 #: The SQLSTATE of "relation does not exist".
 UNDEFINED_TABLE = "42P01"
-
-
-class VectorTableMissing(DependencyError):
-    """The collection's table is not there (yet): the write must go through
-    the index job instead. The transaction it was raised in is spoiled."""
 
 
 def _vector(values: Sequence[float]) -> str:

@@ -41,9 +41,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from nexus_grpc.core.redact import mask_url
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
+from nexus_grpc.store.unit_of_work import SqlUnitOfWork
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -340,8 +342,23 @@ class PostgresDatabase:
         finally:
             self._free.put_nowait(slot)
 
-    async def write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in a transaction of its own; returns once it is committed."""
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run ``fn`` on the repositories of a transaction of its own; returns
+        once it is committed."""
+        return await self.write_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run ``fn`` on the repositories, each statement seeing the latest commits."""
+        return await self.read_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Like read, but every statement sees one snapshot."""
+        return await self.read_sql_in_transaction(lambda conn: fn(SqlUnitOfWork(conn)))
+
+    async def write_sql(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in a transaction of its own on the connection itself (the
+        store's own upkeep and the operator commands); returns once it is
+        committed."""
 
         def transaction(raw: Any) -> T:
             attempt = 1
@@ -371,12 +388,13 @@ class PostgresDatabase:
         self.commits += 1
         return result
 
-    async def read(self, fn: Callable[[Connection], T]) -> T:
+    async def read_sql(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` outside a transaction: each statement sees the latest commits."""
         return await self._with_slot(lambda raw: fn(cast(Connection, PgConnection(raw))))
 
-    async def read_in_transaction(self, fn: Callable[[Connection], T]) -> T:
-        """Like read, but every statement sees one snapshot (as SQLite's WAL read does)."""
+    async def read_sql_in_transaction(self, fn: Callable[[Connection], T]) -> T:
+        """Like read_sql, but every statement sees one snapshot (as SQLite's WAL
+        read does)."""
 
         def snapshot(raw: Any) -> T:
             with raw.transaction():

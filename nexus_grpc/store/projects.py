@@ -12,7 +12,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 COLUMNS = (
     "name",

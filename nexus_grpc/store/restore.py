@@ -21,7 +21,6 @@ from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
 from nexus_grpc.store import jobs, memory_history
-from nexus_grpc.store.episodes import summary_due
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.summaries import Summary
@@ -270,10 +269,3 @@ def insert_summary(conn: Connection, s: Summary) -> int:
     summary_id = int(row[0])
     jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id], priority=jobs.BULK)
     return summary_id
-
-
-def sessions_due_a_summary(conn: Connection, session_ids: Sequence[int]) -> None:
-    """Queue the summary a live session would have queued by now: one with
-    enough new episodes since its last restored summary."""
-    due = [s for s in session_ids if summary_due(conn, s)]
-    jobs.enqueue(conn, jobs.SUMMARIZE_SESSION, due, priority=jobs.BULK)

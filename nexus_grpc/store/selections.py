@@ -12,10 +12,11 @@ answered from it and records nothing. Rows are kept for ``KEEP_SECONDS``
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
+from nexus_grpc.core.records import SelectionAnswer, SelectionKey, SelectionPick
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 #: How long a selection's answer stays replayable.
 KEEP_SECONDS = 86_400.0
@@ -23,39 +24,7 @@ KEEP_SECONDS = 86_400.0
 PURGE_BATCH = 16
 
 
-@dataclass(frozen=True)
-class Pick:
-    memory_id: int
-    relevance: float
-    category: int
-    previously_used: bool
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A selection as it was answered."""
-
-    picks: list[Pick]
-    method: str
-    degraded_reason: str
-    title_batches: int
-
-
-@dataclass(frozen=True)
-class Key:
-    """Whose selection: the usage log's owner (tenant, user, project) and the
-    client's request id."""
-
-    tenant: str
-    user_id: str
-    project_id: int
-    request_id: str
-
-    def values(self) -> tuple[str, str, int, str]:
-        return (self.tenant, self.user_id, self.project_id, self.request_id)
-
-
-def find(conn: Connection, key: Key) -> tuple[str, Answer] | None:
+def find(conn: Connection, key: SelectionKey) -> tuple[str, SelectionAnswer] | None:
     """The stored answer under ``key`` and the digest of the request it
     answered; None when there is none (or it is past KEEP_SECONDS)."""
     row = conn.execute(
@@ -66,8 +35,8 @@ def find(conn: Connection, key: Key) -> tuple[str, Answer] | None:
     if row is None:
         return None
     data = json.loads(row[1])
-    answer = Answer(
-        [Pick(**p) for p in data["picks"]],
+    answer = SelectionAnswer(
+        [SelectionPick(**p) for p in data["picks"]],
         data["method"],
         data["degraded_reason"],
         data["title_batches"],
@@ -75,7 +44,7 @@ def find(conn: Connection, key: Key) -> tuple[str, Answer] | None:
     return str(row[0]), answer
 
 
-def insert(conn: Connection, key: Key, digest: str, answer: Answer) -> None:
+def insert(conn: Connection, key: SelectionKey, digest: str, answer: SelectionAnswer) -> None:
     """Keep ``answer`` under ``key`` (a row past KEEP_SECONDS under the same
     key gives way), and remove a few others past it."""
     at = now()

@@ -12,7 +12,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 
 def _row(row: sqlite3.Row) -> Session:
@@ -157,6 +157,14 @@ def list_page(
 
 def project_session_ids(conn: Connection, project_id: int) -> list[int]:
     rows = conn.execute("SELECT id FROM sessions WHERE project_id = ?", (project_id,))
+    return [r[0] for r in rows]
+
+
+def user_session_ids(conn: Connection, project_id: int, user_id: str) -> list[int]:
+    """The project's sessions with ``user_id``: those that form that user's memories."""
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE project_id = ? AND user_id = ?", (project_id, user_id)
+    )
     return [r[0] for r in rows]
 
 

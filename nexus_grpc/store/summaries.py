@@ -15,7 +15,7 @@ from nexus_grpc.core.records import Summary as Summary
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import now
+from nexus_grpc.store.sql import now
 
 _SELECT = (
     "SELECT s.id, COALESCE(s.session_id, 0) AS session_id,"

@@ -71,7 +71,7 @@ async def _alpha(h: Harness) -> tuple[int, int]:
 
 
 async def episodes_of(h: Harness, session_id: int) -> int:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: int(
             c.execute("SELECT COUNT(*) FROM episodes WHERE session_id = ?", (session_id,))
             .fetchone()[0]

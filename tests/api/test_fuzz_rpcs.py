@@ -895,7 +895,7 @@ class World:
                 episodes = c.execute("SELECT count(*) FROM episodes").fetchone()[0]
                 return busy == 0 and events >= episodes
 
-            return await app.db.read(counts)
+            return await app.db.read_sql(counts)
 
         await wait_until(settled, timeout=60)
         for worker in app.workers:

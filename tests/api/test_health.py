@@ -55,6 +55,23 @@ async def test_healthy_server_with_the_real_embedder(tmp_path, stub):
         await h.close()
 
 
+async def test_without_an_llm_or_reranker_the_server_is_serving_and_says_they_are_off(harness):
+    # What `make run` starts: no LLM server, no reranker. The README calls that
+    # complete, so nothing is failing: both are off, and say what waits.
+    status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    deps = {d.name: d for d in status.dependencies}
+    assert status.state == "SERVING", deps
+    assert deps["ollama"].ok and deps["ollama"].off
+    assert "extraction, summaries and memory formation wait" in deps["ollama"].detail
+    assert deps["reranker"].ok and deps["reranker"].off
+    assert not any(d.off for name, d in deps.items() if name not in ("ollama", "reranker"))
+    out = io.StringIO()
+    assert await doctor(harness.target, 5.0, out=out) == 0
+    text = out.getvalue()
+    assert "state             SERVING" in text and "FAIL" not in text, text
+    assert "off   ollama" in text and "off   reranker" in text, text
+
+
 async def test_a_missing_model_an_absent_server_and_a_failing_embedder_degrade(tmp_path, stub):
     embedder = HashingEmbedder()
     h = await start_harness(
@@ -75,7 +92,10 @@ async def test_a_missing_model_an_absent_server_and_a_failing_embedder_degrade(t
 
         stub.stop()
         state, deps = await _status(h)
+        # Configured but unreachable is a failure, never "off".
         assert state == "DEGRADED" and "cannot reach Ollama" in deps["ollama"][1]
+        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+        assert not any(d.off for d in status.dependencies if d.name == "ollama")
 
         embedder.fail_with = RuntimeError("model file is gone")
         state, deps = await _status(h)

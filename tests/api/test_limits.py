@@ -238,7 +238,7 @@ async def test_one_tenants_keys_together_leave_the_server_to_other_tenants(tenan
                     return exc
         return None
 
-    refusal = await wait_until(tenant_b_full)
+    refusal = await wait_until(tenant_b_full, timeout=30)
     assert refusal.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     for text in ("the keys of tenant 'tb' already have 4 calls running together",
                  "--max-concurrent-rpcs-per-tenant", "(now 4)"):  # fmt: skip
@@ -262,7 +262,7 @@ async def test_one_tenants_keys_together_leave_the_server_to_other_tenants(tenan
             return False
         return True
 
-    await wait_until(b_served)
+    await wait_until(b_served, timeout=30)
 
 
 async def test_one_tenants_watch_streams_leave_room_for_other_tenants(tenants):

@@ -133,7 +133,7 @@ async def _memory_history(h: Harness) -> Walk:
                 update_mask=FieldMask(paths=["content"]),
             )
         )
-    revisions = await h.app.db.read(
+    revisions = await h.app.db.read_sql(
         lambda c: [
             int(r[0])
             for r in c.execute(
@@ -161,7 +161,7 @@ async def _memory_usage(h: Harness) -> Walk:
             prompt=prompt, scope=scope, thread_id="t1", request_id=f"select-{n}"
         )
         assert len([x async for x in h.memory.SelectMemories(request)]) == 3
-    usage = await h.app.db.read(
+    usage = await h.app.db.read_sql(
         lambda c: [int(r[0]) for r in c.execute("SELECT id FROM memory_usage ORDER BY id")]
     )
     assert len(usage) == 12

@@ -128,7 +128,7 @@ async def alice_still_has_it(h: Harness, ids: dict[str, int]) -> None:
 
 
 async def rows(h: Harness, table: str) -> int:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: int(c.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
     )
 
@@ -211,7 +211,7 @@ async def test_a_retention_set_by_another_user_sweeps_the_session_but_not_her_me
     )
     await wait_until(lambda: _sessions_swept(h), timeout=30)
     assert await rows(h, "episodes") == 0
-    left = await h.app.db.read(
+    left = await h.app.db.read_sql(
         lambda c: [int(r[0]) for r in c.execute("SELECT id FROM memories ORDER BY id")]
     )
     assert left == [ids["alice"]]  # the project's TASK memory went with its session
@@ -268,7 +268,7 @@ async def test_only_her_own_key_sets_when_her_memory_expires(team):
     await h.memory.UpdateMemory(expire("alice"), metadata=ALICE)
 
     async def expired() -> bool:
-        n = await h.app.db.read(
+        n = await h.app.db.read_sql(
             lambda c: c.execute(
                 "SELECT COUNT(*) FROM memories WHERE id = ?", (ids["alice"],)
             ).fetchone()[0]

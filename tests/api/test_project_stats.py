@@ -65,9 +65,12 @@ async def world(tmp_path, store_settings):
             for i, s in enumerate([s_alice, s_alice, s_bob])
         ]
 
+        written = iter(range(1000))
+
         def memory(**fields) -> memory_pb2.Memory:
+            # Words of their own: the same words in one tier are one memory.
             return memory_pb2.Memory(
-                title="t", content="c", tier=memory_pb2.TIER_LONGTERM, **fields
+                title="t", content=f"fact {next(written)}", tier=memory_pb2.TIER_LONGTERM, **fields
             )
 
         project_kind, user_kind = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
@@ -94,7 +97,7 @@ async def world(tmp_path, store_settings):
         )  # fmt: skip
 
         # One piece of work given up: the third episode's memory formation.
-        await h.app.db.write(
+        await h.app.db.write_sql(
             lambda conn: episode_store.set_memory_state(
                 conn, episodes[2].id, JobState.FAILED, "gave up"
             )

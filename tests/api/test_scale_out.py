@@ -85,7 +85,7 @@ async def test_every_instance_reads_and_searches_what_another_wrote(pair):
 
     # Semantic search once either instance's index worker has embedded it.
     async def embedded():
-        n = await a.app.db.read(
+        n = await a.app.db.read_sql(
             lambda c: c.execute(
                 "SELECT COUNT(*) FROM jobs WHERE kind = ?", (jobs.INDEX_EPISODE,)
             ).fetchone()[0]
@@ -199,7 +199,7 @@ async def test_a_round_robin_client_moves_off_an_instance_that_is_not_serving(tm
             pass
 
     async def sessions(h) -> int:
-        return await h.app.db.read(
+        return await h.app.db.read_sql(
             lambda c: int(c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
         )
 

@@ -315,7 +315,7 @@ async def test_formation_checks_the_writers_right_again_in_the_worker(team, stub
         ),
         metadata=ALICE,
     )
-    await team.app.db.write(
+    await team.app.db.write_sql(
         lambda c: c.execute("UPDATE episodes SET acts_for = '' WHERE id = ?", (episode.id,))
     )
     await team.graph.ExtractEpisode(

@@ -169,7 +169,7 @@ async def test_control_characters_are_refused_in_names_and_titles(small, bad):
             await call
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
         assert err.value.details().startswith(f"{field} must not contain control characters")
-    counts = await h.app.db.read(
+    counts = await h.app.db.read_sql(
         lambda c: [
             c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
             for t in ("projects", "sessions", "memories", "entities")

@@ -219,12 +219,12 @@ async def _populate(h) -> None:
     )
     # An extraction outcome and a selection's usage, written as their
     # workers write them (no model runs in this harness).
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: event_store.insert(
             c, episodes[0].id, s1.id, project.id, event_store.DONE, payload={"note": MARKER}
         )
     )
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: memory_store.record_usage(
             c,
             "alice-thread",
@@ -235,7 +235,7 @@ async def _populate(h) -> None:
     )
 
     async def indexed() -> bool:
-        n = await h.app.db.read(
+        n = await h.app.db.read_sql(
             lambda c: c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()
         )
         return n[0] == 0
@@ -428,7 +428,7 @@ async def digests(h) -> dict[str, str]:
             for table, sql in TENANT_ROWS.items()
         }
 
-    return await h.app.db.read_in_transaction(read)
+    return await h.app.db.read_sql_in_transaction(read)
 
 
 READS = {
@@ -550,7 +550,7 @@ async def test_delete_project_refuses_while_other_users_memories_remain(world):
     await h.memory.DeleteProject(
         memory_pb2.DeleteProjectRequest(id=ids["project"]), metadata=bearer(ALICE_KEY)
     )
-    left = await h.app.db.read(
+    left = await h.app.db.read_sql(
         lambda c: c.execute("SELECT project_id, user_id FROM memories ORDER BY id").fetchall()
     )
     assert [tuple(r) for r in left] == [(0, "alice")]  # the USER memory outside it stays

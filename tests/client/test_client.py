@@ -97,11 +97,26 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
     assert episode.metadata == struct_pb2.Struct(fields={
         "source": struct_pb2.Value(string_value="test")
     })
-    await client.get_episode(id=episode.id, metadata=[("x-trace", "abc")])
+    await client.get_episode(id=episode.id, call_metadata=[("x-trace", "abc")])
     assert memory.seen_metadata[-1]["x-trace"] == "abc"
     assert memory.seen_metadata[-1]["authorization"] == "Bearer sekret"
+    # The request's metadata field and the call's metadata, in one call.
+    await client.create_episode(
+        session_id=1, user_message="y", metadata={"source": "both"},
+        call_metadata=[("x-trace", "def")],
+    )  # fmt: skip
+    assert memory.seen_metadata[-1]["x-trace"] == "def"
     with pytest.raises(TypeError):
         await client.get_episode(id=episode.id, metadata={"x-trace": "abc"})
+    # The call option's old spelling still works, and says it is deprecated.
+    with pytest.warns(DeprecationWarning, match="use call_metadata="):
+        await client.get_episode(id=episode.id, metadata=[("x-trace", "old")])
+    assert memory.seen_metadata[-1]["x-trace"] == "old"
+    with pytest.warns(DeprecationWarning, match="the request's own field"):
+        await client.create_episode(
+            session_id=1, user_message="z", metadata=[("x-trace", "older")]
+        )
+    assert memory.seen_metadata[-1]["x-trace"] == "older"
 
 
 async def test_request_and_kwargs_together_is_a_type_error(client):

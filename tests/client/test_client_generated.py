@@ -17,20 +17,27 @@ def test_every_request_field_is_a_typed_keyword_parameter():
         if method.client_streaming:
             # An iterable of requests, positional; no per-field keywords.
             assert params["requests"].kind is inspect.Parameter.POSITIONAL_ONLY, name
-            assert set(params) == {"self", "requests", "timeout", "metadata"}, name
+            assert set(params) == {
+                "self", "requests", "timeout", "call_metadata", "metadata"
+            }, name  # fmt: skip
             continue
         for field in method.input_type.fields:
-            # `metadata` is shared with gRPC call metadata (see client_base).
             assert field.name in params, (name, field.name)
             assert params[field.name].kind is inspect.Parameter.KEYWORD_ONLY
             assert params[field.name].default is None
         assert params["request"].kind is inspect.Parameter.POSITIONAL_ONLY
+        # gRPC call metadata has a name no request field has.
+        assert params["call_metadata"].kind is inspect.Parameter.KEYWORD_ONLY, name
     annotations = inspect.get_annotations(NexusClient.create_episode)
     assert annotations["session_id"] == "int | None"
-    assert annotations["metadata"] == "MetadataArg"
+    # The request's field, never the call option.
+    assert annotations["metadata"] == "struct_pb2.Struct | Mapping[str, Any] | None"
+    assert annotations["call_metadata"] == "CallMetadata"
     assert annotations["return"] == "memory_pb2.Episode"
+    # The call option's deprecated spelling, where no field takes the name.
+    assert inspect.get_annotations(NexusClient.get_episode)["metadata"] == "CallMetadata"
     assert inspect.get_annotations(NexusClient.search_episodes)["mode"] == (
-        "memory_pb2.SearchMode.ValueType | None"
+        "SearchMode | str | int | None"
     )
     assert inspect.get_annotations(NexusClient.search_episodes)["return"] == (
         "ServerStream[memory_pb2.SearchHit]"

@@ -271,14 +271,14 @@ async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
                 conn, (p.id, 0), f"Person{i:04d} {surname}", "person", None, source="manual"
             )
 
-    await gh.app.db.write(fill)
+    await gh.app.db.write_sql(fill)
     known = surnames[1234]
     typo = known[:-1] + ("x" if known[-1] != "x" else "y")
     mentions = [Mention(known, "person"), Mention(typo, "person")]
     reads: list[int] = []
 
-    def decide(conn):
-        resolver = resolver_for(conn, (p.id, 0), mentions)
+    def decide(uow):
+        resolver = resolver_for(uow, (p.id, 0), mentions)
         reads.append(len(resolver._rows))
         exact = resolver.decide(mentions[0])
         reads.append(len(resolver._rows))

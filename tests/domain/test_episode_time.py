@@ -40,7 +40,7 @@ def h(each_backend):
 async def indexed(h):
     async def done():
         sql = "SELECT COUNT(*) FROM jobs WHERE kind = 'index:episodes'"
-        return await h.app.db.read(lambda c: c.execute(sql).fetchone()[0]) == 0
+        return await h.app.db.read_sql(lambda c: c.execute(sql).fetchone()[0]) == 0
 
     await wait_until(done)
 
@@ -52,7 +52,9 @@ async def code_of(coro) -> grpc.StatusCode:
 
 
 async def episodes_count(h) -> int:
-    return await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM episodes").fetchone()[0])
+    return await h.app.db.read_sql(
+        lambda c: c.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    )
 
 
 async def test_occur_time_is_stored_and_returned_and_defaults_to_now(h):
@@ -251,7 +253,7 @@ async def test_recall_eval_stores_the_timed_construction_beside_the_readme_one(h
     assert set(report["modes"]) == {"keyword", "timed:keyword"}
     assert report["modes"]["timed:keyword"]["recall@1"] == 1.0
     assert report["modes"]["keyword"]["recall@1"] == 1.0
-    rows = await harness.app.db.read(
+    rows = await harness.app.db.read_sql(
         lambda c: c.execute(
             "SELECT user_message, occur_at, created_at FROM episodes ORDER BY id"
         ).fetchall()

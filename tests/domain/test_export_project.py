@@ -332,7 +332,7 @@ async def test_an_expired_memory_is_not_exported(harness):
         )
     )
     # Expired a moment ago; its removal job has not run yet.
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute("UPDATE memories SET expire_at = 1 WHERE id = ?", (gone.id,))
     )
     records = [
@@ -370,7 +370,7 @@ async def rows(h) -> dict[str, int]:
             ).fetchone()[0]
         return got
 
-    return await h.app.db.read(read)
+    return await h.app.db.read_sql(read)
 
 
 async def exported(h, project_id: int, path: Path) -> list[str]:

@@ -198,7 +198,7 @@ async def test_relationship_errors(harness):
     assert elsewhere.id != b.id  # same name and type, another project
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
     with pytest.raises(sqlite3.IntegrityError, match="different graphs"):  # the store's own guard
-        await harness.app.db.write(
+        await harness.app.db.write_sql(
             lambda c: graph_evidence.write_intervals(c, elsewhere.id, "x", [Interval(a.id, 1.0)])
         )
     await expect_status(

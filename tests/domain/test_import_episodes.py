@@ -44,7 +44,7 @@ async def stream(items):
 
 
 async def count(h, sql: str = "SELECT COUNT(*) FROM episodes") -> int:
-    return await h.app.db.read(lambda c: c.execute(sql).fetchone()[0])
+    return await h.app.db.read_sql(lambda c: c.execute(sql).fetchone()[0])
 
 
 async def session(h, project_id: int = 0) -> int:
@@ -183,7 +183,7 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
         )
     )
     for kind in (jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE):
-        claimed = await h.app.db.write(lambda c, k=kind: jobs.claim(c, k, 5))
+        claimed = await h.app.db.write_sql(lambda c, k=kind: jobs.claim(c, k, 5))
         if kind == jobs.INDEX_EPISODE and h.app.inline_vectors is not None:
             # PostgreSQL with pgvector: the live episode's vector was written
             # in its own transaction, so it has no index job to wait behind
@@ -195,8 +195,8 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
         assert {j.target_id for j in claimed} == {live.id, *imported.episode_ids[:4]}
     # Live work on an imported episode is live: its job moves ahead of the import's.
     target = imported.episode_ids[-1]
-    await h.app.db.write(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [target]))
-    claimed = await h.app.db.write(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 1))
+    await h.app.db.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [target]))
+    claimed = await h.app.db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 1))
     assert [j.target_id for j in claimed] == [target]
 
 
@@ -237,7 +237,7 @@ async def test_imported_turns_get_the_same_keyword_context_as_created_ones(harne
     await h.memory.ImportEpisodes(stream([turn(c, i) for i in range(2, 7)]))
 
     async def contexts(sid):
-        return await h.app.db.read(
+        return await h.app.db.read_sql(
             lambda conn: [
                 r[0]
                 for r in conn.execute(
@@ -254,7 +254,7 @@ async def test_imported_turns_get_the_same_keyword_context_as_created_ones(harne
     # external-content index against the rows, and raises when they differ;
     # PostgreSQL's tsvector is generated from the row, so it cannot differ).
     if store_kind == "sqlite":
-        await h.app.db.write(
+        await h.app.db.write_sql(
             lambda conn: conn.execute(
                 "INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)"
             )

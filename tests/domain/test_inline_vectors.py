@@ -42,7 +42,7 @@ async def pg(tmp_path, pg_url):
 
 
 async def _point(h, collection: str, row_id: int):
-    row = await h.app.db.read(
+    row = await h.app.db.read_sql(
         lambda c: c.execute(
             f"SELECT payload FROM vectors_{collection} WHERE id = ?", (row_id,)
         ).fetchone()
@@ -51,7 +51,7 @@ async def _point(h, collection: str, row_id: int):
 
 
 async def _jobs_for(h, kind: str, target: int) -> list[str]:
-    rows = await h.app.db.read(
+    rows = await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT state FROM jobs WHERE kind = ? AND target_id = ?", (kind, target)
         ).fetchall()
@@ -190,7 +190,7 @@ async def test_a_missing_vector_table_sends_the_row_to_its_job(pg, caplog):
     # A vector index whose table is gone (dropped by hand): the create's write
     # is refused by PostgreSQL, runs again without the vector, and the index
     # worker re-creates the table and embeds the row.
-    await h.app.db.write(lambda c: c.execute("DROP TABLE vectors_memories"))
+    await h.app.db.write_sql(lambda c: c.execute("DROP TABLE vectors_memories"))
     project = await h.memory.CreateProject(
         memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
     )

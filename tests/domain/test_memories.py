@@ -110,7 +110,7 @@ async def test_validation_and_preconditions(harness):
     assert await code_of(create(h, kind=P, title="t", project_id=999)) == pre
     assert await code_of(create(h, kind=P, title="t", project_id=p1, session_id=999)) == pre
     assert await code_of(h.memory.ListMemories(memory_pb2.ListMemoriesRequest())) == bad
-    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    n = await h.app.db.read_sql(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert n == 0  # a rejected request writes nothing
 
 
@@ -134,7 +134,7 @@ async def test_output_only_source_fields_are_ignored_unless_impossible(harness):
             await create(h, kind=P, title="t2", project_id=p1, **bad)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert f"memory.{next(iter(bad))}" in err.value.details()
-    n = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    n = await h.app.db.read_sql(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     assert n == 1
 
 
@@ -174,6 +174,78 @@ async def test_request_id_is_idempotent(harness):
         )
     )
     assert carols.id not in (a.id, bobs.id)
+
+
+async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(harness):
+    """A create without a request_id (a retry, or a fact told twice) whose
+    title and content are an owner's live memory's in the same tier, case and
+    punctuation aside, answers with that memory, says so in x-nexus-existing,
+    and stores nothing."""
+    h = harness
+    p1, p2, s1, s2 = await setup_world(h)
+    fact = {"kind": P, "project_id": p1, "title": "Postgres port", "tier": LONGTERM}
+    call = h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(**fact, content="Postgres runs on port 5433.")
+        )
+    )
+    first = await call
+    assert dict(await call.trailing_metadata()).get("x-nexus-existing") is None
+    call = h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                **{**fact, "title": "postgres PORT"}, content="postgres runs on port 5433"
+            ),
+            request_id="another-call",  # a new call, not a replay of the first
+        )
+    )
+    again = await call
+    assert again.id == first.id and again.content == "Postgres runs on port 5433."
+    assert (
+        f"memory {first.id} already holds these words"
+        in dict(await call.trailing_metadata())["x-nexus-existing"]
+    )
+
+    # Anything else that differs is another memory: the words, the tier, the
+    # owner (project, agent, user; the origin session for TASK and SESSION).
+    others = [
+        {**fact, "content": "Postgres runs on port 5434"},
+        {**fact, "content": "Postgres runs on port 5433", "tier": ARCHIVE},
+        {**fact, "content": "Postgres runs on port 5433", "project_id": p2},
+        {**fact, "content": "Postgres runs on port 5433", "agent_id": "other-agent"},
+        {**fact, "content": "Postgres runs on port 5433", "kind": U, "user_id": "bob"},
+        {**fact, "content": "Postgres runs on port 5433", "tier": TASK, "session_id": s1},
+        {**fact, "content": "Postgres runs on port 5433", "tier": TASK, "session_id": s2},
+    ]
+    ids = {first.id}
+    for values in others:
+        made = await h.memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**values))
+        )
+        assert made.id not in ids, values
+        ids.add(made.id)
+    # ... and each of those is itself not stored twice.
+    for values in others:
+        repeat = await h.memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**values))
+        )
+        assert repeat.id in ids
+    listed = await h.memory.ListMemories(
+        memory_pb2.ListMemoriesRequest(
+            scope=memory_pb2.MemoryScope(project_id=p1, session_id=s1), page_size=100
+        )
+    )
+    # The longterm fact, the other agent's, and s1's task memory.
+    assert len([m for m in listed.memories if "5433" in m.content]) == 3
+
+    # A deleted memory holds nothing: the same words are stored again.
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=first.id))
+    anew = await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(**fact, content="Postgres runs on port 5433.")
+        )
+    )
+    assert anew.id not in ids
 
 
 async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
@@ -448,7 +520,7 @@ async def test_semantic_hits_are_rechecked_against_sqlite(harness):
     )
     # The positive case first: while the row is alice's, the point finds it.
     assert [x.memory.id async for x in h.memory.SearchMemories(search)] == [mem.id]
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute("UPDATE memories SET user_id = 'bob' WHERE id = ?", (mem.id,))
     )
     hits = [
@@ -515,5 +587,7 @@ async def test_ids_with_surrounding_spaces_are_refused_not_stripped(harness):
         memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope(user_id=" bob"))
     )
     assert await code_of(listing) == grpc.StatusCode.INVALID_ARGUMENT
-    rows = await h.app.db.read(lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    rows = await h.app.db.read_sql(
+        lambda c: c.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    )
     assert rows == 0

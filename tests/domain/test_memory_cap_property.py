@@ -63,7 +63,7 @@ class World:
         await self.db.open()
         self.memories = Memories(self.db, JobSignals(), HashingEmbedder(), None, cap=CAP)  # type: ignore[arg-type]
         self.project = (
-            await self.db.write(lambda c: project_store.insert(c, {"name": "shared"}))
+            await self.db.write_sql(lambda c: project_store.insert(c, {"name": "shared"}))
         ).id
 
     def run(self, coro):
@@ -115,10 +115,10 @@ def test_no_interleaving_refuses_a_user_under_their_own_cap_on_postgresql(pg_wor
 
 
 def check(world: World, sequence) -> None:
-    world.run(world.db.write(lambda c: c.execute("DELETE FROM memories")))
+    world.run(world.db.write_sql(lambda c: c.execute("DELETE FROM memories")))
     live: list[tuple[int, tuple, int]] = []  # (id, owner key, tier)
     counted: Counter[tuple] = Counter()
-    for op in sequence:
+    for step, op in enumerate(sequence):
         if op[0] == "create":
             _, kind, user, with_project, agent, tier = op
             project = world.project if with_project else 0
@@ -128,8 +128,10 @@ def check(world: World, sequence) -> None:
             under = tier == Tier.ARCHIVE or counted[key] < CAP
             values = {
                 "kind": int(kind),
-                "title": "t",
-                "content": "c",
+                # Each create is another memory: the same words in the same
+                # tier and owner would answer with the one already there.
+                "title": f"t {step}",
+                "content": f"c {step}",
                 "tier": int(tier),
                 "project_id": project,
                 "agent_id": agent,

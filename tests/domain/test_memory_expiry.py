@@ -35,7 +35,7 @@ async def code_of(coro) -> tuple[grpc.StatusCode, str]:
 
 
 async def rows(h, sql, *params):
-    return await h.app.db.read(lambda c: [tuple(r) for r in c.execute(sql, params)])
+    return await h.app.db.read_sql(lambda c: [tuple(r) for r in c.execute(sql, params)])
 
 
 async def seen_everywhere(h, project_id: int, user: str) -> dict[str, set[int]]:
@@ -99,7 +99,7 @@ async def test_an_expired_memory_is_hidden_at_once_before_the_job_removes_it(har
     assert all(v == both for v in (await seen_everywhere(h, project.id, "alice")).values())
     # Time passes for this memory only: its expiry is now in the past, while the
     # job that removes it is still an hour away.
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute(
             "UPDATE memories SET expire_at = ? WHERE id = ?", (time.time() - 1, later.id)
         )
@@ -240,7 +240,7 @@ async def test_expired_memories_leave_the_cap(harness):
     )
     code, _ = await code_of(h.memory.CreateMemory(second))
     assert code == grpc.StatusCode.FAILED_PRECONDITION
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute(
             "UPDATE memories SET expire_at = ? WHERE id = ?", (time.time() - 1, first.id)
         )

@@ -185,7 +185,37 @@ async def test_chatter_questions_and_the_assistants_claims_form_nothing(gh, stub
         said("The user greeted the assistant.", "Hi"),
     )  # fmt: skip
     assert list(event.memory_formation.operations) == []
+    # Said plainly: nothing was proposed, not "something was skipped".
+    assert event.stage == graph_pb2.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION
+    assert event.memory_formation.proposed == 0
+    assert event.memory_formation.note.startswith("nothing proposed")
     assert await user_memories(gh, p.id, "alice") == []
+
+
+async def test_an_episode_ends_with_one_event_per_stage_each_saying_which(gh, stub):
+    """Extraction's event, then formation's: each says which it is, and the
+    formation event says what was proposed and decided."""
+    p = await new_project(gh)
+    s = await session_for(gh, p.id, "alice")
+    ep, _ = await tell(
+        gh, stub, s.id, "I'm vegetarian now, and I walk to work.",
+        said("The user is vegetarian.", "I'm vegetarian now"),
+        said("The user walks to work.", "I walk to work"),
+    )  # fmt: skip
+    call = gh.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(episode_id=ep.id))
+    try:
+        extracted, decided = await take(call, 2)
+    finally:
+        call.cancel()
+    assert extracted.stage == graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION
+    assert extracted.status == graph_pb2.EXTRACTION_STATUS_DONE
+    assert not extracted.HasField("memory_formation")
+    assert decided.stage == graph_pb2.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION
+    assert decided.status == graph_pb2.EXTRACTION_STATUS_DONE
+    outcome = decided.memory_formation
+    assert outcome.proposed == 2 and outcome.note == ""
+    assert [o.action for o in outcome.operations] == [graph_pb2.MEMORY_ACTION_ADD] * 2
+    assert decided.event_id > extracted.event_id
 
 
 async def test_a_users_facts_never_reach_another_users_prompt(gh, stub):

@@ -49,7 +49,7 @@ async def history(h, memory_id, user_id="", session_id=0, page_size=0, token="",
 
 
 async def history_rows(h) -> int:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: c.execute("SELECT COUNT(*) FROM memory_history").fetchone()[0]
     )
 

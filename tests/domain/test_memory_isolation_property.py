@@ -192,7 +192,7 @@ class World:
             ]
             return projects, sessions
 
-        self.projects, self.sessions = await self.db.write(setup)
+        self.projects, self.sessions = await self.db.write_sql(setup)
         self.tenant_of_project = dict(zip(self.projects, ("t1", "t1", "t2"), strict=True))
         self.tenant_of_session = dict(zip(self.sessions, ("t1", "t1", "t1", "t2"), strict=True))
         self.project_of_session = dict(
@@ -214,9 +214,9 @@ class World:
         return self.loop.run_until_complete(as_caller())
 
     async def reset(self) -> None:
-        await self.db.write(lambda c: c.execute("DELETE FROM memories"))
-        await self.db.write(lambda c: c.execute("DELETE FROM memory_history"))
-        await self.db.write(lambda c: c.execute("DELETE FROM jobs"))
+        await self.db.write_sql(lambda c: c.execute("DELETE FROM memories"))
+        await self.db.write_sql(lambda c: c.execute("DELETE FROM memory_history"))
+        await self.db.write_sql(lambda c: c.execute("DELETE FROM jobs"))
         name = vector_collections.MEMORIES.name
         stale = [i async for page in self.index.ids(name) for i in page]
         if stale:
@@ -225,10 +225,10 @@ class World:
 
     async def drain_index(self) -> None:
         kind = vector_collections.MEMORIES.job_kind
-        batch = await self.db.write(lambda c: job_store.claim(c, kind, 10_000))
+        batch = await self.db.write_sql(lambda c: job_store.claim(c, kind, 10_000))
         if batch:
             await self.indexer.run(vector_collections.MEMORIES, batch)
-            await self.db.write(lambda c: job_store.finish(c, [j.id for j in batch]))
+            await self.db.write_sql(lambda c: job_store.finish(c, [j.id for j in batch]))
 
     def close(self) -> None:
         if self.inline is not None:
@@ -368,7 +368,7 @@ def make_machine(world: World):
                 world.run(world.memories.delete(i, user, self.model[i].session_id), tenant)
                 self.deleted[i] = self.model.pop(i)
             remaining = world.run(
-                world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
+                world.db.read_sql(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
             )
             assert remaining == set(before), "deleting one user's memories touched others"
 
@@ -406,7 +406,7 @@ def make_machine(world: World):
                 return
             memory_id = data.draw(st.sampled_from(live))
             world.run(
-                world.db.write(
+                world.db.write_sql(
                     lambda c: c.execute(
                         "UPDATE memories SET expire_at = ? WHERE id = ?",
                         (time.time() - 1, memory_id),
@@ -524,7 +524,7 @@ def make_machine(world: World):
         @invariant()
         def database_matches_model(self):
             ids = world.run(
-                world.db.read(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
+                world.db.read_sql(lambda c: {r[0] for r in c.execute("SELECT id FROM memories")})
             )
             assert ids == set(self.model)
 

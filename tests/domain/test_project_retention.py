@@ -43,7 +43,7 @@ async def code_of(coro) -> tuple[grpc.StatusCode, str]:
 
 
 async def count(h, sql: str, *args) -> int:
-    return await h.app.db.read(lambda c: c.execute(sql, args).fetchone()[0])
+    return await h.app.db.read_sql(lambda c: c.execute(sql, args).fetchone()[0])
 
 
 async def indexed(h) -> None:
@@ -92,7 +92,7 @@ async def world(h):
         )
         eps[name] = ep.id
     # The stale session was created long ago (the API always stamps now).
-    await h.app.db.write(
+    await h.app.db.write_sql(
         lambda c: c.execute(
             "UPDATE sessions SET created_at = ? WHERE id = ?", (now - 5 * DAY, stale.id)
         )
@@ -217,7 +217,7 @@ async def test_the_sweep_deletes_rows_and_points_past_retention(harness):
     await indexed(h)
     assert await h.app.index.retrieve_ids(name, list(eps.values())) == {eps["new"]}
     # The sweep scheduled its next run, no later than an hour away.
-    due = await h.app.db.read(
+    due = await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT run_after FROM jobs WHERE kind = 'retain:project' AND target_id = ?"
             " AND state = 'pending'",
@@ -318,7 +318,7 @@ async def summaries_world(h):
         )
     long_ago = time.time() - 3 * DAY
     for name in ("old", "overview"):
-        await h.app.db.write(
+        await h.app.db.write_sql(
             lambda c, i=made[name].id: c.execute(
                 "UPDATE summaries SET created_at = ?, updated_at = ? WHERE id = ?",
                 (long_ago, long_ago, i),

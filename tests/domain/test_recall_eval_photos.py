@@ -37,7 +37,7 @@ async def test_photos_construction_keeps_each_shared_photos_caption(harness, tmp
     # answer, the photos construction can.
     assert report["modes"]["keyword"]["recall@10"] == 0.0
     assert report["modes"]["photos:keyword"]["recall@1"] == 1.0
-    rows = await harness.app.db.read(
+    rows = await harness.app.db.read_sql(
         lambda c: c.execute("SELECT user_message, ai_response FROM episodes ORDER BY id").fetchall()
     )
     captioned = [tuple(r) for r in rows if "[shared a photo:" in r[0]]

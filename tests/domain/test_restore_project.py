@@ -103,7 +103,7 @@ async def used_source(tmp_path) -> tuple[list[str], int]:
             )
             c.execute("UPDATE relationships SET mention_count = 2")
 
-        await a.app.db.write(wear)
+        await a.app.db.write_sql(wear)
         lines = await exported(a, project_id, tmp_path / "first.jsonl")
         return lines, project_id
     finally:
@@ -163,7 +163,7 @@ async def test_restore_round_trips_everything_but_ids(tmp_path, target):
             c.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'extract:episode'").fetchone()[0],
         )
 
-    states, extract_jobs = await target.app.db.read(extraction)
+    states, extract_jobs = await target.app.db.read_sql(extraction)
     assert [tuple(s) for s in states] == [(2,)] and extract_jobs == 0
 
 
@@ -173,7 +173,7 @@ async def test_restored_episodes_become_searchable_once_embedded(tmp_path, targe
     assert answer.episodes == 6
 
     async def embedded() -> bool:
-        n = await target.app.db.read(
+        n = await target.app.db.read_sql(
             lambda c: c.execute("SELECT COUNT(*) FROM episodes WHERE embed_state = 2").fetchone()[0]
         )
         return n == 6
@@ -334,7 +334,7 @@ async def test_a_tenant_admin_restores_into_its_own_tenant(tmp_path, target):
             for t in ("projects", "sessions", "memories", "entities")
         }
 
-    assert await target.app.db.read(tenants) == {
+    assert await target.app.db.read_sql(tenants) == {
         "projects": {"acme"},
         "sessions": {"acme"},
         "memories": {"acme"},

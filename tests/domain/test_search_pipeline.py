@@ -43,7 +43,7 @@ def ts(seconds: float) -> Timestamp:
 
 async def indexed(h) -> None:
     async def done():
-        return not await h.app.db.read(
+        return not await h.app.db.read_sql(
             lambda c: c.execute(
                 "SELECT COUNT(*) FROM jobs WHERE kind = 'index:episodes'"
             ).fetchone()[0]
@@ -240,7 +240,7 @@ async def test_a_path_down_is_said_on_every_hit_of_every_kind(tmp_path):
         )
 
         async def everything_indexed():
-            return not await h.app.db.read(
+            return not await h.app.db.read_sql(
                 lambda c: c.execute(
                     "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'"
                 ).fetchone()[0]

@@ -67,7 +67,7 @@ async def h(tmp_path, request):
 
 async def indexed(h):
     async def done():
-        return await h.app.db.read(
+        return await h.app.db.read_sql(
             lambda c: (
                 c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0] == 0
             )

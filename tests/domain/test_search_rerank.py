@@ -47,7 +47,7 @@ async def serve(tmp_path, stub: RerankStub, **settings):
 
 async def indexed(h) -> None:
     async def done():
-        return not await h.app.db.read(
+        return not await h.app.db.read_sql(
             lambda c: c.execute("SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'").fetchone()[0]
         )
 
@@ -288,7 +288,8 @@ async def test_health_and_doctor_report_the_reranker(tmp_path, reranker, stub):
 async def test_without_a_reranker_health_says_searches_keep_the_fused_order(harness):
     status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
     deps = {d.name: d for d in status.dependencies}
-    assert deps["reranker"].ok and "not configured (--reranker-url)" in deps["reranker"].detail
+    assert deps["reranker"].ok and deps["reranker"].off
+    assert "not configured (--reranker-url)" in deps["reranker"].detail
 
 
 async def test_metrics_count_each_outcome(tmp_path, reranker):

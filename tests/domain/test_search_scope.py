@@ -31,7 +31,7 @@ async def search(h, query, mode, session_id=0, project_id=0, limit=10):
 
 async def indexed(h):
     async def done():
-        rows = await h.app.db.read(lambda c: c.execute(
+        rows = await h.app.db.read_sql(lambda c: c.execute(
             "SELECT COUNT(*) FROM jobs WHERE kind = 'index:episodes'").fetchone()[0])
         return rows == 0
 

@@ -246,8 +246,63 @@ async def test_usage_belongs_to_the_user_and_project_that_selected(llm_harness, 
     )
     assert sorted(u.memory_id for u in own.usage) == sorted([mine.id, shared.id])
     assert {u.context for u in own.usage} == {"which database port?"}
+    # Neither key is the user's whole usage in the project: bob's, and only his.
+    whole = await h.memory.ListMemoryUsage(memory_pb2.ListMemoryUsageRequest(project_id=pid))
+    assert whole.usage == []
+    whole = await h.memory.ListMemoryUsage(
+        memory_pb2.ListMemoryUsageRequest(user_id="bob", project_id=pid)
+    )
+    assert sorted(u.memory_id for u in whole.usage) == sorted([mine.id, shared.id])
+
+
+async def test_usage_without_a_thread_or_memory_pages_a_users_whole_usage(llm_harness, stub):
+    """ListMemoryUsage with neither key lists everything one user's selections
+    recorded in one project, oldest first, in pages; another user's rows and
+    another project's never appear."""
+    h = llm_harness
+    pid, _ = await world(h)
+    other_pid, _ = await world(h)
+    note = await create(h, kind=U, user_id="bob", title="bob note")
+    shared = await create(h, kind=P, project_id=pid, title="shared")
+    elsewhere = await create(h, kind=P, project_id=other_pid, title="elsewhere")
+    picks = [
+        {"id": note.id, "relevance": 0.8, "category": "necessary"},
+        {"id": shared.id, "relevance": 0.7, "category": "supporting"},
+    ]
+    ranked = [{"id": note.id, "relevance": 0.8}, {"id": shared.id, "relevance": 0.7}]
+    for thread in ("t1", "t2"):
+        script(stub, picks, ranked)
+        await select(h, memory_pb2.MemoryScope(project_id=pid, user_id="bob"), thread=thread)
+    script(stub, picks[1:], ranked[1:])
+    await select(h, memory_pb2.MemoryScope(project_id=pid, user_id="eve"), thread="t1")
+    script(stub, [{"id": elsewhere.id, "relevance": 0.9, "category": "necessary"}],
+           [{"id": elsewhere.id, "relevance": 0.9}])  # fmt: skip
+    await select(h, memory_pb2.MemoryScope(project_id=other_pid, user_id="bob"), thread="t1")
+
+    seen, token = [], ""
+    while True:
+        page = await h.memory.ListMemoryUsage(
+            memory_pb2.ListMemoryUsageRequest(
+                user_id="bob", project_id=pid, page_size=3, page_token=token
+            )
+        )
+        assert len(page.usage) <= 3
+        seen += page.usage
+        token = page.next_page_token
+        if not token:
+            break
+    assert [(u.thread_id, u.memory_id) for u in seen] == [
+        ("t1", note.id), ("t1", shared.id), ("t2", note.id), ("t2", shared.id),
+    ]  # fmt: skip
+    assert [u.id for u in seen] == sorted(u.id for u in seen)
+    eve = await h.memory.ListMemoryUsage(
+        memory_pb2.ListMemoryUsageRequest(user_id="eve", project_id=pid)
+    )
+    assert [(u.thread_id, u.memory_id) for u in eve.usage] == [("t1", shared.id)]
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await h.memory.ListMemoryUsage(memory_pb2.ListMemoryUsageRequest())
+        await h.memory.ListMemoryUsage(
+            memory_pb2.ListMemoryUsageRequest(user_id="bob", project_id=pid, page_size=-1)
+        )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 

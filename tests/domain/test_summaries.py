@@ -195,7 +195,7 @@ async def test_trigger_thresholds_queue_and_run_the_job(llm_harness, stub):
     _, sid = await project_session(h, "long")
     long_text = "tomatoes " * 30
     eps = [await episode(h, sid, long_text, long_text) for _ in range(4)]
-    jobs = await h.app.db.read(
+    jobs = await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM jobs WHERE kind = 'summarize:session'"
         ).fetchone()[0]

@@ -136,11 +136,11 @@ async def silent_losses(h: Harness) -> list[str]:
                 bad.append(f"episode {episode_id} in state {state}")
         return bad
 
-    return await h.app.db.read(scan)
+    return await h.app.db.read_sql(scan)
 
 
 async def extract_jobs(h: Harness) -> list[tuple[int, str, int, str]]:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: [
             tuple(r)
             for r in c.execute(
@@ -155,7 +155,7 @@ async def assert_all_extracted(h: Harness, episode_ids: list[int]) -> None:
     for episode_id in episode_ids:
         ep = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id))
         assert (ep.extraction_state, ep.extraction_error) == (memory_pb2.JOB_STATE_DONE, ""), ep
-    links = await h.app.db.read(
+    links = await h.app.db.read_sql(
         lambda c: dict(
             c.execute(
                 "SELECT episode_id, COUNT(*) FROM entity_episodes GROUP BY episode_id"
@@ -375,7 +375,7 @@ async def test_faults_switching_at_random_lose_no_extraction(tmp_path, stub):
                 await h.graph.ExtractEpisode(graph_pb2.ExtractEpisodeRequest(all_failed=True))
             ).queued
             assert await silent_losses(h) == []
-            states = await h.app.db.read(
+            states = await h.app.db.read_sql(
                 lambda c: c.execute(
                     "SELECT COUNT(*) FROM episodes WHERE extract_state != ?", (DONE,)
                 ).fetchone()[0]
@@ -385,7 +385,7 @@ async def test_faults_switching_at_random_lose_no_extraction(tmp_path, stub):
         await wait_until(drained, timeout=600, interval=0.25)
         drain_s = time.monotonic() - cleared
         await assert_all_extracted(h, ids)
-        events = await h.app.db.read(
+        events = await h.app.db.read_sql(
             lambda c: c.execute(
                 "SELECT episode_id, status, error FROM extraction_events ORDER BY id"
             ).fetchall()

@@ -136,6 +136,6 @@ async def indexed(harness: Any) -> None:
         )
 
     async def idle() -> bool:
-        return await harness.app.db.read(pending) == 0
+        return await harness.app.db.read_sql(pending) == 0
 
     await wait_until(idle, timeout=60)

@@ -337,6 +337,31 @@ BAD_CALLS = [
 ]
 
 
+async def test_a_fact_told_twice_is_kept_once_and_empty_answers_say_why(harness, client):
+    """A retried memory_add_fact (or the same fact in other case and
+    punctuation) answers with the memory already there; searches and
+    selections that find nothing say why, and selection always its method."""
+    session = {"session_id": "retry"}
+    async with stdio_agent(harness.target, "twice") as agent:
+        empty = await ok(agent, "memory_query", query="", **session)
+        assert empty["memories"] == [] and empty["empty_reason"].startswith("NOTHING_STORED")
+        chosen = await ok(agent, "memory_select", prompt="which port?", **session)
+        assert chosen["memories"] == [] and chosen["method"] == "semantic"
+        assert chosen["empty_reason"].startswith("NOTHING_STORED")
+
+        first = await ok(agent, "memory_add_fact", content="The database runs on port 5433.",
+                         tier="longterm", **session)  # fmt: skip
+        again = await ok(agent, "memory_add_fact", content="the database runs on port 5433",
+                         tier="longterm", **session)  # fmt: skip
+        assert first["already_known"] is False and again["already_known"] is True
+        assert again["memory"]["id"] == first["memory"]["id"]
+        await indexed(harness)
+        listed = await ok(agent, "memory_query", query="", **session)
+        assert listed["total"] == 1 and "empty_reason" not in listed
+        missed = await ok(agent, "memory_search_conversation", query="zeppelin", mode="keyword")
+        assert missed["hits"] == [] and missed["empty_reason"].startswith("NOTHING_STORED")
+
+
 async def test_every_tool_refuses_bad_arguments_before_any_call_and_writes_nothing(harness, client):
     assert {tool for tool, _, _ in BAD_CALLS} == TOOLS
     async with stdio_agent(harness.target, "refusals") as agent:

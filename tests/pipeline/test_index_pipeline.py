@@ -22,7 +22,7 @@ BOTH_STORES = True
 
 
 async def jobs_left(h, kind="index:episodes") -> int:
-    return await h.app.db.read(
+    return await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM jobs WHERE kind = ? AND state != 'failed'", (kind,)
         ).fetchone()[0]
@@ -116,7 +116,7 @@ async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(
             ids.append(ep.id)
 
         async def attempted():
-            row = await h.app.db.read(
+            row = await h.app.db.read_sql(
                 lambda c: c.execute(
                     "SELECT COUNT(*) FROM jobs WHERE kind='index:episodes' AND last_error != ''"
                 ).fetchone()[0]
@@ -135,7 +135,7 @@ async def test_index_down_keeps_writes_succeeding_and_drains_when_it_returns(
         index.is_down = False
         h.app.signals.wake("index:episodes")
         # Postponed jobs run again after their delay; shorten it by waking the worker.
-        await h.app.db.write(lambda c: c.execute("UPDATE jobs SET run_after = 0"))
+        await h.app.db.write_sql(lambda c: c.execute("UPDATE jobs SET run_after = 0"))
         h.app.signals.wake("index:episodes")
         await wait_until(lambda: _zero(h))
         assert await index.count("episodes") == 5

@@ -79,7 +79,7 @@ async def test_the_server_merges_after_live_writes(tmp_path):
             )
 
         async def segments() -> int:
-            return await h.app.db.read(lambda c: keyword_index.segment_count(c, "episodes_fts"))
+            return await h.app.db.read_sql(lambda c: keyword_index.segment_count(c, "episodes_fts"))
 
         # The loop runs a pass after commits; wait for it to have merged.
         await wait_until(lambda: _merged(upkeep, segments), timeout=30)

@@ -59,7 +59,7 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
                 session = await client.create_session(session=memory_pb2.Session(name="traced"))
                 await client.create_episode(
                     session_id=session.id, user_message="apples are red",
-                    metadata=[("x-request-id", "trace-req-1")],
+                    call_metadata=[("x-request-id", "trace-req-1")],
                 )
                 # Embeds the query and searches the index, whatever it finds.
                 await client.search_episodes(

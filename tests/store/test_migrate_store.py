@@ -64,7 +64,7 @@ async def table_rows(url: str, table: str, columns: str) -> list[tuple]:
     db = PostgresDatabase(url)
     await db.open()
     try:
-        return await db.read(
+        return await db.read_sql(
             lambda c: [tuple(r) for r in c.execute(f"SELECT {columns} FROM {table} ORDER BY 1")]
         )
     finally:
@@ -142,7 +142,7 @@ async def test_a_database_that_already_holds_data_is_refused(tmp_path, pg_url):
     settings = Settings(data_dir=tmp_path / "data", database_url=pg_url)
     db = PostgresDatabase(pg_url)
     await db.open()
-    await db.write(
+    await db.write_sql(
         lambda c: c.execute(
             "INSERT INTO projects (id, name, created_at, updated_at, tenant)"
             " VALUES (999, 'stray', 0, 0, 'default')"

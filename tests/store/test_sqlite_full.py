@@ -13,8 +13,8 @@ FULL, NORMAL = 2, 1  # what PRAGMA synchronous reads back
 
 
 async def _modes(h) -> tuple[int, int]:
-    writer = await h.app.db.write(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
-    reader = await h.app.db.read(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+    writer = await h.app.db.write_sql(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+    reader = await h.app.db.read_sql(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
     return writer, reader
 
 

@@ -1,6 +1,7 @@
-"""The unit tier: the domain's rules called directly, on the in-memory SQLite
-``conn`` of tests/conftest.py where they read or write rows. No server, no
-network, no subprocess, no PostgreSQL (docs/testing.md)."""
+"""The unit tier: the domain's rules called directly, on the in-memory fakes of
+the repositories (tests/fakes.py) where they read or write rows. No SQLite, no
+PostgreSQL, no server, no network, no subprocess (docs/testing.md);
+tests/test_architecture.py checks that no module here imports the store."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.core.graph import ASSERT, END
+from nexus_grpc.core.graph import ASSERT, END, HISTORY
 from nexus_grpc.domain.facts import (
     DEFAULT_SINGLE_VALUED_LABELS,
     MAX_LABELS,
@@ -15,9 +15,7 @@ from nexus_grpc.domain.facts import (
     single_valued,
 )
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import graph_evidence as evidence_store
-from nexus_grpc.store import projects as project_store
+from tests.fakes import FakeUnitOfWork
 
 FIELD = "project.single_valued_labels"
 
@@ -36,21 +34,23 @@ def test_labels_are_snake_case_once_each_and_none_means_the_defaults():
         check_labels(FIELD, [f"l{i}" for i in range(MAX_LABELS + 1)])
 
 
-def test_a_graph_uses_its_projects_labels_or_else_the_defaults(conn):
-    own = project_store.insert(conn, {"name": "jobs", "single_valued_labels": ["owns"]})
-    kept = project_store.insert(conn, {"name": "plain"})
-    assert single_valued(conn, (own.id, 0)) == frozenset({"owns"})
-    assert single_valued(conn, (kept.id, 0)) == frozenset(DEFAULT_SINGLE_VALUED_LABELS)
-    assert single_valued(conn, (0, 7)) == frozenset(DEFAULT_SINGLE_VALUED_LABELS)  # a session's
+def test_a_graph_uses_its_projects_labels_or_else_the_defaults():
+    uow = FakeUnitOfWork()
+    own = uow.projects.insert({"name": "jobs", "single_valued_labels": ["owns"]})
+    kept = uow.projects.insert({"name": "plain"})
+    assert single_valued(uow, (own.id, 0)) == frozenset({"owns"})
+    assert single_valued(uow, (kept.id, 0)) == frozenset(DEFAULT_SINGLE_VALUED_LABELS)
+    assert single_valued(uow, (0, 7)) == frozenset(DEFAULT_SINGLE_VALUED_LABELS)  # a session's
 
 
 @pytest.fixture
-def world(conn):
+def world():
     """A project's graph: Priya, and the places she may live in."""
-    project = project_store.insert(conn, {"name": "p"})
+    uow = FakeUnitOfWork()
+    project = uow.projects.insert({"name": "p"})
     graph = (project.id, 0)
     ids = {
-        name: graph_store.insert_entity(conn, graph, name, etype, None, source="manual")
+        name: uow.graph.insert_entity(graph, name, etype, None, source="manual")
         for name, etype in [
             ("Priya", "person"),
             ("Porto", "place"),
@@ -58,68 +58,74 @@ def world(conn):
             ("Madrid", "place"),
         ]
     }
-    return conn, ids
+    return uow, ids
 
 
-def held(conn, from_id: int, label: str) -> list[tuple[int, float, float | None]]:
-    return [
-        tuple(r)
-        for r in conn.execute(
-            "SELECT to_id, valid_at, invalid_at FROM relationships"
-            " WHERE from_id = ? AND label = ? ORDER BY valid_at",
-            (from_id, label),
-        )
+def held(uow, from_id: int, label: str) -> list[tuple[int, float, float | None]]:
+    return sorted(
+        ((r.to_id, r.valid_at, r.invalid_at)
+         for r in uow.graph.list_relationships(from_id, False, when=HISTORY)
+         if r.label == label),
+        key=lambda r: r[1],
+    )  # fmt: skip
+
+
+def relationship_id(uow, from_id: int, to_id: int) -> int:
+    [found] = [
+        r.id
+        for r in uow.graph.list_relationships(from_id, False, when=HISTORY)
+        if r.to_id == to_id
     ]
+    return found
 
 
-def say(conn, ids, place: str, at: float, kind: str = ASSERT) -> None:
-    evidence_store.add_evidence(conn, ids["Priya"], ids[place], "lives_in", kind, at)
+def say(uow, ids, place: str, at: float, kind: str = ASSERT) -> None:
+    uow.graph.add_evidence(ids["Priya"], ids[place], "lives_in", kind, at)
 
 
 def test_a_new_value_of_a_single_valued_label_ends_the_one_before(world):
-    conn, ids = world
-    say(conn, ids, "Porto", 100)
-    say(conn, ids, "Lisbon", 200)
-    rederive(conn, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
-    assert held(conn, ids["Priya"], "lives_in") == [
+    uow, ids = world
+    say(uow, ids, "Porto", 100)
+    say(uow, ids, "Lisbon", 200)
+    rederive(uow, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
+    assert held(uow, ids["Priya"], "lives_in") == [
         (ids["Porto"], 100, 200),
         (ids["Lisbon"], 200, None),
     ]
 
 
 def test_evidence_arriving_late_slots_in_at_its_own_time_and_ids_survive(world):
-    conn, ids = world
-    say(conn, ids, "Porto", 100)
-    say(conn, ids, "Lisbon", 200)
-    rederive(conn, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
-    lisbon_row = conn.execute("SELECT id FROM relationships WHERE to_id = ?", (ids["Lisbon"],))
-    lisbon_id = lisbon_row.fetchone()[0]
-    say(conn, ids, "Madrid", 150)  # an exchange from between the two, imported now
-    rederive(conn, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
-    assert held(conn, ids["Priya"], "lives_in") == [
+    uow, ids = world
+    say(uow, ids, "Porto", 100)
+    say(uow, ids, "Lisbon", 200)
+    rederive(uow, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
+    lisbon_id = relationship_id(uow, ids["Priya"], ids["Lisbon"])
+    say(uow, ids, "Madrid", 150)  # an exchange from between the two, imported now
+    rederive(uow, [(ids["Priya"], "lives_in")], frozenset({"lives_in"}))
+    assert held(uow, ids["Priya"], "lives_in") == [
         (ids["Porto"], 100, 150),
         (ids["Madrid"], 150, 200),
         (ids["Lisbon"], 200, None),
     ]
-    again = conn.execute("SELECT id FROM relationships WHERE to_id = ?", (ids["Lisbon"],))
-    assert again.fetchone()[0] == lisbon_id  # a client's relationship id still names it
+    # A client's relationship id still names it.
+    assert relationship_id(uow, ids["Priya"], ids["Lisbon"]) == lisbon_id
 
 
 def test_a_label_not_single_valued_keeps_every_value_until_each_is_ended(world):
-    conn, ids = world
-    say(conn, ids, "Porto", 100)
-    say(conn, ids, "Lisbon", 200)
-    say(conn, ids, "Porto", 300, END)
-    say(conn, ids, "Madrid", 250, END)  # ends nothing: Madrid never held
-    rederive(conn, [(ids["Priya"], "lives_in")], frozenset())
-    assert held(conn, ids["Priya"], "lives_in") == [
+    uow, ids = world
+    say(uow, ids, "Porto", 100)
+    say(uow, ids, "Lisbon", 200)
+    say(uow, ids, "Porto", 300, END)
+    say(uow, ids, "Madrid", 250, END)  # ends nothing: Madrid never held
+    rederive(uow, [(ids["Priya"], "lives_in")], frozenset())
+    assert held(uow, ids["Priya"], "lives_in") == [
         (ids["Porto"], 100, 300),
         (ids["Lisbon"], 200, None),
     ]
 
 
 def test_an_entity_related_to_itself_is_no_fact(world):
-    conn, ids = world
-    evidence_store.add_evidence(conn, ids["Porto"], ids["Porto"], "located_in", ASSERT, 100)
-    rederive(conn, [(ids["Porto"], "located_in")], frozenset({"located_in"}))
-    assert held(conn, ids["Porto"], "located_in") == []
+    uow, ids = world
+    uow.graph.add_evidence(ids["Porto"], ids["Porto"], "located_in", ASSERT, 100)
+    rederive(uow, [(ids["Porto"], "located_in")], frozenset({"located_in"}))
+    assert held(uow, ids["Porto"], "located_in") == []

@@ -14,17 +14,22 @@ import pytest
 from nexus_grpc.core.models import Episode, MemoryFormation, Session
 from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
 from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
-from nexus_grpc.store import projects as project_store
+from tests.fakes import FakeUnitOfWork
 
 ABOUT_USER = MemoryCandidate("user", "home", "I live in Porto", "longterm", "I live in Porto")
 ABOUT_PROJECT = MemoryCandidate("project", "db", "We use SQLite", "longterm", "We use SQLite")
 
 
-def project(conn, formation: MemoryFormation | None) -> int:
+@pytest.fixture
+def uow() -> FakeUnitOfWork:
+    return FakeUnitOfWork()
+
+
+def project(uow, formation: MemoryFormation | None) -> int:
     values = {"name": f"p{formation}"}
     if formation is not None:
         values["memory_formation"] = int(formation)
-    return project_store.insert(conn, values).id
+    return uow.projects.insert(values).id
 
 
 @pytest.mark.parametrize(
@@ -38,9 +43,9 @@ def project(conn, formation: MemoryFormation | None) -> int:
         (MemoryFormation.USER_AND_PROJECT, "ann", Forms("ann", True)),
     ],
 )
-def test_the_projects_setting_and_the_sessions_user_decide(conn, setting, user_id, expected):
-    session = Session(1, "s1", project_id=project(conn, setting), user_id=user_id)
-    assert forms_for(conn, session, written_for(user_id)) == expected
+def test_the_projects_setting_and_the_sessions_user_decide(uow, setting, user_id, expected):
+    session = Session(1, "s1", project_id=project(uow, setting), user_id=user_id)
+    assert forms_for(uow, session, written_for(user_id)) == expected
 
 
 def written_for(user_id: str) -> Episode:
@@ -48,8 +53,8 @@ def written_for(user_id: str) -> Episode:
     return Episode(1, 1, "hi", "ok", acts_for=user_id)
 
 
-def test_a_session_outside_any_project_forms_nothing(conn):
-    assert forms_for(conn, Session(1, "s1", user_id="ann"), written_for("ann")) is None
+def test_a_session_outside_any_project_forms_nothing(uow):
+    assert forms_for(uow, Session(1, "s1", user_id="ann"), written_for("ann")) is None
 
 
 @pytest.mark.parametrize(
@@ -59,12 +64,12 @@ def test_a_session_outside_any_project_forms_nothing(conn):
         (MemoryFormation.USER_AND_PROJECT, Forms("", True)),  # the project's still form
     ],
 )
-def test_user_memories_form_only_for_the_user_the_writer_acted_for(conn, setting, expected):
+def test_user_memories_form_only_for_the_user_the_writer_acted_for(uow, setting, expected):
     """Formation runs with no caller: the right its writer had, recorded on
     the episode, is checked again there (docs/security.md)."""
-    session = Session(1, "s1", project_id=project(conn, setting), user_id="ann")
+    session = Session(1, "s1", project_id=project(uow, setting), user_id="ann")
     for acted_for in ("", "bob"):
-        assert forms_for(conn, session, written_for(acted_for)) == expected
+        assert forms_for(uow, session, written_for(acted_for)) == expected
 
 
 def test_what_forms_picks_the_prompt_and_what_is_kept():

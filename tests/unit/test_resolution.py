@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from nexus_grpc.core.graph import PENDING, RESOLVED
+from nexus_grpc.core.graph import PENDING, RESOLVED, CandidateRow
 from nexus_grpc.core.names import name_key
 from nexus_grpc.domain.resolution import (
     SHINGLE_MATCH,
@@ -14,7 +14,6 @@ from nexus_grpc.domain.resolution import (
     Unsure,
     lookups,
 )
-from nexus_grpc.store.graph import CandidateRow
 
 
 def row(i: int, name: str, etype: str = "person", *aliases: str, pending: bool = False):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.models import JobState, Session
 from nexus_grpc.domain.extraction import _requeue_tenant_failed
 from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import PermissionDenied
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import sessions as session_store
+from tests.fakes import FakeUnitOfWork
 
 
 @pytest.fixture
@@ -51,14 +50,16 @@ def test_only_a_key_that_may_act_for_the_user_writes_into_their_session(
     require_may_write(Session(8, "s8", tenant="team"))
 
 
-def test_extract_all_failed_queues_only_the_sessions_the_key_may_write(conn, as_caller):
+def test_extract_all_failed_queues_only_the_sessions_the_key_may_write(as_caller):
+    uow = FakeUnitOfWork()
     episodes = {}
     for user in ("ann", "bob", ""):
-        session = session_store.insert(conn, f"s-{user}", "", 0, {}, "team", user_id=user)
-        episode = episode_store.insert(conn, session.id, f"hi from {user}", "", {}, None)
-        episode_store.set_extract_state(conn, episode.id, JobState.FAILED, "model away")
+        session = uow.sessions.insert(f"s-{user}", "", 0, {}, "team", user_id=user)
+        episode = uow.episodes.insert(session.id, f"hi from {user}", "", {}, None)
+        uow.episodes.set_extract_state(episode.id, JobState.FAILED, "model away")
         episodes[user] = episode.id
     as_caller({"ann"})
-    assert _requeue_tenant_failed(conn, "team") == 2
-    state = {u: episode_store.get(conn, i).extract_state for u, i in episodes.items()}
+    assert _requeue_tenant_failed(uow, "team") == 2
+    state = {u: uow.episodes.get(i).extract_state for u, i in episodes.items()}
     assert state == {"ann": JobState.PENDING, "bob": JobState.FAILED, "": JobState.PENDING}
+    assert uow.jobs.pending(jobs.EXTRACT_EPISODE) == [episodes["ann"], episodes[""]]

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.ranking import with_group_cohesion
 from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: Each existing candidate's group, read by primary key (no row text).
-Groups = Callable[[Connection, Sequence[int]], Mapping[int, Hashable]]
+Groups = Callable[[UnitOfWork, Sequence[int]], Mapping[int, Hashable]]
 
 
 class GroupCohesion(Stage):
@@ -26,10 +26,10 @@ class GroupCohesion(Stage):
         return len(engine.recipe.paths_for(call.mode)) > 1
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
-        assert conn is not None
-        groups = self.groups(conn, [c.key for c in ranked])
+        assert uow is not None
+        groups = self.groups(uow, [c.key for c in ranked])
         # A candidate whose row is gone gets a group of its own; hydration drops it.
         scored = with_group_cohesion(
             [(c.key, c.score) for c in ranked], lambda key: groups.get(key, -key)

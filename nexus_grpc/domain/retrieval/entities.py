@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import documents, tenancy
 from nexus_grpc.core.graph import Entity
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.retrieval.call import Call, Candidate
@@ -14,8 +14,6 @@ from nexus_grpc.domain.retrieval.hits import EntityHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
 from nexus_grpc.domain.scope import check_session_graph
 from nexus_grpc.errors import InvalidArgument, NotFound
-from nexus_grpc.store import documents
-from nexus_grpc.store import projects as project_store
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class Entities:
             )
         tenant = tenancy.visible()
         if project_id:
-            if not await engine.db.read(lambda c: project_store.exists(c, project_id, tenant)):
+            if not await engine.db.read(lambda c: c.projects.exists(project_id, tenant)):
                 raise NotFound(
                     f"project {project_id} does not exist",
                     resource_type="project",

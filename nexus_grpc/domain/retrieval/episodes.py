@@ -14,15 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core.models import Episode, EpisodeHit, TimeWindow
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.common_terms import without
 from nexus_grpc.domain.retrieval.call import Call, Candidate
 from nexus_grpc.domain.retrieval.pipeline import Engine
 from nexus_grpc.domain.scope import episode_scope
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import projects as project_store
 
 #: The longest snippet made from a hit's own text when no keyword matched it.
 SNIPPET_CHARS = 160
@@ -65,9 +63,9 @@ class Episodes:
         window = v.time_window(request.window)
         at = time.time()
 
-        def read(conn: Connection) -> tuple[list[int], float | None]:
-            session_ids = episode_scope(conn, request.session_id, request.project_id)
-            return session_ids, retention_cutoff(conn, request.session_id, request.project_id, at)
+        def read(uow: UnitOfWork) -> tuple[list[int], float | None]:
+            session_ids = episode_scope(uow, request.session_id, request.project_id)
+            return session_ids, retention_cutoff(uow, request.session_id, request.project_id, at)
 
         session_ids, cutoff = await engine.db.read_in_transaction(read)
         if not session_ids:
@@ -77,7 +75,7 @@ class Episodes:
                 return False  # the whole window is past the project's retention
         common = await engine.vocabulary.common(
             tuple(sorted(session_ids)),
-            lambda size: engine.db.read(lambda c: episode_store.scope_sample(c, session_ids, size)),
+            lambda size: engine.db.read(lambda c: c.episodes.scope_sample(session_ids, size)),
         )
         call.scope = EpisodeScope(
             session_ids=session_ids,
@@ -105,13 +103,13 @@ class Episodes:
         )
 
 
-def retention_cutoff(conn: Connection, session_id: int, project_id: int, at: float) -> float | None:
+def retention_cutoff(uow: UnitOfWork, session_id: int, project_id: int, at: float) -> float | None:
     """The oldest occur_time the searched project keeps at ``at`` (the asking
     session's project, or ``project_id``); None: it keeps everything."""
     if session_id > 0:
-        return episode_store.retention_cutoff(conn, session_id, at)
+        return uow.episodes.retention_cutoff(session_id, at)
     if project_id > 0:
-        retention = project_store.retention_of(conn, project_id)
+        retention = uow.projects.retention_of(project_id)
         return None if retention is None else at - retention
     return None
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: A row the call may return.
 Filter = Callable[[Any, Call], bool]
 #: The rows among some ids, by id (absent: gone).
-Rows = Callable[[Connection, Sequence[int]], Mapping[int, Any]]
+Rows = Callable[[UnitOfWork, Sequence[int]], Mapping[int, Any]]
 #: Candidates read past the depth, to stand in for rows the filters drop.
 SPARE = 5
 
@@ -36,15 +36,15 @@ class Hydrate(Stage):
         self.filters = filters
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
-        assert conn is not None
+        assert uow is not None
         kept: Ranked = []
         start = 0
         while start < len(ranked) and len(kept) < call.depth:
             chunk = ranked[start : start + call.depth - len(kept) + SPARE]
             start += len(chunk)
-            rows = self.rows(conn, [c.key for c in chunk if c.row is None])
+            rows = self.rows(uow, [c.key for c in chunk if c.row is None])
             for c in chunk:
                 row = c.row if c.row is not None else rows.get(c.key)
                 if row is not None and _passes(self.filters, row, call):
@@ -61,7 +61,7 @@ class Keep(Stage):
         self.filters = filters
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         kept: Ranked = []
         for c in ranked:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.core.models import SearchSource
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.ranking import PathScores, fused_likelihoods
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
@@ -27,7 +27,7 @@ class Fusion(Stage):
         return len(engine.recipe.paths_for(call.mode)) > 1
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         # The first path's candidate for a key stands for it (keeping the first
         # row read); later paths add their source to it.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nexus_grpc.core.graph import Entity
 from nexus_grpc.core.models import SearchSource
-from nexus_grpc.store.memories import Memory
+from nexus_grpc.core.records import Memory
 
 
 @dataclass(frozen=True)

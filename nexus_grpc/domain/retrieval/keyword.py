@@ -17,14 +17,11 @@ from typing import Any, ClassVar
 from nexus_grpc.core.graph import Entity
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.core.names import display_form, search_key
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import fts
 from nexus_grpc.domain.ranking import KEYWORD_TEMPERATURE, MEANINGFUL_BM25
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
-from nexus_grpc.store import episodes as episode_store
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import memories as memory_store
 
 FOUND_BY = (SearchSource.KEYWORD,)
 
@@ -48,9 +45,9 @@ class EpisodeKeyword(_Keyword):
             return []
         return await engine.db.read(lambda c: self.find_in(c, engine, call, n))
 
-    def find_in(self, conn: Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
+    def find_in(self, uow: UnitOfWork, engine: Engine[Any], call: Call, n: int) -> Ranked:
         s = call.scope
-        found = episode_store.keyword_search(conn, s.match, s.session_ids, n, s.searched)
+        found = uow.episodes.keyword_search(s.match, s.session_ids, n, s.searched)
         return [Candidate(i, score, FOUND_BY) for i, score in found]
 
 
@@ -62,9 +59,8 @@ class MemoryKeyword(_Keyword):
         s = call.scope
         if s.match is None:
             return []
-        owners = memory_store.scope_tokens(s.scope.project_id, s.scope.user_id)
         found = await engine.db.read(
-            lambda c: memory_store.keyword_search(c, s.match, owners, s.where, s.params, n)
+            lambda c: c.memories.keyword_search(s.match, s.scope, n, at=s.now)
         )
         return [Candidate(m.id, score, FOUND_BY, row=m) for m, score in found]
 
@@ -80,7 +76,7 @@ class EntityNames(_Keyword):
         }
         phrases -= fts.STOPWORDS
         entities = await engine.db.read(
-            lambda c: graph_store.entities_named(c, project_id, session_id, sorted(phrases), n)
+            lambda c: c.graph.entities_named(project_id, session_id, sorted(phrases), n)
         )
         # Scored by the longest of its names the query holds: "Priya Raman"
         # over "Priya" for a query naming both.

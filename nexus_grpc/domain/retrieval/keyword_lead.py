@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nexus_grpc.core.models import SearchSource
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.ranking import with_keyword_lead
 from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
@@ -18,7 +18,7 @@ class KeywordLead(Stage):
         return len(engine.recipe.paths_for(call.mode)) > 1
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         keyword = call.raw.get(SearchSource.KEYWORD, [])  # bm25's own scores, as fused
         return rescored(ranked, with_keyword_lead([(c.key, c.score) for c in ranked], keyword))

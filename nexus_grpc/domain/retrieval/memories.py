@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.documents import memory_text
+from nexus_grpc.core.records import Memory
 from nexus_grpc.domain import fts
 from nexus_grpc.domain.common_terms import without
 from nexus_grpc.domain.memory_scope import (
@@ -24,22 +26,15 @@ from nexus_grpc.domain.memory_scope import (
 from nexus_grpc.domain.retrieval.call import Call, Candidate
 from nexus_grpc.domain.retrieval.hits import MemoryHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
-from nexus_grpc.store import documents
-from nexus_grpc.store import memories as memory_store
-from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.memory_scope import sql_where
 from nexus_grpc.vectors import Filter
 
 
 @dataclass(frozen=True)
 class MemorySearchScope:
     scope: MemoryScope
-    #: ``sql_where(scope)``: the rule as SQL, for both paths.
-    where: str
-    params: tuple[object, ...]
     #: The tenant the caller sees (None: every tenant).
     tenant: str | None
-    #: The time ``where`` judges expiry at.
+    #: The time the visibility rule judges expiry at, on both paths.
     now: float
     #: Words on more than half the scope's memories.
     common: frozenset[str]
@@ -64,7 +59,7 @@ class Memories:
         return True
 
     def document(self, row: Memory) -> str:
-        return documents.memory_text(row.title, row.content)
+        return memory_text(row.title, row.content)
 
     def hit(self, candidate: Candidate, call: Call) -> MemoryHit:
         return MemoryHit(
@@ -79,7 +74,6 @@ class Memories:
 async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> MemorySearchScope:
     """What both paths search with, for ``scope`` (already checked)."""
     now = time.time()
-    where, params = sql_where(scope, now=now)
     # Words on more than half the scope's memories ("user", "likes"...) rank
     # nothing and would make FTS5 walk every memory in the scope. Cached per
     # tenant too: one scope's user id names a different user in each tenant,
@@ -87,16 +81,10 @@ async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> Me
     tenant = tenancy.visible()
     common = await engine.vocabulary.common(
         (tenant, scope),
-        lambda size: engine.db.read(
-            lambda c: memory_store.scope_sample(
-                c, scope.project_id, scope.user_id, where, params, size
-            )
-        ),
+        lambda size: engine.db.read(lambda c: c.memories.scope_sample(scope, size, at=now)),
     )
     return MemorySearchScope(
         scope=scope,
-        where=where,
-        params=params,
         tenant=tenant,
         now=now,
         common=common,

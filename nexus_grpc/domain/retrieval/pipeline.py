@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from nexus_grpc.core.models import SearchMode, SearchSource
-from nexus_grpc.core.storage import Connection, Database
+from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.common_terms import ScopeVocabulary
 from nexus_grpc.domain.ranking import keyword_if_down
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
@@ -76,13 +77,13 @@ class Path(ABC):
     async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
         """The best ``n`` candidates; Unavailable when the path's backend is down."""
 
-    def find_in(self, conn: Connection, engine: Engine[Any], call: Call, n: int) -> Ranked:
+    def find_in(self, uow: UnitOfWork, engine: Engine[Any], call: Call, n: int) -> Ranked:
         raise NotImplementedError
 
 
 class Stage(ABC):
     """One step over the ranked candidates, on the event loop or, when it
-    ``reads``, inside the call's read transaction (``conn`` is then set)."""
+    ``reads``, inside the call's read transaction (``uow`` is then set)."""
 
     reads: ClassVar[bool] = False
 
@@ -95,7 +96,7 @@ class Stage(ABC):
 
     @abstractmethod
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked: ...
 
 
@@ -231,10 +232,10 @@ class Engine(Generic[H]):
         if not rest:
             return ranked
 
-        def read(conn: Connection) -> Ranked:
+        def read(uow: UnitOfWork) -> Ranked:
             out = ranked
             for stage in rest:
-                out = stage.apply(self, call, out, conn if stage.reads else None)
+                out = stage.apply(self, call, out, uow if stage.reads else None)
                 if not out:
                     return []
             return out
@@ -259,9 +260,9 @@ class _LonePath(Stage):
         self.n = n
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
-        assert conn is not None
-        found = self.path.find_in(conn, engine, call, self.n)
+        assert uow is not None
+        found = self.path.find_in(uow, engine, call, self.n)
         call.found[self.path.source] = found
         return found

@@ -23,9 +23,9 @@ from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
 from nexus_grpc.domain.retrieval.page import Page
 from nexus_grpc.domain.retrieval.pipeline import Recipe
 from nexus_grpc.domain.retrieval.rerank import Rerank
+from nexus_grpc.domain.retrieval.scores import CallerScores
 from nexus_grpc.domain.retrieval.snippets import KeywordSnippets
 from nexus_grpc.domain.retrieval.vector import EntityVector, EpisodeVector, MemoryVector
-from nexus_grpc.store import episodes as episode_store
 
 #: Keywords weigh more than meaning (tuned on the LoCoMo dev split, docs/recall.md).
 WEIGHTS = {SearchSource.KEYWORD: KEYWORD_WEIGHT, SearchSource.SEMANTIC: 1.0 - KEYWORD_WEIGHT}
@@ -38,12 +38,18 @@ EPISODES: Recipe[EpisodeHit] = Recipe(
     paths=(EpisodeKeyword(), EpisodeVector()),
     stages=(
         Fusion(WEIGHTS),
-        GroupCohesion(episode_store.sessions_of),
+        GroupCohesion(lambda uow, ids: uow.episodes.sessions_of(ids)),
         KeywordLead(),
-        Hydrate(episode_store.get_many, (episodes.in_scope, episodes.in_window, episodes.retained)),
+        Hydrate(
+            lambda uow, ids: uow.episodes.get_many(ids),
+            (episodes.in_scope, episodes.in_window, episodes.retained),
+        ),
         Rerank(),
         Page(),
-        KeywordSnippets(episode_store.snippets, episodes.keyword_match),
+        KeywordSnippets(
+            lambda uow, match, ids: uow.episodes.snippets(match, ids), episodes.keyword_match
+        ),
+        CallerScores(bm25=True),
     ),
     candidates=HYBRID_CANDIDATE_FACTOR,
 )
@@ -57,6 +63,7 @@ MEMORIES: Recipe[MemoryHit] = Recipe(
         Keep((memories.visible_now,)),  # scope, tier, tenant and expiry: one rule
         Rerank(),
         Page(),
+        CallerScores(bm25=True),
     ),
     candidates=HYBRID_CANDIDATE_FACTOR,
 )
@@ -70,6 +77,7 @@ ENTITIES: Recipe[EntityHit] = Recipe(
         Keep((entities.in_graph,)),
         Rerank(),
         Page(),
+        CallerScores(bm25=False),
     ),
     candidates=ENTITY_CANDIDATE_FACTOR,
     unavailable_alone=True,

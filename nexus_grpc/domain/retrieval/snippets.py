@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexus_grpc.core.models import SearchSource
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: (match expression, ids) -> each id's snippet.
-Snippets = Callable[[Connection, str, Sequence[int]], dict[int, str]]
+Snippets = Callable[[UnitOfWork, str, Sequence[int]], dict[int, str]]
 
 
 class KeywordSnippets(Stage):
@@ -24,13 +24,13 @@ class KeywordSnippets(Stage):
         self.match = match
 
     def apply(
-        self, engine: Engine[Any], call: Call, ranked: Ranked, conn: Connection | None
+        self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
-        assert conn is not None
+        assert uow is not None
         match = self.match(call)
         matched = [c.key for c in ranked if SearchSource.KEYWORD in c.sources]
         if match and matched:
-            found = self.snippets(conn, match, matched)
+            found = self.snippets(uow, match, matched)
             for c in ranked:
                 c.snippet = found.get(c.key) or None
         return ranked

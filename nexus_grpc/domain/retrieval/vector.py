@@ -18,8 +18,6 @@ from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
 from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import memories as memory_store
 from nexus_grpc.vectors import Cond, Filter, MatchAny, Range, VectorIndexUnavailable
 
 FOUND_BY = (SearchSource.SEMANTIC,)
@@ -76,7 +74,7 @@ class MemoryVector(_Vector):
             return []
         hits = await self._search(engine, MEMORIES, s.semantic_text(call.text), flt, n)
         ids = [h.id for h in hits]
-        rows = await engine.db.read(lambda c: memory_store.get_visible(c, ids, s.where, s.params))
+        rows = await engine.db.read(lambda c: c.memories.get_visible(ids, s.scope, at=s.now))
         return [Candidate(h.id, h.score, FOUND_BY, row=rows[h.id]) for h in hits if h.id in rows]
 
 
@@ -90,7 +88,7 @@ class EntityVector(_Vector):
             must=(MatchAny("projectId", (project_id,)), MatchAny("sessionId", (session_id,)))
         )
         hits = await self._search(engine, ENTITIES, call.text, flt, n)
-        rows = await engine.db.read(lambda c: graph_store.get_entities(c, [h.id for h in hits]))
+        rows = await engine.db.read(lambda c: c.graph.get_entities([h.id for h in hits]))
         return [
             Candidate(h.id, h.score, FOUND_BY, row=rows[h.id])
             for h in hits

@@ -126,6 +126,31 @@ EXTRACTION_STATUS_DONE: ExtractionStatus.ValueType  # 1
 EXTRACTION_STATUS_FAILED: ExtractionStatus.ValueType  # 2
 Global___ExtractionStatus: _TypeAlias = ExtractionStatus  # noqa: Y015
 
+class _ExtractionEventStage:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExtractionEventStageEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExtractionEventStage.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXTRACTION_EVENT_STAGE_UNSPECIFIED: _ExtractionEventStage.ValueType  # 0
+    EXTRACTION_EVENT_STAGE_EXTRACTION: _ExtractionEventStage.ValueType  # 1
+    """Entities and relationships extracted (entities, relationships, parts,
+    llm_calls), or extraction failed (error).
+    """
+    EXTRACTION_EVENT_STAGE_MEMORY_FORMATION: _ExtractionEventStage.ValueType  # 2
+    """Memory formation decided (memory_formation), or failed (error)."""
+
+class ExtractionEventStage(_ExtractionEventStage, metaclass=_ExtractionEventStageEnumTypeWrapper): ...
+
+EXTRACTION_EVENT_STAGE_UNSPECIFIED: ExtractionEventStage.ValueType  # 0
+EXTRACTION_EVENT_STAGE_EXTRACTION: ExtractionEventStage.ValueType  # 1
+"""Entities and relationships extracted (entities, relationships, parts,
+llm_calls), or extraction failed (error).
+"""
+EXTRACTION_EVENT_STAGE_MEMORY_FORMATION: ExtractionEventStage.ValueType  # 2
+"""Memory formation decided (memory_formation), or failed (error)."""
+Global___ExtractionEventStage: _TypeAlias = ExtractionEventStage  # noqa: Y015
+
 class _MemoryAction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1214,6 +1239,7 @@ class ExtractionEvent(_message.Message):
     PARTS_FIELD_NUMBER: _builtins.int
     LLM_CALLS_FIELD_NUMBER: _builtins.int
     MEMORY_FORMATION_FIELD_NUMBER: _builtins.int
+    STAGE_FIELD_NUMBER: _builtins.int
     event_id: _builtins.int
     """Monotonic; pass it back as after_event_id to resume."""
     episode_id: _builtins.int
@@ -1229,6 +1255,13 @@ class ExtractionEvent(_message.Message):
     """DONE only: the LLM calls the episode's extraction made (one a part, and
     at most one question about names the resolution rules could not settle).
     """
+    stage: Global___ExtractionEventStage.ValueType
+    """Which end of the episode's work this event announces. An episode's
+    extraction ends with one EXTRACTION event; where its project forms
+    memories from it (Episode.memory_state set), a MEMORY_FORMATION event
+    follows once formation decided. UNSPECIFIED only from a server older
+    than this field.
+    """
     @_builtins.property
     def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entity]: ...
     @_builtins.property
@@ -1237,8 +1270,9 @@ class ExtractionEvent(_message.Message):
     def time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def memory_formation(self) -> Global___MemoryFormationOutcome:
-        """Set on the event that ends an episode's memory formation (a second event
-        for the episode, after its extraction's): what formation did. Operations
+        """Set on the event that ends an episode's memory formation (stage
+        MEMORY_FORMATION, a second event for the episode, after its
+        extraction's): what formation was proposed and what it did. Operations
         on another user's USER memories are left out for a key that may not act
         for that user.
         """
@@ -1258,10 +1292,11 @@ class ExtractionEvent(_message.Message):
         parts: _builtins.int = ...,
         llm_calls: _builtins.int = ...,
         memory_formation: Global___MemoryFormationOutcome | None = ...,
+        stage: Global___ExtractionEventStage.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory_formation", b"memory_formation", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "llm_calls", b"llm_calls", "memory_formation", b"memory_formation", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "status", b"status", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episode_id", b"episode_id", "error", b"error", "event_id", b"event_id", "llm_calls", b"llm_calls", "memory_formation", b"memory_formation", "parts", b"parts", "project_id", b"project_id", "relationships", b"relationships", "session_id", b"session_id", "stage", b"stage", "status", b"status", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1313,21 +1348,39 @@ class MemoryFormationOutcome(_message.Message):
 
     OPERATIONS_FIELD_NUMBER: _builtins.int
     LLM_CALLS_FIELD_NUMBER: _builtins.int
+    PROPOSED_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
     llm_calls: _builtins.int
     """LLM calls formation made for the episode (its extraction's call, which
     proposed the candidates, is counted on the extraction event).
     """
+    proposed: _builtins.int
+    """Candidates the extraction proposed that the project forms memories of
+    (0: nothing proposed). When DONE, each has its operation (unless left
+    out for the key, which note then says).
+    """
+    note: _builtins.str
+    """Plainly, what happened: "nothing proposed: ...", "memory formation is
+    off for this episode", operations left out for this key; empty when the
+    operations say it all.
+    """
     @_builtins.property
-    def operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOperation]: ...
+    def operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOperation]:
+        """What formation decided: one operation per proposed candidate (ADD,
+        UPDATE, SUPERSEDE, or NOTHING with its reason) when the event is DONE.
+        """
+
     def __init__(
         self,
         *,
         operations: _abc.Iterable[Global___MemoryOperation] | None = ...,
         llm_calls: _builtins.int = ...,
+        proposed: _builtins.int = ...,
+        note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["llm_calls", b"llm_calls", "operations", b"operations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["llm_calls", b"llm_calls", "note", b"note", "operations", b"operations", "proposed", b"proposed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

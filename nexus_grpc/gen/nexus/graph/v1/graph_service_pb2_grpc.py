@@ -241,7 +241,8 @@ class GraphServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchExtractions(self, request, context):
-        """Extraction finished/failed events; resumable from after_event_id.
+        """Extraction finished/failed events, and memory formation's after them
+        (ExtractionEvent.stage says which); resumable from after_event_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -88,7 +88,9 @@ class GraphServiceStub:
     ExtractEpisode: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ExtractEpisodeRequest, _graph_service_pb2.ExtractEpisodeResponse]
     """Re-queues extraction for one episode, or for every failed one."""
     WatchExtractions: _grpc.UnaryStreamMultiCallable[_graph_service_pb2.WatchExtractionsRequest, _graph_service_pb2.ExtractionEvent]
-    """Extraction finished/failed events; resumable from after_event_id."""
+    """Extraction finished/failed events, and memory formation's after them
+    (ExtractionEvent.stage says which); resumable from after_event_id.
+    """
 
 @_typing.type_check_only
 class GraphServiceAsyncStub(GraphServiceStub):
@@ -148,7 +150,9 @@ class GraphServiceAsyncStub(GraphServiceStub):
     ExtractEpisode: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ExtractEpisodeRequest, _graph_service_pb2.ExtractEpisodeResponse]  # type: ignore[assignment]
     """Re-queues extraction for one episode, or for every failed one."""
     WatchExtractions: _aio.UnaryStreamMultiCallable[_graph_service_pb2.WatchExtractionsRequest, _graph_service_pb2.ExtractionEvent]  # type: ignore[assignment]
-    """Extraction finished/failed events; resumable from after_event_id."""
+    """Extraction finished/failed events, and memory formation's after them
+    (ExtractionEvent.stage says which); resumable from after_event_id.
+    """
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -301,6 +305,8 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_service_pb2.WatchExtractionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_graph_service_pb2.ExtractionEvent], _abc.AsyncIterator[_graph_service_pb2.ExtractionEvent]]:
-        """Extraction finished/failed events; resumable from after_event_id."""
+        """Extraction finished/failed events, and memory formation's after them
+        (ExtractionEvent.stage says which); resumable from after_event_id.
+        """
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

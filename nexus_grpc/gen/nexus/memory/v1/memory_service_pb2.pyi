@@ -1356,11 +1356,16 @@ class SearchHit(_message.Message):
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
-    """Higher is always better. Keyword: bm25 (unbounded above). Semantic:
-    cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
-    (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-    candidates; a path that missed the hit adds 0). Reranked (see reranked):
-    the reranker's relevance score.
+    """Higher is always better, and a hit a path matched never scores 0.
+    Keyword: bm25 through a logistic, 1 / (1 + e^(-bm25 / 4)), between 0.5
+    and 1 for a match (0.5: bm25 about 0, which is what every match scores
+    on a project of a few exchanges, where a word in half the texts carries
+    no weight; each 4 bm25 points multiply the odds by e). Semantic: cosine
+    similarity, -1..1. Hybrid (the default): the fused score, in (0, 1]
+    (0.6 x bm25 relative to the best candidate's + 0.4 x cosine relative to
+    the best; a path that missed the hit adds 0; a hit found only by words
+    on most of the scope ranks after the others, above 0). Reranked (see
+    reranked): the reranker's relevance score.
     """
     snippet: _builtins.str
     """The matching text with keyword hits wrapped in [ and ]."""
@@ -1754,8 +1759,8 @@ class MemoryHit(_message.Message):
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     score: _builtins.float
-    """As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
-    0..1 score (hybrid); higher is better.
+    """As SearchHit.score: bm25 through a logistic, 0.5..1 (keyword), cosine
+    -1..1 (semantic) or the fused score, (0, 1] (hybrid); higher is better.
     """
     degraded_reason: _builtins.str
     """As SearchHit.degraded_reason."""
@@ -2132,19 +2137,33 @@ class DependencyStatus(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     OK_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    OFF_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     ok: _builtins.bool
+    """false: the dependency is configured and failing (unreachable, a model
+    missing, calls failing), and the service is DEGRADED. An optional
+    dependency that is not configured is not failing: ok is true and off
+    says so.
+    """
     detail: _builtins.str
+    """What was checked and what it found; for a dependency that is off, what
+    waits for it or works without it.
+    """
+    off: _builtins.bool
+    """Optional and not configured (no LLM server, no reranker): a setup the
+    README calls complete. ok is true, and the service stays SERVING.
+    """
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         ok: _builtins.bool = ...,
         detail: _builtins.str = ...,
+        off: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "name", b"name", "ok", b"ok"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "name", b"name", "off", b"off", "ok", b"ok"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2163,7 +2182,9 @@ class ServiceStatus(_message.Message):
     EVENT_LOOP_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     state: _builtins.str
-    """"SERVING", or "DEGRADED" with the reasons in dependencies."""
+    """"SERVING", or "DEGRADED" with the reasons in dependencies (those with ok
+    false). A dependency that is off does not degrade the service.
+    """
     schema_version: _builtins.int
     embedding_model: _builtins.str
     embedding_dimension: _builtins.int

@@ -356,7 +356,9 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListMemoryUsage(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The usage SelectMemories recorded for one user_id in one project_id: a
+        thread's, a memory's, or all of it, oldest first.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

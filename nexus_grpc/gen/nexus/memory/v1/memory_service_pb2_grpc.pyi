@@ -85,6 +85,9 @@ class MemoryServiceStub:
     records its usage once.
     """
     ListMemoryUsage: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]
+    """The usage SelectMemories recorded for one user_id in one project_id: a
+    thread's, a memory's, or all of it, oldest first.
+    """
     ListMemoryHistory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]
     """The versions a memory's updates and deletes replaced, oldest first, under
     GetMemory's ownership rules. A deleted memory's history stays readable by
@@ -176,6 +179,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     records its usage once.
     """
     ListMemoryUsage: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryUsageRequest, _memory_service_pb2.ListMemoryUsageResponse]  # type: ignore[assignment]
+    """The usage SelectMemories recorded for one user_id in one project_id: a
+    thread's, a memory's, or all of it, oldest first.
+    """
     ListMemoryHistory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoryHistoryRequest, _memory_service_pb2.ListMemoryHistoryResponse]  # type: ignore[assignment]
     """The versions a memory's updates and deletes replaced, oldest first, under
     GetMemory's ownership rules. A deleted memory's history stays readable by
@@ -413,7 +419,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.ListMemoryUsageRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.ListMemoryUsageResponse, _abc.Awaitable[_memory_service_pb2.ListMemoryUsageResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.ListMemoryUsageResponse, _abc.Awaitable[_memory_service_pb2.ListMemoryUsageResponse]]:
+        """The usage SelectMemories recorded for one user_id in one project_id: a
+        thread's, a memory's, or all of it, oldest first.
+        """
 
     @_abc_1.abstractmethod
     def ListMemoryHistory(

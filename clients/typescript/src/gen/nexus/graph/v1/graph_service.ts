@@ -227,6 +227,50 @@ export function extractionStatusToJSON(object: ExtractionStatus): string {
   }
 }
 
+export enum ExtractionEventStage {
+  EXTRACTION_EVENT_STAGE_UNSPECIFIED = 0,
+  /**
+   * EXTRACTION_EVENT_STAGE_EXTRACTION - Entities and relationships extracted (entities, relationships, parts,
+   * llm_calls), or extraction failed (error).
+   */
+  EXTRACTION_EVENT_STAGE_EXTRACTION = 1,
+  /** EXTRACTION_EVENT_STAGE_MEMORY_FORMATION - Memory formation decided (memory_formation), or failed (error). */
+  EXTRACTION_EVENT_STAGE_MEMORY_FORMATION = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function extractionEventStageFromJSON(object: any): ExtractionEventStage {
+  switch (object) {
+    case 0:
+    case "EXTRACTION_EVENT_STAGE_UNSPECIFIED":
+      return ExtractionEventStage.EXTRACTION_EVENT_STAGE_UNSPECIFIED;
+    case 1:
+    case "EXTRACTION_EVENT_STAGE_EXTRACTION":
+      return ExtractionEventStage.EXTRACTION_EVENT_STAGE_EXTRACTION;
+    case 2:
+    case "EXTRACTION_EVENT_STAGE_MEMORY_FORMATION":
+      return ExtractionEventStage.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ExtractionEventStage.UNRECOGNIZED;
+  }
+}
+
+export function extractionEventStageToJSON(object: ExtractionEventStage): string {
+  switch (object) {
+    case ExtractionEventStage.EXTRACTION_EVENT_STAGE_UNSPECIFIED:
+      return "EXTRACTION_EVENT_STAGE_UNSPECIFIED";
+    case ExtractionEventStage.EXTRACTION_EVENT_STAGE_EXTRACTION:
+      return "EXTRACTION_EVENT_STAGE_EXTRACTION";
+    case ExtractionEventStage.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION:
+      return "EXTRACTION_EVENT_STAGE_MEMORY_FORMATION";
+    case ExtractionEventStage.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum MemoryAction {
   MEMORY_ACTION_UNSPECIFIED = 0,
   /** MEMORY_ACTION_ADD - A new memory. */
@@ -650,12 +694,23 @@ export interface ExtractionEvent {
    */
   llmCalls: number;
   /**
-   * Set on the event that ends an episode's memory formation (a second event
-   * for the episode, after its extraction's): what formation did. Operations
+   * Set on the event that ends an episode's memory formation (stage
+   * MEMORY_FORMATION, a second event for the episode, after its
+   * extraction's): what formation was proposed and what it did. Operations
    * on another user's USER memories are left out for a key that may not act
    * for that user.
    */
-  memoryFormation: MemoryFormationOutcome | undefined;
+  memoryFormation:
+    | MemoryFormationOutcome
+    | undefined;
+  /**
+   * Which end of the episode's work this event announces. An episode's
+   * extraction ends with one EXTRACTION event; where its project forms
+   * memories from it (Episode.memory_state set), a MEMORY_FORMATION event
+   * follows once formation decided. UNSPECIFIED only from a server older
+   * than this field.
+   */
+  stage: ExtractionEventStage;
 }
 
 export interface MemoryOperation {
@@ -675,12 +730,28 @@ export interface MemoryOperation {
 }
 
 export interface MemoryFormationOutcome {
+  /**
+   * What formation decided: one operation per proposed candidate (ADD,
+   * UPDATE, SUPERSEDE, or NOTHING with its reason) when the event is DONE.
+   */
   operations: MemoryOperation[];
   /**
    * LLM calls formation made for the episode (its extraction's call, which
    * proposed the candidates, is counted on the extraction event).
    */
   llmCalls: number;
+  /**
+   * Candidates the extraction proposed that the project forms memories of
+   * (0: nothing proposed). When DONE, each has its operation (unless left
+   * out for the key, which note then says).
+   */
+  proposed: number;
+  /**
+   * Plainly, what happened: "nothing proposed: ...", "memory formation is
+   * off for this episode", operations left out for this key; empty when the
+   * operations say it all.
+   */
+  note: string;
 }
 
 function createBaseEntity(): Entity {
@@ -5054,6 +5125,7 @@ function createBaseExtractionEvent(): ExtractionEvent {
     parts: 0,
     llmCalls: 0,
     memoryFormation: undefined,
+    stage: 0,
   };
 }
 
@@ -5094,6 +5166,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     }
     if (message.memoryFormation !== undefined) {
       MemoryFormationOutcome.encode(message.memoryFormation, writer.uint32(98).fork()).join();
+    }
+    if (message.stage !== 0) {
+      writer.uint32(104).int32(message.stage);
     }
     return writer;
   },
@@ -5207,6 +5282,14 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
             message.memoryFormation = MemoryFormationOutcome.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.stage = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5261,6 +5344,7 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
         : isSet(object.memory_formation)
         ? MemoryFormationOutcome.fromJSON(object.memory_formation)
         : undefined,
+      stage: isSet(object.stage) ? extractionEventStageFromJSON(object.stage) : 0,
     };
   },
 
@@ -5302,6 +5386,9 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     if (message.memoryFormation !== undefined) {
       obj.memoryFormation = MemoryFormationOutcome.toJSON(message.memoryFormation);
     }
+    if (message.stage !== 0) {
+      obj.stage = extractionEventStageToJSON(message.stage);
+    }
     return obj;
   },
 
@@ -5324,6 +5411,7 @@ export const ExtractionEvent: MessageFns<ExtractionEvent> = {
     message.memoryFormation = (object.memoryFormation !== undefined && object.memoryFormation !== null)
       ? MemoryFormationOutcome.fromPartial(object.memoryFormation)
       : undefined;
+    message.stage = object.stage ?? 0;
     return message;
   },
 };
@@ -5490,7 +5578,7 @@ export const MemoryOperation: MessageFns<MemoryOperation> = {
 };
 
 function createBaseMemoryFormationOutcome(): MemoryFormationOutcome {
-  return { operations: [], llmCalls: 0 };
+  return { operations: [], llmCalls: 0, proposed: 0, note: "" };
 }
 
 export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
@@ -5500,6 +5588,12 @@ export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
     }
     if (message.llmCalls !== 0) {
       writer.uint32(16).int32(message.llmCalls);
+    }
+    if (message.proposed !== 0) {
+      writer.uint32(24).int32(message.proposed);
+    }
+    if (message.note !== "") {
+      writer.uint32(34).string(message.note);
     }
     return writer;
   },
@@ -5533,6 +5627,22 @@ export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
             message.llmCalls = reader.int32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.proposed = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5555,6 +5665,8 @@ export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
         : isSet(object.llm_calls)
         ? globalThis.Number(object.llm_calls)
         : 0,
+      proposed: isSet(object.proposed) ? globalThis.Number(object.proposed) : 0,
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
     };
   },
 
@@ -5566,6 +5678,12 @@ export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
     if (message.llmCalls !== 0) {
       obj.llmCalls = Math.round(message.llmCalls);
     }
+    if (message.proposed !== 0) {
+      obj.proposed = Math.round(message.proposed);
+    }
+    if (message.note !== "") {
+      obj.note = message.note;
+    }
     return obj;
   },
 
@@ -5576,6 +5694,8 @@ export const MemoryFormationOutcome: MessageFns<MemoryFormationOutcome> = {
     const message = createBaseMemoryFormationOutcome();
     message.operations = object.operations?.map((e) => MemoryOperation.fromPartial(e)) || [];
     message.llmCalls = object.llmCalls ?? 0;
+    message.proposed = object.proposed ?? 0;
+    message.note = object.note ?? "";
     return message;
   },
 };
@@ -5752,7 +5872,10 @@ export const GraphServiceDefinition = {
       responseStream: false,
       options: {},
     },
-    /** Extraction finished/failed events; resumable from after_event_id. */
+    /**
+     * Extraction finished/failed events, and memory formation's after them
+     * (ExtractionEvent.stage says which); resumable from after_event_id.
+     */
     watchExtractions: {
       name: "WatchExtractions",
       requestType: WatchExtractionsRequest as typeof WatchExtractionsRequest,
@@ -5961,7 +6084,10 @@ export const GraphServiceService = {
       Buffer.from(ExtractEpisodeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ExtractEpisodeResponse => ExtractEpisodeResponse.decode(value),
   },
-  /** Extraction finished/failed events; resumable from after_event_id. */
+  /**
+   * Extraction finished/failed events, and memory formation's after them
+   * (ExtractionEvent.stage says which); resumable from after_event_id.
+   */
   watchExtractions: {
     path: "/nexus.graph.v1.GraphService/WatchExtractions" as const,
     requestStream: false as const,
@@ -6037,7 +6163,10 @@ export interface GraphServiceServer extends UntypedServiceImplementation {
   searchEntities: handleServerStreamingCall<SearchEntitiesRequest, EntityHit>;
   /** Re-queues extraction for one episode, or for every failed one. */
   extractEpisode: handleUnaryCall<ExtractEpisodeRequest, ExtractEpisodeResponse>;
-  /** Extraction finished/failed events; resumable from after_event_id. */
+  /**
+   * Extraction finished/failed events, and memory formation's after them
+   * (ExtractionEvent.stage says which); resumable from after_event_id.
+   */
   watchExtractions: handleServerStreamingCall<WatchExtractionsRequest, ExtractionEvent>;
 }
 
@@ -6305,7 +6434,10 @@ export interface GraphServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ExtractEpisodeResponse) => void,
   ): ClientUnaryCall;
-  /** Extraction finished/failed events; resumable from after_event_id. */
+  /**
+   * Extraction finished/failed events, and memory formation's after them
+   * (ExtractionEvent.stage says which); resumable from after_event_id.
+   */
   watchExtractions(
     request: WatchExtractionsRequest,
     options?: Partial<CallOptions>,

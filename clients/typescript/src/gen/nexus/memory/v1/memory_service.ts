@@ -853,11 +853,16 @@ export interface SearchHit {
     | Episode
     | undefined;
   /**
-   * Higher is always better. Keyword: bm25 (unbounded above). Semantic:
-   * cosine similarity, -1..1. Hybrid (the default): the fused score, 0..1
-   * (0.6 x bm25 over the best candidate's + 0.4 x cosine scaled over the
-   * candidates; a path that missed the hit adds 0). Reranked (see reranked):
-   * the reranker's relevance score.
+   * Higher is always better, and a hit a path matched never scores 0.
+   * Keyword: bm25 through a logistic, 1 / (1 + e^(-bm25 / 4)), between 0.5
+   * and 1 for a match (0.5: bm25 about 0, which is what every match scores
+   * on a project of a few exchanges, where a word in half the texts carries
+   * no weight; each 4 bm25 points multiply the odds by e). Semantic: cosine
+   * similarity, -1..1. Hybrid (the default): the fused score, in (0, 1]
+   * (0.6 x bm25 relative to the best candidate's + 0.4 x cosine relative to
+   * the best; a path that missed the hit adds 0; a hit found only by words
+   * on most of the scope ranks after the others, above 0). Reranked (see
+   * reranked): the reranker's relevance score.
    */
   score: number;
   /** The matching text with keyword hits wrapped in [ and ]. */
@@ -1003,8 +1008,8 @@ export interface MemoryHit {
     | Memory
     | undefined;
   /**
-   * As SearchHit.score: bm25 (keyword), cosine (semantic) or the fused
-   * 0..1 score (hybrid); higher is better.
+   * As SearchHit.score: bm25 through a logistic, 0.5..1 (keyword), cosine
+   * -1..1 (semantic) or the fused score, (0, 1] (hybrid); higher is better.
    */
   score: number;
   sources: SearchSource[];
@@ -1129,12 +1134,30 @@ export interface QueueStatus {
 
 export interface DependencyStatus {
   name: string;
+  /**
+   * false: the dependency is configured and failing (unreachable, a model
+   * missing, calls failing), and the service is DEGRADED. An optional
+   * dependency that is not configured is not failing: ok is true and off
+   * says so.
+   */
   ok: boolean;
+  /**
+   * What was checked and what it found; for a dependency that is off, what
+   * waits for it or works without it.
+   */
   detail: string;
+  /**
+   * Optional and not configured (no LLM server, no reranker): a setup the
+   * README calls complete. ok is true, and the service stays SERVING.
+   */
+  off: boolean;
 }
 
 export interface ServiceStatus {
-  /** "SERVING", or "DEGRADED" with the reasons in dependencies. */
+  /**
+   * "SERVING", or "DEGRADED" with the reasons in dependencies (those with ok
+   * false). A dependency that is off does not degrade the service.
+   */
   state: string;
   schemaVersion: number;
   embeddingModel: string;
@@ -8663,7 +8686,7 @@ export const QueueStatus: MessageFns<QueueStatus> = {
 };
 
 function createBaseDependencyStatus(): DependencyStatus {
-  return { name: "", ok: false, detail: "" };
+  return { name: "", ok: false, detail: "", off: false };
 }
 
 export const DependencyStatus: MessageFns<DependencyStatus> = {
@@ -8676,6 +8699,9 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     }
     if (message.detail !== "") {
       writer.uint32(26).string(message.detail);
+    }
+    if (message.off !== false) {
+      writer.uint32(32).bool(message.off);
     }
     return writer;
   },
@@ -8717,6 +8743,14 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
             message.detail = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.off = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8734,6 +8768,7 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       ok: isSet(object.ok) ? globalThis.Boolean(object.ok) : false,
       detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+      off: isSet(object.off) ? globalThis.Boolean(object.off) : false,
     };
   },
 
@@ -8748,6 +8783,9 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     if (message.detail !== "") {
       obj.detail = message.detail;
     }
+    if (message.off !== false) {
+      obj.off = message.off;
+    }
     return obj;
   },
 
@@ -8759,6 +8797,7 @@ export const DependencyStatus: MessageFns<DependencyStatus> = {
     message.name = object.name ?? "";
     message.ok = object.ok ?? false;
     message.detail = object.detail ?? "";
+    message.off = object.off ?? false;
     return message;
   },
 };
@@ -9454,6 +9493,10 @@ export const MemoryServiceDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * The usage SelectMemories recorded for one user_id in one project_id: a
+     * thread's, a memory's, or all of it, oldest first.
+     */
     listMemoryUsage: {
       name: "ListMemoryUsage",
       requestType: ListMemoryUsageRequest as typeof ListMemoryUsageRequest,
@@ -9802,6 +9845,10 @@ export const MemoryServiceService = {
     responseSerialize: (value: SelectedMemory): Buffer => Buffer.from(SelectedMemory.encode(value).finish()),
     responseDeserialize: (value: Buffer): SelectedMemory => SelectedMemory.decode(value),
   },
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage: {
     path: "/nexus.memory.v1.MemoryService/ListMemoryUsage" as const,
     requestStream: false as const,
@@ -9957,6 +10004,10 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * records its usage once.
    */
   selectMemories: handleServerStreamingCall<SelectMemoriesRequest, SelectedMemory>;
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage: handleUnaryCall<ListMemoryUsageRequest, ListMemoryUsageResponse>;
   /**
    * The versions a memory's updates and deletes replaced, oldest first, under
@@ -10365,6 +10416,10 @@ export interface MemoryServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SelectedMemory>;
+  /**
+   * The usage SelectMemories recorded for one user_id in one project_id: a
+   * thread's, a memory's, or all of it, oldest first.
+   */
   listMemoryUsage(
     request: ListMemoryUsageRequest,
     callback: (error: ServiceError | null, response: ListMemoryUsageResponse) => void,

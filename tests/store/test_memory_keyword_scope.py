@@ -7,7 +7,6 @@ import pytest
 from nexus_grpc.domain.fts import match_expression
 from nexus_grpc.domain.memory_scope import MemoryScope
 from nexus_grpc.store import memories
-from nexus_grpc.store.memory_scope import sql_where
 
 USERS = ["ann", "Zoë Ångström", "bob@example.com", "e", "ed", "u616e6e"]
 
@@ -28,18 +27,15 @@ def falcons(conn):
 @pytest.mark.parametrize("user", USERS)
 def test_each_user_finds_their_own_and_the_projects_memories_only(conn, user):
     scope = MemoryScope(project_id=1, user_id=user)
-    where, params = sql_where(scope)
-    owners = memories.scope_tokens(1, user)
-    found = memories.keyword_search(conn, match_expression("falcon"), owners, where, params, 50)
+    found = memories.keyword_search(conn, match_expression("falcon"), scope, 50)
     assert sorted((m.kind, m.user_id) for m, _ in found) == [(1, ""), (2, user)]
 
 
 def test_a_renamed_memory_is_found_by_its_new_words_only(conn):
     conn.execute("UPDATE memories SET content = 'ann keeps an owl' WHERE user_id = 'ann'")
-    where, params = sql_where(MemoryScope(project_id=1, user_id="ann"))
-    owners = memories.scope_tokens(1, "ann")
-    owl = memories.keyword_search(conn, match_expression("owl"), owners, where, params, 50)
+    scope = MemoryScope(project_id=1, user_id="ann")
+    owl = memories.keyword_search(conn, match_expression("owl"), scope, 50)
     assert [m.user_id for m, _ in owl] == ["ann"]
-    falcon = memories.keyword_search(conn, match_expression("falcon"), owners, where, params, 50)
+    falcon = memories.keyword_search(conn, match_expression("falcon"), scope, 50)
     assert [m.user_id for m, _ in falcon] == [""]
     assert conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")

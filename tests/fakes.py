@@ -1,0 +1,471 @@
+"""In-memory fakes of the repositories (core/repositories.py), for the unit tier.
+
+The unit tier runs the domain's rules on these: no SQLite, no PostgreSQL, no
+thread hop. Each fake keeps the rows of its aggregate in dicts and answers as
+the store does for the methods the unit tier's rules use; a method it lacks
+raises AttributeError (the rule then needs a whole-server test, or the fake a
+new method). ``tests/store/test_repository_contract.py`` runs the same cases
+on these fakes and on both real stores, so a fake cannot drift from the store
+it stands for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nexus_grpc.core import jobs as job_kinds
+from nexus_grpc.core.graph import (
+    CURRENT,
+    Entity,
+    Evidence,
+    Interval,
+    Relationship,
+    When,
+)
+from nexus_grpc.core.models import (
+    Episode,
+    JobState,
+    NewEpisode,
+    Project,
+    Session,
+    SummaryProgress,
+)
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.errors import AlreadyExists, NotFound
+
+
+def _ids() -> Iterator[int]:
+    """Ids from 1, as a table's; copied with the rest by a savepoint."""
+    return itertools.count(1)
+
+
+class FakeProjects:
+    def __init__(self) -> None:
+        self.rows: dict[int, Project] = {}
+        self._next = _ids()
+
+    def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
+        at = time.time()
+        labels = values.get("single_valued_labels")
+        project = Project(
+            id=next(self._next),
+            name=values.get("name", ""),
+            description=values.get("description", ""),
+            created_at=at,
+            updated_at=at,
+            retention=values.get("retention"),
+            single_valued_labels=tuple(labels) if labels else None,
+            memory_formation=values.get("memory_formation"),
+            tenant=tenant,
+        )
+        self.rows[project.id] = project
+        return project
+
+    def get(self, project_id: int, tenant: str | None = None) -> Project:
+        project = self.rows.get(project_id)
+        if project is None or (tenant is not None and project.tenant != tenant):
+            raise NotFound(
+                f"project {project_id} does not exist",
+                resource_type="project",
+                resource_name=project_id,
+            )
+        return project
+
+    def exists(self, project_id: int, tenant: str | None = None) -> bool:
+        project = self.rows.get(project_id)
+        return project is not None and (tenant is None or project.tenant == tenant)
+
+    def tenant_of(self, project_id: int) -> str | None:
+        project = self.rows.get(project_id)
+        return None if project is None else project.tenant
+
+    def memory_formation(self, project_id: int) -> int | None:
+        project = self.rows.get(project_id)
+        return None if project is None else project.memory_formation
+
+    def single_valued_labels(self, project_id: int) -> tuple[str, ...] | None:
+        project = self.rows.get(project_id)
+        return None if project is None else project.single_valued_labels
+
+    def retention_of(self, project_id: int) -> float | None:
+        project = self.rows.get(project_id)
+        return None if project is None else project.retention
+
+
+class FakeSessions:
+    def __init__(self) -> None:
+        self.rows: dict[int, Session] = {}
+        self._next = _ids()
+
+    def insert(
+        self,
+        external_id: str,
+        name: str,
+        project_id: int,
+        metadata: Mapping[str, Any],
+        tenant: str = DEFAULT_TENANT,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> Session:
+        if any(s.external_id == external_id and s.tenant == tenant for s in self.rows.values()):
+            raise AlreadyExists(f"a session with external_id {external_id!r} already exists")
+        session = Session(
+            id=next(self._next),
+            external_id=external_id,
+            name=name,
+            project_id=project_id,
+            metadata=dict(metadata),
+            created_at=time.time(),
+            tenant=tenant,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+        self.rows[session.id] = session
+        return session
+
+    def get(
+        self, session_id: int, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> Session:
+        session = self.rows.get(session_id)
+        if session is None or (tenant is not None and session.tenant != tenant):
+            raise NotFound(
+                f"session {session_id} does not exist",
+                resource_type="session",
+                resource_name=session_id,
+            )
+        return session
+
+
+class FakeEpisodes:
+    def __init__(self, sessions: FakeSessions, jobs: FakeJobs) -> None:
+        self.rows: dict[int, Episode] = {}
+        self.request_ids: dict[int, str | None] = {}
+        self._sessions = sessions
+        self._jobs = jobs
+        self._next = _ids()
+
+    def insert(
+        self,
+        session_id: int,
+        user_message: str,
+        ai_response: str,
+        metadata: Mapping[str, Any],
+        request_id: str | None,
+        occur_at: float | None = None,
+        *,
+        embedded: bool = False,
+        acts_for: str = "",
+    ) -> Episode:
+        row = NewEpisode(
+            session_id, user_message, ai_response, metadata, request_id, occur_at,
+            acts_for=acts_for,
+        )  # fmt: skip
+        [episode_id] = self._insert([row], embedded=embedded)
+        return self.rows[episode_id]
+
+    def insert_many(self, rows: Sequence[NewEpisode], *, extracted: bool = False) -> list[int]:
+        return self._insert(rows, extracted=extracted)
+
+    def _insert(
+        self, rows: Sequence[NewEpisode], *, extracted: bool = False, embedded: bool = False
+    ) -> list[int]:
+        at = time.time()
+        made = []
+        for row in rows:
+            self._sessions.get(row.session_id)
+            episode = Episode(
+                id=next(self._next),
+                session_id=row.session_id,
+                user_message=row.user_message,
+                ai_response=row.ai_response,
+                metadata=dict(row.metadata),
+                created_at=at if row.created_at is None else row.created_at,
+                occur_at=at if row.occur_at is None else row.occur_at,
+                embed_state=JobState.DONE if embedded else JobState.PENDING,
+                extract_state=JobState.DONE if extracted else JobState.PENDING,
+                acts_for=row.acts_for,
+            )
+            self.rows[episode.id] = episode
+            self.request_ids[episode.id] = row.request_id
+            made.append(episode.id)
+        return made
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, Episode]:
+        return {i: self.rows[i] for i in ids if i in self.rows}
+
+    def set_memory_pending(self, ids: Sequence[int]) -> None:
+        for i in ids:
+            self.set_memory_state(i, JobState.PENDING)
+
+    def summary_progress(
+        self, session_id: int, enough_episodes: int, enough_chars: int
+    ) -> SummaryProgress:
+        """As the store's, with no summaries stored: every episode is new."""
+        if self._jobs.pending_job(job_kinds.SUMMARIZE_SESSION, session_id) is not None:
+            return SummaryProgress(True, 0, 0)
+        mine = sorted((e for e in self.rows.values() if e.session_id == session_id),
+                      key=lambda e: e.id)  # fmt: skip
+        new = min(len(mine), enough_episodes)
+        if new < enough_episodes:
+            return SummaryProgress(False, new, 0)
+        first = mine[: enough_chars + 1]
+        return SummaryProgress(
+            False, new, sum(len(e.user_message) + len(e.ai_response) for e in first)
+        )
+
+    def find(self, episode_id: int) -> Episode | None:
+        return self.rows.get(episode_id)
+
+    def get(
+        self, episode_id: int, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> Episode:
+        episode = self.rows.get(episode_id)
+        if episode is not None and tenant is not None:
+            if self._sessions.rows[episode.session_id].tenant != tenant:
+                episode = None
+        if episode is None:
+            raise NotFound(
+                f"episode {episode_id} does not exist",
+                resource_type="episode",
+                resource_name=episode_id,
+            )
+        return episode
+
+    def find_by_request_id(self, session_id: int, request_id: str) -> Episode | None:
+        for episode_id, rid in self.request_ids.items():
+            episode = self.rows[episode_id]
+            if rid == request_id and episode.session_id == session_id:
+                return episode
+        return None
+
+    def set_extract_state(self, episode_id: int, state: JobState, error: str = "") -> None:
+        episode = self.rows[episode_id]
+        self.rows[episode_id] = replace(episode, extract_state=state, extract_error=error)
+
+    def set_memory_state(self, episode_id: int, state: JobState | None, error: str = "") -> None:
+        episode = self.rows[episode_id]
+        self.rows[episode_id] = replace(episode, memory_state=state, memory_error=error)
+
+    def failed_extractions(self, tenant: str) -> list[tuple[int, str]]:
+        found = []
+        for episode in sorted(self.rows.values(), key=lambda e: e.id):
+            session = self._sessions.rows[episode.session_id]
+            if episode.extract_state == JobState.FAILED and session.tenant == tenant:
+                found.append((episode.id, session.user_id))
+        return found
+
+
+@dataclass
+class FakeJob:
+    kind: str
+    target_id: int
+    run_after: float
+    priority: int
+    state: str = "pending"
+
+
+class FakeJobs:
+    def __init__(self) -> None:
+        self.rows: list[FakeJob] = []
+
+    def enqueue(
+        self,
+        kind: str,
+        target_ids: Iterable[int],
+        *,
+        run_after: float | None = None,
+        priority: int = job_kinds.LIVE,
+    ) -> None:
+        """As the store's: one pending job per (kind, target), the sooner due
+        time and the more urgent priority kept."""
+        due = time.time() if run_after is None else run_after
+        for target in target_ids:
+            pending = self.pending_job(kind, target)
+            if pending is None:
+                self.rows.append(FakeJob(kind, int(target), due, priority))
+            else:
+                pending.run_after = min(pending.run_after, due)
+                pending.priority = min(pending.priority, priority)
+
+    def requeue_failed(self, kind: str, target_id: int | None = None) -> int:
+        failed = [
+            j
+            for j in self.rows
+            if j.kind == kind and j.state == "failed" and target_id in (None, j.target_id)
+        ]
+        for job in failed:
+            self.rows.remove(job)
+        return len(failed)
+
+    def queued_targets(self, kind: str) -> set[int]:
+        return {j.target_id for j in self.rows if j.kind == kind and j.state != "failed"}
+
+    def pending_job(self, kind: str, target_id: int) -> FakeJob | None:
+        return next(
+            (
+                j
+                for j in self.rows
+                if j.kind == kind and j.target_id == target_id and j.state == "pending"
+            ),
+            None,
+        )
+
+    def pending(self, kind: str) -> list[int]:
+        """Targets with a pending job of ``kind`` (a fake's own view, for tests)."""
+        return sorted(j.target_id for j in self.rows if j.kind == kind and j.state == "pending")
+
+
+class FakeGraph:
+    def __init__(self) -> None:
+        self.entities: dict[int, Entity] = {}
+        self.evidence: dict[int, Evidence] = {}
+        self.relationships: dict[int, Relationship] = {}
+        self._entity_ids = _ids()
+        self._evidence_ids = _ids()
+        self._relationship_ids = _ids()
+
+    def insert_entity(
+        self,
+        graph: tuple[int, int],
+        surface: str,
+        etype: str,
+        notes: str | None,
+        *,
+        source: str,
+        **_: Any,
+    ) -> int:
+        entity_id = next(self._entity_ids)
+        at = time.time()
+        self.entities[entity_id] = Entity(
+            entity_id, surface, etype, notes, 1, None, source, at, at, graph[0], graph[1]
+        )
+        return entity_id
+
+    def add_evidence(
+        self,
+        from_id: int,
+        to_id: int,
+        label: str,
+        kind: str,
+        at: float,
+        *,
+        episode_id: int | None = None,
+        notes: str | None = None,
+        mentions: int = 1,
+    ) -> int:
+        evidence_id = next(self._evidence_ids)
+        self.evidence[evidence_id] = Evidence(
+            evidence_id, from_id, to_id, label, kind, at, episode_id, mentions, notes, time.time()
+        )
+        return evidence_id
+
+    def evidence_of(self, from_id: int, label: str) -> list[Evidence]:
+        return [e for e in self.evidence.values() if (e.from_id, e.label) == (from_id, label)]
+
+    def write_intervals(self, from_id: int, label: str, intervals: Sequence[Interval]) -> None:
+        """As the store's: a row keeps its id while its interval survives
+        (same object and start, or failing that the same object)."""
+        unused = {
+            r.id: r
+            for r in sorted(self.relationships.values(), key=lambda r: r.id)
+            if (r.from_id, r.label) == (from_id, label)
+        }
+        pairs: list[tuple[Interval, Relationship | None]] = []
+        waiting: list[Interval] = []
+        for interval in intervals:
+            same = next(
+                (
+                    r
+                    for r in unused.values()
+                    if (r.to_id, r.valid_at) == (interval.to_id, interval.valid_at)
+                ),
+                None,
+            )
+            if same is None:
+                waiting.append(interval)
+            else:
+                del unused[same.id]
+                pairs.append((interval, same))
+        for interval in waiting:
+            other = next((r for r in unused.values() if r.to_id == interval.to_id), None)
+            if other is not None:
+                del unused[other.id]
+            pairs.append((interval, other))
+        for gone in unused:
+            del self.relationships[gone]
+        for interval, row in pairs:
+            relationship_id = next(self._relationship_ids) if row is None else row.id
+            self.relationships[relationship_id] = Relationship(
+                relationship_id,
+                from_id,
+                interval.to_id,
+                label,
+                interval.notes,
+                interval.mentions,
+                interval.created_at or time.time() if row is None else row.created_at,
+                interval.valid_at,
+                interval.invalid_at,
+                interval.asserted_by,
+                interval.ended_by,
+            )
+
+    def list_relationships(
+        self,
+        entity_id: int,
+        include_inbound: bool,
+        after_id: int | None = None,
+        limit: int = -1,
+        when: When = CURRENT,
+    ) -> list[Relationship]:
+        found = [
+            r
+            for r in sorted(self.relationships.values(), key=lambda r: r.id)
+            if (r.from_id == entity_id or (include_inbound and r.to_id == entity_id))
+            and r.id > (after_id or 0)
+            and _holds(r, when)
+        ]
+        return found if limit < 0 else found[:limit]
+
+
+def _holds(r: Relationship, when: When) -> bool:
+    if when.history:
+        return True
+    if when.as_of is not None:
+        return r.valid_at <= when.as_of and (r.invalid_at is None or r.invalid_at > when.as_of)
+    return r.invalid_at is None
+
+
+@dataclass
+class FakeUnitOfWork:
+    """``core.repositories.UnitOfWork`` in memory: one "database" the unit
+    tier's rules read and write, with savepoints that roll back alone."""
+
+    projects: FakeProjects = field(default_factory=FakeProjects)
+    sessions: FakeSessions = field(default_factory=FakeSessions)
+    jobs: FakeJobs = field(default_factory=FakeJobs)
+    graph: FakeGraph = field(default_factory=FakeGraph)
+    episodes: FakeEpisodes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.episodes = FakeEpisodes(self.sessions, self.jobs)
+
+    @contextlib.contextmanager
+    def savepoint(self, name: str) -> Iterator[None]:
+        kept = copy.deepcopy(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.update(kept)
+            raise
+
+
+def dumps(value: Any) -> str:
+    """Rows as text, for comparing a fake's answer with a store's."""
+    return json.dumps(value, sort_keys=True, default=str)

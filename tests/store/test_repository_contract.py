@@ -1,0 +1,233 @@
+"""The repositories' contract: the same cases on the unit tier's fakes
+(tests/fakes.py) and on both real stores, through the unit of work each hands
+a transaction (core/repositories.py). A fake that answers otherwise than the
+store it stands for fails here, so the unit tier's rules are proven on what
+the server really runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from nexus_grpc.core import jobs
+from nexus_grpc.core.graph import ASSERT, END, HISTORY, Interval
+from nexus_grpc.core.models import JobState, MemoryFormation, NewEpisode
+from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.store.db import Database
+from nexus_grpc.store.postgres import PostgresDatabase
+from tests.fakes import FakeUnitOfWork
+
+Case = Callable[[Any], Any]
+
+
+@pytest.fixture(params=["fake", "sqlite", "postgresql"])
+async def run(request, tmp_path):
+    """Runs a case in one transaction of the backend, returning what it returns."""
+    if request.param == "fake":
+        uow = FakeUnitOfWork()
+
+        async def on_fake(case: Case) -> Any:
+            return case(uow)
+
+        yield on_fake
+        return
+    if request.param == "sqlite":
+        db: Any = Database(tmp_path / "contract.db")
+    else:
+        db = PostgresDatabase(request.getfixturevalue("pg_url"))
+    await db.open()
+    try:
+        yield db.write
+    finally:
+        await db.close()
+
+
+async def test_projects_keep_their_settings_and_their_tenant(run):
+    def case(uow):
+        plain = uow.projects.insert({"name": "plain"}, "t1")
+        own = uow.projects.insert(
+            {
+                "name": "own",
+                "memory_formation": int(MemoryFormation.OFF),
+                "single_valued_labels": ["owns"],
+                "retention": 3600.0,
+            },
+            "t2",
+        )
+        return [
+            (p.name, p.tenant, uow.projects.memory_formation(p.id),
+             uow.projects.single_valued_labels(p.id), uow.projects.retention_of(p.id),
+             uow.projects.tenant_of(p.id), uow.projects.exists(p.id, "t1"))
+            for p in (plain, own)
+        ], uow.projects.exists(999, None), uow.projects.memory_formation(999)  # fmt: skip
+
+    assert await run(case) == (
+        [
+            ("plain", "t1", None, None, None, "t1", True),
+            ("own", "t2", int(MemoryFormation.OFF), ("owns",), 3600.0, "t2", False),
+        ],
+        False,
+        None,
+    )
+
+
+async def test_another_tenants_project_or_session_answers_as_a_missing_one(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1")
+        session = uow.sessions.insert("ext-1", "s", project.id, {"k": 1}, "t1", user_id="ann")
+        refused = []
+        for lookup in (
+            lambda: uow.projects.get(project.id, "t2"),
+            lambda: uow.sessions.get(session.id, "t2"),
+            lambda: uow.sessions.get(session.id + 1000),
+        ):
+            try:
+                lookup()
+            except NotFound as exc:
+                refused.append((exc.resource.resource_type, exc.message))
+        got = uow.sessions.get(session.id, "t1")
+        return refused, (got.external_id, got.project_id, got.metadata, got.user_id)
+
+    refused, got = await run(case)
+    assert [kind for kind, _ in refused] == ["project", "session", "session"]
+    assert got == ("ext-1", 1, {"k": 1}, "ann")
+
+
+async def test_an_external_id_is_one_session_per_tenant(run):
+    def case(uow):
+        uow.sessions.insert("ext-1", "", 0, {}, "t1")
+        uow.sessions.insert("ext-1", "", 0, {}, "t2")
+        with uow.savepoint("duplicate"):
+            pass
+        try:
+            with uow.savepoint("duplicate"):
+                uow.sessions.insert("ext-1", "", 0, {}, "t1")
+        except AlreadyExists:
+            return "refused"
+        return "stored twice"
+
+    assert await run(case) == "refused"
+
+
+async def test_episodes_are_stored_as_given_and_found_by_request_id(run):
+    def case(uow):
+        session = uow.sessions.insert("s", "", 0, {}, "t1", user_id="ann")
+        one = uow.episodes.insert(
+            session.id, "hello", "hi", {"a": 1}, "r-1", 1_000.0, acts_for="ann"
+        )
+        ids = uow.episodes.insert_many(
+            [
+                NewEpisode(session.id, "two", "", {}, "r-2", 2_000.0, acts_for="ann"),
+                NewEpisode(session.id, "three", "", {}, None, 3_000.0, acts_for=""),
+            ],
+            extracted=True,
+        )
+        found = uow.episodes.find_by_request_id(session.id, "r-2")
+        many = uow.episodes.get_many([one.id, *ids, 999])
+        return (
+            (one.user_message, one.metadata, one.occur_at, one.acts_for, one.extract_state),
+            [(many[i].user_message, many[i].extract_state, many[i].acts_for) for i in ids],
+            found.id == ids[0],
+            sorted(many) == sorted([one.id, *ids]),
+            uow.episodes.find(999),
+        )
+
+    assert await run(case) == (
+        ("hello", {"a": 1}, 1_000.0, "ann", JobState.PENDING),
+        [("two", JobState.DONE, "ann"), ("three", JobState.DONE, "")],
+        True,
+        True,
+        None,
+    )
+
+
+async def test_failed_extractions_are_listed_by_tenant_with_their_sessions_user(run):
+    def case(uow):
+        made = []
+        for tenant, user in (("t1", "ann"), ("t1", ""), ("t2", "bob")):
+            session = uow.sessions.insert(f"s-{tenant}-{user}", "", 0, {}, tenant, user_id=user)
+            episode = uow.episodes.insert(session.id, "hi", "", {}, None)
+            uow.episodes.set_extract_state(episode.id, JobState.FAILED, "model away")
+            made.append(episode.id)
+        uow.episodes.set_memory_pending([made[0]])
+        listed = uow.episodes.failed_extractions("t1")
+        first = uow.episodes.get(made[0])
+        return listed == [(made[0], "ann"), (made[1], "")], (
+            first.extract_state,
+            first.extract_error,
+            first.memory_state,
+        )
+
+    assert await run(case) == (True, (JobState.FAILED, "model away", JobState.PENDING))
+
+
+async def test_a_summary_reads_how_far_a_session_got(run):
+    def case(uow):
+        session = uow.sessions.insert("s", "", 0, {}, "t1")
+        progress = []
+        for text in ("a" * 10, "b" * 10, "c" * 10):
+            uow.episodes.insert(session.id, text, "ok", {}, None)
+            progress.append(uow.episodes.summary_progress(session.id, 2, 15))
+        uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [session.id])
+        progress.append(uow.episodes.summary_progress(session.id, 2, 15))
+        return [(p.queued, p.new_episodes, p.chars) for p in progress]
+
+    # New episodes counted no further than asked (2); characters summed over
+    # no more first turns than characters asked (16: each has at least one).
+    assert await run(case) == [(False, 1, 0), (False, 2, 24), (False, 2, 36), (True, 0, 0)]
+
+
+async def test_a_job_is_queued_once_per_target_and_a_failed_one_requeued(run):
+    def case(uow):
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [1, 2], priority=jobs.BULK)
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [2, 3])
+        queued = sorted(uow.jobs.queued_targets(jobs.EXTRACT_EPISODE))
+        return queued, uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE, 2)
+
+    assert await run(case) == ([1, 2, 3], 0)
+
+
+async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1")
+        graph = (project.id, 0)
+        priya, porto, lisbon = (
+            uow.graph.insert_entity(graph, name, etype, None, source="manual")
+            for name, etype in (("Priya", "person"), ("Porto", "place"), ("Lisbon", "place"))
+        )
+        uow.graph.add_evidence(priya, porto, "lives_in", ASSERT, 100.0)
+        uow.graph.add_evidence(priya, lisbon, "lives_in", END, 150.0)
+        said = sorted((e.to_id, e.kind, e.at) for e in uow.graph.evidence_of(priya, "lives_in"))
+
+        def held() -> list[tuple[int, int, float, float | None]]:
+            rels = uow.graph.list_relationships(priya, False, when=HISTORY)
+            return sorted((r.id, r.to_id, r.valid_at, r.invalid_at) for r in rels)
+
+        uow.graph.write_intervals(
+            priya, "lives_in",
+            [Interval(porto, 100.0, None, mentions=1), Interval(lisbon, 200.0, None, mentions=1)],
+        )  # fmt: skip
+        first = held()
+        # Porto now ends at 200; Lisbon's start moved: both keep their ids.
+        uow.graph.write_intervals(
+            priya, "lives_in",
+            [Interval(porto, 100.0, 200.0, mentions=1),
+             Interval(lisbon, 250.0, None, mentions=1)],
+        )  # fmt: skip
+        second = held()
+        uow.graph.write_intervals(priya, "lives_in", [])
+        return said, (priya, porto, lisbon), first, second, held()
+
+    said, (priya, porto, lisbon), first, second, last = await run(case)
+    assert said == sorted([(porto, ASSERT, 100.0), (lisbon, END, 150.0)])
+    assert [(to, start, end) for _, to, start, end in first] == [
+        (porto, 100.0, None), (lisbon, 200.0, None)
+    ]  # fmt: skip
+    assert [r[0] for r in second] == [r[0] for r in first]
+    assert [(to, start, end) for _, to, start, end in second] == [
+        (porto, 100.0, 200.0), (lisbon, 250.0, None)
+    ]  # fmt: skip
+    assert last == []
