@@ -269,11 +269,34 @@ class FakeJob:
     run_after: float
     priority: int
     state: str = "pending"
+    id: int = 0
+    tenant: str = ""
+    attempts: int = 0
 
 
 class FakeJobs:
-    def __init__(self) -> None:
+    def __init__(self, projects: FakeProjects, sessions: FakeSessions) -> None:
         self.rows: list[FakeJob] = []
+        self._projects = projects
+        self._sessions = sessions
+        # Set by FakeUnitOfWork (the episodes are made after the jobs).
+        self.episodes: FakeEpisodes | None = None
+        self._next = _ids()
+
+    def tenant_of(self, kind: str, target_id: int) -> str:
+        """As the store's (store/jobs.TENANT_OF): the tenant of the job's
+        target, '' when it is gone; the kinds whose targets these fakes do
+        not hold (entities, memories, summaries) answer ''."""
+        session_id: int | None = None
+        if kind in (job_kinds.INDEX_EPISODE, job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
+            episode = None if self.episodes is None else self.episodes.rows.get(target_id)
+            session_id = None if episode is None else episode.session_id
+        elif kind == job_kinds.SUMMARIZE_SESSION:
+            session_id = target_id
+        elif kind == job_kinds.RETAIN_PROJECT:
+            return self._projects.tenant_of(target_id) or ""
+        session = None if session_id is None else self._sessions.rows.get(session_id)
+        return "" if session is None else session.tenant
 
     def enqueue(
         self,
@@ -284,15 +307,66 @@ class FakeJobs:
         priority: int = job_kinds.LIVE,
     ) -> None:
         """As the store's: one pending job per (kind, target), the sooner due
-        time and the more urgent priority kept."""
+        time and the more urgent priority kept, in its target's tenant."""
         due = time.time() if run_after is None else run_after
         for target in target_ids:
             pending = self.pending_job(kind, target)
             if pending is None:
-                self.rows.append(FakeJob(kind, int(target), due, priority))
+                self.rows.append(
+                    FakeJob(
+                        kind,
+                        int(target),
+                        due,
+                        priority,
+                        id=next(self._next),
+                        tenant=self.tenant_of(kind, int(target)),
+                    )
+                )
             else:
                 pending.run_after = min(pending.run_after, due)
                 pending.priority = min(pending.priority, priority)
+
+    def claim(
+        self,
+        kind: str,
+        limit: int,
+        lease: float = job_kinds.LEASE_SECONDS,
+        *,
+        served: Sequence[str] = (),
+    ) -> list[job_kinds.Job]:
+        """As the store's (core/jobs.py's claim order): at each priority, the
+        tenants' oldest due jobs in turn, the least recently served (or never
+        served) tenant first, then their second oldest, and so on."""
+        now = time.time()
+        running = {(j.kind, j.target_id) for j in self.rows if j.state == "running"}
+        lanes: dict[tuple[int, str], list[FakeJob]] = {}
+        for job in sorted(self.rows, key=lambda j: (j.run_after, j.id)):
+            if (
+                job.kind == kind
+                and job.state == "pending"
+                and job.run_after <= now
+                and (kind, job.target_id) not in running
+            ):
+                lanes.setdefault((job.priority, job.tenant), []).append(job)
+        turn = {tenant: n for n, tenant in enumerate(served)}
+
+        def order(ranked: tuple[int, FakeJob]) -> tuple[Any, ...]:
+            rank, job = ranked
+            never = job.tenant not in turn
+            return (job.priority, rank, not never, turn.get(job.tenant, 0), job.run_after, job.id)
+
+        candidates = [(rank, job) for lane in lanes.values() for rank, job in enumerate(lane)]
+        taken = [job for _, job in sorted(candidates, key=order)[:limit]]
+        for job in taken:
+            job.state = "running"
+        return [
+            job_kinds.Job(j.id, j.kind, j.target_id, j.attempts, j.priority, j.tenant)
+            for j in taken
+        ]
+
+    def finish(self, job_ids: Sequence[int]) -> None:
+        done = set(job_ids)
+        self.rows = [j for j in self.rows if j.id not in done]
 
     def requeue_failed(self, kind: str, target_id: int | None = None) -> int:
         failed = [
@@ -449,12 +523,14 @@ class FakeUnitOfWork:
 
     projects: FakeProjects = field(default_factory=FakeProjects)
     sessions: FakeSessions = field(default_factory=FakeSessions)
-    jobs: FakeJobs = field(default_factory=FakeJobs)
     graph: FakeGraph = field(default_factory=FakeGraph)
+    jobs: FakeJobs = field(init=False)
     episodes: FakeEpisodes = field(init=False)
 
     def __post_init__(self) -> None:
+        self.jobs = FakeJobs(self.projects, self.sessions)
         self.episodes = FakeEpisodes(self.sessions, self.jobs)
+        self.jobs.episodes = self.episodes
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:
@@ -469,3 +545,17 @@ class FakeUnitOfWork:
 def dumps(value: Any) -> str:
     """Rows as text, for comparing a fake's answer with a store's."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+class FakeDatabase:
+    """``core.storage.Database`` over one FakeUnitOfWork: each write or read
+    runs its function on it (what the domain's queues and workers are handed)."""
+
+    def __init__(self, uow: FakeUnitOfWork | None = None) -> None:
+        self.uow = uow if uow is not None else FakeUnitOfWork()
+
+    async def write(self, fn: Any) -> Any:
+        return fn(self.uow)
+
+    async def read(self, fn: Any) -> Any:
+        return fn(self.uow)

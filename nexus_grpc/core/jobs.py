@@ -34,6 +34,15 @@ SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
 LIVE = 0
 BULK = 1
 
+# Within a priority, tenants take turns (docs/architecture.md, "Tenants take
+# turns"). A job carries the tenant of its target, and a claim takes, at the
+# most urgent priority with due jobs, the oldest due job of each tenant in
+# turn, the tenant this claimer served least recently first (never served:
+# first of all; equals: the older job first), then each one's second oldest,
+# and so on until the batch is full. One tenant's backlog of thousands
+# therefore delays another tenant's job by at most the claim already under
+# way: its next claim takes the newcomer's first.
+
 ALL_KINDS = (
     INDEX_EPISODE,
     INDEX_ENTITY,
@@ -57,6 +66,8 @@ class Job:
     attempts: int
     # LIVE or BULK: what the work it leads to is queued at.
     priority: int = 0
+    # The tenant of its target (the turn it is claimed in).
+    tenant: str = ""
 
 
 @dataclass(frozen=True)

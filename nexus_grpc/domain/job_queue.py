@@ -12,12 +12,16 @@ records it:
   off even with more room): dead-lettered at once, with the reason.
 - ``Postpone``: a dependency is down or not configured. The job waits
   without spending an attempt, so an outage never exhausts the backlog.
+
+Tenants take turns (core/jobs.py): each claimer remembers whom it served
+(``TenantTurns``) and a claim serves the least recent first.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -78,19 +82,56 @@ def finish(uow: UnitOfWork, job_ids: Sequence[int]) -> None:
     uow.jobs.finish(list(job_ids))
 
 
+class TenantTurns:
+    """The tenants one claimer has served, least recently first: the memory
+    of its round robin.
+
+    It lives in the claimer, not in the database: a claim then writes nothing
+    more than the jobs it takes, and instances sharing a PostgreSQL never
+    wait on one another's turns. Each instance takes turns on its own, so a
+    tenant's new job waits for at most one claim per instance; a restart
+    forgets whom it served, and every tenant's next job is then as new.
+    """
+
+    def __init__(self, remember: int = 1024) -> None:
+        # Past ``remember`` tenants, the least recently served are forgotten:
+        # a forgotten tenant comes first again, where it was anyway.
+        self.remember = remember
+        self._served: OrderedDict[str, None] = OrderedDict()
+
+    def order(self) -> list[str]:
+        """Least recently served first."""
+        return list(self._served)
+
+    def served(self, tenants: Iterable[str]) -> None:
+        """A claim took jobs of these tenants, in this order."""
+        for tenant in tenants:
+            self._served.pop(tenant, None)
+            self._served[tenant] = None
+        while len(self._served) > self.remember:
+            self._served.popitem(last=False)
+
+
 class JobQueue:
     """One kind's jobs."""
 
     def __init__(self, db: Database, kind: str) -> None:
         self.db = db
         self.kind = kind
+        self.turns = TenantTurns()
 
     async def next_due(self) -> float | None:
         """When the earliest pending job falls due; None when none is pending."""
         return await self.db.read(lambda c: c.jobs.next_run_after(self.kind))
 
     async def claim(self, n: int, lease_seconds: float) -> list[Job]:
-        return await self.db.write(lambda c: c.jobs.claim(self.kind, n, lease_seconds))
+        """Up to ``n`` due jobs, tenants in turn (core/jobs.py)."""
+        order = self.turns.order()
+        batch = await self.db.write(
+            lambda c: c.jobs.claim(self.kind, n, lease_seconds, served=order)
+        )
+        self.turns.served(job.tenant for job in batch)
+        return batch
 
     async def renew(self, job_ids: Sequence[int], lease_seconds: float) -> None:
         await self.db.write(lambda c: c.jobs.renew(list(job_ids), lease_seconds))

@@ -8,6 +8,7 @@ the point".  That makes every index job idempotent and order-free.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,40 @@ _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
 INSTANCE = f"{socket.gethostname()}:{os.getpid()}"
 
 
+# The tenant a job's target belongs to, read from the target's row in the
+# statement that queues the job (``{id}``: the target's id), so that every
+# enqueue, the store's own cascades and sweeps included, writes it and none
+# can name another: claims take tenants in turn by it (``claim``). A target
+# that is already gone (an index job that deletes its point) has none: ''.
+_EPISODE_TENANT = (
+    "SELECT s.tenant FROM episodes e JOIN sessions s ON s.id = e.session_id WHERE e.id = {id}"
+)
+_MEMORY_TENANT = "SELECT tenant FROM memories WHERE id = {id}"
+_ENTITY_TENANT = "SELECT tenant FROM entities WHERE id = {id}"
+TENANT_OF: dict[str, str] = {
+    INDEX_EPISODE: _EPISODE_TENANT,
+    EXTRACT_EPISODE: _EPISODE_TENANT,
+    FORM_MEMORIES: _EPISODE_TENANT,
+    SUMMARIZE_SESSION: "SELECT tenant FROM sessions WHERE id = {id}",
+    INDEX_SUMMARY: "SELECT COALESCE(s.tenant, p.tenant) FROM summaries m"
+    " LEFT JOIN sessions s ON s.id = m.session_id LEFT JOIN projects p ON p.id = m.project_id"
+    " WHERE m.id = {id}",
+    INDEX_ENTITY: _ENTITY_TENANT,
+    RESOLVE_ENTITY: _ENTITY_TENANT,
+    INDEX_MEMORY: _MEMORY_TENANT,
+    EXPIRE_MEMORY: _MEMORY_TENANT,
+    # Queued while the memory is deleted (memory_history.record_deletion).
+    PURGE_MEMORY_HISTORY: _MEMORY_TENANT,
+    RETAIN_PROJECT: "SELECT tenant FROM projects WHERE id = {id}",
+}
+
+
+def tenant_of(kind: str, target_id: str) -> str:
+    """SQL for the tenant of ``kind``'s target whose id is the SQL ``target_id``."""
+    lookup = TENANT_OF.get(kind)
+    return "''" if lookup is None else f"COALESCE(({lookup.format(id=target_id)}), '')"
+
+
 def enqueue(
     conn: Connection,
     kind: str,
@@ -48,7 +83,8 @@ def enqueue(
     priority: int = LIVE,
 ) -> None:
     """Queue ``kind`` for each target, due now or at ``run_after``, at
-    ``priority``. Work already pending for a target coalesces into its job,
+    ``priority``, in its target's tenant. Work already pending for a target
+    coalesces into its job,
     which takes the more urgent of the two priorities (live traffic touching
     an imported episode must not wait behind the import) and the sooner of the
     two due times: on PostgreSQL two transactions may each find no pending job
@@ -57,16 +93,18 @@ def enqueue(
     into its project asked for one now). A handler run early re-checks."""
     ts = now()
     due = ts if run_after is None else run_after
+    looked_up = kind in TENANT_OF
     conn.executemany(
-        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, target_id) WHERE state = 'pending'"
+        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority, tenant)"
+        f" VALUES (?, ?, ?, ?, ?, ?, {tenant_of(kind, '?')})"
+        " ON CONFLICT (kind, target_id) WHERE state = 'pending'"
         # CASE, not MIN: PostgreSQL's MIN is an aggregate only (LEAST is its
         # scalar, which SQLite lacks).
         " DO UPDATE SET priority = CASE WHEN excluded.priority < jobs.priority"
         " THEN excluded.priority ELSE jobs.priority END,"
         " run_after = CASE WHEN excluded.run_after < jobs.run_after"
         " THEN excluded.run_after ELSE jobs.run_after END",
-        [(kind, t, due, ts, ts, priority) for t in target_ids],
+        [(kind, t, due, ts, ts, priority, *((t,) if looked_up else ())) for t in target_ids],
     )
 
 
@@ -93,17 +131,82 @@ def schedule(
 def enqueue_select(conn: Connection, kind: str, select_ids: str, params: Sequence) -> int:
     ts = now()
     cur = conn.execute(
-        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at)"
-        f" SELECT ?, ids.id, ?, ?, ? FROM ({select_ids}) AS ids WHERE true"
-        " ON CONFLICT DO NOTHING",
+        "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, tenant)"
+        f" SELECT ?, ids.id, ?, ?, ?, {tenant_of(kind, 'ids.id')}"
+        f" FROM ({select_ids}) AS ids WHERE true ON CONFLICT DO NOTHING",
         (kind, ts, ts, ts, *params),
     )
     return cur.rowcount
 
 
-def claim(conn: Connection, kind: str, limit: int, lease: float = LEASE_SECONDS) -> list[Job]:
-    """Take due jobs, live ones before bulk ones and each oldest first,
-    marking them running.
+# A claim's order (core/jobs.py): at the most urgent priority with due jobs,
+# each tenant's oldest due job in turn, the tenant this claimer served least
+# recently first, then each one's second oldest, and so on. The jobs are found
+# by skip scans of idx_jobs_lanes (kind, priority, tenant, run_after, id),
+# never by reading a backlog: the priorities that have pending jobs, each
+# one's tenants (its lanes), and each lane's first ``limit`` due jobs. A claim
+# reads about (priorities x tenants x limit) index entries, whatever the
+# backlog holds.
+_LANES = """
+levels(priority) AS (
+    SELECT (SELECT MIN(priority) FROM jobs WHERE kind = {kind} AND state = 'pending')
+    UNION ALL
+    SELECT (SELECT MIN(priority) FROM jobs WHERE kind = {kind} AND state = 'pending'
+            AND priority > levels.priority)
+    FROM levels WHERE levels.priority IS NOT NULL
+),
+lanes(priority, tenant) AS (
+    SELECT priority, (SELECT MIN(tenant) FROM jobs WHERE kind = {kind} AND state = 'pending'
+                      AND priority = levels.priority)
+    FROM levels WHERE levels.priority IS NOT NULL
+    UNION ALL
+    SELECT priority, (SELECT MIN(tenant) FROM jobs WHERE kind = {kind} AND state = 'pending'
+                      AND priority = lanes.priority AND tenant > lanes.tenant)
+    FROM lanes WHERE lanes.tenant IS NOT NULL
+)"""
+
+# SQLite has no LATERAL: each lane's due jobs are walked one index step at a
+# time, from one job to the next after it. A target with a running job is
+# passed over (one target's jobs never run at once).
+_DUE_IN_LANE = (
+    "d.kind = :kind AND d.state = 'pending' AND d.priority = {lane}.priority"
+    " AND d.tenant = {lane}.tenant AND d.run_after <= :now"
+    " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = d.kind"
+    " AND r.target_id = d.target_id AND r.state = 'running')"
+)
+_SQLITE_CLAIM = f"""
+WITH RECURSIVE {_LANES.format(kind=":kind")},
+walk(priority, tenant, id, rank) AS (
+    SELECT priority, tenant, (SELECT d.id FROM jobs d WHERE {_DUE_IN_LANE.format(lane="lanes")}
+                              ORDER BY d.run_after, d.id LIMIT 1), 1
+    FROM lanes WHERE lanes.tenant IS NOT NULL
+    UNION ALL
+    SELECT w.priority, w.tenant,
+           (SELECT d.id FROM jobs d, jobs c WHERE c.id = w.id AND {_DUE_IN_LANE.format(lane="w")}
+            AND (d.run_after, d.id) > (c.run_after, c.id) ORDER BY d.run_after, d.id LIMIT 1),
+           w.rank + 1
+    FROM walk w WHERE w.id IS NOT NULL AND w.rank < :limit
+)
+SELECT j.id, j.kind, j.target_id, j.attempts, j.priority, j.tenant
+FROM walk w JOIN jobs j ON j.id = w.id LEFT JOIN json_each(:served) s ON s.value = w.tenant
+ORDER BY w.priority, w.rank, s.key NULLS FIRST, j.run_after, j.id
+LIMIT :limit
+"""
+
+
+def claim(
+    conn: Connection,
+    kind: str,
+    limit: int,
+    lease: float = LEASE_SECONDS,
+    *,
+    served: Sequence[str] = (),
+) -> list[Job]:
+    """Take up to ``limit`` due jobs in the claim order (core/jobs.py: live
+    before bulk, then tenants in turn, each one's oldest first), marking them
+    running, and return them in that order. ``served``: the tenants this
+    claimer has served, least recently first (domain/job_queue.TenantTurns);
+    a tenant not in it comes first.
 
     A running job is out of the pending set, so a new request for the same
     target (say, a delete arriving while its upsert is being embedded) queues
@@ -113,34 +216,77 @@ def claim(conn: Connection, kind: str, limit: int, lease: float = LEASE_SECONDS)
     never land after the delete that followed it.
     """
     if is_postgres(conn):
-        return _claim_leased(conn, kind, limit, lease)
+        return _claim_leased(conn, kind, limit, lease, served)
     rows = conn.execute(
-        "SELECT j.id, j.kind, j.target_id, j.attempts, j.priority FROM jobs j"
-        " WHERE j.kind = ? AND j.state = 'pending' AND j.run_after <= ?"
-        " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
-        " AND r.target_id = j.target_id AND r.state = 'running')"
-        # Priority first (live before bulk), then due time: a job that keeps
-        # failing with a short back-off must not keep newer jobs from their
-        # first attempt.
-        " ORDER BY j.priority, j.run_after, j.id LIMIT ?",
-        (kind, now(), limit),
+        _SQLITE_CLAIM,
+        {"kind": kind, "now": now(), "limit": limit, "served": json.dumps(list(served))},
     ).fetchall()
     conn.executemany(
         "UPDATE jobs SET state = 'running', updated_at = ? WHERE id = ?",
         [(now(), r[0]) for r in rows],
     )
-    return [Job(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+    return [Job(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
 
-def _claim_leased(conn: Connection, kind: str, limit: int, lease: float) -> list[Job]:
+# PostgreSQL's: each lane's first ``limit`` due jobs through LATERAL, and a
+# running job whose lease ran out (its instance died or hangs) before any of
+# them. The candidates are read without locks; the claim then locks them in
+# the claim order with SKIP LOCKED, up to ``limit``: a candidate another
+# instance took meanwhile is passed over (FOR UPDATE reads its committed
+# state again), so two instances never take one job, neither waits on the
+# other, and no row is locked that is not claimed.
+_PG_ALIVE = f"r.lease_until >= {_DB_NOW}"
+_PG_CLAIM = f"""
+WITH RECURSIVE {_LANES.format(kind="?")},
+candidates AS (
+    SELECT due.id, due.priority, due.tenant, due.run_after,
+           row_number() OVER (PARTITION BY due.priority, due.tenant
+                              ORDER BY due.run_after, due.id) AS rank
+    FROM lanes CROSS JOIN LATERAL (
+        SELECT d.id, d.priority, d.tenant, d.run_after FROM jobs d
+        WHERE d.kind = ? AND d.state = 'pending' AND d.priority = lanes.priority
+          AND d.tenant = lanes.tenant AND d.run_after <= {_DB_NOW}
+          AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = d.kind
+                          AND r.target_id = d.target_id AND r.state = 'running' AND {_PG_ALIVE})
+        ORDER BY d.run_after, d.id LIMIT ?
+    ) due
+    WHERE lanes.tenant IS NOT NULL
+    UNION ALL
+    SELECT d.id, -1, d.tenant, d.run_after, 1 FROM jobs d
+    WHERE d.kind = ? AND d.state = 'running' AND d.lease_until < {_DB_NOW}
+      AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = d.kind
+                      AND r.target_id = d.target_id AND r.state = 'running' AND {_PG_ALIVE})
+),
+ordered AS (
+    SELECT c.id, row_number() OVER (
+        ORDER BY c.priority, c.rank, s.turn NULLS FIRST, c.run_after, c.id) AS turn
+    FROM candidates c LEFT JOIN unnest(?::text[]) WITH ORDINALITY AS s(tenant, turn)
+        ON s.tenant = c.tenant
+),
+picked AS (
+    SELECT j.id, o.turn FROM jobs j JOIN ordered o ON o.id = j.id
+    WHERE (j.state = 'pending' AND j.run_after <= {_DB_NOW})
+       OR (j.state = 'running' AND j.lease_until < {_DB_NOW})
+    ORDER BY o.turn LIMIT ? FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs SET attempts = jobs.attempts + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,
+    state = 'running', lease_until = {_DB_NOW} + ?, leased_by = ?, updated_at = ?
+FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts, jobs.priority, jobs.tenant, picked.turn
+"""
+
+
+def _claim_leased(
+    conn: Connection, kind: str, limit: int, lease: float, served: Sequence[str]
+) -> list[Job]:
     """PostgreSQL's claim: many instances at once, none waiting on another.
 
-    ``FOR UPDATE SKIP LOCKED`` hands each claimer rows no other claimer holds,
-    so two instances never take one job, and neither blocks on the other's
-    transaction. A running job whose lease has run out is claimed again (an
-    attempt spent, so a job that kills its instance every time reaches the
-    dead letter); where the same work was queued again meanwhile, the stale
-    running row goes and the pending one runs.
+    Each instance takes tenants in turn by its own memory of whom it served
+    (``served``): with several instances, a newcomer's job waits for at most
+    one claim per instance. A running job whose lease has run out is claimed
+    again (an attempt spent, so a job that kills its instance every time
+    reaches the dead letter); where the same work was queued again
+    meanwhile, the stale running row goes and the pending one runs.
     """
     conn.execute(
         f"DELETE FROM jobs j WHERE j.kind = ? AND j.state = 'running' AND j.lease_until < {_DB_NOW}"
@@ -149,31 +295,20 @@ def _claim_leased(conn: Connection, kind: str, limit: int, lease: float) -> list
         (kind,),
     )
     rows = conn.execute(
-        "WITH picked AS ("
-        " SELECT j.id FROM jobs j WHERE j.kind = ?"
-        f" AND ((j.state = 'pending' AND j.run_after <= {_DB_NOW})"
-        f"  OR (j.state = 'running' AND j.lease_until < {_DB_NOW}))"
-        " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = j.kind"
-        f" AND r.target_id = j.target_id AND r.state = 'running' AND r.lease_until >= {_DB_NOW})"
-        " ORDER BY j.priority, j.run_after, j.id LIMIT ? FOR UPDATE OF j SKIP LOCKED)"
-        " UPDATE jobs SET attempts = jobs.attempts"
-        " + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,"
-        f" state = 'running', lease_until = {_DB_NOW} + ?, leased_by = ?, updated_at = ?"
-        " FROM picked WHERE jobs.id = picked.id"
-        " RETURNING jobs.id, jobs.kind, jobs.target_id, jobs.attempts, jobs.priority",
-        (kind, limit, lease, INSTANCE, now()),
+        _PG_CLAIM,
+        (kind, kind, kind, kind, kind, limit, kind, list(served), limit, lease, INSTANCE, now()),
     ).fetchall()
-    jobs = sorted((Job(r[0], r[1], r[2], r[3], r[4]) for r in rows), key=lambda j: j.id)
+    ordered = sorted(rows, key=lambda r: r[6])
     # Two rows of one target in one claim (a taken-over running row and a
     # pending one): the first covers both.
     seen: set[int] = set()
     kept = []
-    for job in jobs:
-        if job.target_id in seen:
-            conn.execute("DELETE FROM jobs WHERE id = ?", (job.id,))
+    for r in ordered:
+        if r[2] in seen:
+            conn.execute("DELETE FROM jobs WHERE id = ?", (r[0],))
         else:
-            seen.add(job.target_id)
-            kept.append(job)
+            seen.add(r[2])
+            kept.append(Job(r[0], r[1], r[2], r[3], r[4], r[5]))
     return kept
 
 

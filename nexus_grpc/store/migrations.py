@@ -833,6 +833,40 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
     """,
+    # 19: tenants take turns (core/jobs.py; store/jobs.claim). A job carries
+    # the tenant of its target, written by the statement that queues it, and
+    # a claim takes each priority's tenants in turn, walking idx_jobs_lanes;
+    # it replaces idx_jobs_priority, which served only the claim's old order.
+    # Jobs queued before this take their targets' tenants here, read as
+    # store/jobs.TENANT_OF reads them for a new job: otherwise the backlog
+    # an upgrade finds (an import under way) would stand as one tenant ('')
+    # beside every new job and take every other turn. A job whose target is
+    # gone keeps ''.
+    """
+    ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE jobs SET tenant = COALESCE((SELECT s.tenant FROM episodes e
+        JOIN sessions s ON s.id = e.session_id WHERE e.id = jobs.target_id), '')
+    WHERE kind IN ('index:episodes', 'extract:episode', 'form:memories');
+    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM sessions
+        WHERE id = jobs.target_id), '')
+    WHERE kind = 'summarize:session';
+    UPDATE jobs SET tenant = COALESCE((SELECT COALESCE(s.tenant, p.tenant) FROM summaries m
+        LEFT JOIN sessions s ON s.id = m.session_id LEFT JOIN projects p ON p.id = m.project_id
+        WHERE m.id = jobs.target_id), '')
+    WHERE kind = 'index:summaries';
+    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM entities
+        WHERE id = jobs.target_id), '')
+    WHERE kind IN ('index:entities', 'resolve:entity');
+    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM memories
+        WHERE id = jobs.target_id), '')
+    WHERE kind IN ('index:memories', 'expire:memory', 'purge:memory_history');
+    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM projects
+        WHERE id = jobs.target_id), '')
+    WHERE kind = 'retain:project';
+    DROP INDEX idx_jobs_priority;
+    CREATE INDEX idx_jobs_lanes ON jobs(kind, priority, tenant, run_after, id)
+        WHERE state = 'pending';
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -402,6 +402,28 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     """
     CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
     """,
+    # 9: SQLite's 19 (store/migrations.py says why): a job carries its
+    # target's tenant, and claims take tenants in turn.
+    """
+    ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    UPDATE jobs j SET tenant = s.tenant FROM episodes e JOIN sessions s ON s.id = e.session_id
+    WHERE e.id = j.target_id AND j.kind IN ('index:episodes', 'extract:episode', 'form:memories');
+    UPDATE jobs j SET tenant = s.tenant FROM sessions s
+    WHERE s.id = j.target_id AND j.kind = 'summarize:session';
+    UPDATE jobs j SET tenant = COALESCE(s.tenant, p.tenant, '') FROM summaries m
+        LEFT JOIN sessions s ON s.id = m.session_id LEFT JOIN projects p ON p.id = m.project_id
+    WHERE m.id = j.target_id AND j.kind = 'index:summaries';
+    UPDATE jobs j SET tenant = e.tenant FROM entities e
+    WHERE e.id = j.target_id AND j.kind IN ('index:entities', 'resolve:entity');
+    UPDATE jobs j SET tenant = m.tenant FROM memories m
+    WHERE m.id = j.target_id AND j.kind IN ('index:memories', 'expire:memory',
+                                            'purge:memory_history');
+    UPDATE jobs j SET tenant = p.tenant FROM projects p
+    WHERE p.id = j.target_id AND j.kind = 'retain:project';
+    DROP INDEX idx_jobs_priority;
+    CREATE INDEX idx_jobs_lanes ON jobs(kind, priority, tenant, run_after, id)
+        WHERE state = 'pending';
+    """,
 ]
 
 

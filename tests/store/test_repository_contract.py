@@ -7,6 +7,7 @@ the server really runs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -188,6 +189,74 @@ async def test_a_job_is_queued_once_per_target_and_a_failed_one_requeued(run):
         return queued, uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE, 2)
 
     assert await run(case) == ([1, 2, 3], 0)
+
+
+async def test_a_job_is_queued_in_its_targets_tenant(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t2")
+        one = uow.sessions.insert("s1", "", 0, {}, "t1")
+        two = uow.sessions.insert("s2", "", project.id, {}, "t2")
+        mine = uow.episodes.insert(one.id, "a", "", {}, None)
+        theirs = uow.episodes.insert(two.id, "b", "", {}, None)
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [mine.id, theirs.id, 999])
+        uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [two.id])
+        uow.jobs.enqueue(jobs.RETAIN_PROJECT, [project.id])
+        return {
+            kind: sorted((j.target_id, j.tenant) for j in uow.jobs.claim(kind, 10))
+            for kind in (jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION, jobs.RETAIN_PROJECT)
+        }, (mine.id, theirs.id, two.id, project.id)
+
+    got, (mine, theirs, session, project) = await run(case)
+    assert got == {
+        # A target that is gone has no tenant.
+        jobs.EXTRACT_EPISODE: [(mine, "t1"), (theirs, "t2"), (999, "")],
+        jobs.SUMMARIZE_SESSION: [(session, "t2")],
+        jobs.RETAIN_PROJECT: [(project, "t2")],
+    }
+
+
+async def test_a_claim_takes_tenants_in_turn_each_ones_oldest_first(run):
+    def case(uow):
+        ids: dict[str, list[int]] = {}
+        for tenant, n in (("atlas", 4), ("bravo", 1), ("cargo", 3)):
+            session = uow.sessions.insert(f"s-{tenant}", "", 0, {}, tenant)
+            ids[tenant] = [
+                uow.episodes.insert(session.id, f"{tenant} {i}", "", {}, None).id for i in range(n)
+            ]
+        # Due in the order queued: atlas's backlog first, then bravo's, then cargo's.
+        due = time.time() - 100
+        for tenant in ("atlas", "bravo", "cargo"):
+            for target in ids[tenant]:
+                due += 1
+                uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [target], run_after=due, priority=jobs.BULK)
+        bravo_live = uow.episodes.insert(
+            uow.sessions.insert("s-live", "", 0, {}, "bravo").id, "live", "", {}, None
+        ).id
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [bravo_live])
+
+        def claim(n: int, served: list[str]) -> list[int]:
+            return [j.target_id for j in uow.jobs.claim(jobs.EXTRACT_EPISODE, n, served=served)]
+
+        return ids, bravo_live, [
+            # Live before any bulk, whoever was served.
+            claim(1, ["atlas", "cargo"]),
+            # Never served: the oldest job first.
+            claim(1, []),
+            # atlas served: the others (never served) first, the older job first;
+            # round by round: each tenant's oldest, then each one's next.
+            claim(4, ["atlas"]),
+            # cargo was served less recently than atlas: its job first.
+            claim(2, ["cargo", "atlas"]),
+        ]
+
+    ids, live, claims = await run(case)
+    atlas, bravo, cargo = ids["atlas"], ids["bravo"], ids["cargo"]
+    assert claims == [
+        [live],
+        [atlas[0]],
+        [bravo[0], cargo[0], atlas[1], cargo[1]],
+        [cargo[2], atlas[2]],
+    ]
 
 
 async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(run):
