@@ -291,8 +291,8 @@ def set_notes(conn: Connection, entity_id: int, notes: str | None) -> None:
 
 def delete_entity_row(conn: Connection, entity_id: int) -> None:
     """Remove a merged source (what it held has moved already)."""
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
 
 
 def reinsert_entity(conn: Connection, e: Entity) -> int:

@@ -321,9 +321,9 @@ def list_for_session(
 def delete(conn: Connection, episode_id: int, tenant: str | None = None) -> None:
     episode = get(conn, episode_id, tenant)
     neighbours = _neighbours(conn, episode.session_id, episode_id)
+    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
     _refresh_context(conn, neighbours)
-    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])
 
 
 def set_embed_state(conn: Connection, ids: Sequence[int], state: JobState, error: str = "") -> None:

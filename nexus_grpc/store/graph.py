@@ -419,8 +419,10 @@ def delete_entity(conn: Connection, entity_id: int) -> int:
         "SELECT COUNT(*) FROM relationships WHERE from_id = ? OR to_id = ?",
         (entity_id, entity_id),
     ).fetchone()[0]
+    # Queued while the row is there, to take its tenant; run once it is gone,
+    # it deletes the point.
+    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])  # row gone: the point is deleted
     return int(edges)
 
 

@@ -222,8 +222,8 @@ def update(conn: Connection, memory_id: int, changes: Mapping[str, Any]) -> Memo
 
 def delete(conn: Connection, memory_id: int) -> None:
     get(conn, memory_id)
+    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
 
 
 def list_visible(

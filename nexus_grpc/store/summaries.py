@@ -179,8 +179,8 @@ def delete(
     retained_at: float | None = None,
 ) -> None:
     get(conn, summary_id, tenant, retained_at=retained_at)
+    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
-    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
 
 
 def list_for_session(

@@ -1,10 +1,11 @@
-"""The jobs outbox: claims, and one target's jobs never running at once."""
+"""The jobs outbox: claims, one target's jobs never running at once, and the
+tenant a job is queued in."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from nexus_grpc.store import jobs
+from nexus_grpc.store import episodes, jobs, memories, sessions
 from nexus_grpc.store.migrations import migrate
 
 
@@ -35,3 +36,26 @@ def test_other_kinds_do_not_block_each_other(tmp_path):
     assert len(jobs.claim(conn, jobs.INDEX_EPISODE, 10)) == 1
     jobs.enqueue(conn, jobs.EXTRACT_EPISODE, [7])
     assert [j.target_id for j in jobs.claim(conn, jobs.EXTRACT_EPISODE, 10)] == [7]
+
+
+def test_deleting_a_row_queues_its_index_job_in_the_rows_tenant(conn):
+    """The job that deletes a point is queued while its row is still there, so
+    one tenant's deletes take turns with other tenants' work like the rest
+    (a job whose target is gone has no tenant)."""
+    session = sessions.insert(conn, "s", "", 0, {}, "atlas")
+    episode = episodes.insert(conn, session.id, "hi", "", {}, None)
+    memory = memories.insert(
+        conn,
+        {"kind": 2, "title": "t", "content": "c", "tier": 3, "project_id": 0, "agent_id": "",
+         "user_id": "ann", "session_id": 0, "confidence": 1.0, "metadata": {}},
+        None,
+        "atlas",
+    )  # fmt: skip
+    jobs.finish(conn, [j.id for j in jobs.claim(conn, jobs.INDEX_MEMORY, 10)])
+    episodes.delete(conn, episode.id)
+    memories.delete(conn, memory.id)
+    queued = conn.execute("SELECT kind, target_id, tenant FROM jobs WHERE state = 'pending'")
+    assert sorted(tuple(r) for r in queued) == [
+        (jobs.INDEX_EPISODE, episode.id, "atlas"),
+        (jobs.INDEX_MEMORY, memory.id, "atlas"),
+    ]
