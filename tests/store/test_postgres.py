@@ -17,8 +17,10 @@ from typing import Any, cast
 
 import pytest
 
+from nexus_grpc.core.models import NewEpisode
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
+from nexus_grpc.domain.job_queue import JobQueue
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import Database, jobs, meta
 from nexus_grpc.store import extraction_events as event_store
@@ -201,6 +203,59 @@ async def test_instances_claiming_together_never_take_one_job_twice(two):
     everything = [t for taken in got for t in taken]
     assert sorted(everything) == list(range(1, 301))  # each exactly once
     assert sum(1 for taken in got if taken) >= 2  # the work really was shared
+
+
+async def queue_for(db: PostgresDatabase, tenant: str, n: int) -> list[int]:
+    """``n`` episodes of a session of ``tenant``, each with a bulk extraction job."""
+
+    def write(uow: Any) -> list[int]:
+        session = uow.sessions.insert(f"s-{tenant}-{n}", "", 0, {}, tenant)
+        ids = uow.episodes.insert_many(
+            [NewEpisode(session.id, f"{tenant} {i}", "", {}, None) for i in range(n)]
+        )
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, ids, priority=jobs.BULK)
+        return ids
+
+    return await db.write(write)
+
+
+async def test_each_instance_takes_tenants_in_turn(two):
+    """Each instance remembers whom it served (domain/job_queue.TenantTurns):
+    a tenant's new job waits for at most one claim per instance, behind a
+    backlog of any size."""
+    a, b = (JobQueue(db, jobs.EXTRACT_EPISODE) for db in two)
+    await queue_for(two[0], "atlas", 200)
+    first = [await q.claim(1, jobs.LEASE_SECONDS) for q in (a, b)]
+    assert [job.tenant for [job] in first] == ["atlas", "atlas"]
+    [bravo] = await queue_for(two[1], "bravo", 1)
+    # b served atlas and never bravo: bravo's job is its next.
+    [taken] = await b.claim(1, jobs.LEASE_SECONDS)
+    assert (taken.tenant, taken.target_id) == ("bravo", bravo)
+    [taken] = await a.claim(1, jobs.LEASE_SECONDS)
+    assert taken.tenant == "atlas"
+
+
+async def test_instances_claiming_two_tenants_together_take_each_job_once_in_turns(two):
+    atlas = await queue_for(two[0], "atlas", 120)
+    bravo = await queue_for(two[1], "bravo", 120)
+    batches: list[list[str]] = []
+
+    async def drain(q: JobQueue) -> list[int]:
+        taken: list[int] = []
+        while batch := await q.claim(6, jobs.LEASE_SECONDS):
+            taken += [j.target_id for j in batch]
+            batches.append([j.tenant for j in batch])
+        return taken
+
+    queues = [JobQueue(db, jobs.EXTRACT_EPISODE) for db in (*two, *two)]
+    got = await asyncio.gather(*(drain(q) for q in queues))
+    assert sorted(t for taken in got for t in taken) == sorted(atlas + bravo)
+    assert sum(1 for taken in got if taken) >= 2  # the work really was shared
+    # A batch takes the tenants round by round (each one's oldest, then each
+    # one's next), so a full batch holds both while both have jobs: instances
+    # claiming together never hand one tenant's backlog a run of its own.
+    assert all(set(b) == {"atlas", "bravo"} for b in batches if len(b) == 6)
+    assert sum(len(b) == 6 for b in batches) >= len(batches) // 2
 
 
 async def test_a_dead_instances_jobs_are_taken_over_when_the_lease_runs_out(two):

@@ -237,17 +237,21 @@ async def test_a_claim_takes_tenants_in_turn_each_ones_oldest_first(run):
         def claim(n: int, served: list[str]) -> list[int]:
             return [j.target_id for j in uow.jobs.claim(jobs.EXTRACT_EPISODE, n, served=served)]
 
-        return ids, bravo_live, [
-            # Live before any bulk, whoever was served.
-            claim(1, ["atlas", "cargo"]),
-            # Never served: the oldest job first.
-            claim(1, []),
-            # atlas served: the others (never served) first, the older job first;
-            # round by round: each tenant's oldest, then each one's next.
-            claim(4, ["atlas"]),
-            # cargo was served less recently than atlas: its job first.
-            claim(2, ["cargo", "atlas"]),
-        ]
+        return (
+            ids,
+            bravo_live,
+            [
+                # Live before any bulk, whoever was served.
+                claim(1, ["atlas", "cargo"]),
+                # Never served: the oldest job first.
+                claim(1, []),
+                # atlas served: the others (never served) first, the older job first;
+                # round by round: each tenant's oldest, then each one's next.
+                claim(4, ["atlas"]),
+                # cargo was served less recently than atlas: its job first.
+                claim(2, ["cargo", "atlas"]),
+            ],
+        )
 
     ids, live, claims = await run(case)
     atlas, bravo, cargo = ids["atlas"], ids["bravo"], ids["cargo"]
