@@ -144,9 +144,10 @@ def enqueue_select(conn: Connection, kind: str, select_ids: str, params: Sequenc
 # recently first, then each one's second oldest, and so on. The jobs are found
 # by skip scans of idx_jobs_lanes (kind, priority, tenant, run_after, id),
 # never by reading a backlog: the priorities that have pending jobs, each
-# one's tenants (its lanes), and each lane's first ``limit`` due jobs. A claim
-# reads about (priorities x tenants x limit) index entries, whatever the
-# backlog holds.
+# one's tenants (its lanes), then the lanes' due jobs round by round (every
+# lane's oldest, every lane's next...), one index step each, until the
+# rounds hold a batch. A claim reads about (lanes + limit) index entries,
+# whatever the backlog holds.
 _LANES = """
 levels(priority) AS (
     SELECT (SELECT MIN(priority) FROM jobs WHERE kind = {kind} AND state = 'pending')
@@ -165,9 +166,13 @@ lanes(priority, tenant) AS (
     FROM lanes WHERE lanes.tenant IS NOT NULL
 )"""
 
-# SQLite has no LATERAL: each lane's due jobs are walked one index step at a
-# time, from one job to the next after it. A target with a running job is
-# passed over (one target's jobs never run at once).
+# SQLite has no LATERAL: the walk steps through each lane's due jobs, from
+# one to the next after it, with its queue ordered by (priority, round): it
+# takes every lane's oldest before any lane's second, the most urgent
+# priority first, and stops after ``limit`` + lanes rows (a lane with nothing
+# more due adds one empty row). Every round the batch draws from is then
+# whole, so the served order (applied after) chooses within it. A target
+# with a running job is passed over (one target's jobs never run at once).
 _DUE_IN_LANE = (
     "d.kind = :kind AND d.state = 'pending' AND d.priority = {lane}.priority"
     " AND d.tenant = {lane}.tenant AND d.run_after <= :now"
@@ -176,7 +181,7 @@ _DUE_IN_LANE = (
 )
 _SQLITE_CLAIM = f"""
 WITH RECURSIVE {_LANES.format(kind=":kind")},
-walk(priority, tenant, id, rank) AS (
+walk(priority, tenant, id, round) AS (
     SELECT priority, tenant, (SELECT d.id FROM jobs d WHERE {_DUE_IN_LANE.format(lane="lanes")}
                               ORDER BY d.run_after, d.id LIMIT 1), 1
     FROM lanes WHERE lanes.tenant IS NOT NULL
@@ -184,12 +189,14 @@ walk(priority, tenant, id, rank) AS (
     SELECT w.priority, w.tenant,
            (SELECT d.id FROM jobs d, jobs c WHERE c.id = w.id AND {_DUE_IN_LANE.format(lane="w")}
             AND (d.run_after, d.id) > (c.run_after, c.id) ORDER BY d.run_after, d.id LIMIT 1),
-           w.rank + 1
-    FROM walk w WHERE w.id IS NOT NULL AND w.rank < :limit
+           w.round + 1
+    FROM walk w WHERE w.id IS NOT NULL AND w.round < :limit
+    ORDER BY 1, 4
+    LIMIT :limit + (SELECT COUNT(*) FROM lanes WHERE lanes.tenant IS NOT NULL)
 )
 SELECT j.id, j.kind, j.target_id, j.attempts, j.priority, j.tenant
 FROM walk w JOIN jobs j ON j.id = w.id LEFT JOIN json_each(:served) s ON s.value = w.tenant
-ORDER BY w.priority, w.rank, s.key NULLS FIRST, j.run_after, j.id
+ORDER BY w.priority, w.round, s.key NULLS FIRST, j.run_after, j.id
 LIMIT :limit
 """
 
@@ -228,29 +235,53 @@ def claim(
     return [Job(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
 
-# PostgreSQL's: each lane's first ``limit`` due jobs through LATERAL, and a
-# running job whose lease ran out (its instance died or hangs) before any of
-# them. The candidates are read without locks; the claim then locks them in
-# the claim order with SKIP LOCKED, up to ``limit``: a candidate another
-# instance took meanwhile is passed over (FOR UPDATE reads its committed
-# state again), so two instances never take one job, neither waits on the
-# other, and no row is locked that is not claimed.
+# PostgreSQL's walks the lanes round by round too, each round one iteration
+# of the recursive query, carrying how many jobs each priority has found so
+# far (a window over the round): a priority's lanes stop once it has a batch.
+# Running jobs whose lease ran out (their instance died or hangs) come before
+# any of them. The candidates are read without locks; the claim then locks
+# them in the claim order with SKIP LOCKED, up to ``limit``: a candidate
+# another instance took meanwhile is passed over (FOR UPDATE reads its
+# committed state again), so two instances never take one job, neither waits
+# on the other, and no row is locked that is not claimed.
+# - "Due" is the statement's time, not clock_timestamp(): a stable value is an
+#   index condition, so a lane whose jobs all wait (postponed, scheduled) costs
+#   one index probe, not a read of the lane.
+# - The candidates are found again by primary key (``= ANY(ARRAY(...))``): the
+#   planner cannot tell that a few come out of the walk, and would otherwise
+#   hash the whole pending set to join them.
+_PG_DUE = "EXTRACT(EPOCH FROM statement_timestamp())::double precision"
 _PG_ALIVE = f"r.lease_until >= {_DB_NOW}"
+_PG_DUE_IN_LANE = (
+    "d.state = 'pending' AND d.priority = {lane}.priority"
+    f" AND d.tenant = {{lane}}.tenant AND d.run_after <= {_PG_DUE}"
+    " AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = d.kind"
+    f" AND r.target_id = d.target_id AND r.state = 'running' AND {_PG_ALIVE})"
+)
 _PG_CLAIM = f"""
 WITH RECURSIVE {_LANES.format(kind="?")},
-candidates AS (
-    SELECT due.id, due.priority, due.tenant, due.run_after,
-           row_number() OVER (PARTITION BY due.priority, due.tenant
-                              ORDER BY due.run_after, due.id) AS rank
+walk(kind, priority, tenant, id, run_after, round, found) AS (
+    SELECT first.kind, first.priority, first.tenant, first.id, first.run_after, 1,
+           count(*) OVER (PARTITION BY first.priority)
     FROM lanes CROSS JOIN LATERAL (
-        SELECT d.id, d.priority, d.tenant, d.run_after FROM jobs d
-        WHERE d.kind = ? AND d.state = 'pending' AND d.priority = lanes.priority
-          AND d.tenant = lanes.tenant AND d.run_after <= {_DB_NOW}
-          AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = d.kind
-                          AND r.target_id = d.target_id AND r.state = 'running' AND {_PG_ALIVE})
-        ORDER BY d.run_after, d.id LIMIT ?
-    ) due
+        SELECT d.kind, d.priority, d.tenant, d.id, d.run_after FROM jobs d
+        WHERE d.kind = ? AND {_PG_DUE_IN_LANE.format(lane="lanes")}
+        ORDER BY d.run_after, d.id LIMIT 1
+    ) first
     WHERE lanes.tenant IS NOT NULL
+    UNION ALL
+    SELECT nxt.kind, nxt.priority, nxt.tenant, nxt.id, nxt.run_after, w.round + 1,
+           w.found + count(*) OVER (PARTITION BY nxt.priority)
+    FROM walk w CROSS JOIN LATERAL (
+        SELECT d.kind, d.priority, d.tenant, d.id, d.run_after FROM jobs d
+        WHERE d.kind = w.kind AND {_PG_DUE_IN_LANE.format(lane="w")}
+          AND (d.run_after, d.id) > (w.run_after, w.id)
+        ORDER BY d.run_after, d.id LIMIT 1
+    ) nxt
+    WHERE w.found < ?
+),
+candidates(id, priority, tenant, run_after, round) AS (
+    SELECT id, priority, tenant, run_after, round FROM walk
     UNION ALL
     SELECT d.id, -1, d.tenant, d.run_after, 1 FROM jobs d
     WHERE d.kind = ? AND d.state = 'running' AND d.lease_until < {_DB_NOW}
@@ -259,14 +290,15 @@ candidates AS (
 ),
 ordered AS (
     SELECT c.id, row_number() OVER (
-        ORDER BY c.priority, c.rank, s.turn NULLS FIRST, c.run_after, c.id) AS turn
+        ORDER BY c.priority, c.round, s.turn NULLS FIRST, c.run_after, c.id) AS turn
     FROM candidates c LEFT JOIN unnest(?::text[]) WITH ORDINALITY AS s(tenant, turn)
         ON s.tenant = c.tenant
 ),
 picked AS (
     SELECT j.id, o.turn FROM jobs j JOIN ordered o ON o.id = j.id
-    WHERE (j.state = 'pending' AND j.run_after <= {_DB_NOW})
-       OR (j.state = 'running' AND j.lease_until < {_DB_NOW})
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ordered))
+      AND ((j.state = 'pending' AND j.run_after <= {_PG_DUE})
+           OR (j.state = 'running' AND j.lease_until < {_DB_NOW}))
     ORDER BY o.turn LIMIT ? FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE jobs SET attempts = jobs.attempts + CASE WHEN jobs.state = 'running' THEN 1 ELSE 0 END,

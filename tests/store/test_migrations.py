@@ -232,3 +232,72 @@ async def test_postgresql_migrates_a_legacy_graph_the_same_way(pg_empty_url, mon
         assert edge == [(5, 3, 50.0, None)]
         # Running it again changes nothing.
         assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+
+
+# Rows of every kind of job target, each of its own tenant, and a job of every
+# kind queued before jobs carried a tenant (SQLite 18, PostgreSQL 8).
+_QUEUED_BEFORE_TENANTS = [
+    "INSERT INTO projects (id, name, created_at, updated_at, tenant)"
+    " VALUES (1, 'p', 0, 0, 'of-project')",
+    "INSERT INTO sessions (id, external_id, created_at, tenant) VALUES (1, 'a', 0, 'of-session')",
+    "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at)"
+    " VALUES (1, 1, 'x', '', 0)",
+    "INSERT INTO summaries (id, project_id, content, created_at, updated_at)"
+    " VALUES (1, 1, 'overview', 0, 0)",
+    "INSERT INTO memories (id, kind, title, content, tier, created_at, updated_at, tenant)"
+    " VALUES (1, 1, 't', 'c', 3, 0, 0, 'of-memory')",
+    "INSERT INTO entities (id, name, name_key, type, created_at, tenant)"
+    " VALUES (1, 'Atlas', 'atlas', 'project', 0, 'of-entity')",
+    "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at) VALUES"
+    " ('index:episodes', 1, 0, 0, 0), ('extract:episode', 1, 0, 0, 0),"
+    " ('form:memories', 1, 0, 0, 0), ('summarize:session', 1, 0, 0, 0),"
+    " ('index:summaries', 1, 0, 0, 0), ('index:memories', 1, 0, 0, 0),"
+    " ('expire:memory', 1, 0, 0, 0), ('purge:memory_history', 1, 0, 0, 0),"
+    " ('index:entities', 1, 0, 0, 0), ('resolve:entity', 1, 0, 0, 0),"
+    " ('retain:project', 1, 0, 0, 0), ('index:episodes', 99, 0, 0, 0)",
+]
+_TENANTS_TAKEN = [
+    ("expire:memory", 1, "of-memory"),
+    ("extract:episode", 1, "of-session"),
+    ("form:memories", 1, "of-session"),
+    ("index:entities", 1, "of-entity"),
+    ("index:episodes", 1, "of-session"),
+    ("index:episodes", 99, ""),  # its episode is gone
+    ("index:memories", 1, "of-memory"),
+    ("index:summaries", 1, "of-project"),
+    ("purge:memory_history", 1, "of-memory"),
+    ("resolve:entity", 1, "of-entity"),
+    ("retain:project", 1, "of-project"),
+    ("summarize:session", 1, "of-session"),
+]
+
+
+def test_jobs_queued_before_tenants_take_their_targets_tenant(tmp_path, monkeypatch):
+    """Migration 19: a backlog an upgrade finds takes turns by its targets'
+    tenants, as new jobs do."""
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, 18, monkeypatch)
+    for statement in _QUEUED_BEFORE_TENANTS:
+        conn.execute(statement)
+    migrations.migrate(conn)
+    rows = conn.execute("SELECT kind, target_id, tenant FROM jobs ORDER BY kind, target_id")
+    assert rows.fetchall() == _TENANTS_TAKEN
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_postgresql_jobs_queued_before_tenants_take_their_targets_tenant(
+    pg_empty_url, monkeypatch
+):
+    import psycopg
+
+    from nexus_grpc.store import pg_schema
+
+    with psycopg.connect(pg_empty_url, autocommit=True) as raw:
+        monkeypatch.setattr(pg_schema, "LATEST_VERSION", 8)
+        pg_schema.migrate(raw)
+        monkeypatch.undo()
+        for statement in _QUEUED_BEFORE_TENANTS:
+            raw.execute(statement)
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+        rows = raw.execute("SELECT kind, target_id, tenant FROM jobs ORDER BY kind, target_id")
+        assert rows.fetchall() == _TENANTS_TAKEN

@@ -263,6 +263,36 @@ async def test_a_claim_takes_tenants_in_turn_each_ones_oldest_first(run):
     ]
 
 
+async def test_a_batch_fills_with_live_work_first_then_with_bulk_work_round_by_round(run):
+    """A claim reads the lanes round by round and stops once it has a batch:
+    what it takes is what the whole claim order would put first."""
+
+    def case(uow):
+        due = time.time() - 100
+        ids: dict[str, list[int]] = {}
+        for tenant, n, priority in (
+            ("live", 3, jobs.LIVE),
+            *((f"bulk{i}", 3, jobs.BULK) for i in range(5)),
+        ):
+            session = uow.sessions.insert(f"s-{tenant}", "", 0, {}, tenant)
+            ids[tenant] = []
+            for i in range(n):
+                target = uow.episodes.insert(session.id, f"{tenant} {i}", "", {}, None).id
+                due += 1
+                uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [target], run_after=due, priority=priority)
+                ids[tenant].append(target)
+        served = ["bulk4", "bulk3", "bulk2", "bulk1", "bulk0", "live"]
+        taken = [j.target_id for j in uow.jobs.claim(jobs.EXTRACT_EPISODE, 5, served=served)]
+        # A batch smaller than a round: the least recently served lanes' oldest.
+        served = ["bulk2", "bulk1", "bulk0", "live", "bulk4", "bulk3"]
+        then = [j.target_id for j in uow.jobs.claim(jobs.EXTRACT_EPISODE, 2, served=served)]
+        return ids, taken, then
+
+    ids, taken, then = await run(case)
+    assert taken == [*ids["live"], ids["bulk4"][0], ids["bulk3"][0]]
+    assert then == [ids["bulk2"][0], ids["bulk1"][0]]
+
+
 async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(run):
     def case(uow):
         project = uow.projects.insert({"name": "p"}, "t1")
