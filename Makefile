@@ -164,6 +164,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.integrations_overhead --append docs/benchmarks.md
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
 	$(BIN)/python -m bench.console_pages --append docs/benchmarks.md
+	$(BIN)/python -m bench.job_claims --backlog 10000 --claims 50 --append docs/benchmarks.md
 
 # The container image (Dockerfile, deploy/): built with docker when its daemon
 # answers, else podman (with --format docker, which keeps the HEALTHCHECK).
