@@ -11,8 +11,9 @@ transaction (each takes jobs the one before did not); what is timed is the
 claim's statements, not the commit. Then every job is pending again (and, on
 PostgreSQL, the table vacuumed, as autovacuum would) for the next figure.
 The same claims run again with main's claim (``ORDER BY priority, run_after,
-id``, copied here) on main's index (idx_jobs_priority instead of
-idx_jobs_lanes), so the two figures come from one database and one run.
+id``, copied here) on main's indexes (idx_jobs_priority and idx_jobs_claim
+instead of idx_jobs_lanes), so the two figures come from one database and one
+run.
 
 The enqueue figure: ``--backlog`` extraction jobs queued 256 at a time, as an
 import does, with the tenant read from each target (store/jobs.enqueue) and
@@ -63,10 +64,12 @@ MAIN_ENQUEUE = (
 )
 TENANTS = (1, 10, 100)
 BATCHES = (1, 32)
-# Claims before the timed ones: caches, and psycopg prepares a statement on
-# each pooled connection after five runs (planning the claim costs about as
-# much as running it).
-WARM_UP = 20
+# Claims before each figure's timed ones (caches).
+WARM_UP = 5
+# Claims before the first figure of each claim: psycopg prepares a statement on
+# a pooled connection after its fifth run there (planning the claim costs more
+# than running it), and the pool holds 8 (store/postgres.py).
+PREPARE = 8 * 6
 
 
 def main_claim(conn: Any, postgres: bool, limit: int) -> None:
@@ -146,6 +149,7 @@ async def measure(
     await db.write_sql(
         lambda c: jobs.enqueue(c, jobs.EXTRACT_EPISODE, importer, priority=jobs.BULK)
     )
+    await timed(db, lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 1, served=[]), PREPARE, vacuum)
     queued_others = 0
     for tenants in TENANTS:
         for ids in others[queued_others : tenants - 1]:
@@ -160,7 +164,11 @@ async def measure(
                 claims,
                 vacuum,
             )
-    # main's claim on main's index, over the same backlog (all tenants queued).
+    result["pending"] = await db.write_sql(
+        lambda c: int(c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    )
+    # main's claim on main's indexes, over the same backlog (all tenants queued).
+    main_claim_index = "(kind, run_after, id)" if postgres else "(kind, id)"
     await db.write_sql(
         lambda c: (
             c.execute("DROP INDEX idx_jobs_lanes"),
@@ -168,9 +176,13 @@ async def measure(
                 "CREATE INDEX idx_jobs_priority ON jobs(kind, priority, run_after, id)"
                 " WHERE state = 'pending'"
             ),
+            c.execute(
+                f"CREATE INDEX idx_jobs_claim ON jobs{main_claim_index} WHERE state = 'pending'"
+            ),
         )
     )
     vacuum()
+    await timed(db, lambda c: main_claim(c, postgres, 1), PREPARE, vacuum)
     for batch in BATCHES:
         result[("main", max(TENANTS), batch)] = await timed(
             db, lambda c, b=batch: main_claim(c, postgres, b), claims, vacuum
@@ -217,7 +229,8 @@ def table(results: dict[str, dict[str, Any]], backlog: int) -> str:
         lines.append(f"| {name} | {tenants} | {batch} | {cells} |")
     lines.append("")
     lines.append(
-        f"Queueing {backlog:,} extraction jobs 256 at a time (ms, all of them):"
+        f"{results['sqlite']['pending']:,} jobs pending in all."
+        f" Queueing {backlog:,} extraction jobs 256 at a time (ms, all of them):"
         f" SQLite {results['sqlite']['enqueue']:.0f} with each target's tenant read,"
         f" {results['sqlite']['enqueue main']:.0f} with main's statement;"
         f" PostgreSQL {results['postgresql']['enqueue']:.0f} and"

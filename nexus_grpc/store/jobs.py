@@ -148,6 +148,11 @@ def enqueue_select(conn: Connection, kind: str, select_ids: str, params: Sequenc
 # lane's oldest, every lane's next...), one index step each, until the
 # rounds hold a batch. A claim reads about (lanes + limit) index entries,
 # whatever the backlog holds.
+# A lane's jobs in the order of idx_jobs_lanes, the equal columns included:
+# no other index gives it, so a planner that misjudges how many jobs a
+# tenant has (PostgreSQL's generic plans do) still walks the lane in the
+# index instead of filtering another index's walk of every tenant's jobs.
+_LANE_ORDER = "d.kind, d.priority, d.tenant, d.run_after, d.id"
 _LANES = """
 levels(priority) AS (
     SELECT (SELECT MIN(priority) FROM jobs WHERE kind = {kind} AND state = 'pending')
@@ -183,12 +188,12 @@ _SQLITE_CLAIM = f"""
 WITH RECURSIVE {_LANES.format(kind=":kind")},
 walk(priority, tenant, id, round) AS (
     SELECT priority, tenant, (SELECT d.id FROM jobs d WHERE {_DUE_IN_LANE.format(lane="lanes")}
-                              ORDER BY d.run_after, d.id LIMIT 1), 1
+                              ORDER BY {_LANE_ORDER} LIMIT 1), 1
     FROM lanes WHERE lanes.tenant IS NOT NULL
     UNION ALL
     SELECT w.priority, w.tenant,
            (SELECT d.id FROM jobs d, jobs c WHERE c.id = w.id AND {_DUE_IN_LANE.format(lane="w")}
-            AND (d.run_after, d.id) > (c.run_after, c.id) ORDER BY d.run_after, d.id LIMIT 1),
+            AND (d.run_after, d.id) > (c.run_after, c.id) ORDER BY {_LANE_ORDER} LIMIT 1),
            w.round + 1
     FROM walk w WHERE w.id IS NOT NULL AND w.round < :limit
     ORDER BY 1, 4
@@ -266,7 +271,7 @@ walk(kind, priority, tenant, id, run_after, round, found) AS (
     FROM lanes CROSS JOIN LATERAL (
         SELECT d.kind, d.priority, d.tenant, d.id, d.run_after FROM jobs d
         WHERE d.kind = ? AND {_PG_DUE_IN_LANE.format(lane="lanes")}
-        ORDER BY d.run_after, d.id LIMIT 1
+        ORDER BY {_LANE_ORDER} LIMIT 1
     ) first
     WHERE lanes.tenant IS NOT NULL
     UNION ALL
@@ -276,7 +281,7 @@ walk(kind, priority, tenant, id, run_after, round, found) AS (
         SELECT d.kind, d.priority, d.tenant, d.id, d.run_after FROM jobs d
         WHERE d.kind = w.kind AND {_PG_DUE_IN_LANE.format(lane="w")}
           AND (d.run_after, d.id) > (w.run_after, w.id)
-        ORDER BY d.run_after, d.id LIMIT 1
+        ORDER BY {_LANE_ORDER} LIMIT 1
     ) nxt
     WHERE w.found < ?
 ),

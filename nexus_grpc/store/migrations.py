@@ -836,7 +836,8 @@ MIGRATIONS: list[str] = [
     # 19: tenants take turns (core/jobs.py; store/jobs.claim). A job carries
     # the tenant of its target, written by the statement that queues it, and
     # a claim takes each priority's tenants in turn, walking idx_jobs_lanes;
-    # it replaces idx_jobs_priority, which served only the claim's old order.
+    # it replaces idx_jobs_priority and idx_jobs_claim, which served only the
+    # claim's old orders (a job's write now updates one index fewer).
     # Jobs queued before this take their targets' tenants here, read as
     # store/jobs.TENANT_OF reads them for a new job: otherwise the backlog
     # an upgrade finds (an import under way) would stand as one tenant ('')
@@ -864,6 +865,7 @@ MIGRATIONS: list[str] = [
         WHERE id = jobs.target_id), '')
     WHERE kind = 'retain:project';
     DROP INDEX idx_jobs_priority;
+    DROP INDEX idx_jobs_claim;
     CREATE INDEX idx_jobs_lanes ON jobs(kind, priority, tenant, run_after, id)
         WHERE state = 'pending';
     """,

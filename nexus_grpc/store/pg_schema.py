@@ -421,6 +421,7 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     UPDATE jobs j SET tenant = p.tenant FROM projects p
     WHERE p.id = j.target_id AND j.kind = 'retain:project';
     DROP INDEX idx_jobs_priority;
+    DROP INDEX idx_jobs_claim;
     CREATE INDEX idx_jobs_lanes ON jobs(kind, priority, tenant, run_after, id)
         WHERE state = 'pending';
     """,
