@@ -39,9 +39,10 @@ BULK = 1
 # most urgent priority with due jobs, the oldest due job of each tenant in
 # turn, the tenant this claimer served least recently first (never served:
 # first of all; equals: the older job first), then each one's second oldest,
-# and so on until the batch is full. One tenant's backlog of thousands
-# therefore delays another tenant's job by at most the claim already under
-# way: its next claim takes the newcomer's first.
+# and so on until the batch is full. Between two turns of a tenant, every
+# other tenant gets at most one: one tenant's backlog of thousands delays
+# another tenant's job by at most one of its own (a claim under way when the
+# job was queued, or its turn when the other tenant was served last).
 
 ALL_KINDS = (
     INDEX_EPISODE,

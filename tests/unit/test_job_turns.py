@@ -11,7 +11,7 @@ from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 
 def episodes(uow: FakeUnitOfWork, tenant: str, n: int) -> list[int]:
-    session = uow.sessions.insert(f"s-{tenant}", "", 0, {}, tenant)
+    session = uow.sessions.insert(f"s-{tenant}-{len(uow.sessions.rows)}", "", 0, {}, tenant)
     return [uow.episodes.insert(session.id, f"{tenant} {i}", "", {}, None).id for i in range(n)]
 
 
@@ -41,6 +41,16 @@ async def test_a_tenants_job_is_claimed_next_however_large_the_backlog_ahead_of_
     assert (job.tenant, job.target_id) == ("bravo", bravo[0])
 
 
+async def test_a_tenant_served_last_waits_for_one_job_of_the_backlog():
+    db = FakeDatabase()
+    q = JobQueue(db, jobs.EXTRACT_EPISODE)
+    queue(db.uow, "atlas", 2000)
+    queue(db.uow, "bravo", 1)
+    assert await claims(q, 2) == [["atlas"], ["bravo"]]
+    queue(db.uow, "bravo", 1)  # bravo was served last: atlas's turn first
+    assert await claims(q, 3) == [["atlas"], ["bravo"], ["atlas"]]
+
+
 async def test_a_job_queued_before_any_claim_waits_for_one_of_the_older_backlog():
     db = FakeDatabase()
     q = JobQueue(db, jobs.EXTRACT_EPISODE)
@@ -63,8 +73,7 @@ async def test_a_batch_takes_each_tenants_oldest_then_each_ones_next():
     db = FakeDatabase()
     q = JobQueue(db, jobs.INDEX_EPISODE)
     for tenant, n in (("atlas", 5), ("bravo", 2), ("cargo", 1)):
-        uow = db.uow
-        uow.jobs.enqueue(jobs.INDEX_EPISODE, episodes(uow, tenant, n))
+        db.uow.jobs.enqueue(jobs.INDEX_EPISODE, episodes(db.uow, tenant, n))
     [first] = await claims(q, 1, batch=6)
     assert first == ["atlas", "bravo", "cargo", "atlas", "bravo", "atlas"]
     # cargo is served least recently of the three now, but has nothing left.
