@@ -25,7 +25,6 @@ from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
-from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
@@ -36,6 +35,7 @@ from nexus_grpc.domain.merges import Merges
 from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
+from nexus_grpc.domain.retrieval.search import EntitySearch, EpisodeSearch, MemorySearch
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
@@ -235,7 +235,10 @@ class App:
                 candidates=settings.reranker_candidates,
                 timeout=settings.reranker_timeout,
             )
+        # The three searches (domain/retrieval/search.py).
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
+        self.memory_search = MemorySearch(self.db, self.embedder, self.index, self.reranker)
+        self.entity_search = EntitySearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
         self.project_stats = ProjectStatistics(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
@@ -275,7 +278,6 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
-            reranker=self.reranker,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -306,7 +308,6 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
-            reranker=self.reranker,
         )
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
@@ -315,12 +316,13 @@ class App:
             self.graph_events,
             self.llm,
             self.memories,
+            self.memory_search,
             model=settings.extraction_model,
             timeout=settings.llm_timeout,
         )
         self.selector = Selector(
             self.db,
-            self.memories,
+            self.memory_search,
             self.llm,
             settings.selection_model,
             timeout=settings.llm_timeout,

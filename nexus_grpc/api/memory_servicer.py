@@ -260,6 +260,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             on_degraded=trailers.reporter(context, trailers.DEGRADED),
             window=window,
             rerank=not request.skip_rerank,
+            explain=request.explain,
         ):
             found += 1
             yield convert.episode_hit(hit)
@@ -437,13 +438,14 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         scope = convert.memory_scope(request.scope)
         mode = convert.search_mode(request.mode)
         found = 0
-        async for hit in self.app.memories.search(
+        async for hit in self.app.memory_search.search(
             request.query,
             scope,
             request.limit,
             mode,
             on_degraded=trailers.reporter(context, trailers.DEGRADED),
             rerank=not request.skip_rerank,
+            explain=request.explain,
         ):
             found += 1
             yield convert.memory_hit(hit)

@@ -866,6 +866,7 @@ class NexusClient(ClientBase):
         start_time: timestamp_pb2.Timestamp | None = None,
         end_time: timestamp_pb2.Timestamp | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -889,6 +890,9 @@ class NexusClient(ClientBase):
             skip_rerank: true: leave the reranker out (--reranker-url on the server): the
                 fused order, for a cheaper call or to compare. Only the default (hybrid)
                 mode is reranked.
+            explain: true: each hit carries `explanation`, what every stage of the pipeline
+                made of it (rank and score per stage). Without it nothing of that is
+                computed.
         """
         return self._stream(
             "MemoryService",
@@ -904,6 +908,7 @@ class NexusClient(ClientBase):
                 "start_time": start_time,
                 "end_time": end_time,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,
@@ -1130,6 +1135,7 @@ class NexusClient(ClientBase):
         limit: int | None = None,
         mode: SearchMode | str | int | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -1142,6 +1148,8 @@ class NexusClient(ClientBase):
             limit: int
             mode: SearchMode | str | int
             skip_rerank: As SearchEpisodesRequest.skip_rerank.
+            explain: true: each hit carries `explanation` (see
+                SearchEpisodesRequest.explain).
         """
         return self._stream(
             "MemoryService",
@@ -1154,6 +1162,7 @@ class NexusClient(ClientBase):
                 "limit": limit,
                 "mode": mode,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,
@@ -1952,6 +1961,7 @@ class NexusClient(ClientBase):
         limit: int | None = None,
         session_id: int | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -1968,6 +1978,8 @@ class NexusClient(ClientBase):
             session_id: int
             skip_rerank: true: leave the reranker out (--reranker-url on the server): the
                 fused order, for a cheaper call or to compare.
+            explain: true: each hit carries `explanation`, what every stage of the pipeline
+                made of it (nexus.search.v1.Explanation).
         """
         return self._stream(
             "GraphService",
@@ -1980,6 +1992,7 @@ class NexusClient(ClientBase):
                 "limit": limit,
                 "session_id": session_id,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,

@@ -145,18 +145,6 @@ class TimeWindow:
 
 
 @dataclass(frozen=True)
-class EpisodeHit:
-    episode: Episode
-    score: float
-    snippet: str
-    sources: tuple[SearchSource, ...]
-    #: Why the answer is less than the whole pipeline; empty when every stage ran.
-    degraded_reason: str = ""
-    #: The reranker ordered it: ``score`` is its relevance score.
-    reranked: bool = False
-
-
-@dataclass(frozen=True)
 class Page(Generic[T]):
     items: list[T]
     next_token: str

@@ -58,7 +58,8 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memories import Memories
-from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
 from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from nexus_grpc.llm.formation import (
@@ -207,6 +208,7 @@ class MemoryFormationJob:
         events: EventBroadcaster,
         llm: LLMClient | None,
         memories: Memories,
+        similar: MemorySearch,
         *,
         model: str,
         timeout: float,
@@ -216,6 +218,8 @@ class MemoryFormationJob:
         self.events = events
         self._llm = llm
         self.memories = memories
+        # The owner's similar memories, read through the search's own paths.
+        self.similar = similar
         self.model = model
         self.timeout = timeout
 
@@ -274,8 +278,8 @@ class MemoryFormationJob:
             kind = MemoryKind.PROJECT
         token = tenancy.bind(tenancy.Caller(tenant=session.tenant))
         try:
-            keyword = await self.memories.keyword(c.content, scope, SIMILAR * 2)
-            semantic = await self.memories.semantic(c.content, scope, SIMILAR * 2)
+            keyword = await self.similar.keyword(c.content, scope, SIMILAR * 2)
+            semantic = await self.similar.semantic(c.content, scope, SIMILAR * 2)
         finally:
             tenancy.reset(token)
         pool: dict[int, Memory] = {}

@@ -17,11 +17,11 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nexus_grpc.core import documents, jobs, tenancy
-from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
+from nexus_grpc.core.models import MemoryKind, Page, Tier
 from nexus_grpc.core.records import GONE, ChangedBy, Memory, MemoryUsage, Revision, UsageOwner
 from nexus_grpc.core.records import UPDATE as REVISED
 from nexus_grpc.core.repositories import UnitOfWork
@@ -30,14 +30,11 @@ from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
-from nexus_grpc.domain.memory_scope import (
+from nexus_grpc.domain.memory_visibility import (
     SESSION_TIERS,
     MemoryScope,
     check_scope,
 )
-from nexus_grpc.domain.retrieval import Call, Engine, MemoryHit, recipes
-from nexus_grpc.domain.retrieval.memories import search_scope
-from nexus_grpc.domain.retrieval.pipeline import Path
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -47,7 +44,6 @@ from nexus_grpc.errors import (
     NotFound,
     QuotaViolation,
 )
-from nexus_grpc.rerank import Reranker
 from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -142,7 +138,6 @@ class Memories:
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
         inline: InlineVectors | None = None,
-        reranker: Reranker | None = None,
     ) -> None:
         self.default_tenant = default_tenant
         # Set where vectors live in the database's own tables (pgvector): a new
@@ -155,7 +150,6 @@ class Memories:
         self.embedder = embedder
         self.index = index
         self.cap = cap
-        self.retrieval: Engine[MemoryHit] = Engine(recipes.MEMORIES, db, embedder, index, reranker)
 
     # CRUD -------------------------------------------------------------------
 
@@ -517,46 +511,6 @@ class Memories:
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
-
-    # Search -----------------------------------------------------------------
-
-    async def search(
-        self,
-        query: str,
-        scope: MemoryScope,
-        limit: int,
-        mode: SearchMode,
-        on_degraded: Callable[[str], None] | None = None,
-        *,
-        rerank: bool = True,
-    ) -> AsyncIterator[MemoryHit]:
-        """The best ``limit`` memories ``scope`` may see, through the one
-        retrieval pipeline (domain/retrieval/, the MEMORIES recipe);
-        ``rerank=False`` leaves out the reranker (the fused order)."""
-        call = Call(
-            v.query(query),
-            v.search_limit(limit),
-            mode,
-            scope,
-            rerank=rerank,
-            on_degraded=on_degraded,
-        )
-        async for hit in self.retrieval.search(call):
-            yield hit
-
-    async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        """The keyword path alone: ``n`` memories by bm25."""
-        return await self._path(recipes.MEMORIES.paths_for(SearchMode.KEYWORD)[0], text, scope, n)
-
-    async def semantic(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        """The vector path alone: ``n`` memories by meaning (selection's fallback)."""
-        return await self._path(recipes.MEMORIES.paths_for(SearchMode.SEMANTIC)[0], text, scope, n)
-
-    async def _path(self, path: Path, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        call = Call(text, n, SearchMode.KEYWORD, scope)
-        call.scope = await search_scope(self.retrieval, text, scope)
-        found = await path.find(self.retrieval, call, n)
-        return [MemoryHit(c.row, c.score, c.sources) for c in found]
 
     # Usage log ----------------------------------------------------------------
 

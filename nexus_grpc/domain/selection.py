@@ -45,8 +45,9 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import empty_answers
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.memories import Memories, usage_owner
-from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
+from nexus_grpc.domain.memories import usage_owner
+from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope
+from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
@@ -75,7 +76,7 @@ class Selector:
     def __init__(
         self,
         db: Database,
-        memories: Memories,
+        memories: MemorySearch,
         llm: LLMClient | None,
         model: str,
         *,
@@ -83,6 +84,7 @@ class Selector:
         default_tenant: str = tenancy.DEFAULT_TENANT,
     ) -> None:
         self.db = db
+        # Selection's fallback reads the memories most like the prompt.
         self.memories = memories
         self.llm = llm
         self.model = model

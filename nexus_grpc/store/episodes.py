@@ -517,7 +517,7 @@ def keyword_search(
 ) -> list[tuple[int, float]]:
     """(episode id, bm25 score with higher better), best first.
 
-    ``match`` is an FTS5 expression over the words (see domain/fts.py);
+    ``match`` is an FTS5 expression over the words (see domain/retrieval/keyword_query.py);
     session_ids None means every session (used only by admin paths).
     ``window`` keeps only episodes that occurred inside it; without one the
     queries stay FTS5-only where they were.

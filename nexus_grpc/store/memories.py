@@ -21,7 +21,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
 from nexus_grpc.store import jobs, pg_search
 from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
-from nexus_grpc.store.memory_scope import sql_where
+from nexus_grpc.store.memory_visibility_sql import sql_where
 from nexus_grpc.store.sql import now, placeholders
 
 

@@ -39,7 +39,7 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     """
     -- The keyword index's text search configuration: English stemming and no
     -- stop words, as SQLite's FTS5 'porter unicode61' tokenizer (the domain
-    -- decides which words to leave out of a query, domain/fts.py).
+    -- decides which words to leave out of a query, domain/retrieval/keyword_query.py).
     CREATE TEXT SEARCH DICTIONARY nexus_stem (TEMPLATE = snowball, LANGUAGE = english);
     CREATE TEXT SEARCH CONFIGURATION nexus (COPY = english);
     ALTER TEXT SEARCH CONFIGURATION nexus

@@ -2,7 +2,7 @@
 store/episodes.py and store/memories.py, over ``tsvector`` columns.
 
 The domain builds its query as an FTS5 expression of quoted words ORed
-together (domain/fts.py); here those words become a ``tsquery`` of the same
+together (domain/retrieval/keyword_query.py); here those words become a ``tsquery`` of the same
 words ORed, normalised as the columns were indexed (pg_schema.py's ``nexus``
 configuration: English stems and no stop words, as FTS5's porter tokenizer).
 Episodes rank as BM25 does: each word's ``ts_rank`` (columns weighted as

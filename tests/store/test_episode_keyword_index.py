@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
 from nexus_grpc.store import episodes, migrations
 
 # Sessions 1 and 2 in the shared in-memory database (tests/conftest.py).

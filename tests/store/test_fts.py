@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
 
 
 def test_syntax_characters_become_quoted_words():

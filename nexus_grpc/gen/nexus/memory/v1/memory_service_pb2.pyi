@@ -15,6 +15,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as _graph_service_pb2
+from nexus_grpc.gen.nexus.search.v1 import explanation_pb2 as _explanation_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as _summary_service_pb2
 import builtins as _builtins
 import sys
@@ -1302,6 +1303,7 @@ class SearchEpisodesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
     """The asking session: it sees its own episodes, or its project's when it
@@ -1315,6 +1317,11 @@ class SearchEpisodesRequest(_message.Message):
     """true: leave the reranker out (--reranker-url on the server): the fused
     order, for a cheaper call or to compare. Only the default (hybrid) mode
     is reranked.
+    """
+    explain: _builtins.bool
+    """true: each hit carries `explanation`, what every stage of the pipeline
+    made of it (rank and score per stage). Without it nothing of that is
+    computed.
     """
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
@@ -1336,10 +1343,11 @@ class SearchEpisodesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         skip_rerank: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "explain", b"explain", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1355,6 +1363,7 @@ class SearchHit(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """Higher is always better, and a hit a path matched never scores 0.
     Keyword: bm25 through a logistic, 1 / (1 + e^(-bm25 / 4)), between 0.5
@@ -1384,6 +1393,10 @@ class SearchHit(_message.Message):
     def episode(self) -> Global___Episode: ...
     @_builtins.property
     def sources(self) -> _containers.RepeatedScalarFieldContainer[Global___SearchSource.ValueType]: ...
+    @_builtins.property
+    def explanation(self) -> _explanation_pb2.Explanation:
+        """Set when the search asked for `explain`."""
+
     def __init__(
         self,
         *,
@@ -1393,10 +1406,11 @@ class SearchHit(_message.Message):
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
         degraded_reason: _builtins.str = ...,
         reranked: _builtins.bool = ...,
+        explanation: _explanation_pb2.Explanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode", "explanation", b"explanation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "episode", b"episode", "reranked", b"reranked", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "episode", b"episode", "explanation", b"explanation", "reranked", b"reranked", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1725,11 +1739,14 @@ class SearchMemoriesRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
     skip_rerank: _builtins.bool
     """As SearchEpisodesRequest.skip_rerank."""
+    explain: _builtins.bool
+    """true: each hit carries `explanation` (see SearchEpisodesRequest.explain)."""
     @_builtins.property
     def scope(self) -> Global___MemoryScope: ...
     def __init__(
@@ -1740,10 +1757,11 @@ class SearchMemoriesRequest(_message.Message):
         limit: _builtins.int = ...,
         mode: Global___SearchMode.ValueType = ...,
         skip_rerank: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["explain", b"explain", "limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1758,6 +1776,7 @@ class MemoryHit(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """As SearchHit.score: bm25 through a logistic, 0.5..1 (keyword), cosine
     -1..1 (semantic) or the fused score, (0, 1] (hybrid); higher is better.
@@ -1770,6 +1789,10 @@ class MemoryHit(_message.Message):
     def memory(self) -> Global___Memory: ...
     @_builtins.property
     def sources(self) -> _containers.RepeatedScalarFieldContainer[Global___SearchSource.ValueType]: ...
+    @_builtins.property
+    def explanation(self) -> _explanation_pb2.Explanation:
+        """Set when the search asked for `explain`."""
+
     def __init__(
         self,
         *,
@@ -1778,10 +1801,11 @@ class MemoryHit(_message.Message):
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
         degraded_reason: _builtins.str = ...,
         reranked: _builtins.bool = ...,
+        explanation: _explanation_pb2.Explanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "memory", b"memory", "reranked", b"reranked", "score", b"score", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "explanation", b"explanation", "memory", b"memory", "reranked", b"reranked", "score", b"score", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,6 +34,7 @@ import {
   Relationship,
   RelationshipEvidence,
 } from "../../graph/v1/graph_service";
+import { Explanation } from "../../search/v1/explanation";
 import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
@@ -846,6 +847,12 @@ export interface SearchEpisodesRequest {
    * is reranked.
    */
   skipRerank: boolean;
+  /**
+   * true: each hit carries `explanation`, what every stage of the pipeline
+   * made of it (rank and score per stage). Without it nothing of that is
+   * computed.
+   */
+  explain: boolean;
 }
 
 export interface SearchHit {
@@ -881,6 +888,8 @@ export interface SearchHit {
    * keep the fused order and score.
    */
   reranked: boolean;
+  /** Set when the search asked for `explain`. */
+  explanation: Explanation | undefined;
 }
 
 export interface Memory {
@@ -1001,6 +1010,8 @@ export interface SearchMemoriesRequest {
   mode: SearchMode;
   /** As SearchEpisodesRequest.skip_rerank. */
   skipRerank: boolean;
+  /** true: each hit carries `explanation` (see SearchEpisodesRequest.explain). */
+  explain: boolean;
 }
 
 export interface MemoryHit {
@@ -1017,6 +1028,8 @@ export interface MemoryHit {
   degradedReason: string;
   /** As SearchHit.reranked. */
   reranked: boolean;
+  /** Set when the search asked for `explain`. */
+  explanation: Explanation | undefined;
 }
 
 export interface SelectMemoriesRequest {
@@ -5298,6 +5311,7 @@ function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
     startTime: undefined,
     endTime: undefined,
     skipRerank: false,
+    explain: false,
   };
 }
 
@@ -5326,6 +5340,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.skipRerank !== false) {
       writer.uint32(64).bool(message.skipRerank);
+    }
+    if (message.explain !== false) {
+      writer.uint32(72).bool(message.explain);
     }
     return writer;
   },
@@ -5407,6 +5424,14 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.skipRerank = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.explain = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5449,6 +5474,7 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : isSet(object.skip_rerank)
         ? globalThis.Boolean(object.skip_rerank)
         : false,
+      explain: isSet(object.explain) ? globalThis.Boolean(object.explain) : false,
     };
   },
 
@@ -5478,6 +5504,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.skipRerank !== false) {
       obj.skipRerank = message.skipRerank;
     }
+    if (message.explain !== false) {
+      obj.explain = message.explain;
+    }
     return obj;
   },
 
@@ -5494,12 +5523,21 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.startTime = object.startTime ?? undefined;
     message.endTime = object.endTime ?? undefined;
     message.skipRerank = object.skipRerank ?? false;
+    message.explain = object.explain ?? false;
     return message;
   },
 };
 
 function createBaseSearchHit(): SearchHit {
-  return { episode: undefined, score: 0, snippet: "", sources: [], degradedReason: "", reranked: false };
+  return {
+    episode: undefined,
+    score: 0,
+    snippet: "",
+    sources: [],
+    degradedReason: "",
+    reranked: false,
+    explanation: undefined,
+  };
 }
 
 export const SearchHit: MessageFns<SearchHit> = {
@@ -5525,6 +5563,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     }
     if (message.reranked !== false) {
       writer.uint32(48).bool(message.reranked);
+    }
+    if (message.explanation !== undefined) {
+      Explanation.encode(message.explanation, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -5600,6 +5641,14 @@ export const SearchHit: MessageFns<SearchHit> = {
             message.reranked = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.explanation = Explanation.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5624,6 +5673,7 @@ export const SearchHit: MessageFns<SearchHit> = {
         ? globalThis.String(object.degraded_reason)
         : "",
       reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
+      explanation: isSet(object.explanation) ? Explanation.fromJSON(object.explanation) : undefined,
     };
   },
 
@@ -5647,6 +5697,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     if (message.reranked !== false) {
       obj.reranked = message.reranked;
     }
+    if (message.explanation !== undefined) {
+      obj.explanation = Explanation.toJSON(message.explanation);
+    }
     return obj;
   },
 
@@ -5663,6 +5716,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     message.sources = object.sources?.map((e) => e) || [];
     message.degradedReason = object.degradedReason ?? "";
     message.reranked = object.reranked ?? false;
+    message.explanation = (object.explanation !== undefined && object.explanation !== null)
+      ? Explanation.fromPartial(object.explanation)
+      : undefined;
     return message;
   },
 };
@@ -6946,7 +7002,7 @@ export const DeleteMemoryResponse: MessageFns<DeleteMemoryResponse> = {
 };
 
 function createBaseSearchMemoriesRequest(): SearchMemoriesRequest {
-  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false };
+  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false, explain: false };
 }
 
 export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
@@ -6965,6 +7021,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     }
     if (message.skipRerank !== false) {
       writer.uint32(40).bool(message.skipRerank);
+    }
+    if (message.explain !== false) {
+      writer.uint32(48).bool(message.explain);
     }
     return writer;
   },
@@ -7022,6 +7081,14 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
             message.skipRerank = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.explain = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7045,6 +7112,7 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
         : isSet(object.skip_rerank)
         ? globalThis.Boolean(object.skip_rerank)
         : false,
+      explain: isSet(object.explain) ? globalThis.Boolean(object.explain) : false,
     };
   },
 
@@ -7065,6 +7133,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     if (message.skipRerank !== false) {
       obj.skipRerank = message.skipRerank;
     }
+    if (message.explain !== false) {
+      obj.explain = message.explain;
+    }
     return obj;
   },
 
@@ -7080,12 +7151,13 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
     message.skipRerank = object.skipRerank ?? false;
+    message.explain = object.explain ?? false;
     return message;
   },
 };
 
 function createBaseMemoryHit(): MemoryHit {
-  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false };
+  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false, explanation: undefined };
 }
 
 export const MemoryHit: MessageFns<MemoryHit> = {
@@ -7108,6 +7180,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     }
     if (message.reranked !== false) {
       writer.uint32(40).bool(message.reranked);
+    }
+    if (message.explanation !== undefined) {
+      Explanation.encode(message.explanation, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -7175,6 +7250,14 @@ export const MemoryHit: MessageFns<MemoryHit> = {
             message.reranked = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.explanation = Explanation.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7198,6 +7281,7 @@ export const MemoryHit: MessageFns<MemoryHit> = {
         ? globalThis.String(object.degraded_reason)
         : "",
       reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
+      explanation: isSet(object.explanation) ? Explanation.fromJSON(object.explanation) : undefined,
     };
   },
 
@@ -7218,6 +7302,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     if (message.reranked !== false) {
       obj.reranked = message.reranked;
     }
+    if (message.explanation !== undefined) {
+      obj.explanation = Explanation.toJSON(message.explanation);
+    }
     return obj;
   },
 
@@ -7233,6 +7320,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     message.sources = object.sources?.map((e) => e) || [];
     message.degradedReason = object.degradedReason ?? "";
     message.reranked = object.reranked ?? false;
+    message.explanation = (object.explanation !== undefined && object.explanation !== null)
+      ? Explanation.fromPartial(object.explanation)
+      : undefined;
     return message;
   },
 };
