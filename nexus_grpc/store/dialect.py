@@ -7,7 +7,10 @@ branches on ``is_postgres(conn)``, so all SQL stays in store/.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
+
+from nexus_grpc.core.storage import Conflict
 
 
 def is_postgres(conn: Any) -> bool:
@@ -40,3 +43,10 @@ def pinned_join(conn: Any) -> str:
     fixes the order (its planner otherwise walks a whole index); PostgreSQL
     has no CROSS JOIN with ON and plans the order itself."""
     return "JOIN" if is_postgres(conn) else "CROSS JOIN"
+
+
+#: A write that broke a rule of the schema, as each database says it inside
+#: the store: SQLite's driver raises its own class, PostgreSQL's arrives as
+#: the store's ``Conflict`` (store/postgres.py). Outside the store, both are
+#: ``Conflict`` (store/db.py translates SQLite's at the seam).
+INTEGRITY_ERRORS = (sqlite3.IntegrityError, Conflict)

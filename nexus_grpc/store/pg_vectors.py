@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.storage import Connection, StoreError
 from nexus_grpc.core.vectors import VectorTableMissing
 from nexus_grpc.store.dialect import is_postgres
 
@@ -50,7 +49,7 @@ def put(
             " SET embedding = excluded.embedding, payload = excluded.payload",
             (int(row_id), _vector(vector), json.dumps(dict(payload))),
         )
-    except sqlite3.DatabaseError as exc:
+    except StoreError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
             raise VectorTableMissing(str(exc).splitlines()[0]) from exc
         raise

@@ -8,8 +8,8 @@ them are shared by both stores.  What differs is kept here:
 - ``PgConnection`` presents a psycopg connection as the part of the sqlite3
   DB-API the store is written against: ``execute``/``executemany`` with
   ``?`` placeholders, rows read by index or by column name, and
-  ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for what the
-  store catches.  SQL that cannot be shared branches on ``is_postgres`` in
+  the store's own errors (``core.storage.Conflict``, ``StoreError``) for
+  psycopg's.  SQL that cannot be shared branches on ``is_postgres`` in
   the store module that owns it (store/dialect.py).
 - Writes are not group-committed through one writer, as SQLite's must be:
   PostgreSQL takes concurrent transactions, from this process and from every
@@ -33,7 +33,6 @@ import contextvars
 import functools
 import logging
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +41,7 @@ from typing import Any, TypeVar, cast
 
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.core.storage import CANNOT_WRITE, Connection
+from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, Connection, StoreError
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.store.unit_of_work import SqlUnitOfWork
@@ -115,15 +114,13 @@ def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], _RowBase]:
 
 
 def _translate_error(exc: Exception) -> Exception:
-    """psycopg's error as the sqlite3 class the store catches, chained to it."""
+    """psycopg's error as the store's own (core/storage.py), chained to it."""
     import psycopg
 
     if isinstance(exc, psycopg.errors.IntegrityError):
-        translated: Exception = sqlite3.IntegrityError(str(exc))
-    elif isinstance(exc, psycopg.OperationalError):
-        translated = sqlite3.OperationalError(str(exc))
+        translated: Exception = Conflict(str(exc))
     elif isinstance(exc, psycopg.Error):
-        translated = sqlite3.DatabaseError(str(exc))
+        translated = StoreError(str(exc))
     else:
         return exc
     translated.__cause__ = exc
@@ -201,7 +198,7 @@ def _connection_lost(exc: BaseException) -> bool:
     shutdown codes 57P01-57P03)."""
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     if isinstance(cause, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown):
         return True
     if isinstance(cause, psycopg.errors.CannotConnectNow):
@@ -218,7 +215,7 @@ def _cannot_write(exc: BaseException) -> bool:
     (58030), or a read-only server (25006: a standby after a failover)."""
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     if not isinstance(cause, psycopg.Error):
         return False
     sqlstate = getattr(cause, "sqlstate", None) or ""
@@ -228,7 +225,7 @@ def _cannot_write(exc: BaseException) -> bool:
 def _retryable(exc: BaseException) -> bool:
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     return isinstance(
         cause,
         psycopg.errors.UniqueViolation

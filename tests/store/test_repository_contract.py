@@ -231,3 +231,30 @@ async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(ru
         (porto, 100.0, 200.0), (lisbon, 250.0, None)
     ]  # fmt: skip
     assert last == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_a_write_that_breaks_the_schema_is_a_conflict_on_both_stores(store, tmp_path, request):
+    """The store's error contract (core/storage.py): no sqlite3 or psycopg
+    exception crosses the seam, on a write or on a read."""
+    from nexus_grpc.core.storage import Conflict, StoreError
+
+    db: Any = (
+        Database(tmp_path / "contract.db")
+        if store == "sqlite"
+        else PostgresDatabase(request.getfixturevalue("pg_url"))
+    )
+    await db.open()
+    try:
+        await db.write_sql(lambda c: c.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')"))
+        with pytest.raises(Conflict) as taken:
+            await db.write_sql(
+                lambda c: c.execute("INSERT INTO meta (key, value) VALUES ('k', 'w')")
+            )
+        with pytest.raises(StoreError) as broken:
+            await db.read_sql(lambda c: c.execute("SELECT no_such_column FROM meta").fetchall())
+    finally:
+        await db.close()
+    for err in (taken.value, broken.value):
+        assert type(err).__module__ == "nexus_grpc.core.storage"
+        assert err.__cause__ is not None  # the driver's own, kept for the log
