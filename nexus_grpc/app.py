@@ -59,8 +59,8 @@ from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.store.keyword_upkeep import KeywordIndexUpkeep
-from nexus_grpc.store.pg_vector_index import PgVectorIndex
-from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
+from nexus_grpc.store.postgres.database import PostgresDatabase, is_postgres_url
+from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
     QdrantVectorIndex,

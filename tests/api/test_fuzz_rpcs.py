@@ -775,12 +775,12 @@ TABLE_ID_COLUMNS = {
 
 class _PgReader:
     """A separate PostgreSQL connection read the way the SQLite one is: ``?``
-    placeholders, rows by index (store/postgres.py's PgConnection)."""
+    placeholders, rows by index (store/postgres/database.py's PgConnection)."""
 
     def __init__(self, url: str) -> None:
         import psycopg
 
-        from nexus_grpc.store.postgres import PgConnection
+        from nexus_grpc.store.postgres.database import PgConnection
 
         self.raw = psycopg.connect(url, autocommit=True)
         self.conn = PgConnection(self.raw)

@@ -148,8 +148,8 @@ class World:
         self.embedder = HashingEmbedder()
         self.inline: InlineVectors | None = None
         if database_url:
-            from nexus_grpc.store.pg_vector_index import PgVectorIndex
-            from nexus_grpc.store.postgres import PostgresDatabase
+            from nexus_grpc.store.postgres.database import PostgresDatabase
+            from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 
             self.db = cast(Database, PostgresDatabase(database_url))
             self.index: VectorIndex = PgVectorIndex(database_url)

@@ -4,7 +4,6 @@ exactly as the functions they wrap, and every kind is declared in one place."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
 from nexus_grpc.domain.retrieval.recipes import WEIGHTS
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
 from tests.support import wait_until
 
 DAY = 86_400
@@ -150,7 +150,7 @@ def test_hydration_reads_on_until_the_page_is_full():
     call.depth = 10
     ranked = [Candidate(i, 1.0 / (i + 1), (SearchSource.KEYWORD,)) for i in range(60)]
     kept = Hydrate(rows, (lambda row, call: row["id"] != 30,))
-    out = kept.apply(None, call, ranked, sqlite3.connect(":memory:"))  # type: ignore[arg-type]
+    out = kept.apply(None, call, ranked, sqlite_connect(":memory:"))  # type: ignore[arg-type]
     assert [c.key for c in out][:10] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27]
     assert len(out) >= 10
     assert read[0] == list(range(10 + SPARE))  # the first read is the page and the spare

@@ -23,7 +23,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nexus_grpc.store.migrations import LATEST_VERSION, migrate
+from nexus_grpc.store.sqlite.migrations import LATEST_VERSION, migrate
 from tests.process import PORT_LINE
 
 EXIT_WITHIN = 30.0  # seconds; a failed start takes ~2 s here, a hang never ends

@@ -16,8 +16,8 @@ from nexus_grpc.core import jobs
 from nexus_grpc.core.graph import ASSERT, END, HISTORY, Interval
 from nexus_grpc.core.models import JobState, MemoryFormation, NewEpisode
 from nexus_grpc.errors import AlreadyExists, NotFound
-from nexus_grpc.store.db import Database
-from nexus_grpc.store.postgres import PostgresDatabase
+from nexus_grpc.store.postgres.database import PostgresDatabase
+from nexus_grpc.store.sqlite.database import Database
 from tests.fakes import FakeUnitOfWork
 
 Case = Callable[[Any], Any]
@@ -234,7 +234,7 @@ async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(ru
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-async def test_a_write_that_breaks_the_schema_is_a_conflict_on_both_stores(store, tmp_path, request):
+async def test_a_write_that_breaks_the_schema_is_a_conflict_on_both(store, tmp_path, request):
     """The store's error contract (core/storage.py): no sqlite3 or psycopg
     exception crosses the seam, on a write or on a read."""
     from nexus_grpc.core.storage import Conflict, StoreError

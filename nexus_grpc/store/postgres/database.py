@@ -44,7 +44,8 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, Connection, StoreError
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store.unit_of_work import SqlUnitOfWork
+from nexus_grpc.store.postgres.dialect import POSTGRES
+from nexus_grpc.store.postgres.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,7 +155,7 @@ class PgCursor:
 class PgConnection:
     """A psycopg connection dressed as the sqlite3 subset the store uses."""
 
-    dialect = "postgresql"
+    dialect = POSTGRES
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -288,7 +289,7 @@ class PostgresDatabase:
     async def open(self) -> None:
         import psycopg
 
-        from nexus_grpc.store.pg_schema import migrate
+        from nexus_grpc.store.postgres.migrations import migrate
 
         self._slots = [_Slot(self.url, i) for i in range(self.pool_size)]
         self._free = asyncio.Queue()
@@ -342,15 +343,15 @@ class PostgresDatabase:
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` on the repositories of a transaction of its own; returns
         once it is committed."""
-        return await self.write_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.write_sql(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` on the repositories, each statement seeing the latest commits."""
-        return await self.read_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.read_sql(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Like read, but every statement sees one snapshot."""
-        return await self.read_sql_in_transaction(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.read_sql_in_transaction(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def write_sql(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a transaction of its own on the connection itself (the

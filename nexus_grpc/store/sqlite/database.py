@@ -31,7 +31,8 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, StoreError, StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import SqliteConnection
+from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.store.unit_of_work import SqlUnitOfWork
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,9 @@ class Database:
 
     async def _connect(self) -> aiosqlite.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-        conn = await aiosqlite.connect(str(self.path), isolation_level=None)
+        conn = await aiosqlite.connect(
+            str(self.path), isolation_level=None, factory=SqliteConnection
+        )
         conn.row_factory = sqlite3.Row
         try:
             await conn._execute(_configure, conn._conn, self.synchronous, self._busy_timeout_ms)
@@ -299,4 +302,3 @@ class Database:
         )
         failed.__cause__ = exc
         return failed
-

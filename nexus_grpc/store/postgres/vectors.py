@@ -1,7 +1,7 @@
 """A new row's vector, written in the row's own PostgreSQL transaction.
 
 With ``--database-url`` and no ``--qdrant-url``, the vector index is a set
-of pgvector tables in the same database (store/pg_vector_index.py creates them,
+of pgvector tables in the same database (store/postgres/vector_index.py creates them,
 ``vectors_<collection>``: id, embedding, payload). A write that already has
 its row's vector (domain/inline_vectors.py embeds before the transaction)
 stores it here, beside the row, so the two commit or roll back together and
@@ -18,7 +18,6 @@ from typing import Any
 
 from nexus_grpc.core.storage import Connection, StoreError
 from nexus_grpc.core.vectors import VectorTableMissing
-from nexus_grpc.store.dialect import is_postgres
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
@@ -38,8 +37,6 @@ def put(
     payload: Mapping[str, Any],
 ) -> None:
     """Upsert one point of ``collection`` in the caller's transaction."""
-    if not is_postgres(conn):
-        raise TypeError("vectors live beside the rows only on PostgreSQL")
     if not _NAME.fullmatch(collection):
         raise ValueError(f"bad collection name {collection!r}")
     try:
