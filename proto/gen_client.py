@@ -296,7 +296,10 @@ class Types:
             if field.type_name in self.enums:
                 # The Python enum, a label (short or full) or the number.
                 base = f"{self.enums[field.type_name].name} | str | int"
-            if field.type_name == ".google.protobuf.Struct":
+            if field.type_name == ".google.protobuf.Struct" or (
+                field.type == FDP.TYPE_MESSAGE and not field.type_name.startswith(".google.")
+            ):
+                # A mapping of the message's fields (labels for its enums) will do.
                 base = f"{base} | Mapping[str, Any]"
         else:
             base = SCALARS[field.type]
