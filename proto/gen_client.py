@@ -478,8 +478,16 @@ def render_enum(types: Types, enum: Enum) -> list[str]:
     return out
 
 
+# What a result view (client/views.py) answers itself: no field may take these names.
+VIEW_NAMES = {"to_message", "trailers", "empty_reason"}
+
+
 def render(fds: descriptor_pb2.FileDescriptorSet) -> str:
     types = Types(fds)
+    for full, message in types.messages.items():
+        taken = VIEW_NAMES & {f.name for f in message.field}
+        if taken:
+            raise SystemExit(f"{full[1:]} has a field named {taken.pop()}, which result views use")
     imports = "\n".join(MODULES[name][0] for name in sorted(
         SERVICE_FILES, key=lambda n: MODULES[n][0]))
     enums = sorted(types.enums.values(), key=lambda e: e.name)
