@@ -308,6 +308,7 @@ class MemoryRepository(Protocol):
         tier: int,
         session_id: int | None,
         tenant: str,
+        containing: Sequence[str] = (),
     ) -> list[tuple[int, str, str]]: ...
 
     def update(self, memory_id: int, changes: Mapping[str, Any]) -> Memory: ...

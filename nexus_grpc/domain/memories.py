@@ -51,6 +51,8 @@ MEMORIES = "memories"
 # Seed 003: "capped at 1000 to keep reasonable to read all titles".
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
+#: Words of a new memory the same-words check narrows its owner's memories by.
+MAX_DEDUP_WORDS = 8
 DEFAULT_HISTORY_RETENTION_SECONDS = 30 * 86_400.0
 ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests, tools)
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata", "expire_time")
@@ -104,6 +106,16 @@ def _same_words(uow: UnitOfWork, row: Mapping[str, Any], tenant: str) -> Memory 
     The owner is whoever sees the memory: its kind, project, agent and user,
     and for the TASK and SESSION tiers its origin session too."""
     tier = row["tier"]
+    title, content = words_key(row["title"]), words_key(row["content"])
+    # The content's ASCII words narrow the owner's memories in the database
+    # (C, outside the GIL, instead of Python over up to the cap's 1,000 rows),
+    # likeliest to be rare first so most rows fail on the first: numbers, then
+    # the longest. A text of other scripts alone reads them all.
+    ascii_words = sorted(
+        {w for w in content.split() if w.isascii()},
+        key=lambda w: (any(ch.isdigit() for ch in w), len(w)),
+        reverse=True,
+    )
     texts = uow.memories.texts_of_owner(
         kind=row["kind"],
         project_id=row["project_id"],
@@ -112,8 +124,8 @@ def _same_words(uow: UnitOfWork, row: Mapping[str, Any], tenant: str) -> Memory 
         tier=tier,
         session_id=row["session_id"] if Tier(tier) in SESSION_TIERS else None,
         tenant=tenant,
+        containing=ascii_words[:MAX_DEDUP_WORDS],
     )
-    title, content = words_key(row["title"]), words_key(row["content"])
     for memory_id, their_title, their_content in texts:
         if words_key(their_content) == content and words_key(their_title) == title:
             return uow.memories.find(memory_id)

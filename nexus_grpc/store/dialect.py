@@ -34,6 +34,8 @@ class Dialect(Protocol):
     pinned_join: str
     #: The larger of two values (a scalar function of two arguments).
     greatest: str
+    #: Where a text holds a part (a function of (text, part); 0: nowhere).
+    find: str
     #: A newline character, in SQL.
     newline: str
     #: A table every schema holds: health's proof that the database answers.

@@ -143,10 +143,14 @@ def texts_of_owner(
     tier: int,
     session_id: int | None,
     tenant: str,
+    containing: Sequence[str] = (),
 ) -> list[tuple[int, str, str]]:
     """(id, title, content) of one owner's live memories in one tier, oldest
-    first; ``session_id`` narrows to an origin session (None: any). Walks the
-    owner's index (idx_memories_project / idx_memories_user), as the cap does.
+    first; ``session_id`` narrows to an origin session (None: any), and
+    ``containing`` to contents holding each of these lower-case ASCII words,
+    in any case (the database compares, so the caller reads a few rows, not
+    the owner's thousand). Walks the owner's index (idx_memories_project /
+    idx_memories_user), as the cap does.
 
     On PostgreSQL the owner is first locked for the rest of the transaction,
     so two concurrent creates of the same words cannot both find none (on
@@ -162,6 +166,11 @@ def texts_of_owner(
     if session_id is not None:
         sql += " AND session_id = ?"
         params.append(session_id)
+    # lower() folds ASCII alike in both databases (SQLite's only ASCII).
+    find = dialect.of(conn).find
+    for word in containing:
+        sql += f" AND {find}(lower(content), ?) > 0"
+        params.append(word)
     rows = conn.execute(sql + " ORDER BY id", tuple(params)).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 

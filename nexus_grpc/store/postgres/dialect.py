@@ -32,6 +32,7 @@ class PostgresDialect:
     # PostgreSQL has no CROSS JOIN with ON, and plans the order itself.
     pinned_join = "JOIN"
     greatest = "GREATEST"
+    find = "strpos"
     newline = "chr(10)"
     schema_table = "nexus_schema"
 

@@ -31,6 +31,7 @@ class SqliteDialect:
     # SQLite's planner otherwise walks a whole index for the right side.
     pinned_join = "CROSS JOIN"
     greatest = "MAX"
+    find = "instr"
     newline = "char(10)"
     schema_table = "sqlite_master"
 
