@@ -431,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser(
         "mcp",
-        help="serve seed 004's memory tools to coding agents over MCP (stdio, or streamable"
+        help="serve the memory tools to coding agents over MCP (stdio, or streamable"
         " HTTP with --http), in front of a running server",
     )
     add_mcp_arguments(mcp)

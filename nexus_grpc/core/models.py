@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 
 def episode_text(user_message: str, ai_response: str) -> str:
-    """An exchange as one text (seed 001's format): what is embedded and
+    """An exchange as one text (the service's one format): what is embedded and
     what summaries read."""
     return f"User: {user_message}\nAssistant: {ai_response}"
 
@@ -124,7 +124,7 @@ class Episode:
 
     @property
     def text(self) -> str:
-        """The text that is embedded, in seed 001's format."""
+        """The text that is embedded, in the service's one format."""
         return episode_text(self.user_message, self.ai_response)
 
 

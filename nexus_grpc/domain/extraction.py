@@ -85,7 +85,8 @@ def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
     """The graph an episode's facts go to, as (project_id, session_id).
 
     A project's sessions share the project's graph. A session outside any
-    project has its own: seed 000 keeps such a session's memory to itself,
+    project has its own: the project isolation rule keeps such a session's memory to
+    itself,
     and a shared pool would put one session's names in another's prompt.
     """
     return (project_id, 0) if project_id else (0, session_id)

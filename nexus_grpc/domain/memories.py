@@ -48,7 +48,7 @@ from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 MEMORIES = "memories"
-# Seed 003: "capped at 1000 to keep reasonable to read all titles".
+# An owner's memories are capped so that selection can read all their titles.
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
 #: Words of a new memory the same-words check narrows its owner's memories by.

@@ -1,4 +1,4 @@
-"""SelectMemories (seed 003): two-pass LLM selection, usage log, degradation.
+"""SelectMemories: two-pass LLM selection, usage log, degradation.
 
 1. Read the live titles the scope may see (ARCHIVE only with include_archived).
 2. Pass 1 (selection model): prompt + titles (+ thread summary, with the

@@ -21,7 +21,7 @@ from nexus_grpc.store import dialect, jobs
 from nexus_grpc.store.dialect import json_ints
 from nexus_grpc.store.sql import now, placeholders
 
-# Seed 002's summary trigger: about 200 tokens of text (4 characters a
+# The summary trigger (domain/episode_followups.py): about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
 
 

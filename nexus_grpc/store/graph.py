@@ -1,5 +1,5 @@
 """Entities, their aliases, relationships as intervals, evidence, merges and
-traversal (seed 001/002's knowledge graph).
+traversal (the knowledge graph, docs/graph.md).
 
 Each project has its own graph, and so does each session outside any project
 (``project_id`` 0, ``session_id`` set). An entity is keyed in its graph by

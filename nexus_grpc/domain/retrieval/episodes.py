@@ -1,5 +1,5 @@
-"""Episodes (SearchEpisodes): seed 000's scope, the request's time window and
-the project's retention, resolved once per call.
+"""Episodes (SearchEpisodes): the project isolation scope (retrieval/episode_scope.py),
+the request's time window and the project's retention, resolved once per call.
 
 Retention is a filter like the window: the paths search only what the
 project still keeps (the window's start moved up to the cutoff), and every
