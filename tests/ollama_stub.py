@@ -910,6 +910,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(f"data: {json.dumps(error)}\n\n")
         else:
             event({"role": "assistant", "content": ""}, reason)
+            options = body.get("stream_options")
+            if isinstance(options, dict) and options.get("include_usage") is True:
+                # OpenAI's last event when asked: no choices, the counts.
+                completion = len(stub_tokens(content))
+                usage = {
+                    "prompt_tokens": req.prompt_tokens,
+                    "completion_tokens": completion,
+                    "total_tokens": req.prompt_tokens + completion,
+                }
+                chunk = {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+                self._write_chunk(f"data: {json.dumps(chunk)}\n\n")
             self._write_chunk("data: [DONE]\n\n")
         self._end_stream()
 

@@ -833,6 +833,28 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
     """,
+    # 19: the LLM's account (store/usage.py): a row per request to the model
+    # server, by stage, project and tenant, written with the result it made.
+    # No foreign keys: what a deleted project spent stays in its tenant's
+    # totals. A budget sums one tenant's tokens since midnight on every claim
+    # of an LLM job, so the tenant index carries the token columns and the
+    # sum never reads the table; GetUsage for a project reads by project.
+    """
+    CREATE TABLE llm_calls (
+        id                INTEGER PRIMARY KEY,
+        at                REAL NOT NULL,
+        tenant            TEXT NOT NULL,
+        project_id        INTEGER NOT NULL DEFAULT 0,
+        stage             TEXT NOT NULL,
+        outcome           TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        seconds           REAL NOT NULL,
+        estimated         INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX idx_llm_calls_tenant ON llm_calls(tenant, at, prompt_tokens, completion_tokens);
+    CREATE INDEX idx_llm_calls_project ON llm_calls(project_id, at);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
