@@ -39,6 +39,7 @@ from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
+from nexus_grpc.domain.usage_report import UsageReports
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.pipeline import memory_former
@@ -260,6 +261,7 @@ class App:
         # Tenants' daily LLM token budgets: --llm-tokens-per-day here, the keys
         # file's "tenants" from start_server (set_tenants).
         self.budgets = Budgets(self.db, BudgetPolicy(settings.llm_tokens_per_day))
+        self.usage_reports = UsageReports(self.db, self.budgets, settings.default_tenant)
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
