@@ -23,6 +23,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # The stages: what the LLM was asked to do. New ones are added by name.
 EXTRACTION = "extraction"
@@ -117,7 +120,7 @@ def ledger(stage: str, project_id: int = 0, tenant: str = "") -> Iterator[Ledger
     try:
         yield opened
     finally:
-        _ledger.reset(token)
+        _restore(_ledger, token)
 
 
 def current() -> Ledger | None:
@@ -139,7 +142,18 @@ def stage(name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        _stage.reset(token)
+        _restore(_stage, token)
+
+
+def _restore(var: contextvars.ContextVar[T], token: contextvars.Token[T]) -> None:
+    """Undo a ``set``. A streaming RPC's async generator that its caller
+    abandoned is closed by the event loop in a context of its own, where the
+    token is not valid: that context is discarded anyway, so the value is put
+    back by hand instead."""
+    try:
+        var.reset(token)
+    except ValueError:
+        var.set(token.old_value if token.old_value is not contextvars.Token.MISSING else None)  # type: ignore[arg-type]
 
 
 def record(
