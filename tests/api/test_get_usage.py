@@ -53,9 +53,10 @@ async def _project(h: Harness, key, name: str) -> int:
 
 
 async def _seed(h: Harness) -> tuple[int, int]:
-    """A project of each tenant, and the calls they made an hour ago."""
+    """A project of each tenant, and the calls they made (today, so they count
+    against the budgets too)."""
     pa, pb = await _project(h, A, "pa"), await _project(h, B, "pb")
-    at = NOW - 3600
+    at = time.time()
     calls = [
         LLMCall("extraction", pa, "a", 100, 10, 1.0, "ok", at),
         LLMCall("extraction", pa, "a", 0, 0, 120.0, "timeout", at),
