@@ -587,7 +587,7 @@ async def _run(
             metadata=client.metadata,
         )
         per_project[run.project.name].update(
-            llm=cost, llm_tokens_per_episode=cost["tokens_per_episode"]
+            llm_cost=cost, llm_tokens_per_episode=cost["tokens_per_episode"]
         )
         misses[run.project.name] = _misses(run, scored, state)
         # Gold keys are a project's own ("lisbon" in two projects is two places).
@@ -614,7 +614,7 @@ async def _run(
         "still_pending_after_settle": still,
         "total": {
             **_figures(whole, [o for r in runs for o in r.outcomes], states),
-            "llm": cost,
+            "llm_cost": cost,
             "llm_tokens_per_episode": cost["tokens_per_episode"],
         },
         "projects": per_project,
@@ -656,8 +656,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(_row("all", t))
     by = ", ".join(f"{k} {n}" for k, n in t["aliases_by_method"].items())
     lines += ["", f"aliases by how they were resolved: {by or 'none'}"]
-    if "llm" in t:
-        lines += ["", *llm_cost.format_cost(t["llm"])]
+    if "llm_cost" in t:
+        lines += ["", *llm_cost.format_cost(t["llm_cost"])]
     if report["still_pending_after_settle"]:
         lines.append(f"still queued after the settle wait: {report['still_pending_after_settle']}")
     for name, m in report["misses"].items():

@@ -412,7 +412,7 @@ async def evaluate(
             "episodes": data.episodes,
             "formation_events": run.formed,
             "llm_calls_per_episode": run.llm_calls / data.episodes if data.episodes else 0.0,
-            "llm": cost,
+            "llm_cost": cost,
             "llm_tokens_per_episode": cost["tokens_per_episode"],
             "failures": run.failed,
             "seconds": round(time.monotonic() - started, 1),
@@ -433,7 +433,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"unexpected memories:   {r['unexpected']}",
         f"cross-user leaks:      {r['leaks']}",
         f"LLM calls per episode: {r['llm_calls_per_episode']:.2f}",
-        *(llm_cost.format_cost(r["llm"]) if "llm" in r else []),
+        *(llm_cost.format_cost(r["llm_cost"]) if "llm_cost" in r else []),
     ]
     for miss in r["misses"][:30]:
         lines.append(f"  - {miss}")

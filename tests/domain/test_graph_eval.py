@@ -230,7 +230,7 @@ async def test_the_dev_set_with_a_careful_model_meets_the_bar(tmp_path, store_se
     assert t["aliases_by_method"].get("llm", 0) >= 3, why
     # The account agrees with the events on what the events count, and adds
     # what they do not: the session summaries, and every stage's tokens.
-    cost = t["llm"]
+    cost = t["llm_cost"]
     stages = cost["stages"]
     assert stages["extraction"]["calls"] + stages["resolution"]["calls"] == t["llm_calls"], why
     assert set(stages) <= {"extraction", "resolution", "summary"}, why
