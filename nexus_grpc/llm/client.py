@@ -346,14 +346,16 @@ class LLMClient(abc.ABC):
                 call = self._chat(model, messages, temperature, room, num_ctx, schema)
                 answer = await asyncio.wait_for(call, remaining)
             except asyncio.CancelledError:
-                self._account(messages, "", None, None, loop.time() - started, llm_usage.CANCELLED)
+                took = loop.time() - started
+                self._account(messages, "", None, None, took, llm_usage.CANCELLED, answered=False)
                 raise
             except Exception as exc:
                 error = self._map_error(exc, model, limit)
                 if sent:
-                    self._account(
-                        messages, "", None, None, loop.time() - started, _outcome_of(error)
-                    )
+                    # No usable answer came back (a malformed body, a rejected
+                    # request, an error): nobody says what it cost in tokens.
+                    took, ended = loop.time() - started, _outcome_of(error)
+                    self._account(messages, "", None, None, took, ended, answered=False)
                 if attempt == 2 and _is_timeout(exc):
                     # The cut-off is the cause: a slow model cannot write twice
                     # the answer in what is left of the deadline.  Retrying the
@@ -427,7 +429,7 @@ class LLMClient(abc.ABC):
         seconds: float,
         outcome: str,
         *,
-        answered: bool | None = None,
+        answered: bool = True,
     ) -> None:
         """One request, into the caller's ledger and this client's totals.
 
@@ -436,8 +438,6 @@ class LLMClient(abc.ABC):
         leaves uncounted), an answer's are estimated (``estimated``); a
         request that got no answer counts none, since nobody says what the
         server spent on it (its seconds still count)."""
-        if answered is None:
-            answered = outcome in (llm_usage.OK, llm_usage.CUT_OFF, llm_usage.BAD_ANSWER)
         estimated = False
         if answered:
             if prompt_tokens is None:

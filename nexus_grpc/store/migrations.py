@@ -838,7 +838,9 @@ MIGRATIONS: list[str] = [
     # No foreign keys: what a deleted project spent stays in its tenant's
     # totals. A budget sums one tenant's tokens since midnight on every claim
     # of an LLM job, so the tenant index carries the token columns and the
-    # sum never reads the table; GetUsage for a project reads by project.
+    # sum never reads the table; GetUsage for a project reads by project; the
+    # budgets GetServiceStatus lists for an admin are every tenant's spend
+    # today, read from the day index without a walk of earlier days.
     """
     CREATE TABLE llm_calls (
         id                INTEGER PRIMARY KEY,
@@ -854,6 +856,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX idx_llm_calls_tenant ON llm_calls(tenant, at, prompt_tokens, completion_tokens);
     CREATE INDEX idx_llm_calls_project ON llm_calls(project_id, at);
+    CREATE INDEX idx_llm_calls_day ON llm_calls(at, tenant, prompt_tokens, completion_tokens);
     """,
 ]
 

@@ -419,6 +419,7 @@ MIGRATIONS: list[str | Callable[[Any], None]] = [
     );
     CREATE INDEX idx_llm_calls_tenant ON llm_calls(tenant, at, prompt_tokens, completion_tokens);
     CREATE INDEX idx_llm_calls_project ON llm_calls(project_id, at);
+    CREATE INDEX idx_llm_calls_day ON llm_calls(at, tenant, prompt_tokens, completion_tokens);
     """,
 ]
 
