@@ -6,6 +6,7 @@ and the figures are unaffected."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
@@ -18,6 +19,7 @@ from nexus_grpc.domain.budgets import next_day
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.ops.doctor import doctor
 from tests.graph_support import EMPTY, speed_up
 from tests.support import Harness, bearer, index_idle, start_harness, take, wait_until
 
@@ -253,3 +255,10 @@ async def test_each_key_sees_its_own_tenants_spend_and_an_admin_every_tenants(h,
     assert set(every) == {"a", "b", "ops"}
     assert every["a"] == mine["a"] and every["b"] == theirs["b"]
     assert every["ops"].llm_tokens_today == 0
+    # doctor prints them (an admin key: every tenant's).
+    out = io.StringIO()
+    await doctor(h.target, 5.0, out=out, api_key=ADMIN_KEY)
+    printed = out.getvalue()
+    assert "LLM tokens today" in printed
+    assert f" of {A_BUDGET:,}  SPENT: its LLM work waits for 00:00 UTC" in printed
+    assert " of 1,000,000\n" in printed
