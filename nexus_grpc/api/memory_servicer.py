@@ -14,6 +14,7 @@ from nexus_grpc.api import (
     restore_convert,
     summary_convert,
     trailers,
+    usage_convert,
 )
 from nexus_grpc.app import App
 from nexus_grpc.core import tenancy
@@ -308,7 +309,20 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             ],
             event_loop=convert.event_loop(status.event_loop),
             tenant=tenancy.own(self.app.settings.default_tenant),
+            budgets=usage_convert.budgets(status.budgets),
         )
+
+    async def GetUsage(
+        self, request: memory_pb2.GetUsageRequest, context: Ctx
+    ) -> memory_pb2.GetUsageResponse:
+        report = await self.app.usage_reports.get(
+            request.project_id,
+            request.tenant,
+            convert.time_field(request, "start_time"),
+            convert.time_field(request, "end_time"),
+            usage_convert.bucket_seconds(request.bucket),
+        )
+        return usage_convert.report(report)
 
     async def ReconcileIndex(
         self, request: memory_pb2.ReconcileIndexRequest, context: Ctx

@@ -130,6 +130,7 @@ __all__ = [
     "SearchMode",
     "SearchSource",
     "Tier",
+    "UsageBucket",
 ]
 
 # Imported for the annotations of the methods whose requests use them.
@@ -349,6 +350,21 @@ class Tier(ProtoEnum):
 
 
 _enums.register(memory_pb2.Tier.DESCRIPTOR, Tier)
+
+
+class UsageBucket(ProtoEnum):
+    """nexus.memory.v1.UsageBucket.
+
+    How long each bucket of a GetUsage answer is. Buckets start on UTC hours or days.
+    """
+
+    #: Days.
+    UNSPECIFIED = 0
+    HOUR = 1
+    DAY = 2
+
+
+_enums.register(memory_pb2.UsageBucket.DESCRIPTOR, UsageBucket)
 
 
 class NexusClient(ClientBase):
@@ -1429,6 +1445,57 @@ class NexusClient(ClientBase):
             memory_pb2.ReconcileIndexRequest,
             request,
             {},
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    async def get_usage(
+        self,
+        request: memory_pb2.GetUsageRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        tenant: str | None = None,
+        start_time: timestamp_pb2.Timestamp | None = None,
+        end_time: timestamp_pb2.Timestamp | None = None,
+        bucket: UsageBucket | str | int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> memory_pb2.GetUsageResponse:
+        """MemoryService.GetUsage: returns ``GetUsageResponse``.
+
+        What the LLM cost and what it was for: per stage (extraction, resolution, formation,
+        summary, overview, selection), calls, tokens both ways, seconds and outcomes; and
+        the episodes stored, memories formed and entities written. For one project
+        (project_id), or for the key's whole tenant (admin keys: any tenant, by tenant),
+        over [start_time, end_time) in UTC hour or day buckets, with the tenant's spend
+        today against its budget. A key sees its own tenant's figures only.
+
+        Args (the fields of ``GetUsageRequest``):
+            project_id: One project's usage; 0: the whole tenant's (every project, and every
+                session outside one).
+            tenant: The tenant whose usage it is: only an admin key may name another than
+                its own (with auth off, any). Not together with project_id, which names its
+                tenant.
+            start_time: The window, [start_time, end_time). Unset end_time: now; unset
+                start_time: 7 days before end_time. At most 1,000 buckets.
+            end_time: timestamp_pb2.Timestamp
+            bucket: UsageBucket | str | int
+        """
+        return await self._unary(
+            "MemoryService",
+            "GetUsage",
+            memory_pb2.GetUsageRequest,
+            request,
+            {
+                "project_id": project_id,
+                "tenant": tenant,
+                "start_time": start_time,
+                "end_time": end_time,
+                "bucket": bucket,
+            },
             timeout,
             call_metadata,
             metadata,

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core import jobs, llm_usage, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
@@ -230,6 +230,7 @@ class MemoryFormationJob:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None
+        llm_usage.attribute(ctx.session.project_id, ctx.session.tenant)
         if ctx.waiting_on is not None:
             # An earlier exchange of this session forms first.
             return lambda c: c.jobs.enqueue(

@@ -45,6 +45,11 @@ class Dialect(Protocol):
         """SQL for the last ``chars`` (SQL: a number or a parameter) characters of ``column``."""
         ...
 
+    def whole_times(self, column: str) -> str:
+        """SQL for how many whole times a parameter goes into ``column`` (a
+        positive number): the floor of their quotient, as an integer."""
+        ...
+
     def episode_keyword_search(
         self,
         conn: Any,

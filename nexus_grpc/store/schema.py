@@ -597,6 +597,36 @@ TABLES: tuple[Table, ...] = (
         unique=(("memory_selections_request", ("tenant", "user_id", "project_id", "request_id")),),
         indexes=(Index("idx_memory_selections_created", ("created_at",)),),
     ),
+    # The LLM's account (store/usage.py, docs/usage.md): a row per request to
+    # the model server, by stage, project and tenant, written with the result it
+    # made. No foreign keys: what a deleted project spent stays in its tenant's
+    # totals. A budget sums one tenant's tokens since midnight on every claim of
+    # an LLM job, so the tenant index carries the token columns and the sum never
+    # reads the table; GetUsage for a project reads by project; the budgets
+    # GetServiceStatus lists for an admin are every tenant's spend today, read
+    # from the day index without a walk of earlier days.
+    Table(
+        "llm_calls",
+        (
+            _id(),
+            Column("at", REAL),
+            Column("tenant", TEXT),
+            Column("project_id", KEY, default=0),
+            Column("stage", TEXT),
+            Column("outcome", TEXT),
+            Column("prompt_tokens", INT),
+            Column("completion_tokens", INT),
+            Column("seconds", REAL),
+            # 1: the server gave no counts, the tokens are an estimate.
+            Column("estimated", INT, default=0),
+        ),
+        identity=Identity.REUSABLE,
+        indexes=(
+            Index("idx_llm_calls_tenant", ("tenant", "at", "prompt_tokens", "completion_tokens")),
+            Index("idx_llm_calls_project", ("project_id", "at")),
+            Index("idx_llm_calls_day", ("at", "tenant", "prompt_tokens", "completion_tokens")),
+        ),
+    ),
 )
 
 _BY_NAME = {table.name: table for table in TABLES}

@@ -132,4 +132,8 @@ CHANGES: tuple[Change, ...] = (
             CreateIndex("idx_entity_aliases_episode"),
         ),
     ),
+    Change(
+        "the LLM's account: a row per request to the model server (docs/usage.md)",
+        (CreateTable("llm_calls"),),
+    ),
 )

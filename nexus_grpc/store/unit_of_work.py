@@ -39,6 +39,7 @@ from nexus_grpc.store import (
     selections,
     sessions,
     summaries,
+    usage,
 )
 
 P = ParamSpec("P")
@@ -303,6 +304,17 @@ class KeywordIndexTable(Table):
     segment_count = bound(keyword_index.segment_count)
 
 
+class UsageTable(Table):
+    """``UsageRepository`` on one connection."""
+
+    insert = bound(usage.insert)
+    spent = bound(usage.spent)
+    stage_buckets = bound(usage.stage_buckets)
+    activity_buckets = bound(usage.activity_buckets)
+    job_tenants = bound(usage.job_tenants)
+    defer_tenant_jobs = bound(usage.defer_tenant_jobs)
+
+
 class NoInlineVectors(Table):
     """``InlineVectorRepository`` where vectors do not live beside the rows
     (SQLite: they live in Qdrant, written by index jobs); PostgreSQL's unit of
@@ -368,6 +380,10 @@ class SqlUnitOfWork:
     @cached_property
     def jobs(self) -> JobTable:
         return JobTable(self.conn)
+
+    @cached_property
+    def usage(self) -> UsageTable:
+        return UsageTable(self.conn)
 
     @cached_property
     def meta(self) -> MetaTable:

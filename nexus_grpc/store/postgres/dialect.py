@@ -39,6 +39,9 @@ class PostgresDialect:
     def tail(self, column: str, chars: str) -> str:
         return f"right({column}, {chars})"
 
+    def whole_times(self, column: str) -> str:
+        return f"CAST(FLOOR({column} / ?) AS BIGINT)"
+
     def episode_keyword_search(
         self,
         conn: Any,

@@ -38,6 +38,9 @@ class SqliteDialect:
     def tail(self, column: str, chars: str) -> str:
         return f"substr({column}, -{chars})"
 
+    def whole_times(self, column: str) -> str:
+        return f"CAST({column} / ? AS INTEGER)"  # positive: truncation is the floor
+
     def episode_keyword_search(
         self,
         conn: Any,
