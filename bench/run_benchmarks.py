@@ -341,7 +341,9 @@ def _new_pairs(words: list[str]) -> Callable[[random.Random], tuple[str, str]]:
     return pair
 
 
-def _memory_search(memory: memory_grpc.MemoryServiceStub, mode: int, users: int):
+def _memory_search(
+    memory: memory_grpc.MemoryServiceStub, mode: int, users: int, *, explain: bool = False
+):
     pair = _new_pairs(list(dict.fromkeys(QUERY_WORDS)))
 
     async def search(rng: random.Random) -> None:
@@ -350,6 +352,8 @@ def _memory_search(memory: memory_grpc.MemoryServiceStub, mode: int, users: int)
         request = memory_pb2.SearchMemoriesRequest(
             query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10
         )
+        if explain:
+            request.explain = True
         async for _ in memory.SearchMemories(request):
             pass
 
@@ -363,9 +367,10 @@ def _episode_search(
     sessions=(),
     project=0,
     asked_before: Sequence[tuple[str, int]] = (),
+    explain: bool = False,
 ):
     """``asked_before``: (query, session) pairs asked already, drawn from instead
-    of new word pairs."""
+    of new word pairs; ``explain``: each hit with its stages' ranks and scores."""
     pair = _new_pairs(list(dict.fromkeys(QUERY_WORDS)))
 
     async def search(rng: random.Random) -> None:
@@ -377,6 +382,8 @@ def _episode_search(
         request = memory_pb2.SearchEpisodesRequest(
             query=query, mode=mode, limit=10, session_id=session, project_id=project
         )
+        if explain:
+            request.explain = True
         async for _ in memory.SearchEpisodes(request):
             pass
 
