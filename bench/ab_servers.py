@@ -23,6 +23,13 @@ Examples (docs/benchmarks.md quotes both):
         --rpcs keyword,semantic,hybrid,memories_keyword,memories_default,entities \\
         old=/tmp/old main=main
 
+    # What explain adds to each search, against the same server without it
+    .venv/bin/python bench/ab_servers.py --episodes 20000 \\
+        --rpcs hybrid,hybrid+explain,memories_default,memories_default+explain,\\
+        entities,entities+explain main=main
+
+A ``+explain`` row asks every hit's explanation (issue 37's ``explain``); a
+tree whose protos lack the field ignores it, so the row is its plain search.
 memories_*: SearchMemories in that mode for one of ten users of a seeded
 project (run_benchmarks' question); entities: SearchEntities naming one of
 the seeded graph's entities.
@@ -46,36 +53,46 @@ import run_benchmarks as rb
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess
 from nexus_grpc.ops.bench import run_bench
 
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
 MEMORY_MODES = {f"memories_{m}": m for m in rb.EPISODE_MODES}
+#: A search named with this suffix asks for each hit's explanation (the
+#: SearchEpisodes row is then driven as memories and entities are).
+EXPLAIN = "+explain"
 #: ab_servers seeds this many users of rb.MEMORIES_PER_USER memories each.
 MEMORY_USERS = 10
 
 
-def _entity_search(graph: graph_grpc.GraphServiceStub):
+def _entity_search(graph: graph_grpc.GraphServiceStub, explain: bool = False):
     async def search(rng) -> None:
         request = graph_pb2.SearchEntitiesRequest(
             query=f"who is entity {rng.randrange(rb.ENTITIES)}?", project_id=rb.GRAPH_PROJECT,
-            limit=10)
+            limit=10, explain=explain)
         async for _ in graph.SearchEntities(request):
             pass
     return search
 
 
-async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float
-                  ) -> tuple[float, dict[str, float]]:
+async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float,
+                  scopes: list[int]) -> tuple[float, dict[str, float]]:
     """req/s and server CPU ms a call by thread group, for the searches
-    nexus_grpc.ops.bench does not drive (memories, entities)."""
+    nexus_grpc.ops.bench does not drive (memories, entities, and any search
+    with ``+explain``)."""
+    rpc, explain = rpc.removesuffix(EXPLAIN), rpc.endswith(EXPLAIN)
     async with grpc.aio.insecure_channel(target) as channel:
+        memory = memory_grpc.MemoryServiceStub(channel)
         if rpc in MEMORY_MODES:
-            memory = memory_grpc.MemoryServiceStub(channel)
-            call = rb._memory_search(memory, rb.EPISODE_MODES[MEMORY_MODES[rpc]], MEMORY_USERS)
+            call = rb._memory_search(memory, rb.EPISODE_MODES[MEMORY_MODES[rpc]], MEMORY_USERS,
+                                     explain=explain)
+        elif rpc in SEARCH_MODES:
+            mode = memory_pb2.SearchMode.Value(f"SEARCH_MODE_{rpc.upper()}")
+            call = rb._episode_search(memory, mode, sessions=scopes, explain=explain)
         else:
-            call = _entity_search(graph_grpc.GraphServiceStub(channel))
+            call = _entity_search(graph_grpc.GraphServiceStub(channel), explain)
         await rb.closed_loop(call, 4, 1.0)
         names = ps.python_thread_names(pid)
         before = ps.thread_cpu(pid, names)
@@ -99,8 +116,8 @@ def parse_variant(text: str) -> tuple[str, str, list[str]]:
 def run_one(target: str, pid: int, rpc: str, concurrency: int, duration: float,
             scopes: list[int]) -> tuple[float, dict[str, float]]:
     """req/s and server CPU ms a call by thread group."""
-    if rpc in MEMORY_MODES or rpc == "entities":
-        return asyncio.run(_closed(target, pid, rpc, concurrency, duration))
+    if rpc in MEMORY_MODES or rpc == "entities" or rpc.endswith(EXPLAIN):
+        return asyncio.run(_closed(target, pid, rpc, concurrency, duration, scopes))
     if rpc in SEARCH_MODES:
         name, extra = "search_episodes", {"mode": rpc, "search_session_ids": scopes}
     else:
@@ -124,7 +141,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=20_000)
     parser.add_argument("--rpcs", default="keyword,semantic,hybrid",
                         help="comma-separated: health, create_episode, keyword, semantic, hybrid,"
-                        " memories_keyword, memories_semantic, memories_default, entities")
+                        " memories_keyword, memories_semantic, memories_default, entities;"
+                        " a search with +explain asks each hit's explanation")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)

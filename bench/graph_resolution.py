@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import random
 import shutil
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -48,15 +47,14 @@ from nexus_grpc.llm.extraction import (
 )
 from nexus_grpc.store import documents
 from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store.db import Database
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
+from nexus_grpc.store.sqlite.database import Database
+from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint
 
 PROJECT = 1
 GRAPH = (PROJECT, 0)
-SYLLABLES = (
-    "ka ri mo la ne su to vi ra en dor mil pa be sha lo ti qu an ze ro fa ni go".split()
-)
+SYLLABLES = "ka ri mo la ne su to vi ra en dor mil pa be sha lo ti qu an ze ro fa ni go".split()
 TYPES = ("person", "organization", "technology", "place", "concept")
 
 
@@ -85,9 +83,7 @@ def _graph_names(rng: random.Random, n: int) -> list[tuple[str, str]]:
     return names
 
 
-def _episodes(
-    rng: random.Random, names: list[tuple[str, str]], n: int
-) -> list[ExtractionResult]:
+def _episodes(rng: random.Random, names: list[tuple[str, str]], n: int) -> list[ExtractionResult]:
     people = [name for name, etype in names if etype == "person"]
     results = []
     for _ in range(n):
@@ -96,9 +92,7 @@ def _episodes(
         first, last = person.split()
         partial = rng.choice([first, f"Dr. {last}", f"{person}'s", person.upper()])
         new = [(_name(rng, t), t) for t in rng.sample(TYPES, 2)]
-        entities = [
-            ExtractedEntity(n, t, None) for n, t in [*picked, (partial, "person"), *new]
-        ]
+        entities = [ExtractedEntity(n, t, None) for n, t in [*picked, (partial, "person"), *new]]
         edges = [
             ExtractedRelationship(entities[2].name, entities[0].name, "works_with", None),
             ExtractedRelationship(entities[2].name, entities[3].name, "uses", None),
@@ -125,7 +119,7 @@ def _exact_only(conn, graph, mentions, answers, episode_id):  # noqa: ANN001
 
 
 async def _seed(path: Path, names: list[tuple[str, str]], episodes: int) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = sqlite_connect(path, isolation_level=None)
     migrate(conn)
     conn.execute("BEGIN")
     conn.execute(
@@ -149,7 +143,7 @@ async def _seed(path: Path, names: list[tuple[str, str]], episodes: int) -> None
 
 
 async def _index(index: EdgeVectorIndex, path: Path, embedder) -> None:  # noqa: ANN001
-    conn = sqlite3.connect(path)
+    conn = sqlite_connect(path)
     rows = conn.execute("SELECT id FROM entities ORDER BY id").fetchall()
     docs = documents.entities(conn, [r[0] for r in rows])
     conn.close()
@@ -224,16 +218,19 @@ async def main() -> None:
         for copy in ("with", "without"):
             shutil.copy(seeded, root / f"{copy}.sqlite3")
         resolution = EntityResolution(
-            None, None, model="none", timeout=30.0, embedder=embedder, index=index  # type: ignore[arg-type]
+            None,
+            None,
+            model="none",
+            timeout=30.0,
+            embedder=embedder,
+            index=index,  # type: ignore[arg-type]
         )
         with_wall, with_cpu = await _run(root / "with.sqlite3", results, resolution, None)
-        without_wall, without_cpu = await _run(
-            root / "without.sqlite3", results, None, _exact_only
-        )
-        conn = sqlite3.connect(root / "with.sqlite3")
+        without_wall, without_cpu = await _run(root / "without.sqlite3", results, None, _exact_only)
+        conn = sqlite_connect(root / "with.sqlite3")
         entities_with = conn.execute("SELECT COUNT(*) FROM entities").fetchone()[0]
         conn.close()
-        conn = sqlite3.connect(root / "without.sqlite3")
+        conn = sqlite_connect(root / "without.sqlite3")
         entities_without = conn.execute("SELECT COUNT(*) FROM entities").fetchone()[0]
         conn.close()
         await index.close()

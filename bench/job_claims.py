@@ -11,9 +11,9 @@ transaction (each takes jobs the one before did not); what is timed is the
 claim's statements, not the commit. Then every job is pending again (and, on
 PostgreSQL, the table vacuumed, as autovacuum would) for the next figure.
 The same claims run again with main's claim (``ORDER BY priority, run_after,
-id``, copied here) on main's indexes (idx_jobs_priority and idx_jobs_claim
-instead of idx_jobs_lanes), so the two figures come from one database and one
-run.
+id``, copied here) on main's indexes (idx_jobs_priority and idx_jobs_claim,
+store/schema.RETIRED_INDEXES, instead of idx_jobs_lanes), so the two figures
+come from one database and one run.
 
 The enqueue figure: ``--backlog`` extraction jobs queued 256 at a time, as an
 import does, with the tenant read from each target (store/jobs.enqueue) and
@@ -33,9 +33,9 @@ from typing import Any
 
 from nexus_grpc.core.models import NewEpisode
 from nexus_grpc.store import jobs
-from nexus_grpc.store.db import Database
-from nexus_grpc.store.postgres import PostgresDatabase
+from nexus_grpc.store.postgres.database import PostgresDatabase
 from nexus_grpc.store.sql import now
+from nexus_grpc.store.sqlite.database import Database
 
 # main's claims (before tenants took turns), for the comparison.
 MAIN_SQLITE_CLAIM = (
@@ -168,7 +168,6 @@ async def measure(
         lambda c: int(c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
     )
     # main's claim on main's indexes, over the same backlog (all tenants queued).
-    main_claim_index = "(kind, run_after, id)" if postgres else "(kind, id)"
     await db.write_sql(
         lambda c: (
             c.execute("DROP INDEX idx_jobs_lanes"),
@@ -177,7 +176,7 @@ async def measure(
                 " WHERE state = 'pending'"
             ),
             c.execute(
-                f"CREATE INDEX idx_jobs_claim ON jobs{main_claim_index} WHERE state = 'pending'"
+                "CREATE INDEX idx_jobs_claim ON jobs(kind, run_after, id) WHERE state = 'pending'"
             ),
         )
     )

@@ -29,7 +29,6 @@ import importlib.util
 import json
 import os
 import random
-import sqlite3
 import sys
 import tempfile
 import time
@@ -50,7 +49,8 @@ from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
 from nexus_grpc.loadtest.loop import drive, percentile, ratio, single
 from nexus_grpc.ops.bench import WORDS as QUERY_WORDS
 from nexus_grpc.ops.bench import format_result, run_bench
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
+from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,18 +96,22 @@ def english_words() -> list[str]:
     """Whole English words from MiniLM's own vocabulary, roughly by frequency."""
     asset = ROOT / "nexus_grpc" / "embedding" / "assets" / "tokenizer.json"
     vocab = json.loads(asset.read_text())["model"]["vocab"]
-    return [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])
-            if w.isalpha() and w.isascii() and len(w) > 2]
+    return [
+        w
+        for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])
+        if w.isalpha() and w.isascii() and len(w) > 2
+    ]
 
 
 def chat_turns(n: int, seed: int) -> list[tuple[str, str]]:
     """Chat-length turns: a 12-word question and a 28-word answer, Zipf over real words."""
     words = english_words()
     weights = 1.0 / np.arange(1, len(words) + 1)
-    picks = np.random.default_rng(seed).choice(
-        len(words), size=(n, 40), p=weights / weights.sum())
-    return [(" ".join(words[i] for i in row[:12]), " ".join(words[i] for i in row[12:]))
-            for row in picks]
+    picks = np.random.default_rng(seed).choice(len(words), size=(n, 40), p=weights / weights.sum())
+    return [
+        (" ".join(words[i] for i in row[:12]), " ".join(words[i] for i in row[12:]))
+        for row in picks
+    ]
 
 
 def unit_vectors(gen: np.random.Generator, n: int) -> np.ndarray:
@@ -130,7 +134,7 @@ class Seeded:
 def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> Seeded:
     """Seed episodes, a graph and memories (see Seeded for the layout)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(data_dir / "nexus.sqlite3", isolation_level=None)
+    conn = sqlite_connect(data_dir / "nexus.sqlite3", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     migrate(conn)
     conn.execute("PRAGMA synchronous=OFF")
@@ -216,40 +220,71 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         gen = np.random.default_rng(7)
         await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
         await index.ensure_collection(
-            "memories", 384,
-            {"kind": "integer", "tier": "integer", "projectId": "integer", "userId": "keyword",
-             "sessionId": "integer", "agentId": "keyword"},
+            "memories",
+            384,
+            {
+                "kind": "integer",
+                "tier": "integer",
+                "projectId": "integer",
+                "userId": "keyword",
+                "sessionId": "integer",
+                "agentId": "keyword",
+            },
         )
         for start in range(0, total, 5000):
             n = min(5000, total - start)
             vecs = unit_vectors(gen, n)
-            await index.upsert("episodes", [
-                VectorPoint(start + i + 1, vecs[i].tolist(),
-                            {"sessionId": episode_sessions[start + i], "createdAt": 0})
-                for i in range(n)
-            ])
+            await index.upsert(
+                "episodes",
+                [
+                    VectorPoint(
+                        start + i + 1,
+                        vecs[i].tolist(),
+                        {"sessionId": episode_sessions[start + i], "createdAt": 0},
+                    )
+                    for i in range(n)
+                ],
+            )
         # Every seeded row gets its point: a row without one would be found by the
         # start-up reconcile and re-embedded in the background during the runs.
         await index.ensure_collection(
-            "entities", 384, {"projectId": "integer", "sessionId": "integer"})
+            "entities", 384, {"projectId": "integer", "sessionId": "integer"}
+        )
         for start in range(0, ENTITIES, 5000):
             n = min(5000, ENTITIES - start)
             vecs = unit_vectors(gen, n)
-            await index.upsert("entities", [
-                VectorPoint(start + i + 1, vecs[i].tolist(),
-                            {"projectId": GRAPH_PROJECT, "sessionId": 0})
-                for i in range(n)
-            ])
+            await index.upsert(
+                "entities",
+                [
+                    VectorPoint(
+                        start + i + 1,
+                        vecs[i].tolist(),
+                        {"projectId": GRAPH_PROJECT, "sessionId": 0},
+                    )
+                    for i in range(n)
+                ],
+            )
         for start in range(0, memory_count, 5000):
             n = min(5000, memory_count - start)
             vecs = unit_vectors(gen, n)
-            await index.upsert("memories", [
-                VectorPoint(start + i + 1, vecs[i].tolist(),
-                            {"kind": 2, "tier": 3, "projectId": 1,
-                             "userId": f"user{(start + i) % memory_users}", "sessionId": 0,
-                             "agentId": ""})
-                for i in range(n)
-            ])
+            await index.upsert(
+                "memories",
+                [
+                    VectorPoint(
+                        start + i + 1,
+                        vecs[i].tolist(),
+                        {
+                            "kind": 2,
+                            "tier": 3,
+                            "projectId": 1,
+                            "userId": f"user{(start + i) % memory_users}",
+                            "sessionId": 0,
+                            "agentId": "",
+                        },
+                    )
+                    for i in range(n)
+                ],
+            )
         await index.close()
 
     asyncio.run(vectors())
@@ -262,8 +297,9 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
     )
 
 
-async def closed_loop(call: Callable[[random.Random], Awaitable[None]], concurrency: int,
-                      duration: float) -> dict[str, float]:
+async def closed_loop(
+    call: Callable[[random.Random], Awaitable[None]], concurrency: int, duration: float
+) -> dict[str, float]:
     """``concurrency`` workers calling back to back (the shared loop); latency
     percentiles in ms.  A failed call stops the bench: no figure hides errors."""
     stats = (await drive(single("call", call), concurrency, duration)).stats()
@@ -272,8 +308,7 @@ async def closed_loop(call: Callable[[random.Random], Awaitable[None]], concurre
     return {"count": stats.count, "rps": stats.rps, "p50": stats.p50_ms, "p99": stats.p99_ms}
 
 
-async def _timed(server: ServerProcess, run: Awaitable[dict[str, float]]
-                 ) -> dict[str, float]:
+async def _timed(server: ServerProcess, run: Awaitable[dict[str, float]]) -> dict[str, float]:
     """A closed_loop() result with the server CPU each call cost."""
     cpu = server.cpu_seconds()
     figures = await run
@@ -302,26 +337,40 @@ def _new_pairs(words: list[str]) -> Callable[[random.Random], tuple[str, str]]:
                 break
         asked.add((w1, w2))
         return w1, w2
+
     return pair
 
 
-def _memory_search(memory: memory_grpc.MemoryServiceStub, mode: int, users: int):
+def _memory_search(
+    memory: memory_grpc.MemoryServiceStub, mode: int, users: int, *, explain: bool = False
+):
     pair = _new_pairs(list(dict.fromkeys(QUERY_WORDS)))
 
     async def search(rng: random.Random) -> None:
         scope = memory_pb2.MemoryScope(project_id=1, user_id=f"user{rng.randrange(users)}")
         w1, w2 = pair(rng)
         request = memory_pb2.SearchMemoriesRequest(
-            query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10)
+            query=f"what does the user enjoy, {w1} or {w2}?", scope=scope, mode=mode, limit=10
+        )
+        if explain:
+            request.explain = True
         async for _ in memory.SearchMemories(request):
             pass
+
     return search
 
 
-def _episode_search(memory: memory_grpc.MemoryServiceStub, mode: int, *, sessions=(), project=0,
-                    asked_before: Sequence[tuple[str, int]] = ()):
+def _episode_search(
+    memory: memory_grpc.MemoryServiceStub,
+    mode: int,
+    *,
+    sessions=(),
+    project=0,
+    asked_before: Sequence[tuple[str, int]] = (),
+    explain: bool = False,
+):
     """``asked_before``: (query, session) pairs asked already, drawn from instead
-    of new word pairs."""
+    of new word pairs; ``explain``: each hit with its stages' ranks and scores."""
     pair = _new_pairs(list(dict.fromkeys(QUERY_WORDS)))
 
     async def search(rng: random.Random) -> None:
@@ -331,9 +380,13 @@ def _episode_search(memory: memory_grpc.MemoryServiceStub, mode: int, *, session
             query = " ".join(pair(rng))
             session = rng.choice(sessions) if sessions else 0
         request = memory_pb2.SearchEpisodesRequest(
-            query=query, mode=mode, limit=10, session_id=session, project_id=project)
+            query=query, mode=mode, limit=10, session_id=session, project_id=project
+        )
+        if explain:
+            request.explain = True
         async for _ in memory.SearchEpisodes(request):
             pass
+
     return search
 
 
@@ -354,8 +407,9 @@ async def measure_extra(
             await health.Check(health_pb2.HealthCheckRequest())
 
         async def neighborhood(rng: random.Random) -> None:
-            await graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(
-                entity_id=rng.randint(1, ENTITIES), depth=3))
+            await graph.GetNeighborhood(
+                graph_pb2.GetNeighborhoodRequest(entity_id=rng.randint(1, ENTITIES), depth=3)
+            )
 
         async def run(name: str, call, concurrency: int) -> None:
             out[name] = await _timed(server, closed_loop(call, concurrency, duration))
@@ -367,36 +421,56 @@ async def measure_extra(
         for name, mode in EPISODE_MODES.items():
             await run(f"SearchMemories {name} (c=1)", _memory_search(memory, mode, users), 1)
         for name, mode in EPISODE_MODES.items():
-            await run(f"SearchEpisodes {name}, session in a project (c=1)",
-                      _episode_search(memory, mode, sessions=seeded.session_scopes), 1)
+            await run(
+                f"SearchEpisodes {name}, session in a project (c=1)",
+                _episode_search(memory, mode, sessions=seeded.session_scopes),
+                1,
+            )
         # The same question asked again in the same scope (a retry, or semantic
         # then default mode): its vector comes from the server's cache.
         rng = random.Random(7)
         words = list(dict.fromkeys(QUERY_WORDS))
-        asked = [(" ".join(rng.sample(words, 2)), rng.choice(seeded.session_scopes))
-                 for _ in range(64)]
+        asked = [
+            (" ".join(rng.sample(words, 2)), rng.choice(seeded.session_scopes)) for _ in range(64)
+        ]
         for query, session in asked:
-            async for _ in memory.SearchEpisodes(memory_pb2.SearchEpisodesRequest(
-                    query=query, session_id=session, mode=EPISODE_MODES["semantic"], limit=1)):
+            async for _ in memory.SearchEpisodes(
+                memory_pb2.SearchEpisodesRequest(
+                    query=query, session_id=session, mode=EPISODE_MODES["semantic"], limit=1
+                )
+            ):
                 pass
         for name in ("semantic", "default"):
-            await run(f"SearchEpisodes {name}, session in a project, asked before (c=1)",
-                      _episode_search(memory, EPISODE_MODES[name], asked_before=asked), 1)
+            await run(
+                f"SearchEpisodes {name}, session in a project, asked before (c=1)",
+                _episode_search(memory, EPISODE_MODES[name], asked_before=asked),
+                1,
+            )
         for name in ("keyword", "default"):
             mode = EPISODE_MODES[name]
-            await run(f"SearchEpisodes {name}, whole large project (c=1)",
-                      _episode_search(memory, mode, project=seeded.big_project), 1)
-            await run(f"SearchEpisodes {name}, small session outside projects (c=1)",
-                      _episode_search(memory, mode, sessions=seeded.lone_sessions), 1)
+            await run(
+                f"SearchEpisodes {name}, whole large project (c=1)",
+                _episode_search(memory, mode, project=seeded.big_project),
+                1,
+            )
+            await run(
+                f"SearchEpisodes {name}, small session outside projects (c=1)",
+                _episode_search(memory, mode, sessions=seeded.lone_sessions),
+                1,
+            )
         await run("health (c=16)", check, 16)
         for name in ("keyword", "semantic"):
-            await run(f"SearchMemories {name} (c=16)",
-                      _memory_search(memory, EPISODE_MODES[name], users), 16)
+            await run(
+                f"SearchMemories {name} (c=16)",
+                _memory_search(memory, EPISODE_MODES[name], users),
+                16,
+            )
     return out
 
 
-async def measure_small_scopes(target: str, duration: float, seeded: Seeded,
-                               server: ServerProcess) -> dict[str, dict[str, float]]:
+async def measure_small_scopes(
+    target: str, duration: float, seeded: Seeded, server: ServerProcess
+) -> dict[str, dict[str, float]]:
     """The scope-bound searches again on a database a tenth the size: their cost
     should follow the scope, not the table."""
     out: dict[str, dict[str, float]] = {}
@@ -406,10 +480,14 @@ async def measure_small_scopes(target: str, duration: float, seeded: Seeded,
         for name in ("keyword", "default"):
             mode = EPISODE_MODES[name]
             out[f"SearchMemories {name} (c=1)"] = await _timed(
-                server, closed_loop(_memory_search(memory, mode, users), 1, duration))
+                server, closed_loop(_memory_search(memory, mode, users), 1, duration)
+            )
             out[f"SearchEpisodes {name}, small session outside projects (c=1)"] = await _timed(
-                server, closed_loop(_episode_search(memory, mode, sessions=seeded.lone_sessions), 1,
-                                    duration))
+                server,
+                closed_loop(
+                    _episode_search(memory, mode, sessions=seeded.lone_sessions), 1, duration
+                ),
+            )
     return out
 
 
@@ -419,15 +497,19 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
     async with grpc.aio.insecure_channel(target) as channel:
         stub = memory_grpc.MemoryServiceStub(channel)
         session = await stub.CreateSession(
-            memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
+            memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+        )
         await _drained(channel)
         started = time.perf_counter()
         sem = asyncio.Semaphore(16)
 
         async def create(user: str, ai: str) -> None:
             async with sem:
-                await stub.CreateEpisode(memory_pb2.CreateEpisodeRequest(
-                    session_id=session.id, user_message=user, ai_response=ai))
+                await stub.CreateEpisode(
+                    memory_pb2.CreateEpisodeRequest(
+                        session_id=session.id, user_message=user, ai_response=ai
+                    )
+                )
 
         await asyncio.gather(*(create(u, a) for u, a in turns))
         await _drained(channel)
@@ -441,7 +523,8 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
     async def raw_batch(start: int) -> None:
         async with slots:
             await embedder.embed(
-                [f"User: {u}\nAssistant: {a}" for u, a in turns[start:start + 32]])
+                [f"User: {u}\nAssistant: {a}" for u, a in turns[start : start + 32]]
+            )
 
     # The faster of two passes: the reference should be the embedder at its best,
     # not at a moment the shared machine was busy.
@@ -455,11 +538,15 @@ async def measure_ingest(target: str, turns: list[tuple[str, str]]) -> dict[str,
     counter = MiniLMEmbedder()
     counter._load()  # noqa: SLF001 -- bench-only introspection
     tokens = counter._tokenizer.encode_batch(  # noqa: SLF001
-        [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]])
+        [f"User: {u}\nAssistant: {a}" for u, a in turns[:200]]
+    )
     await counter.close()
-    return {"episodes": episodes, "ingest_rate": episodes / ingest_s,
-            "raw_rate": episodes / raw_s,
-            "tokens_p50": float(np.median([sum(e.attention_mask) for e in tokens]))}
+    return {
+        "episodes": episodes,
+        "ingest_rate": episodes / ingest_s,
+        "raw_rate": episodes / raw_s,
+        "tokens_p50": float(np.median([sum(e.attention_mask) for e in tokens])),
+    }
 
 
 def measure_kernels(rounds: int = 7) -> dict[str, float]:
@@ -499,27 +586,36 @@ async def measure_watch(episodes: int) -> dict[str, float]:
     """
     from tests.ollama_stub import OllamaStub, Reply
 
-    answer = Reply.of({
-        "entities": [{"name": "Postgres", "type": "technology", "notes": "the database"},
-                     {"name": "Ada", "type": "person", "notes": None}],
-        "relationships": [{"from": "Ada", "to": "Postgres", "label": "maintains",
-                           "notes": None}],
-    })
-    with OllamaStub(default=answer) as stub, \
-            tempfile.TemporaryDirectory(prefix="nexus-watch-") as tmp:
+    answer = Reply.of(
+        {
+            "entities": [
+                {"name": "Postgres", "type": "technology", "notes": "the database"},
+                {"name": "Ada", "type": "person", "notes": None},
+            ],
+            "relationships": [
+                {"from": "Ada", "to": "Postgres", "label": "maintains", "notes": None}
+            ],
+        }
+    )
+    with (
+        OllamaStub(default=answer) as stub,
+        tempfile.TemporaryDirectory(prefix="nexus-watch-") as tmp,
+    ):
         server = ServerProcess(Path(tmp) / "data", "--ollama-url", stub.url, keep_log=False).start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
                 memory = memory_grpc.MemoryServiceStub(channel)
                 graph = graph_grpc.GraphServiceStub(channel)
                 session = await memory.CreateSession(
-                    memory_pb2.CreateSessionRequest(session=memory_pb2.Session()))
+                    memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
+                )
                 sent: dict[int, float] = {}
                 from_commit: list[float] = []
                 from_ack: list[float] = []
                 arrived: dict[int, float] = {}
                 call = graph.WatchExtractions(
-                    graph_pb2.WatchExtractionsRequest(session_id=session.id))
+                    graph_pb2.WatchExtractionsRequest(session_id=session.id)
+                )
 
                 async def watch() -> None:
                     async for event in call:
@@ -535,9 +631,13 @@ async def measure_watch(episodes: int) -> dict[str, float]:
                     # The event may arrive before this call's answer is read: time
                     # the whole path from the call.
                     started = time.time()
-                    ep = await memory.CreateEpisode(memory_pb2.CreateEpisodeRequest(
-                        session_id=session.id, user_message=f"Ada moved us to Postgres ({i})",
-                        ai_response="Noted: Postgres it is."))
+                    ep = await memory.CreateEpisode(
+                        memory_pb2.CreateEpisodeRequest(
+                            session_id=session.id,
+                            user_message=f"Ada moved us to Postgres ({i})",
+                            ai_response="Noted: Postgres it is.",
+                        )
+                    )
                     sent[ep.id] = started
                     await asyncio.sleep(0.02)  # a chat's pace, not a flood: one at a time
                 await asyncio.wait_for(reader, 120)
@@ -547,15 +647,20 @@ async def measure_watch(episodes: int) -> dict[str, float]:
             server.stop()
     from_commit.sort()
     from_ack.sort()
-    return {"events": episodes,
-            "commit_p50": percentile(from_commit, 50), "commit_p99": percentile(from_commit, 99),
-            "ack_p50": percentile(from_ack, 50), "ack_p99": percentile(from_ack, 99)}
+    return {
+        "events": episodes,
+        "commit_p50": percentile(from_commit, 50),
+        "commit_p99": percentile(from_commit, 99),
+        "ack_p50": percentile(from_ack, 50),
+        "ack_p99": percentile(from_ack, 99),
+    }
 
 
 async def service_status(target: str) -> memory_pb2.ServiceStatus:
     async with grpc.aio.insecure_channel(target) as channel:
         return await memory_grpc.MemoryServiceStub(channel).GetServiceStatus(
-            memory_pb2.GetServiceStatusRequest())
+            memory_pb2.GetServiceStatusRequest()
+        )
 
 
 async def _drained(channel: grpc.aio.Channel) -> None:
@@ -589,8 +694,10 @@ async def measure(target: str, duration: float, scopes: list[int], server: Serve
         s0, c0, w0 = server.cpu_seconds(), client_cpu_seconds(), time.perf_counter()
         result = await run_bench(target, rpc, conc, **common, **extra)
         wall = time.perf_counter() - w0
-        result.options["cpu_cores"] = {"server": (server.cpu_seconds() - s0) / wall,
-                                       "client": (client_cpu_seconds() - c0) / wall}
+        result.options["cpu_cores"] = {
+            "server": (server.cpu_seconds() - s0) / wall,
+            "client": (client_cpu_seconds() - c0) / wall,
+        }
         print(format_result(result), file=sys.stderr)
         results.append((rpc, conc, extra.get("mode", ""), result))
     return results
@@ -599,8 +706,11 @@ async def measure(target: str, duration: float, scopes: list[int], server: Serve
 def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
     """Each issue's performance target beside what this run measured."""
     sem, hyb = by[("search_episodes", 16, "semantic")], by[("search_episodes", 16, "hybrid")]
-    kw16, h16, h64 = (by[("search_episodes", 16, "keyword")], by[("health", 16, "")],
-                      by[("health", 64, "")])
+    kw16, h16, h64 = (
+        by[("search_episodes", 16, "keyword")],
+        by[("health", 16, "")],
+        by[("health", 64, "")],
+    )
     create = by[("create_episode", 64, "")]
     hood = extra["GetNeighborhood depth 3 (c=1)"]
     mem1, mem_kw = extra["SearchMemories semantic (c=1)"], extra["SearchMemories keyword (c=1)"]
@@ -618,39 +728,87 @@ def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
         ("semantic search p99 at c=16 (issue 3)", "≤ 60 ms", sem.p99_ms, sem.p99_ms <= 60),
         ("hybrid search p50 at c=16 (issue 3)", "≤ 20 ms", hyb.p50_ms, hyb.p50_ms <= 20),
         ("hybrid search p99 at c=16 (issue 3)", "≤ 60 ms", hyb.p99_ms, hyb.p99_ms <= 60),
-        ("ingest, chat-length (issue 3)", "≥ 100 /s", chat["ingest_rate"],
-         chat["ingest_rate"] >= 100),
-        ("ingest vs raw embedder (issue 3)", "≥ 75 %",
-         100 * chat["ingest_rate"] / chat["raw_rate"],
-         chat["ingest_rate"] >= 0.75 * chat["raw_rate"]),
+        (
+            "ingest, chat-length (issue 3)",
+            "≥ 100 /s",
+            chat["ingest_rate"],
+            chat["ingest_rate"] >= 100,
+        ),
+        (
+            "ingest vs raw embedder (issue 3)",
+            "≥ 75 %",
+            100 * chat["ingest_rate"] / chat["raw_rate"],
+            chat["ingest_rate"] >= 0.75 * chat["raw_rate"],
+        ),
         ("worst event-loop delay (issue 3)", "≤ 100 ms", lag.max_lag_ms, lag.over_100ms == 0),
         ("RSS, MB (issue 3)", "≤ 1,000", end_rss["VmRSS"], end_rss["VmRSS"] <= 1000),
         ("GetNeighborhood depth 3 p99 (issue 4)", "≤ 20 ms", hood["p99"], hood["p99"] <= 20),
         # Measured from the CreateEpisode call, as a client sees it (issue 18 item 7).
-        ("WatchExtractions delivery p50 from CreateEpisode (issue 4)", "≤ 50 ms",
-         watch["ack_p50"], watch["ack_p50"] <= 50),
+        (
+            "WatchExtractions delivery p50 from CreateEpisode (issue 4)",
+            "≤ 50 ms",
+            watch["ack_p50"],
+            watch["ack_p50"] <= 50,
+        ),
         ("SearchMemories semantic p50, c=1 (issue 5)", "≤ 10 ms", mem1["p50"], mem1["p50"] <= 10),
-        ("SearchMemories keyword p50, c=1 (issue 5)", "≤ 10 ms", mem_kw["p50"],
-         mem_kw["p50"] <= 10),
-        ("default-mode SearchEpisodes p50, c=1 (issue 12)", "≤ 30 ms", default1["p50"],
-         default1["p50"] <= 30),
-        ("hybrid SearchEpisodes at c=16, % of Health/Check req/s (issue 12)", "≥ 8 %",
-         100 * hyb.rps / h16.rps, hyb.rps >= 0.08 * h16.rps),
-        ("ingest, chat-length (issue 12)", "≥ 75 /s", chat["ingest_rate"],
-         chat["ingest_rate"] >= 75),
+        (
+            "SearchMemories keyword p50, c=1 (issue 5)",
+            "≤ 10 ms",
+            mem_kw["p50"],
+            mem_kw["p50"] <= 10,
+        ),
+        (
+            "default-mode SearchEpisodes p50, c=1 (issue 12)",
+            "≤ 30 ms",
+            default1["p50"],
+            default1["p50"] <= 30,
+        ),
+        (
+            "hybrid SearchEpisodes at c=16, % of Health/Check req/s (issue 12)",
+            "≥ 8 %",
+            100 * hyb.rps / h16.rps,
+            hyb.rps >= 0.08 * h16.rps,
+        ),
+        (
+            "ingest, chat-length (issue 12)",
+            "≥ 75 /s",
+            chat["ingest_rate"],
+            chat["ingest_rate"] >= 75,
+        ),
     ]
-    for name in ("SearchMemories keyword (c=1)", "SearchMemories default (c=1)",
-                 "SearchEpisodes keyword, small session outside projects (c=1)",
-                 "SearchEpisodes default, small session outside projects (c=1)"):
-        rows.append((f"{name} p50, 10× the data ÷ the small database (issue 19)", "≤ 1.5×",
-                     growth(name), growth(name) <= 1.5))
+    for name in (
+        "SearchMemories keyword (c=1)",
+        "SearchMemories default (c=1)",
+        "SearchEpisodes keyword, small session outside projects (c=1)",
+        "SearchEpisodes default, small session outside projects (c=1)",
+    ):
+        rows.append(
+            (
+                f"{name} p50, 10× the data ÷ the small database (issue 19)",
+                "≤ 1.5×",
+                growth(name),
+                growth(name) <= 1.5,
+            )
+        )
     rows += [
-        ("server CPU a semantic call − keyword's, c=16 (issue 19)", "≤ 1.5 ms",
-         cpu(sem) - cpu(kw16), cpu(sem) - cpu(kw16) <= 1.5),
-        ("server CPU a hybrid call − semantic's, c=16 (issue 19)", "≤ 0.5 ms",
-         cpu(hyb) - cpu(sem), cpu(hyb) - cpu(sem) <= 0.5),
-        ("CreateEpisode at c=64, % of Health/Check req/s (issue 19)", "≥ 50 %",
-         100 * create.rps / h64.rps, create.rps >= 0.5 * h64.rps),
+        (
+            "server CPU a semantic call − keyword's, c=16 (issue 19)",
+            "≤ 1.5 ms",
+            cpu(sem) - cpu(kw16),
+            cpu(sem) - cpu(kw16) <= 1.5,
+        ),
+        (
+            "server CPU a hybrid call − semantic's, c=16 (issue 19)",
+            "≤ 0.5 ms",
+            cpu(hyb) - cpu(sem),
+            cpu(hyb) - cpu(sem) <= 0.5,
+        ),
+        (
+            "CreateEpisode at c=64, % of Health/Check req/s (issue 19)",
+            "≥ 50 %",
+            100 * create.rps / h64.rps,
+            create.rps >= 0.5 * h64.rps,
+        ),
     ]
     out = ["", "## Targets", "", "| target | wanted | this run | met |", "|---|---|---|---|"]
     for name, wanted, got, met in rows:
@@ -662,8 +820,21 @@ def _mix(weights: dict[str, float]) -> str:
     return ",".join(f"{op}={w:g}" for op, w in weights.items())
 
 
-def write_report(path: Path, args, server: ServerProcess, results, extra, small, seeded: Seeded,
-                 ingests, rss, lag, watch, seed_s: float, kernels: dict[str, float]) -> None:
+def write_report(
+    path: Path,
+    args,
+    server: ServerProcess,
+    results,
+    extra,
+    small,
+    seeded: Seeded,
+    ingests,
+    rss,
+    lag,
+    watch,
+    seed_s: float,
+    kernels: dict[str, float],
+) -> None:
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
     by = {(r, c, m): res for r, c, m, res in results}
@@ -683,12 +854,12 @@ def write_report(path: Path, args, server: ServerProcess, results, extra, small,
         f" {LONE_SESSIONS} sessions of {LONE_EPISODES} outside any project; {ENTITIES:,}"
         f" entities and {RELATIONSHIPS:,} relationships; {seeded.memories:,} USER memories,"
         f" {MEMORIES_PER_USER:,} for each of {seeded.memories // MEMORIES_PER_USER:,} users in"
-        f" one project, each starting \"The user likes\" (seeded in {seed_s:.0f} s). Text is"
+        f' one project, each starting "The user likes" (seeded in {seed_s:.0f} s). Text is'
         f" Zipf-distributed over a {VOCABULARY:,}-word vocabulary; seeded vectors are random"
         " unit vectors and every query is embedded by the real offline model.",
         "- Episode searches at c=16 are scoped to a session in a project: 1,000 episodes."
         " Memory searches are scoped to one user in the project (1,000 memories of theirs) and"
-        " ask \"what does the user enjoy, X or Y?\".",
+        ' ask "what does the user enjoy, X or Y?".',
         f"- The small database (for the scope-cost ratios): {SMALL_EPISODES:,} episodes in the"
         f" same layout and {SMALL_MEMORY_USERS * MEMORIES_PER_USER:,} memories"
         f" ({SMALL_MEMORY_USERS} users), on a second server started after the first stops.",
@@ -748,9 +919,11 @@ def write_report(path: Path, args, server: ServerProcess, results, extra, small,
     lines.append(
         f"- Embedder kernels ({kernels['int8_layers']:.0f} dense layers on 8-bit MatMulNBits,"
         " int8 compute, against the same weights unpacked to fp32; one thread each, median"
-        " ms): " + "; ".join(
+        " ms): "
+        + "; ".join(
             f"{case} {kernels[case + ' fp32']:.1f} → {kernels[case + ' int8']:.1f}"
-            for case in ("1 query", "16 queries", "32 chat turns"))
+            for case in ("1 query", "16 queries", "32 chat turns")
+        )
         + f". Cosine between the two, lowest of 64: queries {kernels['cos min queries']:.4f},"
         f" chat turns {kernels['cos min chat turns']:.4f}."
     )
@@ -779,8 +952,10 @@ def write_report(path: Path, args, server: ServerProcess, results, extra, small,
     if mixed is not None:
         lines.append(
             f"- mixed (c=64, mix {_mix(mixed.options['mix'])}): "
-            + "; ".join(f"{op} p50 {st.p50_ms:.1f} ms p99 {st.p99_ms:.1f} ms"
-                        for op, st in sorted(mixed.ops.items()))
+            + "; ".join(
+                f"{op} p50 {st.p50_ms:.1f} ms p99 {st.p99_ms:.1f} ms"
+                for op, st in sorted(mixed.ops.items())
+            )
             + "."
         )
     for rpc, _conc, mode, res in results:
@@ -796,22 +971,36 @@ def write_report(path: Path, args, server: ServerProcess, results, extra, small,
         lines += ["", (ROOT / "bench" / findings).read_text().rstrip()]
     path.write_text("\n".join(lines) + "\n")
     json_path = path.with_suffix(".json")
-    json_path.write_text(json.dumps(
-        {"runs": [r.to_dict() for *_, r in results], "extra": extra, "small": small,
-         "ingest": ingests,
-         "rss_mb": {"start": start_rss, "end": end_rss},
-         "watch": watch, "kernels": kernels,
-         "event_loop": {"samples": lag.samples, "max_lag_ms": lag.max_lag_ms,
-                        "over_100ms": lag.over_100ms}},
-        indent=1, default=str))
+    json_path.write_text(
+        json.dumps(
+            {
+                "runs": [r.to_dict() for *_, r in results],
+                "extra": extra,
+                "small": small,
+                "ingest": ingests,
+                "rss_mb": {"start": start_rss, "end": end_rss},
+                "watch": watch,
+                "kernels": kernels,
+                "event_loop": {
+                    "samples": lag.samples,
+                    "max_lag_ms": lag.max_lag_ms,
+                    "over_100ms": lag.over_100ms,
+                },
+            },
+            indent=1,
+            default=str,
+        )
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int,
-                        default=int(os.environ.get("BENCH_EPISODES", "100000")))
-    parser.add_argument("--duration", type=float,
-                        default=float(os.environ.get("BENCH_DURATION", "10")))
+    parser.add_argument(
+        "--episodes", type=int, default=int(os.environ.get("BENCH_EPISODES", "100000"))
+    )
+    parser.add_argument(
+        "--duration", type=float, default=float(os.environ.get("BENCH_DURATION", "10"))
+    )
     parser.add_argument("--ingest", type=int, default=int(os.environ.get("BENCH_INGEST", "500")))
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
@@ -835,9 +1024,11 @@ def main() -> int:
             extra = asyncio.run(measure_extra(target, args.duration, seeded, server))
             ingests = {
                 "chat-length turns": asyncio.run(
-                    measure_ingest(target, chat_turns(args.ingest, 9))),
-                "long synthetic turns": asyncio.run(measure_ingest(
-                    target, [(t[:150], t[150:]) for t in texts(args.ingest, 54, 9)])),
+                    measure_ingest(target, chat_turns(args.ingest, 9))
+                ),
+                "long synthetic turns": asyncio.run(
+                    measure_ingest(target, [(t[:150], t[150:]) for t in texts(args.ingest, 54, 9)])
+                ),
             }
             results = asyncio.run(measure(target, args.duration, seeded.session_scopes, server))
             end_rss = server.rss_mb()
@@ -849,14 +1040,28 @@ def main() -> int:
         small_server = ServerProcess(small_dir, keep_log=False).start(timeout=120)
         try:
             small_server.wait_settled()
-            small = asyncio.run(measure_small_scopes(
-                small_server.target, args.duration, small_seeded, small_server))
+            small = asyncio.run(
+                measure_small_scopes(small_server.target, args.duration, small_seeded, small_server)
+            )
         finally:
             small_server.stop()
         watch = asyncio.run(measure_watch(200))
         kernels = measure_kernels()
-        write_report(args.out, args, server, results, extra, small, seeded, ingests,
-                     (start_rss, end_rss), lag, watch, seed_s, kernels)
+        write_report(
+            args.out,
+            args,
+            server,
+            results,
+            extra,
+            small,
+            seeded,
+            ingests,
+            (start_rss, end_rss),
+            lag,
+            watch,
+            seed_s,
+            kernels,
+        )
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from nexus_grpc.app import App
 from nexus_grpc.core.models import SearchMode, TimeWindow
-from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.memory_visibility import MemoryScope
 from nexus_grpc.runtime.config import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -75,7 +75,7 @@ async def main(cpu: int) -> None:
                 return len([h async for h in hits])
 
             async def memories(query: str, mode: SearchMode) -> int:
-                return len([h async for h in app.memories.search(query, scope, 10, mode)])
+                return len([h async for h in app.memory_search.search(query, scope, 10, mode)])
 
             for name, search, mode in (
                 ("SearchEpisodes keyword", episodes, SearchMode.KEYWORD),

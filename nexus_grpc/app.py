@@ -15,17 +15,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.core import storage
+from nexus_grpc.core import llm_usage, storage, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.domain import vector_collections
+from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
-from nexus_grpc.domain.episode_search import EpisodeSearch
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
@@ -36,8 +36,10 @@ from nexus_grpc.domain.merges import Merges
 from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.domain.reconcile import Reconciler
 from nexus_grpc.domain.restore import ProjectRestore
+from nexus_grpc.domain.retrieval.search import EntitySearch, EpisodeSearch, MemorySearch
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
+from nexus_grpc.domain.usage_report import UsageReports
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.pipeline import memory_former
@@ -59,8 +61,8 @@ from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import jobs as job_store
 from nexus_grpc.store.jobs import QueueDepth
 from nexus_grpc.store.keyword_upkeep import KeywordIndexUpkeep
-from nexus_grpc.store.pg_vector_index import PgVectorIndex
-from nexus_grpc.store.postgres import PostgresDatabase, is_postgres_url
+from nexus_grpc.store.postgres.database import PostgresDatabase, is_postgres_url
+from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
     QdrantVectorIndex,
@@ -117,6 +119,8 @@ class ServiceState:
     dependencies: list[DependencyState] = field(default_factory=list)
     queues: list[QueueDepth] = field(default_factory=list)
     event_loop: LoopLag | None = None
+    #: Each tenant's LLM spend today against its budget, as the caller may see.
+    budgets: list[TenantSpend] = field(default_factory=list)
 
 
 def make_database(settings: Settings) -> storage.Database:
@@ -235,7 +239,10 @@ class App:
                 candidates=settings.reranker_candidates,
                 timeout=settings.reranker_timeout,
             )
+        # The three searches (domain/retrieval/search.py).
         self.episode_search = EpisodeSearch(self.db, self.embedder, self.index, self.reranker)
+        self.memory_search = MemorySearch(self.db, self.embedder, self.index, self.reranker)
+        self.entity_search = EntitySearch(self.db, self.embedder, self.index, self.reranker)
         self.export = ProjectExport(self.db)
         self.project_stats = ProjectStatistics(self.db)
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
@@ -254,6 +261,10 @@ class App:
             else None
         )
         self.llm = tracing.traced(self.llm, "llm")
+        # Tenants' daily LLM token budgets: --llm-tokens-per-day here, the keys
+        # file's "tenants" from start_server (set_tenants).
+        self.budgets = Budgets(self.db, BudgetPolicy(settings.llm_tokens_per_day))
+        self.usage_reports = UsageReports(self.db, self.budgets, settings.default_tenant)
         self.workers: list[JobWorker] = []
         self._background: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor()
@@ -275,7 +286,6 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
-            reranker=self.reranker,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -297,7 +307,9 @@ class App:
             resolution=self.entity_resolution,
         )
         self.merges = Merges(self.db, self.signals)
-        self.summaries = Summaries(self.db, self.signals, self.llm, settings.summary_model)
+        self.summaries = Summaries(
+            self.db, self.signals, self.llm, settings.summary_model, budgets=self.budgets
+        )
         self.memories = Memories(
             self.db,
             self.signals,
@@ -306,7 +318,6 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
-            reranker=self.reranker,
         )
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
@@ -315,16 +326,18 @@ class App:
             self.graph_events,
             self.llm,
             self.memories,
+            self.memory_search,
             model=settings.extraction_model,
             timeout=settings.llm_timeout,
         )
         self.selector = Selector(
             self.db,
-            self.memories,
+            self.memory_search,
             self.llm,
             settings.selection_model,
             timeout=settings.llm_timeout,
             default_tenant=settings.default_tenant,
+            budgets=self.budgets,
         )
         # Why a list, search or selection is empty, for the answer's trailer.
         self.empty_answers = EmptyAnswers(self.db, llm_configured=self.llm is not None)
@@ -496,6 +509,8 @@ class App:
                 SessionSummarizer(self.summaries).handle,
                 self._worker_config(batch_size=1, concurrency=1),
                 ready=self.llm_ready,
+                stage=llm_usage.SUMMARY,
+                gate=self.budgets.hold,
             )
         )
         self.extraction_worker = JobWorker(
@@ -509,6 +524,8 @@ class App:
             ready=self.llm_ready,
             # Wakes the entity indexer and the extraction watchers.
             after_commit=self.extraction.committed,
+            stage=llm_usage.EXTRACTION,
+            gate=self.budgets.hold,
         )
         self.workers.append(self.extraction_worker)
         self.formation_worker = JobWorker(
@@ -521,6 +538,8 @@ class App:
             on_retry=memory_former.note_retry,
             ready=self.llm_ready,
             after_commit=self.formation.committed,
+            stage=llm_usage.FORMATION,
+            gate=self.budgets.hold,
         )
         self.workers.append(self.formation_worker)
         self.workers.append(
@@ -532,6 +551,8 @@ class App:
                 self._worker_config(batch_size=1, concurrency=1),
                 ready=self.llm_ready,
                 after_commit=lambda: self.signals.wake(job_store.INDEX_ENTITY),
+                stage=llm_usage.RESOLUTION,
+                gate=self.budgets.hold,
             )
         )
         self.workers.append(
@@ -684,6 +705,10 @@ class App:
         # A dependency's line may quote a library's error, which may quote a URL.
         deps = [dataclasses.replace(d, detail=scrub(d.detail)) for d in deps]
         degraded = any(not d.ok for d in deps)
+        try:
+            budgets = await self.budgets.report(tenancy.own(self.settings.default_tenant))
+        except Exception:
+            budgets = []  # the database is away: its dependency line says so
         return ServiceState(
             "DEGRADED" if degraded else "SERVING",
             self.db.schema_version,
@@ -692,4 +717,5 @@ class App:
             deps,
             queues,
             self.loop_lag.snapshot(),
+            budgets,
         )

@@ -1,5 +1,5 @@
 """The ``nexus-grpc`` command: serve, bench, eval, reindex, migrate-store, doctor,
-export, import, mcp and console."""
+export, import, usage, mcp and console."""
 
 from __future__ import annotations
 
@@ -309,6 +309,31 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.usage import UsageError, usage_table
+
+    async def run() -> str:
+        async with _client(args) as client:
+            return await usage_table(
+                client,
+                project=args.project,
+                tenant=args.tenant,
+                since=args.since,
+                bucket=args.bucket,
+            )
+
+    try:
+        print(asyncio.run(run()))
+    except UsageError as exc:
+        print(f"usage: {exc}", file=sys.stderr)
+        return 2
+    except NexusClientError as exc:
+        print(f"usage: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 MCP_EXTRA_HINT = (
     "nexus-grpc mcp: the MCP SDK is not installed ({missing});"
     " `pip install 'nexus-grpc[mcp]'` installs it"
@@ -427,11 +452,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
 
+    from nexus_grpc.ops.usage import add_arguments as add_usage_arguments
+
+    usage = sub.add_parser(
+        "usage",
+        help="what the LLM cost, per stage (calls, tokens, seconds, outcomes), for the key's"
+        " tenant or one project, and the tenant's spend today against its budget",
+    )
+    add_usage_arguments(usage)
+    _add_client_options(usage)
+    usage.set_defaults(func=cmd_usage)
+
     from nexus_grpc.mcp.options import add_arguments as add_mcp_arguments
 
     mcp = sub.add_parser(
         "mcp",
-        help="serve seed 004's memory tools to coding agents over MCP (stdio, or streamable"
+        help="serve the memory tools to coding agents over MCP (stdio, or streamable"
         " HTTP with --http), in front of a running server",
     )
     add_mcp_arguments(mcp)

@@ -411,6 +411,8 @@ async def start_server(
     if tracing_on:  # before App: it wraps its components only when tracing is on
         tracing.configure(settings.otel_endpoint)
     app = app or App(settings)
+    if keys is not None:
+        app.budgets.set_tenants(keys.tenant_budgets)
     await app.start(reconcile=reconcile)  # closes what it opened if it fails
     metrics = Metrics(app) if settings.metrics_listen else None
     observer = combine(observer, metrics)

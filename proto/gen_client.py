@@ -296,7 +296,10 @@ class Types:
             if field.type_name in self.enums:
                 # The Python enum, a label (short or full) or the number.
                 base = f"{self.enums[field.type_name].name} | str | int"
-            if field.type_name == ".google.protobuf.Struct":
+            if field.type_name == ".google.protobuf.Struct" or (
+                field.type == FDP.TYPE_MESSAGE and not field.type_name.startswith(".google.")
+            ):
+                # A mapping of the message's fields (labels for its enums) will do.
                 base = f"{base} | Mapping[str, Any]"
         else:
             base = SCALARS[field.type]
@@ -475,8 +478,16 @@ def render_enum(types: Types, enum: Enum) -> list[str]:
     return out
 
 
+# What a result view (client/views.py) answers itself: no field may take these names.
+VIEW_NAMES = {"to_message", "trailers", "empty_reason"}
+
+
 def render(fds: descriptor_pb2.FileDescriptorSet) -> str:
     types = Types(fds)
+    for full, message in types.messages.items():
+        taken = VIEW_NAMES & {f.name for f in message.field}
+        if taken:
+            raise SystemExit(f"{full[1:]} has a field named {taken.pop()}, which result views use")
     imports = "\n".join(MODULES[name][0] for name in sorted(
         SERVICE_FILES, key=lambda n: MODULES[n][0]))
     enums = sorted(types.enums.values(), key=lambda e: e.name)

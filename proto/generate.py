@@ -9,6 +9,11 @@ needs no protoc.  protoc writes imports such as ``from nexus.memory.v1 import``
 for cross-file references; they are rewritten to ``nexus_grpc.gen.nexus...``
 so the code imports as part of our package without touching sys.path.
 
+It also writes nexus_grpc/gen/descriptors.binpb: the three service files'
+descriptors with their source info (the proto comments), which server
+reflection serves so that ``grpcurl describe`` prints the comments (the
+generated modules carry descriptors without them).
+
 ``--check`` generates into a scratch directory and fails when the committed
 code differs, which is how CI proves the two match.
 """
@@ -29,6 +34,8 @@ PROTO_DIR = ROOT / "proto"
 GEN_DIR = ROOT / "nexus_grpc" / "gen"
 CLIENT = ROOT / "nexus_grpc" / "client" / "__init__.py"
 IMPORT_RE = re.compile(r"^(from|import) nexus\.", re.MULTILINE)
+# The descriptors with source info that reflection serves (api/reflection.py).
+DESCRIPTORS = "descriptors.binpb"
 
 
 def generate(out: Path, client: Path) -> None:
@@ -63,6 +70,12 @@ def generate(out: Path, client: Path) -> None:
         )
         fds = descriptor_pb2.FileDescriptorSet.FromString(descriptors.read_bytes())
     client.write_text(render(fds))
+    # Only our own files (the well-known ones are protobuf's), with their comments.
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{well_known}",
+         "--include_source_info", f"--descriptor_set_out={out / DESCRIPTORS}", *protos],
+        check=True, cwd=PROTO_DIR,
+    )
     for path in out.rglob("*"):
         if path.suffix in (".py", ".pyi"):
             text = path.read_text()

@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
+from nexus_grpc.store.sqlite.migrations import migrate
 from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub, Reply
 from tests.support import Harness, start_harness
@@ -68,9 +69,9 @@ def conn() -> Iterator[sqlite3.Connection]:
     what the domain and store functions are called with, without a server.
 
     Autocommit (the store issues BEGIN/COMMIT itself), rows by name and
-    foreign keys enforced, as the store's own connections are (store/db.py).
+    foreign keys enforced, as the store's own connections are (store/sqlite/database.py).
     """
-    c = sqlite3.connect(":memory:", isolation_level=None)
+    c = sqlite_connect(":memory:", isolation_level=None)
     c.row_factory = sqlite3.Row
     c.execute("PRAGMA foreign_keys = ON")
     migrate(c)

@@ -29,6 +29,8 @@ from nexus_grpc.core.graph import (
     Relationship,
     When,
 )
+from nexus_grpc.core.jobs import Job
+from nexus_grpc.core.llm_usage import LLMCall, StageBucket
 from nexus_grpc.core.models import (
     Episode,
     JobState,
@@ -39,6 +41,7 @@ from nexus_grpc.core.models import (
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.store.usage import DEFER_SWEEP
 
 
 def _ids() -> Iterator[int]:
@@ -270,6 +273,7 @@ class FakeJob:
     priority: int
     state: str = "pending"
     id: int = 0
+    last_error: str = ""
     tenant: str = ""
     attempts: int = 0
 
@@ -516,6 +520,104 @@ def _holds(r: Relationship, when: When) -> bool:
     return r.invalid_at is None
 
 
+class FakeUsage:
+    """The LLM's account, and the tenants of LLM jobs' targets."""
+
+    def __init__(
+        self,
+        projects: FakeProjects,
+        sessions: FakeSessions,
+        episodes: FakeEpisodes,
+        graph: FakeGraph,
+        jobs: FakeJobs,
+    ) -> None:
+        self.rows: list[LLMCall] = []
+        self._projects = projects
+        self._sessions = sessions
+        self._episodes = episodes
+        self._graph = graph
+        self._jobs = jobs
+
+    def insert(self, calls: Sequence[LLMCall]) -> None:
+        self.rows.extend(calls)
+
+    def spent(self, since: float, tenants: Sequence[str] | None = None) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for c in self.rows:
+            if c.at >= since:
+                found[c.tenant] = found.get(c.tenant, 0) + c.prompt_tokens + c.completion_tokens
+        if tenants is None:
+            return found
+        return {t: found.get(t, 0) for t in tenants}
+
+    def stage_buckets(
+        self,
+        start: float,
+        end: float,
+        bucket_seconds: float,
+        *,
+        tenant: str | None = None,
+        project_id: int | None = None,
+    ) -> list[StageBucket]:
+        groups: dict[tuple[int, str, str], list[LLMCall]] = {}
+        for c in self.rows:
+            mine = c.project_id == project_id if project_id is not None else c.tenant == tenant
+            if mine and start <= c.at < end:
+                key = (int(c.at // bucket_seconds), c.stage, c.outcome)
+                groups.setdefault(key, []).append(c)
+        return [
+            StageBucket(
+                b,
+                stage,
+                outcome,
+                len(calls),
+                sum(c.prompt_tokens for c in calls),
+                sum(c.completion_tokens for c in calls),
+                sum(c.seconds for c in calls),
+                sum(1 for c in calls if c.estimated),
+            )
+            for (b, stage, outcome), calls in sorted(groups.items())
+        ]
+
+    def _tenant_of(self, kind: str, target_id: int) -> str | None:
+        if kind in (job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
+            episode = self._episodes.rows.get(target_id)
+            session = self._sessions.rows.get(episode.session_id) if episode else None
+            return session.tenant if session else None
+        if kind == job_kinds.SUMMARIZE_SESSION:
+            session = self._sessions.rows.get(target_id)
+            return session.tenant if session else None
+        if kind == job_kinds.RESOLVE_ENTITY:
+            entity = self._graph.entities.get(target_id)
+            if entity is None:
+                return None
+            owner = self._projects.rows.get(entity.project_id) or self._sessions.rows.get(
+                entity.session_id
+            )
+            return owner.tenant if owner is not None else DEFAULT_TENANT
+        return None
+
+    def job_tenants(self, kind: str, target_ids: Sequence[int]) -> dict[int, str]:
+        found = {t: self._tenant_of(kind, t) for t in set(target_ids)}
+        return {t: tenant for t, tenant in found.items() if tenant is not None}
+
+    def defer_tenant_jobs(self, kind: str, tenant: str, until: float, error: str) -> list[Job]:
+        held = sorted(
+            (
+                j
+                for j in self._jobs.rows
+                if j.kind == kind
+                and j.state == "pending"
+                and j.run_after < until
+                and self._tenant_of(kind, j.target_id) == tenant
+            ),
+            key=lambda j: (j.priority, j.run_after, j.id),
+        )[:DEFER_SWEEP]
+        for j in held:
+            j.run_after, j.last_error = until, error
+        return [Job(j.id, j.kind, j.target_id, 0, j.priority) for j in held]
+
+
 @dataclass
 class FakeUnitOfWork:
     """``core.repositories.UnitOfWork`` in memory: one "database" the unit
@@ -526,11 +628,13 @@ class FakeUnitOfWork:
     graph: FakeGraph = field(default_factory=FakeGraph)
     jobs: FakeJobs = field(init=False)
     episodes: FakeEpisodes = field(init=False)
+    usage: FakeUsage = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
         self.episodes = FakeEpisodes(self.sessions, self.jobs)
         self.jobs.episodes = self.episodes
+        self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

@@ -113,7 +113,10 @@ class Reply:
     ``chunks``: explicit streaming pieces (default: split into words).
     ``chunk_delay``: pause between streamed chunks.  ``malformed``: send an
     unparseable body/line.  ``stream_error``: after the chunks, an ``{"error"}``
-    line, as Ollama does when a runner dies mid-generation.
+    line, as Ollama does when a runner dies mid-generation.  ``uncounted``:
+    no token counts in the answer, as Ollama leaves ``prompt_eval_count`` out
+    for a prompt it had cached and some OpenAI-compatible servers send no
+    ``usage``.
     """
 
     content: str = ""
@@ -125,6 +128,7 @@ class Reply:
     malformed: bool = False
     stream_error: str | None = None
     done_reason: str = "stop"
+    uncounted: bool = False
 
     @classmethod
     def of(cls, content: str | dict[str, Any] | list[Any], **kw: Any) -> Reply:
@@ -800,6 +804,9 @@ class _Handler(BaseHTTPRequestHandler):
                 eval_count=n_chunks,
                 eval_duration=98_765_432,
             )
+            if reply.uncounted:
+                for key in ("prompt_eval_count", "prompt_eval_duration", "eval_count"):
+                    del out[key]
             return out
 
         if not self._streaming(path, body):
@@ -880,7 +887,7 @@ class _Handler(BaseHTTPRequestHandler):
                             "finish_reason": reason,
                         }
                     ],
-                    "usage": usage,
+                    **({} if reply.uncounted else {"usage": usage}),
                 },
             )
             return
@@ -910,6 +917,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(f"data: {json.dumps(error)}\n\n")
         else:
             event({"role": "assistant", "content": ""}, reason)
+            options = body.get("stream_options")
+            wanted = isinstance(options, dict) and options.get("include_usage") is True
+            if wanted and not reply.uncounted:
+                # OpenAI's last event when asked: no choices, the counts.
+                completion = len(stub_tokens(content))
+                usage = {
+                    "prompt_tokens": req.prompt_tokens,
+                    "completion_tokens": completion,
+                    "total_tokens": req.prompt_tokens + completion,
+                }
+                chunk = {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+                self._write_chunk(f"data: {json.dumps(chunk)}\n\n")
             self._write_chunk("data: [DONE]\n\n")
         self._end_stream()
 

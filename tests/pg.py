@@ -44,7 +44,7 @@ def _prepare(srv: Any) -> None:
     """
     import psycopg
 
-    from nexus_grpc.store.pg_schema import migrate
+    from nexus_grpc.store.postgres.migrations import migrate
 
     with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
         for setting in ("fsync", "synchronous_commit", "full_page_writes"):
@@ -116,3 +116,12 @@ def stop() -> None:
         if _root is not None:
             shutil.rmtree(_root, ignore_errors=True)
             _root = None
+
+
+def restore_version_1(raw: Any) -> None:
+    """Make an empty database what the first build that served PostgreSQL left
+    (schema version 1): where tests of an upgrade start."""
+    fixture = Path(__file__).parent / "store" / "fixtures" / "postgres_v1.sql"
+    raw.execute(fixture.read_text())
+    raw.execute("CREATE TABLE nexus_schema (version INTEGER NOT NULL)")
+    raw.execute("INSERT INTO nexus_schema (version) VALUES (1)")

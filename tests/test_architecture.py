@@ -74,3 +74,36 @@ def test_the_unit_tier_runs_on_fakes_not_on_a_database():
                      path.read_text(), re.M)
     )  # fmt: skip
     assert reaching == [], f"unit tests that use a database: {reaching}"
+
+
+REPO = PACKAGE.parent
+# A path the prose names: in backticks, with a folder, ending in a file of the
+# repository's kinds or a folder's slash.
+_NAMED_PATH = re.compile(
+    r"`((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|proto|sh|json|toml|ts|js|sql|yml))?)`"
+)
+
+
+def named_paths(text: str) -> set[str]:
+    return set(_NAMED_PATH.findall(text))
+
+
+def missing_paths(text: str) -> list[str]:
+    """Named paths that are neither in the repository nor in the package (a
+    path under a placeholder such as ``DATA_DIR/`` is the server's, at run time)."""
+    return sorted(
+        p
+        for p in named_paths(text)
+        if not p.split("/")[0].isupper() and not (REPO / p).exists() and not (PACKAGE / p).exists()
+    )
+
+
+def test_every_path_the_document_names_exists():
+    """A module that moves takes its name in docs/architecture.md with it."""
+    assert named_paths(DOC.read_text()), "the document names no paths"
+    assert missing_paths(DOC.read_text()) == []
+
+
+def test_the_path_check_sees_a_path_that_is_gone():
+    text = "`store/episodes.py` and `store/no_such_module.py` and `docs/testing.md`"
+    assert missing_paths(text) == ["store/no_such_module.py"]

@@ -13,11 +13,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.core import models
 from nexus_grpc.core.records import Memory, MemoryUsage, Revision
 from nexus_grpc.core.redact import scrub
-from nexus_grpc.domain.memories import MemoryHit
-from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval.hits import EpisodeHit, MemoryHit, StageScore
 from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.search.v1 import explanation_pb2
 from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLag
 
 
@@ -145,7 +146,7 @@ def search_mode(mode: int) -> models.SearchMode:
     return models.SearchMode(mode) if mode else models.SearchMode.HYBRID
 
 
-def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
+def episode_hit(h: EpisodeHit) -> memory_pb2.SearchHit:
     return memory_pb2.SearchHit(
         episode=episode(h.episode),
         score=h.score,
@@ -153,6 +154,19 @@ def episode_hit(h: models.EpisodeHit) -> memory_pb2.SearchHit:
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
         degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
+        explanation=explanation(h.explanation),
+    )
+
+
+def explanation(stages: tuple[StageScore, ...]) -> explanation_pb2.Explanation | None:
+    """A hit's ``explain`` answer; None (left unset) when the search did not ask."""
+    if not stages:
+        return None
+    return explanation_pb2.Explanation(
+        stages=[
+            explanation_pb2.StageScore(stage=s.stage, rank=s.rank, score=s.score, note=s.note)
+            for s in stages
+        ]
     )
 
 
@@ -236,6 +250,7 @@ def memory_hit(h: MemoryHit) -> memory_pb2.MemoryHit:
         sources=[memory_pb2.SearchSource.ValueType(s) for s in h.sources],
         degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
+        explanation=explanation(h.explanation),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nexus_grpc.api import convert
 from nexus_grpc.api.convert import timestamp
 from nexus_grpc.core import graph as g
 from nexus_grpc.core.graph import (
@@ -17,7 +18,8 @@ from nexus_grpc.core.graph import (
 from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, ExtractionEvent
 from nexus_grpc.core.redact import scrub
 from nexus_grpc.domain.extraction import entity_from_dict, rel_from_dict
-from nexus_grpc.domain.graph import EntityHit, Subgraph
+from nexus_grpc.domain.graph import Subgraph
+from nexus_grpc.domain.retrieval.hits import EntityHit
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 
 _SOURCES = {
@@ -152,6 +154,7 @@ def entity_hit(h: EntityHit) -> graph_pb2.EntityHit:
         score=h.score,
         degraded_reason=scrub(h.degraded_reason),
         reranked=h.reranked,
+        explanation=convert.explanation(h.explanation),
     )
 
 

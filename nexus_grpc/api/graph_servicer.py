@@ -22,6 +22,7 @@ Ctx: TypeAlias = grpc.aio.ServicerContext
 class GraphServicer(graph_grpc.GraphServiceServicer):
     def __init__(self, app: App) -> None:
         self.graph = app.graph
+        self.entity_search = app.entity_search
         self.merges = app.merges
         self.extraction = app.extraction
         self.empty_answers = app.empty_answers
@@ -173,12 +174,13 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
         self, request: graph_pb2.SearchEntitiesRequest, context: Ctx
     ) -> AsyncIterator[graph_pb2.EntityHit]:
         found = 0
-        async for hit in self.graph.search(
+        async for hit in self.entity_search.search(
             request.query,
             request.project_id,
             request.limit,
             session_id=request.session_id,
             rerank=not request.skip_rerank,
+            explain=request.explain,
         ):
             found += 1
             yield convert.entity_hit(hit)

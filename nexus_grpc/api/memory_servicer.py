@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import TypeAlias
 
@@ -15,6 +14,7 @@ from nexus_grpc.api import (
     restore_convert,
     summary_convert,
     trailers,
+    usage_convert,
 )
 from nexus_grpc.app import App
 from nexus_grpc.core import tenancy
@@ -28,12 +28,11 @@ from nexus_grpc.core.graph import (
 )
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
 from nexus_grpc.core.records import ChangedBy, Memory, Revision
-from nexus_grpc.domain.conversations import Conversations, EpisodeInput, Imported
+from nexus_grpc.domain.conversations import EpisodeInput, Imported
+from nexus_grpc.domain.episode_import import EpisodeImport
 from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.restore import (
-    MAX_RESTORE_BYTES,
-    MAX_RESTORE_RECORDS,
-    record_error,
+    RestoreIntake,
 )
 from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Unavailable
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -195,33 +194,11 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def ImportEpisodes(
         self, requests: AsyncIterator[memory_pb2.ImportEpisodesRequest], context: Ctx
     ) -> memory_pb2.ImportEpisodesResponse:
-        """Items are read in batches of IMPORT_BATCH; each batch is written in
-        one transaction while the next is being read, and the answer comes
-        once every batch is durable."""
-        writer = _ImportWriter(self.conv)
-        try:
-            batch: list[EpisodeInput | NexusError] = []
-            async for request in requests:
-                if writer.answer.received >= MAX_IMPORT_EPISODES:
-                    await writer.write(batch)
-                    await writer.settle()
-                    raise InvalidArgument(
-                        f"at most {MAX_IMPORT_EPISODES} episodes per ImportEpisodes call;"
-                        f" the first {writer.settled} were stored and the rest not read. Send"
-                        " the rest in another call (resending stored items is safe: their"
-                        " request_ids answer with the episodes already stored)"
-                    )
-                writer.answer.received += 1
-                batch.append(_import_item(request))
-                if len(batch) >= IMPORT_BATCH:
-                    await writer.write(batch)
-                    batch = []
-            _still_wanted(context)
-            await writer.write(batch)
-            await writer.settle()
-        finally:
-            writer.abandon()
-        return writer.answer
+        """Each item's outcome, in stream order, once every batch is durable
+        (domain/episode_import.py)."""
+        items = (_import_item(request) async for request in requests)
+        outcomes = await EpisodeImport(self.conv).run(items, lambda: _still_wanted(context))
+        return _import_answer(outcomes)
 
     async def GetEpisode(
         self, request: memory_pb2.GetEpisodeRequest, context: Ctx
@@ -260,6 +237,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             on_degraded=trailers.reporter(context, trailers.DEGRADED),
             window=window,
             rerank=not request.skip_rerank,
+            explain=request.explain,
         ):
             found += 1
             yield convert.episode_hit(hit)
@@ -278,42 +256,19 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def RestoreProject(
         self, requests: AsyncIterator[memory_pb2.RestoreProjectRequest], context: Ctx
     ) -> memory_pb2.RestoreProjectResponse:
-        """Reads the whole stream (bounded), then restores it in one
-        transaction: nothing is written until every record has arrived and
-        been checked. The first bad record's error is raised once the stream
-        has ended (rpc/interception.drain says why); a call past the limits
-        ends at once."""
-        items: list[ExportItem] = []
-        size = 0
-        first_error: NexusError | None = None
-        index = -1
+        """Reads the whole stream (bounded, domain/restore.RestoreIntake), then
+        restores it in one transaction."""
+        intake = RestoreIntake()
         async for request in requests:
-            index += 1
-            if index >= MAX_RESTORE_RECORDS:
-                raise InvalidArgument(
-                    f"at most {MAX_RESTORE_RECORDS} records per RestoreProject call; nothing"
-                    " was restored"
-                )
+            intake.next_record()
             if isinstance(request, Undecodable):
-                first_error = first_error or InvalidArgument(
-                    f"record {index}: {request.message}; nothing was restored"
-                )
-                continue
-            size += request.ByteSize()
-            if size > MAX_RESTORE_BYTES:
-                raise InvalidArgument(
-                    f"the records reach {MAX_RESTORE_BYTES // (1024 * 1024)} MiB by record"
-                    f" {index}, the most one RestoreProject call takes; nothing was restored"
-                )
-            if first_error is not None:
-                continue  # read to the end, for the limits and the client's sake
-            try:
-                items.append(restore_convert.record(request.record))
-            except NexusError as exc:
-                kind = request.record.WhichOneof("record") or "empty"
-                first_error = record_error(index, kind, exc)
-        if first_error is not None:
-            raise first_error
+                intake.undecodable(request.message)
+            elif intake.weighs(request.ByteSize()):
+                try:
+                    intake.add(restore_convert.record(request.record))
+                except NexusError as exc:
+                    intake.failed(request.record.WhichOneof("record") or "empty", exc)
+        items = intake.items()
         _still_wanted(context, "nothing was restored")
         restored = await self.app.restore.restore(items)
         counts = restored.counts
@@ -354,7 +309,20 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             ],
             event_loop=convert.event_loop(status.event_loop),
             tenant=tenancy.own(self.app.settings.default_tenant),
+            budgets=usage_convert.budgets(status.budgets),
         )
+
+    async def GetUsage(
+        self, request: memory_pb2.GetUsageRequest, context: Ctx
+    ) -> memory_pb2.GetUsageResponse:
+        report = await self.app.usage_reports.get(
+            request.project_id,
+            request.tenant,
+            convert.time_field(request, "start_time"),
+            convert.time_field(request, "end_time"),
+            usage_convert.bucket_seconds(request.bucket),
+        )
+        return usage_convert.report(report)
 
     async def ReconcileIndex(
         self, request: memory_pb2.ReconcileIndexRequest, context: Ctx
@@ -437,13 +405,14 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         scope = convert.memory_scope(request.scope)
         mode = convert.search_mode(request.mode)
         found = 0
-        async for hit in self.app.memories.search(
+        async for hit in self.app.memory_search.search(
             request.query,
             scope,
             request.limit,
             mode,
             on_degraded=trailers.reporter(context, trailers.DEGRADED),
             rerank=not request.skip_rerank,
+            explain=request.explain,
         ):
             found += 1
             yield convert.memory_hit(hit)
@@ -496,10 +465,6 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         return memory_pb2.ListMemoryUsageResponse(usage=items, next_page_token=token)
 
 
-#: Episodes written per transaction by ImportEpisodes, and the most one call
-#: may stream: its answer holds an id (and maybe an error) for each.
-IMPORT_BATCH = 256
-MAX_IMPORT_EPISODES = 10_000
 #: An item error's message is cut to this, so 10,000 failed items still fit
 #: in one answer under the default --max-message-bytes.
 MAX_ITEM_ERROR_CHARS = 240
@@ -529,45 +494,11 @@ def _import_item(request: object) -> EpisodeInput | NexusError:
         return exc
 
 
-class _ImportWriter:
-    """ImportEpisodes' batches: one is written while the next is read, and
-    their outcomes go into the answer in stream order."""
-
-    def __init__(self, conv: Conversations) -> None:
-        self.conv = conv
-        self.answer = memory_pb2.ImportEpisodesResponse()
-        self.settled = 0  # items whose batch has been written
-        self._writing: tuple[asyncio.Task, list[EpisodeInput | NexusError]] | None = None
-
-    async def write(self, batch: list[EpisodeInput | NexusError]) -> None:
-        """Start writing ``batch`` once the one before it is written."""
-        await self.settle()
-        if batch:
-            self._writing = (asyncio.create_task(self.conv.import_episodes(batch)), batch)
-
-    async def settle(self) -> None:
-        if self._writing is None:
-            return
-        task, items = self._writing
-        outcomes = await task
-        self._writing = None
-        _record_outcomes(self.answer, self.settled, outcomes, items)
-        self.settled += len(items)
-
-    def abandon(self) -> None:
-        """The call ended early (cancelled, or the stream failed): the batch
-        being written commits or not as a whole, and nobody waits for it."""
-        if self._writing is not None:
-            self._writing[0].cancel()
-
-
-def _record_outcomes(
-    answer: memory_pb2.ImportEpisodesResponse,
-    start: int,
-    outcomes: list[Imported | NexusError],
-    items: list[EpisodeInput | NexusError],
-) -> None:
-    for offset, (outcome, item) in enumerate(zip(outcomes, items, strict=True)):
+def _import_answer(
+    outcomes: list[tuple[EpisodeInput | NexusError, Imported | NexusError]],
+) -> memory_pb2.ImportEpisodesResponse:
+    answer = memory_pb2.ImportEpisodesResponse(received=len(outcomes))
+    for index, (item, outcome) in enumerate(outcomes):
         if isinstance(outcome, Imported):
             answer.episode_ids.append(outcome.episode_id)
             if outcome.replayed:
@@ -579,12 +510,13 @@ def _record_outcomes(
         answer.failed += 1
         answer.errors.append(
             memory_pb2.ImportEpisodeError(
-                index=start + offset,
+                index=index,
                 request_id=item.request_id if isinstance(item, EpisodeInput) else "",
                 code=status_code(outcome).value[0],
                 message=outcome.message[:MAX_ITEM_ERROR_CHARS],
             )
         )
+    return answer
 
 
 def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:

@@ -130,6 +130,7 @@ __all__ = [
     "SearchMode",
     "SearchSource",
     "Tier",
+    "UsageBucket",
 ]
 
 # Imported for the annotations of the methods whose requests use them.
@@ -351,6 +352,21 @@ class Tier(ProtoEnum):
 _enums.register(memory_pb2.Tier.DESCRIPTOR, Tier)
 
 
+class UsageBucket(ProtoEnum):
+    """nexus.memory.v1.UsageBucket.
+
+    How long each bucket of a GetUsage answer is. Buckets start on UTC hours or days.
+    """
+
+    #: Days.
+    UNSPECIFIED = 0
+    HOUR = 1
+    DAY = 2
+
+
+_enums.register(memory_pb2.UsageBucket.DESCRIPTOR, UsageBucket)
+
+
 class NexusClient(ClientBase):
     """Async client for every nexus-grpc RPC; see the module docstring and ``ClientBase``."""
 
@@ -361,7 +377,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.CreateProjectRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        project: memory_pb2.Project | None = None,
+        project: memory_pb2.Project | Mapping[str, Any] | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -450,7 +466,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.UpdateProjectRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        project: memory_pb2.Project | None = None,
+        project: memory_pb2.Project | Mapping[str, Any] | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
@@ -554,7 +570,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.CreateSessionRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        session: memory_pb2.Session | None = None,
+        session: memory_pb2.Session | Mapping[str, Any] | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -652,7 +668,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.UpdateSessionRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        session: memory_pb2.Session | None = None,
+        session: memory_pb2.Session | Mapping[str, Any] | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
@@ -866,6 +882,7 @@ class NexusClient(ClientBase):
         start_time: timestamp_pb2.Timestamp | None = None,
         end_time: timestamp_pb2.Timestamp | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -889,6 +906,9 @@ class NexusClient(ClientBase):
             skip_rerank: true: leave the reranker out (--reranker-url on the server): the
                 fused order, for a cheaper call or to compare. Only the default (hybrid)
                 mode is reranked.
+            explain: true: each hit carries `explanation`, what every stage of the pipeline
+                made of it (rank and score per stage). Without it nothing of that is
+                computed.
         """
         return self._stream(
             "MemoryService",
@@ -904,6 +924,7 @@ class NexusClient(ClientBase):
                 "start_time": start_time,
                 "end_time": end_time,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,
@@ -947,7 +968,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.CreateMemoryRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        memory: memory_pb2.Memory | None = None,
+        memory: memory_pb2.Memory | Mapping[str, Any] | None = None,
         request_id: str | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
@@ -1014,7 +1035,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.ListMemoriesRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        scope: memory_pb2.MemoryScope | None = None,
+        scope: memory_pb2.MemoryScope | Mapping[str, Any] | None = None,
         page_size: int | None = None,
         page_token: str | None = None,
         kind: MemoryKind | str | int | None = None,
@@ -1051,7 +1072,7 @@ class NexusClient(ClientBase):
         request: memory_pb2.UpdateMemoryRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        memory: memory_pb2.Memory | None = None,
+        memory: memory_pb2.Memory | Mapping[str, Any] | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         user_id: str | None = None,
         session_id: int | None = None,
@@ -1126,10 +1147,11 @@ class NexusClient(ClientBase):
         /,
         *,
         query: str | None = None,
-        scope: memory_pb2.MemoryScope | None = None,
+        scope: memory_pb2.MemoryScope | Mapping[str, Any] | None = None,
         limit: int | None = None,
         mode: SearchMode | str | int | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -1142,6 +1164,8 @@ class NexusClient(ClientBase):
             limit: int
             mode: SearchMode | str | int
             skip_rerank: As SearchEpisodesRequest.skip_rerank.
+            explain: true: each hit carries `explanation` (see
+                SearchEpisodesRequest.explain).
         """
         return self._stream(
             "MemoryService",
@@ -1154,6 +1178,7 @@ class NexusClient(ClientBase):
                 "limit": limit,
                 "mode": mode,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,
@@ -1166,7 +1191,7 @@ class NexusClient(ClientBase):
         /,
         *,
         prompt: str | None = None,
-        scope: memory_pb2.MemoryScope | None = None,
+        scope: memory_pb2.MemoryScope | Mapping[str, Any] | None = None,
         thread_id: str | None = None,
         thread_summary: str | None = None,
         limit: int | None = None,
@@ -1420,6 +1445,57 @@ class NexusClient(ClientBase):
             memory_pb2.ReconcileIndexRequest,
             request,
             {},
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    async def get_usage(
+        self,
+        request: memory_pb2.GetUsageRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        project_id: int | None = None,
+        tenant: str | None = None,
+        start_time: timestamp_pb2.Timestamp | None = None,
+        end_time: timestamp_pb2.Timestamp | None = None,
+        bucket: UsageBucket | str | int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> memory_pb2.GetUsageResponse:
+        """MemoryService.GetUsage: returns ``GetUsageResponse``.
+
+        What the LLM cost and what it was for: per stage (extraction, resolution, formation,
+        summary, overview, selection), calls, tokens both ways, seconds and outcomes; and
+        the episodes stored, memories formed and entities written. For one project
+        (project_id), or for the key's whole tenant (admin keys: any tenant, by tenant),
+        over [start_time, end_time) in UTC hour or day buckets, with the tenant's spend
+        today against its budget. A key sees its own tenant's figures only.
+
+        Args (the fields of ``GetUsageRequest``):
+            project_id: One project's usage; 0: the whole tenant's (every project, and every
+                session outside one).
+            tenant: The tenant whose usage it is: only an admin key may name another than
+                its own (with auth off, any). Not together with project_id, which names its
+                tenant.
+            start_time: The window, [start_time, end_time). Unset end_time: now; unset
+                start_time: 7 days before end_time. At most 1,000 buckets.
+            end_time: timestamp_pb2.Timestamp
+            bucket: UsageBucket | str | int
+        """
+        return await self._unary(
+            "MemoryService",
+            "GetUsage",
+            memory_pb2.GetUsageRequest,
+            request,
+            {
+                "project_id": project_id,
+                "tenant": tenant,
+                "start_time": start_time,
+                "end_time": end_time,
+                "bucket": bucket,
+            },
             timeout,
             call_metadata,
             metadata,
@@ -1952,6 +2028,7 @@ class NexusClient(ClientBase):
         limit: int | None = None,
         session_id: int | None = None,
         skip_rerank: bool | None = None,
+        explain: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -1968,6 +2045,8 @@ class NexusClient(ClientBase):
             session_id: int
             skip_rerank: true: leave the reranker out (--reranker-url on the server): the
                 fused order, for a cheaper call or to compare.
+            explain: true: each hit carries `explanation`, what every stage of the pipeline
+                made of it (nexus.search.v1.Explanation).
         """
         return self._stream(
             "GraphService",
@@ -1980,6 +2059,7 @@ class NexusClient(ClientBase):
                 "limit": limit,
                 "session_id": session_id,
                 "skip_rerank": skip_rerank,
+                "explain": explain,
             },
             timeout,
             call_metadata,
@@ -2068,7 +2148,7 @@ class NexusClient(ClientBase):
         request: summary_pb2.CreateSummaryRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        summary: summary_pb2.Summary | None = None,
+        summary: summary_pb2.Summary | Mapping[str, Any] | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -2124,7 +2204,7 @@ class NexusClient(ClientBase):
         request: summary_pb2.UpdateSummaryRequest | Mapping[str, Any] | None = None,
         /,
         *,
-        summary: summary_pb2.Summary | None = None,
+        summary: summary_pb2.Summary | Mapping[str, Any] | None = None,
         update_mask: field_mask_pb2.FieldMask | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,

@@ -25,6 +25,7 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 __all__ = [
     "SESSION_NAMESPACE",
     "find_or_create_project",
+    "find_project",
     "find_or_create_session",
     "session_external_id",
 ]
@@ -66,6 +67,15 @@ async def _projects_named(client: NexusClient, name: str, tenant: str | None) ->
         token = page.next_page_token
         if not token:
             return sorted(ids)
+
+
+async def find_project(client: NexusClient, name: str) -> int | None:
+    """The id of the oldest project called ``name`` in the key's own tenant;
+    None when there is none. Raises ``NexusClientError``."""
+    if not await _projects_named(client, name, None):
+        return None
+    found = await _projects_named(client, name, await _own_tenant(client))
+    return found[0] if found else None
 
 
 async def find_or_create_project(client: NexusClient, name: str, *, description: str) -> int:

@@ -1,7 +1,7 @@
 """A bounded in-process cache whose misses are loaded once, however many ask.
 
 Used where a search would otherwise repeat a costly, pure lookup: a scope's
-common words (domain/common_terms.py) and a question's vector
+common words (domain/retrieval/common_terms.py) and a question's vector
 (embedding/query_cache.py).
 
 - Least recently used out first, ``capacity`` entries at most; with ``ttl`` an

@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 
 def episode_text(user_message: str, ai_response: str) -> str:
-    """An exchange as one text (seed 001's format): what is embedded and
+    """An exchange as one text (the service's one format): what is embedded and
     what summaries read."""
     return f"User: {user_message}\nAssistant: {ai_response}"
 
@@ -124,7 +124,7 @@ class Episode:
 
     @property
     def text(self) -> str:
-        """The text that is embedded, in seed 001's format."""
+        """The text that is embedded, in the service's one format."""
         return episode_text(self.user_message, self.ai_response)
 
 
@@ -142,18 +142,6 @@ class TimeWindow:
 
     def holds(self, t: float) -> bool:
         return (self.start is None or t >= self.start) and (self.end is None or t < self.end)
-
-
-@dataclass(frozen=True)
-class EpisodeHit:
-    episode: Episode
-    score: float
-    snippet: str
-    sources: tuple[SearchSource, ...]
-    #: Why the answer is less than the whole pipeline; empty when every stage ran.
-    degraded_reason: str = ""
-    #: The reranker ordered it: ``score`` is its relevance score.
-    reranked: bool = False
 
 
 @dataclass(frozen=True)

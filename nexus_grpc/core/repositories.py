@@ -38,6 +38,7 @@ from nexus_grpc.core.jobs import (
     Job,
     QueueDepth,
 )
+from nexus_grpc.core.llm_usage import ActivityBucket, LLMCall, StageBucket
 from nexus_grpc.core.models import (
     Backlog,
     Episode,
@@ -308,6 +309,7 @@ class MemoryRepository(Protocol):
         tier: int,
         session_id: int | None,
         tenant: str,
+        containing: Sequence[str] = (),
     ) -> list[tuple[int, str, str]]: ...
 
     def update(self, memory_id: int, changes: Mapping[str, Any]) -> Memory: ...
@@ -703,6 +705,39 @@ class JobRepository(Protocol):
     ) -> None: ...
 
 
+class UsageRepository(Protocol):
+    """The LLM's account (a row per call), and what a tenant's budget reads
+    and holds: its spend, and its LLM jobs."""
+
+    def insert(self, calls: Sequence[LLMCall]) -> None: ...
+
+    def spent(self, since: float, tenants: Sequence[str] | None = ...) -> dict[str, int]: ...
+
+    def stage_buckets(
+        self,
+        start: float,
+        end: float,
+        bucket_seconds: float,
+        *,
+        tenant: str | None = ...,
+        project_id: int | None = ...,
+    ) -> list[StageBucket]: ...
+
+    def activity_buckets(
+        self,
+        start: float,
+        end: float,
+        bucket_seconds: float,
+        *,
+        tenant: str | None = ...,
+        project_id: int | None = ...,
+    ) -> list[ActivityBucket]: ...
+
+    def job_tenants(self, kind: str, target_ids: Sequence[int]) -> dict[int, str]: ...
+
+    def defer_tenant_jobs(self, kind: str, tenant: str, until: float, error: str) -> list[Job]: ...
+
+
 class MetaRepository(Protocol):
     """Facts about the database itself."""
 
@@ -819,6 +854,9 @@ class UnitOfWork(Protocol):
 
     @property
     def jobs(self) -> JobRepository: ...
+
+    @property
+    def usage(self) -> UsageRepository: ...
 
     @property
     def meta(self) -> MetaRepository: ...

@@ -81,7 +81,23 @@ class Database(Protocol):
     async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T: ...
 
 
-class StoreUnavailable(DependencyError, RuntimeError):
+# The store's error contract: what either database raises through the seam,
+# whatever its driver's own classes (no sqlite3 or psycopg exception crosses
+# it). A lookup that finds nothing raises ``errors.NotFound``, naming the
+# resource; a write the database cannot take at all (a full disk, a read-only
+# server) is ``errors.Unavailable`` saying the store cannot write.
+
+
+class StoreError(DependencyError):
+    """The database refused or failed a statement: the message says why."""
+
+
+class Conflict(StoreError):
+    """A write broke a rule of the schema: a unique key taken, a foreign key
+    missing, a check (two graphs in one relationship) failed."""
+
+
+class StoreUnavailable(StoreError, RuntimeError):
     """The database cannot be opened or reached: the message says which and why."""
 
 

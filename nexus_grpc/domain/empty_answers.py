@@ -25,8 +25,8 @@ from nexus_grpc.core.models import (
 )
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain.memory_scope import MemoryScope
-from nexus_grpc.domain.scope import episode_scope
+from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval.episode_scope import episode_scope
 
 #: The codes, stable for a program to switch on (the sentence after is for people).
 LLM_OFF = "LLM_OFF"

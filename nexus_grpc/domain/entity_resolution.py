@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from nexus_grpc.core import documents, jobs
+from nexus_grpc.core import documents, jobs, llm_usage
 from nexus_grpc.core.graph import (
     MERGE_LLM,
     METHOD_LLM,
@@ -143,14 +143,17 @@ class EntityResolution:
         questions = await self.db.read(lambda c: _questions(c, open_names))
         asked = {_name(m): ids for m, ids in open_names}
         try:
-            answer = await self._llm.chat_json(
-                self.model,
-                build_resolution_messages(_clip(context, CONTEXT_CHARS), questions),
-                RESOLUTION_SCHEMA,
-                temperature=RESOLUTION_OPTIONS["temperature"],
-                num_predict=RESOLUTION_OPTIONS["num_predict"],
-                timeout=self.timeout,
-            )
+            # Asked during another stage's work (an episode's extraction):
+            # its own stage in the same account.
+            with llm_usage.stage(llm_usage.RESOLUTION):
+                answer = await self._llm.chat_json(
+                    self.model,
+                    build_resolution_messages(_clip(context, CONTEXT_CHARS), questions),
+                    RESOLUTION_SCHEMA,
+                    temperature=RESOLUTION_OPTIONS["temperature"],
+                    num_predict=RESOLUTION_OPTIONS["num_predict"],
+                    timeout=self.timeout,
+                )
             by_number = parse_resolution(answer, questions)
         except LLMError as exc:
             # The names it would have settled stay apart, pending; a
@@ -208,6 +211,7 @@ class EntityResolution:
         if found is None:
             return None
         entity, decision = found
+        llm_usage.attribute(entity.project_id, entity.tenant)
         mention = Mention(entity.name, entity.type, entity.notes)
         if isinstance(decision, Match):
             target, method = decision.entity_id, decision.method

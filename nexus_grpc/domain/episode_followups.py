@@ -32,7 +32,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import formation
 
 #: A session's first summary waits for this many characters of conversation
-#: (about 200 tokens, seed 002)...
+#: (about 200 tokens)...
 SUMMARY_MIN_CHARS = 800
 #: ...and every summary for this many episodes since the last one.
 SUMMARY_MIN_NEW_EPISODES = 5

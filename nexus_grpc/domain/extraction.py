@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core import jobs, llm_usage, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.graph import ASSERT, END, Entity, Relationship
 from nexus_grpc.core.jobs import Job
@@ -74,6 +74,9 @@ class _EpisodeContext:
     facts: list[CurrentFact]
     # The memory candidates the prompt asks for (None: formation does not apply).
     formation: str | None = None
+    # Whose work this is, for the LLM's account.
+    project_id: int = 0
+    tenant: str = ""
 
 
 def episode_scope(uow: UnitOfWork, episode_id: int) -> tuple[int, int] | None:
@@ -85,7 +88,8 @@ def graph_of(session_id: int, project_id: int) -> tuple[int, int]:
     """The graph an episode's facts go to, as (project_id, session_id).
 
     A project's sessions share the project's graph. A session outside any
-    project has its own: seed 000 keeps such a session's memory to itself,
+    project has its own: the project isolation rule keeps such a session's memory to
+    itself,
     and a shared pool would put one session's names in another's prompt.
     """
     return (project_id, 0) if project_id else (0, session_id)
@@ -132,9 +136,10 @@ def _context(uow: UnitOfWork, episode_id: int) -> _EpisodeContext | None:
         CurrentFact(f, label, t, _since(at))
         for f, label, t, at in uow.graph.current_facts([e.id for e in named], MAX_CURRENT_FACTS)
     ]
+    session = uow.sessions.get(episode.session_id)
     forms = None
     if episode.memory_state == JobState.PENDING:
-        forms = formation.forms_for(uow, uow.sessions.get(episode.session_id), episode)
+        forms = formation.forms_for(uow, session, episode)
     return _EpisodeContext(
         episode.user_message,
         episode.ai_response,
@@ -142,6 +147,8 @@ def _context(uow: UnitOfWork, episode_id: int) -> _EpisodeContext | None:
         known,
         current,
         forms.prompt if forms is not None else None,
+        scope[1],
+        session.tenant,
     )
 
 
@@ -346,6 +353,7 @@ class Extraction:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None  # deleted: nothing left to extract
+        llm_usage.attribute(ctx.project_id, ctx.tenant)
         llm = self._llm
         if llm is None:
             raise LLMUnreachable("no LLM server configured")

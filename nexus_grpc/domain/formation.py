@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core import jobs, llm_usage, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.models import (
     DEFAULT_MEMORY_FORMATION,
@@ -58,7 +58,8 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memories import Memories
-from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
 from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from nexus_grpc.llm.formation import (
@@ -207,6 +208,7 @@ class MemoryFormationJob:
         events: EventBroadcaster,
         llm: LLMClient | None,
         memories: Memories,
+        similar: MemorySearch,
         *,
         model: str,
         timeout: float,
@@ -216,6 +218,8 @@ class MemoryFormationJob:
         self.events = events
         self._llm = llm
         self.memories = memories
+        # The owner's similar memories, read through the search's own paths.
+        self.similar = similar
         self.model = model
         self.timeout = timeout
 
@@ -226,6 +230,7 @@ class MemoryFormationJob:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None
+        llm_usage.attribute(ctx.session.project_id, ctx.session.tenant)
         if ctx.waiting_on is not None:
             # An earlier exchange of this session forms first.
             return lambda c: c.jobs.enqueue(
@@ -274,8 +279,8 @@ class MemoryFormationJob:
             kind = MemoryKind.PROJECT
         token = tenancy.bind(tenancy.Caller(tenant=session.tenant))
         try:
-            keyword = await self.memories.keyword(c.content, scope, SIMILAR * 2)
-            semantic = await self.memories.semantic(c.content, scope, SIMILAR * 2)
+            keyword = await self.similar.keyword(c.content, scope, SIMILAR * 2)
+            semantic = await self.similar.semantic(c.content, scope, SIMILAR * 2)
         finally:
             tenancy.reset(token)
         pool: dict[int, Memory] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, replace
 
 from nexus_grpc.core import documents, jobs, tenancy
@@ -21,7 +21,7 @@ from nexus_grpc.core.graph import (
     Relationship,
     When,
 )
-from nexus_grpc.core.models import Page, SearchMode
+from nexus_grpc.core.models import Page
 from nexus_grpc.core.names import compatible_types, name_key
 from nexus_grpc.core.records import EventFilter, ExtractionEvent
 from nexus_grpc.core.repositories import UnitOfWork
@@ -30,13 +30,11 @@ from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
-from nexus_grpc.domain.retrieval import Call, Engine, EntityHit, GraphRequest, recipes
-from nexus_grpc.domain.scope import check_session_graph as _check_session_graph
+from nexus_grpc.domain.retrieval.episode_scope import check_session_graph as _check_session_graph
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceInfo
 from nexus_grpc.llm.extraction import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
-from nexus_grpc.rerank import Reranker
 from nexus_grpc.vectors import VectorIndex
 
 ENTITIES = "entities"
@@ -147,7 +145,6 @@ class Graph:
         events: EventBroadcaster,
         default_tenant: str = tenancy.DEFAULT_TENANT,
         inline: InlineVectors | None = None,
-        reranker: Reranker | None = None,
     ) -> None:
         self.default_tenant = default_tenant
         # Set where vectors live in the database's own tables (pgvector): a new
@@ -158,7 +155,6 @@ class Graph:
         self.embedder = embedder
         self.index = index
         self.events = events
-        self.retrieval: Engine[EntityHit] = Engine(recipes.ENTITIES, db, embedder, index, reranker)
 
     # Entities ---------------------------------------------------------------
 
@@ -496,30 +492,6 @@ class Graph:
 
         nodes, edges = await self.db.read_in_transaction(read)
         return Subgraph(nodes, edges)
-
-    # Search -----------------------------------------------------------------
-
-    async def search(
-        self,
-        query: str,
-        project_id: int,
-        limit: int,
-        *,
-        session_id: int = 0,
-        rerank: bool = True,
-    ) -> AsyncIterator[EntityHit]:
-        """The entities of one graph the query names or means, best first,
-        through the one retrieval pipeline (domain/retrieval/, the ENTITIES
-        recipe); ``rerank=False`` leaves out the reranker (the fused order)."""
-        call = Call(
-            v.query(query),
-            v.search_limit(limit),
-            SearchMode.HYBRID,
-            GraphRequest(project_id, session_id),
-            rerank=rerank,
-        )
-        async for hit in self.retrieval.search(call):
-            yield hit
 
     # Watch ------------------------------------------------------------------
 

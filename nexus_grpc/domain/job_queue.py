@@ -12,6 +12,10 @@ records it:
   off even with more room): dead-lettered at once, with the reason.
 - ``Postpone``: a dependency is down or not configured. The job waits
   without spending an attempt, so an outage never exhausts the backlog.
+- ``Defer``: nothing failed, but this job may not run before a time (its
+  tenant spent its LLM budget for the day, domain/budgets.py). It waits
+  until then without spending an attempt, and, unlike ``Postpone``, says
+  nothing about the dependency: the worker goes on with other jobs.
 
 Tenants take turns (core/jobs.py): each claimer remembers whom it served
 (``TenantTurns``) and a claim serves the least recent first.
@@ -20,8 +24,9 @@ Tenants take turns (core/jobs.py): each claimer remembers whom it served
 from __future__ import annotations
 
 import random
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -44,6 +49,23 @@ class GiveUp(Retry):
 
 class Postpone(Exception):
     """A dependency is unavailable; wait without counting an attempt."""
+
+
+class Defer(Exception):
+    """Not this job's turn: it waits until ``until`` (seconds since the epoch)
+    without spending an attempt. ``sweep``, run in the transaction that
+    records it, moves the other jobs held for the same reason and returns
+    them, so a backlog is not claimed one job at a time to be told the same."""
+
+    def __init__(
+        self,
+        message: str,
+        until: float,
+        sweep: Callable[[UnitOfWork], Sequence[Job]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.until = until
+        self.sweep = sweep
 
 
 @dataclass(frozen=True)
@@ -70,6 +92,9 @@ def settle_failure(uow: UnitOfWork, job: Job, error: Exception, policy: RetryPol
     message = str(error) or type(error).__name__
     if isinstance(error, Postpone):
         uow.jobs.postpone(job.id, message, policy.postpone_delay)
+        return Verdict.POSTPONED
+    if isinstance(error, Defer):
+        uow.jobs.postpone(job.id, message, max(0.0, error.until - time.time()))
         return Verdict.POSTPONED
     if isinstance(error, GiveUp) or job.attempts + 1 >= policy.max_attempts:
         return Verdict.DEAD if uow.jobs.dead_letter(job.id, message) else Verdict.GONE

@@ -17,11 +17,11 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nexus_grpc.core import documents, jobs, tenancy
-from nexus_grpc.core.models import MemoryKind, Page, SearchMode, Tier
+from nexus_grpc.core.models import MemoryKind, Page, Tier
 from nexus_grpc.core.records import GONE, ChangedBy, Memory, MemoryUsage, Revision, UsageOwner
 from nexus_grpc.core.records import UPDATE as REVISED
 from nexus_grpc.core.repositories import UnitOfWork
@@ -30,14 +30,11 @@ from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
-from nexus_grpc.domain.memory_scope import (
+from nexus_grpc.domain.memory_visibility import (
     SESSION_TIERS,
     MemoryScope,
     check_scope,
 )
-from nexus_grpc.domain.retrieval import Call, Engine, MemoryHit, recipes
-from nexus_grpc.domain.retrieval.memories import search_scope
-from nexus_grpc.domain.retrieval.pipeline import Path
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -47,14 +44,15 @@ from nexus_grpc.errors import (
     NotFound,
     QuotaViolation,
 )
-from nexus_grpc.rerank import Reranker
 from nexus_grpc.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 MEMORIES = "memories"
-# Seed 003: "capped at 1000 to keep reasonable to read all titles".
+# An owner's memories are capped so that selection can read all their titles.
 MAX_MEMORIES_PER_PROJECT_AGENT = 1000
 MAX_TITLE_CHARS = 500
+#: Words of a new memory the same-words check narrows its owner's memories by.
+MAX_DEDUP_WORDS = 8
 DEFAULT_HISTORY_RETENTION_SECONDS = 30 * 86_400.0
 ANONYMOUS = ChangedBy()  # a change made with no request id or principal (tests, tools)
 UPDATE_FIELDS = ("title", "content", "tier", "confidence", "metadata", "expire_time")
@@ -108,6 +106,16 @@ def _same_words(uow: UnitOfWork, row: Mapping[str, Any], tenant: str) -> Memory 
     The owner is whoever sees the memory: its kind, project, agent and user,
     and for the TASK and SESSION tiers its origin session too."""
     tier = row["tier"]
+    title, content = words_key(row["title"]), words_key(row["content"])
+    # The content's ASCII words narrow the owner's memories in the database
+    # (C, outside the GIL, instead of Python over up to the cap's 1,000 rows),
+    # likeliest to be rare first so most rows fail on the first: numbers, then
+    # the longest. A text of other scripts alone reads them all.
+    ascii_words = sorted(
+        {w for w in content.split() if w.isascii()},
+        key=lambda w: (any(ch.isdigit() for ch in w), len(w)),
+        reverse=True,
+    )
     texts = uow.memories.texts_of_owner(
         kind=row["kind"],
         project_id=row["project_id"],
@@ -116,8 +124,8 @@ def _same_words(uow: UnitOfWork, row: Mapping[str, Any], tenant: str) -> Memory 
         tier=tier,
         session_id=row["session_id"] if Tier(tier) in SESSION_TIERS else None,
         tenant=tenant,
+        containing=ascii_words[:MAX_DEDUP_WORDS],
     )
-    title, content = words_key(row["title"]), words_key(row["content"])
     for memory_id, their_title, their_content in texts:
         if words_key(their_content) == content and words_key(their_title) == title:
             return uow.memories.find(memory_id)
@@ -142,7 +150,6 @@ class Memories:
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
         inline: InlineVectors | None = None,
-        reranker: Reranker | None = None,
     ) -> None:
         self.default_tenant = default_tenant
         # Set where vectors live in the database's own tables (pgvector): a new
@@ -155,7 +162,6 @@ class Memories:
         self.embedder = embedder
         self.index = index
         self.cap = cap
-        self.retrieval: Engine[MemoryHit] = Engine(recipes.MEMORIES, db, embedder, index, reranker)
 
     # CRUD -------------------------------------------------------------------
 
@@ -517,46 +523,6 @@ class Memories:
 
         rows = await self.db.read_in_transaction(read)
         return paging.page(rows, size)
-
-    # Search -----------------------------------------------------------------
-
-    async def search(
-        self,
-        query: str,
-        scope: MemoryScope,
-        limit: int,
-        mode: SearchMode,
-        on_degraded: Callable[[str], None] | None = None,
-        *,
-        rerank: bool = True,
-    ) -> AsyncIterator[MemoryHit]:
-        """The best ``limit`` memories ``scope`` may see, through the one
-        retrieval pipeline (domain/retrieval/, the MEMORIES recipe);
-        ``rerank=False`` leaves out the reranker (the fused order)."""
-        call = Call(
-            v.query(query),
-            v.search_limit(limit),
-            mode,
-            scope,
-            rerank=rerank,
-            on_degraded=on_degraded,
-        )
-        async for hit in self.retrieval.search(call):
-            yield hit
-
-    async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        """The keyword path alone: ``n`` memories by bm25."""
-        return await self._path(recipes.MEMORIES.paths_for(SearchMode.KEYWORD)[0], text, scope, n)
-
-    async def semantic(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        """The vector path alone: ``n`` memories by meaning (selection's fallback)."""
-        return await self._path(recipes.MEMORIES.paths_for(SearchMode.SEMANTIC)[0], text, scope, n)
-
-    async def _path(self, path: Path, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
-        call = Call(text, n, SearchMode.KEYWORD, scope)
-        call.scope = await search_scope(self.retrieval, text, scope)
-        found = await path.find(self.retrieval, call, n)
-        return [MemoryHit(c.row, c.score, c.sources) for c in found]
 
     # Usage log ----------------------------------------------------------------
 

@@ -102,6 +102,59 @@ def record_error(index: int, kind: str, exc: NexusError) -> NexusError:
     return exc.reworded(f"record {index} ({kind}): {exc.message}; nothing was restored")
 
 
+class RestoreIntake:
+    """RestoreProject's stream as it arrives: its limits, checked at once (a
+    call past them ends there), and the first bad record, raised once the
+    stream has ended (rpc/interception.drain says why). Nothing is written
+    until every record has arrived and been checked."""
+
+    def __init__(self) -> None:
+        self._items: list[ExportItem] = []
+        self._size = 0
+        self._index = -1
+        self._first_error: NexusError | None = None
+
+    def next_record(self) -> None:
+        """Another record has arrived."""
+        self._index += 1
+        if self._index >= MAX_RESTORE_RECORDS:
+            raise InvalidArgument(
+                f"at most {MAX_RESTORE_RECORDS} records per RestoreProject call; nothing"
+                " was restored"
+            )
+
+    def undecodable(self, message: str) -> None:
+        """The record could not be read off the wire."""
+        self._first_error = self._first_error or InvalidArgument(
+            f"record {self._index}: {message}; nothing was restored"
+        )
+
+    def weighs(self, size: int) -> bool:
+        """The record is ``size`` bytes; whether it is still worth converting
+        (after a bad record the rest is only read, for the limits and the
+        client's sake)."""
+        self._size += size
+        if self._size > MAX_RESTORE_BYTES:
+            raise InvalidArgument(
+                f"the records reach {MAX_RESTORE_BYTES // (1024 * 1024)} MiB by record"
+                f" {self._index}, the most one RestoreProject call takes; nothing was restored"
+            )
+        return self._first_error is None
+
+    def add(self, item: ExportItem) -> None:
+        self._items.append(item)
+
+    def failed(self, kind: str, exc: NexusError) -> None:
+        """The record (of ``kind``) is not one a restore takes."""
+        self._first_error = self._first_error or record_error(self._index, kind, exc)
+
+    def items(self) -> list[ExportItem]:
+        """Every record, once the stream has ended; the first bad record's error."""
+        if self._first_error is not None:
+            raise self._first_error
+        return self._items
+
+
 @dataclass(frozen=True)
 class Restored:
     project_id: int

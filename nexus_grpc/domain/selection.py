@@ -1,4 +1,4 @@
-"""SelectMemories (seed 003): two-pass LLM selection, usage log, degradation.
+"""SelectMemories: two-pass LLM selection, usage log, degradation.
 
 1. Read the live titles the scope may see (ARCHIVE only with include_archived).
 2. Pass 1 (selection model): prompt + titles (+ thread summary, with the
@@ -19,9 +19,12 @@ fill one in): its answer is kept in the transaction that records its usage
 nothing again. The same id with a different request is ALREADY_EXISTS, as a
 create's is.
 
-Without a model (none configured, unreachable, or answering garbage) the
-selection falls back to semantic ranking over the same scope and says so in
-``method="semantic"`` and ``degraded_reason``: never silently.
+Without a model (none configured, unreachable, or answering garbage), or
+while the tenant's LLM token budget for the day is spent (domain/budgets.py),
+the selection falls back to semantic ranking over the same scope and says so
+in ``method="semantic"`` and ``degraded_reason``: never silently. The calls
+it made are accounted (stage ``selection``) in the transaction that records
+its usage, or in one of their own when it ends otherwise.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from nexus_grpc.core import tenancy
+from nexus_grpc.core import llm_usage, tenancy
 from nexus_grpc.core.models import MemoryCategory
 from nexus_grpc.core.records import (
     Memory,
@@ -43,10 +46,12 @@ from nexus_grpc.core.records import (
 )
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import empty_answers
+from nexus_grpc.domain import accounting, empty_answers
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.memories import Memories, usage_owner
-from nexus_grpc.domain.memory_scope import MemoryScope, check_scope
+from nexus_grpc.domain.budgets import Budgets
+from nexus_grpc.domain.memories import usage_owner
+from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope
+from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
@@ -75,14 +80,17 @@ class Selector:
     def __init__(
         self,
         db: Database,
-        memories: Memories,
+        memories: MemorySearch,
         llm: LLMClient | None,
         model: str,
         *,
         timeout: float | None = None,
         default_tenant: str = tenancy.DEFAULT_TENANT,
+        budgets: Budgets | None = None,
     ) -> None:
         self.db = db
+        self.budgets = budgets or Budgets(db)
+        # Selection's fallback reads the memories most like the prompt.
         self.memories = memories
         self.llm = llm
         self.model = model
@@ -107,7 +115,31 @@ class Selector:
         when the memories were there (the model chose none, or semantic
         ranking found none related). With no memory in scope it hears
         nothing: EmptyAnswers.memories says why."""
+        async with accounting.accounted(self.db, llm_usage.SELECTION):
+            async for selected in self._select(
+                prompt,
+                scope,
+                thread_id,
+                thread_summary,
+                limit,
+                request_id,
+                on_method=on_method,
+                on_empty=on_empty,
+            ):
+                yield selected
 
+    async def _select(
+        self,
+        prompt: str,
+        scope: MemoryScope,
+        thread_id: str,
+        thread_summary: str,
+        limit: int,
+        request_id: str = "",
+        *,
+        on_method: Callable[[str], None] | None = None,
+        on_empty: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[Selection]:
         def method_is(method: str) -> None:
             if on_method is not None:
                 on_method(method)
@@ -134,7 +166,12 @@ class Selector:
                     yield replayed
                 return
 
-        def read(uow: UnitOfWork) -> tuple[list[Memory], set[int]]:
+        own = tenancy.own(self.default_tenant)
+
+        def read(uow: UnitOfWork) -> tuple[list[Memory], set[int], str]:
+            # Whose budget pays: the project's tenant (an admin's call on
+            # another tenant's project is that tenant's work), else the caller's.
+            tenant = (uow.projects.tenant_of(scope.project_id) if scope.project_id else None) or own
             # Past MAX_TITLES, the newest memories are the ones offered.
             rows = uow.memories.list_visible(scope, limit=MAX_TITLES, newest_first=True)
             # Without a thread there is no conversation to have used anything in:
@@ -144,17 +181,21 @@ class Selector:
                 if thread_id
                 else set()
             )
-            return rows, used
+            return rows, used, tenant
 
-        candidates, used = await self.db.read_in_transaction(read)
+        candidates, used, tenant = await self.db.read_in_transaction(read)
+        llm_usage.attribute(scope.project_id, tenant)
         if not candidates:
             method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
             return
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
         batches = 0
+        spent = await self.budgets.exhausted(tenant) if self.llm is not None else None
         if self.llm is None:
             reason = "no LLM configured (--ollama-url or --llm-url); ranked by semantic similarity"
+        elif spent is not None:
+            reason = f"{spent.reason()}; ranked by semantic similarity"
         else:
             try:
                 picks, batches = await self._two_pass(prompt, candidates, used, thread_summary)
@@ -192,7 +233,11 @@ class Selector:
             batches,
         )
 
+        calls = accounting.pending()
+
         def record(uow: UnitOfWork) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
+            # The calls were made whichever answer is sent: kept either way.
+            uow.usage.insert(calls)
             if key is not None:
                 # A retry that arrived while this call ran has recorded first.
                 earlier = uow.memories.find_selection(key)
@@ -204,6 +249,7 @@ class Selector:
             return updated
 
         outcome = await self.db.write(record)
+        accounting.written(calls)
         if isinstance(outcome, tuple):
             assert digest is not None
             method_is(outcome[1].method)

@@ -20,15 +20,18 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from nexus_grpc.core import jobs, tenancy
-from nexus_grpc.core.models import Page, episode_text
+from nexus_grpc.core import jobs, llm_usage, tenancy
+from nexus_grpc.core.models import Page, Project, episode_text
 from nexus_grpc.core.records import Summary
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import paging
+from nexus_grpc.domain import accounting, paging
 from nexus_grpc.domain import validation as v
+from nexus_grpc.domain.accounting import accounted
+from nexus_grpc.domain.budgets import Budgets
 from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from nexus_grpc.llm import (
@@ -77,8 +80,10 @@ class Summaries:
         *,
         size_cap: int = SUMMARY_SIZE_CAP,
         overview_episode_limit: int = OVERVIEW_EPISODE_LIMIT,
+        budgets: Budgets | None = None,
     ) -> None:
         self.db = db
+        self.budgets = budgets or Budgets(db)
         self.signals = signals
         self.llm = llm
         self.model = model
@@ -220,8 +225,10 @@ class Summaries:
         require_may_write(session, "summarize")
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
+        await self.budgets.require(session.tenant, f"summarizing session {session_id}")
         try:
-            return await self.run_session_summary(session_id)
+            async with accounted(self.db, llm_usage.SUMMARY):
+                return await self.run_session_summary(session_id)
         except NothingToSummarize:
             latest = await self.db.read(
                 lambda c: c.summaries.latest_for_session(session_id, retained_at=at)
@@ -242,11 +249,12 @@ class Summaries:
         """
         assert self.llm is not None
         async with self._locks[session_id]:
-            latest, new = await self.db.read_in_transaction(
+            session, latest, new = await self.db.read_in_transaction(
                 lambda c: self._pending_episodes(c, session_id)
             )
             if not new:
                 raise NothingToSummarize(session_id)
+            llm_usage.attribute(session.project_id, session.tenant)
             cumulative = latest is not None and len(latest.content) < self.size_cap
             previous = latest.content if cumulative and latest is not None else None
             llm, num_predict = self.llm, prompts.SESSION_SUMMARY_OPTIONS["num_predict"]
@@ -305,7 +313,12 @@ class Summaries:
                     calls,
                 )
 
+            # The calls are kept with the summary they made: a crash after
+            # this commit reruns the job, which then finds nothing new.
+            spent = accounting.pending()
+
             def write(uow: UnitOfWork) -> Summary:
+                uow.usage.insert(spent)
                 if more:
                     uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [session_id])
                 if cumulative and latest is not None:
@@ -332,6 +345,7 @@ class Summaries:
                 )
 
             summary = await self.db.write(write)
+            accounting.written(spent)
         self.signals.wake(jobs.INDEX_SUMMARY, jobs.SUMMARIZE_SESSION)
         return summary
 
@@ -340,12 +354,14 @@ class Summaries:
         # What is past the project's retention is neither summarized nor
         # built upon: a summary past it reads as none, its episodes as gone.
         at = time.time()
-        uow.sessions.get(session_id, retained_at=at)
+        session = uow.sessions.get(session_id, retained_at=at)
         latest = uow.summaries.latest_for_session(session_id, retained_at=at)
         after = latest.last_episode_id if latest else 0
         cutoff = uow.episodes.retention_cutoff(session_id, at)
-        return latest, uow.episodes.list_for_session(
-            session_id, after, MAX_EPISODES_PER_PASS, since=cutoff
+        return (
+            session,
+            latest,
+            uow.episodes.list_for_session(session_id, after, MAX_EPISODES_PER_PASS, since=cutoff),
         )
 
     # Project overviews -------------------------------------------------------
@@ -400,7 +416,21 @@ class Summaries:
             raise Unavailable(
                 "project overviews need Ollama, and none is configured (--ollama-url)"
             )
-        llm = self.llm
+        await self.budgets.require(project.tenant, f"the overview of project {project_id}")
+        async with accounted(self.db, llm_usage.OVERVIEW):
+            llm_usage.attribute(project.id, project.tenant)
+            async for part in self._overview(self.llm, project, sums, eps, sources):
+                yield part
+
+    async def _overview(
+        self,
+        llm: LLMClient,
+        project: Project,
+        sums: Sequence[Summary],
+        eps: Sequence[tuple[int, str, str]],
+        sources: Sequence[str],
+    ) -> AsyncIterator[OverviewPart]:
+        project_id = project.id
         try:
             material, passes = await self._fold_overview_input(llm, project.name, sources)
             messages = prompts.build_project_overview_messages(
@@ -433,9 +463,12 @@ class Summaries:
         else:
             first, last, count = eps[0][0], eps[-1][0], len(eps)
 
+        calls = accounting.pending()
+
         def write(uow: UnitOfWork) -> Summary:
+            uow.usage.insert(calls)
             existing = uow.summaries.overview(project_id)
-            changes = {
+            changes: dict[str, Any] = {
                 "content": text,
                 "first_episode_id": first,
                 "last_episode_id": last,
@@ -452,6 +485,7 @@ class Summaries:
             return uow.summaries.insert(session_id=0, project_id=project_id, **changes)
 
         summary = await self.db.write(write)
+        accounting.written(calls)
         self.signals.wake(jobs.INDEX_SUMMARY)
         yield OverviewPart(summary=summary, passes=passes + 1)
 

@@ -25,7 +25,7 @@ class Embedder(Protocol):
     dimension: int
 
     #: Cosine similarity behind the best semantic hit that costs a factor of e
-    #: when hybrid search weighs this model's hits (domain/ranking.py); each
+    #: when hybrid search weighs this model's hits (domain/retrieval/ranking.py); each
     #: model spreads its cosines differently.
     similarity_temperature: float
 

@@ -47,6 +47,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation import graph_score as score
+from nexus_grpc.evaluation import llm_cost
 from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, SetError, load
 from nexus_grpc.evaluation.recall import Progress
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -542,6 +543,7 @@ async def _run(
     total = len(graph_set.episodes())
     counter = [0]
     started = time.perf_counter()
+    began = time.time()
     for run in runs:
         await _store_project(client, run, run_id, episode_timeout, progress, counter, total)
     progress(f"stored {total} episodes", final=True)
@@ -576,6 +578,17 @@ async def _run(
                 for o in run.outcomes
             ],
         }
+        cost = await llm_cost.project_cost(
+            client.memory,
+            [run.project_id],
+            began,
+            len(run.outcomes),
+            timeout=client.timeout,
+            metadata=client.metadata,
+        )
+        per_project[run.project.name].update(
+            llm_cost=cost, llm_tokens_per_episode=cost["tokens_per_episode"]
+        )
         misses[run.project.name] = _misses(run, scored, state)
         # Gold keys are a project's own ("lisbon" in two projects is two places).
         whole.gold.update({i: f"{run.project.name}/{k}" for i, k in scored.gold.items()})
@@ -584,6 +597,14 @@ async def _run(
         whole.current = (whole.current[0] + scored.current[0], whole.current[1] + scored.current[1])
         whole.as_of = (whole.as_of[0] + scored.as_of[0], whole.as_of[1] + scored.as_of[1])
     progress("scored", final=True)
+    cost = await llm_cost.project_cost(
+        client.memory,
+        [run.project_id for run in runs],
+        began,
+        total,
+        timeout=client.timeout,
+        metadata=client.metadata,
+    )
     return {
         "target": target,
         "files": list(graph_set.files),
@@ -591,7 +612,11 @@ async def _run(
         "seconds": round(time.perf_counter() - started, 1),
         "store_seconds": round(stored_s, 1),
         "still_pending_after_settle": still,
-        "total": _figures(whole, [o for r in runs for o in r.outcomes], states),
+        "total": {
+            **_figures(whole, [o for r in runs for o in r.outcomes], states),
+            "llm_cost": cost,
+            "llm_tokens_per_episode": cost["tokens_per_episode"],
+        },
         "projects": per_project,
         "misses": misses,
     }
@@ -607,7 +632,8 @@ def _row(name: str, f: dict[str, Any]) -> str:
         f" {f['bcubed_f1']:>6.3f} {f['duplicate_entities']:>4} {f['false_merges']:>5}"
         f" {cur['correct']:>4}/{cur['groups']:<4} {cur['accuracy']:>5.3f}"
         f" {asof['correct']:>4}/{asof['probes']:<4} {asof['accuracy']:>5.3f}"
-        f" {f['llm_calls_per_episode']:>6.2f} {f['llm_merges']:>5} {f['resolution_pending']:>7}"
+        f" {f['llm_calls_per_episode']:>6.2f} {f.get('llm_tokens_per_episode', 0):>7,.0f}"
+        f" {f['llm_merges']:>5} {f['resolution_pending']:>7}"
     )
 
 
@@ -622,7 +648,7 @@ def format_report(report: dict[str, Any]) -> str:
         f" ambiguous); {t['gold_entities']} expected entities, {t['predicted_entities']} kept",
         "",
         f"{'project':<22} {'B3 P':>6} {'B3 R':>6} {'B3 F1':>6} {'dup':>4} {'false':>5}"
-        f" {'current facts':>16} {'as-of probes':>16} {'LLM/ep':>6} {'LLM m':>5}"
+        f" {'current facts':>16} {'as-of probes':>16} {'LLM/ep':>6} {'tok/ep':>7} {'LLM m':>5}"
         f" {'pending':>7}",
     ]
     for name, f in report["projects"].items():
@@ -630,6 +656,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(_row("all", t))
     by = ", ".join(f"{k} {n}" for k, n in t["aliases_by_method"].items())
     lines += ["", f"aliases by how they were resolved: {by or 'none'}"]
+    if "llm_cost" in t:
+        lines += ["", *llm_cost.format_cost(t["llm_cost"])]
     if report["still_pending_after_settle"]:
         lines.append(f"still queued after the settle wait: {report['still_pending_after_settle']}")
     for name, m in report["misses"].items():

@@ -51,6 +51,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client.connection import bearer_metadata, open_channel
+from nexus_grpc.evaluation import llm_cost
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -389,11 +390,17 @@ async def evaluate(
     )
     label = f"{data.name} {uuid.uuid4().hex[:8]}"
     started = time.monotonic()
+    began = time.time()
     try:
         stored = []
+        project_ids = []
         for project in data.projects:
             project_id, sessions = await _store(run, project, label)
+            project_ids.append(project_id)
             stored.append((project, await _kept(run, project_id, project, sessions)))
+        cost = await llm_cost.project_cost(
+            run.memory, project_ids, began, data.episodes, metadata=run.metadata
+        )
     except grpc.aio.AioRpcError as exc:
         raise EvalError(f"{exc.code().name}: {exc.details()}") from exc
     finally:
@@ -405,6 +412,8 @@ async def evaluate(
             "episodes": data.episodes,
             "formation_events": run.formed,
             "llm_calls_per_episode": run.llm_calls / data.episodes if data.episodes else 0.0,
+            "llm_cost": cost,
+            "llm_tokens_per_episode": cost["tokens_per_episode"],
             "failures": run.failed,
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -424,6 +433,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"unexpected memories:   {r['unexpected']}",
         f"cross-user leaks:      {r['leaks']}",
         f"LLM calls per episode: {r['llm_calls_per_episode']:.2f}",
+        *(llm_cost.format_cost(r["llm_cost"]) if "llm_cost" in r else []),
     ]
     for miss in r["misses"][:30]:
         lines.append(f"  - {miss}")

@@ -8,7 +8,7 @@ for LlamaIndex's ``Memory``
 (``Memory.from_defaults(memory_blocks=[block])``):
 
 - Read (``aget``, each time the memory builds a prompt): the user's memories
-  chosen for the latest user message by ``SelectMemories`` (seed 003's two
+  chosen for the latest user message by ``SelectMemories`` (its two
   passes: a fast pass over titles, then ranking; the semantic ranking when
   no LLM answers), at most ``limit``, one per line. The memory's
   ``session_id`` is the selection's thread, so memories already used in

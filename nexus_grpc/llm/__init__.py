@@ -10,6 +10,7 @@ from nexus_grpc.llm.errors import (
     LLMCutOff,
     LLMError,
     LLMInputTooLong,
+    LLMTimedOut,
     LLMUnavailable,
     LLMUnreachable,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "LLMCutOff",
     "LLMError",
     "LLMInputTooLong",
+    "LLMTimedOut",
     "LLMUnavailable",
     "LLMUnreachable",
     "OllamaClient",

@@ -3,9 +3,13 @@
 ``LLMClient`` does the parts that do not depend on the wire protocol: the
 caller's deadline, the context window (read from the server once per model),
 ``num_ctx`` sized to the prompt, the token budget callers split their input
-by, and cut-off answers (``done_reason == "length"``: retried once with more
-room, then ``LLMCutOff``).  A backend (``OllamaClient`` here, ``OpenAIClient``
-in ``openai_client.py``) only sends one request and maps its errors.
+by, cut-off answers (``done_reason == "length"``: retried once with more
+room, then ``LLMCutOff``), and the account of every request it sends (one
+``core.llm_usage.LLMCall`` each: the tokens the server says it read and wrote,
+how long it took, how it ended) into the caller's ledger and the process's
+totals.  A backend (``OllamaClient`` here, ``OpenAIClient`` in
+``openai_client.py``) only sends one request, reports the server's token
+counts, and maps its errors.
 
 Why a wrapper around ``ollama.AsyncClient``: it leaks several unrelated
 exception types (``httpx.ConnectError`` on streams but builtin
@@ -21,14 +25,15 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import ollama
 import pydantic
 
+from nexus_grpc.core import llm_usage
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.llm import tokens
 from nexus_grpc.llm.errors import (
@@ -36,6 +41,7 @@ from nexus_grpc.llm.errors import (
     LLMCutOff,
     LLMError,
     LLMInputTooLong,
+    LLMTimedOut,
     LLMUnavailable,
     LLMUnreachable,
 )
@@ -48,22 +54,29 @@ Message = Mapping[str, Any]
 _FENCE = re.compile(r"\A\s*```[a-zA-Z]*\s*\n?(.*?)\n?```\s*\Z", re.S)
 _END = object()  # end-of-stream marker between the producer task and the consumer
 LENGTH = "length"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class ChatAnswer:
-    """One finished answer: its raw text and why the model stopped."""
+    """One finished answer: its raw text, why the model stopped, and the
+    tokens the server says it read and wrote (None: it did not say)."""
 
     text: str
     done_reason: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StreamDelta:
-    """A piece of a streamed answer; the last one carries ``done_reason``."""
+    """A piece of a streamed answer; the last one carries ``done_reason``,
+    and whichever carries the server's token counts, those."""
 
     text: str
     done_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class LLMClient(abc.ABC):
@@ -88,6 +101,8 @@ class LLMClient(abc.ABC):
         self._timeout = timeout
         self._context_override = context_length
         self._contexts: dict[str, int] = {}
+        # Every request this client sent, for /metrics.
+        self.usage = llm_usage.CallTotals()
 
     @property
     def host(self) -> str:
@@ -159,8 +174,16 @@ class LLMClient(abc.ABC):
         """Non-streaming chat constrained by a JSON schema; returns the parsed
         object.  The answer is parsed as sent: never through the think/ChatML
         stripper, which would cut an entity or note that mentions ``<think>``."""
-        answer = await self._complete(model, messages, temperature, num_predict, timeout, schema)
-        return parse_json_object(answer.text, model=model)
+        _, parsed = await self._complete(
+            model,
+            messages,
+            temperature,
+            num_predict,
+            timeout,
+            schema,
+            lambda answer: parse_json_object(answer.text, model=model),
+        )
+        return parsed
 
     async def chat_text(
         self,
@@ -173,7 +196,9 @@ class LLMClient(abc.ABC):
     ) -> str:
         """Non-streaming chat; returns the answer with think/ChatML tokens stripped.
         Never a cut answer: a cut-off one raises ``LLMCutOff``."""
-        answer = await self._complete(model, messages, temperature, num_predict, timeout, None)
+        answer, _ = await self._complete(
+            model, messages, temperature, num_predict, timeout, None, lambda a: None
+        )
         return strip_model_tokens(answer.text)
 
     async def chat_stream(
@@ -215,7 +240,11 @@ class LLMClient(abc.ABC):
                 await queue.put(self._map_error(exc, model, limit))
 
         producer = asyncio.create_task(produce())
+        started = loop.time()
         done_reason: str | None = None
+        counted: list[int | None] = [None, None]  # the server's (prompt, completion)
+        shown: list[str] = []
+        outcome = llm_usage.CANCELLED  # unless the stream ends or fails
         try:
             while True:
                 remaining = None if deadline is None else deadline - loop.time()
@@ -232,13 +261,32 @@ class LLMClient(abc.ABC):
                 assert isinstance(item, StreamDelta)
                 if item.done_reason:
                     done_reason = item.done_reason
+                if item.prompt_tokens is not None:
+                    counted[0] = item.prompt_tokens
+                if item.completion_tokens is not None:
+                    counted[1] = item.completion_tokens
                 if item.text:
+                    shown.append(item.text)
                     yield item.text
+            outcome = llm_usage.CUT_OFF if done_reason == LENGTH else llm_usage.OK
+        except LLMError as exc:
+            outcome = _outcome_of(exc)
+            raise
         finally:
             producer.cancel()
             # asyncio.wait never raises the task's outcome, and does not swallow
             # a cancellation of *this* task.
             await asyncio.wait({producer})
+            answered = outcome in (llm_usage.OK, llm_usage.CUT_OFF, llm_usage.CANCELLED)
+            self._account(
+                messages,
+                "".join(shown),
+                counted[0],
+                counted[1],
+                loop.time() - started,
+                outcome,
+                answered=answered,
+            )
         if done_reason == LENGTH:
             raise LLMCutOff(
                 f"the answer of {model} was cut off at its limit of {num_predict} tokens"
@@ -277,8 +325,11 @@ class LLMClient(abc.ABC):
         num_predict: int,
         timeout: float | None,  # noqa: ASYNC109 - the caller's remaining deadline
         schema: Mapping[str, Any] | None,
-    ) -> ChatAnswer:
-        """One answer, retried once with twice the room if it was cut off."""
+        accept: Callable[[ChatAnswer], T],
+    ) -> tuple[ChatAnswer, T]:
+        """One answer, retried once with twice the room if it was cut off, and
+        what ``accept`` made of it (an ``LLMBadOutput`` it raises is the
+        request's outcome: a bad answer). Each request sent is accounted."""
         limit = self._deadline(timeout, model)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
@@ -287,13 +338,24 @@ class LLMClient(abc.ABC):
         prompt = tokens.estimate_messages(messages)
         for attempt in (1, 2):
             remaining = deadline - loop.time()
+            started = loop.time()
+            sent = remaining > 0  # else nothing is sent, and nothing accounted
             try:
-                if remaining <= 0:
+                if not sent:
                     raise TimeoutError
                 call = self._chat(model, messages, temperature, room, num_ctx, schema)
                 answer = await asyncio.wait_for(call, remaining)
+            except asyncio.CancelledError:
+                took = loop.time() - started
+                self._account(messages, "", None, None, took, llm_usage.CANCELLED, answered=False)
+                raise
             except Exception as exc:
                 error = self._map_error(exc, model, limit)
+                if sent:
+                    # No usable answer came back (a malformed body, a rejected
+                    # request, an error): nobody says what it cost in tokens.
+                    took, ended = loop.time() - started, _outcome_of(error)
+                    self._account(messages, "", None, None, took, ended, answered=False)
                 if attempt == 2 and _is_timeout(exc):
                     # The cut-off is the cause: a slow model cannot write twice
                     # the answer in what is left of the deadline.  Retrying the
@@ -304,8 +366,16 @@ class LLMClient(abc.ABC):
                         " deadline (done_reason=length)"
                     ) from exc
                 raise error from exc
+            took = loop.time() - started
             if answer.done_reason != LENGTH:
-                return answer
+                try:
+                    accepted = accept(answer)
+                except LLMBadOutput:
+                    self._account_answer(messages, answer, took, llm_usage.BAD_ANSWER)
+                    raise
+                self._account_answer(messages, answer, took, llm_usage.OK)
+                return answer, accepted
+            self._account_answer(messages, answer, took, llm_usage.CUT_OFF)
             more = min(room * 2, context - prompt)
             if attempt == 2 or more <= room:
                 break
@@ -335,6 +405,53 @@ class LLMClient(abc.ABC):
                 f" do not fit {model}'s context of {context} tokens"
             )
         return tokens.num_ctx_for(prompt, num_predict, context), num_predict
+
+    # -- the account ---------------------------------------------------------------
+
+    def _account_answer(
+        self, messages: Sequence[Message], answer: ChatAnswer, seconds: float, outcome: str
+    ) -> None:
+        self._account(
+            messages,
+            answer.text,
+            answer.prompt_tokens,
+            answer.completion_tokens,
+            seconds,
+            outcome,
+        )
+
+    def _account(
+        self,
+        messages: Sequence[Message],
+        text: str,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        seconds: float,
+        outcome: str,
+        *,
+        answered: bool = True,
+    ) -> None:
+        """One request, into the caller's ledger and this client's totals.
+
+        Tokens are the server's counts where it gave them. Where it did not
+        (an OpenAI-compatible stream without usage, a cached prompt Ollama
+        leaves uncounted), an answer's are estimated (``estimated``); a
+        request that got no answer counts none, since nobody says what the
+        server spent on it (its seconds still count)."""
+        estimated = False
+        if answered:
+            if prompt_tokens is None:
+                prompt_tokens, estimated = tokens.approximate_messages(messages), True
+            if completion_tokens is None:
+                completion_tokens, estimated = tokens.approximate_tokens(text), True
+        call = llm_usage.record(
+            prompt_tokens or 0,
+            completion_tokens or 0,
+            seconds,
+            outcome,
+            estimated=estimated,
+        )
+        self.usage.count(call)
 
     # -- what a backend implements ------------------------------------------------
 
@@ -398,11 +515,9 @@ class LLMClient(abc.ABC):
             )
         return limit
 
-    def _timed_out(self, model: str | None, limit: float | None) -> LLMUnavailable:
+    def _timed_out(self, model: str | None, limit: float | None) -> LLMTimedOut:
         took = f" within {limit:.1f}s" if limit is not None else ""
-        return LLMUnavailable(
-            f"{self.server_name}{_for(model)} at {self._host} did not answer{took}"
-        )
+        return LLMTimedOut(f"{self.server_name}{_for(model)} at {self._host} did not answer{took}")
 
     def _map_transport(self, exc: Exception, model: str | None, limit: float | None) -> LLMError:
         """httpx and socket errors, the same for every backend."""
@@ -480,7 +595,14 @@ class OllamaClient(LLMClient):
             format=dict(schema) if schema is not None else None,
             options=self._options(temperature, num_predict, num_ctx),
         )
-        return ChatAnswer(response.message.content or "", response.done_reason or "")
+        return ChatAnswer(
+            response.message.content or "",
+            response.done_reason or "",
+            # Ollama leaves prompt_eval_count out when the whole prompt was
+            # in its cache: the account then estimates it.
+            _count(response.prompt_eval_count),
+            _count(response.eval_count),
+        )
 
     async def _stream(
         self,
@@ -499,7 +621,12 @@ class OllamaClient(LLMClient):
         async for part in parts:
             reason = part.done_reason if part.done else None
             if part.message.content or reason:
-                yield StreamDelta(part.message.content or "", reason)
+                yield StreamDelta(
+                    part.message.content or "",
+                    reason,
+                    _count(part.prompt_eval_count) if part.done else None,
+                    _count(part.eval_count) if part.done else None,
+                )
 
     async def _list_models(self) -> list[str]:
         response = await self._client.list()
@@ -560,6 +687,22 @@ def parse_json_object(text: str, *, model: str | None = None) -> dict[str, Any]:
             f"model{_for(model)} answered JSON {type(value).__name__}, expected an object"
         )
     return value
+
+
+def _outcome_of(error: LLMError) -> str:
+    """How a request that raised ``error`` ended, for its account."""
+    if isinstance(error, LLMTimedOut):
+        return llm_usage.TIMEOUT
+    if isinstance(error, LLMCutOff):
+        return llm_usage.CUT_OFF
+    if isinstance(error, LLMBadOutput):
+        return llm_usage.BAD_ANSWER
+    return llm_usage.UNREACHABLE
+
+
+def _count(value: object) -> int | None:
+    """A token count from a server's answer; None when it gave none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _is_timeout(exc: BaseException) -> bool:

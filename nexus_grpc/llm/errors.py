@@ -25,6 +25,12 @@ class LLMUnavailable(LLMError):
     is healthy."""
 
 
+class LLMTimedOut(LLMUnavailable):
+    """No answer within the call's deadline: a failed attempt, as any
+    ``LLMUnavailable`` is; its own type so the call is accounted as a
+    timeout (core/llm_usage.py), not as a server that was away."""
+
+
 class LLMUnreachable(LLMUnavailable):
     """Nobody is there to answer: the server refused the connection, the model
     is not pulled, or no model server is configured.  Background jobs wait for

@@ -7,6 +7,9 @@ The protocol has no ``num_ctx``: the server's context is fixed when it starts,
 so the budget is read from what the server reports (vLLM's ``max_model_len``,
 llama.cpp's ``/props``) or from ``--llm-context-length``.
 ``finish_reason == "length"`` is the same cut-off as Ollama's ``done_reason``.
+Token counts come from ``usage`` (a stream asks for it with
+``stream_options.include_usage``; a server that ignores that leaves the
+account to estimate).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import httpx
 
 from nexus_grpc.errors import DependencyError
-from nexus_grpc.llm.client import ChatAnswer, LLMClient, Message, StreamDelta, _for
+from nexus_grpc.llm.client import ChatAnswer, LLMClient, Message, StreamDelta, _count, _for
 from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 
 
@@ -83,13 +86,18 @@ class OpenAIClient(LLMClient):
         num_predict: int,
         stream: bool,
     ) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "model": model,
             "messages": [dict(m) for m in messages],
             "temperature": temperature,
             "max_tokens": num_predict,
             "stream": stream,
         }
+        if stream:
+            # The last event then carries the token counts (OpenAI's, vLLM's,
+            # llama.cpp's and Ollama's /v1 all do; others ignore it).
+            body["stream_options"] = {"include_usage": True}
+        return body
 
     async def _chat(
         self,
@@ -117,7 +125,8 @@ class OpenAIClient(LLMClient):
                 f"{self.server_name}{_for(model)} at {self._host} answered without a choice:"
                 f" {str(data)[:200]!r}"
             ) from exc
-        return ChatAnswer(str(content), str(reason))
+        prompt_tokens, completion_tokens = _usage(data)
+        return ChatAnswer(str(content), str(reason), prompt_tokens, completion_tokens)
 
     async def _stream(
         self,
@@ -141,6 +150,9 @@ class OpenAIClient(LLMClient):
                 chunk = json.loads(payload)
                 if isinstance(chunk, Mapping) and "error" in chunk:
                     raise OpenAIHTTPError(500, _message(chunk))
+                if isinstance(chunk, Mapping) and isinstance(chunk.get("usage"), Mapping):
+                    prompt_tokens, completion_tokens = _usage(chunk)
+                    yield StreamDelta("", None, prompt_tokens, completion_tokens)
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     text = delta.get("content") or ""
@@ -194,6 +206,14 @@ class OpenAIClient(LLMClient):
                 return LLMUnavailable(f"{where} failed (HTTP {code}): {exc.message}")
             return LLMBadOutput(f"{where} rejected the request (HTTP {code}): {exc.message}")
         return self._map_transport(exc, model, limit)
+
+
+def _usage(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens of an answer's ``usage``; None where absent."""
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, None
+    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
 
 
 def _message(data: object) -> str:

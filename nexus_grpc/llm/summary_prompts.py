@@ -95,7 +95,7 @@ text only; no preamble."""
 
 def overview_material(sources: Sequence[str]) -> str:
     """The overview's input: the sources joined, cut to their most recent
-    ``MAX_OVERVIEW_INPUT_CHARS`` characters (the seed's rule)."""
+    ``MAX_OVERVIEW_INPUT_CHARS`` characters."""
     return truncate_recent("\n\n---\n\n".join(sources), MAX_OVERVIEW_INPUT_CHARS)
 
 

@@ -47,6 +47,33 @@ def estimate_messages(messages: Sequence[Mapping[str, Any]]) -> int:
     return total
 
 
+# What an account counts when the server's answer gives no token counts (an
+# OpenAI-compatible stream without usage, Ollama leaving prompt_eval_count out
+# for a prompt it had cached): a typical byte-level BPE vocabulary spends about
+# one token per 4 bytes of English. Never a size bound (that is
+# ``estimate_tokens``, 3-4x higher): a budget charged by the bound would run
+# out three times too early. Calls counted this way are marked ``estimated``.
+BYTES_PER_TOKEN = 4
+# ChatML's per-message control tokens (<|im_start|>role\n ... <|im_end|>\n),
+# and the generation prompt of a call.
+TYPICAL_TOKENS_PER_MESSAGE = 5
+TYPICAL_TOKENS_PER_CALL = 3
+
+
+def approximate_tokens(text: str) -> int:
+    """About how many tokens ``text`` is (for accounting, not for sizing)."""
+    size = len(text.encode("utf-8"))
+    return 0 if size == 0 else max(1, round(size / BYTES_PER_TOKEN))
+
+
+def approximate_messages(messages: Sequence[Mapping[str, Any]]) -> int:
+    """About how many prompt tokens a chat request is (for accounting)."""
+    return TYPICAL_TOKENS_PER_CALL + sum(
+        TYPICAL_TOKENS_PER_MESSAGE + approximate_tokens(str(m.get("content") or ""))
+        for m in messages
+    )
+
+
 def num_ctx_for(prompt_tokens: int, num_predict: int, context_length: int) -> int:
     """The context window to ask for: room for the prompt and the answer,
     rounded up to a power of two, never more than the model has."""

@@ -1,4 +1,4 @@
-"""``nexus-grpc mcp``: seed 004's memory tools for coding agents, over the Model Context Protocol.
+"""``nexus-grpc mcp``: the memory tools for coding agents, over the Model Context Protocol.
 
 An MCP server (the official ``mcp`` SDK) in front of a running nexus-grpc
 server.  It holds no data of its own: every tool is gRPC calls through the

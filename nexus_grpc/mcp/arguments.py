@@ -209,7 +209,7 @@ def past_or_now(field: str, value: datetime | None) -> None:
 def title_of(content: str, limit: int = 120) -> str:
     """A memory's title: its first line that shows something, on one line, cut with an ellipsis.
 
-    Seed 003's selection reads titles, not contents, so the title is the
+    Selection (SelectMemories) reads titles, not contents, so the title is the
     memory's own opening words, never a generic label.
     """
     for line in content.splitlines():

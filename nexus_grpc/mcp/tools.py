@@ -1,11 +1,12 @@
-"""The memory tools: seed 004's four, and what else an agent needs from the service.
+"""The memory tools: the four that agents call by name, and what else an agent needs.
 
 Each tool checks its arguments (``arguments``), resolves where it acts
 (``workspace``), makes its gRPC calls through the typed client and answers
 with JSON (``results``).  The visibility rules are the server's: every read
 passes a ``MemoryScope`` naming the project, the agent session, ``--user``
 and ``--agent``, so task and session memories reach only their own session
-and longterm and archive ones every session of the project (seed 004).
+and longterm and archive ones every session of the project (session isolation for
+several terminals on one project, README "Coding agents over MCP").
 
 A list is complete or says it is not: searches report ``more_may_exist``
 when they stopped at their limit, and ``memory_get_context`` gives each
@@ -104,8 +105,8 @@ class MemoryTools:
                 "Search the conversation",
                 read,
             ),
-            # Selection records which memories were used in the thread (seed
-            # 003's usage log): not read-only, though it changes no memory.
+            # Selection records which memories were used in the thread (the
+            # usage log): not read-only, though it changes no memory.
             ToolSpec(
                 "memory_select",
                 self.memory_select,
@@ -220,7 +221,7 @@ class MemoryTools:
             if not token:
                 return out, reason
 
-    # Seed 004's tools --------------------------------------------------------
+    # The four named tools --------------------------------------------------------
 
     async def memory_add_fact(
         self,
@@ -231,7 +232,7 @@ class MemoryTools:
     ) -> CallToolResult:
         """Remember a fact: something true about the project, the code or the task.
 
-        task and session facts are seen only by this session (seed 004's
+        task and session facts are seen only by this session (session
         isolation: another terminal on the project never sees them); longterm
         facts by every session of the project ("the database runs on port
         5433"); archive facts are kept for reference and returned only when
@@ -497,7 +498,7 @@ class MemoryTools:
         thread_summary: a.ThreadSummary = "",
         ctx: Context | None = None,
     ) -> CallToolResult:
-        """Select the memories a prompt needs, ranked (seed 003's two passes).
+        """Select the memories a prompt needs, ranked (SelectMemories' two passes).
 
         A fast model picks relevant memories from their titles, then ranks
         them; each comes with a relevance (0-1), a category (necessary or

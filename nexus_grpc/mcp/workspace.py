@@ -1,7 +1,7 @@
 """Where the tools act: one project, and one nexus session per agent session.
 
 ``--project NAME`` names the project; it is found by name in the API key's
-tenant, or created on first use.  Each agent session (seed 004's
+tenant, or created on first use.  Each agent session (the tools'
 ``session_id``) is a nexus session of that project, found by its
 ``external_id`` or created on the first write.  Reads never create anything:
 a session that has written nothing yet simply has no task or session

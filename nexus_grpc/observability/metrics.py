@@ -28,6 +28,11 @@ Prometheus scrapes, so they are never stale:
   a failure or no time left in the call); ``nexus_rerank_duration_seconds``
   (histogram): the calls that reached it; ``nexus_rerank_cooldown_seconds``:
   how long searches will still skip it after a failure (0: they ask it).
+- ``nexus_llm_calls_total{stage,outcome}``, ``nexus_llm_tokens_total{stage,direction}``
+  (``prompt``/``completion``) and ``nexus_llm_seconds_total{stage}``: every
+  request this process sent to the LLM server (core/llm_usage.py). No project
+  or tenant label, so the series stay few whatever the tenants; per project
+  and tenant, ``GetUsage`` reads the durable account.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
     from nexus_grpc.app import App
     from nexus_grpc.core.events import EventBroadcaster
     from nexus_grpc.embedding import QueryVectorCache
+    from nexus_grpc.llm import LLMClient
     from nexus_grpc.rerank import Reranker
 
 log = logging.getLogger(__name__)
@@ -177,6 +183,37 @@ class JobCollector(Collector):
         yield from _loop_lag_metrics(getattr(self._app, "loop_lag", None))
         yield from _query_cache_metrics(getattr(self._app, "query_cache", None))
         yield from _rerank_metrics(getattr(self._app, "reranker", None))
+        yield from _llm_metrics(getattr(self._app, "llm", None))
+
+
+def _llm_metrics(llm: LLMClient | None) -> Iterator[Metric]:
+    """What the LLM was asked, by stage: calls by outcome, tokens each way,
+    seconds. A stage's share of tokens is where the model's time goes."""
+    if llm is None:
+        return
+    calls, tokens, seconds = llm.usage.snapshot()
+    by_outcome = CounterMetricFamily(
+        "nexus_llm_calls",
+        "Requests sent to the LLM server, by stage and how they ended.",
+        labels=("stage", "outcome"),
+    )
+    for (stage, outcome), n in sorted(calls.items()):
+        by_outcome.add_metric((stage, outcome), n)
+    both = CounterMetricFamily(
+        "nexus_llm_tokens",
+        "Tokens the LLM server read (prompt) and wrote (completion), by stage.",
+        labels=("stage", "direction"),
+    )
+    for (stage, direction), n in sorted(tokens.items()):
+        both.add_metric((stage, direction), n)
+    took = CounterMetricFamily(
+        "nexus_llm_seconds",
+        "Seconds spent waiting on the LLM server, by stage.",
+        labels=("stage",),
+    )
+    for stage, total in sorted(seconds.items()):
+        took.add_metric((stage,), total)
+    yield from (by_outcome, both, took)
 
 
 def _rerank_metrics(reranker: Reranker | None) -> Iterator[Metric]:

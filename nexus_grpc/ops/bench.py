@@ -13,6 +13,16 @@ RPCs: ``health`` (grpc.health.v1 Check, the baseline), ``create_episode``,
 waits 1 s, then cancels).  Several comma-separated ``--rpc`` names run one after
 another.
 
+What a run leaves behind: the RPCs that write (create_episode, search_episodes
+and get_episode seed episodes, mixed) write into a project of the run's own,
+``nexus-bench <run id>``, named when it is made.  When the run ends its
+sessions and episodes are counted, and the background jobs it queued (their
+embeddings; with an LLM, extraction, summaries) are read from
+GetServiceStatus and reported; ``--wait-backlog S`` waits up to S seconds for
+them first (those an LLM that is off would run are reported, not waited for).
+``--cleanup`` deletes the project with its sessions and episodes first;
+without it the project is kept, and the report says so.
+
 Programmatic use: ``await run_bench(target, rpc, concurrency, duration, **opts)``
 returns a ``BenchResult``; ``format_result`` renders it as a small table.  The
 loop itself is ``nexus_grpc.loadtest.loop.drive``, which ``make bench`` shares;
@@ -64,6 +74,11 @@ __all__ = [
 ]
 
 RPC_NAMES = ("health", "create_episode", "search_episodes", "get_episode", "mixed")
+#: Queues whose workers wait for an LLM: with the LLM off they never drain.
+LLM_QUEUES = ("extract:episode", "summarize:session", "form:memories", "resolve:entity")
+#: GetServiceStatus's names for the LLM dependency (its --llm-api).
+LLM_DEPENDENCIES = ("ollama", "openai")
+BACKLOG_POLL_S = 0.25
 MIX_OPS = ("create", "search", "get", "watch", "health")
 DEFAULT_MIX = "create=4,search=4,watch=1,health=1"
 SEARCH_MODES = {
@@ -167,6 +182,17 @@ class BenchResult:
     options: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     timestamp: str = ""
+    #: The run's own project, when it wrote: id, name, sessions, episodes, and
+    #: whether --cleanup removed it.
+    project: dict[str, Any] | None = None
+    #: Background jobs the run queued that were still waiting when it ended
+    #: (after --wait-backlog): pending jobs per queue, above where they stood
+    #: before the run.
+    backlog: dict[str, int] = field(default_factory=dict)
+    #: Queues in ``backlog`` that wait for an LLM that is off.
+    backlog_needs_llm: list[str] = field(default_factory=list)
+    #: Seconds --wait-backlog waited (None: not asked).
+    backlog_wait_s: float | None = None
 
     @property
     def error_count(self) -> int:
@@ -210,8 +236,11 @@ class _Context:
         self.graph: list[graph_grpc.GraphServiceStub] = []
         self.health: list[health_pb2_grpc.HealthStub] = []
         self.project_id = 0
+        self.project_name = f"nexus-bench {self.run_id}"
         self.session_ids: list[int] = []
         self.episode_ids: list[int] = []
+        #: Episodes this run stored (seeds and creates), for its report.
+        self.episodes_created = 0
         rng = random.Random(opts["seed"])
         self.texts = [_words(rng, opts["text_chars"]) for _ in range(256)]
         self.query: str | None = opts.get("query")
@@ -279,7 +308,7 @@ class _Context:
             project = await stub.CreateProject(
                 memory_pb2.CreateProjectRequest(
                     project=memory_pb2.Project(
-                        name=f"nexus-bench {self.run_id}",
+                        name=self.project_name,
                         description="created by nexus-grpc bench",
                     )
                 ),
@@ -287,6 +316,14 @@ class _Context:
                 metadata=md,
             )
             self.project_id = project.id
+            progress = self.opts.get("progress")
+            if progress is not None:
+                print(
+                    f"bench: writing into project {project.id} {self.project_name!r}"
+                    + (" (removed at the end: --cleanup)" if self.opts.get("cleanup") else ""),
+                    file=progress,
+                    flush=True,
+                )
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise BenchError(
@@ -324,10 +361,60 @@ class _Context:
                         ),
                     )
                     self.episode_ids.append(episode.id)
+                    self.episodes_created += 1
 
             await asyncio.gather(*(seed(i) for i in range(self.opts["seed_episodes"])))
             if "get" in ops and not self.episode_ids:
                 raise BenchError("setup failed: no seed episodes to get")
+
+    async def pending_jobs(self) -> tuple[dict[str, int], bool]:
+        """Pending jobs per queue, and whether the server's LLM is off; ({},
+        False) from a server that cannot say (an older one, a refusal)."""
+        try:
+            status = await self.memory[0].GetServiceStatus(
+                memory_pb2.GetServiceStatusRequest(), timeout=self.timeout, metadata=self.metadata
+            )
+        except grpc.aio.AioRpcError:
+            return {}, False
+        llm_off = any(d.off for d in status.dependencies if d.name in LLM_DEPENDENCIES)
+        return {q.kind: q.pending for q in status.queues}, llm_off
+
+    async def backlog(
+        self, before: dict[str, int], wait: float | None
+    ) -> tuple[dict[str, int], list[str], float | None]:
+        """The jobs the run left queued (pending above ``before``), after waiting
+        up to ``wait`` seconds for those that can run; the queues among them
+        that need an LLM that is off; and how long the wait took."""
+        started = time.perf_counter()
+        while True:
+            now, llm_off = await self.pending_jobs()
+            left = {k: n - before.get(k, 0) for k, n in now.items() if n > before.get(k, 0)}
+            stuck = sorted(k for k in left if llm_off and k in LLM_QUEUES)
+            waited = time.perf_counter() - started
+            if wait is None or set(left) <= set(stuck) or waited >= wait:
+                return left, stuck, (None if wait is None else round(waited, 2))
+            await asyncio.sleep(BACKLOG_POLL_S)
+
+    async def cleanup(self) -> None:
+        """Deletes the run's sessions (their episodes, summaries and index
+        points go with them) and its project."""
+        stub, md, timeout = self.memory[0], self.metadata, self.timeout
+        for session_id in self.session_ids:
+            await self._setup_call(
+                "DeleteSession",
+                stub.DeleteSession(
+                    memory_pb2.DeleteSessionRequest(id=session_id), timeout=timeout, metadata=md
+                ),
+            )
+        if self.project_id:
+            await self._setup_call(
+                "DeleteProject",
+                stub.DeleteProject(
+                    memory_pb2.DeleteProjectRequest(id=self.project_id),
+                    timeout=timeout,
+                    metadata=md,
+                ),
+            )
 
     def _episode_request(self, rng: random.Random, tag: str) -> memory_pb2.CreateEpisodeRequest:
         return memory_pb2.CreateEpisodeRequest(
@@ -358,6 +445,7 @@ class _Context:
             async def do_create(rng: random.Random) -> float | None:
                 request = self._episode_request(rng, str(next(self.seq)))
                 await memory.CreateEpisode(request, timeout=timeout, metadata=md)
+                self.episodes_created += 1
                 return None
 
             return do_create
@@ -442,8 +530,15 @@ async def run_bench(
     text_chars: int = 300,
     progress: TextIO | None = None,
     command: str | None = None,
+    cleanup: bool = False,
+    wait_backlog: float | None = None,
 ) -> BenchResult:
     """Runs one benchmark and returns its result.
+
+    A run that writes does so in a project of its own; ``cleanup`` deletes it
+    (its sessions and episodes) at the end, and ``wait_backlog`` waits up to
+    that many seconds for the background jobs the run queued before the
+    result reports those still waiting.
 
     Raises ``BenchError`` when the run cannot start: the server does not answer
     within ``connect_timeout`` seconds, a setup RPC fails or an option is invalid.
@@ -481,14 +576,21 @@ async def run_bench(
         "health_service": health_service,
         "seed": seed,
         "text_chars": text_chars,
+        "cleanup": cleanup,
+        "progress": progress,
     }
+    if wait_backlog is not None and wait_backlog < 0:
+        raise BenchError("--wait-backlog must not be negative")
     timestamp = datetime.now(UTC).isoformat(timespec="seconds")
     if command is None:
         command = " ".join(shlex.quote(a) for a in sys.argv)
 
     ctx = _Context(target, opts)
+    backlog: tuple[dict[str, int], list[str], float | None] = ({}, [], None)
+    project: dict[str, Any] | None = None
     try:
         await ctx.connect(n_channels)
+        before, _ = await ctx.pending_jobs()
         await ctx.prepare(set(op_names))
 
         def picks(index: int) -> Pick:
@@ -518,6 +620,22 @@ async def run_bench(
             )
         except LoadError as exc:
             raise BenchError(str(exc)) from exc
+        if ctx.session_ids:
+            project = {
+                "id": ctx.project_id,
+                "name": ctx.project_name if ctx.project_id else "",
+                "sessions": len(ctx.session_ids),
+                "episodes": ctx.episodes_created,
+                "removed": False,
+            }
+            if cleanup:
+                await ctx.cleanup()
+                project["removed"] = True
+            # After the cleanup: what is left queued then (its own index jobs
+            # included) is what the run leaves the server.
+            if wait_backlog and progress is not None:
+                print(f"bench: waiting up to {wait_backlog:g}s for the backlog", file=progress)
+            backlog = await ctx.backlog(before, wait_backlog)
     finally:
         await ctx.close()
 
@@ -565,10 +683,44 @@ async def run_bench(
         },
         command=command,
         timestamp=timestamp,
+        project=project,
+        backlog=backlog[0],
+        backlog_needs_llm=backlog[1],
+        backlog_wait_s=backlog[2],
     )
 
 
 # --- output -------------------------------------------------------------------------
+
+
+def _aftermath(result: BenchResult) -> list[str]:
+    """What the run left on the server: its project, and the jobs still queued."""
+    lines: list[str] = []
+    project = result.project
+    if project is None:
+        return lines
+    held = f"{project['sessions']} sessions, {project['episodes']} episodes"
+    if not project["id"]:
+        lines.append(f"  left behind: {held} outside any project (the server has no projects)")
+    elif project["removed"]:
+        lines.append(f"  removed: project {project['id']} {project['name']!r} ({held})")
+    else:
+        lines.append(
+            f"  kept: project {project['id']} {project['name']!r} with {held}"
+            " (--cleanup removes a run's project when it ends)"
+        )
+    if result.backlog_wait_s is not None:
+        lines.append(f"  waited {result.backlog_wait_s:g}s for the backlog")
+    if result.backlog:
+        parts = [
+            f"{kind} {n}" + (" (waits for an LLM, which is off)" if kind in result.backlog_needs_llm
+                            else "")
+            for kind, n in sorted(result.backlog.items())
+        ]  # fmt: skip
+        lines.append("  backlog the run left queued: " + ", ".join(parts))
+    else:
+        lines.append("  backlog the run left queued: none")
+    return lines
 
 
 def _ms(value: float | None) -> str:
@@ -604,6 +756,7 @@ def format_result(result: BenchResult) -> str:
     lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc))
     if result.errors:
         lines.append("  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items()))
+    lines.extend(_aftermath(result))
     return "\n".join(lines)
 
 
@@ -667,6 +820,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--health-service", default="", help="service name for health checks ('')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="delete the run's project (its sessions and episodes) when it ends;"
+        " without it the project is kept, and the report names it",
+    )
+    parser.add_argument(
+        "--wait-backlog",
+        type=float,
+        default=None,
+        metavar="S",
+        help="after the run, wait up to S seconds for the background jobs it queued"
+        " (embeddings; extraction and summaries with an LLM) before reporting those left",
+    )
 
 
 async def _run_all(
@@ -697,6 +864,8 @@ async def _run_all(
             seed=args.seed,
             progress=None if args.quiet else sys.stderr,
             command=command,
+            cleanup=args.cleanup,
+            wait_backlog=args.wait_backlog,
         )
         print(format_result(result), flush=True)
         results.append(result)

@@ -128,6 +128,14 @@ async def doctor(
                 f"    {queue.kind:<{width}}  {queue.pending:>8}  {queue.failed:>8}  "
                 f"{_age(queue.oldest_pending_age_seconds):>8}"
             )
+    budgets = [b for b in status.budgets if b.llm_tokens_per_day or b.llm_tokens_today]
+    if budgets:
+        say("  LLM tokens today (docs/usage.md)")
+        width = max(len(b.tenant) for b in budgets)
+        for b in budgets:
+            limit = f" of {b.llm_tokens_per_day:,}" if b.llm_tokens_per_day else " (no budget)"
+            spent = "  SPENT: its LLM work waits for 00:00 UTC" if b.exhausted else ""
+            say(f"    {b.tenant:<{width}}  {b.llm_tokens_today:,}{limit}{spent}")
 
     if health == "SERVING" and status.state == "SERVING":
         return EXIT_SERVING

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.runtime.config import Settings
 from nexus_grpc.store import copy
-from nexus_grpc.store.postgres import PostgresDatabase, mask_url
+from nexus_grpc.store.postgres.database import PostgresDatabase, mask_url
 
 BATCH = 1000
 

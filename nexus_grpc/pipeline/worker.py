@@ -4,10 +4,17 @@ Every outcome is written to SQLite in one transaction with the job's own
 row: a finished job's results and the deletion of its row commit together,
 so a crash can repeat work (handlers are idempotent) but never lose it.
 
-What a failed attempt does to its job (``Retry``, ``GiveUp``, ``Postpone``)
-is the queue's rule, ``domain.job_queue``; this module runs jobs, bounds
-their concurrency, pauses the whole worker while a dependency stays down,
-and tells the data a job concerns (``on_dead``, ``on_retry``).
+What a failed attempt does to its job (``Retry``, ``GiveUp``, ``Postpone``,
+``Defer``) is the queue's rule, ``domain.job_queue``; this module runs jobs,
+bounds their concurrency, pauses the whole worker while a dependency stays
+down, and tells the data a job concerns (``on_dead``, ``on_retry``).
+
+A worker whose jobs call the LLM names its ``stage``: each batch runs inside
+a ledger (core/llm_usage.py), and the calls it made that no handler wrote
+itself are written in the transaction that records the batch's outcomes,
+success or failure, so every attempt made is counted once. Its ``gate``
+(a tenant's budget, domain/budgets.py) may hold jobs of a batch back
+(``Defer``) without pausing the worker for anyone else.
 """
 
 from __future__ import annotations
@@ -16,14 +23,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nexus_grpc.core import llm_usage
 from nexus_grpc.core.jobs import Job
+from nexus_grpc.core.llm_usage import LLMCall
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import job_queue
+from nexus_grpc.domain.job_queue import Defer as Defer
 from nexus_grpc.domain.job_queue import GiveUp as GiveUp
 from nexus_grpc.domain.job_queue import Postpone as Postpone
 from nexus_grpc.domain.job_queue import Retry as Retry
@@ -43,6 +53,8 @@ class Outcome:
 
 Handler = Callable[[list[Job]], Awaitable[list[Outcome]]]
 DeadHook = Callable[[UnitOfWork, Job, str], None]
+#: The jobs of a claimed batch that may not run now, and why.
+Gate = Callable[[str, list[Job]], Awaitable[Mapping[int, Defer]]]
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,8 @@ class JobWorker:
         on_retry: DeadHook | None = None,
         ready: Callable[[], str | None] | None = None,
         after_commit: Callable[[], None] | None = None,
+        stage: str | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.db = db
         self.queue = job_queue.JobQueue(db, kind)
@@ -94,6 +108,9 @@ class JobWorker:
         self.ready = ready or (lambda: None)
         # Runs once a batch's outcomes are committed (e.g. wake what reads them).
         self.after_commit = after_commit
+        # The LLM stage its handler's calls count under (None: it makes none).
+        self.stage = stage
+        self.gate = gate
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(config.concurrency)
         self._main: asyncio.Task[None] | None = None
@@ -189,26 +206,54 @@ class JobWorker:
             if leases is not None:
                 leases.cancel()
 
+    async def _held(self, batch: list[Job]) -> Mapping[int, Defer]:
+        if self.gate is None:
+            return {}
+        return await self.gate(self.kind, batch)
+
+    async def _run_batch(self, batch: list[Job]) -> list[Outcome]:
+        try:
+            held = await self._held(batch)
+        except Exception as exc:  # the database is away: wait for it
+            log.warning("%s: cannot tell which jobs may run: %s", self.kind, exc)
+            return [Outcome(j, error=Postpone(f"cannot read budgets: {exc}")) for j in batch]
+        outcomes = [Outcome(j, error=held[j.id]) for j in batch if j.id in held]
+        run = [j for j in batch if j.id not in held]
+        if not run:
+            return outcomes
+        try:
+            outcomes += await self._handle(run)
+        except Exception as exc:  # a handler bug must not kill the worker
+            log.exception("%s handler failed on %d jobs", self.kind, len(run))
+            outcomes += [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in run]
+        return outcomes
+
     async def _process(self, batch: list[Job]) -> None:
         try:
+            calls: list[LLMCall] = []
+            if self.stage is None:
+                outcomes = await self._run_batch(batch)
+            else:
+                with llm_usage.ledger(self.stage) as ledger:
+                    try:
+                        outcomes = await self._run_batch(batch)
+                    finally:
+                        calls = ledger.unwritten()
             try:
-                outcomes = await self._handle(batch)
-            except Exception as exc:  # a handler bug must not kill the worker
-                log.exception("%s handler failed on %d jobs", self.kind, len(batch))
-                outcomes = [Outcome(j, error=Retry(f"internal error: {exc!r}")) for j in batch]
-            try:
-                await self.db.write(lambda c: self._record(c, outcomes))
+                await self.db.write(lambda c: self._record(c, outcomes, calls))
             except Exception as exc:
                 # Recording failed (e.g. the result's write raised): count it as a
                 # failed attempt, so the job is retried and finally dead-lettered
                 # instead of staying 'running' until a restart, or looping forever.
+                # The calls were made all the same: they are written with it.
                 log.exception("%s: recording outcomes failed", self.kind)
                 failed = Retry(f"recording the outcome failed: {exc!r}")
                 outcomes = [Outcome(j, error=failed) for j in batch]
-                await self.db.write(lambda c: self._record(c, outcomes))
-            self.completed += sum(1 for o in outcomes if o.error is None)
-            self.failures += sum(1 for o in outcomes if o.error is not None)
-            await self._note_dependency(outcomes)
+                await self.db.write(lambda c: self._record(c, outcomes, calls))
+            ran = [o for o in outcomes if not isinstance(o.error, Defer)]
+            self.completed += sum(1 for o in ran if o.error is None)
+            self.failures += sum(1 for o in ran if o.error is not None)
+            await self._note_dependency(ran)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -221,6 +266,8 @@ class JobWorker:
             self.after_commit()
 
     async def _note_dependency(self, outcomes: Sequence[Outcome]) -> None:
+        if not outcomes:
+            return  # every job was deferred: nothing was learnt about the dependency
         postponed = [o.error for o in outcomes if isinstance(o.error, Postpone)]
         if outcomes and len(postponed) == len(outcomes):
             now = time.time()
@@ -238,7 +285,10 @@ class JobWorker:
             self._paused_until = 0.0
             self.waiting_on = None
 
-    def _record(self, uow: UnitOfWork, outcomes: Sequence[Outcome]) -> None:
+    def _record(
+        self, uow: UnitOfWork, outcomes: Sequence[Outcome], calls: Sequence[LLMCall] = ()
+    ) -> None:
+        uow.usage.insert(calls)
         done = []
         for o in outcomes:
             if o.error is None:
@@ -256,4 +306,9 @@ class JobWorker:
                 # A postponed job spent no attempt, but its target shows why it
                 # waits too (say, on GetEpisode while Ollama is unreachable).
                 self.on_retry(uow, o.job, message)
+            if isinstance(o.error, Defer) and o.error.sweep is not None:
+                # The jobs held for the same reason wait with it, and say so.
+                for other in o.error.sweep(uow):
+                    if self.on_retry:
+                        self.on_retry(uow, other, message)
         job_queue.finish(uow, done)

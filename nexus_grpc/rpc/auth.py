@@ -2,14 +2,18 @@
 
 A key file maps API keys to principals::
 
-    {"keys": [
+    {"tenants": {"acme": {"llm_tokens_per_day": 2000000}},
+     "keys": [
       {"key": "s3cret", "name": "orchestrator", "users": ["alice", "bob"], "admin": false},
       {"key_sha256": "9f86d0...", "name": "ops", "users": "*", "admin": true}
     ]}
 
 ``key`` is the key itself; ``key_sha256`` (hex) lets the file hold only the
 digest.  Only SHA-256 digests are kept in memory, and a presented key is
-compared against every digest with ``hmac.compare_digest``.
+compared against every digest with ``hmac.compare_digest``.  The optional
+``"tenants"`` object sets a tenant's own daily LLM token budget
+(domain/budgets.py; ``--llm-tokens-per-day`` is every other tenant's); a
+mistake in it stops the start, as a mistake in a key does.
 
 ``AuthInterceptor`` runs before the service interceptor and every servicer
 (``nexus_grpc.server.interceptor_chain`` sets the order): a call without a
@@ -111,13 +115,23 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-class KeyRing:
-    """Principals by SHA-256 digest of their API key."""
+#: What a tenant's entry in the key file's "tenants" object may set.
+TENANT_SETTINGS = ("llm_tokens_per_day",)
 
-    def __init__(self, entries: list[tuple[bytes, Principal]]) -> None:
+
+class KeyRing:
+    """Principals by SHA-256 digest of their API key, and the tenants' own
+    budgets (``tenant_budgets``: LLM tokens per day, by tenant)."""
+
+    def __init__(
+        self,
+        entries: list[tuple[bytes, Principal]],
+        tenant_budgets: dict[str, int] | None = None,
+    ) -> None:
         if not entries:
             raise KeyFileError("the key file holds no keys; every call would be refused")
         self._entries = entries
+        self.tenant_budgets = dict(tenant_budgets or {})
 
     @classmethod
     def from_file(cls, path: str | Path) -> KeyRing:
@@ -172,7 +186,42 @@ class KeyRing:
                     " with no spaces"
                 )
             entries.append((digest, Principal(name, allowed, admin, tenant, key_id=f"keys[{i}]")))
-        return cls(entries)
+        return cls(entries, cls._tenant_budgets(data.get("tenants"), source))
+
+    @staticmethod
+    def _tenant_budgets(tenants: Any, source: str) -> dict[str, int]:
+        """The ``"tenants"`` object: each tenant's settings, all checked."""
+        if tenants is None:
+            return {}
+        example = '{"tenants": {"NAME": {"llm_tokens_per_day": 1000000}}, "keys": [...]}'
+        if not isinstance(tenants, dict):
+            raise KeyFileError(f'{source}: "tenants" must be an object, as in {example}')
+        budgets: dict[str, int] = {}
+        for name, settings in tenants.items():
+            where = f"{source}: tenants[{name!r}]"
+            if not _is_token(name):
+                raise KeyFileError(
+                    f"{where}: a tenant is 1 to {MAX_TENANT_CHARS} printable characters with"
+                    " no spaces"
+                )
+            if not isinstance(settings, dict):
+                raise KeyFileError(f'{where}: expected an object, as in {example}')
+            unknown = sorted(set(settings) - set(TENANT_SETTINGS))
+            if unknown:
+                # A misspelt setting would silently leave the tenant without it.
+                raise KeyFileError(
+                    f"{where}: unknown setting {unknown[0]!r}; a tenant may set"
+                    f" {', '.join(TENANT_SETTINGS)}"
+                )
+            if "llm_tokens_per_day" in settings:
+                value = settings["llm_tokens_per_day"]
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise KeyFileError(
+                        f"{where}: 'llm_tokens_per_day' must be a whole number of tokens,"
+                        " 0 or more (0: no budget for this tenant)"
+                    )
+                budgets[name] = value
+        return budgets
 
     @staticmethod
     def _entry_digest(item: dict[str, Any], where: str) -> bytes:

@@ -304,6 +304,14 @@ class Settings:
         help="seconds before an LLM call is abandoned and retried",
     )
 
+    llm_tokens_per_day: int = option(
+        "0",
+        env=("NEXUS_LLM_TOKENS_PER_DAY",),
+        help="each tenant's LLM token budget per UTC day (prompt and completion, every stage),"
+        " unless the keys file's \"tenants\" names its own; past it the tenant's LLM jobs wait"
+        " for the next day and SelectMemories ranks by similarity (0: no budget)",
+    )
+
     job_max_attempts: int = option(
         "6",
         env=("NEXUS_JOB_MAX_ATTEMPTS",),
@@ -555,6 +563,12 @@ def settings_from(values: dict[str, str]) -> Settings:
         raise SystemExit(
             f"{OPTIONS['reranker_timeout'].flag}: must be more than 0 and at most 600 seconds,"
             f" got {timeout!r}"
+        )
+    budget = kwargs.get("llm_tokens_per_day", 0)
+    if budget < 0:
+        raise SystemExit(
+            f"{OPTIONS['llm_tokens_per_day'].flag}: must be 0 (no budget) or a number of tokens,"
+            f" got {budget!r}"
         )
     url = kwargs.get("reranker_url", "")
     if url and not _is_http_url(url):

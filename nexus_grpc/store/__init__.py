@@ -7,6 +7,6 @@ postgres.py). Both are a ``core.storage.Database``: the domain never learns
 which it has.
 """
 
-from nexus_grpc.store.db import Database
+from nexus_grpc.store.sqlite.database import Database
 
 __all__ = ["Database"]

@@ -17,7 +17,8 @@ from typing import Any
 
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import jobs
-from nexus_grpc.store.migrations import LATEST_VERSION as SQLITE_VERSION
+from nexus_grpc.store.sqlite.connection import connect
+from nexus_grpc.store.sqlite.migrations import LATEST_VERSION as SQLITE_VERSION
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def open_source(path: Path) -> sqlite3.Connection:
     open); ValueError when it is missing or at another schema version."""
     if not path.is_file():
         raise ValueError(f"no embedded database at {path}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = connect(f"file:{path}?mode=ro", uri=True)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version != SQLITE_VERSION:
         conn.close()

@@ -10,8 +10,8 @@ from nexus_grpc.core.graph import Entity, EntityMerge, MergedSource
 from nexus_grpc.core.names import name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
-from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts
+from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store.dialect import json_ints, json_texts
 from nexus_grpc.store.graph import Graph, link_episode
 from nexus_grpc.store.sql import now
 
@@ -276,10 +276,7 @@ def return_evidence(
 
 def add_mentions(conn: Connection, entity_id: int, count: int, notes: str | None = None) -> None:
     conn.execute(
-        "UPDATE entities SET mention_count = MAX(mention_count + ?, 0),"
-        " notes = COALESCE(notes, ?) WHERE id = ?"
-        if not is_postgres(conn)
-        else "UPDATE entities SET mention_count = GREATEST(mention_count + ?, 0),"
+        f"UPDATE entities SET mention_count = {dialect.of(conn).greatest}(mention_count + ?, 0),"
         " notes = COALESCE(notes, ?) WHERE id = ?",
         (count, notes, entity_id),
     )

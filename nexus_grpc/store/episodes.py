@@ -17,11 +17,11 @@ from nexus_grpc.core.models import (
 )
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs, pg_search
-from nexus_grpc.store.dialect import is_postgres, json_ints
+from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store.dialect import json_ints
 from nexus_grpc.store.sql import now, placeholders
 
-# Seed 002's summary trigger: about 200 tokens of text (4 characters a
+# The summary trigger (domain/episode_followups.py): about 200 tokens of text (4 characters a
 # token) and at least 5 episodes since the last summary.
 
 
@@ -69,14 +69,14 @@ def insert(
 
     ``occur_at`` is when the exchange happened (an import's original time);
     None means now. ``embedded``: the caller writes the episode's vector in
-    this same transaction (store/pg_vectors.py), so the row is born embedded.
+    this same transaction (store/postgres/vectors.py), so the row is born embedded.
     ``acts_for``: the user its writer acted for (the session's user, checked
     by the domain), what formation forms for."""
     # The new episode is the session's last: its context is the turn before it,
     # known now, so its FTS row is written once. Its predecessor gains this
     # episode's first turn as the turn after it.
     previous = conn.execute(
-        f"SELECT id, {_tail(conn, 'ai_response', '?')} FROM episodes WHERE session_id = ?"
+        f"SELECT id, {dialect.of(conn).tail('ai_response', '?')} FROM episodes WHERE session_id = ?"
         " ORDER BY id DESC LIMIT 1",
         (CONTEXT_CHARS, session_id),
     ).fetchone()
@@ -442,17 +442,13 @@ def set_extract_state(conn: Connection, episode_id: int, state: JobState, error:
 CONTEXT_CHARS = 1000
 
 
-def _tail(conn: Connection, column: str, chars: str) -> str:
-    """SQL for the last ``chars`` characters of ``column``."""
-    return f"right({column}, {chars})" if is_postgres(conn) else f"substr({column}, -{chars})"
-
-
 def _context(conn: Connection) -> str:
+    sql = dialect.of(conn)
     return f"""
-    COALESCE((SELECT {_tail(conn, "p.ai_response", str(CONTEXT_CHARS))} FROM episodes p
+    COALESCE((SELECT {sql.tail("p.ai_response", str(CONTEXT_CHARS))} FROM episodes p
               WHERE p.session_id = episodes.session_id AND p.id < episodes.id
               ORDER BY p.id DESC LIMIT 1), '')
-    || {"chr(10)" if is_postgres(conn) else "char(10)"} ||
+    || {sql.newline} ||
     COALESCE((SELECT substr(n.user_message, 1, {CONTEXT_CHARS}) FROM episodes n
               WHERE n.session_id = episodes.session_id AND n.id > episodes.id
               ORDER BY n.id LIMIT 1), '')"""
@@ -479,35 +475,6 @@ def _refresh_context(conn: Connection, ids: Sequence[int]) -> None:
         )
 
 
-#: When to search inside the scope's own postings (its sessions' scope tokens)
-#: rather than walk the words' postings and filter by session. The first costs
-#: about the scope's size, the second about the table's: measured on a 21,000
-#: episode table (bench/profile_search.py's seed), 1 session took 0.12 ms against
-#: 0.76, 8 sessions 0.38 against 0.72, and 20 sessions 1.16 against 0.61; the
-#: second grows with the table, the first does not. So a scope goes first when
-#: it has at most one session per SESSIONS_PER_ROWS rows of the table (and
-#: always at SCOPE_FIRST_MIN_SESSIONS or fewer).
-SCOPE_FIRST_MIN_SESSIONS = 4
-SESSIONS_PER_ROWS = 2_000
-#: Sessions written into one MATCH; past this, SQLite's expression depth is near.
-SCOPE_FIRST_MAX_SESSIONS = 500
-_TEXT_COLUMNS = "{user_message ai_response context}"
-
-
-def _window(window: TimeWindow | None, alias: str) -> tuple[str, tuple[float, ...]]:
-    """The occur_at condition of a [start, end) window (" AND ..."), or nothing."""
-    if window is None:
-        return "", ()
-    sql, params = "", []
-    if window.start is not None:
-        sql += f" AND {alias}.occur_at >= ?"
-        params.append(window.start)
-    if window.end is not None:
-        sql += f" AND {alias}.occur_at < ?"
-        params.append(window.end)
-    return sql, tuple(params)
-
-
 def keyword_search(
     conn: Connection,
     match: str,
@@ -517,94 +484,20 @@ def keyword_search(
 ) -> list[tuple[int, float]]:
     """(episode id, bm25 score with higher better), best first.
 
-    ``match`` is an FTS5 expression over the words (see domain/fts.py);
+    ``match`` is an FTS5 expression over the words (see domain/retrieval/keyword_query.py);
     session_ids None means every session (used only by admin paths).
-    ``window`` keeps only episodes that occurred inside it; without one the
-    queries stay FTS5-only where they were.
+    ``window`` keeps only episodes that occurred inside it. Each database has
+    its own index (store/sqlite/keyword_search.py, store/postgres/keyword_search.py).
     """
-    if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
-        return pg_search.episode_keyword_search(conn, match, session_ids, limit, window)
-    words = f"{_TEXT_COLUMNS} : ({match})"
-    when, when_params = _window(window if window and not window.empty else None, "e")
-    # With a window each shape reads the episode row beside its postings.
-    source = "episodes_fts f JOIN episodes e ON e.id = f.rowid" if when else "episodes_fts f"
-    if session_ids is None:
-        rows = conn.execute(
-            f"SELECT f.rowid, f.rank FROM {source} WHERE episodes_fts MATCH ?{when}"
-            " ORDER BY f.rank LIMIT ?",
-            (words, *when_params, limit),
-        ).fetchall()
-    elif not session_ids:
-        return []
-    elif _scope_first(conn, len(session_ids)):
-        scope = " OR ".join(f"s{int(i)}" for i in session_ids)
-        rows = conn.execute(
-            f"SELECT f.rowid, f.rank FROM {source} WHERE episodes_fts MATCH ?{when}"
-            " ORDER BY f.rank LIMIT ?",
-            (f"scope : ({scope}) AND {words}", *when_params, limit),
-        ).fetchall()
-    else:
-        # One JSON parameter, not one per session: a project's session list has
-        # no upper bound, and SQLite builds cap bound variables (32,766 by default).
-        rows = conn.execute(
-            "SELECT f.rowid, f.rank FROM episodes_fts f"
-            " JOIN episodes e ON e.id = f.rowid"
-            " WHERE episodes_fts MATCH ? AND e.session_id IN (SELECT value FROM json_each(?))"
-            f"{when} ORDER BY f.rank LIMIT ?",
-            (words, json.dumps([int(i) for i in session_ids]), *when_params, limit),
-        ).fetchall()
-    return [(r[0], -float(r[1])) for r in rows]
-
-
-def _scope_first(conn: Connection, sessions: int) -> bool:
-    if sessions <= SCOPE_FIRST_MIN_SESSIONS:
-        return True
-    if sessions > SCOPE_FIRST_MAX_SESSIONS:
-        return False
-    # The largest id stands in for the table's size: one step down the b-tree.
-    rows = conn.execute("SELECT MAX(id) FROM episodes").fetchone()[0] or 0
-    return sessions * SESSIONS_PER_ROWS <= rows
-
-
-# Private-use characters mark matches while the snippet is chosen, so brackets
-# already in the text (a "[date]" prefix) are not taken for a match.
-_OPEN, _CLOSE = "\ue000", "\ue001"
+    return dialect.of(conn).episode_keyword_search(conn, match, session_ids, limit, window)
 
 
 def snippets(conn: Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, keyword hits wrapped in [ and ]: from the user
     message or the answer, whichever matched (never the neighbours' context)."""
-    if is_postgres(conn):
-        return pg_search.episode_snippets(conn, match, ids)
-    if not ids:
-        return {}
-    rows = conn.execute(
-        f"SELECT rowid, snippet(episodes_fts, 0, '{_OPEN}', '{_CLOSE}', '…', 16),"
-        f" snippet(episodes_fts, 1, '{_OPEN}', '{_CLOSE}', '…', 16)"
-        f" FROM episodes_fts WHERE episodes_fts MATCH ? AND rowid IN ({placeholders(len(ids))})",
-        (f"{_TEXT_COLUMNS} : ({match})", *ids),
-    ).fetchall()
-    out = {}
-    for rowid, user, answer in rows:
-        chosen = user if _OPEN in user or _OPEN not in answer else answer
-        out[rowid] = chosen.replace(_OPEN, "[").replace(_CLOSE, "]")
-    return out
+    return dialect.of(conn).episode_snippets(conn, match, ids)
 
 
 def scope_sample(conn: Connection, session_ids: Sequence[int], limit: int) -> list[str]:
     """The texts of up to ``limit`` of the scope's most recent episodes."""
-    if is_postgres(conn):
-        return pg_search.episode_scope_sample(conn, session_ids, limit)
-    if len(session_ids) <= SCOPE_FIRST_MAX_SESSIONS:
-        rows = conn.execute(
-            "SELECT user_message, ai_response FROM episodes WHERE session_id IN"
-            f" ({placeholders(len(session_ids))}) ORDER BY id DESC LIMIT ?",
-            (*session_ids, limit),
-        ).fetchall()
-    else:
-        rows = conn.execute(
-            "SELECT user_message, ai_response FROM episodes WHERE session_id IN"
-            " (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
-            (json.dumps([int(i) for i in session_ids]), limit),
-        ).fetchall()
-    return [f"{u}\n{a}" for u, a in rows]
+    return dialect.of(conn).episode_scope_sample(conn, session_ids, limit)

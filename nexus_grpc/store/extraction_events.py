@@ -14,7 +14,7 @@ from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED
 from nexus_grpc.core.records import EventFilter as EventFilter
 from nexus_grpc.core.records import ExtractionEvent as ExtractionEvent
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store import dialect
 from nexus_grpc.store.sql import now
 
 DONE = EXTRACTION_DONE
@@ -50,10 +50,8 @@ def insert(
         ),
     ).fetchone()
     event_id = int(row[0])
-    if is_postgres(conn):
-        # Delivered when (and only if) the transaction commits, to every
-        # instance listening: their watchers read the new row from the table.
-        conn.execute("SELECT pg_notify(?, ?)", (NOTIFY_CHANNEL, str(event_id)))
+    # Other instances' watchers read the new row from the table once it commits.
+    dialect.of(conn).announce(conn, NOTIFY_CHANNEL, str(event_id))
     return event_id
 
 

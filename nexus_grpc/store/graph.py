@@ -1,5 +1,5 @@
 """Entities, their aliases, relationships as intervals, evidence, merges and
-traversal (seed 001/002's knowledge graph).
+traversal (the knowledge graph, docs/graph.md).
 
 Each project has its own graph, and so does each session outside any project
 (``project_id`` 0, ``session_id`` set). An entity is keyed in its graph by
@@ -38,8 +38,8 @@ from nexus_grpc.core.names import best_display, display_form, index_tokens, name
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
-from nexus_grpc.store.dialect import is_postgres, json_ints, json_texts, no_limit, pinned_join
+from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store.dialect import json_ints, json_texts, no_limit, pinned_join
 from nexus_grpc.store.sql import now
 
 __all__ = [
@@ -72,8 +72,6 @@ _REL_FIELDS = (
 )
 REL_COLUMNS = ", ".join(_REL_FIELDS)
 _ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
-
-
 
 
 def _when_clause(when: When, alias: str) -> tuple[str, tuple[float, ...]]:
@@ -174,7 +172,7 @@ def insert_entity(
     """A new entity for a surface name, with that name as its first alias.
 
     Queues the entity's embedding in the same transaction; ``embedded``: the
-    caller writes its vector in this transaction (store/pg_vectors.py).
+    caller writes its vector in this transaction (store/postgres/vectors.py).
     """
     ts = now()
     project_id, session_id = graph
@@ -740,34 +738,6 @@ def list_relationships(
 # its own recursive branch so both use an index (from_id via
 # idx_relationships_from, to_id via idx_relationships_to) instead of an OR
 # that scans. {when} confines each step to the intervals the read shows.
-_NEIGHBORHOOD = """
-WITH RECURSIVE walk(id, depth) AS (
-    SELECT ?, 0
-    UNION
-    SELECT r.to_id, w.depth + 1 FROM walk w JOIN relationships r ON r.from_id = w.id
-    WHERE w.depth < ?{when}
-    UNION
-    SELECT r.from_id, w.depth + 1 FROM walk w JOIN relationships r ON r.to_id = w.id
-    WHERE w.depth < ?{when}
-)
-SELECT DISTINCT id FROM walk
-"""
-# PostgreSQL allows one recursive term: both directions are one lateral step.
-_NEIGHBORHOOD_PG = """
-WITH RECURSIVE walk(id, depth) AS (
-    SELECT ?::bigint, 0
-    UNION
-    SELECT n.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (
-        SELECT r.to_id AS id FROM relationships r WHERE r.from_id = w.id{when}
-        UNION ALL
-        SELECT r.from_id FROM relationships r WHERE r.to_id = w.id{when}
-    ) n
-    WHERE w.depth < ?
-)
-SELECT DISTINCT id FROM walk
-"""
-
-
 def edges_within(conn: Connection, ids: Sequence[int], when: When = CURRENT) -> list[Relationship]:
     """Every relationship with both ends in ``ids``."""
     if not ids:
@@ -791,15 +761,7 @@ def neighborhood(
 ) -> tuple[list[Entity], list[Relationship]]:
     get_entity(conn, entity_id)
     clause, times = _when_clause(when, "r")
-    if is_postgres(conn):
-        walk = conn.execute(
-            _NEIGHBORHOOD_PG.format(when=clause), (entity_id, *times, *times, depth)
-        )
-    else:
-        walk = conn.execute(
-            _NEIGHBORHOOD.format(when=clause), (entity_id, depth, *times, depth, *times)
-        )
-    ids = [r[0] for r in walk]
+    ids = dialect.of(conn).neighborhood(conn, entity_id, depth, clause, times)
     nodes = get_entities(conn, ids)
     return list(nodes.values()), edges_within(conn, list(nodes), when)
 

@@ -32,7 +32,7 @@ from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
 from nexus_grpc.core.jobs import Job as Job
 from nexus_grpc.core.jobs import QueueDepth as QueueDepth
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store.dialect import of
 from nexus_grpc.store.sql import now
 
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
@@ -227,7 +227,7 @@ def claim(
     never run at once, so with several batches in flight a slow upsert can
     never land after the delete that followed it.
     """
-    if is_postgres(conn):
+    if of(conn).leases_jobs:
         return _claim_leased(conn, kind, limit, lease, served)
     rows = conn.execute(
         _SQLITE_CLAIM,
@@ -352,7 +352,7 @@ def _claim_leased(
 def renew(conn: Connection, job_ids: Sequence[int], lease: float = LEASE_SECONDS) -> None:
     """Extend the leases of jobs this instance is still running (PostgreSQL only:
     with one process per SQLite file, nothing else can take them)."""
-    if job_ids and is_postgres(conn):
+    if job_ids and of(conn).leases_jobs:
         conn.execute(
             f"UPDATE jobs SET lease_until = {_DB_NOW} + ? WHERE id = ANY(?) AND state = 'running'",
             (lease, list(job_ids)),
@@ -369,7 +369,7 @@ def reset_running(conn: Connection) -> int:
     On PostgreSQL this does nothing: the running jobs may be another live
     instance's. A dead instance's jobs come back when their leases run out.
     """
-    if is_postgres(conn):
+    if of(conn).leases_jobs:
         return 0
     conn.execute(
         "DELETE FROM jobs WHERE state = 'running' AND EXISTS (SELECT 1 FROM jobs o"
@@ -403,7 +403,7 @@ def postpone_pending(conn: Connection, kind: str, error: str, until: float) -> N
     """A dependency is down: every pending job of this kind waits until
     ``until`` and shows why, without spending an attempt."""
     conn.execute(
-        f"UPDATE jobs SET run_after = {'GREATEST' if is_postgres(conn) else 'MAX'}(run_after, ?),"
+        f"UPDATE jobs SET run_after = {of(conn).greatest}(run_after, ?),"
         " last_error = ?, updated_at = ? WHERE kind = ? AND state = 'pending'",
         (until, error[:2000], now(), kind),
     )

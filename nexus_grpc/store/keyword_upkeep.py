@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import keyword_index
-from nexus_grpc.store.db import Database
+from nexus_grpc.store.sqlite.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from nexus_grpc.core.records import UsageOwner as UsageOwner
 from nexus_grpc.core.records import UsageRecord as UsageRecord
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs, pg_search
-from nexus_grpc.store.dialect import is_postgres, json_ints, pinned_join
-from nexus_grpc.store.memory_scope import sql_where
+from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store.dialect import json_ints, pinned_join
+from nexus_grpc.store.memory_visibility_sql import sql_where
 from nexus_grpc.store.sql import now, placeholders
 
 
@@ -69,7 +69,7 @@ def insert(
     embedded: bool = False,
 ) -> Memory:
     """Insert a memory and queue its embedding (and its expiry). ``embedded``:
-    the caller writes its vector in this same transaction (store/pg_vectors.py),
+    the caller writes its vector in this same transaction (store/postgres/vectors.py),
     so no index job is queued."""
     ts = now()
     row = conn.execute(
@@ -143,17 +143,20 @@ def texts_of_owner(
     tier: int,
     session_id: int | None,
     tenant: str,
+    containing: Sequence[str] = (),
 ) -> list[tuple[int, str, str]]:
     """(id, title, content) of one owner's live memories in one tier, oldest
-    first; ``session_id`` narrows to an origin session (None: any). Walks the
-    owner's index (idx_memories_project / idx_memories_user), as the cap does.
+    first; ``session_id`` narrows to an origin session (None: any), and
+    ``containing`` to contents holding each of these lower-case ASCII words,
+    in any case (the database compares, so the caller reads a few rows, not
+    the owner's thousand). Walks the owner's index (idx_memories_project /
+    idx_memories_user), as the cap does.
 
     On PostgreSQL the owner is first locked for the rest of the transaction,
     so two concurrent creates of the same words cannot both find none (on
     SQLite the one writer already runs them one after the other)."""
-    if is_postgres(conn):
-        owner = f"memory-owner:{tenant}:{kind}:{project_id}:{agent_id}:{user_id}:{tier}"
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (owner,))
+    owner = f"memory-owner:{tenant}:{kind}:{project_id}:{agent_id}:{user_id}:{tier}"
+    dialect.of(conn).lock_for_transaction(conn, owner)
     sql = (
         "SELECT id, title, content FROM memories WHERE tenant = ? AND kind = ?"
         " AND project_id = ? AND agent_id = ? AND user_id = ? AND tier = ?"
@@ -163,6 +166,11 @@ def texts_of_owner(
     if session_id is not None:
         sql += " AND session_id = ?"
         params.append(session_id)
+    # lower() folds ASCII alike in both databases (SQLite's only ASCII).
+    find = dialect.of(conn).find
+    for word in containing:
+        sql += f" AND {find}(lower(content), ?) > 0"
+        params.append(word)
     rows = conn.execute(sql + " ORDER BY id", tuple(params)).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 
@@ -269,16 +277,6 @@ def get_visible(
     return {r["id"]: _row(r) for r in rows}
 
 
-def scope_tokens(project_id: int, user_id: str) -> list[str]:
-    """The memories_fts scope tokens of a search's owners (see migration 7)."""
-    tokens = []
-    if project_id:
-        tokens.append(f"p{int(project_id)}")
-    if user_id:
-        tokens.append("u" + user_id.encode().hex())
-    return tokens
-
-
 def keyword_search(
     conn: Connection,
     match: str,
@@ -289,27 +287,17 @@ def keyword_search(
 ) -> list[tuple[Memory, float]]:
     """(memory, bm25 with higher better), best first, scoped in the same query.
 
-    The scope's owners (``scope_tokens``) confine the words to their own
-    postings; the scope's whole visibility rule then applies. Ranks ids first and reads
-    whole rows only for the ``limit`` kept."""
-    owners = scope_tokens(scope.project_id, scope.user_id)
-    if not owners:
+    The scope's owners confine the words to their own postings; the scope's
+    whole visibility rule then applies. Ranks ids first and reads whole rows
+    only for the ``limit`` kept."""
+    if not scope.project_id and not scope.user_id:
         return []
     where, params = sql_where(scope, now=at)
-    if is_postgres(conn):  # PostgreSQL's tsvector index (store/pg_search.py)
-        found = pg_search.memory_keyword_search(conn, match, where, params, limit)
-        hits = get_many(conn, [i for i, _ in found])
-        return [(hits[i], score) for i, score in found if i in hits]
-    expression = f"scope : ({' OR '.join(owners)}) AND {{title content}} : ({match})"
-    ranked = conn.execute(
-        "SELECT f.rowid, f.rank FROM memories_fts f"
-        " JOIN memories m ON m.id = f.rowid"
-        f" WHERE memories_fts MATCH ? AND {where}"
-        " ORDER BY f.rank LIMIT ?",
-        (expression, *params, limit),
-    ).fetchall()
-    rows = get_many(conn, [r[0] for r in ranked])
-    return [(rows[i], -float(score)) for i, score in ranked if i in rows]
+    ranked = dialect.of(conn).memory_keyword_search(
+        conn, match, scope.project_id, scope.user_id, where, params, limit
+    )
+    rows = get_many(conn, [i for i, _ in ranked])
+    return [(rows[i], score) for i, score in ranked if i in rows]
 
 
 def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Memory]:
@@ -335,16 +323,15 @@ def scope_sample(
     table newest-first would walk every other user's memories in between."""
     project_id, user_id = scope.project_id, scope.user_id
     where, params = sql_where(scope, now=at)
-    if is_postgres(conn):
-        return pg_search.memory_scope_sample(conn, project_id, user_id, where, params, limit)
     rows = conn.execute(
         "SELECT m.title, m.content FROM ("
         "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?)"
+        "                  ORDER BY id DESC LIMIT ?) AS mine"
         "  UNION"
         "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?)"
-        f") j CROSS JOIN memories m ON m.id = j.id WHERE {where} ORDER BY m.id DESC LIMIT ?",
+        "                  ORDER BY id DESC LIMIT ?) AS shared"
+        f") j {pinned_join(conn)} memories m ON m.id = j.id WHERE {where}"
+        " ORDER BY m.id DESC LIMIT ?",
         (
             user_id,
             int(MemoryKind.USER),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.dialect import is_postgres
+from nexus_grpc.store import dialect
 
 
 def get(conn: Connection, key: str) -> str | None:
@@ -21,7 +21,7 @@ def put(conn: Connection, key: str, value: str) -> None:
 
 def probe(conn: Connection) -> int:
     """A read of the schema: health's proof that the database answers queries."""
-    table = "nexus_schema" if is_postgres(conn) else "sqlite_master"
+    table = dialect.of(conn).schema_table
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 

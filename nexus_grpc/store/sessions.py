@@ -12,6 +12,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
+from nexus_grpc.store.dialect import INTEGRITY_ERRORS
 from nexus_grpc.store.sql import now
 
 
@@ -58,7 +59,7 @@ def insert(
                 agent_id,
             ),
         ).fetchone()
-    except sqlite3.IntegrityError as exc:
+    except INTEGRITY_ERRORS as exc:
         if "external_id" in str(exc):
             raise AlreadyExists(
                 f"a session with external_id {external_id!r} already exists"

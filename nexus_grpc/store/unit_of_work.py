@@ -5,18 +5,19 @@ Each table class binds the store module functions of its aggregate to the
 connection of the transaction it was made for (``bound``): the functions stay
 where the SQL is, and a repository method is the same call without the
 connection. ``SqlUnitOfWork`` makes a repository the first time a function asks
-for it. Both databases (``store/db.py``, ``store/postgres.py``) hand a
+for it. Both databases (``store/sqlite/database.py``, ``store/postgres/database.py``) hand a
 ``SqlUnitOfWork`` over their connection to every write and read; mypy checks
 it against ``core.repositories.UnitOfWork``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from nexus_grpc.core.repositories import InlineVectorRepository
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import (
     documents,
@@ -31,7 +32,6 @@ from nexus_grpc.store import (
     memory_candidates,
     memory_history,
     meta,
-    pg_vectors,
     project_stats,
     projects,
     restore,
@@ -39,6 +39,7 @@ from nexus_grpc.store import (
     selections,
     sessions,
     summaries,
+    usage,
 )
 
 P = ParamSpec("P")
@@ -56,14 +57,14 @@ def bound(fn: Callable[Concatenate[Connection, P], R]) -> Callable[Concatenate[A
     return method
 
 
-class _Table:
+class Table:
     __slots__ = ("conn",)
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
 
-class ProjectTable(_Table):
+class ProjectTable(Table):
     """``ProjectRepository`` on one connection."""
 
     delete = bound(projects.delete)
@@ -84,7 +85,7 @@ class ProjectTable(_Table):
     count_sessions = bound(project_stats.sessions)
 
 
-class SessionTable(_Table):
+class SessionTable(Table):
     """``SessionRepository`` on one connection."""
 
     delete = bound(sessions.delete)
@@ -99,7 +100,7 @@ class SessionTable(_Table):
     user_session_ids = bound(sessions.user_session_ids)
 
 
-class EpisodeTable(_Table):
+class EpisodeTable(Table):
     """``EpisodeRepository`` on one connection."""
 
     backlog = bound(episodes.backlog)
@@ -132,7 +133,7 @@ class EpisodeTable(_Table):
     summary_progress = bound(episodes.summary_progress)
 
 
-class MemoryTable(_Table):
+class MemoryTable(Table):
     """``MemoryRepository`` on one connection."""
 
     count_in_cap_scope = bound(memories.count_in_cap_scope)
@@ -165,7 +166,7 @@ class MemoryTable(_Table):
     insert_selection = bound(selections.insert)
 
 
-class GraphTable(_Table):
+class GraphTable(Table):
     """``GraphRepository`` on one connection."""
 
     add_alias = bound(graph.add_alias)
@@ -229,7 +230,7 @@ class GraphTable(_Table):
     set_notes = bound(entity_merges.set_notes)
 
 
-class ExtractionEventTable(_Table):
+class ExtractionEventTable(Table):
     """``ExtractionEventRepository`` on one connection."""
 
     any_for_episode = bound(extraction_events.any_for_episode)
@@ -237,7 +238,7 @@ class ExtractionEventTable(_Table):
     page_after = bound(extraction_events.page_after)
 
 
-class SummaryTable(_Table):
+class SummaryTable(Table):
     """``SummaryRepository`` on one connection."""
 
     delete = bound(summaries.delete)
@@ -254,7 +255,7 @@ class SummaryTable(_Table):
     update = bound(summaries.update)
 
 
-class JobTable(_Table):
+class JobTable(Table):
     """``JobRepository`` on one connection."""
 
     claim = bound(jobs.claim)
@@ -276,7 +277,7 @@ class JobTable(_Table):
     schedule = bound(jobs.schedule)
 
 
-class MetaTable(_Table):
+class MetaTable(Table):
     """``MetaRepository`` on one connection."""
 
     get = bound(meta.get)
@@ -285,7 +286,7 @@ class MetaTable(_Table):
     touch = bound(meta.touch)
 
 
-class DocumentTable(_Table):
+class DocumentTable(Table):
     """``DocumentRepository`` on one connection."""
 
     all_ids = bound(documents.all_ids)
@@ -295,7 +296,7 @@ class DocumentTable(_Table):
     summaries = bound(documents.summaries)
 
 
-class KeywordIndexTable(_Table):
+class KeywordIndexTable(Table):
     """``KeywordIndexRepository`` on one connection."""
 
     merge_step = bound(keyword_index.merge_step)
@@ -303,13 +304,29 @@ class KeywordIndexTable(_Table):
     segment_count = bound(keyword_index.segment_count)
 
 
-class InlineVectorTable(_Table):
-    """``InlineVectorRepository`` on one connection."""
+class UsageTable(Table):
+    """``UsageRepository`` on one connection."""
 
-    put = bound(pg_vectors.put)
+    insert = bound(usage.insert)
+    spent = bound(usage.spent)
+    stage_buckets = bound(usage.stage_buckets)
+    activity_buckets = bound(usage.activity_buckets)
+    job_tenants = bound(usage.job_tenants)
+    defer_tenant_jobs = bound(usage.defer_tenant_jobs)
 
 
-class RestoreTable(_Table):
+class NoInlineVectors(Table):
+    """``InlineVectorRepository`` where vectors do not live beside the rows
+    (SQLite: they live in Qdrant, written by index jobs); PostgreSQL's unit of
+    work has its own (store/postgres/unit_of_work.py)."""
+
+    def put(
+        self, collection: str, row_id: int, vector: Sequence[float], payload: Mapping[str, Any]
+    ) -> None:
+        raise TypeError("vectors live beside the rows only on PostgreSQL")
+
+
+class RestoreTable(Table):
     """``RestoreRepository`` on one connection."""
 
     ensure_own_alias = bound(restore.ensure_own_alias)
@@ -365,6 +382,10 @@ class SqlUnitOfWork:
         return JobTable(self.conn)
 
     @cached_property
+    def usage(self) -> UsageTable:
+        return UsageTable(self.conn)
+
+    @cached_property
     def meta(self) -> MetaTable:
         return MetaTable(self.conn)
 
@@ -381,8 +402,8 @@ class SqlUnitOfWork:
         return RestoreTable(self.conn)
 
     @cached_property
-    def vectors(self) -> InlineVectorTable:
-        return InlineVectorTable(self.conn)
+    def vectors(self) -> InlineVectorRepository:
+        return NoInlineVectors(self.conn)
 
     def savepoint(self, name: str) -> AbstractContextManager[None]:
         return savepoints.savepoint(self.conn, name)

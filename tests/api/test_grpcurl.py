@@ -8,12 +8,17 @@ import shutil
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests import readme
 
 # grpcurl against a server on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
 
 GRPCURL = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")
+BIN = Path(sys.executable).parent
 
 
 async def grpcurl(*args: str) -> str:
@@ -72,3 +77,70 @@ async def test_grpcurl_creates_a_session_and_an_episode_with_json(harness):
         json.dumps({"query": "shell", "session_id": session["id"], "mode": "SEARCH_MODE_KEYWORD"}),
         harness.target, "nexus.memory.v1.MemoryService/SearchEpisodes")
     assert "[shell]" in hits
+
+
+async def test_grpcurl_describe_prints_the_proto_comments(harness):
+    method = await grpcurl("-plaintext", harness.target, "describe",
+                           "nexus.memory.v1.MemoryService.CreateEpisode")
+    assert "// Returns as soon as the episode is durable; embedding, extraction and" in method
+    message = await grpcurl("-plaintext", harness.target, "describe", "nexus.memory.v1.Session")
+    assert "// The person the conversation is with: their USER memories form from it." in message
+    # Field names as the proto writes them, not the JSON camelCase.
+    assert "string user_id = 7;" in message
+    listed = set((await grpcurl("-plaintext", harness.target, "list")).split())
+    assert {"grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"} <= listed  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+async def test_both_reflection_versions_serve_descriptors_with_comments(harness, version):
+    """grpcurl 1.8.8 and later ask v1 first (the pinned 1.8.6 asks v1alpha):
+    both answer, with the source info that carries the comments."""
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    call = harness.channel.stream_stream(
+        f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol="nexus.memory.v1.MemoryService.SearchEpisodes"
+        ),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="no.such.Symbol"),
+    ]
+    listed, found, missing = [r async for r in call(iter(requests))]
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"nexus.memory.v1.MemoryService", f"grpc.reflection.{version}.ServerReflection"} <= names
+    files = {
+        f.name: f
+        for f in map(descriptor_pb2.FileDescriptorProto.FromString,
+                     found.file_descriptor_response.file_descriptor_proto)
+    }  # fmt: skip
+    memory = files["nexus/memory/v1/memory_service.proto"]
+    comments = [loc.leading_comments for loc in memory.source_code_info.location]
+    assert any("Streams hits in rank order" in c for c in comments)
+    assert {"google/protobuf/struct.proto", "nexus/graph/v1/graph_service.proto"} <= set(files)
+    assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+async def test_the_readme_walk_through_runs_as_written(harness):
+    """The README's grpcurl block, against this server: its address and where
+    the virtualenv is are the only changes."""
+    script = readme.blocks("## Inspecting with grpcurl", "sh")[0]
+    script = script.replace("localhost:50051", harness.target).replace(".venv/bin/", f"{BIN}/")
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", script, cwd=readme.ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out = (await proc.communicate())[0].decode()
+    assert proc.returncode == 0, out
+    assert "// Streams hits in rank order." in out  # describe, with the comments
+    assert '"user_id": "alice"' in out and '"project_id": "1"' in out
+    assert "5433" in out  # the search found the exchange
+    assert "x-nexus-empty-reason: LLM_OFF: " in out  # the empty memory search says why
+    assert "state             SERVING" in out and "off   ollama" in out  # doctor, exit 0
+    status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    assert status.state == "SERVING"

@@ -1,13 +1,17 @@
-"""nexus-grpc bench against the fake in-process server of tests/fake_server.py."""
+"""nexus-grpc bench against the fake in-process server of tests/fake_server.py, and
+against a real one for what a run leaves behind."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 
+import grpc
 import pytest
 
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.ops.bench import (
     BenchError,
     BenchResult,
@@ -165,3 +169,61 @@ def test_cli_main_unreachable(capsys):
 def test_cli_main_bad_rpc(capsys):
     assert main(_parse(["--rpc", "nope"])) == 2
     assert "unknown --rpc" in capsys.readouterr().err
+
+
+# --- what a run leaves behind, against the real server ---------------------------------
+
+
+async def _episodes_in(harness, project_id: int) -> int:
+    return await harness.app.db.read_sql(
+        lambda c: c.execute(
+            "SELECT COUNT(*) FROM episodes e JOIN sessions s ON s.id = e.session_id"
+            " WHERE s.project_id = ?",
+            (project_id,),
+        ).fetchone()[0]
+    )
+
+
+async def test_a_run_writes_into_its_own_project_and_says_what_it_left(harness):
+    progress = io.StringIO()
+    result = await run_bench(
+        harness.target, "create_episode", 2, 0.5, sessions=2, warmup=0.1, progress=progress
+    )
+    project = result.project
+    assert project is not None and project["removed"] is False
+    assert project["name"].startswith("nexus-bench ") and project["sessions"] == 2
+    assert f"writing into project {project['id']} {project['name']!r}" in progress.getvalue()
+    # Every episode it stored is in that project, and counted.
+    assert project["episodes"] == await _episodes_in(harness, project["id"]) > 0
+    sessions = await harness.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(project_id=project["id"])
+    )
+    assert len(sessions.sessions) == 2
+    # No LLM: the extractions it queued wait for one, and the report says so.
+    assert result.backlog["extract:episode"] == project["episodes"]
+    assert "extract:episode" in result.backlog_needs_llm
+    text = format_result(result)
+    assert f"kept: project {project['id']}" in text and "--cleanup" in text
+    assert "extract:episode" in text and "waits for an LLM, which is off" in text
+
+
+async def test_cleanup_removes_the_project_and_wait_backlog_waits(harness):
+    result = await run_bench(
+        harness.target, "create_episode", 2, 0.5, sessions=2, warmup=0.1,
+        cleanup=True, wait_backlog=60.0,
+    )  # fmt: skip
+    project = result.project
+    assert project is not None and project["removed"] is True and project["episodes"] > 0
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await harness.memory.GetProject(memory_pb2.GetProjectRequest(id=project["id"]))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert await _episodes_in(harness, project["id"]) == 0
+    left = await harness.app.db.read_sql(
+        lambda c: c.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    )
+    assert left == 0
+    # It waited for what could run (the index jobs): only the LLM's remain.
+    assert result.backlog_wait_s is not None and result.backlog_wait_s < 60.0
+    assert set(result.backlog) <= set(result.backlog_needs_llm)
+    assert "index:episodes" not in result.backlog
+    assert f"removed: project {project['id']}" in format_result(result)

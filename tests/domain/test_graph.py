@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import grpc
 import pytest
 
 from nexus_grpc.core.graph import Interval
+from nexus_grpc.core.storage import Conflict
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.store import graph_evidence
 from tests.graph_support import expect_status, new_project
@@ -197,7 +196,7 @@ async def test_relationship_errors(harness):
     elsewhere = await entity(harness, "b", project_id=(await new_project(harness)).id)
     assert elsewhere.id != b.id  # same name and type, another project
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
-    with pytest.raises(sqlite3.IntegrityError, match="different graphs"):  # the store's own guard
+    with pytest.raises(Conflict, match="different graphs"):  # the store's own guard
         await harness.app.db.write_sql(
             lambda c: graph_evidence.write_intervals(c, elsewhere.id, "x", [Interval(a.id, 1.0)])
         )

@@ -228,6 +228,13 @@ async def test_the_dev_set_with_a_careful_model_meets_the_bar(tmp_path, store_se
     # The LLM was asked, and its answers were used: resolution by the rules
     # alone would not reach the bar (two Alexes, two Novaks, Postgres).
     assert t["aliases_by_method"].get("llm", 0) >= 3, why
+    # The account agrees with the events on what the events count, and adds
+    # what they do not: the session summaries, and every stage's tokens.
+    cost = t["llm_cost"]
+    stages = cost["stages"]
+    assert stages["extraction"]["calls"] + stages["resolution"]["calls"] == t["llm_calls"], why
+    assert set(stages) <= {"extraction", "resolution", "summary"}, why
+    assert cost["tokens_per_episode"] > 0 and "tok/ep" in why and "LLM (GetUsage)" in why
 
 
 async def test_a_server_that_cannot_extract_stops_the_run_with_the_reason(harness):

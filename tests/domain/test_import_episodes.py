@@ -7,8 +7,8 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.api import memory_servicer
 from nexus_grpc.client import NexusClient
+from nexus_grpc.domain import episode_import
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
 
@@ -157,7 +157,7 @@ async def test_undecodable_bytes_are_that_items_error(harness):
 
 async def test_more_than_the_limit_stores_what_came_before_and_says_so(harness, monkeypatch):
     h = harness
-    monkeypatch.setattr(memory_servicer, "MAX_IMPORT_EPISODES", 300)
+    monkeypatch.setattr(episode_import, "MAX_IMPORT_EPISODES", 300)
     a = await session(h)
     within = await h.memory.ImportEpisodes(stream([item(a, i) for i in range(300)]))
     assert within.created == 300

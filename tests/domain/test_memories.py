@@ -206,6 +206,19 @@ async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(ha
         in dict(await call.trailing_metadata())["x-nexus-existing"]
     )
 
+    # Beyond ASCII too (SQLite's lower() folds only ASCII; the words compared
+    # are Python's).
+    def lives(content: str) -> memory_pb2.CreateMemoryRequest:
+        return memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=U, user_id="bob", title="Wohnort", tier=LONGTERM, content=content
+            )
+        )
+
+    home = await h.memory.CreateMemory(lives("Ich wohne in MÜNCHEN."))
+    assert (await h.memory.CreateMemory(lives("ich wohne in münchen"))).id == home.id
+    assert (await h.memory.CreateMemory(lives("Ich wohne in Köln."))).id != home.id
+
     # Anything else that differs is another memory: the words, the tier, the
     # owner (project, agent, user; the origin session for TASK and SESSION).
     others = [

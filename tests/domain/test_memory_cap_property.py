@@ -52,7 +52,7 @@ class World:
     def __init__(self, tmp: Path, database_url: str = "") -> None:
         self.loop = asyncio.new_event_loop()
         if database_url:
-            from nexus_grpc.store.postgres import PostgresDatabase
+            from nexus_grpc.store.postgres.database import PostgresDatabase
 
             self.db = cast(Database, PostgresDatabase(database_url))
         else:

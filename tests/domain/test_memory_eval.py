@@ -130,3 +130,8 @@ async def test_the_dev_set_meets_the_bar_with_a_careful_model(tmp_path):
     assert report["duplicates"] == 0, report["misses"]
     assert report["leaks"] == 0, report["misses"]
     assert report["unexpected"] == 0, report["misses"]
+    # The account says what the events say about calls, and what they cost.
+    cost = report["llm_cost"]
+    assert cost["calls_per_episode"] == pytest.approx(report["llm_calls_per_episode"], abs=1e-3)
+    assert set(cost["stages"]) == {"extraction", "formation"}
+    assert cost["tokens_per_episode"] > 0

@@ -57,7 +57,8 @@ from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memories import Memories
-from nexus_grpc.domain.memory_scope import MemoryScope, vector_filter
+from nexus_grpc.domain.memory_visibility import MemoryScope, vector_filter
+from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.errors import FailedPrecondition, NotFound
 from nexus_grpc.pipeline.indexer import Indexer
@@ -147,8 +148,8 @@ class World:
         self.embedder = HashingEmbedder()
         self.inline: InlineVectors | None = None
         if database_url:
-            from nexus_grpc.store.pg_vector_index import PgVectorIndex
-            from nexus_grpc.store.postgres import PostgresDatabase
+            from nexus_grpc.store.postgres.database import PostgresDatabase
+            from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 
             self.db = cast(Database, PostgresDatabase(database_url))
             self.index: VectorIndex = PgVectorIndex(database_url)
@@ -167,9 +168,10 @@ class World:
         self.memories = Memories(
             self.db, JobSignals(), self.embedder, self.index, inline=self.inline
         )
+        self.search = MemorySearch(self.db, self.embedder, self.index)
         self.llm = HostileLLM()
-        self.llm_selector = Selector(self.db, self.memories, self.llm, "m")  # type: ignore[arg-type]
-        self.semantic_selector = Selector(self.db, self.memories, None, "m")
+        self.llm_selector = Selector(self.db, self.search, self.llm, "m")  # type: ignore[arg-type]
+        self.semantic_selector = Selector(self.db, self.search, None, "m")
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.export = ProjectExport(self.db)
 
@@ -441,7 +443,7 @@ def make_machine(world: World):
         @rule(scope=scopes(), mode=st.sampled_from(list(SearchMode)), viewer=viewers)
         def search_returns_only_visible(self, scope, mode, viewer):
             async def go():
-                return [h async for h in world.memories.search("zebra alpha", scope, 100, mode)]
+                return [h async for h in world.search.search("zebra alpha", scope, 100, mode)]
 
             got = {h.memory.id for h in world.run(go(), viewer)}
             visible = self.visible(scope, viewer)

@@ -355,10 +355,10 @@ async def test_a_tenant_admin_restores_into_its_own_tenant(tmp_path, target):
 async def test_too_many_records_are_refused_before_anything_is_written(
     tmp_path, target, monkeypatch
 ):
-    from nexus_grpc.api import memory_servicer
+    from nexus_grpc.domain import restore
 
     lines, _ = await used_source(tmp_path)
-    monkeypatch.setattr(memory_servicer, "MAX_RESTORE_RECORDS", 5)
+    monkeypatch.setattr(restore, "MAX_RESTORE_RECORDS", 5)
     before = await rows(target)
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))

@@ -4,7 +4,6 @@ exactly as the functions they wrap, and every kind is declared in one place."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -16,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nexus_grpc.core.models import SearchMode, SearchSource
-from nexus_grpc.domain import ranking
-from nexus_grpc.domain.retrieval import ENTITIES, EPISODES, MEMORIES, Call, Candidate
+from nexus_grpc.domain.retrieval import ENTITIES, EPISODES, MEMORIES, Call, Candidate, ranking
 from nexus_grpc.domain.retrieval.filters import SPARE, Hydrate
 from nexus_grpc.domain.retrieval.fusion import Fusion
 from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
 from nexus_grpc.domain.retrieval.recipes import WEIGHTS
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import jobs
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
 from tests.support import wait_until
 
 DAY = 86_400
@@ -151,7 +150,7 @@ def test_hydration_reads_on_until_the_page_is_full():
     call.depth = 10
     ranked = [Candidate(i, 1.0 / (i + 1), (SearchSource.KEYWORD,)) for i in range(60)]
     kept = Hydrate(rows, (lambda row, call: row["id"] != 30,))
-    out = kept.apply(None, call, ranked, sqlite3.connect(":memory:"))  # type: ignore[arg-type]
+    out = kept.apply(None, call, ranked, sqlite_connect(":memory:"))  # type: ignore[arg-type]
     assert [c.key for c in out][:10] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27]
     assert len(out) >= 10
     assert read[0] == list(range(10 + SPARE))  # the first read is the page and the spare
@@ -187,9 +186,43 @@ def test_fusion_and_the_keyword_lead_rank_exactly_as_ranking_fuse(keyword, seman
     engine = Engine()
     ranked = Fusion(WEIGHTS).apply(engine, call, [], None)  # type: ignore[arg-type]
     ranked = KeywordLead().apply(engine, call, ranked, None)  # type: ignore[arg-type]
-    old = ranking.fuse(keyword, semantic, lambda p: p[0], lambda p: p[1], 100, temperature)
-    assert [(c.key, c.score, c.sources) for c in ranked] == [
-        (f.hit[0], f.score, f.sources) for f in old
+    assert [(c.key, c.score, c.sources) for c in ranked] == reference_fusion(
+        keyword, semantic, temperature
+    )
+
+
+def reference_fusion(keyword, semantic, temperature):
+    """The flow as it was written before the pipeline's stages, as an oracle:
+    scores fused by likelihood, the
+    keyword best led to the top; (key, score, sources) best first."""
+    by_keyword = dict(keyword)
+    by_semantic = dict(semantic)
+    keyword_scores = list(by_keyword.items())
+    fused = ranking.fused_likelihoods(
+        [
+            ranking.PathScores(
+                keyword_scores, ranking.KEYWORD_WEIGHT, ranking.KEYWORD_TEMPERATURE,
+                ranking.MEANINGFUL_BM25,
+            ),
+            ranking.PathScores(
+                list(by_semantic.items()), 1.0 - ranking.KEYWORD_WEIGHT, temperature
+            ),
+        ]
+    )  # fmt: skip
+    led = ranking.with_keyword_lead(fused, keyword_scores)
+    return [
+        (
+            key,
+            score,
+            tuple(
+                source
+                for source, found in (
+                    (SearchSource.KEYWORD, by_keyword), (SearchSource.SEMANTIC, by_semantic)
+                )
+                if key in found
+            ),
+        )
+        for key, score in led
     ]
 
 

@@ -1,4 +1,5 @@
-"""Seed 000's isolation table, on keyword, semantic and hybrid search alike."""
+"""The project isolation rule (a project's sessions share its memory, a
+session outside any project keeps its own), on keyword, semantic and hybrid search alike."""
 
 from __future__ import annotations
 

@@ -714,10 +714,12 @@ def check_latency(figures: Figures) -> None:
 
 
 @pytest.mark.timeout(300)  # ~60 s on two shared cores; more when the neighbours are busy
-async def test_slow_and_cancelled_streams_keep_rss_flat_and_others_fast(tmp_path):
+async def test_slow_and_cancelled_streams_keep_rss_flat_and_others_answering(tmp_path):
+    """Memory stays flat and every other call is answered. How fast the others
+    stay is a ratio of latencies, which tests running beside this one on the
+    same cores would skew: the soak below measures it (``make soak``, alone)."""
     figures = await run_streams_fault(tmp_path, 1_000, rounds=8, baseline_n=300)
     check_rss_plateau(figures.rss)
-    check_latency(figures)
 
 
 @pytest.mark.slow

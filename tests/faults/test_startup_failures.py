@@ -23,7 +23,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nexus_grpc.store.migrations import LATEST_VERSION, migrate
+from nexus_grpc.store.sqlite.migrations import LATEST_VERSION, migrate
 from tests.process import PORT_LINE
 
 EXIT_WITHIN = 30.0  # seconds; a failed start takes ~2 s here, a hang never ends
@@ -206,3 +206,13 @@ def test_an_address_already_in_use(tmp_path):
         address = f"127.0.0.1:{taken.getsockname()[1]}"
         rc, err, took = serve(tmp_path / "data", "--listen", address)
     assert_clean_exit(rc, err, took, f"cannot listen on {address}")
+
+
+def test_a_key_file_with_a_malformed_tenant_budget(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        '{"tenants": {"acme": {"llm_tokens_per_day": -5}},'
+        ' "keys": [{"key": "a-long-enough-key-0001", "name": "a"}]}'
+    )
+    rc, stderr, took = serve(tmp_path / "data", "--auth-keys-file", str(keys))
+    assert_clean_exit(rc, stderr, took, str(keys), "tenants['acme']", "llm_tokens_per_day")

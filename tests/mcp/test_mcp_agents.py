@@ -58,7 +58,7 @@ async def test_tools_are_listed_with_schemas_and_descriptions_an_agent_can_follo
         listed = {tool.name: tool for tool in (await agent.list_tools()).tools}
     assert set(listed) == TOOLS
     for name, arguments in SEED_004.items():
-        # Seed 004's names and arguments, exactly.
+        # The tools' names and arguments, exactly as agents call them.
         assert set(listed[name].input_schema["properties"]) == arguments, name
     assert listed["memory_add_fact"].input_schema["required"] == ["content"]
     assert listed["memory_add_experience"].input_schema["required"] == ["content", "outcome"]
@@ -81,7 +81,7 @@ async def test_tools_are_listed_with_schemas_and_descriptions_an_agent_can_follo
 async def test_two_agent_sessions_on_one_project_keep_task_memory_apart_and_share_longterm(
     harness, client
 ):
-    """Seed 004: two terminals on one project. One session's task and session memories are
+    """Session isolation: two terminals on one project. One session's task and session memories are
     invisible to the other; longterm memories are visible to both; archive only by tier."""
     async with (
         stdio_agent(harness.target, "shop") as auth_terminal,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import sqlite3
 
 from nexus_grpc.store import episodes, jobs, memories, sessions
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
+from nexus_grpc.store.sqlite.migrations import migrate
 
 
 def _db(tmp_path) -> sqlite3.Connection:
-    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    conn = sqlite_connect(tmp_path / "db.sqlite3", isolation_level=None)
     migrate(conn)
     return conn
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import episodes, keyword_index
 from tests.support import start_harness, wait_until

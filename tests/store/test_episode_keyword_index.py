@@ -6,8 +6,10 @@ import sqlite3
 
 import pytest
 
-from nexus_grpc.domain.fts import match_expression
-from nexus_grpc.store import episodes, migrations
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
+from nexus_grpc.store import episodes
+from nexus_grpc.store.sqlite import migrations
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
 
 # Sessions 1 and 2 in the shared in-memory database (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("two_sessions")
@@ -77,11 +79,9 @@ def test_snippets_mark_matches_in_the_episode_not_its_context(conn):
     assert episodes.snippets(conn, match_expression("look"), [1])[1] == "[2023] Ann: [look] up"
 
 
-def test_migration_fills_context_for_existing_episodes(tmp_path, monkeypatch):
-    c = sqlite3.connect(tmp_path / "old.sqlite3", isolation_level=None)
-    monkeypatch.setattr(migrations, "LATEST_VERSION", 5)
-    migrations.migrate(c)
-    monkeypatch.undo()
+def test_migration_fills_context_for_existing_episodes(tmp_path):
+    c = sqlite_connect(tmp_path / "old.sqlite3", isolation_level=None)
+    migrations.migrate(c, upto=5)
     c.execute("INSERT INTO sessions (id, external_id, created_at) VALUES (1, 's', 0)")
     c.executemany(
         "INSERT INTO episodes (session_id, user_message, ai_response, created_at)"

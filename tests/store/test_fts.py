@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
+from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
 
 
 def test_syntax_characters_become_quoted_words():
@@ -20,7 +21,7 @@ def test_function_words_are_dropped_unless_nothing_else_is_left():
 
 
 def test_every_expression_is_valid_fts5():
-    conn = sqlite3.connect(":memory:")
+    conn = sqlite_connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
     conn.execute("INSERT INTO t VALUES ('the database port is 5432')")
     for query in ['"', "*", "a:b", "NEAR(", ")(", "AND OR NOT", "what is the port"]:
@@ -31,9 +32,9 @@ def test_every_expression_is_valid_fts5():
 
 def test_a_scope_of_more_sessions_than_sqlite_binds_still_searches(tmp_path):
     from nexus_grpc.store import episodes
-    from nexus_grpc.store.migrations import migrate
+    from nexus_grpc.store.sqlite.migrations import migrate
 
-    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    conn = sqlite_connect(tmp_path / "db.sqlite3", isolation_level=None)
     conn.row_factory = sqlite3.Row
     migrate(conn)
     conn.execute("INSERT INTO sessions (id, external_id, created_at) VALUES (40000, 'x', 0)")

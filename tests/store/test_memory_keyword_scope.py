@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.domain.fts import match_expression
-from nexus_grpc.domain.memory_scope import MemoryScope
+from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
 from nexus_grpc.store import memories
 
 USERS = ["ann", "Zoë Ångström", "bob@example.com", "e", "ed", "u616e6e"]

@@ -1,4 +1,4 @@
-"""Who may see which memory (domain/memory_scope.py): the SQL fragment every
+"""Who may see which memory (domain/memory_visibility.py): the SQL fragment every
 query path uses selects exactly what the rule in Python says, over every
 combination of owner, tier, session and agent, and a tenant, an expiry or an
 empty scope narrows it as documented."""
@@ -11,9 +11,9 @@ import pytest
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Tier
-from nexus_grpc.domain.memory_scope import MemoryScope, check_scope, visible
+from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope, visible
 from nexus_grpc.errors import InvalidArgument
-from nexus_grpc.store.memory_scope import sql_where
+from nexus_grpc.store.memory_visibility_sql import sql_where
 
 NOW = 1_000_000.0
 COLUMNS = ("kind", "tier", "project_id", "user_id", "session_id", "agent_id")

@@ -13,7 +13,7 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.ops.migrate_store import MigrateError, migrate_store
 from nexus_grpc.runtime.config import Settings
 from nexus_grpc.store import copy
-from nexus_grpc.store.postgres import PostgresDatabase
+from nexus_grpc.store.postgres.database import PostgresDatabase
 from tests.support import start_harness, wait_until
 
 

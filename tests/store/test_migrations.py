@@ -6,18 +6,18 @@ import sqlite3
 
 import pytest
 
-from nexus_grpc.store import migrations
+from nexus_grpc.store import schema_changes
+from nexus_grpc.store.sqlite import migrations
 
 
-def _migrate_to(conn: sqlite3.Connection, version: int, monkeypatch) -> None:
-    monkeypatch.setattr(migrations, "LATEST_VERSION", version)
-    migrations.migrate(conn)
-    monkeypatch.undo()
+def _migrate_to(conn: sqlite3.Connection, version: int) -> None:
+    """The database as the build whose latest version was ``version`` left it."""
+    migrations.migrate(conn, upto=version)
 
 
-def test_an_older_database_upgrades_in_place_and_keeps_its_graph(tmp_path, monkeypatch):
+def test_an_older_database_upgrades_in_place_and_keeps_its_graph(tmp_path):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    _migrate_to(conn, 2, monkeypatch)
+    _migrate_to(conn, 2)
     conn.execute("INSERT INTO entities (id, project_id, name, type, created_at, last_seen_at)"
                  " VALUES (1, 0, 'a', 'concept', 0, 0), (2, 0, 'b', 'concept', 0, 0)")  # fmt: skip
     conn.execute("INSERT INTO relationships (from_id, to_id, label, created_at)"
@@ -39,10 +39,10 @@ def test_a_newer_database_is_refused(tmp_path):
         migrations.migrate(conn)
 
 
-def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path, monkeypatch):
+def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
-    _migrate_to(conn, 3, monkeypatch)
+    _migrate_to(conn, 3)
     conn.execute("INSERT INTO sessions (id, external_id, created_at)"
                  " VALUES (1, 'a', 0), (2, 'b', 0)")  # fmt: skip
     conn.execute("INSERT INTO episodes (id, session_id, user_message, ai_response, created_at)"
@@ -79,9 +79,9 @@ def test_pool_entities_move_to_their_one_session_and_keep_their_edges(tmp_path, 
     assert conn.execute("SELECT COUNT(*) FROM relationships").fetchone()[0] == 0
 
 
-def test_the_graph_migration_reindexes_every_entity(tmp_path, monkeypatch):
+def test_the_graph_migration_reindexes_every_entity(tmp_path):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    _migrate_to(conn, 3, monkeypatch)
+    _migrate_to(conn, 3)
     conn.execute("INSERT INTO entities (id, project_id, name, type, created_at)"
                  " VALUES (1, 7, 'a', 'concept', 0), (2, 0, 'b', 'concept', 0)")  # fmt: skip
     migrations.migrate(conn)
@@ -90,10 +90,10 @@ def test_the_graph_migration_reindexes_every_entity(tmp_path, monkeypatch):
     assert queued == [(1,), (2,)]
 
 
-def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path, monkeypatch):
+def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path):
     """Migration 8: every row written before tenants belongs to --default-tenant."""
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    _migrate_to(conn, 5, monkeypatch)
+    _migrate_to(conn, 5)
     conn.executescript(
         """
         INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0);
@@ -129,9 +129,9 @@ def test_existing_data_moves_into_the_default_tenant_the_operator_names(tmp_path
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(tmp_path, monkeypatch):
+def test_episode_time_migration_keeps_each_time_and_reindexes_every_episode(tmp_path):
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    _migrate_to(conn, 8, monkeypatch)
+    _migrate_to(conn, 8)
     conn.execute(
         "INSERT INTO sessions (id, tenant, external_id, created_at) VALUES (1, 't', 'x', 0)"
     )
@@ -165,14 +165,12 @@ def _legacy_graph(conn) -> None:
     conn.execute("INSERT INTO relationship_episodes VALUES (5, 1), (5, 2)")
 
 
-def test_the_graph_keeps_its_entities_and_edges_through_resolution_and_time(
-    tmp_path, monkeypatch
-):
+def test_the_graph_keeps_its_entities_and_edges_through_resolution_and_time(tmp_path):
     """Migration 14: keys, aliases and words for every entity; each edge an
     interval from its first evidence, its mentions kept as evidence."""
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
-    _migrate_to(conn, 13, monkeypatch)
+    _migrate_to(conn, 13)
     _legacy_graph(conn)
     migrations.migrate(conn)
     keys = conn.execute("SELECT id, name, name_key FROM entities ORDER BY id").fetchall()
@@ -196,15 +194,15 @@ def test_the_graph_keeps_its_entities_and_edges_through_resolution_and_time(
     assert queued == 3  # entity vectors now carry their aliases
 
 
-async def test_postgresql_migrates_a_legacy_graph_the_same_way(pg_empty_url, monkeypatch):
+async def test_postgresql_migrates_a_legacy_graph_the_same_way(pg_empty_url):
     import psycopg
 
-    from nexus_grpc.store import pg_schema
+    from nexus_grpc.store.postgres import migrations as pg_schema
+    from tests import pg
 
     with psycopg.connect(pg_empty_url, autocommit=True) as raw:
-        monkeypatch.setattr(pg_schema, "LATEST_VERSION", 3)
-        pg_schema.migrate(raw)
-        monkeypatch.undo()
+        pg.restore_version_1(raw)
+        pg_schema.migrate(raw, upto=3)
         for statement in (
             "INSERT INTO sessions (id, external_id, created_at, tenant) VALUES (1, 'a', 0, 't')",
             "INSERT INTO episodes (id, session_id, user_message, ai_response, created_at,"
@@ -235,7 +233,7 @@ async def test_postgresql_migrates_a_legacy_graph_the_same_way(pg_empty_url, mon
 
 
 # Rows of every kind of job target, each of its own tenant, and a job of every
-# kind queued before jobs carried a tenant (SQLite 18, PostgreSQL 8).
+# kind queued before jobs carried a tenant (schema_changes.JOB_TENANTS).
 _QUEUED_BEFORE_TENANTS = [
     "INSERT INTO projects (id, name, created_at, updated_at, tenant)"
     " VALUES (1, 'p', 0, 0, 'of-project')",
@@ -272,11 +270,11 @@ _TENANTS_TAKEN = [
 ]
 
 
-def test_jobs_queued_before_tenants_take_their_targets_tenant(tmp_path, monkeypatch):
-    """Migration 19: a backlog an upgrade finds takes turns by its targets'
-    tenants, as new jobs do."""
+def test_jobs_queued_before_tenants_take_their_targets_tenant(tmp_path):
+    """A backlog an upgrade finds takes turns by its targets' tenants, as new
+    jobs do."""
     conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
-    _migrate_to(conn, 18, monkeypatch)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.JOB_TENANTS))
     for statement in _QUEUED_BEFORE_TENANTS:
         conn.execute(statement)
     migrations.migrate(conn)
@@ -285,17 +283,15 @@ def test_jobs_queued_before_tenants_take_their_targets_tenant(tmp_path, monkeypa
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-async def test_postgresql_jobs_queued_before_tenants_take_their_targets_tenant(
-    pg_empty_url, monkeypatch
-):
+async def test_postgresql_jobs_queued_before_tenants_take_their_targets_tenant(pg_empty_url):
     import psycopg
 
-    from nexus_grpc.store import pg_schema
+    from nexus_grpc.store.postgres import migrations as pg_schema
+    from tests import pg
 
     with psycopg.connect(pg_empty_url, autocommit=True) as raw:
-        monkeypatch.setattr(pg_schema, "LATEST_VERSION", 8)
-        pg_schema.migrate(raw)
-        monkeypatch.undo()
+        pg.restore_version_1(raw)
+        pg_schema.migrate(raw, upto=pg_schema.MIGRATIONS.index((schema_changes.JOB_TENANTS,)))
         for statement in _QUEUED_BEFORE_TENANTS:
             raw.execute(statement)
         assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION

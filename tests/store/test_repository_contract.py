@@ -15,10 +15,11 @@ import pytest
 
 from nexus_grpc.core import jobs
 from nexus_grpc.core.graph import ASSERT, END, HISTORY, Interval
+from nexus_grpc.core.llm_usage import LLMCall, StageBucket
 from nexus_grpc.core.models import JobState, MemoryFormation, NewEpisode
 from nexus_grpc.errors import AlreadyExists, NotFound
-from nexus_grpc.store.db import Database
-from nexus_grpc.store.postgres import PostgresDatabase
+from nexus_grpc.store.postgres.database import PostgresDatabase
+from nexus_grpc.store.sqlite.database import Database
 from tests.fakes import FakeUnitOfWork
 
 Case = Callable[[Any], Any]
@@ -334,3 +335,111 @@ async def test_intervals_are_written_exactly_and_a_surviving_one_keeps_its_id(ru
         (porto, 100.0, 200.0), (lisbon, 250.0, None)
     ]  # fmt: skip
     assert last == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_a_write_that_breaks_the_schema_is_a_conflict_on_both(store, tmp_path, request):
+    """The store's error contract (core/storage.py): no sqlite3 or psycopg
+    exception crosses the seam, on a write or on a read."""
+    from nexus_grpc.core.storage import Conflict, StoreError
+
+    db: Any = (
+        Database(tmp_path / "contract.db")
+        if store == "sqlite"
+        else PostgresDatabase(request.getfixturevalue("pg_url"))
+    )
+    await db.open()
+    try:
+        await db.write_sql(lambda c: c.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')"))
+        with pytest.raises(Conflict) as taken:
+            await db.write_sql(
+                lambda c: c.execute("INSERT INTO meta (key, value) VALUES ('k', 'w')")
+            )
+        with pytest.raises(StoreError) as broken:
+            await db.read_sql(lambda c: c.execute("SELECT no_such_column FROM meta").fetchall())
+    finally:
+        await db.close()
+    for err in (taken.value, broken.value):
+        assert type(err).__module__ == "nexus_grpc.core.storage"
+        assert err.__cause__ is not None  # the driver's own, kept for the log
+
+
+def _call(tenant: str, project_id: int, stage: str, at: float, prompt: int, completion: int,
+          outcome: str = "ok", estimated: bool = False) -> LLMCall:  # fmt: skip
+    return LLMCall(stage, project_id, tenant, prompt, completion, 0.5, outcome, at, estimated)
+
+
+async def test_the_llm_account_sums_by_tenant_and_buckets_by_project_or_tenant(run):
+    hour = 3600.0
+    base = 100 * hour  # the start of an hour
+
+    def case(uow):
+        uow.usage.insert(
+            [
+                _call("t1", 1, "extraction", base + 10, 100, 20),
+                _call("t1", 1, "extraction", base + 20, 50, 0, outcome="cut_off"),
+                _call("t1", 1, "resolution", base + hour + 5, 30, 3, estimated=True),
+                _call("t1", 2, "summary", base + 30, 7, 7),
+                _call("t2", 3, "extraction", base + 40, 1000, 1000),
+            ]
+        )
+        uow.usage.insert([])
+        return (
+            uow.usage.spent(base),
+            uow.usage.spent(base + hour, ["t1", "t2", "t3"]),
+            uow.usage.spent(base, []),
+            uow.usage.stage_buckets(base, base + 2 * hour, hour, project_id=1),
+            uow.usage.stage_buckets(base, base + hour, hour, tenant="t1"),
+            # The window's end is not in it.
+            uow.usage.stage_buckets(base + 10, base + 20, hour, tenant="t1"),
+        )
+
+    spent, since, none, project, tenant, edge = await run(case)
+    assert spent == {"t1": 217, "t2": 2000}
+    assert since == {"t1": 33, "t2": 0, "t3": 0}
+    assert none == {}
+    b = int(base // hour)
+    assert project == [
+        StageBucket(b, "extraction", "cut_off", 1, 50, 0, 0.5, 0),
+        StageBucket(b, "extraction", "ok", 1, 100, 20, 0.5, 0),
+        StageBucket(b + 1, "resolution", "ok", 1, 30, 3, 0.5, 1),
+    ]
+    assert [(r.stage, r.outcome, r.calls) for r in tenant] == [
+        ("extraction", "cut_off", 1),
+        ("extraction", "ok", 1),
+        ("summary", "ok", 1),
+    ]
+    assert [(r.stage, r.outcome) for r in edge] == [("extraction", "ok")]
+
+
+async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_tenants(run):
+    far = 4_000_000_000.0
+
+    def case(uow):
+        mine = uow.sessions.insert("a", "", 0, {}, "t1")
+        theirs = uow.sessions.insert("b", "", 0, {}, "t2")
+        ids = [uow.episodes.insert(s.id, "hi", "", {}, None).id for s in (mine, mine, theirs)]
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, ids)
+        uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id])
+        owners = (
+            uow.usage.job_tenants(jobs.EXTRACT_EPISODE, [*ids, 999]),
+            uow.usage.job_tenants(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id]),
+            uow.usage.job_tenants(jobs.INDEX_EPISODE, ids),
+        )
+        moved = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
+        again = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
+        summaries = uow.usage.defer_tenant_jobs(jobs.SUMMARIZE_SESSION, "t2", far, "over")
+        return ids, mine.id, theirs.id, owners, moved, again, summaries
+
+    ids, mine, theirs, owners, moved, again, summaries = await run(case)
+    assert owners == (
+        {ids[0]: "t1", ids[1]: "t1", ids[2]: "t2"},
+        {mine: "t1", theirs: "t2"},
+        {},
+    )
+    assert [(j.kind, j.target_id, j.attempts) for j in moved] == [
+        (jobs.EXTRACT_EPISODE, ids[0], 0),
+        (jobs.EXTRACT_EPISODE, ids[1], 0),
+    ]
+    assert again == []  # already waiting until then
+    assert [(j.kind, j.target_id) for j in summaries] == [(jobs.SUMMARIZE_SESSION, theirs)]

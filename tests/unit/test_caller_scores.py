@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.domain.ranking import KEYWORD_WEIGHT
+from nexus_grpc.domain.retrieval.ranking import KEYWORD_WEIGHT
 from nexus_grpc.domain.retrieval.scores import keyword_score, lifted_tail
 
 

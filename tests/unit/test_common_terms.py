@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from nexus_grpc.domain.common_terms import (
+from nexus_grpc.domain.retrieval.common_terms import (
     MIN_SAMPLE,
     TTL_SECONDS,
     ScopeVocabulary,
     common_words,
     without,
 )
-from nexus_grpc.domain.fts import match_expression
+from nexus_grpc.domain.retrieval.keyword_query import match_expression
 
 
 def test_a_name_on_most_episodes_is_common_and_a_topic_word_is_not():

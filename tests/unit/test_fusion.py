@@ -7,17 +7,28 @@ import math
 
 import pytest
 
-from nexus_grpc.domain.ranking import (
+from nexus_grpc.domain.retrieval.ranking import (
     GROUP_COHESION_WEIGHT,
     KEYWORD_LEAD_WITHIN,
     KEYWORD_TEMPERATURE,
     KEYWORD_WEIGHT,
+    MEANINGFUL_BM25,
     SEMANTIC_TEMPERATURE,
-    fuse,
-    fused_scores,
+    PathScores,
+    fused_likelihoods,
     with_group_cohesion,
     with_keyword_lead,
 )
+
+
+def fused_scores(keyword, semantic):
+    """Two paths fused as the recipes weigh them (keyword, then semantic)."""
+    return fused_likelihoods(
+        [
+            PathScores(keyword, KEYWORD_WEIGHT, KEYWORD_TEMPERATURE, MEANINGFUL_BM25),
+            PathScores(semantic, 1.0 - KEYWORD_WEIGHT, SEMANTIC_TEMPERATURE),
+        ]
+    )
 
 
 def test_a_hit_both_paths_rank_first_beats_either_alone():
@@ -103,13 +114,10 @@ def test_a_keyword_list_of_only_ubiquitous_words_leads_nothing():
 
 def test_every_fused_search_takes_the_keyword_lead():
     # A semantic favourite (7) edges out the keyword best (1) under fusion; the
-    # lead puts the keyword best first in fuse(), which memories and entities use.
-    hits = fuse(
-        keyword=[(1, 6.0), (7, 5.9)],
-        semantic=[(7, 0.90), (1, 0.89)],
-        key=lambda h: h[0],
-        score=lambda h: h[1],
-        limit=2,
-    )
-    assert [f.hit[0] for f in hits] == [1, 7]
-    assert hits[0].score == hits[1].score
+    # lead (the pipeline's stage after fusion, for every kind) puts it first.
+    keyword = [(1, 6.0), (7, 5.9)]
+    fused = fused_scores(keyword, [(7, 0.90), (1, 0.89)])
+    assert [k for k, _ in fused] == [7, 1]
+    led = with_keyword_lead(fused, keyword)
+    assert [k for k, _ in led] == [1, 7]
+    assert led[0][1] == led[1][1]

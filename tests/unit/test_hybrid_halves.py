@@ -1,44 +1,87 @@
-"""Hybrid search runs its keyword and semantic halves at once."""
+"""Hybrid search runs its candidate paths at once (domain/retrieval/pipeline.py,
+``Engine._gather``): the primary path (keywords) beside the others, a later
+path that is UNAVAILABLE is left out and reported, and any other failure ends
+the search with its own error. The paths here are stand-ins: no database."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 import pytest
 
-from nexus_grpc.domain.ranking import hybrid_halves
+from nexus_grpc.core.models import SearchMode, SearchSource
+from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.pipeline import Engine, Path, Recipe
 from nexus_grpc.errors import InvalidArgument, Unavailable
 
 
-async def test_both_halves_run_at_once():
+class Scripted(Path):
+    def __init__(self, source: SearchSource, find) -> None:
+        self.source = source  # type: ignore[misc]
+        self._find = find
+
+    def temperature(self, engine: Engine[Any]) -> float:
+        return 1.0
+
+    async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
+        return await self._find()
+
+
+class Kind:
+    document: ClassVar = None
+
+
+def engine_of(*paths: Path) -> Engine[Any]:
+    recipe = Recipe(Kind(), paths, (), candidates=3)  # type: ignore[arg-type]
+    return Engine(recipe, None, None, None)  # type: ignore[arg-type]
+
+
+def call() -> Call:
+    return Call("q", 5, SearchMode.HYBRID, None)
+
+
+async def gathered(*paths: Path) -> Call:
+    c = call()
+    await engine_of(*paths)._gather(c, paths, 10)
+    return c
+
+
+async def test_both_paths_run_at_once():
     keyword_started = asyncio.Event()
 
     async def keyword():
         keyword_started.set()
-        return ["k"]
+        return [Candidate(1, 1.0, (SearchSource.KEYWORD,))]
 
     async def semantic():
-        # Finishes only once the keyword half has started: sequential halves would hang.
+        # Finishes only once the keyword path has started: paths run one
+        # after the other would hang here.
         await asyncio.wait_for(keyword_started.wait(), 5)
-        return ["s"]
+        return [Candidate(2, 0.5, (SearchSource.SEMANTIC,))]
 
-    assert await hybrid_halves(keyword(), semantic(), None) == (["k"], ["s"])
+    c = await gathered(
+        Scripted(SearchSource.KEYWORD, keyword), Scripted(SearchSource.SEMANTIC, semantic)
+    )
+    assert [x.key for x in c.found[SearchSource.KEYWORD]] == [1]
+    assert [x.key for x in c.found[SearchSource.SEMANTIC]] == [2]
 
 
 async def test_a_semantic_outage_degrades_to_keywords_and_says_so():
-    said: list[str] = []
-
     async def semantic():
         raise Unavailable("embedder down")
 
     async def keyword():
-        return ["k"]
+        return [Candidate(1, 1.0, (SearchSource.KEYWORD,))]
 
-    assert await hybrid_halves(keyword(), semantic(), said.append) == (["k"], [])
-    assert said == ["embedder down"]
+    c = await gathered(
+        Scripted(SearchSource.KEYWORD, keyword), Scripted(SearchSource.SEMANTIC, semantic)
+    )
+    assert c.found[SearchSource.SEMANTIC] == []
+    assert c.degraded_reason == "embedder down"
 
 
-async def test_a_failing_half_ends_the_other_and_keeps_its_error():
+async def test_a_failing_path_ends_the_other_and_keeps_its_error():
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def slow_keyword():
@@ -48,13 +91,17 @@ async def test_a_failing_half_ends_the_other_and_keeps_its_error():
         except asyncio.CancelledError:
             cancelled.set()
             raise
+        return []
 
     async def broken_semantic():
         await asyncio.wait_for(started.wait(), 5)
         raise RuntimeError("index bug")
 
     with pytest.raises(RuntimeError, match="index bug"):
-        await hybrid_halves(slow_keyword(), broken_semantic(), None)
+        await gathered(
+            Scripted(SearchSource.KEYWORD, slow_keyword),
+            Scripted(SearchSource.SEMANTIC, broken_semantic),
+        )
     await asyncio.wait_for(cancelled.wait(), 5)
 
     async def bad_keyword():
@@ -64,4 +111,6 @@ async def test_a_failing_half_ends_the_other_and_keeps_its_error():
         return []
 
     with pytest.raises(InvalidArgument, match="query is empty"):  # not wrapped in a group
-        await hybrid_halves(bad_keyword(), semantic(), None)
+        await gathered(
+            Scripted(SearchSource.KEYWORD, bad_keyword), Scripted(SearchSource.SEMANTIC, semantic)
+        )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexus_grpc.core.models import SearchMode, SearchSource
+from nexus_grpc.domain.retrieval.explain import Trace
 
 
 @dataclass(slots=True)
@@ -55,6 +56,11 @@ class Call:
     #: False: the caller opted out of the reranker (``skip_rerank``).
     rerank: bool = True
     on_degraded: Callable[[str], None] | None = None
+    #: The caller asked what each stage made of each hit (``explain``);
+    #: otherwise no stage computes anything for it.
+    explain: bool = False
+    #: What each stage made of each candidate, kept only when ``explain``.
+    trace: Trace | None = None
     scope: Any = None
     #: Each path's candidates as it ranked them, best first, in the recipe's
     #: path order (fusion then scores the same objects anew).

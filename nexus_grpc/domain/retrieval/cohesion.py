@@ -8,9 +8,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain.ranking import with_group_cohesion
 from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+from nexus_grpc.domain.retrieval.ranking import with_group_cohesion
 
 #: Each existing candidate's group, read by primary key (no row text).
 Groups = Callable[[UnitOfWork, Sequence[int]], Mapping[int, Hashable]]

@@ -10,9 +10,9 @@ from nexus_grpc.core import documents, tenancy
 from nexus_grpc.core.graph import Entity
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.retrieval.call import Call, Candidate
+from nexus_grpc.domain.retrieval.episode_scope import check_session_graph
 from nexus_grpc.domain.retrieval.hits import EntityHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
-from nexus_grpc.domain.scope import check_session_graph
 from nexus_grpc.errors import InvalidArgument, NotFound
 
 

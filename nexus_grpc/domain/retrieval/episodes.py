@@ -1,5 +1,5 @@
-"""Episodes (SearchEpisodes): seed 000's scope, the request's time window and
-the project's retention, resolved once per call.
+"""Episodes (SearchEpisodes): the project isolation scope (retrieval/episode_scope.py),
+the request's time window and the project's retention, resolved once per call.
 
 Retention is a filter like the window: the paths search only what the
 project still keeps (the window's start moved up to the cutoff), and every
@@ -13,14 +13,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from nexus_grpc.core.models import Episode, EpisodeHit, TimeWindow
+from nexus_grpc.core.models import Episode, TimeWindow
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain import fts
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.common_terms import without
+from nexus_grpc.domain.retrieval import keyword_query
 from nexus_grpc.domain.retrieval.call import Call, Candidate
+from nexus_grpc.domain.retrieval.common_terms import without
+from nexus_grpc.domain.retrieval.episode_scope import episode_scope
+from nexus_grpc.domain.retrieval.hits import EpisodeHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
-from nexus_grpc.domain.scope import episode_scope
 
 #: The longest snippet made from a hit's own text when no keyword matched it.
 SNIPPET_CHARS = 160
@@ -84,7 +85,7 @@ class Episodes:
             cutoff=cutoff,
             searched=_retained(window, cutoff),
             common=common,
-            match=fts.match_expression(call.text, drop=common),
+            match=keyword_query.match_expression(call.text, drop=common),
         )
         return True
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
@@ -30,6 +31,7 @@ class Hydrate(Stage):
     """Reads the rows of candidates the paths ranked by id, and filters them."""
 
     reads = True
+    explains = explain.FILTERED
 
     def __init__(self, rows: Rows, filters: tuple[Filter, ...]) -> None:
         self.rows = rows
@@ -50,12 +52,15 @@ class Hydrate(Stage):
                 if row is not None and _passes(self.filters, row, call):
                     c.row = row
                     kept.append(c)
+        _note_dropped(call, start - len(kept), self.filters, "gone or ")
         return kept
 
 
 class Keep(Stage):
     """Filters candidates whose paths read their rows already, in ranked order
     until the call's depth is filled (no later stage reads past it)."""
+
+    explains = explain.FILTERED
 
     def __init__(self, filters: tuple[Filter, ...]) -> None:
         self.filters = filters
@@ -64,12 +69,29 @@ class Keep(Stage):
         self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         kept: Ranked = []
+        seen = 0
         for c in ranked:
+            seen += 1
             if _passes(self.filters, c.row, call):
                 kept.append(c)
                 if len(kept) == call.depth:
                     break
+        _note_dropped(call, seen - len(kept), self.filters)
         return kept
+
+
+def _note_dropped(call: Call, dropped: int, filters: tuple[Filter, ...], gone: str = "") -> None:
+    """``explain``: how many candidates the filters dropped on the way."""
+    if call.trace is not None and dropped:
+        names = ", ".join(f.__name__.replace("_", " ") for f in filters)
+        were = (
+            "candidate above the last kept was"
+            if dropped == 1
+            else "candidates above the last kept were"
+        )
+        call.trace.note(
+            explain.FILTERED, f"{dropped} {were} {gone}dropped by its filters ({names})"
+        )
 
 
 def _passes(filters: tuple[Filter, ...], row: Any, call: Call) -> bool:

@@ -13,9 +13,9 @@ from typing import Any
 
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain.ranking import PathScores, fused_likelihoods
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+from nexus_grpc.domain.retrieval.ranking import PathScores, fused_likelihoods
 
 
 class Fusion(Stage):

@@ -18,10 +18,10 @@ from nexus_grpc.core.graph import Entity
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.core.names import display_form, search_key
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain import fts
-from nexus_grpc.domain.ranking import KEYWORD_TEMPERATURE, MEANINGFUL_BM25
+from nexus_grpc.domain.retrieval import keyword_query
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
+from nexus_grpc.domain.retrieval.ranking import KEYWORD_TEMPERATURE, MEANINGFUL_BM25
 
 FOUND_BY = (SearchSource.KEYWORD,)
 
@@ -74,7 +74,7 @@ class EntityNames(_Keyword):
             for size in (1, 2, 3)
             for i in range(len(words) - size + 1)
         }
-        phrases -= fts.STOPWORDS
+        phrases -= keyword_query.STOPWORDS
         entities = await engine.db.read(
             lambda c: c.graph.entities_named(project_id, session_id, sorted(phrases), n)
         )

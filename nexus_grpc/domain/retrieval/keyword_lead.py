@@ -8,12 +8,16 @@ from typing import Any
 
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain.ranking import with_keyword_lead
+from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Ranked, rescored
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+from nexus_grpc.domain.retrieval.ranking import with_keyword_lead
 
 
 class KeywordLead(Stage):
+    # The last of fusion's steps (fusion, session cohesion, this): the fused order.
+    explains = explain.FUSED
+
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return len(engine.recipe.paths_for(call.mode)) > 1
 

@@ -15,15 +15,15 @@ from typing import Any
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.documents import memory_text
 from nexus_grpc.core.records import Memory
-from nexus_grpc.domain import fts
-from nexus_grpc.domain.common_terms import without
-from nexus_grpc.domain.memory_scope import (
+from nexus_grpc.domain.memory_visibility import (
     MemoryScope,
     check_scope,
     vector_filter,
     visible,
 )
+from nexus_grpc.domain.retrieval import keyword_query
 from nexus_grpc.domain.retrieval.call import Call, Candidate
+from nexus_grpc.domain.retrieval.common_terms import without
 from nexus_grpc.domain.retrieval.hits import MemoryHit
 from nexus_grpc.domain.retrieval.pipeline import Engine
 from nexus_grpc.vectors import Filter
@@ -88,7 +88,7 @@ async def search_scope(engine: Engine[Any], text: str, scope: MemoryScope) -> Me
         tenant=tenant,
         now=now,
         common=common,
-        match=fts.match_expression(text, drop=common),
+        match=keyword_query.match_expression(text, drop=common),
     )
 
 

@@ -25,15 +25,17 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from nexus_grpc.core.models import SearchMode, SearchSource
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain.common_terms import ScopeVocabulary
-from nexus_grpc.domain.ranking import keyword_if_down
+from nexus_grpc.domain.retrieval import explain, keyword_query
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.common_terms import ScopeVocabulary
+from nexus_grpc.domain.retrieval.explain import Trace
+from nexus_grpc.domain.retrieval.ranking import keyword_if_down
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import Unavailable
 from nexus_grpc.rerank import Reranker
@@ -86,6 +88,8 @@ class Stage(ABC):
     ``reads``, inside the call's read transaction (``uow`` is then set)."""
 
     reads: ClassVar[bool] = False
+    #: The ``explain`` stage whose order this step leaves (explain.py), if any.
+    explains: ClassVar[str | None] = None
 
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return True
@@ -102,6 +106,13 @@ class Stage(ABC):
 
 class AsyncStage(ABC):
     """A step that waits on something outside the database (a rerank service)."""
+
+    explains: ClassVar[str | None] = None
+
+    def skipped_because(self, engine: Engine[Any], call: Call) -> str | None:
+        """Why it does not run for this call, where ``explain`` should say so
+        (None: it is no part of this call's pipeline at all)."""
+        return None
 
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return True
@@ -163,10 +174,24 @@ class Engine(Generic[H]):
 
     async def search(self, call: Call) -> AsyncIterator[H]:
         recipe = self.recipe
+        if call.explain:
+            call.trace = Trace()
+            call.trace.words = tuple(
+                w for w in keyword_query.words(call.text) if w not in keyword_query.STOPWORDS
+            )
         if not await recipe.kind.open(self, call):
             return
         paths = recipe.paths_for(call.mode)
         stages = [s for s in recipe.stages if s.applies(self, call)]
+        if call.trace is not None:
+            for skipped in recipe.stages:
+                why = (
+                    skipped.skipped_because(self, call)
+                    if isinstance(skipped, AsyncStage) and skipped not in stages
+                    else None
+                )
+                if why is not None and skipped.explains is not None:
+                    call.trace.note(skipped.explains, f"skipped: {why}")
         call.depth = max([call.limit, *(s.depth(self, call) for s in stages)])
         pending: list[Stage] = []
         ranked: Ranked = []
@@ -180,6 +205,9 @@ class Engine(Generic[H]):
             # top of what a search for that many hits would return).
             width = call.limit if len(paths) == 1 else call.depth * recipe.candidates
             await self._gather(call, paths, width)
+            if call.trace is not None:
+                for path in paths:
+                    _trace_path(call, path, width)
             ranked = _lone(call)
         for stage in stages:
             if isinstance(stage, AsyncStage):
@@ -191,8 +219,16 @@ class Engine(Generic[H]):
             else:
                 pending.append(stage)
         ranked = await self._flush(call, pending, ranked)
+        trace = call.trace
         for candidate in ranked:
-            yield recipe.kind.hit(candidate, call)
+            hit = recipe.kind.hit(candidate, call)
+            if trace is not None:
+                text = set(keyword_query.words(recipe.kind.document(candidate.row)))
+                matched = [w for w in trace.words if w in text]
+                hit = replace(  # every hit type has an ``explanation`` (hits.py)
+                    cast(Any, hit), explanation=trace.explanation(candidate.key, matched)
+                )
+            yield hit
 
     async def _gather(self, call: Call, paths: Sequence[Path], n: int) -> None:
         """Every path's candidates into ``call.found``, in the recipe's order."""
@@ -217,6 +253,11 @@ class Engine(Generic[H]):
             raise Unavailable(down[0])
         for reason in down:
             call.degrade(reason)
+        if call.trace is not None:
+            for path, ranked in zip(others, found, strict=True):
+                if not ranked and down:
+                    name = explain.SEMANTIC if path.source == SearchSource.SEMANTIC else "keyword"
+                    call.trace.note(name, f"unavailable: {'; '.join(down)}")
 
     async def _flush(self, call: Call, pending: list[Stage], ranked: Ranked) -> Ranked:
         """Runs ``pending``: the pure stages before the first reading one on the
@@ -225,6 +266,7 @@ class Engine(Generic[H]):
         start = 0
         while start < len(pending) and not pending[start].reads:
             ranked = pending[start].apply(self, call, ranked, None)
+            _trace_stage(call, pending[start], ranked)
             start += 1
             if not ranked:
                 return []
@@ -236,6 +278,7 @@ class Engine(Generic[H]):
             out = ranked
             for stage in rest:
                 out = stage.apply(self, call, out, uow if stage.reads else None)
+                _trace_stage(call, stage, out)
                 if not out:
                     return []
             return out
@@ -265,4 +308,23 @@ class _LonePath(Stage):
         assert uow is not None
         found = self.path.find_in(uow, engine, call, self.n)
         call.found[self.path.source] = found
+        if call.trace is not None:
+            _trace_path(call, self.path, self.n)
         return found
+
+
+def _trace_path(call: Call, path: Path, n: int) -> None:
+    """A path's own ranking, before fusion rescores its candidates."""
+    assert call.trace is not None
+    name = explain.KEYWORD if path.source == SearchSource.KEYWORD else explain.SEMANTIC
+    call.trace.ranked(
+        name,
+        [(c.key, c.score) for c in call.found.get(path.source, [])],
+        missing=f"not among its best {n}",
+    )
+
+
+def _trace_stage(call: Call, stage: Stage | AsyncStage, ranked: Ranked) -> None:
+    """The order a stage that ``explains`` left, when the call asked."""
+    if call.trace is not None and stage.explains is not None:
+        call.trace.ranked(stage.explains, [(c.key, c.score) for c in ranked])

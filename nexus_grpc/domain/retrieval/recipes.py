@@ -11,17 +11,17 @@ rerank.py plus a line in ``stages``.
 
 from __future__ import annotations
 
-from nexus_grpc.core.models import EpisodeHit, SearchSource
-from nexus_grpc.domain.ranking import HYBRID_CANDIDATE_FACTOR, KEYWORD_WEIGHT
+from nexus_grpc.core.models import SearchSource
 from nexus_grpc.domain.retrieval import entities, episodes, memories
 from nexus_grpc.domain.retrieval.cohesion import GroupCohesion
 from nexus_grpc.domain.retrieval.filters import Hydrate, Keep
 from nexus_grpc.domain.retrieval.fusion import Fusion
-from nexus_grpc.domain.retrieval.hits import EntityHit, MemoryHit
+from nexus_grpc.domain.retrieval.hits import EntityHit, EpisodeHit, MemoryHit
 from nexus_grpc.domain.retrieval.keyword import EntityNames, EpisodeKeyword, MemoryKeyword
 from nexus_grpc.domain.retrieval.keyword_lead import KeywordLead
 from nexus_grpc.domain.retrieval.page import Page
 from nexus_grpc.domain.retrieval.pipeline import Recipe
+from nexus_grpc.domain.retrieval.ranking import HYBRID_CANDIDATE_FACTOR, KEYWORD_WEIGHT
 from nexus_grpc.domain.retrieval.rerank import Rerank
 from nexus_grpc.domain.retrieval.scores import CallerScores
 from nexus_grpc.domain.retrieval.snippets import KeywordSnippets

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from nexus_grpc.core.models import SearchMode
+from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import AsyncStage, Engine
 from nexus_grpc.rerank import RerankError
@@ -27,6 +28,16 @@ from nexus_grpc.rerank import RerankError
 class Rerank(AsyncStage):
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return engine.reranker is not None and call.rerank and call.mode == SearchMode.HYBRID
+
+    # Records its own explanation (``apply``): a failure keeps the fused order.
+    explains = explain.RERANKED
+
+    def skipped_because(self, engine: Engine[Any], call: Call) -> str | None:
+        if call.mode != SearchMode.HYBRID:
+            return None  # a single path's order is asked for: no part of this pipeline
+        if engine.reranker is None:
+            return "no reranker is configured (--reranker-url)"
+        return "skip_rerank asked for the fused order"
 
     def depth(self, engine: Engine[Any], call: Call) -> int:
         return engine.reranker.candidates if engine.reranker is not None else 0
@@ -40,10 +51,18 @@ class Rerank(AsyncStage):
             scores = await reranker.rerank(call.text, documents)
         except RerankError as exc:
             call.degrade(f"reranker: {exc.message}")
+            if call.trace is not None:
+                call.trace.note(explain.RERANKED, f"failed, the fused order stands: {exc.message}")
             return ranked
         # Stable: candidates the model scores alike keep their fused order.
         order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)
         for i in order:
             head[i].score = scores[i]
             head[i].reranked = True
+        if call.trace is not None:
+            call.trace.ranked(
+                explain.RERANKED,
+                [(head[i].key, scores[i]) for i in order],
+                missing=f"past the reranker's {len(head)} candidates: in fused order after them",
+            )
         return [head[i] for i in order] + ranked[len(head) :]

@@ -28,9 +28,9 @@ from typing import Any
 
 from nexus_grpc.core.models import SearchMode
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.domain.ranking import KEYWORD_WEIGHT
 from nexus_grpc.domain.retrieval.call import Call, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
+from nexus_grpc.domain.retrieval.ranking import KEYWORD_WEIGHT
 
 #: bm25 points that multiply a keyword hit's odds by e in its shown score.
 KEYWORD_SCORE_SCALE = 4.0

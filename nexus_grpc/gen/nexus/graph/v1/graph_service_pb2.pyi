@@ -11,6 +11,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from nexus_grpc.gen.nexus.search.v1 import explanation_pb2 as _explanation_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -1083,6 +1084,7 @@ class SearchEntitiesRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     project_id: _builtins.int
     """The graph to search: a project's, or (session_id instead) the graph of a
@@ -1094,6 +1096,10 @@ class SearchEntitiesRequest(_message.Message):
     """true: leave the reranker out (--reranker-url on the server): the fused
     order, for a cheaper call or to compare.
     """
+    explain: _builtins.bool
+    """true: each hit carries `explanation`, what every stage of the pipeline
+    made of it (nexus.search.v1.Explanation).
+    """
     def __init__(
         self,
         *,
@@ -1102,10 +1108,11 @@ class SearchEntitiesRequest(_message.Message):
         limit: _builtins.int = ...,
         session_id: _builtins.int = ...,
         skip_rerank: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["explain", b"explain", "limit", b"limit", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1119,6 +1126,7 @@ class EntityHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """0..1, higher is better: the fused score of a name match (an entity the
     query names) and the cosine similarity of the entity's text; with the
@@ -1133,6 +1141,10 @@ class EntityHit(_message.Message):
     """The reranker ordered this hit, and score is its relevance score."""
     @_builtins.property
     def entity(self) -> Global___Entity: ...
+    @_builtins.property
+    def explanation(self) -> _explanation_pb2.Explanation:
+        """Set when the search asked for `explain`."""
+
     def __init__(
         self,
         *,
@@ -1140,10 +1152,11 @@ class EntityHit(_message.Message):
         score: _builtins.float = ...,
         degraded_reason: _builtins.str = ...,
         reranked: _builtins.bool = ...,
+        explanation: _explanation_pb2.Explanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "explanation", b"explanation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "entity", b"entity", "reranked", b"reranked", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "entity", b"entity", "explanation", b"explanation", "reranked", b"reranked", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

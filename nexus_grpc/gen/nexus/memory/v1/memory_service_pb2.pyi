@@ -15,6 +15,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as _graph_service_pb2
+from nexus_grpc.gen.nexus.search.v1 import explanation_pb2 as _explanation_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as _summary_service_pb2
 import builtins as _builtins
 import sys
@@ -225,6 +226,28 @@ MEMORY_CHANGE_DELETE: MemoryChange.ValueType  # 2
 MEMORY_CHANGE_EXPIRE: MemoryChange.ValueType  # 3
 """Removed when its expire_time passed."""
 Global___MemoryChange: _TypeAlias = MemoryChange  # noqa: Y015
+
+class _UsageBucket:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UsageBucketEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UsageBucket.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    USAGE_BUCKET_UNSPECIFIED: _UsageBucket.ValueType  # 0
+    """Days."""
+    USAGE_BUCKET_HOUR: _UsageBucket.ValueType  # 1
+    USAGE_BUCKET_DAY: _UsageBucket.ValueType  # 2
+
+class UsageBucket(_UsageBucket, metaclass=_UsageBucketEnumTypeWrapper):
+    """How long each bucket of a GetUsage answer is. Buckets start on UTC hours
+    or days.
+    """
+
+USAGE_BUCKET_UNSPECIFIED: UsageBucket.ValueType  # 0
+"""Days."""
+USAGE_BUCKET_HOUR: UsageBucket.ValueType  # 1
+USAGE_BUCKET_DAY: UsageBucket.ValueType  # 2
+Global___UsageBucket: _TypeAlias = UsageBucket  # noqa: Y015
 
 @_typing.final
 class Project(_message.Message):
@@ -1302,6 +1325,7 @@ class SearchEpisodesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     session_id: _builtins.int
     """The asking session: it sees its own episodes, or its project's when it
@@ -1315,6 +1339,11 @@ class SearchEpisodesRequest(_message.Message):
     """true: leave the reranker out (--reranker-url on the server): the fused
     order, for a cheaper call or to compare. Only the default (hybrid) mode
     is reranked.
+    """
+    explain: _builtins.bool
+    """true: each hit carries `explanation`, what every stage of the pipeline
+    made of it (rank and score per stage). Without it nothing of that is
+    computed.
     """
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
@@ -1336,10 +1365,11 @@ class SearchEpisodesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         skip_rerank: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "explain", b"explain", "limit", b"limit", "mode", b"mode", "project_id", b"project_id", "query", b"query", "session_id", b"session_id", "skip_rerank", b"skip_rerank", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1355,6 +1385,7 @@ class SearchHit(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """Higher is always better, and a hit a path matched never scores 0.
     Keyword: bm25 through a logistic, 1 / (1 + e^(-bm25 / 4)), between 0.5
@@ -1384,6 +1415,10 @@ class SearchHit(_message.Message):
     def episode(self) -> Global___Episode: ...
     @_builtins.property
     def sources(self) -> _containers.RepeatedScalarFieldContainer[Global___SearchSource.ValueType]: ...
+    @_builtins.property
+    def explanation(self) -> _explanation_pb2.Explanation:
+        """Set when the search asked for `explain`."""
+
     def __init__(
         self,
         *,
@@ -1393,10 +1428,11 @@ class SearchHit(_message.Message):
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
         degraded_reason: _builtins.str = ...,
         reranked: _builtins.bool = ...,
+        explanation: _explanation_pb2.Explanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["episode", b"episode", "explanation", b"explanation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "episode", b"episode", "reranked", b"reranked", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "episode", b"episode", "explanation", b"explanation", "reranked", b"reranked", "score", b"score", "snippet", b"snippet", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1725,11 +1761,14 @@ class SearchMemoriesRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     SKIP_RERANK_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     mode: Global___SearchMode.ValueType
     skip_rerank: _builtins.bool
     """As SearchEpisodesRequest.skip_rerank."""
+    explain: _builtins.bool
+    """true: each hit carries `explanation` (see SearchEpisodesRequest.explain)."""
     @_builtins.property
     def scope(self) -> Global___MemoryScope: ...
     def __init__(
@@ -1740,10 +1779,11 @@ class SearchMemoriesRequest(_message.Message):
         limit: _builtins.int = ...,
         mode: Global___SearchMode.ValueType = ...,
         skip_rerank: _builtins.bool = ...,
+        explain: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "skip_rerank", b"skip_rerank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["explain", b"explain", "limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "skip_rerank", b"skip_rerank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1758,6 +1798,7 @@ class MemoryHit(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     DEGRADED_REASON_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """As SearchHit.score: bm25 through a logistic, 0.5..1 (keyword), cosine
     -1..1 (semantic) or the fused score, (0, 1] (hybrid); higher is better.
@@ -1770,6 +1811,10 @@ class MemoryHit(_message.Message):
     def memory(self) -> Global___Memory: ...
     @_builtins.property
     def sources(self) -> _containers.RepeatedScalarFieldContainer[Global___SearchSource.ValueType]: ...
+    @_builtins.property
+    def explanation(self) -> _explanation_pb2.Explanation:
+        """Set when the search asked for `explain`."""
+
     def __init__(
         self,
         *,
@@ -1778,10 +1823,11 @@ class MemoryHit(_message.Message):
         sources: _abc.Iterable[Global___SearchSource.ValueType] | None = ...,
         degraded_reason: _builtins.str = ...,
         reranked: _builtins.bool = ...,
+        explanation: _explanation_pb2.Explanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "memory", b"memory", "reranked", b"reranked", "score", b"score", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded_reason", b"degraded_reason", "explanation", b"explanation", "memory", b"memory", "reranked", b"reranked", "score", b"score", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2181,6 +2227,7 @@ class ServiceStatus(_message.Message):
     QUEUES_FIELD_NUMBER: _builtins.int
     EVENT_LOOP_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
+    BUDGETS_FIELD_NUMBER: _builtins.int
     state: _builtins.str
     """"SERVING", or "DEGRADED" with the reasons in dependencies (those with ok
     false). A dependency that is off does not degrade the service.
@@ -2198,6 +2245,13 @@ class ServiceStatus(_message.Message):
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStatus]: ...
     @_builtins.property
     def event_loop(self) -> Global___EventLoopStatus: ...
+    @_builtins.property
+    def budgets(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantBudget]:
+        """Each tenant's LLM spend today against its daily budget: the key's own
+        tenant; for an admin key (or auth off), every tenant with a budget of
+        its own or a spend today, and its own.
+        """
+
     def __init__(
         self,
         *,
@@ -2209,10 +2263,11 @@ class ServiceStatus(_message.Message):
         queues: _abc.Iterable[Global___QueueStatus] | None = ...,
         event_loop: Global___EventLoopStatus | None = ...,
         tenant: _builtins.str = ...,
+        budgets: _abc.Iterable[Global___TenantBudget] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_loop", b"event_loop"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "event_loop", b"event_loop", "queues", b"queues", "schema_version", b"schema_version", "state", b"state", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets", "dependencies", b"dependencies", "embedding_dimension", b"embedding_dimension", "embedding_model", b"embedding_model", "event_loop", b"event_loop", "queues", b"queues", "schema_version", b"schema_version", "state", b"state", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2286,3 +2341,250 @@ class ReconcileIndexResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReconcileIndexResponse: _TypeAlias = ReconcileIndexResponse  # noqa: Y015
+
+@_typing.final
+class GetUsageRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.int
+    """One project's usage; 0: the whole tenant's (every project, and every
+    session outside one).
+    """
+    tenant: _builtins.str
+    """The tenant whose usage it is: only an admin key may name another than
+    its own (with auth off, any). Not together with project_id, which names
+    its tenant.
+    """
+    bucket: Global___UsageBucket.ValueType
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """The window, [start_time, end_time). Unset end_time: now; unset
+        start_time: 7 days before end_time. At most 1,000 buckets.
+        """
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        bucket: Global___UsageBucket.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "end_time", b"end_time", "project_id", b"project_id", "start_time", b"start_time", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageRequest: _TypeAlias = GetUsageRequest  # noqa: Y015
+
+@_typing.final
+class StageUsage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class OutcomesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    STAGE_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPLETION_TOKENS_FIELD_NUMBER: _builtins.int
+    SECONDS_FIELD_NUMBER: _builtins.int
+    OUTCOMES_FIELD_NUMBER: _builtins.int
+    ESTIMATED_CALLS_FIELD_NUMBER: _builtins.int
+    stage: _builtins.str
+    """extraction, resolution, formation, summary, overview, selection."""
+    calls: _builtins.int
+    """Requests sent to the LLM server."""
+    prompt_tokens: _builtins.int
+    """Tokens the server read and wrote, as it counted them."""
+    completion_tokens: _builtins.int
+    seconds: _builtins.float
+    """Seconds spent waiting on the server."""
+    estimated_calls: _builtins.int
+    """Of calls, those whose tokens the server did not count (estimated)."""
+    @_builtins.property
+    def outcomes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """calls by how they ended: ok, cut_off (the answer hit its token limit),
+        bad_answer (not usable), unreachable (no answer: refused, no model, a
+        server error), timeout, cancelled (the caller stopped reading).
+        """
+
+    def __init__(
+        self,
+        *,
+        stage: _builtins.str = ...,
+        calls: _builtins.int = ...,
+        prompt_tokens: _builtins.int = ...,
+        completion_tokens: _builtins.int = ...,
+        seconds: _builtins.float = ...,
+        outcomes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        estimated_calls: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "completion_tokens", b"completion_tokens", "estimated_calls", b"estimated_calls", "outcomes", b"outcomes", "prompt_tokens", b"prompt_tokens", "seconds", b"seconds", "stage", b"stage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StageUsage: _TypeAlias = StageUsage  # noqa: Y015
+
+@_typing.final
+class UsagePeriod(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    STAGES_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    MEMORIES_FORMED_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    episodes: _builtins.int
+    """Episodes stored, memories memory formation created, entities created."""
+    memories_formed: _builtins.int
+    entities: _builtins.int
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageUsage]:
+        """The stages that made calls, by name."""
+
+    def __init__(
+        self,
+        *,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        stages: _abc.Iterable[Global___StageUsage] | None = ...,
+        episodes: _builtins.int = ...,
+        memories_formed: _builtins.int = ...,
+        entities: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "entities", b"entities", "episodes", b"episodes", "memories_formed", b"memories_formed", "stages", b"stages", "start_time", b"start_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UsagePeriod: _TypeAlias = UsagePeriod  # noqa: Y015
+
+@_typing.final
+class TenantBudget(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    LLM_TOKENS_TODAY_FIELD_NUMBER: _builtins.int
+    LLM_TOKENS_PER_DAY_FIELD_NUMBER: _builtins.int
+    EXHAUSTED_FIELD_NUMBER: _builtins.int
+    RESETS_AT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    llm_tokens_today: _builtins.int
+    """LLM tokens (prompt and completion, every stage) spent since 00:00 UTC."""
+    llm_tokens_per_day: _builtins.int
+    """The tenant's budget per UTC day; 0: none."""
+    exhausted: _builtins.bool
+    """Spent: until resets_at the tenant's LLM jobs wait, SelectMemories ranks
+    by semantic similarity and summaries are refused (RESOURCE_EXHAUSTED).
+    """
+    @_builtins.property
+    def resets_at(self) -> _timestamp_pb2.Timestamp:
+        """The next 00:00 UTC, when llm_tokens_today starts again from zero."""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        llm_tokens_today: _builtins.int = ...,
+        llm_tokens_per_day: _builtins.int = ...,
+        exhausted: _builtins.bool = ...,
+        resets_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resets_at", b"resets_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exhausted", b"exhausted", "llm_tokens_per_day", b"llm_tokens_per_day", "llm_tokens_today", b"llm_tokens_today", "resets_at", b"resets_at", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantBudget: _TypeAlias = TenantBudget  # noqa: Y015
+
+@_typing.final
+class GetUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """Whose figures these are: the tenant, and the project (0: all of it)."""
+    project_id: _builtins.int
+    bucket: Global___UsageBucket.ValueType
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """The window and bucket length used (defaults filled in)."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def buckets(self) -> _containers.RepeatedCompositeFieldContainer[Global___UsagePeriod]:
+        """Every bucket of the window, oldest first; the first and the last are
+        cut to the window.
+        """
+
+    @_builtins.property
+    def total(self) -> Global___UsagePeriod:
+        """The whole window."""
+
+    @_builtins.property
+    def budget(self) -> Global___TenantBudget:
+        """The tenant's spend today against its budget."""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        project_id: _builtins.int = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        bucket: Global___UsageBucket.ValueType = ...,
+        buckets: _abc.Iterable[Global___UsagePeriod] | None = ...,
+        total: Global___UsagePeriod | None = ...,
+        budget: Global___TenantBudget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "end_time", b"end_time", "start_time", b"start_time", "total", b"total"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "buckets", b"buckets", "budget", b"budget", "end_time", b"end_time", "project_id", b"project_id", "start_time", b"start_time", "tenant", b"tenant", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUsageResponse: _TypeAlias = GetUsageResponse  # noqa: Y015

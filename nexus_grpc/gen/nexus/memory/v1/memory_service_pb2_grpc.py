@@ -184,6 +184,11 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexResponse.FromString,
                 _registered_method=True)
+        self.GetUsage = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/GetUsage',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -420,6 +425,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """What the LLM cost and what it was for: per stage (extraction, resolution,
+        formation, summary, overview, selection), calls, tokens both ways,
+        seconds and outcomes; and the episodes stored, memories formed and
+        entities written. For one project (project_id), or for the key's whole
+        tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+        in UTC hour or day buckets, with the tenant's spend today against its
+        budget. A key sees its own tenant's figures only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -572,6 +590,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ReconcileIndex,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1384,6 +1407,33 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/ReconcileIndex',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.ReconcileIndexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/GetUsage',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

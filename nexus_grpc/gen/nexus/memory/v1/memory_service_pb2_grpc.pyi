@@ -123,6 +123,15 @@ class MemoryServiceStub:
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]
     """Compares SQLite with the vector index and re-queues whatever is missing."""
+    GetUsage: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetUsageRequest, _memory_service_pb2.GetUsageResponse]
+    """What the LLM cost and what it was for: per stage (extraction, resolution,
+    formation, summary, overview, selection), calls, tokens both ways,
+    seconds and outcomes; and the episodes stored, memories formed and
+    entities written. For one project (project_id), or for the key's whole
+    tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+    in UTC hour or day buckets, with the tenant's spend today against its
+    budget. A key sees its own tenant's figures only.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -217,6 +226,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Health detail: stores, embedder, LLM, queue depths, schema version."""
     ReconcileIndex: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ReconcileIndexRequest, _memory_service_pb2.ReconcileIndexResponse]  # type: ignore[assignment]
     """Compares SQLite with the vector index and re-queues whatever is missing."""
+    GetUsage: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetUsageRequest, _memory_service_pb2.GetUsageResponse]  # type: ignore[assignment]
+    """What the LLM cost and what it was for: per stage (extraction, resolution,
+    formation, summary, overview, selection), calls, tokens both ways,
+    seconds and outcomes; and the episodes stored, memories formed and
+    entities written. For one project (project_id), or for the key's whole
+    tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+    in UTC hour or day buckets, with the tenant's spend today against its
+    budget. A key sees its own tenant's figures only.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -488,5 +506,20 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ReconcileIndexResponse, _abc.Awaitable[_memory_service_pb2.ReconcileIndexResponse]]:
         """Compares SQLite with the vector index and re-queues whatever is missing."""
+
+    @_abc_1.abstractmethod
+    def GetUsage(
+        self,
+        request: _memory_service_pb2.GetUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetUsageResponse, _abc.Awaitable[_memory_service_pb2.GetUsageResponse]]:
+        """What the LLM cost and what it was for: per stage (extraction, resolution,
+        formation, summary, overview, selection), calls, tokens both ways,
+        seconds and outcomes; and the episodes stored, memories formed and
+        entities written. For one project (project_id), or for the key's whole
+        tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+        in UTC hour or day buckets, with the tenant's spend today against its
+        budget. A key sees its own tenant's figures only.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -21,6 +21,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Timestamp } from "../../../google/protobuf/timestamp";
+import { Explanation } from "../../search/v1/explanation";
 
 export const protobufPackage = "nexus.graph.v1";
 
@@ -627,6 +628,11 @@ export interface SearchEntitiesRequest {
    * order, for a cheaper call or to compare.
    */
   skipRerank: boolean;
+  /**
+   * true: each hit carries `explanation`, what every stage of the pipeline
+   * made of it (nexus.search.v1.Explanation).
+   */
+  explain: boolean;
 }
 
 export interface EntityHit {
@@ -647,6 +653,8 @@ export interface EntityHit {
   degradedReason: string;
   /** The reranker ordered this hit, and score is its relevance score. */
   reranked: boolean;
+  /** Set when the search asked for `explain`. */
+  explanation: Explanation | undefined;
 }
 
 export interface ExtractEpisodeRequest {
@@ -4551,7 +4559,7 @@ export const Subgraph: MessageFns<Subgraph> = {
 };
 
 function createBaseSearchEntitiesRequest(): SearchEntitiesRequest {
-  return { query: "", projectId: 0, limit: 0, sessionId: 0, skipRerank: false };
+  return { query: "", projectId: 0, limit: 0, sessionId: 0, skipRerank: false, explain: false };
 }
 
 export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
@@ -4570,6 +4578,9 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     }
     if (message.skipRerank !== false) {
       writer.uint32(40).bool(message.skipRerank);
+    }
+    if (message.explain !== false) {
+      writer.uint32(48).bool(message.explain);
     }
     return writer;
   },
@@ -4627,6 +4638,14 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
             message.skipRerank = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.explain = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4658,6 +4677,7 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
         : isSet(object.skip_rerank)
         ? globalThis.Boolean(object.skip_rerank)
         : false,
+      explain: isSet(object.explain) ? globalThis.Boolean(object.explain) : false,
     };
   },
 
@@ -4678,6 +4698,9 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     if (message.skipRerank !== false) {
       obj.skipRerank = message.skipRerank;
     }
+    if (message.explain !== false) {
+      obj.explain = message.explain;
+    }
     return obj;
   },
 
@@ -4691,12 +4714,13 @@ export const SearchEntitiesRequest: MessageFns<SearchEntitiesRequest> = {
     message.limit = object.limit ?? 0;
     message.sessionId = object.sessionId ?? 0;
     message.skipRerank = object.skipRerank ?? false;
+    message.explain = object.explain ?? false;
     return message;
   },
 };
 
 function createBaseEntityHit(): EntityHit {
-  return { entity: undefined, score: 0, degradedReason: "", reranked: false };
+  return { entity: undefined, score: 0, degradedReason: "", reranked: false, explanation: undefined };
 }
 
 export const EntityHit: MessageFns<EntityHit> = {
@@ -4712,6 +4736,9 @@ export const EntityHit: MessageFns<EntityHit> = {
     }
     if (message.reranked !== false) {
       writer.uint32(32).bool(message.reranked);
+    }
+    if (message.explanation !== undefined) {
+      Explanation.encode(message.explanation, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -4761,6 +4788,14 @@ export const EntityHit: MessageFns<EntityHit> = {
             message.reranked = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.explanation = Explanation.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4783,6 +4818,7 @@ export const EntityHit: MessageFns<EntityHit> = {
         ? globalThis.String(object.degraded_reason)
         : "",
       reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
+      explanation: isSet(object.explanation) ? Explanation.fromJSON(object.explanation) : undefined,
     };
   },
 
@@ -4800,6 +4836,9 @@ export const EntityHit: MessageFns<EntityHit> = {
     if (message.reranked !== false) {
       obj.reranked = message.reranked;
     }
+    if (message.explanation !== undefined) {
+      obj.explanation = Explanation.toJSON(message.explanation);
+    }
     return obj;
   },
 
@@ -4814,6 +4853,9 @@ export const EntityHit: MessageFns<EntityHit> = {
     message.score = object.score ?? 0;
     message.degradedReason = object.degradedReason ?? "";
     message.reranked = object.reranked ?? false;
+    message.explanation = (object.explanation !== undefined && object.explanation !== null)
+      ? Explanation.fromPartial(object.explanation)
+      : undefined;
     return message;
   },
 };

@@ -34,6 +34,7 @@ import {
   Relationship,
   RelationshipEvidence,
 } from "../../graph/v1/graph_service";
+import { Explanation } from "../../search/v1/explanation";
 import { Summary } from "../../summary/v1/summary_service";
 
 export const protobufPackage = "nexus.memory.v1";
@@ -447,6 +448,50 @@ export function memoryChangeToJSON(object: MemoryChange): string {
   }
 }
 
+/**
+ * How long each bucket of a GetUsage answer is. Buckets start on UTC hours
+ * or days.
+ */
+export enum UsageBucket {
+  /** USAGE_BUCKET_UNSPECIFIED - Days. */
+  USAGE_BUCKET_UNSPECIFIED = 0,
+  USAGE_BUCKET_HOUR = 1,
+  USAGE_BUCKET_DAY = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function usageBucketFromJSON(object: any): UsageBucket {
+  switch (object) {
+    case 0:
+    case "USAGE_BUCKET_UNSPECIFIED":
+      return UsageBucket.USAGE_BUCKET_UNSPECIFIED;
+    case 1:
+    case "USAGE_BUCKET_HOUR":
+      return UsageBucket.USAGE_BUCKET_HOUR;
+    case 2:
+    case "USAGE_BUCKET_DAY":
+      return UsageBucket.USAGE_BUCKET_DAY;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return UsageBucket.UNRECOGNIZED;
+  }
+}
+
+export function usageBucketToJSON(object: UsageBucket): string {
+  switch (object) {
+    case UsageBucket.USAGE_BUCKET_UNSPECIFIED:
+      return "USAGE_BUCKET_UNSPECIFIED";
+    case UsageBucket.USAGE_BUCKET_HOUR:
+      return "USAGE_BUCKET_HOUR";
+    case UsageBucket.USAGE_BUCKET_DAY:
+      return "USAGE_BUCKET_DAY";
+    case UsageBucket.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface Project {
   id: number;
   name: string;
@@ -846,6 +891,12 @@ export interface SearchEpisodesRequest {
    * is reranked.
    */
   skipRerank: boolean;
+  /**
+   * true: each hit carries `explanation`, what every stage of the pipeline
+   * made of it (rank and score per stage). Without it nothing of that is
+   * computed.
+   */
+  explain: boolean;
 }
 
 export interface SearchHit {
@@ -881,6 +932,8 @@ export interface SearchHit {
    * keep the fused order and score.
    */
   reranked: boolean;
+  /** Set when the search asked for `explain`. */
+  explanation: Explanation | undefined;
 }
 
 export interface Memory {
@@ -1001,6 +1054,8 @@ export interface SearchMemoriesRequest {
   mode: SearchMode;
   /** As SearchEpisodesRequest.skip_rerank. */
   skipRerank: boolean;
+  /** true: each hit carries `explanation` (see SearchEpisodesRequest.explain). */
+  explain: boolean;
 }
 
 export interface MemoryHit {
@@ -1017,6 +1072,8 @@ export interface MemoryHit {
   degradedReason: string;
   /** As SearchHit.reranked. */
   reranked: boolean;
+  /** Set when the search asked for `explain`. */
+  explanation: Explanation | undefined;
 }
 
 export interface SelectMemoriesRequest {
@@ -1172,6 +1229,12 @@ export interface ServiceStatus {
    * default tenant. What a key creates, imports or restores goes there.
    */
   tenant: string;
+  /**
+   * Each tenant's LLM spend today against its daily budget: the key's own
+   * tenant; for an admin key (or auth off), every tenant with a budget of
+   * its own or a spend today, and its own.
+   */
+  budgets: TenantBudget[];
 }
 
 /**
@@ -1193,6 +1256,101 @@ export interface ReconcileIndexRequest {
 export interface ReconcileIndexResponse {
   requeued: number;
   removedOrphans: number;
+}
+
+export interface GetUsageRequest {
+  /**
+   * One project's usage; 0: the whole tenant's (every project, and every
+   * session outside one).
+   */
+  projectId: number;
+  /**
+   * The tenant whose usage it is: only an admin key may name another than
+   * its own (with auth off, any). Not together with project_id, which names
+   * its tenant.
+   */
+  tenant: string;
+  /**
+   * The window, [start_time, end_time). Unset end_time: now; unset
+   * start_time: 7 days before end_time. At most 1,000 buckets.
+   */
+  startTime: Date | undefined;
+  endTime: Date | undefined;
+  bucket: UsageBucket;
+}
+
+export interface StageUsage {
+  /** extraction, resolution, formation, summary, overview, selection. */
+  stage: string;
+  /** Requests sent to the LLM server. */
+  calls: number;
+  /** Tokens the server read and wrote, as it counted them. */
+  promptTokens: number;
+  completionTokens: number;
+  /** Seconds spent waiting on the server. */
+  seconds: number;
+  /**
+   * calls by how they ended: ok, cut_off (the answer hit its token limit),
+   * bad_answer (not usable), unreachable (no answer: refused, no model, a
+   * server error), timeout, cancelled (the caller stopped reading).
+   */
+  outcomes: { [key: string]: number };
+  /** Of calls, those whose tokens the server did not count (estimated). */
+  estimatedCalls: number;
+}
+
+export interface StageUsage_OutcomesEntry {
+  key: string;
+  value: number;
+}
+
+export interface UsagePeriod {
+  startTime: Date | undefined;
+  endTime:
+    | Date
+    | undefined;
+  /** The stages that made calls, by name. */
+  stages: StageUsage[];
+  /** Episodes stored, memories memory formation created, entities created. */
+  episodes: number;
+  memoriesFormed: number;
+  entities: number;
+}
+
+export interface TenantBudget {
+  tenant: string;
+  /** LLM tokens (prompt and completion, every stage) spent since 00:00 UTC. */
+  llmTokensToday: number;
+  /** The tenant's budget per UTC day; 0: none. */
+  llmTokensPerDay: number;
+  /**
+   * Spent: until resets_at the tenant's LLM jobs wait, SelectMemories ranks
+   * by semantic similarity and summaries are refused (RESOURCE_EXHAUSTED).
+   */
+  exhausted: boolean;
+  /** The next 00:00 UTC, when llm_tokens_today starts again from zero. */
+  resetsAt: Date | undefined;
+}
+
+export interface GetUsageResponse {
+  /** Whose figures these are: the tenant, and the project (0: all of it). */
+  tenant: string;
+  projectId: number;
+  /** The window and bucket length used (defaults filled in). */
+  startTime: Date | undefined;
+  endTime: Date | undefined;
+  bucket: UsageBucket;
+  /**
+   * Every bucket of the window, oldest first; the first and the last are
+   * cut to the window.
+   */
+  buckets: UsagePeriod[];
+  /** The whole window. */
+  total:
+    | UsagePeriod
+    | undefined;
+  /** The tenant's spend today against its budget. */
+  budget: TenantBudget | undefined;
 }
 
 function createBaseProject(): Project {
@@ -5298,6 +5456,7 @@ function createBaseSearchEpisodesRequest(): SearchEpisodesRequest {
     startTime: undefined,
     endTime: undefined,
     skipRerank: false,
+    explain: false,
   };
 }
 
@@ -5326,6 +5485,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     }
     if (message.skipRerank !== false) {
       writer.uint32(64).bool(message.skipRerank);
+    }
+    if (message.explain !== false) {
+      writer.uint32(72).bool(message.explain);
     }
     return writer;
   },
@@ -5407,6 +5569,14 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
             message.skipRerank = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.explain = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5449,6 +5619,7 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
         : isSet(object.skip_rerank)
         ? globalThis.Boolean(object.skip_rerank)
         : false,
+      explain: isSet(object.explain) ? globalThis.Boolean(object.explain) : false,
     };
   },
 
@@ -5478,6 +5649,9 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     if (message.skipRerank !== false) {
       obj.skipRerank = message.skipRerank;
     }
+    if (message.explain !== false) {
+      obj.explain = message.explain;
+    }
     return obj;
   },
 
@@ -5494,12 +5668,21 @@ export const SearchEpisodesRequest: MessageFns<SearchEpisodesRequest> = {
     message.startTime = object.startTime ?? undefined;
     message.endTime = object.endTime ?? undefined;
     message.skipRerank = object.skipRerank ?? false;
+    message.explain = object.explain ?? false;
     return message;
   },
 };
 
 function createBaseSearchHit(): SearchHit {
-  return { episode: undefined, score: 0, snippet: "", sources: [], degradedReason: "", reranked: false };
+  return {
+    episode: undefined,
+    score: 0,
+    snippet: "",
+    sources: [],
+    degradedReason: "",
+    reranked: false,
+    explanation: undefined,
+  };
 }
 
 export const SearchHit: MessageFns<SearchHit> = {
@@ -5525,6 +5708,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     }
     if (message.reranked !== false) {
       writer.uint32(48).bool(message.reranked);
+    }
+    if (message.explanation !== undefined) {
+      Explanation.encode(message.explanation, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -5600,6 +5786,14 @@ export const SearchHit: MessageFns<SearchHit> = {
             message.reranked = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.explanation = Explanation.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5624,6 +5818,7 @@ export const SearchHit: MessageFns<SearchHit> = {
         ? globalThis.String(object.degraded_reason)
         : "",
       reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
+      explanation: isSet(object.explanation) ? Explanation.fromJSON(object.explanation) : undefined,
     };
   },
 
@@ -5647,6 +5842,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     if (message.reranked !== false) {
       obj.reranked = message.reranked;
     }
+    if (message.explanation !== undefined) {
+      obj.explanation = Explanation.toJSON(message.explanation);
+    }
     return obj;
   },
 
@@ -5663,6 +5861,9 @@ export const SearchHit: MessageFns<SearchHit> = {
     message.sources = object.sources?.map((e) => e) || [];
     message.degradedReason = object.degradedReason ?? "";
     message.reranked = object.reranked ?? false;
+    message.explanation = (object.explanation !== undefined && object.explanation !== null)
+      ? Explanation.fromPartial(object.explanation)
+      : undefined;
     return message;
   },
 };
@@ -6946,7 +7147,7 @@ export const DeleteMemoryResponse: MessageFns<DeleteMemoryResponse> = {
 };
 
 function createBaseSearchMemoriesRequest(): SearchMemoriesRequest {
-  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false };
+  return { query: "", scope: undefined, limit: 0, mode: 0, skipRerank: false, explain: false };
 }
 
 export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
@@ -6965,6 +7166,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     }
     if (message.skipRerank !== false) {
       writer.uint32(40).bool(message.skipRerank);
+    }
+    if (message.explain !== false) {
+      writer.uint32(48).bool(message.explain);
     }
     return writer;
   },
@@ -7022,6 +7226,14 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
             message.skipRerank = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.explain = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7045,6 +7257,7 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
         : isSet(object.skip_rerank)
         ? globalThis.Boolean(object.skip_rerank)
         : false,
+      explain: isSet(object.explain) ? globalThis.Boolean(object.explain) : false,
     };
   },
 
@@ -7065,6 +7278,9 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     if (message.skipRerank !== false) {
       obj.skipRerank = message.skipRerank;
     }
+    if (message.explain !== false) {
+      obj.explain = message.explain;
+    }
     return obj;
   },
 
@@ -7080,12 +7296,13 @@ export const SearchMemoriesRequest: MessageFns<SearchMemoriesRequest> = {
     message.limit = object.limit ?? 0;
     message.mode = object.mode ?? 0;
     message.skipRerank = object.skipRerank ?? false;
+    message.explain = object.explain ?? false;
     return message;
   },
 };
 
 function createBaseMemoryHit(): MemoryHit {
-  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false };
+  return { memory: undefined, score: 0, sources: [], degradedReason: "", reranked: false, explanation: undefined };
 }
 
 export const MemoryHit: MessageFns<MemoryHit> = {
@@ -7108,6 +7325,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     }
     if (message.reranked !== false) {
       writer.uint32(40).bool(message.reranked);
+    }
+    if (message.explanation !== undefined) {
+      Explanation.encode(message.explanation, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -7175,6 +7395,14 @@ export const MemoryHit: MessageFns<MemoryHit> = {
             message.reranked = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.explanation = Explanation.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7198,6 +7426,7 @@ export const MemoryHit: MessageFns<MemoryHit> = {
         ? globalThis.String(object.degraded_reason)
         : "",
       reranked: isSet(object.reranked) ? globalThis.Boolean(object.reranked) : false,
+      explanation: isSet(object.explanation) ? Explanation.fromJSON(object.explanation) : undefined,
     };
   },
 
@@ -7218,6 +7447,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     if (message.reranked !== false) {
       obj.reranked = message.reranked;
     }
+    if (message.explanation !== undefined) {
+      obj.explanation = Explanation.toJSON(message.explanation);
+    }
     return obj;
   },
 
@@ -7233,6 +7465,9 @@ export const MemoryHit: MessageFns<MemoryHit> = {
     message.sources = object.sources?.map((e) => e) || [];
     message.degradedReason = object.degradedReason ?? "";
     message.reranked = object.reranked ?? false;
+    message.explanation = (object.explanation !== undefined && object.explanation !== null)
+      ? Explanation.fromPartial(object.explanation)
+      : undefined;
     return message;
   },
 };
@@ -8812,6 +9047,7 @@ function createBaseServiceStatus(): ServiceStatus {
     queues: [],
     eventLoop: undefined,
     tenant: "",
+    budgets: [],
   };
 }
 
@@ -8840,6 +9076,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     }
     if (message.tenant !== "") {
       writer.uint32(66).string(message.tenant);
+    }
+    for (const v of message.budgets) {
+      TenantBudget.encode(v!, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -8921,6 +9160,14 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
             message.tenant = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.budgets.push(TenantBudget.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8963,6 +9210,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
         ? EventLoopStatus.fromJSON(object.event_loop)
         : undefined,
       tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      budgets: globalThis.Array.isArray(object?.budgets)
+        ? object.budgets.map((e: any) => TenantBudget.fromJSON(e))
+        : [],
     };
   },
 
@@ -8992,6 +9242,9 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
     if (message.tenant !== "") {
       obj.tenant = message.tenant;
     }
+    if (message.budgets?.length) {
+      obj.budgets = message.budgets.map((e) => TenantBudget.toJSON(e));
+    }
     return obj;
   },
 
@@ -9010,6 +9263,7 @@ export const ServiceStatus: MessageFns<ServiceStatus> = {
       ? EventLoopStatus.fromPartial(object.eventLoop)
       : undefined;
     message.tenant = object.tenant ?? "";
+    message.budgets = object.budgets?.map((e) => TenantBudget.fromPartial(e)) || [];
     return message;
   },
 };
@@ -9260,6 +9514,957 @@ export const ReconcileIndexResponse: MessageFns<ReconcileIndexResponse> = {
     const message = createBaseReconcileIndexResponse();
     message.requeued = object.requeued ?? 0;
     message.removedOrphans = object.removedOrphans ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetUsageRequest(): GetUsageRequest {
+  return { projectId: 0, tenant: "", startTime: undefined, endTime: undefined, bucket: 0 };
+}
+
+export const GetUsageRequest: MessageFns<GetUsageRequest> = {
+  encode(message: GetUsageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.projectId !== 0) {
+      writer.uint32(8).int64(message.projectId);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(18).string(message.tenant);
+    }
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(26).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(34).fork()).join();
+    }
+    if (message.bucket !== 0) {
+      writer.uint32(40).int32(message.bucket);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetUsageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetUsageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.bucket = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetUsageRequest {
+    return {
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
+      bucket: isSet(object.bucket) ? usageBucketFromJSON(object.bucket) : 0,
+    };
+  },
+
+  toJSON(message: GetUsageRequest): unknown {
+    const obj: any = {};
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
+    if (message.bucket !== 0) {
+      obj.bucket = usageBucketToJSON(message.bucket);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetUsageRequest>): GetUsageRequest {
+    return GetUsageRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetUsageRequest>): GetUsageRequest {
+    const message = createBaseGetUsageRequest();
+    message.projectId = object.projectId ?? 0;
+    message.tenant = object.tenant ?? "";
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
+    message.bucket = object.bucket ?? 0;
+    return message;
+  },
+};
+
+function createBaseStageUsage(): StageUsage {
+  return { stage: "", calls: 0, promptTokens: 0, completionTokens: 0, seconds: 0, outcomes: {}, estimatedCalls: 0 };
+}
+
+export const StageUsage: MessageFns<StageUsage> = {
+  encode(message: StageUsage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stage !== "") {
+      writer.uint32(10).string(message.stage);
+    }
+    if (message.calls !== 0) {
+      writer.uint32(16).int64(message.calls);
+    }
+    if (message.promptTokens !== 0) {
+      writer.uint32(24).int64(message.promptTokens);
+    }
+    if (message.completionTokens !== 0) {
+      writer.uint32(32).int64(message.completionTokens);
+    }
+    if (message.seconds !== 0) {
+      writer.uint32(41).double(message.seconds);
+    }
+    globalThis.Object.entries(message.outcomes).forEach(([key, value]: [string, number]) => {
+      StageUsage_OutcomesEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
+    });
+    if (message.estimatedCalls !== 0) {
+      writer.uint32(56).int64(message.estimatedCalls);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StageUsage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStageUsage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stage = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.calls = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.promptTokens = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.completionTokens = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.seconds = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            const entry6 = StageUsage_OutcomesEntry.decode(reader, reader.uint32());
+            if (entry6.value !== undefined) {
+              message.outcomes[entry6.key] = entry6.value;
+            }
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.estimatedCalls = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StageUsage {
+    return {
+      stage: isSet(object.stage) ? globalThis.String(object.stage) : "",
+      calls: isSet(object.calls) ? globalThis.Number(object.calls) : 0,
+      promptTokens: isSet(object.promptTokens)
+        ? globalThis.Number(object.promptTokens)
+        : isSet(object.prompt_tokens)
+        ? globalThis.Number(object.prompt_tokens)
+        : 0,
+      completionTokens: isSet(object.completionTokens)
+        ? globalThis.Number(object.completionTokens)
+        : isSet(object.completion_tokens)
+        ? globalThis.Number(object.completion_tokens)
+        : 0,
+      seconds: isSet(object.seconds) ? globalThis.Number(object.seconds) : 0,
+      outcomes: isObject(object.outcomes)
+        ? (globalThis.Object.entries(object.outcomes) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      estimatedCalls: isSet(object.estimatedCalls)
+        ? globalThis.Number(object.estimatedCalls)
+        : isSet(object.estimated_calls)
+        ? globalThis.Number(object.estimated_calls)
+        : 0,
+    };
+  },
+
+  toJSON(message: StageUsage): unknown {
+    const obj: any = {};
+    if (message.stage !== "") {
+      obj.stage = message.stage;
+    }
+    if (message.calls !== 0) {
+      obj.calls = Math.round(message.calls);
+    }
+    if (message.promptTokens !== 0) {
+      obj.promptTokens = Math.round(message.promptTokens);
+    }
+    if (message.completionTokens !== 0) {
+      obj.completionTokens = Math.round(message.completionTokens);
+    }
+    if (message.seconds !== 0) {
+      obj.seconds = floatToJson(message.seconds);
+    }
+    if (message.outcomes) {
+      const entries = globalThis.Object.entries(message.outcomes) as [string, number][];
+      if (entries.length > 0) {
+        obj.outcomes = {};
+        entries.forEach(([k, v]) => {
+          obj.outcomes[k] = Math.round(v);
+        });
+      }
+    }
+    if (message.estimatedCalls !== 0) {
+      obj.estimatedCalls = Math.round(message.estimatedCalls);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<StageUsage>): StageUsage {
+    return StageUsage.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<StageUsage>): StageUsage {
+    const message = createBaseStageUsage();
+    message.stage = object.stage ?? "";
+    message.calls = object.calls ?? 0;
+    message.promptTokens = object.promptTokens ?? 0;
+    message.completionTokens = object.completionTokens ?? 0;
+    message.seconds = object.seconds ?? 0;
+    message.outcomes = (globalThis.Object.entries(object.outcomes ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.estimatedCalls = object.estimatedCalls ?? 0;
+    return message;
+  },
+};
+
+function createBaseStageUsage_OutcomesEntry(): StageUsage_OutcomesEntry {
+  return { key: "", value: 0 };
+}
+
+export const StageUsage_OutcomesEntry: MessageFns<StageUsage_OutcomesEntry> = {
+  encode(message: StageUsage_OutcomesEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StageUsage_OutcomesEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStageUsage_OutcomesEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StageUsage_OutcomesEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: StageUsage_OutcomesEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<StageUsage_OutcomesEntry>): StageUsage_OutcomesEntry {
+    return StageUsage_OutcomesEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<StageUsage_OutcomesEntry>): StageUsage_OutcomesEntry {
+    const message = createBaseStageUsage_OutcomesEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseUsagePeriod(): UsagePeriod {
+  return { startTime: undefined, endTime: undefined, stages: [], episodes: 0, memoriesFormed: 0, entities: 0 };
+}
+
+export const UsagePeriod: MessageFns<UsagePeriod> = {
+  encode(message: UsagePeriod, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(10).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(18).fork()).join();
+    }
+    for (const v of message.stages) {
+      StageUsage.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.episodes !== 0) {
+      writer.uint32(32).int64(message.episodes);
+    }
+    if (message.memoriesFormed !== 0) {
+      writer.uint32(40).int64(message.memoriesFormed);
+    }
+    if (message.entities !== 0) {
+      writer.uint32(48).int64(message.entities);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UsagePeriod {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUsagePeriod();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.stages.push(StageUsage.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.episodes = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.memoriesFormed = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.entities = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UsagePeriod {
+    return {
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
+      stages: globalThis.Array.isArray(object?.stages) ? object.stages.map((e: any) => StageUsage.fromJSON(e)) : [],
+      episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
+      memoriesFormed: isSet(object.memoriesFormed)
+        ? globalThis.Number(object.memoriesFormed)
+        : isSet(object.memories_formed)
+        ? globalThis.Number(object.memories_formed)
+        : 0,
+      entities: isSet(object.entities) ? globalThis.Number(object.entities) : 0,
+    };
+  },
+
+  toJSON(message: UsagePeriod): unknown {
+    const obj: any = {};
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
+    if (message.stages?.length) {
+      obj.stages = message.stages.map((e) => StageUsage.toJSON(e));
+    }
+    if (message.episodes !== 0) {
+      obj.episodes = Math.round(message.episodes);
+    }
+    if (message.memoriesFormed !== 0) {
+      obj.memoriesFormed = Math.round(message.memoriesFormed);
+    }
+    if (message.entities !== 0) {
+      obj.entities = Math.round(message.entities);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<UsagePeriod>): UsagePeriod {
+    return UsagePeriod.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<UsagePeriod>): UsagePeriod {
+    const message = createBaseUsagePeriod();
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
+    message.stages = object.stages?.map((e) => StageUsage.fromPartial(e)) || [];
+    message.episodes = object.episodes ?? 0;
+    message.memoriesFormed = object.memoriesFormed ?? 0;
+    message.entities = object.entities ?? 0;
+    return message;
+  },
+};
+
+function createBaseTenantBudget(): TenantBudget {
+  return { tenant: "", llmTokensToday: 0, llmTokensPerDay: 0, exhausted: false, resetsAt: undefined };
+}
+
+export const TenantBudget: MessageFns<TenantBudget> = {
+  encode(message: TenantBudget, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.llmTokensToday !== 0) {
+      writer.uint32(16).int64(message.llmTokensToday);
+    }
+    if (message.llmTokensPerDay !== 0) {
+      writer.uint32(24).int64(message.llmTokensPerDay);
+    }
+    if (message.exhausted !== false) {
+      writer.uint32(32).bool(message.exhausted);
+    }
+    if (message.resetsAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.resetsAt), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TenantBudget {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTenantBudget();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.llmTokensToday = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.llmTokensPerDay = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.exhausted = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.resetsAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TenantBudget {
+    return {
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      llmTokensToday: isSet(object.llmTokensToday)
+        ? globalThis.Number(object.llmTokensToday)
+        : isSet(object.llm_tokens_today)
+        ? globalThis.Number(object.llm_tokens_today)
+        : 0,
+      llmTokensPerDay: isSet(object.llmTokensPerDay)
+        ? globalThis.Number(object.llmTokensPerDay)
+        : isSet(object.llm_tokens_per_day)
+        ? globalThis.Number(object.llm_tokens_per_day)
+        : 0,
+      exhausted: isSet(object.exhausted) ? globalThis.Boolean(object.exhausted) : false,
+      resetsAt: isSet(object.resetsAt)
+        ? fromJsonTimestamp(object.resetsAt)
+        : isSet(object.resets_at)
+        ? fromJsonTimestamp(object.resets_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: TenantBudget): unknown {
+    const obj: any = {};
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.llmTokensToday !== 0) {
+      obj.llmTokensToday = Math.round(message.llmTokensToday);
+    }
+    if (message.llmTokensPerDay !== 0) {
+      obj.llmTokensPerDay = Math.round(message.llmTokensPerDay);
+    }
+    if (message.exhausted !== false) {
+      obj.exhausted = message.exhausted;
+    }
+    if (message.resetsAt !== undefined) {
+      obj.resetsAt = message.resetsAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<TenantBudget>): TenantBudget {
+    return TenantBudget.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<TenantBudget>): TenantBudget {
+    const message = createBaseTenantBudget();
+    message.tenant = object.tenant ?? "";
+    message.llmTokensToday = object.llmTokensToday ?? 0;
+    message.llmTokensPerDay = object.llmTokensPerDay ?? 0;
+    message.exhausted = object.exhausted ?? false;
+    message.resetsAt = object.resetsAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseGetUsageResponse(): GetUsageResponse {
+  return {
+    tenant: "",
+    projectId: 0,
+    startTime: undefined,
+    endTime: undefined,
+    bucket: 0,
+    buckets: [],
+    total: undefined,
+    budget: undefined,
+  };
+}
+
+export const GetUsageResponse: MessageFns<GetUsageResponse> = {
+  encode(message: GetUsageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.projectId !== 0) {
+      writer.uint32(16).int64(message.projectId);
+    }
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(26).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(34).fork()).join();
+    }
+    if (message.bucket !== 0) {
+      writer.uint32(40).int32(message.bucket);
+    }
+    for (const v of message.buckets) {
+      UsagePeriod.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.total !== undefined) {
+      UsagePeriod.encode(message.total, writer.uint32(58).fork()).join();
+    }
+    if (message.budget !== undefined) {
+      TenantBudget.encode(message.budget, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetUsageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetUsageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.bucket = reader.int32() as any;
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.buckets.push(UsagePeriod.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.total = UsagePeriod.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.budget = TenantBudget.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetUsageResponse {
+    return {
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
+      bucket: isSet(object.bucket) ? usageBucketFromJSON(object.bucket) : 0,
+      buckets: globalThis.Array.isArray(object?.buckets)
+        ? object.buckets.map((e: any) => UsagePeriod.fromJSON(e))
+        : [],
+      total: isSet(object.total) ? UsagePeriod.fromJSON(object.total) : undefined,
+      budget: isSet(object.budget) ? TenantBudget.fromJSON(object.budget) : undefined,
+    };
+  },
+
+  toJSON(message: GetUsageResponse): unknown {
+    const obj: any = {};
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
+    if (message.bucket !== 0) {
+      obj.bucket = usageBucketToJSON(message.bucket);
+    }
+    if (message.buckets?.length) {
+      obj.buckets = message.buckets.map((e) => UsagePeriod.toJSON(e));
+    }
+    if (message.total !== undefined) {
+      obj.total = UsagePeriod.toJSON(message.total);
+    }
+    if (message.budget !== undefined) {
+      obj.budget = TenantBudget.toJSON(message.budget);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetUsageResponse>): GetUsageResponse {
+    return GetUsageResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetUsageResponse>): GetUsageResponse {
+    const message = createBaseGetUsageResponse();
+    message.tenant = object.tenant ?? "";
+    message.projectId = object.projectId ?? 0;
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
+    message.bucket = object.bucket ?? 0;
+    message.buckets = object.buckets?.map((e) => UsagePeriod.fromPartial(e)) || [];
+    message.total = (object.total !== undefined && object.total !== null)
+      ? UsagePeriod.fromPartial(object.total)
+      : undefined;
+    message.budget = (object.budget !== undefined && object.budget !== null)
+      ? TenantBudget.fromPartial(object.budget)
+      : undefined;
     return message;
   },
 };
@@ -9575,6 +10780,23 @@ export const MemoryServiceDefinition = {
       requestType: ReconcileIndexRequest as typeof ReconcileIndexRequest,
       requestStream: false,
       responseType: ReconcileIndexResponse as typeof ReconcileIndexResponse,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * What the LLM cost and what it was for: per stage (extraction, resolution,
+     * formation, summary, overview, selection), calls, tokens both ways,
+     * seconds and outcomes; and the episodes stored, memories formed and
+     * entities written. For one project (project_id), or for the key's whole
+     * tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+     * in UTC hour or day buckets, with the tenant's spend today against its
+     * budget. A key sees its own tenant's figures only.
+     */
+    getUsage: {
+      name: "GetUsage",
+      requestType: GetUsageRequest as typeof GetUsageRequest,
+      requestStream: false,
+      responseType: GetUsageResponse as typeof GetUsageResponse,
       responseStream: false,
       options: {},
     },
@@ -9945,6 +11167,24 @@ export const MemoryServiceService = {
       Buffer.from(ReconcileIndexResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReconcileIndexResponse => ReconcileIndexResponse.decode(value),
   },
+  /**
+   * What the LLM cost and what it was for: per stage (extraction, resolution,
+   * formation, summary, overview, selection), calls, tokens both ways,
+   * seconds and outcomes; and the episodes stored, memories formed and
+   * entities written. For one project (project_id), or for the key's whole
+   * tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+   * in UTC hour or day buckets, with the tenant's spend today against its
+   * budget. A key sees its own tenant's figures only.
+   */
+  getUsage: {
+    path: "/nexus.memory.v1.MemoryService/GetUsage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetUsageRequest): Buffer => Buffer.from(GetUsageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetUsageRequest => GetUsageRequest.decode(value),
+    responseSerialize: (value: GetUsageResponse): Buffer => Buffer.from(GetUsageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetUsageResponse => GetUsageResponse.decode(value),
+  },
 } as const;
 
 export interface MemoryServiceServer extends UntypedServiceImplementation {
@@ -10047,6 +11287,16 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   getServiceStatus: handleUnaryCall<GetServiceStatusRequest, ServiceStatus>;
   /** Compares SQLite with the vector index and re-queues whatever is missing. */
   reconcileIndex: handleUnaryCall<ReconcileIndexRequest, ReconcileIndexResponse>;
+  /**
+   * What the LLM cost and what it was for: per stage (extraction, resolution,
+   * formation, summary, overview, selection), calls, tokens both ways,
+   * seconds and outcomes; and the episodes stored, memories formed and
+   * entities written. For one project (project_id), or for the key's whole
+   * tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+   * in UTC hour or day buckets, with the tenant's spend today against its
+   * budget. A key sees its own tenant's figures only.
+   */
+  getUsage: handleUnaryCall<GetUsageRequest, GetUsageResponse>;
 }
 
 export interface MemoryServiceClient extends Client {
@@ -10534,6 +11784,30 @@ export interface MemoryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReconcileIndexResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * What the LLM cost and what it was for: per stage (extraction, resolution,
+   * formation, summary, overview, selection), calls, tokens both ways,
+   * seconds and outcomes; and the episodes stored, memories formed and
+   * entities written. For one project (project_id), or for the key's whole
+   * tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
+   * in UTC hour or day buckets, with the tenant's spend today against its
+   * budget. A key sees its own tenant's figures only.
+   */
+  getUsage(
+    request: GetUsageRequest,
+    callback: (error: ServiceError | null, response: GetUsageResponse) => void,
+  ): ClientUnaryCall;
+  getUsage(
+    request: GetUsageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetUsageResponse) => void,
+  ): ClientUnaryCall;
+  getUsage(
+    request: GetUsageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetUsageResponse) => void,
   ): ClientUnaryCall;
 }
 

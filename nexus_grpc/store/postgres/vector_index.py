@@ -8,7 +8,7 @@ share the database.
 
 Like Qdrant, this is a derived index, never the system of record;
 ``nexus-grpc reindex`` rebuilds it. Being in the same database, a new row's
-vector is written in the row's own transaction (store/pg_vectors.py, from
+vector is written in the row's own transaction (store/postgres/vectors.py, from
 domain/inline_vectors.py), so the two cannot drift; the jobs outbox feeds it
 everything else (updates, deletes, the rows the workers write, and creates
 whose embedding could not be had in time). Scope filters are the

@@ -1,4 +1,5 @@
-"""Which sessions a search may see: seed 000's table, resolved per call.
+"""Which sessions a search may see: the project isolation rule (a project's sessions share its
+memory, a session outside any project keeps its own), resolved per call.
 
 | session                  | scope                                   |
 | no project               | its own episodes                        |

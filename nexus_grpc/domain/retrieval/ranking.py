@@ -30,14 +30,12 @@ set by the last stage (retrieval/scores.py), after the ranking:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from nexus_grpc.core.models import SearchSource
 from nexus_grpc.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -74,32 +72,6 @@ H = TypeVar("H")
 
 
 @dataclass(frozen=True)
-class Fused(Generic[H]):
-    """One hybrid hit: its fused score and the hit from each path that found it."""
-
-    score: float
-    keyword: H | None
-    semantic: H | None
-
-    @property
-    def hit(self) -> H:
-        found = self.keyword if self.keyword is not None else self.semantic
-        assert found is not None
-        return found
-
-    @property
-    def sources(self) -> tuple[SearchSource, ...]:
-        return tuple(
-            source
-            for source, hit in (
-                (SearchSource.KEYWORD, self.keyword),
-                (SearchSource.SEMANTIC, self.semantic),
-            )
-            if hit is not None
-        )
-
-
-@dataclass(frozen=True)
 class PathScores(Generic[K]):
     """One candidate path's hits as fusion weighs them: (key, raw score) best
     first, the path's share of the fused score, and the raw-score distance
@@ -127,23 +99,6 @@ def fused_likelihoods(paths: Sequence[PathScores[K]]) -> list[tuple[K, float]]:
             likely = math.exp((s - best) / path.temperature)
             scores[key] = scores.get(key, 0.0) + path.weight * likely
     return sorted(scores.items(), key=lambda item: item[1], reverse=True)
-
-
-def fused_scores(
-    keyword: Sequence[tuple[K, float]],
-    semantic: Sequence[tuple[K, float]],
-    semantic_temperature: float = SEMANTIC_TEMPERATURE,
-) -> list[tuple[K, float]]:
-    """Each key's hybrid score in [0, 1], best first (ties keep keyword order).
-
-    A best bm25 of ~0 means only words on every document matched: the keyword
-    list then orders nothing and adds nothing."""
-    return fused_likelihoods(
-        [
-            PathScores(keyword, KEYWORD_WEIGHT, KEYWORD_TEMPERATURE, MEANINGFUL_BM25),
-            PathScores(semantic, 1.0 - KEYWORD_WEIGHT, semantic_temperature),
-        ]
-    )
 
 
 def with_group_cohesion(
@@ -205,42 +160,6 @@ def with_keyword_lead(
         return list(ranked)
     top = ranked[0][1]
     return [(best, top)] + [(key, s) for key, s in ranked if key != best]
-
-
-def fuse(
-    keyword: Sequence[H],
-    semantic: Sequence[H],
-    key: Callable[[H], int],
-    score: Callable[[H], float],
-    limit: int,
-    semantic_temperature: float = SEMANTIC_TEMPERATURE,
-) -> list[Fused[H]]:
-    """Keyword and semantic hits fused by score, best first."""
-    by_keyword = {key(h): h for h in keyword}
-    by_semantic = {key(h): h for h in semantic}
-    keyword_scores = [(k, score(h)) for k, h in by_keyword.items()]
-    fused = fused_scores(
-        keyword_scores, [(k, score(h)) for k, h in by_semantic.items()], semantic_temperature
-    )
-    fused = with_keyword_lead(fused, keyword_scores)
-    return [Fused(s, by_keyword.get(k), by_semantic.get(k)) for k, s in fused[:limit]]
-
-
-async def hybrid_halves(
-    keyword: Coroutine[Any, Any, list[H]],
-    semantic: Coroutine[Any, Any, list[H]],
-    on_degraded: Callable[[str], None] | None,
-) -> tuple[list[H], list[H]]:
-    """Both halves of a hybrid search at once: the keyword half reads SQLite on
-    a reader thread while the semantic half embeds on the model's, so a hybrid
-    search costs the slower half, not the sum. A failure in either ends both."""
-    keyword_task = asyncio.ensure_future(keyword)
-    try:
-        semantic_hits = await keyword_if_down(semantic, on_degraded)
-        return await keyword_task, semantic_hits
-    finally:
-        if not keyword_task.done():
-            keyword_task.cancel()
 
 
 async def keyword_if_down(

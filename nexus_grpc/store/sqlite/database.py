@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.core.storage import CANNOT_WRITE, StoreUnavailable
+from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, StoreError, StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store.migrations import migrate
+from nexus_grpc.store.sqlite.connection import SqliteConnection
+from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.store.unit_of_work import SqlUnitOfWork
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,18 @@ def storage_failure(exc: BaseException) -> bool:
     read-only file) rather than a statement's own error."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(exc, sqlite3.Error) and code is not None and code & 0xFF in _STORAGE_CODES
+
+
+def translated(exc: BaseException) -> BaseException:
+    """sqlite3's error as the store's own (core/storage.py), chained to it: no
+    driver exception crosses the seam. Others are returned as they are."""
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    mine: BaseException = (
+        Conflict(str(exc)) if isinstance(exc, sqlite3.IntegrityError) else StoreError(str(exc))
+    )
+    mine.__cause__ = exc
+    return mine
 
 
 @dataclass
@@ -163,7 +176,9 @@ class Database:
 
     async def _connect(self) -> aiosqlite.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-        conn = await aiosqlite.connect(str(self.path), isolation_level=None)
+        conn = await aiosqlite.connect(
+            str(self.path), isolation_level=None, factory=SqliteConnection
+        )
         conn.row_factory = sqlite3.Row
         try:
             await conn._execute(_configure, conn._conn, self.synchronous, self._busy_timeout_ms)
@@ -209,7 +224,10 @@ class Database:
         """Run ``fn`` on a read connection (a consistent WAL snapshot per statement)."""
         assert self._reader_cycle is not None, "database is not open"
         conn = next(self._reader_cycle)
-        return await conn._execute(_in_caller_context(fn), conn._conn)
+        try:
+            return await conn._execute(_in_caller_context(fn), conn._conn)
+        except sqlite3.Error as exc:
+            raise translated(exc) from exc
 
     async def read_sql_in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Like read_sql, but several statements see one snapshot."""
@@ -269,9 +287,10 @@ class Database:
     def _failed(self, exc: BaseException) -> BaseException:
         """What a failed write's caller gets: a storage failure as UNAVAILABLE
         saying the store cannot write (recorded for health until a write
-        succeeds), any other error as it was raised."""
+        succeeds), any other error of the driver as the store's own
+        (``translated``), anything else as it was raised."""
         if not storage_failure(exc):
-            return exc
+            return translated(exc)
         reason = f"{CANNOT_WRITE}: {exc}"
         if self.write_failure is None:
             log.error("%s (%s); health is NOT_SERVING until a write succeeds", reason, self.path)
@@ -283,4 +302,3 @@ class Database:
         )
         failed.__cause__ = exc
         return failed
-

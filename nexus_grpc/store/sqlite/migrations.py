@@ -1,10 +1,15 @@
-"""Versioned schema migrations, tracked with ``PRAGMA user_version``.
+"""SQLite's schema versions, tracked with ``PRAGMA user_version``.
 
-Each migration runs once, inside its own transaction, and bumps the version in
-that same transaction: a crash mid-migration leaves the previous version
-intact.  Nothing swallows errors (the seed wrapped every ALTER in
-``try {} catch {}``), and the FTS index is built by triggers, never rebuilt
-at start-up.  New migrations are appended; existing ones are never edited.
+An empty database is created from the declared schema (store/schema.py,
+rendered by store/sqlite/ddl.py) at the latest version, in one transaction.
+A database that an earlier build created is upgraded through the versions it
+lacks: SQLite's own history (versions 1 to 11 and 14, written before the
+schema was declared), then the changes declared once for both stores
+(store/schema_changes.py). Each version runs once, inside its own
+transaction, and bumps the version in that same transaction: a crash
+mid-migration leaves the previous version intact. Nothing swallows errors,
+and the FTS index is built by triggers, never rebuilt at start-up. New
+versions are appended to store/schema_changes.py; history is never edited.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import sqlite3
 from nexus_grpc.core.names import name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.store import schema_changes
+from nexus_grpc.store.schema_changes import AddColumn, Change
+from nexus_grpc.store.sqlite import ddl
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +32,8 @@ log = logging.getLogger(__name__)
 # before it commits.
 REBUILD = "-- rebuild\n"
 
-MIGRATIONS: list[str] = [
-    # 1: seed 001's tables, the jobs outbox, the extraction event log and FTS5.
+MIGRATIONS: list[str | Change] = [
+    # 1: the first tables, the jobs outbox, the extraction event log and FTS5.
     # Ids that clients hold are AUTOINCREMENT: a deleted project, session,
     # episode or memory's id is never handed to a new row, so a stale id can
     # never reach another's data.
@@ -534,21 +542,9 @@ MIGRATIONS: list[str] = [
     -- A deleted session's TASK-tier memories go with it (store/sessions.py).
     CREATE INDEX idx_memories_task_session ON memories(session_id) WHERE tier = 1;
     """,
-    # 12: job priority. A bulk import's jobs (priority 1) are claimed after
-    # every due live one (0), so an import never delays live traffic's
-    # embedding and extraction. The claim walks this index in its order.
-    """
-    ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX idx_jobs_priority ON jobs(kind, priority, run_after, id)
-        WHERE state = 'pending';
-    """,
-    # 13: a project's retention (seconds; NULL: for ever) for its sessions and
-    # episodes. Reads hide what is past it by occur_at, which this index
-    # answers per session (a session's newest exchange, a retention sweep).
-    """
-    ALTER TABLE projects ADD COLUMN retention REAL;
-    CREATE INDEX idx_episodes_session_occur ON episodes(session_id, occur_at);
-    """,
+    # 12 and 13 (store/schema_changes.py).
+    schema_changes.JOB_PRIORITY,
+    schema_changes.RETENTION,
     # 14: the graph stays one and stays current (docs/graph.md).
     # - An entity is found by a key its names share (core/names.name_key:
     #   case, spacing, punctuation, diacritics, a title or a possessive
@@ -763,122 +759,27 @@ MIGRATIONS: list[str] = [
     FROM entities WHERE true
     ON CONFLICT DO NOTHING;
     """,
-    # 15: memories that form themselves (docs/memory-formation.md).
-    # - A session names who the conversation is with (user_id, agent_id);
-    #   both immutable, '' when not given.
-    # - projects.memory_formation: 1 off, 2 USER memories, 3 USER and
-    #   PROJECT; NULL: the default (USER).
-    # - An episode's formation state, as its extraction's (NULL: formation
-    #   does not apply to it).
-    # - A memory records where it came from: 'client' (CreateMemory) or
-    #   'formation' with the episode it formed from (NULL once deleted).
-    # - A history entry may name the episode and the reason for a change.
-    # - memory_candidates: what an episode's extraction answer proposed, kept
-    #   for the formation job (and its re-runs).
-    """
-    ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
-    ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
-    ALTER TABLE projects ADD COLUMN memory_formation INTEGER;
-    ALTER TABLE episodes ADD COLUMN memory_state INTEGER;
-    ALTER TABLE episodes ADD COLUMN memory_error TEXT NOT NULL DEFAULT '';
-    CREATE INDEX idx_episodes_memory_pending ON episodes(session_id, occur_at)
-        WHERE memory_state = 1;
-    ALTER TABLE memories ADD COLUMN source TEXT NOT NULL DEFAULT 'client';
-    ALTER TABLE memories ADD COLUMN source_episode_id INTEGER
-        REFERENCES episodes(id) ON DELETE SET NULL;
-    ALTER TABLE memory_history ADD COLUMN episode_id INTEGER;
-    ALTER TABLE memory_history ADD COLUMN reason TEXT NOT NULL DEFAULT '';
-    CREATE TABLE memory_candidates (
-        episode_id INTEGER PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
-        candidates TEXT NOT NULL,
-        created_at REAL NOT NULL
-    );
-    """,
-    # 16: SelectMemories is safe to retry. A call with a request_id keeps its
-    # answer here (the picks as JSON, with how they were made), written in
-    # the transaction that records its usage: a retry is answered from it and
-    # records nothing again. Kept for a day (store/selections.py); the key is
-    # the usage log's owner (tenant, user, project) and the client's id.
-    """
-    CREATE TABLE memory_selections (
-        id             INTEGER PRIMARY KEY AUTOINCREMENT,
-        tenant         TEXT NOT NULL,
-        user_id        TEXT NOT NULL,
-        project_id     INTEGER NOT NULL,
-        request_id     TEXT NOT NULL,
-        request_sha256 TEXT NOT NULL,
-        answer         TEXT NOT NULL,
-        created_at     REAL NOT NULL,
-        UNIQUE (tenant, user_id, project_id, request_id)
-    );
-    CREATE INDEX idx_memory_selections_created ON memory_selections(created_at);
-    """,
-    # 17: an episode records the user its writer acted for (docs/security.md,
-    # "Sessions that belong to a user"): the session's user_id when the key
-    # that wrote it could act for that user. Memory formation, which runs in
-    # a worker with no caller, forms USER memories only for that user, so a
-    # right checked at the edge is checked again where the memories are
-    # written. Episodes already stored were accepted under the rules of
-    # their day and keep forming as before: they are taken to act for their
-    # session's user.
-    """
-    ALTER TABLE episodes ADD COLUMN acts_for TEXT NOT NULL DEFAULT '';
-    UPDATE episodes
-    SET acts_for = (SELECT s.user_id FROM sessions s WHERE s.id = episodes.session_id)
-    WHERE true;
-    """,
-    # 18: ListMemoryUsage without a thread or a memory pages one user's whole
-    # usage in a project, by id: an index on the owner keeps each page a range
-    # read instead of a walk of the whole log.
-    """
-    CREATE INDEX idx_memory_usage_owner ON memory_usage(user_id, project_id, id);
-    """,
-    # 19: tenants take turns (core/jobs.py; store/jobs.claim). A job carries
-    # the tenant of its target, written by the statement that queues it, and
-    # a claim takes each priority's tenants in turn, walking idx_jobs_lanes;
-    # it replaces idx_jobs_priority and idx_jobs_claim, which served only the
-    # claim's old orders (a job's write now updates one index fewer).
-    # Jobs queued before this take their targets' tenants here, read as
-    # store/jobs.TENANT_OF reads them for a new job: otherwise the backlog
-    # an upgrade finds (an import under way) would stand as one tenant ('')
-    # beside every new job and take every other turn. A job whose target is
-    # gone keeps ''.
-    """
-    ALTER TABLE jobs ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
-    UPDATE jobs SET tenant = COALESCE((SELECT s.tenant FROM episodes e
-        JOIN sessions s ON s.id = e.session_id WHERE e.id = jobs.target_id), '')
-    WHERE kind IN ('index:episodes', 'extract:episode', 'form:memories');
-    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM sessions
-        WHERE id = jobs.target_id), '')
-    WHERE kind = 'summarize:session';
-    UPDATE jobs SET tenant = COALESCE((SELECT COALESCE(s.tenant, p.tenant) FROM summaries m
-        LEFT JOIN sessions s ON s.id = m.session_id LEFT JOIN projects p ON p.id = m.project_id
-        WHERE m.id = jobs.target_id), '')
-    WHERE kind = 'index:summaries';
-    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM entities
-        WHERE id = jobs.target_id), '')
-    WHERE kind IN ('index:entities', 'resolve:entity');
-    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM memories
-        WHERE id = jobs.target_id), '')
-    WHERE kind IN ('index:memories', 'expire:memory', 'purge:memory_history');
-    UPDATE jobs SET tenant = COALESCE((SELECT tenant FROM projects
-        WHERE id = jobs.target_id), '')
-    WHERE kind = 'retain:project';
-    DROP INDEX idx_jobs_priority;
-    DROP INDEX idx_jobs_claim;
-    CREATE INDEX idx_jobs_lanes ON jobs(kind, priority, tenant, run_after, id)
-        WHERE state = 'pending';
-    """,
+    # 15 to 18 (store/schema_changes.py).
+    schema_changes.MEMORY_FORMATION,
+    schema_changes.SELECTION_ANSWERS,
+    schema_changes.EPISODE_ACTS_FOR,
+    schema_changes.USAGE_OWNER_INDEX,
+    # Since: the changes both stores apply, declared once.
+    *schema_changes.CHANGES,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> int:
-    """Apply every migration newer than the database; returns the version.
+def migrate(
+    conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT, *, upto: int | None = None
+) -> int:
+    """Bring the database to the latest version; returns the version.
 
     ``default_tenant`` is the tenant that rows written before tenants existed
-    are given (migration 8); it is bound wherever a script names it.
+    are given (version 8); it is bound wherever a script names it. ``upto``
+    replays the history from an empty database to that version instead, as
+    an earlier build would have left it (for tests of an upgrade).
     """
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     # Migration 14 keys entities by core/names.name_key, which SQL cannot spell.
@@ -888,32 +789,72 @@ def migrate(conn: sqlite3.Connection, default_tenant: str = DEFAULT_TENANT) -> i
             f"database schema version {current} is newer than this build knows "
             f"({LATEST_VERSION}); upgrade nexus-grpc"
         )
-    for version in range(current + 1, LATEST_VERSION + 1):
+    if current == 0 and upto is None:
+        log.info("creating the schema at version %d", LATEST_VERSION)
+        _in_transaction(conn, LATEST_VERSION, ddl.create_all())
+        probe(conn)
+        return LATEST_VERSION
+    target = LATEST_VERSION if upto is None else upto
+    for version in range(current + 1, target + 1):
         log.info("applying schema migration %d", version)
-        script = MIGRATIONS[version - 1]
-        rebuild = script.startswith(REBUILD)
-        foreign_keys = conn.execute("PRAGMA foreign_keys").fetchone()[0]
-        if rebuild:
-            conn.execute("PRAGMA foreign_keys = OFF")  # only takes effect outside a transaction
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _split(script):
-                if ":default_tenant" in statement:
-                    conn.execute(statement, {"default_tenant": default_tenant})
-                else:
-                    conn.execute(statement)
-            if rebuild and conn.execute("PRAGMA foreign_key_check").fetchall():
-                raise RuntimeError(f"schema migration {version} would break foreign keys")
-            conn.execute(f"PRAGMA user_version = {version}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        finally:
-            if rebuild:
-                conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+        step = MIGRATIONS[version - 1]
+        if isinstance(step, Change):
+            _in_transaction(conn, version, _statements(conn, step))
+        else:
+            _in_transaction(
+                conn,
+                version,
+                _split(step),
+                default_tenant=default_tenant,
+                rebuild=step.startswith(REBUILD),
+            )
     probe(conn)
-    return LATEST_VERSION
+    return target
+
+
+def _statements(conn: sqlite3.Connection, change: Change) -> list[str]:
+    """A declared change's statements; a column that is there already (a
+    table created later in the history, whole) is not added twice."""
+    statements: list[str] = []
+    for op in change.operations:
+        if isinstance(op, AddColumn) and op.column in _columns(conn, op.table):
+            continue
+        statements += ddl.operation(op)
+    return statements
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+
+def _in_transaction(
+    conn: sqlite3.Connection,
+    version: int,
+    statements: list[str],
+    *,
+    default_tenant: str = DEFAULT_TENANT,
+    rebuild: bool = False,
+) -> None:
+    foreign_keys = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    if rebuild:
+        conn.execute("PRAGMA foreign_keys = OFF")  # only takes effect outside a transaction
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in statements:
+            if ":default_tenant" in statement:
+                conn.execute(statement, {"default_tenant": default_tenant})
+            else:
+                conn.execute(statement)
+        if rebuild and conn.execute("PRAGMA foreign_key_check").fetchall():
+            raise RuntimeError(f"schema migration {version} would break foreign keys")
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        if rebuild:
+            conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
 
 
 def probe(conn: Connection) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from itertools import chain
 
 from nexus_grpc.core.loading_cache import LoadingCache
-from nexus_grpc.domain.fts import WORD
+from nexus_grpc.domain.retrieval.keyword_query import WORD
 
 #: A word in more than this share of the scope's episodes is common.
 COMMON_SHARE = 0.5

@@ -8,9 +8,9 @@ them are shared by both stores.  What differs is kept here:
 - ``PgConnection`` presents a psycopg connection as the part of the sqlite3
   DB-API the store is written against: ``execute``/``executemany`` with
   ``?`` placeholders, rows read by index or by column name, and
-  ``sqlite3.IntegrityError`` / ``sqlite3.OperationalError`` for what the
-  store catches.  SQL that cannot be shared branches on ``is_postgres`` in
-  the store module that owns it (store/dialect.py).
+  the store's own errors (``core.storage.Conflict``, ``StoreError``) for
+  psycopg's.  SQL that cannot be shared asks the connection's dialect
+  (store/dialect.py, store/postgres/dialect.py).
 - Writes are not group-committed through one writer, as SQLite's must be:
   PostgreSQL takes concurrent transactions, from this process and from every
   other instance on the same database.  Each write is one transaction on a
@@ -33,7 +33,6 @@ import contextvars
 import functools
 import logging
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,10 +41,11 @@ from typing import Any, TypeVar, cast
 
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.core.repositories import UnitOfWork
-from nexus_grpc.core.storage import CANNOT_WRITE, Connection
+from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, Connection, StoreError
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
-from nexus_grpc.store.unit_of_work import SqlUnitOfWork
+from nexus_grpc.store.postgres.dialect import POSTGRES
+from nexus_grpc.store.postgres.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -115,15 +115,13 @@ def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], _RowBase]:
 
 
 def _translate_error(exc: Exception) -> Exception:
-    """psycopg's error as the sqlite3 class the store catches, chained to it."""
+    """psycopg's error as the store's own (core/storage.py), chained to it."""
     import psycopg
 
     if isinstance(exc, psycopg.errors.IntegrityError):
-        translated: Exception = sqlite3.IntegrityError(str(exc))
-    elif isinstance(exc, psycopg.OperationalError):
-        translated = sqlite3.OperationalError(str(exc))
+        translated: Exception = Conflict(str(exc))
     elif isinstance(exc, psycopg.Error):
-        translated = sqlite3.DatabaseError(str(exc))
+        translated = StoreError(str(exc))
     else:
         return exc
     translated.__cause__ = exc
@@ -157,7 +155,7 @@ class PgCursor:
 class PgConnection:
     """A psycopg connection dressed as the sqlite3 subset the store uses."""
 
-    dialect = "postgresql"
+    dialect = POSTGRES
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -201,7 +199,7 @@ def _connection_lost(exc: BaseException) -> bool:
     shutdown codes 57P01-57P03)."""
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     if isinstance(cause, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown):
         return True
     if isinstance(cause, psycopg.errors.CannotConnectNow):
@@ -218,7 +216,7 @@ def _cannot_write(exc: BaseException) -> bool:
     (58030), or a read-only server (25006: a standby after a failover)."""
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     if not isinstance(cause, psycopg.Error):
         return False
     sqlstate = getattr(cause, "sqlstate", None) or ""
@@ -228,7 +226,7 @@ def _cannot_write(exc: BaseException) -> bool:
 def _retryable(exc: BaseException) -> bool:
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) else exc
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
     return isinstance(
         cause,
         psycopg.errors.UniqueViolation
@@ -291,7 +289,7 @@ class PostgresDatabase:
     async def open(self) -> None:
         import psycopg
 
-        from nexus_grpc.store.pg_schema import migrate
+        from nexus_grpc.store.postgres.migrations import migrate
 
         self._slots = [_Slot(self.url, i) for i in range(self.pool_size)]
         self._free = asyncio.Queue()
@@ -345,15 +343,15 @@ class PostgresDatabase:
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` on the repositories of a transaction of its own; returns
         once it is committed."""
-        return await self.write_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.write_sql(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` on the repositories, each statement seeing the latest commits."""
-        return await self.read_sql(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.read_sql(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def read_in_transaction(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Like read, but every statement sees one snapshot."""
-        return await self.read_sql_in_transaction(lambda conn: fn(SqlUnitOfWork(conn)))
+        return await self.read_sql_in_transaction(lambda conn: fn(PostgresUnitOfWork(conn)))
 
     async def write_sql(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in a transaction of its own on the connection itself (the

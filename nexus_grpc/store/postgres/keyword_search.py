@@ -2,8 +2,8 @@
 store/episodes.py and store/memories.py, over ``tsvector`` columns.
 
 The domain builds its query as an FTS5 expression of quoted words ORed
-together (domain/fts.py); here those words become a ``tsquery`` of the same
-words ORed, normalised as the columns were indexed (pg_schema.py's ``nexus``
+together (domain/retrieval/keyword_query.py); here those words become a ``tsquery`` of the same
+words ORed, normalised as the columns were indexed (store/postgres/migrations.py's ``nexus``
 configuration: English stems and no stop words, as FTS5's porter tokenizer).
 Episodes rank as BM25 does: each word's ``ts_rank`` (columns weighted as
 SQLite's bm25 weights them, an episode's own turns 1.0 and the turns around
@@ -19,12 +19,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from nexus_grpc.core.models import MemoryKind, TimeWindow
+from nexus_grpc.core.models import TimeWindow
 from nexus_grpc.core.storage import Connection
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 # ts_rank's weights, in the order {D, C, B, A}: A holds an episode's own
-# turns, C the neighbouring turns (pg_schema.py).
+# turns, C the neighbouring turns (store/postgres/migrations.py).
 _EPISODE_WEIGHTS = "{0, 0.5, 0, 1.0}"
 # Private-use characters mark matches while the snippet is chosen (as
 # store/episodes.py does), so brackets already in the text are not taken
@@ -160,33 +160,3 @@ def memory_keyword_search(
         (query, *params, limit),
     ).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
-
-
-def memory_scope_sample(
-    conn: Connection,
-    project_id: int,
-    user_id: str,
-    where: str,
-    params: Sequence[Any],
-    limit: int,
-) -> list[str]:
-    rows = conn.execute(
-        "SELECT m.title, m.content FROM ("
-        "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?) AS mine"
-        "  UNION"
-        "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?) AS shared"
-        f") j JOIN memories m ON m.id = j.id WHERE {where} ORDER BY m.id DESC LIMIT ?",
-        (
-            user_id,
-            int(MemoryKind.USER),
-            limit,
-            project_id,
-            int(MemoryKind.PROJECT),
-            limit,
-            *params,
-            limit,
-        ),
-    ).fetchall()
-    return [f"{t}\n{c}" for t, c in rows]

@@ -1,7 +1,7 @@
 """A new row's vector, written in the row's own PostgreSQL transaction.
 
 With ``--database-url`` and no ``--qdrant-url``, the vector index is a set
-of pgvector tables in the same database (store/pg_vector_index.py creates them,
+of pgvector tables in the same database (store/postgres/vector_index.py creates them,
 ``vectors_<collection>``: id, embedding, payload). A write that already has
 its row's vector (domain/inline_vectors.py embeds before the transaction)
 stores it here, beside the row, so the two commit or roll back together and
@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.storage import Connection
+from nexus_grpc.core.storage import Connection, StoreError
 from nexus_grpc.core.vectors import VectorTableMissing
-from nexus_grpc.store.dialect import is_postgres
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
@@ -39,8 +37,6 @@ def put(
     payload: Mapping[str, Any],
 ) -> None:
     """Upsert one point of ``collection`` in the caller's transaction."""
-    if not is_postgres(conn):
-        raise TypeError("vectors live beside the rows only on PostgreSQL")
     if not _NAME.fullmatch(collection):
         raise ValueError(f"bad collection name {collection!r}")
     try:
@@ -50,7 +46,7 @@ def put(
             " SET embedding = excluded.embedding, payload = excluded.payload",
             (int(row_id), _vector(vector), json.dumps(dict(payload))),
         )
-    except sqlite3.DatabaseError as exc:
+    except StoreError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
             raise VectorTableMissing(str(exc).splitlines()[0]) from exc
         raise

@@ -1,0 +1,91 @@
+"""PostgreSQL's side of store/dialect.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nexus_grpc.core.models import TimeWindow
+from nexus_grpc.store.postgres import keyword_search
+
+# PostgreSQL allows one recursive term: both directions are one lateral step.
+_NEIGHBORHOOD = """
+WITH RECURSIVE walk(id, depth) AS (
+    SELECT ?::bigint, 0
+    UNION
+    SELECT n.id, w.depth + 1 FROM walk w CROSS JOIN LATERAL (
+        SELECT r.to_id AS id FROM relationships r WHERE r.from_id = w.id{when}
+        UNION ALL
+        SELECT r.from_id FROM relationships r WHERE r.to_id = w.id{when}
+    ) n
+    WHERE w.depth < ?
+)
+SELECT DISTINCT id FROM walk
+"""
+
+
+class PostgresDialect:
+    name = "postgresql"
+    json_ints = "(SELECT value::bigint AS value FROM json_array_elements_text(?::json) AS t(value))"
+    json_texts = "(SELECT value FROM json_array_elements_text(?::json) AS t(value))"
+    no_limit: int | None = None
+    # PostgreSQL has no CROSS JOIN with ON, and plans the order itself.
+    pinned_join = "JOIN"
+    greatest = "GREATEST"
+    find = "strpos"
+    newline = "chr(10)"
+    schema_table = "nexus_schema"
+    # Many instances claim from one queue: a running job is leased.
+    leases_jobs = True
+
+    def tail(self, column: str, chars: str) -> str:
+        return f"right({column}, {chars})"
+
+    def whole_times(self, column: str) -> str:
+        return f"CAST(FLOOR({column} / ?) AS BIGINT)"
+
+    def episode_keyword_search(
+        self,
+        conn: Any,
+        match: str,
+        session_ids: Sequence[int] | None,
+        limit: int,
+        window: TimeWindow | None,
+    ) -> list[tuple[int, float]]:
+        return keyword_search.episode_keyword_search(conn, match, session_ids, limit, window)
+
+    def episode_snippets(self, conn: Any, match: str, ids: Sequence[int]) -> dict[int, str]:
+        return keyword_search.episode_snippets(conn, match, ids)
+
+    def episode_scope_sample(self, conn: Any, session_ids: Sequence[int], limit: int) -> list[str]:
+        return keyword_search.episode_scope_sample(conn, session_ids, limit)
+
+    def memory_keyword_search(
+        self,
+        conn: Any,
+        match: str,
+        project_id: int,
+        user_id: str,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        del project_id, user_id  # ``where`` confines the search to the scope
+        return keyword_search.memory_keyword_search(conn, match, where, params, limit)
+
+    def neighborhood(
+        self, conn: Any, entity_id: int, depth: int, when: str, times: Sequence[float]
+    ) -> list[int]:
+        walk = conn.execute(_NEIGHBORHOOD.format(when=when), (entity_id, *times, *times, depth))
+        return [r[0] for r in walk]
+
+    def lock_for_transaction(self, conn: Any, key: str) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (key,))
+
+    def announce(self, conn: Any, channel: str, payload: str) -> None:
+        # Delivered when (and only if) the transaction commits, to every
+        # instance listening.
+        conn.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
+
+POSTGRES = PostgresDialect()

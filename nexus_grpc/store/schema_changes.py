@@ -1,0 +1,186 @@
+"""Schema changes, declared once for both stores.
+
+A change is a list of operations that name what they add in the declaration
+(store/schema.py): each backend renders them into its own DDL, inside the
+migration's transaction, so one change is never written twice. Data that a
+change moves is plain SQL that both databases read alike, or a function of
+the backend that runs it.
+
+A new database is created from the declaration, not by replaying history:
+changes only upgrade databases that an earlier build created. The changes
+before this module existed are in each backend's history
+(store/sqlite/migrations.py, store/postgres/migrations.py), which lists
+them with their own version numbers; a change appended here is appended to
+both, at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AddColumn:
+    """Add a declared column (its type, default and reference as declared)."""
+
+    table: str
+    column: str
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """Create a declared table with its unique keys and indexes."""
+
+    table: str
+
+
+@dataclass(frozen=True)
+class CreateIndex:
+    """Create a declared index, unless it is there (an older build may hold it)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DropIndex:
+    """Drop an index, if it is there (so that a declared one may take its name)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Sql:
+    """A statement that both databases read alike (data a change moves)."""
+
+    statement: str
+
+
+Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql
+
+
+@dataclass(frozen=True)
+class Change:
+    """One schema change: why (for the log and the reader) and what."""
+
+    why: str
+    operations: tuple[Operation, ...]
+
+
+# The changes both stores made by hand before this module: each backend's
+# history lists them at its own version number.
+
+JOB_PRIORITY = Change(
+    "job priority: a bulk import's jobs are claimed after every due live one",
+    (AddColumn("jobs", "priority"), CreateIndex("idx_jobs_priority")),
+)
+
+RETENTION = Change(
+    "a project's retention, which reads enforce by occur_at",
+    (AddColumn("projects", "retention"), CreateIndex("idx_episodes_session_occur")),
+)
+
+MEMORY_FORMATION = Change(
+    "memories that form themselves (docs/memory-formation.md)",
+    (
+        AddColumn("sessions", "user_id"),
+        AddColumn("sessions", "agent_id"),
+        AddColumn("projects", "memory_formation"),
+        AddColumn("episodes", "memory_state"),
+        AddColumn("episodes", "memory_error"),
+        CreateIndex("idx_episodes_memory_pending"),
+        AddColumn("memories", "source"),
+        AddColumn("memories", "source_episode_id"),
+        AddColumn("memory_history", "episode_id"),
+        AddColumn("memory_history", "reason"),
+        CreateTable("memory_candidates"),
+    ),
+)
+
+SELECTION_ANSWERS = Change(
+    "SelectMemories is safe to retry: a call with a request_id keeps its answer",
+    (CreateTable("memory_selections"),),
+)
+
+EPISODE_ACTS_FOR = Change(
+    "an episode records the user its writer acted for (docs/security.md); episodes"
+    " already stored were accepted under the rules of their day and act for their"
+    " session's user",
+    (
+        AddColumn("episodes", "acts_for"),
+        Sql(
+            "UPDATE episodes SET acts_for = (SELECT s.user_id FROM sessions s"
+            " WHERE s.id = episodes.session_id) WHERE true"
+        ),
+    ),
+)
+
+USAGE_OWNER_INDEX = Change(
+    "ListMemoryUsage pages one user's whole usage in a project by id",
+    (CreateIndex("idx_memory_usage_owner"),),
+)
+
+# Tenants take turns at the claim (docs/architecture.md): a job carries the
+# tenant of its target, written by the statement that queues it. The jobs an
+# upgrade finds take their targets' tenants here, read as store/jobs.TENANT_OF
+# reads them for a new job; otherwise that backlog (an import under way) would
+# stand as one tenant ('') beside every new job and take every other turn. A
+# job whose target is gone keeps ''.
+_JOB_TENANT_OF = (
+    (
+        "('index:episodes', 'extract:episode', 'form:memories')",
+        "SELECT s.tenant FROM episodes e JOIN sessions s ON s.id = e.session_id"
+        " WHERE e.id = jobs.target_id",
+    ),
+    ("('summarize:session')", "SELECT tenant FROM sessions WHERE id = jobs.target_id"),
+    (
+        "('index:summaries')",
+        "SELECT COALESCE(s.tenant, p.tenant) FROM summaries m"
+        " LEFT JOIN sessions s ON s.id = m.session_id"
+        " LEFT JOIN projects p ON p.id = m.project_id WHERE m.id = jobs.target_id",
+    ),
+    (
+        "('index:entities', 'resolve:entity')",
+        "SELECT tenant FROM entities WHERE id = jobs.target_id",
+    ),
+    (
+        "('index:memories', 'expire:memory', 'purge:memory_history')",
+        "SELECT tenant FROM memories WHERE id = jobs.target_id",
+    ),
+    ("('retain:project')", "SELECT tenant FROM projects WHERE id = jobs.target_id"),
+)
+
+JOB_TENANTS = Change(
+    "tenants take turns at the claim: a job carries its target's tenant, and the"
+    " claim walks each priority's tenants in idx_jobs_lanes",
+    (
+        AddColumn("jobs", "tenant"),
+        *(
+            Sql(f"UPDATE jobs SET tenant = COALESCE(({lookup}), '') WHERE kind IN {kinds}")
+            for kinds, lookup in _JOB_TENANT_OF
+        ),
+        CreateIndex("idx_jobs_lanes"),
+        # Served by no claim now (schema.RETIRED_INDEXES).
+        DropIndex("idx_jobs_claim"),
+        DropIndex("idx_jobs_priority"),
+    ),
+)
+
+# The changes since: both backends apply these, in this order, after their
+# history.
+CHANGES: tuple[Change, ...] = (
+    Change(
+        "one schema: the stores' hand-kept schemas had drifted apart; each now holds"
+        " what the declaration says (the claim index in run_after order, and the"
+        " index that an episode's deletion uses to clear its aliases)",
+        (
+            DropIndex("idx_jobs_claim"),
+            CreateIndex("idx_jobs_claim"),
+            CreateIndex("idx_entity_aliases_episode"),
+        ),
+    ),
+    Change(
+        "the LLM's account: a row per request to the model server (docs/usage.md)",
+        (CreateTable("llm_calls"),),
+    ),
+    JOB_TENANTS,
+)

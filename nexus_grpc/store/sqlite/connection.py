@@ -1,0 +1,19 @@
+"""SQLite connections as the store opens them: its dialect attached."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from nexus_grpc.store.sqlite.dialect import SQLITE
+
+
+class SqliteConnection(sqlite3.Connection):
+    """``sqlite3.Connection`` that says it is SQLite's (store/dialect.py)."""
+
+    dialect = SQLITE
+
+
+def connect(database: Any, **kwargs: Any) -> SqliteConnection:
+    """``sqlite3.connect`` for the store: a ``SqliteConnection``."""
+    return sqlite3.connect(database, factory=SqliteConnection, **kwargs)  # type: ignore[return-value]

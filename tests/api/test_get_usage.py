@@ -1,0 +1,170 @@
+"""GetUsage on the wire: every field checked (the status, a message naming
+what is wrong, the field), and each key reading its own tenant's figures
+only; an admin key any tenant's."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import grpc
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from nexus_grpc.core.llm_usage import LLMCall
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests.support import Harness, bearer, start_harness
+
+BOTH_STORES = True
+A_KEY = "tenant-a-key-000000000001"
+B_KEY = "tenant-b-key-000000000001"
+ADMIN_KEY = "ops-admin-key-00000000001"
+A, B, ADMIN = bearer(A_KEY), bearer(B_KEY), bearer(ADMIN_KEY)
+NOW = time.time()
+
+
+@pytest.fixture
+async def h(tmp_path, store_settings):
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "tenants": {"b": {"llm_tokens_per_day": 5000}},
+                "keys": [
+                    {"key": A_KEY, "name": "a", "users": "*"},
+                    {"key": B_KEY, "name": "b", "users": "*"},
+                    {"key": ADMIN_KEY, "name": "ops", "users": "*", "admin": True},
+                ],
+            }
+        )
+    )
+    harness = await start_harness(tmp_path / "data", auth_keys_file=str(keys), **store_settings)
+    yield harness
+    await harness.close()
+
+
+async def _project(h: Harness, key, name: str) -> int:
+    made = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name)), metadata=key
+    )
+    return made.id
+
+
+async def _seed(h: Harness) -> tuple[int, int]:
+    """A project of each tenant, and the calls they made (today, so they count
+    against the budgets too)."""
+    pa, pb = await _project(h, A, "pa"), await _project(h, B, "pb")
+    at = time.time()
+    calls = [
+        LLMCall("extraction", pa, "a", 100, 10, 1.0, "ok", at),
+        LLMCall("extraction", pa, "a", 0, 0, 120.0, "timeout", at),
+        LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
+        LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
+    ]
+    await h.app.db.write(lambda uow: uow.usage.insert(calls))
+    return pa, pb
+
+
+async def _usage(h: Harness, key, **kw) -> memory_pb2.GetUsageResponse:
+    return await h.memory.GetUsage(memory_pb2.GetUsageRequest(**kw), metadata=key)
+
+
+def _totals(report: memory_pb2.GetUsageResponse) -> dict[str, tuple]:
+    return {
+        s.stage: (s.calls, s.prompt_tokens, s.completion_tokens, dict(s.outcomes))
+        for s in report.total.stages
+    }
+
+
+async def test_a_key_reads_its_tenant_or_one_of_its_projects(h):
+    pa, _ = await _seed(h)
+    tenant = await _usage(h, A)
+    assert (tenant.tenant, tenant.project_id) == ("a", 0)
+    assert _totals(tenant) == {
+        "extraction": (2, 100, 10, {"ok": 1, "timeout": 1}),
+        "summary": (1, 40, 4, {"ok": 1}),
+    }
+    [extraction, _] = tenant.total.stages
+    assert extraction.seconds == pytest.approx(121.0)
+    project = await _usage(h, A, project_id=pa)
+    assert (project.tenant, project.project_id) == ("a", pa)
+    assert _totals(project) == {"extraction": (2, 100, 10, {"ok": 1, "timeout": 1})}
+    # Its own tenant, named, is its own to read.
+    assert _totals(await _usage(h, A, tenant="a")) == _totals(tenant)
+    # Its budget: none of its own, and no default.
+    assert tenant.budget.tenant == "a" and tenant.budget.llm_tokens_per_day == 0
+    assert tenant.budget.llm_tokens_today == 154 and not tenant.budget.exhausted
+
+
+async def test_nothing_of_another_tenant_is_seen_and_only_an_admin_names_one(h):
+    pa, pb = await _seed(h)
+    missing = await _refused(h, A, grpc.StatusCode.NOT_FOUND, project_id=999_999)
+    theirs = await _refused(h, A, grpc.StatusCode.NOT_FOUND, project_id=pb)
+    # Another tenant's project answers exactly as a missing one.
+    assert theirs.replace(str(pb), "N") == missing.replace("999999", "N")
+    denied = await _refused(h, A, grpc.StatusCode.PERMISSION_DENIED, tenant="b")
+    assert "only an admin key may name another tenant" in denied
+    # An admin reads any tenant, by name or by project.
+    b = await _usage(h, ADMIN, tenant="b")
+    assert b.tenant == "b" and _totals(b) == {"extraction": (1, 7000, 700, {"ok": 1})}
+    assert b.budget.llm_tokens_per_day == 5000 and b.budget.exhausted
+    assert _totals(await _usage(h, ADMIN, project_id=pb)) == _totals(b)
+    # Its own tenant (named "ops") spent nothing.
+    assert _totals(await _usage(h, ADMIN)) == {}
+    # A tenant nobody has used reads as nothing, not as an error.
+    assert _totals(await _usage(h, ADMIN, tenant="nobody")) == {}
+
+
+async def _refused(h: Harness, key, code: grpc.StatusCode, **kw) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _usage(h, key, **kw)
+    assert err.value.code() == code, err.value.details()
+    return err.value.details()
+
+
+def _violations(exc: grpc.aio.AioRpcError) -> list[str]:
+    status = rpc_status.from_call(exc)
+    assert status is not None
+    fields = []
+    for packed in status.details:
+        if packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            packed.Unpack(bad)
+            fields += [v.field for v in bad.field_violations]
+    return fields
+
+
+HOUR_AGO = int(NOW) - 3600
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field", "words"),
+    [
+        ({"project_id": -1}, "project_id", "must be a positive id"),
+        ({"tenant": "two words"}, "tenant", "is not a tenant's name"),
+        ({"tenant": "x" * 129}, "tenant", "is not a tenant's name"),
+        ({"project_id": 1, "tenant": "a"}, "project_id", "give project_id or tenant, not both"),
+        (
+            {"start_time": Timestamp(seconds=HOUR_AGO), "end_time": Timestamp(seconds=HOUR_AGO)},
+            "start_time",
+            "start_time must be earlier than end_time",
+        ),
+        ({"start_time": Timestamp(seconds=-5)}, "start_time", "must not be before 1970"),
+        (
+            {"start_time": Timestamp(seconds=HOUR_AGO - 2000 * 3600),
+             "bucket": memory_pb2.USAGE_BUCKET_HOUR},
+            "start_time",
+            "hour buckets, more than the 1000 one answer holds",
+        ),  # fmt: skip
+        ({"bucket": 7}, "bucket", "bucket 7 is not a UsageBucket"),
+        ({"end_time": Timestamp(seconds=1, nanos=-1)}, "end_time", "is not a valid timestamp"),
+    ],
+)
+async def test_each_field_is_checked(h, request_fields, field, words):
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _usage(h, A, **request_fields)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert words in err.value.details()
+    assert field in _violations(err.value)
