@@ -52,15 +52,15 @@ test-unit: $(STAMP)
 # The framework adapters at the lowest version of each declared range
 # (pyproject.toml's [langgraph], [langchain], [llamaindex]; the dev install
 # tests the highest): a second virtualenv with those pinned, and
-# tests/integrations run in it. Not part of make test (a venv of its own).
+# tests/e2e/frameworks run in it. Not part of make test (a venv of its own).
 LOWEST_VENV ?= .venv-lowest
 test-integrations-lowest:
 	$(PYTHON) -m venv $(LOWEST_VENV)
 	$(LOWEST_VENV)/bin/pip install --quiet --upgrade pip
 	$(LOWEST_VENV)/bin/pip install --quiet -e '.[server,dev]' \
-		$$($(PYTHON) tests/integrations/lowest_pins.py)
+		$$($(PYTHON) tests/e2e/frameworks/lowest_pins.py)
 	$(LOWEST_VENV)/bin/pip list 2>/dev/null | grep -iE '^(langgraph|langchain-core|llama-index-core|openai-agents) '
-	$(LOWEST_VENV)/bin/python -m pytest -q tests/integrations
+	$(LOWEST_VENV)/bin/python -m pytest -q tests/e2e/frameworks
 
 # The TypeScript client's tests start the real server from $(VENV).
 ts-test: $(STAMP) $(TS_STAMP)

@@ -47,7 +47,7 @@ from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess
-from nexus_grpc.ops.bench import WORDS, run_bench
+from nexus_grpc.ops.against_server.bench import WORDS, run_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "ab-hot-path-key-0123456789"

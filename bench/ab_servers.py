@@ -56,7 +56,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess
-from nexus_grpc.ops.bench import run_bench
+from nexus_grpc.ops.against_server.bench import run_bench
 
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
 MEMORY_MODES = {f"memories_{m}": m for m in rb.EPISODE_MODES}
@@ -80,7 +80,7 @@ def _entity_search(graph: graph_grpc.GraphServiceStub, explain: bool = False):
 async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float,
                   scopes: list[int]) -> tuple[float, dict[str, float]]:
     """req/s and server CPU ms a call by thread group, for the searches
-    nexus_grpc.ops.bench does not drive (memories, entities, and any search
+    nexus_grpc.ops.against_server.bench does not drive (memories, entities, and any search
     with ``+explain``)."""
     rpc, explain = rpc.removesuffix(EXPLAIN), rpc.endswith(EXPLAIN)
     async with grpc.aio.insecure_channel(target) as channel:

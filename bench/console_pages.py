@@ -39,7 +39,7 @@ from playwright.async_api import async_playwright
 from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.loadtest.launcher import ServerProcess
-from tests.console.world import CHROMIUM, CHROMIUM_FLAGS, start_console
+from tests.e2e.console.world import CHROMIUM, CHROMIUM_FLAGS, start_console
 
 ROOT = Path(__file__).resolve().parent.parent
 EPISODES_PER_SESSION = 100

@@ -1,7 +1,7 @@
 """Screenshots of every console page for docs/console.md.
 
 A real server whose LLM is the Ollama stand-in with the scripted answers of
-tests/console/world.py (Alice moved from Lisbon to Porto, Bob plays chess and
+tests/e2e/console/world.py (Alice moved from Lisbon to Porto, Bob plays chess and
 was merged with Robert; one extraction fails for good), the real
 ``nexus-grpc console`` in front of it, and Debian's chromium, headless,
 through Playwright::
@@ -19,7 +19,7 @@ from pathlib import Path
 from playwright.async_api import async_playwright
 
 from nexus_grpc.client import NexusClient
-from tests.console.world import APRIL_15, CHROMIUM, CHROMIUM_FLAGS, build, start_console
+from tests.e2e.console.world import APRIL_15, CHROMIUM, CHROMIUM_FLAGS, build, start_console
 from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub, Reply
 

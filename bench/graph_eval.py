@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nexus_grpc.evaluation.graph import evaluate, format_report
+from nexus_grpc.evaluation.graph_eval import evaluate, format_report
 from nexus_grpc.loadtest.launcher import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -38,9 +38,9 @@ from nexus_grpc.core.graph import SOURCE_EXTRACTION
 from nexus_grpc.core.names import name_key
 from nexus_grpc.domain import entity_resolution, extraction
 from nexus_grpc.domain.entity_resolution import EntityResolution
-from nexus_grpc.domain.resolution import Mention
+from nexus_grpc.domain.resolution_rules import Mention
 from nexus_grpc.embedding import make_embedder
-from nexus_grpc.llm.extraction import (
+from nexus_grpc.llm.extraction_prompts import (
     ExtractedEntity,
     ExtractedRelationship,
     ExtractionResult,

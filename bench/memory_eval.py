@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.graph_eval import careful_model, real_model
-from nexus_grpc.evaluation.memories import evaluate, format_report
+from nexus_grpc.evaluation.memory_eval import evaluate, format_report
 from nexus_grpc.loadtest.launcher import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from pathlib import Path
 import run_benchmarks as rb  # bench/ is this script's own directory
 
 from nexus_grpc.loadtest.launcher import ServerProcess
-from nexus_grpc.ops.bench import run_bench
+from nexus_grpc.ops.against_server.bench import run_bench
 
 GROUPS = (
     ("event loop", lambda name: name == "MainThread"),

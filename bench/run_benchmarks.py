@@ -47,8 +47,8 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
 from nexus_grpc.loadtest.loop import drive, percentile, ratio, single
-from nexus_grpc.ops.bench import WORDS as QUERY_WORDS
-from nexus_grpc.ops.bench import format_result, run_bench
+from nexus_grpc.ops.against_server.bench import WORDS as QUERY_WORDS
+from nexus_grpc.ops.against_server.bench import format_result, run_bench
 from nexus_grpc.store.sqlite.connection import connect as sqlite_connect
 from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.vectors import EdgeVectorIndex, VectorPoint

@@ -42,16 +42,6 @@ from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.domain.usage_report import UsageReports
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
-from nexus_grpc.pipeline import memory_former
-from nexus_grpc.pipeline.entity_resolver import PendingEntityResolver
-from nexus_grpc.pipeline.expiry import MemoryExpiry
-from nexus_grpc.pipeline.extractor import ExtractionHandler
-from nexus_grpc.pipeline.history_purge import purge_history
-from nexus_grpc.pipeline.indexer import Indexer, mark_episode_failed, note_episode_retry
-from nexus_grpc.pipeline.memory_former import MemoryFormer
-from nexus_grpc.pipeline.retention import sweep_retention
-from nexus_grpc.pipeline.summarizer import SessionSummarizer
-from nexus_grpc.pipeline.worker import JobWorker, WorkerConfig
 from nexus_grpc.rerank import RerankClient, Reranker
 from nexus_grpc.runtime import tracing
 from nexus_grpc.runtime.config import Settings
@@ -69,6 +59,16 @@ from nexus_grpc.vectors import (
     VectorIndex,
     VectorIndexUnavailable,
 )
+from nexus_grpc.workers import memory_former
+from nexus_grpc.workers.expiry import MemoryExpiry
+from nexus_grpc.workers.extractor import ExtractionHandler
+from nexus_grpc.workers.history_purge import purge_history
+from nexus_grpc.workers.indexer import Indexer, mark_episode_failed, note_episode_retry
+from nexus_grpc.workers.memory_former import MemoryFormer
+from nexus_grpc.workers.pending_entities import PendingEntityResolver
+from nexus_grpc.workers.retention import sweep_retention
+from nexus_grpc.workers.summarizer import SessionSummarizer
+from nexus_grpc.workers.worker import JobWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
 EMBEDDING_META_KEY = "embedding_model"

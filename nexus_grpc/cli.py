@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         from nexus_grpc.observability import logs
-        from nexus_grpc.ops.reindex import reindex
+        from nexus_grpc.ops.beside_server.reindex import reindex
     except ModuleNotFoundError as exc:
         print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
         return 2
@@ -87,7 +87,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_migrate_store(args: argparse.Namespace) -> int:
     try:
         from nexus_grpc.observability import logs
-        from nexus_grpc.ops.migrate_store import MigrateError, migrate_store
+        from nexus_grpc.ops.beside_server.migrate_store import MigrateError, migrate_store
     except ModuleNotFoundError as exc:
         print(SERVER_EXTRA_HINT.format(missing=exc.name), file=sys.stderr)
         return 2
@@ -105,7 +105,7 @@ def cmd_migrate_store(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     if args.health:
         return _health_check(args)
-    from nexus_grpc.ops.doctor import doctor
+    from nexus_grpc.ops.against_server.doctor import doctor
 
     def read(path: str | None) -> bytes | None:
         if not path:
@@ -135,7 +135,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _health_check(args: argparse.Namespace) -> int:
     """``doctor --health``: the server that ``serve`` starts from this environment."""
-    from nexus_grpc.ops.doctor import (
+    from nexus_grpc.ops.against_server.doctor import (
         EXIT_UNHEALTHY,
         HealthConfigError,
         health_check,
@@ -151,13 +151,13 @@ def _health_check(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from nexus_grpc.ops.bench import main as bench_main
+    from nexus_grpc.ops.against_server.bench import main as bench_main
 
     return bench_main(args)
 
 
 def cmd_eval_memories(args: argparse.Namespace) -> int:
-    from nexus_grpc.evaluation.memories import main as memories_main
+    from nexus_grpc.evaluation.memory_eval import main as memories_main
 
     return memories_main(args)
 
@@ -169,7 +169,7 @@ def cmd_eval_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_graph(args: argparse.Namespace) -> int:
-    from nexus_grpc.evaluation.graph import main as graph_main
+    from nexus_grpc.evaluation.graph_eval import main as graph_main
 
     return graph_main(args)
 
@@ -212,7 +212,7 @@ def _client(args: argparse.Namespace):
 
 def cmd_export(args: argparse.Namespace) -> int:
     from nexus_grpc.client.base import NexusClientError
-    from nexus_grpc.ops.transfer import export_project
+    from nexus_grpc.ops.against_server.transfer import export_project
 
     async def run(out: IO[str]) -> dict[str, int]:
         async with _client(args) as client:
@@ -233,7 +233,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from nexus_grpc.client.base import NexusClientError
-    from nexus_grpc.ops.transfer import ImportResult, import_project
+    from nexus_grpc.ops.against_server.transfer import ImportResult, import_project
 
     target: list[int] = []
 
@@ -289,7 +289,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _restore(args: argparse.Namespace) -> int:
     from nexus_grpc.client.base import NexusClientError
-    from nexus_grpc.ops.transfer import RestoreResult, restore_project
+    from nexus_grpc.ops.against_server.transfer import RestoreResult, restore_project
 
     async def run(lines: IO[str]) -> RestoreResult:
         async with _client(args) as client:
@@ -311,7 +311,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     from nexus_grpc.client.base import NexusClientError
-    from nexus_grpc.ops.usage import UsageError, usage_table
+    from nexus_grpc.ops.against_server.usage import UsageError, usage_table
 
     async def run() -> str:
         async with _client(args) as client:
@@ -452,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
 
-    from nexus_grpc.ops.usage import add_arguments as add_usage_arguments
+    from nexus_grpc.ops.against_server.usage import add_arguments as add_usage_arguments
 
     usage = sub.add_parser(
         "usage",
@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(console)
     console.set_defaults(func=cmd_console)
 
-    from nexus_grpc.ops.bench import add_arguments
+    from nexus_grpc.ops.against_server.bench import add_arguments
 
     bench = sub.add_parser("bench", help="load-test a running server, ghz style")
     add_arguments(bench)
@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_recall_arguments(recall)
     recall.set_defaults(func=cmd_eval_recall)
-    from nexus_grpc.evaluation.memories import add_arguments as add_memory_arguments
+    from nexus_grpc.evaluation.memory_eval import add_arguments as add_memory_arguments
 
     memories = evals.add_parser(
         "memories",
@@ -512,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_arguments(memories)
     memories.set_defaults(func=cmd_eval_memories)
 
-    from nexus_grpc.evaluation.graph import add_arguments as add_graph_arguments
+    from nexus_grpc.evaluation.graph_eval import add_arguments as add_graph_arguments
 
     graph = evals.add_parser(
         "graph",

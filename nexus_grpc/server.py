@@ -14,7 +14,7 @@ Shutdown order (after vLLM's gRPC server), all within ``grace`` seconds:
    RPC still running when the grace runs out is cancelled.
 4. Workers and stores close.
 
-tests/faults/test_fault_shutdown.py checks this from a client, against the real
+tests/e2e/faults/test_fault_shutdown.py checks this from a client, against the real
 process, under load.
 """
 

@@ -4,7 +4,7 @@ The unit tier runs the domain's rules on these: no SQLite, no PostgreSQL, no
 thread hop. Each fake keeps the rows of its aggregate in dicts and answers as
 the store does for the methods the unit tier's rules use; a method it lacks
 raises AttributeError (the rule then needs a whole-server test, or the fake a
-new method). ``tests/store/test_repository_contract.py`` runs the same cases
+new method). ``tests/integration/store/test_repository_contract.py`` runs the same cases
 on these fakes and on both real stores, so a fake cannot drift from the store
 it stands for.
 """

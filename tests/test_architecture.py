@@ -65,7 +65,7 @@ def test_the_check_sees_a_new_package(tmp_path, monkeypatch):
 
 def test_the_unit_tier_runs_on_fakes_not_on_a_database():
     """tests/unit runs the domain's rules on tests/fakes.py: a module there that
-    reaches for SQLite or the store belongs in tests/store (docs/testing.md)."""
+    reaches for SQLite or the store belongs in tests/integration/store (docs/testing.md)."""
     unit = Path(__file__).parent / "unit"
     reaching = sorted(
         path.name

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from nexus_grpc.ops.doctor import HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV
+from nexus_grpc.ops.against_server.doctor import HEALTH_CLIENT_CERT_ENV, HEALTH_CLIENT_KEY_ENV
 from nexus_grpc.runtime.config import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent

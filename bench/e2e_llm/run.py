@@ -56,7 +56,7 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grp
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_grpc
 from nexus_grpc.llm import openai_client
-from nexus_grpc.llm.extraction import EXTRACTION_SCHEMA
+from nexus_grpc.llm.extraction_prompts import EXTRACTION_SCHEMA
 from nexus_grpc.llm.selection_prompts import RANKING_SCHEMA, SELECTION_SCHEMA
 from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import start_server

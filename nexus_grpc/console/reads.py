@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 
 from nexus_grpc.client import NexusClient, NexusNotFound
 from nexus_grpc.client.base import ServerStream
-from nexus_grpc.console import views
+from nexus_grpc.console import page_data
 from nexus_grpc.console.params import (
     BadRequest,
     as_timestamp,
@@ -80,8 +80,8 @@ async def index(client: NexusClient, params: Params) -> dict[str, Any]:
     )
     projects = []
     for project, counted in zip(page.projects, stats, strict=True):
-        row = views.plain(project)
-        row["stats"] = views.plain(counted)
+        row = page_data.plain(project)
+        row["stats"] = page_data.plain(counted)
         projects.append(row)
     return {"projects": projects, "next_page_token": page.next_page_token}
 
@@ -90,7 +90,7 @@ async def index(client: NexusClient, params: Params) -> dict[str, Any]:
 
 
 def _timeline(episodes: list[Message]) -> list[dict[str, Any]]:
-    rows = views.plain_all(episodes)
+    rows = page_data.plain_all(episodes)
     rows.sort(key=lambda e: (e["occur_time"] or "", e["id"]))
     return rows
 
@@ -101,7 +101,7 @@ async def project(client: NexusClient, project_id: int, params: Params) -> dict[
     # The project's counts are the project list's: counting 100,000 episodes
     # again here would double this page's time.
     found = await client.get_project(id=project_id)
-    view: dict[str, Any] = {"project": views.plain(found)}
+    view: dict[str, Any] = {"project": page_data.plain(found)}
     if session_id:
         session = await client.get_session(id=session_id)
         if session.project_id != project_id:
@@ -109,7 +109,7 @@ async def project(client: NexusClient, project_id: int, params: Params) -> dict[
         listed = await client.list_episodes(
             session_id=session_id, page_size=EPISODES_PER_PAGE, page_token=token
         )
-        row = views.plain(session)
+        row = page_data.plain(session)
         row["episodes"] = _timeline(list(listed.episodes))
         row["next_episodes_token"] = listed.next_page_token
         view.update(session_id=session_id, sessions=[row], next_page_token="")
@@ -125,7 +125,7 @@ async def project(client: NexusClient, project_id: int, params: Params) -> dict[
     )
     rows = []
     for session, listed in zip(sessions.sessions, each, strict=True):
-        row = views.plain(session)
+        row = page_data.plain(session)
         row["episodes"] = _timeline(list(listed.episodes))
         row["next_episodes_token"] = listed.next_page_token
         rows.append(row)
@@ -140,8 +140,8 @@ async def episode(client: NexusClient, project_id: int, episode_id: int) -> dict
         raise not_in_project("episode", episode_id, project_id)
     return {
         "project_id": project_id,
-        "episode": views.plain(found),
-        "session": views.plain(session),
+        "episode": page_data.plain(found),
+        "session": page_data.plain(session),
     }
 
 
@@ -159,7 +159,7 @@ async def episode_states(client: NexusClient, episode_ids: list[int]) -> list[di
 
 
 def state_of(found: memory_pb2.Episode) -> dict[str, Any]:
-    row = views.plain(found)
+    row = page_data.plain(found)
     keys = ("id", "embedding_state", "embedding_error", "extraction_state", "extraction_error",
             "memory_state", "memory_error")  # fmt: skip
     return {k: row[k] for k in keys}
@@ -210,7 +210,7 @@ async def _formed_from(
 
 
 def _memory_row(memory: memory_pb2.Memory) -> dict[str, Any]:
-    row = views.plain(memory)
+    row = page_data.plain(memory)
     row["live"] = memory.tier != memory_pb2.TIER_ARCHIVE
     return row
 
@@ -230,8 +230,8 @@ async def memories(client: NexusClient, project_id: int, params: Params) -> dict
         ),
     )
     view: dict[str, Any] = {
-        "project": views.plain(found),
-        "users": views.plain(stats)["users"],
+        "project": page_data.plain(found),
+        "users": page_data.plain(stats)["users"],
         "user_count": stats.user_count,
         "user_id": user_id,
         "include_archived": include_archived,
@@ -259,7 +259,7 @@ async def _history(
     )
     if memory.project_id not in (0, project_id):
         raise not_in_project("memory", memory_id, project_id)
-    revisions = views.plain_all(history.revisions)
+    revisions = page_data.plain_all(history.revisions)
     archived_by = {
         r["episode_id"] for r in revisions if r["episode_id"] and "tier" in r["changed_fields"]
     }
@@ -315,7 +315,7 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
         "merges": [],
         "depth": depth,
         "include_history": include_history,
-        "as_of": views.rfc3339(as_of) if as_of else None,
+        "as_of": page_data.rfc3339(as_of) if as_of else None,
     }
     if entity_id:
         found, entity, drawn, every, aliases, merges = await asyncio.gather(
@@ -331,9 +331,9 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
         if entity.project_id != project_id:
             raise not_in_project("entity", entity_id, project_id)
         seeds = [entity_id]
-        view["entity"] = views.plain(entity)
-        view["aliases"] = views.plain_all(aliases.aliases)
-        view["merges"] = views.plain_all(merges.merges)
+        view["entity"] = page_data.plain(entity)
+        view["aliases"] = page_data.plain_all(aliases.aliases)
+        view["merges"] = page_data.plain_all(merges.merges)
     else:
         found, stats = await asyncio.gather(
             client.get_project(id=project_id),
@@ -352,13 +352,13 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
             )
     if include_history:
         every = drawn
-    view["project"] = views.plain(found)
+    view["project"] = page_data.plain(found)
     view.update(
-        views.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
+        page_data.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
     )
-    times = views.fact_times(every.edges)
-    start = min([*times, views.rfc3339(found.create_time) or views.to_rfc3339(_now())])
-    view["slider"] = {"min": start, "max": views.to_rfc3339(_now()), "marks": times}
+    times = page_data.fact_times(every.edges)
+    start = min([*times, page_data.rfc3339(found.create_time) or page_data.to_rfc3339(_now())])
+    view["slider"] = {"min": start, "max": page_data.to_rfc3339(_now()), "marks": times}
     return view
 
 
@@ -384,7 +384,7 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
     user_id = text(params, "user_id", limit=200)
     found = await client.get_project(id=project_id)
     view: dict[str, Any] = {
-        "project": views.plain(found),
+        "project": page_data.plain(found),
         "q": query,
         "mode": mode,
         "kind": kind,
@@ -424,7 +424,7 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
                 )
             )
         )
-    hits = [views.plain(found_hit) async for found_hit in stream]
+    hits = [page_data.plain(found_hit) async for found_hit in stream]
     stages: list[str] = []
     for rank, hit in enumerate(hits, 1):
         hit["rank"] = rank
@@ -444,12 +444,12 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
 
 async def status(client: NexusClient) -> dict[str, Any]:
     found = await client.get_service_status()
-    view = views.plain(found)
+    view = page_data.plain(found)
     view["usage"] = None
     # The usage issue's GetUsage: drawn once the server and client have it.
     if hasattr(client, "get_usage"):
         try:
-            view["usage"] = views.plain(await client.get_usage())
+            view["usage"] = page_data.plain(await client.get_usage())
         except Exception:  # noqa: BLE001 - a server without it still shows its status
             view["usage"] = None
     return view

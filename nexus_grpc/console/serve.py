@@ -19,8 +19,8 @@ import sys
 import uvicorn
 
 from nexus_grpc.client import NexusClient
-from nexus_grpc.console.app import build_app
 from nexus_grpc.console.options import ListenAddress
+from nexus_grpc.console.routes import build_app
 from nexus_grpc.console.security import GuardSettings
 
 __all__ = ["bind", "guard_settings", "run"]

@@ -1,5 +1,5 @@
 """The durable jobs' kinds, priorities and records (the queue itself is the
-store's ``jobs`` table, store/jobs.py; the workers are pipeline/)."""
+store's ``jobs`` table, store/jobs.py; the workers are workers/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Entity names: the key two spellings of one name share, and how alike two names are.
 
-Pure functions, no I/O: entity resolution (domain/resolution.py), the store's
+Pure functions, no I/O: entity resolution (domain/resolution_rules.py), the store's
 alias index and its migration, and the graph evaluation all derive keys here, so "Dr. Priya
 Raman's", "priya raman" and "PRIYA  RAMAN" meet on one key everywhere.
 """

@@ -11,7 +11,7 @@ facts about the database, a restore's writes). The domain never sees SQL, a
 connection or a store module: ``store/`` implements these Protocols
 (``store/unit_of_work.py``) for SQLite and PostgreSQL, and mypy checks the
 implementation against them; the unit tier runs the domain's rules on
-in-memory fakes of them (``tests/fakes.py``), and ``tests/store/
+in-memory fakes of them (``tests/fakes.py``), and ``tests/integration/store/
 test_repository_contract.py`` runs the same cases on the fakes and both stores.
 
 The Protocols are structural: a repository inherits nothing from here.

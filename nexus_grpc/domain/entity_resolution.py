@@ -1,5 +1,5 @@
 """Resolving the names an extraction gave, as a use case: the rules of
-domain/resolution.py, the entity vectors, and at most one LLM question an
+domain/resolution_rules.py, the entity vectors, and at most one LLM question an
 episode; then writing what was decided.
 
 It runs twice for an episode. Before the write, outside any transaction
@@ -34,7 +34,7 @@ from nexus_grpc.core.names import compatible_types, display_form
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import merges
-from nexus_grpc.domain.resolution import (
+from nexus_grpc.domain.resolution_rules import (
     BLOCK_LIMIT,
     Match,
     Mention,
@@ -46,7 +46,7 @@ from nexus_grpc.domain.resolution import (
 )
 from nexus_grpc.embedding import Embedder, EmbedderUnavailable
 from nexus_grpc.llm import LLMClient, LLMError, LLMUnreachable
-from nexus_grpc.llm.resolution import (
+from nexus_grpc.llm.resolution_prompts import (
     MAX_QUESTIONS,
     RESOLUTION_OPTIONS,
     RESOLUTION_SCHEMA,

@@ -39,11 +39,11 @@ from nexus_grpc.domain.entity_resolution import (
     EntityResolution,
     settle,
 )
-from nexus_grpc.domain.resolution import Mention
+from nexus_grpc.domain.resolution_rules import Mention
 from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.llm import LLMClient, LLMInputTooLong, LLMUnreachable, tokens
-from nexus_grpc.llm.extraction import (
+from nexus_grpc.llm.extraction_prompts import (
     ENTITY_TYPES,
     EXTRACTION_OPTIONS,
     MAX_CURRENT_FACTS,

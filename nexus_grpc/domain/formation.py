@@ -61,8 +61,8 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_visibility import MemoryScope
 from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
-from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
-from nexus_grpc.llm.formation import (
+from nexus_grpc.llm.extraction_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
+from nexus_grpc.llm.formation_prompts import (
     ADD,
     FORMATION_OPTIONS,
     FORMATION_SCHEMA,
@@ -80,7 +80,7 @@ WriteFn = Callable[[UnitOfWork], Any]
 SIMILAR = 5
 # Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
 # a candidate to be shown to the LLM; below it the candidate is simply new.
-# Measured (tests/domain/test_memory_formation.py's pairs, docs/memory-formation.md):
+# Measured (tests/e2e/service/test_memory_formation.py's pairs, docs/memory-formation.md):
 # memories on one subject 0.41-0.81 ("lives in Porto"/"lives in Lisbon" 0.81,
 # "is learning Rust"/"knows Python well" 0.41), on different ones 0.12-0.35.
 SEMANTIC_SIMILAR = 0.4

@@ -33,7 +33,7 @@ from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.retrieval.episode_scope import check_session_graph as _check_session_graph
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceInfo
-from nexus_grpc.llm.extraction import ENTITY_TYPES
+from nexus_grpc.llm.extraction_prompts import ENTITY_TYPES
 from nexus_grpc.llm.text import to_snake_case
 from nexus_grpc.vectors import VectorIndex
 

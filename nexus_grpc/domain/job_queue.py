@@ -1,7 +1,7 @@
 """The durable job queue: claiming due work, and what a job's outcome does to it.
 
 The queue is the store's ``jobs`` table (store/jobs.py), written in the
-same transaction as the data a job concerns. The workers (pipeline/) run
+same transaction as the data a job concerns. The workers (workers/) run
 jobs; what a failed attempt means is decided here, in the transaction that
 records it:
 

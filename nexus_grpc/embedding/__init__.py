@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import Embedder, EmbedderUnavailable, EmbeddingDimensionMismatch
 from .e5 import E5Embedder
+from .embedder import Embedder, EmbedderUnavailable, EmbeddingDimensionMismatch
 from .minilm import MiniLMEmbedder
 from .ollama import OllamaEmbedder
 from .query_cache import QueryVectorCache

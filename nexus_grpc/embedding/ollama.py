@@ -10,7 +10,7 @@ import ollama
 
 from nexus_grpc.core.redact import mask_url
 
-from .base import EmbedderUnavailable, EmbeddingDimensionMismatch
+from .embedder import EmbedderUnavailable, EmbeddingDimensionMismatch
 
 
 class OllamaEmbedder:

@@ -29,7 +29,7 @@ import numpy as np
 
 from nexus_grpc.core.loading_cache import LoadingCache
 
-from .base import Embedder
+from .embedder import Embedder
 
 
 class QueryVectorCache:

@@ -1,6 +1,6 @@
 """The graph evaluation's arithmetic: pure functions over what the service
 answered, so the scores can be checked on cases small enough to work out by
-hand (tests/domain/test_graph_eval.py).
+hand (tests/e2e/service/test_graph_eval.py).
 
 Entity resolution is scored over mention items, each an (episode, extracted
 mention) pair with a gold cluster (the expected entity it names) and a

@@ -27,7 +27,7 @@ import grpc
 import grpc.aio
 
 from nexus_grpc.client.connection import bearer_metadata, open_channel
-from nexus_grpc.evaluation.conversations import NO_REPLY, Conversation, DataError, load_all
+from nexus_grpc.evaluation.locomo import NO_REPLY, Conversation, DataError, load_all
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 

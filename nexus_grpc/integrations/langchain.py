@@ -23,7 +23,7 @@ a ``BaseRetriever`` over the project's episodes, memories (the project's and
 ``user_id``'s) or entities, with nexus's hybrid search (``mode``), the best
 ``k`` (at most 100; ``invoke(query, k=3)`` for one call). Each ``Document``
 carries the hit's ``score``, ``sources`` and ids in its metadata
-(``nexus_grpc.integrations.hits``), and its ``id`` is the record's.
+(``nexus_grpc.integrations.search_results``), and its ``id`` is the record's.
 
 Give many histories one ``client=``: they share its channel, the thread
 their synchronous methods run on, and the resolved project.
@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from nexus_grpc.client import NexusClient
-from nexus_grpc.integrations import hits
-from nexus_grpc.integrations.connection import Connection, check_label
+from nexus_grpc.integrations import search_results
+from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.chat_sessions import ConversationSession
 from nexus_grpc.integrations.exchanges import Conversation, Exchange, Said
-from nexus_grpc.integrations.sessions import ConversationSession
 
 try:
     from langchain_core.callbacks import (
@@ -50,7 +50,7 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
     from langchain_core.retrievers import BaseRetriever
     from pydantic import ConfigDict, PrivateAttr
-except ImportError as exc:  # pragma: no cover - exercised by tests/integrations' light install
+except ImportError as exc:  # pragma: no cover - exercised by tests/e2e/frameworks' light install
     raise ImportError(
         "nexus_grpc.integrations.langchain needs LangChain: pip install 'nexus-grpc[langchain]'"
     ) from exc
@@ -208,7 +208,7 @@ class NexusRetriever(BaseRetriever):
     def model_post_init(self, context: Any, /) -> None:
         check_label("user_id", self.user_id, required=False)
         check_label("agent_id", self.agent_id, required=False)
-        hits.check_search(self.kind, self.mode, self.k)
+        search_results.check_search(self.kind, self.mode, self.k)
         self._conn = Connection(
             client=self.client,
             target=self.target,
@@ -219,20 +219,20 @@ class NexusRetriever(BaseRetriever):
         )
 
     async def _search(self, client: NexusClient, query: str, k: int) -> list[Document]:
-        scope = hits.Scope(
+        scope = search_results.Scope(
             project_id=await self._conn.project_id(client),
             user_id=self.user_id,
             agent_id=self.agent_id,
             include_archived=self.include_archived,
         )
-        found = await hits.search(client, self.kind, query, k, scope, self.mode)
+        found = await search_results.search(client, self.kind, query, k, scope, self.mode)
         return [Document(page_content=h.text, metadata=h.metadata, id=h.id) for h in found]
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
     ) -> list[Document]:
         limit = self.k if k is None else k
-        hits.check_search(self.kind, self.mode, limit)
+        search_results.check_search(self.kind, self.mode, limit)
         return self._conn.run(lambda client: self._search(client, query, limit))
 
     async def _aget_relevant_documents(
@@ -243,7 +243,7 @@ class NexusRetriever(BaseRetriever):
         k: int | None = None,
     ) -> list[Document]:
         limit = self.k if k is None else k
-        hits.check_search(self.kind, self.mode, limit)
+        search_results.check_search(self.kind, self.mode, limit)
         return await self._conn.call(lambda client: self._search(client, query, limit))
 
     def close(self) -> None:

@@ -70,7 +70,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.client import NexusAlreadyExists, NexusClient, NexusNotFound
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.connection import Connection, check_label, one_line
+from nexus_grpc.integrations.adapter_client import Connection, check_label, one_line
 
 try:
     from langgraph.store.base import (
@@ -87,7 +87,7 @@ try:
         SearchOp,
     )
     from langgraph.store.base.embed import get_text_at_path, tokenize_path
-except ImportError as exc:  # pragma: no cover - exercised by tests/integrations' light install
+except ImportError as exc:  # pragma: no cover - exercised by tests/e2e/frameworks' light install
     raise ImportError(
         "nexus_grpc.integrations.langgraph needs LangGraph: pip install 'nexus-grpc[langgraph]'"
     ) from exc

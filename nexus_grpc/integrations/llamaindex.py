@@ -23,7 +23,7 @@ for LlamaIndex's ``Memory``
 ``NexusRetriever(kind="memories", client=..., project=..., user_id=...)`` is
 a retriever over the project's episodes, memories or entities returning
 ``NodeWithScore``s: the node's text is the hit's, its id the record's, its
-metadata the hit's score, sources and ids (``nexus_grpc.integrations.hits``).
+metadata the hit's score, sources and ids (``nexus_grpc.integrations.search_results``).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations import hits
-from nexus_grpc.integrations.connection import Connection, check_label
+from nexus_grpc.integrations import search_results
+from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.chat_sessions import ConversationSession
 from nexus_grpc.integrations.exchanges import Conversation, Role, Said
-from nexus_grpc.integrations.sessions import ConversationSession
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -44,7 +44,7 @@ try:
     from llama_index.core.memory.memory import BaseMemoryBlock
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
     from pydantic import Field, PrivateAttr
-except ImportError as exc:  # pragma: no cover - exercised by tests/integrations' light install
+except ImportError as exc:  # pragma: no cover - exercised by tests/e2e/frameworks' light install
     raise ImportError(
         "nexus_grpc.integrations.llamaindex needs LlamaIndex: pip install 'nexus-grpc[llamaindex]'"
     ) from exc
@@ -176,7 +176,7 @@ class NexusRetriever(BaseRetriever):
         similarity_top_k: int = 4,
         **kwargs: Any,
     ) -> None:
-        hits.check_search(kind, mode, similarity_top_k)
+        search_results.check_search(kind, mode, similarity_top_k)
         self.kind = kind
         self.mode = mode
         self.similarity_top_k = similarity_top_k
@@ -194,13 +194,15 @@ class NexusRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     async def _search(self, client: NexusClient, query: str) -> list[NodeWithScore]:
-        scope = hits.Scope(
+        scope = search_results.Scope(
             project_id=await self._conn.project_id(client),
             user_id=self.user_id,
             agent_id=self.agent_id,
             include_archived=self.include_archived,
         )
-        found = await hits.search(client, self.kind, query, self.similarity_top_k, scope, self.mode)
+        found = await search_results.search(
+            client, self.kind, query, self.similarity_top_k, scope, self.mode
+        )
         return [
             NodeWithScore(node=TextNode(id_=h.id, text=h.text, metadata=h.metadata), score=h.score)
             for h in found

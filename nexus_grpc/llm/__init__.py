@@ -15,7 +15,7 @@ from nexus_grpc.llm.errors import (
     LLMUnreachable,
 )
 from nexus_grpc.llm.openai_client import OpenAIClient
-from nexus_grpc.llm.options import SamplingOptions
+from nexus_grpc.llm.sampling import SamplingOptions
 from nexus_grpc.llm.text import StreamCleaner, clean_stream, strip_model_tokens, to_snake_case
 
 __all__ = [

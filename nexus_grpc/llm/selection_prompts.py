@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nexus_grpc.llm.errors import LLMBadOutput
-from nexus_grpc.llm.options import SamplingOptions
+from nexus_grpc.llm.sampling import SamplingOptions
 
 Category = Literal["necessary", "supporting"]
 CATEGORIES: tuple[Category, ...] = ("necessary", "supporting")

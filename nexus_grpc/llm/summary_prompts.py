@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from nexus_grpc.core.models import episode_text
-from nexus_grpc.llm.options import SamplingOptions
+from nexus_grpc.llm.sampling import SamplingOptions
 
 SESSION_SUMMARY_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 500}
 PROJECT_OVERVIEW_OPTIONS: SamplingOptions = {"temperature": 0.2, "num_predict": 1200}

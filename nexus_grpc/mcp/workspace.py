@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import grpc
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.client.names import find_or_create_project, session_external_id
+from nexus_grpc.client.name_lookup import find_or_create_project, session_external_id
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.mcp.results import ToolFailure, checked
 

@@ -11,7 +11,7 @@ Types are the store's, not a database's: ``KEY`` is an id or a reference to
 one (INTEGER / BIGINT), ``INT`` a small number or an enum (INTEGER), ``REAL``
 a float or a time in seconds since the epoch (REAL / DOUBLE PRECISION),
 ``TEXT`` text or JSON. A column is NOT NULL unless it says ``null=True``.
-tests/store/test_schema.py checks that a database created from this
+tests/integration/store/test_schema.py checks that a database created from this
 declaration and one upgraded through every schema change hold the same
 tables, columns, keys and indexes, on both stores.
 """

@@ -3,7 +3,7 @@ project's setting (USER by default) and whether the session names its user
 decide; what extraction keeps for the job is only what may form.
 
 The job's decisions against kept memories (identical, similar, the time rule,
-the cap) need the index and the LLM stand-in: tests/domain/test_memory_formation.py."""
+the cap) need the index and the LLM stand-in: tests/e2e/service/test_memory_formation.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from nexus_grpc.core.models import Episode, MemoryFormation, Session
 from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
-from nexus_grpc.llm.extraction import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
+from nexus_grpc.llm.extraction_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from tests.fakes import FakeUnitOfWork
 
 ABOUT_USER = MemoryCandidate("user", "home", "I live in Porto", "longterm", "I live in Porto")

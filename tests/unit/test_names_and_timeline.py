@@ -16,7 +16,7 @@ from nexus_grpc.core.names import (
     name_key,
     shingles,
 )
-from nexus_grpc.domain.resolution import SHINGLE_ASK, SHINGLE_MATCH
+from nexus_grpc.domain.resolution_rules import SHINGLE_ASK, SHINGLE_MATCH
 from nexus_grpc.domain.timeline import intervals
 
 # Names --------------------------------------------------------------------------
@@ -54,7 +54,7 @@ def test_display_form_keeps_case_and_drops_title_and_possessive():
     assert best_display(["ACME", "Acme"]) == "Acme"
 
 
-# The shingle thresholds of domain/resolution.py, measured on these pairs
+# The shingle thresholds of domain/resolution_rules.py, measured on these pairs
 # (docs/graph.md). Spelling variants of one name score 0.45-0.75 and
 # different names that look alike 0.27-0.58: the ranges overlap, so a
 # shingle score only ever asks the LLM, except at near-identity.

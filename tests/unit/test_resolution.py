@@ -1,11 +1,11 @@
 """Entity resolution's cascade on its own: key, containment, shingles, else new
-(domain/resolution.py), decided over candidate rows as the store hands them over."""
+(domain/resolution_rules.py), decided over candidate rows as the store hands them over."""
 
 from __future__ import annotations
 
 from nexus_grpc.core.graph import PENDING, RESOLVED, CandidateRow
 from nexus_grpc.core.names import name_key
-from nexus_grpc.domain.resolution import (
+from nexus_grpc.domain.resolution_rules import (
     SHINGLE_MATCH,
     Match,
     Mention,

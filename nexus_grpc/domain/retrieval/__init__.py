@@ -16,8 +16,8 @@ filters, its text for the reranker and its hit.
 """
 
 from nexus_grpc.domain.retrieval.call import Call, Candidate
-from nexus_grpc.domain.retrieval.entities import GraphRequest
-from nexus_grpc.domain.retrieval.episodes import EpisodeRequest
+from nexus_grpc.domain.retrieval.entity_kind import GraphRequest
+from nexus_grpc.domain.retrieval.episode_kind import EpisodeRequest
 from nexus_grpc.domain.retrieval.hits import EntityHit, MemoryHit
 from nexus_grpc.domain.retrieval.pipeline import Engine, Recipe
 from nexus_grpc.domain.retrieval.recipes import ENTITIES, EPISODES, MEMORIES

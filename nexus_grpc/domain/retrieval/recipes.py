@@ -12,7 +12,7 @@ rerank.py plus a line in ``stages``.
 from __future__ import annotations
 
 from nexus_grpc.core.models import SearchSource
-from nexus_grpc.domain.retrieval import entities, episodes, memories
+from nexus_grpc.domain.retrieval import entity_kind, episode_kind, memory_kind
 from nexus_grpc.domain.retrieval.cohesion import GroupCohesion
 from nexus_grpc.domain.retrieval.filters import Hydrate, Keep
 from nexus_grpc.domain.retrieval.fusion import Fusion
@@ -34,7 +34,7 @@ WEIGHTS = {SearchSource.KEYWORD: KEYWORD_WEIGHT, SearchSource.SEMANTIC: 1.0 - KE
 ENTITY_CANDIDATE_FACTOR = 2
 
 EPISODES: Recipe[EpisodeHit] = Recipe(
-    kind=episodes.Episodes(),
+    kind=episode_kind.Episodes(),
     paths=(EpisodeKeyword(), EpisodeVector()),
     stages=(
         Fusion(WEIGHTS),
@@ -42,12 +42,12 @@ EPISODES: Recipe[EpisodeHit] = Recipe(
         KeywordLead(),
         Hydrate(
             lambda uow, ids: uow.episodes.get_many(ids),
-            (episodes.in_scope, episodes.in_window, episodes.retained),
+            (episode_kind.in_scope, episode_kind.in_window, episode_kind.retained),
         ),
         Rerank(),
         Page(),
         KeywordSnippets(
-            lambda uow, match, ids: uow.episodes.snippets(match, ids), episodes.keyword_match
+            lambda uow, match, ids: uow.episodes.snippets(match, ids), episode_kind.keyword_match
         ),
         CallerScores(bm25=True),
     ),
@@ -55,12 +55,12 @@ EPISODES: Recipe[EpisodeHit] = Recipe(
 )
 
 MEMORIES: Recipe[MemoryHit] = Recipe(
-    kind=memories.Memories(),
+    kind=memory_kind.Memories(),
     paths=(MemoryKeyword(), MemoryVector()),
     stages=(
         Fusion(WEIGHTS),
         KeywordLead(),
-        Keep((memories.visible_now,)),  # scope, tier, tenant and expiry: one rule
+        Keep((memory_kind.visible_now,)),  # scope, tier, tenant and expiry: one rule
         Rerank(),
         Page(),
         CallerScores(bm25=True),
@@ -69,12 +69,12 @@ MEMORIES: Recipe[MemoryHit] = Recipe(
 )
 
 ENTITIES: Recipe[EntityHit] = Recipe(
-    kind=entities.Entities(),
+    kind=entity_kind.Entities(),
     paths=(EntityNames(), EntityVector()),
     stages=(
         Fusion(WEIGHTS),
         KeywordLead(),
-        Keep((entities.in_graph,)),
+        Keep((entity_kind.in_graph,)),
         Rerank(),
         Page(),
         CallerScores(bm25=False),

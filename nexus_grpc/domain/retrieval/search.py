@@ -16,10 +16,10 @@ from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.retrieval import recipes
 from nexus_grpc.domain.retrieval.call import Call
-from nexus_grpc.domain.retrieval.entities import GraphRequest
-from nexus_grpc.domain.retrieval.episodes import EpisodeRequest
+from nexus_grpc.domain.retrieval.entity_kind import GraphRequest
+from nexus_grpc.domain.retrieval.episode_kind import EpisodeRequest
 from nexus_grpc.domain.retrieval.hits import EntityHit, EpisodeHit, MemoryHit
-from nexus_grpc.domain.retrieval.memories import search_scope
+from nexus_grpc.domain.retrieval.memory_kind import search_scope
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
 from nexus_grpc.embedding import Embedder
 from nexus_grpc.rerank import Reranker

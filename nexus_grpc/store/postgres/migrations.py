@@ -38,7 +38,7 @@ Step = tuple[Change, ...] | list[str] | Callable[[Any], None] | None
 MIGRATIONS: list[Step] = [
     # 1: the first schema. A database at version 0 is created from the
     # declaration instead; tests start an upgrade from this version's tables
-    # (tests/store/fixtures/postgres_v1.sql).
+    # (tests/integration/store/fixtures/postgres_v1.sql).
     None,
     # 2: SQLite's 12 and 13.
     (schema_changes.JOB_PRIORITY, schema_changes.RETENTION),

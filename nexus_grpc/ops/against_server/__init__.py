@@ -1,0 +1,1 @@
+"""Operator tools that run against a running server, over gRPC."""

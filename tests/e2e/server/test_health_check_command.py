@@ -1,0 +1,242 @@
+"""``nexus-grpc doctor --health``, the image's HEALTHCHECK, run as Docker runs it:
+a separate process whose only input is the server's own environment.
+
+Each test starts a real server (in-process, TLS as configured) and runs the
+real command in a subprocess with ``NEXUS_LISTEN`` on all interfaces and a
+port other than 50051, as a container would set them.  ``make image-test``
+runs the same command inside the built image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from grpc_health.v1 import health_pb2
+
+from nexus_grpc.ops.against_server.doctor import (
+    HealthConfigError,
+    certificate_names,
+    local_target,
+    probe_from_environment,
+)
+from tests.support import Harness, start_harness
+
+# --- certificates ------------------------------------------------------------------------
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _ca(name: str, cwd: Path) -> None:
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
+             "-subj", f"/CN={name}", cwd=cwd)  # fmt: skip
+
+
+def _issue(name: str, ca: str, cn: str, ext: str, cwd: Path) -> None:
+    (cwd / f"{name}.ext").write_text(ext + "\n")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
+             cwd=cwd)  # fmt: skip
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-days", "2", "-out", f"{name}.pem",
+             "-extfile", f"{name}.ext", cwd=cwd)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    """Two CAs, as a LAN often has: one signs servers, one signs clients.
+
+    The server certificates name a LAN host only, not 127.0.0.1, where the health
+    check dials: a check that verified the dialled address would fail on them.
+    """
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not installed")
+    d = tmp_path_factory.mktemp("certs")
+    _ca("server-ca", d)
+    _ca("client-ca", d)
+    _issue("server", "server-ca", "nexus.lan",
+           "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
+    _issue("wildcard", "server-ca", "lan",
+           "subjectAltName=DNS:*.nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
+    _issue("client", "client-ca", "healthcheck", "extendedKeyUsage=clientAuth", d)
+    # One CA for both sides, a certificate good for both uses (what step-ca and
+    # cfssl's "peer" profile issue): the server's own certificate passes mTLS.
+    _issue("peer", "client-ca", "nexus.lan",
+           "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth,clientAuth", d)  # fmt: skip
+    return d
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+def _port(h: Harness) -> str:
+    return h.target.rpartition(":")[2]
+
+
+async def _health_command(env: dict[str, str]) -> tuple[int, str]:
+    """Runs ``nexus-grpc doctor --health`` with only ``env`` as its settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "nexus_grpc.cli", "doctor", "--health", "--timeout", "5",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**clean, **env},
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    return proc.returncode or 0, out.decode()
+
+
+async def test_plaintext_on_another_port_and_all_interfaces_is_healthy(tmp_path):
+    h = await start_harness(tmp_path / "data")
+    try:
+        code, out = await _health_command({"NEXUS_LISTEN": f"0.0.0.0:{_port(h)}"})
+        assert (code, out.strip()) == (0, f"SERVING: 127.0.0.1:{_port(h)} (plaintext)")
+    finally:
+        await h.close()
+
+
+async def test_a_server_that_is_not_serving_is_unhealthy(tmp_path):
+    h = await start_harness(tmp_path / "data")
+    try:
+        await h.running.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        code, out = await _health_command({"NEXUS_LISTEN": f"0.0.0.0:{_port(h)}"})
+        assert code == 1 and out.startswith("NOT_SERVING"), out
+    finally:
+        await h.close()
+    # Gone: 1 as well, never Docker's reserved 2.
+    code, out = await _health_command({"NEXUS_LISTEN": f"0.0.0.0:{_port(h)}"})
+    assert code == 1 and out.startswith("unhealthy:") and "UNAVAILABLE" in out, out
+
+
+async def test_tls_is_checked_against_the_servers_own_certificate(tmp_path, certs):
+    for name in ("server", "wildcard"):
+        h = await start_harness(
+            tmp_path / name,
+            tls_cert=str(certs / f"{name}.pem"),
+            tls_key=str(certs / f"{name}.key"),
+        )
+        env = {
+            "NEXUS_LISTEN": f"[::]:{_port(h)}" if name == "wildcard" else f"0.0.0.0:{_port(h)}",
+            "NEXUS_TLS_CERT": str(certs / f"{name}.pem"),
+            "NEXUS_TLS_KEY": str(certs / f"{name}.key"),
+        }
+        try:
+            if name == "wildcard":
+                # [::] (all interfaces, IPv6) is dialled on [::1], where this server
+                # does not listen: the check says so rather than passing.
+                code, out = await _health_command(env)
+                assert code == 1 and "[::1]" in out, out
+                env["NEXUS_LISTEN"] = f"0.0.0.0:{_port(h)}"
+            code, out = await _health_command(env)
+            assert (code, out.strip()) == (0, f"SERVING: 127.0.0.1:{_port(h)} (TLS)"), out
+            # The plaintext check the image used to have reads a TLS server as down.
+            code, out = await _health_command({"NEXUS_LISTEN": f"0.0.0.0:{_port(h)}"})
+            assert code == 1, out
+        finally:
+            await h.close()
+
+
+async def test_mtls_presents_the_configured_client_certificate(tmp_path, certs):
+    h = await start_harness(
+        tmp_path / "data",
+        tls_cert=str(certs / "server.pem"),
+        tls_key=str(certs / "server.key"),
+        tls_client_ca=str(certs / "client-ca.pem"),
+    )
+    env = {
+        "NEXUS_LISTEN": f"0.0.0.0:{_port(h)}",
+        "NEXUS_TLS_CERT": str(certs / "server.pem"),
+        "NEXUS_TLS_KEY": str(certs / "server.key"),
+        "NEXUS_TLS_CLIENT_CA": str(certs / "client-ca.pem"),
+    }
+    try:
+        # The server's own certificate is not one the client CA signed: refused,
+        # and the line says which settings fix it.
+        code, out = await _health_command(env)
+        assert code == 1 and "NEXUS_HEALTH_CLIENT_CERT" in out, out
+        code, out = await _health_command(
+            {
+                **env,
+                "NEXUS_HEALTH_CLIENT_CERT": str(certs / "client.pem"),
+                "NEXUS_HEALTH_CLIENT_KEY": str(certs / "client.key"),
+            }
+        )
+        assert (code, out.strip()) == (0, f"SERVING: 127.0.0.1:{_port(h)} (mTLS)"), out
+    finally:
+        await h.close()
+
+
+async def test_mtls_with_one_ca_needs_no_extra_settings(tmp_path, certs):
+    h = await start_harness(
+        tmp_path / "data",
+        tls_cert=str(certs / "peer.pem"),
+        tls_key=str(certs / "peer.key"),
+        tls_client_ca=str(certs / "client-ca.pem"),
+    )
+    try:
+        code, out = await _health_command(
+            {
+                "NEXUS_LISTEN": f"0.0.0.0:{_port(h)}",
+                "NEXUS_TLS_CERT": str(certs / "peer.pem"),
+                "NEXUS_TLS_KEY": str(certs / "peer.key"),
+                "NEXUS_TLS_CLIENT_CA": str(certs / "client-ca.pem"),
+            }
+        )
+        assert (code, out.strip()) == (0, f"SERVING: 127.0.0.1:{_port(h)} (mTLS)"), out
+    finally:
+        await h.close()
+
+
+# --- reading the settings ----------------------------------------------------------------
+
+
+def test_the_listen_address_becomes_one_a_neighbour_can_dial():
+    assert local_target("0.0.0.0:50051") == "127.0.0.1:50051"
+    assert local_target(":7000") == "127.0.0.1:7000"
+    assert local_target("[::]:7000") == "[::1]:7000"
+    assert local_target("10.0.0.5:7000") == "10.0.0.5:7000"
+    assert local_target("localhost:7000") == "localhost:7000"
+    assert local_target("unix:/run/nexus.sock") == "unix:/run/nexus.sock"
+    for bad, why in (("0.0.0.0:0", "port 0"), ("nexus", "HOST:PORT"), ("h:port", "HOST:PORT")):
+        with pytest.raises(HealthConfigError, match=why):
+            local_target(bad)
+
+
+def test_settings_come_from_the_same_variables_as_serve(certs):
+    assert probe_from_environment({}).target == "127.0.0.1:50051"  # serve's default
+    assert not probe_from_environment({"NEXUS_LISTEN": "0.0.0.0:6000"}).tls
+    probe = probe_from_environment(
+        {"NEXUS_TLS_CERT": str(certs / "server.pem"), "NEXUS_TLS_KEY": str(certs / "server.key")}
+    )
+    assert probe.tls and probe.server_name == "nexus.lan" and probe.certificate_chain is None
+    assert probe.root_certificates == (certs / "server.pem").read_bytes()
+    with pytest.raises(HealthConfigError, match="go together"):
+        probe_from_environment({"NEXUS_TLS_CERT": str(certs / "server.pem")})
+    with pytest.raises(HealthConfigError, match="cannot read"):
+        probe_from_environment({"NEXUS_TLS_CERT": "/nope.pem", "NEXUS_TLS_KEY": "/nope.key"})
+    with pytest.raises(HealthConfigError, match="go together"):
+        probe_from_environment(
+            {
+                "NEXUS_TLS_CERT": str(certs / "server.pem"),
+                "NEXUS_TLS_KEY": str(certs / "server.key"),
+                "NEXUS_TLS_CLIENT_CA": str(certs / "client-ca.pem"),
+                "NEXUS_HEALTH_CLIENT_CERT": str(certs / "client.pem"),
+            }
+        )
+
+
+def test_certificate_names_are_read_from_the_file(certs, tmp_path):
+    assert certificate_names(str(certs / "server.pem")) == ["nexus.lan"]
+    # The common name counts only without alternative names, as in verification.
+    assert certificate_names(str(certs / "wildcard.pem")) == ["*.nexus.lan"]
+    assert certificate_names(str(certs / "client.pem")) == ["healthcheck"]
+    not_pem = tmp_path / "x.pem"
+    not_pem.write_text("hello")
+    assert certificate_names(str(not_pem)) == []

@@ -1,0 +1,384 @@
+"""RestoreProject and `nexus-grpc import --restore`: an export written back
+exactly as it was, server-assigned fields included, all or nothing, by an
+admin key only."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.against_server.transfer import read_records
+from tests.e2e.service.test_export_project import (
+    REFERENCES,
+    cli,
+    exported,
+    normalized,
+    rows,
+    seed,
+)
+from tests.support import bearer, start_harness, wait_until
+
+# Runs on SQLite and on PostgreSQL (tests/conftest.py): the server restored
+# into is the parametrized one.
+BOTH_STORES = True
+
+ADMIN = "ops-admin-key-000000000001"
+USER_KEY = "orchestrator-key-000000001"
+TENANT_ADMIN = "acme-admin-key-0000000001"
+TENANT_USER = "acme-user-key-00000000001"
+RIVAL = "globex-key-000000000000001"
+
+# Derived index state, rebuilt by the receiving server rather than copied:
+# where its embedding and extraction jobs stand. Everything else an export
+# holds (times, counters, history authors, sources) must come back as it was.
+DERIVED = {"embedding_state", "embedding_error", "extraction_state", "extraction_error"}
+
+
+def compared(lines: list[str]) -> list[tuple[str, dict]]:
+    """``normalized`` (ids replaced by positions), but leaving out only the
+    derived fields: ``normalized`` leaves out what `import` cannot keep."""
+    from tests.e2e.service import test_export_project as export_tests
+
+    kept = export_tests.ASSIGNED
+    try:
+        export_tests.ASSIGNED = DERIVED
+        return normalized(lines)
+    finally:
+        export_tests.ASSIGNED = kept
+
+
+@pytest.fixture
+def keys(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": ADMIN, "name": "ops", "users": "*", "admin": True},
+                    {"key": USER_KEY, "name": "orchestrator", "users": "*"},
+                    {
+                        "key": TENANT_ADMIN,
+                        "name": "acme-ops",
+                        "users": "*",
+                        "admin": True,
+                        "tenant": "acme",
+                    },
+                    {"key": TENANT_USER, "name": "acme-app", "users": "*", "tenant": "acme"},
+                    {"key": RIVAL, "name": "globex", "users": "*", "tenant": "globex"},
+                ]
+            }
+        )
+    )
+    return str(path)
+
+
+@pytest.fixture
+async def target(tmp_path, store_settings, keys):
+    """The server restored into: auth on, on the parametrized store."""
+    h = await start_harness(tmp_path / "target", auth_keys_file=keys, **store_settings)
+    yield h
+    await h.close()
+
+
+async def used_source(tmp_path) -> tuple[list[str], int]:
+    """A seeded project whose server-assigned fields are not what a fresh
+    write would give (used memories, extracted entities, mentions counted
+    again, an authored history), and its export."""
+    a = await start_harness(tmp_path / "source")
+    try:
+        project_id = await seed(a, "MINE")
+
+        def wear(c):
+            c.execute(
+                "UPDATE memories SET use_count = 3, last_used_at = 1700000000.5"
+                " WHERE title = 'alice likes'"
+            )
+            c.execute("UPDATE memory_history SET principal = 'ops'")
+            c.execute(
+                "UPDATE entities SET source = 'extraction', mention_count = 4,"
+                " last_seen_at = 1700000100.5 WHERE type = 'person'"
+            )
+            c.execute("UPDATE relationships SET mention_count = 2")
+
+        await a.app.db.write_sql(wear)
+        lines = await exported(a, project_id, tmp_path / "first.jsonl")
+        return lines, project_id
+    finally:
+        await a.close()
+
+
+def requests(lines: list[str]) -> list[memory_pb2.RestoreProjectRequest]:
+    return [memory_pb2.RestoreProjectRequest(record=r) for r in read_records(lines)]
+
+
+async def test_restore_round_trips_everything_but_ids(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    path = tmp_path / "first.jsonl"
+    restored = await cli(
+        "import", "--restore", str(path), "--target", target.target, "--api-key", ADMIN
+    )
+    assert restored.returncode == 0, restored.stderr
+    new_id = int(restored.stdout.strip())
+    assert f"restored into new project {new_id}" in restored.stderr
+    assert "2 session, 6 episode, 4 memory, 2 memory_revision" in restored.stderr
+
+    second = tmp_path / "second.jsonl"
+    done = await cli(
+        "export", str(new_id), "-o", str(second), "--target", target.target, "--api-key", ADMIN
+    )
+    assert done.returncode == 0, done.stderr
+    again = second.read_text().splitlines()
+    assert compared(again) == compared(lines)
+    # The ids are the new server's own.
+    assert json.loads(again[0])["project"]["id"] == str(new_id)
+
+    # What `import` would have assigned anew came back as it was.
+    def records(kind: str, text: list[str]) -> list[dict]:
+        return [json.loads(x)[kind] for x in text if next(iter(json.loads(x))) == kind]
+
+    for kind in ("project", "session", "episode", "memory", "entity", "summary"):
+        before, after = records(kind, lines), records(kind, again)
+        assert [r.get("create_time") for r in after] == [r.get("create_time") for r in before]
+    used = next(m for m in records("memory", again) if m["title"] == "alice likes")
+    assert used["use_count"] == "3" and used["last_used_time"] == "2023-11-14T22:13:20.500Z"
+    history = records("memory_revision", again)
+    assert [r["principal"] for r in history] == ["ops", "ops"]
+    assert [r["request_id"] for r in history] == [
+        r["request_id"] for r in records("memory_revision", lines)
+    ]
+    assert all(r["request_id"] for r in history)
+    person = next(e for e in records("entity", again) if e["type"] == "person")
+    assert person["source"] == "ENTITY_SOURCE_EXTRACTION" and person["mention_count"] == "4"
+    assert records("relationship", again)[0]["mention_count"] == "2"
+    # Every reference field was compared (mapped), not skipped.
+    assert set(REFERENCES) <= {k for _, body in compared(again) for k in body} | {"memory_id"}
+
+    # Extraction is not run again: the graph came with the file.
+    def extraction(c):
+        return (
+            c.execute("SELECT DISTINCT extract_state FROM episodes").fetchall(),
+            c.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'extract:episode'").fetchone()[0],
+        )
+
+    states, extract_jobs = await target.app.db.read_sql(extraction)
+    assert [tuple(s) for s in states] == [(2,)] and extract_jobs == 0
+
+
+async def test_restored_episodes_become_searchable_once_embedded(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    answer = await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    assert answer.episodes == 6
+
+    async def embedded() -> bool:
+        n = await target.app.db.read_sql(
+            lambda c: c.execute("SELECT COUNT(*) FROM episodes WHERE embed_state = 2").fetchone()[0]
+        )
+        return n == 6
+
+    await wait_until(embedded, timeout=60)
+    hits = [
+        hit
+        async for hit in target.memory.SearchEpisodes(
+            memory_pb2.SearchEpisodesRequest(
+                query="MINE question 3",
+                project_id=answer.project_id,
+                mode=memory_pb2.SEARCH_MODE_SEMANTIC,
+            ),
+            metadata=bearer(ADMIN),
+        )
+    ]
+    assert hits and hits[0].episode.user_message == "MINE question 3"
+    assert hits[0].sources == [memory_pb2.SEARCH_SOURCE_SEMANTIC]
+
+
+async def test_a_key_that_is_not_admin_restores_nothing(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    before = await rows(target)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(USER_KEY))
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "RestoreProject needs an admin key" in err.value.details()
+    assert await rows(target) == before
+    # The command says so, and writes nothing either.
+    refused = await cli(
+        "import",
+        "--restore",
+        str(tmp_path / "first.jsonl"),
+        "--target",
+        target.target,
+        "--api-key",
+        USER_KEY,
+    )
+    assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr
+    assert "nothing was restored" in refused.stderr
+    assert await rows(target) == before
+
+
+def _kind(line: str) -> str:
+    return next(iter(json.loads(line)))
+
+
+def _edited(lines: list[str], kind: str, change) -> list[str]:
+    """The lines with the first record of ``kind`` changed by ``change``."""
+    out, done = [], False
+    for line in lines:
+        record = json.loads(line)
+        if not done and _kind(line) == kind:
+            change(record[kind])
+            done = True
+        out.append(json.dumps(record))
+    return out
+
+
+def _cases(lines: list[str]) -> dict[str, tuple[list[str], str]]:
+    first_episode = next(i for i, x in enumerate(lines) if _kind(x) == "episode")
+    first_entity = next(i for i, x in enumerate(lines) if _kind(x) == "entity")
+    relationship = next(i for i, x in enumerate(lines) if _kind(x) == "relationship")
+    entity = json.loads(lines[first_entity])["entity"]
+    return {
+        "no project first": (lines[1:], "record 0 is a session; the first record must be"),
+        "a second project": (
+            [lines[0], *lines[1:3], lines[0], *lines[3:]],
+            "record 3 (project): a second project record",
+        ),
+        "an unknown session": (
+            _edited(lines, "episode", lambda e: e.update(session_id="999999")),
+            f"record {first_episode} (episode): episode.session_id 999999 names no session"
+            " record earlier in the stream",
+        ),
+        "an unknown entity": (
+            _edited(lines, "relationship", lambda r: r.update(to_id="999999")),
+            f"record {relationship} (relationship): relationship.to_id 999999 names no entity",
+        ),
+        "a bad entity type": (
+            _edited(lines, "entity", lambda e: e.update(type="spaceship")),
+            f"record {first_entity} (entity): entity.type 'spaceship' is not an entity type",
+        ),
+        "a blank message": (
+            _edited(lines, "episode", lambda e: e.update(user_message=" ")),
+            f"record {first_episode} (episode): episode.user_message is required",
+        ),
+        "an entity twice": (
+            [
+                *lines[: first_entity + 1],
+                json.dumps({"entity": dict(entity, id="999999", name=entity["name"].upper())}),
+                *lines[first_entity + 1 :],
+            ],
+            f"record {first_entity + 1} (entity): entity 'MINE ADA' (person) is a second entity",
+        ),
+        "an empty record": (
+            [*lines[:2], "{}", *lines[2:]],
+            "record 2 (empty): record is empty",
+        ),
+    }
+
+
+CASES = [
+    "no project first",
+    "a second project",
+    "an unknown session",
+    "an unknown entity",
+    "a bad entity type",
+    "a blank message",
+    "an entity twice",
+    "an empty record",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_a_bad_record_is_named_and_nothing_is_restored(tmp_path, target, case):
+    lines, _ = await used_source(tmp_path)
+    bad, message = _cases(lines)[case]
+    before = await rows(target)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.RestoreProject(iter(requests(bad)), metadata=bearer(ADMIN))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert message in err.value.details()
+    assert "nothing was restored" in err.value.details()
+    assert await rows(target) == before
+
+
+async def test_an_empty_stream_is_invalid(target):
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.RestoreProject(iter([]), metadata=bearer(ADMIN))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "the first must be the project" in err.value.details()
+
+
+async def test_a_collision_found_while_writing_rolls_back_everything(tmp_path, target):
+    """The second restore of a file fails at its first session, whose
+    external_id the first restore holds, after its project row was written:
+    that row goes too."""
+    lines, _ = await used_source(tmp_path)
+    await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    before = await rows(target)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "record 1 (session): a session with external_id" in err.value.details()
+    assert await rows(target) == before
+
+
+async def test_a_tenant_admin_restores_into_its_own_tenant(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    answer = await target.memory.RestoreProject(
+        iter(requests(lines)), metadata=bearer(TENANT_ADMIN)
+    )
+
+    def tenants(c):
+        return {
+            t: {r[0] for r in c.execute(f"SELECT DISTINCT tenant FROM {t}").fetchall()}
+            for t in ("projects", "sessions", "memories", "entities")
+        }
+
+    assert await target.app.db.read_sql(tenants) == {
+        "projects": {"acme"},
+        "sessions": {"acme"},
+        "memories": {"acme"},
+        "entities": {"acme"},
+    }
+    # The tenant's other keys see it; another tenant's do not.
+    got = await target.memory.GetProject(
+        memory_pb2.GetProjectRequest(id=answer.project_id), metadata=bearer(TENANT_USER)
+    )
+    assert got.name == "MINE project"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.GetProject(
+            memory_pb2.GetProjectRequest(id=answer.project_id), metadata=bearer(RIVAL)
+        )
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_too_many_records_are_refused_before_anything_is_written(
+    tmp_path, target, monkeypatch
+):
+    from nexus_grpc.domain import restore
+
+    lines, _ = await used_source(tmp_path)
+    monkeypatch.setattr(restore, "MAX_RESTORE_RECORDS", 5)
+    before = await rows(target)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "at most 5 records per RestoreProject call" in err.value.details()
+    assert await rows(target) == before
+
+
+async def test_a_file_that_does_not_parse_sends_nothing(tmp_path, target):
+    lines, _ = await used_source(tmp_path)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([*lines[:3], "not json", *lines[3:]]) + "\n")
+    before = await rows(target)
+    done = await cli(
+        "import", "--restore", str(broken), "--target", target.target, "--api-key", ADMIN
+    )
+    assert done.returncode == 1
+    assert "line 4: not an ExportRecord" in done.stderr
+    assert "nothing was restored" in done.stderr
+    assert await rows(target) == before
+    # --restore writes a new project: it takes no --into.
+    into = await cli("import", "--restore", str(broken), "--into", "1", "--target", target.target)
+    assert into.returncode == 2 and "takes no --into" in into.stderr

@@ -1,0 +1,1 @@
+"""Integration tier: one adapter or the store against its real counterpart."""
