@@ -28,6 +28,13 @@ Examples (docs/benchmarks.md quotes both):
         --rpcs hybrid,hybrid+explain,memories_default,memories_default+explain,\\
         entities,entities+explain main=main
 
+Across a schema change, seed with the oldest tree (``--seed-tree``): an
+older server refuses a database newer than it knows, and a newer one upgrades
+its copy on start, so every variant serves the same rows.
+
+    .venv/bin/python bench/ab_servers.py --episodes 20000 --seed-tree /tmp/old \
+        --rpcs keyword,semantic,hybrid old=/tmp/old main=main
+
 A ``+explain`` row asks every hit's explanation (issue 37's ``explain``); a
 tree whose protos lack the field ignores it, so the row is its plain search.
 memories_*: SearchMemories in that mode for one of ten users of a seeded
@@ -40,8 +47,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
+import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -105,6 +115,24 @@ async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: f
     return figures["rps"], {k: 1000 * v / calls for k, v in split.items()}
 
 
+def seed_with(tree: str, seed_dir: Path, episodes: int) -> list[int]:
+    """Seed with ``tree``'s own code (its schema), in a subprocess; the
+    session scopes the episode searches use."""
+    if tree == "main":
+        return rb.seed(seed_dir, episodes, memory_users=MEMORY_USERS).session_scopes
+    root = Path(tree).resolve()
+    code = (
+        "import json, sys; from pathlib import Path; import run_benchmarks as rb;"
+        f" s = rb.seed(Path(sys.argv[1]), {episodes}, memory_users={MEMORY_USERS});"
+        " print(json.dumps(s.session_scopes))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(seed_dir)], cwd=root / "bench", check=True,
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def parse_variant(text: str) -> tuple[str, str, list[str]]:
     name, _, rest = text.partition("=")
     tree, _, flags = rest.partition(":")
@@ -146,6 +174,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seed-tree", default="main",
+                        help="the tree whose code seeds the data (the oldest, across a"
+                             " schema change)")
     args = parser.parse_args()
     variants = [parse_variant(v) for v in args.variants]
     rpcs = args.rpcs.split(",")
@@ -153,7 +184,7 @@ def main() -> int:
         seed_dir = Path(tmp) / "seed"
         scopes: list[int] = []
         if args.episodes:
-            scopes = rb.seed(seed_dir, args.episodes, memory_users=MEMORY_USERS).session_scopes
+            scopes = seed_with(args.seed_tree, seed_dir, args.episodes)
         for rnd in range(args.rounds):
             for name, tree, flags in variants:
                 data = Path(tmp) / f"{name}-{rnd}"
