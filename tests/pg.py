@@ -121,7 +121,7 @@ def stop() -> None:
 def restore_version_1(raw: Any) -> None:
     """Make an empty database what the first build that served PostgreSQL left
     (schema version 1): where tests of an upgrade start."""
-    fixture = Path(__file__).parent / "store" / "fixtures" / "postgres_v1.sql"
+    fixture = Path(__file__).parent / "integration" / "store" / "fixtures" / "postgres_v1.sql"
     raw.execute(fixture.read_text())
     raw.execute("CREATE TABLE nexus_schema (version INTEGER NOT NULL)")
     raw.execute("INSERT INTO nexus_schema (version) VALUES (1)")

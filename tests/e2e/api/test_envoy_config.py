@@ -23,7 +23,7 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from tests.support import start_harness
 
-CONFIG = Path(__file__).resolve().parents[2] / "docs" / "envoy.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "docs" / "envoy.yaml"
 ENVOY = shutil.which("envoy") or str(Path(sys.executable).parent / "envoy")
 
 # The wheel exists for x86-64 Linux and arm64 macOS only; CI runs on the

@@ -90,7 +90,7 @@ from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
 from tests.support import start_harness
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WATCH = "/nexus.graph.v1.GraphService/WatchExtractions"
 SEARCH = "/nexus.memory.v1.MemoryService/SearchEpisodes"
 

@@ -10,7 +10,7 @@ import re
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXTRAS = ("langgraph", "langchain", "llamaindex")
 
 

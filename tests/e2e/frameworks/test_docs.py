@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
 SECTIONS = ("## LangGraph", "## LangChain", "## LlamaIndex")
 
 

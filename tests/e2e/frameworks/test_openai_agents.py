@@ -24,7 +24,7 @@ from tests.e2e.mcp.agents import ROOT
 
 def _example():
     """The example as the docs ship it (docs/examples/ is no package)."""
-    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "openai_agents_mcp.py"
+    path = Path(__file__).resolve().parents[3] / "docs" / "examples" / "openai_agents_mcp.py"
     spec = importlib.util.spec_from_file_location("openai_agents_mcp", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -20,7 +20,7 @@ from mcp.types import CallToolResult
 
 from tests.support import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVING = re.compile(r"serving MCP \(streamable HTTP\) on (http://\S+)")
 
 

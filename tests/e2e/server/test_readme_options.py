@@ -14,7 +14,7 @@ import pytest
 
 from nexus_grpc.runtime.config import OPTIONS, env_default, help_text, markdown_table, settings_from
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def rows() -> dict[str, list[str]]:

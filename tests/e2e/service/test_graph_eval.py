@@ -23,7 +23,7 @@ from tests.ollama_stub import OllamaStub, Reply
 # The dev-set run goes through both systems of record: the graph's intervals,
 # aliases and merges are SQL of their own on each.
 BOTH_STORES = True
-DEV_SET = Path(__file__).resolve().parents[2] / "bench" / "eval" / "graph-dev.json"
+DEV_SET = Path(__file__).resolve().parents[3] / "bench" / "eval" / "graph-dev.json"
 
 
 # The arithmetic ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from tests.careful_memory_model import CarefulMemoryModel
 from tests.ollama_stub import OllamaStub
 from tests.support import start_harness
 
-DEV = Path(__file__).resolve().parents[2] / "bench" / "eval" / "memory-dev.json"
+DEV = Path(__file__).resolve().parents[3] / "bench" / "eval" / "memory-dev.json"
 
 
 def test_the_report_counts_kept_stale_duplicate_unexpected_and_leaked_memories():

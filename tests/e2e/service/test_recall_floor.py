@@ -19,7 +19,7 @@ from tests.process import ServerProcess
 DATA = Path(
     os.environ.get(
         "NEXUS_EVAL_DATA",
-        Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "locomo-dev" / "26.json",
+        Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "locomo-dev" / "26.json",
     )
 )
 # What this build reaches on conversation 26 with the default embedder

@@ -31,7 +31,7 @@ MODES = [
     memory_pb2.SEARCH_MODE_SEMANTIC,
     memory_pb2.SEARCH_MODE_HYBRID,
 ]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def ts(seconds: float) -> Timestamp:

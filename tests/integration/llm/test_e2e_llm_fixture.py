@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 
-E2E = Path(__file__).resolve().parents[2] / "bench" / "e2e_llm"
+E2E = Path(__file__).resolve().parents[3] / "bench" / "e2e_llm"
 FIXTURE = json.loads((E2E / "episodes.json").read_text())
 EPISODES = [e for s in FIXTURE["sessions"] for e in s["episodes"]]
 

@@ -27,7 +27,7 @@ from tests.ollama_stub import OllamaStub, Reply, stub_tokens
 MODEL = "qwen2.5:3b"
 SYSTEM = "SYSTEM-RULES: answer in JSON."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]
-ASSETS = Path(__file__).resolve().parents[2] / "nexus_grpc" / "embedding" / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "nexus_grpc" / "embedding" / "assets"
 
 
 @pytest.fixture

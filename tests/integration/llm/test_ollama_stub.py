@@ -236,7 +236,7 @@ def test_subprocess_mode(tmp_path: Path) -> None:
             }
         )
     )
-    stub_py = Path(__file__).resolve().parents[1] / "ollama_stub.py"
+    stub_py = Path(__file__).resolve().parents[2] / "ollama_stub.py"
     cmd = [sys.executable, str(stub_py), "--port", "0", "--script", str(script)]
     with subprocess.Popen(
         cmd + ["--record", str(record)], stdout=subprocess.PIPE, text=True
