@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.e2e.mcp.agents import indexed, ok
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The server's distributions, and the names they import as.
 SERVER_DISTRIBUTIONS = {
