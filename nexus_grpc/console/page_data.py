@@ -79,12 +79,25 @@ def _repeated(field: Any) -> bool:
     return bool(field.label == FieldDescriptor.LABEL_REPEATED)
 
 
+def _map_entry(field: Any) -> Any:
+    """A map field's entry type (its ``value`` field says the values' type), or None."""
+    message_type = field.message_type
+    if message_type is not None and message_type.GetOptions().map_entry:
+        return message_type
+    return None
+
+
 def plain(message: Message) -> dict[str, Any]:
-    """Every field of ``message`` (defaults included), as plain JSON values."""
+    """Every field of ``message`` (defaults included), as plain JSON values;
+    a map (StageUsage's ``outcomes``) as an object, by key."""
     out: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        if _repeated(field):
+        entry = _map_entry(field)
+        if entry is not None:
+            of = entry.fields_by_name["value"]
+            out[field.name] = {k: _value(of, value[k]) for k in sorted(value)}
+        elif _repeated(field):
             out[field.name] = [_value(field, v) for v in value]
         elif field.type == FieldDescriptor.TYPE_MESSAGE and not message.HasField(field.name):
             out[field.name] = None

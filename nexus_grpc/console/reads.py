@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client import NexusClient, NexusNotFound
 from nexus_grpc.client.base import ServerStream
@@ -33,7 +34,6 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 
 Params = Mapping[str, str]
-R = TypeVar("R", bound=Message)
 
 PROJECTS_PER_PAGE = 50
 SESSIONS_PER_PAGE = 20
@@ -50,6 +50,12 @@ GRAPH_SEEDS = 12
 SEARCH_LIMIT = 20
 MODES = ("hybrid", "keyword", "semantic")
 SEARCH_KINDS = ("episodes", "memories", "entities")
+#: /status's usage windows: bucket length, and how many buckets back from now.
+USAGE_WINDOWS = {
+    "day": (memory_pb2.USAGE_BUCKET_HOUR, 24),
+    "week": (memory_pb2.USAGE_BUCKET_DAY, 7),
+}
+_BUCKET_SECONDS = {memory_pb2.USAGE_BUCKET_HOUR: 3_600, memory_pb2.USAGE_BUCKET_DAY: 86_400}
 _MODE_VALUES = {
     "hybrid": memory_pb2.SEARCH_MODE_HYBRID,
     "keyword": memory_pb2.SEARCH_MODE_KEYWORD,
@@ -369,14 +375,6 @@ def _now() -> datetime:
 # Search -------------------------------------------------------------------
 
 
-def _explaining(request: R) -> R:
-    """Asks for each stage's rank and score where the server's contract has
-    the explain issue's ``explain`` field; without it, the plain search."""
-    if "explain" in request.DESCRIPTOR.fields_by_name:
-        setattr(request, "explain", True)  # noqa: B010 - a field this proto may not have
-    return request
-
-
 async def search(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
     query = text(params, "q")
     mode = choice(params, "mode", MODES, "hybrid")
@@ -396,33 +394,23 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
     if not query:
         return view
     stream: ServerStream[Any]
+    # explain: each hit says its rank and score at every stage (keyword,
+    # semantic, fused, reranked...), the playground's columns.
     if kind == "episodes":
         stream = client.search_episodes(
-            _explaining(
-                memory_pb2.SearchEpisodesRequest(
-                    query=query, project_id=project_id, mode=_MODE_VALUES[mode],
-                    limit=SEARCH_LIMIT,
-                )
-            )
+            query=query, project_id=project_id, mode=_MODE_VALUES[mode], limit=SEARCH_LIMIT,
+            explain=True,
         )  # fmt: skip
     elif kind == "memories":
         stream = client.search_memories(
-            _explaining(
-                memory_pb2.SearchMemoriesRequest(
-                    query=query, scope=_scope(project_id, user_id, False),
-                    mode=_MODE_VALUES[mode], limit=SEARCH_LIMIT,
-                )
-            )
+            query=query, scope=_scope(project_id, user_id, False), mode=_MODE_VALUES[mode],
+            limit=SEARCH_LIMIT, explain=True,
         )  # fmt: skip
     else:
         if mode != "hybrid":
             raise BadRequest("mode", "entity search has one mode (names and meaning together)")
         stream = client.search_entities(
-            _explaining(
-                graph_pb2.SearchEntitiesRequest(
-                    query=query, project_id=project_id, limit=SEARCH_LIMIT
-                )
-            )
+            query=query, project_id=project_id, limit=SEARCH_LIMIT, explain=True
         )
     hits = [page_data.plain(found_hit) async for found_hit in stream]
     stages: list[str] = []
@@ -442,14 +430,27 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
 # The service --------------------------------------------------------------
 
 
-async def status(client: NexusClient) -> dict[str, Any]:
-    found = await client.get_service_status()
+async def status(client: NexusClient, params: Params) -> dict[str, Any]:
+    """GetServiceStatus, and GetUsage for the key's whole tenant over the
+    window asked (``window=day``: the last 24 hours by hour, the default;
+    ``week``: the last 7 days by day).  Any key reads its own tenant's usage
+    (figures only, no content), so a refusal is the page's error as any
+    other call's."""
+    window = choice(params, "window", tuple(USAGE_WINDOWS), "day")
+    bucket, count = USAGE_WINDOWS[window]
+    seconds = _BUCKET_SECONDS[bucket]
+    # Whole UTC buckets, the current one last (to its end, so a call made
+    # this second is in it): 24 hours, 7 days.
+    first = (int(_now().timestamp()) // seconds - (count - 1)) * seconds
+    found, usage = await asyncio.gather(
+        client.get_service_status(),
+        client.get_usage(
+            start_time=Timestamp(seconds=first),
+            end_time=Timestamp(seconds=first + count * seconds),
+            bucket=bucket,
+        ),
+    )
     view = page_data.plain(found)
-    view["usage"] = None
-    # The usage issue's GetUsage: drawn once the server and client have it.
-    if hasattr(client, "get_usage"):
-        try:
-            view["usage"] = page_data.plain(await client.get_usage())
-        except Exception:  # noqa: BLE001 - a server without it still shows its status
-            view["usage"] = None
+    view["usage_window"] = window
+    view["usage"] = page_data.plain(usage)
     return view

@@ -40,7 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.console import page_data, reads
+from nexus_grpc.console import page_data, reads, usage_chart
 from nexus_grpc.console.params import BadRequest, path_id, text
 from nexus_grpc.console.security import (
     LOGIN_COOKIE,
@@ -89,6 +89,8 @@ def _environment() -> Environment:
     )
     env.filters["short"] = page_data.short
     env.filters["when"] = lambda value: (value or "").replace("T", " ").replace("Z", " UTC")
+    env.filters["n"] = lambda value: f"{value:,}"
+    env.globals["tokens_chart"] = usage_chart.tokens_chart
     env.globals["urlencode"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v})
     return env
 
@@ -163,7 +165,7 @@ class Console:
         return await reads.search(self.client, project_id, request.query_params)
 
     async def status(self, request: Request) -> dict[str, Any]:
-        return await reads.status(self.client)
+        return await reads.status(self.client, request.query_params)
 
     # Live states -----------------------------------------------------------
 

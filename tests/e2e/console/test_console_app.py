@@ -9,6 +9,7 @@ hub with more neighbours than the drawing's cap.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -22,7 +23,7 @@ from nexus_grpc.console.routes import build_app
 from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings
 from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import HashingEmbedder, start_harness
+from tests.support import HashingEmbedder, start_harness, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -412,3 +413,37 @@ async def test_a_degraded_search_shows_why(world, team):
         world.ids["episode"]
     ]
     assert "Degraded answer" in page.text and view["degraded_reason"] in page.text
+
+
+async def test_the_search_playground_shows_each_stages_rank_and_score(world, team):
+    pid, episode_id = world.project_id, world.ids["episode"]
+
+    async def embedded() -> bool:
+        found = await team.get(f"/projects/{pid}/episodes/{episode_id}.json")
+        return found.json()["episode"]["embedding_state"] == "done"
+
+    await wait_until(embedded)
+    url = f"/projects/{pid}/search.json?q=Lisbon&mode=hybrid"
+    view = (await team.get(url)).json()
+    [hit] = view["hits"]
+    assert hit["episode"]["id"] == episode_id
+    # explain is asked: every stage the pipeline ran, in its order.
+    assert view["stages"][:3] == ["keyword", "semantic", "fused"]
+    scores = hit["stage_scores"]
+    assert [scores[s]["rank"] for s in ("keyword", "semantic", "fused")] == [1, 1, 1]
+    assert scores["keyword"]["note"] == "matched: lisbon"
+    assert scores["semantic"]["score"] > 0 and scores["fused"]["score"] == hit["score"]
+    # No reranker here: the stage says it was skipped, and why.
+    assert scores["reranked"]["rank"] == 0 and "skipped" in scores["reranked"]["note"]
+
+    page = (await team.get(url.replace(".json", ""))).text
+    headers = re.findall(r'<th scope="col" class="num" data-stage="(\w+)">', page)
+    assert headers == view["stages"]
+    [row] = re.findall(r'<tr class="hit">(.*?)</tr>', page, re.S)
+    cells = dict(re.findall(r'<td class="num stage" data-stage="(\w+)">(.*?)</td>', row, re.S))
+    for stage in ("keyword", "semantic", "fused"):
+        shown = f'<span class="stage-score"><b>#1</b> {scores[stage]["score"]:.4g}</span>'
+        assert cells[stage].startswith(shown), cells[stage]
+    assert "matched: lisbon" in cells["keyword"]
+    assert cells["reranked"].startswith('<span title="not found at this stage">—</span>')
+    assert "skipped: no reranker" in cells["reranked"]

@@ -98,6 +98,31 @@ async def page(browser: Browser):
     assert not errors, errors  # no script failed on any page the test opened
 
 
+async def test_the_status_page_shows_the_llm_usage_a_person_reads(setup, page):
+    # Before the held episode's test: the world's extractions are all done.
+    async with NexusClient(setup.harness.target, api_key=TEAM_KEY) as client:
+        report = await client.get_usage()
+    stages = {s.stage: s for s in report.total.stages}
+    extraction = stages["extraction"]
+    assert extraction.calls == len(setup.world.episodes)  # one call an episode
+    await page.goto(f"{setup.team}/status")
+    await expect(page.locator("#usage-chart")).to_be_visible()
+    await expect(page.locator("#usage-chart rect[data-stage='extraction']")).to_have_count(1)
+    row = page.locator("#usage-stages tbody tr[data-stage='extraction'] td")
+    await expect(row).to_have_text(
+        [
+            "extraction", f"{extraction.calls:,}", f"{extraction.prompt_tokens:,}",
+            f"{extraction.completion_tokens:,}", f"{extraction.seconds:.1f}",
+            f"ok {extraction.calls}",
+        ]
+    )  # fmt: skip
+    today = report.budget.llm_tokens_today
+    assert today > 0
+    await expect(page.locator("#budget")).to_contain_text(
+        f"Today: {today:,} tokens; no daily budget"
+    )
+
+
 async def test_the_slider_moved_to_a_past_date_shows_the_fact_that_held_then(setup, page):
     w = setup.world
     await page.goto(f"{setup.team}/projects/{w.project_id}/graph?entity_id={w.entities['alice']}")
