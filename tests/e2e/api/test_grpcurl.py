@@ -140,6 +140,7 @@ async def test_the_readme_walk_through_runs_as_written(harness):
     assert "// Streams hits in rank order." in out  # describe, with the comments
     assert '"user_id": "alice"' in out and '"project_id": "1"' in out
     assert "5433" in out  # the search found the exchange
+    assert '"stage": "keyword"' in out and '"note": "matched: ' in out  # explain's stages
     assert "x-nexus-empty-reason: LLM_OFF: " in out  # the empty memory search says why
     assert "state             SERVING" in out and "off   ollama" in out  # doctor, exit 0
     status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
