@@ -1,5 +1,20 @@
 export { NexusClient } from "./client";
-export type { CallOptions, NexusClientOptions, ServerStream, ServiceClient, TlsOptions } from "./client";
+export {
+  DEGRADED_KEY,
+  EMPTY_REASON_KEY,
+  EXISTING_KEY,
+  SELECTION_METHOD_KEY,
+} from "./client";
+export type {
+  Answer,
+  CallOptions,
+  NexusClientOptions,
+  ServerStream,
+  ServiceClient,
+  TlsOptions,
+  Trailed,
+  TrailerReasons,
+} from "./client";
 export {
   NexusError,
   NexusAlreadyExists,

@@ -6,12 +6,16 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
+  DEGRADED_KEY,
+  EMPTY_REASON_KEY,
+  EXISTING_KEY,
   NexusClient,
   NexusError,
   NexusInvalidArgument,
   NexusNotFound,
   NexusResourceExhausted,
   NexusUnauthenticated,
+  STATUS_DETAILS_KEY,
   Status,
   graph,
   memory,
@@ -260,6 +264,136 @@ describe("against a server that takes one WatchExtractions stream", () => {
     assert.equal(quota.subject, "server");
     assert.equal(refused.errorInfo?.reason, "WATCH_STREAM_LIMIT");
     assert.equal(refused.errorInfo?.domain, "nexus-grpc");
+  });
+});
+
+describe("what the server says beside an answer (the x-nexus-* trailers)", () => {
+  // No LLM (so memories never form: LLM_OFF), and a reranker no one listens on
+  // (so the default search mode cannot be reordered: x-nexus-degraded).
+  let server: Server;
+  let client: NexusClient;
+
+  before(async () => {
+    server = new Server(["--reranker-url", `http://127.0.0.1:${await freePort()}`, "--reranker-timeout", "0.5"]);
+    await server.start();
+    client = new NexusClient(server.target, { timeoutMs: 20_000 });
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  /** A project forming USER memories (the default), with a session of alice's holding `turns`. */
+  const world = async (...turns: string[]): Promise<{ scope: memory.MemoryScope; sessionId: number }> => {
+    const project = await client.memory.createProject({ project: { name: "trailers" } });
+    const session = await client.memory.createSession({ session: { projectId: project.id, userId: "alice" } });
+    for (const turn of turns) {
+      await client.memory.createEpisode({ sessionId: session.id, userMessage: turn, aiResponse: "Noted." });
+    }
+    return { scope: { projectId: project.id, userId: "alice" } as memory.MemoryScope, sessionId: session.id };
+  };
+  const drain = async <T>(stream: AsyncIterable<T>): Promise<T[]> => {
+    const items: T[] = [];
+    for await (const item of stream) items.push(item);
+    return items;
+  };
+  const LLM_OFF = /^LLM_OFF: no LLM server is configured .*1 exchange waits for memory formation$/;
+
+  test("an empty stream says why once it has ended: LLM_OFF without an LLM", async () => {
+    const { scope } = await world("I'm vegetarian now.");
+    const search = client.memory.searchMemories({ query: "vegetarian", scope });
+    assert.equal(search.trailers, undefined, "nothing is known before the stream ends");
+    assert.equal(search.emptyReason, undefined);
+    assert.deepEqual(await drain(search), []);
+    assert.match(search.emptyReason ?? "", LLM_OFF);
+    assert.equal(search.trailers?.[EMPTY_REASON_KEY], search.emptyReason);
+    assert.equal(search.degradedReason, undefined);
+
+    const select = client.memory.selectMemories({ prompt: "what should I cook?", scope });
+    assert.deepEqual(await drain(select), []);
+    assert.equal(select.selectionMethod, "semantic", "said also when nothing is selected");
+    assert.match(select.emptyReason ?? "", LLM_OFF);
+  });
+
+  test("a unary answer carries its trailers as properties that are not fields", async () => {
+    const { scope } = await world("I'm vegetarian now.");
+    const listed = await client.memory.listMemories({ scope });
+    const reason: string | undefined = listed.emptyReason; // typed on the answer
+    assert.match(reason ?? "", LLM_OFF);
+    assert.equal(listed.trailers[EMPTY_REASON_KEY], reason);
+    assert.ok(listed.trailers["x-request-id"], "every trailer is there as text");
+    // Not fields: comparisons, keys and JSON see only the message.
+    assert.deepStrictEqual(listed, { memories: [], nextPageToken: "" });
+    assert.deepEqual(Object.keys(listed), ["memories", "nextPageToken"]);
+    assert.equal(JSON.stringify(listed), '{"memories":[],"nextPageToken":""}');
+  });
+
+  test("an answer with something in it gives no emptyReason", async () => {
+    const { scope, sessionId } = await world("I'm vegetarian now.");
+    await client.memory.createMemory({
+      memory: { kind: memory.MemoryKind.MEMORY_KIND_PROJECT, projectId: scope.projectId, title: "port", content: "Postgres runs on port 5433" },
+    });
+    const listed = await client.memory.listMemories({ scope });
+    assert.equal(listed.memories.length, 1);
+    assert.ok(listed.trailers["x-request-id"], "the trailers were read");
+    assert.equal(listed.emptyReason, undefined);
+
+    const search = client.memory.searchEpisodes({
+      query: "vegetarian",
+      sessionId,
+      mode: memory.SearchMode.SEARCH_MODE_KEYWORD,
+    });
+    assert.equal((await drain(search)).length, 1);
+    assert.ok(search.trailers?.["x-request-id"], "the trailers were read");
+    assert.equal(search.emptyReason, undefined);
+    assert.equal(search.degradedReason, undefined, "keyword search asks no reranker");
+  });
+
+  test("a second CreateMemory of the same words says the memory was already held", async () => {
+    const { scope } = await world();
+    const fact = { kind: memory.MemoryKind.MEMORY_KIND_PROJECT, projectId: scope.projectId, title: "deploys", content: "Deploys go out on Tuesdays" };
+    const first = await client.memory.createMemory({ memory: fact });
+    assert.ok(first.trailers["x-request-id"], "the trailers were read");
+    assert.equal(first.existing, undefined, "a new memory was stored");
+    // Each call gets its own request_id: the words alone make it the same memory.
+    const again = await client.memory.createMemory({ memory: { ...fact, title: "Deploys!" } });
+    assert.equal(again.id, first.id);
+    assert.equal(
+      again.existing,
+      `memory ${first.id} already holds these words in this tier; it is returned and nothing was stored`,
+    );
+    assert.equal(again.trailers[EXISTING_KEY], again.existing);
+  });
+
+  test("a search the reranker could not order says why in degradedReason", async () => {
+    const { sessionId } = await world("I'm vegetarian now.", "vegetarian recipes, please");
+    const search = client.memory.searchEpisodes({ query: "vegetarian", sessionId });
+    const hits = await drain(search);
+    assert.ok(hits.length >= 1);
+    assert.match(search.degradedReason ?? "", /^reranker: cannot reach http:\/\/127\.0\.0\.1:\d+\/rerank/);
+    assert.equal(search.degradedReason, hits[0].degradedReason, "the trailer and the hits agree");
+    assert.equal(search.trailers?.[DEGRADED_KEY], search.degradedReason);
+    assert.equal(search.emptyReason, undefined);
+  });
+
+  test("a failed stream keeps its text trailers, binary ones left out; one left early has none", async () => {
+    const refused = client.memory.searchMemories({ query: "x", scope: { userId: " bob" } as memory.MemoryScope });
+    let error: unknown;
+    await drain(refused).catch((e: unknown) => (error = e));
+    assert.ok(error instanceof NexusInvalidArgument, String(error));
+    assert.equal(error.metadata?.get(STATUS_DETAILS_KEY).length, 1, "the server sent its binary details");
+    assert.ok(refused.trailers, "a failed stream has ended too");
+    assert.equal(refused.trailers[STATUS_DETAILS_KEY], undefined);
+    assert.equal(refused.trailers["x-request-id"], error.requestId);
+
+    const { sessionId } = await world("apples are red", "apples grow on trees");
+    const search = client.memory.searchEpisodes({
+      query: "apples",
+      sessionId,
+      mode: memory.SearchMode.SEARCH_MODE_KEYWORD,
+    });
+    for await (const _ of search) break; // leaving early cancels the call
+    assert.equal(search.trailers, undefined, "what the server would have sent is not known");
   });
 });
 
