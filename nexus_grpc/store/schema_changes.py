@@ -16,7 +16,11 @@ both, at the end.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from nexus_grpc.store import schema
+from nexus_grpc.store.schema import Column, Index, Table
 
 
 @dataclass(frozen=True)
@@ -184,3 +188,30 @@ CHANGES: tuple[Change, ...] = (
     ),
     JOB_TENANTS,
 )
+
+
+def render(
+    op: Operation,
+    backend: str,
+    add_column: Callable[[Table, Column], str],
+    create_table: Callable[[Table], list[str]],
+    create_index: Callable[[Table, Index], str],
+) -> list[str]:
+    """The statements that carry out ``op`` on ``backend``, in the DDL its
+    functions write (``create_table`` and ``create_index`` write guarded
+    statements: an older build may hold what a change adds)."""
+    if isinstance(op, AddColumn):
+        table = schema.table(op.table)
+        column = table.column(op.column)
+        if column.only not in (None, backend):
+            return []
+        return [add_column(table, column)]
+    if isinstance(op, CreateTable):
+        return create_table(schema.table(op.table))
+    if isinstance(op, CreateIndex):
+        return [create_index(*schema.index(op.name))]
+    if isinstance(op, DropIndex):
+        return [f"DROP INDEX IF EXISTS {op.name}"]
+    if isinstance(op, Sql):
+        return [op.statement]
+    raise TypeError(f"unknown schema operation {op!r}")

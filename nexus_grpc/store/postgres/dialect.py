@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nexus_grpc.core.models import TimeWindow
 from nexus_grpc.store.postgres import keyword_search
 
 # PostgreSQL allows one recursive term: both directions are one lateral step.
@@ -44,34 +43,11 @@ class PostgresDialect:
     def whole_times(self, column: str) -> str:
         return f"CAST(FLOOR({column} / ?) AS BIGINT)"
 
-    def episode_keyword_search(
-        self,
-        conn: Any,
-        match: str,
-        session_ids: Sequence[int] | None,
-        limit: int,
-        window: TimeWindow | None,
-    ) -> list[tuple[int, float]]:
-        return keyword_search.episode_keyword_search(conn, match, session_ids, limit, window)
-
-    def episode_snippets(self, conn: Any, match: str, ids: Sequence[int]) -> dict[int, str]:
-        return keyword_search.episode_snippets(conn, match, ids)
-
-    def episode_scope_sample(self, conn: Any, session_ids: Sequence[int], limit: int) -> list[str]:
-        return keyword_search.episode_scope_sample(conn, session_ids, limit)
-
-    def memory_keyword_search(
-        self,
-        conn: Any,
-        match: str,
-        project_id: int,
-        user_id: str,
-        where: str,
-        params: Sequence[Any],
-        limit: int,
-    ) -> list[tuple[int, float]]:
-        del project_id, user_id  # ``where`` confines the search to the scope
-        return keyword_search.memory_keyword_search(conn, match, where, params, limit)
+    # Keyword search is the backend's own (store/postgres/keyword_search.py).
+    episode_keyword_search = staticmethod(keyword_search.episode_keyword_search)
+    episode_snippets = staticmethod(keyword_search.episode_snippets)
+    episode_scope_sample = staticmethod(keyword_search.episode_scope_sample)
+    memory_keyword_search = staticmethod(keyword_search.memory_keyword_search)
 
     def neighborhood(
         self, conn: Any, entity_id: int, depth: int, when: str, times: Sequence[float]

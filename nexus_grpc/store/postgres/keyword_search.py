@@ -146,10 +146,17 @@ def episode_scope_sample(conn: Connection, session_ids: Sequence[int], limit: in
 
 
 def memory_keyword_search(
-    conn: Connection, match: str, where: str, params: Sequence[Any], limit: int
+    conn: Connection,
+    match: str,
+    project_id: int,
+    user_id: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
 ) -> list[tuple[int, float]]:
     """(memory id, score with higher better), best first, ``where`` (alias m)
     deciding visibility in the same query; see memories.keyword_search."""
+    del project_id, user_id  # ``where`` confines the search to the scope
     query = tsquery(match)
     if not query:
         return []

@@ -9,16 +9,9 @@ entities belong to one graph by a trigger.
 
 from __future__ import annotations
 
-from nexus_grpc.store import schema
+from nexus_grpc.store import schema, schema_changes
 from nexus_grpc.store.schema import Column, Identity, Index, Table, Type
-from nexus_grpc.store.schema_changes import (
-    AddColumn,
-    CreateIndex,
-    CreateTable,
-    DropIndex,
-    Operation,
-    Sql,
-)
+from nexus_grpc.store.schema_changes import Operation
 
 BACKEND = "sqlite"
 
@@ -79,22 +72,13 @@ def create_index(table: Table, index: Index, *, if_missing: bool = False) -> str
 
 def operation(op: Operation) -> list[str]:
     """The statements that carry out one declared schema change."""
-    if isinstance(op, AddColumn):
-        table = schema.table(op.table)
-        column = table.column(op.column)
-        if column.only not in (None, BACKEND):
-            return []
-        return [f"ALTER TABLE {table.name} ADD COLUMN {column_sql(table, column)}"]
-    if isinstance(op, CreateTable):
-        return create_table(schema.table(op.table), if_missing=True)
-    if isinstance(op, CreateIndex):
-        table, index = schema.index(op.name)
-        return [create_index(table, index, if_missing=True)]
-    if isinstance(op, DropIndex):
-        return [f"DROP INDEX IF EXISTS {op.name}"]
-    if isinstance(op, Sql):
-        return [op.statement]
-    raise TypeError(f"unknown schema operation {op!r}")
+    return schema_changes.render(
+        op,
+        BACKEND,
+        lambda table, column: f"ALTER TABLE {table.name} ADD COLUMN {column_sql(table, column)}",
+        lambda table: create_table(table, if_missing=True),
+        lambda table, index: create_index(table, index, if_missing=True),
+    )
 
 
 # The keyword indexes: FTS5 over a view that adds each row's scope token
