@@ -256,8 +256,7 @@ class Engine(Generic[H]):
         if call.trace is not None:
             for path, ranked in zip(others, found, strict=True):
                 if not ranked and down:
-                    name = explain.SEMANTIC if path.source == SearchSource.SEMANTIC else "keyword"
-                    call.trace.note(name, f"unavailable: {'; '.join(down)}")
+                    call.trace.note(_stage_of(path), f"unavailable: {'; '.join(down)}")
 
     async def _flush(self, call: Call, pending: list[Stage], ranked: Ranked) -> Ranked:
         """Runs ``pending``: the pure stages before the first reading one on the
@@ -313,12 +312,16 @@ class _LonePath(Stage):
         return found
 
 
+def _stage_of(path: Path) -> str:
+    """The ``explain`` stage that reports a path's own ranking."""
+    return explain.KEYWORD if path.source == SearchSource.KEYWORD else explain.SEMANTIC
+
+
 def _trace_path(call: Call, path: Path, n: int) -> None:
     """A path's own ranking, before fusion rescores its candidates."""
     assert call.trace is not None
-    name = explain.KEYWORD if path.source == SearchSource.KEYWORD else explain.SEMANTIC
     call.trace.ranked(
-        name,
+        _stage_of(path),
         [(c.key, c.score) for c in call.found.get(path.source, [])],
         missing=f"not among its best {n}",
     )
