@@ -35,10 +35,10 @@ def project(name: str) -> memory_pb2.CreateProjectRequest:
     return memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name))
 
 
-async def _refused_then_recovered(memory, health, lift) -> None:
+async def _refused_then_recovered(memory, health, lift, before=("before",)) -> None:
     """The store already fails writes: a write is UNAVAILABLE saying so, health
     turns NOT_SERVING; after ``lift()`` health is SERVING again and writes
-    go through."""
+    go through. ``before``: the projects written before writes failed."""
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await memory.CreateProject(project("while full"))
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value.details()
@@ -53,7 +53,7 @@ async def _refused_then_recovered(memory, health, lift) -> None:
     await wait_until(down, timeout=10)
     # Reads still answer, from what was written before.
     listed = await memory.ListProjects(memory_pb2.ListProjectsRequest())
-    assert [p.name for p in listed.projects] == ["before"]
+    assert [p.name for p in listed.projects] == list(before)
     lift()
 
     async def serving() -> bool:
@@ -62,7 +62,7 @@ async def _refused_then_recovered(memory, health, lift) -> None:
     await wait_until(serving, timeout=10)
     created = await memory.CreateProject(project("after"))
     listed = await memory.ListProjects(memory_pb2.ListProjectsRequest())
-    assert [p.name for p in listed.projects] == ["before", "after"]
+    assert [p.name for p in listed.projects] == [*before, "after"]
     assert created.name == "after"
 
 
@@ -111,22 +111,35 @@ async def test_postgresql_that_cannot_write_is_unavailable_and_not_serving(tmp_p
         await h.memory.CreateProject(project("before"))
         read_only(True)
         try:
-            # The reload reaches each session once it has read its signal.
-            await wait_until(_writes_refused(h.memory), timeout=10)
-            await _refused_then_recovered(h.memory, health, lambda: read_only(False))
+            # The reload reaches each pooled session once it has read its
+            # signal, so a probe can be written and its removal refused.
+            written = ["before"]
+            await wait_until(_writes_refused(h.memory, written), timeout=10)
+            await _refused_then_recovered(
+                h.memory, health, lambda: read_only(False), before=tuple(written)
+            )
         finally:
             read_only(False)
     finally:
         await h.close()
 
 
-def _writes_refused(memory):
+def _writes_refused(memory, written: list[str]):
+    """A predicate: true once a write is refused as UNAVAILABLE. A probe that
+    was written but could not be removed is added to ``written``."""
+
     async def refused() -> bool:
         try:
             created = await memory.CreateProject(project("probe"))
         except grpc.aio.AioRpcError as exc:
-            return exc.code() == grpc.StatusCode.UNAVAILABLE
-        await memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=created.id))
+            assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+            return True
+        try:
+            await memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=created.id))
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+            written.append("probe")
+            return True
         return False
 
     return refused
