@@ -390,6 +390,7 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
         "hits": [],
         "degraded_reason": "",
         "stages": [],
+        "stage_notes": {},
     }
     if not query:
         return view
@@ -423,8 +424,22 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
         hit["stage_scores"] = {s["stage"]: s for s in explanation.get("stages", [])}
     view["hits"] = hits
     view["stages"] = stages
+    view["stage_notes"] = _notes_every_hit_shares(hits, stages)
     view["degraded_reason"] = next((h["degraded_reason"] for h in hits if h["degraded_reason"]), "")
     return view
+
+
+def _notes_every_hit_shares(hits: list[dict[str, Any]], stages: list[str]) -> dict[str, str]:
+    """Per stage that ranked none of the hits, the note they all carry (a
+    stage skipped, and why): the page shows it once, under the stage's name,
+    rather than on every row."""
+    shared: dict[str, str] = {}
+    for stage in stages:
+        scores = [h["stage_scores"].get(stage) or {} for h in hits]
+        notes = {sc.get("note", "") for sc in scores}
+        if len(notes) == 1 and "" not in notes and not any(sc.get("rank") for sc in scores):
+            shared[stage] = notes.pop()
+    return shared
 
 
 # The service --------------------------------------------------------------

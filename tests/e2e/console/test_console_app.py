@@ -436,14 +436,18 @@ async def test_the_search_playground_shows_each_stages_rank_and_score(world, tea
     # No reranker here: the stage says it was skipped, and why.
     assert scores["reranked"]["rank"] == 0 and "skipped" in scores["reranked"]["note"]
 
+    # A note every hit shares, of a stage that ranked none, is said once.
+    assert view["stage_notes"] == {"reranked": scores["reranked"]["note"]}
+
     page = (await team.get(url.replace(".json", ""))).text
-    headers = re.findall(r'<th scope="col" class="num" data-stage="(\w+)">', page)
-    assert headers == view["stages"]
+    headers = dict(re.findall(r'<th scope="col" class="num" data-stage="(\w+)">(.*?)</th>', page))
+    assert list(headers) == view["stages"]
+    assert "skipped: no reranker" in headers["reranked"]
+    assert "stage-note" not in headers["keyword"]
     [row] = re.findall(r'<tr class="hit">(.*?)</tr>', page, re.S)
     cells = dict(re.findall(r'<td class="num stage" data-stage="(\w+)">(.*?)</td>', row, re.S))
     for stage in ("keyword", "semantic", "fused"):
         shown = f'<span class="stage-score"><b>#1</b> {scores[stage]["score"]:.4g}</span>'
         assert cells[stage].startswith(shown), cells[stage]
     assert "matched: lisbon" in cells["keyword"]
-    assert cells["reranked"].startswith('<span title="not found at this stage">—</span>')
-    assert "skipped: no reranker" in cells["reranked"]
+    assert cells["reranked"] == '<span title="not found at this stage">—</span>'
