@@ -107,6 +107,46 @@ describe("against a plaintext server", () => {
     assert.ok(hits.every((h) => h.episode?.userMessage.includes("apples")));
   });
 
+  test("explain gives each hit its rank and score at every stage; without it, nothing", async () => {
+    const session = await client.memory.createSession({ session: { name: "explain" } });
+    await client.memory.createEpisode({ sessionId: session.id, userMessage: "the heron nests by the weir" });
+    await client.memory.createEpisode({ sessionId: session.id, userMessage: "nothing of birds here" });
+    const ask = { query: "heron", sessionId: session.id, mode: memory.SearchMode.SEARCH_MODE_KEYWORD };
+    const explained: memory.SearchHit[] = [];
+    for await (const hit of client.memory.searchEpisodes({ ...ask, explain: true })) explained.push(hit);
+    assert.equal(explained.length, 1);
+    const [keyword] = explained[0].explanation?.stages ?? [];
+    assert.equal(keyword.stage, "keyword");
+    assert.equal(keyword.rank, 1);
+    assert.ok(keyword.score > 0, "bm25, higher is better");
+    assert.match(keyword.note, /matched: heron/);
+    const plain: memory.SearchHit[] = [];
+    for await (const hit of client.memory.searchEpisodes(ask)) plain.push(hit);
+    assert.deepEqual(plain.map((h) => h.episode?.id), explained.map((h) => h.episode?.id));
+    assert.equal(plain[0].explanation, undefined);
+  });
+
+  test("GetUsage reads a project's window: its episodes, and no LLM stage without an LLM", async () => {
+    const project = await client.memory.createProject({ project: { name: "ts-usage" } });
+    const session = await client.memory.createSession({ session: { name: "u", projectId: project.id } });
+    for (const text of ["one", "two"]) {
+      await client.memory.createEpisode({ sessionId: session.id, userMessage: text });
+    }
+    const usage = await client.memory.getUsage({ projectId: project.id });
+    assert.equal(usage.projectId, project.id);
+    assert.equal(usage.bucket, memory.UsageBucket.USAGE_BUCKET_DAY, "the default bucket, filled in");
+    assert.ok(usage.startTime instanceof Date && usage.endTime instanceof Date);
+    assert.equal(usage.total?.episodes, 2);
+    assert.deepEqual(usage.total?.stages, []);
+    assert.equal(usage.buckets.reduce((n, b) => n + b.episodes, 0), 2);
+    assert.equal(usage.budget?.exhausted, false);
+    await assert.rejects(client.memory.getUsage({ projectId: project.id, tenant: "other" }), (error: unknown) => {
+      assert.ok(error instanceof NexusInvalidArgument);
+      assert.match(error.details, /project_id/);
+      return true;
+    });
+  });
+
   test("a client stream imports episodes from any iterable and answers once", async () => {
     const session = await client.memory.createSession({ session: { name: "import" } });
     async function* turns() {
