@@ -204,15 +204,19 @@ def defer_tenant_jobs(
     joined = _JOBS_OF_TENANT.get(kind)
     if joined is None:
         return []
+    # One statement, and 'pending' checked again on the row it updates: a job
+    # another batch claimed meanwhile is running, and its own outcome settles
+    # it (a sweep that moved it too left a running job dated tomorrow).
     rows = conn.execute(
-        f"SELECT j.id, j.kind, j.target_id, j.attempts, j.priority FROM jobs j {joined}"
+        "UPDATE jobs SET run_after = ?, last_error = ?, updated_at = ?"
+        " WHERE state = 'pending' AND id IN ("
+        f"SELECT j.id FROM jobs j {joined}"
         " AND j.kind = ? AND j.state = 'pending' AND j.run_after < ?"
-        " ORDER BY j.priority, j.run_after, j.id LIMIT ?",
-        (tenant, kind, until, DEFER_SWEEP),
+        " ORDER BY j.priority, j.run_after, j.id LIMIT ?)"
+        " RETURNING id, kind, target_id, attempts, priority",
+        (until, error[:2000], now(), tenant, kind, until, DEFER_SWEEP),
     ).fetchall()
-    moved = [Job(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-    conn.executemany(
-        "UPDATE jobs SET run_after = ?, last_error = ?, updated_at = ? WHERE id = ?",
-        [(until, error[:2000], now(), j.id) for j in moved],
+    # RETURNING's order is the store's own: give the claim order's.
+    return sorted(
+        (Job(r[0], r[1], r[2], r[3], r[4]) for r in rows), key=lambda j: (j.priority, j.id)
     )
-    return moved
