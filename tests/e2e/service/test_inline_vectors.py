@@ -179,7 +179,11 @@ async def test_with_the_embedder_down_a_create_converges_through_its_job(pg):
     assert embedder.calls <= calls + 1  # at most the worker's own call
 
     async def second_embedded():
-        return await _point(h, "episodes", second.id) is not None
+        # The worker writes the point, then records its job done: wait for both.
+        return (
+            await _point(h, "episodes", second.id) is not None
+            and await _jobs_for(h, jobs.INDEX_EPISODE, second.id) == []
+        )
 
     await wait_until(second_embedded)
     assert await _jobs_for(h, jobs.INDEX_EPISODE, second.id) == []
