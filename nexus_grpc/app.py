@@ -21,11 +21,12 @@ from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import StoreUnavailable
-from nexus_grpc.domain import vector_collections
+from nexus_grpc.domain import event_retention, vector_collections
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
+from nexus_grpc.domain.erasures import Erasures
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
@@ -40,6 +41,7 @@ from nexus_grpc.domain.retrieval.search import EntitySearch, EpisodeSearch, Memo
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.domain.usage_report import UsageReports
+from nexus_grpc.domain.user_export import UserExport
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.rerank import RerankClient, Reranker
@@ -60,6 +62,13 @@ from nexus_grpc.vectors import (
     VectorIndexUnavailable,
 )
 from nexus_grpc.workers import memory_former
+from nexus_grpc.workers.eraser import (
+    Eraser,
+    EventPurge,
+    Scrubber,
+    StorageScrub,
+    signals_after_erasure,
+)
 from nexus_grpc.workers.expiry import MemoryExpiry
 from nexus_grpc.workers.extractor import ExtractionHandler
 from nexus_grpc.workers.history_purge import purge_history
@@ -221,7 +230,11 @@ class App:
         # URL): a create writes its row's vector in the row's transaction.
         self.inline_vectors = InlineVectors(self.embedder) if beside_rows else None
         self.conversations = Conversations(
-            self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
+            self.db,
+            self.signals,
+            settings.default_tenant,
+            inline=self.inline_vectors,
+            scrub_delay=settings.scrub_delay_seconds,
         )
         # None unless --reranker-url: searches then keep the fused order.
         self.reranker: Reranker | None = None
@@ -318,7 +331,12 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
+            scrub_delay=settings.scrub_delay_seconds,
         )
+        # Forgetting (docs/privacy.md): erasures, their receipts and scrubs.
+        self.erasures = Erasures(self.db, self.signals, settings.default_tenant)
+        self.user_export = UserExport(self.db, settings.default_tenant)
+        self.scrubber = Scrubber(self.db, self.index)
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
             self.db,
@@ -471,6 +489,7 @@ class App:
             # Extraction outcomes committed by any instance wake this one's watchers.
             self.db.listen(event_store.NOTIFY_CHANNEL, lambda _: self.graph_events.notify())
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
+        await self.db.write(lambda c: event_retention.start(c, time.time()))
         index = mask_url(self.settings.qdrant_url) or str(self.settings.vectors_dir)
         for spec in vector_collections.ALL:
             try:
@@ -591,6 +610,7 @@ class App:
                 ),
             )
         )
+        self._start_erasure_workers()
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()
@@ -610,6 +630,42 @@ class App:
         if reconcile:
             # In the background: a large index must not delay serving.
             self._in_background(self._reconcile_at_start(), "start-up reconcile")
+
+    def _start_erasure_workers(self) -> None:
+        def erased() -> None:
+            signals_after_erasure(self.signals)
+            self.erasures.committed()
+
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.ERASE,
+                Eraser(self.db, self.scrubber),
+                # An erasure must not give up: a step that failed runs again
+                # (the store was away), backing off to once every five minutes.
+                self._worker_config(batch_size=1, concurrency=1, max_attempts=1_000_000),
+                after_commit=erased,
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.SCRUB_STORAGE,
+                StorageScrub(self.scrubber),
+                self._worker_config(batch_size=1, concurrency=1, max_attempts=1_000_000),
+            )
+        )
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.PURGE_EVENTS,
+                EventPurge(self.settings.extraction_event_retention_days * 86_400.0),
+                self._worker_config(batch_size=1, concurrency=1),
+            )
+        )
 
     async def _warm(self, warm: Callable[[], Awaitable[Any]]) -> None:
         try:

@@ -26,7 +26,18 @@ EXPIRE_MEMORY = "expire:memory"
 # A project's retention sweep: deletes its sessions and episodes past the
 # retention, then schedules itself for the next one to pass.
 RETAIN_PROJECT = "retain:project"
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
+# An erasure (domain/erasure.py): a user forgotten or a project deleted, one
+# step a run; it queues itself again until it is done. Its target is the
+# erasure's id.
+ERASE = "erase:run"
+# Deleted text leaves the files (the keyword index merged, the WAL
+# truncated, the vector index compacted): scheduled a little after a delete,
+# so that a run of deletes shares one scrub (target 0).
+SCRUB_STORAGE = "scrub:storage"
+# Extraction events past --extraction-event-retention-days (target 0; it
+# schedules its next run).
+PURGE_EVENTS = "purge:extraction_events"
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT, SCRUB_STORAGE, PURGE_EVENTS)
 
 # Claim order within a kind: every due LIVE job before any BULK one. A bulk
 # import's embedding, extraction and summaries wait behind live traffic
@@ -56,6 +67,9 @@ ALL_KINDS = (
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
     RETAIN_PROJECT,
+    ERASE,
+    SCRUB_STORAGE,
+    PURGE_EVENTS,
 )
 
 
@@ -77,6 +91,7 @@ class QueueDepth:
     pending: int
     failed: int
     oldest_pending_age: float
+
 
 # On PostgreSQL, several instances claim from one table: a claimed job is
 # leased for this long by default (--job-lease-seconds; on the database's

@@ -27,6 +27,7 @@ from nexus_grpc.core.records import UPDATE as REVISED
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import erasure as erasing
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -150,8 +151,11 @@ class Memories:
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
         inline: InlineVectors | None = None,
+        scrub_delay: float = erasing.SCRUB_DELAY,
     ) -> None:
         self.default_tenant = default_tenant
+        # How soon after a delete its bytes are scrubbed off the disk.
+        self.scrub_delay = scrub_delay
         # Set where vectors live in the database's own tables (pgvector): a new
         # memory's vector is then written in its row's transaction.
         self.inline = inline
@@ -264,6 +268,8 @@ class Memories:
                         " belong to different tenants"
                     )
                 tenant = session.tenant
+            if kind == MemoryKind.USER:
+                erasing.refuse_while_forgetting(uow, tenant, user_id)
             if request_id:
                 # A retry key belongs to its owner (tenant and user): another
                 # user's key is neither refused nor revealed.
@@ -271,6 +277,11 @@ class Memories:
                 if existing is not None:
                     _check_replay(existing, row, request_id)
                     return existing, False
+                erasing.refuse_buried(
+                    uow,
+                    erasing.memory_request(uow, tenant, user_id, request_id, create=False),
+                    request_id,
+                )
             same = _same_words(uow, row, tenant)
             if same is not None:
                 found_same.append(same.id)
@@ -478,16 +489,31 @@ class Memories:
         return memory
 
     async def delete(
-        self, memory_id: int, user_id: str, session_id: int = 0, by: ChangedBy = ANONYMOUS
+        self,
+        memory_id: int,
+        user_id: str,
+        session_id: int = 0,
+        by: ChangedBy = ANONYMOUS,
+        *,
+        erase_history: bool = False,
     ) -> None:
+        """Delete a memory. Its history stays readable by its owner for the
+        history retention, unless ``erase_history``: then every version goes
+        now, and the text leaves the disk with the next scrub. Either way the
+        formation events that named it keep no word of it."""
         v.positive_id("id", memory_id)
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
         def write(uow: UnitOfWork) -> None:
             current = self._owned(uow.memories.find(memory_id), memory_id, user_id, session_id)
-            uow.memories.record_deletion(current, by, self.history_retention)
-            uow.memories.delete(memory_id)
+            if erase_history:
+                erasing.forget_memories(uow, [memory_id])
+            else:
+                erasing.scrub_formation_events(uow, [memory_id])
+                uow.memories.record_deletion(current, by, self.history_retention)
+                uow.memories.delete(memory_id)
+            erasing.scrub_soon(uow, self.scrub_delay)
 
         await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)

@@ -89,3 +89,13 @@ def any_for_episode(conn: Connection, episode_id: int, tenant: str | None = None
         (episode_id, *params),
     ).fetchone()
     return row is not None
+
+
+def delete_before(conn: Connection, cutoff: float, limit: int) -> int:
+    """Remove up to ``limit`` of the events written before ``cutoff``, oldest
+    first (ids grow with time, so the walk stops at the first young one)."""
+    return conn.execute(
+        "DELETE FROM extraction_events WHERE id IN (SELECT id FROM extraction_events"
+        " WHERE created_at < ? ORDER BY id LIMIT ?)",
+        (cutoff, limit),
+    ).rowcount

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from nexus_grpc.core.jobs import ALL_KINDS as ALL_KINDS
 from nexus_grpc.core.jobs import BULK as BULK
+from nexus_grpc.core.jobs import ERASE as ERASE
 from nexus_grpc.core.jobs import EXPIRE_MEMORY as EXPIRE_MEMORY
 from nexus_grpc.core.jobs import EXTRACT_EPISODE as EXTRACT_EPISODE
 from nexus_grpc.core.jobs import FORM_MEMORIES as FORM_MEMORIES
@@ -24,10 +25,12 @@ from nexus_grpc.core.jobs import INDEX_MEMORY as INDEX_MEMORY
 from nexus_grpc.core.jobs import INDEX_SUMMARY as INDEX_SUMMARY
 from nexus_grpc.core.jobs import LEASE_SECONDS as LEASE_SECONDS
 from nexus_grpc.core.jobs import LIVE as LIVE
+from nexus_grpc.core.jobs import PURGE_EVENTS as PURGE_EVENTS
 from nexus_grpc.core.jobs import PURGE_MEMORY_HISTORY as PURGE_MEMORY_HISTORY
 from nexus_grpc.core.jobs import RESOLVE_ENTITY as RESOLVE_ENTITY
 from nexus_grpc.core.jobs import RETAIN_PROJECT as RETAIN_PROJECT
 from nexus_grpc.core.jobs import SCHEDULED_KINDS as SCHEDULED_KINDS
+from nexus_grpc.core.jobs import SCRUB_STORAGE as SCRUB_STORAGE
 from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
 from nexus_grpc.core.jobs import Job as Job
 from nexus_grpc.core.jobs import QueueDepth as QueueDepth
@@ -65,6 +68,7 @@ TENANT_OF: dict[str, str] = {
     # Queued while the memory is deleted (memory_history.record_deletion).
     PURGE_MEMORY_HISTORY: _MEMORY_TENANT,
     RETAIN_PROJECT: "SELECT tenant FROM projects WHERE id = {id}",
+    ERASE: "SELECT tenant FROM erasures WHERE id = {id}",
 }
 
 

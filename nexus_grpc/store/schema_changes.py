@@ -187,6 +187,22 @@ CHANGES: tuple[Change, ...] = (
         (CreateTable("llm_calls"),),
     ),
     JOB_TENANTS,
+    Change(
+        "forgetting (docs/privacy.md): erasures and their receipts, the request ids of"
+        " erased writes, and a project's deletion as durable work",
+        (
+            CreateTable("erasures"),
+            CreateTable("erased_requests"),
+            AddColumn("projects", "deleting"),
+            CreateIndex("idx_memories_source_episode"),
+            CreateIndex("idx_relationships_asserted"),
+            CreateIndex("idx_relationships_ended"),
+            CreateIndex("idx_memory_history_episode"),
+            CreateIndex("idx_entity_distinctions_episode"),
+            # TODO(merge): the usage branch declares this column too; keep one.
+            AddColumn("llm_calls", "user_id"),
+        ),
+    ),
 )
 
 

@@ -2832,6 +2832,7 @@ class ErasureCounts(_message.Message):
     VECTORS_FIELD_NUMBER: _builtins.int
     JOBS_CANCELLED_FIELD_NUMBER: _builtins.int
     LLM_CALLS_UNLINKED_FIELD_NUMBER: _builtins.int
+    MERGES_FIELD_NUMBER: _builtins.int
     sessions: _builtins.int
     episodes: _builtins.int
     memories: _builtins.int
@@ -2864,6 +2865,8 @@ class ErasureCounts(_message.Message):
     """Queued jobs for erased rows that were cancelled."""
     llm_calls_unlinked: _builtins.int
     """LLM usage rows kept for their counts with the user's link removed."""
+    merges: _builtins.int
+    """Merge records of touched entities (their snapshots keep names and notes)."""
     def __init__(
         self,
         *,
@@ -2885,10 +2888,11 @@ class ErasureCounts(_message.Message):
         vectors: _builtins.int = ...,
         jobs_cancelled: _builtins.int = ...,
         llm_calls_unlinked: _builtins.int = ...,
+        merges: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "entities", b"entities", "episodes", b"episodes", "evidence", b"evidence", "extraction_events", b"extraction_events", "facts", b"facts", "formation_candidates", b"formation_candidates", "jobs_cancelled", b"jobs_cancelled", "llm_calls_unlinked", b"llm_calls_unlinked", "memories", b"memories", "memory_history", b"memory_history", "memory_usage", b"memory_usage", "mentions", b"mentions", "selections", b"selections", "sessions", b"sessions", "summaries_rebuilt", b"summaries_rebuilt", "summaries_removed", b"summaries_removed", "vectors", b"vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "entities", b"entities", "episodes", b"episodes", "evidence", b"evidence", "extraction_events", b"extraction_events", "facts", b"facts", "formation_candidates", b"formation_candidates", "jobs_cancelled", b"jobs_cancelled", "llm_calls_unlinked", b"llm_calls_unlinked", "memories", b"memories", "memory_history", b"memory_history", "memory_usage", b"memory_usage", "mentions", b"mentions", "merges", b"merges", "selections", b"selections", "sessions", b"sessions", "summaries_rebuilt", b"summaries_rebuilt", "summaries_removed", b"summaries_removed", "vectors", b"vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1532,6 +1532,8 @@ export interface ErasureCounts {
   jobsCancelled: number;
   /** LLM usage rows kept for their counts with the user's link removed. */
   llmCallsUnlinked: number;
+  /** Merge records of touched entities (their snapshots keep names and notes). */
+  merges: number;
 }
 
 export interface Erasure {
@@ -11335,6 +11337,7 @@ function createBaseErasureCounts(): ErasureCounts {
     vectors: 0,
     jobsCancelled: 0,
     llmCallsUnlinked: 0,
+    merges: 0,
   };
 }
 
@@ -11393,6 +11396,9 @@ export const ErasureCounts: MessageFns<ErasureCounts> = {
     }
     if (message.llmCallsUnlinked !== 0) {
       writer.uint32(144).int64(message.llmCallsUnlinked);
+    }
+    if (message.merges !== 0) {
+      writer.uint32(152).int64(message.merges);
     }
     return writer;
   },
@@ -11554,6 +11560,14 @@ export const ErasureCounts: MessageFns<ErasureCounts> = {
             message.llmCallsUnlinked = longToNumber(reader.int64());
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.merges = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -11618,6 +11632,7 @@ export const ErasureCounts: MessageFns<ErasureCounts> = {
         : isSet(object.llm_calls_unlinked)
         ? globalThis.Number(object.llm_calls_unlinked)
         : 0,
+      merges: isSet(object.merges) ? globalThis.Number(object.merges) : 0,
     };
   },
 
@@ -11677,6 +11692,9 @@ export const ErasureCounts: MessageFns<ErasureCounts> = {
     if (message.llmCallsUnlinked !== 0) {
       obj.llmCallsUnlinked = Math.round(message.llmCallsUnlinked);
     }
+    if (message.merges !== 0) {
+      obj.merges = Math.round(message.merges);
+    }
     return obj;
   },
 
@@ -11703,6 +11721,7 @@ export const ErasureCounts: MessageFns<ErasureCounts> = {
     message.vectors = object.vectors ?? 0;
     message.jobsCancelled = object.jobsCancelled ?? 0;
     message.llmCallsUnlinked = object.llmCallsUnlinked ?? 0;
+    message.merges = object.merges ?? 0;
     return message;
   },
 };
