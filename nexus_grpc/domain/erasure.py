@@ -138,7 +138,11 @@ def forget_episodes(
         )
     if formed:
         counts += forget_memories(uow, store.memories_formed_from(ids), erasure_id=erasure_id)
+    # An alias goes with the episode that gave it, unless another's words
+    # give it too, or it is the last name of an entity others still mention.
     still_given = store.aliases_still_given(fallout.aliases, ids)
+    unclaimed = [a for a in fallout.aliases if a.id not in still_given]
+    still_given.update(store.last_names(unclaimed, ids))
     for alias_id, episode_id in still_given.items():
         store.give_alias(alias_id, episode_id)
     counts += Counts(
@@ -407,7 +411,9 @@ def _user_records(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
 
 
 def _to_disk(erasure: Erasure, at: float) -> Erasure:
-    return replace(erasure, phase=e.DISK, carry={**erasure.carry, "disk_at": at})
+    """Every row is gone: what is left is the files. The user's id is not
+    kept past this step, so the scrub that follows takes its last copies too."""
+    return replace(erasure, phase=e.DISK, user_id="", carry={**erasure.carry, "disk_at": at})
 
 
 _USER_STEPS = {

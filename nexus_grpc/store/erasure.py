@@ -511,6 +511,36 @@ class ErasureStore:
                 given[alias.id] = int(row[0])
         return given
 
+    def last_names(self, aliases: Sequence[Alias], gone: Sequence[int]) -> dict[int, int]:
+        """Of these aliases, one per entity that other episodes still mention
+        and that would otherwise be left with no alias: the one it is shown
+        under (its name), with one of those episodes."""
+        kept: dict[int, int] = {}
+        by_entity: dict[int, list[Alias]] = {}
+        for alias in aliases:
+            by_entity.setdefault(alias.entity_id, []).append(alias)
+        members = _ids(gone)
+        for entity_id, doomed in sorted(by_entity.items()):
+            others = self._count(
+                "SELECT COUNT(*) FROM entity_aliases WHERE entity_id = ?"
+                f" AND id NOT IN (SELECT value FROM {self._ints})",
+                (entity_id, _ids(a.id for a in doomed)),
+            )
+            if others:
+                continue
+            row = self.conn.execute(
+                "SELECT l.episode_id, x.name FROM entity_episodes l JOIN entities x"
+                " ON x.id = l.entity_id WHERE l.entity_id = ?"
+                f" AND l.episode_id NOT IN (SELECT value FROM {self._ints})"
+                " ORDER BY l.episode_id LIMIT 1",
+                (entity_id, members),
+            ).fetchone()
+            if row is None:
+                continue
+            shown = next((a for a in doomed if a.name == row[1]), doomed[0])
+            kept[shown.id] = int(row[0])
+        return kept
+
     def give_alias(self, alias_id: int, episode_id: int) -> None:
         self.conn.execute(
             "UPDATE entity_aliases SET episode_id = ? WHERE id = ?", (episode_id, alias_id)

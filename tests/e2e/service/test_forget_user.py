@@ -1,0 +1,369 @@
+"""ForgetUser through the real server: a canary word for every path a user's
+words take into the store (their episodes, an imported episode, a memory they
+stored, memories formed from what they said, the graph extraction made of
+it, a session summary and a project overview), for two users; one is
+forgotten; then none of that user's words is in any table, and on SQLite in
+no byte of any file of the data directory, while every word of the other
+user is still there (docs/privacy.md)."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from pathlib import Path
+
+import grpc
+import pytest
+
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+from nexus_grpc.store import schema
+from tests.graph_support import EMPTY
+from tests.ollama_stub import Reply
+from tests.support import Harness, take, wait_until
+
+BOTH_STORES = True
+STUB_DEFAULT_REPLY = EMPTY
+DECISION_PROMPT = "Kept memories:"
+SESSION_PROMPT = "You summarise a conversation"
+OVERVIEW_PROMPT = "You write a project overview"
+PATHS = (
+    "episode",
+    "reply",
+    "imported",
+    "memory",
+    "formed_user",
+    "formed_project",
+    "entity",
+    "label_notes",
+    "summary",
+)
+
+
+def canary(rng: random.Random) -> str:
+    """A word no other shares a long prefix with (FTS5 stores a term after
+    the prefix it shares with the one before), ending in digits (the porter
+    stemmer leaves it whole)."""
+    return "".join(rng.choices("bcdfghjkmnpqrstvwxz", k=10)) + f"{rng.randrange(100):02d}"
+
+
+def said(words: dict[str, str]) -> str:
+    """What a user says in their episode (a quote of two words or more)."""
+    return f"I say {words['episode']} today"
+
+
+def tail(word: str) -> bytes:
+    """What of a word is on disk contiguously whatever prefix FTS5 shares."""
+    return word[-8:].encode()
+
+
+async def erasure_done(h: Harness, erasure_id: int, metadata=None) -> memory_pb2.Erasure:
+    """The erasure's receipt, once WatchErasure says it is DONE."""
+    last = None
+    async for last in h.memory.WatchErasure(
+        memory_pb2.WatchErasureRequest(id=erasure_id), metadata=metadata, timeout=60
+    ):
+        if last.state == memory_pb2.ERASURE_STATE_DONE:
+            return last
+    raise AssertionError(f"the watch ended before the erasure was done: {last}")
+
+
+async def every_text(h: Harness) -> str:
+    """Every value of every table, as text."""
+
+    def dump(conn) -> str:
+        parts = []
+        for table in schema.TABLES:
+            for row in conn.execute(f"SELECT * FROM {table.name}").fetchall():
+                parts.extend(str(v) for v in row)
+        return "\n".join(parts)
+
+    return await h.app.db.read_sql(dump)
+
+
+def files_of(data: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in data.rglob("*") if p.is_file()}
+
+
+def watch_extraction(h: Harness, episode_id: int):
+    return h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(episode_id=episode_id))
+
+
+async def formed(h: Harness, episode_id: int) -> None:
+    call = watch_extraction(h, episode_id)
+    try:
+        while True:
+            [event] = await take(call, 1, 30)
+            if event.HasField("memory_formation"):
+                return
+    finally:
+        call.cancel()
+
+
+class World:
+    """Two users of one project, each with a canary word on every path."""
+
+    def __init__(self, h: Harness, stub, seed: int) -> None:
+        self.h, self.stub = h, stub
+        rng = random.Random(seed)
+        self.words = {u: {p: canary(rng) for p in PATHS} for u in ("alice", "bob")}
+        self.shared = "Lisbon"
+        self.sessions: dict[str, int] = {}
+        self.project = 0
+        stub.responder = self._answer
+
+    def _answer(self, endpoint: str, body: dict) -> Reply | None:
+        prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
+        if DECISION_PROMPT in prompt:
+            # Every candidate is new: formation adds it.
+            numbers = [int(n) for n in re.findall(r"(?m)^Candidate (\d+)", prompt)]
+            return Reply.of(
+                {
+                    "decisions": [
+                        {"candidate": n, "action": "ADD", "memory_id": 0, "reason": "new"}
+                        for n in numbers
+                    ]
+                }
+            )
+        if SESSION_PROMPT in prompt:
+            for user, words in self.words.items():
+                if words["episode"] in prompt:
+                    return Reply.of(f"They talked about {words['summary']} at length.")
+        if OVERVIEW_PROMPT in prompt:
+            both = " and ".join(w["summary"] for w in self.words.values())
+            return Reply.of(f"The project covered {both}.")
+        for user, words in self.words.items():
+            if f"User message:\n{said(words)}" in prompt:
+                return Reply.of(self._extraction(user, words))
+        return None
+
+    def _extraction(self, user: str, words: dict[str, str]) -> dict:
+        person = f"Person {words['entity']}"
+        return {
+            "entities": [
+                {"name": person, "type": "person", "notes": f"notes {words['label_notes']}"},
+                {"name": self.shared, "type": "place", "notes": None},
+            ],
+            "relationships": [
+                {
+                    "from": person,
+                    "to": self.shared,
+                    "label": "lives_in",
+                    "notes": f"said {words['label_notes']}",
+                }
+            ],
+            "ended": [],
+            "memories": [
+                {
+                    "about": "user",
+                    "title": "home",
+                    "content": f"The user's word is {words['formed_user']}.",
+                    "tier": "longterm",
+                    "quote": said(words),
+                },
+                {
+                    "about": "project",
+                    "title": "fact",
+                    "content": f"The project's word is {words['formed_project']}.",
+                    "tier": "longterm",
+                    "quote": said(words),
+                },
+            ],
+        }
+
+    async def build(self) -> None:
+        h = self.h
+        project = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(
+                project=memory_pb2.Project(
+                    name="shared",
+                    memory_formation=memory_pb2.MEMORY_FORMATION_USER_AND_PROJECT,
+                )
+            )
+        )
+        self.project = project.id
+        for user, words in self.words.items():
+            session = await h.memory.CreateSession(
+                memory_pb2.CreateSessionRequest(
+                    session=memory_pb2.Session(project_id=project.id, user_id=user)
+                )
+            )
+            self.sessions[user] = session.id
+            episode = await h.memory.CreateEpisode(
+                memory_pb2.CreateEpisodeRequest(
+                    session_id=session.id,
+                    user_message=said(words),
+                    ai_response=f"Noted: {words['reply']}",
+                    request_id=f"ep-{user}",
+                )
+            )
+            await formed(h, episode.id)
+            await h.memory.ImportEpisodes(
+                iter(
+                    [
+                        memory_pb2.ImportEpisodesRequest(
+                            episode=memory_pb2.CreateEpisodeRequest(
+                                session_id=session.id,
+                                user_message=f"imported {words['imported']}",
+                                ai_response="ok",
+                                request_id=f"imp-{user}",
+                            )
+                        )
+                    ]
+                )
+            )
+            await h.memory.CreateMemory(
+                memory_pb2.CreateMemoryRequest(
+                    memory=memory_pb2.Memory(
+                        kind=memory_pb2.MEMORY_KIND_USER,
+                        user_id=user,
+                        project_id=project.id,
+                        title="direct",
+                        content=f"stored {words['memory']}",
+                        tier=memory_pb2.TIER_LONGTERM,
+                    ),
+                    request_id=f"mem-{user}",
+                )
+            )
+            await h.summary.SummarizeSession(
+                summary_pb2.SummarizeSessionRequest(session_id=session.id)
+            )
+        [*_] = [
+            x
+            async for x in h.summary.SummarizeProject(
+                summary_pb2.SummarizeProjectRequest(project_id=project.id)
+            )
+        ]
+        # Every index job has run: the vector index holds every row's point.
+        await wait_until(lambda: _queues_idle(h), timeout=30)
+
+
+async def _queues_idle(h: Harness) -> bool:
+    status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    return all(q.pending == 0 for q in status.queues if q.kind.startswith("index:"))
+
+
+@pytest.fixture
+async def world(gh, stub) -> World:
+    w = World(gh, stub, seed=45)
+    await w.build()
+    return w
+
+
+async def test_a_forgotten_user_leaves_no_word_in_any_table_and_the_other_user_keeps_all(
+    world: World, tmp_path, store_kind
+):
+    h = world.h
+    alice, bob = world.words["alice"], world.words["bob"]
+    before = await every_text(h)
+    missing = [(u, p) for u, ws in world.words.items() for p, w in ws.items() if w not in before]
+    assert not missing, f"never reached the store, so the test would prove nothing: {missing}"
+
+    started = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
+    assert started.state == memory_pb2.ERASURE_STATE_RUNNING and started.user_id == "alice"
+    assert started.planned.sessions == 1 and started.planned.episodes == 2
+    receipt = await erasure_done(h, started.id)
+
+    after = await every_text(h)
+    left = [(path, word) for path, word in alice.items() if word in after]
+    assert not left, f"alice's words are still in the store: {left}"
+    # The overview drew on alice's episodes: it went, with bob's words in it.
+    kept = {path: word for path, word in bob.items() if path != "summary"}
+    gone = [(path, word) for path, word in kept.items() if word not in after]
+    assert not gone, f"bob lost words: {gone}"
+    assert "alice" not in after, "the user's id is still kept somewhere"
+
+    c = receipt.counts
+    assert (c.sessions, c.episodes) == (1, 2)
+    # Her direct memory and the USER and PROJECT memories her episode formed.
+    assert c.memories == 3
+    assert c.entities == 1 and c.facts == 1 and c.evidence == 1
+    assert c.summaries_removed >= 2  # her session's summary and the overview
+    assert c.extraction_events >= 1 and c.formation_candidates >= 1
+    # Her person's name goes; Lisbon, which bob's words name too, keeps its.
+    assert c.aliases == 1 and c.mentions == 2
+    assert receipt.end_time.seconds >= receipt.start_time.seconds
+    text = str(receipt)
+    assert not any(word in text for word in alice.values())
+
+    # The shared entity stays, without her evidence; bob's fact is whole.
+    lisbon = await h.graph.ListEntities(
+        graph_pb2.ListEntitiesRequest(project_id=world.project, page_size=100)
+    )
+    names = {e.name for e in lisbon.entities}
+    assert "Lisbon" in names and f"Person {bob['entity']}" in names
+    assert f"Person {alice['entity']}" not in names
+
+    if store_kind == "sqlite":
+        data = Path(h.app.settings.data_dir)
+        found = {
+            (path, word)
+            for name, blob in files_of(data).items()
+            for path, word in alice.items()
+            if tail(word) in blob
+        }
+        assert not found, f"alice's words are still on disk: {found}"
+        everything = b"".join(files_of(data).values())
+        assert all(tail(word) in everything for word in kept.values())
+        assert b"alice" not in everything
+
+
+async def test_a_replayed_request_id_brings_nothing_back(world: World):
+    h = world.h
+    started = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
+    await erasure_done(h, started.id)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await h.memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_USER,
+                    user_id="alice",
+                    project_id=world.project,
+                    title="direct",
+                    content=f"stored {world.words['alice']['memory']}",
+                ),
+                request_id="mem-alice",
+            )
+        )
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "erasure" in err.value.details() and "request_id" in err.value.details()
+    # A new request id writes again: a user who comes back is not refused.
+    again = await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
+                user_id="alice",
+                project_id=world.project,
+                title="new",
+                content="a new start",
+            ),
+            request_id="mem-alice-2",
+        )
+    )
+    assert again.id
+
+
+async def test_a_second_request_while_one_runs_joins_it(world: World):
+    h = world.h
+    first = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
+    second = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
+    if second.id == first.id:
+        assert second.joined
+    else:  # the first had finished already
+        assert (await h.memory.GetErasure(memory_pb2.GetErasureRequest(id=first.id))).state == (
+            memory_pb2.ERASURE_STATE_DONE
+        )
+    await erasure_done(h, first.id)
+
+
+async def test_export_user_holds_their_words_and_none_of_the_other_users(world: World):
+    h = world.h
+    records = [r async for r in h.memory.ExportUser(memory_pb2.ExportUserRequest(user_id="alice"))]
+    text = "\n".join(str(r) for r in records)
+    kinds = {r.WhichOneof("record") for r in records}
+    assert {"session", "episode", "memory", "entity", "relationship_evidence"} <= kinds
+    for path in ("episode", "reply", "imported", "memory", "formed_user", "entity"):
+        assert world.words["alice"][path] in text, path
+    assert not any(w in text for w in world.words["bob"].values())
