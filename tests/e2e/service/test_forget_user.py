@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import re
-import string
 from pathlib import Path
 
 import grpc
@@ -128,7 +127,7 @@ class World:
                 }
             )
         if SESSION_PROMPT in prompt:
-            for user, words in self.words.items():
+            for words in self.words.values():
                 if words["episode"] in prompt:
                     return Reply.of(f"They talked about {words['summary']} at length.")
         if OVERVIEW_PROMPT in prompt:
