@@ -21,7 +21,7 @@ from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import StoreUnavailable
-from nexus_grpc.domain import event_retention, vector_collections
+from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
@@ -64,9 +64,7 @@ from nexus_grpc.vectors import (
 from nexus_grpc.workers import memory_former
 from nexus_grpc.workers.eraser import (
     Eraser,
-    EventPurge,
     Scrubber,
-    StorageScrub,
     signals_after_erasure,
 )
 from nexus_grpc.workers.expiry import MemoryExpiry
@@ -76,6 +74,7 @@ from nexus_grpc.workers.indexer import Indexer, mark_episode_failed, note_episod
 from nexus_grpc.workers.memory_former import MemoryFormer
 from nexus_grpc.workers.pending_entities import PendingEntityResolver
 from nexus_grpc.workers.retention import sweep_retention
+from nexus_grpc.workers.storage_upkeep import StorageUpkeep
 from nexus_grpc.workers.summarizer import SessionSummarizer
 from nexus_grpc.workers.worker import JobWorker, WorkerConfig
 
@@ -299,6 +298,7 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
+            event_retention=settings.extraction_event_retention_days * 86_400.0,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -337,6 +337,9 @@ class App:
         self.erasures = Erasures(self.db, self.signals, settings.default_tenant)
         self.user_export = UserExport(self.db, settings.default_tenant)
         self.scrubber = Scrubber(self.db, self.index)
+        self.storage_upkeep = StorageUpkeep(
+            self.db, self.scrubber, settings.extraction_event_retention_days * 86_400.0
+        )
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
             self.db,
@@ -489,7 +492,6 @@ class App:
             # Extraction outcomes committed by any instance wake this one's watchers.
             self.db.listen(event_store.NOTIFY_CHANNEL, lambda _: self.graph_events.notify())
         await self.db.write(lambda c: check_embedder(c, embedding_signature(self.embedder)))
-        await self.db.write(lambda c: event_retention.start(c, time.time()))
         index = mask_url(self.settings.qdrant_url) or str(self.settings.vectors_dir)
         for spec in vector_collections.ALL:
             try:
@@ -616,6 +618,7 @@ class App:
         self.loop_lag.start()
         if self.keyword_upkeep is not None:
             self.keyword_upkeep.start()
+        self.storage_upkeep.start()
         warm = getattr(self.embedder, "warm", None)
         if warm is not None:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
@@ -646,24 +649,6 @@ class App:
                 # (the store was away), backing off to once every five minutes.
                 self._worker_config(batch_size=1, concurrency=1, max_attempts=1_000_000),
                 after_commit=erased,
-            )
-        )
-        self.workers.append(
-            JobWorker(
-                self.db,
-                self.signals,
-                job_store.SCRUB_STORAGE,
-                StorageScrub(self.scrubber),
-                self._worker_config(batch_size=1, concurrency=1, max_attempts=1_000_000),
-            )
-        )
-        self.workers.append(
-            JobWorker(
-                self.db,
-                self.signals,
-                job_store.PURGE_EVENTS,
-                EventPurge(self.settings.extraction_event_retention_days * 86_400.0),
-                self._worker_config(batch_size=1, concurrency=1),
             )
         )
 
@@ -725,6 +710,7 @@ class App:
             await worker.stop()
         if self.keyword_upkeep is not None:
             await self.keyword_upkeep.stop()
+        await self.storage_upkeep.stop()
         await self.db.close()
         for name, closer in (
             ("vector index", self.index.close),

@@ -30,14 +30,7 @@ RETAIN_PROJECT = "retain:project"
 # step a run; it queues itself again until it is done. Its target is the
 # erasure's id.
 ERASE = "erase:run"
-# Deleted text leaves the files (the keyword index merged, the WAL
-# truncated, the vector index compacted): scheduled a little after a delete,
-# so that a run of deletes shares one scrub (target 0).
-SCRUB_STORAGE = "scrub:storage"
-# Extraction events past --extraction-event-retention-days (target 0; it
-# schedules its next run).
-PURGE_EVENTS = "purge:extraction_events"
-SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT, SCRUB_STORAGE, PURGE_EVENTS)
+SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
 
 # Claim order within a kind: every due LIVE job before any BULK one. A bulk
 # import's embedding, extraction and summaries wait behind live traffic
@@ -68,8 +61,6 @@ ALL_KINDS = (
     EXPIRE_MEMORY,
     RETAIN_PROJECT,
     ERASE,
-    SCRUB_STORAGE,
-    PURGE_EVENTS,
 )
 
 

@@ -58,10 +58,31 @@ NO_LIMIT = 1 << 40
 SCRUB_DELAY = 60.0
 
 
+#: The meta key of when the next scrub is due (a time), written by the
+#: delete that asked for it: a scrub asked for survives a crash.
+SCRUB_DUE = "scrub_due_at"
+
+
 def scrub_soon(uow: UnitOfWork, delay: float) -> None:
     """Have the deleted bytes leave the files ``delay`` seconds from now (or
-    sooner, when a scrub is due sooner already)."""
-    uow.jobs.schedule(jobs.SCRUB_STORAGE, 0, time.time() + delay, keep_sooner=True)
+    sooner, when a scrub is due sooner already). The storage upkeep
+    (workers/storage_upkeep.py) runs it; deletes within the delay share it."""
+    due = time.time() + delay
+    asked = scrub_due(uow)
+    if asked is None or asked > due:
+        uow.meta.put(SCRUB_DUE, repr(due))
+
+
+def scrub_due(uow: UnitOfWork) -> float | None:
+    asked = uow.meta.get(SCRUB_DUE)
+    return float(asked) if asked else None
+
+
+def scrubbed(uow: UnitOfWork, asked: float) -> None:
+    """The scrub asked for at ``asked`` is done: clear it, unless a delete
+    asked for another meanwhile (its own time then stands)."""
+    if scrub_due(uow) == asked:
+        uow.meta.put(SCRUB_DUE, "")
 
 
 # -- digests -------------------------------------------------------------------------------

@@ -72,6 +72,9 @@ def page_after(
     if where.tenant is not None:
         clauses.append("tenant = ?")
         params.append(where.tenant)
+    if where.since:
+        clauses.append("created_at >= ?")
+        params.append(where.since)
     rows = conn.execute(
         "SELECT id, episode_id, session_id, project_id, status, error, payload, created_at"
         f" FROM extraction_events WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",

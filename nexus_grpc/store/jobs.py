@@ -25,12 +25,10 @@ from nexus_grpc.core.jobs import INDEX_MEMORY as INDEX_MEMORY
 from nexus_grpc.core.jobs import INDEX_SUMMARY as INDEX_SUMMARY
 from nexus_grpc.core.jobs import LEASE_SECONDS as LEASE_SECONDS
 from nexus_grpc.core.jobs import LIVE as LIVE
-from nexus_grpc.core.jobs import PURGE_EVENTS as PURGE_EVENTS
 from nexus_grpc.core.jobs import PURGE_MEMORY_HISTORY as PURGE_MEMORY_HISTORY
 from nexus_grpc.core.jobs import RESOLVE_ENTITY as RESOLVE_ENTITY
 from nexus_grpc.core.jobs import RETAIN_PROJECT as RETAIN_PROJECT
 from nexus_grpc.core.jobs import SCHEDULED_KINDS as SCHEDULED_KINDS
-from nexus_grpc.core.jobs import SCRUB_STORAGE as SCRUB_STORAGE
 from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
 from nexus_grpc.core.jobs import Job as Job
 from nexus_grpc.core.jobs import QueueDepth as QueueDepth

@@ -1,6 +1,6 @@
-"""The erasure workers: an erasure's steps (``erase:run``), the scrub that
-takes deleted bytes off the disk (``scrub:storage``), and the purge of
-extraction events past their retention (``purge:extraction_events``).
+"""The erasure worker (``erase:run``) and the scrub that takes deleted bytes
+off the disk (``Scrubber``, which the storage upkeep also runs after plain
+deletes: workers/storage_upkeep.py).
 
 An erasure runs one step a job: the step's rows go in the transaction that
 finishes the job, which queues the next step at once (domain/erasure.py), so
@@ -24,9 +24,8 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.core.vectors import VectorIndex
 from nexus_grpc.domain import erasure as erasing
-from nexus_grpc.domain import event_retention
 from nexus_grpc.domain.vector_collections import ALL as COLLECTIONS
-from nexus_grpc.workers.worker import Outcome, Retry
+from nexus_grpc.workers.worker import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -103,37 +102,6 @@ def _again(uow: UnitOfWork, erasure_id: int) -> None:
 
 def _finish(uow: UnitOfWork, erasure_id: int) -> None:
     erasing.finish(uow, erasure_id)
-
-
-class StorageScrub:
-    """``scrub:storage``: the scrub a delete asked for, a little after it."""
-
-    def __init__(self, scrubber: Scrubber) -> None:
-        self.scrubber = scrubber
-
-    async def __call__(self, batch: list[Job]) -> list[Outcome]:
-        asked = time.time()
-        if await self.scrubber.scrub(asked):
-            return [Outcome(job) for job in batch]
-        return [
-            Outcome(job, error=Retry("a reader held the WAL; scrubbing again")) for job in batch
-        ]
-
-
-class EventPurge:
-    """``purge:extraction_events``: events past their retention."""
-
-    def __init__(self, retention: float) -> None:
-        self.retention = retention
-
-    async def __call__(self, batch: list[Job]) -> list[Outcome]:
-        at = time.time()
-        return [
-            Outcome(
-                job, write=functools.partial(event_retention.purge, at=at, retention=self.retention)
-            )
-            for job in batch
-        ]
 
 
 def signals_after_erasure(signals: JobSignals) -> None:

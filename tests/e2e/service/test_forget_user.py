@@ -21,7 +21,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.store import schema
 from tests.graph_support import EMPTY
 from tests.ollama_stub import Reply
-from tests.support import Harness, take, wait_until
+from tests.support import Harness, erasure_done, take, wait_until
 
 BOTH_STORES = True
 STUB_DEFAULT_REPLY = EMPTY
@@ -56,17 +56,6 @@ def said(words: dict[str, str]) -> str:
 def tail(word: str) -> bytes:
     """What of a word is on disk contiguously whatever prefix FTS5 shares."""
     return word[-8:].encode()
-
-
-async def erasure_done(h: Harness, erasure_id: int, metadata=None) -> memory_pb2.Erasure:
-    """The erasure's receipt, once WatchErasure says it is DONE."""
-    last = None
-    async for last in h.memory.WatchErasure(
-        memory_pb2.WatchErasureRequest(id=erasure_id), metadata=metadata, timeout=60
-    ):
-        if last.state == memory_pb2.ERASURE_STATE_DONE:
-            return last
-    raise AssertionError(f"the watch ended before the erasure was done: {last}")
 
 
 async def every_text(h: Harness) -> str:
