@@ -355,3 +355,75 @@ async def test_export_user_holds_their_words_and_none_of_the_other_users(world: 
     for path in ("episode", "reply", "imported", "memory", "formed_user", "entity"):
         assert world.words["alice"][path] in text, path
     assert not any(w in text for w in world.words["bob"].values())
+
+
+async def test_a_queued_formation_job_brings_nothing_back(gh, stub):
+    """Alice's episode is extracted and its formation waits on a model that
+    fails; she is forgotten meanwhile; when the model answers again nothing
+    of hers forms."""
+    h = gh
+    project = await h.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+    )
+    session = await h.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(
+            session=memory_pb2.Session(project_id=project.id, user_id="alice")
+        )
+    )
+    # A similar memory she holds makes formation ask the model.
+    await h.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
+                user_id="alice",
+                project_id=project.id,
+                title="home",
+                content="The user lives in Lisbon.",
+            )
+        )
+    )
+    stub.add_rule(Reply.error_status(500, "model away"), contains=DECISION_PROMPT)
+    stub.add_rule(
+        {
+            **EMPTY,
+            "ended": [],
+            "memories": [
+                {
+                    "about": "user",
+                    "title": "home",
+                    "content": "The user lives in Porto now.",
+                    "tier": "longterm",
+                    "quote": "I moved to Porto",
+                }
+            ],
+        },
+        contains="User message:\nI moved to Porto",
+    )
+    episode = await h.memory.CreateEpisode(
+        memory_pb2.CreateEpisodeRequest(
+            session_id=session.id, user_message="I moved to Porto", ai_response="ok"
+        )
+    )
+
+    async def formation_waits() -> bool:
+        got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id))
+        return got.memory_state == memory_pb2.JOB_STATE_PENDING and bool(got.memory_error)
+
+    await wait_until(formation_waits, timeout=30)
+    started = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
+    receipt = await erasure_done(h, started.id)
+    assert receipt.counts.jobs_cancelled >= 1
+    stub.reset()  # the model answers again
+
+    async def nothing_left() -> bool:
+        def read(conn):
+            return [
+                conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0],
+                conn.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE kind IN ('form:memories', 'extract:episode')"
+                ).fetchone()[0],
+            ]
+
+        return await h.app.db.read_sql(read) == [0, 0]
+
+    await wait_until(nothing_left, timeout=10)
