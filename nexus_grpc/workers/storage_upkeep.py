@@ -71,10 +71,16 @@ class StorageUpkeep:
         if asked is not None and asked <= at and await self.scrubber.scrub(asked):
             await self.db.write(lambda c: erasing.scrubbed(c, asked))
         if at >= self._next_purge:
-            while not self._stopping.is_set():
-                removed = await self.db.write(
-                    lambda c: event_retention.purge(c, at, self.retention)
-                )
-                if removed < event_retention.CHUNK:
-                    break
+            await self.purge_events(at)
             self._next_purge = at + PURGE_EVERY
+
+    async def purge_events(self, at: float) -> int:
+        """Delete every extraction event past its retention at ``at``, a chunk
+        a transaction; how many went."""
+        removed = 0
+        while not self._stopping.is_set():
+            chunk = await self.db.write(lambda c: event_retention.purge(c, at, self.retention))
+            removed += chunk
+            if chunk < event_retention.CHUNK:
+                break
+        return removed
