@@ -460,9 +460,11 @@ class EdgeVectorIndex:
                 new.update(qe.UpdateOperation.delete_points(gone))
         new.flush()
         new.close()
+        # Out of the map before it closes: a search that took it from there
+        # and finds it closed sees that it was swapped and asks again.
+        del self._shards[collection]
         old.flush()
         old.close()
-        del self._shards[collection]
         shutil.copy2(path / META_FILE, path.with_name(collection + _NEW) / META_FILE)
         retired = path.with_name(collection + _OLD)
         _remove_tree(retired)
