@@ -33,7 +33,15 @@ import os
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -384,11 +392,15 @@ class EdgeVectorIndex:
 
     # -- compaction ------------------------------------------------------------------------
 
-    async def compact(self, collection: str, keep: Collection[int]) -> int:
-        """Rewrite the collection with only the points whose ids are in
-        ``keep`` (the rows that exist), so that no file of it holds a deleted
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
+        """Rewrite the collection with only the points whose ids ``live()``
+        returns (the rows that exist), so that no file of it holds a deleted
         point's vector or payload: qdrant-edge marks a deleted point and keeps
         its bytes in its segments and its WAL until they are rebuilt.
+
+        ``live`` is read once the writes to the collection are being tracked:
+        a point written after that is copied again at the swap, one written
+        before belongs to a row ``live`` finds.
 
         The live points are copied page by page into a new shard beside the
         old one (each page a call of its own on the index thread, so searches
@@ -400,10 +412,11 @@ class EdgeVectorIndex:
             return 0
         if not (self._path(collection) / DELETED_FILE).exists():
             return 0  # nothing deleted since the last compaction
-        kept = {int(i) for i in keep}
-        new = await self._call(self._begin_compaction, collection)
+        self._compacting[collection] = set()
         dropped = 0
         try:
+            kept = {int(i) for i in await live()}
+            new = await self._call(self._begin_compaction, collection)
             offset: Any = None
             while True:
                 offset, left_out = await self._call(self._copy_page, collection, new, offset, kept)
@@ -431,7 +444,6 @@ class EdgeVectorIndex:
         new = qe.EdgeShard.create(str(target), _collection_config(dimension))
         for key, schema in old.info().payload_schema.items():
             new.update(qe.UpdateOperation.create_field_index(key, schema.data_type))
-        self._compacting[collection] = set()
         return new
 
     def _copy_page(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import Any
 
@@ -261,7 +269,7 @@ class QdrantVectorIndex:
             if offset is None:
                 return
 
-    async def compact(self, collection: str, keep: Collection[int]) -> int:
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
         """Nothing here: a Qdrant server removes deleted points from its
         segments with its own vacuum optimizer, on its own schedule, and keeps
         its WAL by its own settings (docs/privacy.md). The points were deleted

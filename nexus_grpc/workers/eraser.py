@@ -53,18 +53,17 @@ class Scrubber:
                 return True
             started = time.time()
             for spec in COLLECTIONS:
-
-                def live(uow: UnitOfWork, table: str = spec.table) -> set[int]:
-                    return uow.documents.all_ids(table)
-
-                keep = await self.db.read(live)
-                dropped = await self.index.compact(spec.name, keep)
+                live = functools.partial(self._live, spec.table)
+                dropped = await self.index.compact(spec.name, live)
                 if dropped:
                     log.info("scrub: %d stale points left out of %r", dropped, spec.name)
             if not await self.db.scrub():
                 return False
             self.covered_until = started
             return True
+
+    async def _live(self, table: str) -> set[int]:
+        return await self.db.read(lambda c: c.documents.all_ids(table))
 
 
 class Eraser:

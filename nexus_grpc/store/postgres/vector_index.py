@@ -23,7 +23,7 @@ import contextvars
 import functools
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -291,7 +291,7 @@ class PgVectorIndex:
             yield page
             after = page[-1]
 
-    async def compact(self, collection: str, keep: Collection[int]) -> int:
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
         """Nothing here: pgvector's points are rows, deleted with their rows;
         the database's vacuum (Database.scrub) reclaims them."""
         return 0

@@ -34,6 +34,15 @@ def _unit_bytes(vector: list[float]) -> bytes:
     return (v / np.linalg.norm(v)).astype(np.float32).tobytes()[:16]
 
 
+def rows(ids: set[int]):
+    """The store's answer to which rows exist."""
+
+    async def live() -> set[int]:
+        return ids
+
+    return live
+
+
 @pytest.fixture
 async def index(tmp_path):
     ix = EdgeVectorIndex(tmp_path / "vectors", page_size=200)
@@ -56,7 +65,7 @@ async def test_a_compaction_leaves_no_byte_of_a_deleted_point(index, tmp_path):
     path = tmp_path / "vectors"
     assert _on_disk(path, b"gonegonegone"), "deleted points kept nothing: nothing to prove"
     assert (path / "episodes" / DELETED_FILE).exists()
-    assert await index.compact("episodes", set(range(51, 1001))) == 0
+    assert await index.compact("episodes", rows(set(range(51, 1001)))) == 0
     assert not _on_disk(path, b"gonegonegone")
     assert not any(_on_disk(path, _unit_bytes(vectors[i])) for i in range(1, 51))
     assert _on_disk(path, _unit_bytes(vectors[600]))
@@ -93,7 +102,7 @@ async def test_points_left_behind_are_dropped_and_writes_during_the_copy_survive
     searchers = [asyncio.create_task(search()) for _ in range(3)]
     # 10 is a point the store no longer holds a row for: the compaction drops it.
     keep = set(range(3, 2001)) - {10} | {2}
-    compaction = asyncio.create_task(index.compact("episodes", keep))
+    compaction = asyncio.create_task(index.compact("episodes", rows(keep)))
     await write()
     dropped = await compaction
     done.set()
