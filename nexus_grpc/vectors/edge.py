@@ -449,8 +449,10 @@ class EdgeVectorIndex:
     def _copy_page(
         self, collection: str, new: qe.EdgeShard, offset: Any, kept: set[int]
     ) -> tuple[Any, int]:
+        # A page as small as a write chunk: each holds the GIL (and so the
+        # event loop) while it is read and written.
         request = qe.ScrollRequest(
-            offset=offset, limit=self._page_size, with_payload=True, with_vector=True
+            offset=offset, limit=self._write_chunk, with_payload=True, with_vector=True
         )
         records, after = self._shard(collection).scroll(request)
         live = [r for r in records if int(r.id) in kept]
