@@ -20,7 +20,6 @@ from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
@@ -41,6 +40,7 @@ from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.domain.usage_report import UsageReports
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.rerank import RerankClient, Reranker
 from nexus_grpc.runtime import tracing
@@ -465,7 +465,7 @@ class App:
         try:
             await self.db.open()
             await self.db.write(lambda uow: uow.jobs.reset_running())
-        except (StoreUnavailable, OSError, RuntimeError) as exc:
+        except (DependencyError, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         if isinstance(self.db, PostgresDatabase):
             # Extraction outcomes committed by any instance wake this one's watchers.

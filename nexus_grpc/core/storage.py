@@ -96,9 +96,13 @@ class Conflict(StoreError):
     """A write broke a rule of the schema: a unique key taken, a foreign key
     missing, a check (two graphs in one relationship) failed."""
 
+    retryable = False
+
 
 class StoreUnavailable(StoreError, RuntimeError):
     """The database cannot be opened or reached: the message says which and why."""
+
+    unreachable = True
 
 
 #: The start of the UNAVAILABLE message a write answers while the store
