@@ -48,7 +48,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation import graph_score as score
 from nexus_grpc.evaluation import llm_cost
-from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, SetError, load
+from nexus_grpc.evaluation.eval_errors import DataError, EvalError
+from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, load
 from nexus_grpc.evaluation.recall import Progress
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -76,10 +77,6 @@ _ALIAS_METHODS = {
 }
 # Item: (project index, episode index in the project, mention index).
 Item = tuple[int, int, int]
-
-
-class EvalError(Exception):
-    """The evaluation could not run (server unreachable, a write refused...)."""
 
 
 @dataclass
@@ -757,7 +754,7 @@ def main(args: argparse.Namespace) -> int:
                 settle_timeout=args.settle_timeout,
             )
         )
-    except (EvalError, SetError) as exc:
+    except (EvalError, DataError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report))

@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.client.name_lookup import find_or_create_project
-from nexus_grpc.integrations.errors import conventional
+from nexus_grpc.integrations.conventional_errors import conventional
 
-__all__ = ["Connection", "check_label", "one_line"]
+__all__ = ["AdapterClient", "check_label", "one_line"]
 
 T = TypeVar("T")
 
@@ -158,10 +158,10 @@ def _shared_for(client: NexusClient) -> _Shared:
         return shared
 
 
-class Connection:
+class AdapterClient:
     """What an adapter calls through: ``await conn.call(fn)`` on the caller's
     loop, ``conn.run(fn)`` from synchronous code; ``fn`` gets a client. A
-    refusal comes out as ``errors.conventional`` makes it.
+    refusal comes out as ``conventional_errors.conventional`` makes it.
 
     Given ``client=``, async calls use it (or, on a loop other than the one
     its channel belongs to, a copy for that loop) and synchronous ones a copy
@@ -265,3 +265,9 @@ class Connection:
         mine = self._own.pop(asyncio.get_running_loop(), None)
         if mine is not None:
             await mine.close()
+
+
+#: The name this class had before issue 48 (``Connection`` also named the
+#: store's connection and the client's channel module). Kept while branches
+#: written against it merge; issue 48's second wave removes it.
+Connection = AdapterClient
