@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.client.name_lookup import find_or_create_project
+from nexus_grpc.control_chars import CONTROL_CHARS
 from nexus_grpc.integrations.conventional_errors import conventional
 
 __all__ = ["AdapterClient", "check_label", "one_line"]
@@ -34,15 +35,6 @@ __all__ = ["AdapterClient", "check_label", "one_line"]
 T = TypeVar("T")
 
 MAX_LABEL_CHARS = 200
-# As the server refuses them in names and ids (domain/validation.py): checked
-# before a call, so a bad name fails where it is given, before anything runs.
-_CONTROL = frozenset(
-    [chr(c) for c in range(0x20)]
-    + [chr(c) for c in range(0x7F, 0xA0)]
-    + ["\u061c", "\u200e", "\u200f", "\u2028", "\u2029"]
-    + [chr(c) for c in range(0x202A, 0x202F)]
-    + [chr(c) for c in range(0x2066, 0x206A)]
-)
 
 
 def check_label(what: str, value: object, *, required: bool = True) -> str:
@@ -53,7 +45,7 @@ def check_label(what: str, value: object, *, required: bool = True) -> str:
         raise ValueError(f"{what} must not be blank")
     if len(value) > MAX_LABEL_CHARS:
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_LABEL_CHARS}")
-    if any(c in _CONTROL for c in value):
+    if CONTROL_CHARS.search(value):
         raise ValueError(f"{what} must not contain control characters: {value!r}")
     if value != value.strip():
         raise ValueError(f"{what} must not start or end with whitespace: {value!r}")
@@ -63,7 +55,7 @@ def check_label(what: str, value: object, *, required: bool = True) -> str:
 def one_line(text: str) -> str:
     """``text`` as a one-line label the server takes (a memory's title):
     control characters and runs of whitespace become single spaces."""
-    return " ".join("".join(" " if c in _CONTROL else c for c in text).split())
+    return " ".join(CONTROL_CHARS.sub(" ", text).split())
 
 
 class _Bridge:
