@@ -1,7 +1,7 @@
 """``nexus-grpc eval recall``: how often search finds the evidence.
 
 Stores each conversation through the public gRPC API (the construction in
-``conversations.py``), waits until every episode is indexed, then asks every
+``locomo.py``), waits until every episode is indexed, then asks every
 question with ``SearchEpisodes(project_id, question, mode, limit)`` one at a
 time and scores where the first evidence episode lands. Latencies are client
 wall-clock per search at concurrency 1, so p50/p99 include the RPC.
