@@ -55,7 +55,7 @@ def module_index() -> str:
     return "\n".join(out).rstrip("\n")
 
 
-def test_folders() -> str:
+def tier_folders() -> str:
     """The folders of each test tier, as they are on disk."""
     out = []
     for tier in ("unit", "integration", "e2e"):
