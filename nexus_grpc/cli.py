@@ -8,7 +8,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from nexus_grpc.core import redact
 from nexus_grpc.observability.heap import release_large_blocks
@@ -379,7 +379,20 @@ def _counted(counts: dict[str, int]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nexus-grpc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_server_commands(sub)
+    _add_transfer_commands(sub)
+    _add_client_commands(sub)
+    _add_eval_commands(sub)
+    return parser
 
+
+if TYPE_CHECKING:
+    #: What ``add_subparsers`` returns: where each command adds its parser.
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _add_server_commands(sub: Commands) -> None:
+    """The commands that run the server or open its store, and ``doctor``."""
     serve = sub.add_parser("serve", help="run the gRPC server")
     _add_server_options(serve)
     serve.set_defaults(func=cmd_serve)
@@ -420,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
 
+
+def _add_transfer_commands(sub: Commands) -> None:
+    """``export`` and ``import``: a project as JSON Lines, out of a server and into one."""
     export = sub.add_parser(
         "export", help="write a project (sessions, episodes, memories, graph...) as JSON Lines"
     )
@@ -452,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
 
+
+def _add_client_commands(sub: Commands) -> None:
+    """The commands in front of a running server: usage, mcp, console, bench."""
     from nexus_grpc.ops.against_server.usage import add_arguments as add_usage_arguments
 
     usage = sub.add_parser(
@@ -491,6 +510,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
 
+
+def _add_eval_commands(sub: Commands) -> None:
+    """``eval recall``, ``eval memories`` and ``eval graph``: measure a running server."""
     evaluation = sub.add_parser("eval", help="measure a running server")
     evals = evaluation.add_subparsers(dest="eval_command", required=True)
     from nexus_grpc.evaluation.recall import add_arguments as add_recall_arguments
@@ -521,7 +543,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_graph_arguments(graph)
     graph.set_defaults(func=cmd_eval_graph)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

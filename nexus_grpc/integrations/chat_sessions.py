@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from nexus_grpc.client import NexusClient, NexusNotFound
 from nexus_grpc.client.name_lookup import find_or_create_session, session_external_id
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label
 from nexus_grpc.integrations.exchanges import Exchange, Said, said_in
 
 __all__ = ["ConversationSession"]
@@ -28,7 +28,7 @@ _MAX_NAME_CHARS = 200
 
 class ConversationSession:
     def __init__(
-        self, conn: Connection, name: str, *, user_id: str, agent_id: str, source: str
+        self, conn: AdapterClient, name: str, *, user_id: str, agent_id: str, source: str
     ) -> None:
         self.conn = conn
         self.name = check_label("session_id", name)

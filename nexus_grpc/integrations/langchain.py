@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.integrations import search_results
-from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label
 from nexus_grpc.integrations.chat_sessions import ConversationSession
 from nexus_grpc.integrations.exchanges import Conversation, Exchange, Said
 
@@ -102,7 +102,7 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
         user_id: str = "",
         agent_id: str = "",
     ) -> None:
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=client,
             target=target,
             api_key=api_key,
@@ -203,13 +203,13 @@ class NexusRetriever(BaseRetriever):
     mode: Literal["hybrid", "keyword", "semantic"] = "hybrid"
     k: int = 4
 
-    _conn: Connection = PrivateAttr()
+    _conn: AdapterClient = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         check_label("user_id", self.user_id, required=False)
         check_label("agent_id", self.agent_id, required=False)
         search_results.check_search(self.kind, self.mode, self.k)
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=self.client,
             target=self.target,
             api_key=self.api_key,

@@ -51,7 +51,7 @@ supported (``supports_ttl = False``).
 that is not JSON, a key that is not a string, a user label the server would
 refuse are ``ValueError``, raised before any call, so a refused batch writes
 nothing. A refusal by the server keeps its message and status
-(``nexus_grpc.integrations.errors``). A batch runs its operations in order;
+(``nexus_grpc.integrations.conventional_errors``). A batch runs its operations in order;
 a server refusal stops it there, after the writes before it.
 """
 
@@ -70,7 +70,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.client import NexusAlreadyExists, NexusClient, NexusNotFound
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.adapter_client import Connection, check_label, one_line
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label, one_line
 
 try:
     from langgraph.store.base import (
@@ -249,7 +249,7 @@ class NexusStore(BaseStore):
             raise ValueError(
                 f"user_position must be a label index (0 or more) or None, got {user_position!r}"
             )
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=client,
             target=target,
             api_key=api_key,

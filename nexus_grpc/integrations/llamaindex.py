@@ -34,7 +34,7 @@ from typing import Any, Literal
 from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.integrations import search_results
-from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label
 from nexus_grpc.integrations.chat_sessions import ConversationSession
 from nexus_grpc.integrations.exchanges import Conversation, Role, Said
 
@@ -77,7 +77,7 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
     session_id: str = ""
     limit: int = 10
 
-    _conn: Connection = PrivateAttr()
+    _conn: AdapterClient = PrivateAttr()
     _conversations: dict[str, tuple[ConversationSession, Conversation]] = PrivateAttr(
         default_factory=dict
     )
@@ -89,7 +89,7 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
             check_label("session_id", self.session_id)
         if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_SELECTED:
             raise ValueError(f"limit must be from 1 to {MAX_SELECTED}; got {self.limit!r}")
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=self.client,
             target=self.target,
             api_key=self.api_key,
@@ -183,7 +183,7 @@ class NexusRetriever(BaseRetriever):
         self.user_id = check_label("user_id", user_id, required=False)
         self.agent_id = check_label("agent_id", agent_id, required=False)
         self.include_archived = include_archived
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=client,
             target=target,
             api_key=api_key,

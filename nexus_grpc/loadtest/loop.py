@@ -18,7 +18,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -210,50 +210,15 @@ async def drive(
     call is counted by status code and the worker goes on.  ``grace``: seconds past
     the end after which calls still running are cancelled (None: wait for them).
     """
-    warm_rec, rec = Recorder(), Recorder()
     start = time.perf_counter()
-    measure_from = start + warmup
-    end = measure_from + duration
-    interval = 1.0 / rps if rps else 0.0
-    arrivals = itertools.count()
-
-    async def worker(index: int) -> None:
-        rng = random.Random(seed * 100_003 + index)
-        pick = picks(index)
-        while True:
-            if interval:
-                scheduled = start + next(arrivals) * interval
-                if scheduled >= end:
-                    return
-                delay = scheduled - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                began = scheduled
-            else:
-                began = time.perf_counter()
-                if began >= end:
-                    return
-            op, fn = pick(rng)
-            code: str | None = None
-            first: float | None = None
-            try:
-                first = await fn(rng)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                code = code_name(exc)
-            done = time.perf_counter()
-            target_rec = rec if began >= measure_from else warm_rec
-            target_rec.record(op, done - began, code, None if first is None else first - began)
-
-    def live() -> tuple[str, float, Recorder]:
-        now = time.perf_counter()
-        if now < measure_from:
-            return "warmup", now - start, warm_rec
-        return "run", now - measure_from, rec
-
-    reporter = asyncio.create_task(_progress(progress, live)) if progress is not None else None
-    workers = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    clock = _Clock(start, start + warmup, start + warmup + duration, 1.0 / rps if rps else 0.0)
+    reporter = (
+        asyncio.create_task(_progress(progress, clock.live)) if progress is not None else None
+    )
+    workers = [
+        asyncio.create_task(_worker(clock, picks(i), random.Random(seed * 100_003 + i)))
+        for i in range(concurrency)
+    ]
     try:
         _done, pending = await asyncio.wait(
             workers, timeout=None if grace is None else warmup + duration + grace
@@ -268,11 +233,67 @@ async def drive(
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    elapsed = max(time.perf_counter() - measure_from, duration)
+    elapsed = max(time.perf_counter() - clock.measure_from, duration)
     for task in workers:
         if not task.cancelled() and task.exception() is not None:
             raise LoadError(f"worker failed: {task.exception()!r}")
-    return Load(rec, elapsed)
+    return Load(clock.measured, elapsed)
+
+
+@dataclass
+class _Clock:
+    """When the run's phases begin and end, when each call starts, and which
+    phase's recorder it counts in."""
+
+    start: float
+    measure_from: float
+    end: float
+    #: Seconds between arrivals under an open load (``rps``); 0 for a closed one.
+    interval: float
+    warm: Recorder = field(default_factory=Recorder)
+    measured: Recorder = field(default_factory=Recorder)
+    arrivals: Iterator[int] = field(default_factory=itertools.count)
+
+    async def next_start(self) -> float | None:
+        """When the next call begins (an open load waits for its arrival),
+        or None once the run is over."""
+        if self.interval:
+            scheduled = self.start + next(self.arrivals) * self.interval
+            if scheduled >= self.end:
+                return None
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            return scheduled
+        began = time.perf_counter()
+        return None if began >= self.end else began
+
+    def recorder(self, began: float) -> Recorder:
+        return self.measured if began >= self.measure_from else self.warm
+
+    def live(self) -> tuple[str, float, Recorder]:
+        now = time.perf_counter()
+        if now < self.measure_from:
+            return "warmup", now - self.start, self.warm
+        return "run", now - self.measure_from, self.measured
+
+
+async def _worker(clock: _Clock, pick: Pick, rng: random.Random) -> None:
+    """One caller: the next call as soon as the last returns (or as it arrives)."""
+    while (began := await clock.next_start()) is not None:
+        op, fn = pick(rng)
+        code: str | None = None
+        first: float | None = None
+        try:
+            first = await fn(rng)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            code = code_name(exc)
+        done = time.perf_counter()
+        clock.recorder(began).record(
+            op, done - began, code, None if first is None else first - began
+        )
 
 
 def _progress_line(phase: str, elapsed: float, count: int, rps: float, errors: int) -> str:

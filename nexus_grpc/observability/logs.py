@@ -21,8 +21,8 @@ import time
 from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
+from nexus_grpc.control_chars import escape_controls
 from nexus_grpc.core.redact import scrub
-from nexus_grpc.domain.validation import escape_controls
 from nexus_grpc.rpc.requests import request_id_var
 
 

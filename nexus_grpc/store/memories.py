@@ -1,7 +1,7 @@
 """The memories table, its FTS5 index and the usage log.
 
 Every read a viewer makes goes through a scope clause from
-``domain.memory_scope.sql_where``; only the id-addressed reads (get, the
+``store.memory_visibility_sql.sql_where``; only the id-addressed reads (get, the
 owner checks) take no scope, and their callers check ownership.
 """
 

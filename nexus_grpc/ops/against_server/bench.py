@@ -58,7 +58,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.loadtest.loop import Call, LoadError, OpStats, Pick, drive, percentile
+from nexus_grpc.loadtest.loop import Call, Load, LoadError, OpStats, Pick, drive, percentile
 
 __all__ = [
     "RPC_NAMES",
@@ -543,25 +543,14 @@ async def run_bench(
     Raises ``BenchError`` when the run cannot start: the server does not answer
     within ``connect_timeout`` seconds, a setup RPC fails or an option is invalid.
     """
-    if rpc not in RPC_NAMES:
-        raise BenchError(f"unknown rpc {rpc!r}; expected one of {', '.join(RPC_NAMES)}")
-    if concurrency < 1:
-        raise BenchError("concurrency must be at least 1")
-    if duration <= 0:
-        raise BenchError("duration must be positive")
-    if rps is not None and rps <= 0:
-        raise BenchError("--rps must be positive")
-    if mode not in SEARCH_MODES:
-        raise BenchError(f"unknown search mode {mode!r}")
+    _check_options(rpc, concurrency, duration, rps, mode, wait_backlog)
     weights = (
         (parse_mix(mix) if isinstance(mix, str) else dict(mix))
         if rpc == "mixed"
         else {_RPC_OP[rpc]: 1.0}
     )
-    op_names = [name for name, w in weights.items() if w > 0]
-    op_weights = [weights[name] for name in op_names]
-    n_channels = channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL))
-    n_channels = min(n_channels, concurrency)
+    n_channels = min(channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL)), concurrency)
+    shape = _Shape(rpc, target, concurrency, duration, rps, n_channels, warmup, weights)
     opts: dict[str, Any] = {
         "query": query,
         "mode": mode,
@@ -579,15 +568,64 @@ async def run_bench(
         "cleanup": cleanup,
         "progress": progress,
     }
-    if wait_backlog is not None and wait_backlog < 0:
-        raise BenchError("--wait-backlog must not be negative")
     timestamp = datetime.now(UTC).isoformat(timespec="seconds")
     if command is None:
         command = " ".join(shlex.quote(a) for a in sys.argv)
+    run = await _load(_Context(target, opts), shape, wait_backlog)
+    return _result(run, shape, opts, command, timestamp)
 
-    ctx = _Context(target, opts)
-    backlog: tuple[dict[str, int], list[str], float | None] = ({}, [], None)
+
+def _check_options(
+    rpc: str, concurrency: int, duration: float, rps: float | None, mode: str, wait: float | None
+) -> None:
+    """``BenchError`` saying which option is wrong, before anything is called."""
+    if rpc not in RPC_NAMES:
+        raise BenchError(f"unknown rpc {rpc!r}; expected one of {', '.join(RPC_NAMES)}")
+    if concurrency < 1:
+        raise BenchError("concurrency must be at least 1")
+    if duration <= 0:
+        raise BenchError("duration must be positive")
+    if rps is not None and rps <= 0:
+        raise BenchError("--rps must be positive")
+    if mode not in SEARCH_MODES:
+        raise BenchError(f"unknown search mode {mode!r}")
+    if wait is not None and wait < 0:
+        raise BenchError("--wait-backlog must not be negative")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The load a run puts on the server: which calls, how many at once, how long."""
+
+    rpc: str
+    target: str
+    concurrency: int
+    duration: float
+    rps: float | None
+    channels: int
+    warmup: float
+    weights: dict[str, float]
+
+    @property
+    def op_names(self) -> list[str]:
+        return [name for name, w in self.weights.items() if w > 0]
+
+
+@dataclass
+class _Run:
+    """What a run measured, and what it left on the server."""
+
+    load: Load
     project: dict[str, Any] | None = None
+    backlog: tuple[dict[str, int], list[str], float | None] = ({}, [], None)
+
+
+async def _load(ctx: _Context, shape: _Shape, wait_backlog: float | None) -> _Run:
+    """Connects, seeds what the calls need, drives the load, then cleans up
+    (with ``cleanup``) and reads the backlog the run left."""
+    seed, timeout, progress = ctx.opts["seed"], ctx.opts["timeout"], ctx.opts["progress"]
+    op_names, n_channels = shape.op_names, shape.channels
+    op_weights = [shape.weights[name] for name in op_names]
     try:
         await ctx.connect(n_channels)
         before, _ = await ctx.pending_jobs()
@@ -609,10 +647,10 @@ async def run_bench(
         try:
             load = await drive(
                 picks,
-                concurrency,
-                duration,
-                warmup=warmup,
-                rps=rps,
+                shape.concurrency,
+                shape.duration,
+                warmup=shape.warmup,
+                rps=shape.rps,
                 seed=seed,
                 # Every in-flight call has a deadline; this is a backstop for ones that don't.
                 grace=(timeout or 10.0) + WATCH_WAIT_S + 5.0,
@@ -620,25 +658,32 @@ async def run_bench(
             )
         except LoadError as exc:
             raise BenchError(str(exc)) from exc
+        run = _Run(load)
         if ctx.session_ids:
-            project = {
+            run.project = project = {
                 "id": ctx.project_id,
                 "name": ctx.project_name if ctx.project_id else "",
                 "sessions": len(ctx.session_ids),
                 "episodes": ctx.episodes_created,
                 "removed": False,
             }
-            if cleanup:
+            if ctx.opts["cleanup"]:
                 await ctx.cleanup()
                 project["removed"] = True
             # After the cleanup: what is left queued then (its own index jobs
             # included) is what the run leaves the server.
             if wait_backlog and progress is not None:
                 print(f"bench: waiting up to {wait_backlog:g}s for the backlog", file=progress)
-            backlog = await ctx.backlog(before, wait_backlog)
+            run.backlog = await ctx.backlog(before, wait_backlog)
     finally:
         await ctx.close()
+    return run
 
+
+def _result(
+    run: _Run, shape: _Shape, opts: dict[str, Any], command: str, timestamp: str
+) -> BenchResult:
+    load, rpc, op_names = run.load, shape.rpc, shape.op_names
     rec, elapsed = load.recorder, load.elapsed
     ops = {
         name: rec.ops[name].summary(name, elapsed, name in _STREAMING_OPS)
@@ -649,14 +694,14 @@ async def run_bench(
     overall = load.stats(rpc, streaming)
     return BenchResult(
         rpc=rpc,
-        target=target,
-        concurrency=concurrency,
-        duration_s=duration,
+        target=shape.target,
+        concurrency=shape.concurrency,
+        duration_s=shape.duration,
         elapsed_s=round(elapsed, 4),
-        load="open" if rps else "closed",
-        rps_target=rps,
-        channels=n_channels,
-        warmup_s=warmup,
+        load="open" if shape.rps else "closed",
+        rps_target=shape.rps,
+        channels=shape.channels,
+        warmup_s=shape.warmup,
         count=overall.count,
         ok=overall.ok,
         rps=overall.rps,
@@ -671,22 +716,22 @@ async def run_bench(
         first_item_p99_ms=overall.first_item_p99_ms,
         ops=ops,
         options={
-            "mix": weights if rpc == "mixed" else None,
-            "query": query,
-            "mode": mode,
-            "sessions": sessions,
-            "seed_episodes": seed_episodes if set(op_names) & {"search", "get"} else 0,
-            "limit": limit,
-            "timeout": timeout,
-            "health_service": health_service,
-            "seed": seed,
+            "mix": shape.weights if rpc == "mixed" else None,
+            "query": opts["query"],
+            "mode": opts["mode"],
+            "sessions": opts["sessions"],
+            "seed_episodes": opts["seed_episodes"] if set(op_names) & {"search", "get"} else 0,
+            "limit": opts["limit"],
+            "timeout": opts["timeout"],
+            "health_service": opts["health_service"],
+            "seed": opts["seed"],
         },
         command=command,
         timestamp=timestamp,
-        project=project,
-        backlog=backlog[0],
-        backlog_needs_llm=backlog[1],
-        backlog_wait_s=backlog[2],
+        project=run.project,
+        backlog=run.backlog[0],
+        backlog_needs_llm=run.backlog[1],
+        backlog_wait_s=run.backlog[2],
     )
 
 
