@@ -29,11 +29,15 @@ from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.client.name_lookup import find_or_create_project
 from nexus_grpc.integrations.errors import conventional
 
-__all__ = ["Connection", "check_label", "one_line"]
+__all__ = ["MAX_METADATA_BYTES", "Connection", "check_label", "one_line"]
 
 T = TypeVar("T")
 
 MAX_LABEL_CHARS = 200
+#: The most bytes a record's metadata takes as JSON (the server's limit,
+#: domain/validation.py): what a LangGraph item and an episode's messages
+#: outside its exchange must fit in.
+MAX_METADATA_BYTES = 64_000
 # As the server refuses them in names and ids (domain/validation.py): checked
 # before a call, so a bad name fails where it is given, before anything runs.
 _CONTROL = frozenset(
