@@ -79,6 +79,14 @@ _ROLES: dict[str, Role] = {
     "tool": "tool",
     "function": "tool",
 }
+# A streamed message's chunks (added whole once accumulated) name their type so.
+_CHUNKS: dict[str, Role] = {
+    "HumanMessageChunk": "user",
+    "AIMessageChunk": "assistant",
+    "SystemMessageChunk": "system",
+    "ToolMessageChunk": "tool",
+    "FunctionMessageChunk": "tool",
+}
 # Content blocks that are not what was said: tool calls (read from
 # ``tool_calls``) and a model's reasoning.
 _NOT_SAID = frozenset(
@@ -121,7 +129,8 @@ def _text(content: str | list[Any]) -> str:
 
 def _said(n: int, message: BaseMessage) -> Said:
     role = message.role if isinstance(message, ChatMessage) else message.type
-    if role not in _ROLES:
+    kind = _ROLES.get(role) or _CHUNKS.get(role)
+    if kind is None:
         raise _Refused(
             n,
             f"is a {type(message).__name__} with role {role!r}, which is none of a chat's"
@@ -138,12 +147,11 @@ def _said(n: int, message: BaseMessage) -> Said:
             )
             for c in message.invalid_tool_calls
         )
-    said_by_tool = _ROLES[role] == "tool"
     return Said(
-        _ROLES[role],
+        kind,
         _text(message.content),
         calls,
-        tool=(message.name or "") if said_by_tool else "",
+        tool=(message.name or "") if kind == "tool" else "",
         call_id=getattr(message, "tool_call_id", "") or "",
         original=message,
     )

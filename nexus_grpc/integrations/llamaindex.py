@@ -116,7 +116,9 @@ def _said(message: ChatMessage) -> Said:
         elif kind not in _NOT_SAID:
             parts.append(f"[{kind or type(block).__name__}]")
     extra = message.additional_kwargs
-    calls += [_call(c) for c in extra.get("tool_calls") or ()]
+    # An integration may give a call both ways: once is enough.
+    given = {c.id for c in calls if c.id}
+    calls += [c for c in map(_call, extra.get("tool_calls") or ()) if not c.id or c.id not in given]
     return Said(
         role,
         "\n".join(parts),
