@@ -30,11 +30,15 @@ from nexus_grpc.client.name_lookup import find_or_create_project
 from nexus_grpc.control_chars import CONTROL_CHARS
 from nexus_grpc.integrations.conventional_errors import conventional
 
-__all__ = ["AdapterClient", "check_label", "one_line"]
+__all__ = ["MAX_METADATA_BYTES", "AdapterClient", "check_label", "one_line"]
 
 T = TypeVar("T")
 
 MAX_LABEL_CHARS = 200
+#: The most bytes a record's metadata takes as JSON (the server's limit,
+#: domain/validation.py): what a LangGraph item and an episode's messages
+#: outside its exchange must fit in.
+MAX_METADATA_BYTES = 64_000
 
 
 def check_label(what: str, value: object, *, required: bool = True) -> str:
@@ -257,9 +261,3 @@ class AdapterClient:
         mine = self._own.pop(asyncio.get_running_loop(), None)
         if mine is not None:
             await mine.close()
-
-
-#: The name this class had before issue 48 (``Connection`` also named the
-#: store's connection and the client's channel module). Kept while branches
-#: written against it merge; issue 48's second wave removes it.
-Connection = AdapterClient
