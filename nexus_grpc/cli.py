@@ -237,7 +237,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     target: list[int] = []
 
-    def told(project_id: int, resumed: bool) -> None:
+    def told(project_id: int, resumed: bool, renamed_to: str) -> None:
         target.append(project_id)
         if resumed:
             print(
@@ -247,6 +247,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             )
         else:
             print(f"import: importing into new project {project_id}", file=sys.stderr)
+        if renamed_to:
+            print(
+                f"import: this tenant already has a project of the file's name, and a name is"
+                f" unique in a tenant: the new project is called {renamed_to!r}",
+                file=sys.stderr,
+            )
 
     async def run(lines: IO[str]) -> ImportResult:
         async with _client(args) as client:
