@@ -33,6 +33,7 @@ __all__ = [
     "OpStats",
     "Pick",
     "Recorder",
+    "Schedule",
     "code_name",
     "drive",
     "median",
@@ -168,11 +169,29 @@ class Recorder:
 
 
 @dataclass
+class Schedule:
+    """How an open loop kept its schedule over the measured window: the
+    arrivals scheduled in it, how many of them a worker started before the
+    window ended, and how late each started call began (seconds after its
+    scheduled time: it waited for a free worker, or for the client's CPU)."""
+
+    scheduled: int = 0
+    started_in_window: int = 0
+    lateness: list[float] = field(default_factory=list)
+
+    def kept(self, share: float) -> bool:
+        """Whether at least ``share`` of the scheduled arrivals started in time."""
+        return self.started_in_window >= share * self.scheduled
+
+
+@dataclass
 class Load:
     """What one ``drive()`` measured: the calls after the warm-up, over ``elapsed`` s."""
 
     recorder: Recorder
     elapsed: float
+    #: The open loop's schedule (None: a closed loop has none).
+    schedule: Schedule | None = None
 
     def stats(self, name: str = "total", streaming: bool = False) -> OpStats:
         """Every op's calls summarised as one."""
@@ -216,6 +235,11 @@ async def drive(
     end = measure_from + duration
     interval = 1.0 / rps if rps else 0.0
     arrivals = itertools.count()
+    schedule: Schedule | None = None
+    if rps:
+        # Arrival k is due at start + k / rps: those due in [measure_from, end).
+        first_k, end_k = math.ceil(warmup * rps), math.ceil((warmup + duration) * rps)
+        schedule = Schedule(scheduled=max(0, end_k - first_k))
 
     async def worker(index: int) -> None:
         rng = random.Random(seed * 100_003 + index)
@@ -229,6 +253,11 @@ async def drive(
                 if delay > 0:
                     await asyncio.sleep(delay)
                 began = scheduled
+                if schedule is not None and scheduled >= measure_from:
+                    started = time.perf_counter()
+                    schedule.lateness.append(max(0.0, started - scheduled))
+                    if started < end:
+                        schedule.started_in_window += 1
             else:
                 began = time.perf_counter()
                 if began >= end:
@@ -272,7 +301,7 @@ async def drive(
     for task in workers:
         if not task.cancelled() and task.exception() is not None:
             raise LoadError(f"worker failed: {task.exception()!r}")
-    return Load(rec, elapsed)
+    return Load(rec, elapsed, schedule)
 
 
 def _progress_line(phase: str, elapsed: float, count: int, rps: float, errors: int) -> str:
