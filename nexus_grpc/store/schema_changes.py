@@ -67,9 +67,10 @@ class Sql:
 class Rewrite:
     """Rows rewritten by a rule that SQL cannot spell alike in both databases:
     ``select`` (SQL both read alike) reads them, ``rule`` answers the
-    parameters of ``update`` (``?`` placeholders, as the store writes them)
-    for each row it changes. Each backend's migrations run it in the
-    change's transaction, in its place among the other operations."""
+    parameters of ``update`` (``?`` placeholders, as the store writes them,
+    and no quoted text: every value is a parameter) for each row it changes.
+    Each backend's migrations run it in the change's transaction, in its
+    place among the other operations."""
 
     select: str
     rule: Callable[[Sequence[Sequence[Any]]], list[tuple[Any, ...]]]

@@ -24,7 +24,6 @@ from nexus_grpc.core.names import name_key
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.store import schema_changes
 from nexus_grpc.store.postgres import ddl
-from nexus_grpc.store.postgres.database import translate
 from nexus_grpc.store.schema_changes import Change, Rewrite
 
 log = logging.getLogger(__name__)
@@ -270,7 +269,8 @@ def _apply(raw: Any, step: Step) -> None:
             changed = op.rule(rows)
             if changed:
                 with raw.cursor() as cur:
-                    cur.executemany(translate(op.update), changed)
+                    # psycopg's placeholders: an update's values are all parameters.
+                    cur.executemany(op.update.replace("?", "%s"), changed)
             continue
         for statement in ddl.operation(op):
             raw.execute(statement)
