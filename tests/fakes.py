@@ -40,7 +40,7 @@ from nexus_grpc.core.models import (
     SummaryProgress,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
-from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store.usage import DEFER_SWEEP
 
 
@@ -55,6 +55,13 @@ class FakeProjects:
         self._next = _ids()
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
+        held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
+        if held:
+            raise AlreadyExists(
+                f"a project named {values['name']!r} already exists in this tenant:"
+                f" project {held[0]}",
+                details=(ResourceInfo("project", str(held[0])),),
+            )
         at = time.time()
         labels = values.get("single_valued_labels")
         project = Project(

@@ -33,6 +33,7 @@ __all__ = [
     "OpStats",
     "Pick",
     "Recorder",
+    "Schedule",
     "code_name",
     "drive",
     "median",
@@ -168,11 +169,29 @@ class Recorder:
 
 
 @dataclass
+class Schedule:
+    """How an open loop kept its schedule over the measured window: the
+    arrivals scheduled in it, how many of them a worker started before the
+    window ended, and how late each started call began (seconds after its
+    scheduled time: it waited for a free worker, or for the client's CPU)."""
+
+    scheduled: int = 0
+    started_in_window: int = 0
+    lateness: list[float] = field(default_factory=list)
+
+    def kept(self, share: float) -> bool:
+        """Whether at least ``share`` of the scheduled arrivals started in time."""
+        return self.started_in_window >= share * self.scheduled
+
+
+@dataclass
 class Load:
     """What one ``drive()`` measured: the calls after the warm-up, over ``elapsed`` s."""
 
     recorder: Recorder
     elapsed: float
+    #: The open loop's schedule (None: a closed loop has none).
+    schedule: Schedule | None = None
 
     def stats(self, name: str = "total", streaming: bool = False) -> OpStats:
         """Every op's calls summarised as one."""
@@ -212,6 +231,10 @@ async def drive(
     """
     start = time.perf_counter()
     clock = _Clock(start, start + warmup, start + warmup + duration, 1.0 / rps if rps else 0.0)
+    if rps:
+        # Arrival k is due at start + k / rps: those due in [measure_from, end).
+        first_k, end_k = math.ceil(warmup * rps), math.ceil((warmup + duration) * rps)
+        clock.schedule = Schedule(scheduled=max(0, end_k - first_k))
     reporter = (
         asyncio.create_task(_progress(progress, clock.live)) if progress is not None else None
     )
@@ -237,7 +260,7 @@ async def drive(
     for task in workers:
         if not task.cancelled() and task.exception() is not None:
             raise LoadError(f"worker failed: {task.exception()!r}")
-    return Load(clock.measured, elapsed)
+    return Load(clock.measured, elapsed, clock.schedule)
 
 
 @dataclass
@@ -253,6 +276,8 @@ class _Clock:
     warm: Recorder = field(default_factory=Recorder)
     measured: Recorder = field(default_factory=Recorder)
     arrivals: Iterator[int] = field(default_factory=itertools.count)
+    #: An open loop's schedule over the measured window (None: a closed loop has none).
+    schedule: Schedule | None = None
 
     async def next_start(self) -> float | None:
         """When the next call begins (an open load waits for its arrival),
@@ -264,6 +289,11 @@ class _Clock:
             delay = scheduled - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if self.schedule is not None and scheduled >= self.measure_from:
+                started = time.perf_counter()
+                self.schedule.lateness.append(max(0.0, started - scheduled))
+                if started < self.end:
+                    self.schedule.started_in_window += 1
             return scheduled
         began = time.perf_counter()
         return None if began >= self.end else began

@@ -137,7 +137,13 @@ TABLES: tuple[Table, ...] = (
             # 1 off, 2 USER memories, 3 USER and PROJECT; NULL: the default (USER).
             Column("memory_formation", INT, null=True),
         ),
-        indexes=(Index("idx_projects_tenant", ("tenant",)),),
+        indexes=(
+            Index("idx_projects_tenant", ("tenant",)),
+            # A name finds one project of its tenant (client/name_lookup.py):
+            # CreateProject and a rename answer ALREADY_EXISTS rather than
+            # make a second one (store/projects.py).
+            Index("idx_projects_tenant_name", ("tenant", "name"), unique=True),
+        ),
     ),
     Table(
         "sessions",

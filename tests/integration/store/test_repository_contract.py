@@ -76,6 +76,26 @@ async def test_projects_keep_their_settings_and_their_tenant(run):
     )
 
 
+async def test_a_project_name_is_taken_once_per_tenant_and_the_refusal_names_its_holder(run):
+    def case(uow):
+        first = uow.projects.insert({"name": "Atlas"}, "t1")
+        elsewhere = uow.projects.insert({"name": "Atlas"}, "t2")
+        other_case = uow.projects.insert({"name": "atlas"}, "t1")
+        try:
+            uow.projects.insert({"name": "Atlas"}, "t1")
+        except AlreadyExists as exc:
+            [held] = exc.details
+            refused = (held.resource_type, held.resource_name, exc.message)
+        # The transaction goes on after the refusal (on PostgreSQL too).
+        later = uow.projects.insert({"name": "Borealis"}, "t1")
+        return first.id, (elsewhere.tenant, other_case.name, later.name), refused
+
+    first, made, (kind, holder, message) = await run(case)
+    assert made == ("t2", "atlas", "Borealis")
+    assert (kind, holder) == ("project", str(first))
+    assert f"a project named 'Atlas' already exists in this tenant: project {first}" in message
+
+
 async def test_another_tenants_project_or_session_answers_as_a_missing_one(run):
     def case(uow):
         project = uow.projects.insert({"name": "p"}, "t1")
