@@ -62,8 +62,8 @@ def test_only_the_jobs_of_a_tenant_past_its_budget_are_held_until_the_next_day()
     _spend(uow, "a", NOON, 1000)
     policy = BudgetPolicy(1000)
     batch = [Job(10 + i, jobs.EXTRACT_EPISODE, e, 0) for i, e in enumerate(episodes)]
-    owners = uow.usage.job_tenants(jobs.EXTRACT_EPISODE, episodes)
-    spends = budgets.spend_of(uow, set(owners.values()), policy, NOON)
+    owners = uow.usage.job_owners(jobs.EXTRACT_EPISODE, episodes)
+    spends = budgets.spend_of(uow, {o.tenant for o in owners.values()}, policy, NOON)
 
     held = budgets.held(jobs.EXTRACT_EPISODE, batch, owners, spends)
 

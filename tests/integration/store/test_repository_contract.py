@@ -416,15 +416,15 @@ async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_te
     far = 4_000_000_000.0
 
     def case(uow):
-        mine = uow.sessions.insert("a", "", 0, {}, "t1")
+        mine = uow.sessions.insert("a", "", 0, {}, "t1", "alice")
         theirs = uow.sessions.insert("b", "", 0, {}, "t2")
         ids = [uow.episodes.insert(s.id, "hi", "", {}, None).id for s in (mine, mine, theirs)]
         uow.jobs.enqueue(jobs.EXTRACT_EPISODE, ids)
         uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id])
         owners = (
-            uow.usage.job_tenants(jobs.EXTRACT_EPISODE, [*ids, 999]),
-            uow.usage.job_tenants(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id]),
-            uow.usage.job_tenants(jobs.INDEX_EPISODE, ids),
+            uow.usage.job_owners(jobs.EXTRACT_EPISODE, [*ids, 999]),
+            uow.usage.job_owners(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id]),
+            uow.usage.job_owners(jobs.INDEX_EPISODE, ids),
         )
         moved = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
         again = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
@@ -433,8 +433,8 @@ async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_te
 
     ids, mine, theirs, owners, moved, again, summaries = await run(case)
     assert owners == (
-        {ids[0]: "t1", ids[1]: "t1", ids[2]: "t2"},
-        {mine: "t1", theirs: "t2"},
+        {ids[0]: ("t1", "alice"), ids[1]: ("t1", "alice"), ids[2]: ("t2", "")},
+        {mine: ("t1", "alice"), theirs: ("t2", "")},
         {},
     )
     assert [(j.kind, j.target_id, j.attempts) for j in moved] == [
