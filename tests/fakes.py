@@ -706,3 +706,6 @@ class FakeDatabase:
 
     async def read(self, fn: Any) -> Any:
         return fn(self.uow)
+
+    async def read_in_transaction(self, fn: Any) -> Any:
+        return fn(self.uow)
