@@ -68,10 +68,11 @@ async def h(tmp_path, stub, store_settings):
     await harness.close()
 
 
-def _candidate(content: str, quote: str) -> dict:
+def _candidate(content: str, quote: str, place: str) -> dict:
     memory = {"about": "user", "title": content[:30], "content": content,
               "tier": "longterm", "quote": quote}  # fmt: skip
-    return {**EMPTY, "ended": [], "memories": [memory]}
+    entity = {"name": place, "type": "place", "notes": None}
+    return {**EMPTY, "entities": [entity], "ended": [], "memories": [memory]}
 
 
 def _supersede_what_is_kept(stub: OllamaStub) -> None:
@@ -161,9 +162,9 @@ async def test_a_key_reads_only_the_usage_of_the_work_done_for_its_users(h, stub
     carols = await _session(h, CAROL, project.id, "carol")
     # Alice's first fact forms a memory without a question; her second, with
     # the first already kept, asks formation one: the oracle the watch hides.
-    stub.add_rule(_candidate("The user lives in Lisbon.", "I live in Lisbon"),
+    stub.add_rule(_candidate("The user lives in Lisbon.", "I live in Lisbon", "Lisbon"),
                   contains="User message:\nI live in Lisbon.\n")  # fmt: skip
-    stub.add_rule(_candidate("The user lives in Porto.", "I moved to Porto"),
+    stub.add_rule(_candidate("The user lives in Porto.", "I moved to Porto", "Porto"),
                   contains="User message:\nI moved to Porto.\n")  # fmt: skip
     _supersede_what_is_kept(stub)
     first = await _formed(h, ALICE, await _episode(h, ALICE, alices, "I live in Lisbon."))
@@ -196,12 +197,13 @@ async def test_a_key_reads_only_the_usage_of_the_work_done_for_its_users(h, stub
     alice = await _usage(h, ALICE, project_id=project.id)
     assert list(alice.users) == ["alice"]
     assert _calls(alice) == {"extraction": 2, "formation": 1, "selection": 1}
-    assert _counts(alice) == (2, 2)
+    assert _counts(alice) == (2, 2) and alice.total.entities == 2
     assert alice.budget.llm_tokens_today == _tokens(alice) > 0
     # A key that may act for every user reads the project's whole figures.
     team = await _usage(h, STAR, project_id=project.id)
     assert list(team.users) == []
     assert _calls(team) == _calls(alice) and _counts(team) == (2, 2)
+    assert team.total.entities == 2
 
     # Carol's own episode is hers to read, and tells alice nothing.
     carol_episode = await _episode(h, CAROL, carols, "Carol here, nothing to keep.")
