@@ -637,9 +637,7 @@ class FakeUsage:
             j.run_after, j.last_error = until, error
         return [Job(j.id, j.kind, j.target_id, 0, j.priority) for j in held]
 
-    def deferred_jobs(
-        self, kind: str, saying: str, after: float, after_id: int = 0
-    ) -> list[Job]:
+    def deferred_jobs(self, kind: str, saying: str, after: float, after_id: int = 0) -> list[Job]:
         found = sorted(
             (
                 j

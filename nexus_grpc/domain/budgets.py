@@ -214,9 +214,7 @@ def as_seen(
         return dataclasses.replace(spend, users=lines)
     theirs = user_spend_of(uow, [WorkOwner(spend.tenant, u) for u in users], policy, at)
     lines = tuple(theirs[k] for k in sorted(theirs))
-    return dataclasses.replace(
-        spend, users=lines, visible_spent=sum(line.spent for line in lines)
-    )
+    return dataclasses.replace(spend, users=lines, visible_spent=sum(line.spent for line in lines))
 
 
 def held(
@@ -297,9 +295,7 @@ class Budgets:
 
         def read(
             uow: UnitOfWork,
-        ) -> tuple[
-            dict[int, WorkOwner], dict[str, TenantSpend], dict[WorkOwner, TenantSpend]
-        ]:
+        ) -> tuple[dict[int, WorkOwner], dict[str, TenantSpend], dict[WorkOwner, TenantSpend]]:
             owners = uow.usage.job_owners(kind, [j.target_id for j in batch])
             return owners, *_spends(uow, set(owners.values()), policy, at)
 
@@ -369,15 +365,12 @@ class Budgets:
             return
         if spend.user_id:
             subject = f"tenant:{spend.tenant}/user:{spend.user_id}"
-            raise_it = (
-                f" tenant's {USER_QUOTA_ID} in the keys file"
-            )
+            raise_it = f" tenant's {USER_QUOTA_ID} in the keys file"
         else:
             subject = f"tenant:{spend.tenant}"
             raise_it = f" tenant's {QUOTA_ID} in the keys file (or --{QUOTA_ID})"
         raise ResourceExhausted(
-            f"{what} needs the LLM, and {spend.reason()}; ask again then, or raise the"
-            + raise_it,
+            f"{what} needs the LLM, and {spend.reason()}; ask again then, or raise the" + raise_it,
             details=(
                 QuotaViolation(
                     subject,

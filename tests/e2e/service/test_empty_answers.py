@@ -235,7 +235,9 @@ async def test_another_tenants_project_always_hears_nothing_stored(tmp_path, sto
 
         async def reasons(key, project_id: int) -> list[str]:
             scope = memory_pb2.MemoryScope(project_id=project_id, user_id="alice")
-            listed = h.memory.ListMemories(memory_pb2.ListMemoriesRequest(scope=scope), metadata=key)
+            listed = h.memory.ListMemories(
+                memory_pb2.ListMemoriesRequest(scope=scope), metadata=key
+            )
             await listed
             searched = h.memory.SearchMemories(
                 memory_pb2.SearchMemoriesRequest(query="vegetarian", scope=scope), metadata=key

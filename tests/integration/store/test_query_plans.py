@@ -55,8 +55,17 @@ class Recorder:
 def _seed(uow: Any, now: float) -> None:
     uow.usage.insert(
         [
-            LLMCall("extraction", 1 + i % 5, tenant, 100, 10, 0.5, "ok",
-                    now - day * DAY - i, user_id=USERS[i % len(USERS)])  # fmt: skip
+            LLMCall(
+                "extraction",
+                1 + i % 5,
+                tenant,
+                100,
+                10,
+                0.5,
+                "ok",
+                now - day * DAY - i,
+                user_id=USERS[i % len(USERS)],
+            )  # fmt: skip
             for tenant in TENANTS
             for day in range(10)
             for i in range(25)
