@@ -102,19 +102,27 @@ def spent_by_users(
     """Tokens (both ways) the work for each of the tenant's users spent since
     ``since``: the named users (0 for one that spent nothing), or every user
     whose work spent any. Work for no user ('') is no user's."""
-    where = "tenant = ? AND user_id != '' AND at >= ?"
-    params: list[float | str] = [tenant, since]
-    if users is not None:
+    if users is None:
+        # Every user's: today's rows of the tenant (idx_llm_calls_tenant), grouped
+        # by an expression; grouping by the column would walk the user index
+        # over every day the tenant ever spent, for its order.
+        sql = (
+            "SELECT user_id || '' AS who, SUM(prompt_tokens + completion_tokens)"
+            " FROM llm_calls WHERE tenant = ? AND user_id != '' AND at >= ? GROUP BY who"
+        )
+        params: list[float | str] = [tenant, since]
+    else:
         named = sorted({u for u in users if u})
         if not named:
             return {}
-        where = f"tenant = ? AND user_id IN ({placeholders(len(named))}) AND at >= ?"
+        # Each named user's range of idx_llm_calls_user, from the index alone.
+        sql = (
+            "SELECT user_id, SUM(prompt_tokens + completion_tokens) FROM llm_calls"
+            f" WHERE tenant = ? AND user_id IN ({placeholders(len(named))}) AND at >= ?"
+            " GROUP BY user_id"
+        )
         params = [tenant, *named, since]
-    rows = conn.execute(
-        "SELECT user_id, SUM(prompt_tokens + completion_tokens) FROM llm_calls"
-        f" WHERE {where} GROUP BY user_id",
-        params,
-    ).fetchall()
+    rows = conn.execute(sql, params).fetchall()
     found = {str(r[0]): int(r[1] or 0) for r in rows}
     if users is None:
         return found

@@ -164,6 +164,13 @@ async def test_a_users_spend_today_walks_the_user_index(plans):
     assert _uses(plan, "idx_llm_calls_user"), plan
 
 
+async def test_every_users_spend_today_reads_only_todays_rows_of_the_tenant(plans):
+    # Not the user index, which would be walked over every day the tenant
+    # ever spent: today's range of the tenant's.
+    [(_, plan)] = await plans(lambda uow: uow.usage.spent_by_users(time.time() - DAY, "t1"))
+    assert _uses(plan, "idx_llm_calls_tenant"), plan
+
+
 async def test_a_claim_walks_the_job_lanes(plans):
     sent = await plans(lambda uow: uow.jobs.claim(jobs.EXTRACT_EPISODE, 4, 60.0))
     [walk] = [plan for sql, plan in sent if "WITH RECURSIVE" in sql]
