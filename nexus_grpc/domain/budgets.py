@@ -365,12 +365,13 @@ class Budgets:
             return
         if spend.user_id:
             subject = f"tenant:{spend.tenant}/user:{spend.user_id}"
-            raise_it = f" tenant's {USER_QUOTA_ID} in the keys file"
+            setting = f"{USER_QUOTA_ID} in the keys file"
         else:
             subject = f"tenant:{spend.tenant}"
-            raise_it = f" tenant's {QUOTA_ID} in the keys file (or --{QUOTA_ID})"
+            setting = f"{QUOTA_ID} in the keys file (or --{QUOTA_ID})"
         raise ResourceExhausted(
-            f"{what} needs the LLM, and {spend.reason()}; ask again then, or raise the" + raise_it,
+            f"{what} needs the LLM, and {spend.reason()}; ask again then, or raise the"
+            f" tenant's {setting}",
             details=(
                 QuotaViolation(
                     subject,
