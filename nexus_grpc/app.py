@@ -529,6 +529,22 @@ class App:
         if reconcile:
             # In the background: a large index must not delay serving.
             self._in_background(self._reconcile_at_start(), "start-up reconcile")
+        # A budget raised or removed since the work was deferred frees it now,
+        # not at the next midnight; in the background, as a backlog may be long.
+        self._in_background(self._resume_deferred(), "resuming work budgets deferred")
+
+    async def _resume_deferred(self) -> None:
+        for worker in self.workers:
+            if worker.gate is None:
+                continue
+            resumed = await self.budgets.resume(worker.kind, worker.on_retry)
+            if resumed:
+                log.info(
+                    "%d %s jobs a budget deferred may run now: they are due at once",
+                    resumed,
+                    worker.kind,
+                )
+                self.signals.wake(worker.kind)
 
     def _add_index_workers(self) -> None:
         for spec in vector_collections.ALL:

@@ -212,6 +212,7 @@ class EntityResolution:
         if found is None:
             return None
         entity, decision = found
+        # A graph's entity is no user's: its question is work done for none.
         llm_usage.attribute(entity.project_id, entity.tenant)
         mention = Mention(entity.name, entity.type, entity.notes)
         if isinstance(decision, Match):

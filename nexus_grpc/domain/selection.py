@@ -20,9 +20,12 @@ nothing again. The same id with a different request is ALREADY_EXISTS, as a
 create's is.
 
 Without a model (none configured, unreachable, or answering garbage), or
-while the tenant's LLM token budget for the day is spent (domain/budgets.py),
-the selection falls back to semantic ranking over the same scope and says so
-in ``method="semantic"`` and ``degraded_reason``: never silently. The calls
+while the tenant's LLM token budget for the day is spent, or the selecting
+user's share of it (domain/budgets.py), the selection falls back to semantic
+ranking over the same scope and says so in ``method="semantic"`` and
+``degraded_reason``, on each selection and on the stream (``on_degraded``,
+the ``x-nexus-degraded`` trailer), so an empty one says it too: never
+silently. The calls
 it made are accounted (stage ``selection``) in the transaction that records
 its usage, or in one of their own when it ends otherwise.
 """
@@ -108,13 +111,17 @@ class Selector:
         *,
         on_method: Callable[[str], None] | None = None,
         on_empty: Callable[[str], None] | None = None,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
         """The selected memories, most relevant first. ``on_method`` hears how
         the selection was (or, with nothing to choose from, would have been)
         made, before the first one; ``on_empty`` why nothing was selected
         when the memories were there (the model chose none, or semantic
         ranking found none related). With no memory in scope it hears
-        nothing: EmptyAnswers.memories says why."""
+        nothing: EmptyAnswers.memories says why. ``on_degraded`` hears why
+        the selection fell back to semantic ranking (no model, a failing
+        one, a spent budget), whether or not anything is selected: the
+        stream's own reason, beside each selection's."""
         async with accounting.accounted(self.db, llm_usage.SELECTION):
             async for selected in self._select(
                 prompt,
@@ -125,6 +132,7 @@ class Selector:
                 request_id,
                 on_method=on_method,
                 on_empty=on_empty,
+                on_degraded=on_degraded,
             ):
                 yield selected
 
@@ -139,10 +147,13 @@ class Selector:
         *,
         on_method: Callable[[str], None] | None = None,
         on_empty: Callable[[str], None] | None = None,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
-        def method_is(method: str) -> None:
+        def method_is(method: str, reason: str = "") -> None:
             if on_method is not None:
                 on_method(method)
+            if reason and on_degraded is not None:
+                on_degraded(reason)
 
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
         v.identifier("thread_id", thread_id)
@@ -161,7 +172,7 @@ class Selector:
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
             stored = await self.db.read(lambda c: c.memories.find_selection(key))
             if stored is not None:
-                method_is(stored[1].method)
+                method_is(stored[1].method, stored[1].degraded_reason)
                 async for replayed in self._replay(stored, digest, request_id, scope):
                     yield replayed
                 return
@@ -184,14 +195,16 @@ class Selector:
             return rows, used, tenant
 
         candidates, used, tenant = await self.db.read_in_transaction(read)
-        llm_usage.attribute(scope.project_id, tenant)
+        llm_usage.attribute(scope.project_id, tenant, scope.user_id)
         if not candidates:
             method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
             return
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
         batches = 0
-        spent = await self.budgets.exhausted(tenant) if self.llm is not None else None
+        spent = (
+            await self.budgets.exhausted(tenant, scope.user_id) if self.llm is not None else None
+        )
         if self.llm is None:
             reason = "no LLM configured (--ollama-url or --llm-url); ranked by semantic similarity"
         elif spent is not None:
@@ -209,7 +222,7 @@ class Selector:
             picks = [
                 (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
             ]
-        method_is(method)
+        method_is(method, reason)
         ranked = sorted(
             ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
             key=lambda p: p[1],
@@ -252,7 +265,7 @@ class Selector:
         accounting.written(calls)
         if isinstance(outcome, tuple):
             assert digest is not None
-            method_is(outcome[1].method)
+            method_is(outcome[1].method, outcome[1].degraded_reason)
             async for replayed in self._replay(outcome, digest, request_id, scope):
                 yield replayed
             return

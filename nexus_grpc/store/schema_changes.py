@@ -232,6 +232,16 @@ UNIQUE_PROJECT_NAMES = Change(
     ),
 )
 
+# Usage tells no user about another (docs/usage.md): each LLM call names the
+# user its work was for. Calls an upgrade finds keep '' (for no one user):
+# only keys that may act for every user read them, as they read them before.
+LLM_CALL_USERS = Change(
+    "the LLM's account names the user each call's work was for: a key that may act"
+    " only for some users reads only their work's usage, and a tenant may limit each"
+    " user's daily share",
+    (AddColumn("llm_calls", "user_id"), CreateIndex("idx_llm_calls_user")),
+)
+
 # The changes since: both backends apply these, in this order, after their
 # history.
 CHANGES: tuple[Change, ...] = (
@@ -251,6 +261,7 @@ CHANGES: tuple[Change, ...] = (
     ),
     JOB_TENANTS,
     UNIQUE_PROJECT_NAMES,
+    LLM_CALL_USERS,
 )
 
 

@@ -145,6 +145,11 @@ def _report(status: memory_pb2.ServiceStatus, say: Callable[[str], None]) -> Non
             limit = f" of {b.llm_tokens_per_day:,}" if b.llm_tokens_per_day else " (no budget)"
             spent = "  SPENT: its LLM work waits for 00:00 UTC" if b.exhausted else ""
             say(f"    {b.tenant:<{width}}  {b.llm_tokens_today:,}{limit}{spent}")
+            share = b.llm_tokens_per_day_per_user
+            for u in b.users:
+                of = f" of {share:,} a user" if share else ""
+                waits = "  SPENT: their LLM work waits for 00:00 UTC" if u.exhausted else ""
+                say(f"    {'':<{width}}  user {u.user_id!r}: {u.llm_tokens_today:,}{of}{waits}")
 
 
 # --- doctor --health: the image's HEALTHCHECK -------------------------------------------
