@@ -45,6 +45,7 @@ from nexus_grpc.core.records import (
     SelectionAnswer,
     SelectionKey,
     SelectionPick,
+    UsageOwner,
     UsageRecord,
 )
 from nexus_grpc.core.repositories import UnitOfWork
@@ -177,6 +178,51 @@ class Selector:
                     yield replayed
                 return
 
+        candidates, used, tenant = await self._candidates(scope, thread_id, owner)
+        llm_usage.attribute(scope.project_id, tenant, scope.user_id)
+        if not candidates:
+            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
+            return
+        picks, method, reason, batches = await self._picks(
+            prompt, scope, tenant, candidates, used, thread_summary, n
+        )
+        method_is(method, reason)
+        ranked = sorted(
+            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
+            key=lambda p: p[1],
+            reverse=True,
+        )[:n]
+        if not ranked:
+            if on_empty is not None:
+                why = (
+                    empty_answers.model_chose_none(len(candidates))
+                    if method == METHOD_LLM
+                    else empty_answers.semantic_found_none(len(candidates))
+                )
+                on_empty(str(why))
+            return
+        answer = SelectionAnswer(
+            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
+            method,
+            reason,
+            batches,
+        )
+        outcome = await self._record(prompt, thread_id, owner, key, digest, ranked, answer)
+        if isinstance(outcome, tuple):
+            assert digest is not None
+            method_is(outcome[1].method, outcome[1].degraded_reason)
+            async for replayed in self._replay(outcome, digest, request_id, scope):
+                yield replayed
+            return
+        for mid, rel, cat in ranked:
+            if mid in outcome:
+                yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
+
+    async def _candidates(
+        self, scope: MemoryScope, thread_id: str, owner: UsageOwner
+    ) -> tuple[list[Memory], set[int], str]:
+        """The memories the scope may see (the newest MAX_TITLES), those of
+        them already used in the thread, and the tenant whose budget pays."""
         own = tenancy.own(self.default_tenant)
 
         def read(uow: UnitOfWork) -> tuple[list[Memory], set[int], str]:
@@ -194,11 +240,21 @@ class Selector:
             )
             return rows, used, tenant
 
-        candidates, used, tenant = await self.db.read_in_transaction(read)
-        llm_usage.attribute(scope.project_id, tenant, scope.user_id)
-        if not candidates:
-            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
-            return
+        return await self.db.read_in_transaction(read)
+
+    async def _picks(
+        self,
+        prompt: str,
+        scope: MemoryScope,
+        tenant: str,
+        candidates: list[Memory],
+        used: set[int],
+        thread_summary: str,
+        n: int,
+    ) -> tuple[list[tuple[int, float, MemoryCategory]], str, str, int]:
+        """The model's picks, or semantic ranking's where there is no model,
+        the budget is spent or the model failed: (picks, method, the reason
+        for falling back or "", title batches)."""
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
         batches = 0
@@ -215,37 +271,29 @@ class Selector:
             except LLMError as exc:
                 log.warning("memory selection fell back to semantic ranking: %s", exc)
                 reason = f"selection model failed ({exc}); ranked by semantic similarity"
-        method = METHOD_LLM
-        if picks is None:
-            method = METHOD_SEMANTIC
-            hits = await self.memories.semantic(prompt, scope, n * 2)
-            picks = [
-                (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
-            ]
-        method_is(method, reason)
-        ranked = sorted(
-            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
-            key=lambda p: p[1],
-            reverse=True,
-        )[:n]
-        if not ranked:
-            if on_empty is not None:
-                why = (
-                    empty_answers.model_chose_none(len(candidates))
-                    if method == METHOD_LLM
-                    else empty_answers.semantic_found_none(len(candidates))
-                )
-                on_empty(str(why))
-            return
+        if picks is not None:
+            return picks, METHOD_LLM, reason, batches
+        hits = await self.memories.semantic(prompt, scope, n * 2)
+        picks = [
+            (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
+        ]
+        return picks, METHOD_SEMANTIC, reason, batches
+
+    async def _record(
+        self,
+        prompt: str,
+        thread_id: str,
+        owner: UsageOwner,
+        key: SelectionKey | None,
+        digest: str | None,
+        ranked: list[tuple[int, float, MemoryCategory]],
+        answer: SelectionAnswer,
+    ) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
+        """Records the selection's usage, its LLM calls and (with a request_id)
+        its answer in one transaction: the memories as updated, or the answer
+        a retry that arrived while this call ran recorded first."""
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
-        answer = SelectionAnswer(
-            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
-            method,
-            reason,
-            batches,
-        )
-
         calls = accounting.pending()
 
         def record(uow: UnitOfWork) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
@@ -263,15 +311,7 @@ class Selector:
 
         outcome = await self.db.write(record)
         accounting.written(calls)
-        if isinstance(outcome, tuple):
-            assert digest is not None
-            method_is(outcome[1].method, outcome[1].degraded_reason)
-            async for replayed in self._replay(outcome, digest, request_id, scope):
-                yield replayed
-            return
-        for mid, rel, cat in ranked:
-            if mid in outcome:
-                yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
+        return outcome
 
     async def _replay(
         self, stored: tuple[str, SelectionAnswer], digest: str, request_id: str, scope: MemoryScope
