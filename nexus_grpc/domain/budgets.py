@@ -327,6 +327,10 @@ class Budgets:
                     note(uow, job, "")
             return len(free), deferred[-1].id
 
+        # A look first: with nothing deferred (every start but one after a
+        # spent budget) nothing is written, so a start commits nothing of its own.
+        if not await self.db.read(lambda uow: uow.usage.deferred_jobs(kind, DEFERRED_SAYS, at, 0)):
+            return 0
         resumed, after = 0, 0
         while True:
             n, last = await self.db.write(functools.partial(step, after_id=after))
