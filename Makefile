@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock console-assets console-assets-check
+.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock console-assets console-assets-check docs docs-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,8 @@ TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 test: $(STAMP) proto-check console-assets-check ts-test
 	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS)
 
-# The fast tier alone (docs/testing.md): the domain's rules on an in-memory
-# SQLite, no server; seconds, for the edit-test loop.
+# The fast tier alone (docs/testing.md): the domain's rules on in-memory fakes
+# of the repositories, no database, no server; seconds, for the edit-test loop.
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
@@ -147,9 +147,18 @@ console-assets: $(WEB_STAMP)
 console-assets-check: $(WEB_STAMP)
 	cd $(WEB) && node vendor.mjs --check
 
+# docs/architecture.md's module index and test folders are generated from the
+# code (its cog blocks, docs/architecture_index.py): `make docs` rewrites them,
+# and docs-check, run by lint, fails when the committed document differs.
+docs: $(STAMP)
+	$(BIN)/cog -r -I docs docs/architecture.md
+
+docs-check: $(STAMP)
+	$(BIN)/cog --check --diff -I docs docs/architecture.md
+
 # lint-imports checks the layer diagram of docs/architecture.md: the contracts
 # are [tool.importlinter] in pyproject.toml.
-lint: $(STAMP)
+lint: $(STAMP) docs-check
 	$(BIN)/ruff check nexus_grpc tests bench deploy docs/examples
 	$(BIN)/mypy nexus_grpc
 	$(BIN)/lint-imports

@@ -78,12 +78,14 @@ def run(instances: int, args: argparse.Namespace, server: object, root: Path) ->
     try:
         for rpc in RPCS:
             before = (cpu_seconds(nexus), cpu_seconds(postgres_processes(pg[0].pid)))
+            # --keep: a run's own cleanup would add its deletes to the CPU measured
+            # here; the databases go whole at the end.
             clients = [
                 subprocess.Popen(
                     [sys.executable, "-m", "nexus_grpc.cli", "bench", "--target",
                      f"127.0.0.1:{port}", "--rpc", rpc, "-c", str(args.concurrency),
                      "-d", str(args.duration), "--quiet", "--json", str(root / f"{name}-{i}.json"),
-                     "--seed", str(i + 1)],
+                     "--seed", str(i + 1), "--keep"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 for i, (_, port) in enumerate(servers)

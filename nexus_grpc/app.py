@@ -20,7 +20,6 @@ from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.redact import mask_url, scrub
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.core.storage import StoreUnavailable
 from nexus_grpc.domain import vector_collections
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
@@ -43,6 +42,7 @@ from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.domain.usage_report import UsageReports
 from nexus_grpc.domain.user_export import UserExport
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm import LLMClient, LLMError, make_client
 from nexus_grpc.rerank import RerankClient, Reranker
 from nexus_grpc.runtime import tracing
@@ -191,6 +191,15 @@ class App:
         index: VectorIndex | None = None,
     ) -> None:
         self.settings = settings
+        beside_rows = self._open_dependencies(embedder, index)
+        self._make_searches(beside_rows)
+        self._make_background_parts()
+        self._make_graph_and_memories()
+
+    def _open_dependencies(self, embedder: Embedder | None, index: VectorIndex | None) -> bool:
+        """The store, the embedder and the vector index; whether the vectors
+        live beside the rows (pgvector in the system of record's database)."""
+        settings = self.settings
         if settings.database_url and isinstance(index, EdgeVectorIndex):
             raise StartupError(EDGE_WITH_POSTGRES)
         self.db = make_database(settings)
@@ -225,6 +234,11 @@ class App:
         # (``serve`` then stops and exits non-zero with ``failure``).
         self.failed = asyncio.Event()
         self.failure: StartupError | None = None
+        return beside_rows
+
+    def _make_searches(self, beside_rows: bool) -> None:
+        """Conversations, the three searches and what reads a project whole."""
+        settings = self.settings
         # Vectors in the system of record's own database (pgvector on the same
         # URL): a create writes its row's vector in the row's transaction.
         self.inline_vectors = InlineVectors(self.embedder) if beside_rows else None
@@ -260,6 +274,10 @@ class App:
         self.restore = ProjectRestore(self.db, self.signals, settings.default_tenant)
         self.indexer = Indexer(self.db, self.embedder, self.index)
         self.reconciler = Reconciler(self.db, self.index, self.signals)
+
+    def _make_background_parts(self) -> None:
+        """The LLM client, the tenants' budgets and what runs beside the RPCs."""
+        settings = self.settings
         # None when no LLM server is configured: LLM jobs then wait in the queue.
         self.llm: LLMClient | None = (
             make_client(
@@ -290,6 +308,10 @@ class App:
             settings.max_watch_streams_per_key,
             settings.watch_streams_per_tenant,
         )
+
+    def _make_graph_and_memories(self) -> None:
+        """The use cases that call the LLM: the graph, summaries, memories, selection."""
+        settings = self.settings
         self.graph = Graph(
             self.db,
             self.signals,
@@ -486,7 +508,7 @@ class App:
         try:
             await self.db.open()
             await self.db.write(lambda uow: uow.jobs.reset_running())
-        except (StoreUnavailable, OSError, RuntimeError) as exc:
+        except (DependencyError, OSError, RuntimeError) as exc:
             raise StartupError(f"cannot open {where}: {exc}") from exc
         if isinstance(self.db, PostgresDatabase):
             # Extraction outcomes committed by any instance wake this one's watchers.
@@ -506,6 +528,48 @@ class App:
                 raise StartupError(f"cannot open the vector index {index}: {exc}") from exc
 
     def _start_workers(self, reconcile: bool) -> None:
+        self._add_index_workers()
+        self._add_llm_workers()
+        self._add_upkeep_workers()
+        self._add_erasure_workers()
+        for worker in self.workers:
+            worker.start()
+        self.loop_lag.start()
+        if self.keyword_upkeep is not None:
+            self.keyword_upkeep.start()
+        self.storage_upkeep.start()
+        warm = getattr(self.embedder, "warm", None)
+        if warm is not None:
+            # An in-process model loads in ~0.5 s: load it now, in the background, so
+            # the first search does not wait for it (and serving is not delayed).
+            # A model that cannot load is fatal: every search and every index job
+            # would fail, so the process must exit and say so (see ``failed``).
+            self._in_background(self._warm(warm), "embedder warm-up")
+        if self.llm is not None:
+            # Each model's context window, read now so the first call does not
+            # wait for it; a server that is away is read again on first use.
+            self._in_background(self._read_contexts(self.llm), "LLM context lengths")
+        if reconcile:
+            # In the background: a large index must not delay serving.
+            self._in_background(self._reconcile_at_start(), "start-up reconcile")
+        # A budget raised or removed since the work was deferred frees it now,
+        # not at the next midnight; in the background, as a backlog may be long.
+        self._in_background(self._resume_deferred(), "resuming work budgets deferred")
+
+    async def _resume_deferred(self) -> None:
+        for worker in self.workers:
+            if worker.gate is None:
+                continue
+            resumed = await self.budgets.resume(worker.kind, worker.on_retry)
+            if resumed:
+                log.info(
+                    "%d %s jobs a budget deferred may run now: they are due at once",
+                    resumed,
+                    worker.kind,
+                )
+                self.signals.wake(worker.kind)
+
+    def _add_index_workers(self) -> None:
         for spec in vector_collections.ALL:
             is_episodes = spec is vector_collections.EPISODES
             self.workers.append(
@@ -522,6 +586,8 @@ class App:
                     on_retry=note_episode_retry if is_episodes else None,
                 )
             )
+
+    def _add_llm_workers(self) -> None:
         self.workers.append(
             JobWorker(
                 self.db,
@@ -576,6 +642,8 @@ class App:
                 gate=self.budgets.hold,
             )
         )
+
+    def _add_upkeep_workers(self) -> None:
         self.workers.append(
             JobWorker(
                 self.db,
@@ -612,29 +680,8 @@ class App:
                 ),
             )
         )
-        self._start_erasure_workers()
-        for worker in self.workers:
-            worker.start()
-        self.loop_lag.start()
-        if self.keyword_upkeep is not None:
-            self.keyword_upkeep.start()
-        self.storage_upkeep.start()
-        warm = getattr(self.embedder, "warm", None)
-        if warm is not None:
-            # An in-process model loads in ~0.5 s: load it now, in the background, so
-            # the first search does not wait for it (and serving is not delayed).
-            # A model that cannot load is fatal: every search and every index job
-            # would fail, so the process must exit and say so (see ``failed``).
-            self._in_background(self._warm(warm), "embedder warm-up")
-        if self.llm is not None:
-            # Each model's context window, read now so the first call does not
-            # wait for it; a server that is away is read again on first use.
-            self._in_background(self._read_contexts(self.llm), "LLM context lengths")
-        if reconcile:
-            # In the background: a large index must not delay serving.
-            self._in_background(self._reconcile_at_start(), "start-up reconcile")
 
-    def _start_erasure_workers(self) -> None:
+    def _add_erasure_workers(self) -> None:
         def erased() -> None:
             signals_after_erasure(self.signals)
             self.erasures.committed()

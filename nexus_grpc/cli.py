@@ -7,8 +7,8 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Coroutine
-from typing import IO, TypeVar
+from collections.abc import Callable, Coroutine, Iterable
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from nexus_grpc.core import redact
 from nexus_grpc.observability.heap import release_large_blocks
@@ -237,7 +237,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     target: list[int] = []
 
-    def told(project_id: int, resumed: bool) -> None:
+    def told(project_id: int, resumed: bool, renamed_to: str) -> None:
         target.append(project_id)
         if resumed:
             print(
@@ -247,6 +247,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             )
         else:
             print(f"import: importing into new project {project_id}", file=sys.stderr)
+        if renamed_to:
+            print(
+                f"import: this tenant already has a project of the file's name, and a name is"
+                f" unique in a tenant: the new project is called {renamed_to!r}",
+                file=sys.stderr,
+            )
 
     async def run(lines: IO[str]) -> ImportResult:
         async with _client(args) as client:
@@ -379,7 +385,20 @@ def _counted(counts: dict[str, int]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nexus-grpc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_server_commands(sub)
+    _add_transfer_commands(sub)
+    _add_client_commands(sub)
+    _add_eval_commands(sub)
+    return parser
 
+
+if TYPE_CHECKING:
+    #: What ``add_subparsers`` returns: where each command adds its parser.
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _add_server_commands(sub: Commands) -> None:
+    """The commands that run the server or open its store, and ``doctor``."""
     serve = sub.add_parser("serve", help="run the gRPC server")
     _add_server_options(serve)
     serve.set_defaults(func=cmd_serve)
@@ -420,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
 
+
+def _add_transfer_commands(sub: Commands) -> None:
+    """``export`` and ``import``: a project as JSON Lines, out of a server and into one."""
     export = sub.add_parser(
         "export", help="write a project (sessions, episodes, memories, graph...) as JSON Lines"
     )
@@ -452,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(importer)
     importer.set_defaults(func=cmd_import)
 
+
+def _add_client_commands(sub: Commands) -> None:
+    """The commands in front of a running server: usage, mcp, console, bench."""
     from nexus_grpc.ops.against_server.usage import add_arguments as add_usage_arguments
 
     usage = sub.add_parser(
@@ -491,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
 
+
+def _add_eval_commands(sub: Commands) -> None:
+    """``eval recall``, ``eval memories`` and ``eval graph``: measure a running server."""
     evaluation = sub.add_parser("eval", help="measure a running server")
     evals = evaluation.add_subparsers(dest="eval_command", required=True)
     from nexus_grpc.evaluation.recall import add_arguments as add_recall_arguments
@@ -521,12 +549,58 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_graph_arguments(graph)
     graph.set_defaults(func=cmd_eval_graph)
-    return parser
+
+
+class _ReaderGone(BaseException):
+    """stdout's reader closed the pipe (``nexus-grpc doctor | head`` read what
+    it wanted). Not an ``Exception``: no command's own ``except OSError`` takes
+    it for a failure of the command; ``main`` ends the command quietly."""
+
+
+class _Stdout:
+    """``sys.stdout``, with a write into a closed pipe raised as _ReaderGone
+    (a BrokenPipeError of any other pipe stays what it is)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderGone from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            return int(args.func(args) or 0)
+        finally:
+            # Output still buffered meets a closed pipe here, not at exit.
+            sys.stdout.flush()
+    except _ReaderGone:
+        # A reader that stops early is no failure. What is left to print goes
+        # nowhere, so the interpreter's own flush at exit is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        return 0
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -196,6 +196,16 @@ class DependencyError(Exception):
     (``VectorIndexUnavailable``...), the embedder, the LLM (``LLMError``) and
     the reranker (``RerankError``). Not a refusal of the caller's request
     (those are ``NexusError``): the domain decides what each means for the
-    call (wait, retry, answer degraded, UNAVAILABLE). ``except
-    DependencyError`` catches every adapter's failure and nothing else."""
+    call (wait, retry, answer degraded, UNAVAILABLE). Callers catch
+    ``DependencyError`` and read what kind of failure it is from the two
+    attributes below, never from a list of its subclasses."""
 
+    #: Whether the same call may succeed when made again later: an outage, a
+    #: timeout, a garbled answer. False where the identical request would fail
+    #: identically (an answer cut off at its limit, an input too long, a rule of
+    #: the schema broken, an index another process holds): a job gives up at once.
+    retryable: bool = True
+    #: Whether nothing answered at all (refused, not running, not configured):
+    #: background work waits for it without spending an attempt, so an outage
+    #: never exhausts a backlog; it drains when the dependency is back.
+    unreachable: bool = False

@@ -412,7 +412,7 @@ async def start_server(
         tracing.configure(settings.otel_endpoint)
     app = app or App(settings)
     if keys is not None:
-        app.budgets.set_tenants(keys.tenant_budgets)
+        app.budgets.set_tenants(keys.tenant_budgets, keys.user_budgets)
     await app.start(reconcile=reconcile)  # closes what it opened if it fails
     metrics = Metrics(app) if settings.metrics_listen else None
     observer = combine(observer, metrics)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 from collections.abc import AsyncIterator
 
@@ -27,6 +28,10 @@ class FakeMemory(memory_grpc.MemoryServiceServicer):
         self.sessions: dict[int, memory_pb2.Session] = {}
         self.episodes: dict[int, memory_pb2.Episode] = {}
         self.by_request_id: dict[str, int] = {}
+        # Ids are never handed out twice, deletes or not.
+        self._ids = {kind: itertools.count(1) for kind in ("project", "session", "episode")}
+        #: What was deleted, in order: ("project" or "session", id).
+        self.deleted: list[tuple[str, int]] = []
         self.seen_metadata: list[dict[str, str]] = []
         self.state = "SERVING"
 
@@ -45,15 +50,31 @@ class FakeMemory(memory_grpc.MemoryServiceServicer):
         self._note(context)
         project = memory_pb2.Project()
         project.CopyFrom(request.project)
-        project.id = len(self.projects) + 1
+        project.id = next(self._ids["project"])
         self.projects[project.id] = project
         return project
+
+    async def DeleteProject(self, request, context):
+        self._note(context)
+        if self.projects.pop(request.id, None) is None:
+            await self._abort(context, grpc.StatusCode.NOT_FOUND, f"project {request.id} not found")
+        self.deleted.append(("project", request.id))
+        return memory_pb2.DeleteProjectResponse()
+
+    async def DeleteSession(self, request, context):
+        self._note(context)
+        if self.sessions.pop(request.id, None) is None:
+            await self._abort(context, grpc.StatusCode.NOT_FOUND, f"session {request.id} not found")
+        self.deleted.append(("session", request.id))
+        for episode_id in [e.id for e in self.episodes.values() if e.session_id == request.id]:
+            del self.episodes[episode_id]
+        return memory_pb2.DeleteSessionResponse()
 
     async def CreateSession(self, request, context):
         self._note(context)
         session = memory_pb2.Session()
         session.CopyFrom(request.session)
-        session.id = len(self.sessions) + 1
+        session.id = next(self._ids["session"])
         session.external_id = session.external_id or f"ext-{session.id}"
         self.sessions[session.id] = session
         return session
@@ -67,7 +88,7 @@ class FakeMemory(memory_grpc.MemoryServiceServicer):
         if request.request_id and request.request_id in self.by_request_id:
             return self.episodes[self.by_request_id[request.request_id]]
         episode = memory_pb2.Episode(
-            id=len(self.episodes) + 1,
+            id=next(self._ids["episode"]),
             session_id=request.session_id,
             user_message=request.user_message,
             ai_response=request.ai_response,

@@ -30,7 +30,7 @@ from nexus_grpc.core.graph import (
     When,
 )
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.llm_usage import LLMCall, StageBucket
+from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
     Episode,
     JobState,
@@ -40,7 +40,7 @@ from nexus_grpc.core.models import (
     SummaryProgress,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
-from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store.usage import DEFER_SWEEP
 
 
@@ -55,6 +55,13 @@ class FakeProjects:
         self._next = _ids()
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
+        held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
+        if held:
+            raise AlreadyExists(
+                f"a project named {values['name']!r} already exists in this tenant:"
+                f" project {held[0]}",
+                details=(ResourceInfo("project", str(held[0])),),
+            )
         at = time.time()
         labels = values.get("single_valued_labels")
         project = Project(
@@ -550,6 +557,17 @@ class FakeUsage:
             return found
         return {t: found.get(t, 0) for t in tenants}
 
+    def spent_by_users(
+        self, since: float, tenant: str, users: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for c in self.rows:
+            if c.at >= since and c.tenant == tenant and c.user_id:
+                found[c.user_id] = found.get(c.user_id, 0) + c.prompt_tokens + c.completion_tokens
+        if users is None:
+            return found
+        return {u: found.get(u, 0) for u in users if u}
+
     def stage_buckets(
         self,
         start: float,
@@ -558,10 +576,13 @@ class FakeUsage:
         *,
         tenant: str | None = None,
         project_id: int | None = None,
+        users: Sequence[str] | None = None,
     ) -> list[StageBucket]:
         groups: dict[tuple[int, str, str], list[LLMCall]] = {}
         for c in self.rows:
             mine = c.project_id == project_id if project_id is not None else c.tenant == tenant
+            if users is not None and c.user_id not in users:
+                mine = False
             if mine and start <= c.at < end:
                 key = (int(c.at // bucket_seconds), c.stage, c.outcome)
                 groups.setdefault(key, []).append(c)
@@ -579,14 +600,14 @@ class FakeUsage:
             for (b, stage, outcome), calls in sorted(groups.items())
         ]
 
-    def _tenant_of(self, kind: str, target_id: int) -> str | None:
+    def _owner_of(self, kind: str, target_id: int) -> WorkOwner | None:
         if kind in (job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
             episode = self._episodes.rows.get(target_id)
             session = self._sessions.rows.get(episode.session_id) if episode else None
-            return session.tenant if session else None
+            return WorkOwner(session.tenant, session.user_id) if session else None
         if kind == job_kinds.SUMMARIZE_SESSION:
             session = self._sessions.rows.get(target_id)
-            return session.tenant if session else None
+            return WorkOwner(session.tenant, session.user_id) if session else None
         if kind == job_kinds.RESOLVE_ENTITY:
             entity = self._graph.entities.get(target_id)
             if entity is None:
@@ -594,14 +615,18 @@ class FakeUsage:
             owner = self._projects.rows.get(entity.project_id) or self._sessions.rows.get(
                 entity.session_id
             )
-            return owner.tenant if owner is not None else DEFAULT_TENANT
+            return WorkOwner(owner.tenant if owner is not None else DEFAULT_TENANT)
         return None
 
-    def job_tenants(self, kind: str, target_ids: Sequence[int]) -> dict[int, str]:
-        found = {t: self._tenant_of(kind, t) for t in set(target_ids)}
-        return {t: tenant for t, tenant in found.items() if tenant is not None}
+    def job_owners(self, kind: str, target_ids: Sequence[int]) -> dict[int, WorkOwner]:
+        found = {t: self._owner_of(kind, t) for t in set(target_ids)}
+        return {t: owner for t, owner in found.items() if owner is not None}
 
-    def defer_tenant_jobs(self, kind: str, tenant: str, until: float, error: str) -> list[Job]:
+    def defer_tenant_jobs(
+        self, kind: str, tenant: str, until: float, error: str, user_id: str = ""
+    ) -> list[Job]:
+        if user_id and kind == job_kinds.RESOLVE_ENTITY:
+            return []
         held = sorted(
             (
                 j
@@ -609,13 +634,36 @@ class FakeUsage:
                 if j.kind == kind
                 and j.state == "pending"
                 and j.run_after < until
-                and self._tenant_of(kind, j.target_id) == tenant
+                and (owner := self._owner_of(kind, j.target_id)) is not None
+                and owner.tenant == tenant
+                and (not user_id or owner.user_id == user_id)
             ),
             key=lambda j: (j.priority, j.run_after, j.id),
         )[:DEFER_SWEEP]
         for j in held:
             j.run_after, j.last_error = until, error
         return [Job(j.id, j.kind, j.target_id, 0, j.priority) for j in held]
+
+    def deferred_jobs(self, kind: str, saying: str, after: float, after_id: int = 0) -> list[Job]:
+        found = sorted(
+            (
+                j
+                for j in self._jobs.rows
+                if j.kind == kind
+                and j.state == "pending"
+                and j.run_after > after
+                and j.id > after_id
+                and saying in j.last_error
+            ),
+            key=lambda j: j.id,
+        )[:DEFER_SWEEP]
+        return [Job(j.id, j.kind, j.target_id, j.attempts, j.priority) for j in found]
+
+    def resume_jobs(self, job_ids: Sequence[int], at: float) -> None:
+        wanted = set(job_ids)
+        for j in self._jobs.rows:
+            if j.id in wanted and j.state == "pending":
+                j.run_after, j.last_error = at, ""
 
 
 @dataclass
@@ -662,4 +710,7 @@ class FakeDatabase:
         return fn(self.uow)
 
     async def read(self, fn: Any) -> Any:
+        return fn(self.uow)
+
+    async def read_in_transaction(self, fn: Any) -> Any:
         return fn(self.uow)

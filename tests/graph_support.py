@@ -4,6 +4,7 @@ calls that create a project, a session or an episode."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import grpc
@@ -41,9 +42,13 @@ async def start_graph_harness(data_dir, stub: OllamaStub, **kw) -> Harness:
     return h
 
 
-async def new_project(h: Harness, name: str = "proj") -> memory_pb2.Project:
+async def new_project(h: Harness, name: str = "") -> memory_pb2.Project:
+    """A project called ``name``; a name of its own when none is given (a
+    project's name is unique in its tenant)."""
     return await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name))
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name=name or f"proj {uuid.uuid4().hex[:8]}")
+        )
     )
 
 

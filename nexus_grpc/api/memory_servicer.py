@@ -448,6 +448,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             # Sent whatever comes: an empty stream has no message to carry it.
             on_method=trailers.reporter(context, trailers.SELECTION_METHOD),
             on_empty=empty,
+            on_degraded=trailers.reporter(context, trailers.DEGRADED),
         ):
             found += 1
             yield convert.selected_memory(selected)

@@ -6,7 +6,9 @@ client (grpcurl prints it with ``-v``; the typed clients and the MCP tools
 read it). Each is documented in the README:
 
 - ``x-nexus-degraded``: the answer is less than the whole search (the
-  semantic path down, the reranker slow or failing); the hits say so too.
+  semantic path down, the reranker slow or failing) or selection (ranked by
+  semantic similarity: no model, a failing one, a spent budget); the hits
+  say so too, and an empty answer only here.
 - ``x-nexus-empty-reason``: why a list, search or selection came back empty
   when the server knows (``CODE: sentence``, the code one of
   ``domain/empty_answers.py``'s).

@@ -27,10 +27,17 @@ def bucket_seconds(value: int) -> float:
 def budget(spend: TenantSpend) -> memory_pb2.TenantBudget:
     return memory_pb2.TenantBudget(
         tenant=spend.tenant,
-        llm_tokens_today=spend.spent,
+        llm_tokens_today=spend.shown,
         llm_tokens_per_day=spend.limit,
         exhausted=spend.exhausted,
         resets_at=convert.exact_timestamp(spend.resets_at),
+        llm_tokens_per_day_per_user=spend.per_user,
+        users=[
+            memory_pb2.UserBudget(
+                user_id=u.user_id, llm_tokens_today=u.spent, exhausted=u.exhausted
+            )
+            for u in spend.users
+        ],
     )
 
 
@@ -74,4 +81,5 @@ def report(r: UsageReport) -> memory_pb2.GetUsageResponse:
         buckets=[period(p) for p in r.buckets],
         total=period(r.total),
         budget=budget(r.budget),
+        users=r.users,
     )

@@ -279,7 +279,8 @@ class NexusNotFound(NexusClientError):
 
 
 class NexusAlreadyExists(NexusClientError):
-    """ALREADY_EXISTS."""
+    """ALREADY_EXISTS: ``resource_info``, where the server sends one, names
+    what is already there (a project's name: the project that holds it)."""
 
 
 class NexusFailedPrecondition(NexusClientError):

@@ -1,8 +1,10 @@
 """Names a client works with, resolved to what the server holds.
 
 A project is named, not numbered, in the places a person configures
-(``nexus-grpc mcp --project``, the framework adapters' ``project=``): it is
-found by name in the API key's own tenant, or created there on first use.
+(``nexus-grpc mcp --project``, the framework adapters' ``project=``,
+``nexus-grpc usage --project``): it is found by name in the API key's own
+tenant, where a name is unique (CreateProject answers ALREADY_EXISTS naming
+the project that holds it), or created there on first use.
 A conversation is named by whatever id its caller keeps (a LangChain
 session id, an agent's session); it becomes a nexus session found by its
 ``external_id``, derived from that name, or created on first write.
@@ -55,8 +57,8 @@ async def _own_tenant(client: NexusClient) -> str:
 
 
 async def _projects_named(client: NexusClient, name: str, tenant: str | None) -> list[int]:
-    """Ids of the projects called ``name``, oldest first; only ``tenant``'s
-    when given, else every one the key sees."""
+    """Ids of the projects called ``name``, oldest first (one a tenant); only
+    ``tenant``'s when given, else every one the key sees."""
     ids: list[int] = []
     token = ""
     while True:
@@ -70,15 +72,15 @@ async def _projects_named(client: NexusClient, name: str, tenant: str | None) ->
 
 
 async def find_project(client: NexusClient, name: str) -> int | None:
-    """The id of the oldest project called ``name`` in the key's own tenant;
-    None when there is none. Raises ``NexusClientError``."""
+    """The id of the project called ``name`` in the key's own tenant; None
+    when there is none. Raises ``NexusClientError``."""
     if not await _projects_named(client, name, None):
         return None
     found = await _projects_named(client, name, await _own_tenant(client))
     return found[0] if found else None
 
 
-async def find_or_create_project(client: NexusClient, name: str, *, description: str) -> int:
+async def find_or_create_project(client: NexusClient, name: str, *, description: str = "") -> int:
     """The id of the project called ``name`` in the key's own tenant, created
     (with ``description``) when there is none. Raises ``NexusClientError``."""
     # The key's tenant is asked for only when some project has the name:
@@ -88,20 +90,18 @@ async def find_or_create_project(client: NexusClient, name: str, *, description:
         found = await _projects_named(client, name, tenant)
         if found:
             return found[0]
-    created = await client.create_project(
-        project=memory_pb2.Project(name=name, description=description)
-    )
-    # Two clients starting at once may both have created it: both settle on
-    # the oldest, and the other one (empty: nothing was written to it yet) is
-    # removed, so the project's memory is never split in two.
-    found = await _projects_named(client, name, created.tenant)
-    oldest = found[0] if found else created.id
-    if oldest != created.id:
-        try:
-            await client.delete_project(id=created.id)
-        except NexusClientError:
-            pass  # an empty duplicate left behind costs nothing; it is never used
-    return oldest
+    try:
+        created = await client.create_project(
+            project=memory_pb2.Project(name=name, description=description)
+        )
+    except NexusClientError as exc:
+        # Another client, starting at once, created it first: the refusal
+        # names the project, so both settle on the one the tenant holds.
+        held = exc.resource_info
+        if exc.code != grpc.StatusCode.ALREADY_EXISTS or held is None:
+            raise
+        return int(held.resource_name)
+    return created.id
 
 
 async def find_or_create_session(

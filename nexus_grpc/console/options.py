@@ -7,43 +7,13 @@ the ``[console]`` extra is not installed: nothing here imports Starlette.
 from __future__ import annotations
 
 import argparse
-import ipaddress
-from dataclasses import dataclass
+
+# On loopback (ListenAddress.loopback) the console asks no login and checks Host.
+from nexus_grpc.listen_address import ListenAddress, parse_listen
 
 __all__ = ["DEFAULT_LISTEN", "ListenAddress", "add_arguments", "parse_listen"]
 
 DEFAULT_LISTEN = "127.0.0.1:8090"
-
-
-@dataclass(frozen=True)
-class ListenAddress:
-    host: str
-    port: int
-
-    @property
-    def loopback(self) -> bool:
-        """Reachable from this machine only: no login asked, Host checked."""
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
-
-
-def parse_listen(value: str) -> ListenAddress:
-    """``HOST:PORT``, or ``PORT`` alone (loopback); IPv6 as ``[::1]:PORT``."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        host, port = "", value
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes HOST:PORT or PORT, got {value!r}") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {number}")
-    return ListenAddress(host, number)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,10 +1,11 @@
 """What the LLM costs: one record per call, and the ledger that collects them.
 
 Whoever starts LLM work opens a ledger with its stage (a job worker for its
-kind, an RPC for its own); the domain names the project and tenant the work
-is for as soon as it has read them (``attribute``), before any call; the LLM
-client appends one ``LLMCall`` per request it sends (``record``). So the
-client never learns about jobs, projects or tenants, and the ledger is where
+kind, an RPC for its own); the domain names the project, tenant and user
+('' for none) the work is for as soon as it has read them (``attribute``),
+before any call; the LLM client appends one ``LLMCall`` per request it
+sends (``record``). So the client never learns about jobs, projects or
+tenants, and the ledger is where
 the records wait until they are written: by the worker in the transaction
 that records the job's outcome, or by the domain in the transaction that
 keeps the call's result (``unwritten`` / ``written``), so a result that was
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -72,27 +73,42 @@ class LLMCall:
     at: float
     #: The server gave no counts, so the tokens are our estimate (llm/tokens.py).
     estimated: bool = False
+    #: The user the work was done for (an episode's session's user, the
+    #: selecting user); '' for work done for no user (a project overview, a
+    #: name's resolution). A key that may act only for some users reads only
+    #: their work's calls (domain/usage_report.py).
+    user_id: str = ""
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
 
+class WorkOwner(NamedTuple):
+    """Whose LLM work a job's is: its target's tenant, and the user it is
+    done for ('' for none)."""
+
+    tenant: str
+    user_id: str = ""
+
+
 class Ledger:
     """The calls of one piece of work (a job's attempt, an RPC) not yet written."""
 
-    __slots__ = ("_pending", "project_id", "stage", "tenant")
+    __slots__ = ("_pending", "project_id", "stage", "tenant", "user_id")
 
     def __init__(self, stage: str, project_id: int = 0, tenant: str = "") -> None:
         self.stage = stage
         self.project_id = project_id
         self.tenant = tenant
+        self.user_id = ""
         self._pending: list[LLMCall] = []
 
-    def attribute(self, project_id: int, tenant: str) -> None:
+    def attribute(self, project_id: int, tenant: str, user_id: str = "") -> None:
         """Whose work the calls from here on are."""
         self.project_id = project_id
         self.tenant = tenant
+        self.user_id = user_id
 
     def add(self, call: LLMCall) -> None:
         self._pending.append(call)
@@ -127,11 +143,12 @@ def current() -> Ledger | None:
     return _ledger.get()
 
 
-def attribute(project_id: int, tenant: str) -> None:
-    """The work under way is this project's and tenant's (no ledger: nothing)."""
+def attribute(project_id: int, tenant: str, user_id: str = "") -> None:
+    """The work under way is this project's and tenant's, done for ``user_id``
+    ('' for no user) (no ledger: nothing)."""
     opened = _ledger.get()
     if opened is not None:
-        opened.attribute(project_id, tenant)
+        opened.attribute(project_id, tenant, user_id)
 
 
 @contextlib.contextmanager
@@ -177,6 +194,7 @@ def record(
         outcome=outcome,
         at=time.time(),
         estimated=estimated,
+        user_id=opened.user_id if opened is not None else "",
     )
     if opened is not None:
         opened.add(call)

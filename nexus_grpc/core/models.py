@@ -150,7 +150,7 @@ class Page(Generic[T]):
     next_token: str
 
 
-#: The tiers seen only in their origin session (see domain.memory_scope).
+#: The tiers seen only in their origin session (see domain.memory_visibility).
 SESSION_TIERS = (int(Tier.TASK), int(Tier.SESSION))
 
 

@@ -39,7 +39,7 @@ from nexus_grpc.core.jobs import (
     Job,
     QueueDepth,
 )
-from nexus_grpc.core.llm_usage import ActivityBucket, LLMCall, StageBucket
+from nexus_grpc.core.llm_usage import ActivityBucket, LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
     Backlog,
     Episode,
@@ -712,11 +712,15 @@ class JobRepository(Protocol):
 
 class UsageRepository(Protocol):
     """The LLM's account (a row per call), and what a tenant's budget reads
-    and holds: its spend, and its LLM jobs."""
+    and holds: its spend (and its users'), and its LLM jobs."""
 
     def insert(self, calls: Sequence[LLMCall]) -> None: ...
 
     def spent(self, since: float, tenants: Sequence[str] | None = ...) -> dict[str, int]: ...
+
+    def spent_by_users(
+        self, since: float, tenant: str, users: Sequence[str] | None = ...
+    ) -> dict[str, int]: ...
 
     def stage_buckets(
         self,
@@ -726,6 +730,7 @@ class UsageRepository(Protocol):
         *,
         tenant: str | None = ...,
         project_id: int | None = ...,
+        users: Sequence[str] | None = ...,
     ) -> list[StageBucket]: ...
 
     def activity_buckets(
@@ -736,11 +741,20 @@ class UsageRepository(Protocol):
         *,
         tenant: str | None = ...,
         project_id: int | None = ...,
+        users: Sequence[str] | None = ...,
     ) -> list[ActivityBucket]: ...
 
-    def job_tenants(self, kind: str, target_ids: Sequence[int]) -> dict[int, str]: ...
+    def job_owners(self, kind: str, target_ids: Sequence[int]) -> dict[int, WorkOwner]: ...
 
-    def defer_tenant_jobs(self, kind: str, tenant: str, until: float, error: str) -> list[Job]: ...
+    def defer_tenant_jobs(
+        self, kind: str, tenant: str, until: float, error: str, user_id: str = ...
+    ) -> list[Job]: ...
+
+    def deferred_jobs(
+        self, kind: str, saying: str, after: float, after_id: int = ...
+    ) -> list[Job]: ...
+
+    def resume_jobs(self, job_ids: Sequence[int], at: float) -> None: ...
 
 
 class MetaRepository(Protocol):

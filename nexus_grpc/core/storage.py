@@ -1,7 +1,7 @@
 """The store's seam: what the domain and the workers hold of a database.
 
-Two stores implement it: SQLite (``store.db.Database`` over ``sqlite3``) and
-PostgreSQL (``store.postgres.PostgresDatabase`` over psycopg). The domain
+Two stores implement it: SQLite (``store.sqlite.database.Database`` over ``sqlite3``) and
+PostgreSQL (``store.postgres.database.PostgresDatabase`` over psycopg). The domain
 decides inside a unit of work, a synchronous function given the
 transaction's repositories (``core.repositories.UnitOfWork``); the store runs
 it in a transaction on its own thread and commits it (``Database.write``) or
@@ -102,9 +102,13 @@ class Conflict(StoreError):
     """A write broke a rule of the schema: a unique key taken, a foreign key
     missing, a check (two graphs in one relationship) failed."""
 
+    retryable = False
+
 
 class StoreUnavailable(StoreError, RuntimeError):
     """The database cannot be opened or reached: the message says which and why."""
+
+    unreachable = True
 
 
 #: The start of the UNAVAILABLE message a write answers while the store

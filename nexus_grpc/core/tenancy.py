@@ -99,3 +99,13 @@ def may_act_for_all() -> bool:
     """The caller may act for every user: no caller, an admin or a ``*`` key."""
     c = _caller.get()
     return c is None or c.all_tenants or c.users is None
+
+
+def acting_users() -> frozenset[str] | None:
+    """The users the caller may act for, or None when it may act for every
+    user (no caller, an admin or a ``*`` key): what a figure that would tell
+    one user about another's work is limited to."""
+    c = _caller.get()
+    if c is None or c.all_tenants or c.users is None:
+        return None
+    return c.users

@@ -66,10 +66,14 @@ Document = tuple[str, dict[str, Any]]
 class VectorIndexUnavailable(DependencyError):
     """The index cannot be reached right now (network, timeout, server down); retryable."""
 
+    unreachable = True
+
 
 class VectorIndexLocked(DependencyError, RuntimeError):
     """An embedded index directory is already opened by another process (or index object).
     Not retryable: two writers would corrupt it, so the second one must not start."""
+
+    retryable = False
 
 
 class CollectionNotFound(VectorIndexUnavailable, LookupError):
@@ -83,6 +87,8 @@ class CollectionNotFound(VectorIndexUnavailable, LookupError):
 class VectorTableMissing(DependencyError):
     """The collection's table is not there (yet): the write must go through
     the index job instead. The transaction it was raised in is spoiled."""
+
+    retryable = False
 
 
 class DimensionMismatch(ValueError):

@@ -44,7 +44,8 @@ from nexus_grpc.domain.resolution_rules import (
     blocks,
     lookups,
 )
-from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.embedding import Embedder
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm import LLMClient, LLMError, LLMUnreachable
 from nexus_grpc.llm.resolution_prompts import (
     MAX_QUESTIONS,
@@ -55,7 +56,7 @@ from nexus_grpc.llm.resolution_prompts import (
     build_resolution_messages,
     parse_resolution,
 )
-from nexus_grpc.vectors import Filter, MatchAny, VectorIndex, VectorIndexUnavailable
+from nexus_grpc.vectors import Filter, MatchAny, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ class EntityResolution:
                     ENTITIES, vector, filter=graph_filter, limit=VECTOR_NEIGHBOURS
                 )
                 close[_name(m)] = [h.id for h in hits if h.score >= VECTOR_ASK]
-        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+        except DependencyError as exc:  # the embedder or the index
             log.debug("no vector neighbours for this episode's new names: %s", exc)
             return {}
         ids = sorted({i for found in close.values() for i in found})
@@ -211,6 +212,7 @@ class EntityResolution:
         if found is None:
             return None
         entity, decision = found
+        # A graph's entity is no user's: its question is work done for none.
         llm_usage.attribute(entity.project_id, entity.tenant)
         mention = Mention(entity.name, entity.type, entity.notes)
         if isinstance(decision, Match):

@@ -74,9 +74,10 @@ class _EpisodeContext:
     facts: list[CurrentFact]
     # The memory candidates the prompt asks for (None: formation does not apply).
     formation: str | None = None
-    # Whose work this is, for the LLM's account.
+    # Whose work this is, for the LLM's account: the session's user's.
     project_id: int = 0
     tenant: str = ""
+    user_id: str = ""
 
 
 def episode_scope(uow: UnitOfWork, episode_id: int) -> tuple[int, int] | None:
@@ -149,6 +150,7 @@ def _context(uow: UnitOfWork, episode_id: int) -> _EpisodeContext | None:
         forms.prompt if forms is not None else None,
         scope[1],
         session.tenant,
+        session.user_id,
     )
 
 
@@ -353,7 +355,7 @@ class Extraction:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None  # deleted: nothing left to extract
-        llm_usage.attribute(ctx.project_id, ctx.tenant)
+        llm_usage.attribute(ctx.project_id, ctx.tenant, ctx.user_id)
         llm = self._llm
         if llm is None:
             raise LLMUnreachable("no LLM server configured")

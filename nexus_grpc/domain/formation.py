@@ -230,7 +230,9 @@ class MemoryFormationJob:
         ctx = await self.db.read_in_transaction(lambda c: _context(c, episode_id))
         if ctx is None:
             return None
-        llm_usage.attribute(ctx.session.project_id, ctx.session.tenant)
+        # The session's user's work, whether or not the writer's right lets
+        # it form USER memories: a key that may not act for them reads none of it.
+        llm_usage.attribute(ctx.session.project_id, ctx.session.tenant, ctx.session.user_id)
         if ctx.waiting_on is not None:
             # An earlier exchange of this session forms first.
             return lambda c: c.jobs.enqueue(

@@ -12,14 +12,14 @@ A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
   (session_id 0), which stays visible within its scope; LONGTERM is shared
   within the scope; ARCHIVE is shared too but only with ``include_archived``;
 - agent: when ``scope.agent_id`` is set, only that agent's memories;
-- tenant: only memories of the caller's tenant (``domain.tenancy``), unless
+- tenant: only memories of the caller's tenant (``core.tenancy``), unless
   the caller sees every tenant (an admin key, or auth off).  A user id names
   a user within a tenant: "alice" of one tenant is not "alice" of another;
 - time: a memory whose ``expire_at`` has passed is visible to no one, from
   that moment (SQL only: the vector filter leaves it to the SQLite re-check,
   which every vector hit goes through).
 
-``store.memory_scope.sql_where`` (the rule as SQL, in the store with all SQL)
+``store.memory_visibility_sql.sql_where`` (the rule as SQL, in the store with all SQL)
 and ``vector_filter`` express exactly this rule; every query path (list,
 keyword, semantic, selection, usage) uses one of them, and vector hits are
 re-checked against the database with ``sql_where``.  The tenant
@@ -101,7 +101,7 @@ def visible(
     agent_id: str,
 ) -> bool:
     """The rule in Python (for tests and in-memory checks); mirrors
-    ``store.memory_scope.sql_where``."""
+    ``store.memory_visibility_sql.sql_where``."""
     if kind == MemoryKind.PROJECT:
         owner = bool(scope.project_id) and project_id == scope.project_id
     elif kind == MemoryKind.USER:

@@ -49,7 +49,7 @@ from nexus_grpc.core.names import (
     tokens,
 )
 
-# Measured on the name pairs of tests/e2e/service/test_names_and_timeline.py and
+# Measured on the name pairs of tests/unit/test_names_and_timeline.py and
 # the graph evaluation's dev set (docs/graph.md): spelling variants of one
 # name score 0.45-0.75, different names that look alike 0.27-0.58. The
 # ranges overlap, so a score asks the LLM; only near-identity decides.

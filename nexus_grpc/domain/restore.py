@@ -307,170 +307,212 @@ def _plan(items: Sequence[ExportItem], at: float) -> _Plan:
 
 
 def _check(plan: _Plan, item: ExportItem, last_memory: int | None, at: float) -> ExportItem:
+    """One record checked against the plan so far, its times filled in;
+    INVALID_ARGUMENT naming its field."""
     if isinstance(item, Project):
         raise InvalidArgument("a second project record; a stream holds one project")
     if isinstance(item, Session):
-        _new(plan.sessions, "session.id", item.id, "session")
-        _in_project(plan, "session.project_id", item.project_id)
-        v.name("session.name", item.name)
-        external_id = v.external_id(item.external_id)
-        if external_id in plan.external_ids:
-            raise InvalidArgument(
-                f"session.external_id {external_id} is a second session record with it",
-                field="session.external_id",
-            )
-        plan.external_ids.add(external_id)
-        v.identifier("session.user_id", item.user_id)
-        v.identifier("session.agent_id", item.agent_id)
-        return replace(
-            item,
-            external_id=external_id,
-            metadata=v.metadata("session.metadata", item.metadata),
-            created_at=_time(item.created_at, at),
-        )
+        return _check_session(plan, item, at)
     if isinstance(item, Episode):
-        _named(plan.sessions, "episode.session_id", item.session_id, "session")
-        _new(plan.episodes, "episode.id", item.id, "episode")
-        v.text("episode.user_message", item.user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
-        v.text("episode.ai_response", item.ai_response, limit=v.MAX_MESSAGE_CHARS)
-        created = _time(item.created_at, at)
-        v.occur_time("episode.occur_time", item.occur_at or None)
-        return replace(
-            item,
-            metadata=v.metadata("episode.metadata", item.metadata),
-            created_at=created,
-            occur_at=item.occur_at or created,
-        )
+        return _check_episode(plan, item, at)
     if isinstance(item, Memory):
         _new(plan.memories, "memory.id", item.id, "memory")
         return _check_memory(plan, item, "memory.", at)
     if isinstance(item, Revision):
-        if last_memory is None or item.memory_id != last_memory:
-            raise InvalidArgument(
-                f"memory_revision.memory_id {item.memory_id} is not the memory record just"
-                " before it (a memory's revisions follow it)",
-                field="memory_revision.memory_id",
-            )
-        if item.action not in (UPDATE, DELETE, EXPIRE):
-            raise InvalidArgument(
-                f"memory_revision.change must be UPDATE, DELETE or EXPIRE, got {item.action}",
-                field="memory_revision.change",
-            )
-        unknown = [f for f in item.changed if f not in UPDATE_FIELDS]
-        if unknown:
-            raise InvalidArgument(
-                f"memory_revision.changed_fields names {unknown[0]!r}, not a memory field"
-                f" an update changes ({', '.join(UPDATE_FIELDS)})",
-                field="memory_revision.changed_fields",
-            )
-        v.identifier("memory_revision.request_id", item.request_id)
-        v.name("memory_revision.principal", item.principal)
-        previous = _check_memory(plan, item.previous, "memory_revision.previous.", at)
-        return replace(item, previous=previous, changed_at=_time(item.changed_at, at))
+        return _check_revision(plan, item, last_memory, at)
     if isinstance(item, Entity):
-        _new(plan.entities, "entity.id", item.id, "entity")
-        _in_project(plan, "entity.project_id", item.project_id)
-        if item.session_id:
-            raise InvalidArgument(
-                "entity.session_id must be 0: a project's graph is the project's, not a session's",
-                field="entity.session_id",
-            )
-        v.name("entity.name", item.name, required=True)
-        etype = _entity_type("entity.type", item.type, required=True)
-        # A graph holds one entity of a name's key and type.
-        key = (name_key(item.name, etype), etype)
-        if key in plan.entity_keys:
-            raise InvalidArgument(
-                f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
-                " and type (names compare as their keys: case, spacing, punctuation aside)",
-                fields=("entity.name", "entity.type"),
-            )
-        plan.entity_keys.add(key)
-        _notes(item.notes or "")
-        _confidence("entity.confidence", item.confidence)
-        _count("entity.mention_count", item.mention_count)
-        if item.source not in (SOURCE_EXTRACTION, SOURCE_MANUAL):
-            raise InvalidArgument(
-                f"entity.source must be EXTRACTION or MANUAL, got {item.source}",
-                field="entity.source",
-            )
-        return replace(item, type=etype, created_at=_time(item.created_at, at))
+        return _check_entity(plan, item, at)
     if isinstance(item, Relationship):
-        _named(plan.entities, "relationship.from_id", item.from_id, "entity")
-        _named(plan.entities, "relationship.to_id", item.to_id, "entity")
-        label = _label(item.label)
-        created = _time(item.created_at, at)
-        valid = item.valid_at or created
-        if item.invalid_at is not None and item.invalid_at <= valid:
-            raise InvalidArgument(
-                "relationship.invalid_time must be after its valid_time",
-                field="relationship.invalid_time",
-            )
-        edge = (item.from_id, item.to_id, label, valid)
-        if edge in plan.edges:
-            raise InvalidArgument(
-                f"relationship {label!r} from {item.from_id} to {item.to_id} is a second"
-                " relationship record with those ends, label and valid_time"
-            )
-        plan.edges.add(edge)
-        for name, episode in (("asserted", item.asserted_by), ("ended", item.ended_by)):
-            if episode:
-                _named(plan.episodes, f"relationship.{name}_episode_id", episode, "episode")
-        _notes(item.notes or "")
-        _count("relationship.mention_count", item.mention_count)
-        return replace(item, label=label, created_at=created, valid_at=valid)
+        return _check_relationship(plan, item, at)
     if isinstance(item, EntityAlias):
-        _named(plan.entities, "entity_alias.entity_id", item.entity_id, "entity")
-        v.name("entity_alias.name", item.name, required=True)
-        if item.method not in METHODS:
-            raise InvalidArgument(
-                f"entity_alias.method is not a resolution method: {item.method}",
-                field="entity_alias.method",
-            )
-        if item.episode_id:
-            _named(plan.episodes, "entity_alias.episode_id", item.episode_id, "episode")
-        return replace(item, created_at=_time(item.created_at, at))
+        return _check_entity_alias(plan, item, at)
     if isinstance(item, EntityEpisode):
-        _named(plan.entities, "entity_episode.entity_id", item.entity_id, "entity")
-        _named(plan.episodes, "entity_episode.episode_id", item.episode_id, "episode")
-        link = (item.entity_id, item.episode_id)
-        if link in plan.links:
-            raise InvalidArgument("entity_episode names a link an earlier record named")
-        plan.links.add(link)
-        return item
+        return _check_entity_episode(plan, item)
     if isinstance(item, Evidence):
-        _new(plan.evidence, "relationship_evidence.id", item.id, "relationship_evidence")
-        _named(plan.entities, "relationship_evidence.from_id", item.from_id, "entity")
-        _named(plan.entities, "relationship_evidence.to_id", item.to_id, "entity")
-        if item.kind not in (ASSERT, END):
-            raise InvalidArgument(
-                f"relationship_evidence kind {item.kind!r}", field="relationship_evidence.kind"
-            )
-        if not item.at:
-            raise InvalidArgument(
-                "relationship_evidence.time is required", field="relationship_evidence.time"
-            )
-        if item.episode_id:
-            _named(plan.episodes, "relationship_evidence.episode_id", item.episode_id, "episode")
-        _count("relationship_evidence.mentions", item.mentions)
-        _notes(item.notes or "")
-        return replace(item, label=_label(item.label), created_at=_time(item.created_at, at))
+        return _check_evidence(plan, item, at)
     if isinstance(item, EntityMerge):
-        _named(plan.entities, "entity_merge.target_id", item.target_id, "entity")
-        if item.method not in (MERGE_MANUAL, MERGE_LLM):
-            raise InvalidArgument(
-                f"entity_merge.method is not a merge method: {item.method}",
-                field="entity_merge.method",
-            )
-        for source in item.sources:
-            for ev in (*source.evidence_from, *source.evidence_to):
-                _named(plan.evidence, "entity_merge.sources.evidence ids", ev, "evidence")
-            for ep in (*source.episode_ids, *source.shared_episode_ids):
-                _named(plan.episodes, "entity_merge.sources.episode_ids", ep, "episode")
-            _entity_type("entity_merge.sources.entity.type", source.entity.type, required=True)
-        v.text("entity_merge.reason", item.reason, limit=1000)
-        return replace(item, created_at=_time(item.created_at, at))
+        return _check_entity_merge(plan, item, at)
     assert isinstance(item, Summary)
+    return _check_summary(plan, item, at)
+
+
+def _check_session(plan: _Plan, item: Session, at: float) -> Session:
+    _new(plan.sessions, "session.id", item.id, "session")
+    _in_project(plan, "session.project_id", item.project_id)
+    v.name("session.name", item.name)
+    external_id = v.external_id(item.external_id)
+    if external_id in plan.external_ids:
+        raise InvalidArgument(
+            f"session.external_id {external_id} is a second session record with it",
+            field="session.external_id",
+        )
+    plan.external_ids.add(external_id)
+    v.identifier("session.user_id", item.user_id)
+    v.identifier("session.agent_id", item.agent_id)
+    return replace(
+        item,
+        external_id=external_id,
+        metadata=v.metadata("session.metadata", item.metadata),
+        created_at=_time(item.created_at, at),
+    )
+
+
+def _check_episode(plan: _Plan, item: Episode, at: float) -> Episode:
+    _named(plan.sessions, "episode.session_id", item.session_id, "session")
+    _new(plan.episodes, "episode.id", item.id, "episode")
+    v.text("episode.user_message", item.user_message, limit=v.MAX_MESSAGE_CHARS, required=True)
+    v.text("episode.ai_response", item.ai_response, limit=v.MAX_MESSAGE_CHARS)
+    created = _time(item.created_at, at)
+    v.occur_time("episode.occur_time", item.occur_at or None)
+    return replace(
+        item,
+        metadata=v.metadata("episode.metadata", item.metadata),
+        created_at=created,
+        occur_at=item.occur_at or created,
+    )
+
+
+def _check_revision(plan: _Plan, item: Revision, last_memory: int | None, at: float) -> Revision:
+    if last_memory is None or item.memory_id != last_memory:
+        raise InvalidArgument(
+            f"memory_revision.memory_id {item.memory_id} is not the memory record just"
+            " before it (a memory's revisions follow it)",
+            field="memory_revision.memory_id",
+        )
+    if item.action not in (UPDATE, DELETE, EXPIRE):
+        raise InvalidArgument(
+            f"memory_revision.change must be UPDATE, DELETE or EXPIRE, got {item.action}",
+            field="memory_revision.change",
+        )
+    unknown = [f for f in item.changed if f not in UPDATE_FIELDS]
+    if unknown:
+        raise InvalidArgument(
+            f"memory_revision.changed_fields names {unknown[0]!r}, not a memory field"
+            f" an update changes ({', '.join(UPDATE_FIELDS)})",
+            field="memory_revision.changed_fields",
+        )
+    v.identifier("memory_revision.request_id", item.request_id)
+    v.name("memory_revision.principal", item.principal)
+    previous = _check_memory(plan, item.previous, "memory_revision.previous.", at)
+    return replace(item, previous=previous, changed_at=_time(item.changed_at, at))
+
+
+def _check_entity(plan: _Plan, item: Entity, at: float) -> Entity:
+    _new(plan.entities, "entity.id", item.id, "entity")
+    _in_project(plan, "entity.project_id", item.project_id)
+    if item.session_id:
+        raise InvalidArgument(
+            "entity.session_id must be 0: a project's graph is the project's, not a session's",
+            field="entity.session_id",
+        )
+    v.name("entity.name", item.name, required=True)
+    etype = _entity_type("entity.type", item.type, required=True)
+    # A graph holds one entity of a name's key and type.
+    key = (name_key(item.name, etype), etype)
+    if key in plan.entity_keys:
+        raise InvalidArgument(
+            f"entity {item.name[:40]!r} ({etype}) is a second entity record of that name"
+            " and type (names compare as their keys: case, spacing, punctuation aside)",
+            fields=("entity.name", "entity.type"),
+        )
+    plan.entity_keys.add(key)
+    _notes(item.notes or "")
+    _confidence("entity.confidence", item.confidence)
+    _count("entity.mention_count", item.mention_count)
+    if item.source not in (SOURCE_EXTRACTION, SOURCE_MANUAL):
+        raise InvalidArgument(
+            f"entity.source must be EXTRACTION or MANUAL, got {item.source}",
+            field="entity.source",
+        )
+    return replace(item, type=etype, created_at=_time(item.created_at, at))
+
+
+def _check_relationship(plan: _Plan, item: Relationship, at: float) -> Relationship:
+    _named(plan.entities, "relationship.from_id", item.from_id, "entity")
+    _named(plan.entities, "relationship.to_id", item.to_id, "entity")
+    label = _label(item.label)
+    created = _time(item.created_at, at)
+    valid = item.valid_at or created
+    if item.invalid_at is not None and item.invalid_at <= valid:
+        raise InvalidArgument(
+            "relationship.invalid_time must be after its valid_time",
+            field="relationship.invalid_time",
+        )
+    edge = (item.from_id, item.to_id, label, valid)
+    if edge in plan.edges:
+        raise InvalidArgument(
+            f"relationship {label!r} from {item.from_id} to {item.to_id} is a second"
+            " relationship record with those ends, label and valid_time"
+        )
+    plan.edges.add(edge)
+    for name, episode in (("asserted", item.asserted_by), ("ended", item.ended_by)):
+        if episode:
+            _named(plan.episodes, f"relationship.{name}_episode_id", episode, "episode")
+    _notes(item.notes or "")
+    _count("relationship.mention_count", item.mention_count)
+    return replace(item, label=label, created_at=created, valid_at=valid)
+
+
+def _check_entity_alias(plan: _Plan, item: EntityAlias, at: float) -> EntityAlias:
+    _named(plan.entities, "entity_alias.entity_id", item.entity_id, "entity")
+    v.name("entity_alias.name", item.name, required=True)
+    if item.method not in METHODS:
+        raise InvalidArgument(
+            f"entity_alias.method is not a resolution method: {item.method}",
+            field="entity_alias.method",
+        )
+    if item.episode_id:
+        _named(plan.episodes, "entity_alias.episode_id", item.episode_id, "episode")
+    return replace(item, created_at=_time(item.created_at, at))
+
+
+def _check_entity_episode(plan: _Plan, item: EntityEpisode) -> EntityEpisode:
+    _named(plan.entities, "entity_episode.entity_id", item.entity_id, "entity")
+    _named(plan.episodes, "entity_episode.episode_id", item.episode_id, "episode")
+    link = (item.entity_id, item.episode_id)
+    if link in plan.links:
+        raise InvalidArgument("entity_episode names a link an earlier record named")
+    plan.links.add(link)
+    return item
+
+
+def _check_evidence(plan: _Plan, item: Evidence, at: float) -> Evidence:
+    _new(plan.evidence, "relationship_evidence.id", item.id, "relationship_evidence")
+    _named(plan.entities, "relationship_evidence.from_id", item.from_id, "entity")
+    _named(plan.entities, "relationship_evidence.to_id", item.to_id, "entity")
+    if item.kind not in (ASSERT, END):
+        raise InvalidArgument(
+            f"relationship_evidence kind {item.kind!r}", field="relationship_evidence.kind"
+        )
+    if not item.at:
+        raise InvalidArgument(
+            "relationship_evidence.time is required", field="relationship_evidence.time"
+        )
+    if item.episode_id:
+        _named(plan.episodes, "relationship_evidence.episode_id", item.episode_id, "episode")
+    _count("relationship_evidence.mentions", item.mentions)
+    _notes(item.notes or "")
+    return replace(item, label=_label(item.label), created_at=_time(item.created_at, at))
+
+
+def _check_entity_merge(plan: _Plan, item: EntityMerge, at: float) -> EntityMerge:
+    _named(plan.entities, "entity_merge.target_id", item.target_id, "entity")
+    if item.method not in (MERGE_MANUAL, MERGE_LLM):
+        raise InvalidArgument(
+            f"entity_merge.method is not a merge method: {item.method}",
+            field="entity_merge.method",
+        )
+    for source in item.sources:
+        for ev in (*source.evidence_from, *source.evidence_to):
+            _named(plan.evidence, "entity_merge.sources.evidence ids", ev, "evidence")
+        for ep in (*source.episode_ids, *source.shared_episode_ids):
+            _named(plan.episodes, "entity_merge.sources.episode_ids", ep, "episode")
+        _entity_type("entity_merge.sources.entity.type", source.entity.type, required=True)
+    v.text("entity_merge.reason", item.reason, limit=1000)
+    return replace(item, created_at=_time(item.created_at, at))
+
+
+def _check_summary(plan: _Plan, item: Summary, at: float) -> Summary:
     if item.session_id:
         _named(plan.sessions, "summary.session_id", item.session_id, "session")
     else:
@@ -493,18 +535,53 @@ def _write(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
     project_id = uow.restore.insert_project(
         plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at
     )
-    sessions: dict[int, int] = {}
-    episodes: dict[int, int] = {}
-    memories: dict[int, int] = {}
-    entities: dict[int, int] = {}
-    evidence: dict[int, int] = {}
+    rows = _Rows(uow, tenant, project_id)
     counts = dict.fromkeys(KINDS, 0)
-    pending: list[tuple[int, Episode]] = []
-    # Each restored session's user: a restore is an admin's, who may act for
-    # every user, so its episodes act for their session's user.
-    users: dict[int, str] = {}
+    for index, item in plan.items:
+        kind = kind_of(item)
+        counts[kind] += 1
+        if rows.pending and not isinstance(item, Episode):
+            rows.flush_episodes()
+        try:
+            if isinstance(item, Episode):
+                # Episodes are written together, as ImportEpisodes writes a batch.
+                rows.pending.append((index, item))
+            elif not rows.insert_conversation(item):
+                rows.insert_graph(item)
+        except NexusError as exc:
+            raise record_error(index, kind, exc) from None
+    if rows.pending:
+        rows.flush_episodes()
+    # An export from before aliases existed: each entity is known by its name.
+    uow.restore.ensure_own_alias(list(rows.entities.values()))
+    # Summaries are rebuilt as a live session's are: a session with enough
+    # episodes since its last restored summary queues its next one.
+    # The summary a live session would have queued by now: one with enough
+    # new episodes since its last restored summary.
+    queue_summaries(uow, list(rows.sessions.values()), jobs.BULK)
+    return Restored(project_id, counts)
 
-    def flush_episodes() -> None:
+
+class _Rows:
+    """The restore's rows as they are written, in the stream's order: each id
+    the stream names mapped to the one this server gave its row."""
+
+    def __init__(self, uow: UnitOfWork, tenant: str, project_id: int) -> None:
+        self.uow = uow
+        self.tenant = tenant
+        self.project_id = project_id
+        self.sessions: dict[int, int] = {}
+        self.episodes: dict[int, int] = {}
+        self.memories: dict[int, int] = {}
+        self.entities: dict[int, int] = {}
+        self.evidence: dict[int, int] = {}
+        self.pending: list[tuple[int, Episode]] = []
+        # Each restored session's user: a restore is an admin's, who may act for
+        # every user, so its episodes act for their session's user.
+        self.users: dict[int, str] = {}
+
+    def flush_episodes(self) -> None:
+        sessions, users, uow = self.sessions, self.users, self.uow
         ids = uow.episodes.insert_many(
             [
                 NewEpisode(
@@ -517,121 +594,112 @@ def _write(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
                     e.created_at,
                     acts_for=users.get(e.session_id, ""),
                 )
-                for _, e in pending
+                for _, e in self.pending
             ],
             extracted=True,
         )
         stored = uow.episodes.get_many(ids)
         queue_followups(uow, [stored[i] for i in ids], jobs.BULK, extracted=True)
-        episodes.update((e.id, new) for (_, e), new in zip(pending, ids, strict=True))
-        pending.clear()
+        self.episodes.update((e.id, new) for (_, e), new in zip(self.pending, ids, strict=True))
+        self.pending.clear()
 
-    def memory_ids(m: Memory, new_id: int) -> Memory:
+    def memory_ids(self, m: Memory, new_id: int) -> Memory:
         return replace(
             m,
             id=new_id,
-            project_id=project_id,
-            session_id=sessions[m.session_id] if m.session_id else 0,
-            tenant=tenant,
+            project_id=self.project_id,
+            session_id=self.sessions[m.session_id] if m.session_id else 0,
+            tenant=self.tenant,
             request_id=None,
-            source_episode_id=episodes.get(m.source_episode_id or 0),
+            source_episode_id=self.episodes.get(m.source_episode_id or 0),
         )
 
-    for index, item in plan.items:
-        kind = kind_of(item)
-        counts[kind] += 1
-        if pending and not isinstance(item, Episode):
-            flush_episodes()
-        try:
-            if isinstance(item, Session):
-                sessions[item.id] = uow.restore.insert_session(
-                    item.external_id,
-                    item.name,
-                    project_id,
-                    item.metadata,
-                    item.created_at,
-                    tenant,
-                    user_id=item.user_id,
-                    agent_id=item.agent_id,
-                )
-                users[item.id] = item.user_id
-            elif isinstance(item, Episode):
-                # Episodes are written together, as ImportEpisodes writes a batch.
-                pending.append((index, item))
-            elif isinstance(item, Memory):
-                memories[item.id] = uow.restore.insert_memory(memory_ids(item, 0), tenant)
-            elif isinstance(item, Revision):
-                new_id = memories[item.memory_id]
-                uow.restore.insert_revision(
-                    replace(
-                        item,
-                        memory_id=new_id,
-                        previous=memory_ids(item.previous, new_id),
-                        episode_id=episodes.get(item.episode_id or 0),
-                    ),
-                )
-            elif isinstance(item, Entity):
-                entities[item.id] = uow.restore.insert_entity(
-                    replace(item, project_id=project_id), tenant
-                )
-            elif isinstance(item, Relationship):
-                uow.restore.insert_relationship(
-                    replace(
-                        item,
-                        from_id=entities[item.from_id],
-                        to_id=entities[item.to_id],
-                        asserted_by=episodes.get(item.asserted_by or 0),
-                        ended_by=episodes.get(item.ended_by or 0),
-                    ),
-                )
-            elif isinstance(item, EntityAlias):
-                uow.restore.insert_alias(
-                    replace(
-                        item,
-                        entity_id=entities[item.entity_id],
-                        episode_id=episodes.get(item.episode_id or 0),
-                    ),
-                )
-            elif isinstance(item, EntityEpisode):
-                uow.restore.insert_episode_link(entities[item.entity_id], episodes[item.episode_id])
-            elif isinstance(item, Evidence):
-                evidence[item.id] = uow.restore.insert_evidence(
-                    replace(
-                        item,
-                        from_id=entities[item.from_id],
-                        to_id=entities[item.to_id],
-                        episode_id=episodes.get(item.episode_id or 0),
-                    ),
-                )
-            elif isinstance(item, EntityMerge):
-                uow.restore.insert_merge(
-                    _merge_ids(item, entities, episodes, evidence, project_id, tenant)
-                )
-            elif isinstance(item, Summary):
-                # A range may name an episode the export no longer held (deleted
-                # since, or past retention): as `nexus-grpc import` does, it
-                # is then 0, unknown.
-                uow.restore.insert_summary(
-                    replace(
-                        item,
-                        session_id=sessions[item.session_id] if item.session_id else 0,
-                        project_id=project_id,
-                        first_episode_id=episodes.get(item.first_episode_id, 0),
-                        last_episode_id=episodes.get(item.last_episode_id, 0),
-                    ),
-                )
-        except NexusError as exc:
-            raise record_error(index, kind, exc) from None
-    if pending:
-        flush_episodes()
-    # An export from before aliases existed: each entity is known by its name.
-    uow.restore.ensure_own_alias(list(entities.values()))
-    # Summaries are rebuilt as a live session's are: a session with enough
-    # episodes since its last restored summary queues its next one.
-    # The summary a live session would have queued by now: one with enough
-    # new episodes since its last restored summary.
-    queue_summaries(uow, list(sessions.values()), jobs.BULK)
-    return Restored(project_id, counts)
+    def insert_conversation(self, item: ExportItem) -> bool:
+        """Sessions, memories and their revisions, summaries; False for another kind."""
+        uow, episodes, sessions = self.uow, self.episodes, self.sessions
+        if isinstance(item, Session):
+            sessions[item.id] = uow.restore.insert_session(
+                item.external_id,
+                item.name,
+                self.project_id,
+                item.metadata,
+                item.created_at,
+                self.tenant,
+                user_id=item.user_id,
+                agent_id=item.agent_id,
+            )
+            self.users[item.id] = item.user_id
+        elif isinstance(item, Memory):
+            self.memories[item.id] = uow.restore.insert_memory(
+                self.memory_ids(item, 0), self.tenant
+            )
+        elif isinstance(item, Revision):
+            new_id = self.memories[item.memory_id]
+            uow.restore.insert_revision(
+                replace(
+                    item,
+                    memory_id=new_id,
+                    previous=self.memory_ids(item.previous, new_id),
+                    episode_id=episodes.get(item.episode_id or 0),
+                ),
+            )
+        elif isinstance(item, Summary):
+            # A range may name an episode the export no longer held (deleted
+            # since, or past retention): as `nexus-grpc import` does, it
+            # is then 0, unknown.
+            uow.restore.insert_summary(
+                replace(
+                    item,
+                    session_id=sessions[item.session_id] if item.session_id else 0,
+                    project_id=self.project_id,
+                    first_episode_id=episodes.get(item.first_episode_id, 0),
+                    last_episode_id=episodes.get(item.last_episode_id, 0),
+                ),
+            )
+        else:
+            return False
+        return True
+
+    def insert_graph(self, item: ExportItem) -> None:
+        """Entities, their aliases, links and merges, relationships and their evidence."""
+        uow, entities, episodes = self.uow, self.entities, self.episodes
+        if isinstance(item, Entity):
+            entities[item.id] = uow.restore.insert_entity(
+                replace(item, project_id=self.project_id), self.tenant
+            )
+        elif isinstance(item, Relationship):
+            uow.restore.insert_relationship(
+                replace(
+                    item,
+                    from_id=entities[item.from_id],
+                    to_id=entities[item.to_id],
+                    asserted_by=episodes.get(item.asserted_by or 0),
+                    ended_by=episodes.get(item.ended_by or 0),
+                ),
+            )
+        elif isinstance(item, EntityAlias):
+            uow.restore.insert_alias(
+                replace(
+                    item,
+                    entity_id=entities[item.entity_id],
+                    episode_id=episodes.get(item.episode_id or 0),
+                ),
+            )
+        elif isinstance(item, EntityEpisode):
+            uow.restore.insert_episode_link(entities[item.entity_id], episodes[item.episode_id])
+        elif isinstance(item, Evidence):
+            self.evidence[item.id] = uow.restore.insert_evidence(
+                replace(
+                    item,
+                    from_id=entities[item.from_id],
+                    to_id=entities[item.to_id],
+                    episode_id=episodes.get(item.episode_id or 0),
+                ),
+            )
+        elif isinstance(item, EntityMerge):
+            uow.restore.insert_merge(
+                _merge_ids(item, entities, episodes, self.evidence, self.project_id, self.tenant)
+            )
 
 
 def _merge_ids(

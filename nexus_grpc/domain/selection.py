@@ -20,9 +20,12 @@ nothing again. The same id with a different request is ALREADY_EXISTS, as a
 create's is.
 
 Without a model (none configured, unreachable, or answering garbage), or
-while the tenant's LLM token budget for the day is spent (domain/budgets.py),
-the selection falls back to semantic ranking over the same scope and says so
-in ``method="semantic"`` and ``degraded_reason``: never silently. The calls
+while the tenant's LLM token budget for the day is spent, or the selecting
+user's share of it (domain/budgets.py), the selection falls back to semantic
+ranking over the same scope and says so in ``method="semantic"`` and
+``degraded_reason``, on each selection and on the stream (``on_degraded``,
+the ``x-nexus-degraded`` trailer), so an empty one says it too: never
+silently. The calls
 it made are accounted (stage ``selection``) in the transaction that records
 its usage, or in one of their own when it ends otherwise.
 """
@@ -42,6 +45,7 @@ from nexus_grpc.core.records import (
     SelectionAnswer,
     SelectionKey,
     SelectionPick,
+    UsageOwner,
     UsageRecord,
 )
 from nexus_grpc.core.repositories import UnitOfWork
@@ -108,13 +112,17 @@ class Selector:
         *,
         on_method: Callable[[str], None] | None = None,
         on_empty: Callable[[str], None] | None = None,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
         """The selected memories, most relevant first. ``on_method`` hears how
         the selection was (or, with nothing to choose from, would have been)
         made, before the first one; ``on_empty`` why nothing was selected
         when the memories were there (the model chose none, or semantic
         ranking found none related). With no memory in scope it hears
-        nothing: EmptyAnswers.memories says why."""
+        nothing: EmptyAnswers.memories says why. ``on_degraded`` hears why
+        the selection fell back to semantic ranking (no model, a failing
+        one, a spent budget), whether or not anything is selected: the
+        stream's own reason, beside each selection's."""
         async with accounting.accounted(self.db, llm_usage.SELECTION):
             async for selected in self._select(
                 prompt,
@@ -125,6 +133,7 @@ class Selector:
                 request_id,
                 on_method=on_method,
                 on_empty=on_empty,
+                on_degraded=on_degraded,
             ):
                 yield selected
 
@@ -139,10 +148,13 @@ class Selector:
         *,
         on_method: Callable[[str], None] | None = None,
         on_empty: Callable[[str], None] | None = None,
+        on_degraded: Callable[[str], None] | None = None,
     ) -> AsyncIterator[Selection]:
-        def method_is(method: str) -> None:
+        def method_is(method: str, reason: str = "") -> None:
             if on_method is not None:
                 on_method(method)
+            if reason and on_degraded is not None:
+                on_degraded(reason)
 
         v.text("prompt", prompt, limit=v.MAX_SHORT_TEXT_CHARS, required=True)
         v.identifier("thread_id", thread_id)
@@ -161,11 +173,56 @@ class Selector:
             digest = _request_digest(prompt, scope, thread_id, thread_summary, n)
             stored = await self.db.read(lambda c: c.memories.find_selection(key))
             if stored is not None:
-                method_is(stored[1].method)
+                method_is(stored[1].method, stored[1].degraded_reason)
                 async for replayed in self._replay(stored, digest, request_id, scope):
                     yield replayed
                 return
 
+        candidates, used, tenant = await self._candidates(scope, thread_id, owner)
+        llm_usage.attribute(scope.project_id, tenant, scope.user_id)
+        if not candidates:
+            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
+            return
+        picks, method, reason, batches = await self._picks(
+            prompt, scope, tenant, candidates, used, thread_summary, n
+        )
+        method_is(method, reason)
+        ranked = sorted(
+            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
+            key=lambda p: p[1],
+            reverse=True,
+        )[:n]
+        if not ranked:
+            if on_empty is not None:
+                why = (
+                    empty_answers.model_chose_none(len(candidates))
+                    if method == METHOD_LLM
+                    else empty_answers.semantic_found_none(len(candidates))
+                )
+                on_empty(str(why))
+            return
+        answer = SelectionAnswer(
+            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
+            method,
+            reason,
+            batches,
+        )
+        outcome = await self._record(prompt, thread_id, owner, key, digest, ranked, answer)
+        if isinstance(outcome, tuple):
+            assert digest is not None
+            method_is(outcome[1].method, outcome[1].degraded_reason)
+            async for replayed in self._replay(outcome, digest, request_id, scope):
+                yield replayed
+            return
+        for mid, rel, cat in ranked:
+            if mid in outcome:
+                yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
+
+    async def _candidates(
+        self, scope: MemoryScope, thread_id: str, owner: UsageOwner
+    ) -> tuple[list[Memory], set[int], str]:
+        """The memories the scope may see (the newest MAX_TITLES), those of
+        them already used in the thread, and the tenant whose budget pays."""
         own = tenancy.own(self.default_tenant)
 
         def read(uow: UnitOfWork) -> tuple[list[Memory], set[int], str]:
@@ -183,15 +240,27 @@ class Selector:
             )
             return rows, used, tenant
 
-        candidates, used, tenant = await self.db.read_in_transaction(read)
-        llm_usage.attribute(scope.project_id, tenant)
-        if not candidates:
-            method_is(METHOD_LLM if self.llm is not None else METHOD_SEMANTIC)
-            return
+        return await self.db.read_in_transaction(read)
+
+    async def _picks(
+        self,
+        prompt: str,
+        scope: MemoryScope,
+        tenant: str,
+        candidates: list[Memory],
+        used: set[int],
+        thread_summary: str,
+        n: int,
+    ) -> tuple[list[tuple[int, float, MemoryCategory]], str, str, int]:
+        """The model's picks, or semantic ranking's where there is no model,
+        the budget is spent or the model failed: (picks, method, the reason
+        for falling back or "", title batches)."""
         picks: list[tuple[int, float, MemoryCategory]] | None = None
         reason = ""
         batches = 0
-        spent = await self.budgets.exhausted(tenant) if self.llm is not None else None
+        spent = (
+            await self.budgets.exhausted(tenant, scope.user_id) if self.llm is not None else None
+        )
         if self.llm is None:
             reason = "no LLM configured (--ollama-url or --llm-url); ranked by semantic similarity"
         elif spent is not None:
@@ -202,37 +271,29 @@ class Selector:
             except LLMError as exc:
                 log.warning("memory selection fell back to semantic ranking: %s", exc)
                 reason = f"selection model failed ({exc}); ranked by semantic similarity"
-        method = METHOD_LLM
-        if picks is None:
-            method = METHOD_SEMANTIC
-            hits = await self.memories.semantic(prompt, scope, n * 2)
-            picks = [
-                (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
-            ]
-        method_is(method)
-        ranked = sorted(
-            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
-            key=lambda p: p[1],
-            reverse=True,
-        )[:n]
-        if not ranked:
-            if on_empty is not None:
-                why = (
-                    empty_answers.model_chose_none(len(candidates))
-                    if method == METHOD_LLM
-                    else empty_answers.semantic_found_none(len(candidates))
-                )
-                on_empty(str(why))
-            return
+        if picks is not None:
+            return picks, METHOD_LLM, reason, batches
+        hits = await self.memories.semantic(prompt, scope, n * 2)
+        picks = [
+            (h.memory.id, max(0.0, min(1.0, h.score)), MemoryCategory.SUPPORTING) for h in hits
+        ]
+        return picks, METHOD_SEMANTIC, reason, batches
+
+    async def _record(
+        self,
+        prompt: str,
+        thread_id: str,
+        owner: UsageOwner,
+        key: SelectionKey | None,
+        digest: str | None,
+        ranked: list[tuple[int, float, MemoryCategory]],
+        answer: SelectionAnswer,
+    ) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
+        """Records the selection's usage, its LLM calls and (with a request_id)
+        its answer in one transaction: the memories as updated, or the answer
+        a retry that arrived while this call ran recorded first."""
         records = [UsageRecord(mid, rel, int(cat)) for mid, rel, cat in ranked]
         context = prompt[:2000]
-        answer = SelectionAnswer(
-            [SelectionPick(mid, rel, int(cat), mid in used) for mid, rel, cat in ranked],
-            method,
-            reason,
-            batches,
-        )
-
         calls = accounting.pending()
 
         def record(uow: UnitOfWork) -> dict[int, Memory] | tuple[str, SelectionAnswer]:
@@ -250,15 +311,7 @@ class Selector:
 
         outcome = await self.db.write(record)
         accounting.written(calls)
-        if isinstance(outcome, tuple):
-            assert digest is not None
-            method_is(outcome[1].method)
-            async for replayed in self._replay(outcome, digest, request_id, scope):
-                yield replayed
-            return
-        for mid, rel, cat in ranked:
-            if mid in outcome:
-                yield Selection(outcome[mid], rel, cat, mid in used, method, reason, batches)
+        return outcome
 
     async def _replay(
         self, stored: tuple[str, SelectionAnswer], digest: str, request_id: str, scope: MemoryScope

@@ -225,7 +225,9 @@ class Summaries:
         require_may_write(session, "summarize")
         if self.llm is None:
             raise Unavailable("summaries need Ollama, and none is configured (--ollama-url)")
-        await self.budgets.require(session.tenant, f"summarizing session {session_id}")
+        await self.budgets.require(
+            session.tenant, f"summarizing session {session_id}", session.user_id
+        )
         try:
             async with accounted(self.db, llm_usage.SUMMARY):
                 return await self.run_session_summary(session_id)
@@ -254,7 +256,7 @@ class Summaries:
             )
             if not new:
                 raise NothingToSummarize(session_id)
-            llm_usage.attribute(session.project_id, session.tenant)
+            llm_usage.attribute(session.project_id, session.tenant, session.user_id)
             cumulative = latest is not None and len(latest.content) < self.size_cap
             previous = latest.content if cumulative and latest is not None else None
             llm, num_predict = self.llm, prompts.SESSION_SUMMARY_OPTIONS["num_predict"]
@@ -418,7 +420,7 @@ class Summaries:
             )
         await self.budgets.require(project.tenant, f"the overview of project {project_id}")
         async with accounted(self.db, llm_usage.OVERVIEW):
-            llm_usage.attribute(project.id, project.tenant)
+            llm_usage.attribute(project.id, project.tenant)  # no user's work
             async for part in self._overview(self.llm, project, sums, eps, sources):
                 yield part
 

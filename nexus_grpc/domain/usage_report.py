@@ -9,6 +9,15 @@ Who sees what follows the tenants' rule (core/tenancy.py): a key reads its
 own tenant, or a project of it (another tenant's project is NOT_FOUND, as a
 missing one); only a key that sees every tenant (admin, or auth off) may
 name another tenant.
+
+And no user learns about another's work from it: a key that may act only
+for some users reads only the usage of work done for them (their sessions'
+extraction, formation and summaries, their selections; the episodes,
+formed memories and entities that work made) and its budget line counts
+only their spend (domain/budgets.as_seen). Project- and tenant-wide figures
+are for keys that may act for every user: a formation call, or a memory
+formed, would tell whether another user's episode formed a memory, and
+whether they already held a similar one.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from nexus_grpc.core.llm_usage import ActivityBucket, StageBucket
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import validation as v
-from nexus_grpc.domain.budgets import Budgets, TenantSpend, spend_of
+from nexus_grpc.domain.budgets import Budgets, TenantSpend, as_seen, spend_of
 from nexus_grpc.errors import FieldViolation, InvalidArgument
 
 HOUR = 3_600.0
@@ -67,6 +76,9 @@ class UsageReport:
     buckets: list[Period]
     total: Period
     budget: TenantSpend
+    #: The users whose work the figures count (the key may act only for
+    #: them); empty: every user's work, and work for no user.
+    users: tuple[str, ...] = ()
 
 
 def window(
@@ -204,6 +216,8 @@ class UsageReports:
         # PERMISSION_DENIED for another tenant than a non-admin key's own.
         whose = tenancy.named(tenant, self.default_tenant) if not project_id else ""
         visible = tenancy.visible()
+        acting = tenancy.acting_users()
+        users = None if acting is None else sorted(acting)
         policy = self.budgets.policy
 
         def read(
@@ -216,10 +230,23 @@ class UsageReports:
             else:
                 owner = whose
                 scope = {"tenant": whose}
-            stages = uow.usage.stage_buckets(start, end, bucket_seconds, **scope)
-            activity = uow.usage.activity_buckets(start, end, bucket_seconds, **scope)
-            return owner, stages, activity, spend_of(uow, [owner], policy, at)[owner]
+            stages = uow.usage.stage_buckets(start, end, bucket_seconds, users=users, **scope)
+            activity = uow.usage.activity_buckets(
+                start, end, bucket_seconds, users=users, **scope
+            )
+            spend = spend_of(uow, [owner], policy, at)[owner]
+            return owner, stages, activity, as_seen(uow, spend, acting, policy, at)
 
         owner, stages, activity, spend = await self.db.read_in_transaction(read)
         buckets, total = periods(start, end, bucket_seconds, stages, activity)
-        return UsageReport(owner, project_id, start, end, bucket_seconds, buckets, total, spend)
+        return UsageReport(
+            owner,
+            project_id,
+            start,
+            end,
+            bucket_seconds,
+            buckets,
+            total,
+            spend,
+            tuple(users or ()),
+        )

@@ -10,12 +10,12 @@ programs. ``field`` is the caller's path to the value, in the proto's names
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from nexus_grpc.control_chars import CONTROL_CHARS, escape_controls
 from nexus_grpc.core.models import TimeWindow
 from nexus_grpc.errors import FieldViolation, InvalidArgument
 
@@ -37,19 +37,6 @@ MAX_QUOTED_CHARS = 80
 # How far ahead of this server's clock an occur_time may be: a client's clock
 # may run a little fast, but an exchange cannot have happened in the future.
 MAX_CLOCK_SKEW_SECONDS = 300.0
-
-
-#: Characters that rewrite what a terminal or a log viewer shows: C0 and C1
-#: controls (newlines, ANSI escapes), line and paragraph separators, and the
-#: bidirectional embeddings, overrides, isolates and marks that reorder text.
-CONTROL_CHARS = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def escape_controls(value: str) -> str:
-    """``value`` with every CONTROL_CHARS character written as an escape (``\x1b``)."""
-    return CONTROL_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), value)
 
 
 def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:

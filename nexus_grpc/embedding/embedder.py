@@ -11,6 +11,8 @@ from nexus_grpc.errors import DependencyError
 class EmbedderUnavailable(DependencyError):
     """A remote embedder cannot be reached right now; the caller may retry later."""
 
+    unreachable = True
+
 
 class EmbeddingDimensionMismatch(ValueError):
     """The model returned vectors of a different size than configured (a config error,

@@ -48,7 +48,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation import graph_score as score
 from nexus_grpc.evaluation import llm_cost
-from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, SetError, load
+from nexus_grpc.evaluation.eval_errors import DataError, EvalError
+from nexus_grpc.evaluation.graph_set import Episode, GraphSet, Project, load
 from nexus_grpc.evaluation.recall import Progress
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -76,10 +77,6 @@ _ALIAS_METHODS = {
 }
 # Item: (project index, episode index in the project, mention index).
 Item = tuple[int, int, int]
-
-
-class EvalError(Exception):
-    """The evaluation could not run (server unreachable, a write refused...)."""
 
 
 @dataclass
@@ -561,41 +558,9 @@ async def _run(
     for run in runs:
         scored, state = await _score_project(client, run)
         states.append(state)
-        per_project[run.project.name] = {
-            "project_id": run.project_id,
-            **_figures(scored, run.outcomes, [state]),
-            # What the service said about each episode: with a real model,
-            # what it extracted is the first thing to read.
-            "episodes": [
-                {
-                    "where": o.episode.where,
-                    "episode_id": o.episode_id,
-                    "status": o.status,
-                    "error": o.error,
-                    "llm_calls": o.llm_calls,
-                    "entities": [f"{e.name} ({e.type}, #{e.id})" for e in o.entities],
-                }
-                for o in run.outcomes
-            ],
-        }
-        cost = await llm_cost.project_cost(
-            client.memory,
-            [run.project_id],
-            began,
-            len(run.outcomes),
-            timeout=client.timeout,
-            metadata=client.metadata,
-        )
-        per_project[run.project.name].update(
-            llm_cost=cost, llm_tokens_per_episode=cost["tokens_per_episode"]
-        )
+        per_project[run.project.name] = await _project_figures(client, run, scored, state, began)
         misses[run.project.name] = _misses(run, scored, state)
-        # Gold keys are a project's own ("lisbon" in two projects is two places).
-        whole.gold.update({i: f"{run.project.name}/{k}" for i, k in scored.gold.items()})
-        whole.predicted.update(scored.predicted)
-        whole.located.update(scored.located)
-        whole.current = (whole.current[0] + scored.current[0], whole.current[1] + scored.current[1])
-        whole.as_of = (whole.as_of[0] + scored.as_of[0], whole.as_of[1] + scored.as_of[1])
+        _add_scores(whole, run.project.name, scored)
     progress("scored", final=True)
     cost = await llm_cost.project_cost(
         client.memory,
@@ -620,6 +585,48 @@ async def _run(
         "projects": per_project,
         "misses": misses,
     }
+
+
+async def _project_figures(
+    client: _Client, run: ProjectRun, scored: Scored, state: GraphState, began: float
+) -> dict[str, Any]:
+    """One project's figures, what the service said of each episode, and its LLM cost."""
+    figures = {
+        "project_id": run.project_id,
+        **_figures(scored, run.outcomes, [state]),
+        # What the service said about each episode: with a real model,
+        # what it extracted is the first thing to read.
+        "episodes": [
+            {
+                "where": o.episode.where,
+                "episode_id": o.episode_id,
+                "status": o.status,
+                "error": o.error,
+                "llm_calls": o.llm_calls,
+                "entities": [f"{e.name} ({e.type}, #{e.id})" for e in o.entities],
+            }
+            for o in run.outcomes
+        ],
+    }
+    cost = await llm_cost.project_cost(
+        client.memory,
+        [run.project_id],
+        began,
+        len(run.outcomes),
+        timeout=client.timeout,
+        metadata=client.metadata,
+    )
+    return {**figures, "llm_cost": cost, "llm_tokens_per_episode": cost["tokens_per_episode"]}
+
+
+def _add_scores(whole: Scored, project: str, scored: Scored) -> None:
+    """``scored`` counted into the whole run's scores."""
+    # Gold keys are a project's own ("lisbon" in two projects is two places).
+    whole.gold.update({i: f"{project}/{k}" for i, k in scored.gold.items()})
+    whole.predicted.update(scored.predicted)
+    whole.located.update(scored.located)
+    whole.current = (whole.current[0] + scored.current[0], whole.current[1] + scored.current[1])
+    whole.as_of = (whole.as_of[0] + scored.as_of[0], whole.as_of[1] + scored.as_of[1])
 
 
 # The report ---------------------------------------------------------------------------
@@ -757,7 +764,7 @@ def main(args: argparse.Namespace) -> int:
                 settle_timeout=args.settle_timeout,
             )
         )
-    except (EvalError, SetError) as exc:
+    except (EvalError, DataError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report))

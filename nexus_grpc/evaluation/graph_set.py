@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nexus_grpc.evaluation.eval_errors import DataError
+
 # The six types the service keeps (an extraction of any other is dropped
 # there, so a set that scripts one would measure nothing). Kept here, not
 # imported: the evaluation is a client and never imports the server's code.
@@ -45,10 +47,6 @@ ENTITY_TYPES: tuple[str, ...] = (
     "organization",
 )
 _LABEL = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")
-
-
-class SetError(ValueError):
-    """A set file that is not in the format, naming the bad place."""
 
 
 @dataclass(frozen=True)
@@ -197,8 +195,8 @@ class _At:
     def __str__(self) -> str:
         return f"{self.path}: {self.place}"
 
-    def fail(self, problem: str) -> SetError:
-        return SetError(f"{self}: {problem}")
+    def fail(self, problem: str) -> DataError:
+        return DataError(f"{self}: {problem}")
 
 
 def _obj(value: Any, at: _At) -> Mapping[str, Any]:
@@ -494,7 +492,7 @@ def load_file(path: str | Path, first_index: int = 0) -> list[Project]:
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise SetError(f"{path}: {exc}") from exc
+        raise DataError(f"{path}: {exc}") from exc
     at = _At(str(path))
     top = _obj(raw, at)
     _known_keys(top, at, ("description", "projects"))
@@ -508,7 +506,7 @@ def load(paths: Sequence[str | Path]) -> GraphSet:
     """Every project of every file, in order; each exchange's text must be
     unique in the whole set (the careful stand-in finds an episode by it)."""
     if not paths:
-        raise SetError("no set file given")
+        raise DataError("no set file given")
     projects: list[Project] = []
     for path in paths:
         projects += load_file(path, len(projects))
@@ -516,11 +514,11 @@ def load(paths: Sequence[str | Path]) -> GraphSet:
     users: dict[str, str] = {}
     for p in projects:
         if p.name in names:
-            raise SetError(f"{p.where}: project name {p.name!r} is also {names[p.name]}'s")
+            raise DataError(f"{p.where}: project name {p.name!r} is also {names[p.name]}'s")
         names[p.name] = p.where
         for e in p.episodes():
             if e.user in users:
-                raise SetError(f"{e.where}.user: the same text as {users[e.user]}'s")
+                raise DataError(f"{e.where}.user: the same text as {users[e.user]}'s")
             users[e.user] = e.where
     return GraphSet(tuple(str(p) for p in paths), tuple(projects))
 
@@ -536,7 +534,7 @@ __all__ = [
     "Project",
     "ScriptedEdge",
     "Session",
-    "SetError",
+    "DataError",
     "load",
     "load_file",
     "parse_time",

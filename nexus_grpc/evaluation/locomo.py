@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nexus_grpc.evaluation.eval_errors import DataError
+
 NO_REPLY = "(no reply)"
 # Evidence is usually "D3:12"; a few items pack several ids into one string.
 _DIALOGUE_ID = re.compile(r"D\d+:\d+")
@@ -55,10 +57,6 @@ class Conversation:
 
     def episodes(self) -> list[EpisodeText]:
         return [e for s in self.sessions for e in s.episodes]
-
-
-class DataError(ValueError):
-    """A file that is not a conversation in the expected format."""
 
 
 def load(path: str | Path) -> Conversation:

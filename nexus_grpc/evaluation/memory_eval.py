@@ -52,6 +52,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client.connection import bearer_metadata, open_channel
 from nexus_grpc.evaluation import llm_cost
+from nexus_grpc.evaluation.eval_errors import DataError, EvalError
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -67,14 +68,6 @@ FORMATIONS = {
     "USER_AND_PROJECT": memory_pb2.MEMORY_FORMATION_USER_AND_PROJECT,
 }
 Metadata = tuple[tuple[str, str], ...]
-
-
-class DataError(ValueError):
-    """The set file is not what docs/memory-eval.md describes."""
-
-
-class EvalError(Exception):
-    """The evaluation could not run."""
 
 
 def words(text: str) -> list[str]:
@@ -464,7 +457,7 @@ def main(args: argparse.Namespace) -> int:
                 timeout=args.episode_timeout,
             )
         )
-    except (DataError, EvalError) as exc:
+    except (EvalError, DataError) as exc:
         print(f"eval memories: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2) if args.json else format_report(report))

@@ -1,7 +1,7 @@
 """``nexus-grpc eval recall``: how often search finds the evidence.
 
 Stores each conversation through the public gRPC API (the construction in
-``conversations.py``), waits until every episode is indexed, then asks every
+``locomo.py``), waits until every episode is indexed, then asks every
 question with ``SearchEpisodes(project_id, question, mode, limit)`` one at a
 time and scores where the first evidence episode lands. Latencies are client
 wall-clock per search at concurrency 1, so p50/p99 include the RPC.
@@ -27,7 +27,8 @@ import grpc
 import grpc.aio
 
 from nexus_grpc.client.connection import bearer_metadata, open_channel
-from nexus_grpc.evaluation.locomo import NO_REPLY, Conversation, DataError, load_all
+from nexus_grpc.evaluation.eval_errors import DataError, EvalError
+from nexus_grpc.evaluation.locomo import NO_REPLY, Conversation, load_all
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
 
@@ -61,10 +62,6 @@ CONSTRUCTIONS = ("readme", "timed", "photos")
 #: What "--construction both" stores: the README's and the timed one.
 BOTH = ("readme", "timed")
 TURN_SECONDS = 30
-
-
-class EvalError(Exception):
-    """The evaluation could not run (server unreachable, a write refused...)."""
 
 
 @dataclass

@@ -14,9 +14,11 @@ nexus_grpc.integrations`` needs none of them):
 
 They are thin: every call is the typed client's (``nexus_grpc.client``: its
 retries, deadlines, TLS and API key), and they add no rule of their own. The
-parts they share: ``connection`` (the client, the project by name, the
-synchronous bridge), ``errors`` (refusals as the exceptions Python code
-expects), ``exchanges`` (chat messages as episodes) and ``hits`` (search hits
-as text with their score, sources and ids). How to use them:
+parts they share: ``adapter_client`` (the client, the project by name, the
+synchronous bridge), ``conventional_errors`` (refusals as the exceptions
+Python code expects), ``exchanges`` (chat messages as episodes, alike in both chat
+adapters) and ``search_results`` (search hits as text with their score,
+sources and ids); ``namespace_owners`` is LangGraph's alone (whose memories a
+namespace names). How to use them:
 docs/integrations.md.
 """

@@ -27,22 +27,18 @@ from typing import Any, TypeVar
 
 from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.client.name_lookup import find_or_create_project
-from nexus_grpc.integrations.errors import conventional
+from nexus_grpc.control_chars import CONTROL_CHARS
+from nexus_grpc.integrations.conventional_errors import conventional
 
-__all__ = ["Connection", "check_label", "one_line"]
+__all__ = ["MAX_METADATA_BYTES", "AdapterClient", "check_label", "one_line"]
 
 T = TypeVar("T")
 
 MAX_LABEL_CHARS = 200
-# As the server refuses them in names and ids (domain/validation.py): checked
-# before a call, so a bad name fails where it is given, before anything runs.
-_CONTROL = frozenset(
-    [chr(c) for c in range(0x20)]
-    + [chr(c) for c in range(0x7F, 0xA0)]
-    + ["\u061c", "\u200e", "\u200f", "\u2028", "\u2029"]
-    + [chr(c) for c in range(0x202A, 0x202F)]
-    + [chr(c) for c in range(0x2066, 0x206A)]
-)
+#: The most bytes a record's metadata takes as JSON (the server's limit,
+#: domain/validation.py): what a LangGraph item and an episode's messages
+#: outside its exchange must fit in.
+MAX_METADATA_BYTES = 64_000
 
 
 def check_label(what: str, value: object, *, required: bool = True) -> str:
@@ -53,7 +49,7 @@ def check_label(what: str, value: object, *, required: bool = True) -> str:
         raise ValueError(f"{what} must not be blank")
     if len(value) > MAX_LABEL_CHARS:
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_LABEL_CHARS}")
-    if any(c in _CONTROL for c in value):
+    if CONTROL_CHARS.search(value):
         raise ValueError(f"{what} must not contain control characters: {value!r}")
     if value != value.strip():
         raise ValueError(f"{what} must not start or end with whitespace: {value!r}")
@@ -63,7 +59,7 @@ def check_label(what: str, value: object, *, required: bool = True) -> str:
 def one_line(text: str) -> str:
     """``text`` as a one-line label the server takes (a memory's title):
     control characters and runs of whitespace become single spaces."""
-    return " ".join("".join(" " if c in _CONTROL else c for c in text).split())
+    return " ".join(CONTROL_CHARS.sub(" ", text).split())
 
 
 class _Bridge:
@@ -158,10 +154,10 @@ def _shared_for(client: NexusClient) -> _Shared:
         return shared
 
 
-class Connection:
+class AdapterClient:
     """What an adapter calls through: ``await conn.call(fn)`` on the caller's
     loop, ``conn.run(fn)`` from synchronous code; ``fn`` gets a client. A
-    refusal comes out as ``errors.conventional`` makes it.
+    refusal comes out as ``conventional_errors.conventional`` makes it.
 
     Given ``client=``, async calls use it (or, on a loop other than the one
     its channel belongs to, a copy for that loop) and synchronous ones a copy

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from google.protobuf import json_format
+
 from nexus_grpc.client import NexusClient, NexusNotFound
 from nexus_grpc.client.name_lookup import find_or_create_session, session_external_id
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label
 from nexus_grpc.integrations.exchanges import Exchange, Said, said_in
 
 __all__ = ["ConversationSession"]
@@ -28,7 +30,7 @@ _MAX_NAME_CHARS = 200
 
 class ConversationSession:
     def __init__(
-        self, conn: Connection, name: str, *, user_id: str, agent_id: str, source: str
+        self, conn: AdapterClient, name: str, *, user_id: str, agent_id: str, source: str
     ) -> None:
         self.conn = conn
         self.name = check_label("session_id", name)
@@ -88,7 +90,13 @@ class ConversationSession:
             if not token:
                 break
         # ListEpisodes pages newest first; a chat history reads oldest first.
-        return [said for e in reversed(episodes) for said in said_in(e.user_message, e.ai_response)]
+        return [
+            said
+            for e in reversed(episodes)
+            for said in said_in(
+                e.user_message, e.ai_response, json_format.MessageToDict(e.metadata)
+            )
+        ]
 
     async def write(self, client: NexusClient, exchanges: Sequence[Exchange]) -> None:
         """Each exchange as an episode of the session (opened if need be)."""
@@ -97,7 +105,10 @@ class ConversationSession:
         session = await self.open(client)
         for exchange in exchanges:
             await client.create_episode(
-                session_id=session.id, user_message=exchange.user, ai_response=exchange.assistant
+                session_id=session.id,
+                user_message=exchange.user,
+                ai_response=exchange.assistant,
+                metadata=exchange.metadata() or None,
             )
 
     async def delete(self, client: NexusClient) -> None:

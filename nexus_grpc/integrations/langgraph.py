@@ -10,13 +10,31 @@ in the API key's tenant or created on first use)::
     store.put(("memories", user_id), "food", {"likes": "ramen"})
     store.search(("memories", user_id), query="what does the user eat?")
 
-**Namespaces.** The label at ``user_position`` (default 1, as in
-``("memories", user_id)``) names the user: an item whose namespace reaches
-that far is a USER memory of that user, never shown to another; a shorter
-namespace (``("docs",)``) holds PROJECT memories, shared by the project.
-``user_position=None`` makes every item a PROJECT memory. A search or a
-listing whose prefix names no user sees only PROJECT items: nexus answers a
-user's memories only to a call that names the user.
+**Namespaces.** A namespace's user owns its items: they are USER memories
+of that user, never shown to another; an item of no user is a PROJECT
+memory, shared by the project. Which label names the user is
+``user_position``:
+
+- ``"auto"`` (the default) takes LangGraph's two common layouts as they
+  are: in a two-label namespace with ``"memories"`` on one side, the other
+  label is the user (``("memories", user_id)`` and ``(user_id,
+  "memories")`` alike); a one-label namespace (``("docs",)``) is the
+  project's. Any other namespace (two labels neither or both of which are
+  ``"memories"``, three or more labels) is refused with
+  ``InvalidNamespaceError`` naming the setting, never guessed.
+- an index (``0``, ``1``...): the label there names the user; a namespace
+  too short to reach it is the project's.
+- ``None``: every item is the project's.
+
+**Reading without a user.** A search or a listing whose prefix names no user
+(``("memories",)``, ``()``, ``"*"`` where the user goes, a ``suffix``)
+reads the project's items and those of every user the API key may act for
+that holds memories in the project (``GetProjectStats.users``): every user
+for a ``"*"`` key, an admin key or a server without auth, the key's own
+users otherwise, as LangGraph's own stores list every namespace they hold.
+An item is listed only where ``get`` finds it (its namespace names the user
+it is stored under). Past the 100 users ``GetProjectStats`` names, such a
+read is refused (``ValueError``) rather than answered in part.
 
 **Items.** An item is a LONGTERM memory of the store's ``agent_id`` (default
 empty). Its ``metadata["langgraph"]`` holds the namespace, the key and the
@@ -25,33 +43,43 @@ same value out; anything ``json.dumps`` cannot write, or NaN, is refused).
 Its ``content`` is the text the item is found by: the value's fields named
 by ``index`` (LangGraph's paths: ``"text"``, ``"a.b"``, ``"items[*].name"``;
 ``None``: the store's ``index_fields``, default the whole value as JSON);
-its ``title`` that text's first line. So the memories a graph stores are
-memories like any other: ``SelectMemories``, the MCP tools and the console
-see them. ``created_at``/``updated_at`` are the memory's create/update
-times. A key is found through a memory ``request_id`` derived from the
-project, owner, namespace and key, so two writers putting a new key at
-once make one memory.
+its ``title`` that text's first line. ``index=False`` indexes nothing of the
+value: title and content are the key alone, and a query search never
+returns the item (as LangGraph's ``PostgresStore`` leaves it out), while
+``get``, listings and searches without a query do. So the memories a graph
+stores are memories like any other: ``SelectMemories``, the MCP tools and
+the console see them. ``created_at``/``updated_at`` are the memory's
+create/update times. A key is found through a memory ``request_id`` derived
+from the project, owner, namespace and key, so two writers putting a new key
+at once make one memory.
 
-**Search.** With ``query``, nexus's hybrid search (keyword and semantic,
-fused; ``SearchItem.score`` is its 0..1 score) over the owner's memories,
-at most 100 ranked candidates, kept when their namespace starts with the
-prefix and their value passes ``filter``. Without it, the namespace's items,
-newest update first. ``filter`` applies to the stored value as LangGraph's
-own stores apply it: each key's value equal (nested objects and lists
-compared whole), or operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
-``$lte``. ``limit`` is at most 100 for a query search.
+**Search.** With ``query``: when the prefix names the user (or
+``user_position=None``), nexus's hybrid search (keyword and semantic, fused;
+``SearchItem.score`` is its 0..1 score) over that owner's memories; when it
+names none, a semantic search of each owner's (``score`` is the cosine
+similarity, the one score comparable across separate searches), merged
+best first. At most 100 ranked candidates an owner, kept when their
+namespace starts with the prefix and their value passes ``filter``. Without
+``query``, the items under the prefix, newest update first. ``filter``
+applies to the stored value as LangGraph's own stores apply it: each key's
+value equal (nested objects and lists compared whole), or operators
+``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``limit`` is at most
+100 for a query search.
 
-**Bounds.** A listing reads the owner's memories in pages of 1,000, and an
-owner holds at most the server's cap (1,000 memories outside the ARCHIVE
-tier, per project, agent and user): beyond it ``put`` is refused with the
-server's ``FAILED_PRECONDITION`` (a ``RuntimeError``). TTLs are not
-supported (``supports_ttl = False``).
+**Bounds.** An item's namespace, key and value take at most 64,000 bytes as
+JSON (the server's limit on a memory's metadata, ``MAX_ITEM_BYTES``); a
+larger value is refused with ``ValueError`` before any call. A listing reads
+each owner's memories in pages of 1,000, and an owner holds at most the
+server's cap (1,000 memories outside the ARCHIVE tier, per project, agent
+and user): beyond it ``put`` is refused with the server's
+``FAILED_PRECONDITION`` (a ``RuntimeError``). TTLs are not supported
+(``supports_ttl = False``).
 
 **Errors.** A bad namespace is LangGraph's ``InvalidNamespaceError``; a value
-that is not JSON, a key that is not a string, a user label the server would
-refuse are ``ValueError``, raised before any call, so a refused batch writes
-nothing. A refusal by the server keeps its message and status
-(``nexus_grpc.integrations.errors``). A batch runs its operations in order;
+that is not JSON or too large, a key that is not a string, a user label the
+server would refuse are ``ValueError``, raised before any call, so a refused
+batch writes nothing. A refusal by the server keeps its message and status
+(``nexus_grpc.integrations.conventional_errors``). A batch runs its operations in order;
 a server refusal stops it there, after the writes before it.
 """
 
@@ -60,17 +88,22 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import struct_pb2
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.client import NexusAlreadyExists, NexusClient, NexusNotFound
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.adapter_client import Connection, check_label, one_line
+from nexus_grpc.integrations.adapter_client import (
+    MAX_METADATA_BYTES,
+    AdapterClient,
+    check_label,
+    one_line,
+)
 
 try:
     from langgraph.store.base import (
@@ -87,21 +120,35 @@ try:
         SearchOp,
     )
     from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+    from nexus_grpc.integrations.namespace_owners import (
+        AUTO,
+        EVERY,
+        Every,
+        NamespaceOwners,
+        Owner,
+        UserPosition,
+    )
 except ImportError as exc:  # pragma: no cover - exercised by tests/e2e/frameworks' light install
     raise ImportError(
         "nexus_grpc.integrations.langgraph needs LangGraph: pip install 'nexus-grpc[langgraph]'"
     ) from exc
 
-__all__ = ["NexusStore"]
+__all__ = ["AUTO", "MAX_ITEM_BYTES", "NexusStore"]
 
 #: The metadata key under which an item's namespace, key and value live.
 META = "langgraph"
+#: The most bytes an item's namespace, key and value take as JSON.
+MAX_ITEM_BYTES = MAX_METADATA_BYTES
 _PAGE = 1000
 _MAX_QUERY_HITS = 100
 _MAX_TITLE_CHARS = 500
 _MAX_CONTENT_CHARS = 100_000
+# The owners one read that names no user reads at once.
+_OWNERS_AT_ONCE = 8
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 Namespace = tuple[str, ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -112,6 +159,7 @@ class _Stored:
     value: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    indexed: bool = True
 
     def item(self) -> Item:
         return Item(
@@ -146,9 +194,10 @@ def _decode(memory: memory_pb2.Memory) -> _Stored | None:
         return None
     if not isinstance(value, dict):
         return None
+    indexed = "index" not in fields or fields["index"].bool_value
     created = _when(memory.create_time)
     updated = _when(memory.update_time) if memory.HasField("update_time") else created
-    return _Stored(memory.id, namespace, key, value, created, updated)
+    return _Stored(memory.id, namespace, key, value, created, updated, indexed)
 
 
 def _json(value: Mapping[str, Any]) -> str:
@@ -156,6 +205,26 @@ def _json(value: Mapping[str, Any]) -> str:
         return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"a store value must be JSON (an object of JSON values): {exc}") from None
+
+
+def _entry(namespace: Namespace, key: str, value: Mapping[str, Any], index: Any) -> dict[str, Any]:
+    """What ``metadata["langgraph"]`` holds for an item."""
+    entry: dict[str, Any] = {"namespace": list(namespace), "key": key, "value": _json(value)}
+    if index is False:
+        entry["index"] = False
+    return entry
+
+
+def _check_size(op: PutOp) -> None:
+    assert op.value is not None
+    # Measured as the server measures a memory's metadata (json.dumps, ASCII).
+    size = len(json.dumps({META: _entry(op.namespace, op.key, op.value, op.index)}))
+    if size > MAX_ITEM_BYTES:
+        raise ValueError(
+            f"the value put at {op.namespace} key {op.key!r} is too large: NexusStore keeps an"
+            f" item's namespace, key and value in one nexus memory's metadata, at most"
+            f" {MAX_ITEM_BYTES:,} bytes as JSON, and this item takes {size:,}"
+        )
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -217,11 +286,24 @@ def _namespace_matches(namespace: Namespace, condition: MatchCondition) -> bool:
     return all(p == "*" or n == p for n, p in pairs)
 
 
+async def _per_owner(
+    owners: Sequence[Owner], read: Callable[[Owner], Awaitable[list[T]]]
+) -> list[T]:
+    """``read(owner)`` for each owner, at most _OWNERS_AT_ONCE at a time, joined in order."""
+    gate = asyncio.Semaphore(_OWNERS_AT_ONCE)
+
+    async def one(owner: Owner) -> list[T]:
+        async with gate:
+            return await read(owner)
+
+    return [found for page in await asyncio.gather(*map(one, owners)) for found in page]
+
+
 class NexusStore(BaseStore):
     """A LangGraph ``BaseStore`` on the memories of one nexus project; see the module."""
 
     supports_ttl = False
-    __slots__ = ("_conn", "_ids", "agent_id", "index_fields", "user_position")
+    __slots__ = ("_conn", "_ids", "_layout", "agent_id", "index_fields")
 
     def __init__(
         self,
@@ -231,25 +313,19 @@ class NexusStore(BaseStore):
         api_key: str | None = None,
         client_options: Mapping[str, Any] | None = None,
         project: str,
-        user_position: int | None = 1,
+        user_position: UserPosition = AUTO,
         agent_id: str = "",
         index_fields: Sequence[str] | None = None,
     ) -> None:
         """``client`` (a ``NexusClient``), or ``target`` with ``api_key`` and
         ``client_options`` (``NexusClient``'s other keywords: TLS files,
         ``timeout``, ``retry``...); ``project`` by name. ``user_position`` is
-        the namespace label that names the user (None: none does);
+        the namespace label that names the user (``"auto"``: the label beside
+        ``"memories"`` in a two-label namespace; None: none does);
         ``agent_id`` the owner agent of every item; ``index_fields`` the
         value's paths an item is found by, unless its ``put`` names others."""
-        if user_position is not None and (
-            isinstance(user_position, bool)
-            or not isinstance(user_position, int)
-            or user_position < 0
-        ):
-            raise ValueError(
-                f"user_position must be a label index (0 or more) or None, got {user_position!r}"
-            )
-        self._conn = Connection(
+        self._layout = NamespaceOwners(user_position)
+        self._conn = AdapterClient(
             client=client,
             target=target,
             api_key=api_key,
@@ -257,7 +333,6 @@ class NexusStore(BaseStore):
             project=project,
             made_by="nexus-grpc's LangGraph store",
         )
-        self.user_position = user_position
         self.agent_id = check_label("agent_id", agent_id, required=False)
         self.index_fields = list(index_fields) if index_fields is not None else None
         for path in self.index_fields or ():
@@ -314,6 +389,7 @@ class NexusStore(BaseStore):
                     if op.index not in (None, False):
                         for path in op.index or ():
                             tokenize_path(path)
+                    _check_size(op)
                 if op.ttl is not None:
                     raise NotImplementedError("NexusStore does not support TTLs")
             elif isinstance(op, GetOp):
@@ -353,8 +429,8 @@ class NexusStore(BaseStore):
                 raise InvalidNamespaceError(f"namespace labels must not be empty: {namespace}")
             if "." in label:
                 raise InvalidNamespaceError(f"namespace labels must not contain '.': {namespace}")
-        user = self._user_of(namespace)
-        if user is not None:
+        user = self._layout.reached_by(namespace) if prefix else self._layout.of(namespace)
+        if isinstance(user, str):
             try:
                 check_label("the namespace's user label", user)
             except ValueError as exc:
@@ -362,14 +438,12 @@ class NexusStore(BaseStore):
 
     # --- the mapping -------------------------------------------------------------------
 
-    def _user_of(self, namespace: Sequence[str]) -> str | None:
-        """The user a namespace (or a prefix) names; None: the project's items."""
-        at = self.user_position
-        if at is None or len(namespace) <= at or namespace[at] == "*":
-            return None
-        return namespace[at]
+    @property
+    def user_position(self) -> UserPosition:
+        """The namespace label that names the user (``namespace_owners``)."""
+        return self._layout.user_position
 
-    def _scope(self, project_id: int, user: str | None) -> memory_pb2.MemoryScope:
+    def _scope(self, project_id: int, user: Owner) -> memory_pb2.MemoryScope:
         return memory_pb2.MemoryScope(
             project_id=project_id,
             user_id=user or "",
@@ -378,32 +452,31 @@ class NexusStore(BaseStore):
         )
 
     @staticmethod
-    def _kind(user: str | None) -> memory_pb2.MemoryKind.ValueType:
+    def _kind(user: Owner) -> memory_pb2.MemoryKind.ValueType:
         return memory_pb2.MEMORY_KIND_USER if user else memory_pb2.MEMORY_KIND_PROJECT
 
-    def _request_id(self, project_id: int, user: str | None, namespace: Namespace, key: str) -> str:
+    def _request_id(self, project_id: int, user: Owner, namespace: Namespace, key: str) -> str:
         where = json.dumps([project_id, user or "", self.agent_id, list(namespace), key])
         return "langgraph-" + hashlib.sha256(where.encode()).hexdigest()[:40]
 
     def _text(self, value: Mapping[str, Any], index: Any) -> str:
-        if index is False:
-            paths: Sequence[str] = ["$"]
-        elif index is not None:
-            paths = index
-        else:
-            paths = self.index_fields or ["$"]
+        paths = index if index is not None else (self.index_fields or ["$"])
         texts = [t for path in paths for t in get_text_at_path(value, path) if t.strip()]
         text = "\n".join(texts) or json.dumps(dict(value), ensure_ascii=False, sort_keys=True)
         return text[:_MAX_CONTENT_CHARS]
 
     def _memory(self, project_id: int, op: PutOp, value: Mapping[str, Any]) -> memory_pb2.Memory:
-        user = self._user_of(op.namespace)
-        content = self._text(value, op.index)
-        title = one_line(content)[:_MAX_TITLE_CHARS].strip() or one_line(op.key)[:_MAX_TITLE_CHARS]
+        user = self._layout.of(op.namespace)
+        key_line = one_line(op.key)[:_MAX_TITLE_CHARS].strip()
+        if op.index is False:
+            # Nothing of the value is indexed: the memory reads as its key.
+            content = op.key[:_MAX_CONTENT_CHARS].strip() or "item"
+            title = key_line
+        else:
+            content = self._text(value, op.index)
+            title = one_line(content)[:_MAX_TITLE_CHARS].strip() or key_line
         metadata = struct_pb2.Struct()
-        metadata.update(
-            {META: {"namespace": list(op.namespace), "key": op.key, "value": _json(value)}}
-        )
+        metadata.update({META: _entry(op.namespace, op.key, value, op.index)})
         return memory_pb2.Memory(
             kind=self._kind(user),
             title=title or "item",
@@ -446,32 +519,58 @@ class NexusStore(BaseStore):
         await drain()
         return results
 
-    async def _listing(
-        self, client: NexusClient, project_id: int, user: str | None
-    ) -> list[_Stored]:
+    async def _owners(
+        self, client: NexusClient, project_id: int, reach: Owner | Every
+    ) -> list[Owner]:
+        """The owners a read reaches: one, or (EVERY) the project and each user
+        the key may act for that holds memories in the project."""
+        if not isinstance(reach, Every):
+            return [reach]
+        if self.user_position is None:
+            return [None]  # no item of this store is a user's
+        stats = await client.get_project_stats(
+            project_id=project_id, read_mask=FieldMask(paths=["users", "user_count"])
+        )
+        if stats.user_count > len(stats.users):
+            raise ValueError(
+                f"project {self._conn.project!r} has {stats.user_count} users with memories;"
+                f" a NexusStore search or listing that names no user reads at most the"
+                f" {len(stats.users)} GetProjectStats names: name the user in the namespace"
+                " prefix"
+            )
+        return [None, *(u.user_id for u in stats.users)]
+
+    async def _listing(self, client: NexusClient, project_id: int, owner: Owner) -> list[_Stored]:
         """Every item of one owner (the project's, or a user's), page by page."""
         items: list[_Stored] = []
         token = ""
         while True:
             page = await client.list_memories(
-                scope=self._scope(project_id, user),
-                kind=self._kind(user),
+                scope=self._scope(project_id, owner),
+                kind=self._kind(owner),
                 page_size=_PAGE,
                 page_token=token,
             )
             for memory in page.memories:
                 stored = _decode(memory)
-                if stored is not None:
+                # Only where get finds it: stored under the owner its namespace names.
+                if stored is not None and self._layout.placed(stored.namespace) == owner:
                     items.append(stored)
                     self._ids[(stored.namespace, stored.key)] = stored.memory_id
             token = page.next_page_token
             if not token:
                 return items
 
+    async def _listings(
+        self, client: NexusClient, project_id: int, reach: Owner | Every
+    ) -> list[_Stored]:
+        owners = await self._owners(client, project_id, reach)
+        return await _per_owner(owners, lambda owner: self._listing(client, project_id, owner))
+
     async def _find(
         self, client: NexusClient, project_id: int, namespace: Namespace, key: str
     ) -> _Stored | None:
-        user = self._user_of(namespace)
+        user = self._layout.of(namespace)
         known = self._ids.get((namespace, key))
         if known:
             try:
@@ -492,7 +591,7 @@ class NexusStore(BaseStore):
         return stored.item() if stored is not None else None
 
     async def _put(self, client: NexusClient, project_id: int, op: PutOp) -> None:
-        user = self._user_of(op.namespace)
+        user = self._layout.of(op.namespace)
         if op.value is None:
             stored = await self._find(client, project_id, op.namespace, op.key)
             if stored is not None:
@@ -527,7 +626,7 @@ class NexusStore(BaseStore):
         client: NexusClient,
         memory_id: int,
         memory: memory_pb2.Memory,
-        user: str | None,
+        user: Owner,
         op: PutOp,
     ) -> bool:
         """Writes ``memory`` over ``memory_id``; False when that id is gone."""
@@ -552,22 +651,47 @@ class NexusStore(BaseStore):
             return False
         return all(_matches(stored.value.get(k), v) for k, v in (op.filter or {}).items())
 
+    async def _ranked(
+        self,
+        client: NexusClient,
+        project_id: int,
+        owner: Owner,
+        op: SearchOp,
+        mode: memory_pb2.SearchMode.ValueType,
+    ) -> list[tuple[float, _Stored]]:
+        """One owner's items a query finds, with their scores, best first."""
+        assert op.query
+        found: list[tuple[float, _Stored]] = []
+        async for hit in client.search_memories(
+            query=op.query, scope=self._scope(project_id, owner), limit=_MAX_QUERY_HITS, mode=mode
+        ):
+            stored = _decode(hit.memory)
+            if stored is None or hit.memory.kind != self._kind(owner) or not stored.indexed:
+                continue
+            if self._layout.placed(stored.namespace) == owner and self._selected(stored, op):
+                found.append((hit.score, stored))
+        return found
+
     async def _search(self, client: NexusClient, project_id: int, op: SearchOp) -> list[SearchItem]:
-        user = self._user_of(op.namespace_prefix)
+        reach = self._layout.reached_by(op.namespace_prefix)
         if op.query:
-            kept: list[SearchItem] = []
-            async for hit in client.search_memories(
-                query=op.query,
-                scope=self._scope(project_id, user),
-                limit=_MAX_QUERY_HITS,
-            ):
-                stored = _decode(hit.memory)
-                if stored is None or hit.memory.kind != self._kind(user):
-                    continue
-                if self._selected(stored, op):
-                    kept.append(stored.search_item(hit.score))
-            return kept[op.offset : op.offset + op.limit]
-        items = [s for s in await self._listing(client, project_id, user) if self._selected(s, op)]
+            owners = await self._owners(client, project_id, reach)
+            # One owner: nexus's hybrid ranking. Several: a search of each, whose
+            # scores must compare across searches: cosine similarity does, the
+            # fused score (relative to each search's best) does not.
+            mode = (
+                memory_pb2.SEARCH_MODE_SEMANTIC
+                if isinstance(reach, Every)
+                else memory_pb2.SEARCH_MODE_HYBRID
+            )
+            merged = await _per_owner(
+                owners, lambda owner: self._ranked(client, project_id, owner, op, mode)
+            )
+            merged.sort(key=lambda hit: hit[0], reverse=True)
+            kept = merged[op.offset : op.offset + op.limit]
+            return [stored.search_item(score) for score, stored in kept]
+        listed = await self._listings(client, project_id, reach)
+        items = [s for s in listed if self._selected(s, op)]
         items.sort(key=lambda s: (s.updated_at, s.memory_id), reverse=True)
         return [s.search_item(None) for s in items[op.offset : op.offset + op.limit]]
 
@@ -575,14 +699,16 @@ class NexusStore(BaseStore):
         self, client: NexusClient, project_id: int, op: ListNamespacesOp
     ) -> list[Namespace]:
         conditions = op.match_conditions or ()
-        users = {self._user_of(c.path) for c in conditions if c.match_type == "prefix"} - {None}
-        # A listing names at most one user, through a prefix condition; two
-        # different users in two prefixes match nothing.
-        if len(users) > 1:
+        named = {
+            self._layout.reached_by(c.path) for c in conditions if c.match_type == "prefix"
+        } - {EVERY}
+        # A listing reaches one owner when a prefix names it; two prefixes
+        # naming two different owners match nothing.
+        if len(named) > 1:
             return []
-        user = next(iter(users), None)
+        reach: Owner | Every = next(iter(named)) if named else EVERY
         found: set[Namespace] = set()
-        for stored in await self._listing(client, project_id, user):
+        for stored in await self._listings(client, project_id, reach):
             namespace = stored.namespace
             if all(_namespace_matches(namespace, c) for c in conditions):
                 if op.max_depth is not None:

@@ -13,12 +13,16 @@ for LlamaIndex's ``Memory``
   no LLM answers), at most ``limit``, one per line. The memory's
   ``session_id`` is the selection's thread, so memories already used in
   the conversation rank lower, and usage is recorded.
+  When it selects nothing, ``empty_reason`` is the server's reason (its
+  ``x-nexus-empty-reason``: ``CODE: sentence``), also logged at INFO.
 - Write (``aput``, the messages the memory flushes from its short-term
   history): the exchanges, as episodes of the conversation's nexus session
   (``session_id``, or the memory's; created in the project on first write
   for ``user_id``), so that memory formation turns what the user states
-  into their memories. Tool and system messages, and an answer whose
-  question was flushed before this block existed, are passed over.
+  into their memories. A tool-calling turn is one exchange, its tool calls
+  and results kept in the answer's text; system messages and an answer
+  with no question are kept beside the next exchange: as LangChain's history
+  keeps them (``exchanges``).
 
 ``NexusRetriever(kind="memories", client=..., project=..., user_id=...)`` is
 a retriever over the project's episodes, memories or entities returning
@@ -28,15 +32,16 @@ metadata the hit's score, sources and ids (``nexus_grpc.integrations.search_resu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.integrations import search_results
-from nexus_grpc.integrations.adapter_client import Connection, check_label
+from nexus_grpc.integrations.adapter_client import AdapterClient, check_label
 from nexus_grpc.integrations.chat_sessions import ConversationSession
-from nexus_grpc.integrations.exchanges import Conversation, Role, Said
+from nexus_grpc.integrations.exchanges import Conversation, Role, Said, ToolCall, arguments_text
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -51,13 +56,77 @@ except ImportError as exc:  # pragma: no cover - exercised by tests/e2e/framewor
 
 __all__ = ["NexusMemoryBlock", "NexusRetriever"]
 
+log = logging.getLogger(__name__)
+
 #: The most memories one selection returns (the server's search limit).
 MAX_SELECTED = 100
-_ROLES: dict[MessageRole, Role] = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant"}
+# By the role's value, so that a role one LlamaIndex version lacks costs nothing.
+_ROLES: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "chatbot": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
+# Blocks that are not what was said: a model's reasoning, a cache marker.
+_NOT_SAID = frozenset({"thinking", "cache"})
 
 
-def _text(message: ChatMessage) -> str:
+def _prompt_text(message: ChatMessage) -> str:
     return message.content or ""
+
+
+def _call(given: Any) -> ToolCall:
+    """A tool call as an LLM integration puts it in ``additional_kwargs``: OpenAI's
+    (``function.name``, ``function.arguments``), Anthropic's (``name``, ``input``)
+    or Ollama's, as a dict or an object."""
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    function = get(given, "function")
+    source = function if function is not None else given
+    arguments: Any = next(
+        (a for a in (get(source, k) for k in ("arguments", "input", "args")) if a is not None), {}
+    )
+    return ToolCall(
+        str(get(source, "name") or "tool"), arguments_text(arguments), str(get(given, "id") or "")
+    )
+
+
+def _said(message: ChatMessage) -> Said:
+    role = _ROLES.get(getattr(message.role, "value", str(message.role)), "system")
+    parts: list[str] = []
+    calls: list[ToolCall] = []
+    # By block_type, not class: ToolCallBlock is newer than llama-index-core 0.14.0.
+    blocks: list[Any] = list(message.blocks)
+    for block in blocks:
+        kind = getattr(block, "block_type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "tool_call":
+            calls.append(
+                ToolCall(
+                    block.tool_name, arguments_text(block.tool_kwargs), block.tool_call_id or ""
+                )
+            )
+        elif kind not in _NOT_SAID:
+            parts.append(f"[{kind or type(block).__name__}]")
+    extra = message.additional_kwargs
+    # An integration may give a call both ways: once is enough.
+    given = {c.id for c in calls if c.id}
+    calls += [c for c in map(_call, extra.get("tool_calls") or ()) if not c.id or c.id not in given]
+    return Said(
+        role,
+        "\n".join(parts),
+        tuple(calls),
+        tool=str(extra.get("name") or extra.get("tool_name") or ""),
+        call_id=str(extra.get("tool_call_id") or ""),
+        original=message,
+    )
 
 
 class NexusMemoryBlock(BaseMemoryBlock[str]):
@@ -77,7 +146,8 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
     session_id: str = ""
     limit: int = 10
 
-    _conn: Connection = PrivateAttr()
+    _conn: AdapterClient = PrivateAttr()
+    _empty_reason: str | None = PrivateAttr(default=None)
     _conversations: dict[str, tuple[ConversationSession, Conversation]] = PrivateAttr(
         default_factory=dict
     )
@@ -89,7 +159,7 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
             check_label("session_id", self.session_id)
         if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_SELECTED:
             raise ValueError(f"limit must be from 1 to {MAX_SELECTED}; got {self.limit!r}")
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=self.client,
             target=self.target,
             api_key=self.api_key,
@@ -118,16 +188,29 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
             user_id=self.user_id,
             agent_id=self.agent_id,
         )
-        lines = []
-        async for selected in client.select_memories(
+        stream = client.select_memories(
             prompt=prompt, scope=scope, thread_id=thread, limit=self.limit
-        ):
-            lines.append(f"- {selected.memory.content}")
+        )
+        lines = [f"- {selected.memory.content}" async for selected in stream]
+        self._empty_reason = None if lines else stream.empty_reason
+        if not lines:
+            log.info(
+                "NexusMemoryBlock selected no memory of user %r for the prompt: %s",
+                self.user_id,
+                stream.empty_reason or "the server said no reason",
+            )
         return "\n".join(lines)
+
+    @property
+    def empty_reason(self) -> str | None:
+        """Why the last ``aget`` that asked the server selected nothing, as the
+        server said (``CODE: sentence``); None after one that selected memories,
+        or before any."""
+        return self._empty_reason
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         prompt = next(
-            (_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), ""
+            (_prompt_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), ""
         )
         if not prompt.strip():
             return ""
@@ -137,19 +220,16 @@ class NexusMemoryBlock(BaseMemoryBlock[str]):
     async def _aput(self, messages: list[ChatMessage]) -> None:
         by_session: dict[str, list[Said]] = {}
         for message in messages:
-            role = _ROLES.get(message.role)
-            if role is None:
-                continue  # a tool call or a system prompt: not part of an exchange
             name = str(message.additional_kwargs.get("session_id") or "")
             if not (self.session_id or name):
                 raise ValueError(
                     "NexusMemoryBlock needs a conversation name: set session_id, or use it in"
                     " a Memory (whose session_id it takes)"
                 )
-            by_session.setdefault(name, []).append(Said(role, _text(message)))
+            by_session.setdefault(name, []).append(_said(message))
         for name, said in by_session.items():
             session, conversation = self._conversation(name)
-            exchanges, pending = conversation.plan(said, skip_orphans=True)
+            exchanges, pending = conversation.plan(said)
             await self._conn.call(lambda client: session.write(client, exchanges))  # noqa: B023
             conversation.commit(pending)
 
@@ -183,7 +263,7 @@ class NexusRetriever(BaseRetriever):
         self.user_id = check_label("user_id", user_id, required=False)
         self.agent_id = check_label("agent_id", agent_id, required=False)
         self.include_archived = include_archived
-        self._conn = Connection(
+        self._conn = AdapterClient(
             client=client,
             target=target,
             api_key=api_key,

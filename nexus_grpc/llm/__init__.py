@@ -5,7 +5,7 @@ parsers that turn untrusted model answers into clean values."""
 
 from nexus_grpc.llm.backends import APIS, make_client
 from nexus_grpc.llm.client import LLMClient, OllamaClient, parse_json_object
-from nexus_grpc.llm.errors import (
+from nexus_grpc.llm.llm_errors import (
     LLMBadOutput,
     LLMCutOff,
     LLMError,

@@ -36,7 +36,7 @@ import pydantic
 from nexus_grpc.core import llm_usage
 from nexus_grpc.core.redact import mask_url
 from nexus_grpc.llm import tokens
-from nexus_grpc.llm.errors import (
+from nexus_grpc.llm.llm_errors import (
     LLMBadOutput,
     LLMCutOff,
     LLMError,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.llm.errors import LLMBadOutput
+from nexus_grpc.llm.llm_errors import LLMBadOutput
 from nexus_grpc.llm.sampling import SamplingOptions
 from nexus_grpc.llm.text import to_snake_case
 

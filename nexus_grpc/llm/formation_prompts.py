@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.llm.errors import LLMBadOutput
+from nexus_grpc.llm.llm_errors import LLMBadOutput
 from nexus_grpc.llm.sampling import SamplingOptions
 
 FORMATION_OPTIONS: SamplingOptions = {"temperature": 0.0, "num_predict": 600}

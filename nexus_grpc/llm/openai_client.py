@@ -22,7 +22,7 @@ import httpx
 
 from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm.client import ChatAnswer, LLMClient, Message, StreamDelta, _count, _for
-from nexus_grpc.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
+from nexus_grpc.llm.llm_errors import LLMBadOutput, LLMError, LLMUnavailable, LLMUnreachable
 
 
 class OpenAIHTTPError(DependencyError):

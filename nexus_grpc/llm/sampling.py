@@ -1,6 +1,6 @@
 """Sampling settings shared by the prompt modules and ``LLMClient``.
 
-A ``TypedDict`` (not a plain dict) so ``client.chat_json(..., **EXTRACTION_OPTIONS)``
+A ``TypedDict`` (not a plain dict) so ``LLMClient.chat_json(..., **EXTRACTION_OPTIONS)``
 type-checks: the keys are exactly the keyword arguments of the client methods.
 """
 

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nexus_grpc.llm.errors import LLMBadOutput
+from nexus_grpc.llm.llm_errors import LLMBadOutput
 from nexus_grpc.llm.sampling import SamplingOptions
 
 Category = Literal["necessary", "supporting"]

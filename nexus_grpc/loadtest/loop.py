@@ -18,7 +18,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -33,6 +33,7 @@ __all__ = [
     "OpStats",
     "Pick",
     "Recorder",
+    "Schedule",
     "code_name",
     "drive",
     "median",
@@ -168,11 +169,29 @@ class Recorder:
 
 
 @dataclass
+class Schedule:
+    """How an open loop kept its schedule over the measured window: the
+    arrivals scheduled in it, how many of them a worker started before the
+    window ended, and how late each started call began (seconds after its
+    scheduled time: it waited for a free worker, or for the client's CPU)."""
+
+    scheduled: int = 0
+    started_in_window: int = 0
+    lateness: list[float] = field(default_factory=list)
+
+    def kept(self, share: float) -> bool:
+        """Whether at least ``share`` of the scheduled arrivals started in time."""
+        return self.started_in_window >= share * self.scheduled
+
+
+@dataclass
 class Load:
     """What one ``drive()`` measured: the calls after the warm-up, over ``elapsed`` s."""
 
     recorder: Recorder
     elapsed: float
+    #: The open loop's schedule (None: a closed loop has none).
+    schedule: Schedule | None = None
 
     def stats(self, name: str = "total", streaming: bool = False) -> OpStats:
         """Every op's calls summarised as one."""
@@ -210,50 +229,19 @@ async def drive(
     call is counted by status code and the worker goes on.  ``grace``: seconds past
     the end after which calls still running are cancelled (None: wait for them).
     """
-    warm_rec, rec = Recorder(), Recorder()
     start = time.perf_counter()
-    measure_from = start + warmup
-    end = measure_from + duration
-    interval = 1.0 / rps if rps else 0.0
-    arrivals = itertools.count()
-
-    async def worker(index: int) -> None:
-        rng = random.Random(seed * 100_003 + index)
-        pick = picks(index)
-        while True:
-            if interval:
-                scheduled = start + next(arrivals) * interval
-                if scheduled >= end:
-                    return
-                delay = scheduled - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                began = scheduled
-            else:
-                began = time.perf_counter()
-                if began >= end:
-                    return
-            op, fn = pick(rng)
-            code: str | None = None
-            first: float | None = None
-            try:
-                first = await fn(rng)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                code = code_name(exc)
-            done = time.perf_counter()
-            target_rec = rec if began >= measure_from else warm_rec
-            target_rec.record(op, done - began, code, None if first is None else first - began)
-
-    def live() -> tuple[str, float, Recorder]:
-        now = time.perf_counter()
-        if now < measure_from:
-            return "warmup", now - start, warm_rec
-        return "run", now - measure_from, rec
-
-    reporter = asyncio.create_task(_progress(progress, live)) if progress is not None else None
-    workers = [asyncio.create_task(worker(i)) for i in range(concurrency)]
+    clock = _Clock(start, start + warmup, start + warmup + duration, 1.0 / rps if rps else 0.0)
+    if rps:
+        # Arrival k is due at start + k / rps: those due in [measure_from, end).
+        first_k, end_k = math.ceil(warmup * rps), math.ceil((warmup + duration) * rps)
+        clock.schedule = Schedule(scheduled=max(0, end_k - first_k))
+    reporter = (
+        asyncio.create_task(_progress(progress, clock.live)) if progress is not None else None
+    )
+    workers = [
+        asyncio.create_task(_worker(clock, picks(i), random.Random(seed * 100_003 + i)))
+        for i in range(concurrency)
+    ]
     try:
         _done, pending = await asyncio.wait(
             workers, timeout=None if grace is None else warmup + duration + grace
@@ -268,11 +256,74 @@ async def drive(
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    elapsed = max(time.perf_counter() - measure_from, duration)
+    elapsed = max(time.perf_counter() - clock.measure_from, duration)
     for task in workers:
         if not task.cancelled() and task.exception() is not None:
             raise LoadError(f"worker failed: {task.exception()!r}")
-    return Load(rec, elapsed)
+    return Load(clock.measured, elapsed, clock.schedule)
+
+
+@dataclass
+class _Clock:
+    """When the run's phases begin and end, when each call starts, and which
+    phase's recorder it counts in."""
+
+    start: float
+    measure_from: float
+    end: float
+    #: Seconds between arrivals under an open load (``rps``); 0 for a closed one.
+    interval: float
+    warm: Recorder = field(default_factory=Recorder)
+    measured: Recorder = field(default_factory=Recorder)
+    arrivals: Iterator[int] = field(default_factory=itertools.count)
+    #: An open loop's schedule over the measured window (None: a closed loop has none).
+    schedule: Schedule | None = None
+
+    async def next_start(self) -> float | None:
+        """When the next call begins (an open load waits for its arrival),
+        or None once the run is over."""
+        if self.interval:
+            scheduled = self.start + next(self.arrivals) * self.interval
+            if scheduled >= self.end:
+                return None
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.schedule is not None and scheduled >= self.measure_from:
+                started = time.perf_counter()
+                self.schedule.lateness.append(max(0.0, started - scheduled))
+                if started < self.end:
+                    self.schedule.started_in_window += 1
+            return scheduled
+        began = time.perf_counter()
+        return None if began >= self.end else began
+
+    def recorder(self, began: float) -> Recorder:
+        return self.measured if began >= self.measure_from else self.warm
+
+    def live(self) -> tuple[str, float, Recorder]:
+        now = time.perf_counter()
+        if now < self.measure_from:
+            return "warmup", now - self.start, self.warm
+        return "run", now - self.measure_from, self.measured
+
+
+async def _worker(clock: _Clock, pick: Pick, rng: random.Random) -> None:
+    """One caller: the next call as soon as the last returns (or as it arrives)."""
+    while (began := await clock.next_start()) is not None:
+        op, fn = pick(rng)
+        code: str | None = None
+        first: float | None = None
+        try:
+            first = await fn(rng)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            code = code_name(exc)
+        done = time.perf_counter()
+        clock.recorder(began).record(
+            op, done - began, code, None if first is None else first - began
+        )
 
 
 def _progress_line(phase: str, elapsed: float, count: int, rps: float, errors: int) -> str:

@@ -16,12 +16,12 @@ refused here first, before a session is opened for it.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field
 
+from nexus_grpc.control_chars import CONTROL_CHARS, escape_controls
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.mcp.results import ToolFailure
 
@@ -52,13 +52,6 @@ MAX_SEARCH_LIMIT = 100
 MAX_DEPTH = 3
 #: How far ahead of this clock an exchange's occur_time may be (the server's rule).
 MAX_CLOCK_SKEW = timedelta(minutes=5)
-
-# The server refuses these in ids and titles (they can forge a log line or
-# repaint a terminal): C0 and C1 controls, line and paragraph separators and
-# the bidirectional overrides.
-CONTROL_CHARS = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
 
 TIER_VALUES = {
     "task": memory_pb2.TIER_TASK,
@@ -181,8 +174,7 @@ def session_name(value: str) -> str:
     if found:
         raise bad(
             f"session_id must not contain control characters; found"
-            f" {found.group().encode('unicode_escape').decode('ascii')} at position"
-            f" {found.start()}"
+            f" {escape_controls(found.group())} at position {found.start()}"
         )
     if not value.strip():
         raise bad("session_id must not be blank")

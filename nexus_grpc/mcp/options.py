@@ -7,37 +7,13 @@ the ``[mcp]`` extra is not installed: nothing here imports the SDK.
 from __future__ import annotations
 
 import argparse
-import re
-from dataclasses import dataclass
 
-__all__ = ["HttpAddress", "add_arguments", "parse_http"]
+from nexus_grpc.control_chars import CONTROL_CHARS
+from nexus_grpc.listen_address import parse_listen
+
+__all__ = ["add_arguments"]
 
 MAX_NAME_CHARS = 200
-# As the server refuses them in names and ids (domain/validation.py).
-_CONTROL = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-
-
-@dataclass(frozen=True)
-class HttpAddress:
-    host: str
-    port: int
-
-
-def parse_http(value: str) -> HttpAddress:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (loopback); IPv6 as ``[::1]:PORT``."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        host, port = "", value
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes HOST:PORT or PORT, got {value!r}") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {number}")
-    return HttpAddress(host, number)
 
 
 def _name(what: str, *, required: bool):  # type: ignore[no-untyped-def]
@@ -48,7 +24,7 @@ def _name(what: str, *, required: bool):  # type: ignore[no-untyped-def]
             raise argparse.ArgumentTypeError(
                 f"{what} is {len(value)} characters; the limit is {MAX_NAME_CHARS}"
             )
-        if _CONTROL.search(value):
+        if CONTROL_CHARS.search(value):
             raise argparse.ArgumentTypeError(f"{what} must not contain control characters")
         if value != value.strip():
             raise argparse.ArgumentTypeError(f"{what} must not start or end with whitespace")
@@ -91,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http",
         default=None,
-        type=parse_http,
+        type=parse_listen,
         metavar="HOST:PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT alone:"
         " loopback; port 0: a free one, printed on stderr)",

@@ -24,8 +24,8 @@ from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 from nexus_grpc.client import NexusClient
+from nexus_grpc.listen_address import ListenAddress
 from nexus_grpc.mcp import results
-from nexus_grpc.mcp.options import HttpAddress
 from nexus_grpc.mcp.results import ToolFailure
 from nexus_grpc.mcp.stdio_pipes import pipe_streams
 from nexus_grpc.mcp.tools import MemoryTools, connection_session_id
@@ -132,7 +132,7 @@ async def _serve_stdio(server: MemoryServer) -> None:
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
-async def _serve_http(server: MCPServer, address: HttpAddress) -> None:
+async def _serve_http(server: MCPServer, address: ListenAddress) -> None:
     import uvicorn
 
     if address.host not in LOOPBACK:

@@ -61,14 +61,9 @@ def _timestamp(value: datetime) -> Timestamp:
     return stamp
 
 
-class MemoryTools:
-    """The tools over one client and workspace.
-
-    ``connection_session`` is the agent session of a stdio connection that
-    names none: the process serves one client, so its lifetime is that
-    client's MCP session.  Over HTTP the client's ``Mcp-Session-Id`` plays
-    that part where the protocol version has one.
-    """
+class _ToolPlumbing:
+    """What every tool stands on: the client, the workspace, the agent session
+    a call acts in, its memory scope, and a failure answered as a tool error."""
 
     def __init__(
         self, client: NexusClient, workspace: Workspace, *, connection_session: str = ""
@@ -77,72 +72,6 @@ class MemoryTools:
         self.workspace = workspace
         self.connection_session = connection_session
         self._parameters: dict[str, frozenset[str]] = {}
-
-    # Registration --------------------------------------------------------
-
-    def specs(self) -> list[ToolSpec]:
-        read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-        write = ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        )
-        specs = [
-            ToolSpec("memory_add_fact", self.memory_add_fact, "Remember a fact", write),
-            ToolSpec(
-                "memory_add_experience",
-                self.memory_add_experience,
-                "Remember an experience",
-                write,
-            ),
-            ToolSpec("memory_query", self.memory_query, "Search memories", read),
-            ToolSpec("memory_get_context", self.memory_get_context, "Session context", read),
-            ToolSpec("memory_add_exchange", self.memory_add_exchange, "Record an exchange", write),
-            ToolSpec(
-                "memory_search_conversation",
-                self.memory_search_conversation,
-                "Search the conversation",
-                read,
-            ),
-            # Selection records which memories were used in the thread (the
-            # usage log): not read-only, though it changes no memory.
-            ToolSpec(
-                "memory_select",
-                self.memory_select,
-                "Select memories for a prompt",
-                ToolAnnotations(
-                    read_only_hint=False, destructive_hint=False, open_world_hint=False
-                ),
-            ),
-            ToolSpec(
-                "memory_search_entities", self.memory_search_entities, "Search entities", read
-            ),
-            ToolSpec(
-                "memory_get_neighborhood",
-                self.memory_get_neighborhood,
-                "Read an entity's neighbourhood",
-                read,
-            ),
-            ToolSpec("memory_get_summary", self.memory_get_summary, "Session summary", read),
-            ToolSpec(
-                "memory_forget",
-                self.memory_forget,
-                "Forget a memory",
-                ToolAnnotations(
-                    read_only_hint=False,
-                    destructive_hint=True,
-                    idempotent_hint=False,
-                    open_world_hint=False,
-                ),
-            ),
-        ]
-        for spec in specs:
-            names = inspect.signature(spec.fn).parameters
-            self._parameters[spec.name] = frozenset(n for n in names if n != "ctx")
-        return specs
-
-    # Plumbing --------------------------------------------------------------
 
     def parameters(self, tool: str) -> frozenset[str] | None:
         """The argument names ``tool`` takes; None for a tool that does not exist."""
@@ -221,7 +150,21 @@ class MemoryTools:
             if not token:
                 return out, reason
 
-    # The four named tools --------------------------------------------------------
+    async def _summary_parts(self, session_id: int) -> list[Any]:
+        parts: list[Any] = []
+        token = ""
+        while True:
+            page = await r.checked(
+                self.client.list_summaries(session_id=session_id, page_size=_PAGE, page_token=token)
+            )
+            parts += page.summaries
+            token = page.next_page_token
+            if not token:
+                return parts
+
+
+class _MemoryNoteTools(_ToolPlumbing):
+    """The tools that write, find, select and forget memories."""
 
     async def memory_add_fact(
         self,
@@ -406,7 +349,95 @@ class MemoryTools:
 
         return await self._run(work())
 
-    # The conversation --------------------------------------------------------
+    async def memory_select(
+        self,
+        prompt: a.Prompt,
+        session_id: a.AgentSessionId = None,
+        limit: a.Limit = 10,
+        thread_summary: a.ThreadSummary = "",
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        """Select the memories a prompt needs, ranked (SelectMemories' two passes).
+
+        A fast model picks relevant memories from their titles, then ranks
+        them; each comes with a relevance (0-1), a category (necessary or
+        supporting) and whether this session already used it. Without a
+        model the server ranks by meaning and says so in ``method`` and
+        ``degraded_reason``. Records which memories this session used.
+        """
+
+        async def work() -> dict[str, Any]:
+            a.not_blank("prompt", prompt)
+            name = self._agent_session(ctx, session_id)
+            session = await self.workspace.find_session(name)
+            stream = self.client.select_memories(
+                prompt=prompt,
+                scope=await self._scope(session, archived=False),
+                # The agent session is the thread: what it already used ranks lower.
+                thread_id=session.external_id,
+                thread_summary=thread_summary,
+                limit=limit,
+                timeout=SELECT_TIMEOUT,
+            )
+            selected = await r.checked(stream.collect())
+            answer = {
+                "memories": [
+                    {
+                        **r.memory(s.memory, session_id=session.id),
+                        "relevance": round(s.relevance, 4),
+                        "category": r.category(s.category),
+                        "previously_used": s.previously_used,
+                    }
+                    for s in selected
+                ],
+                "count": len(selected),
+                "more_may_exist": len(selected) >= limit,
+                # Said by the server also when nothing was selected.
+                "method": stream.selection_method or (selected[0].method if selected else ""),
+                "degraded_reason": selected[0].degraded_reason if selected else "",
+                "session_id": name,
+            }
+            return r.with_empty_reason(answer, selected, stream.empty_reason)
+
+        return await self._run(work())
+
+    async def memory_forget(
+        self, memory_id: a.MemoryId, session_id: a.AgentSessionId = None, ctx: Context | None = None
+    ) -> CallToolResult:
+        """Forget a memory this session can see (its id from memory_query).
+
+        It is deleted at once: no search, query or selection returns it again
+        (the server keeps its history for its owner for a while). Another
+        session's task or session memory cannot be forgotten from here.
+        """
+
+        async def work() -> dict[str, Any]:
+            name = self._agent_session(ctx, session_id)
+            session = await self.workspace.find_session(name)
+            project_id = await self.workspace.project_id()
+            options = self.workspace.options
+            memory = await r.checked(
+                self.client.get_memory(id=memory_id, user_id=options.user, session_id=session.id)
+            )
+            in_project = memory.project_id == project_id or (
+                memory.kind == memory_pb2.MEMORY_KIND_USER and memory.project_id == 0
+            )
+            if not in_project or (options.agent and memory.agent_id != options.agent):
+                raise ToolFailure(
+                    "NOT_FOUND",
+                    f"memory {memory_id} is not one this session of project"
+                    f" {self.workspace.project!r} can see",
+                )
+            await r.checked(
+                self.client.delete_memory(id=memory_id, user_id=options.user, session_id=session.id)
+            )
+            return {"forgotten": r.memory(memory, session_id=session.id), "session_id": name}
+
+        return await self._run(work())
+
+
+class _ConversationTools(_ToolPlumbing):
+    """The tools over the conversation itself: its exchanges and its summary."""
 
     async def memory_add_exchange(
         self,
@@ -488,59 +519,28 @@ class MemoryTools:
 
         return await self._run(work())
 
-    # Selection, the graph, summaries, forgetting -------------------------------
-
-    async def memory_select(
-        self,
-        prompt: a.Prompt,
-        session_id: a.AgentSessionId = None,
-        limit: a.Limit = 10,
-        thread_summary: a.ThreadSummary = "",
-        ctx: Context | None = None,
+    async def memory_get_summary(
+        self, session_id: a.AgentSessionId = None, ctx: Context | None = None
     ) -> CallToolResult:
-        """Select the memories a prompt needs, ranked (SelectMemories' two passes).
-
-        A fast model picks relevant memories from their titles, then ranks
-        them; each comes with a relevance (0-1), a category (necessary or
-        supporting) and whether this session already used it. Without a
-        model the server ranks by meaning and says so in ``method`` and
-        ``degraded_reason``. Records which memories this session used.
-        """
+        """Read this session's summary, which the server writes in the background as
+        exchanges accumulate (every part, oldest first: a long session's summary
+        continues in a new part once one is full). Empty until the first is written."""
 
         async def work() -> dict[str, Any]:
-            a.not_blank("prompt", prompt)
             name = self._agent_session(ctx, session_id)
             session = await self.workspace.find_session(name)
-            stream = self.client.select_memories(
-                prompt=prompt,
-                scope=await self._scope(session, archived=False),
-                # The agent session is the thread: what it already used ranks lower.
-                thread_id=session.external_id,
-                thread_summary=thread_summary,
-                limit=limit,
-                timeout=SELECT_TIMEOUT,
-            )
-            selected = await r.checked(stream.collect())
-            answer = {
-                "memories": [
-                    {
-                        **r.memory(s.memory, session_id=session.id),
-                        "relevance": round(s.relevance, 4),
-                        "category": r.category(s.category),
-                        "previously_used": s.previously_used,
-                    }
-                    for s in selected
-                ],
-                "count": len(selected),
-                "more_may_exist": len(selected) >= limit,
-                # Said by the server also when nothing was selected.
-                "method": stream.selection_method or (selected[0].method if selected else ""),
-                "degraded_reason": selected[0].degraded_reason if selected else "",
+            parts = await self._summary_parts(session.id) if session.id else []
+            return {
                 "session_id": name,
+                "parts": [r.summary(p) for p in parts],
+                "count": len(parts),
             }
-            return r.with_empty_reason(answer, selected, stream.empty_reason)
 
         return await self._run(work())
+
+
+class _GraphTools(_ToolPlumbing):
+    """The tools over the knowledge graph: entities and their neighbourhoods."""
 
     async def memory_search_entities(
         self, query: a.QueryText, limit: a.Limit = 10
@@ -595,70 +595,77 @@ class MemoryTools:
 
         return await self._run(work())
 
-    async def _summary_parts(self, session_id: int) -> list[Any]:
-        parts: list[Any] = []
-        token = ""
-        while True:
-            page = await r.checked(
-                self.client.list_summaries(session_id=session_id, page_size=_PAGE, page_token=token)
-            )
-            parts += page.summaries
-            token = page.next_page_token
-            if not token:
-                return parts
 
-    async def memory_get_summary(
-        self, session_id: a.AgentSessionId = None, ctx: Context | None = None
-    ) -> CallToolResult:
-        """Read this session's summary, which the server writes in the background as
-        exchanges accumulate (every part, oldest first: a long session's summary
-        continues in a new part once one is full). Empty until the first is written."""
+class MemoryTools(_MemoryNoteTools, _ConversationTools, _GraphTools):
+    """The tools over one client and workspace.
 
-        async def work() -> dict[str, Any]:
-            name = self._agent_session(ctx, session_id)
-            session = await self.workspace.find_session(name)
-            parts = await self._summary_parts(session.id) if session.id else []
-            return {
-                "session_id": name,
-                "parts": [r.summary(p) for p in parts],
-                "count": len(parts),
-            }
+    ``connection_session`` is the agent session of a stdio connection that
+    names none: the process serves one client, so its lifetime is that
+    client's MCP session.  Over HTTP the client's ``Mcp-Session-Id`` plays
+    that part where the protocol version has one.
+    """
 
-        return await self._run(work())
-
-    async def memory_forget(
-        self, memory_id: a.MemoryId, session_id: a.AgentSessionId = None, ctx: Context | None = None
-    ) -> CallToolResult:
-        """Forget a memory this session can see (its id from memory_query).
-
-        It is deleted at once: no search, query or selection returns it again
-        (the server keeps its history for its owner for a while). Another
-        session's task or session memory cannot be forgotten from here.
-        """
-
-        async def work() -> dict[str, Any]:
-            name = self._agent_session(ctx, session_id)
-            session = await self.workspace.find_session(name)
-            project_id = await self.workspace.project_id()
-            options = self.workspace.options
-            memory = await r.checked(
-                self.client.get_memory(id=memory_id, user_id=options.user, session_id=session.id)
-            )
-            in_project = memory.project_id == project_id or (
-                memory.kind == memory_pb2.MEMORY_KIND_USER and memory.project_id == 0
-            )
-            if not in_project or (options.agent and memory.agent_id != options.agent):
-                raise ToolFailure(
-                    "NOT_FOUND",
-                    f"memory {memory_id} is not one this session of project"
-                    f" {self.workspace.project!r} can see",
-                )
-            await r.checked(
-                self.client.delete_memory(id=memory_id, user_id=options.user, session_id=session.id)
-            )
-            return {"forgotten": r.memory(memory, session_id=session.id), "session_id": name}
-
-        return await self._run(work())
+    def specs(self) -> list[ToolSpec]:
+        read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        write = ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        )
+        specs = [
+            ToolSpec("memory_add_fact", self.memory_add_fact, "Remember a fact", write),
+            ToolSpec(
+                "memory_add_experience",
+                self.memory_add_experience,
+                "Remember an experience",
+                write,
+            ),
+            ToolSpec("memory_query", self.memory_query, "Search memories", read),
+            ToolSpec("memory_get_context", self.memory_get_context, "Session context", read),
+            ToolSpec("memory_add_exchange", self.memory_add_exchange, "Record an exchange", write),
+            ToolSpec(
+                "memory_search_conversation",
+                self.memory_search_conversation,
+                "Search the conversation",
+                read,
+            ),
+            # Selection records which memories were used in the thread (the
+            # usage log): not read-only, though it changes no memory.
+            ToolSpec(
+                "memory_select",
+                self.memory_select,
+                "Select memories for a prompt",
+                ToolAnnotations(
+                    read_only_hint=False, destructive_hint=False, open_world_hint=False
+                ),
+            ),
+            ToolSpec(
+                "memory_search_entities", self.memory_search_entities, "Search entities", read
+            ),
+            ToolSpec(
+                "memory_get_neighborhood",
+                self.memory_get_neighborhood,
+                "Read an entity's neighbourhood",
+                read,
+            ),
+            ToolSpec("memory_get_summary", self.memory_get_summary, "Session summary", read),
+            ToolSpec(
+                "memory_forget",
+                self.memory_forget,
+                "Forget a memory",
+                ToolAnnotations(
+                    read_only_hint=False,
+                    destructive_hint=True,
+                    idempotent_hint=False,
+                    open_world_hint=False,
+                ),
+            ),
+        ]
+        for spec in specs:
+            names = inspect.signature(spec.fn).parameters
+            self._parameters[spec.name] = frozenset(n for n in names if n != "ctx")
+        return specs
 
 
 def connection_session_id() -> str:

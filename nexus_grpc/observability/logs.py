@@ -21,8 +21,8 @@ import time
 from logging.handlers import QueueHandler, QueueListener
 from typing import TextIO
 
+from nexus_grpc.control_chars import escape_controls
 from nexus_grpc.core.redact import scrub
-from nexus_grpc.domain.validation import escape_controls
 from nexus_grpc.rpc.requests import request_id_var
 
 
@@ -109,6 +109,20 @@ class _DroppingQueueHandler(QueueHandler):
             self.dropped += 1
 
 
+class _AtDebug(logging.Filter):
+    """A library's INFO record written as DEBUG: httpx logs a line for every
+    request it sends (each LLM, embedding and rerank call), which is detail
+    for whoever debugs, not news for whoever runs the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(record.levelno)
+
+
+#: Loggers whose INFO records are our DEBUG ones.
+_CHATTY = ("httpx",)
+_AT_DEBUG = _AtDebug()
 _PLAIN = logging.Formatter()
 _listener: QueueListener | None = None
 
@@ -133,6 +147,8 @@ def configure(level: str = "INFO", fmt: str = "text", stream: TextIO | None = No
     root = logging.getLogger()
     root.handlers[:] = [front]
     root.setLevel(level.upper())
+    for name in _CHATTY:
+        logging.getLogger(name).addFilter(_AT_DEBUG)  # once: addFilter keeps one of each
 
 
 @atexit.register

@@ -3,7 +3,7 @@ llama.cpp's llama-server, Hugging Face TEI, Infinity and Jina/Cohere-compatible
 services share (``client``), used within each search's deadline (``reranker``)."""
 
 from nexus_grpc.rerank.client import RerankClient, endpoint_of, scores_from
-from nexus_grpc.rerank.errors import (
+from nexus_grpc.rerank.rerank_errors import (
     RerankBadAnswer,
     RerankError,
     RerankRejected,

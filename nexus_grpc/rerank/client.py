@@ -39,7 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from nexus_grpc.core.redact import mask_url, scrub
-from nexus_grpc.rerank.errors import (
+from nexus_grpc.rerank.rerank_errors import (
     RerankBadAnswer,
     RerankError,
     RerankRejected,

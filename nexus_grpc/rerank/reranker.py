@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from nexus_grpc.rerank.client import RerankClient
-from nexus_grpc.rerank.errors import RerankError, RerankSkipped, RerankTimeout
+from nexus_grpc.rerank.rerank_errors import RerankError, RerankSkipped, RerankTimeout
 from nexus_grpc.runtime import deadlines
 
 #: A cross-encoder's window is 512 tokens for most rerankers (8k for

@@ -2,7 +2,8 @@
 
 A key file maps API keys to principals::
 
-    {"tenants": {"acme": {"llm_tokens_per_day": 2000000}},
+    {"tenants": {"acme": {"llm_tokens_per_day": 2000000,
+                          "llm_tokens_per_day_per_user": 200000}},
      "keys": [
       {"key": "s3cret", "name": "orchestrator", "users": ["alice", "bob"], "admin": false},
       {"key_sha256": "9f86d0...", "name": "ops", "users": "*", "admin": true}
@@ -12,7 +13,8 @@ A key file maps API keys to principals::
 digest.  Only SHA-256 digests are kept in memory, and a presented key is
 compared against every digest with ``hmac.compare_digest``.  The optional
 ``"tenants"`` object sets a tenant's own daily LLM token budget
-(domain/budgets.py; ``--llm-tokens-per-day`` is every other tenant's); a
+(domain/budgets.py; ``--llm-tokens-per-day`` is every other tenant's) and
+the most the work for any one of its users may spend of it a day; a
 mistake in it stops the start, as a mistake in a key does.
 
 ``AuthInterceptor`` runs before the service interceptor and every servicer
@@ -127,22 +129,26 @@ def _digest(key: str) -> bytes:
 
 
 #: What a tenant's entry in the key file's "tenants" object may set.
-TENANT_SETTINGS = ("llm_tokens_per_day",)
+TENANT_SETTINGS = ("llm_tokens_per_day", "llm_tokens_per_day_per_user")
 
 
 class KeyRing:
     """Principals by SHA-256 digest of their API key, and the tenants' own
-    budgets (``tenant_budgets``: LLM tokens per day, by tenant)."""
+    budgets (``tenant_budgets``: LLM tokens per day, by tenant;
+    ``user_budgets``: the most the work for one user may spend a day, by
+    tenant)."""
 
     def __init__(
         self,
         entries: list[tuple[bytes, Principal]],
         tenant_budgets: dict[str, int] | None = None,
+        user_budgets: dict[str, int] | None = None,
     ) -> None:
         if not entries:
             raise KeyFileError("the key file holds no keys; every call would be refused")
         self._entries = entries
         self.tenant_budgets = dict(tenant_budgets or {})
+        self.user_budgets = dict(user_budgets or {})
 
     @classmethod
     def from_file(cls, path: str | Path) -> KeyRing:
@@ -197,17 +203,19 @@ class KeyRing:
                     " with no spaces"
                 )
             entries.append((digest, Principal(name, allowed, admin, tenant, key_id=f"keys[{i}]")))
-        return cls(entries, cls._tenant_budgets(data.get("tenants"), source))
+        budgets = cls._tenant_budgets(data.get("tenants"), source)
+        return cls(entries, budgets["llm_tokens_per_day"], budgets["llm_tokens_per_day_per_user"])
 
     @staticmethod
-    def _tenant_budgets(tenants: Any, source: str) -> dict[str, int]:
-        """The ``"tenants"`` object: each tenant's settings, all checked."""
+    def _tenant_budgets(tenants: Any, source: str) -> dict[str, dict[str, int]]:
+        """The ``"tenants"`` object: each tenant's settings, all checked; by
+        setting, each tenant's value."""
+        budgets: dict[str, dict[str, int]] = {setting: {} for setting in TENANT_SETTINGS}
         if tenants is None:
-            return {}
+            return budgets
         example = '{"tenants": {"NAME": {"llm_tokens_per_day": 1000000}}, "keys": [...]}'
         if not isinstance(tenants, dict):
             raise KeyFileError(f'{source}: "tenants" must be an object, as in {example}')
-        budgets: dict[str, int] = {}
         for name, settings in tenants.items():
             where = f"{source}: tenants[{name!r}]"
             if not _is_token(name):
@@ -224,14 +232,19 @@ class KeyRing:
                     f"{where}: unknown setting {unknown[0]!r}; a tenant may set"
                     f" {', '.join(TENANT_SETTINGS)}"
                 )
-            if "llm_tokens_per_day" in settings:
-                value = settings["llm_tokens_per_day"]
+            for setting, zero in (
+                ("llm_tokens_per_day", "no budget for this tenant"),
+                ("llm_tokens_per_day_per_user", "no limit per user"),
+            ):
+                if setting not in settings:
+                    continue
+                value = settings[setting]
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                     raise KeyFileError(
-                        f"{where}: 'llm_tokens_per_day' must be a whole number of tokens,"
-                        " 0 or more (0: no budget for this tenant)"
+                        f"{where}: {setting!r} must be a whole number of tokens,"
+                        f" 0 or more (0: {zero})"
                     )
-                budgets[name] = value
+                budgets[setting][name] = value
         return budgets
 
     @staticmethod

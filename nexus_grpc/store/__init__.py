@@ -2,8 +2,8 @@
 
 Every statement lives here, in a synchronous function taking a
 ``core.storage.Connection``; ``Database`` (SQLite) and ``PostgresDatabase``
-run those functions on their connections' threads (see db.py and
-postgres.py). Both are a ``core.storage.Database``: the domain never learns
+run those functions on their connections' threads (see sqlite/database.py
+and postgres/database.py). Both are a ``core.storage.Database``: the domain never learns
 which it has.
 """
 

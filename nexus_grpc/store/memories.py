@@ -1,7 +1,7 @@
 """The memories table, its FTS5 index and the usage log.
 
 Every read a viewer makes goes through a scope clause from
-``domain.memory_scope.sql_where``; only the id-addressed reads (get, the
+``store.memory_visibility_sql.sql_where``; only the id-addressed reads (get, the
 owner checks) take no scope, and their callers check ownership.
 """
 
@@ -157,9 +157,14 @@ def texts_of_owner(
     SQLite the one writer already runs them one after the other)."""
     owner = f"memory-owner:{tenant}:{kind}:{project_id}:{agent_id}:{user_id}:{tier}"
     dialect.of(conn).lock_for_transaction(conn, owner)
+    # A PROJECT memory's owner is its project and agent: compared as an
+    # expression, its '' user cannot lead the walk down idx_memories_tenant_user,
+    # which holds every PROJECT memory of the tenant under that '' (without
+    # statistics SQLite takes the index with the most equal columns).
+    user = "user_id || ''" if kind == MemoryKind.PROJECT else "user_id"
     sql = (
         "SELECT id, title, content FROM memories WHERE tenant = ? AND kind = ?"
-        " AND project_id = ? AND agent_id = ? AND user_id = ? AND tier = ?"
+        f" AND project_id = ? AND agent_id = ? AND {user} = ? AND tier = ?"
         " AND (expire_at IS NULL OR expire_at > ?)"
     )
     params: list[Any] = [tenant, kind, project_id, agent_id, user_id, tier, now()]

@@ -1,7 +1,7 @@
-"""The memory visibility rule of ``domain.memory_scope``, as SQL.
+"""The memory visibility rule of ``domain.memory_visibility``, as SQL.
 
 The rule is stated once in the domain's docstring; this is its WHERE
-fragment, kept here with all other SQL. ``domain.memory_scope.visible`` and
+fragment, kept here with all other SQL. ``domain.memory_visibility.visible`` and
 ``vector_filter`` mirror it, and tests check the three agree.
 """
 

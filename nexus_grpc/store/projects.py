@@ -10,8 +10,10 @@ from typing import Any
 from nexus_grpc.core.models import MemoryKind, Project
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
-from nexus_grpc.errors import NotFound
+from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store import jobs
+from nexus_grpc.store.dialect import INTEGRITY_ERRORS
+from nexus_grpc.store.savepoints import savepoint
 from nexus_grpc.store.sql import now
 
 COLUMNS = (
@@ -61,12 +63,41 @@ def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
     return (live, ()) if tenant is None else (f" AND tenant = ?{live}", (tenant,))
 
 
+def named(conn: Connection, name: str, tenant: str) -> int | None:
+    """The id of ``tenant``'s project called ``name`` (names are unique in a
+    tenant: idx_projects_tenant_name); None when it has none."""
+    row = conn.execute(
+        "SELECT id FROM projects WHERE tenant = ? AND name = ?", (tenant, name)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def name_taken(
+    conn: Connection,
+    name: str,
+    tenant: str,
+    what_to_do: str = "a project's name is unique in its tenant, so use that project or"
+    " choose another name",
+) -> AlreadyExists:
+    """ALREADY_EXISTS for a create or rename to ``name``, naming the project
+    of ``tenant`` that holds it (its id, in the message and a ResourceInfo)."""
+    held = named(conn, name, tenant)
+    where = f": project {held}" if held is not None else ""
+    message = f"a project named {name!r} already exists in this tenant{where}; {what_to_do}"
+    details = () if held is None else (ResourceInfo("project", str(held), description=message),)
+    return AlreadyExists(message, details=details)
+
+
 def insert(conn: Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
+    """A new project; ALREADY_EXISTS when ``tenant`` has one of its name (a
+    create that commits first, on another connection, included: the unique
+    index decides, and the loser reads the winner's id)."""
     ts = now()
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
         " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
-        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)"
+        " ON CONFLICT (tenant, name) DO NOTHING RETURNING id",
         (
             *(values.get(c, "") for c in COLUMNS[:6]),
             values.get("retention"),
@@ -77,6 +108,8 @@ def insert(conn: Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TE
             tenant,
         ),
     ).fetchone()
+    if row is None:
+        raise name_taken(conn, values.get("name", ""), tenant)
     project = get(conn, int(row[0]))
     if project.retention is not None:
         jobs.schedule(conn, jobs.RETAIN_PROJECT, project.id, ts)
@@ -138,7 +171,10 @@ def update(
     changes: Mapping[str, Any],
     tenant: str | None = None,
 ) -> Project:
-    get(conn, project_id, tenant)
+    project = get(conn, project_id, tenant)
+    renamed = "name" in changes and changes["name"] != project.name
+    if renamed and named(conn, changes["name"], project.tenant) is not None:
+        raise name_taken(conn, changes["name"], project.tenant)
     if changes:
         # Column names come from COLUMNS (checked by the domain), never from the client.
         assignments = ", ".join(f"{c} = ?" for c in changes if c in COLUMNS)
@@ -147,10 +183,18 @@ def update(
             for c, v in changes.items()
             if c in COLUMNS
         ]
-        conn.execute(
-            f"UPDATE projects SET {assignments}, updated_at = ? WHERE id = ?",
-            (*values, now(), project_id),
-        )
+        try:
+            # A rename that another connection's commit beat to the name fails
+            # alone, and the project holding it is read after.
+            with savepoint(conn, "project_update"):
+                conn.execute(
+                    f"UPDATE projects SET {assignments}, updated_at = ? WHERE id = ?",
+                    (*values, now(), project_id),
+                )
+        except INTEGRITY_ERRORS:
+            if not renamed:
+                raise
+            raise name_taken(conn, changes["name"], project.tenant) from None
         if changes.get("retention") is not None:
             # The sweep runs now and schedules itself from there on.
             jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, now())

@@ -20,7 +20,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import jobs, memory_history
+from nexus_grpc.store import jobs, memory_history, projects
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.summaries import Summary
@@ -34,11 +34,14 @@ def insert_project(
     tenant: str,
     at: float,
 ) -> int:
-    """``values``: the project's columns (store/projects.py's COLUMNS)."""
+    """``values``: the project's columns (store/projects.py's COLUMNS).
+    ALREADY_EXISTS when ``tenant`` has a project of its name: a restore keeps
+    the name, and a name is unique in its tenant."""
     row = conn.execute(
         "INSERT INTO projects (name, description, colour, icon, notes, system_prompt,"
         " retention, single_valued_labels, memory_formation, isolated, created_at, updated_at,"
-        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        " tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)"
+        " ON CONFLICT (tenant, name) DO NOTHING RETURNING id",
         (
             values["name"],
             values["description"],
@@ -54,6 +57,16 @@ def insert_project(
             tenant,
         ),
     ).fetchone()
+    if row is None:
+        raise projects.name_taken(
+            conn,
+            values["name"],
+            tenant,
+            "a restore keeps the project's name, and a name is unique in its tenant: rename"
+            " or delete that project first (UpdateProject, DeleteProject), or import the file"
+            " without --restore, which gives the new project a free name; nothing was"
+            " restored",
+        )
     project_id = int(row[0])
     if values["retention"] is not None:
         jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)

@@ -140,7 +140,13 @@ TABLES: tuple[Table, ...] = (
             # sees the project or its sessions; NULL: live.
             Column("deleting", KEY, null=True),
         ),
-        indexes=(Index("idx_projects_tenant", ("tenant",)),),
+        indexes=(
+            Index("idx_projects_tenant", ("tenant",)),
+            # A name finds one project of its tenant (client/name_lookup.py):
+            # CreateProject and a rename answer ALREADY_EXISTS rather than
+            # make a second one (store/projects.py).
+            Index("idx_projects_tenant_name", ("tenant", "name"), unique=True),
+        ),
     ),
     Table(
         "sessions",
@@ -693,7 +699,9 @@ TABLES: tuple[Table, ...] = (
             Column("seconds", REAL),
             # 1: the server gave no counts, the tokens are an estimate.
             Column("estimated", INT, default=0),
-            # The user the work was done for ('' for none); an erasure blanks it.
+            # The user the work was done for ('' for none: a project overview,
+            # a name's question): a key that may act only for some users reads
+            # only their work's rows, and a user's daily share is summed here.
             Column("user_id", TEXT, default=""),
         ),
         identity=Identity.REUSABLE,
@@ -701,6 +709,12 @@ TABLES: tuple[Table, ...] = (
             Index("idx_llm_calls_tenant", ("tenant", "at", "prompt_tokens", "completion_tokens")),
             Index("idx_llm_calls_project", ("project_id", "at")),
             Index("idx_llm_calls_day", ("at", "tenant", "prompt_tokens", "completion_tokens")),
+            # A user's spend since midnight (their daily share, checked on every
+            # claim of their LLM job), from the index alone; and a user's rows.
+            Index(
+                "idx_llm_calls_user",
+                ("tenant", "user_id", "at", "prompt_tokens", "completion_tokens"),
+            ),
         ),
     ),
 )

@@ -16,11 +16,15 @@ both, at the end.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nexus_grpc.store import schema
 from nexus_grpc.store.schema import Column, Index, Table
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,21 @@ class Sql:
     statement: str
 
 
-Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql
+@dataclass(frozen=True)
+class Rewrite:
+    """Rows rewritten by a rule that SQL cannot spell alike in both databases:
+    ``select`` (SQL both read alike) reads them, ``rule`` answers the
+    parameters of ``update`` (``?`` placeholders, as the store writes them,
+    and no quoted text: every value is a parameter) for each row it changes.
+    Each backend's migrations run it in the change's transaction, in its
+    place among the other operations."""
+
+    select: str
+    rule: Callable[[Sequence[Sequence[Any]]], list[tuple[Any, ...]]]
+    update: str
+
+
+Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql | Rewrite
 
 
 @dataclass(frozen=True)
@@ -169,6 +187,61 @@ JOB_TENANTS = Change(
     ),
 )
 
+
+def suffix_repeated_names(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """``rows``: every project's (id, tenant, name), oldest first. The oldest
+    project of a name keeps it; each later one of its tenant takes the first
+    of "name (2)", "name (3)", ... that no project of the tenant holds (nor
+    held before this rename, so no later project's own name is taken from
+    it). Answers (new name, id) for each project renamed."""
+    held = {(tenant, name) for _, tenant, name in rows}
+    kept: set[tuple[str, str]] = set()
+    renamed: list[tuple[Any, ...]] = []
+    for project_id, tenant, name in rows:
+        if (tenant, name) in kept:
+            n = 2
+            while (tenant, f"{name} ({n})") in held:
+                n += 1
+            new = f"{name} ({n})"
+            held.add((tenant, new))
+            log.warning(
+                "project %d of tenant %r is renamed %r: an older project of its tenant is"
+                " called %r, and a project's name is now unique in its tenant",
+                project_id,
+                tenant,
+                new,
+                name,
+            )
+            renamed.append((new, project_id))
+            name = new
+        kept.add((tenant, name))
+    return renamed
+
+
+UNIQUE_PROJECT_NAMES = Change(
+    "a project's name is unique in its tenant, so a name finds one project"
+    " (usage --project, the framework adapters, MCP): a project whose name an older"
+    " one of its tenant holds is renamed 'name (2)', 'name (3)', ... first",
+    (
+        Rewrite(
+            "SELECT id, tenant, name FROM projects ORDER BY id",
+            suffix_repeated_names,
+            "UPDATE projects SET name = ? WHERE id = ?",
+        ),
+        CreateIndex("idx_projects_tenant_name"),
+    ),
+)
+
+# Usage tells no user about another (docs/usage.md): each LLM call names the
+# user its work was for. Calls an upgrade finds keep '' (for no one user):
+# only keys that may act for every user read them, as they read them before.
+LLM_CALL_USERS = Change(
+    "the LLM's account names the user each call's work was for: a key that may act"
+    " only for some users reads only their work's usage, and a tenant may limit each"
+    " user's daily share",
+    (AddColumn("llm_calls", "user_id"), CreateIndex("idx_llm_calls_user")),
+)
+
 # The changes since: both backends apply these, in this order, after their
 # history.
 CHANGES: tuple[Change, ...] = (
@@ -187,6 +260,8 @@ CHANGES: tuple[Change, ...] = (
         (CreateTable("llm_calls"),),
     ),
     JOB_TENANTS,
+    UNIQUE_PROJECT_NAMES,
+    LLM_CALL_USERS,
     Change(
         "forgetting (docs/privacy.md): erasures and their receipts, the request ids of"
         " erased writes, and a project's deletion as durable work",
@@ -199,8 +274,6 @@ CHANGES: tuple[Change, ...] = (
             CreateIndex("idx_relationships_ended"),
             CreateIndex("idx_memory_history_episode"),
             CreateIndex("idx_entity_distinctions_episode"),
-            # TODO(merge): the usage branch declares this column too; keep one.
-            AddColumn("llm_calls", "user_id"),
         ),
     ),
 )
@@ -230,4 +303,6 @@ def render(
         return [f"DROP INDEX IF EXISTS {op.name}"]
     if isinstance(op, Sql):
         return [op.statement]
+    if isinstance(op, Rewrite):
+        raise TypeError("a Rewrite is run by the migrations, not rendered as DDL")
     raise TypeError(f"unknown schema operation {op!r}")

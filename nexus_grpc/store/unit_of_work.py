@@ -312,10 +312,13 @@ class UsageTable(Table):
 
     insert = bound(usage.insert)
     spent = bound(usage.spent)
+    spent_by_users = bound(usage.spent_by_users)
     stage_buckets = bound(usage.stage_buckets)
     activity_buckets = bound(usage.activity_buckets)
-    job_tenants = bound(usage.job_tenants)
+    job_owners = bound(usage.job_owners)
     defer_tenant_jobs = bound(usage.defer_tenant_jobs)
+    deferred_jobs = bound(usage.deferred_jobs)
+    resume_jobs = bound(usage.resume_jobs)
 
 
 class NoInlineVectors(Table):

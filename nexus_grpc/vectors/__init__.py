@@ -1,7 +1,7 @@
 """Vector indexes: embedded qdrant-edge (default) or a Qdrant server, behind
 one interface (``core.vectors.VectorIndex``). The third, pgvector in the
 system of record's own PostgreSQL, is SQL and lives in the store
-(``store.pg_vector_index``)."""
+(``store.postgres.vector_index``)."""
 
 from __future__ import annotations
 

@@ -53,17 +53,15 @@ from nexus_grpc.core.vectors import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,
-    MatchAny,
-    Range,
     VectorHit,
     VectorIndexLocked,
     VectorPoint,
     check_field_types,
-    split_values,
 )
 from nexus_grpc.runtime import deadlines
 
 from .prewarm import PageCacheWarmer, shard_files
+from .qdrant_filters import Conditions, translate
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -79,37 +77,21 @@ _SCHEMA = {
 }
 
 
+def _bool_match(value: bool) -> qe.MatchValue:
+    # np.bool_, not bool: see the module docstring.
+    return qe.MatchValue(np.bool_(value))  # type: ignore[arg-type]
+
+
+_CONDITIONS = Conditions(
+    filter=lambda must, should, must_not: qe.Filter(must=must, should=should, must_not=must_not),
+    range=lambda key, gte, lte: qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte)),
+    any_of=lambda key, values: qe.FieldCondition(key, match=qe.MatchAny(values)),
+    equals=lambda key, value: qe.FieldCondition(key, match=_bool_match(value)),
+)
+
+
 def to_edge_filter(f: Filter | None) -> qe.Filter | None:
-    if f is None or f.is_empty():
-        return None
-    return _filter(f)
-
-
-def _filter(f: Filter) -> qe.Filter:
-    return qe.Filter(
-        must=[_cond(c) for c in f.must] or None,
-        should=[_cond(c) for c in f.should] or None,
-        must_not=[_cond(c) for c in f.must_not] or None,
-    )
-
-
-def _cond(c: MatchAny | Range | Filter) -> Any:
-    if isinstance(c, Filter):
-        return _filter(c)
-    if isinstance(c, Range):
-        return qe.FieldCondition(c.key, range=qe.RangeFloat(gte=c.gte, lte=c.lte))
-    ints, strs, bools = split_values(c.values)
-    parts: list[Any] = []
-    # One MatchAny per type instead of `should` over single values: 4–21× faster.
-    if ints:
-        parts.append(qe.FieldCondition(c.key, match=qe.MatchAny(ints)))
-    if strs:
-        parts.append(qe.FieldCondition(c.key, match=qe.MatchAny(strs)))
-    for b in bools:  # np.bool_: see the module docstring
-        parts.append(qe.FieldCondition(c.key, match=qe.MatchValue(np.bool_(b))))  # type: ignore[arg-type]
-    if not parts:  # key IN () is false; an empty MatchAny matches nothing
-        return qe.FieldCondition(c.key, match=qe.MatchAny([]))
-    return parts[0] if len(parts) == 1 else qe.Filter(should=parts)
+    return translate(f, _CONDITIONS)
 
 
 def _collection_config(dimension: int) -> qe.EdgeConfig:

@@ -25,16 +25,14 @@ from nexus_grpc.core.vectors import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,
-    MatchAny,
-    Range,
     VectorHit,
     VectorIndexUnavailable,
     VectorPoint,
     check_field_types,
-    split_values,
 )
 from nexus_grpc.errors import DeadlineExceeded
 from nexus_grpc.runtime import deadlines
+from nexus_grpc.vectors.qdrant_filters import Conditions, translate
 
 # Transport-level failures: qdrant-client wraps httpx errors in ResponseHandlingException,
 # but raw httpx/OS errors and (with prefer_grpc) grpc errors can surface too.
@@ -59,37 +57,20 @@ _SCHEMA = {
 _TRANSIENT_HTTP = {408, 429, 500, 502, 503, 504}
 
 
+_CONDITIONS = Conditions(
+    filter=lambda must, should, must_not: models.Filter(
+        must=must, should=should, must_not=must_not
+    ),
+    range=lambda key, gte, lte: models.FieldCondition(
+        key=key, range=models.Range(gte=gte, lte=lte)
+    ),
+    any_of=lambda key, values: models.FieldCondition(key=key, match=models.MatchAny(any=values)),
+    equals=lambda key, value: models.FieldCondition(key=key, match=models.MatchValue(value=value)),
+)
+
+
 def to_qdrant_filter(f: Filter | None) -> models.Filter | None:
-    if f is None or f.is_empty():
-        return None
-    return _filter(f)
-
-
-def _filter(f: Filter) -> models.Filter:
-    return models.Filter(
-        must=[_cond(c) for c in f.must] or None,
-        should=[_cond(c) for c in f.should] or None,
-        must_not=[_cond(c) for c in f.must_not] or None,
-    )
-
-
-def _cond(c: MatchAny | Range | Filter) -> Any:
-    if isinstance(c, Filter):
-        return _filter(c)
-    if isinstance(c, Range):
-        return models.FieldCondition(key=c.key, range=models.Range(gte=c.gte, lte=c.lte))
-    ints, strs, bools = split_values(c.values)
-    parts: list[Any] = []
-    # models.MatchAny takes strict ints or strict strs (no bools, no mixing).
-    if ints:
-        parts.append(models.FieldCondition(key=c.key, match=models.MatchAny(any=ints)))
-    if strs:
-        parts.append(models.FieldCondition(key=c.key, match=models.MatchAny(any=strs)))
-    for b in bools:
-        parts.append(models.FieldCondition(key=c.key, match=models.MatchValue(value=b)))
-    if not parts:  # key IN () is false
-        return models.FieldCondition(key=c.key, match=models.MatchAny(any=[]))
-    return parts[0] if len(parts) == 1 else models.Filter(should=parts)
+    return translate(f, _CONDITIONS)
 
 
 class QdrantVectorIndex:

@@ -15,13 +15,15 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import embedding_state
 from nexus_grpc.domain.vector_collections import EPISODES, CollectionSpec
-from nexus_grpc.embedding import Embedder, EmbedderUnavailable
+from nexus_grpc.embedding import Embedder
+from nexus_grpc.errors import DependencyError
 from nexus_grpc.vectors import (
     CollectionNotFound,
     VectorIndex,
     VectorIndexUnavailable,
     VectorPoint,
 )
+from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.worker import Outcome, Postpone, Retry
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,8 @@ class Indexer:
         except VectorIndexUnavailable as exc:
             self.index_error = str(exc)
             return [Outcome(j, error=Postpone(f"vector index unavailable: {exc}")) for j in batch]
-        except EmbedderUnavailable as exc:
-            return [Outcome(j, error=Postpone(f"embedder unavailable: {exc}")) for j in batch]
+        except DependencyError as exc:  # the embedder
+            return [Outcome(j, error=failure_for(exc, "indexing failed")) for j in batch]
         except Exception as exc:
             log.exception("indexing %d %s failed", len(ids), spec.name)
             return [Outcome(j, error=Retry(f"indexing failed: {exc}")) for j in batch]

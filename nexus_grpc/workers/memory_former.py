@@ -3,7 +3,7 @@ memory operations (domain/formation.py).
 
 An unreachable LLM waits; a garbled answer or a timeout is retried and at
 last dead-lettered, and the episode then shows its formation FAILED with the
-reason (workers/llm_failures.py); a vector index that is down waits too:
+reason (workers/dependency_failures.py); a vector index that is down waits too:
 deciding without the owner's similar memories could add a duplicate.
 """
 
@@ -13,10 +13,8 @@ from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import formation
 from nexus_grpc.domain.formation import MemoryFormationJob
-from nexus_grpc.embedding import EmbedderUnavailable
-from nexus_grpc.errors import Unavailable
-from nexus_grpc.llm import LLMError
-from nexus_grpc.workers.llm_failures import failure_for
+from nexus_grpc.errors import DependencyError, Unavailable
+from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.worker import Outcome, Postpone
 
 
@@ -29,9 +27,9 @@ class MemoryFormer:
         for job in batch:
             try:
                 write = await self.job.run(job.target_id, job.priority)
-            except LLMError as exc:
+            except DependencyError as exc:
                 outcomes.append(Outcome(job, error=failure_for(exc, "memory formation failed")))
-            except (Unavailable, EmbedderUnavailable) as exc:
+            except Unavailable as exc:
                 outcomes.append(Outcome(job, error=Postpone(f"memory formation waits: {exc}")))
             else:
                 outcomes.append(Outcome(job, write=write))

@@ -13,9 +13,8 @@ import logging
 
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.domain.summaries import NothingToSummarize, Summaries
-from nexus_grpc.errors import FailedPrecondition, NotFound
-from nexus_grpc.llm import LLMError
-from nexus_grpc.workers.llm_failures import failure_for
+from nexus_grpc.errors import DependencyError, FailedPrecondition, NotFound
+from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.worker import Outcome, Retry
 
 log = logging.getLogger(__name__)
@@ -33,7 +32,7 @@ class SessionSummarizer:
             summary = await self.summaries.run_session_summary(job.target_id)
         except (NothingToSummarize, NotFound):
             return Outcome(job)  # covered already, or the session is gone
-        except LLMError as exc:
+        except DependencyError as exc:
             return Outcome(job, error=failure_for(exc, "summary failed"))
         except FailedPrecondition as exc:
             return Outcome(job, error=Retry(f"summary failed: {exc}"))

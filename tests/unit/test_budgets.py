@@ -1,23 +1,27 @@
-"""A tenant's daily LLM token budget (domain/budgets.py): the day it counts,
-what is spent against it, and which jobs of a batch it holds back."""
+"""A tenant's daily LLM token budget and its users' share of it
+(domain/budgets.py): the day it counts, what is spent against it, which
+jobs of a batch it holds back, what a key is told of it, and the held work
+a raised budget frees."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from nexus_grpc.core import jobs
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.llm_usage import LLMCall
+from nexus_grpc.core.llm_usage import LLMCall, WorkOwner
 from nexus_grpc.domain import budgets
-from nexus_grpc.domain.budgets import BudgetPolicy, TenantSpend
-from tests.fakes import FakeUnitOfWork
+from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
+from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 DAY = 86_400.0
 NOON = 20_000 * DAY + DAY / 2  # 2024-10-04T12:00:00Z
 
 
-def _spend(uow: FakeUnitOfWork, tenant: str, at: float, tokens: int) -> None:
-    uow.usage.insert([LLMCall("extraction", 0, tenant, tokens, 0, 1.0, "ok", at)])
+def _spend(uow: FakeUnitOfWork, tenant: str, at: float, tokens: int, user: str = "") -> None:
+    uow.usage.insert([LLMCall("extraction", 0, tenant, tokens, 0, 1.0, "ok", at, user_id=user)])
 
 
 def test_the_day_is_the_utc_day_and_resets_at_midnight():
@@ -62,8 +66,8 @@ def test_only_the_jobs_of_a_tenant_past_its_budget_are_held_until_the_next_day()
     _spend(uow, "a", NOON, 1000)
     policy = BudgetPolicy(1000)
     batch = [Job(10 + i, jobs.EXTRACT_EPISODE, e, 0) for i, e in enumerate(episodes)]
-    owners = uow.usage.job_tenants(jobs.EXTRACT_EPISODE, episodes)
-    spends = budgets.spend_of(uow, set(owners.values()), policy, NOON)
+    owners = uow.usage.job_owners(jobs.EXTRACT_EPISODE, episodes)
+    spends = budgets.spend_of(uow, {o.tenant for o in owners.values()}, policy, NOON)
 
     held = budgets.held(jobs.EXTRACT_EPISODE, batch, owners, spends)
 
@@ -90,3 +94,123 @@ def test_a_job_whose_target_is_gone_is_not_held():
         {"a": TenantSpend("a", 10, 1, 0.0)},
     )
     assert held == {}
+
+
+def _episodes_of(uow: FakeUnitOfWork, *users: str) -> list[int]:
+    """One episode in a session of tenant t for each user named."""
+    sessions = {u: uow.sessions.insert(f"s-{u}", "", 0, {}, "t", u) for u in set(users)}
+    return [uow.episodes.insert(sessions[u].id, "hi", "", {}, None).id for u in users]
+
+
+def test_a_user_past_their_share_is_held_and_only_their_work_is_moved():
+    uow = FakeUnitOfWork()
+    episodes = _episodes_of(uow, "alice", "alice", "carol", "")
+    uow.jobs.enqueue(jobs.EXTRACT_EPISODE, episodes, run_after=NOON)
+    _spend(uow, "t", NOON, 100, "alice")
+    _spend(uow, "t", NOON, 99, "carol")
+    _spend(uow, "t", NOON, 5000)  # work for no user: no one's share
+    policy = BudgetPolicy(0, {}, {"t": 100})
+    batch = [Job(10 + i, jobs.EXTRACT_EPISODE, e, 0) for i, e in enumerate(episodes)]
+    owners = uow.usage.job_owners(jobs.EXTRACT_EPISODE, episodes)
+    assert set(owners.values()) == {WorkOwner("t", "alice"), WorkOwner("t", "carol"),
+                                    WorkOwner("t", "")}  # fmt: skip
+    users = budgets.user_spend_of(uow, set(owners.values()), policy, NOON)
+    assert set(users) == {WorkOwner("t", "alice"), WorkOwner("t", "carol")}
+
+    held = budgets.held(jobs.EXTRACT_EPISODE, batch, owners, {}, users)
+
+    assert sorted(held) == [10, 11]  # alice's two; carol's and no one's run
+    assert str(held[10]).startswith(
+        "extraction waits: user 'alice' of tenant 't' has spent their share of the tenant's"
+        " LLM tokens for today (100 of 100 tokens, llm-tokens-per-day-per-user)"
+    )
+    assert held[10].sweep is not None
+    moved = held[10].sweep(uow)
+    assert sorted(j.target_id for j in moved) == episodes[:2]
+    assert {j.target_id for j in uow.jobs.rows if j.run_after > NOON} == set(episodes[:2])
+
+
+def test_the_tenants_budget_comes_before_its_users_share():
+    uow = FakeUnitOfWork()
+    [episode] = _episodes_of(uow, "carol")
+    _spend(uow, "t", NOON, 1000, "alice")
+    policy = BudgetPolicy(0, {"t": 1000}, {"t": 5000})
+    owners = uow.usage.job_owners(jobs.EXTRACT_EPISODE, [episode])
+    spends = budgets.spend_of(uow, ["t"], policy, NOON)
+    users = budgets.user_spend_of(uow, set(owners.values()), policy, NOON)
+    held = budgets.held(jobs.EXTRACT_EPISODE, [Job(1, jobs.EXTRACT_EPISODE, episode, 0)],
+                        owners, spends, users)  # fmt: skip
+    assert "tenant 't' has spent its LLM token budget" in str(held[1])
+
+
+def test_a_key_that_may_act_only_for_some_users_is_told_only_their_spend():
+    uow = FakeUnitOfWork()
+    _spend(uow, "t", NOON, 300, "alice")
+    _spend(uow, "t", NOON, 40, "carol")
+    _spend(uow, "t", NOON, 7)  # an overview: no user's
+    policy = BudgetPolicy(0, {"t": 1000}, {"t": 250})
+    [line] = budgets.spend_of(uow, ["t"], policy, NOON).values()
+    carol = budgets.as_seen(uow, line, frozenset({"carol"}), policy, NOON)
+    assert (carol.shown, carol.spent, carol.per_user) == (40, 347, 250)
+    assert [(u.user_id, u.spent, u.exhausted) for u in carol.users] == [("carol", 40, False)]
+    every = budgets.as_seen(uow, line, None, policy, NOON)
+    assert every.shown == 347
+    assert [(u.user_id, u.spent, u.exhausted) for u in every.users] == [
+        ("alice", 300, True),
+        ("carol", 40, False),
+    ]
+
+
+async def test_the_report_follows_the_callers_users():
+    uow = FakeUnitOfWork()
+    _spend(uow, "t", time.time(), 300, "alice")
+    _spend(uow, "t", time.time(), 40, "carol")
+    found = Budgets(FakeDatabase(uow), BudgetPolicy(1000))
+    token = tenancy.bind(tenancy.Caller("t", frozenset({"carol"})))
+    try:
+        [line] = await found.report("t")
+    finally:
+        tenancy.reset(token)
+    assert (line.tenant, line.shown, line.spent) == ("t", 40, 340)
+    assert [(u.user_id, u.spent) for u in line.users] == [("carol", 40)]
+    # A key that may act for every user is told the tenant's whole spend.
+    token = tenancy.bind(tenancy.Caller("t", None))
+    try:
+        [line] = await found.report("t")
+    finally:
+        tenancy.reset(token)
+    assert (line.shown, line.users) == (340, ())
+
+
+async def test_work_a_budget_held_runs_at_once_when_it_no_longer_holds_it():
+    uow = FakeUnitOfWork()
+    episodes = _episodes_of(uow, "alice", "carol")
+    uow.jobs.enqueue(jobs.EXTRACT_EPISODE, episodes)
+    now = time.time()
+    _spend(uow, "t", now, 500, "alice")
+    reason = TenantSpend("t", 500, 100, budgets.next_day(now), user_id="alice").reason()
+    for j in uow.jobs.rows:
+        j.run_after, j.last_error = budgets.next_day(now), f"extraction waits: {reason}"
+    # One more, waiting for another reason: not a budget's, left alone.
+    uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [1], run_after=now + 60)
+    uow.jobs.rows[-1].last_error = "the model is unreachable"
+    noted: list[int] = []
+    held = Budgets(FakeDatabase(uow), BudgetPolicy(0, {}, {"t": 100}))
+    # Alice's share still spent: hers stays; carol's (under hers) runs.
+    assert await held.resume(jobs.EXTRACT_EPISODE, lambda u, j, e: noted.append(j.target_id)) == 1
+    assert noted == [episodes[1]]
+    due = {
+        j.target_id: j.run_after <= time.time()
+        for j in uow.jobs.rows
+        if j.kind == jobs.EXTRACT_EPISODE
+    }
+    assert due == {episodes[0]: False, episodes[1]: True}
+    # The share raised: hers runs too, and says nothing of a budget any more.
+    raised = Budgets(FakeDatabase(uow), BudgetPolicy(0, {}, {"t": 10_000}))
+    assert await raised.resume(jobs.EXTRACT_EPISODE, None) == 1
+    assert all(
+        j.run_after <= time.time() and j.last_error == ""
+        for j in uow.jobs.rows
+        if j.kind == jobs.EXTRACT_EPISODE
+    )
+    assert await raised.resume(jobs.SUMMARIZE_SESSION, None) == 0

@@ -45,3 +45,58 @@ def test_every_adapter_failure_is_a_dependency_error():
         if name not in CONFIGURATION and not issubclass(cls, DependencyError | NexusError)
     )
     assert rootless == [], f"adapter exceptions outside DependencyError: {rootless}"
+
+
+def test_each_dependency_failure_says_whether_to_retry_or_wait():
+    """What a failure is worth is read off the exception, never from a list
+    of its subclasses: callers catch ``DependencyError`` and ask it."""
+    from nexus_grpc.core.storage import Conflict, StoreError, StoreUnavailable
+    from nexus_grpc.core.vectors import (
+        CollectionNotFound,
+        VectorIndexLocked,
+        VectorIndexUnavailable,
+        VectorTableMissing,
+    )
+    from nexus_grpc.embedding import EmbedderUnavailable
+    from nexus_grpc.llm import (
+        LLMBadOutput,
+        LLMCutOff,
+        LLMInputTooLong,
+        LLMTimedOut,
+        LLMUnavailable,
+        LLMUnreachable,
+    )
+    from nexus_grpc.rerank import RerankTimeout, RerankUnreachable
+
+    waits = {
+        LLMUnreachable,
+        EmbedderUnavailable,
+        VectorIndexUnavailable,
+        CollectionNotFound,
+        StoreUnavailable,
+        RerankUnreachable,
+    }
+    never = {LLMCutOff, LLMInputTooLong, Conflict, VectorIndexLocked, VectorTableMissing}
+    again = {LLMUnavailable, LLMTimedOut, LLMBadOutput, StoreError, RerankTimeout}
+    for cls in waits:
+        assert cls.unreachable and cls.retryable, cls
+    for cls in never:
+        assert not cls.retryable and not cls.unreachable, cls
+    for cls in again:
+        assert cls.retryable and not cls.unreachable, cls
+
+
+def test_a_worker_reads_the_outcome_off_the_failure():
+    from nexus_grpc.embedding import EmbedderUnavailable
+    from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMUnreachable
+    from nexus_grpc.workers.dependency_failures import failure_for
+    from nexus_grpc.workers.worker import GiveUp, Postpone, Retry
+
+    def outcome(exc: DependencyError) -> type:
+        return type(failure_for(exc, "work failed"))
+
+    assert outcome(LLMUnreachable("refused")) is Postpone
+    assert outcome(EmbedderUnavailable("ollama away")) is Postpone
+    assert outcome(LLMCutOff("cut off twice")) is GiveUp
+    assert outcome(LLMBadOutput("not JSON")) is Retry
+    assert str(failure_for(LLMBadOutput("not JSON"), "work failed")) == "work failed: not JSON"

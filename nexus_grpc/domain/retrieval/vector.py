@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
-from nexus_grpc.embedding import EmbedderUnavailable
-from nexus_grpc.errors import Unavailable
-from nexus_grpc.vectors import Cond, Filter, MatchAny, Range, VectorIndexUnavailable
+from nexus_grpc.errors import DependencyError, Unavailable
+from nexus_grpc.vectors import Cond, Filter, MatchAny, Range
 
 FOUND_BY = (SearchSource.SEMANTIC,)
 EPISODES = "episodes"
@@ -40,7 +39,7 @@ class _Vector(Path):
         try:
             vector = await engine.embedder.embed_query(text)
             return await engine.index.search(collection, vector, filter=flt, limit=n)
-        except (EmbedderUnavailable, VectorIndexUnavailable) as exc:
+        except DependencyError as exc:  # the embedder or the index
             raise Unavailable(f"{self.unavailable}: {exc}") from exc
 
 

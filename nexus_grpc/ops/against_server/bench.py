@@ -20,8 +20,16 @@ sessions and episodes are counted, and the background jobs it queued (their
 embeddings; with an LLM, extraction, summaries) are read from
 GetServiceStatus and reported; ``--wait-backlog S`` waits up to S seconds for
 them first (those an LLM that is off would run are reported, not waited for).
-``--cleanup`` deletes the project with its sessions and episodes first;
-without it the project is kept, and the report says so.
+The command deletes the project with its sessions and episodes first
+(its sessions one by one, then the project), also when the run fails or is
+interrupted after making it; ``--keep`` keeps it, and the report names it.
+``run_bench`` keeps it unless given ``cleanup=True``: ``make bench`` measures
+run after run on a server of its own, which it discards whole.
+
+An open loop (``--rps``) that could not start its calls on schedule (every
+worker busy, or the client's own CPU short) says so: the latencies it reports
+then include that wait in the client, and the rate it reached is not the one
+asked for.
 
 Programmatic use: ``await run_bench(target, rpc, concurrency, duration, **opts)``
 returns a ``BenchResult``; ``format_result`` renders it as a small table.  The
@@ -58,7 +66,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.loadtest.loop import Call, LoadError, OpStats, Pick, drive, percentile
+from nexus_grpc.loadtest.loop import Call, Load, LoadError, OpStats, Pick, drive, percentile
 
 __all__ = [
     "RPC_NAMES",
@@ -88,6 +96,9 @@ SEARCH_MODES = {
 }
 WORKERS_PER_CHANNEL = 16
 WATCH_WAIT_S = 1.0
+#: An open loop kept its rate when at least this share of the calls scheduled
+#: in the measured window started inside it.
+RATE_KEPT = 0.9
 
 # The op each single-RPC run drives.
 _RPC_OP = {
@@ -193,6 +204,14 @@ class BenchResult:
     backlog_needs_llm: list[str] = field(default_factory=list)
     #: Seconds --wait-backlog waited (None: not asked).
     backlog_wait_s: float | None = None
+    #: Open loop: the calls that started inside the measured window, a second
+    #: of it (the rate the client kept), and how late calls started after
+    #: their scheduled time (their latency includes it).
+    started_rps: float | None = None
+    start_lag_p50_ms: float | None = None
+    start_lag_max_ms: float | None = None
+    #: What a reader of the figures must know (a missed target rate).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def error_count(self) -> int:
@@ -320,7 +339,7 @@ class _Context:
             if progress is not None:
                 print(
                     f"bench: writing into project {project.id} {self.project_name!r}"
-                    + (" (removed at the end: --cleanup)" if self.opts.get("cleanup") else ""),
+                    + (" (removed at the end)" if self.opts.get("cleanup") else " (kept)"),
                     file=progress,
                     flush=True,
                 )
@@ -394,6 +413,24 @@ class _Context:
             if wait is None or set(left) <= set(stuck) or waited >= wait:
                 return left, stuck, (None if wait is None else round(waited, 2))
             await asyncio.sleep(BACKLOG_POLL_S)
+
+    async def cleanup_after_failure(self) -> None:
+        """``cleanup`` for a run that failed or was interrupted after making
+        its project: the run's own error goes on; the project is named if it
+        cannot be removed."""
+        if not self.session_ids and not self.project_id:
+            return
+        progress = self.opts.get("progress") or sys.stderr
+        try:
+            await self.cleanup()
+        except (BenchError, grpc.aio.AioRpcError, OSError) as exc:
+            print(
+                f"bench: the run's project {self.project_id} {self.project_name!r} is left"
+                f" behind: {exc}",
+                file=progress,
+            )
+        else:
+            print(f"bench: removed the run's project {self.project_id}", file=progress)
 
     async def cleanup(self) -> None:
         """Deletes the run's sessions (their episodes, summaries and index
@@ -543,25 +580,14 @@ async def run_bench(
     Raises ``BenchError`` when the run cannot start: the server does not answer
     within ``connect_timeout`` seconds, a setup RPC fails or an option is invalid.
     """
-    if rpc not in RPC_NAMES:
-        raise BenchError(f"unknown rpc {rpc!r}; expected one of {', '.join(RPC_NAMES)}")
-    if concurrency < 1:
-        raise BenchError("concurrency must be at least 1")
-    if duration <= 0:
-        raise BenchError("duration must be positive")
-    if rps is not None and rps <= 0:
-        raise BenchError("--rps must be positive")
-    if mode not in SEARCH_MODES:
-        raise BenchError(f"unknown search mode {mode!r}")
+    _check_options(rpc, concurrency, duration, rps, mode, wait_backlog)
     weights = (
         (parse_mix(mix) if isinstance(mix, str) else dict(mix))
         if rpc == "mixed"
         else {_RPC_OP[rpc]: 1.0}
     )
-    op_names = [name for name, w in weights.items() if w > 0]
-    op_weights = [weights[name] for name in op_names]
-    n_channels = channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL))
-    n_channels = min(n_channels, concurrency)
+    n_channels = min(channels or max(1, math.ceil(concurrency / WORKERS_PER_CHANNEL)), concurrency)
+    shape = _Shape(rpc, target, concurrency, duration, rps, n_channels, warmup, weights)
     opts: dict[str, Any] = {
         "query": query,
         "mode": mode,
@@ -579,66 +605,99 @@ async def run_bench(
         "cleanup": cleanup,
         "progress": progress,
     }
-    if wait_backlog is not None and wait_backlog < 0:
-        raise BenchError("--wait-backlog must not be negative")
     timestamp = datetime.now(UTC).isoformat(timespec="seconds")
     if command is None:
         command = " ".join(shlex.quote(a) for a in sys.argv)
+    run = await _load(_Context(target, opts), shape, wait_backlog)
+    return _result(run, shape, opts, command, timestamp)
 
-    ctx = _Context(target, opts)
-    backlog: tuple[dict[str, int], list[str], float | None] = ({}, [], None)
+
+def _check_options(
+    rpc: str, concurrency: int, duration: float, rps: float | None, mode: str, wait: float | None
+) -> None:
+    """``BenchError`` saying which option is wrong, before anything is called."""
+    if rpc not in RPC_NAMES:
+        raise BenchError(f"unknown rpc {rpc!r}; expected one of {', '.join(RPC_NAMES)}")
+    if concurrency < 1:
+        raise BenchError("concurrency must be at least 1")
+    if duration <= 0:
+        raise BenchError("duration must be positive")
+    if rps is not None and rps <= 0:
+        raise BenchError("--rps must be positive")
+    if mode not in SEARCH_MODES:
+        raise BenchError(f"unknown search mode {mode!r}")
+    if wait is not None and wait < 0:
+        raise BenchError("--wait-backlog must not be negative")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The load a run puts on the server: which calls, how many at once, how long."""
+
+    rpc: str
+    target: str
+    concurrency: int
+    duration: float
+    rps: float | None
+    channels: int
+    warmup: float
+    weights: dict[str, float]
+
+    @property
+    def op_names(self) -> list[str]:
+        return [name for name, w in self.weights.items() if w > 0]
+
+
+@dataclass
+class _Run:
+    """What a run measured, and what it left on the server."""
+
+    load: Load
     project: dict[str, Any] | None = None
+    backlog: tuple[dict[str, int], list[str], float | None] = ({}, [], None)
+
+
+async def _load(ctx: _Context, shape: _Shape, wait_backlog: float | None) -> _Run:
+    """Connects, seeds what the calls need, drives the load, then cleans up
+    (with ``cleanup``; also when the run fails or is interrupted) and reads the
+    backlog the run left."""
+    progress = ctx.opts["progress"]
     try:
-        await ctx.connect(n_channels)
+        await ctx.connect(shape.channels)
         before, _ = await ctx.pending_jobs()
-        await ctx.prepare(set(op_names))
-
-        def picks(index: int) -> Pick:
-            slot = index % n_channels
-            fns = {name: ctx.op_function(name, slot) for name in op_names}
-            if len(op_names) == 1:
-                picked = (op_names[0], fns[op_names[0]])
-                return lambda _rng: picked
-
-            def pick(rng: random.Random) -> tuple[str, Call]:
-                op = rng.choices(op_names, op_weights)[0]
-                return op, fns[op]
-
-            return pick
-
         try:
-            load = await drive(
-                picks,
-                concurrency,
-                duration,
-                warmup=warmup,
-                rps=rps,
-                seed=seed,
-                # Every in-flight call has a deadline; this is a backstop for ones that don't.
-                grace=(timeout or 10.0) + WATCH_WAIT_S + 5.0,
-                progress=progress,
-            )
-        except LoadError as exc:
-            raise BenchError(str(exc)) from exc
+            run = _Run(await _drive(ctx, shape))
+        except BaseException:
+            # A failed or interrupted run removes what it made too (Ctrl-C
+            # cancels the run; the cleanup's calls still go out).
+            if ctx.opts["cleanup"]:
+                await ctx.cleanup_after_failure()
+            raise
         if ctx.session_ids:
-            project = {
+            run.project = project = {
                 "id": ctx.project_id,
                 "name": ctx.project_name if ctx.project_id else "",
                 "sessions": len(ctx.session_ids),
                 "episodes": ctx.episodes_created,
                 "removed": False,
             }
-            if cleanup:
+            if ctx.opts["cleanup"]:
                 await ctx.cleanup()
                 project["removed"] = True
             # After the cleanup: what is left queued then (its own index jobs
             # included) is what the run leaves the server.
             if wait_backlog and progress is not None:
                 print(f"bench: waiting up to {wait_backlog:g}s for the backlog", file=progress)
-            backlog = await ctx.backlog(before, wait_backlog)
+            run.backlog = await ctx.backlog(before, wait_backlog)
     finally:
         await ctx.close()
+    return run
 
+
+def _result(
+    run: _Run, shape: _Shape, opts: dict[str, Any], command: str, timestamp: str
+) -> BenchResult:
+    load, rpc, op_names = run.load, shape.rpc, shape.op_names
     rec, elapsed = load.recorder, load.elapsed
     ops = {
         name: rec.ops[name].summary(name, elapsed, name in _STREAMING_OPS)
@@ -647,16 +706,18 @@ async def run_bench(
     }
     streaming = any(name in _STREAMING_OPS for name in op_names)
     overall = load.stats(rpc, streaming)
+    kept = _kept_schedule(load, shape.duration)
+    warning = _rate_warning(shape.rps, shape.concurrency, overall.rps, kept)
     return BenchResult(
         rpc=rpc,
-        target=target,
-        concurrency=concurrency,
-        duration_s=duration,
+        target=shape.target,
+        concurrency=shape.concurrency,
+        duration_s=shape.duration,
         elapsed_s=round(elapsed, 4),
-        load="open" if rps else "closed",
-        rps_target=rps,
-        channels=n_channels,
-        warmup_s=warmup,
+        load="open" if shape.rps else "closed",
+        rps_target=shape.rps,
+        channels=shape.channels,
+        warmup_s=shape.warmup,
         count=overall.count,
         ok=overall.ok,
         rps=overall.rps,
@@ -671,22 +732,100 @@ async def run_bench(
         first_item_p99_ms=overall.first_item_p99_ms,
         ops=ops,
         options={
-            "mix": weights if rpc == "mixed" else None,
-            "query": query,
-            "mode": mode,
-            "sessions": sessions,
-            "seed_episodes": seed_episodes if set(op_names) & {"search", "get"} else 0,
-            "limit": limit,
-            "timeout": timeout,
-            "health_service": health_service,
-            "seed": seed,
+            "mix": shape.weights if rpc == "mixed" else None,
+            "query": opts["query"],
+            "mode": opts["mode"],
+            "sessions": opts["sessions"],
+            "seed_episodes": opts["seed_episodes"] if set(op_names) & {"search", "get"} else 0,
+            "limit": opts["limit"],
+            "timeout": opts["timeout"],
+            "health_service": opts["health_service"],
+            "seed": opts["seed"],
         },
         command=command,
         timestamp=timestamp,
-        project=project,
-        backlog=backlog[0],
-        backlog_needs_llm=backlog[1],
-        backlog_wait_s=backlog[2],
+        project=run.project,
+        backlog=run.backlog[0],
+        backlog_needs_llm=run.backlog[1],
+        backlog_wait_s=run.backlog[2],
+        started_rps=kept[0] if kept else None,
+        start_lag_p50_ms=kept[1] if kept else None,
+        start_lag_max_ms=kept[2] if kept else None,
+        warnings=[warning] if warning else [],
+    )
+
+
+async def _drive(ctx: _Context, shape: _Shape) -> Load:
+    """Makes what the ops need, then drives them."""
+    seed, timeout, progress = ctx.opts["seed"], ctx.opts["timeout"], ctx.opts["progress"]
+    op_names, n_channels = shape.op_names, shape.channels
+    op_weights = [shape.weights[name] for name in op_names]
+    await ctx.prepare(set(op_names))
+
+    def picks(index: int) -> Pick:
+        slot = index % n_channels
+        fns = {name: ctx.op_function(name, slot) for name in op_names}
+        if len(op_names) == 1:
+            picked = (op_names[0], fns[op_names[0]])
+            return lambda _rng: picked
+
+        def pick(rng: random.Random) -> tuple[str, Call]:
+            op = rng.choices(op_names, op_weights)[0]
+            return op, fns[op]
+
+        return pick
+
+    try:
+        return await drive(
+            picks,
+            shape.concurrency,
+            shape.duration,
+            warmup=shape.warmup,
+            rps=shape.rps,
+            seed=seed,
+            # Every in-flight call has a deadline; this is a backstop for ones that don't.
+            grace=(timeout or 10.0) + WATCH_WAIT_S + 5.0,
+            progress=progress,
+        )
+    except LoadError as exc:
+        raise BenchError(str(exc)) from exc
+
+
+def _kept_schedule(load: Load, duration: float) -> tuple[float, float, float, int, int] | None:
+    """An open loop's schedule as figures: the calls started inside the window
+    a second, the median and worst start lag (ms), the calls started in time
+    and those scheduled; None for a closed loop."""
+    schedule = load.schedule
+    if schedule is None:
+        return None
+    lag = sorted(schedule.lateness)
+    return (
+        round(schedule.started_in_window / duration, 1),
+        round(percentile(lag, 50) * 1e3, 2),
+        round(lag[-1] * 1e3, 2) if lag else 0.0,
+        schedule.started_in_window,
+        schedule.scheduled,
+    )
+
+
+def _rate_warning(
+    rps: float | None,
+    concurrency: int,
+    done_rps: float,
+    kept: tuple[float, float, float, int, int] | None,
+) -> str | None:
+    """What to say when an open loop missed its rate; None when it kept it."""
+    if not rps or kept is None:
+        return None
+    started_rps, lag_p50_ms, lag_max_ms, started, scheduled = kept
+    if started >= RATE_KEPT * scheduled:
+        return None
+    return (
+        f"the target rate was not reached: {rps:g} rps asked, {started_rps:g} a second started"
+        f" on schedule ({started} of {scheduled} calls) and {done_rps:.1f} a second finished."
+        f" Calls started up to {lag_max_ms / 1e3:.1f}s late (median {lag_p50_ms / 1e3:.2f}s),"
+        f" waiting for one of the {concurrency} workers (or the client's CPU), and the latencies"
+        f" above include that wait: raise --concurrency, or lower --rps"
     )
 
 
@@ -707,7 +846,7 @@ def _aftermath(result: BenchResult) -> list[str]:
     else:
         lines.append(
             f"  kept: project {project['id']} {project['name']!r} with {held}"
-            " (--cleanup removes a run's project when it ends)"
+            " (without --keep a run removes its project when it ends)"
         )
     if result.backlog_wait_s is not None:
         lines.append(f"  waited {result.backlog_wait_s:g}s for the backlog")
@@ -756,6 +895,7 @@ def format_result(result: BenchResult) -> str:
     lines.append(row(result, "total" if len(result.ops) > 1 else result.rpc))
     if result.errors:
         lines.append("  errors: " + ", ".join(f"{code}={n}" for code, n in result.errors.items()))
+    lines.extend(f"  WARNING: {warning}" for warning in result.warnings)
     lines.extend(_aftermath(result))
     return "\n".join(lines)
 
@@ -820,11 +960,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--health-service", default="", help="service name for health checks ('')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.add_argument(
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's project (its sessions and episodes) when it ends, and name it;"
+        " by default a run deletes what it made, also when it fails or is interrupted",
+    )
+    kept.add_argument(
         "--cleanup",
         action="store_true",
-        help="delete the run's project (its sessions and episodes) when it ends;"
-        " without it the project is kept, and the report names it",
+        help="delete the run's project when it ends (the default; for older command lines)",
     )
     parser.add_argument(
         "--wait-backlog",
@@ -864,7 +1010,7 @@ async def _run_all(
             seed=args.seed,
             progress=None if args.quiet else sys.stderr,
             command=command,
-            cleanup=args.cleanup,
+            cleanup=not args.keep,
             wait_backlog=args.wait_backlog,
         )
         print(format_result(result), flush=True)

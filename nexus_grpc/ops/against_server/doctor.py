@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -27,6 +27,7 @@ from typing import TextIO
 import grpc
 
 from nexus_grpc.client import NexusClient, NexusClientError
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.runtime.config import env_default
 
 EXIT_SERVING = 0
@@ -100,6 +101,14 @@ async def doctor(
                 return EXIT_UNREACHABLE
             return EXIT_SERVING if health == "SERVING" else EXIT_DEGRADED
 
+    _report(status, say)
+    if health == "SERVING" and status.state == "SERVING":
+        return EXIT_SERVING
+    return EXIT_DEGRADED
+
+
+def _report(status: memory_pb2.ServiceStatus, say: Callable[[str], None]) -> None:
+    """GetServiceStatus's answer, a line or a table per part."""
     say(f"  state             {status.state or '?'}")
     say(f"  schema version    {status.schema_version}")
     say(
@@ -136,10 +145,11 @@ async def doctor(
             limit = f" of {b.llm_tokens_per_day:,}" if b.llm_tokens_per_day else " (no budget)"
             spent = "  SPENT: its LLM work waits for 00:00 UTC" if b.exhausted else ""
             say(f"    {b.tenant:<{width}}  {b.llm_tokens_today:,}{limit}{spent}")
-
-    if health == "SERVING" and status.state == "SERVING":
-        return EXIT_SERVING
-    return EXIT_DEGRADED
+            share = b.llm_tokens_per_day_per_user
+            for u in b.users:
+                of = f" of {share:,} a user" if share else ""
+                waits = "  SPENT: their LLM work waits for 00:00 UTC" if u.exhausted else ""
+                say(f"    {'':<{width}}  user {u.user_id!r}: {u.llm_tokens_today:,}{of}{waits}")
 
 
 # --- doctor --health: the image's HEALTHCHECK -------------------------------------------

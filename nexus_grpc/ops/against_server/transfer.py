@@ -7,6 +7,8 @@ runs under the importing key's tenant and rules:
 
 - the project is created anew, with its retention (unless the import resumes
   into an existing one, below), and its sessions keep their ``external_id``;
+  where the key's tenant already has a project of its name (a name is unique
+  in a tenant), it takes the first free "name (2)", "name (3)", ... and says so;
 - episodes go through ``ImportEpisodes`` with their ``occur_time`` and a
   ``request_id`` derived from the exported id (``import-<id>``), up to 10,000
   a call;
@@ -188,6 +190,9 @@ class ImportResult:
     resumed: bool
     created: dict[str, int]
     existing: dict[str, int]
+    #: The new project's name where the file's was taken in the key's tenant
+    #: (the file's name with the first free " (n)"); "" otherwise.
+    renamed_to: str = ""
 
 
 @dataclass
@@ -195,9 +200,11 @@ class _Import:
     client: NexusClient
     # An existing project to import into (``--into``); 0: decided by the file.
     into: int = 0
-    # Called once the project is known: (its id, whether it already existed).
-    on_project: Callable[[int, bool], None] | None = None
+    # Called once the project is known: (its id, whether it already existed,
+    # and the new project's name when the file's was taken, else "").
+    on_project: Callable[[int, bool, str], None] | None = None
     project_id: int = 0
+    renamed_to: str = ""
     # The project was there before this run: what it holds is compared first.
     resumed: bool = False
     # The file's project record, until its first session says whether an
@@ -333,12 +340,14 @@ class _Import:
             # once everything is in (finish).
             values = _project_values(p)
             values.memory_formation = memory_pb2.MEMORY_FORMATION_OFF
-            created = await self.client.create_project(project=values)
+            created = await _create_under_a_free_name(self.client, values)
             self.project_id = created.id
+            if created.name != p.name:
+                self.renamed_to = created.name
             self.formation_after = p.memory_formation
             self.count("project")
         if self.on_project is not None:
-            self.on_project(self.project_id, self.resumed)
+            self.on_project(self.project_id, self.resumed, self.renamed_to)
 
     async def session(self, s: memory_pb2.Session) -> None:
         if self.resumed and s.external_id in self.held.sessions:
@@ -574,6 +583,31 @@ def _interval_key(from_id: int, to_id: int, r: graph_pb2.Relationship) -> tuple[
     return (from_id, to_id, r.label, r.valid_time.seconds)
 
 
+#: How many names ``_create_under_a_free_name`` tries before it gives up.
+FREE_NAME_TRIES = 100
+
+
+async def _create_under_a_free_name(
+    client: NexusClient, values: memory_pb2.Project
+) -> memory_pb2.Project:
+    """The file's project, created under its own name; where the key's tenant
+    already has a project of that name (a project's name is unique in its
+    tenant), under the first free "name (2)", "name (3)", ..., as an upgrade
+    renames repeated names. That project is not this file's (an earlier run of
+    the import would have been found by its first session): writing into it
+    would mix two projects' records, and refusing would leave the file no way
+    in but a rename by hand."""
+    name, n = values.name, 1
+    while True:
+        try:
+            return await client.create_project(project=values)
+        except NexusClientError as exc:
+            n += 1
+            if exc.code != grpc.StatusCode.ALREADY_EXISTS or n > FREE_NAME_TRIES:
+                raise
+        values.name = f"{name} ({n})"
+
+
 def _project_values(p: memory_pb2.Project) -> memory_pb2.Project:
     values = memory_pb2.Project(
         name=p.name,
@@ -595,17 +629,20 @@ async def import_project(
     lines: Iterable[str],
     *,
     into: int = 0,
-    on_project: Callable[[int, bool], None] | None = None,
+    on_project: Callable[[int, bool, str], None] | None = None,
 ) -> ImportResult:
     """Import an export's lines into a new project, or (``into``, or a file
     already imported before) into the project that holds it, writing only what
     it does not hold yet. ``on_project`` is told the project as soon as it is
-    known, so a caller can name it should the import fail."""
+    known (with its name when the file's was taken), so a caller can name it
+    should the import fail."""
     state = _Import(client, into=into, on_project=on_project)
     for record in read_records(lines):
         await state.add(record)
     await state.finish()
-    return ImportResult(state._project(), state.resumed, state.counts, state.existing)
+    return ImportResult(
+        state._project(), state.resumed, state.counts, state.existing, state.renamed_to
+    )
 
 
 @dataclass

@@ -100,6 +100,14 @@ def _when(ts: Timestamp, hours: bool = True) -> str:
     return at.strftime("%Y-%m-%d %H:%M") if hours else at.strftime("%Y-%m-%d")
 
 
+def _instant(ts: Timestamp) -> str:
+    """A window's end or start to the second: cut to the minute, a window
+    ending just after a day began read as ending before it, above that
+    day's row."""
+    at = datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _n(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -110,19 +118,14 @@ def format_report(report: memory_pb2.GetUsageResponse, project: str = "") -> str
         whose += f", project {project!r} ({report.project_id})" if project else (
             f", project {report.project_id}"
         )
+    if report.users:
+        whose += f", the work for {', '.join(repr(u) for u in report.users)}"
     hourly = report.bucket == memory_pb2.USAGE_BUCKET_HOUR
     lines = [
-        f"LLM usage of {whose}, {_when(report.start_time)} to {_when(report.end_time)} UTC",
+        f"LLM usage of {whose}, {_instant(report.start_time)} to"
+        f" {_instant(report.end_time)} UTC",
     ]
-    budget = report.budget
-    if budget.llm_tokens_per_day:
-        state = "SPENT: LLM work waits" if budget.exhausted else "left"
-        lines.append(
-            f"today: {_n(budget.llm_tokens_today)} of {_n(budget.llm_tokens_per_day)} tokens"
-            f" ({state}; resets {_when(budget.resets_at)} UTC)"
-        )
-    else:
-        lines.append(f"today: {_n(budget.llm_tokens_today)} tokens (no daily budget)")
+    lines += budget_lines(report.budget, mine=bool(report.users))
     lines.append("")
     header = ("stage", "calls", "prompt tok", "compl. tok", "seconds", "outcomes")
     rows = [
@@ -178,6 +181,49 @@ def format_report(report: memory_pb2.GetUsageResponse, project: str = "") -> str
             ],
         )
     return "\n".join(lines)
+
+
+def budget_lines(budget: memory_pb2.TenantBudget, *, mine: bool = False) -> list[str]:
+    """Today's spend against the tenant's budget, then each user's line.
+    ``mine``: the key may act only for some users, and the spend is their
+    work's."""
+    resets = f"resets {_when(budget.resets_at)} UTC"
+    spent = _n(budget.llm_tokens_today)
+    whose = " by this key's users' work" if mine else ""
+    if not budget.llm_tokens_per_day:
+        lines = [f"today: {spent} tokens spent{whose} (no daily budget)"]
+    elif budget.exhausted:
+        lines = [
+            f"today: the budget of {_n(budget.llm_tokens_per_day)} tokens is spent"
+            + (f" ({spent} by this key's users' work)" if mine else f" ({spent} spent)")
+            + f"; LLM work waits until it {resets}"
+        ]
+    elif mine:
+        lines = [
+            f"today: {spent} tokens spent by this key's users' work, of the tenant's"
+            f" {_n(budget.llm_tokens_per_day)} a day (not spent; {resets})"
+        ]
+    else:
+        left = max(0, budget.llm_tokens_per_day - budget.llm_tokens_today)
+        lines = [
+            f"today: {spent} of {_n(budget.llm_tokens_per_day)} tokens spent,"
+            f" {_n(left)} left ({resets})"
+        ]
+    share = budget.llm_tokens_per_day_per_user
+    for user in budget.users:
+        if share:
+            state = (
+                "spent: their LLM work waits"
+                if user.exhausted
+                else f"{_n(max(0, share - user.llm_tokens_today))} left"
+            )
+            lines.append(
+                f"  user {user.user_id!r}: {_n(user.llm_tokens_today)} of {_n(share)}"
+                f" tokens a user ({state})"
+            )
+        else:
+            lines.append(f"  user {user.user_id!r}: {_n(user.llm_tokens_today)} tokens")
+    return lines
 
 
 def _table(

@@ -24,7 +24,7 @@ from nexus_grpc.core.names import name_key
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.store import schema_changes
 from nexus_grpc.store.postgres import ddl
-from nexus_grpc.store.schema_changes import Change
+from nexus_grpc.store.schema_changes import Change, Rewrite
 
 log = logging.getLogger(__name__)
 
@@ -259,9 +259,18 @@ def _apply(raw: Any, step: Step) -> None:
     if callable(step):
         step(raw)
         return
-    if isinstance(step, tuple):
-        statements = [s for change in step for op in change.operations for s in ddl.operation(op)]
-    else:
-        statements = step
-    for statement in statements:
-        raw.execute(statement)
+    if isinstance(step, list):
+        for statement in step:
+            raw.execute(statement)
+        return
+    for op in (op for change in step for op in change.operations):
+        if isinstance(op, Rewrite):
+            rows = raw.execute(op.select).fetchall()
+            changed = op.rule(rows)
+            if changed:
+                with raw.cursor() as cur:
+                    # psycopg's placeholders: an update's values are all parameters.
+                    cur.executemany(op.update.replace("?", "%s"), changed)
+            continue
+        for statement in ddl.operation(op):
+            raw.execute(statement)

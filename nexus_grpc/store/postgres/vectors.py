@@ -5,7 +5,7 @@ of pgvector tables in the same database (store/postgres/vector_index.py creates 
 ``vectors_<collection>``: id, embedding, payload). A write that already has
 its row's vector (domain/inline_vectors.py embeds before the transaction)
 stores it here, beside the row, so the two commit or roll back together and
-cannot drift. The columns and the text form of a vector are pgvector.py's;
+cannot drift. The columns and the text form of a vector are vector_index.py's;
 the tests prove each side reads what the other writes.
 """
 

@@ -96,7 +96,7 @@ def _in_caller_context(fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlit
     """``fn`` bound to the calling task's context variables.
 
     Work runs on aiosqlite's threads, which do not inherit the caller's
-    context; the caller's tenant (domain.tenancy) must reach every query a
+    context; the caller's tenant (core.tenancy) must reach every query a
     call makes, including those decided inside ``fn``.
     """
     ctx = contextvars.copy_context()

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 
 from nexus_grpc.core.names import name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.store import schema_changes
-from nexus_grpc.store.schema_changes import AddColumn, Change
+from nexus_grpc.store.schema_changes import AddColumn, Change, Rewrite
 from nexus_grpc.store.sqlite import ddl
 
 log = logging.getLogger(__name__)
@@ -812,14 +813,15 @@ def migrate(
     return target
 
 
-def _statements(conn: sqlite3.Connection, change: Change) -> list[str]:
-    """A declared change's statements; a column that is there already (a
-    table created later in the history, whole) is not added twice."""
-    statements: list[str] = []
+def _statements(conn: sqlite3.Connection, change: Change) -> list[str | Rewrite]:
+    """A declared change's statements (a Rewrite runs as itself); a column
+    that is there already (a table created later in the history, whole) is
+    not added twice."""
+    statements: list[str | Rewrite] = []
     for op in change.operations:
         if isinstance(op, AddColumn) and op.column in _columns(conn, op.table):
             continue
-        statements += ddl.operation(op)
+        statements += [op] if isinstance(op, Rewrite) else ddl.operation(op)
     return statements
 
 
@@ -830,7 +832,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
 def _in_transaction(
     conn: sqlite3.Connection,
     version: int,
-    statements: list[str],
+    statements: Sequence[str | Rewrite],
     *,
     default_tenant: str = DEFAULT_TENANT,
     rebuild: bool = False,
@@ -841,7 +843,10 @@ def _in_transaction(
     conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in statements:
-            if ":default_tenant" in statement:
+            if isinstance(statement, Rewrite):
+                rows = conn.execute(statement.select).fetchall()
+                conn.executemany(statement.update, statement.rule(rows))
+            elif ":default_tenant" in statement:
                 conn.execute(statement, {"default_tenant": default_tenant})
             else:
                 conn.execute(statement)

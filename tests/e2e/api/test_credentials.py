@@ -12,6 +12,7 @@ log at DEBUG. A real server on the embedded PostgreSQL, real gRPC calls.
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import socket
@@ -30,6 +31,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.observability import logs
 from nexus_grpc.runtime.config import KEY_SETTINGS, URL_SETTINGS, Settings
 from nexus_grpc.server import start_server
+from tests.ollama_stub import OllamaStub
 from tests.support import Harness, HashingEmbedder, harness_for, wait_until
 
 SECRETS = {
@@ -149,44 +151,66 @@ async def answers(h: Harness) -> list[str]:
     return seen
 
 
-def assert_no_secret(texts: list[str], where: str) -> None:
-    for name, secret in SECRETS.items():
+def assert_no_secret(texts: list[str], where: str, secrets: dict[str, str] = SECRETS) -> None:
+    for name, secret in secrets.items():
         leaked = [t for t in texts if secret in t]
         assert not leaked, f"{name}'s credential in {where}: {leaked[0][:300]}"
+
+
+def basic(user: str, password: str) -> str:
+    """The Authorization value httpx makes of a URL's user info."""
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.mark.timeout(120)
 async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_log(
     tmp_path, pg_url, log_text
 ):
-    """Ollama for the LLM and the embedder, Qdrant for vectors, a reranker:
-    all away."""
+    """Ollama for the LLM and the embedder and a reranker, both refusing every
+    call, the reranker quoting back the credentials it was sent (Ollama is
+    sent none: its client drops a URL's user info); Qdrant for vectors, away.
+    Masking at the source cannot know the words a server answers: only
+    ``scrub`` at the boundary keeps them in."""
+    from tests.rerank_stub import RerankStub
+
     port = dead_port()
-    settings = Settings(
-        listen="127.0.0.1:0",
-        data_dir=tmp_path / "data",
-        database_url=with_password(pg_url),
-        qdrant_url=f"http://qd:{SECRETS['qdrant_url']}@127.0.0.1:{port}",
-        qdrant_api_key=SECRETS["qdrant_api_key"],
-        ollama_url=f"http://ol:{SECRETS['ollama_url']}@127.0.0.1:{port}",
-        embedder="ollama",
-        llm_timeout=2,
-        reranker_url=f"http://rr:{SECRETS['reranker_url']}@127.0.0.1:{port}/v1",
-        reranker_api_key=SECRETS["reranker_api_key"],
-    )
-    running = await start_server(settings, App(settings))
-    h = harness_for(running)
-    try:
-        texts = await answers(h)
-        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
-    finally:
-        await h.close()
-    assert_no_secret(texts, "an answer")
-    assert_no_secret([log_text.getvalue()], "the log")
+    with OllamaStub() as ollama, RerankStub("llama.cpp") as reranker:
+        ollama.refuse_quoting_credentials()
+        reranker.refuse_quoting_credentials()
+        settings = Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "data",
+            database_url=with_password(pg_url),
+            qdrant_url=f"http://qd:{SECRETS['qdrant_url']}@127.0.0.1:{port}",
+            qdrant_api_key=SECRETS["qdrant_api_key"],
+            ollama_url=ollama.url.replace("://", f"://ol:{SECRETS['ollama_url']}@"),
+            embedder="ollama",
+            llm_timeout=2,
+            reranker_url=reranker.url.replace("://", f"://rr:{SECRETS['reranker_url']}@")
+            + "/v1",
+            reranker_api_key=SECRETS["reranker_api_key"],
+        )
+        running = await start_server(settings, App(settings))
+        h = harness_for(running)
+        try:
+            texts = await answers(h)
+            status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+        finally:
+            await h.close()
+        sent = [r.headers.get("authorization", "") for r in reranker.requests]
+    # The reranker was asked with the URL's credentials (httpx sends its user
+    # info as Basic, in place of the key's Bearer) and quoted them back into
+    # the hits' reasons the walk read: scrub had something to keep in.
+    assert f"Basic {basic('rr', SECRETS['reranker_url'])}" in sent
+    assert any("invalid credentials Basic" in t for t in texts), "no answer quoted a server"
+    assert any("invalid credentials" in t for t in texts if "Ollama" in t)
+    secrets = {**SECRETS, "basic": basic("rr", SECRETS["reranker_url"])}
+    assert_no_secret(texts, "an answer", secrets)
+    assert_no_secret([log_text.getvalue()], "the log", secrets)
     # The URLs are still shown, masked: an operator can tell which server is meant.
     details = " ".join(d.detail for d in status.dependencies)
+    assert f"http://***@127.0.0.1:{ollama.port}" in details
     assert f"http://***@127.0.0.1:{port}" in details
-    assert f"http://***@127.0.0.1:{port}/v1/rerank" in details
     assert "***@" in log_text.getvalue()
 
 
@@ -194,28 +218,36 @@ async def test_no_credential_of_an_ollama_deployment_reaches_an_answer_or_the_lo
 async def test_no_credential_of_an_openai_deployment_reaches_an_answer_or_the_log(
     tmp_path, pg_url, log_text
 ):
-    """An OpenAI-compatible LLM server with a URL password and an API key, away."""
-    port = dead_port()
-    settings = Settings(
-        listen="127.0.0.1:0",
-        data_dir=tmp_path / "data",
-        database_url=with_password(pg_url),
-        llm_api="openai",
-        llm_url=f"http://llm:{SECRETS['llm_url']}@127.0.0.1:{port}/v1",
-        llm_api_key=SECRETS["llm_api_key"],
-        llm_timeout=2,
-    )
-    running = await start_server(settings, App(settings, embedder=HashingEmbedder()))
-    h = harness_for(running)
-    try:
-        texts = await answers(h)
-        status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
-    finally:
-        await h.close()
-    assert_no_secret(texts, "an answer")
-    assert_no_secret([log_text.getvalue()], "the log")
+    """An OpenAI-compatible LLM server with a URL password and an API key,
+    refusing every call and quoting back the credentials it was sent."""
+    with OllamaStub() as server:
+        server.refuse_quoting_credentials()
+        url = server.url.replace("://", f"://llm:{SECRETS['llm_url']}@") + "/v1"
+        settings = Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "data",
+            database_url=with_password(pg_url),
+            llm_api="openai",
+            llm_url=url,
+            llm_api_key=SECRETS["llm_api_key"],
+            llm_timeout=2,
+        )
+        running = await start_server(settings, App(settings, embedder=HashingEmbedder()))
+        h = harness_for(running)
+        try:
+            texts = await answers(h)
+            status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+        finally:
+            await h.close()
+        sent = [r.headers.get("authorization", "") for r in server.requests]
+    # httpx sends the URL's user info as Basic, in place of the key's Bearer.
+    assert f"Basic {basic('llm', SECRETS['llm_url'])}" in sent
+    assert any("invalid credentials Basic" in t for t in texts), "no answer quoted the server"
+    secrets = {**SECRETS, "basic": basic("llm", SECRETS["llm_url"])}
+    assert_no_secret(texts, "an answer", secrets)
+    assert_no_secret([log_text.getvalue()], "the log", secrets)
     [llm] = [d for d in status.dependencies if d.name == "openai"]
-    assert not llm.ok and f"http://***@127.0.0.1:{port}" in llm.detail
+    assert not llm.ok and f"http://***@127.0.0.1:{server.port}" in llm.detail
 
 
 async def test_an_otel_endpoint_with_a_credential_is_refused_without_showing_it(

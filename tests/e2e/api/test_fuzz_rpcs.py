@@ -1013,7 +1013,9 @@ class World:
         h = self.h
         projects = [
             await h.memory.CreateProject(
-                memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="refill"))
+                memory_pb2.CreateProjectRequest(
+                    project=memory_pb2.Project(name=f"refill {uuid.uuid4()}")
+                )
             )
         ]
         sessions = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -126,9 +127,45 @@ async def test_both_reflection_versions_serve_descriptors_with_comments(harness,
     assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
 
 
+async def _quick_start(harness) -> tuple[int, int]:
+    """What the README's Python quick start leaves before the walk-through: a
+    project and a session holding one exchange (ids 1 and 1 on a new server)."""
+    project = await harness.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="quickstart"))
+    )
+    session = await harness.memory.CreateSession(
+        memory_pb2.CreateSessionRequest(
+            session=memory_pb2.Session(name="chat", project_id=project.id, user_id="alice")
+        )
+    )
+    await harness.memory.CreateEpisode(
+        memory_pb2.CreateEpisodeRequest(
+            session_id=session.id, user_message="Our Postgres runs on port 5433"
+        )
+    )
+    return project.id, session.id
+
+
+async def _sessions_and_episodes(harness, project_id: int) -> dict[int, int]:
+    """The project's sessions, each with how many episodes it holds."""
+    listed = await harness.memory.ListSessions(
+        memory_pb2.ListSessionsRequest(project_id=project_id)
+    )
+    return {
+        s.id: len(
+            (await harness.memory.ListEpisodes(memory_pb2.ListEpisodesRequest(session_id=s.id)))
+            .episodes
+        )
+        for s in listed.sessions
+    }
+
+
 async def test_the_readme_walk_through_runs_as_written(harness):
     """The README's grpcurl block, against this server: its address and where
-    the virtualenv is are the only changes."""
+    the virtualenv is are the only changes. It runs after the quick start, as
+    a reader following the README does, and must write into its own project,
+    not the quick start's (the ids it uses are those its calls printed)."""
+    quick_project, quick_session = await _quick_start(harness)
     script = readme.blocks("## Inspecting with grpcurl", "sh")[0]
     script = script.replace("localhost:50051", harness.target).replace(".venv/bin/", f"{BIN}/")
     proc = await asyncio.create_subprocess_exec(
@@ -138,7 +175,16 @@ async def test_the_readme_walk_through_runs_as_written(harness):
     out = (await proc.communicate())[0].decode()
     assert proc.returncode == 0, out
     assert "// Streams hits in rank order." in out  # describe, with the comments
-    assert '"user_id": "alice"' in out and '"project_id": "1"' in out
+    [carried] = re.findall(r"^project (\d+), session (\d+)$", out, re.MULTILINE)
+    project, session = map(int, carried)
+    assert (project, session) != (quick_project, quick_session)
+    assert f'"session_id": "{session}"' in out  # the exchanges went into its own session
+    # Its session, with its two exchanges, is in its own project; the quick
+    # start's project still holds only the quick start's.
+    assert await _sessions_and_episodes(harness, project) == {session: 2}
+    assert await _sessions_and_episodes(harness, quick_project) == {quick_session: 1}
+    got = await harness.memory.GetSession(memory_pb2.GetSessionRequest(id=session))
+    assert (got.project_id, got.user_id) == (project, "alice")
     assert "5433" in out  # the search found the exchange
     assert '"stage": "keyword"' in out and '"note": "matched: ' in out  # explain's stages
     assert "x-nexus-empty-reason: LLM_OFF: " in out  # the empty memory search says why

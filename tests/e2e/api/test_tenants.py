@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import re
 from pathlib import Path
@@ -80,6 +81,7 @@ UPDATE_PATHS = {
     "UpdateSummary": "content",
 }
 FILTERS = {("ListEntities", "name")}
+_CREATED = itertools.count(1)
 TEXT = {
     "name": "rival name",
     "query": MARKER,
@@ -325,7 +327,11 @@ def _fill(message: Message, method, ids: dict, only: str | None, top: bool = Tru
         elif (method.name, name) in FILTERS:
             continue  # a filter set to text of its own would hide what it filters
         elif f.type == FieldDescriptor.TYPE_STRING and name in TEXT:
-            setattr(message, name, TEXT[name])
+            text = TEXT[name]
+            if (method.name, name) == ("CreateProject", "name"):
+                # A name is unique in its tenant: each create names a project of its own.
+                text = f"{text} {next(_CREATED)}"
+            setattr(message, name, text)
         elif name == "request_id" and method.name == "ImportEpisodes":
             # Required by an import: without it both calls would stop at validation.
             setattr(message, name, "rival-import")

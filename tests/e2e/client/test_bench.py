@@ -123,6 +123,23 @@ async def test_open_loop_rate(target):
     assert 25 <= result.rps <= 75
     assert 50 <= result.count <= 150
     assert result.errors == {}
+    # It kept the rate: every call started on time, and nothing warns.
+    assert result.started_rps == 50 and result.warnings == []
+    assert "WARNING" not in format_result(result)
+
+
+async def test_an_open_loop_that_misses_its_rate_says_so(target):
+    """One worker cannot start 5,000 calls a second: the run says the rate it
+    reached, how late calls started, and that the latencies include the wait."""
+    result = await run_bench(target, "health", 1, 1.0, rps=5000)
+    [warning] = result.warnings
+    assert result.started_rps is not None and result.started_rps < 0.9 * 5000
+    assert result.start_lag_max_ms is not None and result.start_lag_max_ms > 100
+    assert warning.startswith("the target rate was not reached: 5000 rps asked, ")
+    assert f"{result.started_rps:g} a second started on schedule" in warning
+    assert "one of the 1 workers" in warning and "raise --concurrency, or lower --rps" in warning
+    assert f"  WARNING: {warning}" in format_result(result)
+    assert result.to_dict()["warnings"] == [warning]
 
 
 async def test_setup_failure_raises():
@@ -203,8 +220,52 @@ async def test_a_run_writes_into_its_own_project_and_says_what_it_left(harness):
     assert result.backlog["extract:episode"] == project["episodes"]
     assert "extract:episode" in result.backlog_needs_llm
     text = format_result(result)
-    assert f"kept: project {project['id']}" in text and "--cleanup" in text
+    assert f"kept: project {project['id']}" in text and "without --keep" in text
     assert "extract:episode" in text and "waits for an LLM, which is off" in text
+
+
+async def _nothing_left(harness) -> None:
+    """No project, session or episode is on the server."""
+    rows = await harness.app.db.read_sql(
+        lambda c: [
+            c.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            for table in ("projects", "sessions", "episodes")
+        ]
+    )
+    assert rows == [0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "documented",
+    [
+        ["--rpc", "create_episode"],
+        ["--rpc", "search_episodes", "--mode", "keyword"],
+        ["--rpc", "mixed", "--mix", "create=4,search=4,watch=1,health=1", "--rps", "40"],
+    ],
+)
+async def test_every_command_the_readme_documents_removes_what_it_made(harness, documented):
+    args = _parse(["--target", harness.target, *documented, "-c", "4", "-d", "0.5",
+                   "--warmup", "0.1", "--sessions", "2", "--seed-episodes", "4", "--quiet"])
+    assert await asyncio.to_thread(main, args) == 0
+    await _nothing_left(harness)
+
+
+async def test_keep_keeps_the_run_and_names_it(harness, capsys):
+    args = _parse(["--target", harness.target, "--rpc", "create_episode", "-c", "2", "-d",
+                   "0.3", "--warmup", "0", "--sessions", "2", "--keep", "--quiet"])  # fmt: skip
+    assert await asyncio.to_thread(main, args) == 0
+    [project] = (await harness.memory.ListProjects(memory_pb2.ListProjectsRequest())).projects
+    assert project.name.startswith("nexus-bench ")
+    assert f"kept: project {project.id} {project.name!r}" in capsys.readouterr().out
+
+
+async def test_a_run_that_fails_after_making_its_project_removes_it(harness):
+    """get_episode with no seed episodes stops after making the project and its
+    sessions: they go all the same."""
+    with pytest.raises(BenchError, match="no seed episodes to get"):
+        await run_bench(harness.target, "get_episode", 2, 0.3, sessions=2, seed_episodes=0,
+                        cleanup=True)  # fmt: skip
+    await _nothing_left(harness)
 
 
 async def test_cleanup_removes_the_project_and_wait_backlog_waits(harness):

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEAM_KEY = "acme-usage-team-key-00000001"
 ALICE_KEY = "acme-usage-alice-key-0000001"
+CAROL_KEY = "acme-usage-carol-key-0000001"
 GLOBEX_KEY = "globex-usage-key-00000000001"
 BUDGET = 1_000_000
 HOST = "127.0.0.1:8090"
@@ -52,6 +53,7 @@ async def setup(tmp_path_factory):
                 "keys": [
                     {"key": TEAM_KEY, "name": "team", "users": "*", "tenant": "acme"},
                     {"key": ALICE_KEY, "name": "alice-app", "users": ["alice"], "tenant": "acme"},
+                    {"key": CAROL_KEY, "name": "carol-app", "users": ["carol"], "tenant": "acme"},
                     {"key": GLOBEX_KEY, "name": "globex", "users": "*", "tenant": "globex"},
                 ],
             }
@@ -207,14 +209,27 @@ async def test_an_unknown_window_is_a_bad_request(setup, path):
     assert "window: must be one of day, week, got 'month'" in unescape(answer.text)
 
 
-async def test_a_user_key_sees_its_tenants_usage_and_another_tenant_none_of_it(setup):
+async def test_a_user_key_sees_its_users_work_and_another_tenant_none_of_it(setup):
     async with console(setup, TEAM_KEY) as (http, _):
         team = (await http.get("/status.json")).json()["usage"]
-    # A key that may act only for alice reads its tenant's figures (counts,
-    # no content), as GetUsage answers it.
+    # A key that may act only for alice reads the figures of the work done
+    # for her (counts, no content), as GetUsage answers it: here, all of it.
     async with console(setup, ALICE_KEY) as (http, _):
         alice = (await http.get("/status.json")).json()["usage"]
     assert alice["tenant"] == "acme" and alice["total"] == team["total"]
+    assert alice["users"] == ["alice"] and team["users"] == []
+    # Carol, of the same tenant, reads none of alice's work: not its calls,
+    # its episodes, nor today's tokens.
+    async with console(setup, CAROL_KEY) as (http, _):
+        carol = (await http.get("/status.json")).json()["usage"]
+        page = (await http.get("/status")).text
+    assert carol["tenant"] == "acme" and carol["users"] == ["carol"]
+    assert carol["total"]["stages"] == [] and carol["total"]["episodes"] == 0
+    assert team["total"]["episodes"] == 2
+    assert carol["budget"]["llm_tokens_today"] == 0 < team["budget"]["llm_tokens_today"]
+    heading = re.search(r'<h2 id="usage-heading">(.*?)</h2>', page, re.S).group(1)
+    assert heading == "LLM usage of tenant acme: the work for carol"
+    assert 'id="usage-users"' in page and 'data-stage="extraction"' not in page
     # A key of another tenant sees its own tenant: nothing of acme's.
     async with console(setup, GLOBEX_KEY) as (http, _):
         view = (await http.get("/status.json")).json()

@@ -11,7 +11,7 @@ import pytest
 
 from nexus_grpc.client import NexusClient, NexusClientError, NexusInvalidArgument
 from nexus_grpc.errors import FieldViolation
-from nexus_grpc.integrations.errors import BUILTIN_FOR, conventional
+from nexus_grpc.integrations.conventional_errors import BUILTIN_FOR, conventional
 from nexus_grpc.integrations.langgraph import NexusStore
 from tests.e2e.client.test_light_install import run_light
 from tests.support import start_harness

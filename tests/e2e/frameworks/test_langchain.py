@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_core.runnables.history import RunnableWithMessageHistory
@@ -145,28 +145,35 @@ async def test_the_sync_api_works_from_a_thread(client):
     assert await history.aget_messages() == []
 
 
-async def test_refused_messages_write_nothing(client):
+async def test_a_message_with_no_chat_role_is_refused_numbered_in_the_conversation(client):
     history = NexusChatMessageHistory("c1", client=client, project="p", user_id="alice")
-    with pytest.raises(ValueError, match="no user message before it"):
-        await history.aadd_messages([AIMessage("Hello! How can I help?")])
-    refused = [
-        ([SystemMessage("Be brief.")], "SystemMessage"),
-        ([HumanMessage("hi"), ToolMessage("42", tool_call_id="t1")], "ToolMessage"),
-        ([HumanMessage([{"type": "image_url", "image_url": {"url": "x"}}])], "non-text"),
+    await history.aadd_messages([HumanMessage("Hi"), AIMessage("Hello!")])
+    await history.aadd_messages([HumanMessage("Tea?"), AIMessage("Yes."), HumanMessage("Now?")])
+    before = await episodes_of(client, history)
+    # Messages 0-3 are stored, 4 waits for its answer: the refused one is number 6.
+    with pytest.raises(ValueError) as refused:
+        await history.aadd_messages([AIMessage("Now."), ChatMessage("Hmm.", role="critic")])
+    assert str(refused.value).startswith(
+        "message 6 of the conversation (history.messages[6]; index 1 of the 2 added) is a"
+        " ChatMessage with role 'critic'"
+    )
+    assert await episodes_of(client, history) == before  # nothing written
+    assert [m.content for m in await history.aget_messages()] == [
+        "Hi",
+        "Hello!",
+        "Tea?",
+        "Yes.",
+        "Now?",
     ]
-    for messages, why in refused:
-        with pytest.raises(ValueError, match=why):
-            await history.aadd_messages([HumanMessage("ok"), AIMessage("fine"), *messages])
-    assert (await client.list_sessions()).sessions == []
-    assert await history.aget_messages() == []
 
     # The server's refusal keeps its message: a user id it does not take.
     with pytest.raises(ValueError, match="user_id"):
         NexusChatMessageHistory("c2", client=client, project="p", user_id=" alice")
     huge = "x" * 100_001
+    other = NexusChatMessageHistory("c3", client=client, project="p", user_id="alice")
     with pytest.raises(ValueError, match="user_message is 100001 characters"):
-        await history.aadd_messages([HumanMessage(huge), AIMessage("ok")])
-    assert await history.aget_messages() == []
+        await other.aadd_messages([HumanMessage(huge), AIMessage("ok")])
+    assert await other.aget_messages() == []
 
 
 async def test_a_conversation_recorded_for_another_user_is_not_written_into(client):

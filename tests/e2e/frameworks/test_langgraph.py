@@ -5,6 +5,7 @@ every op kind in a batch) against a whole server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from typing import Annotated
@@ -26,10 +27,12 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from nexus_grpc.client import NexusClient, NexusFailedPrecondition, NexusInvalidArgument
+from nexus_grpc.client import NexusClient, NexusFailedPrecondition
+from nexus_grpc.domain.validation import MAX_METADATA_BYTES
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.integrations.langgraph import NexusStore
+from nexus_grpc.integrations.langgraph import MAX_ITEM_BYTES, NexusStore
 from tests.e2e.frameworks.conftest import all_memories, indexed, project_named
+from tests.support import start_harness
 
 ALICE = ("memories", "alice")
 BOB = ("memories", "bob")
@@ -188,10 +191,6 @@ async def test_users_and_the_project_are_apart(client):
         await store.aput(("docs",), "guide", {"text": "the project's style guide"})
         assert (await store.aget(BOB, "food")).value == {"text": "pizza"}
         assert [i.value for i in await store.asearch(ALICE)] == [{"text": "ramen"}]
-        # A prefix that names no user reaches only the project's items.
-        assert [i.key for i in await store.asearch(("memories",))] == []
-        assert [i.key for i in await store.asearch(())] == ["guide"]
-        assert await store.alist_namespaces() == [("docs",)]
         assert await store.alist_namespaces(prefix=("memories", "bob")) == [BOB]
 
         project = await project_named(client, "p")
@@ -209,7 +208,8 @@ async def test_users_and_the_project_are_apart(client):
 async def test_filters_apply_to_values_as_langgraph_stores_apply_them(client):
     """The same puts and searches on LangGraph's own InMemoryStore and on NexusStore
     give the same items (the prefix names the user, so both see the same ones)."""
-    ours = NexusStore(client=client, project="p")
+    # Three-label namespaces: the user's label is named, as "auto" takes two labels only.
+    ours = NexusStore(client=client, project="p", user_position=1)
     theirs = InMemoryStore()
     items = {
         "a": {"colour": "red", "size": 3, "tags": ["x", "y"], "meta": {"v": 1, "w": 2}},
@@ -245,11 +245,11 @@ async def test_filters_apply_to_values_as_langgraph_stores_apply_them(client):
     deeper = ("memories", "alice", "deeper")
     mine = {"prefix": ("memories", "alice"), "suffix": ("deeper",)}
     assert await ours.alist_namespaces(**mine) == [deeper] == await theirs.alist_namespaces(**mine)
-    # A wildcard where the user goes names no user: LangGraph's own store lists every
-    # user's namespaces; nexus answers a user's memories only to a call naming the user.
+    # A wildcard where the user goes names no user: every user's namespaces, as there.
     anyone = {"prefix": ("memories", "*"), "suffix": ("deeper",)}
-    assert await theirs.alist_namespaces(**anyone) == [deeper]
-    assert await ours.alist_namespaces(**anyone) == []
+    assert (
+        await ours.alist_namespaces(**anyone) == [deeper] == await theirs.alist_namespaces(**anyone)
+    )
     # A comparison with a key the value lacks is false (PostgreSQL's JSONB rule, which
     # InMemoryStore means to follow; it raises TypeError there instead).
     assert await ours.asearch(ALICE, filter={"absent": {"$gt": 1}}) == []
@@ -329,7 +329,13 @@ async def test_refused_calls_say_why_and_write_nothing(client):
     project = await project_named(client, "p")
     before = await all_memories(client, project.id, "alice")
 
-    bad_namespaces = [(), ("langgraph", "x"), ("a.b", "alice"), ("memories", ""), ("m", "a\nb")]
+    bad_namespaces = [
+        (),
+        ("langgraph", "x"),
+        ("a.b", "alice"),
+        ("memories", ""),
+        ("memories", "a\nb"),
+    ]
     for namespace in bad_namespaces:
         with pytest.raises(InvalidNamespaceError):
             await store.abatch([PutOp(ALICE, "fine", {"v": 1}), PutOp(namespace, "k", {"v": 1})])
@@ -343,18 +349,10 @@ async def test_refused_calls_say_why_and_write_nothing(client):
     with pytest.raises(NotImplementedError):
         await store.abatch([PutOp(ALICE, "k", {"v": 1}, ttl=5.0)])
 
-    # The server's own refusal keeps its message and status, as a ValueError.
-    with pytest.raises(ValueError, match=r"memory\.metadata is \d+ bytes") as refused:
-        await store.aput(ALICE, "huge", {"text": "x" * 70_000})
-    assert isinstance(refused.value, NexusInvalidArgument)
-    assert [v.field for v in refused.value.field_violations] == ["memory.metadata"]
-
     assert await all_memories(client, project.id, "alice") == before
 
 
 async def test_the_memory_cap_refusal_reaches_the_graph_as_the_servers(tmp_path):
-    from tests.support import start_harness
-
     h = await start_harness(tmp_path / "data")
     h.app.memories.cap = 2
     try:
@@ -370,3 +368,242 @@ async def test_the_memory_cap_refusal_reaches_the_graph_as_the_servers(tmp_path)
             assert (await store.aget(ALICE, "2")).value == {"v": 22}
     finally:
         await h.close()
+
+
+# --- namespace layouts (issue 47.1) ------------------------------------------------------
+
+
+async def owners(client: NexusClient, project: str) -> list[tuple[str, int]]:
+    """The users holding memories in the project, as GetProjectStats names them."""
+    stats = await client.get_project_stats(project_id=(await project_named(client, project)).id)
+    return sorted((u.user_id, u.memories) for u in stats.users)
+
+
+async def test_both_common_layouts_land_on_the_user_they_name(client):
+    """("memories", user_id) and (user_id, "memories"), LangGraph's two layouts, each
+    make USER memories of that user without any setting."""
+    store = NexusStore(client=client, project="p")
+    await store.aput(("alice", "memories"), "food", {"text": "ramen"})
+    await store.aput(("bob", "memories"), "food", {"text": "pizza"})
+    await store.aput(("memories", "carol"), "food", {"text": "sushi"})
+    assert await owners(client, "p") == [("alice", 1), ("bob", 1), ("carol", 1)]
+    project = await project_named(client, "p")
+    [alices] = await all_memories(client, project.id, "alice")
+    assert (alices.kind, alices.user_id, alices.content) == (
+        memory_pb2.MEMORY_KIND_USER,
+        "alice",
+        '{"text": "ramen"}',
+    )
+    # Read back through either layout's own namespace, and never another user's.
+    assert (await store.aget(("alice", "memories"), "food")).value == {"text": "ramen"}
+    assert (await store.aget(("memories", "carol"), "food")).value == {"text": "sushi"}
+    assert [i.value for i in await store.asearch(("bob", "memories"))] == [{"text": "pizza"}]
+    assert await store.aget(("memories", "alice"), "food") is None  # another namespace
+
+
+async def test_a_namespace_whose_user_cannot_be_told_is_refused_with_the_setting_to_use(client):
+    store = NexusStore(client=client, project="p")
+    for namespace in [("prefs", "alice"), ("memories", "memories"), ("memories", "alice", "x")]:
+        for write in (True, False):
+            with pytest.raises(InvalidNamespaceError, match="Set user_position") as refused:
+                if write:
+                    await store.abatch(
+                        [PutOp(("docs",), "ok", {"v": 1}), PutOp(namespace, "k", {})]
+                    )
+                else:
+                    await store.aget(namespace, "k")
+            assert '(user_id, "memories")' in str(refused.value), str(refused.value)
+    assert (await client.list_projects()).projects == []  # refused before any call
+    assert await store.aget(("docs",), "ok") is None  # the refused batch wrote nothing
+    # The setting the message names takes the layout as meant.
+    first = NexusStore(client=client, project="p", user_position=0)
+    await first.aput(("alice", "prefs", "ui"), "theme", {"mode": "dark"})
+    assert await owners(client, "p") == [("alice", 1)]
+    with pytest.raises(ValueError, match="user_position must be"):
+        NexusStore(client=client, project="p", user_position="first")
+
+
+# --- reads that name no user (issue 47.2) ------------------------------------------------
+
+LAYOUT = [
+    (("memories", "alice"), "food", {"text": "Alice loves ramen", "n": 1}),
+    (("memories", "bob"), "food", {"text": "Bob loves pizza", "n": 2}),
+    (("carol", "memories"), "drink", {"text": "Carol drinks tea", "n": 3}),
+    (("docs",), "guide", {"text": "the project style guide", "n": 4}),
+]
+
+
+async def fill(store) -> None:
+    for namespace, key, value in LAYOUT:
+        await store.aput(namespace, key, value)
+
+
+def seen(items) -> list[tuple]:
+    return sorted((i.namespace, i.key) for i in items)
+
+
+async def test_reads_that_name_no_user_answer_as_langgraphs_own_store(harness, client):
+    """Without auth, a store may act for every user: listings and searches that name
+    none see every user's items, as InMemoryStore's do."""
+    ours = NexusStore(client=client, project="p", index_fields=["text"])
+    theirs = InMemoryStore()
+    await fill(ours)
+    await fill(theirs)
+    for prefix in [("memories",), (), ("carol",), ("docs",), ("memories", "bob")]:
+        assert seen(await ours.asearch(prefix, limit=50)) == seen(
+            await theirs.asearch(prefix, limit=50)
+        ), prefix
+    filtered = {"n": {"$gte": 2}}
+    assert seen(await ours.asearch((), filter=filtered)) == seen(
+        await theirs.asearch((), filter=filtered)
+    )
+    listings = [
+        {},
+        {"prefix": ("memories",)},
+        {"prefix": ("memories", "*")},
+        {"suffix": ("memories",)},
+        {"suffix": ("alice",)},
+        {"prefix": ("*", "memories")},
+        {"max_depth": 1},
+        {"prefix": ("memories",), "limit": 1, "offset": 1},
+    ]
+    for listing in listings:
+        got, want = await ours.alist_namespaces(**listing), await theirs.alist_namespaces(**listing)
+        assert got == want, listing
+    assert await ours.alist_namespaces() == [
+        ("carol", "memories"),
+        ("docs",),
+        ("memories", "alice"),
+        ("memories", "bob"),
+    ]
+    # A query over every owner ranks them together, by cosine similarity.
+    await indexed(harness)
+    found = await ours.asearch(("memories",), query="who loves pizza?")
+    assert found[0].key == "food" and found[0].namespace == ("memories", "bob")
+    assert {i.namespace for i in found} <= {("memories", "alice"), ("memories", "bob")}
+    assert [i.score for i in found] == sorted((i.score for i in found), reverse=True)
+    everywhere = await ours.asearch((), query="Carol drinks tea", limit=1)
+    assert [(i.namespace, i.key) for i in everywhere] == [(("carol", "memories"), "drink")]
+
+
+ADMIN = "admin-key-00000000000000001"
+EVERYONE = "everyone-key-0000000000001"
+ALICE_ONLY = "alice-only-key-00000000001"
+
+
+async def test_what_each_key_sees_when_it_names_no_user(tmp_path):
+    """The table in docs/integrations.md: a user key its own users' items, a "*" key
+    and an admin key every user's (auth off: test above)."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": ADMIN, "name": "ops", "admin": True, "tenant": "t"},
+                    {"key": EVERYONE, "name": "app", "users": "*", "tenant": "t"},
+                    {"key": ALICE_ONLY, "name": "alices", "users": ["alice"], "tenant": "t"},
+                ]
+            }
+        )
+    )
+    h = await start_harness(tmp_path / "data", auth_keys_file=str(keys))
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            stores = {}
+            for name, key in [("admin", ADMIN), ("*", EVERYONE), ("alice", ALICE_ONLY)]:
+                c = await stack.enter_async_context(NexusClient(h.target, api_key=key, retry=None))
+                stores[name] = NexusStore(client=c, project="p")
+            await fill(stores["*"])
+            every = [("carol", "memories"), ("docs",), ("memories", "alice"), ("memories", "bob")]
+            assert await stores["*"].alist_namespaces() == every
+            assert await stores["admin"].alist_namespaces() == every
+            assert await stores["alice"].alist_namespaces() == [("docs",), ("memories", "alice")]
+            assert seen(await stores["alice"].asearch(("memories",))) == [
+                (("memories", "alice"), "food")
+            ]
+            assert seen(await stores["admin"].asearch(("memories",))) == [
+                (("memories", "alice"), "food"),
+                (("memories", "bob"), "food"),
+            ]
+            # Naming a user the key may not act for is the server's refusal, as ever.
+            with pytest.raises(PermissionError):
+                await stores["alice"].asearch(("memories", "bob"))
+    finally:
+        await h.close()
+
+
+async def test_a_read_naming_no_user_past_the_users_it_can_list_is_refused(client):
+    store = NexusStore(client=client, project="p")
+    await store.aput(("docs",), "guide", {"v": 0})
+    project = await project_named(client, "p")
+    for n in range(101):
+        await client.create_memory(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
+                title="t",
+                content="c",
+                project_id=project.id,
+                user_id=f"user-{n:03}",
+            )
+        )
+    with pytest.raises(ValueError, match="has 101 users with memories.*name the user"):
+        await store.alist_namespaces()
+    with pytest.raises(ValueError, match="has 101 users"):
+        await store.asearch(("memories",), query="c")
+    # A read that names its user is as before.
+    await store.aput(("memories", "user-007"), "k", {"v": 7})
+    assert [i.value for i in await store.asearch(("memories", "user-007"))] == [{"v": 7}]
+
+
+# --- index=False and the size limit (issue 47.3) ------------------------------------------
+
+
+async def test_an_item_put_with_index_false_is_never_found_by_a_query(harness, client):
+    store = NexusStore(client=client, project="p", index_fields=["text"])
+    await store.aput(ALICE, "secret", {"text": "the vault code is 4711"}, index=False)
+    await store.aput(ALICE, "open", {"text": "the vault is in the cellar"})
+    await store.aput(("docs",), "hidden", {"text": "vault audit notes"}, index=False)
+    await indexed(harness)
+    for prefix in (ALICE, ("memories",), ()):
+        found = await store.asearch(prefix, query="vault code 4711")
+        assert [i.key for i in found] == ["open"], prefix
+    # Everything else reads it as any item.
+    assert (await store.aget(ALICE, "secret")).value == {"text": "the vault code is 4711"}
+    assert {i.key for i in await store.asearch(ALICE)} == {"secret", "open"}
+    # Nothing of the value is in the memory's searchable text: its key alone.
+    project = await project_named(client, "p")
+    by_title = {m.title: m.content for m in await all_memories(client, project.id, "alice")}
+    assert by_title == {
+        "secret": "secret",
+        "the vault is in the cellar": "the vault is in the cellar",
+        "hidden": "hidden",  # the project's, which alice sees too
+    }
+    # Put again with indexing, it is found.
+    await store.aput(ALICE, "secret", {"text": "the vault code is 4711"})
+    await indexed(harness)
+    assert "secret" in [i.key for i in await store.asearch(ALICE, query="vault code 4711")]
+
+
+async def test_a_value_over_the_size_limit_is_refused_in_the_stores_terms(client):
+    assert MAX_ITEM_BYTES == MAX_METADATA_BYTES  # the server's limit, as the store says it
+    store = NexusStore(client=client, project="p")
+    # An item whose namespace, key and value take exactly the limit fits; a byte more not.
+    overhead = len(json.dumps({"langgraph": {"namespace": list(ALICE), "key": "big",
+                                             "value": json.dumps({"text": ""})}}))  # fmt: skip
+    fits = {"text": "x" * (MAX_ITEM_BYTES - overhead)}
+    await store.aput(ALICE, "big", fits)
+    assert (await store.aget(ALICE, "big")).value == fits
+    too_big = {"text": "x" * (MAX_ITEM_BYTES - overhead + 1)}
+    with pytest.raises(ValueError) as refused:
+        await store.abatch([PutOp(ALICE, "first", {"v": 1}), PutOp(ALICE, "big", too_big)])
+    message = str(refused.value)
+    assert message.startswith("the value put at ('memories', 'alice') key 'big' is too large")
+    assert (
+        f"at most {MAX_ITEM_BYTES:,} bytes as JSON, and this item takes {MAX_ITEM_BYTES + 1:,}"
+        in message
+    )
+    assert "memory.metadata" not in message
+    assert await store.aget(ALICE, "first") is None  # refused before any call
+    # Escaped characters count as the server counts them (JSON's \\uXXXX).
+    with pytest.raises(ValueError, match="too large"):
+        await store.aput(ALICE, "wide", {"text": "ż" * (MAX_ITEM_BYTES // 6 + 1)})

@@ -6,6 +6,7 @@ SelectMemories' two passes; a query engine over the retriever; LlamaIndex's Mock
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -115,7 +116,9 @@ async def test_the_block_selects_only_its_users_memories(harness, client):
     assert await block.aget([]) == ""  # no user message: nothing to select for
 
 
-async def test_flushed_tool_and_system_messages_are_passed_over(client):
+async def test_flushed_messages_outside_an_exchange_are_kept_beside_the_next(client):
+    """An answer whose question was flushed before the block existed, and a system
+    prompt, are kept with the next exchange (test_chat_turns: as LangChain's history)."""
     from llama_index.core.base.llms.types import ChatMessage
 
     block = NexusMemoryBlock(client=client, project="p", user_id="alice", session_id="c")
@@ -124,17 +127,60 @@ async def test_flushed_tool_and_system_messages_are_passed_over(client):
             ChatMessage(role="assistant", content="(an answer whose question went earlier)"),
             ChatMessage(role="system", content="Be brief."),
             ChatMessage(role="user", content="What's 6 x 7?"),
-            ChatMessage(role="assistant", content="Let me compute that."),
-            ChatMessage(role="tool", content="42"),
-            ChatMessage(role="assistant", content="It is 42."),
+            ChatMessage(role="assistant", content="42."),
             ChatMessage(role="user", content="Thanks!"),
         ]
     )
-    assert await episodes_of(client) == [
-        ("c", "What's 6 x 7?", "Let me compute that.\n\nIt is 42.")
+    assert await episodes_of(client) == [("c", "What's 6 x 7?", "42.")]
+    [session] = (await client.list_sessions()).sessions
+    [episode] = (await client.list_episodes(session_id=session.id)).episodes
+    assert [dict(m.items()) for m in episode.metadata["messages_before"]] == [
+        {"role": "assistant", "text": "(an answer whose question went earlier)"},
+        {"role": "system", "text": "Be brief."},
     ]
     await block.aput([ChatMessage(role="assistant", content="You're welcome.")])
     assert (await episodes_of(client))[-1] == ("c", "Thanks!", "You're welcome.")
+
+
+async def test_an_empty_selection_says_the_servers_reason_on_the_block_and_in_the_log(
+    gh, stub, caplog
+):
+    from llama_index.core.base.llms.types import ChatMessage
+
+    async with NexusClient(gh.target, retry=None) as client:
+        block = NexusMemoryBlock(client=client, project="p", user_id="alice")
+        asked = [ChatMessage(role="user", content="What do I drink?")]
+        assert block.empty_reason is None
+        # Nothing stored yet: the server says so.
+        with caplog.at_level(logging.INFO, logger="nexus_grpc.integrations.llamaindex"):
+            assert await block.aget(asked) == ""
+        assert block.empty_reason.startswith("NOTHING_STORED: ")
+        [record] = [r for r in caplog.records if r.name == "nexus_grpc.integrations.llamaindex"]
+        assert record.getMessage() == (
+            f"NexusMemoryBlock selected no memory of user 'alice' for the prompt:"
+            f" {block.empty_reason}"
+        )
+        # A memory the selection model (the stand-in) reads and chooses none of.
+        project_id = await block._conn.project_id(client)
+        memory = await client.create_memory(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER,
+                title="Alice drinks oolong tea",
+                content="Alice drinks oolong tea",
+                project_id=project_id,
+                user_id="alice",
+            )
+        )
+        stub.add_rule(Reply.of({"selected": []}), contains=PASS1, times=1)
+        assert await block.aget(asked, session_id="s") == ""
+        assert block.empty_reason.startswith("MODEL_CHOSE_NONE: the selection model read the")
+        stub.add_rule(
+            Reply.of({"selected": [{"id": memory.id, "relevance": 0.9, "category": "necessary"}]}),
+            contains=PASS1,
+        )
+        stub.add_rule(Reply.of({"ranked": [{"id": memory.id, "relevance": 0.9}]}), contains=PASS2)
+        assert await block.aget(asked, session_id="s2") == "- Alice drinks oolong tea"
+        assert block.empty_reason is None
 
 
 async def test_a_query_engine_answers_from_the_retrievers_nodes(harness, client):

@@ -76,3 +76,23 @@ async def test_a_worker_that_breaks_is_an_error_not_a_figure():
 
     with pytest.raises(LoadError, match="bad pick"):
         await drive(picks, 2, 0.1)
+
+
+async def test_an_open_loop_says_how_well_it_kept_its_schedule():
+    async def call(rng: random.Random) -> None:
+        await asyncio.sleep(0.05)
+
+    # Two workers of 50 ms calls start at most 40 a second: 100 asked.
+    behind = await drive(single("op", call), 2, 0.5, rps=100, grace=5.0)
+    assert behind.schedule is not None
+    assert behind.schedule.scheduled == 50
+    assert behind.schedule.started_in_window <= 25
+    assert not behind.schedule.kept(0.9)
+    # The later a call was scheduled, the longer it waited for a worker.
+    assert max(behind.schedule.lateness) > 0.2
+    # Eight workers start 40 a second of them on time.
+    on_time = await drive(single("op", call), 8, 0.5, rps=40, grace=5.0)
+    assert on_time.schedule is not None and on_time.schedule.scheduled == 20
+    assert on_time.schedule.kept(0.9)
+    # A closed loop has no schedule.
+    assert (await drive(single("op", call), 1, 0.1)).schedule is None

@@ -58,6 +58,8 @@ def certs(tmp_path_factory) -> Path:
     check dials: a check that verified the dialled address would fail on them.
     """
     if shutil.which("openssl") is None:
+        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failed setup
+            pytest.fail("openssl CLI not installed")
         pytest.skip("openssl CLI not installed")
     d = tmp_path_factory.mktemp("certs")
     _ca("server-ca", d)

@@ -5,10 +5,12 @@ Python snippet against it, so the first thing a new user runs cannot drift
 What changes: `make run` gets `LISTEN=127.0.0.1:0` (any free port; the port
 it took is read from its log) and `DATA_DIR=` (a fresh directory), both of
 which the README documents; the commands and the snippet get that address for
-127.0.0.1:50051, and the virtualenv's place for `.venv/bin/`."""
+127.0.0.1:50051, and the virtualenv's place for `.venv/bin/`. The snippet runs
+twice, as the README says it may: the second run finds the first's project."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import signal
@@ -17,6 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
+from nexus_grpc.client import NexusClient
 from nexus_grpc.loadtest.launcher import PORT_LINE
 from tests import readme
 
@@ -24,6 +27,16 @@ HEADING = "## Quick start"
 ADDRESS = "127.0.0.1:50051"
 BIN = Path(sys.executable).parent
 STARTUP_S = 120.0
+
+
+async def _projects(target: str) -> list[tuple[str, int]]:
+    """Each project's name and how many sessions it holds."""
+    async with NexusClient(target) as client:
+        projects = (await client.list_projects(page_size=100)).projects
+        return [
+            (p.name, len((await client.list_sessions(project_id=p.id)).sessions))
+            for p in projects
+        ]
 
 
 def commands(block: str) -> list[str]:
@@ -81,6 +94,18 @@ def test_the_quick_start_runs_as_written(tmp_path):
         assert "[postgres]" in lines[0].lower() and "[port]" in lines[0], quickstart
         assert lines[-1].startswith("0 memories: LLM_OFF: no LLM server is configured"), quickstart
         assert lines[-1].endswith("1 exchange waits for memory formation"), quickstart
+
+        # Run again, it finds its project by name: one "quickstart", holding both runs'
+        # conversations, and the second run's search finds both exchanges.
+        again = subprocess.run(
+            [sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        *hits, last = again.stdout.splitlines()
+        assert len(hits) == 2 and all("[port] 5433" in hit for hit in hits), again.stdout
+        assert last.endswith("2 exchanges wait for memory formation"), again.stdout
+        assert asyncio.run(_projects(target)) == [("quickstart", 2)]
 
         # The typed client's own example, further down, runs against the same server.
         [example] = readme.blocks("## The typed clients", "python")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import grpc
 import pytest
@@ -26,7 +27,10 @@ async def expect_status(coro, code: grpc.StatusCode, text: str = "") -> str:
     return info.value.details()
 
 
-async def new_project(h, name="proj", **kw) -> memory_pb2.Project:
+async def new_project(h, name="", **kw) -> memory_pb2.Project:
+    """A project called ``name``; a name of its own when none is given (a
+    project's name is unique in its tenant)."""
+    name = name or f"proj {uuid.uuid4().hex[:8]}"
     return await h.memory.CreateProject(
         memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=name, **kw))
     )

@@ -5,9 +5,12 @@ method (x-nexus-selection-method), also when it selects nothing."""
 
 from __future__ import annotations
 
+import json
+
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.ollama_stub import Reply
+from tests.support import bearer, start_harness
 
 # Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -184,3 +187,78 @@ async def test_a_selection_the_model_made_empty_says_so_and_its_method(llm_harne
         "MODEL_CHOSE_NONE: the selection model read the titles of 2 memories and chose none"
         " for this prompt"
     )
+
+
+async def test_another_tenants_project_always_hears_nothing_stored(tmp_path, store_settings):
+    """The reasons say only what the caller may read: tenant b naming tenant
+    a's projects hears exactly what a project that does not exist tells,
+    whatever a's settings (formation off) and backlog (exchanges waiting)."""
+    keys = tmp_path / "keys.json"
+    a_key, b_key = "tenant-a-key-for-reasons-01", "tenant-b-key-for-reasons-01"
+    keys.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    {"key": a_key, "name": "a", "users": "*"},
+                    {"key": b_key, "name": "b", "users": "*"},
+                ]
+            }
+        )
+    )
+    h = await start_harness(tmp_path / "data", auth_keys_file=str(keys), **store_settings)
+    a, b = bearer(a_key), bearer(b_key)
+    try:
+        off = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(
+                project=memory_pb2.Project(
+                    name="off", memory_formation=memory_pb2.MEMORY_FORMATION_OFF
+                )
+            ),
+            metadata=a,
+        )
+        waiting = await h.memory.CreateProject(
+            memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="waiting")),
+            metadata=a,
+        )
+        session = await h.memory.CreateSession(
+            memory_pb2.CreateSessionRequest(
+                session=memory_pb2.Session(project_id=waiting.id, user_id="alice")
+            ),
+            metadata=a,
+        )
+        await h.memory.CreateEpisode(
+            memory_pb2.CreateEpisodeRequest(
+                session_id=session.id, user_message="I'm vegetarian now.", ai_response="Noted."
+            ),
+            metadata=a,
+        )
+
+        async def reasons(key, project_id: int) -> list[str]:
+            scope = memory_pb2.MemoryScope(project_id=project_id, user_id="alice")
+            listed = h.memory.ListMemories(
+                memory_pb2.ListMemoriesRequest(scope=scope), metadata=key
+            )
+            await listed
+            searched = h.memory.SearchMemories(
+                memory_pb2.SearchMemoriesRequest(query="vegetarian", scope=scope), metadata=key
+            )
+            selected = h.memory.SelectMemories(
+                memory_pb2.SelectMemoriesRequest(prompt="food?", scope=scope), metadata=key
+            )
+            out = [(await trailers_of(listed))[REASON]]
+            for call in (searched, selected):
+                items, trailers = await drained(call)
+                assert items == []
+                out.append(trailers[REASON])
+            return out
+
+        # Tenant a hears its own projects' reasons...
+        assert [r.split(":")[0] for r in await reasons(a, off.id)] == ["FORMATION_OFF"] * 3
+        assert [r.split(":")[0] for r in await reasons(a, waiting.id)] == ["LLM_OFF"] * 3
+        # ...tenant b, naming them, what a missing project tells.
+        missing = await reasons(b, 999_999)
+        assert {r.split(":")[0] for r in missing} == {"NOTHING_STORED"}
+        assert await reasons(b, off.id) == missing
+        assert await reasons(b, waiting.id) == missing
+    finally:
+        await h.close()

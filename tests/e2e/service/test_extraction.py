@@ -9,7 +9,7 @@ import grpc
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.llm import LLMUnavailable, LLMUnreachable
-from nexus_grpc.workers.llm_failures import failure_for
+from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.worker import Postpone
 from tests.graph_support import (
     ALICE,

@@ -13,7 +13,7 @@ import pytest
 from nexus_grpc.cli import main as cli_main
 from nexus_grpc.evaluation import graph_score as score
 from nexus_grpc.evaluation.graph_eval import EvalError, evaluate, format_report
-from nexus_grpc.evaluation.graph_set import ENTITY_TYPES, SetError, load
+from nexus_grpc.evaluation.graph_set import ENTITY_TYPES, DataError, load
 from nexus_grpc.llm.extraction_prompts import ENTITY_TYPES as SERVICE_TYPES
 from nexus_grpc.llm.resolution_prompts import Candidate, Question, build_resolution_messages
 from tests.careful_model import CarefulModel, careful_stub
@@ -135,7 +135,7 @@ def _set(tmp_path: Path, mutate) -> Path:
 )
 def test_a_bad_set_fails_naming_the_place(tmp_path, mutate, place, problem):
     path = _set(tmp_path, mutate)
-    with pytest.raises(SetError) as info:
+    with pytest.raises(DataError) as info:
         load([path])
     assert f"{path}: {place}: " in str(info.value) and problem in str(info.value)
 

@@ -33,13 +33,12 @@ QUEUED = 1000
 A_BUDGET = 100  # tokens a day: one extraction spends more
 
 
-@pytest.fixture
-async def h(tmp_path, stub, store_settings):
+async def _start(tmp_path, stub, store_settings, a_budget: int = A_BUDGET) -> Harness:
     keys = tmp_path / "keys.json"
     keys.write_text(
         json.dumps(
             {
-                "tenants": {"a": {"llm_tokens_per_day": A_BUDGET}},
+                "tenants": {"a": {"llm_tokens_per_day": a_budget}},
                 "keys": [
                     {"key": A_KEY, "name": "a", "users": "*"},
                     {"key": B_KEY, "name": "b", "users": "*"},
@@ -58,6 +57,12 @@ async def h(tmp_path, stub, store_settings):
         **store_settings,
     )
     speed_up(harness)
+    return harness
+
+
+@pytest.fixture
+async def h(tmp_path, stub, store_settings):
+    harness = await _start(tmp_path, stub, store_settings)
     yield harness
     await harness.close()
 
@@ -125,11 +130,23 @@ async def test_a_tenant_past_its_budget_waits_for_tomorrow_while_another_flows(h
     # of b's.
     bulk = await _session(h, A)
     ids = await _import(h, A, bulk, QUEUED)
+    # Which of a's jobs the extraction worker claims from here on.
+    queue = h.app.extraction_worker.queue
+    claim, bulk_ids, claimed = queue.claim, set(ids), []
+
+    async def counted(n: int, lease: float) -> list:
+        batch = await claim(n, lease)
+        claimed.extend(j for j in batch if j.target_id in bulk_ids and counting)
+        return batch
+
+    counting = False
+    queue.claim = counted  # type: ignore[method-assign]
     await h.app.db.write(
         lambda uow: uow.jobs.enqueue(
             jobs.EXTRACT_EPISODE, ids, run_after=time.time() - 60, priority=jobs.LIVE
         )
     )
+    counting = True
     asked_before = len(stub.requests_to("/api/chat"))
 
     # Tenant b's live episode is extracted all the same.
@@ -151,6 +168,9 @@ async def test_a_tenant_past_its_budget_waits_for_tomorrow_while_another_flows(h
     assert {(state, attempts) for state, attempts, _ in rows} == {("pending", 0)}
     # (The one claimed is put back with a delay: to within the commit's time.)
     assert all(abs(run_after - tomorrow) < 0.5 for _, _, run_after in rows)
+    # The backlog moved in one sweep: the worker claimed no more of a's jobs
+    # than its slots held at once (the first it met), not one per job.
+    assert 1 <= len(claimed) <= h.app.extraction_worker.config.concurrency, len(claimed)
     # The worker never paused for them: it is not waiting on the model.
     assert h.app.extraction_worker.waiting_on is None
     # Each episode says why, where its extraction state is shown.
@@ -189,19 +209,20 @@ async def test_past_its_budget_a_tenant_selects_by_similarity_and_is_refused_sum
     asked = len(stub.requests_to("/api/chat"))
     await wait_until(lambda: index_idle(h))
 
-    picked = [
-        x
-        async for x in h.memory.SelectMemories(
-            memory_pb2.SelectMemoriesRequest(
-                prompt="which port does the staging database use?",
-                scope=memory_pb2.MemoryScope(project_id=project.id),
-            ),
-            metadata=A,
-        )
-    ]
+    call = h.memory.SelectMemories(
+        memory_pb2.SelectMemoriesRequest(
+            prompt="which port does the staging database use?",
+            scope=memory_pb2.MemoryScope(project_id=project.id),
+        ),
+        metadata=A,
+    )
+    picked = [x async for x in call]
     assert picked and all(x.method == "semantic" for x in picked)
     assert "tenant 'a' has spent its LLM token budget" in picked[0].degraded_reason
     assert "ranked by semantic similarity" in picked[0].degraded_reason
+    # The stream says it too, where an answer with no selection can read it.
+    trailers = dict(await call.trailing_metadata())
+    assert trailers["x-nexus-degraded"] == picked[0].degraded_reason
 
     for call in (
         h.summary.SummarizeSession(
@@ -262,3 +283,50 @@ async def test_each_key_sees_its_own_tenants_spend_and_an_admin_every_tenants(h,
     assert "LLM tokens today" in printed
     assert f" of {A_BUDGET:,}  SPENT: its LLM work waits for 00:00 UTC" in printed
     assert " of 1,000,000\n" in printed
+
+
+async def test_a_budget_raised_resumes_the_work_it_held_at_once(tmp_path, stub, store_settings):
+    h = await _start(tmp_path, stub, store_settings)
+    try:
+        session = await _session(h, A)
+        await _extracted(h, A, session, "I met Ana in Lisbon.")  # spends the day's budget
+        waiting = [
+            (
+                await h.memory.CreateEpisode(
+                    memory_pb2.CreateEpisodeRequest(
+                        session_id=session, user_message=f"held {i}", ai_response="ok"
+                    ),
+                    metadata=A,
+                )
+            ).id
+            for i in range(3)
+        ]
+
+        async def all_say_why() -> bool:
+            errors = [await _extraction_error(h, e) for e in waiting]
+            return all("has spent its LLM token budget" in e for e in errors)
+
+        await wait_until(all_say_why, timeout=20)
+    finally:
+        await h.close()
+    # Started again with the budget raised: the work runs now, not at the
+    # next midnight, and the episodes stop saying "100 of 100 tokens".
+    h = await _start(tmp_path, stub, store_settings, a_budget=1_000_000)
+    try:
+        for episode in waiting:
+            call = h.graph.WatchExtractions(
+                graph_pb2.WatchExtractionsRequest(episode_id=episode), metadata=A
+            )
+            try:
+                [event] = await take(call, 1, 30)
+            finally:
+                call.cancel()
+            assert event.status == graph_pb2.EXTRACTION_STATUS_DONE
+            assert await _extraction_error(h, episode) == ""
+    finally:
+        await h.close()
+
+
+async def _extraction_error(h: Harness, episode_id: int) -> str:
+    episode = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode_id), metadata=A)
+    return episode.extraction_error

@@ -6,6 +6,8 @@ keyword search, semantic search (and selection, in test_selection.py).
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -174,6 +176,24 @@ async def test_request_id_is_idempotent(harness):
         )
     )
     assert carols.id not in (a.id, bobs.id)
+
+
+async def test_the_same_words_sent_at_once_are_stored_once(harness):
+    """Identical creates arriving together (a client's retries racing, two
+    agents told one fact) keep one memory: on PostgreSQL their transactions
+    run side by side, and the owner's lock makes the second find the first's."""
+    h = harness
+    p1, *_ = await setup_world(h)
+    fact = memory_pb2.Memory(kind=P, project_id=p1, title="deploy day", tier=LONGTERM,
+                             content="Deploys go out on Thursdays after 14:00.")  # fmt: skip
+    made = await asyncio.gather(
+        *(h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=fact)) for _ in range(8))
+    )
+    assert len({m.id for m in made}) == 1
+    page = await h.memory.ListMemories(
+        memory_pb2.ListMemoriesRequest(scope=memory_pb2.MemoryScope(project_id=p1), page_size=100)
+    )
+    assert [m.id for m in page.memories if m.title == "deploy day"] == [made[0].id]
 
 
 async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(harness):

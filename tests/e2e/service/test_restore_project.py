@@ -311,9 +311,17 @@ async def test_an_empty_stream_is_invalid(target):
 async def test_a_collision_found_while_writing_rolls_back_everything(tmp_path, target):
     """The second restore of a file fails at its first session, whose
     external_id the first restore holds, after its project row was written:
-    that row goes too."""
+    that row goes too. (The first restore's project is renamed: a project's
+    name is unique in its tenant, and the name would be refused first.)"""
     lines, _ = await used_source(tmp_path)
-    await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    first = await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))
+    await target.memory.UpdateProject(
+        memory_pb2.UpdateProjectRequest(
+            project=memory_pb2.Project(id=first.project_id, name="restored first"),
+            update_mask={"paths": ["name"]},
+        ),
+        metadata=bearer(ADMIN),
+    )
     before = await rows(target)
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await target.memory.RestoreProject(iter(requests(lines)), metadata=bearer(ADMIN))

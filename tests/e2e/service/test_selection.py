@@ -4,6 +4,8 @@ and isolation on the selection path."""
 
 from __future__ import annotations
 
+import uuid
+
 import grpc
 import pytest
 
@@ -20,8 +22,11 @@ P, U = memory_pb2.MEMORY_KIND_PROJECT, memory_pb2.MEMORY_KIND_USER
 
 
 async def world(h):
+    # A name of its own: a project's name is unique in its tenant.
     p = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
+        memory_pb2.CreateProjectRequest(
+            project=memory_pb2.Project(name=f"p {uuid.uuid4().hex[:8]}")
+        )
     )
     ses = await h.memory.CreateSession(
         memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=p.id))

@@ -297,3 +297,65 @@ async def test_postgresql_jobs_queued_before_tenants_take_their_targets_tenant(p
         assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
         rows = raw.execute("SELECT kind, target_id, tenant FROM jobs ORDER BY kind, target_id")
         assert rows.fetchall() == _TENANTS_TAKEN
+
+
+# Projects as an older build let them be named: "quickstart" three times in one
+# tenant (one of its later projects already called "quickstart (2)"), once in
+# another tenant, and "demo" twice.
+_REPEATED_NAMES = [
+    "INSERT INTO projects (id, name, created_at, updated_at, tenant) VALUES"
+    " (1, 'quickstart', 0, 0, 'a'), (2, 'quickstart', 0, 0, 'a'), (3, 'demo', 0, 0, 'a'),"
+    " (4, 'quickstart', 0, 0, 'b'), (5, 'quickstart', 0, 0, 'a'),"
+    " (6, 'quickstart (2)', 0, 0, 'a'), (7, 'demo', 0, 0, 'a')",
+]
+_RENAMED = [
+    (1, "a", "quickstart"),
+    (2, "a", "quickstart (3)"),  # "quickstart (2)" is project 6's own name
+    (3, "a", "demo"),
+    (4, "b", "quickstart"),  # another tenant's: not a repeat
+    (5, "a", "quickstart (4)"),
+    (6, "a", "quickstart (2)"),
+    (7, "a", "demo (2)"),
+]
+
+
+def test_repeated_project_names_take_a_suffix_and_a_name_is_then_unique(tmp_path):
+    """The oldest project of a name keeps it; each later one of its tenant
+    takes the first free "name (n)", and the unique index then holds."""
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.UNIQUE_PROJECT_NAMES))
+    for statement in _REPEATED_NAMES:
+        conn.execute(statement)
+    assert migrations.migrate(conn) == migrations.LATEST_VERSION
+    rows = conn.execute("SELECT id, tenant, name FROM projects ORDER BY id").fetchall()
+    assert rows == _RENAMED
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(
+            "INSERT INTO projects (name, created_at, updated_at, tenant)"
+            " VALUES ('demo', 0, 0, 'a')"
+        )
+    conn.execute(
+        "INSERT INTO projects (name, created_at, updated_at, tenant) VALUES ('demo', 0, 0, 'b')"
+    )
+
+
+async def test_postgresql_repeated_project_names_take_the_same_suffixes(pg_empty_url):
+    import psycopg
+
+    from nexus_grpc.store.postgres import migrations as pg_schema
+    from tests import pg
+
+    with psycopg.connect(pg_empty_url, autocommit=True) as raw:
+        pg.restore_version_1(raw)
+        before = pg_schema.MIGRATIONS.index((schema_changes.UNIQUE_PROJECT_NAMES,))
+        pg_schema.migrate(raw, upto=before)
+        for statement in _REPEATED_NAMES:
+            raw.execute(statement)
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+        rows = raw.execute("SELECT id, tenant, name FROM projects ORDER BY id").fetchall()
+        assert rows == _RENAMED
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            raw.execute(
+                "INSERT INTO projects (name, created_at, updated_at, tenant)"
+                " VALUES ('demo', 0, 0, 'a')"
+            )

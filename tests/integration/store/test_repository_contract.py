@@ -76,6 +76,26 @@ async def test_projects_keep_their_settings_and_their_tenant(run):
     )
 
 
+async def test_a_project_name_is_taken_once_per_tenant_and_the_refusal_names_its_holder(run):
+    def case(uow):
+        first = uow.projects.insert({"name": "Atlas"}, "t1")
+        elsewhere = uow.projects.insert({"name": "Atlas"}, "t2")
+        other_case = uow.projects.insert({"name": "atlas"}, "t1")
+        try:
+            uow.projects.insert({"name": "Atlas"}, "t1")
+        except AlreadyExists as exc:
+            [held] = exc.details
+            refused = (held.resource_type, held.resource_name, exc.message)
+        # The transaction goes on after the refusal (on PostgreSQL too).
+        later = uow.projects.insert({"name": "Borealis"}, "t1")
+        return first.id, (elsewhere.tenant, other_case.name, later.name), refused
+
+    first, made, (kind, holder, message) = await run(case)
+    assert made == ("t2", "atlas", "Borealis")
+    assert (kind, holder) == ("project", str(first))
+    assert f"a project named 'Atlas' already exists in this tenant: project {first}" in message
+
+
 async def test_another_tenants_project_or_session_answers_as_a_missing_one(run):
     def case(uow):
         project = uow.projects.insert({"name": "p"}, "t1")
@@ -416,15 +436,15 @@ async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_te
     far = 4_000_000_000.0
 
     def case(uow):
-        mine = uow.sessions.insert("a", "", 0, {}, "t1")
+        mine = uow.sessions.insert("a", "", 0, {}, "t1", "alice")
         theirs = uow.sessions.insert("b", "", 0, {}, "t2")
         ids = [uow.episodes.insert(s.id, "hi", "", {}, None).id for s in (mine, mine, theirs)]
         uow.jobs.enqueue(jobs.EXTRACT_EPISODE, ids)
         uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id])
         owners = (
-            uow.usage.job_tenants(jobs.EXTRACT_EPISODE, [*ids, 999]),
-            uow.usage.job_tenants(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id]),
-            uow.usage.job_tenants(jobs.INDEX_EPISODE, ids),
+            uow.usage.job_owners(jobs.EXTRACT_EPISODE, [*ids, 999]),
+            uow.usage.job_owners(jobs.SUMMARIZE_SESSION, [mine.id, theirs.id]),
+            uow.usage.job_owners(jobs.INDEX_EPISODE, ids),
         )
         moved = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
         again = uow.usage.defer_tenant_jobs(jobs.EXTRACT_EPISODE, "t1", far, "over budget")
@@ -433,8 +453,8 @@ async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_te
 
     ids, mine, theirs, owners, moved, again, summaries = await run(case)
     assert owners == (
-        {ids[0]: "t1", ids[1]: "t1", ids[2]: "t2"},
-        {mine: "t1", theirs: "t2"},
+        {ids[0]: ("t1", "alice"), ids[1]: ("t1", "alice"), ids[2]: ("t2", "")},
+        {mine: ("t1", "alice"), theirs: ("t2", "")},
         {},
     )
     assert [(j.kind, j.target_id, j.attempts) for j in moved] == [
@@ -443,3 +463,78 @@ async def test_a_budget_finds_the_tenant_of_each_llm_job_and_defers_only_that_te
     ]
     assert again == []  # already waiting until then
     assert [(j.kind, j.target_id) for j in summaries] == [(jobs.SUMMARIZE_SESSION, theirs)]
+
+
+async def test_the_account_keeps_whose_work_each_call_was_and_reads_by_user(run):
+    hour = 3600.0
+    base = 200 * hour
+
+    def case(uow):
+        uow.usage.insert(
+            [
+                LLMCall("extraction", 1, "t1", 100, 10, 0.5, "ok", base + 1, user_id="alice"),
+                LLMCall("formation", 1, "t1", 20, 2, 0.5, "ok", base + 2, user_id="alice"),
+                LLMCall("extraction", 1, "t1", 40, 4, 0.5, "ok", base + 3, user_id="carol"),
+                LLMCall("overview", 1, "t1", 7, 7, 0.5, "ok", base + 4),
+                LLMCall("extraction", 2, "t2", 9, 9, 0.5, "ok", base + 5, user_id="alice"),
+            ]
+        )
+        return (
+            uow.usage.spent_by_users(base, "t1"),
+            uow.usage.spent_by_users(base, "t1", ["alice", "bob"]),
+            uow.usage.spent_by_users(base + 3, "t1", ["alice", "carol"]),
+            uow.usage.spent_by_users(base, "t1", []),
+            uow.usage.stage_buckets(base, base + hour, hour, project_id=1, users=["alice"]),
+            uow.usage.stage_buckets(base, base + hour, hour, tenant="t1", users=["carol"]),
+            uow.usage.stage_buckets(base, base + hour, hour, tenant="t1", users=[]),
+            uow.usage.spent(base, ["t1"]),
+        )
+
+    every, named, since, none, alice, carol, nobody, tenant = await run(case)
+    # Work for no user (the overview) is no user's, and counts for the tenant.
+    assert every == {"alice": 132, "carol": 44}
+    assert named == {"alice": 132, "bob": 0}
+    assert since == {"alice": 0, "carol": 44}
+    assert none == {}
+    assert [(r.stage, r.calls, r.prompt_tokens) for r in alice] == [
+        ("extraction", 1, 100),
+        ("formation", 1, 20),
+    ]
+    assert [(r.stage, r.calls) for r in carol] == [("extraction", 1)]
+    assert nobody == []
+    assert tenant == {"t1": 190}
+
+
+async def test_a_users_share_defers_only_that_users_jobs_and_a_resume_frees_them(run):
+    far = 4_000_000_000.0
+
+    def case(uow):
+        alice = uow.sessions.insert("a", "", 0, {}, "t1", "alice")
+        carol = uow.sessions.insert("c", "", 0, {}, "t1", "carol")
+        ids = [uow.episodes.insert(s.id, "hi", "", {}, None).id for s in (alice, carol, alice)]
+        uow.jobs.enqueue(jobs.EXTRACT_EPISODE, ids)
+        uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [alice.id, carol.id])
+        moved = uow.usage.defer_tenant_jobs(
+            jobs.EXTRACT_EPISODE, "t1", far, "waits (1 of 1 tokens, quota-x)", "alice"
+        )
+        summaries = uow.usage.defer_tenant_jobs(
+            jobs.SUMMARIZE_SESSION, "t1", far, "waits (1 of 1 tokens, quota-x)", "carol"
+        )
+        # Names are no user's: a user's share never sweeps them.
+        names = uow.usage.defer_tenant_jobs(jobs.RESOLVE_ENTITY, "t1", far, "x", "alice")
+        now = time.time()
+        found = uow.usage.deferred_jobs(jobs.EXTRACT_EPISODE, ", quota-x", now)
+        later = uow.usage.deferred_jobs(jobs.EXTRACT_EPISODE, ", quota-x", now, found[0].id)
+        other = uow.usage.deferred_jobs(jobs.EXTRACT_EPISODE, ", another", now)
+        uow.usage.resume_jobs([found[0].id], now)
+        after = uow.usage.deferred_jobs(jobs.EXTRACT_EPISODE, ", quota-x", now)
+        return ids, alice.id, carol.id, moved, summaries, names, found, later, other, after
+
+    ids, alice, carol, moved, summaries, names, found, later, other, after = await run(case)
+    assert [j.target_id for j in moved] == [ids[0], ids[2]]
+    assert [(j.kind, j.target_id) for j in summaries] == [(jobs.SUMMARIZE_SESSION, carol)]
+    assert names == []
+    assert [j.target_id for j in found] == [ids[0], ids[2]]
+    assert [j.target_id for j in later] == [ids[2]]
+    assert other == []
+    assert [j.target_id for j in after] == [ids[2]]

@@ -83,3 +83,58 @@ def test_a_column_the_declaration_keeps_for_one_store_is_only_there():
     assert lease.only == "postgres"
     assert "lease_until" not in _declared("sqlite")["jobs"]
     assert "lease_until" in _declared("postgres")["jobs"]
+
+
+def _declared_indexes() -> set[str]:
+    return {i.name for t in schema.TABLES for i in t.indexes}
+
+
+def _retired_indexes() -> set[str]:
+    return {i.name for _, i in schema.RETIRED_INDEXES}
+
+
+def _sqlite_index_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def test_every_declared_index_is_in_a_new_and_an_upgraded_sqlite_database_by_name(tmp_path):
+    """Compared with each other, a new and an upgraded database can lose the
+    same index together (one renderer builds both); compared with the
+    declaration by name, neither can."""
+    declared = _declared_indexes()
+    assert "idx_llm_calls_day" in declared and "idx_jobs_lanes" in declared
+    new = _sqlite_index_names(_sqlite(tmp_path / "new.sqlite3"))
+    upgraded = _sqlite_index_names(
+        _sqlite(tmp_path / "old.sqlite3", upto=sqlite_migrations.LATEST_VERSION)
+    )
+    for found in (new, upgraded):
+        assert declared - found == set()
+        assert found & _retired_indexes() == set()
+
+
+async def test_every_declared_index_is_in_a_new_and_an_upgraded_postgresql_database_by_name():
+    import psycopg
+
+    from tests import pg
+
+    def names(conn) -> set[str]:
+        return {
+            r[0]
+            for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
+        }
+
+    new_url, old_url = pg.new_database(migrated=False), pg.new_database(migrated=False)
+    try:
+        with (
+            psycopg.connect(new_url, autocommit=True) as new,
+            psycopg.connect(old_url, autocommit=True) as old,
+        ):
+            postgres_migrations.migrate(new)
+            pg.restore_version_1(old)
+            postgres_migrations.migrate(old)
+            for found in (names(new), names(old)):
+                assert _declared_indexes() - found == set()
+                assert found & _retired_indexes() == set()
+    finally:
+        pg.drop_database(new_url)
+        pg.drop_database(old_url)

@@ -2583,6 +2583,8 @@ class TenantBudget(_message.Message):
     LLM_TOKENS_PER_DAY_FIELD_NUMBER: _builtins.int
     EXHAUSTED_FIELD_NUMBER: _builtins.int
     RESETS_AT_FIELD_NUMBER: _builtins.int
+    LLM_TOKENS_PER_DAY_PER_USER_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     llm_tokens_today: _builtins.int
     """LLM tokens (prompt and completion, every stage) spent since 00:00 UTC."""
@@ -2592,9 +2594,23 @@ class TenantBudget(_message.Message):
     """Spent: until resets_at the tenant's LLM jobs wait, SelectMemories ranks
     by semantic similarity and summaries are refused (RESOURCE_EXHAUSTED).
     """
+    llm_tokens_per_day_per_user: _builtins.int
+    """The most the work for any one user of the tenant may spend per UTC day
+    (the keys file's llm_tokens_per_day_per_user); 0: no limit per user.
+    """
     @_builtins.property
     def resets_at(self) -> _timestamp_pb2.Timestamp:
         """The next 00:00 UTC, when llm_tokens_today starts again from zero."""
+
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___UserBudget]:
+        """For a key that may act only for some users: each of them, and
+        llm_tokens_today is then only their work's spend (the tenant's whole
+        spend would tell one user about another's work; exhausted still says
+        whether the tenant's budget is spent). For a key that may act for every
+        user, where the tenant limits its users: those who spent most today (at
+        most 100).
+        """
 
     def __init__(
         self,
@@ -2604,14 +2620,48 @@ class TenantBudget(_message.Message):
         llm_tokens_per_day: _builtins.int = ...,
         exhausted: _builtins.bool = ...,
         resets_at: _timestamp_pb2.Timestamp | None = ...,
+        llm_tokens_per_day_per_user: _builtins.int = ...,
+        users: _abc.Iterable[Global___UserBudget] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resets_at", b"resets_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exhausted", b"exhausted", "llm_tokens_per_day", b"llm_tokens_per_day", "llm_tokens_today", b"llm_tokens_today", "resets_at", b"resets_at", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exhausted", b"exhausted", "llm_tokens_per_day", b"llm_tokens_per_day", "llm_tokens_per_day_per_user", b"llm_tokens_per_day_per_user", "llm_tokens_today", b"llm_tokens_today", "resets_at", b"resets_at", "tenant", b"tenant", "users", b"users"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TenantBudget: _TypeAlias = TenantBudget  # noqa: Y015
+
+@_typing.final
+class UserBudget(_message.Message):
+    """The spend today of the work for one user, against the tenant's limit per
+    user.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    LLM_TOKENS_TODAY_FIELD_NUMBER: _builtins.int
+    EXHAUSTED_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    llm_tokens_today: _builtins.int
+    exhausted: _builtins.bool
+    """Spent: until resets_at the work for this user waits, as a tenant's does
+    past its budget, while the tenant's other users' work flows.
+    """
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        llm_tokens_today: _builtins.int = ...,
+        exhausted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exhausted", b"exhausted", "llm_tokens_today", b"llm_tokens_today", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserBudget: _TypeAlias = UserBudget  # noqa: Y015
 
 @_typing.final
 class GetUsageResponse(_message.Message):
@@ -2625,6 +2675,7 @@ class GetUsageResponse(_message.Message):
     BUCKETS_FIELD_NUMBER: _builtins.int
     TOTAL_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     """Whose figures these are: the tenant, and the project (0: all of it)."""
     project_id: _builtins.int
@@ -2649,6 +2700,15 @@ class GetUsageResponse(_message.Message):
     def budget(self) -> Global___TenantBudget:
         """The tenant's spend today against its budget."""
 
+    @_builtins.property
+    def users(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The key may act only for these users, and every figure counts only the
+        work done for them: their sessions' extraction, formation and summaries,
+        their selections, and the episodes, formed memories and entities that
+        work made (budget's llm_tokens_today too). Empty: the key may act for
+        every user, and the figures are every user's work and work for none.
+        """
+
     def __init__(
         self,
         *,
@@ -2660,10 +2720,11 @@ class GetUsageResponse(_message.Message):
         buckets: _abc.Iterable[Global___UsagePeriod] | None = ...,
         total: Global___UsagePeriod | None = ...,
         budget: Global___TenantBudget | None = ...,
+        users: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "end_time", b"end_time", "start_time", b"start_time", "total", b"total"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "buckets", b"buckets", "budget", b"budget", "end_time", b"end_time", "project_id", b"project_id", "start_time", b"start_time", "tenant", b"tenant", "total", b"total"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "buckets", b"buckets", "budget", b"budget", "end_time", b"end_time", "project_id", b"project_id", "start_time", b"start_time", "tenant", b"tenant", "total", b"total", "users", b"users"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

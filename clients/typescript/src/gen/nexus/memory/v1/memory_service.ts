@@ -1434,7 +1434,37 @@ export interface TenantBudget {
    */
   exhausted: boolean;
   /** The next 00:00 UTC, when llm_tokens_today starts again from zero. */
-  resetsAt: Date | undefined;
+  resetsAt:
+    | Date
+    | undefined;
+  /**
+   * The most the work for any one user of the tenant may spend per UTC day
+   * (the keys file's llm_tokens_per_day_per_user); 0: no limit per user.
+   */
+  llmTokensPerDayPerUser: number;
+  /**
+   * For a key that may act only for some users: each of them, and
+   * llm_tokens_today is then only their work's spend (the tenant's whole
+   * spend would tell one user about another's work; exhausted still says
+   * whether the tenant's budget is spent). For a key that may act for every
+   * user, where the tenant limits its users: those who spent most today (at
+   * most 100).
+   */
+  users: UserBudget[];
+}
+
+/**
+ * The spend today of the work for one user, against the tenant's limit per
+ * user.
+ */
+export interface UserBudget {
+  userId: string;
+  llmTokensToday: number;
+  /**
+   * Spent: until resets_at the work for this user waits, as a tenant's does
+   * past its budget, while the tenant's other users' work flows.
+   */
+  exhausted: boolean;
 }
 
 export interface GetUsageResponse {
@@ -1455,7 +1485,17 @@ export interface GetUsageResponse {
     | UsagePeriod
     | undefined;
   /** The tenant's spend today against its budget. */
-  budget: TenantBudget | undefined;
+  budget:
+    | TenantBudget
+    | undefined;
+  /**
+   * The key may act only for these users, and every figure counts only the
+   * work done for them: their sessions' extraction, formation and summaries,
+   * their selections, and the episodes, formed memories and entities that
+   * work made (budget's llm_tokens_today too). Empty: the key may act for
+   * every user, and the figures are every user's work and work for none.
+   */
+  users: string[];
 }
 
 export interface ForgetUserRequest {
@@ -10427,7 +10467,15 @@ export const UsagePeriod: MessageFns<UsagePeriod> = {
 };
 
 function createBaseTenantBudget(): TenantBudget {
-  return { tenant: "", llmTokensToday: 0, llmTokensPerDay: 0, exhausted: false, resetsAt: undefined };
+  return {
+    tenant: "",
+    llmTokensToday: 0,
+    llmTokensPerDay: 0,
+    exhausted: false,
+    resetsAt: undefined,
+    llmTokensPerDayPerUser: 0,
+    users: [],
+  };
 }
 
 export const TenantBudget: MessageFns<TenantBudget> = {
@@ -10446,6 +10494,12 @@ export const TenantBudget: MessageFns<TenantBudget> = {
     }
     if (message.resetsAt !== undefined) {
       Timestamp.encode(toTimestamp(message.resetsAt), writer.uint32(42).fork()).join();
+    }
+    if (message.llmTokensPerDayPerUser !== 0) {
+      writer.uint32(48).int64(message.llmTokensPerDayPerUser);
+    }
+    for (const v of message.users) {
+      UserBudget.encode(v!, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -10503,6 +10557,22 @@ export const TenantBudget: MessageFns<TenantBudget> = {
             message.resetsAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.llmTokensPerDayPerUser = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.users.push(UserBudget.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -10534,6 +10604,14 @@ export const TenantBudget: MessageFns<TenantBudget> = {
         : isSet(object.resets_at)
         ? fromJsonTimestamp(object.resets_at)
         : undefined,
+      llmTokensPerDayPerUser: isSet(object.llmTokensPerDayPerUser)
+        ? globalThis.Number(object.llmTokensPerDayPerUser)
+        : isSet(object.llm_tokens_per_day_per_user)
+        ? globalThis.Number(object.llm_tokens_per_day_per_user)
+        : 0,
+      users: globalThis.Array.isArray(object?.users)
+        ? object.users.map((e: any) => UserBudget.fromJSON(e))
+        : [],
     };
   },
 
@@ -10554,6 +10632,12 @@ export const TenantBudget: MessageFns<TenantBudget> = {
     if (message.resetsAt !== undefined) {
       obj.resetsAt = message.resetsAt.toISOString();
     }
+    if (message.llmTokensPerDayPerUser !== 0) {
+      obj.llmTokensPerDayPerUser = Math.round(message.llmTokensPerDayPerUser);
+    }
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => UserBudget.toJSON(e));
+    }
     return obj;
   },
 
@@ -10567,6 +10651,117 @@ export const TenantBudget: MessageFns<TenantBudget> = {
     message.llmTokensPerDay = object.llmTokensPerDay ?? 0;
     message.exhausted = object.exhausted ?? false;
     message.resetsAt = object.resetsAt ?? undefined;
+    message.llmTokensPerDayPerUser = object.llmTokensPerDayPerUser ?? 0;
+    message.users = object.users?.map((e) => UserBudget.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseUserBudget(): UserBudget {
+  return { userId: "", llmTokensToday: 0, exhausted: false };
+}
+
+export const UserBudget: MessageFns<UserBudget> = {
+  encode(message: UserBudget, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.llmTokensToday !== 0) {
+      writer.uint32(16).int64(message.llmTokensToday);
+    }
+    if (message.exhausted !== false) {
+      writer.uint32(24).bool(message.exhausted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UserBudget {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUserBudget();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.llmTokensToday = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.exhausted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UserBudget {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      llmTokensToday: isSet(object.llmTokensToday)
+        ? globalThis.Number(object.llmTokensToday)
+        : isSet(object.llm_tokens_today)
+        ? globalThis.Number(object.llm_tokens_today)
+        : 0,
+      exhausted: isSet(object.exhausted) ? globalThis.Boolean(object.exhausted) : false,
+    };
+  },
+
+  toJSON(message: UserBudget): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.llmTokensToday !== 0) {
+      obj.llmTokensToday = Math.round(message.llmTokensToday);
+    }
+    if (message.exhausted !== false) {
+      obj.exhausted = message.exhausted;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<UserBudget>): UserBudget {
+    return UserBudget.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<UserBudget>): UserBudget {
+    const message = createBaseUserBudget();
+    message.userId = object.userId ?? "";
+    message.llmTokensToday = object.llmTokensToday ?? 0;
+    message.exhausted = object.exhausted ?? false;
     return message;
   },
 };
@@ -10581,6 +10776,7 @@ function createBaseGetUsageResponse(): GetUsageResponse {
     buckets: [],
     total: undefined,
     budget: undefined,
+    users: [],
   };
 }
 
@@ -10609,6 +10805,9 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
     }
     if (message.budget !== undefined) {
       TenantBudget.encode(message.budget, writer.uint32(66).fork()).join();
+    }
+    for (const v of message.users) {
+      writer.uint32(74).string(v!);
     }
     return writer;
   },
@@ -10690,6 +10889,14 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
             message.budget = TenantBudget.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.users.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -10726,6 +10933,7 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
         : [],
       total: isSet(object.total) ? UsagePeriod.fromJSON(object.total) : undefined,
       budget: isSet(object.budget) ? TenantBudget.fromJSON(object.budget) : undefined,
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -10755,6 +10963,9 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
     if (message.budget !== undefined) {
       obj.budget = TenantBudget.toJSON(message.budget);
     }
+    if (message.users?.length) {
+      obj.users = message.users;
+    }
     return obj;
   },
 
@@ -10775,6 +10986,7 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
     message.budget = (object.budget !== undefined && object.budget !== null)
       ? TenantBudget.fromPartial(object.budget)
       : undefined;
+    message.users = object.users?.map((e) => e) || [];
     return message;
   },
 };

@@ -37,6 +37,8 @@ class LLMUnreachable(LLMUnavailable):
     it without spending attempts; a slow or failing answer is a plain
     ``LLMUnavailable`` and does spend one."""
 
+    unreachable = True
+
 
 class LLMBadOutput(LLMError):
     """The server answered, but the answer (or the response body) could not be
@@ -48,8 +50,12 @@ class LLMCutOff(LLMBadOutput):
     one retry with more room: a longer or looping answer, not a transient
     fault, so the job fails now with this reason instead of repeating."""
 
+    retryable = False
+
 
 class LLMInputTooLong(LLMBadOutput):
     """The prompt cannot fit the model's context window with room for the
     answer.  Callers split long input on purpose; this is what is left when
     even one part (one title, one message) is too long."""
+
+    retryable = False

@@ -25,6 +25,7 @@ class RerankUnreachable(RerankError):
     """No HTTP answer at all: refused, reset, no route, a name that does not resolve."""
 
     outcome = "unreachable"
+    unreachable = True
 
 
 class RerankRejected(RerankError):
