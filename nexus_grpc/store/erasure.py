@@ -425,7 +425,14 @@ class ErasureStore:
         )
 
     def mark_project_deleting(self, project_id: int, erasure_id: int) -> None:
-        self.conn.execute("UPDATE projects SET deleting = ? WHERE id = ?", (erasure_id, project_id))
+        """Hide the project from every read, and give its name back to its
+        tenant: a name is unique in a tenant, and a new project may take it at
+        once. The name it holds meanwhile has a control character, which no
+        name a client sends may have."""
+        self.conn.execute(
+            "UPDATE projects SET deleting = ?, name = ? WHERE id = ?",
+            (erasure_id, f"\x1fdeleting {erasure_id}", project_id),
+        )
 
     def delete_project_row(self, project_id: int) -> int:
         return self.conn.execute("DELETE FROM projects WHERE id = ?", (project_id,)).rowcount
