@@ -173,6 +173,11 @@ async def test_delete_project_hides_it_at_once_and_takes_its_sessions_as_durable
     )
     listed = await harness.memory.ListSessions(memory_pb2.ListSessionsRequest())
     assert s.id not in [x.id for x in listed.sessions]
+    # Its name is free again at once (names are unique in a tenant).
+    again = await harness.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=p.name))
+    )
+    assert again.id != p.id
     receipt = await erasure_done(harness, resp.erasure_id)
     assert receipt.kind == memory_pb2.ERASURE_KIND_PROJECT and receipt.project_id == p.id
     assert (receipt.counts.sessions, receipt.counts.episodes) == (1, 1)
@@ -182,7 +187,7 @@ async def test_delete_project_hides_it_at_once_and_takes_its_sessions_as_durable
             for t in ("projects", "sessions", "episodes")
         ]
     )
-    assert left == [0, 0, 0]
+    assert left == [1, 0, 0]  # the new project of that name
     # And the queues show nothing for what is gone.
     status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
     assert all(q.pending == 0 for q in status.queues if q.kind != "erase:run"), status.queues
