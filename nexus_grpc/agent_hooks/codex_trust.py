@@ -99,7 +99,8 @@ def add_block(text: str, trust: Iterable[TrustEntry], *, created: bool) -> tuple
     """``text`` with our block at its end (after taking out any earlier one), and the
     keys left out because the file already trusts them in a table of its own.
     Raises ``tomllib.TOMLDecodeError`` when the result would not be valid TOML."""
-    text, _ = remove_block(text)
+    text, created_before = remove_block(text)
+    created = created or (created_before and not text)
     held = existing_keys(text)
     skipped = [e.key for e in trust if e.key in held]
     lines = [BEGIN + " (`nexus-grpc hooks uninstall codex` removes this block)"]

@@ -123,7 +123,9 @@ async def run_ok(args: list[str], *, env: dict[str, str], cwd: Path) -> None:
 async def test_with_the_server_hung_claude_still_answers(home, project, model_api):
     env = claude_env(home, model_api)
     with Blackhole() as hung:
-        await install("claude-code", env=env, cwd=project, flags=["--target", hung])
+        await install(
+            "claude-code", env=env, cwd=project, flags=["--target", hung, "--deadline", "0.5"]
+        )
         asked = "What does the build script do?"
         await claude(asked, env=env, cwd=project)
     assert "<nexus-memory" not in sent_with(model_api, asked)

@@ -98,7 +98,12 @@ async def test_with_the_server_hung_codex_still_answers(home, project, model_api
     config.write_text(user_config(model_api, project))
     env = codex_env(home)
     with Blackhole() as hung:
-        await install("codex", env=env, cwd=project, flags=["--target", hung, "--scope", "user"])
+        await install(
+            "codex",
+            env=env,
+            cwd=project,
+            flags=["--target", hung, "--deadline", "0.5", "--scope", "user"],
+        )
         asked = "What does the build script do?"
         await codex(asked, env=env, cwd=project)
     assert "<nexus-memory" not in sent_with(model_api, asked)

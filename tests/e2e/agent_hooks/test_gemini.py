@@ -86,7 +86,12 @@ async def test_with_the_server_hung_gemini_still_answers(home, project, model_ap
     user_settings.write_text(USER_SETTINGS)
     env = gemini_env(home, model_api)
     with Blackhole() as hung:
-        await install("gemini", env=env, cwd=project, flags=["--target", hung, "--scope", "user"])
+        await install(
+            "gemini",
+            env=env,
+            cwd=project,
+            flags=["--target", hung, "--deadline", "0.5", "--scope", "user"],
+        )
         asked = "What does the build script do?"
         await gemini(asked, env=env, cwd=project)
     assert "nexus-memory" not in sent_with(model_api, asked)

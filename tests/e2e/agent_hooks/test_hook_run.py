@@ -8,8 +8,10 @@ budgets, isolation, and a server that is down, slow or refusing.
 
 from __future__ import annotations
 
+import ast
 import json
 import socket
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -403,3 +405,35 @@ async def test_input_it_cannot_read_is_one_line_and_exit_0(home, project):
         assert (ran.returncode, ran.stdout) == (0, "")
         [line] = ran.stderr.splitlines()
         assert says in line
+
+
+async def test_a_hook_runs_on_the_client_install_and_imports_only_what_it_needs(
+    harness, home, project
+):
+    """``pip install nexus-grpc`` (no [server] extra) is enough, and a hook loads
+    neither the typed client nor any other command's modules: its start-up is
+    paid on every prompt."""
+    from tests.e2e.agent_hooks.conftest import run
+    from tests.e2e.client.test_light_install import BLOCKER
+
+    code = BLOCKER + (
+        "import sys\nfrom nexus_grpc.cli import main\ncode = main()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nexus_grpc')),"
+        " file=sys.stderr)\nsys.exit(code)\n"
+    )
+    stop = {"session_id": str(uuid.uuid4()), "cwd": str(project), "hook_event_name": "Stop",
+            "prompt": PROMPT, "last_assistant_message": ANSWER}  # fmt: skip
+    ran = await run(
+        [sys.executable, "-c", code, "hooks", "run", "codex", *flags(harness)],
+        env=base_env(home), cwd=project, stdin=json.dumps(stop).encode(),
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, "")
+    loaded = ast.literal_eval(ran.stderr.strip().splitlines()[-1])
+    assert {m.split(".")[1] for m in loaded if m.count(".")} <= {
+        "agent_hooks",
+        "cli",
+        "gen",
+        "session_names",
+    }, loaded
+    [episode] = await episodes_of(harness, stop["session_id"])
+    assert episode.user_message == PROMPT
