@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 __all__ = ["ProjectCache", "default_path"]
@@ -56,6 +55,8 @@ class ProjectCache:
     def _write(self, data: dict[str, int]) -> None:
         """Atomically (another hook may be reading), readable by the user alone.
         A cache that cannot be written only costs the next run a lookup."""
+        import tempfile  # only on a miss: it imports shutil and the compressors
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".projects-")
