@@ -59,6 +59,14 @@ def _read(path: str | None) -> bytes | None:
         return fh.read()
 
 
+def _os_user() -> str:
+    """``--user``'s default; none (no USER memories) where the OS names nobody."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
 def _api_key(args: argparse.Namespace) -> str:
     if args.api_key_file:
         with open(args.api_key_file, encoding="utf-8") as fh:
@@ -120,7 +128,7 @@ def _run(args: argparse.Namespace, started: float) -> int:
             deadline,
             host=host.name,
             project=project,
-            user=args.user or getpass.getuser(),
+            user=args.user or _os_user(),
             cache=ProjectCache(default_path(), target=args.target, api_key=api_key),
         )
         budgets = recall.Budgets(session_start=args.session_tokens, prompt=args.prompt_tokens)

@@ -26,11 +26,9 @@ __all__ = ["add", "group", "is_ours", "positions", "remove"]
 
 def is_ours(host: str) -> Callable[[Any], bool]:
     """Whether a hook handler is one of ours for ``host``."""
-    pattern = re.compile(
-        r"(?:^|[\s/'\"])nexus-grpc['\"]?\s+hooks\s+run\s+['\"]?"
-        + re.escape(host)
-        + r"(?:['\"\s]|$)"
-    )
+    # `nexus-grpc`, by name or by path, or `python -m nexus_grpc.cli` (install's fallback).
+    program = r"(?:^|[\s/'\"])(?:nexus-grpc|nexus_grpc\.cli)['\"]?"
+    pattern = re.compile(program + r"\s+hooks\s+run\s+['\"]?" + re.escape(host) + r"(?:['\"\s]|$)")
 
     def check(handler: Any) -> bool:
         command = handler.get("command") if isinstance(handler, dict) else None

@@ -272,3 +272,21 @@ def test_user_scope_goes_where_each_host_reads_it(tmp_path):
         uninstall(host, "user", cwd=tmp_path, environ=environ, out=io.StringIO())
         assert not where.exists(), host
     assert not os.listdir(tmp_path / "codex-home")
+
+
+def test_only_our_commands_count_as_ours():
+    from nexus_grpc.agent_hooks.settings_file import is_ours
+
+    ours = is_ours("codex")
+    for command, expected in (
+        ("nexus-grpc hooks run codex --target x:1", True),
+        ("/home/dana/.venv/bin/nexus-grpc hooks run codex", True),
+        ("'/opt/my tools/nexus-grpc' hooks run codex", True),
+        ("/usr/bin/python3 -m nexus_grpc.cli hooks run codex", True),
+        ("nexus-grpc hooks run codexx", False),
+        ("nexus-grpc hooks run claude-code", False),
+        ("my-nexus-grpc hooks run codex", False),
+        ("echo nexus-grpc", False),
+    ):
+        assert ours({"type": "command", "command": command}) is expected, command
+    assert not ours({"type": "prompt", "prompt": "nexus-grpc hooks run codex"})
