@@ -5,7 +5,8 @@ imports start."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 __all__ = ["DEFAULTS", "HOST_NAMES", "add_install", "add_run", "add_uninstall", "run_parser"]
 
@@ -126,9 +127,19 @@ def add_uninstall(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _HookParser(argparse.ArgumentParser):
+    """A flag it does not know is one line on stderr and exit 0, like every other
+    failure of a hook: argparse's exit 2 would tell Claude Code and Gemini CLI to
+    block the prompt (a command installed by another version must not)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"nexus-grpc hooks: {message}; no context\n")
+        raise SystemExit(0)
+
+
 def run_parser() -> argparse.ArgumentParser:
     """``nexus-grpc hooks run``'s parser alone, for the fast path in cli.main."""
-    parser = argparse.ArgumentParser(
+    parser = _HookParser(
         prog="nexus-grpc hooks run",
         description="run one hook event: the host's JSON on stdin, the context on stdout",
     )

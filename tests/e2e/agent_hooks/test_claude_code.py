@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
-from tests.e2e.agent_hooks.conftest import REPLY, base_env, host_bin, install, run
+from tests.e2e.agent_hooks.conftest import REPLY, base_env, hook, host_bin, install, run
 from tests.e2e.agent_hooks.test_hook_run import Blackhole
 from tests.model_api_stub import ANTHROPIC
 
@@ -108,6 +108,18 @@ async def test_a_fact_from_one_session_reaches_the_model_in_a_later_session(
         page = await harness.memory.ListEpisodes(pb.ListEpisodesRequest(session_id=s.id))
         recorded += [(e.user_message, e.ai_response) for e in page.episodes]
     assert sorted(recorded) == sorted([(told, REPLY), (asked, REPLY)])
+
+    # The same Stop again, from Claude's own transcript: nothing is stored twice.
+    for s in sessions.sessions:
+        [transcript] = (home / ".claude" / "projects").glob(f"*/{s.name}.jsonl")
+        stop = {"session_id": s.name, "transcript_path": str(transcript), "cwd": str(project),
+                "hook_event_name": "Stop", "stop_hook_active": False,
+                "last_assistant_message": REPLY}  # fmt: skip
+        ran = await hook("claude-code", stop, env=env, cwd=project,
+                         flags=["--target", harness.target])  # fmt: skip
+        assert (ran.returncode, ran.stderr) == (0, "")
+        page = await harness.memory.ListEpisodes(pb.ListEpisodesRequest(session_id=s.id))
+        assert len(page.episodes) == 1
 
     await run_ok(["hooks", "uninstall", "claude-code"], env=env, cwd=project)
     assert settings.read_text() == USER_SETTINGS  # byte for byte

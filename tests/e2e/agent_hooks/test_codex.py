@@ -24,6 +24,7 @@ def user_config(model_api, project: Path) -> str:
         'model = "gpt-5-codex"\n'
         'model_provider = "local"\n'
         'approval_policy = "never"\n'
+        "check_for_update_on_startup = false\n"
         "\n"
         "[model_providers.local]\n"
         'name = "local"\n'

@@ -14,8 +14,9 @@ from tests.model_api_stub import GEMINI
 
 # The user's own settings, with a comment (Gemini CLI reads JSON with comments).
 USER_SETTINGS = """{
-  // signed in with an API key
+  // signed in with an API key; no usage statistics (nothing but the model API)
   "security": {"auth": {"selectedType": "gemini-api-key"}},
+  "privacy": {"usageStatisticsEnabled": false},
   "ui": {"hideTips": true} /* quiet */
 }
 """

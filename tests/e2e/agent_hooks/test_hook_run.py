@@ -405,6 +405,15 @@ async def test_input_it_cannot_read_is_one_line_and_exit_0(home, project):
         assert (ran.returncode, ran.stdout) == (0, "")
         [line] = ran.stderr.splitlines()
         assert says in line
+    # A flag this version does not know (a command another version installed):
+    # exit 2 would make Claude Code block the prompt.
+    ran = await run(
+        [NEXUS, "hooks", "run", "claude-code", "--context-budget", "9"],
+        env=base_env(home), cwd=project, stdin=b"{}",
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, "")
+    [line] = ran.stderr.splitlines()
+    assert "unrecognized arguments: --context-budget 9" in line
 
 
 async def test_a_hook_runs_on_the_client_install_and_imports_only_what_it_needs(
