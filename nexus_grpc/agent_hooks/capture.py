@@ -53,7 +53,9 @@ def exchange_of(host: str, event: HookInput) -> Turn:
     needs_transcript = not (event.prompt and event.prompt_id and event.response)
     if needs_transcript and event.transcript_path:
         try:
-            turn = last_turn(host, event.transcript_path, turn_id=event.prompt_id)
+            turn = last_turn(
+                host, event.transcript_path, turn_id=event.prompt_id, prompt=event.prompt
+            )
         except OSError:
             turn = Turn()
     prompt = event.prompt or turn.prompt

@@ -9,7 +9,7 @@ host's own transcript (JSON Lines) has:
 - Codex CLI: the ``response_item`` user message whose turn is the stop's
   ``turn_id``.
 - Gemini CLI: the stop has the prompt; the transcript's last user message
-  has the id.
+  with the same words has the id.
 
 Only the end of the file is read, a block at a time, up to a bound: a long
 session's transcript runs to megabytes and the hook has a hard deadline.
@@ -82,7 +82,8 @@ def _texts(content: Any, kinds: tuple[str, ...], *, only: bool = True) -> str | 
     for part in content:
         if not isinstance(part, dict):
             continue
-        kind = part.get("type")
+        # Gemini's parts name no type: a part with text is text.
+        kind = part.get("type", "text" if "text" in part else None)
         if kind in kinds and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif only and kind is not None and kind not in kinds:
@@ -102,9 +103,14 @@ def _claude_turn(path: str) -> Turn:
             continue
         if kind != "user" or record.get("isMeta") or record.get("isCompactSummary"):
             continue
-        text = _texts(message.get("content"), ("text",))
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") == "tool_result" for part in content
+        ):
+            continue  # a tool's result goes back to the model as a user message
+        text = _texts(content, ("text",), only=False)
         if text is None or text.lstrip().startswith(("<command-", "<local-command-")):
-            continue  # a tool's result, or a slash command's echo
+            continue  # a slash command's echo
         prompt_id = record.get("promptId") or record.get("uuid") or ""
         return Turn(text.strip(), str(prompt_id), response)
     return Turn(response=response)
@@ -120,7 +126,7 @@ def _codex_turn(path: str, turn_id: str) -> Turn:
         passthrough = payload.get("internal_chat_message_metadata_passthrough") or {}
         if turn_id and passthrough.get("turn_id") != turn_id:
             continue
-        text = _texts(payload.get("content"), ("input_text", "text"))
+        text = _texts(payload.get("content"), ("input_text", "text"), only=False)
         if text and not text.lstrip().startswith("<environment_context>"):
             return Turn(text.strip(), turn_id)
     return Turn(prompt_id=turn_id)
@@ -134,23 +140,25 @@ def _gemini_messages(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in reversed(found) if isinstance(m, dict)] if isinstance(found, list) else []
 
 
-def _gemini_turn(path: str) -> Turn:
+def _gemini_turn(path: str, prompt: str) -> Turn:
+    """The id of the last user message that is ``prompt`` (the stop's own)."""
     for record in _records(path):
         for message in _gemini_messages(record):
             if message.get("type") != "user":
                 continue
-            text = _texts(message.get("content"), ("text",)) or ""
-            if text.lstrip().startswith("<session_context>"):
-                continue  # the CLI's own first message, not a prompt
-            return Turn(without_hook_context(text), str(message.get("id") or ""))
+            content = message.get("displayContent") or message.get("content")
+            text = without_hook_context(_texts(content, ("text",), only=False) or "")
+            if text == prompt or not prompt and not text.startswith("<session_context>"):
+                return Turn(text, str(message.get("id") or ""))
     return Turn()
 
 
-def last_turn(host: str, path: str, *, turn_id: str = "") -> Turn:
-    """The transcript's last prompt (its text and id) and, for Claude Code, the
-    answer after it. Raises ``OSError`` when the file cannot be read."""
+def last_turn(host: str, path: str, *, turn_id: str = "", prompt: str = "") -> Turn:
+    """The transcript's last prompt (its text and id; Codex: the prompt of
+    ``turn_id``; Gemini: the last message that is ``prompt``) and, for Claude
+    Code, the answer after it. Raises ``OSError`` when the file cannot be read."""
     if host == "claude-code":
         return _claude_turn(path)
     if host == "codex":
         return _codex_turn(path, turn_id)
-    return _gemini_turn(path)
+    return _gemini_turn(path, prompt)

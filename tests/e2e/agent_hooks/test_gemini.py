@@ -72,6 +72,8 @@ async def test_a_fact_from_one_session_reaches_the_model_in_a_later_session(
         assert s.metadata["host"] == "gemini"
         page = await harness.memory.ListEpisodes(pb.ListEpisodesRequest(session_id=s.id))
         recorded += [(e.user_message, e.ai_response) for e in page.episodes]
+        # The id of Gemini's own message in its transcript (not a hash of the words).
+        assert all(not e.metadata["prompt_id"].startswith("sha256:") for e in page.episodes)
     # The user's words alone: not the context hooks put in front of them.
     assert sorted(recorded) == sorted([(told, REPLY), (asked, REPLY)])
 
