@@ -21,6 +21,7 @@ import pytest
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
 from nexus_grpc.session_names import session_external_id
 from tests.e2e.agent_hooks.conftest import base_env, context_of, hook
+from tests.e2e.api.test_auth import certs  # noqa: F401 - the throwaway CA fixture
 from tests.support import start_harness
 
 PROMPT = "Which port does the staging database listen on?"
@@ -446,3 +447,33 @@ async def test_a_hook_runs_on_the_client_install_and_imports_only_what_it_needs(
     }, loaded
     [episode] = await episodes_of(harness, stop["session_id"])
     assert episode.user_message == PROMPT
+
+
+async def test_a_hook_speaks_mtls_with_a_key_file(tmp_path, home, project, certs):  # noqa: F811
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"key": "hooks-key-0000000002", "name": "dev",
+                                          "users": "*"}]}))  # fmt: skip
+    h = await start_harness(
+        tmp_path / "data",
+        tls_cert=str(certs / "server.pem"),
+        tls_key=str(certs / "server.key"),
+        tls_client_ca=str(certs / "ca.pem"),
+        auth_keys_file=str(keys),
+    )
+    try:
+        key_file = tmp_path / "key"
+        key_file.write_text("hooks-key-0000000002\n")
+        session = str(uuid.uuid4())
+        stop = {"session_id": session, "cwd": str(project), "hook_event_name": "Stop",
+                "prompt": PROMPT, "last_assistant_message": ANSWER}  # fmt: skip
+        tls = ["--target", f"localhost:{h.target.rsplit(':', 1)[1]}", "--cacert",
+               str(certs / "ca.pem"), "--api-key-file", str(key_file)]  # fmt: skip
+        without_client_cert = await hook("claude-code", stop, env=base_env(home), cwd=project,
+                                         flags=tls)  # fmt: skip
+        assert without_client_cert.returncode == 0
+        assert "UNAVAILABLE" in without_client_cert.stderr
+        mtls = [*tls, "--cert", str(certs / "client.pem"), "--key", str(certs / "client.key")]
+        ran = await hook("claude-code", stop, env=base_env(home), cwd=project, flags=mtls)
+        assert (ran.returncode, ran.stderr) == (0, "")
+    finally:
+        await h.close()
