@@ -90,21 +90,27 @@ class Workspace:
         return found[0] if found else 0
 
     def _create(self) -> int:
-        created = self.wire.call(
-            "CreateProject",
-            pb.CreateProjectRequest(
-                project=pb.Project(
-                    name=self.project, description=f"created by {SOURCE} on first use"
-                )
-            ),
-            self.deadline.left(),
-        )
-        # Two agents' first exchanges at once may both have created it: all
-        # settle on the oldest, so the project's memory is never split (the
-        # other one stays empty; name_lookup deletes it, a hook leaves that to
-        # the next MCP start rather than spend its deadline on it).
-        found = self._named(created.tenant)
-        return found[0] if found else created.id
+        try:
+            created = self.wire.call(
+                "CreateProject",
+                pb.CreateProjectRequest(
+                    project=pb.Project(
+                        name=self.project, description=f"created by {SOURCE} on first use"
+                    )
+                ),
+                self.deadline.left(),
+            )
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+            # Two agents' first exchanges at once both found nothing and
+            # created: a project's name is unique in its tenant, so the one
+            # refused settles on the project the tenant holds by that name.
+            found = self._named(self._own_tenant())
+            if not found:
+                raise
+            return found[0]
+        return created.id
 
     # The session -------------------------------------------------------------
 
