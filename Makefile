@@ -17,7 +17,7 @@ BUF := $(TS)/node_modules/.bin/buf
 CONTRACT_TAG ?= $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null)
 CONTRACT_IMAGE ?= proto/baseline/v0.1.0.binpb
 
-.PHONY: run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock console-assets console-assets-check docs docs-check
+.PHONY: agent-hosts run test test-unit test-integrations-lowest ts-test soak e2e-llm eval-graph eval-memories proto proto-check proto-lint lint typecheck bench venv ts-deps clean image image-test lock console-assets console-assets-check docs docs-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,19 @@ $(TS_STAMP): $(TS)/package-lock.json
 
 ts-deps: $(TS_STAMP)
 
+# The agent hosts whose hooks tests/e2e/agent_hooks drives (Claude Code, Codex
+# CLI, Gemini CLI): the real CLIs, pinned by clients/agent-hosts/package-lock.json,
+# installed into that folder only (never globally). No install scripts: the
+# CLIs run without them (keytar and node-pty, Gemini's optional extras, are
+# for its interactive mode).
+HOSTS := clients/agent-hosts
+HOSTS_STAMP := $(HOSTS)/node_modules/.installed
+$(HOSTS_STAMP): $(HOSTS)/package-lock.json
+	cd $(HOSTS) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $(HOSTS_STAMP)
+
+agent-hosts: $(HOSTS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/nexus-grpc serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
@@ -41,7 +54,7 @@ run: $(STAMP)
 # core keep the CPUs busy. Each worker has its own embedded PostgreSQL, and each
 # test its own ports, files and databases. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
-test: $(STAMP) proto-check console-assets-check ts-test
+test: $(STAMP) proto-check console-assets-check ts-test $(HOSTS_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS)
 
 # The fast tier alone (docs/testing.md): the domain's rules on in-memory fakes
@@ -174,6 +187,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
 	$(BIN)/python -m bench.console_pages --append docs/benchmarks.md
 	$(BIN)/python -m bench.job_claims --backlog 10000 --claims 50 --append docs/benchmarks.md
+	$(BIN)/python -m bench.agent_hooks --append docs/benchmarks.md
 
 # The container image (Dockerfile, deploy/): built with docker when its daemon
 # answers, else podman (with --format docker, which keeps the HEALTHCHECK).
@@ -195,4 +209,4 @@ lock:
 	$(PYTHON) deploy/lock.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(TS)/node_modules $(TS)/dist
+	rm -rf $(VENV) build *.egg-info $(TS)/node_modules $(TS)/dist $(HOSTS)/node_modules

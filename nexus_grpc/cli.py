@@ -1,5 +1,5 @@
 """The ``nexus-grpc`` command: serve, bench, eval, reindex, migrate-store, doctor,
-export, import, usage, mcp and console."""
+export, import, usage, mcp, console and hooks."""
 
 from __future__ import annotations
 
@@ -8,16 +8,18 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
-
-from nexus_grpc.core import redact
-from nexus_grpc.observability.heap import release_large_blocks
-from nexus_grpc.runtime.config import OPTIONS, env_default, help_text, settings_from
 
 T = TypeVar("T")
 
+# The server's modules are imported by the commands that use them: `hooks run`
+# starts on every prompt of a coding agent and imports none of them.
+
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    from nexus_grpc.runtime.config import OPTIONS, env_default, help_text
+
     for name, option in OPTIONS.items():
         parser.add_argument(
             option.flag, dest=name, default=env_default(name), help=help_text(option)
@@ -25,6 +27,8 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace):
+    from nexus_grpc.runtime.config import OPTIONS, settings_from
+
     return settings_from({name: getattr(args, name) for name in OPTIONS})
 
 
@@ -35,6 +39,9 @@ SERVER_EXTRA_HINT = (
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from nexus_grpc.core import redact
+    from nexus_grpc.observability.heap import release_large_blocks
+
     try:
         from nexus_grpc.app import EmbedderMismatch, StartupError
         from nexus_grpc.observability import logs
@@ -70,6 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from nexus_grpc.observability.heap import release_large_blocks
+
     try:
         from nexus_grpc.observability import logs
         from nexus_grpc.ops.beside_server.reindex import reindex
@@ -370,6 +379,49 @@ def cmd_console(args: argparse.Namespace) -> int:
     return run(args, _client(args))
 
 
+def cmd_hooks_install(args: argparse.Namespace) -> int:
+    from nexus_grpc.agent_hooks.install import InstallError, Plan, install
+
+    plan = Plan(
+        host=args.host,
+        scope=args.scope,
+        target=args.target,
+        api_key=args.api_key,
+        api_key_file=args.api_key_file,
+        cacert=args.cacert,
+        cert=args.cert,
+        key=args.key,
+        project=args.project,
+        user=args.user,
+        deadline=args.deadline,
+        session_tokens=args.session_tokens,
+        prompt_tokens=args.prompt_tokens,
+    )
+    try:
+        install(plan, cwd=Path.cwd(), environ=os.environ, out=sys.stdout)
+    except (InstallError, OSError) as exc:
+        print(f"hooks install: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
+    from nexus_grpc.agent_hooks.install import InstallError, uninstall
+
+    try:
+        uninstall(args.host, args.scope, cwd=Path.cwd(), environ=os.environ, out=sys.stdout)
+    except (InstallError, OSError) as exc:
+        print(f"hooks uninstall: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_hooks_run(args: argparse.Namespace) -> int:
+    from nexus_grpc.agent_hooks.run import main as run_hook
+
+    return run_hook(args)
+
+
 def _on_input(path: str, run: Callable[[IO[str]], Coroutine[object, object, T]]) -> T:
     """``run`` over the lines of ``path`` ("-": standard input)."""
     if path == "-":
@@ -389,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_transfer_commands(sub)
     _add_client_commands(sub)
     _add_eval_commands(sub)
+    _add_hooks_commands(sub)
     return parser
 
 
@@ -551,6 +604,34 @@ def _add_eval_commands(sub: Commands) -> None:
     graph.set_defaults(func=cmd_eval_graph)
 
 
+def _add_hooks_commands(sub: Commands) -> None:
+    """``hooks``: install, uninstall and run the coding agents' hooks."""
+    from nexus_grpc.agent_hooks import options as hook_options
+
+    hooks = sub.add_parser(
+        "hooks",
+        help="memory for coding agents without a tool call: hooks for Claude Code, Codex CLI"
+        " and Gemini CLI that record each exchange and bring back what matters"
+        " (docs/agents.md)",
+    )
+    hook_commands = hooks.add_subparsers(dest="hooks_command", required=True)
+    hooks_install = hook_commands.add_parser(
+        "install", help="merge the hooks into the host's settings, keeping everything else"
+    )
+    hook_options.add_install(hooks_install)
+    hooks_install.set_defaults(func=cmd_hooks_install)
+    hooks_uninstall = hook_commands.add_parser(
+        "uninstall", help="take exactly our hooks out of the host's settings"
+    )
+    hook_options.add_uninstall(hooks_uninstall)
+    hooks_uninstall.set_defaults(func=cmd_hooks_uninstall)
+    hooks_run = hook_commands.add_parser(
+        "run", help="what the host runs: one event's JSON on stdin, the context on stdout"
+    )
+    hook_options.add_run(hooks_run)
+    hooks_run.set_defaults(func=cmd_hooks_run)
+
+
 class _ReaderGone(BaseException):
     """stdout's reader closed the pipe (``nexus-grpc doctor | head`` read what
     it wanted). Not an ``Exception``: no command's own ``except OSError`` takes
@@ -585,10 +666,16 @@ class _Stdout:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     stdout = sys.stdout
     sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
     try:
         try:
+            if argv[:2] == ["hooks", "run"]:
+                # Once per prompt: its own small parser, not every command's.
+                from nexus_grpc.agent_hooks.options import run_parser
+
+                return cmd_hooks_run(run_parser().parse_args(argv[2:]))
             args = build_parser().parse_args(argv)
             return int(args.func(args) or 0)
         finally:

@@ -17,12 +17,11 @@ tenant happens to have named the same.
 
 from __future__ import annotations
 
-import uuid
-
 import grpc
 
 from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.session_names import SESSION_NAMESPACE, session_external_id
 
 __all__ = [
     "SESSION_NAMESPACE",
@@ -32,24 +31,7 @@ __all__ = [
     "session_external_id",
 ]
 
-#: The uuid5 namespace of session names that are not UUIDs themselves.
-SESSION_NAMESPACE = uuid.UUID("6b1f4a52-43a4-5d0c-9a55-3c1e3f7d2a10")
 _PAGE = 1000
-
-
-def session_external_id(project: str, session: str) -> str:
-    """The nexus ``external_id`` of the conversation named ``session`` in ``project``.
-
-    A name that is a UUID (Claude Code's session ids, LangChain's usual
-    ``str(uuid4())``) is used as it is, so every tool recording the same
-    conversation under that UUID writes into one nexus session; any other
-    string ("auth-work", "terminal-2") becomes a name-based UUID (uuid5) of
-    the project name and the string, so the same words in two projects are
-    two sessions."""
-    try:
-        return str(uuid.UUID(session))
-    except ValueError:
-        return str(uuid.uuid5(SESSION_NAMESPACE, f"{project}\n{session}"))
 
 
 async def _own_tenant(client: NexusClient) -> str:
