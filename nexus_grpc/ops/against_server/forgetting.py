@@ -79,7 +79,7 @@ async def forget_user(
     *,
     wait: bool = True,
     as_json: bool = False,
-    out: IO[str] = sys.stdout,
+    out: IO[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> memory_pb2.Erasure:
     """Forget ``user_id`` and return the receipt (or, without ``wait``, the
@@ -96,6 +96,7 @@ async def forget_user(
                 break
         if not erasure.user_id:
             erasure.user_id = user_id  # the caller named them
+    out = sys.stdout if out is None else out
     if as_json:
         out.write(json_format.MessageToJson(erasure, preserving_proto_field_name=True) + "\n")
     else:
