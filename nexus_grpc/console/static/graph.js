@@ -31,20 +31,21 @@
     // A force-directed layout costs seconds past a few dozen nodes; rings
     // (around the entity, or the best connected in the middle) cost none.
     if (view.entity || count > 40) {
-      return { name: "concentric", animate: false, fit: true, padding: 40, avoidOverlap: true,
-               nodeDimensionsIncludeLabels: true, minNodeSpacing: 40, spacingFactor: 1.2,
+      return { name: "concentric", animate: false, fit: true, padding: 50, avoidOverlap: true,
+               nodeDimensionsIncludeLabels: true, minNodeSpacing: 60, spacingFactor: 1.75,
                concentric: function (n) { return view.entity ? 10 - n.data("ring") : n.degree(); },
                levelWidth: function (nodes) { return view.entity ? 1 : Math.max(1, nodes.maxDegree() / 4); } };
     }
     return { name: "cose", animate: false, randomize: false, fit: true, padding: 40, numIter: 1500,
-             nodeDimensionsIncludeLabels: true, nodeRepulsion: 40000, idealEdgeLength: 130,
-             edgeElasticity: 100, nodeOverlap: 40, gravity: 0.6, componentSpacing: 80 };
+             nodeDimensionsIncludeLabels: true, nodeRepulsion: 12000, idealEdgeLength: 100,
+             edgeElasticity: 100, nodeOverlap: 40, gravity: 1, componentSpacing: 80 };
   }
 
+  // On an ellipse as wide as the canvas is, in the server's order.
   function startAt(index, count) {
     const angle = 2 * Math.PI * index / Math.max(1, count);
-    const radius = 80 + 25 * count;
-    return { x: Math.round(radius * Math.cos(angle)), y: Math.round(radius * Math.sin(angle)) };
+    const radius = 60 + 20 * count;
+    return { x: Math.round(2 * radius * Math.cos(angle)), y: Math.round(radius * Math.sin(angle)) };
   }
 
   function nodeData(id, name, type, ring) {
@@ -69,6 +70,7 @@
   const cy = window.cytoscape({
     container: box,
     elements: laidOut.concat(links),
+    layout: { name: "preset" },  // the fixed starting places, until the layout below runs
     maxZoom: 1.6,
     minZoom: 0.2,
     // Panning a large drawing moves a bitmap of it instead of redrawing.
@@ -211,6 +213,12 @@
   layout.one("layoutstop", function () {
     // The layout's links only placed the nodes: the facts drawn are the view's.
     cy.edges(".skeleton").remove();
+    // A drawing taller than wide turned on its side: the canvas is wide.
+    const bounds = cy.nodes().boundingBox();
+    if (bounds.h > bounds.w) {
+      cy.nodes().positions(function (n) { return { x: n.position("y"), y: n.position("x") }; });
+      cy.fit(undefined, 40);
+    }
     cy.nodes().forEach(function (n) { placed[n.id()] = Object.assign({}, n.position()); });
     draw(view);
     captions(view);
