@@ -64,7 +64,7 @@
   });
   const links = skeleton.edges.map(function (pair, i) {
     return { group: "edges", classes: "skeleton",
-             data: { id: "s" + i, source: "n" + pair[0], target: "n" + pair[1] } };
+             data: { id: "s" + i, source: "n" + pair[0], target: "n" + pair[1], label: "" } };
   });
 
   const cy = window.cytoscape({
