@@ -359,11 +359,15 @@ async def test_a_memory_formed_from_an_old_episode_says_when_it_was_said(setup):
     assert times[str(w.episodes["lisbon"])] == "2024-03-01T00:00:00Z"
     assert times[str(w.episodes["porto"])] == "2024-06-01T00:00:00Z"
     assert "said 2024-06-01" in page and "said 2024-03-01" in page
-    # The slider spans the facts (2024), not the years since.
-    graph = f"{setup.team}/projects/{w.project_id}/graph.json"
+
+
+async def test_the_slider_spans_the_facts_of_2024_not_the_years_since(setup):
+    graph = f"{setup.team}/projects/{setup.world.project_id}/graph.json"
     async with httpx.AsyncClient() as http:
         slider = (await http.get(graph)).json()["slider"]
-    assert slider["min"].startswith("2024-02") and slider["max"].startswith("2024-06")
+    # Facts began and ended between 1 March and 1 June 2024; 5% of that on either side.
+    assert slider["min"].startswith("2024-02-2") and slider["max"].startswith("2024-06-0")
+    assert slider["marks"][0] == "2024-03-01T00:00:00Z" and slider["last"] == "2024-06-01T00:00:00Z"
 
 
 async def test_twenty_open_live_streams_leave_the_key_its_watch_slots(setup):
