@@ -27,14 +27,18 @@
   // force-directed layout, which separates the clusters. Both leave room
   // for the labels, and neither draws a random number: the starting places
   // are fixed (startAt), so the result is the same on every load.
-  function layoutFor(count) {
+  function layoutFor() {
     // A force-directed layout costs seconds past a few dozen nodes; rings
     // (around the entity, or the best connected in the middle) cost none.
-    if (view.entity || count > 40) {
+    if (rings) {
+      // Measuring every label costs more than the rings themselves: the
+      // spacing leaves room for the longest name instead.
+      const longest = skeleton.nodes.reduce(function (most, n) { return Math.max(most, n[2].length); }, 0);
+      const most = Math.max(0, ...Object.values(degree));
       return { name: "concentric", animate: false, fit: true, padding: 50, avoidOverlap: true,
-               nodeDimensionsIncludeLabels: true, minNodeSpacing: 60, spacingFactor: 1.75,
-               concentric: function (n) { return view.entity ? 10 - n.data("ring") : n.degree(); },
-               levelWidth: function (nodes) { return view.entity ? 1 : Math.max(1, nodes.maxDegree() / 4); } };
+               minNodeSpacing: Math.min(140, Math.max(80, 7 * longest)), spacingFactor: 1.75,
+               concentric: function (n) { return view.entity ? 10 - n.data("ring") : degree[n.id()] || 0; },
+               levelWidth: function () { return view.entity ? 1 : Math.max(1, most / 4); } };
     }
     return { name: "cose", animate: false, randomize: false, fit: true, padding: 40, numIter: 1500,
              nodeDimensionsIncludeLabels: true, nodeRepulsion: 12000, idealEdgeLength: 100,
@@ -62,7 +66,15 @@
   const laidOut = skeleton.nodes.map(function (n, i) {
     return { group: "nodes", data: nodeData(n[0], n[2], n[3], n[1]), position: startAt(i, skeleton.nodes.length) };
   });
-  const links = skeleton.edges.map(function (pair, i) {
+  // Every fact ever between them: each entity's degree (the rings' order),
+  // and the springs of the force-directed layout (only it needs them drawn).
+  const degree = {};
+  skeleton.edges.forEach(function (pair) {
+    degree["n" + pair[0]] = (degree["n" + pair[0]] || 0) + 1;
+    degree["n" + pair[1]] = (degree["n" + pair[1]] || 0) + 1;
+  });
+  const rings = view.entity || skeleton.nodes.length > 40;
+  const links = rings ? [] : skeleton.edges.map(function (pair, i) {
     return { group: "edges", classes: "skeleton",
              data: { id: "s" + i, source: "n" + pair[0], target: "n" + pair[1], label: "" } };
   });
@@ -209,7 +221,7 @@
     box.dataset.drawn = String(v.nodes.length);
   }
 
-  const layout = cy.layout(layoutFor(skeleton.nodes.length));
+  const layout = cy.layout(layoutFor());
   layout.one("layoutstop", function () {
     // The layout's links only placed the nodes: the facts drawn are the view's.
     cy.edges(".skeleton").remove();
