@@ -323,9 +323,12 @@ describe("what the server says beside an answer (the x-nexus-* trailers)", () =>
     await server?.stop();
   });
 
-  /** A project forming USER memories (the default), with a session of alice's holding `turns`. */
+  /** A project forming USER memories (the default), with a session of alice's holding `turns`;
+   * each its own name, as a project's name is unique in its tenant. */
+  let worlds = 0;
   const world = async (...turns: string[]): Promise<{ scope: memory.MemoryScope; sessionId: number }> => {
-    const project = await client.memory.createProject({ project: { name: "trailers" } });
+    worlds += 1;
+    const project = await client.memory.createProject({ project: { name: `trailers ${worlds}` } });
     const session = await client.memory.createSession({ session: { projectId: project.id, userId: "alice" } });
     for (const turn of turns) {
       await client.memory.createEpisode({ sessionId: session.id, userMessage: turn, aiResponse: "Noted." });

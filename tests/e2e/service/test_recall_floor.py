@@ -50,8 +50,9 @@ RANK_ONE_NOISE_QUESTIONS = 2
 
 def _data() -> Path:
     if not DATA.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"recall evaluation data missing in CI: {DATA}")
+        # Research data the project may not copy (shared/eval/README.md): a
+        # runner without it skips this floor, and says so (.ci/run warns, and
+        # make test lists every skip with its reason).
         pytest.skip(f"LoCoMo dev data not found at {DATA} (set NEXUS_EVAL_DATA)")
     return DATA
 
