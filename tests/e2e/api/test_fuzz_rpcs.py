@@ -773,6 +773,20 @@ TABLE_ID_COLUMNS = {
     "summaries": "id",
     "extraction_events": "id",
 }
+# A project DeleteProject took is gone for every call at once, while its
+# erasure (which the world's stopped workers never run) still holds its rows:
+# the pools leave them out, as a client never sees them again.
+_GONE = "(SELECT id FROM projects WHERE deleting IS NOT NULL)"
+_LIVE_ROWS = {
+    "projects": "deleting IS NULL",
+    "sessions": f"project_id IS NULL OR project_id NOT IN {_GONE}",
+    "episodes": "session_id IN (SELECT id FROM sessions"
+    f" WHERE project_id IS NULL OR project_id NOT IN {_GONE})",
+    "memories": f"project_id NOT IN {_GONE}",
+    "entities": f"project_id NOT IN {_GONE}",
+    "summaries": f"project_id IS NULL OR project_id NOT IN {_GONE}",
+    "extraction_events": f"project_id NOT IN {_GONE}",
+}
 
 
 class _PgReader:
@@ -1056,7 +1070,8 @@ class World:
         try:
             p = Pools()
             for table, column in TABLE_ID_COLUMNS.items():
-                p.ids[table] = [r[0] for r in c.execute(f"SELECT {column} FROM {table}")]
+                live = f" WHERE {_LIVE_ROWS[table]}" if table in _LIVE_ROWS else ""
+                p.ids[table] = [r[0] for r in c.execute(f"SELECT {column} FROM {table}{live}")]
             p.high = self._highest_ids()
             for table in TABLE_ID_COLUMNS:
                 p.high.setdefault(table, 0)
