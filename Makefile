@@ -55,7 +55,7 @@ run: $(STAMP)
 # test its own ports, files and databases. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 test: $(STAMP) proto-check console-assets-check ts-test $(HOSTS_STAMP)
-	$(BIN)/python -m pytest -q -rs -m "not slow" -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -rfEs -m "not slow" -n $(TEST_WORKERS)
 
 # The fast tier alone (docs/testing.md): the domain's rules on in-memory fakes
 # of the repositories, no database, no server; seconds, for the edit-test loop.

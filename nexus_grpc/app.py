@@ -25,6 +25,7 @@ from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.empty_answers import EmptyAnswers
 from nexus_grpc.domain.entity_resolution import EntityResolution
+from nexus_grpc.domain.erasures import Erasures
 from nexus_grpc.domain.export import ProjectExport
 from nexus_grpc.domain.extraction import Extraction, mark_failed, note_retry
 from nexus_grpc.domain.formation import MemoryFormationJob
@@ -39,6 +40,7 @@ from nexus_grpc.domain.retrieval.search import EntitySearch, EpisodeSearch, Memo
 from nexus_grpc.domain.selection import Selector
 from nexus_grpc.domain.summaries import Summaries
 from nexus_grpc.domain.usage_report import UsageReports
+from nexus_grpc.domain.user_export import UserExport
 from nexus_grpc.embedding import Embedder, QueryVectorCache, make_embedder
 from nexus_grpc.errors import DependencyError
 from nexus_grpc.llm import LLMClient, LLMError, make_client
@@ -60,6 +62,11 @@ from nexus_grpc.vectors import (
     VectorIndexUnavailable,
 )
 from nexus_grpc.workers import memory_former
+from nexus_grpc.workers.eraser import (
+    Eraser,
+    Scrubber,
+    signals_after_erasure,
+)
 from nexus_grpc.workers.expiry import MemoryExpiry
 from nexus_grpc.workers.extractor import ExtractionHandler
 from nexus_grpc.workers.history_purge import purge_history
@@ -67,6 +74,7 @@ from nexus_grpc.workers.indexer import Indexer, mark_episode_failed, note_episod
 from nexus_grpc.workers.memory_former import MemoryFormer
 from nexus_grpc.workers.pending_entities import PendingEntityResolver
 from nexus_grpc.workers.retention import sweep_retention
+from nexus_grpc.workers.storage_upkeep import StorageUpkeep
 from nexus_grpc.workers.summarizer import SessionSummarizer
 from nexus_grpc.workers.worker import JobWorker, WorkerConfig
 
@@ -235,7 +243,11 @@ class App:
         # URL): a create writes its row's vector in the row's transaction.
         self.inline_vectors = InlineVectors(self.embedder) if beside_rows else None
         self.conversations = Conversations(
-            self.db, self.signals, settings.default_tenant, inline=self.inline_vectors
+            self.db,
+            self.signals,
+            settings.default_tenant,
+            inline=self.inline_vectors,
+            scrub_delay=settings.scrub_delay_seconds,
         )
         # None unless --reranker-url: searches then keep the fused order.
         self.reranker: Reranker | None = None
@@ -308,6 +320,7 @@ class App:
             self.graph_events,
             default_tenant=settings.default_tenant,
             inline=self.inline_vectors,
+            event_retention=settings.extraction_event_retention_days * 86_400.0,
         )
         # Names rules cannot settle are asked about with the extraction model;
         # a new name's vector neighbours become questions, never merges.
@@ -340,6 +353,14 @@ class App:
             default_tenant=settings.default_tenant,
             history_retention=settings.memory_history_retention_days * 86_400.0,
             inline=self.inline_vectors,
+            scrub_delay=settings.scrub_delay_seconds,
+        )
+        # Forgetting (docs/privacy.md): erasures, their receipts and scrubs.
+        self.erasures = Erasures(self.db, self.signals, settings.default_tenant)
+        self.user_export = UserExport(self.db, settings.default_tenant)
+        self.scrubber = Scrubber(self.db, self.index)
+        self.storage_upkeep = StorageUpkeep(
+            self.db, self.scrubber, settings.extraction_event_retention_days * 86_400.0
         )
         # Memories that form themselves, with the extraction model.
         self.formation = MemoryFormationJob(
@@ -510,11 +531,13 @@ class App:
         self._add_index_workers()
         self._add_llm_workers()
         self._add_upkeep_workers()
+        self._add_erasure_workers()
         for worker in self.workers:
             worker.start()
         self.loop_lag.start()
         if self.keyword_upkeep is not None:
             self.keyword_upkeep.start()
+        self.storage_upkeep.start()
         warm = getattr(self.embedder, "warm", None)
         if warm is not None:
             # An in-process model loads in ~0.5 s: load it now, in the background, so
@@ -658,6 +681,24 @@ class App:
             )
         )
 
+    def _add_erasure_workers(self) -> None:
+        def erased() -> None:
+            signals_after_erasure(self.signals)
+            self.erasures.committed()
+
+        self.workers.append(
+            JobWorker(
+                self.db,
+                self.signals,
+                job_store.ERASE,
+                Eraser(self.db, self.scrubber),
+                # An erasure must not give up: a step that failed runs again
+                # (the store was away), backing off to once every five minutes.
+                self._worker_config(batch_size=1, concurrency=1, max_attempts=1_000_000),
+                after_commit=erased,
+            )
+        )
+
     async def _warm(self, warm: Callable[[], Awaitable[Any]]) -> None:
         try:
             await warm()
@@ -716,6 +757,7 @@ class App:
             await worker.stop()
         if self.keyword_upkeep is not None:
             await self.keyword_upkeep.stop()
+        await self.storage_upkeep.stop()
         await self.db.close()
         for name, closer in (
             ("vector index", self.index.close),

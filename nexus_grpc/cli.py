@@ -430,6 +430,59 @@ def _on_input(path: str, run: Callable[[IO[str]], Coroutine[object, object, T]])
         return asyncio.run(run(lines))
 
 
+def cmd_forget_user(args: argparse.Namespace) -> int:
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.against_server.forgetting import forget_user
+
+    bar = sys.stderr.isatty()
+
+    def progress(line: str) -> None:
+        # On a terminal the bar redraws one line; in a log, a line a step.
+        print(f"\r{line}" if bar else line, end="" if bar else "\n", file=sys.stderr, flush=True)
+
+    async def run() -> None:
+        async with _client(args) as client:
+            await forget_user(
+                client,
+                args.user,
+                args.project,
+                wait=not args.no_wait,
+                as_json=args.json,
+                progress=None if args.quiet else progress,
+            )
+
+    try:
+        asyncio.run(run())
+    except NexusClientError as exc:
+        print(f"forget-user: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if bar and not args.quiet:
+            print(file=sys.stderr)
+    return 0
+
+
+def cmd_export_user(args: argparse.Namespace) -> int:
+    from nexus_grpc.client.base import NexusClientError
+    from nexus_grpc.ops.against_server.forgetting import export_user
+
+    async def run(out: IO[str]) -> dict[str, int]:
+        async with _client(args) as client:
+            return dict(await export_user(client, args.user, args.project, out))
+
+    try:
+        if args.output == "-":
+            counts = asyncio.run(run(sys.stdout))
+        else:
+            with open(args.output, "w", encoding="utf-8") as out:
+                counts = asyncio.run(run(out))
+    except (NexusClientError, OSError) as exc:
+        print(f"export-user: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {_counted(counts)}", file=sys.stderr)
+    return 0
+
+
 def _counted(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
 
@@ -440,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_server_commands(sub)
     _add_transfer_commands(sub)
     _add_client_commands(sub)
+    _add_privacy_commands(sub)
     _add_eval_commands(sub)
     _add_hooks_commands(sub)
     return parser
@@ -602,6 +656,41 @@ def _add_eval_commands(sub: Commands) -> None:
     )
     add_graph_arguments(graph)
     graph.set_defaults(func=cmd_eval_graph)
+
+
+def _add_privacy_commands(sub: Commands) -> None:
+    """``forget-user`` and ``export-user``: a person's erasure and data-access
+    requests (docs/privacy.md)."""
+    forget = sub.add_parser(
+        "forget-user",
+        help="erase a user everywhere (ForgetUser), following it with a progress bar, then"
+        " print the receipt: what went, by kind, with no content",
+    )
+    forget.add_argument("--user", required=True, help="the user_id to forget")
+    forget.add_argument(
+        "--project", type=int, default=0, help="only in this project (default: the whole tenant)"
+    )
+    forget.add_argument("--json", action="store_true", help="print the receipt as JSON")
+    forget.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return once the erasure has started (it goes on on the server; GetErasure reads it)",
+    )
+    forget.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_client_options(forget)
+    forget.set_defaults(func=cmd_forget_user)
+
+    export = sub.add_parser(
+        "export-user",
+        help="write everything held about a user (ExportUser) as JSON Lines, the export format",
+    )
+    export.add_argument("--user", required=True, help="the user_id to export")
+    export.add_argument(
+        "--project", type=int, default=0, help="only in this project (default: the whole tenant)"
+    )
+    export.add_argument("-o", "--output", default="-", help="file to write ('-': stdout)")
+    _add_client_options(export)
+    export.set_defaults(func=cmd_export_user)
 
 
 def _add_hooks_commands(sub: Commands) -> None:

@@ -55,11 +55,26 @@ class FakeMemory(memory_grpc.MemoryServiceServicer):
         return project
 
     async def DeleteProject(self, request, context):
+        """As the service does: the project goes with its sessions and their
+        episodes, as an erasure that is done at once here."""
         self._note(context)
         if self.projects.pop(request.id, None) is None:
             await self._abort(context, grpc.StatusCode.NOT_FOUND, f"project {request.id} not found")
+        for session_id in [s.id for s in self.sessions.values() if s.project_id == request.id]:
+            del self.sessions[session_id]
+            for episode_id in [e.id for e in self.episodes.values() if e.session_id == session_id]:
+                del self.episodes[episode_id]
         self.deleted.append(("project", request.id))
-        return memory_pb2.DeleteProjectResponse()
+        return memory_pb2.DeleteProjectResponse(erasure_id=request.id)
+
+    async def WatchErasure(self, request, context):
+        self._note(context)
+        yield memory_pb2.Erasure(
+            id=request.id,
+            kind=memory_pb2.ERASURE_KIND_PROJECT,
+            state=memory_pb2.ERASURE_STATE_DONE,
+            phase="done",
+        )
 
     async def DeleteSession(self, request, context):
         self._note(context)

@@ -152,3 +152,16 @@ async def index_idle(h: Harness) -> bool:
         ).fetchone()[0]
     )
     return n == 0
+
+
+async def erasure_done(h: Harness, erasure_id: int, metadata=None, limit: float = 60.0):
+    """The erasure's receipt, once WatchErasure says it is DONE."""
+    from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+
+    last = None
+    async for last in h.memory.WatchErasure(
+        memory_pb2.WatchErasureRequest(id=erasure_id), metadata=metadata, timeout=limit
+    ):
+        if last.state == memory_pb2.ERASURE_STATE_DONE:
+            return last
+    raise AssertionError(f"the watch ended before the erasure was done: {last}")

@@ -31,7 +31,6 @@ ALLOWED = {
     "nexus_grpc/api/restore_convert.py:record": 98,
     "nexus_grpc/core/events.py:EventBroadcaster.watching": 81,
     "nexus_grpc/domain/graph.py:Graph.upsert_entity": 83,
-    "nexus_grpc/domain/memories.py:Memories.create": 139,
     "nexus_grpc/domain/summaries.py:Summaries.run_session_summary": 107,
     "nexus_grpc/embedding/int8_matmul.py:pack_int8_matmuls": 87,
     "nexus_grpc/llm/client.py:LLMClient.chat_stream": 91,

@@ -9,6 +9,7 @@ import grpc
 
 from nexus_grpc.api import (
     convert,
+    erasure_convert,
     graph_convert,
     pages,
     restore_convert,
@@ -27,13 +28,13 @@ from nexus_grpc.core.graph import (
     Relationship,
 )
 from nexus_grpc.core.models import Episode, Project, SearchMode, Session, TimeWindow
-from nexus_grpc.core.records import ChangedBy, Memory, Revision
+from nexus_grpc.core.records import ChangedBy, Memory, MemoryUsage, Revision
 from nexus_grpc.domain.conversations import EpisodeInput, Imported
 from nexus_grpc.domain.episode_import import EpisodeImport
-from nexus_grpc.domain.export import ExportItem
 from nexus_grpc.domain.restore import (
     RestoreIntake,
 )
+from nexus_grpc.domain.user_export import UserExportItem
 from nexus_grpc.errors import DeadlineExceeded, InvalidArgument, NexusError, Unavailable
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -50,6 +51,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     def __init__(self, app: App) -> None:
         self.app = app
         self.conv = app.conversations
+        self.erasures = app.erasures
         self.max_bytes = app.settings.max_message_bytes
 
     # Projects
@@ -93,8 +95,8 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
     async def DeleteProject(
         self, request: memory_pb2.DeleteProjectRequest, context: Ctx
     ) -> memory_pb2.DeleteProjectResponse:
-        detached = await self.conv.delete_project(request.id)
-        return memory_pb2.DeleteProjectResponse(detached_sessions=detached)
+        erasure = await self.conv.delete_project(request.id, _changed_by().principal)
+        return memory_pb2.DeleteProjectResponse(erasure_id=erasure.id)
 
     async def GetProjectStats(
         self, request: memory_pb2.GetProjectStatsRequest, context: Ctx
@@ -281,6 +283,7 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
             entities=counts["entity"],
             relationships=counts["relationship"],
             summaries=counts["summary"],
+            erased_records=restored.erased,
         )
 
     # Service status
@@ -382,7 +385,11 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         self, request: memory_pb2.DeleteMemoryRequest, context: Ctx
     ) -> memory_pb2.DeleteMemoryResponse:
         await self.app.memories.delete(
-            request.id, request.user_id, request.session_id, _changed_by()
+            request.id,
+            request.user_id,
+            request.session_id,
+            _changed_by(),
+            erase_history=request.erase_history,
         )
         return memory_pb2.DeleteMemoryResponse()
 
@@ -465,6 +472,44 @@ class MemoryServicer(memory_grpc.MemoryServiceServicer):
         items, token = pages.fitted(page, convert.memory_usage, self.max_bytes)
         return memory_pb2.ListMemoryUsageResponse(usage=items, next_page_token=token)
 
+    # Forgetting (docs/privacy.md)
+
+    async def ForgetUser(
+        self, request: memory_pb2.ForgetUserRequest, context: Ctx
+    ) -> memory_pb2.Erasure:
+        erasure = await self.erasures.forget_user(
+            request.user_id, request.project_id, _changed_by().principal
+        )
+        return erasure_convert.erasure(erasure)
+
+    async def GetErasure(
+        self, request: memory_pb2.GetErasureRequest, context: Ctx
+    ) -> memory_pb2.Erasure:
+        return erasure_convert.erasure(await self.erasures.get(request.id))
+
+    async def WatchErasure(
+        self, request: memory_pb2.WatchErasureRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.Erasure]:
+        async for erasure in self.erasures.watch(request.id):
+            yield erasure_convert.erasure(erasure)
+
+    async def ListErasures(
+        self, request: memory_pb2.ListErasuresRequest, context: Ctx
+    ) -> memory_pb2.ListErasuresResponse:
+        page = await self.erasures.list_receipts(
+            request.page_size, request.page_token, request.tenant, request.user_id
+        )
+        return memory_pb2.ListErasuresResponse(
+            erasures=[erasure_convert.erasure(e) for e in page.items],
+            next_page_token=page.next_token,
+        )
+
+    async def ExportUser(
+        self, request: memory_pb2.ExportUserRequest, context: Ctx
+    ) -> AsyncIterator[memory_pb2.ExportRecord]:
+        async for item in self.app.user_export.records(request.user_id, request.project_id):
+            yield _export_record(item)
+
 
 #: An item error's message is cut to this, so 10,000 failed items still fit
 #: in one answer under the default --max-message-bytes.
@@ -520,7 +565,7 @@ def _import_answer(
     return answer
 
 
-def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
+def _export_record(item: UserExportItem) -> memory_pb2.ExportRecord:
     if isinstance(item, Project):
         project = convert.project(item)
         # The file describes the project, not where it sat on this server:
@@ -551,6 +596,8 @@ def _export_record(item: ExportItem) -> memory_pb2.ExportRecord:
         return memory_pb2.ExportRecord(relationship_evidence=graph_convert.evidence(item))
     if isinstance(item, EntityMerge):
         return memory_pb2.ExportRecord(entity_merge=graph_convert.merge(item, with_sources=True))
+    if isinstance(item, MemoryUsage):
+        return memory_pb2.ExportRecord(memory_usage=convert.memory_usage(item))
     return memory_pb2.ExportRecord(summary=summary_convert.summary(item))
 
 

@@ -116,6 +116,8 @@ __all__ = [
     "RetryPolicy",
     "ServerStream",
     "EntitySource",
+    "ErasureKind",
+    "ErasureState",
     "ExtractionEventStage",
     "ExtractionStatus",
     "JobState",
@@ -146,6 +148,32 @@ class EntitySource(ProtoEnum):
 
 
 _enums.register(graph_pb2.EntitySource.DESCRIPTOR, EntitySource)
+
+
+class ErasureKind(ProtoEnum):
+    """nexus.memory.v1.ErasureKind."""
+
+    UNSPECIFIED = 0
+    #: ForgetUser.
+    USER = 1
+    #: DeleteProject.
+    PROJECT = 2
+
+
+_enums.register(memory_pb2.ErasureKind.DESCRIPTOR, ErasureKind)
+
+
+class ErasureState(ProtoEnum):
+    """nexus.memory.v1.ErasureState."""
+
+    UNSPECIFIED = 0
+    #: Deleting, in steps of one transaction each.
+    RUNNING = 1
+    #: Every row is gone and the disk is scrubbed: the receipt is final.
+    DONE = 2
+
+
+_enums.register(memory_pb2.ErasureState.DESCRIPTOR, ErasureState)
 
 
 class ExtractionEventStage(ProtoEnum):
@@ -504,7 +532,11 @@ class NexusClient(ClientBase):
     ) -> memory_pb2.DeleteProjectResponse:
         """MemoryService.DeleteProject: returns ``DeleteProjectResponse``.
 
-        Detaches the project's sessions and deletes it, in one transaction.
+        Deletes the project and everything in it: its sessions and their episodes,
+        summaries, memories (with their history), graph, extraction events and index points.
+        The project is gone from every read at once; the rows go as durable work (an erasure
+        of kind PROJECT, resumed after a restart) whose progress GetErasure and WatchErasure
+        report, and whose last step leaves none of its text on disk (docs/privacy.md).
 
         Args (the fields of ``DeleteProjectRequest``):
             id: int
@@ -706,7 +738,10 @@ class NexusClient(ClientBase):
     ) -> memory_pb2.DeleteSessionResponse:
         """MemoryService.DeleteSession: returns ``DeleteSessionResponse``.
 
-        Cascades to the session's episodes, summaries and their index points.
+        Cascades to the session's episodes, summaries and their index points, the graph
+        evidence its episodes gave and their extraction events; a project overview that drew
+        on them is removed and queued again. The deleted text leaves the disk within
+        --scrub-delay-seconds.
 
         Args (the fields of ``DeleteSessionRequest``):
             id: int
@@ -852,6 +887,10 @@ class NexusClient(ClientBase):
         metadata: CallMetadata = None,
     ) -> memory_pb2.DeleteEpisodeResponse:
         """MemoryService.DeleteEpisode: returns ``DeleteEpisodeResponse``.
+
+        Takes the episode's graph evidence (an entity or fact only it gave goes, a shared
+        one loses its evidence), extraction events and formation candidates with it; a
+        summary that covers it is removed and queued again.
 
         Args (the fields of ``DeleteEpisodeRequest``):
             id: int
@@ -1114,6 +1153,7 @@ class NexusClient(ClientBase):
         id: int | None = None,
         user_id: str | None = None,
         session_id: int | None = None,
+        erase_history: bool | None = None,
         timeout: Timeout = DEFAULT,
         call_metadata: CallMetadata = None,
         metadata: CallMetadata = None,
@@ -1125,6 +1165,10 @@ class NexusClient(ClientBase):
             user_id: Required to delete a USER memory: the user it belongs to.
             session_id: Required to delete a TASK or SESSION tier memory stored with an
                 origin session: that session.
+            erase_history: true: the memory's whole history goes with it now (no --memory-
+                history-retention-days), and the text of every version leaves the disk as an
+                erasure's does. false: its history stays readable by its owner for the
+                retention.
         """
         return await self._unary(
             "MemoryService",
@@ -1135,6 +1179,7 @@ class NexusClient(ClientBase):
                 "id": id,
                 "user_id": user_id,
                 "session_id": session_id,
+                "erase_history": erase_history,
             },
             timeout,
             call_metadata,
@@ -1495,6 +1540,193 @@ class NexusClient(ClientBase):
                 "start_time": start_time,
                 "end_time": end_time,
                 "bucket": bucket,
+            },
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    async def forget_user(
+        self,
+        request: memory_pb2.ForgetUserRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        user_id: str | None = None,
+        project_id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> memory_pb2.Erasure:
+        """MemoryService.ForgetUser: returns ``Erasure``.
+
+        Forgets a user (a data-erasure request; docs/privacy.md): their sessions with every
+        episode, the episodes written acting for them elsewhere, their USER memories in
+        every tier with their whole history, the memories formed from their episodes, their
+        usage, selections, formation candidates and extraction events, and in the graph
+        every mention and piece of evidence that came from their episodes (an entity or fact
+        only they gave goes; a shared one stays without their evidence). Summaries of their
+        sessions go; one that drew on their episodes is removed and queued again. LLM usage
+        keeps its counts with no link to them. In project_id, or (0) in every project of the
+        key's tenant and outside any project. An admin or "*" key of the tenant may forget
+        any of its users, a user key only its own user; any other call is answered as for a
+        user who holds nothing (NOT_FOUND). Durable work: it answers at once with the
+        erasure, carries on across restarts, and is DONE once none of the erased text is
+        left in any file the service writes (PostgreSQL: docs/privacy.md). A request for a
+        user whose erasure is running joins it. While it runs, writes acting for the user
+        are refused (FAILED_PRECONDITION); a request_id of an erased write is refused, not
+        written again.
+
+        Args (the fields of ``ForgetUserRequest``):
+            user_id: str
+            project_id: 0: every project of the key's tenant, and sessions outside any
+                project.
+        """
+        return await self._unary(
+            "MemoryService",
+            "ForgetUser",
+            memory_pb2.ForgetUserRequest,
+            request,
+            {
+                "user_id": user_id,
+                "project_id": project_id,
+            },
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    async def get_erasure(
+        self,
+        request: memory_pb2.GetErasureRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> memory_pb2.Erasure:
+        """MemoryService.GetErasure: returns ``Erasure``.
+
+        An erasure's progress, or its receipt once DONE. The keys that may forget its user
+        may read it; to any other it is NOT_FOUND.
+
+        Args (the fields of ``GetErasureRequest``):
+            id: int
+        """
+        return await self._unary(
+            "MemoryService",
+            "GetErasure",
+            memory_pb2.GetErasureRequest,
+            request,
+            {
+                "id": id,
+            },
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    def watch_erasure(
+        self,
+        request: memory_pb2.WatchErasureRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> ServerStream[memory_pb2.Erasure]:
+        """MemoryService.WatchErasure: streams ``Erasure``.
+
+        The erasure now, then again at every step it takes, until it is DONE.
+
+        Args (the fields of ``WatchErasureRequest``):
+            id: int
+        """
+        return self._stream(
+            "MemoryService",
+            "WatchErasure",
+            memory_pb2.WatchErasureRequest,
+            request,
+            {
+                "id": id,
+            },
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    async def list_erasures(
+        self,
+        request: memory_pb2.ListErasuresRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        tenant: str | None = None,
+        user_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> memory_pb2.ListErasuresResponse:
+        """MemoryService.ListErasures: returns ``ListErasuresResponse``.
+
+        Admin only: the receipts of a tenant's erasures, newest first.
+
+        Args (the fields of ``ListErasuresRequest``):
+            page_size: int
+            page_token: str
+            tenant: The tenant whose receipts to list; empty: the key's own.
+            user_id: Only this user's erasures (matched against the receipts' digests).
+        """
+        return await self._unary(
+            "MemoryService",
+            "ListErasures",
+            memory_pb2.ListErasuresRequest,
+            request,
+            {
+                "page_size": page_size,
+                "page_token": page_token,
+                "tenant": tenant,
+                "user_id": user_id,
+            },
+            timeout,
+            call_metadata,
+            metadata,
+        )
+
+    def export_user(
+        self,
+        request: memory_pb2.ExportUserRequest | Mapping[str, Any] | None = None,
+        /,
+        *,
+        user_id: str | None = None,
+        project_id: int | None = None,
+        timeout: Timeout = DEFAULT,
+        call_metadata: CallMetadata = None,
+        metadata: CallMetadata = None,
+    ) -> ServerStream[memory_pb2.ExportRecord]:
+        """MemoryService.ExportUser: streams ``ExportRecord``.
+
+        Everything held about a user (a data-access request), in the export format: their
+        sessions, their episodes (and those written acting for them elsewhere), their USER
+        memories each followed by its history, the entities and relationships with the
+        evidence their episodes gave, and their memory usage. In project_id, or (0) the
+        whole tenant. Same permissions as ForgetUser.
+
+        Args (the fields of ``ExportUserRequest``):
+            user_id: str
+            project_id: 0: every project of the key's tenant, and sessions outside any
+                project.
+        """
+        return self._stream(
+            "MemoryService",
+            "ExportUser",
+            memory_pb2.ExportUserRequest,
+            request,
+            {
+                "user_id": user_id,
+                "project_id": project_id,
             },
             timeout,
             call_metadata,

@@ -26,6 +26,10 @@ EXPIRE_MEMORY = "expire:memory"
 # A project's retention sweep: deletes its sessions and episodes past the
 # retention, then schedules itself for the next one to pass.
 RETAIN_PROJECT = "retain:project"
+# An erasure (domain/erasure.py): a user forgotten or a project deleted, one
+# step a run; it queues itself again until it is done. Its target is the
+# erasure's id.
+ERASE = "erase:run"
 SCHEDULED_KINDS = (PURGE_MEMORY_HISTORY, EXPIRE_MEMORY, RETAIN_PROJECT)
 
 # Claim order within a kind: every due LIVE job before any BULK one. A bulk
@@ -56,6 +60,7 @@ ALL_KINDS = (
     PURGE_MEMORY_HISTORY,
     EXPIRE_MEMORY,
     RETAIN_PROJECT,
+    ERASE,
 )
 
 
@@ -77,6 +82,7 @@ class QueueDepth:
     pending: int
     failed: int
     oldest_pending_age: float
+
 
 # On PostgreSQL, several instances claim from one table: a claimed job is
 # leased for this long by default (--job-lease-seconds; on the database's

@@ -141,6 +141,8 @@ class EventFilter:
     project_id: int = 0
     #: Only this tenant's events; None: every tenant's.
     tenant: str | None = None
+    #: Only events written at or after this time (the retention; 0: all).
+    since: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -146,6 +146,13 @@ class VectorIndex(Protocol):
         ...
 
     async def retrieve_ids(self, collection: str, ids: Sequence[int]) -> set[int]: ...
+
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
+        """Leave no byte of a deleted point in the index's files: keep only the
+        points whose ids ``live()`` returns (read once the index tracks the
+        writes that race it); returns how many others were left out. An index
+        whose deletes leave nothing behind of their own does nothing."""
+        ...
 
     async def collection_dimension(self, collection: str) -> int | None: ...
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nexus_grpc.core import documents, jobs, tenancy
+from nexus_grpc.core.erasure import PROJECT as PROJECT_ERASURE
+from nexus_grpc.core.erasure import Erasure, Target
 from nexus_grpc.core.models import (
     Episode,
     MemoryFormation,
@@ -20,6 +22,7 @@ from nexus_grpc.core.models import (
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import erasure as erasing
 from nexus_grpc.domain import facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.episode_followups import queue_followups
@@ -153,7 +156,7 @@ def _check_same_tenant(
         )
 
 
-def _check_owners(holding: str, owners: Mapping[str, int]) -> None:
+def _check_owners(holding: str, owners: Mapping[str, int], what: str = "memories") -> None:
     """Refuses (FAILED_PRECONDITION) a delete that would take USER memories of
     a user the caller's key may not act for: DeleteMemory would not let it
     remove them one by one, and a cascade must not be a way around that. The
@@ -171,7 +174,7 @@ def _check_owners(holding: str, owners: Mapping[str, int]) -> None:
     )
     raise FailedPrecondition(
         f"{holding}: {sum(others.values())} of users this key may not act for{named}."
-        " Those users' memories must be deleted first, with a key that may act"
+        f" Those users' {what} must be deleted first, with a key that may act"
         " for them (or an admin key); nothing was deleted"
     )
 
@@ -233,9 +236,16 @@ def _import_in(
             with uow.savepoint("import_item"):
                 session = uow.sessions.get(item.session_id, tenant, retained_at=at)
                 require_may_write(session)
+                erasing.refuse_while_forgetting(uow, session.tenant, session.user_id)
                 key = (item.session_id, item.request_id)
                 earlier = pending.get(key)
                 existing = None if earlier else uow.episodes.find_by_request_id(*key)
+                if earlier is None and existing is None:
+                    erasing.refuse_buried(
+                        uow,
+                        erasing.episode_request(uow, session.id, item.request_id, create=False),
+                        item.request_id,
+                    )
                 if earlier is not None:
                     _check_pending_retry(earlier[1], item, session)
                     replays.append((i, earlier[0]))
@@ -326,8 +336,15 @@ def _create_in(
     None queues its index job."""
     session = uow.sessions.get(item.session_id, tenant, retained_at=time.time())
     require_may_write(session)
+    erasing.refuse_while_forgetting(uow, session.tenant, session.user_id)
     if item.request_id:
         existing = uow.episodes.find_by_request_id(item.session_id, item.request_id)
+        if existing is None:
+            erasing.refuse_buried(
+                uow,
+                erasing.episode_request(uow, session.id, item.request_id, create=False),
+                item.request_id,
+            )
         if existing is not None:
             _check_retry(
                 existing,
@@ -370,10 +387,13 @@ class Conversations:
         signals: JobSignals,
         default_tenant: str = tenancy.DEFAULT_TENANT,
         inline: InlineVectors | None = None,
+        scrub_delay: float = erasing.SCRUB_DELAY,
     ) -> None:
         self.db = db
         self.signals = signals
         self.default_tenant = default_tenant
+        # How soon after a delete its bytes are scrubbed off the disk.
+        self.scrub_delay = scrub_delay
         # Set where vectors live in the database's own tables (pgvector): a new
         # episode's vector is then written in its row's transaction.
         self.inline = inline
@@ -412,30 +432,36 @@ class Conversations:
         self.signals.wake(jobs.RETAIN_PROJECT)
         return project
 
-    async def delete_project(self, project_id: int) -> int:
-        """Delete a project and what only it owned.
+    async def delete_project(self, project_id: int, principal: str = "") -> Erasure:
+        """Delete a project and everything in it, as durable work: an erasure
+        of kind PROJECT (domain/erasure.py) that takes its sessions, episodes,
+        memories, graph, summaries and events in steps and then scrubs the
+        disk. From the commit of this call on, no read sees the project or
+        its sessions.
 
-        USER memories stored in the project belong to their users, and
-        DeleteMemory lets only a key that may act for that user remove one;
-        the cascade must not be a way around that.  So the delete is refused
-        (FAILED_PRECONDITION) while the project holds a USER memory of a user
-        the key may not act for, rather than deleting only some: a partial
-        delete would leave the others pointing at a project that no longer
-        exists, where no scope can ever reach them again.  The message names
-        only users the key may act for, and counts the rest.
+        USER memories and sessions of its users belong to those users:
+        DeleteMemory and DeleteSession let only a key that may act for a user
+        remove theirs, and the cascade must not be a way around that. So the
+        delete is refused (FAILED_PRECONDITION) while the project holds a
+        session or USER memory of a user the key may not act for, rather
+        than deleting only some. The message names only users the key may
+        act for, and counts the rest.
         """
         v.positive_id("id", project_id)
         tenant = tenancy.visible()
 
-        def delete(uow: UnitOfWork) -> int:
-            uow.projects.get(project_id, tenant)
+        def delete(uow: UnitOfWork) -> Erasure:
+            project = uow.projects.get(project_id, tenant)
             owners = uow.projects.user_memory_owners(project_id)
             _check_owners(f"project {project_id} still holds USER memories", owners)
-            return uow.projects.delete(project_id, tenant)
+            users = uow.projects.session_users(project_id)
+            _check_owners(f"project {project_id} still holds sessions", users, "sessions")
+            target = Target(project.tenant, PROJECT_ERASURE, project_id=project_id)
+            return erasing.start(uow, target, principal)
 
-        detached = await self.db.write(delete)
-        self.signals.wake(jobs.INDEX_MEMORY, jobs.INDEX_SUMMARY, jobs.INDEX_ENTITY)
-        return detached
+        erasure = await self.db.write(delete)
+        self.signals.wake(jobs.ERASE)
+        return erasure
 
     # Sessions -------------------------------------------------------------
 
@@ -468,6 +494,7 @@ class Conversations:
                     raise FailedPrecondition(f"session.project_id {project_id} does not exist")
                 # A session in a project belongs to the project's tenant.
                 owner = uow.projects.tenant_of(project_id) or tenant
+            erasing.refuse_while_forgetting(uow, owner, user_id)
             return uow.sessions.insert(
                 ext, name, project_id, meta, owner, user_id=user_id, agent_id=agent_id
             )
@@ -557,10 +584,16 @@ class Conversations:
             require_may_write(uow.sessions.get(session_id, tenant), "delete")
             owners = uow.sessions.task_memory_owners(session_id)
             _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
-            return uow.sessions.delete(session_id, tenant)
+            episodes = uow.erasures.episodes_in_sessions([session_id], erasing.NO_LIMIT)
+            erasing.forget_episodes(uow, episodes, whole_sessions=True)
+            uow.sessions.delete(session_id, tenant)
+            erasing.scrub_soon(uow, self.scrub_delay)
+            return len(episodes)
 
         deleted = await self.db.write(delete)
-        self.signals.wake(jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY)
+        self.signals.wake(
+            jobs.INDEX_EPISODE, jobs.INDEX_SUMMARY, jobs.INDEX_MEMORY, jobs.INDEX_ENTITY
+        )
         return deleted
 
     # Episodes -------------------------------------------------------------
@@ -676,7 +709,10 @@ class Conversations:
         def delete(uow: UnitOfWork) -> None:
             episode = uow.episodes.get(episode_id, tenant)
             require_may_write(uow.sessions.get(episode.session_id), "delete from")
-            uow.episodes.delete(episode_id, tenant)
+            erasing.forget_episodes(uow, [episode_id])
+            erasing.scrub_soon(uow, self.scrub_delay)
 
         await self.db.write(delete)
-        self.signals.wake(jobs.INDEX_EPISODE)
+        self.signals.wake(
+            jobs.INDEX_EPISODE, jobs.INDEX_ENTITY, jobs.INDEX_SUMMARY, jobs.SUMMARIZE_SESSION
+        )

@@ -27,7 +27,7 @@ from nexus_grpc.core.records import EventFilter, ExtractionEvent
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import facts, inline_vectors, paging
+from nexus_grpc.domain import event_retention, facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.retrieval.episode_scope import check_session_graph as _check_session_graph
@@ -145,8 +145,12 @@ class Graph:
         events: EventBroadcaster,
         default_tenant: str = tenancy.DEFAULT_TENANT,
         inline: InlineVectors | None = None,
+        event_retention: float | None = None,
     ) -> None:
         self.default_tenant = default_tenant
+        # How long a watcher may replay an event (None: for ever); the storage
+        # upkeep deletes older ones (domain/event_retention.py).
+        self.event_retention = event_retention
         # Set where vectors live in the database's own tables (pgvector): a new
         # entity's vector is then written in its row's transaction.
         self.inline = inline
@@ -526,6 +530,9 @@ class Graph:
         cursor = after_event_id
         while not self.events.closed:
             woken = self.events.current()  # before the read: no lost wake-up
+            if self.event_retention is not None:
+                kept = event_retention.oldest_kept(time.time(), self.event_retention)
+                where = replace(where, since=kept)
             page = await self.db.read(functools.partial(_events_after, after=cursor, where=where))
             for event in page:
                 cursor = event.id

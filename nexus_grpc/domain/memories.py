@@ -27,6 +27,7 @@ from nexus_grpc.core.records import UPDATE as REVISED
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import erasure as erasing
 from nexus_grpc.domain import inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -150,8 +151,11 @@ class Memories:
         default_tenant: str = tenancy.DEFAULT_TENANT,
         history_retention: float = DEFAULT_HISTORY_RETENTION_SECONDS,
         inline: InlineVectors | None = None,
+        scrub_delay: float = erasing.SCRUB_DELAY,
     ) -> None:
         self.default_tenant = default_tenant
+        # How soon after a delete its bytes are scrubbed off the disk.
+        self.scrub_delay = scrub_delay
         # Set where vectors live in the database's own tables (pgvector): a new
         # memory's vector is then written in its row's transaction.
         self.inline = inline
@@ -177,59 +181,10 @@ class Memories:
         the same tier with the same words, case and punctuation aside (a
         retry without a request_id, or a fact told twice), which
         ``on_existing`` then hears about."""
-        kind = int(values.get("kind", 0))
-        if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
-            raise InvalidArgument(
-                f"memory.kind must be PROJECT or USER, got {kind}", field="memory.kind"
-            )
-        title = v.name(
-            "memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True
-        )
-        content = v.text(
-            "memory.content", values.get("content", ""), limit=v.MAX_MESSAGE_CHARS, required=True
-        )
-        tier = _check_tier("memory.tier", int(values.get("tier", 0)), default=True)
-        project_id = v.positive_id(
-            "memory.project_id", int(values.get("project_id", 0)), required=False
-        )
-        session_id = v.positive_id(
-            "memory.session_id", int(values.get("session_id", 0)), required=False
-        )
-        user_id = v.identifier("memory.user_id", values.get("user_id", ""))
-        agent_id = v.identifier("memory.agent_id", values.get("agent_id", ""))
-        confidence = float(values.get("confidence", 0.0)) or 1.0
-        _check_confidence("memory.confidence", confidence)
-        metadata = v.metadata("memory.metadata", values.get("metadata") or {})
-        expire_at = _expiry(values.get("expire_time"), values.get("ttl"))
-        v.identifier("request_id", request_id)
-        if kind == MemoryKind.USER and not user_id:
-            raise InvalidArgument(
-                "memory.user_id is required for a USER memory", field="memory.user_id"
-            )
-        if kind == MemoryKind.PROJECT:
-            if not project_id:
-                raise InvalidArgument(
-                    "memory.project_id is required for a PROJECT memory",
-                    field="memory.project_id",
-                )
-            if user_id:
-                raise InvalidArgument(
-                    "memory.user_id must be empty for a PROJECT memory (use kind USER)",
-                    field="memory.user_id",
-                )
-        row = {
-            "kind": kind,
-            "title": title,
-            "content": content,
-            "tier": tier,
-            "project_id": project_id,
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "session_id": session_id,
-            "confidence": confidence,
-            "metadata": metadata,
-            "expire_at": expire_at,
-        }
+        row = _checked_row(values, request_id)
+        kind, title, content = row["kind"], row["title"], row["content"]
+        project_id, session_id, user_id = row["project_id"], row["session_id"], row["user_id"]
+        tier, agent_id = row["tier"], row["agent_id"]
 
         visible = tenancy.visible()
         creator = tenancy.creator(self.default_tenant)
@@ -244,33 +199,10 @@ class Memories:
 
         def write(uow: UnitOfWork, vector: list[float] | None) -> tuple[Memory, bool]:
             found_same.clear()
-            # Whose memory this is: the project's tenant, else the session's,
-            # else the caller's. Each must be one the caller sees.
-            tenant = creator
-            if project_id:
-                if not uow.projects.exists(project_id, visible):
-                    raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
-                tenant = uow.projects.tenant_of(project_id) or creator
-            if session_id:
-                try:
-                    session = uow.sessions.get(session_id, visible)
-                except NotFound:
-                    raise FailedPrecondition(
-                        f"memory.session_id {session_id} does not exist"
-                    ) from None
-                if project_id and session.tenant != tenant:
-                    raise FailedPrecondition(
-                        f"memory.session_id {session_id} and memory.project_id {project_id}"
-                        " belong to different tenants"
-                    )
-                tenant = session.tenant
-            if request_id:
-                # A retry key belongs to its owner (tenant and user): another
-                # user's key is neither refused nor revealed.
-                existing = uow.memories.find_by_request_id(tenant, user_id, request_id)
-                if existing is not None:
-                    _check_replay(existing, row, request_id)
-                    return existing, False
+            tenant = _owner_tenant(uow, project_id, session_id, visible, creator)
+            existing = _replayed(uow, row, tenant, request_id)
+            if existing is not None:
+                return existing, False
             same = _same_words(uow, row, tenant)
             if same is not None:
                 found_same.append(same.id)
@@ -478,16 +410,31 @@ class Memories:
         return memory
 
     async def delete(
-        self, memory_id: int, user_id: str, session_id: int = 0, by: ChangedBy = ANONYMOUS
+        self,
+        memory_id: int,
+        user_id: str,
+        session_id: int = 0,
+        by: ChangedBy = ANONYMOUS,
+        *,
+        erase_history: bool = False,
     ) -> None:
+        """Delete a memory. Its history stays readable by its owner for the
+        history retention, unless ``erase_history``: then every version goes
+        now, and the text leaves the disk with the next scrub. Either way the
+        formation events that named it keep no word of it."""
         v.positive_id("id", memory_id)
         v.identifier("user_id", user_id)
         v.positive_id("session_id", session_id, required=False)
 
         def write(uow: UnitOfWork) -> None:
             current = self._owned(uow.memories.find(memory_id), memory_id, user_id, session_id)
-            uow.memories.record_deletion(current, by, self.history_retention)
-            uow.memories.delete(memory_id)
+            if erase_history:
+                erasing.forget_memories(uow, [memory_id])
+            else:
+                erasing.scrub_formation_events(uow, [memory_id])
+                uow.memories.record_deletion(current, by, self.history_retention)
+                uow.memories.delete(memory_id)
+            erasing.scrub_soon(uow, self.scrub_delay)
 
         await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY)
@@ -592,3 +539,106 @@ def _check_replay(existing: Memory, row: Mapping[str, Any], request_id: str) -> 
             f"request_id {v.quoted(request_id)} was already used for memory {existing.id},"
             f" with a different {', '.join(differs)}"
         )
+
+
+def _checked_row(values: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+    """CreateMemory's fields, checked: the row to store."""
+    kind = int(values.get("kind", 0))
+    if kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
+        raise InvalidArgument(
+            f"memory.kind must be PROJECT or USER, got {kind}", field="memory.kind"
+        )
+    title = v.name("memory.title", values.get("title", ""), limit=MAX_TITLE_CHARS, required=True)
+    content = v.text(
+        "memory.content", values.get("content", ""), limit=v.MAX_MESSAGE_CHARS, required=True
+    )
+    tier = _check_tier("memory.tier", int(values.get("tier", 0)), default=True)
+    project_id = v.positive_id(
+        "memory.project_id", int(values.get("project_id", 0)), required=False
+    )
+    session_id = v.positive_id(
+        "memory.session_id", int(values.get("session_id", 0)), required=False
+    )
+    user_id = v.identifier("memory.user_id", values.get("user_id", ""))
+    agent_id = v.identifier("memory.agent_id", values.get("agent_id", ""))
+    confidence = float(values.get("confidence", 0.0)) or 1.0
+    _check_confidence("memory.confidence", confidence)
+    metadata = v.metadata("memory.metadata", values.get("metadata") or {})
+    expire_at = _expiry(values.get("expire_time"), values.get("ttl"))
+    v.identifier("request_id", request_id)
+    if kind == MemoryKind.USER and not user_id:
+        raise InvalidArgument(
+            "memory.user_id is required for a USER memory", field="memory.user_id"
+        )
+    if kind == MemoryKind.PROJECT:
+        if not project_id:
+            raise InvalidArgument(
+                "memory.project_id is required for a PROJECT memory",
+                field="memory.project_id",
+            )
+        if user_id:
+            raise InvalidArgument(
+                "memory.user_id must be empty for a PROJECT memory (use kind USER)",
+                field="memory.user_id",
+            )
+    row = {
+        "kind": kind,
+        "title": title,
+        "content": content,
+        "tier": tier,
+        "project_id": project_id,
+        "agent_id": agent_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "confidence": confidence,
+        "metadata": metadata,
+        "expire_at": expire_at,
+    }
+    return row
+
+
+def _owner_tenant(
+    uow: UnitOfWork, project_id: int, session_id: int, visible: str | None, creator: str
+) -> str:
+    """Whose memory this is: the project's tenant, else the session's, else
+    the caller's. Each must be one the caller sees."""
+    tenant = creator
+    if project_id:
+        if not uow.projects.exists(project_id, visible):
+            raise FailedPrecondition(f"memory.project_id {project_id} does not exist")
+        tenant = uow.projects.tenant_of(project_id) or creator
+    if session_id:
+        try:
+            session = uow.sessions.get(session_id, visible)
+        except NotFound:
+            raise FailedPrecondition(f"memory.session_id {session_id} does not exist") from None
+        if project_id and session.tenant != tenant:
+            raise FailedPrecondition(
+                f"memory.session_id {session_id} and memory.project_id {project_id}"
+                " belong to different tenants"
+            )
+        tenant = session.tenant
+    return tenant
+
+
+def _replayed(
+    uow: UnitOfWork, row: Mapping[str, Any], tenant: str, request_id: str
+) -> Memory | None:
+    """The memory a retry of ``request_id`` asks for again, if there is one.
+    A USER memory is refused while its user is being forgotten, and a request
+    id an erasure took is refused rather than written again."""
+    user_id = row["user_id"]
+    if row["kind"] == MemoryKind.USER:
+        erasing.refuse_while_forgetting(uow, tenant, user_id)
+    if not request_id:
+        return None
+    # A retry key belongs to its owner (tenant and user): another user's key
+    # is neither refused nor revealed.
+    existing = uow.memories.find_by_request_id(tenant, user_id, request_id)
+    if existing is not None:
+        _check_replay(existing, row, request_id)
+        return existing
+    erasing.refuse_buried(
+        uow, erasing.memory_request(uow, tenant, user_id, request_id, create=False), request_id
+    )
+    return None

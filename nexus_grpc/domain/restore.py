@@ -48,6 +48,7 @@ from nexus_grpc.core.records import DELETE, EXPIRE, UPDATE, Memory, Revision, Su
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import erasure as erasing
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.conversations import _project_values
 from nexus_grpc.domain.episode_followups import queue_followups, queue_summaries
@@ -160,6 +161,8 @@ class Restored:
     project_id: int
     #: Records written, by kind (KINDS).
     counts: dict[str, int]
+    #: Records of users forgotten since the export, left out (domain/erasure.py).
+    erased: int = 0
 
 
 @dataclass
@@ -520,6 +523,13 @@ def _check_summary(plan: _Plan, item: Summary, at: float) -> Summary:
     return replace(item, created_at=created, updated_at=_time(item.updated_at, created))
 
 
+def _write_without_forgotten(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
+    """The restore, less what it held of users forgotten since the export."""
+    restored = _write(uow, plan, tenant, at)
+    erased = erasing.forget_restored(uow, tenant, restored.project_id)
+    return replace(restored, erased=erased)
+
+
 def _write(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
     p = plan.project
     project_id = uow.restore.insert_project(
@@ -742,7 +752,7 @@ class ProjectRestore:
         # An admin key sees every tenant but creates in its own, as
         # CreateProject does.
         tenant = tenancy.creator(self.default_tenant)
-        restored = await self.db.write(lambda c: _write(c, plan, tenant, at))
+        restored = await self.db.write(lambda c: _write_without_forgotten(c, plan, tenant, at))
         self.signals.wake(
             jobs.INDEX_EPISODE,
             jobs.INDEX_MEMORY,

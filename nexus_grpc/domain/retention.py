@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from nexus_grpc.core import jobs
 from nexus_grpc.core.repositories import UnitOfWork
+from nexus_grpc.domain import erasure as erasing
 
 #: Rows of each kind deleted per run (per transaction).
 CHUNK = 500
@@ -35,16 +36,21 @@ def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
         return
     cutoff = at - retention
     episodes = uow.episodes.past_retention(project_id, cutoff, CHUNK)
-    for episode_id in episodes:
-        uow.episodes.delete(episode_id)
+    # As a deleted episode goes (domain/erasure.py), but for its summaries:
+    # those go by this sweep's own rule below.
+    erasing.forget_episodes(uow, episodes, summaries=False)
     sessions = uow.sessions.past_retention(project_id, cutoff, CHUNK)
     for session_id in sessions:
+        left = uow.erasures.episodes_in_sessions([session_id], erasing.NO_LIMIT)
+        erasing.forget_episodes(uow, left, whole_sessions=True, summaries=False)
         # No user asked for this delete: their TASK-tier memories stay (as
         # SESSION-tier ones do), for them to read and delete; the project's go.
         uow.sessions.delete(session_id, user_task_memories=False)
     summaries = uow.summaries.past_retention(project_id, cutoff, CHUNK)
     for summary_id in summaries:
         uow.summaries.delete(summary_id)
+    if episodes or sessions or summaries:
+        erasing.scrub_soon(uow, erasing.SCRUB_DELAY)
     if CHUNK in (len(episodes), len(sessions), len(summaries)):
         uow.jobs.schedule(jobs.RETAIN_PROJECT, project_id, at, keep_sooner=True)
         return

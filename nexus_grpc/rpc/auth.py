@@ -62,6 +62,17 @@ ADMIN_METHODS = frozenset(
         # Writes server-assigned fields (times, history authors, counters) as
         # given: only an operator may make the record say what it did not see.
         "/nexus.memory.v1.MemoryService/RestoreProject",
+        # Receipts of every user forgotten in a tenant (docs/privacy.md).
+        "/nexus.memory.v1.MemoryService/ListErasures",
+    }
+)
+#: Methods whose ``user_id`` the domain checks itself: a key that may not act
+#: for the user is answered as for a user who holds nothing (NOT_FOUND), so
+#: that forgetting and exporting tell no one whether another user exists.
+DOMAIN_CHECKS_USER = frozenset(
+    {
+        "/nexus.memory.v1.MemoryService/ForgetUser",
+        "/nexus.memory.v1.MemoryService/ExportUser",
     }
 )
 ALL_USERS = "*"
@@ -213,7 +224,7 @@ class KeyRing:
                     " no spaces"
                 )
             if not isinstance(settings, dict):
-                raise KeyFileError(f'{where}: expected an object, as in {example}')
+                raise KeyFileError(f"{where}: expected an object, as in {example}")
             unknown = sorted(set(settings) - set(TENANT_SETTINGS))
             if unknown:
                 # A misspelt setting would silently leave the tenant without it.
@@ -389,7 +400,9 @@ class AuthInterceptor(HandlerInterceptor[_Call]):
         _principal_var.set(principal)
         # The call's task owns this context: the binding ends with the call.
         tenancy.bind(principal.caller())
-        user_id = self._denied_user(request, principal)
+        user_id = (
+            None if call.method in DOMAIN_CHECKS_USER else self._denied_user(request, principal)
+        )
         if user_id is not None:
             self._record(call.method, grpc.StatusCode.PERMISSION_DENIED, time.perf_counter())
             log.warning("%s: %r may not act for user %r", call.method, principal.name, user_id)

@@ -331,6 +331,19 @@ class Settings:
         help="days a deleted memory's history stays readable by its owner before it is purged",
     )
 
+    extraction_event_retention_days: float = option(
+        "30",
+        env=("NEXUS_EXTRACTION_EVENT_RETENTION_DAYS",),
+        help="days extraction events stay for WatchExtractions to replay before they are purged",
+    )
+
+    scrub_delay_seconds: float = option(
+        "60",
+        env=("NEXUS_SCRUB_DELAY_SECONDS",),
+        help="seconds after a delete before its bytes are scrubbed off the disk (deletes"
+        " within it share one scrub; docs/privacy.md)",
+    )
+
     max_concurrent_rpcs: int = option(
         "512",
         env=("NEXUS_MAX_CONCURRENT_RPCS",),
@@ -546,6 +559,18 @@ def settings_from(values: dict[str, str]) -> Settings:
         raise SystemExit(
             f"{OPTIONS['memory_history_retention_days'].flag}: must be between 0 and 1000000"
             f" days, got {retention!r}"
+        )
+    for name in ("extraction_event_retention_days",):
+        days = kwargs.get(name, 30.0)
+        if not 0 <= days < 1e6:
+            raise SystemExit(
+                f"{OPTIONS[name].flag}: must be between 0 and 1000000 days, got {days!r}"
+            )
+    delay = kwargs.get("scrub_delay_seconds", 60.0)
+    if not 0 <= delay <= 86_400:
+        raise SystemExit(
+            f"{OPTIONS['scrub_delay_seconds'].flag}: must be between 0 and 86400 seconds,"
+            f" got {delay!r}"
         )
     cache = kwargs.get("query_vector_cache", 0)
     if not 0 <= cache <= 1_000_000:

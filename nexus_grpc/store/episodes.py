@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -209,6 +210,14 @@ def find(conn: Connection, episode_id: int) -> Episode | None:
     return None if row is None else _row(row)
 
 
+#: The session (aliased ``{s}``) is not in a project being deleted: from
+#: DeleteProject's commit on, no read sees its sessions (domain/erasure.py).
+LIVE_SESSION = (
+    "NOT EXISTS (SELECT 1 FROM projects dp WHERE dp.id = {s}.project_id"
+    " AND dp.deleting IS NOT NULL)"
+)
+
+
 def get(conn: Connection, episode_id: int, tenant: str | None = None) -> Episode:
     """The episode; NOT_FOUND, with one message, when it does not exist or its
     session belongs to another tenant (``tenant`` None: any tenant)."""
@@ -217,7 +226,7 @@ def get(conn: Connection, episode_id: int, tenant: str | None = None) -> Episode
     else:
         row = conn.execute(
             "SELECT e.* FROM episodes e JOIN sessions s ON s.id = e.session_id"
-            " WHERE e.id = ? AND s.tenant = ?",
+            f" WHERE e.id = ? AND s.tenant = ? AND {LIVE_SESSION.format(s='s')}",
             (episode_id, tenant),
         ).fetchone()
     if row is None:
@@ -272,11 +281,15 @@ def list_page(
 
 
 def retention_cutoff(conn: Connection, session_id: int, at: float) -> float | None:
-    """The oldest occur_at the session's project keeps at ``at``; None: all."""
+    """The oldest occur_at the session's project keeps at ``at``; None: all.
+    A project being deleted keeps nothing (infinity)."""
     row = conn.execute(
-        "SELECT p.retention FROM sessions s JOIN projects p ON p.id = s.project_id WHERE s.id = ?",
+        "SELECT p.retention, p.deleting FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " WHERE s.id = ?",
         (session_id,),
     ).fetchone()
+    if row is not None and row[1] is not None:
+        return math.inf
     return None if row is None or row[0] is None else at - float(row[0])
 
 
@@ -462,6 +475,11 @@ def _neighbours(conn: Connection, session_id: int, episode_id: int) -> list[int]
         (session_id, episode_id, session_id, episode_id),
     ).fetchone()
     return [i for i in row if i is not None]
+
+
+def refresh_neighbours(conn: Connection, ids: Sequence[int]) -> None:
+    """Recompute these episodes' context after a neighbouring turn went."""
+    _refresh_context(conn, ids)
 
 
 def _refresh_context(conn: Connection, ids: Sequence[int]) -> None:

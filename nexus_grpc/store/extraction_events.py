@@ -72,6 +72,9 @@ def page_after(
     if where.tenant is not None:
         clauses.append("tenant = ?")
         params.append(where.tenant)
+    if where.since:
+        clauses.append("created_at >= ?")
+        params.append(where.since)
     rows = conn.execute(
         "SELECT id, episode_id, session_id, project_id, status, error, payload, created_at"
         f" FROM extraction_events WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",
@@ -89,3 +92,13 @@ def any_for_episode(conn: Connection, episode_id: int, tenant: str | None = None
         (episode_id, *params),
     ).fetchone()
     return row is not None
+
+
+def delete_before(conn: Connection, cutoff: float, limit: int) -> int:
+    """Remove up to ``limit`` of the events written before ``cutoff``, oldest
+    first (ids grow with time, so the walk stops at the first young one)."""
+    return conn.execute(
+        "DELETE FROM extraction_events WHERE id IN (SELECT id FROM extraction_events"
+        " WHERE created_at < ? ORDER BY id LIMIT ?)",
+        (cutoff, limit),
+    ).rowcount

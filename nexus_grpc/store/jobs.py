@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from nexus_grpc.core.jobs import ALL_KINDS as ALL_KINDS
 from nexus_grpc.core.jobs import BULK as BULK
+from nexus_grpc.core.jobs import ERASE as ERASE
 from nexus_grpc.core.jobs import EXPIRE_MEMORY as EXPIRE_MEMORY
 from nexus_grpc.core.jobs import EXTRACT_EPISODE as EXTRACT_EPISODE
 from nexus_grpc.core.jobs import FORM_MEMORIES as FORM_MEMORIES
@@ -65,6 +66,7 @@ TENANT_OF: dict[str, str] = {
     # Queued while the memory is deleted (memory_history.record_deletion).
     PURGE_MEMORY_HISTORY: _MEMORY_TENANT,
     RETAIN_PROJECT: "SELECT tenant FROM projects WHERE id = {id}",
+    ERASE: "SELECT tenant FROM erasures WHERE id = {id}",
 }
 
 

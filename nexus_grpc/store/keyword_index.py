@@ -47,3 +47,13 @@ def segment_count(conn: Connection, table: str) -> int:
     """How many segments ``table`` holds now (one read of its segment index)."""
     row = conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()
     return int(row[0])
+
+
+def merge_all_step(conn: Connection, table: str, pages: int) -> bool:
+    """One bounded step towards a single segment (FTS5's 'merge' with a
+    negative page count merges every level, whatever ``usermerge`` says);
+    whether it merged anything. Once one segment is left, no entry of a
+    deleted row is: they are dropped as the segments holding them merge."""
+    before = _total_changes(conn)
+    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-max(1, pages),))
+    return _total_changes(conn) - before >= 2

@@ -56,8 +56,11 @@ def _row(row: sqlite3.Row) -> Project:
 
 
 def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
-    """`` AND tenant = ?`` for one tenant; nothing for a caller who sees all."""
-    return ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
+    """`` AND tenant = ?`` for one tenant (nothing for a caller who sees all),
+    and the project is not being deleted: from DeleteProject's commit on it
+    is gone for every read."""
+    live = " AND deleting IS NULL"
+    return (live, ()) if tenant is None else (f" AND tenant = ?{live}", (tenant,))
 
 
 def named(conn: Connection, name: str, tenant: str) -> int | None:
@@ -136,7 +139,9 @@ def exists(conn: Connection, project_id: int, tenant: str | None = None) -> bool
 
 
 def tenant_of(conn: Connection, project_id: int) -> str | None:
-    row = conn.execute("SELECT tenant FROM projects WHERE id = ?", (project_id,)).fetchone()
+    row = conn.execute(
+        "SELECT tenant FROM projects WHERE id = ? AND deleting IS NULL", (project_id,)
+    ).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -232,6 +237,16 @@ def delete(conn: Connection, project_id: int, tenant: str | None = None) -> int:
     ).rowcount
     conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
     return detached
+
+
+def session_users(conn: Connection, project_id: int) -> dict[str, int]:
+    """The users the project's sessions are with, each with their count."""
+    rows = conn.execute(
+        "SELECT user_id, COUNT(*) FROM sessions WHERE project_id = ? AND user_id <> ''"
+        " GROUP BY user_id",
+        (project_id,),
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def single_valued_labels(conn: Connection, project_id: int) -> tuple[str, ...] | None:

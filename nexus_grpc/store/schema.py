@@ -136,6 +136,9 @@ TABLES: tuple[Table, ...] = (
             Column("single_valued_labels", TEXT, null=True),
             # 1 off, 2 USER memories, 3 USER and PROJECT; NULL: the default (USER).
             Column("memory_formation", INT, null=True),
+            # The erasure deleting it (DeleteProject): from then on no read
+            # sees the project or its sessions; NULL: live.
+            Column("deleting", KEY, null=True),
         ),
         indexes=(
             Index("idx_projects_tenant", ("tenant",)),
@@ -266,6 +269,10 @@ TABLES: tuple[Table, ...] = (
             # The walk follows edges backwards; from_id answers each step
             # from the index alone.
             Index("idx_relationships_to", ("to_id", "from_id")),
+            # An episode's deletion sets these NULL (and an erasure reads by
+            # them): without an index each deleted episode scanned the table.
+            Index("idx_relationships_asserted", ("asserted_by",), where="asserted_by IS NOT NULL"),
+            Index("idx_relationships_ended", ("ended_by",), where="ended_by IS NOT NULL"),
         ),
     ),
     Table(
@@ -415,6 +422,13 @@ TABLES: tuple[Table, ...] = (
                 unique=True,
                 where="request_id IS NOT NULL",
             ),
+            # What an episode formed goes when it is forgotten, and its
+            # deletion sets the link NULL: both find the rows by the episode.
+            Index(
+                "idx_memories_source_episode",
+                ("source_episode_id",),
+                where="source_episode_id IS NOT NULL",
+            ),
             # A deleted session's TASK-tier memories go with it.
             Index("idx_memories_task_session", ("session_id",), where="tier = 1"),
         ),
@@ -465,7 +479,11 @@ TABLES: tuple[Table, ...] = (
             Column("episode_id", KEY, null=True),
             Column("reason", TEXT, default=""),
         ),
-        indexes=(Index("idx_memory_history_memory", ("memory_id", "id")),),
+        indexes=(
+            Index("idx_memory_history_memory", ("memory_id", "id")),
+            # The changes an episode made, which go when it is forgotten.
+            Index("idx_memory_history_episode", ("episode_id",), where="episode_id IS NOT NULL"),
+        ),
     ),
     # Every surface name an entity was seen under (a title and possessive
     # dropped), one row per name regardless of case, with how it was
@@ -524,7 +542,12 @@ TABLES: tuple[Table, ...] = (
         primary_key=("a_id", "b_id"),
         identity=None,
         without_rowid=True,
-        indexes=(Index("idx_entity_distinctions_b", ("b_id",)),),
+        indexes=(
+            Index("idx_entity_distinctions_b", ("b_id",)),
+            Index(
+                "idx_entity_distinctions_episode", ("episode_id",), where="episode_id IS NOT NULL"
+            ),
+        ),
     ),
     # Each merge, with what undoing it needs.
     Table(
@@ -607,6 +630,52 @@ TABLES: tuple[Table, ...] = (
         ),
         unique=(("memory_selections_request", ("tenant", "user_id", "project_id", "request_id")),),
         indexes=(Index("idx_memory_selections_created", ("created_at",)),),
+    ),
+    # Erasures (domain/erasure.py, docs/privacy.md): a user forgotten or a
+    # project deleted, as durable work in steps, each a transaction that
+    # moves ``phase`` and adds to ``counts`` (JSON, by kind). A receipt
+    # holds counts, never content: the user id is kept only while the
+    # erasure runs (its job needs it across restarts); a finished receipt
+    # keeps ``user_digest`` (a keyed digest, store/erasure.py) so that a
+    # request naming the user still finds it and a restore of an older
+    # export can leave the user out.
+    Table(
+        "erasures",
+        (
+            _id(),
+            _tenant(),
+            Column("kind", INT),
+            Column("user_id", TEXT, default=""),
+            Column("user_digest", TEXT, default=""),
+            Column("project_id", KEY, default=0),
+            Column("state", INT),
+            Column("phase", TEXT),
+            Column("counts", TEXT, default="{}"),
+            Column("planned", TEXT, default="{}"),
+            # What a phase carries to the next run (JSON): the projects whose
+            # overviews drew on erased episodes, the sessions to summarise again.
+            Column("carry", TEXT, default="{}"),
+            Column("principal", TEXT, default=""),
+            Column("started_at", REAL),
+            Column("finished_at", REAL, null=True),
+        ),
+        indexes=(
+            Index("idx_erasures_tenant", ("tenant", "id")),
+            Index("idx_erasures_user", ("tenant", "user_digest", "state")),
+        ),
+    ),
+    # The request ids of erased writes (a keyed digest of tenant, scope and
+    # id): a retry of one is refused rather than written again.
+    Table(
+        "erased_requests",
+        (
+            Column("digest", TEXT),
+            Column("erasure_id", KEY),
+            Column("created_at", REAL),
+        ),
+        primary_key=("digest",),
+        identity=None,
+        without_rowid=True,
     ),
     # The LLM's account (store/usage.py, docs/usage.md): a row per request to
     # the model server, by stage, project and tenant, written with the result it

@@ -262,6 +262,20 @@ CHANGES: tuple[Change, ...] = (
     JOB_TENANTS,
     UNIQUE_PROJECT_NAMES,
     LLM_CALL_USERS,
+    Change(
+        "forgetting (docs/privacy.md): erasures and their receipts, the request ids of"
+        " erased writes, and a project's deletion as durable work",
+        (
+            CreateTable("erasures"),
+            CreateTable("erased_requests"),
+            AddColumn("projects", "deleting"),
+            CreateIndex("idx_memories_source_episode"),
+            CreateIndex("idx_relationships_asserted"),
+            CreateIndex("idx_relationships_ended"),
+            CreateIndex("idx_memory_history_episode"),
+            CreateIndex("idx_entity_distinctions_episode"),
+        ),
+    ),
 )
 
 

@@ -13,6 +13,7 @@ from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store import jobs
 from nexus_grpc.store.dialect import INTEGRITY_ERRORS
+from nexus_grpc.store.episodes import LIVE_SESSION
 from nexus_grpc.store.sql import now
 
 
@@ -31,7 +32,10 @@ def _row(row: sqlite3.Row) -> Session:
 
 
 def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
-    return ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
+    """`` AND`` the session is the tenant's (any, for None) and not in a
+    project being deleted."""
+    live = " AND " + LIVE_SESSION.format(s="sessions")
+    return (live, ()) if tenant is None else (f" AND tenant = ?{live}", (tenant,))
 
 
 def insert(

@@ -41,6 +41,7 @@ from nexus_grpc.store import (
     summaries,
     usage,
 )
+from nexus_grpc.store.erasure import ErasureStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,6 +79,7 @@ class ProjectTable(Table):
     tenant_of = bound(projects.tenant_of)
     update = bound(projects.update)
     user_memory_owners = bound(projects.user_memory_owners)
+    session_users = bound(projects.session_users)
     count_episodes = bound(project_stats.episodes)
     count_graph = bound(project_stats.graph)
     count_memories = bound(project_stats.memories)
@@ -236,6 +238,7 @@ class ExtractionEventTable(Table):
     any_for_episode = bound(extraction_events.any_for_episode)
     insert = bound(extraction_events.insert)
     page_after = bound(extraction_events.page_after)
+    delete_before = bound(extraction_events.delete_before)
 
 
 class SummaryTable(Table):
@@ -407,6 +410,10 @@ class SqlUnitOfWork:
     @cached_property
     def vectors(self) -> InlineVectorRepository:
         return NoInlineVectors(self.conn)
+
+    @cached_property
+    def erasures(self) -> ErasureStore:
+        return ErasureStore(self.conn)
 
     def savepoint(self, name: str) -> AbstractContextManager[None]:
         return savepoints.savepoint(self.conn, name)

@@ -33,7 +33,15 @@ import os
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,6 +67,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 META_FILE = "nexus_meta.json"
+#: Present while the shard's files may still hold a deleted point (compact).
+DELETED_FILE = "nexus_deleted"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _SCHEMA = {
     "integer": qe.PayloadSchemaType.Integer,
@@ -134,6 +144,9 @@ class EdgeVectorIndex:
         self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-warm")
         self._warm_futures: list[Future[None]] = []
         self._closed = False
+        # Collections being compacted: the ids written or deleted meanwhile,
+        # which the compaction copies again before it swaps (see compact).
+        self._compacting: dict[str, set[int]] = {}
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -168,6 +181,7 @@ class EdgeVectorIndex:
         shard = self._shards.get(name)
         if shard is None:
             path = self._path(name)
+            _finish_swap(path)
             if not self._exists(path):
                 raise CollectionNotFound(name)
             shard = self._shards[name] = self._load(path)
@@ -229,6 +243,7 @@ class EdgeVectorIndex:
 
     def _ensure(self, name: str, dimension: int, fields: dict[str, str]) -> None:
         path = self._path(name)
+        _finish_swap(path)
         config = _collection_config(dimension)
         if self._exists(path):
             existing = self._read_dim(name)
@@ -280,6 +295,7 @@ class EdgeVectorIndex:
 
     def _upsert_chunk(self, collection: str, points: Sequence[VectorPoint]) -> None:
         shard = self._shard(collection)
+        self._note_changed(collection, (int(p.id) for p in points))
         edge_points = [
             qe.Point(int(p.id), [float(x) for x in p.vector], dict(p.payload)) for p in points
         ]
@@ -292,6 +308,11 @@ class EdgeVectorIndex:
 
     def _delete(self, collection: str, ids: list[Any]) -> None:
         shard = self._shard(collection)
+        self._note_changed(collection, ids)
+        marker = self._path(collection) / DELETED_FILE
+        if not marker.exists():
+            # Until a compaction rewrites the shard, its files keep the deleted points.
+            marker.touch()
         for start in range(0, len(ids), 4096):
             shard.update(qe.UpdateOperation.delete_points(ids[start : start + 4096]))
         self._flush(shard)
@@ -318,7 +339,13 @@ class EdgeVectorIndex:
             # back cost the loop more than the query saved it (bench/profile_search.py:
             # the executor's wake-ups were 7 % of GIL time under semantic search).
             # Writes stay on the index thread; the GIL keeps the two apart.
-            found = shard.query(request)
+            try:
+                found = shard.query(request)
+            except Exception:
+                if self._shards.get(collection) is shard:
+                    raise
+                # A compaction swapped the shard between the lookup and the query.
+                found = await self._call(lambda: self._shard(collection).query(request))
         else:
             found = await self._call(lambda: self._shard(collection).query(request))
         return [VectorHit(int(p.id), float(p.score), dict(p.payload or {})) for p in found]
@@ -344,6 +371,103 @@ class EdgeVectorIndex:
         wanted: list[Any] = [int(i) for i in ids]
         found = await self._call(lambda: self._shard(collection).retrieve(wanted, False, False))
         return {int(r.id) for r in found}
+
+    # -- compaction ------------------------------------------------------------------------
+
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
+        """Rewrite the collection with only the points whose ids ``live()``
+        returns (the rows that exist), so that no file of it holds a deleted
+        point's vector or payload: qdrant-edge marks a deleted point and keeps
+        its bytes in its segments and its WAL until they are rebuilt.
+
+        ``live`` is read once the writes to the collection are being tracked:
+        a point written after that is copied again at the swap, one written
+        before belongs to a row ``live`` finds.
+
+        The live points are copied page by page into a new shard beside the
+        old one (each page a call of its own on the index thread, so searches
+        and writes go on between them); points written or deleted meanwhile
+        are copied again at the end, in the one call that swaps the shards.
+        Returns how many points were left out. A crash leaves either the old
+        shard or the new one whole (``_finish_swap``)."""
+        if self._read_dim(collection) is None:
+            return 0
+        if not (self._path(collection) / DELETED_FILE).exists():
+            return 0  # nothing deleted since the last compaction
+        self._compacting[collection] = set()
+        dropped = 0
+        try:
+            kept = {int(i) for i in await live()}
+            new = await self._call(self._begin_compaction, collection)
+            offset: Any = None
+            while True:
+                offset, left_out = await self._call(self._copy_page, collection, new, offset, kept)
+                dropped += left_out
+                if offset is None:
+                    break
+            await self._call(self._swap, collection, new)
+        finally:
+            self._compacting.pop(collection, None)
+            await self._call(_remove_tree, self._path(collection).with_name(collection + _NEW))
+        return dropped
+
+    def _note_changed(self, collection: str, ids: Iterable[Any]) -> None:
+        changed = self._compacting.get(collection)
+        if changed is not None:
+            changed.update(int(i) for i in ids)
+
+    def _begin_compaction(self, collection: str) -> qe.EdgeShard:
+        path = self._path(collection)
+        target = path.with_name(collection + _NEW)
+        _remove_tree(target)
+        old = self._shard(collection)
+        dimension = self._read_dim(collection)
+        assert dimension is not None
+        new = qe.EdgeShard.create(str(target), _collection_config(dimension))
+        for key, schema in old.info().payload_schema.items():
+            new.update(qe.UpdateOperation.create_field_index(key, schema.data_type))
+        return new
+
+    def _copy_page(
+        self, collection: str, new: qe.EdgeShard, offset: Any, kept: set[int]
+    ) -> tuple[Any, int]:
+        # A page as small as a write chunk: each holds the GIL (and so the
+        # event loop) while it is read and written.
+        request = qe.ScrollRequest(
+            offset=offset, limit=self._write_chunk, with_payload=True, with_vector=True
+        )
+        records, after = self._shard(collection).scroll(request)
+        live = [r for r in records if int(r.id) in kept]
+        if live:
+            new.update(qe.UpdateOperation.upsert_points([_as_point(r) for r in live]))
+        return after, len(records) - len(live)
+
+    def _swap(self, collection: str, new: qe.EdgeShard) -> None:
+        path = self._path(collection)
+        old = self._shard(collection)
+        changed = sorted(self._compacting.get(collection, ()))
+        if changed:
+            present = {int(r.id): r for r in old.retrieve(list(changed), True, True)}
+            upserts = [_as_point(present[i]) for i in changed if i in present]
+            gone: list[Any] = [i for i in changed if i not in present]
+            if upserts:
+                new.update(qe.UpdateOperation.upsert_points(upserts))
+            if gone:
+                new.update(qe.UpdateOperation.delete_points(gone))
+        new.flush()
+        new.close()
+        # Out of the map before it closes: a search that took it from there
+        # and finds it closed sees that it was swapped and asks again.
+        del self._shards[collection]
+        old.flush()
+        old.close()
+        shutil.copy2(path / META_FILE, path.with_name(collection + _NEW) / META_FILE)
+        retired = path.with_name(collection + _OLD)
+        _remove_tree(retired)
+        os.replace(path, retired)
+        os.replace(path.with_name(collection + _NEW), path)
+        _remove_tree(retired)
+        self._shards[collection] = self._load(path)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -377,3 +501,36 @@ class EdgeVectorIndex:
                 shard.flush()
             finally:
                 shard.close()
+
+
+# A compaction builds ``<collection>.compacting`` beside the collection, moves
+# the collection to ``<collection>.retired`` and the new one into its place,
+# then removes the retired one.
+_NEW = ".compacting"
+_OLD = ".retired"
+
+
+def _finish_swap(path: Path) -> None:
+    """After a crash in a compaction: the swap completed if the collection is
+    missing and the new copy is whole (it was moved aside), else it never
+    began; either way what is left over goes."""
+    new, old = path.with_name(path.name + _NEW), path.with_name(path.name + _OLD)
+    if not path.exists() and old.exists():
+        if (new / META_FILE).is_file():
+            os.replace(new, path)
+        else:
+            os.replace(old, path)
+    _remove_tree(new)
+    _remove_tree(old)
+
+
+def _remove_tree(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+
+
+def _as_point(record: Any) -> qe.Point:
+    vector = record.vector
+    if isinstance(vector, dict):
+        vector = vector.get("", next(iter(vector.values())))
+    return qe.Point(int(record.id), list(vector), dict(record.payload or {}))

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import Any
 
@@ -241,6 +249,13 @@ class QdrantVectorIndex:
                 yield [int(r.id) for r in records]
             if offset is None:
                 return
+
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
+        """Nothing here: a Qdrant server removes deleted points from its
+        segments with its own vacuum optimizer, on its own schedule, and keeps
+        its WAL by its own settings (docs/privacy.md). The points were deleted
+        by the index jobs an erasure waits for."""
+        return 0
 
     async def retrieve_ids(self, collection: str, ids: Sequence[int]) -> set[int]:
         if not ids:

@@ -87,6 +87,9 @@ LLM_QUEUES = ("extract:episode", "summarize:session", "form:memories", "resolve:
 #: GetServiceStatus's names for the LLM dependency (its --llm-api).
 LLM_DEPENDENCIES = ("ollama", "openai")
 BACKLOG_POLL_S = 0.25
+# How long cleanup follows the project's erasure before it leaves it to the
+# server (it goes on there, across restarts).
+CLEANUP_WAIT_S = 120.0
 MIX_OPS = ("create", "search", "get", "watch", "health")
 DEFAULT_MIX = "create=4,search=4,watch=1,health=1"
 SEARCH_MODES = {
@@ -433,25 +436,34 @@ class _Context:
             print(f"bench: removed the run's project {self.project_id}", file=progress)
 
     async def cleanup(self) -> None:
-        """Deletes the run's sessions (their episodes, summaries and index
-        points go with them) and its project."""
+        """Deletes the run's project, which takes its sessions, episodes,
+        summaries and index points with it, and waits for that erasure to be
+        done (a session made outside the project, if any, is deleted first)."""
         stub, md, timeout = self.memory[0], self.metadata, self.timeout
-        for session_id in self.session_ids:
-            await self._setup_call(
-                "DeleteSession",
-                stub.DeleteSession(
-                    memory_pb2.DeleteSessionRequest(id=session_id), timeout=timeout, metadata=md
-                ),
-            )
-        if self.project_id:
-            await self._setup_call(
-                "DeleteProject",
-                stub.DeleteProject(
-                    memory_pb2.DeleteProjectRequest(id=self.project_id),
-                    timeout=timeout,
-                    metadata=md,
-                ),
-            )
+        if not self.project_id:
+            for session_id in self.session_ids:
+                await self._setup_call(
+                    "DeleteSession",
+                    stub.DeleteSession(
+                        memory_pb2.DeleteSessionRequest(id=session_id), timeout=timeout, metadata=md
+                    ),
+                )
+            return
+        deleted = await self._setup_call(
+            "DeleteProject",
+            stub.DeleteProject(
+                memory_pb2.DeleteProjectRequest(id=self.project_id), timeout=timeout, metadata=md
+            ),
+        )
+        watch = stub.WatchErasure(
+            memory_pb2.WatchErasureRequest(id=deleted.erasure_id),
+            timeout=CLEANUP_WAIT_S,
+            metadata=md,
+        )
+        async for erasure in watch:
+            if erasure.state == memory_pb2.ERASURE_STATE_DONE:
+                watch.cancel()
+                return
 
     def _episode_request(self, rng: random.Random, tag: str) -> memory_pb2.CreateEpisodeRequest:
         return memory_pb2.CreateEpisodeRequest(

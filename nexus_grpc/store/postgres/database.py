@@ -44,6 +44,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, Connection, StoreError
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
+from nexus_grpc.store import schema
 from nexus_grpc.store.postgres.dialect import POSTGRES
 from nexus_grpc.store.postgres.unit_of_work import PostgresUnitOfWork
 
@@ -385,6 +386,27 @@ class PostgresDatabase:
         self.write_failure = None
         self.commits += 1
         return result
+
+    async def scrub(self) -> bool:
+        """VACUUM every table the service writes (docs/privacy.md): the deleted
+        rows' tuples and index entries are removed and their space is free to
+        reuse. PostgreSQL does not zero freed space, and its WAL and backups
+        keep what they kept: docs/privacy.md says for how long."""
+
+        def vacuum(conn: Connection) -> bool:
+            tables = [t.name for t in schema.TABLES]
+            tables += [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+                if str(r[0]).startswith("vectors_")
+            ]
+            for table in tables:
+                conn.execute(f"VACUUM {table}")
+            return True
+
+        return await self.read_sql(vacuum)
 
     async def read_sql(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` outside a transaction: each statement sees the latest commits."""

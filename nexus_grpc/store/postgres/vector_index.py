@@ -23,7 +23,7 @@ import contextvars
 import functools
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -290,6 +290,11 @@ class PgVectorIndex:
                 return
             yield page
             after = page[-1]
+
+    async def compact(self, collection: str, live: Callable[[], Awaitable[Collection[int]]]) -> int:
+        """Nothing here: pgvector's points are rows, deleted with their rows;
+        the database's vacuum (Database.scrub) reclaims them."""
+        return 0
 
     async def retrieve_ids(self, collection: str, ids: Sequence[int]) -> set[int]:
         if not ids:

@@ -31,6 +31,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import CANNOT_WRITE, Conflict, StoreError, StoreUnavailable
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import Unavailable
+from nexus_grpc.store import keyword_index
 from nexus_grpc.store.sqlite.connection import SqliteConnection
 from nexus_grpc.store.sqlite.migrations import migrate
 from nexus_grpc.store.unit_of_work import SqlUnitOfWork
@@ -82,6 +83,13 @@ def translated(exc: BaseException) -> BaseException:
 class _Write:
     fn: WriteFn
     future: asyncio.Future[Any]
+    #: Run alone on the writer, outside any transaction (a WAL checkpoint).
+    bare: bool = False
+
+
+#: Pages one step of a scrub's keyword-index merge writes: about 0.1 s of the
+#: writer on 2 cores, so live writes wait at most that long behind it.
+SCRUB_MERGE_PAGES = 200
 
 
 def _in_caller_context(fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
@@ -102,6 +110,10 @@ def _configure(conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int)
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     conn.execute("PRAGMA temp_store=MEMORY")
     conn.execute("PRAGMA cache_size=-32000")
+    # A deleted row's bytes are overwritten with zeros in its page and in the
+    # freed pages, not left for the file to carry (docs/privacy.md). Many
+    # builds default to it; this one does not rely on that.
+    conn.execute("PRAGMA secure_delete=ON")
 
 
 def _run_batch(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
@@ -220,6 +232,34 @@ class Database:
         await self._queue.put(_Write(_in_caller_context(fn), future))
         return await future
 
+    async def scrub(self) -> bool:
+        """Make deleted rows' bytes leave the files (docs/privacy.md): merge
+        each keyword index into one segment, which drops the deleted rows'
+        entries that its segments still hold (SQLite 3.40's FTS5 has no
+        secure-delete), in steps that interleave with live writes; then
+        checkpoint the WAL into the database and truncate it, which drops the
+        old page images. False when readers held the WAL and it could not be
+        truncated yet (try again)."""
+        for table in keyword_index.TABLES:
+
+            def step(conn: sqlite3.Connection, table: str = table) -> bool:
+                return keyword_index.merge_all_step(conn, table, SCRUB_MERGE_PAGES)
+
+            while await self.write_sql(step):
+                pass
+        busy = await self._bare(
+            lambda c: int(c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+        )
+        return busy == 0
+
+    async def _bare(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the writer between transactions."""
+        if self._writer_task is None:
+            raise RuntimeError("database is not open")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Write(_in_caller_context(fn), future, bare=True))
+        return await future
+
     async def read_sql(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a read connection (a consistent WAL snapshot per statement)."""
         assert self._reader_cycle is not None, "database is not open"
@@ -256,6 +296,9 @@ class Database:
                     break
                 batch.append(item)
             live = [w for w in batch if not w.future.cancelled()]
+            for bare in [w for w in live if w.bare]:
+                await self._run_bare(bare)
+            live = [w for w in live if not w.bare]
             if not live:
                 continue
             try:
@@ -283,6 +326,17 @@ class Database:
                     w.future.set_result(value)
                 else:
                     w.future.set_exception(self._failed(value))
+
+    async def _run_bare(self, item: _Write) -> None:
+        assert self._writer is not None
+        try:
+            result = await self._writer._execute(item.fn, self._writer._conn)
+        except BaseException as exc:
+            if not item.future.done():
+                item.future.set_exception(translated(exc))
+            return
+        if not item.future.done():
+            item.future.set_result(result)
 
     def _failed(self, exc: BaseException) -> BaseException:
         """What a failed write's caller gets: a storage failure as UNAVAILABLE

@@ -30,6 +30,7 @@ from nexus_grpc.client import NexusClient, NexusClientError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.rpc.auth import (
     ADMIN_METHODS,
+    DOMAIN_CHECKS_USER,
     KeyFileError,
     KeyRing,
     Principal,
@@ -199,6 +200,11 @@ async def test_every_user_scoped_method_refuses_a_user_the_key_does_not_hold(aut
         *(call(channel, s, m, request_for(m, OUTSIDER), bearer(ALICE_KEY)) for s, m in USER_METHODS)
     )
     wrong = {m.name: c for (_, m), c in zip(USER_METHODS, codes, strict=True)}
+    # Forgetting and exporting a user answer as for a user who holds nothing
+    # (the domain's own check): a key learns nothing of a user it may not see.
+    as_nothing = {m.name for s, m in USER_METHODS if _path(s, m) in DOMAIN_CHECKS_USER}
+    assert as_nothing == {"ForgetUser", "ExportUser"}
+    assert all(wrong.pop(name) == grpc.StatusCode.NOT_FOUND for name in as_nothing), wrong
     assert all(c == grpc.StatusCode.PERMISSION_DENIED for c in wrong.values()), wrong
 
 
@@ -221,7 +227,7 @@ async def test_the_same_calls_pass_the_check_for_held_users_and_wildcard_keys(au
 async def test_every_admin_method_refuses_a_key_that_is_not_admin(auth_harness):
     channel = auth_harness.channel
     admin = [(s, m) for s, m in METHODS if _path(s, m) in ADMIN_METHODS]
-    assert {m.name for _, m in admin} == {"ReconcileIndex", "RestoreProject"}
+    assert {m.name for _, m in admin} == {"ReconcileIndex", "RestoreProject", "ListErasures"}
     for key in (ALICE_KEY, ANY_KEY):
         codes = await asyncio.gather(
             *(call(channel, s, m, request_for(m), bearer(key)) for s, m in admin)

@@ -277,6 +277,25 @@ async def _summaries(h: Harness) -> Walk:
     )
 
 
+async def _erasures(h: Harness) -> Walk:
+    """A receipt holds counts and times only, a few hundred bytes whatever the
+    user held: pages of three, so that the walk pages on."""
+    ids = []
+    for i in range(ROWS):
+        await h.memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(
+                memory=memory_pb2.Memory(
+                    kind=memory_pb2.MEMORY_KIND_USER, user_id=f"u{i}", title="t", content=BIG
+                )
+            )
+        )
+        erasure = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id=f"u{i}"))
+        ids.append(erasure.id)
+    return Walk(
+        lambda t: memory_pb2.ListErasuresRequest(page_size=3, page_token=t), "erasures", ids
+    )
+
+
 WALKS: dict[str, Callable[[Harness], Awaitable[Walk]]] = {
     "ListProjects": _projects,
     "ListSessions": _sessions,
@@ -289,6 +308,7 @@ WALKS: dict[str, Callable[[Harness], Awaitable[Walk]]] = {
     "ListEntityAliases": _entity_aliases,
     "ListMerges": _merges,
     "ListSummaries": _summaries,
+    "ListErasures": _erasures,
 }
 LISTS = [(service, method) for service, method in METHODS if method.name.startswith("List")]
 

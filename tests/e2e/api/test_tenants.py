@@ -36,7 +36,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.rpc.auth import ADMIN_METHODS
 from nexus_grpc.store import extraction_events as event_store
 from nexus_grpc.store import memories as memory_store
-from tests.support import METHODS, bearer, start_harness, wait_until
+from tests.support import METHODS, bearer, erasure_done, start_harness, wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -553,9 +553,10 @@ async def test_delete_project_refuses_while_other_users_memories_remain(world):
     assert "alice" not in err.value.details()  # names only users the key may act for
     assert await digests(h) == before
     # A key that may act for every owner deletes the project with them.
-    await h.memory.DeleteProject(
+    deleted = await h.memory.DeleteProject(
         memory_pb2.DeleteProjectRequest(id=ids["project"]), metadata=bearer(ALICE_KEY)
     )
+    await erasure_done(h, deleted.erasure_id, metadata=bearer(ALICE_KEY))
     left = await h.app.db.read_sql(
         lambda c: c.execute("SELECT project_id, user_id FROM memories ORDER BY id").fetchall()
     )

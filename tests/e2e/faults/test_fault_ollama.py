@@ -220,9 +220,15 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
             worker = h.app.extraction_worker
             # Many more failed calls than max_attempts per job...
             await wait_until(lambda: _ge(worker.failures, N * MAX_ATTEMPTS * 2), timeout=30)
-            # ...and still no attempt spent: each job waits, showing why.
-            jobs = await extract_jobs(h)
-            assert [(j[0], j[2]) for j in jobs] == [(i, 0) for i in ids], jobs
+            # ...and still no attempt spent: each job waits, showing why. Read
+            # between two claims: a job the worker holds at that instant shows
+            # the attempt it is making, which the wait then gives back.
+            async def waiting() -> bool:
+                jobs[:] = await extract_jobs(h)
+                return [(j[0], j[1], j[2]) for j in jobs] == [(i, "pending", 0) for i in ids]
+
+            jobs: list = []
+            await wait_until(waiting, timeout=30)
             assert all(j[1] in ("pending", "running") and fault.error in j[3] for j in jobs), jobs
             for episode_id in ids:  # the episode itself says why it waits
                 await wait_until(lambda i=episode_id: _shows_error(h, i, fault.error), timeout=10)

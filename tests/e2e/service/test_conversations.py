@@ -11,6 +11,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.struct_pb2 import Struct
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests.support import erasure_done
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -156,14 +157,40 @@ async def test_list_projects_paginates_to_an_empty_token(harness):
     )
 
 
-async def test_delete_project_detaches_sessions_in_one_transaction(harness):
+async def test_delete_project_hides_it_at_once_and_takes_its_sessions_as_durable_work(harness):
     p = await new_project(harness)
     s = await new_session(harness, p.id)
+    episode = await harness.memory.CreateEpisode(
+        memory_pb2.CreateEpisodeRequest(session_id=s.id, user_message="hi", ai_response="ok")
+    )
     resp = await harness.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=p.id))
-    assert resp.detached_sessions == 1
-    got = await harness.memory.GetSession(memory_pb2.GetSessionRequest(id=s.id))
-    assert got.project_id == 0
+    assert resp.erasure_id and resp.detached_sessions == 0
+    # Gone from every read from the answer on, before the erasure has run.
     await expect_status(harness.memory.GetProject(memory_pb2.GetProjectRequest(id=p.id)), NOT_FOUND)
+    await expect_status(harness.memory.GetSession(memory_pb2.GetSessionRequest(id=s.id)), NOT_FOUND)
+    await expect_status(
+        harness.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id)), NOT_FOUND
+    )
+    listed = await harness.memory.ListSessions(memory_pb2.ListSessionsRequest())
+    assert s.id not in [x.id for x in listed.sessions]
+    # Its name is free again at once (names are unique in a tenant).
+    again = await harness.memory.CreateProject(
+        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=p.name))
+    )
+    assert again.id != p.id
+    receipt = await erasure_done(harness, resp.erasure_id)
+    assert receipt.kind == memory_pb2.ERASURE_KIND_PROJECT and receipt.project_id == p.id
+    assert (receipt.counts.sessions, receipt.counts.episodes) == (1, 1)
+    left = await harness.app.db.read_sql(
+        lambda c: [
+            c.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("projects", "sessions", "episodes")
+        ]
+    )
+    assert left == [1, 0, 0]  # the new project of that name
+    # And the queues show nothing for what is gone.
+    status = await harness.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    assert all(q.pending == 0 for q in status.queues if q.kind != "erase:run"), status.queues
 
 
 # Sessions
@@ -538,7 +565,8 @@ async def test_delete_project_deletes_what_only_it_owned(harness):
     entity = await harness.graph.UpsertEntity(
         graph_pb2.UpsertEntityRequest(name="Atlas", type="project", project_id=p.id)
     )
-    await harness.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=p.id))
+    deleted = await harness.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=p.id))
+    await erasure_done(harness, deleted.erasure_id)
     rows = await harness.app.db.read_sql(
         lambda c: c.execute("SELECT project_id FROM memories").fetchall()
     )

@@ -12,7 +12,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from tests.support import bearer, start_harness, wait_until
+from tests.support import bearer, erasure_done, start_harness, wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -228,7 +228,8 @@ async def test_deleting_a_project_takes_its_memories_history(harness):
         )
     )
     assert await history_rows(h) == 1
-    await h.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=project.id))
+    deleted = await h.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=project.id))
+    await erasure_done(h, deleted.erasure_id)
     assert await history_rows(h) == 0
 
 

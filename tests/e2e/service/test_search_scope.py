@@ -97,9 +97,12 @@ async def test_seed_000_scope_table(h, mode):
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=a.id)} == {
         eps["a"], eps["lone"]}
 
-    # Deleting the project: its sessions fall back to their own episodes.
+    # Deleting the project takes its sessions: a search from one is NOT_FOUND
+    # at once, and a session outside it keeps its own.
     await h.memory.DeleteProject(memory_pb2.DeleteProjectRequest(id=project.id))
-    assert {hit.episode.id for hit in await search(h, q, mode, session_id=a.id)} == {eps["a"]}
+    with pytest.raises(grpc.aio.AioRpcError) as gone:
+        await search(h, q, mode, session_id=a.id)
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
     assert {hit.episode.id for hit in await search(h, q, mode, session_id=stranger.id)} == {
         eps["stranger"]}
 

@@ -26,6 +26,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _MemoryFormation:
@@ -249,6 +254,48 @@ USAGE_BUCKET_HOUR: UsageBucket.ValueType  # 1
 USAGE_BUCKET_DAY: UsageBucket.ValueType  # 2
 Global___UsageBucket: _TypeAlias = UsageBucket  # noqa: Y015
 
+class _ErasureKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ErasureKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErasureKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ERASURE_KIND_UNSPECIFIED: _ErasureKind.ValueType  # 0
+    ERASURE_KIND_USER: _ErasureKind.ValueType  # 1
+    """ForgetUser."""
+    ERASURE_KIND_PROJECT: _ErasureKind.ValueType  # 2
+    """DeleteProject."""
+
+class ErasureKind(_ErasureKind, metaclass=_ErasureKindEnumTypeWrapper): ...
+
+ERASURE_KIND_UNSPECIFIED: ErasureKind.ValueType  # 0
+ERASURE_KIND_USER: ErasureKind.ValueType  # 1
+"""ForgetUser."""
+ERASURE_KIND_PROJECT: ErasureKind.ValueType  # 2
+"""DeleteProject."""
+Global___ErasureKind: _TypeAlias = ErasureKind  # noqa: Y015
+
+class _ErasureState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ErasureStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErasureState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ERASURE_STATE_UNSPECIFIED: _ErasureState.ValueType  # 0
+    ERASURE_STATE_RUNNING: _ErasureState.ValueType  # 1
+    """Deleting, in steps of one transaction each."""
+    ERASURE_STATE_DONE: _ErasureState.ValueType  # 2
+    """Every row is gone and the disk is scrubbed: the receipt is final."""
+
+class ErasureState(_ErasureState, metaclass=_ErasureStateEnumTypeWrapper): ...
+
+ERASURE_STATE_UNSPECIFIED: ErasureState.ValueType  # 0
+ERASURE_STATE_RUNNING: ErasureState.ValueType  # 1
+"""Deleting, in steps of one transaction each."""
+ERASURE_STATE_DONE: ErasureState.ValueType  # 2
+"""Every row is gone and the disk is scrubbed: the receipt is final."""
+Global___ErasureState: _TypeAlias = ErasureState  # noqa: Y015
+
 @_typing.final
 class Project(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -469,16 +516,28 @@ class DeleteProjectResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DETACHED_SESSIONS_FIELD_NUMBER: _builtins.int
-    detached_sessions: _builtins.int
-    """How many sessions were detached (they keep their episodes)."""
+    ERASURE_ID_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def detached_sessions(self) -> _builtins.int:
+        """Always 0: sessions are deleted with their project, no longer detached."""
+
+    @detached_sessions.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def detached_sessions(self, value: _builtins.int) -> None:
+        """Always 0: sessions are deleted with their project, no longer detached."""
+
+    erasure_id: _builtins.int
+    """The erasure that deletes what the project held (GetErasure)."""
     def __init__(
         self,
         *,
         detached_sessions: _builtins.int = ...,
+        erasure_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detached_sessions", b"detached_sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detached_sessions", b"detached_sessions", "erasure_id", b"erasure_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1101,6 +1160,7 @@ class RestoreProjectResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    ERASED_RECORDS_FIELD_NUMBER: _builtins.int
     SESSIONS_FIELD_NUMBER: _builtins.int
     EPISODES_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
@@ -1110,6 +1170,11 @@ class RestoreProjectResponse(_message.Message):
     SUMMARIES_FIELD_NUMBER: _builtins.int
     project_id: _builtins.int
     """The new project."""
+    erased_records: _builtins.int
+    """Records of users forgotten after the export was taken, left out: their
+    sessions, episodes, memories, history, usage and the graph evidence
+    their episodes gave (docs/privacy.md, "Old exports").
+    """
     sessions: _builtins.int
     """Records written, by kind."""
     episodes: _builtins.int
@@ -1122,6 +1187,7 @@ class RestoreProjectResponse(_message.Message):
         self,
         *,
         project_id: _builtins.int = ...,
+        erased_records: _builtins.int = ...,
         sessions: _builtins.int = ...,
         episodes: _builtins.int = ...,
         memories: _builtins.int = ...,
@@ -1132,7 +1198,7 @@ class RestoreProjectResponse(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episodes", b"episodes", "memories", b"memories", "memory_revisions", b"memory_revisions", "project_id", b"project_id", "relationships", b"relationships", "sessions", b"sessions", "summaries", b"summaries"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "episodes", b"episodes", "erased_records", b"erased_records", "memories", b"memories", "memory_revisions", b"memory_revisions", "project_id", b"project_id", "relationships", b"relationships", "sessions", b"sessions", "summaries", b"summaries"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1156,6 +1222,7 @@ class ExportRecord(_message.Message):
     ENTITY_EPISODE_FIELD_NUMBER: _builtins.int
     RELATIONSHIP_EVIDENCE_FIELD_NUMBER: _builtins.int
     ENTITY_MERGE_FIELD_NUMBER: _builtins.int
+    MEMORY_USAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> Global___Project: ...
     @_builtins.property
@@ -1186,6 +1253,10 @@ class ExportRecord(_message.Message):
     def relationship_evidence(self) -> _graph_service_pb2.RelationshipEvidence: ...
     @_builtins.property
     def entity_merge(self) -> _graph_service_pb2.EntityMerge: ...
+    @_builtins.property
+    def memory_usage(self) -> Global___MemoryUsage:
+        """ExportUser only: one use SelectMemories recorded for the user."""
+
     def __init__(
         self,
         *,
@@ -1201,12 +1272,13 @@ class ExportRecord(_message.Message):
         entity_episode: _graph_service_pb2.EntityEpisode | None = ...,
         relationship_evidence: _graph_service_pb2.RelationshipEvidence | None = ...,
         entity_merge: _graph_service_pb2.EntityMerge | None = ...,
+        memory_usage: Global___MemoryUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "memory_usage", b"memory_usage", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "entity_alias", b"entity_alias", "entity_episode", b"entity_episode", "entity_merge", b"entity_merge", "episode", b"episode", "memory", b"memory", "memory_revision", b"memory_revision", "memory_usage", b"memory_usage", "project", b"project", "record", b"record", "relationship", b"relationship", "relationship_evidence", b"relationship_evidence", "session", b"session", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary", "entity_alias", "entity_episode", "relationship_evidence", "entity_merge"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["project", "session", "episode", "memory", "memory_revision", "entity", "relationship", "summary", "entity_alias", "entity_episode", "relationship_evidence", "entity_merge", "memory_usage"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 
@@ -1715,6 +1787,7 @@ class DeleteMemoryRequest(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    ERASE_HISTORY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     user_id: _builtins.str
     """Required to delete a USER memory: the user it belongs to."""
@@ -1722,16 +1795,23 @@ class DeleteMemoryRequest(_message.Message):
     """Required to delete a TASK or SESSION tier memory stored with an origin
     session: that session.
     """
+    erase_history: _builtins.bool
+    """true: the memory's whole history goes with it now (no
+    --memory-history-retention-days), and the text of every version leaves
+    the disk as an erasure's does. false: its history stays readable by its
+    owner for the retention.
+    """
     def __init__(
         self,
         *,
         id: _builtins.int = ...,
         user_id: _builtins.str = ...,
         session_id: _builtins.int = ...,
+        erase_history: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erase_history", b"erase_history", "id", b"id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2649,3 +2729,311 @@ class GetUsageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetUsageResponse: _TypeAlias = GetUsageResponse  # noqa: Y015
+
+@_typing.final
+class ForgetUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    project_id: _builtins.int
+    """0: every project of the key's tenant, and sessions outside any project."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        project_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetUserRequest: _TypeAlias = ForgetUserRequest  # noqa: Y015
+
+@_typing.final
+class GetErasureRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetErasureRequest: _TypeAlias = GetErasureRequest  # noqa: Y015
+
+@_typing.final
+class WatchErasureRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchErasureRequest: _TypeAlias = WatchErasureRequest  # noqa: Y015
+
+@_typing.final
+class ListErasuresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    tenant: _builtins.str
+    """The tenant whose receipts to list; empty: the key's own."""
+    user_id: _builtins.str
+    """Only this user's erasures (matched against the receipts' digests)."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListErasuresRequest: _TypeAlias = ListErasuresRequest  # noqa: Y015
+
+@_typing.final
+class ListErasuresResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERASURES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def erasures(self) -> _containers.RepeatedCompositeFieldContainer[Global___Erasure]: ...
+    def __init__(
+        self,
+        *,
+        erasures: _abc.Iterable[Global___Erasure] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erasures", b"erasures", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListErasuresResponse: _TypeAlias = ListErasuresResponse  # noqa: Y015
+
+@_typing.final
+class ExportUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    project_id: _builtins.int
+    """0: every project of the key's tenant, and sessions outside any project."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        project_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportUserRequest: _TypeAlias = ExportUserRequest  # noqa: Y015
+
+@_typing.final
+class ErasureCounts(_message.Message):
+    """What an erasure removed, by kind. Counts only: a receipt never holds the
+    erased content.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    MEMORY_HISTORY_FIELD_NUMBER: _builtins.int
+    MEMORY_USAGE_FIELD_NUMBER: _builtins.int
+    SELECTIONS_FIELD_NUMBER: _builtins.int
+    FORMATION_CANDIDATES_FIELD_NUMBER: _builtins.int
+    EXTRACTION_EVENTS_FIELD_NUMBER: _builtins.int
+    SUMMARIES_REMOVED_FIELD_NUMBER: _builtins.int
+    SUMMARIES_REBUILT_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    FACTS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    MENTIONS_FIELD_NUMBER: _builtins.int
+    VECTORS_FIELD_NUMBER: _builtins.int
+    JOBS_CANCELLED_FIELD_NUMBER: _builtins.int
+    LLM_CALLS_UNLINKED_FIELD_NUMBER: _builtins.int
+    MERGES_FIELD_NUMBER: _builtins.int
+    sessions: _builtins.int
+    episodes: _builtins.int
+    memories: _builtins.int
+    memory_history: _builtins.int
+    """Versions of erased memories (their history), and history rows of other
+    memories that named an erased episode.
+    """
+    memory_usage: _builtins.int
+    """Uses SelectMemories recorded (the user's, or of erased memories)."""
+    selections: _builtins.int
+    """Stored SelectMemories answers (replayed for a request_id)."""
+    formation_candidates: _builtins.int
+    extraction_events: _builtins.int
+    summaries_removed: _builtins.int
+    """Summaries deleted, and of those, how many were queued to be written
+    again from what is left.
+    """
+    summaries_rebuilt: _builtins.int
+    entities: _builtins.int
+    """Graph: entities and relationships (facts) that only erased episodes
+    gave, evidence rows, aliases, and episode links (mentions).
+    """
+    facts: _builtins.int
+    evidence: _builtins.int
+    aliases: _builtins.int
+    mentions: _builtins.int
+    vectors: _builtins.int
+    """Points removed from the vector index."""
+    jobs_cancelled: _builtins.int
+    """Queued jobs for erased rows that were cancelled."""
+    llm_calls_unlinked: _builtins.int
+    """LLM usage rows kept for their counts with the user's link removed."""
+    merges: _builtins.int
+    """Merge records of touched entities (their snapshots keep names and notes)."""
+    def __init__(
+        self,
+        *,
+        sessions: _builtins.int = ...,
+        episodes: _builtins.int = ...,
+        memories: _builtins.int = ...,
+        memory_history: _builtins.int = ...,
+        memory_usage: _builtins.int = ...,
+        selections: _builtins.int = ...,
+        formation_candidates: _builtins.int = ...,
+        extraction_events: _builtins.int = ...,
+        summaries_removed: _builtins.int = ...,
+        summaries_rebuilt: _builtins.int = ...,
+        entities: _builtins.int = ...,
+        facts: _builtins.int = ...,
+        evidence: _builtins.int = ...,
+        aliases: _builtins.int = ...,
+        mentions: _builtins.int = ...,
+        vectors: _builtins.int = ...,
+        jobs_cancelled: _builtins.int = ...,
+        llm_calls_unlinked: _builtins.int = ...,
+        merges: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "entities", b"entities", "episodes", b"episodes", "evidence", b"evidence", "extraction_events", b"extraction_events", "facts", b"facts", "formation_candidates", b"formation_candidates", "jobs_cancelled", b"jobs_cancelled", "llm_calls_unlinked", b"llm_calls_unlinked", "memories", b"memories", "memory_history", b"memory_history", "memory_usage", b"memory_usage", "mentions", b"mentions", "merges", b"merges", "selections", b"selections", "sessions", b"sessions", "summaries_rebuilt", b"summaries_rebuilt", "summaries_removed", b"summaries_removed", "vectors", b"vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ErasureCounts: _TypeAlias = ErasureCounts  # noqa: Y015
+
+@_typing.final
+class Erasure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    PLANNED_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    JOINED_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    kind: Global___ErasureKind.ValueType
+    user_id: _builtins.str
+    """USER: the user. Kept only while the erasure runs; a finished receipt
+    keeps a keyed digest of it, and shows the user id only to a caller who
+    named it (GetErasure after ForgetUser, ListErasures with user_id).
+    """
+    project_id: _builtins.int
+    """USER: the project it was limited to (0: the whole tenant). PROJECT: the
+    project.
+    """
+    tenant: _builtins.str
+    state: Global___ErasureState.ValueType
+    phase: _builtins.str
+    """The step it is taking: "planned", "sessions", "episodes", "memories",
+    "graph", "summaries", "records", "disk", "done".
+    """
+    joined: _builtins.bool
+    """The request joined an erasure of the same user already running."""
+    principal: _builtins.str
+    """The API key's principal that asked (empty with auth off)."""
+    @_builtins.property
+    def counts(self) -> Global___ErasureCounts:
+        """What went so far; the final figures once DONE."""
+
+    @_builtins.property
+    def planned(self) -> Global___ErasureCounts:
+        """What it found to erase when it started (sessions, episodes, memories):
+        with counts, its progress.
+        """
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """Set once DONE."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        kind: Global___ErasureKind.ValueType = ...,
+        user_id: _builtins.str = ...,
+        project_id: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        state: Global___ErasureState.ValueType = ...,
+        phase: _builtins.str = ...,
+        counts: Global___ErasureCounts | None = ...,
+        planned: Global___ErasureCounts | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        joined: _builtins.bool = ...,
+        principal: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "end_time", b"end_time", "planned", b"planned", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "end_time", b"end_time", "id", b"id", "joined", b"joined", "kind", b"kind", "phase", b"phase", "planned", b"planned", "principal", b"principal", "project_id", b"project_id", "start_time", b"start_time", "state", b"state", "tenant", b"tenant", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Erasure: _TypeAlias = Erasure  # noqa: Y015

@@ -189,6 +189,31 @@ class MemoryServiceStub:
                 request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.SerializeToString,
                 response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.FromString,
                 _registered_method=True)
+        self.ForgetUser = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/ForgetUser',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ForgetUserRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+                _registered_method=True)
+        self.GetErasure = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/GetErasure',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetErasureRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+                _registered_method=True)
+        self.WatchErasure = channel.unary_stream(
+                '/nexus.memory.v1.MemoryService/WatchErasure',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.WatchErasureRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+                _registered_method=True)
+        self.ListErasures = channel.unary_unary(
+                '/nexus.memory.v1.MemoryService/ListErasures',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresResponse.FromString,
+                _registered_method=True)
+        self.ExportUser = channel.unary_stream(
+                '/nexus.memory.v1.MemoryService/ExportUser',
+                request_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportUserRequest.SerializeToString,
+                response_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -220,7 +245,12 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteProject(self, request, context):
-        """Detaches the project's sessions and deletes it, in one transaction.
+        """Deletes the project and everything in it: its sessions and their
+        episodes, summaries, memories (with their history), graph, extraction
+        events and index points. The project is gone from every read at once;
+        the rows go as durable work (an erasure of kind PROJECT, resumed after a
+        restart) whose progress GetErasure and WatchErasure report, and whose
+        last step leaves none of its text on disk (docs/privacy.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -261,7 +291,10 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSession(self, request, context):
-        """Cascades to the session's episodes, summaries and their index points.
+        """Cascades to the session's episodes, summaries and their index points,
+        the graph evidence its episodes gave and their extraction events; a
+        project overview that drew on them is removed and queued again. The
+        deleted text leaves the disk within --scrub-delay-seconds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -289,7 +322,10 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteEpisode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Takes the episode's graph evidence (an entity or fact only it gave goes,
+        a shared one loses its evidence), extraction events and formation
+        candidates with it; a summary that covers it is removed and queued again.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -433,6 +469,65 @@ class MemoryServiceServicer:
         tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
         in UTC hour or day buckets, with the tenant's spend today against its
         budget. A key sees its own tenant's figures only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetUser(self, request, context):
+        """Forgets a user (a data-erasure request; docs/privacy.md): their
+        sessions with every episode, the episodes written acting for them
+        elsewhere, their USER memories in every tier with their whole history,
+        the memories formed from their episodes, their usage, selections,
+        formation candidates and extraction events, and in the graph every
+        mention and piece of evidence that came from their episodes (an entity
+        or fact only they gave goes; a shared one stays without their
+        evidence). Summaries of their sessions go; one that drew on their
+        episodes is removed and queued again. LLM usage keeps its counts with no
+        link to them. In project_id, or (0) in every project of the key's tenant
+        and outside any project. An admin or "*" key of the tenant may forget
+        any of its users, a user key only its own user; any other call is
+        answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+        answers at once with the erasure, carries on across restarts, and is
+        DONE once none of the erased text is left in any file the service
+        writes (PostgreSQL: docs/privacy.md). A request for a user whose
+        erasure is running joins it. While it runs, writes acting for the user
+        are refused (FAILED_PRECONDITION); a request_id of an erased write is
+        refused, not written again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetErasure(self, request, context):
+        """An erasure's progress, or its receipt once DONE. The keys that may
+        forget its user may read it; to any other it is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchErasure(self, request, context):
+        """The erasure now, then again at every step it takes, until it is DONE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListErasures(self, request, context):
+        """Admin only: the receipts of a tenant's erasures, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportUser(self, request, context):
+        """Everything held about a user (a data-access request), in the export
+        format: their sessions, their episodes (and those written acting for
+        them elsewhere), their USER memories each followed by its history, the
+        entities and relationships with the evidence their episodes gave, and
+        their memory usage. In project_id, or (0) the whole tenant. Same
+        permissions as ForgetUser.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -595,6 +690,31 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetUsage,
                     request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.FromString,
                     response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.SerializeToString,
+            ),
+            'ForgetUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetUser,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ForgetUserRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.SerializeToString,
+            ),
+            'GetErasure': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetErasure,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetErasureRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.SerializeToString,
+            ),
+            'WatchErasure': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchErasure,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.WatchErasureRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.SerializeToString,
+            ),
+            'ListErasures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListErasures,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresResponse.SerializeToString,
+            ),
+            'ExportUser': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportUser,
+                    request_deserializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportUserRequest.FromString,
+                    response_serializer=nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1434,6 +1554,141 @@ class MemoryService:
             '/nexus.memory.v1.MemoryService/GetUsage',
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageRequest.SerializeToString,
             nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ForgetUser',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ForgetUserRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetErasure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/GetErasure',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.GetErasureRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchErasure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/WatchErasure',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.WatchErasureRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.Erasure.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListErasures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ListErasures',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ListErasuresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/nexus.memory.v1.MemoryService/ExportUser',
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportUserRequest.SerializeToString,
+            nexus_dot_memory_dot_v1_dot_memory__service__pb2.ExportRecord.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,7 +39,13 @@ class MemoryServiceStub:
     ListProjects: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListProjectsRequest, _memory_service_pb2.ListProjectsResponse]
     UpdateProject: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectRequest, _memory_service_pb2.Project]
     DeleteProject: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectRequest, _memory_service_pb2.DeleteProjectResponse]
-    """Detaches the project's sessions and deletes it, in one transaction."""
+    """Deletes the project and everything in it: its sessions and their
+    episodes, summaries, memories (with their history), graph, extraction
+    events and index points. The project is gone from every read at once;
+    the rows go as durable work (an erasure of kind PROJECT, resumed after a
+    restart) whose progress GetErasure and WatchErasure report, and whose
+    last step leaves none of its text on disk (docs/privacy.md).
+    """
     GetProjectStats: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectStatsRequest, _memory_service_pb2.ProjectStats]
     """What a project holds, counted (a dashboard's figures: `nexus-grpc
     console`), under the rules of the other reads: another tenant's project
@@ -51,7 +57,11 @@ class MemoryServiceStub:
     ListSessions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]
     UpdateSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateSessionRequest, _memory_service_pb2.Session]
     DeleteSession: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteSessionRequest, _memory_service_pb2.DeleteSessionResponse]
-    """Cascades to the session's episodes, summaries and their index points."""
+    """Cascades to the session's episodes, summaries and their index points,
+    the graph evidence its episodes gave and their extraction events; a
+    project overview that drew on them is removed and queued again. The
+    deleted text leaves the disk within --scrub-delay-seconds.
+    """
     CreateEpisode: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateEpisodeRequest, _memory_service_pb2.Episode]
     """Returns as soon as the episode is durable; embedding, extraction and
     summaries follow as durable background jobs.
@@ -60,6 +70,10 @@ class MemoryServiceStub:
     ListEpisodes: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListEpisodesRequest, _memory_service_pb2.ListEpisodesResponse]
     """Newest first."""
     DeleteEpisode: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteEpisodeRequest, _memory_service_pb2.DeleteEpisodeResponse]
+    """Takes the episode's graph evidence (an entity or fact only it gave goes,
+    a shared one loses its evidence), extraction events and formation
+    candidates with it; a summary that covers it is removed and queued again.
+    """
     SearchEpisodes: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.SearchEpisodesRequest, _memory_service_pb2.SearchHit]
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
@@ -132,6 +146,43 @@ class MemoryServiceStub:
     in UTC hour or day buckets, with the tenant's spend today against its
     budget. A key sees its own tenant's figures only.
     """
+    ForgetUser: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ForgetUserRequest, _memory_service_pb2.Erasure]
+    """Forgets a user (a data-erasure request; docs/privacy.md): their
+    sessions with every episode, the episodes written acting for them
+    elsewhere, their USER memories in every tier with their whole history,
+    the memories formed from their episodes, their usage, selections,
+    formation candidates and extraction events, and in the graph every
+    mention and piece of evidence that came from their episodes (an entity
+    or fact only they gave goes; a shared one stays without their
+    evidence). Summaries of their sessions go; one that drew on their
+    episodes is removed and queued again. LLM usage keeps its counts with no
+    link to them. In project_id, or (0) in every project of the key's tenant
+    and outside any project. An admin or "*" key of the tenant may forget
+    any of its users, a user key only its own user; any other call is
+    answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+    answers at once with the erasure, carries on across restarts, and is
+    DONE once none of the erased text is left in any file the service
+    writes (PostgreSQL: docs/privacy.md). A request for a user whose
+    erasure is running joins it. While it runs, writes acting for the user
+    are refused (FAILED_PRECONDITION); a request_id of an erased write is
+    refused, not written again.
+    """
+    GetErasure: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetErasureRequest, _memory_service_pb2.Erasure]
+    """An erasure's progress, or its receipt once DONE. The keys that may
+    forget its user may read it; to any other it is NOT_FOUND.
+    """
+    WatchErasure: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.WatchErasureRequest, _memory_service_pb2.Erasure]
+    """The erasure now, then again at every step it takes, until it is DONE."""
+    ListErasures: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListErasuresRequest, _memory_service_pb2.ListErasuresResponse]
+    """Admin only: the receipts of a tenant's erasures, newest first."""
+    ExportUser: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.ExportUserRequest, _memory_service_pb2.ExportRecord]
+    """Everything held about a user (a data-access request), in the export
+    format: their sessions, their episodes (and those written acting for
+    them elsewhere), their USER memories each followed by its history, the
+    entities and relationships with the evidence their episodes gave, and
+    their memory usage. In project_id, or (0) the whole tenant. Same
+    permissions as ForgetUser.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -142,7 +193,13 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     ListProjects: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListProjectsRequest, _memory_service_pb2.ListProjectsResponse]  # type: ignore[assignment]
     UpdateProject: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectRequest, _memory_service_pb2.Project]  # type: ignore[assignment]
     DeleteProject: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteProjectRequest, _memory_service_pb2.DeleteProjectResponse]  # type: ignore[assignment]
-    """Detaches the project's sessions and deletes it, in one transaction."""
+    """Deletes the project and everything in it: its sessions and their
+    episodes, summaries, memories (with their history), graph, extraction
+    events and index points. The project is gone from every read at once;
+    the rows go as durable work (an erasure of kind PROJECT, resumed after a
+    restart) whose progress GetErasure and WatchErasure report, and whose
+    last step leaves none of its text on disk (docs/privacy.md).
+    """
     GetProjectStats: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectStatsRequest, _memory_service_pb2.ProjectStats]  # type: ignore[assignment]
     """What a project holds, counted (a dashboard's figures: `nexus-grpc
     console`), under the rules of the other reads: another tenant's project
@@ -154,7 +211,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     ListSessions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListSessionsRequest, _memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
     UpdateSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateSessionRequest, _memory_service_pb2.Session]  # type: ignore[assignment]
     DeleteSession: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteSessionRequest, _memory_service_pb2.DeleteSessionResponse]  # type: ignore[assignment]
-    """Cascades to the session's episodes, summaries and their index points."""
+    """Cascades to the session's episodes, summaries and their index points,
+    the graph evidence its episodes gave and their extraction events; a
+    project overview that drew on them is removed and queued again. The
+    deleted text leaves the disk within --scrub-delay-seconds.
+    """
     CreateEpisode: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateEpisodeRequest, _memory_service_pb2.Episode]  # type: ignore[assignment]
     """Returns as soon as the episode is durable; embedding, extraction and
     summaries follow as durable background jobs.
@@ -163,6 +224,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     ListEpisodes: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListEpisodesRequest, _memory_service_pb2.ListEpisodesResponse]  # type: ignore[assignment]
     """Newest first."""
     DeleteEpisode: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteEpisodeRequest, _memory_service_pb2.DeleteEpisodeResponse]  # type: ignore[assignment]
+    """Takes the episode's graph evidence (an entity or fact only it gave goes,
+    a shared one loses its evidence), extraction events and formation
+    candidates with it; a summary that covers it is removed and queued again.
+    """
     SearchEpisodes: _aio.UnaryStreamMultiCallable[_memory_service_pb2.SearchEpisodesRequest, _memory_service_pb2.SearchHit]  # type: ignore[assignment]
     """Streams hits in rank order. A session outside a project searches its own
     episodes; a session in a project searches every session of that project.
@@ -235,6 +300,43 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     in UTC hour or day buckets, with the tenant's spend today against its
     budget. A key sees its own tenant's figures only.
     """
+    ForgetUser: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ForgetUserRequest, _memory_service_pb2.Erasure]  # type: ignore[assignment]
+    """Forgets a user (a data-erasure request; docs/privacy.md): their
+    sessions with every episode, the episodes written acting for them
+    elsewhere, their USER memories in every tier with their whole history,
+    the memories formed from their episodes, their usage, selections,
+    formation candidates and extraction events, and in the graph every
+    mention and piece of evidence that came from their episodes (an entity
+    or fact only they gave goes; a shared one stays without their
+    evidence). Summaries of their sessions go; one that drew on their
+    episodes is removed and queued again. LLM usage keeps its counts with no
+    link to them. In project_id, or (0) in every project of the key's tenant
+    and outside any project. An admin or "*" key of the tenant may forget
+    any of its users, a user key only its own user; any other call is
+    answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+    answers at once with the erasure, carries on across restarts, and is
+    DONE once none of the erased text is left in any file the service
+    writes (PostgreSQL: docs/privacy.md). A request for a user whose
+    erasure is running joins it. While it runs, writes acting for the user
+    are refused (FAILED_PRECONDITION); a request_id of an erased write is
+    refused, not written again.
+    """
+    GetErasure: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetErasureRequest, _memory_service_pb2.Erasure]  # type: ignore[assignment]
+    """An erasure's progress, or its receipt once DONE. The keys that may
+    forget its user may read it; to any other it is NOT_FOUND.
+    """
+    WatchErasure: _aio.UnaryStreamMultiCallable[_memory_service_pb2.WatchErasureRequest, _memory_service_pb2.Erasure]  # type: ignore[assignment]
+    """The erasure now, then again at every step it takes, until it is DONE."""
+    ListErasures: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListErasuresRequest, _memory_service_pb2.ListErasuresResponse]  # type: ignore[assignment]
+    """Admin only: the receipts of a tenant's erasures, newest first."""
+    ExportUser: _aio.UnaryStreamMultiCallable[_memory_service_pb2.ExportUserRequest, _memory_service_pb2.ExportRecord]  # type: ignore[assignment]
+    """Everything held about a user (a data-access request), in the export
+    format: their sessions, their episodes (and those written acting for
+    them elsewhere), their USER memories each followed by its history, the
+    entities and relationships with the evidence their episodes gave, and
+    their memory usage. In project_id, or (0) the whole tenant. Same
+    permissions as ForgetUser.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -272,7 +374,13 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.DeleteProjectRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.DeleteProjectResponse, _abc.Awaitable[_memory_service_pb2.DeleteProjectResponse]]:
-        """Detaches the project's sessions and deletes it, in one transaction."""
+        """Deletes the project and everything in it: its sessions and their
+        episodes, summaries, memories (with their history), graph, extraction
+        events and index points. The project is gone from every read at once;
+        the rows go as durable work (an erasure of kind PROJECT, resumed after a
+        restart) whose progress GetErasure and WatchErasure report, and whose
+        last step leaves none of its text on disk (docs/privacy.md).
+        """
 
     @_abc_1.abstractmethod
     def GetProjectStats(
@@ -320,7 +428,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.DeleteSessionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.DeleteSessionResponse, _abc.Awaitable[_memory_service_pb2.DeleteSessionResponse]]:
-        """Cascades to the session's episodes, summaries and their index points."""
+        """Cascades to the session's episodes, summaries and their index points,
+        the graph evidence its episodes gave and their extraction events; a
+        project overview that drew on them is removed and queued again. The
+        deleted text leaves the disk within --scrub-delay-seconds.
+        """
 
     @_abc_1.abstractmethod
     def CreateEpisode(
@@ -352,7 +464,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.DeleteEpisodeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.DeleteEpisodeResponse, _abc.Awaitable[_memory_service_pb2.DeleteEpisodeResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.DeleteEpisodeResponse, _abc.Awaitable[_memory_service_pb2.DeleteEpisodeResponse]]:
+        """Takes the episode's graph evidence (an entity or fact only it gave goes,
+        a shared one loses its evidence), extraction events and formation
+        candidates with it; a summary that covers it is removed and queued again.
+        """
 
     @_abc_1.abstractmethod
     def SearchEpisodes(
@@ -520,6 +636,73 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         tenant (admin keys: any tenant, by tenant), over [start_time, end_time)
         in UTC hour or day buckets, with the tenant's spend today against its
         budget. A key sees its own tenant's figures only.
+        """
+
+    @_abc_1.abstractmethod
+    def ForgetUser(
+        self,
+        request: _memory_service_pb2.ForgetUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.Erasure, _abc.Awaitable[_memory_service_pb2.Erasure]]:
+        """Forgets a user (a data-erasure request; docs/privacy.md): their
+        sessions with every episode, the episodes written acting for them
+        elsewhere, their USER memories in every tier with their whole history,
+        the memories formed from their episodes, their usage, selections,
+        formation candidates and extraction events, and in the graph every
+        mention and piece of evidence that came from their episodes (an entity
+        or fact only they gave goes; a shared one stays without their
+        evidence). Summaries of their sessions go; one that drew on their
+        episodes is removed and queued again. LLM usage keeps its counts with no
+        link to them. In project_id, or (0) in every project of the key's tenant
+        and outside any project. An admin or "*" key of the tenant may forget
+        any of its users, a user key only its own user; any other call is
+        answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+        answers at once with the erasure, carries on across restarts, and is
+        DONE once none of the erased text is left in any file the service
+        writes (PostgreSQL: docs/privacy.md). A request for a user whose
+        erasure is running joins it. While it runs, writes acting for the user
+        are refused (FAILED_PRECONDITION); a request_id of an erased write is
+        refused, not written again.
+        """
+
+    @_abc_1.abstractmethod
+    def GetErasure(
+        self,
+        request: _memory_service_pb2.GetErasureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.Erasure, _abc.Awaitable[_memory_service_pb2.Erasure]]:
+        """An erasure's progress, or its receipt once DONE. The keys that may
+        forget its user may read it; to any other it is NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchErasure(
+        self,
+        request: _memory_service_pb2.WatchErasureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.Erasure], _abc.AsyncIterator[_memory_service_pb2.Erasure]]:
+        """The erasure now, then again at every step it takes, until it is DONE."""
+
+    @_abc_1.abstractmethod
+    def ListErasures(
+        self,
+        request: _memory_service_pb2.ListErasuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListErasuresResponse, _abc.Awaitable[_memory_service_pb2.ListErasuresResponse]]:
+        """Admin only: the receipts of a tenant's erasures, newest first."""
+
+    @_abc_1.abstractmethod
+    def ExportUser(
+        self,
+        request: _memory_service_pb2.ExportUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.ExportRecord], _abc.AsyncIterator[_memory_service_pb2.ExportRecord]]:
+        """Everything held about a user (a data-access request), in the export
+        format: their sessions, their episodes (and those written acting for
+        them elsewhere), their USER memories each followed by its history, the
+        entities and relationships with the evidence their episodes gave, and
+        their memory usage. In project_id, or (0) the whole tenant. Same
+        permissions as ForgetUser.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

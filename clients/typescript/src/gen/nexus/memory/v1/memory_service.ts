@@ -492,6 +492,88 @@ export function usageBucketToJSON(object: UsageBucket): string {
   }
 }
 
+export enum ErasureKind {
+  ERASURE_KIND_UNSPECIFIED = 0,
+  /** ERASURE_KIND_USER - ForgetUser. */
+  ERASURE_KIND_USER = 1,
+  /** ERASURE_KIND_PROJECT - DeleteProject. */
+  ERASURE_KIND_PROJECT = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function erasureKindFromJSON(object: any): ErasureKind {
+  switch (object) {
+    case 0:
+    case "ERASURE_KIND_UNSPECIFIED":
+      return ErasureKind.ERASURE_KIND_UNSPECIFIED;
+    case 1:
+    case "ERASURE_KIND_USER":
+      return ErasureKind.ERASURE_KIND_USER;
+    case 2:
+    case "ERASURE_KIND_PROJECT":
+      return ErasureKind.ERASURE_KIND_PROJECT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ErasureKind.UNRECOGNIZED;
+  }
+}
+
+export function erasureKindToJSON(object: ErasureKind): string {
+  switch (object) {
+    case ErasureKind.ERASURE_KIND_UNSPECIFIED:
+      return "ERASURE_KIND_UNSPECIFIED";
+    case ErasureKind.ERASURE_KIND_USER:
+      return "ERASURE_KIND_USER";
+    case ErasureKind.ERASURE_KIND_PROJECT:
+      return "ERASURE_KIND_PROJECT";
+    case ErasureKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum ErasureState {
+  ERASURE_STATE_UNSPECIFIED = 0,
+  /** ERASURE_STATE_RUNNING - Deleting, in steps of one transaction each. */
+  ERASURE_STATE_RUNNING = 1,
+  /** ERASURE_STATE_DONE - Every row is gone and the disk is scrubbed: the receipt is final. */
+  ERASURE_STATE_DONE = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function erasureStateFromJSON(object: any): ErasureState {
+  switch (object) {
+    case 0:
+    case "ERASURE_STATE_UNSPECIFIED":
+      return ErasureState.ERASURE_STATE_UNSPECIFIED;
+    case 1:
+    case "ERASURE_STATE_RUNNING":
+      return ErasureState.ERASURE_STATE_RUNNING;
+    case 2:
+    case "ERASURE_STATE_DONE":
+      return ErasureState.ERASURE_STATE_DONE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ErasureState.UNRECOGNIZED;
+  }
+}
+
+export function erasureStateToJSON(object: ErasureState): string {
+  switch (object) {
+    case ErasureState.ERASURE_STATE_UNSPECIFIED:
+      return "ERASURE_STATE_UNSPECIFIED";
+    case ErasureState.ERASURE_STATE_RUNNING:
+      return "ERASURE_STATE_RUNNING";
+    case ErasureState.ERASURE_STATE_DONE:
+      return "ERASURE_STATE_DONE";
+    case ErasureState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface Project {
   id: number;
   name: string;
@@ -569,8 +651,14 @@ export interface DeleteProjectRequest {
 }
 
 export interface DeleteProjectResponse {
-  /** How many sessions were detached (they keep their episodes). */
+  /**
+   * Always 0: sessions are deleted with their project, no longer detached.
+   *
+   * @deprecated
+   */
   detachedSessions: number;
+  /** The erasure that deletes what the project held (GetErasure). */
+  erasureId: number;
 }
 
 export interface GetProjectStatsRequest {
@@ -808,6 +896,12 @@ export interface RestoreProjectRequest {
 export interface RestoreProjectResponse {
   /** The new project. */
   projectId: number;
+  /**
+   * Records of users forgotten after the export was taken, left out: their
+   * sessions, episodes, memories, history, usage and the graph evidence
+   * their episodes gave (docs/privacy.md, "Old exports").
+   */
+  erasedRecords: number;
   /** Records written, by kind. */
   sessions: number;
   episodes: number;
@@ -840,7 +934,11 @@ export interface ExportRecord {
   entityAlias?: EntityAlias | undefined;
   entityEpisode?: EntityEpisode | undefined;
   relationshipEvidence?: RelationshipEvidence | undefined;
-  entityMerge?: EntityMerge | undefined;
+  entityMerge?:
+    | EntityMerge
+    | undefined;
+  /** ExportUser only: one use SelectMemories recorded for the user. */
+  memoryUsage?: MemoryUsage | undefined;
 }
 
 export interface GetEpisodeRequest {
@@ -1042,6 +1140,13 @@ export interface DeleteMemoryRequest {
    * session: that session.
    */
   sessionId: number;
+  /**
+   * true: the memory's whole history goes with it now (no
+   * --memory-history-retention-days), and the text of every version leaves
+   * the disk as an erasure's does. false: its history stays readable by its
+   * owner for the retention.
+   */
+  eraseHistory: boolean;
 }
 
 export interface DeleteMemoryResponse {
@@ -1391,6 +1496,127 @@ export interface GetUsageResponse {
    * every user, and the figures are every user's work and work for none.
    */
   users: string[];
+}
+
+export interface ForgetUserRequest {
+  userId: string;
+  /** 0: every project of the key's tenant, and sessions outside any project. */
+  projectId: number;
+}
+
+export interface GetErasureRequest {
+  id: number;
+}
+
+export interface WatchErasureRequest {
+  id: number;
+}
+
+export interface ListErasuresRequest {
+  pageSize: number;
+  pageToken: string;
+  /** The tenant whose receipts to list; empty: the key's own. */
+  tenant: string;
+  /** Only this user's erasures (matched against the receipts' digests). */
+  userId: string;
+}
+
+export interface ListErasuresResponse {
+  erasures: Erasure[];
+  nextPageToken: string;
+}
+
+export interface ExportUserRequest {
+  userId: string;
+  /** 0: every project of the key's tenant, and sessions outside any project. */
+  projectId: number;
+}
+
+/**
+ * What an erasure removed, by kind. Counts only: a receipt never holds the
+ * erased content.
+ */
+export interface ErasureCounts {
+  sessions: number;
+  episodes: number;
+  memories: number;
+  /**
+   * Versions of erased memories (their history), and history rows of other
+   * memories that named an erased episode.
+   */
+  memoryHistory: number;
+  /** Uses SelectMemories recorded (the user's, or of erased memories). */
+  memoryUsage: number;
+  /** Stored SelectMemories answers (replayed for a request_id). */
+  selections: number;
+  formationCandidates: number;
+  extractionEvents: number;
+  /**
+   * Summaries deleted, and of those, how many were queued to be written
+   * again from what is left.
+   */
+  summariesRemoved: number;
+  summariesRebuilt: number;
+  /**
+   * Graph: entities and relationships (facts) that only erased episodes
+   * gave, evidence rows, aliases, and episode links (mentions).
+   */
+  entities: number;
+  facts: number;
+  evidence: number;
+  aliases: number;
+  mentions: number;
+  /** Points removed from the vector index. */
+  vectors: number;
+  /** Queued jobs for erased rows that were cancelled. */
+  jobsCancelled: number;
+  /** LLM usage rows kept for their counts with the user's link removed. */
+  llmCallsUnlinked: number;
+  /** Merge records of touched entities (their snapshots keep names and notes). */
+  merges: number;
+}
+
+export interface Erasure {
+  id: number;
+  kind: ErasureKind;
+  /**
+   * USER: the user. Kept only while the erasure runs; a finished receipt
+   * keeps a keyed digest of it, and shows the user id only to a caller who
+   * named it (GetErasure after ForgetUser, ListErasures with user_id).
+   */
+  userId: string;
+  /**
+   * USER: the project it was limited to (0: the whole tenant). PROJECT: the
+   * project.
+   */
+  projectId: number;
+  tenant: string;
+  state: ErasureState;
+  /**
+   * The step it is taking: "planned", "sessions", "episodes", "memories",
+   * "graph", "summaries", "records", "disk", "done".
+   */
+  phase: string;
+  /** What went so far; the final figures once DONE. */
+  counts:
+    | ErasureCounts
+    | undefined;
+  /**
+   * What it found to erase when it started (sessions, episodes, memories):
+   * with counts, its progress.
+   */
+  planned: ErasureCounts | undefined;
+  startTime:
+    | Date
+    | undefined;
+  /** Set once DONE. */
+  endTime:
+    | Date
+    | undefined;
+  /** The request joined an erasure of the same user already running. */
+  joined: boolean;
+  /** The API key's principal that asked (empty with auth off). */
+  principal: string;
 }
 
 function createBaseProject(): Project {
@@ -2167,13 +2393,16 @@ export const DeleteProjectRequest: MessageFns<DeleteProjectRequest> = {
 };
 
 function createBaseDeleteProjectResponse(): DeleteProjectResponse {
-  return { detachedSessions: 0 };
+  return { detachedSessions: 0, erasureId: 0 };
 }
 
 export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
   encode(message: DeleteProjectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.detachedSessions !== 0) {
       writer.uint32(8).int64(message.detachedSessions);
+    }
+    if (message.erasureId !== 0) {
+      writer.uint32(16).int64(message.erasureId);
     }
     return writer;
   },
@@ -2199,6 +2428,14 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
             message.detachedSessions = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.erasureId = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2218,6 +2455,11 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
         : isSet(object.detached_sessions)
         ? globalThis.Number(object.detached_sessions)
         : 0,
+      erasureId: isSet(object.erasureId)
+        ? globalThis.Number(object.erasureId)
+        : isSet(object.erasure_id)
+        ? globalThis.Number(object.erasure_id)
+        : 0,
     };
   },
 
@@ -2225,6 +2467,9 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
     const obj: any = {};
     if (message.detachedSessions !== 0) {
       obj.detachedSessions = Math.round(message.detachedSessions);
+    }
+    if (message.erasureId !== 0) {
+      obj.erasureId = Math.round(message.erasureId);
     }
     return obj;
   },
@@ -2235,6 +2480,7 @@ export const DeleteProjectResponse: MessageFns<DeleteProjectResponse> = {
   fromPartial(object: DeepPartial<DeleteProjectResponse>): DeleteProjectResponse {
     const message = createBaseDeleteProjectResponse();
     message.detachedSessions = object.detachedSessions ?? 0;
+    message.erasureId = object.erasureId ?? 0;
     return message;
   },
 };
@@ -4601,6 +4847,7 @@ export const RestoreProjectRequest: MessageFns<RestoreProjectRequest> = {
 function createBaseRestoreProjectResponse(): RestoreProjectResponse {
   return {
     projectId: 0,
+    erasedRecords: 0,
     sessions: 0,
     episodes: 0,
     memories: 0,
@@ -4615,6 +4862,9 @@ export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
   encode(message: RestoreProjectResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.projectId !== 0) {
       writer.uint32(8).int64(message.projectId);
+    }
+    if (message.erasedRecords !== 0) {
+      writer.uint32(72).int64(message.erasedRecords);
     }
     if (message.sessions !== 0) {
       writer.uint32(16).int64(message.sessions);
@@ -4659,6 +4909,14 @@ export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
             }
 
             message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.erasedRecords = longToNumber(reader.int64());
             continue;
           }
           case 2: {
@@ -4736,6 +4994,11 @@ export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
         : isSet(object.project_id)
         ? globalThis.Number(object.project_id)
         : 0,
+      erasedRecords: isSet(object.erasedRecords)
+        ? globalThis.Number(object.erasedRecords)
+        : isSet(object.erased_records)
+        ? globalThis.Number(object.erased_records)
+        : 0,
       sessions: isSet(object.sessions) ? globalThis.Number(object.sessions) : 0,
       episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
       memories: isSet(object.memories) ? globalThis.Number(object.memories) : 0,
@@ -4754,6 +5017,9 @@ export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
     const obj: any = {};
     if (message.projectId !== 0) {
       obj.projectId = Math.round(message.projectId);
+    }
+    if (message.erasedRecords !== 0) {
+      obj.erasedRecords = Math.round(message.erasedRecords);
     }
     if (message.sessions !== 0) {
       obj.sessions = Math.round(message.sessions);
@@ -4785,6 +5051,7 @@ export const RestoreProjectResponse: MessageFns<RestoreProjectResponse> = {
   fromPartial(object: DeepPartial<RestoreProjectResponse>): RestoreProjectResponse {
     const message = createBaseRestoreProjectResponse();
     message.projectId = object.projectId ?? 0;
+    message.erasedRecords = object.erasedRecords ?? 0;
     message.sessions = object.sessions ?? 0;
     message.episodes = object.episodes ?? 0;
     message.memories = object.memories ?? 0;
@@ -4810,6 +5077,7 @@ function createBaseExportRecord(): ExportRecord {
     entityEpisode: undefined,
     relationshipEvidence: undefined,
     entityMerge: undefined,
+    memoryUsage: undefined,
   };
 }
 
@@ -4850,6 +5118,9 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.entityMerge !== undefined) {
       EntityMerge.encode(message.entityMerge, writer.uint32(98).fork()).join();
+    }
+    if (message.memoryUsage !== undefined) {
+      MemoryUsage.encode(message.memoryUsage, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -4963,6 +5234,14 @@ export const ExportRecord: MessageFns<ExportRecord> = {
             message.entityMerge = EntityMerge.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.memoryUsage = MemoryUsage.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5009,6 +5288,11 @@ export const ExportRecord: MessageFns<ExportRecord> = {
         : isSet(object.entity_merge)
         ? EntityMerge.fromJSON(object.entity_merge)
         : undefined,
+      memoryUsage: isSet(object.memoryUsage)
+        ? MemoryUsage.fromJSON(object.memoryUsage)
+        : isSet(object.memory_usage)
+        ? MemoryUsage.fromJSON(object.memory_usage)
+        : undefined,
     };
   },
 
@@ -5049,6 +5333,9 @@ export const ExportRecord: MessageFns<ExportRecord> = {
     }
     if (message.entityMerge !== undefined) {
       obj.entityMerge = EntityMerge.toJSON(message.entityMerge);
+    }
+    if (message.memoryUsage !== undefined) {
+      obj.memoryUsage = MemoryUsage.toJSON(message.memoryUsage);
     }
     return obj;
   },
@@ -5093,6 +5380,9 @@ export const ExportRecord: MessageFns<ExportRecord> = {
       : undefined;
     message.entityMerge = (object.entityMerge !== undefined && object.entityMerge !== null)
       ? EntityMerge.fromPartial(object.entityMerge)
+      : undefined;
+    message.memoryUsage = (object.memoryUsage !== undefined && object.memoryUsage !== null)
+      ? MemoryUsage.fromPartial(object.memoryUsage)
       : undefined;
     return message;
   },
@@ -7026,7 +7316,7 @@ export const UpdateMemoryRequest: MessageFns<UpdateMemoryRequest> = {
 };
 
 function createBaseDeleteMemoryRequest(): DeleteMemoryRequest {
-  return { id: 0, userId: "", sessionId: 0 };
+  return { id: 0, userId: "", sessionId: 0, eraseHistory: false };
 }
 
 export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
@@ -7039,6 +7329,9 @@ export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
     }
     if (message.sessionId !== 0) {
       writer.uint32(24).int64(message.sessionId);
+    }
+    if (message.eraseHistory !== false) {
+      writer.uint32(32).bool(message.eraseHistory);
     }
     return writer;
   },
@@ -7080,6 +7373,14 @@ export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
             message.sessionId = longToNumber(reader.int64());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.eraseHistory = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7105,6 +7406,11 @@ export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
         : isSet(object.session_id)
         ? globalThis.Number(object.session_id)
         : 0,
+      eraseHistory: isSet(object.eraseHistory)
+        ? globalThis.Boolean(object.eraseHistory)
+        : isSet(object.erase_history)
+        ? globalThis.Boolean(object.erase_history)
+        : false,
     };
   },
 
@@ -7119,6 +7425,9 @@ export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
     if (message.sessionId !== 0) {
       obj.sessionId = Math.round(message.sessionId);
     }
+    if (message.eraseHistory !== false) {
+      obj.eraseHistory = message.eraseHistory;
+    }
     return obj;
   },
 
@@ -7130,6 +7439,7 @@ export const DeleteMemoryRequest: MessageFns<DeleteMemoryRequest> = {
     message.id = object.id ?? 0;
     message.userId = object.userId ?? "";
     message.sessionId = object.sessionId ?? 0;
+    message.eraseHistory = object.eraseHistory ?? false;
     return message;
   },
 };
@@ -10681,6 +10991,1248 @@ export const GetUsageResponse: MessageFns<GetUsageResponse> = {
   },
 };
 
+function createBaseForgetUserRequest(): ForgetUserRequest {
+  return { userId: "", projectId: 0 };
+}
+
+export const ForgetUserRequest: MessageFns<ForgetUserRequest> = {
+  encode(message: ForgetUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.projectId !== 0) {
+      writer.uint32(16).int64(message.projectId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForgetUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForgetUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ForgetUserRequest {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: ForgetUserRequest): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ForgetUserRequest>): ForgetUserRequest {
+    return ForgetUserRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ForgetUserRequest>): ForgetUserRequest {
+    const message = createBaseForgetUserRequest();
+    message.userId = object.userId ?? "";
+    message.projectId = object.projectId ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetErasureRequest(): GetErasureRequest {
+  return { id: 0 };
+}
+
+export const GetErasureRequest: MessageFns<GetErasureRequest> = {
+  encode(message: GetErasureRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetErasureRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetErasureRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetErasureRequest {
+    return { id: isSet(object.id) ? globalThis.Number(object.id) : 0 };
+  },
+
+  toJSON(message: GetErasureRequest): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetErasureRequest>): GetErasureRequest {
+    return GetErasureRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetErasureRequest>): GetErasureRequest {
+    const message = createBaseGetErasureRequest();
+    message.id = object.id ?? 0;
+    return message;
+  },
+};
+
+function createBaseWatchErasureRequest(): WatchErasureRequest {
+  return { id: 0 };
+}
+
+export const WatchErasureRequest: MessageFns<WatchErasureRequest> = {
+  encode(message: WatchErasureRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchErasureRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchErasureRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchErasureRequest {
+    return { id: isSet(object.id) ? globalThis.Number(object.id) : 0 };
+  },
+
+  toJSON(message: WatchErasureRequest): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<WatchErasureRequest>): WatchErasureRequest {
+    return WatchErasureRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<WatchErasureRequest>): WatchErasureRequest {
+    const message = createBaseWatchErasureRequest();
+    message.id = object.id ?? 0;
+    return message;
+  },
+};
+
+function createBaseListErasuresRequest(): ListErasuresRequest {
+  return { pageSize: 0, pageToken: "", tenant: "", userId: "" };
+}
+
+export const ListErasuresRequest: MessageFns<ListErasuresRequest> = {
+  encode(message: ListErasuresRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pageSize !== 0) {
+      writer.uint32(8).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(18).string(message.pageToken);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
+    }
+    if (message.userId !== "") {
+      writer.uint32(34).string(message.userId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListErasuresRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListErasuresRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListErasuresRequest {
+    return {
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListErasuresRequest): unknown {
+    const obj: any = {};
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListErasuresRequest>): ListErasuresRequest {
+    return ListErasuresRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListErasuresRequest>): ListErasuresRequest {
+    const message = createBaseListErasuresRequest();
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    message.tenant = object.tenant ?? "";
+    message.userId = object.userId ?? "";
+    return message;
+  },
+};
+
+function createBaseListErasuresResponse(): ListErasuresResponse {
+  return { erasures: [], nextPageToken: "" };
+}
+
+export const ListErasuresResponse: MessageFns<ListErasuresResponse> = {
+  encode(message: ListErasuresResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.erasures) {
+      Erasure.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListErasuresResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListErasuresResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.erasures.push(Erasure.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListErasuresResponse {
+    return {
+      erasures: globalThis.Array.isArray(object?.erasures) ? object.erasures.map((e: any) => Erasure.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListErasuresResponse): unknown {
+    const obj: any = {};
+    if (message.erasures?.length) {
+      obj.erasures = message.erasures.map((e) => Erasure.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListErasuresResponse>): ListErasuresResponse {
+    return ListErasuresResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListErasuresResponse>): ListErasuresResponse {
+    const message = createBaseListErasuresResponse();
+    message.erasures = object.erasures?.map((e) => Erasure.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseExportUserRequest(): ExportUserRequest {
+  return { userId: "", projectId: 0 };
+}
+
+export const ExportUserRequest: MessageFns<ExportUserRequest> = {
+  encode(message: ExportUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.projectId !== 0) {
+      writer.uint32(16).int64(message.projectId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportUserRequest {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: ExportUserRequest): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportUserRequest>): ExportUserRequest {
+    return ExportUserRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportUserRequest>): ExportUserRequest {
+    const message = createBaseExportUserRequest();
+    message.userId = object.userId ?? "";
+    message.projectId = object.projectId ?? 0;
+    return message;
+  },
+};
+
+function createBaseErasureCounts(): ErasureCounts {
+  return {
+    sessions: 0,
+    episodes: 0,
+    memories: 0,
+    memoryHistory: 0,
+    memoryUsage: 0,
+    selections: 0,
+    formationCandidates: 0,
+    extractionEvents: 0,
+    summariesRemoved: 0,
+    summariesRebuilt: 0,
+    entities: 0,
+    facts: 0,
+    evidence: 0,
+    aliases: 0,
+    mentions: 0,
+    vectors: 0,
+    jobsCancelled: 0,
+    llmCallsUnlinked: 0,
+    merges: 0,
+  };
+}
+
+export const ErasureCounts: MessageFns<ErasureCounts> = {
+  encode(message: ErasureCounts, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessions !== 0) {
+      writer.uint32(8).int64(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      writer.uint32(16).int64(message.episodes);
+    }
+    if (message.memories !== 0) {
+      writer.uint32(24).int64(message.memories);
+    }
+    if (message.memoryHistory !== 0) {
+      writer.uint32(32).int64(message.memoryHistory);
+    }
+    if (message.memoryUsage !== 0) {
+      writer.uint32(40).int64(message.memoryUsage);
+    }
+    if (message.selections !== 0) {
+      writer.uint32(48).int64(message.selections);
+    }
+    if (message.formationCandidates !== 0) {
+      writer.uint32(56).int64(message.formationCandidates);
+    }
+    if (message.extractionEvents !== 0) {
+      writer.uint32(64).int64(message.extractionEvents);
+    }
+    if (message.summariesRemoved !== 0) {
+      writer.uint32(72).int64(message.summariesRemoved);
+    }
+    if (message.summariesRebuilt !== 0) {
+      writer.uint32(80).int64(message.summariesRebuilt);
+    }
+    if (message.entities !== 0) {
+      writer.uint32(88).int64(message.entities);
+    }
+    if (message.facts !== 0) {
+      writer.uint32(96).int64(message.facts);
+    }
+    if (message.evidence !== 0) {
+      writer.uint32(104).int64(message.evidence);
+    }
+    if (message.aliases !== 0) {
+      writer.uint32(112).int64(message.aliases);
+    }
+    if (message.mentions !== 0) {
+      writer.uint32(120).int64(message.mentions);
+    }
+    if (message.vectors !== 0) {
+      writer.uint32(128).int64(message.vectors);
+    }
+    if (message.jobsCancelled !== 0) {
+      writer.uint32(136).int64(message.jobsCancelled);
+    }
+    if (message.llmCallsUnlinked !== 0) {
+      writer.uint32(144).int64(message.llmCallsUnlinked);
+    }
+    if (message.merges !== 0) {
+      writer.uint32(152).int64(message.merges);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ErasureCounts {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseErasureCounts();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.sessions = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.episodes = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.memories = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.memoryHistory = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.memoryUsage = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.selections = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.formationCandidates = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.extractionEvents = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.summariesRemoved = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.summariesRebuilt = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.entities = longToNumber(reader.int64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.facts = longToNumber(reader.int64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.evidence = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.aliases = longToNumber(reader.int64());
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.mentions = longToNumber(reader.int64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.vectors = longToNumber(reader.int64());
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.jobsCancelled = longToNumber(reader.int64());
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.llmCallsUnlinked = longToNumber(reader.int64());
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.merges = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ErasureCounts {
+    return {
+      sessions: isSet(object.sessions) ? globalThis.Number(object.sessions) : 0,
+      episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
+      memories: isSet(object.memories) ? globalThis.Number(object.memories) : 0,
+      memoryHistory: isSet(object.memoryHistory)
+        ? globalThis.Number(object.memoryHistory)
+        : isSet(object.memory_history)
+        ? globalThis.Number(object.memory_history)
+        : 0,
+      memoryUsage: isSet(object.memoryUsage)
+        ? globalThis.Number(object.memoryUsage)
+        : isSet(object.memory_usage)
+        ? globalThis.Number(object.memory_usage)
+        : 0,
+      selections: isSet(object.selections) ? globalThis.Number(object.selections) : 0,
+      formationCandidates: isSet(object.formationCandidates)
+        ? globalThis.Number(object.formationCandidates)
+        : isSet(object.formation_candidates)
+        ? globalThis.Number(object.formation_candidates)
+        : 0,
+      extractionEvents: isSet(object.extractionEvents)
+        ? globalThis.Number(object.extractionEvents)
+        : isSet(object.extraction_events)
+        ? globalThis.Number(object.extraction_events)
+        : 0,
+      summariesRemoved: isSet(object.summariesRemoved)
+        ? globalThis.Number(object.summariesRemoved)
+        : isSet(object.summaries_removed)
+        ? globalThis.Number(object.summaries_removed)
+        : 0,
+      summariesRebuilt: isSet(object.summariesRebuilt)
+        ? globalThis.Number(object.summariesRebuilt)
+        : isSet(object.summaries_rebuilt)
+        ? globalThis.Number(object.summaries_rebuilt)
+        : 0,
+      entities: isSet(object.entities) ? globalThis.Number(object.entities) : 0,
+      facts: isSet(object.facts) ? globalThis.Number(object.facts) : 0,
+      evidence: isSet(object.evidence) ? globalThis.Number(object.evidence) : 0,
+      aliases: isSet(object.aliases) ? globalThis.Number(object.aliases) : 0,
+      mentions: isSet(object.mentions) ? globalThis.Number(object.mentions) : 0,
+      vectors: isSet(object.vectors) ? globalThis.Number(object.vectors) : 0,
+      jobsCancelled: isSet(object.jobsCancelled)
+        ? globalThis.Number(object.jobsCancelled)
+        : isSet(object.jobs_cancelled)
+        ? globalThis.Number(object.jobs_cancelled)
+        : 0,
+      llmCallsUnlinked: isSet(object.llmCallsUnlinked)
+        ? globalThis.Number(object.llmCallsUnlinked)
+        : isSet(object.llm_calls_unlinked)
+        ? globalThis.Number(object.llm_calls_unlinked)
+        : 0,
+      merges: isSet(object.merges) ? globalThis.Number(object.merges) : 0,
+    };
+  },
+
+  toJSON(message: ErasureCounts): unknown {
+    const obj: any = {};
+    if (message.sessions !== 0) {
+      obj.sessions = Math.round(message.sessions);
+    }
+    if (message.episodes !== 0) {
+      obj.episodes = Math.round(message.episodes);
+    }
+    if (message.memories !== 0) {
+      obj.memories = Math.round(message.memories);
+    }
+    if (message.memoryHistory !== 0) {
+      obj.memoryHistory = Math.round(message.memoryHistory);
+    }
+    if (message.memoryUsage !== 0) {
+      obj.memoryUsage = Math.round(message.memoryUsage);
+    }
+    if (message.selections !== 0) {
+      obj.selections = Math.round(message.selections);
+    }
+    if (message.formationCandidates !== 0) {
+      obj.formationCandidates = Math.round(message.formationCandidates);
+    }
+    if (message.extractionEvents !== 0) {
+      obj.extractionEvents = Math.round(message.extractionEvents);
+    }
+    if (message.summariesRemoved !== 0) {
+      obj.summariesRemoved = Math.round(message.summariesRemoved);
+    }
+    if (message.summariesRebuilt !== 0) {
+      obj.summariesRebuilt = Math.round(message.summariesRebuilt);
+    }
+    if (message.entities !== 0) {
+      obj.entities = Math.round(message.entities);
+    }
+    if (message.facts !== 0) {
+      obj.facts = Math.round(message.facts);
+    }
+    if (message.evidence !== 0) {
+      obj.evidence = Math.round(message.evidence);
+    }
+    if (message.aliases !== 0) {
+      obj.aliases = Math.round(message.aliases);
+    }
+    if (message.mentions !== 0) {
+      obj.mentions = Math.round(message.mentions);
+    }
+    if (message.vectors !== 0) {
+      obj.vectors = Math.round(message.vectors);
+    }
+    if (message.jobsCancelled !== 0) {
+      obj.jobsCancelled = Math.round(message.jobsCancelled);
+    }
+    if (message.llmCallsUnlinked !== 0) {
+      obj.llmCallsUnlinked = Math.round(message.llmCallsUnlinked);
+    }
+    if (message.merges !== 0) {
+      obj.merges = Math.round(message.merges);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ErasureCounts>): ErasureCounts {
+    return ErasureCounts.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ErasureCounts>): ErasureCounts {
+    const message = createBaseErasureCounts();
+    message.sessions = object.sessions ?? 0;
+    message.episodes = object.episodes ?? 0;
+    message.memories = object.memories ?? 0;
+    message.memoryHistory = object.memoryHistory ?? 0;
+    message.memoryUsage = object.memoryUsage ?? 0;
+    message.selections = object.selections ?? 0;
+    message.formationCandidates = object.formationCandidates ?? 0;
+    message.extractionEvents = object.extractionEvents ?? 0;
+    message.summariesRemoved = object.summariesRemoved ?? 0;
+    message.summariesRebuilt = object.summariesRebuilt ?? 0;
+    message.entities = object.entities ?? 0;
+    message.facts = object.facts ?? 0;
+    message.evidence = object.evidence ?? 0;
+    message.aliases = object.aliases ?? 0;
+    message.mentions = object.mentions ?? 0;
+    message.vectors = object.vectors ?? 0;
+    message.jobsCancelled = object.jobsCancelled ?? 0;
+    message.llmCallsUnlinked = object.llmCallsUnlinked ?? 0;
+    message.merges = object.merges ?? 0;
+    return message;
+  },
+};
+
+function createBaseErasure(): Erasure {
+  return {
+    id: 0,
+    kind: 0,
+    userId: "",
+    projectId: 0,
+    tenant: "",
+    state: 0,
+    phase: "",
+    counts: undefined,
+    planned: undefined,
+    startTime: undefined,
+    endTime: undefined,
+    joined: false,
+    principal: "",
+  };
+}
+
+export const Erasure: MessageFns<Erasure> = {
+  encode(message: Erasure, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    if (message.kind !== 0) {
+      writer.uint32(16).int32(message.kind);
+    }
+    if (message.userId !== "") {
+      writer.uint32(26).string(message.userId);
+    }
+    if (message.projectId !== 0) {
+      writer.uint32(32).int64(message.projectId);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(42).string(message.tenant);
+    }
+    if (message.state !== 0) {
+      writer.uint32(48).int32(message.state);
+    }
+    if (message.phase !== "") {
+      writer.uint32(58).string(message.phase);
+    }
+    if (message.counts !== undefined) {
+      ErasureCounts.encode(message.counts, writer.uint32(66).fork()).join();
+    }
+    if (message.planned !== undefined) {
+      ErasureCounts.encode(message.planned, writer.uint32(74).fork()).join();
+    }
+    if (message.startTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.startTime), writer.uint32(82).fork()).join();
+    }
+    if (message.endTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.endTime), writer.uint32(90).fork()).join();
+    }
+    if (message.joined !== false) {
+      writer.uint32(96).bool(message.joined);
+    }
+    if (message.principal !== "") {
+      writer.uint32(106).string(message.principal);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Erasure {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseErasure();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.projectId = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.phase = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.counts = ErasureCounts.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.planned = ErasureCounts.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.startTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.endTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.joined = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.principal = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Erasure {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      kind: isSet(object.kind) ? erasureKindFromJSON(object.kind) : 0,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      projectId: isSet(object.projectId)
+        ? globalThis.Number(object.projectId)
+        : isSet(object.project_id)
+        ? globalThis.Number(object.project_id)
+        : 0,
+      tenant: isSet(object.tenant) ? globalThis.String(object.tenant) : "",
+      state: isSet(object.state) ? erasureStateFromJSON(object.state) : 0,
+      phase: isSet(object.phase) ? globalThis.String(object.phase) : "",
+      counts: isSet(object.counts) ? ErasureCounts.fromJSON(object.counts) : undefined,
+      planned: isSet(object.planned) ? ErasureCounts.fromJSON(object.planned) : undefined,
+      startTime: isSet(object.startTime)
+        ? fromJsonTimestamp(object.startTime)
+        : isSet(object.start_time)
+        ? fromJsonTimestamp(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? fromJsonTimestamp(object.endTime)
+        : isSet(object.end_time)
+        ? fromJsonTimestamp(object.end_time)
+        : undefined,
+      joined: isSet(object.joined) ? globalThis.Boolean(object.joined) : false,
+      principal: isSet(object.principal) ? globalThis.String(object.principal) : "",
+    };
+  },
+
+  toJSON(message: Erasure): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.kind !== 0) {
+      obj.kind = erasureKindToJSON(message.kind);
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.projectId !== 0) {
+      obj.projectId = Math.round(message.projectId);
+    }
+    if (message.tenant !== "") {
+      obj.tenant = message.tenant;
+    }
+    if (message.state !== 0) {
+      obj.state = erasureStateToJSON(message.state);
+    }
+    if (message.phase !== "") {
+      obj.phase = message.phase;
+    }
+    if (message.counts !== undefined) {
+      obj.counts = ErasureCounts.toJSON(message.counts);
+    }
+    if (message.planned !== undefined) {
+      obj.planned = ErasureCounts.toJSON(message.planned);
+    }
+    if (message.startTime !== undefined) {
+      obj.startTime = message.startTime.toISOString();
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = message.endTime.toISOString();
+    }
+    if (message.joined !== false) {
+      obj.joined = message.joined;
+    }
+    if (message.principal !== "") {
+      obj.principal = message.principal;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Erasure>): Erasure {
+    return Erasure.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Erasure>): Erasure {
+    const message = createBaseErasure();
+    message.id = object.id ?? 0;
+    message.kind = object.kind ?? 0;
+    message.userId = object.userId ?? "";
+    message.projectId = object.projectId ?? 0;
+    message.tenant = object.tenant ?? "";
+    message.state = object.state ?? 0;
+    message.phase = object.phase ?? "";
+    message.counts = (object.counts !== undefined && object.counts !== null)
+      ? ErasureCounts.fromPartial(object.counts)
+      : undefined;
+    message.planned = (object.planned !== undefined && object.planned !== null)
+      ? ErasureCounts.fromPartial(object.planned)
+      : undefined;
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
+    message.joined = object.joined ?? false;
+    message.principal = object.principal ?? "";
+    return message;
+  },
+};
+
 export type MemoryServiceDefinition = typeof MemoryServiceDefinition;
 export const MemoryServiceDefinition = {
   name: "MemoryService",
@@ -10719,7 +12271,14 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
-    /** Detaches the project's sessions and deletes it, in one transaction. */
+    /**
+     * Deletes the project and everything in it: its sessions and their
+     * episodes, summaries, memories (with their history), graph, extraction
+     * events and index points. The project is gone from every read at once;
+     * the rows go as durable work (an erasure of kind PROJECT, resumed after a
+     * restart) whose progress GetErasure and WatchErasure report, and whose
+     * last step leaves none of its text on disk (docs/privacy.md).
+     */
     deleteProject: {
       name: "DeleteProject",
       requestType: DeleteProjectRequest as typeof DeleteProjectRequest,
@@ -10774,7 +12333,12 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
-    /** Cascades to the session's episodes, summaries and their index points. */
+    /**
+     * Cascades to the session's episodes, summaries and their index points,
+     * the graph evidence its episodes gave and their extraction events; a
+     * project overview that drew on them is removed and queued again. The
+     * deleted text leaves the disk within --scrub-delay-seconds.
+     */
     deleteSession: {
       name: "DeleteSession",
       requestType: DeleteSessionRequest as typeof DeleteSessionRequest,
@@ -10812,6 +12376,11 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * Takes the episode's graph evidence (an entity or fact only it gave goes,
+     * a shared one loses its evidence), extraction events and formation
+     * candidates with it; a summary that covers it is removed and queued again.
+     */
     deleteEpisode: {
       name: "DeleteEpisode",
       requestType: DeleteEpisodeRequest as typeof DeleteEpisodeRequest,
@@ -11012,6 +12581,81 @@ export const MemoryServiceDefinition = {
       responseStream: false,
       options: {},
     },
+    /**
+     * Forgets a user (a data-erasure request; docs/privacy.md): their
+     * sessions with every episode, the episodes written acting for them
+     * elsewhere, their USER memories in every tier with their whole history,
+     * the memories formed from their episodes, their usage, selections,
+     * formation candidates and extraction events, and in the graph every
+     * mention and piece of evidence that came from their episodes (an entity
+     * or fact only they gave goes; a shared one stays without their
+     * evidence). Summaries of their sessions go; one that drew on their
+     * episodes is removed and queued again. LLM usage keeps its counts with no
+     * link to them. In project_id, or (0) in every project of the key's tenant
+     * and outside any project. An admin or "*" key of the tenant may forget
+     * any of its users, a user key only its own user; any other call is
+     * answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+     * answers at once with the erasure, carries on across restarts, and is
+     * DONE once none of the erased text is left in any file the service
+     * writes (PostgreSQL: docs/privacy.md). A request for a user whose
+     * erasure is running joins it. While it runs, writes acting for the user
+     * are refused (FAILED_PRECONDITION); a request_id of an erased write is
+     * refused, not written again.
+     */
+    forgetUser: {
+      name: "ForgetUser",
+      requestType: ForgetUserRequest as typeof ForgetUserRequest,
+      requestStream: false,
+      responseType: Erasure as typeof Erasure,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * An erasure's progress, or its receipt once DONE. The keys that may
+     * forget its user may read it; to any other it is NOT_FOUND.
+     */
+    getErasure: {
+      name: "GetErasure",
+      requestType: GetErasureRequest as typeof GetErasureRequest,
+      requestStream: false,
+      responseType: Erasure as typeof Erasure,
+      responseStream: false,
+      options: {},
+    },
+    /** The erasure now, then again at every step it takes, until it is DONE. */
+    watchErasure: {
+      name: "WatchErasure",
+      requestType: WatchErasureRequest as typeof WatchErasureRequest,
+      requestStream: false,
+      responseType: Erasure as typeof Erasure,
+      responseStream: true,
+      options: {},
+    },
+    /** Admin only: the receipts of a tenant's erasures, newest first. */
+    listErasures: {
+      name: "ListErasures",
+      requestType: ListErasuresRequest as typeof ListErasuresRequest,
+      requestStream: false,
+      responseType: ListErasuresResponse as typeof ListErasuresResponse,
+      responseStream: false,
+      options: {},
+    },
+    /**
+     * Everything held about a user (a data-access request), in the export
+     * format: their sessions, their episodes (and those written acting for
+     * them elsewhere), their USER memories each followed by its history, the
+     * entities and relationships with the evidence their episodes gave, and
+     * their memory usage. In project_id, or (0) the whole tenant. Same
+     * permissions as ForgetUser.
+     */
+    exportUser: {
+      name: "ExportUser",
+      requestType: ExportUserRequest as typeof ExportUserRequest,
+      requestStream: false,
+      responseType: ExportRecord as typeof ExportRecord,
+      responseStream: true,
+      options: {},
+    },
   },
 } as const;
 
@@ -11055,7 +12699,14 @@ export const MemoryServiceService = {
     responseSerialize: (value: Project): Buffer => Buffer.from(Project.encode(value).finish()),
     responseDeserialize: (value: Buffer): Project => Project.decode(value),
   },
-  /** Detaches the project's sessions and deletes it, in one transaction. */
+  /**
+   * Deletes the project and everything in it: its sessions and their
+   * episodes, summaries, memories (with their history), graph, extraction
+   * events and index points. The project is gone from every read at once;
+   * the rows go as durable work (an erasure of kind PROJECT, resumed after a
+   * restart) whose progress GetErasure and WatchErasure report, and whose
+   * last step leaves none of its text on disk (docs/privacy.md).
+   */
   deleteProject: {
     path: "/nexus.memory.v1.MemoryService/DeleteProject" as const,
     requestStream: false as const,
@@ -11119,7 +12770,12 @@ export const MemoryServiceService = {
     responseSerialize: (value: Session): Buffer => Buffer.from(Session.encode(value).finish()),
     responseDeserialize: (value: Buffer): Session => Session.decode(value),
   },
-  /** Cascades to the session's episodes, summaries and their index points. */
+  /**
+   * Cascades to the session's episodes, summaries and their index points,
+   * the graph evidence its episodes gave and their extraction events; a
+   * project overview that drew on them is removed and queued again. The
+   * deleted text leaves the disk within --scrub-delay-seconds.
+   */
   deleteSession: {
     path: "/nexus.memory.v1.MemoryService/DeleteSession" as const,
     requestStream: false as const,
@@ -11163,6 +12819,11 @@ export const MemoryServiceService = {
       Buffer.from(ListEpisodesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListEpisodesResponse => ListEpisodesResponse.decode(value),
   },
+  /**
+   * Takes the episode's graph evidence (an entity or fact only it gave goes,
+   * a shared one loses its evidence), extraction events and formation
+   * candidates with it; a summary that covers it is removed and queued again.
+   */
   deleteEpisode: {
     path: "/nexus.memory.v1.MemoryService/DeleteEpisode" as const,
     requestStream: false as const,
@@ -11397,6 +13058,87 @@ export const MemoryServiceService = {
     responseSerialize: (value: GetUsageResponse): Buffer => Buffer.from(GetUsageResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetUsageResponse => GetUsageResponse.decode(value),
   },
+  /**
+   * Forgets a user (a data-erasure request; docs/privacy.md): their
+   * sessions with every episode, the episodes written acting for them
+   * elsewhere, their USER memories in every tier with their whole history,
+   * the memories formed from their episodes, their usage, selections,
+   * formation candidates and extraction events, and in the graph every
+   * mention and piece of evidence that came from their episodes (an entity
+   * or fact only they gave goes; a shared one stays without their
+   * evidence). Summaries of their sessions go; one that drew on their
+   * episodes is removed and queued again. LLM usage keeps its counts with no
+   * link to them. In project_id, or (0) in every project of the key's tenant
+   * and outside any project. An admin or "*" key of the tenant may forget
+   * any of its users, a user key only its own user; any other call is
+   * answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+   * answers at once with the erasure, carries on across restarts, and is
+   * DONE once none of the erased text is left in any file the service
+   * writes (PostgreSQL: docs/privacy.md). A request for a user whose
+   * erasure is running joins it. While it runs, writes acting for the user
+   * are refused (FAILED_PRECONDITION); a request_id of an erased write is
+   * refused, not written again.
+   */
+  forgetUser: {
+    path: "/nexus.memory.v1.MemoryService/ForgetUser" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ForgetUserRequest): Buffer => Buffer.from(ForgetUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ForgetUserRequest => ForgetUserRequest.decode(value),
+    responseSerialize: (value: Erasure): Buffer => Buffer.from(Erasure.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Erasure => Erasure.decode(value),
+  },
+  /**
+   * An erasure's progress, or its receipt once DONE. The keys that may
+   * forget its user may read it; to any other it is NOT_FOUND.
+   */
+  getErasure: {
+    path: "/nexus.memory.v1.MemoryService/GetErasure" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetErasureRequest): Buffer => Buffer.from(GetErasureRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetErasureRequest => GetErasureRequest.decode(value),
+    responseSerialize: (value: Erasure): Buffer => Buffer.from(Erasure.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Erasure => Erasure.decode(value),
+  },
+  /** The erasure now, then again at every step it takes, until it is DONE. */
+  watchErasure: {
+    path: "/nexus.memory.v1.MemoryService/WatchErasure" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchErasureRequest): Buffer => Buffer.from(WatchErasureRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchErasureRequest => WatchErasureRequest.decode(value),
+    responseSerialize: (value: Erasure): Buffer => Buffer.from(Erasure.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Erasure => Erasure.decode(value),
+  },
+  /** Admin only: the receipts of a tenant's erasures, newest first. */
+  listErasures: {
+    path: "/nexus.memory.v1.MemoryService/ListErasures" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListErasuresRequest): Buffer => Buffer.from(ListErasuresRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListErasuresRequest => ListErasuresRequest.decode(value),
+    responseSerialize: (value: ListErasuresResponse): Buffer =>
+      Buffer.from(ListErasuresResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListErasuresResponse => ListErasuresResponse.decode(value),
+  },
+  /**
+   * Everything held about a user (a data-access request), in the export
+   * format: their sessions, their episodes (and those written acting for
+   * them elsewhere), their USER memories each followed by its history, the
+   * entities and relationships with the evidence their episodes gave, and
+   * their memory usage. In project_id, or (0) the whole tenant. Same
+   * permissions as ForgetUser.
+   */
+  exportUser: {
+    path: "/nexus.memory.v1.MemoryService/ExportUser" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: ExportUserRequest): Buffer => Buffer.from(ExportUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportUserRequest => ExportUserRequest.decode(value),
+    responseSerialize: (value: ExportRecord): Buffer => Buffer.from(ExportRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExportRecord => ExportRecord.decode(value),
+  },
 } as const;
 
 export interface MemoryServiceServer extends UntypedServiceImplementation {
@@ -11405,7 +13147,14 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   getProject: handleUnaryCall<GetProjectRequest, Project>;
   listProjects: handleUnaryCall<ListProjectsRequest, ListProjectsResponse>;
   updateProject: handleUnaryCall<UpdateProjectRequest, Project>;
-  /** Detaches the project's sessions and deletes it, in one transaction. */
+  /**
+   * Deletes the project and everything in it: its sessions and their
+   * episodes, summaries, memories (with their history), graph, extraction
+   * events and index points. The project is gone from every read at once;
+   * the rows go as durable work (an erasure of kind PROJECT, resumed after a
+   * restart) whose progress GetErasure and WatchErasure report, and whose
+   * last step leaves none of its text on disk (docs/privacy.md).
+   */
   deleteProject: handleUnaryCall<DeleteProjectRequest, DeleteProjectResponse>;
   /**
    * What a project holds, counted (a dashboard's figures: `nexus-grpc
@@ -11418,7 +13167,12 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   getSession: handleUnaryCall<GetSessionRequest, Session>;
   listSessions: handleUnaryCall<ListSessionsRequest, ListSessionsResponse>;
   updateSession: handleUnaryCall<UpdateSessionRequest, Session>;
-  /** Cascades to the session's episodes, summaries and their index points. */
+  /**
+   * Cascades to the session's episodes, summaries and their index points,
+   * the graph evidence its episodes gave and their extraction events; a
+   * project overview that drew on them is removed and queued again. The
+   * deleted text leaves the disk within --scrub-delay-seconds.
+   */
   deleteSession: handleUnaryCall<DeleteSessionRequest, DeleteSessionResponse>;
   /**
    * Returns as soon as the episode is durable; embedding, extraction and
@@ -11428,6 +13182,11 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
   getEpisode: handleUnaryCall<GetEpisodeRequest, Episode>;
   /** Newest first. */
   listEpisodes: handleUnaryCall<ListEpisodesRequest, ListEpisodesResponse>;
+  /**
+   * Takes the episode's graph evidence (an entity or fact only it gave goes,
+   * a shared one loses its evidence), extraction events and formation
+   * candidates with it; a summary that covers it is removed and queued again.
+   */
   deleteEpisode: handleUnaryCall<DeleteEpisodeRequest, DeleteEpisodeResponse>;
   /**
    * Streams hits in rank order. A session outside a project searches its own
@@ -11509,6 +13268,46 @@ export interface MemoryServiceServer extends UntypedServiceImplementation {
    * budget. A key sees its own tenant's figures only.
    */
   getUsage: handleUnaryCall<GetUsageRequest, GetUsageResponse>;
+  /**
+   * Forgets a user (a data-erasure request; docs/privacy.md): their
+   * sessions with every episode, the episodes written acting for them
+   * elsewhere, their USER memories in every tier with their whole history,
+   * the memories formed from their episodes, their usage, selections,
+   * formation candidates and extraction events, and in the graph every
+   * mention and piece of evidence that came from their episodes (an entity
+   * or fact only they gave goes; a shared one stays without their
+   * evidence). Summaries of their sessions go; one that drew on their
+   * episodes is removed and queued again. LLM usage keeps its counts with no
+   * link to them. In project_id, or (0) in every project of the key's tenant
+   * and outside any project. An admin or "*" key of the tenant may forget
+   * any of its users, a user key only its own user; any other call is
+   * answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+   * answers at once with the erasure, carries on across restarts, and is
+   * DONE once none of the erased text is left in any file the service
+   * writes (PostgreSQL: docs/privacy.md). A request for a user whose
+   * erasure is running joins it. While it runs, writes acting for the user
+   * are refused (FAILED_PRECONDITION); a request_id of an erased write is
+   * refused, not written again.
+   */
+  forgetUser: handleUnaryCall<ForgetUserRequest, Erasure>;
+  /**
+   * An erasure's progress, or its receipt once DONE. The keys that may
+   * forget its user may read it; to any other it is NOT_FOUND.
+   */
+  getErasure: handleUnaryCall<GetErasureRequest, Erasure>;
+  /** The erasure now, then again at every step it takes, until it is DONE. */
+  watchErasure: handleServerStreamingCall<WatchErasureRequest, Erasure>;
+  /** Admin only: the receipts of a tenant's erasures, newest first. */
+  listErasures: handleUnaryCall<ListErasuresRequest, ListErasuresResponse>;
+  /**
+   * Everything held about a user (a data-access request), in the export
+   * format: their sessions, their episodes (and those written acting for
+   * them elsewhere), their USER memories each followed by its history, the
+   * entities and relationships with the evidence their episodes gave, and
+   * their memory usage. In project_id, or (0) the whole tenant. Same
+   * permissions as ForgetUser.
+   */
+  exportUser: handleServerStreamingCall<ExportUserRequest, ExportRecord>;
 }
 
 export interface MemoryServiceClient extends Client {
@@ -11573,7 +13372,14 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Project) => void,
   ): ClientUnaryCall;
-  /** Detaches the project's sessions and deletes it, in one transaction. */
+  /**
+   * Deletes the project and everything in it: its sessions and their
+   * episodes, summaries, memories (with their history), graph, extraction
+   * events and index points. The project is gone from every read at once;
+   * the rows go as durable work (an erasure of kind PROJECT, resumed after a
+   * restart) whose progress GetErasure and WatchErasure report, and whose
+   * last step leaves none of its text on disk (docs/privacy.md).
+   */
   deleteProject(
     request: DeleteProjectRequest,
     callback: (error: ServiceError | null, response: DeleteProjectResponse) => void,
@@ -11670,7 +13476,12 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Session) => void,
   ): ClientUnaryCall;
-  /** Cascades to the session's episodes, summaries and their index points. */
+  /**
+   * Cascades to the session's episodes, summaries and their index points,
+   * the graph evidence its episodes gave and their extraction events; a
+   * project overview that drew on them is removed and queued again. The
+   * deleted text leaves the disk within --scrub-delay-seconds.
+   */
   deleteSession(
     request: DeleteSessionRequest,
     callback: (error: ServiceError | null, response: DeleteSessionResponse) => void,
@@ -11736,6 +13547,11 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListEpisodesResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Takes the episode's graph evidence (an entity or fact only it gave goes,
+   * a shared one loses its evidence), extraction events and formation
+   * candidates with it; a summary that covers it is removed and queued again.
+   */
   deleteEpisode(
     request: DeleteEpisodeRequest,
     callback: (error: ServiceError | null, response: DeleteEpisodeResponse) => void,
@@ -12021,6 +13837,98 @@ export interface MemoryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetUsageResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Forgets a user (a data-erasure request; docs/privacy.md): their
+   * sessions with every episode, the episodes written acting for them
+   * elsewhere, their USER memories in every tier with their whole history,
+   * the memories formed from their episodes, their usage, selections,
+   * formation candidates and extraction events, and in the graph every
+   * mention and piece of evidence that came from their episodes (an entity
+   * or fact only they gave goes; a shared one stays without their
+   * evidence). Summaries of their sessions go; one that drew on their
+   * episodes is removed and queued again. LLM usage keeps its counts with no
+   * link to them. In project_id, or (0) in every project of the key's tenant
+   * and outside any project. An admin or "*" key of the tenant may forget
+   * any of its users, a user key only its own user; any other call is
+   * answered as for a user who holds nothing (NOT_FOUND). Durable work: it
+   * answers at once with the erasure, carries on across restarts, and is
+   * DONE once none of the erased text is left in any file the service
+   * writes (PostgreSQL: docs/privacy.md). A request for a user whose
+   * erasure is running joins it. While it runs, writes acting for the user
+   * are refused (FAILED_PRECONDITION); a request_id of an erased write is
+   * refused, not written again.
+   */
+  forgetUser(
+    request: ForgetUserRequest,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  forgetUser(
+    request: ForgetUserRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  forgetUser(
+    request: ForgetUserRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  /**
+   * An erasure's progress, or its receipt once DONE. The keys that may
+   * forget its user may read it; to any other it is NOT_FOUND.
+   */
+  getErasure(
+    request: GetErasureRequest,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  getErasure(
+    request: GetErasureRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  getErasure(
+    request: GetErasureRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Erasure) => void,
+  ): ClientUnaryCall;
+  /** The erasure now, then again at every step it takes, until it is DONE. */
+  watchErasure(request: WatchErasureRequest, options?: Partial<CallOptions>): ClientReadableStream<Erasure>;
+  watchErasure(
+    request: WatchErasureRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<Erasure>;
+  /** Admin only: the receipts of a tenant's erasures, newest first. */
+  listErasures(
+    request: ListErasuresRequest,
+    callback: (error: ServiceError | null, response: ListErasuresResponse) => void,
+  ): ClientUnaryCall;
+  listErasures(
+    request: ListErasuresRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListErasuresResponse) => void,
+  ): ClientUnaryCall;
+  listErasures(
+    request: ListErasuresRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListErasuresResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Everything held about a user (a data-access request), in the export
+   * format: their sessions, their episodes (and those written acting for
+   * them elsewhere), their USER memories each followed by its history, the
+   * entities and relationships with the evidence their episodes gave, and
+   * their memory usage. In project_id, or (0) the whole tenant. Same
+   * permissions as ForgetUser.
+   */
+  exportUser(request: ExportUserRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportRecord>;
+  exportUser(
+    request: ExportUserRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExportRecord>;
 }
 
 export const MemoryServiceClient = makeGenericClientConstructor(
