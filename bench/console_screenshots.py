@@ -52,6 +52,7 @@ async def main(out: Path) -> None:
             pages = {
                 "projects": "/",
                 "timeline": f"/projects/{pid}",
+                "episode": f"/projects/{pid}/episodes/{w.episodes['porto']}",
                 "memories": f"/projects/{pid}/memories?user_id=alice&include_archived=1"
                 f"&memory_id={w.memories['lisbon']}",
                 "graph-overview": f"/projects/{pid}/graph",

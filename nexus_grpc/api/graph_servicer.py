@@ -66,6 +66,9 @@ class GraphServicer(graph_grpc.GraphServiceServicer):
             name=request.name,
         )
         items, token = pages.fitted(page, convert.entity, self.max_bytes)
+        if not items and not request.page_token and not (request.type or request.name):
+            why = await self.empty_answers.graph(request.project_id, request.session_id)
+            trailers.add(context, trailers.EMPTY_REASON, str(why))
         return graph_pb2.ListEntitiesResponse(entities=items, next_page_token=token)
 
     # Relationships

@@ -19,7 +19,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nexus_grpc.client import NexusClient, NexusNotFound
+from nexus_grpc.client import NexusClient, NexusClientError, NexusNotFound
 from nexus_grpc.client.base import ServerStream
 from nexus_grpc.console import page_data
 from nexus_grpc.console.params import (
@@ -48,6 +48,9 @@ HISTORY_PAGE = 100
 #: The graph's starting points when no entity is asked about.
 GRAPH_SEEDS = 12
 SEARCH_LIMIT = 20
+#: The longest an episode page waits for its extraction events: the replay
+#: answers at once, so only a record that is gone waits this long.
+REPLAY_SECONDS = 2.0
 MODES = ("hybrid", "keyword", "semantic")
 SEARCH_KINDS = ("episodes", "memories", "entities")
 #: /status's usage windows: bucket length, and how many buckets back from now.
@@ -68,6 +71,12 @@ def not_in_project(kind: str, item_id: int, project_id: int) -> NexusNotFound:
     return NexusNotFound(
         grpc.StatusCode.NOT_FOUND, f"{kind} {item_id} is not in project {project_id}"
     )
+
+
+def _empty_reason(answer: Message) -> str:
+    """Why the server says a (unary) answer is empty: its x-nexus-empty-reason,
+    on the client's view of the answer."""
+    return getattr(answer, "empty_reason", None) or ""
 
 
 def _only(*fields: str) -> FieldMask:
@@ -141,14 +150,147 @@ async def project(client: NexusClient, project_id: int, params: Params) -> dict[
 
 async def episode(client: NexusClient, project_id: int, episode_id: int) -> dict[str, Any]:
     found = await client.get_episode(id=episode_id)
-    session = await client.get_session(id=found.session_id)
+    session, project = await asyncio.gather(
+        client.get_session(id=found.session_id), client.get_project(id=project_id)
+    )
     if session.project_id != project_id:
         raise not_in_project("episode", episode_id, project_id)
     return {
         "project_id": project_id,
+        "project": page_data.plain(project),
         "episode": page_data.plain(found),
         "session": page_data.plain(session),
+        "produced": await _produced(client, found, project_id, session.user_id),
     }
+
+
+#: The end of each stage an episode's events record, by the state its job
+#: ended in: what the replay waits for before it stops reading.
+_RECORDED = {
+    memory_pb2.JOB_STATE_DONE: graph_pb2.EXTRACTION_STATUS_DONE,
+    memory_pb2.JOB_STATE_FAILED: graph_pb2.EXTRACTION_STATUS_FAILED,
+}
+
+
+async def _produced(
+    client: NexusClient, found: memory_pb2.Episode, project_id: int, user_id: str
+) -> dict[str, Any]:
+    """What the episode produced, as its extraction events recorded it
+    (WatchExtractions replayed for the episode): the entities and facts its
+    extraction found, and what memory formation did with its candidates
+    (a memory added, updated or superseded, or nothing and why). Formation's
+    detail of a user the key may not act for is left out by the server.
+    Without a formation record (events are not kept for ever), the memories
+    formed from it are read from the memories themselves."""
+    wanted = {
+        stage: _RECORDED[state]
+        for stage, state in (
+            (graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION, found.extraction_state),
+            (graph_pb2.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION, found.memory_state),
+        )
+        if state in _RECORDED
+    }
+    events: list[graph_pb2.ExtractionEvent] = []
+    problem = ""
+    if wanted:
+        events, problem = await _replay(
+            client, found.id, {int(k): int(v) for k, v in wanted.items()}
+        )
+    extraction = _last(events, graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION)
+    formation = _last(events, graph_pb2.EXTRACTION_EVENT_STAGE_MEMORY_FORMATION)
+    view: dict[str, Any] = {
+        "extraction": _extraction_view(extraction) if extraction is not None else None,
+        "formation": _formation_view(formation) if formation is not None else None,
+        "formed": [],
+        "problem": problem,
+    }
+    if formation is None and found.memory_state == memory_pb2.JOB_STATE_DONE:
+        view["formed"] = await _formed_rows(client, project_id, user_id, found.id)
+    return view
+
+
+async def _replay(
+    client: NexusClient, episode_id: int, wanted: dict[int, int]
+) -> tuple[list[graph_pb2.ExtractionEvent], str]:
+    """The episode's events, read until each stage it finished has its last
+    event (a retried extraction has a failed one before); a record that is
+    gone ends the read after REPLAY_SECONDS."""
+    events: list[graph_pb2.ExtractionEvent] = []
+    stream = client.watch_extractions(episode_id=episode_id)
+    try:
+        async with asyncio.timeout(REPLAY_SECONDS):
+            async for event in stream:
+                events.append(event)
+                stage = event.stage or graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION
+                if wanted.get(stage) == event.status:
+                    del wanted[stage]
+                if not wanted:
+                    break
+    except TimeoutError:
+        pass
+    except NexusClientError as exc:
+        return events, f"{exc.code.name}: {exc.message}"
+    finally:
+        stream.cancel()
+    return events, ""
+
+
+def _last(events: list[graph_pb2.ExtractionEvent], stage: int) -> graph_pb2.ExtractionEvent | None:
+    of_stage = [
+        e for e in events if (e.stage or graph_pb2.EXTRACTION_EVENT_STAGE_EXTRACTION) == stage
+    ]
+    return of_stage[-1] if of_stage else None
+
+
+def _extraction_view(event: graph_pb2.ExtractionEvent) -> dict[str, Any]:
+    entities = page_data.plain_all(event.entities)
+    names = {e["id"]: e["name"] for e in entities}
+    facts = []
+    for r in page_data.plain_all(event.relationships):
+        r["from_name"] = names.get(r["from_id"], f"entity {r['from_id']}")
+        r["to_name"] = names.get(r["to_id"], f"entity {r['to_id']}")
+        facts.append(r)
+    row = page_data.plain(event)
+    return {
+        "status": row["status"],
+        "error": row["error"],
+        "time": row["time"],
+        "entities": entities,
+        "facts": facts,
+    }
+
+
+def _formation_view(event: graph_pb2.ExtractionEvent) -> dict[str, Any]:
+    row = page_data.plain(event)
+    outcome = row["memory_formation"] or {"operations": [], "proposed": 0}
+    return {
+        "status": row["status"],
+        "error": row["error"],
+        "time": row["time"],
+        "operations": outcome["operations"],
+        "proposed": outcome["proposed"],
+    }
+
+
+async def _formed_rows(
+    client: NexusClient, project_id: int, user_id: str, episode_id: int
+) -> list[dict[str, Any]]:
+    """The memories formed from the episode (its USER ones, of its session's
+    user, and the project's), live or archived since."""
+    out: list[dict[str, Any]] = []
+    token = ""
+    try:
+        for _ in range(ARCHIVE_SCAN_PAGES):
+            page = await client.list_memories(
+                scope=_scope(project_id, user_id, True), page_size=1000, page_token=token
+            )
+            out += [_memory_row(m) for m in page.memories if m.source_episode_id == episode_id]
+            token = page.next_page_token
+            if not token:
+                break
+    except NexusClientError:
+        return []  # memories this key may not read are not shown
+    return out
 
 
 async def episode_states(client: NexusClient, episode_ids: list[int]) -> list[dict[str, Any]]:
@@ -237,6 +379,7 @@ async def memories(client: NexusClient, project_id: int, params: Params) -> dict
     )
     view: dict[str, Any] = {
         "project": page_data.plain(found),
+        "empty_reason": "",
         "users": page_data.plain(stats)["users"],
         "user_count": stats.user_count,
         "user_id": user_id,
@@ -247,13 +390,37 @@ async def memories(client: NexusClient, project_id: int, params: Params) -> dict
         "next_archived_token": "",
         "selected": None,
     }
+    if not live.memories and not token:
+        # The server's word on why (x-nexus-empty-reason): nothing stored,
+        # formation off, exchanges still waiting...
+        view["empty_reason"] = _empty_reason(live)
     if include_archived:
         archived, next_archived = await _archived(client, project_id, user_id, archived_token)
         view["archived"] = [_memory_row(m) for m in archived]
         view["next_archived_token"] = next_archived
     if memory_id:
         view["selected"] = await _history(client, project_id, user_id, memory_id)
+    said = {m["source_episode_id"] for m in view["memories"] + view["archived"]}
+    if view["selected"]:
+        said.add(view["selected"]["memory"]["source_episode_id"])
+        said |= {r["episode_id"] for r in view["selected"]["revisions"]}
+    view["episode_times"] = await _episode_times(client, said - {0})
     return view
+
+
+async def _episode_times(client: NexusClient, episode_ids: set[int]) -> dict[int, str]:
+    """When each episode happened (its occur_time): a memory formed today
+    from a conversation of 2024 says both. A deleted episode has none."""
+
+    async def one(episode_id: int) -> tuple[int, str | None]:
+        try:
+            found = await client.get_episode(id=episode_id)
+        except NexusClientError:
+            return episode_id, None
+        return episode_id, page_data.rfc3339(found.occur_time)
+
+    found = await asyncio.gather(*(one(i) for i in sorted(episode_ids)))
+    return {i: when for i, when in found if when}
 
 
 async def _history(
@@ -294,6 +461,12 @@ def _depth(params: Params) -> int:
 
 
 async def graph(client: NexusClient, project_id: int, params: Params) -> dict[str, Any]:
+    """An entity's neighbourhood, or the project's hubs and their neighbours,
+    now or as of a date: with each entity as it stood then (not drawn before
+    its first fact; told apart when no fact of it held then), the slider's
+    marks and range, and (``marks=1``) the layout: every entity and fact the
+    drawing may show at any date, so that an entity stays where it is while
+    the slider moves."""
     entity_id = positive_id(params, "entity_id")
     as_of = as_timestamp(params, "as_of")
     include_history = flag(params, "include_history")
@@ -303,18 +476,15 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
             "shows every interval, so it takes no as_of (the slider picks one date)",
         )
     depth = _depth(params)
-    # The slider's marks (every date a fact began or ended) take a second
-    # walk; the slider itself asks without them (marks=0): they do not move.
+    # The slider's marks and the layout (every date a fact began or ended,
+    # every entity ever drawn) need every interval: a second walk. The
+    # slider itself asks without them (marks=0): they do not move. A date
+    # needs the walk too: when each entity's first fact began.
     marks = choice(params, "marks", ("1", "0"), "1") == "1"
     walk: dict[str, Any] = {"include_history": include_history}
     if as_of is not None:
         walk["as_of"] = as_of
-    history_too = marks and not include_history
-    empty = graph_pb2.Subgraph()
-
-    async def nothing() -> graph_pb2.Subgraph:
-        return empty
-
+    history_too = (marks or as_of is not None) and not include_history
     view: dict[str, Any] = {
         "entity": None,
         "aliases": [],
@@ -322,50 +492,99 @@ async def graph(client: NexusClient, project_id: int, params: Params) -> dict[st
         "depth": depth,
         "include_history": include_history,
         "as_of": page_data.rfc3339(as_of) if as_of else None,
+        "empty": False,
+        "empty_reason": "",
+        "colours": page_data.TYPE_COLOURS,
     }
     if entity_id:
-        found, entity, drawn, every, aliases, merges = await asyncio.gather(
-            client.get_project(id=project_id),
-            client.get_entity(id=entity_id),
-            client.get_neighborhood(entity_id=entity_id, depth=depth, **walk),
-            client.get_neighborhood(entity_id=entity_id, depth=depth, include_history=True)
-            if history_too
-            else nothing(),
-            client.list_entity_aliases(entity_id=entity_id, page_size=100),
-            client.list_merges(entity_id=entity_id, page_size=100),
+        found, seeds, drawn, every = await _around_entity(
+            client, project_id, entity_id, depth, walk, history_too, view
         )
-        if entity.project_id != project_id:
-            raise not_in_project("entity", entity_id, project_id)
-        seeds = [entity_id]
-        view["entity"] = page_data.plain(entity)
-        view["aliases"] = page_data.plain_all(aliases.aliases)
-        view["merges"] = page_data.plain_all(merges.merges)
     else:
-        found, stats = await asyncio.gather(
-            client.get_project(id=project_id),
-            client.get_project_stats(
-                project_id=project_id, top_entities=GRAPH_SEEDS, read_mask=_only("top_entity_ids")
-            ),
-        )
-        seeds = list(stats.top_entity_ids)
-        drawn, every = empty, empty
-        if seeds:
-            drawn, every = await asyncio.gather(
-                client.get_neighbors(entity_ids=seeds, **walk),
-                client.get_neighbors(entity_ids=seeds, include_history=True)
-                if history_too
-                else nothing(),
-            )
+        found, seeds, drawn, every = await _around_hubs(client, project_id, walk, history_too, view)
     if include_history:
         every = drawn
     view["project"] = page_data.plain(found)
+    first_facts = page_data.first_fact_times(every.edges)
     view.update(
-        page_data.capped_graph(list(drawn.nodes), list(drawn.edges), seeds, history=include_history)
+        page_data.capped_graph(
+            list(drawn.nodes),
+            list(drawn.edges),
+            seeds,
+            history=include_history,
+            known_at=view["as_of"],
+            first_facts=first_facts,
+        )
     )
     times = page_data.fact_times(every.edges)
-    start = min([*times, page_data.rfc3339(found.create_time) or page_data.to_rfc3339(_now())])
-    view["slider"] = {"min": start, "max": page_data.to_rfc3339(_now()), "marks": times}
+    view["slider"] = page_data.slider_range(times, page_data.to_rfc3339(_now()))
+    view["layout"] = None
+    if marks:
+        view["layout"] = page_data.layout_graph(list(every.nodes), list(every.edges), seeds)
     return view
+
+
+async def _nothing() -> graph_pb2.Subgraph:
+    return graph_pb2.Subgraph()
+
+
+async def _around_entity(
+    client: NexusClient,
+    project_id: int,
+    entity_id: int,
+    depth: int,
+    walk: dict[str, Any],
+    history_too: bool,
+    view: dict[str, Any],
+) -> tuple[Any, list[int], graph_pb2.Subgraph, graph_pb2.Subgraph]:
+    """The project, the seeds, and the entity's neighbourhood as drawn and with
+    every interval; the entity, its aliases and merges go into ``view``."""
+    found, entity, drawn, every, aliases, merges = await asyncio.gather(
+        client.get_project(id=project_id),
+        client.get_entity(id=entity_id),
+        client.get_neighborhood(entity_id=entity_id, depth=depth, **walk),
+        client.get_neighborhood(entity_id=entity_id, depth=depth, include_history=True)
+        if history_too
+        else _nothing(),
+        client.list_entity_aliases(entity_id=entity_id, page_size=100),
+        client.list_merges(entity_id=entity_id, page_size=100),
+    )
+    if entity.project_id != project_id:
+        raise not_in_project("entity", entity_id, project_id)
+    view["entity"] = page_data.plain(entity)
+    view["aliases"] = page_data.plain_all(aliases.aliases)
+    view["merges"] = page_data.plain_all(merges.merges)
+    return found, [entity_id], drawn, every
+
+
+async def _around_hubs(
+    client: NexusClient,
+    project_id: int,
+    walk: dict[str, Any],
+    history_too: bool,
+    view: dict[str, Any],
+) -> tuple[Any, list[int], graph_pb2.Subgraph, graph_pb2.Subgraph]:
+    """The project, its hubs (the seeds) and their neighbours as drawn and
+    with every interval; with no hub, why the graph is empty goes into ``view``."""
+    found, stats = await asyncio.gather(
+        client.get_project(id=project_id),
+        client.get_project_stats(
+            project_id=project_id, top_entities=GRAPH_SEEDS, read_mask=_only("top_entity_ids")
+        ),
+    )
+    seeds = list(stats.top_entity_ids)
+    if not seeds:
+        # Nothing to draw: the server says why (nothing stored, exchanges
+        # waiting for extraction, no LLM...).
+        listed = await client.list_entities(project_id=project_id, page_size=1)
+        view["empty"] = True
+        view["empty_reason"] = _empty_reason(listed)
+        return found, seeds, graph_pb2.Subgraph(), graph_pb2.Subgraph()
+    drawn, every = await asyncio.gather(
+        client.get_neighbors(entity_ids=seeds, **walk),
+        client.get_neighbors(entity_ids=seeds, include_history=True) if history_too else _nothing(),
+    )
+    return found, seeds, drawn, every
 
 
 def _now() -> datetime:
@@ -388,6 +607,7 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
         "kind": kind,
         "user_id": user_id,
         "hits": [],
+        "empty_reason": "",
         "degraded_reason": "",
         "stages": [],
         "stage_notes": {},
@@ -423,9 +643,13 @@ async def search(client: NexusClient, project_id: int, params: Params) -> dict[s
                 stages.append(stage["stage"])
         hit["stage_scores"] = {s["stage"]: s for s in explanation.get("stages", [])}
     view["hits"] = hits
+    if not hits:
+        view["empty_reason"] = stream.empty_reason or ""
     view["stages"] = stages
     view["stage_notes"] = _notes_every_hit_shares(hits, stages)
-    view["degraded_reason"] = next((h["degraded_reason"] for h in hits if h["degraded_reason"]), "")
+    view["degraded_reason"] = next(
+        (h["degraded_reason"] for h in hits if h["degraded_reason"]), stream.degraded_reason or ""
+    )
     return view
 
 

@@ -14,12 +14,8 @@ plain 500 whose details go to this process's log, never to the browser.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hmac
-import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,26 +25,25 @@ import grpc
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import (
-    HTMLResponse,
-    JSONResponse,
-    RedirectResponse,
-    Response,
-    StreamingResponse,
-)
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.console import page_data, reads, usage_chart
+from nexus_grpc.console import live, page_data, reads, usage_chart
 from nexus_grpc.console.params import BadRequest, path_id, text
 from nexus_grpc.console.security import (
     LOGIN_COOKIE,
     Guard,
     GuardSettings,
+    Logins,
     Refused,
-    check_csrf,
+    browser_of,
+    client_of,
     csrf_token,
+    form_of,
+    login_cookie,
+    logout_cookie,
     safe_next,
 )
 
@@ -71,11 +66,15 @@ HTTP_STATUS = {
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
     grpc.StatusCode.UNIMPLEMENTED: 501,
 }
-#: How often the live stream re-reads the episodes still pending: embedding
-#: finishes without an extraction event, and an event can pass while the
-#: stream is being opened.
-RECHECK_SECONDS = 3.0
-MAX_WATCHED = 200
+#: What a browser is told when the server did not answer at all (no request
+#: id came back): the transport's own message names the target's address
+#: and the socket's error, which belong in this process's log.
+UNREACHABLE = {
+    grpc.StatusCode.UNAVAILABLE: "the console cannot reach its nexus-grpc server: is it"
+    " running, and is the console's --target right? (the console's log has the details)",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "the nexus-grpc server did not answer in time; try"
+    " again (the console's log has the details)",
+}
 
 Page = Callable[[Request], Awaitable[dict[str, Any]]]
 
@@ -96,9 +95,11 @@ def _environment() -> Environment:
 
 
 class Console:
-    def __init__(self, client: NexusClient, guard: GuardSettings) -> None:
+    def __init__(self, client: NexusClient, guard: GuardSettings, logins: Logins) -> None:
         self.client = client
         self.guard = guard
+        self.logins = logins
+        self.streams = live.StreamSlots()
         self.env = _environment()
 
     # Rendering -------------------------------------------------------------
@@ -114,11 +115,21 @@ class Console:
         return HTMLResponse(page, status_code=status)
 
     def failure(self, request: Request, status: int, code: str, message: str) -> Response:
-        if request.url.path.endswith(".json"):
+        if request.url.path.endswith(".json") or request.url.path.endswith("/events"):
             return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
         return self.html(
             request, "error.html", {"status": status, "code": code, "message": message}, status
         )
+
+    def call_failed(self, request: Request, exc: NexusClientError) -> Response:
+        """A failed gRPC call, as the server said it; a server that did not
+        answer at all, in plain words (its transport error goes to the log)."""
+        message = exc.message
+        if exc.request_id is None and exc.code in UNREACHABLE:
+            log.warning("console: %s %s: the server did not answer: %s",
+                        request.method, request.url.path, exc)  # fmt: skip
+            message = UNREACHABLE[exc.code]
+        return self.failure(request, HTTP_STATUS.get(exc.code, 502), exc.code.name, message)
 
     def page(self, template: str, read: Page) -> Callable[[Request], Awaitable[Response]]:
         """A route answering ``read``'s view as HTML, or as JSON under ``.json``."""
@@ -129,9 +140,7 @@ class Console:
             except BadRequest as exc:
                 return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
             except NexusClientError as exc:
-                return self.failure(
-                    request, HTTP_STATUS.get(exc.code, 502), exc.code.name, exc.message
-                )
+                return self.call_failed(request, exc)
             if request.url.path.endswith(".json"):
                 return JSONResponse(view)
             return self.html(request, template, view)
@@ -170,78 +179,26 @@ class Console:
     # Live states -----------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        """Server-Sent Events: the states of the page's episodes as they change.
-
-        The browser names the episodes it shows still pending; they are sent
-        at once, then again whenever WatchExtractions announces one of the
-        project's episodes, and re-read every few seconds while any is
-        pending (embedding has no event of its own)."""
+        """Server-Sent Events: the states of the page's episodes as they change
+        (live.py), for a browser that loaded the page, within its share of the
+        console's streams."""
         try:
             project_id = path_id(request.path_params["project_id"], "project_id")
-            raw = text(request.query_params, "episodes", limit=20 * MAX_WATCHED)
-            ids = [path_id(i, "episodes") for i in raw.split(",") if i.strip()][:MAX_WATCHED]
-            await self.client.get_project(id=project_id)
+            raw = text(request.query_params, "episodes", limit=20 * live.MAX_WATCHED)
+            ids = [path_id(i, "episodes") for i in raw.split(",") if i.strip()]
+            give_back = self.streams.take(browser_of(request.scope))
         except BadRequest as exc:
             return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
-        except NexusClientError as exc:
-            return self.failure(request, HTTP_STATUS.get(exc.code, 502), exc.code.name, exc.message)
-        return StreamingResponse(
-            self._states(project_id, ids),
-            media_type="text/event-stream",
-            headers={"x-accel-buffering": "no"},
-        )
-
-    async def _states(self, project_id: int, ids: list[int]) -> AsyncIterator[str]:
-        watched = set(ids)
-        stream = self.client.watch_extractions(project_id=project_id)
-        events: asyncio.Queue[int | None] = asyncio.Queue()
-
-        async def listen() -> None:
-            try:
-                async for event in stream:
-                    events.put_nowait(event.episode_id)
-            except NexusClientError as exc:
-                log.warning("console: the extraction stream ended: %s", exc)
-            finally:
-                events.put_nowait(None)
-
-        listener = asyncio.create_task(listen())
+        except Refused as refused:
+            code = "RESOURCE_EXHAUSTED" if refused.status == 429 else "PERMISSION_DENIED"
+            return self.failure(request, refused.status, code, refused.message)
         try:
-            yield "retry: 2000\n\n"
-            pending = await self._send_states(sorted(watched))
-            for chunk in pending.chunks:
-                yield chunk
-            while True:
-                try:
-                    episode_id = await asyncio.wait_for(events.get(), RECHECK_SECONDS)
-                except TimeoutError:
-                    if not pending.ids:
-                        yield ": still here\n\n"
-                        continue
-                    pending = await self._send_states(sorted(pending.ids))
-                else:
-                    if episode_id is None:
-                        return
-                    if episode_id not in watched:
-                        continue
-                    pending = await self._send_states(sorted({episode_id, *pending.ids}))
-                for chunk in pending.chunks:
-                    yield chunk
-        finally:
-            stream.cancel()
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
-
-    async def _send_states(self, ids: list[int]) -> _Sent:
-        states = await reads.episode_states(self.client, ids)
-        chunks = [f"event: episode\ndata: {json.dumps(s)}\n\n" for s in states]
-        still = {
-            s["id"]
-            for s in states
-            if "pending" in (s["embedding_state"], s["extraction_state"], s["memory_state"])
-        }
-        return _Sent(chunks, still)
+            await self.client.get_project(id=project_id)
+        except NexusClientError as exc:
+            give_back()
+            return self.call_failed(request, exc)
+        stream = live.states(self.client, project_id, ids[: live.MAX_WATCHED])
+        return live.HeldStream(stream, give_back)
 
     # Actions ---------------------------------------------------------------
 
@@ -255,34 +212,31 @@ class Console:
             about = ACTIONS[action].describe(target)
         except (BadRequest, KeyError):
             return self.failure(request, 404, "NOT_FOUND", "no such action")
+        home = f"/projects/{project_id}"
         view = {
             "project_id": project_id,
             "action": action,
             "question": about,
             "user_id": user_id,
-            "back": safe_next(request.query_params.get("back", "") or f"/projects/{project_id}"),
+            "back": safe_next(request.query_params.get("back", ""), home),
         }
         return self.html(request, "confirm.html", view)
 
     async def act(self, request: Request) -> Response:
+        """A confirmed change (the guard checked the form's CSRF token)."""
         action = ACTIONS.get(request.path_params["action"])
-        form = await request.form()
-        try:
-            check_csrf(request.scope, form)
-        except Refused as refused:
-            return self.failure(request, refused.status, "PERMISSION_DENIED", refused.message)
+        form = form_of(request.scope)
         try:
             if action is None:
                 raise BadRequest("action", "no such action")
             project_id = path_id(request.path_params["project_id"], "project_id")
             target = path_id(request.path_params["target"], "id")
-            fields = {k: str(v) for k, v in form.items()}
-            done = await action.run(self.client, project_id, target, fields)
+            done = await action.run(self.client, project_id, target, form)
         except BadRequest as exc:
             return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
         except NexusClientError as exc:
-            return self.failure(request, HTTP_STATUS.get(exc.code, 502), exc.code.name, exc.message)
-        back = safe_next(str(form.get("back", "")) or f"/projects/{project_id}")
+            return self.call_failed(request, exc)
+        back = safe_next(form.get("back", ""), f"/projects/{project_id}")
         joiner = "&" if "?" in back else "?"
         return RedirectResponse(f"{back}{joiner}{urlencode({'done': done})}", status_code=303)
 
@@ -299,14 +253,10 @@ class Console:
                 "back": "/status",
             }
             return self.html(request, "confirm.html", view)
-        form = await request.form()
         try:
-            check_csrf(request.scope, form)
             queued = await self.client.extract_episode(all_failed=True)
-        except Refused as refused:
-            return self.failure(request, refused.status, "PERMISSION_DENIED", refused.message)
         except NexusClientError as exc:
-            return self.failure(request, HTTP_STATUS.get(exc.code, 502), exc.code.name, exc.message)
+            return self.call_failed(request, exc)
         done = f"{queued.queued} failed extraction(s) queued again"
         return RedirectResponse(f"/status?{urlencode({'done': done})}", status_code=303)
 
@@ -318,29 +268,28 @@ class Console:
             return RedirectResponse(target, status_code=303)
         if request.method == "GET":
             return self.html(request, "login.html", {"next": target, "error": ""})
-        form = await request.form()
+        form = form_of(request.scope)
+        target = safe_next(form.get("next", "/"))
         try:
-            check_csrf(request.scope, form)
+            right = self.logins.check_token(client_of(request.scope), form.get("token", "").strip())
         except Refused as refused:
-            return self.failure(request, refused.status, "PERMISSION_DENIED", refused.message)
-        sent = str(form.get("token", "")).strip()
-        target = safe_next(str(form.get("next", "/")))
-        if not hmac.compare_digest(sent.encode(), self.guard.login_token.encode()):
+            view = {"next": target, "error": refused.message}
+            return self.html(request, "login.html", view, status=refused.status)
+        if not right:
             view = {"next": target, "error": "That is not the token this console printed."}
             return self.html(request, "login.html", view, status=401)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(
-            LOGIN_COOKIE, self.guard.login_value(), httponly=True, samesite="strict", path="/"
-        )
+        tls = request.url.scheme == "https"
+        response.headers.append("set-cookie", login_cookie(self.logins.open(), secure=tls))
         return response
 
-
-@dataclass(frozen=True)
-class _Sent:
-    #: Server-Sent Events, one per episode read.
-    chunks: list[str]
-    #: The episodes among them still pending.
-    ids: set[int]
+    async def logout(self, request: Request) -> Response:
+        """Ends this browser's login (a POST with the CSRF token, so that no
+        other site can log a person out)."""
+        response = RedirectResponse("/login" if self.guard.login_token else "/", status_code=303)
+        self.logins.close(request.cookies.get(LOGIN_COOKIE, ""))
+        response.headers.append("set-cookie", logout_cookie(secure=request.url.scheme == "https"))
+        return response
 
 
 @dataclass(frozen=True)
@@ -396,7 +345,8 @@ ACTIONS = {
 
 def build_app(client: NexusClient, guard: GuardSettings) -> Guard:
     """The console as an ASGI app, acting through ``client``."""
-    console = Console(client, guard)
+    logins = Logins(guard.login_token)
+    console = Console(client, guard, logins)
 
     def both(path: str, template: str, read: Page) -> list[Route]:
         endpoint = console.page(template, read)
@@ -418,10 +368,11 @@ def build_app(client: NexusClient, guard: GuardSettings) -> Guard:
         Route("/projects/{project_id}/{action}/{target}", console.act, methods=["POST"]),
         Route("/retry-failed-extractions", console.retry_failed, methods=["GET", "POST"]),
         Route("/login", console.login, methods=["GET", "POST"]),
+        Route("/logout", console.logout, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={Exception: _internal})
-    return Guard(app, guard)
+    return Guard(app, guard, logins)
 
 
 async def _internal(request: Request, exc: Exception) -> Response:

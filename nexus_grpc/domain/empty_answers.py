@@ -27,6 +27,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memory_visibility import MemoryScope
 from nexus_grpc.domain.retrieval.episode_scope import episode_scope
+from nexus_grpc.errors import NotFound
 
 #: The codes, stable for a program to switch on (the sentence after is for people).
 LLM_OFF = "LLM_OFF"
@@ -174,6 +175,43 @@ class EmptyAnswers:
                     backlog.not_extracted, "entity extraction", "entity has been extracted"
                 )
             return EmptyReason(NO_MATCH, "no entity of this graph matches the query")
+
+        return await self.db.read_in_transaction(read)
+
+    async def graph(self, project_id: int, session_id: int) -> EmptyReason:
+        """Why a graph (a project's, or that of a session outside any project)
+        holds no entity at all (ListEntities' first page, unfiltered). A graph
+        the caller may not see reads as one with nothing stored, in the same
+        words."""
+
+        def read(uow: UnitOfWork) -> EmptyReason:
+            tenant = tenancy.visible()
+            sessions: list[int] = []
+            if project_id and uow.projects.exists(project_id, tenant):
+                sessions = uow.sessions.project_session_ids(project_id)
+            elif session_id:
+                try:
+                    uow.sessions.get(session_id, tenant)
+                    sessions = [session_id]
+                except NotFound:
+                    sessions = []
+            backlog = uow.episodes.backlog(sessions)
+            if backlog.not_extracted:
+                return self._waiting(
+                    backlog.not_extracted, "entity extraction", "entity has been extracted"
+                )
+            if not backlog.episodes:
+                return EmptyReason(
+                    NOTHING_STORED,
+                    "no entity is stored in this graph, and no exchange of it is stored to"
+                    " extract one from (entities come from a project's conversations, or"
+                    " UpsertEntity)",
+                )
+            return EmptyReason(
+                NOTHING_STORED,
+                f"no entity is stored in this graph: extraction found none in its"
+                f" {_exchanges(backlog.episodes)}",
+            )
 
         return await self.db.read_in_transaction(read)
 

@@ -47,5 +47,13 @@
     show(JSON.parse(event.data));
     if (!pendingIds().length) source.close();
   });
+  // Refused (the console streams only so many timelines at once) or gone:
+  // the page stays as it is, and says its states no longer follow live.
+  source.addEventListener("error", function () {
+    if (source.readyState !== EventSource.CLOSED) return;
+    const note = document.getElementById("live-note");
+    if (note) note.textContent = "States no longer follow the server live here (the console" +
+      " streams only so many timelines at once); reload the page to see the latest.";
+  });
   window.addEventListener("pagehide", function () { source.close(); });
 })();

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from html import unescape
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.client import NexusClient
 from nexus_grpc.console.page_data import MAX_NODES
 from nexus_grpc.console.routes import build_app
-from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings
+from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings, LoginLimits
 from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import HashingEmbedder, start_harness, wait_until
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEAM_KEY = "acme-console-team-key-000001"
 ALICE_KEY = "acme-console-alice-key-00001"
+#: Another tenant's key: its projects are not the world's tenant's to see.
+GLOBEX_KEY = "globex-console-team-key-0001"
 HOST = "127.0.0.1:8090"
 DAY = 86_400
 HUB_SPOKES = MAX_NODES + 20
@@ -57,6 +60,7 @@ async def world(tmp_path_factory):
                 "keys": [
                     {"key": TEAM_KEY, "name": "team", "users": "*", "tenant": "acme"},
                     {"key": ALICE_KEY, "name": "alice-app", "users": ["alice"], "tenant": "acme"},
+                    {"key": GLOBEX_KEY, "name": "globex", "users": "*", "tenant": "globex"},
                 ]
             }
         )
@@ -266,7 +270,14 @@ async def test_an_unreachable_server_shows_its_status_and_no_stack_trace(world):
     await dead.close()
     assert page.status_code == 503 and "UNAVAILABLE" in page.text
     assert "Traceback" not in page.text and 'File "' not in page.text
-    assert twin.json()["error"]["code"] == "UNAVAILABLE"
+    assert "cannot reach its nexus-grpc server" in page.text
+    error = twin.json()["error"]
+    assert error["code"] == "UNAVAILABLE"
+    assert error["message"].startswith("the console cannot reach its nexus-grpc server: is it")
+    # The transport's own words (the target's address, the socket's error)
+    # are for the console's log, not for the browser.
+    for shown in (page.text, twin.text):
+        assert "127.0.0.1:1" not in shown and "ipv4" not in shown and "refused" not in shown
 
 
 # A user key ------------------------------------------------------------------
@@ -353,19 +364,91 @@ async def test_beyond_loopback_every_page_asks_for_the_token(world):
         token = http.cookies.get(CSRF_COOKIE)
         wrong = await http.post("/login", data={"token": "nope", "csrf_token": token})
         assert wrong.status_code == 401 and LOGIN_COOKIE not in http.cookies
+        unsigned = await http.post("/login", data={"token": "t" * 32})  # no CSRF token
+        assert unsigned.status_code == 403 and LOGIN_COOKIE not in http.cookies
         right = await http.post(
             "/login", data={"token": "t" * 32, "csrf_token": token, "next": "//evil.example/"}
         )
         assert right.status_code == 303 and right.headers["location"] == "/"
         cookie = right.headers["set-cookie"]
-        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-        assert "t" * 32 not in cookie  # a value derived from the token, not the token
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Max-Age=43200" in cookie
+        assert "Secure" not in cookie  # plain HTTP: the browser would never send it back
+        assert "t" * 32 not in cookie  # a value of this login's own, not the token
+        value = http.cookies.get(LOGIN_COOKIE)
+        page = await http.get("/status")
+        assert page.status_code == 200 and 'action="/logout"' in page.text
+        again = await http.post("/login", data={"token": "t" * 32, "csrf_token": token})
+        assert http.cookies.get(LOGIN_COOKIE) not in (value, None)  # each login its own value
+        assert again.status_code == 303
+        out = await http.post("/logout", data={"csrf_token": token})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+        assert "Max-Age=0" in out.headers["set-cookie"]
+        assert (await http.get("/.json")).status_code == 401
+        http.cookies.set(LOGIN_COOKIE, value)  # the first login is still good
         assert (await http.get("/.json")).status_code == 200
     async with console(world, TEAM_KEY, guard) as script:
         bearer = {"authorization": "Bearer " + "t" * 32}
         # Beyond loopback the Host is the operator's name for the machine.
         answer = await script.get("/.json", headers={**bearer, "host": "console.lan:8090"})
         assert answer.status_code == 200
+
+
+async def test_over_tls_the_login_cookie_is_secure(world):
+    guard = GuardSettings(host="0.0.0.0", port=8443, loopback=False, login_token="t" * 32)
+    app = build_app(NexusClient(world.harness.target, api_key=TEAM_KEY), guard)
+    # What a TLS proxy in front of the console forwards (X-Forwarded-Proto):
+    # the request's scheme is https.
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="https://console.lan:8443"
+    ) as https:
+        await https.get("/login")
+        right = await https.post(
+            "/login", data={"token": "t" * 32, "csrf_token": https.cookies.get(CSRF_COOKIE)}
+        )
+        assert right.status_code == 303
+        assert right.headers["set-cookie"].endswith("HttpOnly; SameSite=Strict; Secure")
+        assert (await https.get("/.json")).status_code == 200
+
+
+async def test_wrong_tokens_are_stopped_with_a_clear_message(world):
+    guard = GuardSettings(host="0.0.0.0", port=8090, loopback=False, login_token="t" * 32)
+    async with console(world, TEAM_KEY, guard) as http:
+        await http.get("/login")
+        token = http.cookies.get(CSRF_COOKIE)
+        for _ in range(LoginLimits().per_client):
+            wrong = await http.post("/login", data={"token": "guess", "csrf_token": token})
+            assert wrong.status_code == 401
+        stopped = await http.post("/login", data={"token": "t" * 32, "csrf_token": token})
+        assert stopped.status_code == 429 and LOGIN_COOKIE not in http.cookies
+        assert "too many wrong tokens from 127.0.0.1 (10 in 5 minutes): try again in" in (
+            unescape(stopped.text)
+        )
+        assert 'name="token"' in stopped.text  # the login page, saying why
+
+
+@pytest.mark.parametrize(
+    "back",
+    ["/\t/evil.example", "/\n/evil.example", "//evil.example", "/\\evil.example",
+     "\\\\evil.example", "\\evil.example", "https://evil.example", "javascript:alert(1)",
+     " //evil.example"],
+)  # fmt: skip
+async def test_the_go_back_link_never_leaves_the_console(world, team, back):
+    pid = world.project_id
+    url = f"/projects/{pid}/delete-memory/{world.ids['bob_memory']}"
+    page = await team.get(url, params={"user_id": "bob", "back": back})
+    assert page.status_code == 200
+    [link] = re.findall(r'<a href="([^"]*)">No, go back</a>', page.text)
+    [field] = re.findall(r'name="back" value="([^"]*)"', page.text)
+    assert link == field == f"/projects/{pid}"
+
+
+async def test_a_go_back_path_of_the_console_is_kept(world, team):
+    pid = world.project_id
+    url = f"/projects/{pid}/delete-memory/{world.ids['bob_memory']}"
+    back = f"/projects/{pid}/memories?user_id=bob&include_archived=1"
+    page = await team.get(url, params={"user_id": "bob", "back": back})
+    [link] = re.findall(r'<a href="([^"]*)">No, go back</a>', page.text)
+    assert unescape(link) == back
 
 
 async def test_the_api_key_never_reaches_the_browser(world, team):
@@ -451,3 +534,59 @@ async def test_the_search_playground_shows_each_stages_rank_and_score(world, tea
         assert cells[stage].startswith(shown), cells[stage]
     assert "matched: lisbon" in cells["keyword"]
     assert cells["reranked"] == '<span title="not found at this stage">—</span>'
+
+
+# What the console says of empty views and of the service --------------------
+
+
+async def test_empty_views_say_the_servers_reason(world):
+    # A project of another tenant: the world's own pages stay as they are.
+    async with console(world, GLOBEX_KEY) as team:
+        pid = (await globex_project(world, "Empty")).id
+        await _empty_views(team, pid)
+
+
+async def globex_project(world: World, name: str):
+    async with NexusClient(world.harness.target, api_key=GLOBEX_KEY) as globex:
+        return await globex.create_project(project=memory_pb2.Project(name=name))
+
+
+async def _empty_views(team: httpx.AsyncClient, pid: int) -> None:
+    search = (await team.get(f"/projects/{pid}/search.json?q=lisbon")).json()
+    assert search["hits"] == []
+    assert search["empty_reason"] == "NOTHING_STORED: no exchange is stored in this project yet"
+    page = await team.get(f"/projects/{pid}/search?q=lisbon")
+    assert "No hits. The server says why: <code" in page.text
+    assert "NOTHING_STORED: no exchange is stored in this project yet" in page.text
+
+    memories = (await team.get(f"/projects/{pid}/memories.json?user_id=alice")).json()
+    assert memories["memories"] == [] and memories["empty_reason"].startswith("NOTHING_STORED: ")
+    page = await team.get(f"/projects/{pid}/memories?user_id=alice")
+    assert unescape(memories["empty_reason"]) in unescape(page.text)
+
+    graph = (await team.get(f"/projects/{pid}/graph.json")).json()
+    assert graph["empty"] and graph["slider"] is None
+    assert graph["empty_reason"].startswith("NOTHING_STORED: no entity is stored in this graph")
+    page = await team.get(f"/projects/{pid}/graph")
+    assert 'id="graph-empty"' in page.text and graph["empty_reason"] in unescape(page.text)
+    # No blank canvas, no slider with nothing to drag.
+    assert 'id="graph-canvas"' not in page.text and 'id="time-slider"' not in page.text
+
+
+async def test_an_empty_search_playground_says_what_to_try(world, team):
+    page = await team.get(f"/projects/{world.project_id}/search")
+    assert 'id="search-hint"' in page.text and "Try a search." in page.text
+    assert 'id="hits"' not in page.text
+
+
+async def test_the_status_page_says_off_where_a_dependency_is_not_configured(world, team):
+    view = (await team.get("/status.json")).json()
+    reranker = next(d for d in view["dependencies"] if d["name"] == "reranker")
+    assert reranker["off"] and reranker["ok"]  # what the server says: not configured
+    page = (await team.get("/status")).text
+    [row] = re.findall(r'<tr data-dependency="reranker">(.*?)</tr>', page)
+    state = re.findall(r"<td[^>]*>(.*?)</td>", row)[1]
+    assert state == "off" and 'class="good"' not in row  # as doctor says, never a green ok
+    # No sentence that reads like a count, and no reset time for no budget.
+    assert "One failed extraction" not in page and 'id="failed-extractions"' not in page
+    assert "; no daily budget is set for this tenant." in page and "resets" not in page

@@ -4,20 +4,28 @@ real ``nexus-grpc console`` command and a real server whose LLM is the
 Ollama stand-in with scripted answers (tests/e2e/console/world.py).
 
 One browser, one server and two consoles (a key for every user, and a key
-that may act only for alice) serve the whole module.
+that may act only for alice) serve the whole module. What needs no browser
+but needs the scripted world (what an episode produced, the dates of old
+episodes, the graph as of 2024, live streams held open) is asked of the
+same consoles over plain HTTP.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from datetime import datetime
+from urllib.parse import urlencode
 
+import httpx
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, async_playwright, expect
 
-from nexus_grpc.client import NexusClient
+from nexus_grpc.client import NexusClient, NexusResourceExhausted
+from nexus_grpc.console.live import PER_BROWSER, TOTAL
+from nexus_grpc.console.security import CSRF_COOKIE
 from tests.e2e.console.world import (
     APRIL_15,
     CHROMIUM,
@@ -29,6 +37,7 @@ from tests.e2e.console.world import (
 )
 from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub
+from tests.support import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -145,6 +154,11 @@ async def test_the_slider_moved_to_a_past_date_shows_the_fact_that_held_then(set
     await expect(facts).to_contain_text("Lisbon", timeout=WAIT_MS)
     await expect(facts).not_to_contain_text("Porto")
     await expect(page.locator("#slider-label")).to_contain_text("2024-04")
+    # The words around the drawing follow the slider.
+    await expect(page.locator("#graph-when")).to_have_text(
+        re.compile(r"^Facts that held at 2024-04")
+    )
+    await expect(page.locator("#now-link")).to_be_visible()
     assert "as_of=2024-04" in page.url  # the state is in the URL: a link shows the same
     # Back to now: today's fact again.
     await page.locator("#time-slider").evaluate(
@@ -152,6 +166,10 @@ async def test_the_slider_moved_to_a_past_date_shows_the_fact_that_held_then(set
     )
     await expect(facts).to_contain_text("Porto", timeout=WAIT_MS)
     await expect(facts).not_to_contain_text("Lisbon")
+    await expect(page.locator("#graph-when")).to_have_text("Facts that hold now.")
+    await expect(page.locator("#now-link")).to_be_hidden()
+    # The date field is read as UTC, and says so.
+    await expect(page.get_by_label("As of (UTC)")).to_be_visible()
 
 
 async def test_a_formed_memory_links_to_its_episode_and_its_history_shows_the_superseding_one(
@@ -242,3 +260,152 @@ async def test_a_user_keys_console_shows_nothing_of_another_user(setup, page):
     await expect(page.locator(f"#projects tr[data-project='{w.project_id}']")).to_contain_text(
         "3 user"
     )
+
+
+# The hubs' drawing ------------------------------------------------------------
+
+CY = "document.getElementById('graph-canvas')._cyreg.cy"  # cytoscape's own registry
+
+
+async def _drawn(page) -> dict:
+    """Where each entity is drawn, and whether it is shown, faded or hidden."""
+    await expect(page.locator("#graph-canvas")).to_have_attribute("data-drawn", re.compile(r"\d"))
+    return await page.evaluate(
+        f"""() => Object.fromEntries({CY}.nodes().map(n => [n.data('name'), {{
+            x: Math.round(n.position('x')), y: Math.round(n.position('y')),
+            shown: n.visible(), faded: n.hasClass('idle')}}]))"""
+    )
+
+
+async def test_the_hubs_are_drawn_alike_on_every_load_as_they_stood_and_labelled_apart(setup, page):
+    base = f"{setup.team}/projects/{setup.world.project_id}/graph"
+    await page.goto(base)
+    now = await _drawn(page)
+    # Lisbon has no fact now (Alice moved): drawn, but told apart.
+    assert now["Lisbon"] == {**now["Lisbon"], "shown": True, "faded": True}
+    assert all(n["shown"] and not n["faded"] for name, n in now.items() if name != "Lisbon")
+    # No label sits on another: every drawn entity's box, its label included.
+    boxes = await page.evaluate(
+        f"""() => {CY}.nodes(':visible').map(n => n.boundingBox({{includeLabels: true}}))"""
+    )
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = (
+                a["x2"] <= b["x1"] or b["x2"] <= a["x1"] or a["y2"] <= b["y1"] or b["y2"] <= a["y1"]
+            )
+            assert apart, (a, b)
+
+    await page.reload()
+    assert await _drawn(page) == now  # the same places on every load
+
+    # 15 March 2024: Porto (first mentioned in June) and Bob (April) were not there yet.
+    await page.goto(f"{base}?as_of=2024-03-15T00:00:00Z")
+    march = await _drawn(page)
+    assert {name for name, n in march.items() if n["shown"]} == {"Alice", "Lisbon", "Acme"}
+    assert not march["Lisbon"]["faded"]  # she lived there then
+    assert {k: (v["x"], v["y"]) for k, v in march.items()} == {
+        k: (v["x"], v["y"]) for k, v in now.items()
+    }  # each entity keeps its place whatever the date
+    await expect(page.locator("#entities tbody")).not_to_contain_text("Porto")
+    await expect(page.locator("#graph-legend")).to_contain_text("person")
+
+
+async def test_a_go_back_link_resolves_to_the_console_in_the_browser(setup, page):
+    w = setup.world
+    confirm = f"{setup.team}/projects/{w.project_id}/delete-memory/{w.memories['chess']}"
+    for back in ("/\t/evil.example", "/%09/evil.example", "/\\evil.example", " /\n/evil.example",
+                 "//evil.example", "/\t\\evil.example"):  # fmt: skip
+        await page.goto(confirm + "?" + urlencode({"user_id": "bob", "back": back}))
+        link = page.get_by_role("link", name="No, go back")
+        # What the browser itself makes of the link: never another site.
+        resolved = await link.evaluate("a => new URL(a.href).origin")
+        assert resolved == setup.team, (back, await link.get_attribute("href"))
+
+
+# The scripted world over HTTP ---------------------------------------------------
+
+
+async def test_the_episode_page_shows_what_the_episode_produced(setup):
+    w = setup.world
+    url = f"{setup.team}/projects/{w.project_id}/episodes/{w.episodes['porto']}"
+    async with httpx.AsyncClient() as http:
+        view = (await http.get(url + ".json")).json()
+        page = (await http.get(url)).text
+    produced = view["produced"]
+    facts = [(f["from_name"], f["label"], f["to_name"]) for f in produced["extraction"]["facts"]]
+    assert facts == [("Alice", "lives_in", "Porto")]
+    assert {e["name"] for e in produced["extraction"]["entities"]} == {"Alice", "Porto"}
+    [op] = produced["formation"]["operations"]
+    assert (op["action"], op["memory_id"], op["related_memory_id"]) == (
+        "supersede",
+        w.memories["porto"],
+        w.memories["lisbon"],
+    )
+    assert '<nav class="project"' in page  # the project's navigation
+    assert f"memory {w.memories['porto']}</a>" in page and "superseded" in page
+    assert '<table class="grid" id="produced-facts">' in page
+
+
+async def test_a_memory_formed_from_an_old_episode_says_when_it_was_said(setup):
+    w = setup.world
+    url = (
+        f"{setup.team}/projects/{w.project_id}/memories?user_id=alice&include_archived=1"
+        f"&memory_id={w.memories['lisbon']}"
+    )
+    async with httpx.AsyncClient() as http:
+        view = (await http.get(url.replace("/memories?", "/memories.json?"))).json()
+        page = (await http.get(url)).text
+    times = view["episode_times"]
+    assert times[str(w.episodes["lisbon"])] == "2024-03-01T00:00:00Z"
+    assert times[str(w.episodes["porto"])] == "2024-06-01T00:00:00Z"
+    assert "said 2024-06-01" in page and "said 2024-03-01" in page
+
+
+async def test_the_slider_spans_the_facts_of_2024_not_the_years_since(setup):
+    graph = f"{setup.team}/projects/{setup.world.project_id}/graph.json"
+    async with httpx.AsyncClient() as http:
+        slider = (await http.get(graph)).json()["slider"]
+    # Facts began and ended between 1 March and 1 June 2024; 5% of that on either side.
+    assert slider["min"].startswith("2024-02-2") and slider["max"].startswith("2024-06-0")
+    assert slider["marks"][0] == "2024-03-01T00:00:00Z" and slider["last"] == "2024-06-01T00:00:00Z"
+
+
+async def test_twenty_open_live_streams_leave_the_key_its_watch_slots(setup):
+    w = setup.world
+    events = setup.harness.app.graph.events
+    url = f"{setup.team}/projects/{w.project_id}/events?episodes={w.episodes['porto']}"
+    answers: list[int] = []
+    readers: list = []
+    async with contextlib.AsyncExitStack() as held, httpx.AsyncClient(timeout=30) as http:
+        before = events.watchers
+        refused = await http.get(url)  # a client that never loaded a page
+        assert refused.status_code == 403
+        for n in range(20):
+            browser = {CSRF_COOKIE: f"browser-{n // PER_BROWSER}".ljust(43, "x")}
+            stream = await held.enter_async_context(http.stream("GET", url, cookies=browser))
+            answers.append(stream.status_code)
+            if stream.status_code == 200:
+                # Kept: an abandoned reader would close its stream.
+                readers.append(stream.aiter_text())
+                async for chunk in readers[-1]:
+                    if "event: episode" in chunk:
+                        break  # its watch is open
+            else:
+                said = json.loads(await stream.aread())["error"]["message"]
+                assert f"already streams {TOTAL} live timelines" in said, said
+
+        async def held_open() -> bool:
+            return events.watchers >= before + min(answers.count(200), 16)
+
+        await wait_until(held_open)
+        assert answers.count(200) == TOTAL and answers.count(429) == 20 - TOTAL
+        # The key's own client still opens its watch (and replays its events).
+        async with NexusClient(setup.harness.target, api_key=TEAM_KEY) as client:
+            watch = client.watch_extractions(project_id=w.project_id)
+            try:
+                first = await anext(aiter(watch))
+            except NexusResourceExhausted as exc:
+                raise AssertionError(f"the console took the key's watch slots: {exc}") from exc
+            finally:
+                watch.cancel()
+        assert first.project_id == w.project_id
