@@ -162,6 +162,9 @@ def pages(s: dict) -> dict[str, str]:
         "search: keyword": f"/projects/{pid}/search?q=release+module+42&mode=keyword",
         "search: hybrid": f"/projects/{pid}/search?q=release+module+42",
         "status": "/status",
+        # ExportUser counted: a read of all the user holds (at the defaults some
+        # 4,500 episodes and 900 memories).
+        "a user's page": f"/users?user_id={s['user']}",
     }
 
 

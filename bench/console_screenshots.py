@@ -19,6 +19,7 @@ from pathlib import Path
 from playwright.async_api import async_playwright
 
 from nexus_grpc.client import NexusClient
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.e2e.console.world import APRIL_15, CHROMIUM, CHROMIUM_FLAGS, build, start_console
 from tests.graph_support import start_graph_harness
 from tests.ollama_stub import OllamaStub, Reply
@@ -62,6 +63,8 @@ async def main(out: Path) -> None:
                 "graph-merges": f"/projects/{pid}/graph?entity_id={w.entities['bob']}",
                 "search": f"/projects/{pid}/search?q=where+does+alice+live&kind=episodes",
                 "status": "/status",
+                "user": "/users?user_id=alice",
+                "forget": "/users/forget?user_id=bob",
             }
             async with async_playwright() as p:
                 browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
@@ -72,6 +75,20 @@ async def main(out: Path) -> None:
                     await page.wait_for_timeout(400)  # the graph's layout settles
                     await page.screenshot(path=str(out / f"{name}.png"), full_page=True)
                     print(f"{name}: {path}")
+                # Last: an erasure's receipt, of a user of its own.
+                async with NexusClient(h.target) as client:
+                    await client.create_memory(
+                        memory=memory_pb2.Memory(
+                            kind=memory_pb2.MEMORY_KIND_USER, user_id="carol",
+                            project_id=pid, title="Carol's note", content="Carol likes rain.",
+                        )
+                    )  # fmt: skip
+                await page.goto(console.url + "/users/forget?user_id=carol")
+                await page.fill("#typed-user-id", "carol")
+                await page.click("#forget-button")
+                await page.wait_for_selector("#erasure[data-state='done']", timeout=60_000)
+                await page.screenshot(path=str(out / "erasure.png"), full_page=True)
+                print(f"erasure: {page.url}")
                 await browser.close()
         finally:
             if console is not None:

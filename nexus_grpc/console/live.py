@@ -1,5 +1,6 @@
-"""The timeline's live states: a project's WatchExtractions as Server-Sent
-Events, and how many of those streams the console holds open.
+"""The live pages: a project's WatchExtractions (the timeline's states) and
+an erasure's WatchErasure (its progress) as Server-Sent Events, and how many
+of those streams the console holds open.
 
 Each stream holds one of the console key's watch streams on the server
 (``--max-watch-streams-per-key``, 16 by default), and the key's other
@@ -23,10 +24,10 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.console import reads
+from nexus_grpc.console import people, reads
 from nexus_grpc.console.security import Refused
 
-__all__ = ["HeldStream", "StreamSlots", "states"]
+__all__ = ["HeldStream", "StreamSlots", "erasure_steps", "states"]
 
 log = logging.getLogger("nexus_grpc.console")
 
@@ -177,3 +178,23 @@ async def _send_states(client: NexusClient, ids: list[int]) -> _Sent:
         if "pending" in (s["embedding_state"], s["extraction_state"], s["memory_state"])
     }
     return _Sent(chunks, still)
+
+
+async def erasure_steps(client: NexusClient, erasure_id: int) -> AsyncIterator[str]:
+    """An erasure's progress as it goes (WatchErasure): the erasure now, then
+    at every step it takes, the last one its receipt; the stream ends there.
+    A watch that fails ends the stream with an ``ended`` event saying why,
+    and the page reloads itself instead."""
+    stream = client.watch_erasure(id=erasure_id, timeout=None)
+    try:
+        yield "retry: 2000\n\n"
+        async for step in stream:
+            view = people.erasure_view(step)
+            yield f"event: erasure\ndata: {json.dumps(view)}\n\n"
+            if view["finished"]:
+                return
+    except NexusClientError as exc:
+        log.warning("console: the erasure stream ended: %s", exc)
+        yield f"event: ended\ndata: {json.dumps({'code': exc.code.name})}\n\n"
+    finally:
+        stream.cancel()

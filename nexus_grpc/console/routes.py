@@ -3,9 +3,9 @@
 A page is ``reads.<page>(client, ...)``'s view rendered by its template;
 the same path with ``.json`` appended answers that view as JSON (Datasette's
 convention), so scripts and tests read exactly what a person sees.  Actions
-(undo a merge, delete a memory, retry extraction) are a confirmation page
-(GET) and a POST carrying the CSRF token; they answer with a redirect to the
-page they came from.
+(undo a merge, delete a memory, retry extraction, forget a user) are a
+confirmation page (GET) and a POST carrying the CSRF token; they answer with
+a redirect to the page they came from, or (forgetting) to the erasure's.
 
 A failed gRPC call shows its status and the server's message, as a page or
 as ``{"error": {...}}``, with the HTTP status that fits; anything else is a
@@ -15,7 +15,7 @@ plain 500 whose details go to this process's log, never to the browser.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,13 +25,19 @@ import grpc
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.console import live, page_data, reads, usage_chart
-from nexus_grpc.console.params import BadRequest, path_id, text
+from nexus_grpc.console import live, page_data, people, reads, usage_chart
+from nexus_grpc.console.params import BadRequest, path_id, positive_id, text
 from nexus_grpc.console.security import (
     LOGIN_COOKIE,
     Guard,
@@ -176,6 +182,16 @@ class Console:
     async def status(self, request: Request) -> dict[str, Any]:
         return await reads.status(self.client, request.query_params)
 
+    async def user(self, request: Request) -> dict[str, Any]:
+        return await people.user(self.client, request.query_params)
+
+    async def erasure(self, request: Request) -> dict[str, Any]:
+        erasure_id = path_id(request.path_params["erasure_id"], "erasure_id")
+        return await people.erasure(self.client, erasure_id)
+
+    async def receipts(self, request: Request) -> dict[str, Any]:
+        return await people.receipts(self.client, request.query_params)
+
     # Live states -----------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
@@ -186,19 +202,47 @@ class Console:
             project_id = path_id(request.path_params["project_id"], "project_id")
             raw = text(request.query_params, "episodes", limit=20 * live.MAX_WATCHED)
             ids = [path_id(i, "episodes") for i in raw.split(",") if i.strip()]
-            give_back = self.streams.take(browser_of(request.scope))
         except BadRequest as exc:
             return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
+        return await self.held_stream(
+            request,
+            lambda: self.client.get_project(id=project_id),
+            lambda: live.states(self.client, project_id, ids[: live.MAX_WATCHED]),
+        )
+
+    async def erasure_events(self, request: Request) -> Response:
+        """Server-Sent Events: an erasure's progress until its receipt
+        (WatchErasure), within the same share of the console's streams."""
+        try:
+            erasure_id = path_id(request.path_params["erasure_id"], "erasure_id")
+        except BadRequest as exc:
+            return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
+        return await self.held_stream(
+            request,
+            lambda: self.client.get_erasure(id=erasure_id),
+            lambda: live.erasure_steps(self.client, erasure_id),
+        )
+
+    async def held_stream(
+        self,
+        request: Request,
+        check: Callable[[], Awaitable[object]],
+        stream: Callable[[], AsyncIterator[str]],
+    ) -> Response:
+        """A live stream for a browser that loaded a page, within its share of
+        the console's streams, once ``check`` says the key may read what it
+        follows (its refusal is the answer, and the slot goes back)."""
+        try:
+            give_back = self.streams.take(browser_of(request.scope))
         except Refused as refused:
             code = "RESOURCE_EXHAUSTED" if refused.status == 429 else "PERMISSION_DENIED"
             return self.failure(request, refused.status, code, refused.message)
         try:
-            await self.client.get_project(id=project_id)
+            await check()
         except NexusClientError as exc:
             give_back()
             return self.call_failed(request, exc)
-        stream = live.states(self.client, project_id, ids[: live.MAX_WATCHED])
-        return live.HeldStream(stream, give_back)
+        return live.HeldStream(stream(), give_back)
 
     # Actions ---------------------------------------------------------------
 
@@ -259,6 +303,58 @@ class Console:
             return self.call_failed(request, exc)
         done = f"{queued.queued} failed extraction(s) queued again"
         return RedirectResponse(f"/status?{urlencode({'done': done})}", status_code=303)
+
+    # A person: their export, and forgetting them ---------------------------
+
+    async def export_user(self, request: Request) -> Response:
+        """ExportUser as a JSON Lines download, streamed as it arrives (never
+        held whole here); a refusal is the page's error before any byte."""
+        try:
+            user_id = people.user_id_of(request.query_params)
+            project_id = positive_id(request.query_params, "project_id")
+            name, lines = await people.export_lines(self.client, user_id, project_id)
+        except BadRequest as exc:
+            return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
+        except NexusClientError as exc:
+            return self.call_failed(request, exc)
+        return StreamingResponse(
+            lines,
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{name}"'},
+        )
+
+    async def forget(self, request: Request) -> Response:
+        """Forget a user: a confirmation page where the user id must be typed
+        to enable the button, then a POST (the guard checked its CSRF token)
+        that checks the typed id again, calls ForgetUser and sends the browser
+        to the erasure's page."""
+        params = request.query_params if request.method == "GET" else form_of(request.scope)
+        try:
+            user_id = people.user_id_of(params)
+            project_id = positive_id(params, "project_id")
+        except BadRequest as exc:
+            return self.failure(request, 400, "INVALID_ARGUMENT", exc.message)
+        view = {"user_id": user_id, "project_id": project_id, "project": None, "error": ""}
+        if request.method == "GET":
+            return self.html(request, "forget.html", view)
+        try:
+            people.check_typed(params, user_id)
+        except BadRequest as exc:
+            view["error"] = exc.message
+            return self.html(request, "forget.html", view, status=400)
+        try:
+            started = await self.client.forget_user(user_id=user_id, project_id=project_id)
+        except NexusClientError as exc:
+            return self.call_failed(request, exc)
+        done = (
+            f"user {user_id!r} was already being forgotten: this request joined erasure"
+            f" {started.id}"
+            if started.joined
+            else f"forgetting user {user_id!r}: erasure {started.id} started"
+        )
+        return RedirectResponse(
+            f"/erasures/{started.id}?{urlencode({'done': done})}", status_code=303
+        )
 
     # Login -----------------------------------------------------------------
 
@@ -363,6 +459,12 @@ def build_app(client: NexusClient, guard: GuardSettings) -> Guard:
         *both("/projects/{project_id}/memories", "memories.html", console.memories),
         *both("/projects/{project_id}/graph", "graph.html", console.graph),
         *both("/projects/{project_id}/search", "search.html", console.search),
+        *both("/users", "user.html", console.user),
+        Route("/users/export.jsonl", console.export_user),
+        Route("/users/forget", console.forget, methods=["GET", "POST"]),
+        *both("/erasures", "erasures.html", console.receipts),
+        *both("/erasures/{erasure_id}", "erasure.html", console.erasure),
+        Route("/erasures/{erasure_id}/events", console.erasure_events),
         Route("/projects/{project_id}/events", console.events),
         Route("/projects/{project_id}/{action}/{target}", console.confirm, methods=["GET"]),
         Route("/projects/{project_id}/{action}/{target}", console.act, methods=["POST"]),

@@ -26,6 +26,7 @@ from playwright.async_api import Browser, async_playwright, expect
 from nexus_grpc.client import NexusClient, NexusResourceExhausted
 from nexus_grpc.console.live import PER_BROWSER, TOTAL
 from nexus_grpc.console.security import CSRF_COOKIE
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.e2e.console.world import (
     APRIL_15,
     CHROMIUM,
@@ -320,6 +321,32 @@ async def test_a_go_back_link_resolves_to_the_console_in_the_browser(setup, page
         # What the browser itself makes of the link: never another site.
         resolved = await link.evaluate("a => new URL(a.href).origin")
         assert resolved == setup.team, (back, await link.get_attribute("href"))
+
+
+async def test_forgetting_a_user_asks_for_their_id_typed_then_shows_the_receipt(setup, page):
+    # A user of this test alone (a memory outside any project: the project's
+    # figures other tests read stay as they are).
+    async with NexusClient(setup.harness.target, api_key=TEAM_KEY) as client:
+        await client.create_memory(
+            memory=memory_pb2.Memory(
+                kind=memory_pb2.MEMORY_KIND_USER, user_id="zoe", title="Zoe's note",
+                content="Zoe likes rain.",
+            )
+        )  # fmt: skip
+    await page.goto(f"{setup.team}/users?user_id=zoe")
+    await expect(page.locator("#held tr[data-kind='memory'] td.num")).to_have_text("1")
+    await page.click("#forget")
+    button = page.locator("#forget-button")
+    await expect(button).to_be_disabled()
+    await page.fill("#typed-user-id", "Zoe")
+    await expect(button).to_be_disabled()
+    await page.fill("#typed-user-id", "zoe")
+    await expect(button).to_be_enabled()
+    await button.click()
+    await expect(page).to_have_url(re.compile(r"/erasures/\d+\?done="))
+    await expect(page.locator("#erasure-state")).to_have_text("done", timeout=WAIT_MS)
+    await expect(page.locator("#receipt tr[data-kind='memories'] td.num")).to_have_text("1")
+    await expect(page.locator("#erasure-bar")).to_have_attribute("value", "100")
 
 
 # The scripted world over HTTP ---------------------------------------------------
