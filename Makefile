@@ -188,6 +188,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.console_pages --append docs/benchmarks.md
 	$(BIN)/python -m bench.job_claims --backlog 10000 --claims 50 --append docs/benchmarks.md
 	$(BIN)/python -m bench.agent_hooks --append docs/benchmarks.md
+	$(BIN)/python -m bench.forget_user --episodes 100000 --user-episodes 10000 --user-memories 1000 --append docs/benchmarks.md
 
 # The container image (Dockerfile, deploy/): built with docker when its daemon
 # answers, else podman (with --format docker, which keeps the HEALTHCHECK).
