@@ -229,6 +229,7 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
                 "userId": "keyword",
                 "sessionId": "integer",
                 "agentId": "keyword",
+                "tenant": "keyword",
             },
         )
         for start in range(0, total, 5000):
@@ -280,6 +281,7 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
                             "userId": f"user{(start + i) % memory_users}",
                             "sessionId": 0,
                             "agentId": "",
+                            "tenant": "",
                         },
                     )
                     for i in range(n)

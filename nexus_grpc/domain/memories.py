@@ -291,6 +291,7 @@ class Memories:
                         memory.user_id,
                         memory.session_id,
                         memory.agent_id,
+                        tenant,
                     ),
                 )
             return memory, True

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nexus_grpc.core import jobs
 from nexus_grpc.store import schema
 from nexus_grpc.store.schema import Column, Index, Table
 
@@ -59,7 +60,23 @@ class Sql:
     statement: str
 
 
-Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql
+@dataclass(frozen=True)
+class Requeue:
+    """Queue ``kind`` for every row of ``table``, due now and behind live work:
+    a derived index (the vector points) rebuilt in the background after an
+    upgrade. Each job takes its row's tenant, as store/jobs.py queues one."""
+
+    kind: str
+    table: str
+
+
+Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql | Requeue
+
+# The time now in seconds, as each backend writes it in a statement.
+_NOW = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgres": "EXTRACT(EPOCH FROM now())::double precision",
+}
 
 
 @dataclass(frozen=True)
@@ -169,6 +186,16 @@ JOB_TENANTS = Change(
     ),
 )
 
+# A memory's vector point carries its tenant (core/documents.memory_payload):
+# a search's nearest points are then all its own tenant's, where another
+# tenant's same-named user could take their places. Points written before
+# lack it, and a tenant's search would not find them: each memory is indexed
+# again, in the background, behind live work.
+MEMORY_POINT_TENANTS = Change(
+    "memory points carry their tenant; every memory is indexed again in the background",
+    (Requeue(jobs.INDEX_MEMORY, "memories"),),
+)
+
 # The changes since: both backends apply these, in this order, after their
 # history.
 CHANGES: tuple[Change, ...] = (
@@ -187,6 +214,7 @@ CHANGES: tuple[Change, ...] = (
         (CreateTable("llm_calls"),),
     ),
     JOB_TENANTS,
+    MEMORY_POINT_TENANTS,
 )
 
 
@@ -214,4 +242,11 @@ def render(
         return [f"DROP INDEX IF EXISTS {op.name}"]
     if isinstance(op, Sql):
         return [op.statement]
+    if isinstance(op, Requeue):
+        now = _NOW[backend]
+        return [
+            "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority,"
+            f" tenant) SELECT '{op.kind}', id, {now}, {now}, {now}, {jobs.BULK}, tenant"
+            f" FROM {op.table} WHERE true ON CONFLICT DO NOTHING"
+        ]
     raise TypeError(f"unknown schema operation {op!r}")

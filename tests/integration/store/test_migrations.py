@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
+from nexus_grpc.core import jobs
 from nexus_grpc.store import schema_changes
 from nexus_grpc.store.sqlite import migrations
 
@@ -297,3 +299,53 @@ async def test_postgresql_jobs_queued_before_tenants_take_their_targets_tenant(p
         assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
         rows = raw.execute("SELECT kind, target_id, tenant FROM jobs ORDER BY kind, target_id")
         assert rows.fetchall() == _TENANTS_TAKEN
+
+
+# Memories stored before their points carried a tenant (schema_changes.MEMORY_POINT_TENANTS).
+_MEMORIES_BEFORE_POINT_TENANTS = [
+    "INSERT INTO memories (id, kind, title, content, tier, created_at, updated_at, tenant)"
+    f" VALUES ({i}, 2, 't', 'c', 3, 0, 0, '{tenant}')"
+    for i, tenant in ((1, "a"), (2, "b"), (3, "a"))
+]
+_MEMORIES_REINDEXED = [
+    ("index:memories", 1, "a", jobs.BULK, "pending"),
+    ("index:memories", 2, "b", jobs.BULK, "pending"),
+    ("index:memories", 3, "a", jobs.BULK, "pending"),
+]
+
+
+def test_every_memory_is_indexed_again_so_its_point_carries_its_tenant(tmp_path):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.MEMORY_POINT_TENANTS))
+    for statement in _MEMORIES_BEFORE_POINT_TENANTS:
+        conn.execute(statement)
+    migrations.migrate(conn)
+    rows = conn.execute(
+        "SELECT kind, target_id, tenant, priority, state FROM jobs ORDER BY target_id"
+    )
+    assert rows.fetchall() == _MEMORIES_REINDEXED
+    # Due now, as a job queued at the upgrade would be.
+    due = conn.execute("SELECT MIN(run_after) FROM jobs").fetchone()[0]
+    assert abs(due - time.time()) < 60
+
+
+async def test_postgresql_indexes_every_memory_again_for_its_tenant(pg_empty_url):
+    import psycopg
+
+    from nexus_grpc.store.postgres import migrations as pg_schema
+    from tests import pg
+
+    with psycopg.connect(pg_empty_url, autocommit=True) as raw:
+        pg.restore_version_1(raw)
+        pg_schema.migrate(
+            raw, upto=pg_schema.MIGRATIONS.index((schema_changes.MEMORY_POINT_TENANTS,))
+        )
+        for statement in _MEMORIES_BEFORE_POINT_TENANTS:
+            raw.execute(statement)
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+        rows = raw.execute(
+            "SELECT kind, target_id, tenant, priority, state FROM jobs ORDER BY target_id"
+        )
+        assert rows.fetchall() == _MEMORIES_REINDEXED
+        due = raw.execute("SELECT MIN(run_after) FROM jobs").fetchone()[0]
+        assert abs(due - time.time()) < 60
