@@ -40,6 +40,12 @@ SESSIONS_PER_ROWS = 2_000
 SCOPE_FIRST_MAX_SESSIONS = 500
 _TEXT_COLUMNS = "{user_message ai_response context}"
 _MEMORY_COLUMNS = "{title content}"
+# A word's rows with their table's row beside them. CROSS JOIN keeps the
+# index's lookup the outer loop: left to itself, the planner walked the
+# scope's rows by their own index and evaluated the MATCH once a row (4.8 ms
+# against 0.5 for a project's memories).
+_EPISODE_ROWS = "episodes_fts f CROSS JOIN episodes e ON e.id = f.rowid"
+_MEMORY_ROWS = "memories_fts f CROSS JOIN memories m ON m.id = f.rowid"
 #: The SQL name of ``scope_idf`` on the store's connections (store/sqlite/connection.py).
 IDF_FUNCTION = "nexus_scope_idf"
 
@@ -115,13 +121,13 @@ def episode_keyword_search(
     held = _held_in("episodes_fts", EPISODE_COLUMNS)
     sessions: tuple[Any, ...] = ()
     if session_ids is None:
-        prefix, source, where = "", "episodes_fts f JOIN episodes e ON e.id = f.rowid", ""
+        prefix, source, where = "", _EPISODE_ROWS, ""
         count = f"SELECT count(*) FROM episodes e WHERE 1{when}"
     elif _scope_first(conn, len(session_ids)):
         # Within the scope's own postings; with a window each lookup reads
         # the episode row beside them.
         prefix = f"scope : ({' OR '.join(f's{int(i)}' for i in session_ids)}) AND "
-        source = "episodes_fts f JOIN episodes e ON e.id = f.rowid" if when else "episodes_fts f"
+        source = _EPISODE_ROWS if when else "episodes_fts f"
         where = ""
         count = (
             "SELECT count(*) FROM episodes e"
@@ -130,7 +136,7 @@ def episode_keyword_search(
     else:
         # One JSON parameter, not one per session: a project's session list has
         # no upper bound, and SQLite builds cap bound variables (32,766 by default).
-        prefix, source = "", "episodes_fts f JOIN episodes e ON e.id = f.rowid"
+        prefix, source = "", _EPISODE_ROWS
         where = " AND e.session_id IN (SELECT value FROM json_each(?))"
         sessions = (json.dumps([int(i) for i in session_ids]),)
         count = f"SELECT count(*) FROM episodes e WHERE 1{where}{when}"
@@ -234,7 +240,7 @@ def memory_keyword_search(
     lookups, bound = [], []
     for n, word in enumerate(words):
         lookups.append(
-            f"SELECT f.rowid, {n}, {held} FROM memories_fts f JOIN memories m ON m.id = f.rowid"
+            f"SELECT f.rowid, {n}, {held} FROM {_MEMORY_ROWS}"
             f" WHERE memories_fts MATCH ? AND {where}"
         )
         bound += [scope + _phrase(word), *params]
