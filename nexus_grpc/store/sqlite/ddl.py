@@ -163,4 +163,5 @@ def create_all() -> list[str]:
     for spec in KEYWORD_INDEXES:
         statements += _keyword_index(*spec)
     statements.append(SAME_GRAPH_TRIGGER)
+    statements += schema_changes.EPISODE_COUNT_TRIGGERS
     return statements

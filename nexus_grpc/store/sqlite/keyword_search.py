@@ -121,25 +121,30 @@ def episode_keyword_search(
     held = _held_in("episodes_fts", EPISODE_COLUMNS)
     sessions: tuple[Any, ...] = ()
     if session_ids is None:
-        prefix, source, where = "", _EPISODE_ROWS, ""
-        count = f"SELECT count(*) FROM episodes e WHERE 1{when}"
+        prefix, source, where, of_scope = "", _EPISODE_ROWS, "", ""
     elif _scope_first(conn, len(session_ids)):
         # Within the scope's own postings; with a window each lookup reads
         # the episode row beside them.
         prefix = f"scope : ({' OR '.join(f's{int(i)}' for i in session_ids)}) AND "
         source = _EPISODE_ROWS if when else "episodes_fts f"
         where = ""
-        count = (
-            "SELECT count(*) FROM episodes e"
-            f" WHERE e.session_id IN ({','.join(str(int(i)) for i in session_ids)}){when}"
-        )
+        of_scope = f" IN ({','.join(str(int(i)) for i in session_ids)})"
     else:
         # One JSON parameter, not one per session: a project's session list has
         # no upper bound, and SQLite builds cap bound variables (32,766 by default).
         prefix, source = "", _EPISODE_ROWS
-        where = " AND e.session_id IN (SELECT value FROM json_each(?))"
+        of_scope = " IN (SELECT value FROM json_each(?))"
+        where = f" AND e.session_id{of_scope}"
         sessions = (json.dumps([int(i) for i in session_ids]),)
-        count = f"SELECT count(*) FROM episodes e WHERE 1{where}{when}"
+    # The scope's size: its sessions' episode counts (kept by triggers:
+    # schema_changes.SESSION_EPISODE_COUNTS), or, inside a window, its
+    # episodes counted.
+    if when:
+        of = f" AND e.session_id{of_scope}" if of_scope else ""
+        count = f"SELECT count(*) FROM episodes e WHERE 1{of}{when}"
+    else:
+        of = f" WHERE id{of_scope}" if of_scope else ""
+        count = f"SELECT coalesce(sum(episode_count), 0) FROM sessions{of}"
     lookups, params = [], []
     for n, word in enumerate(words):
         lookups.append(

@@ -349,3 +349,24 @@ async def test_postgresql_indexes_every_memory_again_for_its_tenant(pg_empty_url
         assert rows.fetchall() == _MEMORIES_REINDEXED
         due = raw.execute("SELECT MIN(run_after) FROM jobs").fetchone()[0]
         assert abs(due - time.time()) < 60
+
+
+def test_sessions_count_the_episodes_they_held_before_the_upgrade(tmp_path):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.SESSION_EPISODE_COUNTS))
+    conn.execute(
+        "INSERT INTO sessions (id, external_id, created_at) VALUES (1, 'a', 0), (2, 'b', 0)"
+    )
+    conn.executemany(
+        "INSERT INTO episodes (session_id, user_message, ai_response, created_at)"
+        " VALUES (?, 'x', '', 0)",
+        [(1,), (1,), (1,)],
+    )
+    migrations.migrate(conn)
+    counted = "SELECT id, episode_count FROM sessions ORDER BY id"
+    assert conn.execute(counted).fetchall() == [(1, 3), (2, 0)]
+    # And the triggers keep them so from then on.
+    conn.execute("INSERT INTO episodes (session_id, user_message, ai_response, created_at)"
+                 " VALUES (2, 'y', '', 0)")  # fmt: skip
+    conn.execute("DELETE FROM episodes WHERE id = 1")
+    assert conn.execute(counted).fetchall() == [(1, 2), (2, 1)]
