@@ -65,7 +65,7 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.loadtest.launcher import ServerProcess
+from nexus_grpc.loadtest.launcher import ServerProcess, wait_queue_empty
 from nexus_grpc.ops.against_server.bench import run_bench
 
 SEARCH_MODES = ("keyword", "semantic", "hybrid")
@@ -88,8 +88,8 @@ def _entity_search(graph: graph_grpc.GraphServiceStub, explain: bool = False):
 
 
 async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: float,
-                  scopes: list[int]) -> tuple[float, dict[str, float]]:
-    """req/s and server CPU ms a call by thread group, for the searches
+                  scopes: list[int]) -> tuple[dict[str, float], dict[str, float]]:
+    """req/s and latency, and server CPU ms a call by thread group, for the searches
     nexus_grpc.ops.against_server.bench does not drive (memories, entities, and any search
     with ``+explain``)."""
     rpc, explain = rpc.removesuffix(EXPLAIN), rpc.endswith(EXPLAIN)
@@ -112,7 +112,7 @@ async def _closed(target: str, pid: int, rpc: str, concurrency: int, duration: f
     for tid, (thread, cpu) in after.items():
         split[ps.group(thread)] += cpu - before.get(tid, (thread, 0.0))[1]
     calls = max(1, int(figures["count"]))
-    return figures["rps"], {k: 1000 * v / calls for k, v in split.items()}
+    return figures, {k: 1000 * v / calls for k, v in split.items()}
 
 
 def seed_with(tree: str, seed_dir: Path, episodes: int) -> list[int]:
@@ -142,8 +142,9 @@ def parse_variant(text: str) -> tuple[str, str, list[str]]:
 
 
 def run_one(target: str, pid: int, rpc: str, concurrency: int, duration: float,
-            scopes: list[int]) -> tuple[float, dict[str, float]]:
-    """req/s and server CPU ms a call by thread group."""
+            scopes: list[int]) -> tuple[dict[str, float], dict[str, float]]:
+    """req/s and latency (client-side p50 and p99, ms), and server CPU ms a
+    call by thread group."""
     if rpc in MEMORY_MODES or rpc == "entities" or rpc.endswith(EXPLAIN):
         return asyncio.run(_closed(target, pid, rpc, concurrency, duration, scopes))
     if rpc in SEARCH_MODES:
@@ -160,7 +161,8 @@ def run_one(target: str, pid: int, rpc: str, concurrency: int, duration: float,
     for tid, (thread, cpu) in after.items():
         split[ps.group(thread)] += cpu - before.get(tid, (thread, 0.0))[1]
     calls = max(1, result.ok)
-    return result.rps, {k: 1000 * v / calls for k, v in split.items()}
+    figures = {"rps": result.rps, "p50": result.p50_ms, "p99": result.p99_ms}
+    return figures, {k: 1000 * v / calls for k, v in split.items()}
 
 
 def main() -> int:
@@ -200,18 +202,24 @@ def main() -> int:
                 )
                 try:
                     server.wait_settled()
+                    # A schema change may queue the index again (a newer tree
+                    # upgrading the older tree's seed): nothing is measured
+                    # while it re-embeds.
+                    for queue in ("index:episodes", "index:memories", "index:entities"):
+                        asyncio.run(wait_queue_empty(server.target, queue, timeout=1800))
                     time.sleep(1)
                     rates = {}
                     for rpc in rpcs:
-                        rps, split = run_one(server.target, server.pid, rpc, args.concurrency,
-                                             args.duration, scopes)
-                        rates[rpc] = rps
+                        figures, split = run_one(server.target, server.pid, rpc,
+                                                 args.concurrency, args.duration, scopes)
+                        rps = rates[rpc] = figures["rps"]
                         parts = " ".join(f"{k}={v:.2f}" for k, v in sorted(split.items()))
                         share = ""
                         if rpc == "create_episode" and rates.get("health"):
                             share = f" ({100 * rps / rates['health']:.0f} % of Health/Check)"
-                        print(f"round {rnd} {name} {rpc}: {rps:,.0f}/s{share}; server CPU ms a"
-                              f" call {sum(split.values()):.2f}: {parts}", flush=True)
+                        print(f"round {rnd} {name} {rpc}: {rps:,.0f}/s{share}, p50"
+                              f" {figures['p50']:.2f} ms, p99 {figures['p99']:.2f} ms; server CPU"
+                              f" ms a call {sum(split.values()):.2f}: {parts}", flush=True)
                 finally:
                     server.stop()
                 shutil.rmtree(data, ignore_errors=True)

@@ -39,7 +39,9 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from nexus_grpc.core.documents import memory_payload
 from nexus_grpc.core.names import name_key
+from nexus_grpc.domain.vector_collections import MEMORIES
 from nexus_grpc.embedding import MiniLMEmbedder, make_embedder
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
@@ -219,18 +221,7 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         index = EdgeVectorIndex(data_dir / "vectors")
         gen = np.random.default_rng(7)
         await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
-        await index.ensure_collection(
-            "memories",
-            384,
-            {
-                "kind": "integer",
-                "tier": "integer",
-                "projectId": "integer",
-                "userId": "keyword",
-                "sessionId": "integer",
-                "agentId": "keyword",
-            },
-        )
+        await index.ensure_collection("memories", 384, MEMORIES.indexed_fields)
         for start in range(0, total, 5000):
             n = min(5000, total - start)
             vecs = unit_vectors(gen, n)
@@ -273,14 +264,7 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
                     VectorPoint(
                         start + i + 1,
                         vecs[i].tolist(),
-                        {
-                            "kind": 2,
-                            "tier": 3,
-                            "projectId": 1,
-                            "userId": f"user{(start + i) % memory_users}",
-                            "sessionId": 0,
-                            "agentId": "",
-                        },
+                        memory_payload(2, 3, 1, f"user{(start + i) % memory_users}", 0, "", ""),
                     )
                     for i in range(n)
                 ],

@@ -39,6 +39,8 @@ class HashingEmbedder:
         self.fail_with: Exception | None = None
 
     similarity_temperature = 0.05
+    #: Hashed words have no meaning to set a floor by: none.
+    similarity_floor = -1.0
 
     async def embed_query(self, text: str) -> list[float]:
         [vector] = await self.embed([text])

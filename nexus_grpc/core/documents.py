@@ -33,8 +33,17 @@ def memory_text(title: str, content: str) -> str:
 
 
 def memory_payload(
-    kind: int, tier: int, project_id: int, user_id: str, session_id: int, agent_id: str
+    kind: int,
+    tier: int,
+    project_id: int,
+    user_id: str,
+    session_id: int,
+    agent_id: str,
+    tenant: str,
 ) -> dict[str, Any]:
+    # The tenant too: a user id names a user within a tenant, and a search's
+    # nearest points must all be its own tenant's (another tenant's "alice"
+    # would otherwise take her places, then be dropped by the re-check).
     return {
         "kind": kind,
         "tier": tier,
@@ -42,4 +51,5 @@ def memory_payload(
         "userId": user_id,
         "sessionId": session_id,
         "agentId": agent_id,
+        "tenant": tenant,
     }

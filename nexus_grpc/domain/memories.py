@@ -223,6 +223,7 @@ class Memories:
                         memory.user_id,
                         memory.session_id,
                         memory.agent_id,
+                        tenant,
                     ),
                 )
             return memory, True

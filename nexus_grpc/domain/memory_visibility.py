@@ -22,13 +22,16 @@ A viewer is a ``MemoryScope``.  A memory is visible to it when all hold:
 ``store.memory_visibility_sql.sql_where`` (the rule as SQL, in the store with all SQL)
 and ``vector_filter`` express exactly this rule; every query path (list,
 keyword, semantic, selection, usage) uses one of them, and vector hits are
-re-checked against the database with ``sql_where``.  The tenant
-is in ``sql_where`` only: vector payloads do not carry it, and every vector
-hit passes through that re-check, so a point of another tenant is dropped.
+re-checked against the database with ``sql_where``.  Vector payloads carry
+the tenant too: the re-check alone would drop another tenant's points, but
+only after they had taken the nearest places (another tenant's "alice" with
+more memories than a search asks for would leave alice none), so one
+tenant's writes would change another's answers.
 """
 
 from __future__ import annotations
 
+from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import SESSION_TIERS, MemoryKind, MemoryScope
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import InvalidArgument
@@ -87,6 +90,9 @@ def vector_filter(scope: MemoryScope) -> Filter | None:
     must: list[MatchAny | Filter] = [Filter(should=tuple(owners)), tiers]
     if scope.agent_id:
         must.append(MatchAny("agentId", (scope.agent_id,)))
+    tenant = tenancy.visible()
+    if tenant is not None:
+        must.append(MatchAny("tenant", (tenant,)))
     return Filter(must=tuple(must))
 
 

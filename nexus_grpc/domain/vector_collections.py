@@ -55,6 +55,7 @@ MEMORIES = CollectionSpec(
         "userId": "keyword",
         "sessionId": "integer",
         "agentId": "keyword",
+        "tenant": "keyword",
     },
     lambda uow, ids: uow.documents.memories(ids),
 )

@@ -31,6 +31,12 @@ class Embedder(Protocol):
     #: model spreads its cosines differently.
     similarity_temperature: float
 
+    #: Cosine similarity below which a semantic candidate matched nothing: the
+    #: vector path never returns it (no query is so unlike its answer). Set per
+    #: model from its cosines on the LoCoMo dev split, at no loss of recall
+    #: (docs/recall.md, "A floor for semantic hits"); -1.0: none.
+    similarity_floor: float
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per document text, in order. Never blocks the
         event loop."""

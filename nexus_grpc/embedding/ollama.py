@@ -35,6 +35,8 @@ class OllamaEmbedder:
 
     #: Not fitted for any Ollama model; MiniLM's value is a middle ground.
     similarity_temperature: float = 0.05
+    #: Not fitted either, and a model's cosines may start anywhere: no floor.
+    similarity_floor: float = -1.0
 
     async def embed_query(self, text: str) -> list[float]:
         [vector] = await self.embed([text])

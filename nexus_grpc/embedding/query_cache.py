@@ -43,6 +43,7 @@ class QueryVectorCache:
         self.model_id = inner.model_id
         self.dimension = inner.dimension
         self.similarity_temperature = inner.similarity_temperature
+        self.similarity_floor = inner.similarity_floor
 
     def __getattr__(self, name: str) -> Any:
         # warm(), threads and the like: whatever else the backend offers.

@@ -79,6 +79,11 @@ class Dialect(Protocol):
         limit: int,
     ) -> list[tuple[int, float]]: ...
 
+    def keyword_matching(self, conn: Any, kind: str, match: str, ids: Sequence[int]) -> set[int]:
+        """The ids among ``ids`` of ``kind`` ("episodes", "memories") that the
+        keyword query ``match`` matches."""
+        ...
+
     def neighborhood(
         self, conn: Any, entity_id: int, depth: int, when: str, times: Sequence[float]
     ) -> list[int]:

@@ -23,6 +23,7 @@ from nexus_grpc.store.sql import placeholders
 
 Loader = Callable[[Connection, Sequence[int]], dict[int, Document]]
 
+
 def episodes(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
         "SELECT id, session_id, user_message, ai_response, created_at, occur_at FROM episodes"
@@ -63,14 +64,11 @@ def summaries(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
 
 def memories(conn: Connection, ids: Sequence[int]) -> dict[int, Document]:
     rows = conn.execute(
-        "SELECT id, title, content, kind, tier, project_id, user_id, session_id, agent_id"
-        f" FROM memories WHERE id IN ({placeholders(len(ids))})",
+        "SELECT id, title, content, kind, tier, project_id, user_id, session_id, agent_id,"
+        f" tenant FROM memories WHERE id IN ({placeholders(len(ids))})",
         tuple(ids),
     )
-    return {
-        r[0]: (memory_text(r[1], r[2]), memory_payload(r[3], r[4], r[5], r[6], r[7], r[8]))
-        for r in rows
-    }
+    return {r[0]: (memory_text(r[1], r[2]), memory_payload(*r[3:10])) for r in rows}
 
 
 def all_ids(conn: Connection, table: str) -> set[int]:

@@ -510,6 +510,12 @@ def keyword_search(
     return dialect.of(conn).episode_keyword_search(conn, match, session_ids, limit, window)
 
 
+def keyword_matching(conn: Connection, match: str, ids: Sequence[int]) -> set[int]:
+    """The ids among ``ids`` that ``match`` matches (in the episode or its
+    neighbouring turns), however they would rank."""
+    return dialect.of(conn).keyword_matching(conn, "episodes", match, ids)
+
+
 def snippets(conn: Connection, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The matching text of each id, keyword hits wrapped in [ and ]: from the user
     message or the answer, whichever matched (never the neighbours' context)."""

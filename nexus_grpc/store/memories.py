@@ -305,6 +305,11 @@ def keyword_search(
     return [(rows[i], score) for i, score in ranked if i in rows]
 
 
+def keyword_matching(conn: Connection, match: str, ids: Sequence[int]) -> set[int]:
+    """The ids among ``ids`` that ``match`` matches, however they would rank."""
+    return dialect.of(conn).keyword_matching(conn, "memories", match, ids)
+
+
 def get_many(conn: Connection, ids: Sequence[int]) -> dict[int, Memory]:
     if not ids:
         return {}
@@ -325,26 +330,30 @@ def scope_sample(
 
     Each owner's newest are read through its own index (the user's USER memories,
     the project's PROJECT memories), so the cost follows the scope: filtering the
-    table newest-first would walk every other user's memories in between."""
+    table newest-first would walk every other user's memories in between. Each
+    owner's newest are those the scope may see (its tenant, its project, its
+    tiers): another tenant's user of the same id, or the user's memories
+    elsewhere, never take the sample's places."""
     project_id, user_id = scope.project_id, scope.user_id
     where, params = sql_where(scope, now=at)
     rows = conn.execute(
         "SELECT m.title, m.content FROM ("
-        "  SELECT id FROM (SELECT id FROM memories WHERE user_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?) AS mine"
+        "  SELECT id FROM (SELECT m.id FROM memories m WHERE m.user_id = ? AND m.kind = ?"
+        f"                  AND {where} ORDER BY m.id DESC LIMIT ?) AS mine"
         "  UNION"
-        "  SELECT id FROM (SELECT id FROM memories WHERE project_id = ? AND kind = ?"
-        "                  ORDER BY id DESC LIMIT ?) AS shared"
-        f") j {pinned_join(conn)} memories m ON m.id = j.id WHERE {where}"
+        "  SELECT id FROM (SELECT m.id FROM memories m WHERE m.project_id = ? AND m.kind = ?"
+        f"                  AND {where} ORDER BY m.id DESC LIMIT ?) AS shared"
+        f") j {pinned_join(conn)} memories m ON m.id = j.id"
         " ORDER BY m.id DESC LIMIT ?",
         (
             user_id,
             int(MemoryKind.USER),
+            *params,
             limit,
             project_id,
             int(MemoryKind.PROJECT),
-            limit,
             *params,
+            limit,
             limit,
         ),
     ).fetchall()

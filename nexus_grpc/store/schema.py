@@ -163,6 +163,9 @@ TABLES: tuple[Table, ...] = (
             # Who the conversation is with; both immutable, '' when not given.
             Column("user_id", TEXT, default=""),
             Column("agent_id", TEXT, default=""),
+            # How many episodes it holds, kept by triggers (SQLite's keyword
+            # search counts a scope by its sessions: store/keyword_scoring.py).
+            Column("episode_count", INT, default=0, only="sqlite"),
         ),
         unique=(("sessions_tenant_external_id", ("tenant", "external_id")),),
         indexes=(

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nexus_grpc.core import jobs
 from nexus_grpc.store import schema
 from nexus_grpc.store.schema import Column, Index, Table
 
@@ -58,9 +59,11 @@ class DropIndex:
 
 @dataclass(frozen=True)
 class Sql:
-    """A statement that both databases read alike (data a change moves)."""
+    """A statement that both databases read alike (data a change moves), or
+    that only ``only``'s DDL spells (a trigger)."""
 
     statement: str
+    only: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,23 @@ class Rewrite:
     update: str
 
 
-Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql | Rewrite
+@dataclass(frozen=True)
+class Requeue:
+    """Queue ``kind`` for every row of ``table``, due now and behind live work:
+    a derived index (the vector points) rebuilt in the background after an
+    upgrade. Each job takes its row's tenant, as store/jobs.py queues one."""
+
+    kind: str
+    table: str
+
+
+Operation = AddColumn | CreateTable | CreateIndex | DropIndex | Sql | Rewrite | Requeue
+
+# The time now in seconds, as each backend writes it in a statement.
+_NOW = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgres": "EXTRACT(EPOCH FROM now())::double precision",
+}
 
 
 @dataclass(frozen=True)
@@ -242,6 +261,44 @@ LLM_CALL_USERS = Change(
     (AddColumn("llm_calls", "user_id"), CreateIndex("idx_llm_calls_user")),
 )
 
+
+# A memory's vector point carries its tenant (core/documents.memory_payload):
+# a search's nearest points are then all its own tenant's, where another
+# tenant's same-named user could take their places. Points written before
+# lack it, and a tenant's search would not find them: each memory is indexed
+# again, in the background, behind live work.
+MEMORY_POINT_TENANTS = Change(
+    "memory points carry their tenant; every memory is indexed again in the background",
+    (Requeue(jobs.INDEX_MEMORY, "memories"),),
+)
+
+# A session's episode count, kept by triggers on SQLite: keyword search
+# weighs words by the scope's size, and counting a large project's episodes on
+# every search cost more than the search (3.3 ms for 100,000).
+EPISODE_COUNT_TRIGGERS = (
+    "CREATE TRIGGER episodes_count_insert AFTER INSERT ON episodes BEGIN"
+    " UPDATE sessions SET episode_count = episode_count + 1 WHERE id = new.session_id; END",
+    "CREATE TRIGGER episodes_count_delete AFTER DELETE ON episodes BEGIN"
+    " UPDATE sessions SET episode_count = episode_count - 1 WHERE id = old.session_id; END",
+    "CREATE TRIGGER episodes_count_move AFTER UPDATE OF session_id ON episodes"
+    " WHEN new.session_id IS NOT old.session_id BEGIN"
+    " UPDATE sessions SET episode_count = episode_count - 1 WHERE id = old.session_id;"
+    " UPDATE sessions SET episode_count = episode_count + 1 WHERE id = new.session_id; END",
+)
+
+SESSION_EPISODE_COUNTS = Change(
+    "a session's episode count, kept by triggers, which SQLite's keyword search reads",
+    (
+        AddColumn("sessions", "episode_count"),
+        Sql(
+            "UPDATE sessions SET episode_count ="
+            " (SELECT count(*) FROM episodes e WHERE e.session_id = sessions.id)",
+            only="sqlite",
+        ),
+        *(Sql(trigger, only="sqlite") for trigger in EPISODE_COUNT_TRIGGERS),
+    ),
+)
+
 # The changes since: both backends apply these, in this order, after their
 # history.
 CHANGES: tuple[Change, ...] = (
@@ -276,6 +333,8 @@ CHANGES: tuple[Change, ...] = (
             CreateIndex("idx_entity_distinctions_episode"),
         ),
     ),
+    MEMORY_POINT_TENANTS,
+    SESSION_EPISODE_COUNTS,
 )
 
 
@@ -302,7 +361,14 @@ def render(
     if isinstance(op, DropIndex):
         return [f"DROP INDEX IF EXISTS {op.name}"]
     if isinstance(op, Sql):
-        return [op.statement]
+        return [op.statement] if op.only in (None, backend) else []
     if isinstance(op, Rewrite):
         raise TypeError("a Rewrite is run by the migrations, not rendered as DDL")
+    if isinstance(op, Requeue):
+        now = _NOW[backend]
+        return [
+            "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority,"
+            f" tenant) SELECT '{op.kind}', id, {now}, {now}, {now}, {jobs.BULK}, tenant"
+            f" FROM {op.table} WHERE true ON CONFLICT DO NOTHING"
+        ]
     raise TypeError(f"unknown schema operation {op!r}")

@@ -36,6 +36,21 @@ def test_a_keyword_miss_says_it_was_not_among_the_paths_best():
     assert (keyword.rank, keyword.score, keyword.note) == (0, 0.0, "not among its best 10")
 
 
+def test_a_miss_with_a_known_reason_says_that_reason_instead():
+    # The keyword path found every match it had (issue 47, item 12): a hit it
+    # did not find matched no query word; another hit keeps the stage's note.
+    trace = Trace()
+    trace.ranked(explain.KEYWORD, [(1, 2.0)], missing="not among its best 10")
+    trace.missed(explain.KEYWORD, 2, "no query word matched")
+    [two] = trace.explanation(2)
+    [three] = trace.explanation(3)
+    assert (two.rank, two.note) == (0, "no query word matched")
+    assert three.note == "not among its best 10"
+    # A stage that did rank the hit never says why it missed it.
+    trace.missed(explain.KEYWORD, 1, "no query word matched")
+    assert trace.explanation(1, matched=["falcon"])[0].note == "matched: falcon"
+
+
 def in_scope(row, call) -> bool:
     return row != "theirs"
 

@@ -42,6 +42,8 @@ class _Stage:
     note: str = ""
     #: Said of a hit the stage did not find.
     missing: str = ""
+    #: Said instead of ``missing`` of these hits: why the stage did not find them.
+    why_missing: dict[int, str] = field(default_factory=dict)
 
 
 class Trace:
@@ -67,6 +69,11 @@ class Trace:
         if missing:
             stage.missing = missing
 
+    def missed(self, name: str, key: int, why: str) -> None:
+        """``name`` did not find ``key``, for this reason (rather than its
+        ``missing`` note)."""
+        self._stage(name).why_missing[key] = why
+
     def note(self, name: str, note: str) -> None:
         """Something every hit's entry for ``name`` says (a skip and why)."""
         stage = self._stage(name)
@@ -81,8 +88,8 @@ class Trace:
             stage = self._stages[name]
             rank, score = stage.ranks.get(key, (0, 0.0))
             notes = [stage.note] if stage.note else []
-            if rank == 0 and stage.missing:
-                notes.append(stage.missing)
+            if rank == 0 and (stage.why_missing.get(key) or stage.missing):
+                notes.append(stage.why_missing.get(key) or stage.missing)
             if name == KEYWORD and rank:
                 words = sorted(set(matched))
                 notes.insert(

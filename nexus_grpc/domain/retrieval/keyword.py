@@ -12,6 +12,7 @@ into likelihoods relative to the best (KEYWORD_TEMPERATURE).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from nexus_grpc.core.graph import Entity
@@ -29,6 +30,7 @@ FOUND_BY = (SearchSource.KEYWORD,)
 class _Keyword(Path):
     source: ClassVar[SearchSource] = SearchSource.KEYWORD
     floor: ClassVar[float | None] = MEANINGFUL_BM25
+    no_match: ClassVar[str | None] = "no query word matched"
 
     def temperature(self, engine: Engine[Any]) -> float:
         return KEYWORD_TEMPERATURE
@@ -50,6 +52,12 @@ class EpisodeKeyword(_Keyword):
         found = uow.episodes.keyword_search(s.match, s.session_ids, n, s.searched)
         return [Candidate(i, score, FOUND_BY) for i, score in found]
 
+    async def matching(self, engine: Engine[Any], call: Call, keys: Sequence[int]) -> set[int]:
+        match = call.scope.match
+        if match is None:
+            return set()
+        return await engine.db.read(lambda c: c.episodes.keyword_matching(match, keys))
+
 
 class MemoryKeyword(_Keyword):
     def skips(self, call: Call) -> bool:
@@ -64,8 +72,16 @@ class MemoryKeyword(_Keyword):
         )
         return [Candidate(m.id, score, FOUND_BY, row=m) for m, score in found]
 
+    async def matching(self, engine: Engine[Any], call: Call, keys: Sequence[int]) -> set[int]:
+        match = call.scope.match
+        if match is None:
+            return set()
+        return await engine.db.read(lambda c: c.memories.keyword_matching(match, keys))
+
 
 class EntityNames(_Keyword):
+    no_match: ClassVar[str | None] = "the query names none of its names"
+
     async def find(self, engine: Engine[Any], call: Call, n: int) -> Ranked:
         project_id, session_id = call.scope
         words = search_key(call.text).split()

@@ -66,6 +66,10 @@ class Path(ABC):
     floor: ClassVar[float | None] = None
     #: ``find_in`` exists: ranks on a connection, so a lone path joins the read.
     ranks_in_read: ClassVar[bool] = False
+    #: ``explain``'s reason for a hit this path did not find, when it returned
+    #: fewer candidates than it was asked for (so it returned every match it
+    #: had). None: all it can say is that the hit was not among its best.
+    no_match: ClassVar[str | None] = None
 
     @abstractmethod
     def temperature(self, engine: Engine[Any]) -> float:
@@ -81,6 +85,13 @@ class Path(ABC):
 
     def find_in(self, uow: UnitOfWork, engine: Engine[Any], call: Call, n: int) -> Ranked:
         raise NotImplementedError
+
+    async def matching(
+        self, engine: Engine[Any], call: Call, keys: Sequence[int]
+    ) -> set[int] | None:
+        """``explain`` only: which of ``keys`` (found by other paths) this path
+        matches at all, ranked or not; None when it cannot tell."""
+        return None
 
 
 class Stage(ABC):
@@ -206,8 +217,7 @@ class Engine(Generic[H]):
             width = call.limit if len(paths) == 1 else call.depth * recipe.candidates
             await self._gather(call, paths, width)
             if call.trace is not None:
-                for path in paths:
-                    _trace_path(call, path, width)
+                await self._trace_paths(call, paths, width)
             ranked = _lone(call)
         for stage in stages:
             if isinstance(stage, AsyncStage):
@@ -257,6 +267,27 @@ class Engine(Generic[H]):
             for path, ranked in zip(others, found, strict=True):
                 if not ranked and down:
                     call.trace.note(_stage_of(path), f"unavailable: {'; '.join(down)}")
+
+    async def _trace_paths(self, call: Call, paths: Sequence[Path], n: int) -> None:
+        """Each path's own ranking, and why it did not find what another path
+        found: a path that returned fewer than ``n`` found every match it had
+        (``Path.no_match``); one that returned ``n`` is asked which of the others'
+        candidates it matches at all."""
+        assert call.trace is not None
+        keys = {c.key for ranked in call.found.values() for c in ranked}
+        for path in paths:
+            _trace_path(call, path, n)
+            found = call.found.get(path.source, [])
+            others = sorted(keys - {c.key for c in found})
+            if path.no_match is None or not others:
+                continue
+            if len(found) < n:
+                unmatched = others
+            else:
+                matched = await path.matching(self, call, others)
+                unmatched = [] if matched is None else [k for k in others if k not in matched]
+            for key in unmatched:
+                call.trace.missed(_stage_of(path), key, path.no_match)
 
     async def _flush(self, call: Call, pending: list[Stage], ranked: Ranked) -> Ranked:
         """Runs ``pending``: the pure stages before the first reading one on the

@@ -6,6 +6,12 @@ derived: memories and entities read their rows here and SQLite has the last
 word on existence and scope; episodes leave rows to the hydrate stage. A
 backend that is down is UNAVAILABLE (a hybrid search then goes on without
 this path, and says so).
+
+A nearest neighbour is not a match: in a project of three exchanges the
+third nearest to "which port is the database on" was "I prefer short
+answers", at cosine -0.029. A candidate below the embedder's
+``similarity_floor`` matched nothing and is left out (explain says so); a
+hit another path found stays, found by that path alone.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import math
 from typing import Any, ClassVar
 
 from nexus_grpc.core.models import SearchSource
+from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
 from nexus_grpc.errors import DependencyError, Unavailable
@@ -34,13 +41,27 @@ class _Vector(Path):
         return engine.embedder.similarity_temperature
 
     async def _search(
-        self, engine: Engine[Any], collection: str, text: str, flt: Filter, n: int
+        self, engine: Engine[Any], call: Call, collection: str, text: str, flt: Filter, n: int
     ) -> list[Any]:
+        """The index's nearest ``n``, less those below the embedder's floor."""
         try:
             vector = await engine.embedder.embed_query(text)
-            return await engine.index.search(collection, vector, filter=flt, limit=n)
+            found = await engine.index.search(collection, vector, filter=flt, limit=n)
         except DependencyError as exc:  # the embedder or the index
             raise Unavailable(f"{self.unavailable}: {exc}") from exc
+        floor = engine.embedder.similarity_floor
+        if call.trace is not None:
+            for hit in found:
+                if hit.score < floor:
+                    call.trace.missed(
+                        explain.SEMANTIC,
+                        hit.id,
+                        f"cosine {hit.score:.3f}, below {floor:g}: its meaning matched nothing",
+                    )
+        # Equals newest first, as the keyword path orders them: the index's own
+        # order of equal scores follows its layout, which every write moves.
+        kept = [hit for hit in found if hit.score >= floor]
+        return sorted(kept, key=lambda hit: (-hit.score, -hit.id))
 
 
 class EpisodeVector(_Vector):
@@ -61,7 +82,7 @@ class EpisodeVector(_Vector):
                 )
             )
         text = s.semantic_text(call.text)
-        found = await self._search(engine, EPISODES, text, Filter(must=tuple(must)), n)
+        found = await self._search(engine, call, EPISODES, text, Filter(must=tuple(must)), n)
         return [Candidate(h.id, h.score, FOUND_BY) for h in found]
 
 
@@ -71,7 +92,7 @@ class MemoryVector(_Vector):
         flt = s.vector_filter
         if flt is None:
             return []
-        hits = await self._search(engine, MEMORIES, s.semantic_text(call.text), flt, n)
+        hits = await self._search(engine, call, MEMORIES, s.semantic_text(call.text), flt, n)
         ids = [h.id for h in hits]
         rows = await engine.db.read(lambda c: c.memories.get_visible(ids, s.scope, at=s.now))
         return [Candidate(h.id, h.score, FOUND_BY, row=rows[h.id]) for h in hits if h.id in rows]
@@ -86,7 +107,7 @@ class EntityVector(_Vector):
         flt = Filter(
             must=(MatchAny("projectId", (project_id,)), MatchAny("sessionId", (session_id,)))
         )
-        hits = await self._search(engine, ENTITIES, call.text, flt, n)
+        hits = await self._search(engine, call, ENTITIES, call.text, flt, n)
         rows = await engine.db.read(lambda c: c.graph.get_entities([h.id for h in hits]))
         return [
             Candidate(h.id, h.score, FOUND_BY, row=rows[h.id])

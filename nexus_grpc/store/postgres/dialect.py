@@ -48,6 +48,7 @@ class PostgresDialect:
     episode_snippets = staticmethod(keyword_search.episode_snippets)
     episode_scope_sample = staticmethod(keyword_search.episode_scope_sample)
     memory_keyword_search = staticmethod(keyword_search.memory_keyword_search)
+    keyword_matching = staticmethod(keyword_search.keyword_matching)
 
     def neighborhood(
         self, conn: Any, entity_id: int, depth: int, when: str, times: Sequence[float]

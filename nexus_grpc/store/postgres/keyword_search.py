@@ -6,7 +6,7 @@ together (domain/retrieval/keyword_query.py); here those words become a ``tsquer
 words ORed, normalised as the columns were indexed (store/postgres/migrations.py's ``nexus``
 configuration: English stems and no stop words, as FTS5's porter tokenizer).
 Episodes rank as BM25 does: each word's ``ts_rank`` (columns weighted as
-SQLite's bm25 weights them, an episode's own turns 1.0 and the turns around
+SQLite weights them, an episode's own turns 1.0 and the turns around
 it 0.5; length-normalised, divided by 1 + log of the document's length) times
 the word's inverse document frequency. Memories rank by ``ts_rank`` alone.
 Every query is scoped in SQL, as on SQLite.
@@ -15,14 +15,13 @@ Every query is scoped in SQL, as on SQLite.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from nexus_grpc.core.models import TimeWindow
 from nexus_grpc.core.storage import Connection
+from nexus_grpc.store.keyword_scoring import match_words
 
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 # ts_rank's weights, in the order {D, C, B, A}: A holds an episode's own
 # turns, C the neighbouring turns (store/postgres/migrations.py).
 _EPISODE_WEIGHTS = "{0, 0.5, 0, 1.0}"
@@ -35,7 +34,7 @@ _HEADLINE = f"StartSel={_OPEN}, StopSel={_CLOSE}, MaxWords=16, MinWords=6, Short
 
 def tsquery(match: str) -> str:
     """The FTS5 expression's quoted words as a tsquery of the same words ORed."""
-    return " | ".join(_lexeme(w) for w in _words(match))
+    return " | ".join(_lexeme(w) for w in match_words(match))
 
 
 def _window(window: TimeWindow | None) -> tuple[str, tuple[float, ...]]:
@@ -49,10 +48,6 @@ def _window(window: TimeWindow | None) -> tuple[str, tuple[float, ...]]:
         sql += " AND e.occur_at < ?"
         params.append(window.end)
     return sql, tuple(params)
-
-
-def _words(match: str) -> list[str]:
-    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(match)]
 
 
 def _lexeme(word: str) -> str:
@@ -73,12 +68,13 @@ def episode_keyword_search(
     document frequency in the scope. ``ts_rank`` alone has no IDF, so a
     common word's matches would count as much as a rare one's. On the LoCoMo
     dev split, keyword recall@10 was 0.836 without IDF and 0.874 with it
-    (SQLite's bm25: 0.879); see docs/scale-out.md. SQLite's IDF is over the
-    whole table; this one is over the scope, which costs a count of the scope.
+    (SQLite's bm25 over the whole table, then: 0.879); see docs/scale-out.md.
+    The IDF is over the scope, as SQLite's is (store/keyword_scoring.py),
+    which costs a count of the scope.
     """
     if session_ids is not None and not session_ids:
         return []
-    words = _words(match)
+    words = match_words(match)
     if not words:
         return []
     when, when_params = _window(window)
@@ -134,6 +130,19 @@ def episode_snippets(conn: Connection, match: str, ids: Sequence[int]) -> dict[i
         chosen = user if _OPEN in user or _OPEN not in answer else answer
         out[int(row_id)] = chosen.replace(_OPEN, "[").replace(_CLOSE, "]")
     return out
+
+
+def keyword_matching(conn: Connection, kind: str, match: str, ids: Sequence[int]) -> set[int]:
+    """The ids among ``ids`` (episodes or memories) that ``match`` matches."""
+    query = tsquery(match)
+    if not ids or not query:
+        return set()
+    table = "episodes" if kind == "episodes" else "memories"
+    rows = conn.execute(
+        f"SELECT id FROM {table} WHERE id = ANY(?) AND fts @@ to_tsquery('nexus', ?)",
+        ([*ids], query),
+    ).fetchall()
+    return {int(r[0]) for r in rows}
 
 
 def episode_scope_sample(conn: Connection, session_ids: Sequence[int], limit: int) -> list[str]:

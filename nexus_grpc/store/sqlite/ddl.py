@@ -83,28 +83,40 @@ def operation(op: Operation) -> list[str]:
 
 # The keyword indexes: FTS5 over a view that adds each row's scope token
 # ("s<session>" for an episode; "p<project>" for a PROJECT memory, "u<hex of
-# the user id>" for a USER memory), bm25 with the columns weighted so that
-# ORDER BY rank ... LIMIT is FTS5's own top-N. An episode's context (the
-# turns around it) counts at half its own text's weight.
+# the user id>" for a USER memory), the last column. Each indexed column has a
+# weight in a row's keyword score (store/sqlite/keyword_search.py): an
+# episode's context (the turns around it) counts at half its own text's.
 _MEMORY_SCOPE = (
     "CASE {row}kind WHEN 1 THEN 'p' || {row}project_id ELSE 'u' || hex({row}user_id) END"
 )
 _EPISODE_SCOPE = "'s' || {row}session_id"
 
+#: (column, weight) of each keyword index, in the index's column order.
+EPISODE_COLUMNS = (("user_message", 1.0), ("ai_response", 1.0), ("context", 0.5))
+MEMORY_COLUMNS = (("title", 1.0), ("content", 1.0))
+
+
+def _bm25(columns: tuple[tuple[str, float], ...]) -> str:
+    # The index's configured rank: FTS5's bm25 with these weights and 0 for
+    # the scope. Searches no longer order by it (its statistics are the whole
+    # table's); it stays as the index was created.
+    return f"bm25({', '.join(str(w) for _, w in columns)}, 0.0)"
+
+
 KEYWORD_INDEXES: tuple[tuple[str, tuple[str, ...], str, str, tuple[str, ...]], ...] = (
     # (table, indexed columns, scope expression, rank, columns whose change re-indexes)
     (
         "episodes",
-        ("user_message", "ai_response", "context"),
+        tuple(c for c, _ in EPISODE_COLUMNS),
         _EPISODE_SCOPE,
-        "bm25(1.0, 1.0, 0.5, 0.0)",
+        _bm25(EPISODE_COLUMNS),
         ("user_message", "ai_response", "context", "session_id"),
     ),
     (
         "memories",
-        ("title", "content"),
+        tuple(c for c, _ in MEMORY_COLUMNS),
         _MEMORY_SCOPE,
-        "bm25(1.0, 1.0, 0.0)",
+        _bm25(MEMORY_COLUMNS),
         ("title", "content", "kind", "project_id", "user_id"),
     ),
 )
@@ -151,4 +163,5 @@ def create_all() -> list[str]:
     for spec in KEYWORD_INDEXES:
         statements += _keyword_index(*spec)
     statements.append(SAME_GRAPH_TRIGGER)
+    statements += schema_changes.EPISODE_COUNT_TRIGGERS
     return statements

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
+from nexus_grpc.core import jobs
 from nexus_grpc.store import schema_changes
 from nexus_grpc.store.sqlite import migrations
 
@@ -359,3 +361,74 @@ async def test_postgresql_repeated_project_names_take_the_same_suffixes(pg_empty
                 "INSERT INTO projects (name, created_at, updated_at, tenant)"
                 " VALUES ('demo', 0, 0, 'a')"
             )
+
+
+# Memories stored before their points carried a tenant (schema_changes.MEMORY_POINT_TENANTS).
+_MEMORIES_BEFORE_POINT_TENANTS = [
+    "INSERT INTO memories (id, kind, title, content, tier, created_at, updated_at, tenant)"
+    f" VALUES ({i}, 2, 't', 'c', 3, 0, 0, '{tenant}')"
+    for i, tenant in ((1, "a"), (2, "b"), (3, "a"))
+]
+_MEMORIES_REINDEXED = [
+    ("index:memories", 1, "a", jobs.BULK, "pending"),
+    ("index:memories", 2, "b", jobs.BULK, "pending"),
+    ("index:memories", 3, "a", jobs.BULK, "pending"),
+]
+
+
+def test_every_memory_is_indexed_again_so_its_point_carries_its_tenant(tmp_path):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.MEMORY_POINT_TENANTS))
+    for statement in _MEMORIES_BEFORE_POINT_TENANTS:
+        conn.execute(statement)
+    migrations.migrate(conn)
+    rows = conn.execute(
+        "SELECT kind, target_id, tenant, priority, state FROM jobs ORDER BY target_id"
+    )
+    assert rows.fetchall() == _MEMORIES_REINDEXED
+    # Due now, as a job queued at the upgrade would be.
+    due = conn.execute("SELECT MIN(run_after) FROM jobs").fetchone()[0]
+    assert abs(due - time.time()) < 60
+
+
+async def test_postgresql_indexes_every_memory_again_for_its_tenant(pg_empty_url):
+    import psycopg
+
+    from nexus_grpc.store.postgres import migrations as pg_schema
+    from tests import pg
+
+    with psycopg.connect(pg_empty_url, autocommit=True) as raw:
+        pg.restore_version_1(raw)
+        pg_schema.migrate(
+            raw, upto=pg_schema.MIGRATIONS.index((schema_changes.MEMORY_POINT_TENANTS,))
+        )
+        for statement in _MEMORIES_BEFORE_POINT_TENANTS:
+            raw.execute(statement)
+        assert pg_schema.migrate(raw) == pg_schema.LATEST_VERSION
+        rows = raw.execute(
+            "SELECT kind, target_id, tenant, priority, state FROM jobs ORDER BY target_id"
+        )
+        assert rows.fetchall() == _MEMORIES_REINDEXED
+        due = raw.execute("SELECT MIN(run_after) FROM jobs").fetchone()[0]
+        assert abs(due - time.time()) < 60
+
+
+def test_sessions_count_the_episodes_they_held_before_the_upgrade(tmp_path):
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    _migrate_to(conn, migrations.MIGRATIONS.index(schema_changes.SESSION_EPISODE_COUNTS))
+    conn.execute(
+        "INSERT INTO sessions (id, external_id, created_at) VALUES (1, 'a', 0), (2, 'b', 0)"
+    )
+    conn.executemany(
+        "INSERT INTO episodes (session_id, user_message, ai_response, created_at)"
+        " VALUES (?, 'x', '', 0)",
+        [(1,), (1,), (1,)],
+    )
+    migrations.migrate(conn)
+    counted = "SELECT id, episode_count FROM sessions ORDER BY id"
+    assert conn.execute(counted).fetchall() == [(1, 3), (2, 0)]
+    # And the triggers keep them so from then on.
+    conn.execute("INSERT INTO episodes (session_id, user_message, ai_response, created_at)"
+                 " VALUES (2, 'y', '', 0)")  # fmt: skip
+    conn.execute("DELETE FROM episodes WHERE id = 1")
+    assert conn.execute(counted).fetchall() == [(1, 2), (2, 1)]
