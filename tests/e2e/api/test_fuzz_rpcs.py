@@ -917,9 +917,11 @@ class World:
         await wait_until(settled, timeout=60)
         for worker in app.workers:
             await worker.stop()
-        # It merges the FTS shadow tables, which the digest reads.
+        # They merge the FTS shadow tables, which the digest reads: the keyword
+        # upkeep, and the storage upkeep's scrub a minute after a delete.
         if app.keyword_upkeep is not None:
             await app.keyword_upkeep.stop()
+        await app.storage_upkeep.stop()
         if app._background:
             await asyncio.gather(*app._background)
 
