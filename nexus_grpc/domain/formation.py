@@ -5,7 +5,7 @@ An episode's extraction call also proposes memory candidates when formation
 applies to it (``forms_for``): its project forms memories (its setting, or
 the default: USER) and its session names its user (for USER memories) or
 the project forms PROJECT memories too. The candidates are checked as they
-are parsed (llm/extraction.parse_memories: the user's own quoted words, no
+are parsed (llm/formation_prompts.parse_memories: the user's own quoted words, no
 questions, no assistant claims) and kept for this module's durable job,
 which decides, for each, against the owner's most similar live memories:
 
@@ -61,15 +61,17 @@ from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_visibility import MemoryScope
 from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
-from nexus_grpc.llm.extraction_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from nexus_grpc.llm.formation_prompts import (
     ADD,
+    FORM_USER,
+    FORM_USER_AND_PROJECT,
     FORMATION_OPTIONS,
     FORMATION_SCHEMA,
     NOTHING,
     SUPERSEDE,
     UPDATE,
     Kept,
+    MemoryCandidate,
     Question,
     build_formation_messages,
     parse_formation,
