@@ -33,7 +33,6 @@ stream with the operations applied.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +58,7 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval import memory_ranking
 from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
 from nexus_grpc.llm.formation_prompts import (
@@ -80,12 +80,6 @@ from nexus_grpc.llm.formation_prompts import (
 log = logging.getLogger(__name__)
 WriteFn = Callable[[UnitOfWork], Any]
 SIMILAR = 5
-# Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
-# a candidate to be shown to the LLM; below it the candidate is simply new.
-# Measured (tests/e2e/service/test_memory_formation.py's pairs, docs/memory-formation.md):
-# memories on one subject 0.41-0.81 ("lives in Porto"/"lives in Lisbon" 0.81,
-# "is learning Rust"/"knows Python well" 0.41), on different ones 0.12-0.35.
-SEMANTIC_SIMILAR = 0.4
 # An episode waiting for an earlier one of its session tries again this soon.
 DEFER_SECONDS = 1.0
 TIERS = {"longterm": Tier.LONGTERM, "session": Tier.SESSION, "task": Tier.TASK}
@@ -182,15 +176,6 @@ def _context(uow: UnitOfWork, episode_id: int) -> _Context | None:
         uow.episodes.formation_ahead(episode),
         episode.acts_for,
     )
-
-
-def _unit(v: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / norm for x in v]
-
-
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def _key(text: str) -> str:
@@ -300,12 +285,9 @@ class MemoryFormationJob:
         vectors = await self.memories.embedder.embed(
             [c.content, *(m.content for m in pool.values())]
         )
-        mine = _unit(vectors[0])
-        scored = sorted(
-            ((_dot(mine, _unit(v)), m) for v, m in zip(vectors[1:], pool.values(), strict=True)),
-            key=lambda s: -s[0],
+        return memory_ranking.most_similar(
+            vectors[0], zip(vectors[1:], pool.values(), strict=True), SIMILAR
         )
-        return [m for score, m in scored if score >= SEMANTIC_SIMILAR][:SIMILAR]
 
     async def _ask(
         self, ctx: _Context, questions: Sequence[tuple[MemoryCandidate, list[Memory]]]
