@@ -28,6 +28,12 @@ episode's formation finds its memories already there and changes nothing.
 At the memory cap, the episode's formation is refused as a whole, recorded
 in its ``memory_error``. Its end is announced on the extraction event
 stream with the operations applied.
+
+Extraction meets formation through one interface: ``ExtractionHandoff``
+(``HANDOFF``), the four things extraction asks (what its prompt asks for,
+keep an extraction's candidates, its failure, its re-run), declared on
+extraction's side as ``extraction.FormationHandoff``. Formation's words to
+the LLM, the candidates' included, are llm/formation_prompts.py's.
 """
 
 from __future__ import annotations
@@ -480,3 +486,46 @@ def candidates_for(forms: Forms | None, memories: Sequence[MemoryCandidate]) -> 
     if forms is None:
         return []
     return [asdict(c) for c in memories if forms.allows(c.about)]
+
+
+class ExtractionHandoff:
+    """Where extraction meets formation, and the only place: extraction calls
+    these (``extraction.FormationHandoff`` declares them) and nothing else of
+    this module, and this module calls nothing of extraction. Whether an
+    episode forms memories, and what follows, is decided here."""
+
+    def prompt(self, uow: UnitOfWork, session: Session, episode: Episode) -> str | None:
+        """The memory candidates the episode's extraction prompt asks for
+        (``FORM_USER`` or ``FORM_USER_AND_PROJECT``); None: none."""
+        if episode.memory_state != JobState.PENDING:
+            return None
+        forms = forms_for(uow, session, episode)
+        return forms.prompt if forms is not None else None
+
+    def extracted(
+        self, uow: UnitOfWork, episode: Episode, memories: Sequence[MemoryCandidate], priority: int
+    ) -> None:
+        """The episode's extraction is being written: what formation may form
+        of its candidates is kept, and formation's durable job queued, in the
+        same transaction (at the extraction's priority: an import's forms
+        behind live traffic)."""
+        if episode.memory_state != JobState.PENDING:
+            return
+        forms = forms_for(uow, uow.sessions.get(episode.session_id), episode)
+        uow.memories.put_candidates(episode.id, candidates_for(forms, memories))
+        uow.jobs.enqueue(jobs.FORM_MEMORIES, [episode.id], priority=priority)
+
+    def extraction_failed(self, uow: UnitOfWork, episode_id: int, error: str) -> None:
+        """The episode's extraction was dead-lettered: its formation, which
+        needed it, fails with it."""
+        mark_failed(uow, episode_id, f"extraction failed: {error}")
+
+    def extraction_requeued(self, uow: UnitOfWork, session: Session, episode_id: int) -> None:
+        """The episode is extracted again: its memories form again from the
+        new answer (what they already hold is found and left as it is)."""
+        if due(uow, session):
+            uow.episodes.set_memory_pending([episode_id])
+
+
+#: The one ``ExtractionHandoff`` (it holds nothing).
+HANDOFF = ExtractionHandoff()
