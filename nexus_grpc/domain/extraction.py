@@ -10,28 +10,34 @@ Re-running an episode is idempotent: mention counts move only for
 (entity, episode) links that are new, and the facts the episode asserted or
 ended are replaced, not added to (its evidence is dropped and written again,
 and the intervals derived anew).
+
+Memory formation rides on the same call and the same write; extraction meets
+it through one interface, ``FormationHandoff`` (answered by
+``formation.HANDOFF``): what the prompt asks for, the candidates to keep, a
+failed extraction and a re-run. Nothing else of domain/formation.py is called
+here, and formation calls nothing of this module.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from nexus_grpc.core import jobs, llm_usage, tenancy
 from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.graph import ASSERT, END, Entity, Relationship
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.models import JobState
+from nexus_grpc.core.models import Episode, JobState, Session
 from nexus_grpc.core.names import name_key, search_key
 from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import facts, formation
+from nexus_grpc.domain import facts
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.entity_resolution import (
     NO_ANSWERS,
@@ -39,6 +45,7 @@ from nexus_grpc.domain.entity_resolution import (
     EntityResolution,
     settle,
 )
+from nexus_grpc.domain.formation import HANDOFF
 from nexus_grpc.domain.resolution_rules import Mention
 from nexus_grpc.domain.session_rights import require_may_write
 from nexus_grpc.errors import InvalidArgument
@@ -57,12 +64,36 @@ from nexus_grpc.llm.extraction_prompts import (
     merge_results,
     parse_extraction,
 )
+from nexus_grpc.llm.formation_prompts import MemoryCandidate
 
 log = logging.getLogger(__name__)
 _ENTITY_FIELDS = frozenset(f.name for f in fields(Entity))
 WriteFn = Callable[[UnitOfWork], Any]
 # Words in a row looked up as names known to the graph: "New York City".
 MAX_NAME_WORDS = 3
+
+
+class FormationHandoff(Protocol):
+    """All that extraction asks of memory formation (domain/formation.py's
+    ``ExtractionHandoff`` answers it)."""
+
+    def prompt(self, uow: UnitOfWork, session: Session, episode: Episode) -> str | None:
+        """The memory candidates the episode's prompt asks for; None: none."""
+
+    def extracted(
+        self, uow: UnitOfWork, episode: Episode, memories: Sequence[MemoryCandidate], priority: int
+    ) -> None:
+        """In the extraction's write: keep its candidates, queue formation."""
+
+    def extraction_failed(self, uow: UnitOfWork, episode_id: int, error: str) -> None:
+        """The extraction was dead-lettered."""
+
+    def extraction_requeued(self, uow: UnitOfWork, session: Session, episode_id: int) -> None:
+        """The episode is queued for extraction again."""
+
+
+#: Memory formation, as extraction sees it.
+FORMATION: FormationHandoff = HANDOFF
 
 
 @dataclass(frozen=True)
@@ -138,16 +169,13 @@ def _context(uow: UnitOfWork, episode_id: int) -> _EpisodeContext | None:
         for f, label, t, at in uow.graph.current_facts([e.id for e in named], MAX_CURRENT_FACTS)
     ]
     session = uow.sessions.get(episode.session_id)
-    forms = None
-    if episode.memory_state == JobState.PENDING:
-        forms = formation.forms_for(uow, session, episode)
     return _EpisodeContext(
         episode.user_message,
         episode.ai_response,
         graph,
         known,
         current,
-        forms.prompt if forms is not None else None,
+        FORMATION.prompt(uow, session, episode),
         scope[1],
         session.tenant,
         session.user_id,
@@ -284,12 +312,7 @@ def apply_result(
     event_id = uow.events.insert(
         episode_id, session_id, project_id, EXTRACTION_DONE, payload=payload
     )
-    if episode.memory_state == JobState.PENDING:
-        # What formation may form, for its own durable job (at this job's
-        # priority: an import's forms behind live traffic).
-        forms = formation.forms_for(uow, uow.sessions.get(session_id), episode)
-        uow.memories.put_candidates(episode_id, formation.candidates_for(forms, result.memories))
-        uow.jobs.enqueue(jobs.FORM_MEMORIES, [episode_id], priority=priority)
+    FORMATION.extracted(uow, episode, result.memories, priority)
     return event_id
 
 
@@ -301,7 +324,7 @@ def mark_failed(uow: UnitOfWork, job: Job, error: str) -> None:
         return
     uow.episodes.set_extract_state(job.target_id, JobState.FAILED, error)
     uow.events.insert(job.target_id, scope[0], scope[1], EXTRACTION_FAILED, error=error)
-    formation.mark_failed(uow, job.target_id, f"extraction failed: {error}")
+    FORMATION.extraction_failed(uow, job.target_id, error)
 
 
 def note_retry(uow: UnitOfWork, job: Job, error: str) -> None:
@@ -438,10 +461,7 @@ def _requeue_one(uow: UnitOfWork, episode_id: int, tenant: str | None = None) ->
     uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE, episode_id)
     uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [episode_id])  # coalesces with a pending one
     uow.episodes.set_extract_state(episode_id, JobState.PENDING)
-    # Its memories form again from the new answer (what they already hold
-    # is found and left as it is).
-    if formation.due(uow, uow.sessions.get(episode.session_id)):
-        uow.episodes.set_memory_pending([episode_id])
+    FORMATION.extraction_requeued(uow, uow.sessions.get(episode.session_id), episode_id)
     return 1
 
 

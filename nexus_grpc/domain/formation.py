@@ -5,7 +5,7 @@ An episode's extraction call also proposes memory candidates when formation
 applies to it (``forms_for``): its project forms memories (its setting, or
 the default: USER) and its session names its user (for USER memories) or
 the project forms PROJECT memories too. The candidates are checked as they
-are parsed (llm/extraction.parse_memories: the user's own quoted words, no
+are parsed (llm/formation_prompts.parse_memories: the user's own quoted words, no
 questions, no assistant claims) and kept for this module's durable job,
 which decides, for each, against the owner's most similar live memories:
 
@@ -28,12 +28,17 @@ episode's formation finds its memories already there and changes nothing.
 At the memory cap, the episode's formation is refused as a whole, recorded
 in its ``memory_error``. Its end is announced on the extraction event
 stream with the operations applied.
+
+Extraction meets formation through one interface: ``ExtractionHandoff``
+(``HANDOFF``), the four things extraction asks (what its prompt asks for,
+keep an extraction's candidates, its failure, its re-run), declared on
+extraction's side as ``extraction.FormationHandoff``. Formation's words to
+the LLM, the candidates' included, are llm/formation_prompts.py's.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -59,17 +64,20 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_visibility import MemoryScope
+from nexus_grpc.domain.retrieval import memory_ranking
 from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMUnreachable
-from nexus_grpc.llm.extraction_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from nexus_grpc.llm.formation_prompts import (
     ADD,
+    FORM_USER,
+    FORM_USER_AND_PROJECT,
     FORMATION_OPTIONS,
     FORMATION_SCHEMA,
     NOTHING,
     SUPERSEDE,
     UPDATE,
     Kept,
+    MemoryCandidate,
     Question,
     build_formation_messages,
     parse_formation,
@@ -78,12 +86,6 @@ from nexus_grpc.llm.formation_prompts import (
 log = logging.getLogger(__name__)
 WriteFn = Callable[[UnitOfWork], Any]
 SIMILAR = 5
-# Cosine of the two texts (MiniLM) at which a kept memory is similar enough to
-# a candidate to be shown to the LLM; below it the candidate is simply new.
-# Measured (tests/e2e/service/test_memory_formation.py's pairs, docs/memory-formation.md):
-# memories on one subject 0.41-0.81 ("lives in Porto"/"lives in Lisbon" 0.81,
-# "is learning Rust"/"knows Python well" 0.41), on different ones 0.12-0.35.
-SEMANTIC_SIMILAR = 0.4
 # An episode waiting for an earlier one of its session tries again this soon.
 DEFER_SECONDS = 1.0
 TIERS = {"longterm": Tier.LONGTERM, "session": Tier.SESSION, "task": Tier.TASK}
@@ -180,15 +182,6 @@ def _context(uow: UnitOfWork, episode_id: int) -> _Context | None:
         uow.episodes.formation_ahead(episode),
         episode.acts_for,
     )
-
-
-def _unit(v: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / norm for x in v]
-
-
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def _key(text: str) -> str:
@@ -298,12 +291,9 @@ class MemoryFormationJob:
         vectors = await self.memories.embedder.embed(
             [c.content, *(m.content for m in pool.values())]
         )
-        mine = _unit(vectors[0])
-        scored = sorted(
-            ((_dot(mine, _unit(v)), m) for v, m in zip(vectors[1:], pool.values(), strict=True)),
-            key=lambda s: -s[0],
+        return memory_ranking.most_similar(
+            vectors[0], zip(vectors[1:], pool.values(), strict=True), SIMILAR
         )
-        return [m for score, m in scored if score >= SEMANTIC_SIMILAR][:SIMILAR]
 
     async def _ask(
         self, ctx: _Context, questions: Sequence[tuple[MemoryCandidate, list[Memory]]]
@@ -496,3 +486,46 @@ def candidates_for(forms: Forms | None, memories: Sequence[MemoryCandidate]) -> 
     if forms is None:
         return []
     return [asdict(c) for c in memories if forms.allows(c.about)]
+
+
+class ExtractionHandoff:
+    """Where extraction meets formation, and the only place: extraction calls
+    these (``extraction.FormationHandoff`` declares them) and nothing else of
+    this module, and this module calls nothing of extraction. Whether an
+    episode forms memories, and what follows, is decided here."""
+
+    def prompt(self, uow: UnitOfWork, session: Session, episode: Episode) -> str | None:
+        """The memory candidates the episode's extraction prompt asks for
+        (``FORM_USER`` or ``FORM_USER_AND_PROJECT``); None: none."""
+        if episode.memory_state != JobState.PENDING:
+            return None
+        forms = forms_for(uow, session, episode)
+        return forms.prompt if forms is not None else None
+
+    def extracted(
+        self, uow: UnitOfWork, episode: Episode, memories: Sequence[MemoryCandidate], priority: int
+    ) -> None:
+        """The episode's extraction is being written: what formation may form
+        of its candidates is kept, and formation's durable job queued, in the
+        same transaction (at the extraction's priority: an import's forms
+        behind live traffic)."""
+        if episode.memory_state != JobState.PENDING:
+            return
+        forms = forms_for(uow, uow.sessions.get(episode.session_id), episode)
+        uow.memories.put_candidates(episode.id, candidates_for(forms, memories))
+        uow.jobs.enqueue(jobs.FORM_MEMORIES, [episode.id], priority=priority)
+
+    def extraction_failed(self, uow: UnitOfWork, episode_id: int, error: str) -> None:
+        """The episode's extraction was dead-lettered: its formation, which
+        needed it, fails with it."""
+        mark_failed(uow, episode_id, f"extraction failed: {error}")
+
+    def extraction_requeued(self, uow: UnitOfWork, session: Session, episode_id: int) -> None:
+        """The episode is extracted again: its memories form again from the
+        new answer (what they already hold is found and left as it is)."""
+        if due(uow, session):
+            uow.episodes.set_memory_pending([episode_id])
+
+
+#: The one ``ExtractionHandoff`` (it holds nothing).
+HANDOFF = ExtractionHandoff()

@@ -9,7 +9,8 @@
 3. Pass 2 (same model): the picks with their content -> final relevance.
    Picks whose content does not fit the context keep their pass-1 relevance.
 4. Memories already used in the thread get their relevance halved, so fresh
-   matches come first unless the old ones are clearly more relevant.
+   matches come first unless the old ones are clearly more relevant (the
+   ranking is ``retrieval/memory_ranking.selection_order``).
 5. Usage is recorded in one transaction (a row per memory, use_count + 1,
    last_used_at), then the results stream, most relevant first.
 
@@ -55,13 +56,13 @@ from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.budgets import Budgets
 from nexus_grpc.domain.memories import usage_owner
 from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope
+from nexus_grpc.domain.retrieval import memory_ranking
 from nexus_grpc.domain.retrieval.search import MemorySearch
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.llm import LLMClient, LLMError, LLMInputTooLong, tokens
 from nexus_grpc.llm import selection_prompts as prompts
 
 log = logging.getLogger(__name__)
-USED_PENALTY = 0.5
 # Titles read for pass 1 (the cap keeps a project and agent at 1000; a scope
 # also sees the user's own memories).
 MAX_TITLES = 2000
@@ -187,11 +188,7 @@ class Selector:
             prompt, scope, tenant, candidates, used, thread_summary, n
         )
         method_is(method, reason)
-        ranked = sorted(
-            ((mid, rel * (USED_PENALTY if mid in used else 1.0), cat) for mid, rel, cat in picks),
-            key=lambda p: p[1],
-            reverse=True,
-        )[:n]
+        ranked = memory_ranking.selection_order(picks, used, n)
         if not ranked:
             if on_empty is not None:
                 why = (
@@ -367,7 +364,7 @@ class Selector:
             selected += prompts.parse_selection(answer, {m.id for m in batch})
         if not selected:
             return [], len(batches)
-        selected.sort(key=lambda s: s.relevance, reverse=True)
+        selected = memory_ranking.by_relevance(selected, lambda s: s.relevance)
         by_id = {m.id: m for m in candidates}
         fixed = prompts.build_ranking_messages(prompt, [], thread_summary)
         room = await llm.input_budget(

@@ -4,6 +4,10 @@ The model is small (qwen2.5:3b), so its output is constrained by a JSON schema
 (Ollama structured outputs) and then filtered hard: only six entity types, no
 pleasantries or chat roles as "entities", snake_case edge labels, and no edge
 whose ends were dropped.
+
+When formation is on for the episode, the same call also proposes memory
+candidates; their rules, schema and filter are formation's own
+(llm/formation_prompts.py), joined in here.
 """
 
 from __future__ import annotations
@@ -12,6 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus_grpc.llm.formation_prompts import (
+    MEMORIES_PROPERTY,
+    MemoryCandidate,
+    memory_rules,
+    parse_memories,
+)
 from nexus_grpc.llm.llm_errors import LLMBadOutput
 from nexus_grpc.llm.sampling import SamplingOptions
 from nexus_grpc.llm.text import to_snake_case
@@ -26,12 +36,6 @@ MAX_CURRENT_FACTS = 30
 MAX_ENTITIES_PER_ANSWER = 30
 MAX_RELATIONSHIPS_PER_ANSWER = 30
 MAX_ENDED_PER_ANSWER = 10
-MAX_MEMORIES_PER_ANSWER = 10
-MAX_MEMORY_CHARS = 500
-# Formation modes an extraction prompt is built for (domain/formation.py).
-FORM_USER = "user"
-FORM_USER_AND_PROJECT = "user_and_project"
-MEMORY_TIERS = ("longterm", "session", "task")
 
 ENTITY_TYPES: frozenset[str] = frozenset(
     {"person", "place", "project", "technology", "concept", "organization"}
@@ -105,21 +109,6 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
     "required": ["entities", "relationships"],
 }
 
-_MEMORY_ITEM: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        # "user": about the person; "project": about the project's work.
-        "about": {"type": "string"},
-        "title": {"type": "string"},
-        "content": {"type": "string"},
-        # "longterm" (lasting), "session" (this conversation) or "task" (the task at hand).
-        "tier": {"type": "string"},
-        # The user's own words it rests on, copied from the user message.
-        "quote": {"type": "string"},
-    },
-    "required": ["about", "title", "content", "tier", "quote"],
-}
-
 
 def extraction_schema(formation: str | None = None) -> dict[str, Any]:
     """The answer's schema; with memory candidates when ``formation`` is on."""
@@ -129,11 +118,7 @@ def extraction_schema(formation: str | None = None) -> dict[str, Any]:
         **EXTRACTION_SCHEMA,
         "properties": {
             **EXTRACTION_SCHEMA["properties"],
-            "memories": {
-                "type": "array",
-                "maxItems": MAX_MEMORIES_PER_ANSWER,
-                "items": _MEMORY_ITEM,
-            },
+            "memories": MEMORIES_PROPERTY,
         },
     }
 
@@ -176,44 +161,6 @@ part_of, located_in, lives_in (a move to a city is lives_in that city).
 - "ended" lists current facts (from the list you are shown) that the exchange says \
 no longer hold, e.g. someone left a company; use the names and label as shown.
 - If nothing is worth extracting, return {"entities": [], "relationships": [], "ended": []}."""
-
-
-_MEMORY_RULES = {
-    FORM_USER: """\
-
-Also return "memories": lasting facts and preferences the USER states about \
-themselves, worth remembering in later conversations ("I'm vegetarian", "I moved to \
-Porto", "call me Sam"). Each: {"about": "user", "title": a few words, "content": one \
-sentence in the third person ("The user is vegetarian."), "tier": "longterm" \
-(or "task" if it only matters for the task at hand right now, "session" for this \
-conversation), "quote": the user's own words it rests on, copied exactly}.
-Never a memory: greetings, questions, requests, small talk, or anything only the AI \
-said or suggested. When the user corrects an earlier fact, state the new fact. \
-If there is nothing lasting, return "memories": [].""",
-    FORM_USER_AND_PROJECT: """\
-
-Also return "memories": lasting facts and preferences the USER states about \
-themselves ("about": "user"), and decisions or facts about the project's work the \
-user states ("about": "project": "We deploy on Fridays", "The API is versioned \
-under /v2"). Each: {"about", "title": a few words, "content": one sentence in the \
-third person, "tier": "longterm" (or "task" if it only matters for the task at \
-hand right now, "session" for this conversation), "quote": the user's own words it \
-rests on, copied exactly}.
-Never a memory: greetings, questions, requests, small talk, or anything only the AI \
-said or suggested. When the user corrects an earlier fact, state the new fact. \
-If there is nothing lasting, return "memories": [].""",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryCandidate:
-    """A memory an exchange proposes: about the user or the project."""
-
-    about: str  # "user" or "project"
-    title: str
-    content: str
-    tier: str  # "longterm", "session" or "task"
-    quote: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +265,7 @@ def build_extraction_part_messages(
         f"Known entities:\n{known_block}\n\n{facts_block}{where}{exchange}\n\n"
         "Extract the entities and relationships as JSON."
     )
-    system = _SYSTEM_PROMPT + (_MEMORY_RULES[formation] if formation else "")
+    system = _SYSTEM_PROMPT + (memory_rules(formation) if formation else "")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -432,54 +379,6 @@ def parse_extraction(
         ended=_parse_ended(obj.get("ended")),
         memories=memories,
     )
-
-
-def _words(text: str) -> list[str]:
-    return "".join(c.lower() if c.isalnum() else " " for c in text).split()
-
-
-def _quoted(quote: str, said: str) -> bool:
-    """Whether ``quote`` is the user's own words: its words appear, in order
-    and together, in what the user said (case, punctuation and spacing aside)."""
-    mine, theirs = _words(quote), _words(said)
-    if len(mine) < 2:
-        return False
-    n = len(mine)
-    return any(theirs[i : i + n] == mine for i in range(len(theirs) - n + 1))
-
-
-def parse_memories(raw: object, user_message: str, formation: str | None) -> list[MemoryCandidate]:
-    """Memory candidates that hold up: about the user (or the project, when
-    formation covers it), resting on words the user actually said (never the
-    assistant's claims, which the quote would not be found in), and not a
-    question or a fragment."""
-    if not isinstance(raw, list):
-        return []
-    allowed = {"user"} if formation == FORM_USER else {"user", "project"}
-    kept: list[MemoryCandidate] = []
-    seen: set[str] = set()
-    for item in raw[:MAX_MEMORIES_PER_ANSWER]:
-        if not isinstance(item, Mapping):
-            continue
-        about = str(item.get("about", "")).strip().lower()
-        content = " ".join(str(item.get("content", "")).split())[:MAX_MEMORY_CHARS]
-        title = " ".join(str(item.get("title", "")).split())[:200] or content[:60]
-        tier = str(item.get("tier", "longterm")).strip().lower()
-        quote = str(item.get("quote", ""))
-        if about not in allowed or len(_words(content)) < 3 or content.endswith("?"):
-            continue
-        if not _quoted(quote, user_message):
-            continue
-        key = " ".join(_words(content))
-        if key in seen:
-            continue
-        seen.add(key)
-        kept.append(
-            MemoryCandidate(
-                about, title, content, tier if tier in MEMORY_TIERS else "longterm", quote
-            )
-        )
-    return kept
 
 
 def canonical_label(label: str) -> str:

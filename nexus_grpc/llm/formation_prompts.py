@@ -1,5 +1,13 @@
-"""The question memory formation asks the LLM when its rules cannot tell what
-a candidate memory means for the memories already kept.
+"""Memory formation's words to the LLM: what it adds to an extraction's
+question, and the question it asks when its rules cannot tell what a
+candidate memory means for the memories already kept.
+
+An episode's extraction call (llm/extraction_prompts.py) also proposes
+memory candidates when formation applies to it: the rules for them
+(``memory_rules``), the ``memories`` part of the answer's schema
+(``MEMORIES_PROPERTY``) and the filter that keeps only the candidates the
+user's own words support (``parse_memories``) are formation's, and only
+extraction's prompt builder and parser use them.
 
 All of an episode's open candidates go in one call, each with the owner's
 most similar live memories (the same user's, or the same project and
@@ -16,6 +24,15 @@ from typing import Any
 
 from nexus_grpc.llm.llm_errors import LLMBadOutput
 from nexus_grpc.llm.sampling import SamplingOptions
+
+# Bounds on an extraction answer's memory candidates (see extraction_prompts.py
+# on why an answer's lists are bounded).
+MAX_MEMORIES_PER_ANSWER = 10
+MAX_MEMORY_CHARS = 500
+# Formation modes an extraction prompt is built for (domain/formation.py).
+FORM_USER = "user"
+FORM_USER_AND_PROJECT = "user_and_project"
+MEMORY_TIERS = ("longterm", "session", "task")
 
 FORMATION_OPTIONS: SamplingOptions = {"temperature": 0.0, "num_predict": 600}
 MAX_CANDIDATES = 10
@@ -116,3 +133,118 @@ def parse_formation(obj: Mapping[str, Any], questions: Sequence[Question]) -> di
             continue
         decided[number] = Decision(action, memory_id, reason[:REASON_CHARS])
     return decided
+
+
+_MEMORY_ITEM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # "user": about the person; "project": about the project's work.
+        "about": {"type": "string"},
+        "title": {"type": "string"},
+        "content": {"type": "string"},
+        # "longterm" (lasting), "session" (this conversation) or "task" (the task at hand).
+        "tier": {"type": "string"},
+        # The user's own words it rests on, copied from the user message.
+        "quote": {"type": "string"},
+    },
+    "required": ["about", "title", "content", "tier", "quote"],
+}
+
+#: The ``memories`` property an extraction answer's schema gains when
+#: formation is on for the episode.
+MEMORIES_PROPERTY: dict[str, Any] = {
+    "type": "array",
+    "maxItems": MAX_MEMORIES_PER_ANSWER,
+    "items": _MEMORY_ITEM,
+}
+
+_MEMORY_RULES = {
+    FORM_USER: """\
+
+Also return "memories": lasting facts and preferences the USER states about \
+themselves, worth remembering in later conversations ("I'm vegetarian", "I moved to \
+Porto", "call me Sam"). Each: {"about": "user", "title": a few words, "content": one \
+sentence in the third person ("The user is vegetarian."), "tier": "longterm" \
+(or "task" if it only matters for the task at hand right now, "session" for this \
+conversation), "quote": the user's own words it rests on, copied exactly}.
+Never a memory: greetings, questions, requests, small talk, or anything only the AI \
+said or suggested. When the user corrects an earlier fact, state the new fact. \
+If there is nothing lasting, return "memories": [].""",
+    FORM_USER_AND_PROJECT: """\
+
+Also return "memories": lasting facts and preferences the USER states about \
+themselves ("about": "user"), and decisions or facts about the project's work the \
+user states ("about": "project": "We deploy on Fridays", "The API is versioned \
+under /v2"). Each: {"about", "title": a few words, "content": one sentence in the \
+third person, "tier": "longterm" (or "task" if it only matters for the task at \
+hand right now, "session" for this conversation), "quote": the user's own words it \
+rests on, copied exactly}.
+Never a memory: greetings, questions, requests, small talk, or anything only the AI \
+said or suggested. When the user corrects an earlier fact, state the new fact. \
+If there is nothing lasting, return "memories": [].""",
+}
+
+
+def memory_rules(formation: str) -> str:
+    """What an extraction's instructions add for the memories ``formation``
+    (FORM_USER or FORM_USER_AND_PROJECT) asks for."""
+    return _MEMORY_RULES[formation]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCandidate:
+    """A memory an exchange proposes: about the user or the project."""
+
+    about: str  # "user" or "project"
+    title: str
+    content: str
+    tier: str  # "longterm", "session" or "task"
+    quote: str
+
+
+def _words(text: str) -> list[str]:
+    return "".join(c.lower() if c.isalnum() else " " for c in text).split()
+
+
+def _quoted(quote: str, said: str) -> bool:
+    """Whether ``quote`` is the user's own words: its words appear, in order
+    and together, in what the user said (case, punctuation and spacing aside)."""
+    mine, theirs = _words(quote), _words(said)
+    if len(mine) < 2:
+        return False
+    n = len(mine)
+    return any(theirs[i : i + n] == mine for i in range(len(theirs) - n + 1))
+
+
+def parse_memories(raw: object, user_message: str, formation: str | None) -> list[MemoryCandidate]:
+    """Memory candidates that hold up: about the user (or the project, when
+    formation covers it), resting on words the user actually said (never the
+    assistant's claims, which the quote would not be found in), and not a
+    question or a fragment."""
+    if not isinstance(raw, list):
+        return []
+    allowed = {"user"} if formation == FORM_USER else {"user", "project"}
+    kept: list[MemoryCandidate] = []
+    seen: set[str] = set()
+    for item in raw[:MAX_MEMORIES_PER_ANSWER]:
+        if not isinstance(item, Mapping):
+            continue
+        about = str(item.get("about", "")).strip().lower()
+        content = " ".join(str(item.get("content", "")).split())[:MAX_MEMORY_CHARS]
+        title = " ".join(str(item.get("title", "")).split())[:200] or content[:60]
+        tier = str(item.get("tier", "longterm")).strip().lower()
+        quote = str(item.get("quote", ""))
+        if about not in allowed or len(_words(content)) < 3 or content.endswith("?"):
+            continue
+        if not _quoted(quote, user_message):
+            continue
+        key = " ".join(_words(content))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(
+            MemoryCandidate(
+                about, title, content, tier if tier in MEMORY_TIERS else "longterm", quote
+            )
+        )
+    return kept

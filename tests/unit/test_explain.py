@@ -1,6 +1,7 @@
 """``explain``'s record of a search (domain/retrieval/explain.py): stages in the
 order they run whatever order they were noted in, rank 0 where a stage did
-not find a hit, and what the filters dropped."""
+not find a hit, and what the filters dropped, recorded around the stage
+(explain_recorder.py) rather than by it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from nexus_grpc.core.models import SearchMode, SearchSource
 from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Candidate
 from nexus_grpc.domain.retrieval.explain import Trace
+from nexus_grpc.domain.retrieval.explain_recorder import Recorder
 from nexus_grpc.domain.retrieval.filters import Keep
+from nexus_grpc.domain.retrieval.pipeline import QUIET
 
 
 def test_stages_read_in_the_order_they_run_and_a_miss_is_rank_zero():
@@ -57,7 +60,7 @@ def in_scope(row, call) -> bool:
 
 def test_the_filters_say_how_many_candidates_they_dropped():
     call = Call("q", 2, SearchMode.HYBRID, None, explain=True)
-    call.trace = Trace()
+    recorder = Recorder(call)
     call.depth = 2
     ranked = [
         Candidate(1, 0.9, (SearchSource.KEYWORD,), row="mine"),
@@ -65,12 +68,15 @@ def test_the_filters_say_how_many_candidates_they_dropped():
         Candidate(3, 0.7, (SearchSource.KEYWORD,), row="mine"),
         Candidate(4, 0.6, (SearchSource.KEYWORD,), row="theirs"),
     ]
-    kept = Keep((in_scope,)).apply(None, call, ranked, None)  # type: ignore[arg-type]
+    # The recorder runs the stage and records what it left around it.
+    kept = recorder.run(Keep((in_scope,)), None, call, ranked, None)  # type: ignore[arg-type]
     assert [c.key for c in kept] == [1, 3]
-    [filtered] = call.trace.explanation(1)
+    [filtered] = recorder.trace.explanation(1)
+    assert (filtered.stage, filtered.rank) == ("filtered", 1)
     assert filtered.note == "1 candidate above the last kept was dropped by its filters (in scope)"
-    # Without explain, nothing is recorded.
+    # Without explain, the stage runs as it is and nothing is recorded.
     quiet = Call("q", 2, SearchMode.HYBRID, None)
     quiet.depth = 2
-    Keep((in_scope,)).apply(None, quiet, ranked, None)  # type: ignore[arg-type]
+    kept = QUIET.run(Keep((in_scope,)), None, quiet, ranked, None)  # type: ignore[arg-type]
+    assert [c.key for c in kept] == [1, 3]
     assert quiet.trace is None

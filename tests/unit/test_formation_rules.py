@@ -13,7 +13,7 @@ import pytest
 
 from nexus_grpc.core.models import Episode, MemoryFormation, Session
 from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
-from nexus_grpc.llm.extraction_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
+from nexus_grpc.llm.formation_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from tests.fakes import FakeUnitOfWork
 
 ABOUT_USER = MemoryCandidate("user", "home", "I live in Porto", "longterm", "I live in Porto")

@@ -56,8 +56,8 @@ class Call:
     #: False: the caller opted out of the reranker (``skip_rerank``).
     rerank: bool = True
     on_degraded: Callable[[str], None] | None = None
-    #: The caller asked what each stage made of each hit (``explain``);
-    #: otherwise no stage computes anything for it.
+    #: The caller asked what each stage made of each hit (``explain``): the
+    #: pipeline then runs its steps through a recorder (explain_recorder.py).
     explain: bool = False
     #: What each stage made of each candidate, kept only when ``explain``.
     trace: Trace | None = None
@@ -68,6 +68,9 @@ class Call:
     #: Each path's (key, raw score) list as fusion read it (the keyword lead
     #: needs bm25's own order).
     raw: dict[SearchSource, list[tuple[int, float]]] = field(default_factory=dict)
+    #: (key, score) of the nearest neighbours a path left out below the
+    #: embedder's floor (vector.py), for ``explain`` to say why.
+    below_floor: dict[SearchSource, list[tuple[int, float]]] = field(default_factory=dict)
     #: How many filtered candidates the stages after hydration need: the page,
     #: or the reranker's candidates when it runs.
     depth: int = 0

@@ -1,8 +1,9 @@
 """``explain``: what each stage of the pipeline made of each hit.
 
 A search asked with ``explain`` carries a ``Trace`` on its call (and only
-then: without it no stage computes anything for it, and the default search
-costs what it did). The pipeline records, as they happen:
+then: without it nothing is computed for it, and the default search costs
+what it did). The recorder around the pipeline's steps
+(explain_recorder.py) records, as each step ends:
 
 - each candidate path's own ranking (``keyword``: bm25; ``semantic``:
   cosine), before fusion rescores the candidates;

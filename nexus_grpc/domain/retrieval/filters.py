@@ -16,7 +16,8 @@ from typing import Any
 
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain.retrieval import explain
-from nexus_grpc.domain.retrieval.call import Call, Ranked
+from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.explain import Trace
 from nexus_grpc.domain.retrieval.pipeline import Engine, Stage
 
 #: A row the call may return.
@@ -27,11 +28,39 @@ Rows = Callable[[UnitOfWork, Sequence[int]], Mapping[int, Any]]
 SPARE = 5
 
 
-class Hydrate(Stage):
+class Kept(list[Candidate]):
+    """A filter stage's candidates, and how many it read and dropped on the way."""
+
+    dropped = 0
+
+
+class _Filters(Stage):
+    explains = explain.FILTERED
+    filters: tuple[Filter, ...]
+    #: How ``explain`` names what a candidate dropped was, beside failing a filter.
+    gone = ""
+
+    def explain(self, trace: Trace, ranked: Ranked) -> None:
+        """The order kept, and how many candidates the filters dropped on the way."""
+        super().explain(trace, ranked)
+        dropped = ranked.dropped if isinstance(ranked, Kept) else 0
+        if dropped:
+            names = ", ".join(f.__name__.replace("_", " ") for f in self.filters)
+            were = (
+                "candidate above the last kept was"
+                if dropped == 1
+                else "candidates above the last kept were"
+            )
+            trace.note(
+                explain.FILTERED, f"{dropped} {were} {self.gone}dropped by its filters ({names})"
+            )
+
+
+class Hydrate(_Filters):
     """Reads the rows of candidates the paths ranked by id, and filters them."""
 
     reads = True
-    explains = explain.FILTERED
+    gone = "gone or "
 
     def __init__(self, rows: Rows, filters: tuple[Filter, ...]) -> None:
         self.rows = rows
@@ -41,7 +70,7 @@ class Hydrate(Stage):
         self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
         assert uow is not None
-        kept: Ranked = []
+        kept = Kept()
         start = 0
         while start < len(ranked) and len(kept) < call.depth:
             chunk = ranked[start : start + call.depth - len(kept) + SPARE]
@@ -52,15 +81,13 @@ class Hydrate(Stage):
                 if row is not None and _passes(self.filters, row, call):
                     c.row = row
                     kept.append(c)
-        _note_dropped(call, start - len(kept), self.filters, "gone or ")
+        kept.dropped = start - len(kept)
         return kept
 
 
-class Keep(Stage):
+class Keep(_Filters):
     """Filters candidates whose paths read their rows already, in ranked order
     until the call's depth is filled (no later stage reads past it)."""
-
-    explains = explain.FILTERED
 
     def __init__(self, filters: tuple[Filter, ...]) -> None:
         self.filters = filters
@@ -68,7 +95,7 @@ class Keep(Stage):
     def apply(
         self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked:
-        kept: Ranked = []
+        kept = Kept()
         seen = 0
         for c in ranked:
             seen += 1
@@ -76,22 +103,8 @@ class Keep(Stage):
                 kept.append(c)
                 if len(kept) == call.depth:
                     break
-        _note_dropped(call, seen - len(kept), self.filters)
+        kept.dropped = seen - len(kept)
         return kept
-
-
-def _note_dropped(call: Call, dropped: int, filters: tuple[Filter, ...], gone: str = "") -> None:
-    """``explain``: how many candidates the filters dropped on the way."""
-    if call.trace is not None and dropped:
-        names = ", ".join(f.__name__.replace("_", " ") for f in filters)
-        were = (
-            "candidate above the last kept was"
-            if dropped == 1
-            else "candidates above the last kept were"
-        )
-        call.trace.note(
-            explain.FILTERED, f"{dropped} {were} {gone}dropped by its filters ({names})"
-        )
 
 
 def _passes(filters: tuple[Filter, ...], row: Any, call: Call) -> bool:

@@ -18,6 +18,11 @@ paths and its stages; ``Engine.search`` runs it:
 
 A lone path that can rank inside a read (``Path.find_in``) joins the stages'
 read, so a keyword-mode search is still one read transaction.
+
+Every step runs through a runner: ``QUIET`` (here), which only runs it, or,
+for a search that asked for ``explain``, explain_recorder.py's ``Recorder``,
+which records what each path and stage left around it. No stage or path
+checks whether the call explains.
 """
 
 from __future__ import annotations
@@ -25,13 +30,13 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from nexus_grpc.core.models import SearchMode, SearchSource
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain.retrieval import explain, keyword_query
+from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
 from nexus_grpc.domain.retrieval.common_terms import ScopeVocabulary
 from nexus_grpc.domain.retrieval.explain import Trace
@@ -93,6 +98,17 @@ class Path(ABC):
         matches at all, ranked or not; None when it cannot tell."""
         return None
 
+    def explain_found(self, engine: Engine[Any], call: Call, trace: Trace) -> None:
+        """``explain`` only: what the path says of candidates it left out,
+        beyond not finding them (the vector path: below the floor)."""
+        return None
+
+
+def _explain_order(name: str | None, trace: Trace, ranked: Ranked) -> None:
+    """The order a stage that ``explains`` left."""
+    if name is not None:
+        trace.ranked(name, [(c.key, c.score) for c in ranked])
+
 
 class Stage(ABC):
     """One step over the ranked candidates, on the event loop or, when it
@@ -105,6 +121,10 @@ class Stage(ABC):
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return True
 
+    def skipped_because(self, engine: Engine[Any], call: Call) -> str | None:
+        """Why it does not run for this call, where ``explain`` should say so."""
+        return None
+
     def depth(self, engine: Engine[Any], call: Call) -> int:
         """Filtered candidates this stage needs before the page is cut (0: none)."""
         return 0
@@ -113,6 +133,10 @@ class Stage(ABC):
     def apply(
         self, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
     ) -> Ranked: ...
+
+    def explain(self, trace: Trace, ranked: Ranked) -> None:
+        """``explain`` only, once ``apply`` left ``ranked``: what it made of it."""
+        _explain_order(self.explains, trace, ranked)
 
 
 class AsyncStage(ABC):
@@ -133,6 +157,10 @@ class AsyncStage(ABC):
 
     @abstractmethod
     async def apply(self, engine: Engine[Any], call: Call, ranked: Ranked) -> Ranked: ...
+
+    def explain(self, trace: Trace, ranked: Ranked) -> None:
+        """``explain`` only, once ``apply`` left ``ranked``: what it made of it."""
+        _explain_order(self.explains, trace, ranked)
 
 
 @dataclass(frozen=True)
@@ -164,6 +192,55 @@ class Recipe(Generic[H]):
         return self._by_mode[mode]  # type: ignore[attr-defined, no-any-return]
 
 
+def stage_of(path: Path) -> str:
+    """The ``explain`` stage that reports a path's own ranking."""
+    return explain.KEYWORD if path.source == SearchSource.KEYWORD else explain.SEMANTIC
+
+
+def record_path(trace: Trace, path: Path, found: Ranked, n: int) -> None:
+    """A path's own ranking, before fusion rescores its candidates."""
+    trace.ranked(
+        stage_of(path), [(c.key, c.score) for c in found], missing=f"not among its best {n}"
+    )
+
+
+class Quiet:
+    """The runner of a search without ``explain``: each step as it is."""
+
+    def skipped(
+        self,
+        engine: Engine[Any],
+        call: Call,
+        declared: Sequence[Stage | AsyncStage],
+        running: Sequence[Stage | AsyncStage],
+    ) -> None:
+        """The recipe's stages (``declared``), of which ``running`` run for this call."""
+
+    def paths_down(self, paths: Sequence[Path], found: Sequence[Ranked], down: list[str]) -> None:
+        """Later paths that were down (``down``: why), each with what it found."""
+
+    async def paths_found(
+        self, engine: Engine[Any], call: Call, paths: Sequence[Path], n: int
+    ) -> None:
+        """Every path has ranked (``call.found``), ``n`` candidates each at most."""
+
+    def run(
+        self, stage: Stage, engine: Engine[Any], call: Call, ranked: Ranked, uow: UnitOfWork | None
+    ) -> Ranked:
+        return stage.apply(engine, call, ranked, uow)
+
+    async def run_async(
+        self, stage: AsyncStage, engine: Engine[Any], call: Call, ranked: Ranked
+    ) -> Ranked:
+        return await stage.apply(engine, call, ranked)
+
+    def hit(self, kind: Kind[Any], candidate: Candidate, hit: Any) -> Any:
+        return hit
+
+
+QUIET = Quiet()
+
+
 class Engine(Generic[H]):
     """A recipe bound to what its stages use."""
 
@@ -183,26 +260,15 @@ class Engine(Generic[H]):
         # Words on most of a scope's texts, cached per scope (common_terms.py).
         self.vocabulary = ScopeVocabulary()
 
-    async def search(self, call: Call) -> AsyncIterator[H]:
+    async def search(self, call: Call, run: Quiet = QUIET) -> AsyncIterator[H]:
+        """The call's hits, best first; ``run`` runs each step (a recorder,
+        for ``explain``: explain_recorder.runner_for)."""
         recipe = self.recipe
-        if call.explain:
-            call.trace = Trace()
-            call.trace.words = tuple(
-                w for w in keyword_query.words(call.text) if w not in keyword_query.STOPWORDS
-            )
         if not await recipe.kind.open(self, call):
             return
         paths = recipe.paths_for(call.mode)
         stages = [s for s in recipe.stages if s.applies(self, call)]
-        if call.trace is not None:
-            for skipped in recipe.stages:
-                why = (
-                    skipped.skipped_because(self, call)
-                    if isinstance(skipped, AsyncStage) and skipped not in stages
-                    else None
-                )
-                if why is not None and skipped.explains is not None:
-                    call.trace.note(skipped.explains, f"skipped: {why}")
+        run.skipped(self, call, recipe.stages, stages)
         call.depth = max([call.limit, *(s.depth(self, call) for s in stages)])
         pending: list[Stage] = []
         ranked: Ranked = []
@@ -215,32 +281,23 @@ class Engine(Generic[H]):
             # need (the page, or the reranker's candidates: it then reads the
             # top of what a search for that many hits would return).
             width = call.limit if len(paths) == 1 else call.depth * recipe.candidates
-            await self._gather(call, paths, width)
-            if call.trace is not None:
-                await self._trace_paths(call, paths, width)
+            await self._gather(call, paths, width, run)
+            await run.paths_found(self, call, paths, width)
             ranked = _lone(call)
         for stage in stages:
             if isinstance(stage, AsyncStage):
-                ranked = await self._flush(call, pending, ranked)
+                ranked = await self._flush(call, pending, ranked, run)
                 pending = []
                 if not ranked:
                     return
-                ranked = await stage.apply(self, call, ranked)
+                ranked = await run.run_async(stage, self, call, ranked)
             else:
                 pending.append(stage)
-        ranked = await self._flush(call, pending, ranked)
-        trace = call.trace
+        ranked = await self._flush(call, pending, ranked, run)
         for candidate in ranked:
-            hit = recipe.kind.hit(candidate, call)
-            if trace is not None:
-                text = set(keyword_query.words(recipe.kind.document(candidate.row)))
-                matched = [w for w in trace.words if w in text]
-                hit = replace(  # every hit type has an ``explanation`` (hits.py)
-                    cast(Any, hit), explanation=trace.explanation(candidate.key, matched)
-                )
-            yield hit
+            yield run.hit(recipe.kind, candidate, recipe.kind.hit(candidate, call))
 
-    async def _gather(self, call: Call, paths: Sequence[Path], n: int) -> None:
+    async def _gather(self, call: Call, paths: Sequence[Path], n: int, run: Quiet = QUIET) -> None:
         """Every path's candidates into ``call.found``, in the recipe's order."""
         primary, *others = paths
         if not others:
@@ -263,40 +320,15 @@ class Engine(Generic[H]):
             raise Unavailable(down[0])
         for reason in down:
             call.degrade(reason)
-        if call.trace is not None:
-            for path, ranked in zip(others, found, strict=True):
-                if not ranked and down:
-                    call.trace.note(_stage_of(path), f"unavailable: {'; '.join(down)}")
+        run.paths_down(others, found, down)
 
-    async def _trace_paths(self, call: Call, paths: Sequence[Path], n: int) -> None:
-        """Each path's own ranking, and why it did not find what another path
-        found: a path that returned fewer than ``n`` found every match it had
-        (``Path.no_match``); one that returned ``n`` is asked which of the others'
-        candidates it matches at all."""
-        assert call.trace is not None
-        keys = {c.key for ranked in call.found.values() for c in ranked}
-        for path in paths:
-            _trace_path(call, path, n)
-            found = call.found.get(path.source, [])
-            others = sorted(keys - {c.key for c in found})
-            if path.no_match is None or not others:
-                continue
-            if len(found) < n:
-                unmatched = others
-            else:
-                matched = await path.matching(self, call, others)
-                unmatched = [] if matched is None else [k for k in others if k not in matched]
-            for key in unmatched:
-                call.trace.missed(_stage_of(path), key, path.no_match)
-
-    async def _flush(self, call: Call, pending: list[Stage], ranked: Ranked) -> Ranked:
+    async def _flush(self, call: Call, pending: list[Stage], ranked: Ranked, run: Quiet) -> Ranked:
         """Runs ``pending``: the pure stages before the first reading one on the
         loop (an empty ranking then ends the search with no read), the rest in
         one read transaction."""
         start = 0
         while start < len(pending) and not pending[start].reads:
-            ranked = pending[start].apply(self, call, ranked, None)
-            _trace_stage(call, pending[start], ranked)
+            ranked = run.run(pending[start], self, call, ranked, None)
             start += 1
             if not ranked:
                 return []
@@ -307,8 +339,7 @@ class Engine(Generic[H]):
         def read(uow: UnitOfWork) -> Ranked:
             out = ranked
             for stage in rest:
-                out = stage.apply(self, call, out, uow if stage.reads else None)
-                _trace_stage(call, stage, out)
+                out = run.run(stage, self, call, out, uow if stage.reads else None)
                 if not out:
                     return []
             return out
@@ -338,27 +369,7 @@ class _LonePath(Stage):
         assert uow is not None
         found = self.path.find_in(uow, engine, call, self.n)
         call.found[self.path.source] = found
-        if call.trace is not None:
-            _trace_path(call, self.path, self.n)
         return found
 
-
-def _stage_of(path: Path) -> str:
-    """The ``explain`` stage that reports a path's own ranking."""
-    return explain.KEYWORD if path.source == SearchSource.KEYWORD else explain.SEMANTIC
-
-
-def _trace_path(call: Call, path: Path, n: int) -> None:
-    """A path's own ranking, before fusion rescores its candidates."""
-    assert call.trace is not None
-    call.trace.ranked(
-        _stage_of(path),
-        [(c.key, c.score) for c in call.found.get(path.source, [])],
-        missing=f"not among its best {n}",
-    )
-
-
-def _trace_stage(call: Call, stage: Stage | AsyncStage, ranked: Ranked) -> None:
-    """The order a stage that ``explains`` left, when the call asked."""
-    if call.trace is not None and stage.explains is not None:
-        call.trace.ranked(stage.explains, [(c.key, c.score) for c in ranked])
+    def explain(self, trace: Trace, ranked: Ranked) -> None:
+        record_path(trace, self.path, ranked, self.n)

@@ -20,7 +20,8 @@ from typing import Any
 
 from nexus_grpc.core.models import SearchMode
 from nexus_grpc.domain.retrieval import explain
-from nexus_grpc.domain.retrieval.call import Call, Ranked
+from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.explain import Trace
 from nexus_grpc.domain.retrieval.pipeline import AsyncStage, Engine
 from nexus_grpc.rerank import RerankError
 
@@ -29,7 +30,7 @@ class Rerank(AsyncStage):
     def applies(self, engine: Engine[Any], call: Call) -> bool:
         return engine.reranker is not None and call.rerank and call.mode == SearchMode.HYBRID
 
-    # Records its own explanation (``apply``): a failure keeps the fused order.
+    # Its explanation is its own (``explain``): a failure keeps the fused order.
     explains = explain.RERANKED
 
     def skipped_because(self, engine: Engine[Any], call: Call) -> str | None:
@@ -51,18 +52,32 @@ class Rerank(AsyncStage):
             scores = await reranker.rerank(call.text, documents)
         except RerankError as exc:
             call.degrade(f"reranker: {exc.message}")
-            if call.trace is not None:
-                call.trace.note(explain.RERANKED, f"failed, the fused order stands: {exc.message}")
-            return ranked
+            return Reranked(ranked, failure=exc.message)
         # Stable: candidates the model scores alike keep their fused order.
         order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)
         for i in order:
             head[i].score = scores[i]
             head[i].reranked = True
-        if call.trace is not None:
-            call.trace.ranked(
-                explain.RERANKED,
-                [(head[i].key, scores[i]) for i in order],
-                missing=f"past the reranker's {len(head)} candidates: in fused order after them",
-            )
-        return [head[i] for i in order] + ranked[len(head) :]
+        return Reranked([head[i] for i in order] + ranked[len(head) :], head=len(head))
+
+    def explain(self, trace: Trace, ranked: Ranked) -> None:
+        """The reranker's order and relevance, or why the fused order stands."""
+        assert isinstance(ranked, Reranked)
+        if ranked.failure is not None:
+            trace.note(explain.RERANKED, f"failed, the fused order stands: {ranked.failure}")
+            return
+        trace.ranked(
+            explain.RERANKED,
+            [(c.key, c.score) for c in ranked[: ranked.head]],
+            missing=f"past the reranker's {ranked.head} candidates: in fused order after them",
+        )
+
+
+class Reranked(list[Candidate]):
+    """The candidates as the reranker left them: its ``head`` first, in its
+    order; or, when it failed (``failure``: why), as they came."""
+
+    def __init__(self, ranked: Ranked, *, head: int = 0, failure: str | None = None) -> None:
+        super().__init__(ranked)
+        self.head = head
+        self.failure = failure

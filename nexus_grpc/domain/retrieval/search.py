@@ -18,6 +18,7 @@ from nexus_grpc.domain.retrieval import recipes
 from nexus_grpc.domain.retrieval.call import Call
 from nexus_grpc.domain.retrieval.entity_kind import GraphRequest
 from nexus_grpc.domain.retrieval.episode_kind import EpisodeRequest
+from nexus_grpc.domain.retrieval.explain_recorder import runner_for
 from nexus_grpc.domain.retrieval.hits import EntityHit, EpisodeHit, MemoryHit
 from nexus_grpc.domain.retrieval.memory_kind import search_scope
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
@@ -63,7 +64,7 @@ class EpisodeSearch:
             on_degraded=on_degraded,
             explain=explain,
         )
-        async for hit in self.engine.search(call):
+        async for hit in self.engine.search(call, runner_for(call)):
             yield hit
 
 
@@ -98,7 +99,7 @@ class MemorySearch:
             on_degraded=on_degraded,
             explain=explain,
         )
-        async for hit in self.engine.search(call):
+        async for hit in self.engine.search(call, runner_for(call)):
             yield hit
 
     async def keyword(self, text: str, scope: MemoryScope, n: int) -> list[MemoryHit]:
@@ -147,5 +148,5 @@ class EntitySearch:
             rerank=rerank,
             explain=explain,
         )
-        async for hit in self.engine.search(call):
+        async for hit in self.engine.search(call, runner_for(call)):
             yield hit

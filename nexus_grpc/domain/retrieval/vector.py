@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from nexus_grpc.core.models import SearchSource
 from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.call import Call, Candidate, Ranked
+from nexus_grpc.domain.retrieval.explain import Trace
 from nexus_grpc.domain.retrieval.pipeline import Engine, Path
 from nexus_grpc.errors import DependencyError, Unavailable
 from nexus_grpc.vectors import Cond, Filter, MatchAny, Range
@@ -50,18 +51,21 @@ class _Vector(Path):
         except DependencyError as exc:  # the embedder or the index
             raise Unavailable(f"{self.unavailable}: {exc}") from exc
         floor = engine.embedder.similarity_floor
-        if call.trace is not None:
-            for hit in found:
-                if hit.score < floor:
-                    call.trace.missed(
-                        explain.SEMANTIC,
-                        hit.id,
-                        f"cosine {hit.score:.3f}, below {floor:g}: its meaning matched nothing",
-                    )
+        call.below_floor[self.source] = [(hit.id, hit.score) for hit in found if hit.score < floor]
         # Equals newest first, as the keyword path orders them: the index's own
         # order of equal scores follows its layout, which every write moves.
         kept = [hit for hit in found if hit.score >= floor]
         return sorted(kept, key=lambda hit: (-hit.score, -hit.id))
+
+    def explain_found(self, engine: Engine[Any], call: Call, trace: Trace) -> None:
+        """The nearest neighbours left out below the embedder's floor."""
+        floor = engine.embedder.similarity_floor
+        for key, score in call.below_floor.get(self.source, []):
+            trace.missed(
+                explain.SEMANTIC,
+                key,
+                f"cosine {score:.3f}, below {floor:g}: its meaning matched nothing",
+            )
 
 
 class EpisodeVector(_Vector):

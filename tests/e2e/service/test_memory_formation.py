@@ -405,7 +405,7 @@ async def test_forming_again_changes_nothing_and_the_cap_refuses_cleanly(gh, stu
 
 
 def test_candidates_must_rest_on_the_users_own_words():
-    from nexus_grpc.llm.extraction_prompts import FORM_USER, parse_memories
+    from nexus_grpc.llm.formation_prompts import FORM_USER, parse_memories
 
     raw = [
         said("The user is vegetarian.", "I'm  VEGETARIAN, now"),
