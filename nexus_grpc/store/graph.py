@@ -660,18 +660,6 @@ def relationship_at(
     return None if row is None else relationship_from_row(row)
 
 
-def get_relationship(conn: Connection, rel_id: int) -> Relationship:
-    row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
-    found = row.fetchone()
-    if found is None:
-        raise NotFound(
-            f"relationship {rel_id} does not exist",
-            resource_type="relationship",
-            resource_name=str(rel_id),
-        )
-    return relationship_from_row(found)
-
-
 def get_relationships(conn: Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
         f"SELECT {REL_COLUMNS} FROM relationships"
@@ -732,6 +720,7 @@ def list_relationships(
 
 
 # Traversal ------------------------------------------------------------------
+
 
 # Bidirectional walk.  UNION (not UNION ALL) drops rows already produced, so a
 # cycle cannot feed itself; the depth bound ends the walk.  Each direction is

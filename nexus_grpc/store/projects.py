@@ -201,44 +201,6 @@ def update(
     return get(conn, project_id)
 
 
-def delete(conn: Connection, project_id: int, tenant: str | None = None) -> int:
-    """Detach the project's sessions, then delete it and what only it owned:
-    its memories, its graph and its overviews (their index points go through index
-    jobs in the same transaction).  Returns the sessions detached.  The caller
-    has already decided that every USER memory in it may go."""
-    get(conn, project_id, tenant)
-    # Detached sessions' summaries carry the project in their vector payload.
-    jobs.enqueue_select(
-        conn,
-        jobs.INDEX_SUMMARY,
-        "SELECT s.id FROM summaries s JOIN sessions ss ON ss.id = s.session_id"
-        " WHERE ss.project_id = ?",
-        (project_id,),
-    )
-    for table, kind in (("memories", jobs.INDEX_MEMORY), ("summaries", jobs.INDEX_SUMMARY)):
-        jobs.enqueue_select(
-            conn, kind, f"SELECT id FROM {table} WHERE project_id = ?", (project_id,)
-        )
-    jobs.enqueue_select(
-        conn, jobs.INDEX_ENTITY, "SELECT id FROM entities WHERE project_id = ?", (project_id,)
-    )
-    # A project's deletion takes its memories' history with it at once: no
-    # owner is left to read it, and nothing would purge it later.
-    conn.execute(
-        "DELETE FROM memory_history WHERE memory_id IN"
-        " (SELECT id FROM memories WHERE project_id = ?)",
-        (project_id,),
-    )
-    conn.execute("DELETE FROM memories WHERE project_id = ?", (project_id,))
-    # Its graph goes too (edges and episode links by cascade).
-    conn.execute("DELETE FROM entities WHERE project_id = ?", (project_id,))
-    detached = conn.execute(
-        "UPDATE sessions SET project_id = NULL WHERE project_id = ?", (project_id,)
-    ).rowcount
-    conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
-    return detached
-
-
 def session_users(conn: Connection, project_id: int) -> dict[str, int]:
     """The users the project's sessions are with, each with their count."""
     rows = conn.execute(
