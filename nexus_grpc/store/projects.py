@@ -11,7 +11,6 @@ from nexus_grpc.core.models import MemoryKind, Project
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
-from nexus_grpc.store import jobs
 from nexus_grpc.store.dialect import INTEGRITY_ERRORS
 from nexus_grpc.store.savepoints import savepoint
 from nexus_grpc.store.sql import now
@@ -110,10 +109,7 @@ def insert(conn: Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TE
     ).fetchone()
     if row is None:
         raise name_taken(conn, values.get("name", ""), tenant)
-    project = get(conn, int(row[0]))
-    if project.retention is not None:
-        jobs.schedule(conn, jobs.RETAIN_PROJECT, project.id, ts)
-    return project
+    return get(conn, int(row[0]))
 
 
 def get(conn: Connection, project_id: int, tenant: str | None = None) -> Project:
@@ -195,9 +191,6 @@ def update(
             if not renamed:
                 raise
             raise name_taken(conn, changes["name"], project.tenant) from None
-        if changes.get("retention") is not None:
-            # The sweep runs now and schedules itself from there on.
-            jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, now())
     return get(conn, project_id)
 
 
