@@ -802,7 +802,6 @@ class RestoreRepository(Protocol):
         created_at: float,
         updated_at: float,
         tenant: str,
-        at: float,
     ) -> int: ...
 
     def insert_relationship(self, r: Relationship) -> int: ...
