@@ -63,6 +63,8 @@ def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
         uow.sessions.delete(session_id, user_task_memories=False)
     summaries = uow.summaries.past_retention(project_id, cutoff, CHUNK)
     for summary_id in summaries:
+        # Its point's job, queued while the row is there (the job takes its tenant).
+        uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary_id])
         uow.summaries.delete(summary_id)
     if episodes or sessions or summaries:
         erasing.scrub_soon(uow, erasing.SCRUB_DELAY)
