@@ -428,7 +428,6 @@ class GraphRepository(Protocol):
         confidence: float | None = ...,
         fallback_tenant: str = ...,
         resolution: str = ...,
-        embedded: bool = ...,
     ) -> int: ...
 
     def list_aliases(
