@@ -321,6 +321,16 @@ def _attach_project(uow: UnitOfWork, session: Session, project_id: int, tenant: 
         )
     _check_same_tenant(uow, session, project_id, "project_id", tenant)
     uow.sessions.update(session.id, {"project_id": project_id})
+    _session_moved(uow, session.id, project_id)
+
+
+def _session_moved(uow: UnitOfWork, session_id: int, project_id: int) -> None:
+    """A session just moved to ``project_id`` (0: out of any): its summaries
+    carry the project in their vector payload, and the project's retention
+    sweep now looks at what came in."""
+    summaries = uow.summaries.ids_of_session(session_id)
+    if summaries:
+        uow.jobs.enqueue(jobs.INDEX_SUMMARY, summaries)
     retention.session_moved(uow, project_id, time.time())
 
 
@@ -580,8 +590,8 @@ class Conversations:
             if new_project:
                 _check_same_tenant(uow, session, new_project, "session.project_id", tenant)
             updated = uow.sessions.update(session_id, changes, tenant)
-            if new_project:
-                retention.session_moved(uow, new_project, time.time())
+            if "project_id" in changes:
+                _session_moved(uow, session_id, changes["project_id"])
             return updated
 
         session = await self.db.write(update)

@@ -187,13 +187,6 @@ def update(
             conn.execute(
                 "UPDATE sessions SET project_id = ? WHERE id = ?", (value or None, session_id)
             )
-            # Its summaries carry the project in their vector payload.
-            jobs.enqueue_select(
-                conn,
-                jobs.INDEX_SUMMARY,
-                "SELECT id FROM summaries WHERE session_id = ?",
-                (session_id,),
-            )
         elif column == "metadata":
             conn.execute(
                 "UPDATE sessions SET metadata = ? WHERE id = ?", (json.dumps(value), session_id)

@@ -178,6 +178,14 @@ def delete(
     conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
 
 
+def ids_of_session(conn: Connection, session_id: int) -> list[int]:
+    """Every summary of the session, retained or not."""
+    rows = conn.execute(
+        "SELECT id FROM summaries WHERE session_id = ? ORDER BY id", (session_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 def list_for_session(
     conn: Connection,
     session_id: int,

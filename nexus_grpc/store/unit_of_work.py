@@ -242,6 +242,7 @@ class SummaryTable(Table):
     find = bound(summaries.find)
     get = bound(summaries.get)
     insert = bound(summaries.insert)
+    ids_of_session = bound(summaries.ids_of_session)
     latest_for_session = bound(summaries.latest_for_session)
     list_for_project = bound(summaries.list_for_project)
     list_for_session = bound(summaries.list_for_session)
