@@ -64,3 +64,31 @@ def tier_folders() -> str:
         where = ", ".join(f"`tests/{tier}/{name}`" for name in inner) or f"`tests/{tier}`"
         out.append(f"- {tier}: {where}")
     return "\n".join(out)
+
+
+def seam_table() -> str:
+    """Each repository of ``core/repositories.py``: the unit of work's member
+    that hands it out, its methods, and what its docstring says it holds."""
+    tree = ast.parse((PACKAGE / "core" / "repositories.py").read_text(encoding="utf-8"))
+    protocols = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+    }
+    out = ["| `uow.` | Protocol | methods | what it holds |", "|---|---|---|---|"]
+    total = 0
+    for member in protocols["UnitOfWork"].body:
+        if not (isinstance(member, ast.FunctionDef) and isinstance(member.returns, ast.Name)):
+            continue
+        repository = protocols.get(member.returns.id)
+        if repository is None:
+            continue
+        methods = sum(isinstance(f, ast.FunctionDef) for f in repository.body)
+        total += methods
+        held = " ".join((ast.get_docstring(repository) or "").split())
+        out.append(f"| `{member.name}` | `{repository.name}` | {methods} | {held} |")
+    own = sum(isinstance(f, ast.FunctionDef) for f in protocols["UnitOfWork"].body)
+    out.append(f"| | `UnitOfWork` | {own} | the members above and `savepoint` |")
+    out += ["", f"{len(protocols)} Protocols, {total + own} methods ({total} on repositories)."]
+    return "\n".join(out)

@@ -337,6 +337,15 @@ class FakeJobs:
                 pending.run_after = min(pending.run_after, due)
                 pending.priority = min(pending.priority, priority)
 
+    def schedule(self, kind: str, target_id: int, at: float, *, keep_sooner: bool = False) -> None:
+        """As the store's: a pending job moves to ``at`` (``keep_sooner``: unless
+        it is due sooner), or one is queued for then."""
+        pending = self.pending_job(kind, target_id)
+        if pending is None:
+            self.enqueue(kind, [target_id], run_after=at)
+        elif not (keep_sooner and pending.run_after < at):
+            pending.run_after = at
+
     def claim(
         self,
         kind: str,

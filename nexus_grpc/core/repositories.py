@@ -6,8 +6,8 @@ The domain decides inside a unit of work: a synchronous function given a
 or a read (``Database.read``, ``read_in_transaction``), on its own thread.
 Each repository is one aggregate's rows (projects, sessions, episodes,
 memories, the graph, summaries, jobs) and what the service keeps beside them
-(extraction events, the vector index's documents, the keyword indexes' upkeep,
-facts about the database, a restore's writes). The domain never sees SQL, a
+(extraction events, the vector index's documents, facts about the database,
+a restore's writes, an erasure's steps). The domain never sees SQL, a
 connection or a store module: ``store/`` implements these Protocols
 (``store/unit_of_work.py``) for SQLite and PostgreSQL, and mypy checks the
 implementation against them; the unit tier runs the domain's rules on
@@ -71,8 +71,6 @@ from nexus_grpc.core.vectors import (
 
 class ProjectRepository(Protocol):
     """Projects and what they hold."""
-
-    def delete(self, project_id: int, tenant: str | None = ...) -> int: ...
 
     def exists(self, project_id: int, tenant: str | None = ...) -> bool: ...
 
@@ -164,8 +162,6 @@ class EpisodeRepository(Protocol):
     """Episodes, their job states and their keyword index."""
 
     def backlog(self, session_ids: Sequence[int]) -> Backlog: ...
-
-    def delete(self, episode_id: int, tenant: str | None = ...) -> None: ...
 
     def failed_extractions(self, tenant: str) -> list[tuple[int, str]]: ...
 
@@ -352,7 +348,7 @@ class MemoryRepository(Protocol):
     ) -> None: ...
 
     def record_deletion(
-        self, previous: Memory, by: ChangedBy, retention: float, action: int = ...
+        self, previous: Memory, by: ChangedBy, purge_after: float, action: int = ...
     ) -> None: ...
 
     def candidates_of(self, episode_id: int) -> list[dict[str, Any]] | None: ...
@@ -397,8 +393,6 @@ class GraphRepository(Protocol):
 
     def delete_entity(self, entity_id: int) -> int: ...
 
-    def edges_within(self, ids: Sequence[int], when: When = ...) -> list[Relationship]: ...
-
     def entities_named(
         self, project_id: int, session_id: int, keys: Sequence[str], limit: int
     ) -> list[Entity]: ...
@@ -419,8 +413,6 @@ class GraphRepository(Protocol):
 
     def get_entity(self, entity_id: int, tenant: str | None = ...) -> Entity: ...
 
-    def get_relationship(self, rel_id: int) -> Relationship: ...
-
     def get_relationships(self, ids: Sequence[int]) -> list[Relationship]: ...
 
     def insert_entity(
@@ -436,10 +428,7 @@ class GraphRepository(Protocol):
         confidence: float | None = ...,
         fallback_tenant: str = ...,
         resolution: str = ...,
-        embedded: bool = ...,
     ) -> int: ...
-
-    def link_episode(self, entity_id: int, episode_id: int) -> bool: ...
 
     def list_aliases(
         self, entity_id: int, after_id: int | None, limit: int
@@ -522,10 +511,6 @@ class GraphRepository(Protocol):
     def delete_relationships(self, from_id: int, to_id: int, label: str) -> int: ...
 
     def drop_episode_evidence(self, episode_id: int) -> set[tuple[int, str]]: ...
-
-    def drop_triple_evidence(self, from_id: int, to_id: int, label: str) -> int: ...
-
-    def evidence_by_ids(self, ids: Sequence[int]) -> list[Evidence]: ...
 
     def evidence_in_project(
         self, project_id: int, after_id: int | None, limit: int
@@ -631,6 +616,8 @@ class SummaryRepository(Protocol):
         episode_count: int = ...,
     ) -> Summary: ...
 
+    def ids_of_session(self, session_id: int) -> list[int]: ...
+
     def latest_for_session(
         self, session_id: int, *, retained_at: float | None = ...
     ) -> Summary | None: ...
@@ -686,8 +673,6 @@ class JobRepository(Protocol):
         run_after: float | None = ...,
         priority: int = ...,
     ) -> None: ...
-
-    def enqueue_select(self, kind: str, select_ids: str, params: Sequence) -> int: ...
 
     def finish(self, job_ids: Sequence[int]) -> None: ...
 
@@ -787,16 +772,6 @@ class DocumentRepository(Protocol):
     def summaries(self, ids: Sequence[int]) -> dict[int, Document]: ...
 
 
-class KeywordIndexRepository(Protocol):
-    """The keyword (FTS5) indexes' upkeep."""
-
-    def merge_step(self, table: str, pages: int) -> bool: ...
-
-    def prepare(self, table: str) -> None: ...
-
-    def segment_count(self, table: str) -> int: ...
-
-
 class InlineVectorRepository(Protocol):
     """Vectors stored beside their rows (pgvector), in the row's own transaction."""
 
@@ -828,7 +803,6 @@ class RestoreRepository(Protocol):
         created_at: float,
         updated_at: float,
         tenant: str,
-        at: float,
     ) -> int: ...
 
     def insert_relationship(self, r: Relationship) -> int: ...
@@ -965,8 +939,6 @@ class ErasureRepository(Protocol):
 
     def delete_overviews_since(self, since: dict[int, float]) -> int: ...
 
-    def delete_overviews(self, project_ids: Sequence[int]) -> int: ...
-
     def summarize_again(self, session_ids: Sequence[int]) -> int: ...
 
     def delete_user_usage(self, tenant: str, user_id: str, project_id: int) -> int: ...
@@ -1016,9 +988,6 @@ class UnitOfWork(Protocol):
 
     @property
     def documents(self) -> DocumentRepository: ...
-
-    @property
-    def keyword(self) -> KeywordIndexRepository: ...
 
     @property
     def restore(self) -> RestoreRepository: ...

@@ -23,7 +23,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import erasure as erasing
-from nexus_grpc.domain import facts, inline_vectors, paging
+from nexus_grpc.domain import facts, inline_vectors, paging, retention
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.episode_followups import queue_followups
 from nexus_grpc.domain.inline_vectors import InlineVectors
@@ -321,6 +321,17 @@ def _attach_project(uow: UnitOfWork, session: Session, project_id: int, tenant: 
         )
     _check_same_tenant(uow, session, project_id, "project_id", tenant)
     uow.sessions.update(session.id, {"project_id": project_id})
+    _session_moved(uow, session.id, project_id)
+
+
+def _session_moved(uow: UnitOfWork, session_id: int, project_id: int) -> None:
+    """A session just moved to ``project_id`` (0: out of any): its summaries
+    carry the project in their vector payload, and the project's retention
+    sweep now looks at what came in."""
+    summaries = uow.summaries.ids_of_session(session_id)
+    if summaries:
+        uow.jobs.enqueue(jobs.INDEX_SUMMARY, summaries)
+    retention.session_moved(uow, project_id, time.time())
 
 
 def _create_in(
@@ -405,7 +416,14 @@ class Conversations:
             {f: values.get(f, _PROJECT_UNSET.get(f, "")) for f in PROJECT_FIELDS}
         )
         tenant = tenancy.creator(self.default_tenant)
-        project = await self.db.write(lambda c: c.projects.insert(checked, tenant))
+
+        def create(uow: UnitOfWork) -> Project:
+            project = uow.projects.insert(checked, tenant)
+            if project.retention is not None:
+                retention.start(uow, project.id, project.created_at)
+            return project
+
+        project = await self.db.write(create)
         self.signals.wake(jobs.RETAIN_PROJECT)
         return project
 
@@ -428,7 +446,14 @@ class Conversations:
         paths = v.update_mask(mask, PROJECT_FIELDS)
         checked = _project_values({p: values.get(p, _PROJECT_UNSET.get(p, "")) for p in paths})
         tenant = tenancy.visible()
-        project = await self.db.write(lambda c: c.projects.update(project_id, checked, tenant))
+
+        def update(uow: UnitOfWork) -> Project:
+            project = uow.projects.update(project_id, checked, tenant)
+            if checked.get("retention") is not None:
+                retention.start(uow, project_id, time.time())
+            return project
+
+        project = await self.db.write(update)
         self.signals.wake(jobs.RETAIN_PROJECT)
         return project
 
@@ -564,7 +589,10 @@ class Conversations:
             new_project = changes.get("project_id")
             if new_project:
                 _check_same_tenant(uow, session, new_project, "session.project_id", tenant)
-            return uow.sessions.update(session_id, changes, tenant)
+            updated = uow.sessions.update(session_id, changes, tenant)
+            if "project_id" in changes:
+                _session_moved(uow, session_id, changes["project_id"])
+            return updated
 
         session = await self.db.write(update)
         if "project_id" in changes:

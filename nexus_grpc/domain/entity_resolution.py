@@ -33,7 +33,7 @@ from nexus_grpc.core.graph import (
 from nexus_grpc.core.names import compatible_types, display_form
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import merges
+from nexus_grpc.domain import entity_writes, merges
 from nexus_grpc.domain.resolution_rules import (
     BLOCK_LIMIT,
     Match,
@@ -364,8 +364,10 @@ def _attach(
     score: float,
     episode_id: int | None,
 ) -> int:
-    uow.graph.mention(entity_id, m.notes, episode_id=episode_id)
-    uow.graph.add_alias(entity_id, m.surface, method=method, score=score, episode_id=episode_id)
+    entity_writes.mention(uow, entity_id, m.notes, episode_id=episode_id)
+    entity_writes.add_alias(
+        uow, entity_id, m.surface, method=method, score=score, episode_id=episode_id
+    )
     return entity_id
 
 
@@ -382,7 +384,8 @@ def _create(
     existing = uow.graph.entity_id_of(m.key, m.type, *graph)
     if existing is not None:
         return _attach(uow, existing, m, method, 1.0, episode_id)
-    return uow.graph.insert_entity(
+    return entity_writes.insert(
+        uow,
         graph,
         m.surface,
         m.type,

@@ -27,7 +27,7 @@ from nexus_grpc.core.records import EventFilter, ExtractionEvent
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import event_retention, facts, inline_vectors, paging
+from nexus_grpc.domain import entity_writes, event_retention, facts, inline_vectors, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.retrieval.episode_scope import check_session_graph as _check_session_graph
@@ -215,13 +215,13 @@ class Graph:
             graph = (project_id, session_id)
             existing = _entity_by_key(uow, graph, clean_name, clean_type)
             if existing is not None:
-                # A name the graph knows, under any of its spellings: one
-                # more mention of that entity (its new vector, if any, waits
-                # for the index job: a running one's re-embedding wins).
-                uow.graph.mention(existing, clean_notes, confidence=confidence or None)
-                uow.graph.add_alias(existing, clean_name, method=METHOD_MANUAL)
+                # A name the graph knows, under any spelling: one more mention (a
+                # new vector waits for the index job; a running one's re-embedding wins).
+                entity_writes.mention(uow, existing, clean_notes, confidence=confidence or None)
+                entity_writes.add_alias(uow, existing, clean_name, method=METHOD_MANUAL)
                 return uow.graph.get_entity(existing)
-            entity_id = uow.graph.insert_entity(
+            entity_id = entity_writes.insert(
+                uow,
                 graph,
                 clean_name,
                 clean_type,
@@ -260,7 +260,7 @@ class Graph:
             # Facts of others this entity ended or was the value of hold
             # differently without it: derive them again.
             groups = {(f, label) for f, label in uow.graph.groups_of([entity_id]) if f != entity_id}
-            deleted = uow.graph.delete_entity(entity_id)
+            deleted = entity_writes.delete(uow, entity_id)
             graph = (entity.project_id, entity.session_id)
             facts.rederive(uow, groups, facts.single_valued(uow, graph))
             return deleted

@@ -28,7 +28,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import erasure as erasing
-from nexus_grpc.domain import inline_vectors, paging
+from nexus_grpc.domain import inline_vectors, memory_upkeep, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.inline_vectors import InlineVectors
 from nexus_grpc.domain.memory_visibility import (
@@ -210,6 +210,7 @@ class Memories:
             if tier != Tier.ARCHIVE:
                 self._check_cap(uow, kind, project_id, agent_id, user_id, tenant)
             memory = uow.memories.insert(row, request_id, tenant, embedded=vector is not None)
+            memory_upkeep.schedule_expiry(uow, memory.id, row.get("expire_at"))
             if vector is not None:
                 InlineVectors.put(
                     uow,
@@ -404,7 +405,9 @@ class Memories:
             ]
             if changed:
                 uow.memories.record(current, REVISED, changed, by)
-            return uow.memories.update(memory_id, changes)
+            updated = uow.memories.update(memory_id, changes)
+            memory_upkeep.schedule_expiry(uow, memory_id, changes.get("expire_at"))
+            return updated
 
         memory = await self.db.write(write)
         self.signals.wake(jobs.INDEX_MEMORY, jobs.EXPIRE_MEMORY)
@@ -433,7 +436,7 @@ class Memories:
                 erasing.forget_memories(uow, [memory_id])
             else:
                 erasing.scrub_formation_events(uow, [memory_id])
-                uow.memories.record_deletion(current, by, self.history_retention)
+                memory_upkeep.record_deletion(uow, current, by, self.history_retention)
                 uow.memories.delete(memory_id)
             erasing.scrub_soon(uow, self.scrub_delay)
 

@@ -17,11 +17,30 @@ removes it then.
 
 from __future__ import annotations
 
+import time
+
 from nexus_grpc.core import jobs
-from nexus_grpc.core.records import EXPIRE, ChangedBy
+from nexus_grpc.core.records import DELETE, EXPIRE, ChangedBy, Memory
 from nexus_grpc.core.repositories import UnitOfWork
 
 EXPIRED_BY = ChangedBy(request_id="", principal="")
+
+
+def schedule_expiry(uow: UnitOfWork, memory_id: int, expire_at: float | None) -> None:
+    """The ``expire:memory`` job for a memory just written with ``expire_at``
+    (none when it does not expire), in the write's own transaction."""
+    if expire_at is not None:
+        uow.jobs.schedule(jobs.EXPIRE_MEMORY, memory_id, expire_at)
+
+
+def record_deletion(
+    uow: UnitOfWork, memory: Memory, by: ChangedBy, retention: float, action: int = DELETE
+) -> None:
+    """The delete's (or expiry's) revision, and the job that purges the
+    memory's history once ``retention`` seconds have passed."""
+    purge_after = time.time() + retention
+    uow.memories.record_deletion(memory, by, purge_after, action)
+    uow.jobs.enqueue(jobs.PURGE_MEMORY_HISTORY, [memory.id], run_after=purge_after)
 
 
 def expire(uow: UnitOfWork, memory_id: int, at: float, history_retention: float) -> None:
@@ -32,7 +51,7 @@ def expire(uow: UnitOfWork, memory_id: int, at: float, history_retention: float)
     if memory.expire_at > at:
         uow.jobs.schedule(jobs.EXPIRE_MEMORY, memory_id, memory.expire_at, keep_sooner=True)
         return
-    uow.memories.record_deletion(memory, EXPIRED_BY, history_retention, EXPIRE)
+    record_deletion(uow, memory, EXPIRED_BY, history_retention, EXPIRE)
     uow.memories.delete(memory_id)
 
 

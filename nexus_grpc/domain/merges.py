@@ -27,7 +27,7 @@ from nexus_grpc.core.names import compatible_types
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
-from nexus_grpc.domain import facts, paging
+from nexus_grpc.domain import entity_writes, facts, paging
 from nexus_grpc.domain import validation as v
 from nexus_grpc.errors import (
     AlreadyExists,
@@ -61,7 +61,7 @@ def merge_into(
         moved, shared = uow.graph.move_episode_links(source_id, target_id)
         ev_from, ev_to = uow.graph.move_evidence(source_id, target_id)
         uow.graph.add_mentions(target_id, source.mention_count, source.notes)
-        uow.graph.delete_entity_row(source_id)
+        entity_writes.delete_merged(uow, source_id)
         sources.append(
             MergedSource(
                 entity=source,
@@ -122,7 +122,7 @@ def undo_merge(uow: UnitOfWork, merge: EntityMerge) -> EntityMerge:
     restored: list[int] = []
     for source in reversed(merge.sources):
         e = source.entity
-        entity_id = uow.graph.reinsert_entity(e)
+        entity_id = entity_writes.reinsert(uow, e)
         restored.append(entity_id)
         uow.graph.return_aliases(target, entity_id, source.alias_names)
         uow.graph.return_episode_links(

@@ -49,6 +49,7 @@ from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
 from nexus_grpc.domain import erasure as erasing
+from nexus_grpc.domain import memory_upkeep, retention
 from nexus_grpc.domain import validation as v
 from nexus_grpc.domain.conversations import _project_values
 from nexus_grpc.domain.episode_followups import queue_followups, queue_summaries
@@ -533,8 +534,10 @@ def _write_without_forgotten(uow: UnitOfWork, plan: _Plan, tenant: str, at: floa
 def _write(uow: UnitOfWork, plan: _Plan, tenant: str, at: float) -> Restored:
     p = plan.project
     project_id = uow.restore.insert_project(
-        plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant, at
+        plan.project_values, _time(p.created_at, at), _time(p.updated_at, at), tenant
     )
+    if plan.project_values["retention"] is not None:
+        retention.start(uow, project_id, at)
     rows = _Rows(uow, tenant, project_id)
     counts = dict.fromkeys(KINDS, 0)
     for index, item in plan.items:
@@ -630,9 +633,10 @@ class _Rows:
             )
             self.users[item.id] = item.user_id
         elif isinstance(item, Memory):
-            self.memories[item.id] = uow.restore.insert_memory(
-                self.memory_ids(item, 0), self.tenant
-            )
+            memory_id = uow.restore.insert_memory(self.memory_ids(item, 0), self.tenant)
+            self.memories[item.id] = memory_id
+            uow.jobs.enqueue(jobs.INDEX_MEMORY, [memory_id], priority=jobs.BULK)
+            memory_upkeep.schedule_expiry(uow, memory_id, item.expire_at)
         elif isinstance(item, Revision):
             new_id = self.memories[item.memory_id]
             uow.restore.insert_revision(
@@ -647,7 +651,7 @@ class _Rows:
             # A range may name an episode the export no longer held (deleted
             # since, or past retention): as `nexus-grpc import` does, it
             # is then 0, unknown.
-            uow.restore.insert_summary(
+            summary_id = uow.restore.insert_summary(
                 replace(
                     item,
                     session_id=sessions[item.session_id] if item.session_id else 0,
@@ -656,6 +660,7 @@ class _Rows:
                     last_episode_id=episodes.get(item.last_episode_id, 0),
                 ),
             )
+            uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary_id], priority=jobs.BULK)
         else:
             return False
         return True
@@ -664,9 +669,11 @@ class _Rows:
         """Entities, their aliases, links and merges, relationships and their evidence."""
         uow, entities, episodes = self.uow, self.entities, self.episodes
         if isinstance(item, Entity):
-            entities[item.id] = uow.restore.insert_entity(
+            entity_id = uow.restore.insert_entity(
                 replace(item, project_id=self.project_id), self.tenant
             )
+            entities[item.id] = entity_id
+            uow.jobs.enqueue(jobs.INDEX_ENTITY, [entity_id], priority=jobs.BULK)
         elif isinstance(item, Relationship):
             uow.restore.insert_relationship(
                 replace(

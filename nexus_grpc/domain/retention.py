@@ -9,7 +9,9 @@ A summary (or overview) last written before the cutoff goes too: all it was
 written from happened before then. A deleted session's TASK-tier USER
 memories stay: they belong to their users, whom no one asked (the project's
 own TASK memories go with the session, as DeleteSession takes them).
-Setting a retention schedules the job in the same transaction; each run
+Setting a retention (a project created or updated with one, ``start``) or
+moving a session into a project that has one (``session_moved``) makes the
+sweep due at once, in the same transaction; each run
 deletes up to ``CHUNK`` rows of each kind and schedules the next run: at
 once when it stopped at the chunk, else when
 the oldest remaining exchange passes the retention, and at most an hour away,
@@ -27,6 +29,19 @@ from nexus_grpc.domain import erasure as erasing
 CHUNK = 500
 #: The longest a sweep waits before looking again.
 RECHECK_SECONDS = 3600.0
+
+
+def start(uow: UnitOfWork, project_id: int, at: float) -> None:
+    """The project's sweep due at ``at`` (now): it schedules itself from there on."""
+    uow.jobs.schedule(jobs.RETAIN_PROJECT, project_id, at)
+
+
+def session_moved(uow: UnitOfWork, project_id: int, at: float) -> None:
+    """A session just moved into ``project_id``: reads hide what the project's
+    retention has passed at once, and the sweep (scheduled up to an hour ahead
+    when the project had nothing to sweep) now looks at what came in."""
+    if project_id and uow.projects.retention_of(project_id) is not None:
+        start(uow, project_id, at)
 
 
 def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
@@ -48,6 +63,8 @@ def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
         uow.sessions.delete(session_id, user_task_memories=False)
     summaries = uow.summaries.past_retention(project_id, cutoff, CHUNK)
     for summary_id in summaries:
+        # Its point's job, queued while the row is there (the job takes its tenant).
+        uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary_id])
         uow.summaries.delete(summary_id)
     if episodes or sessions or summaries:
         erasing.scrub_soon(uow, erasing.SCRUB_DELAY)

@@ -136,13 +136,16 @@ class Summaries:
             elif not uow.projects.exists(project_id, tenant):
                 raise FailedPrecondition(f"summary.project_id {project_id} does not exist")
             _check_range(uow, session_id, project_id, first, last, at)
-            return uow.summaries.insert(
-                session_id=session_id,
-                project_id=project_id,
-                content=content,
-                first_episode_id=first,
-                last_episode_id=last,
-                episode_count=count,
+            return indexed(
+                uow,
+                uow.summaries.insert(
+                    session_id=session_id,
+                    project_id=project_id,
+                    content=content,
+                    first_episode_id=first,
+                    last_episode_id=last,
+                    episode_count=count,
+                ),
             )
 
         summary = await self.db.write(write)
@@ -164,7 +167,7 @@ class Summaries:
 
         def write(uow: UnitOfWork) -> Summary:
             _check_session_of(uow, uow.summaries.get(summary_id, tenant, retained_at=at))
-            return uow.summaries.update(summary_id, {"content": content})
+            return indexed(uow, uow.summaries.update(summary_id, {"content": content}))
 
         summary = await self.db.write(write)
         self.signals.wake(jobs.INDEX_SUMMARY)
@@ -177,6 +180,7 @@ class Summaries:
 
         def delete(uow: UnitOfWork) -> None:
             _check_session_of(uow, uow.summaries.get(summary_id, tenant, retained_at=at))
+            unindex(uow, summary_id)
             uow.summaries.delete(summary_id)
 
         await self.db.write(delete)
@@ -346,7 +350,7 @@ class Summaries:
                     episode_count=len(new),
                 )
 
-            summary = await self.db.write(write)
+            summary = await self.db.write(lambda uow: indexed(uow, write(uow)))
             accounting.written(spent)
         self.signals.wake(jobs.INDEX_SUMMARY, jobs.SUMMARIZE_SESSION)
         return summary
@@ -477,14 +481,16 @@ class Summaries:
                 "episode_count": count,
             }
             if existing is not None:
-                return uow.summaries.update(existing.id, changes)
+                return indexed(uow, uow.summaries.update(existing.id, changes))
             if not uow.projects.exists(project_id):
                 raise NotFound(
                     f"project {project_id} was deleted while being summarized",
                     resource_type="project",
                     resource_name=project_id,
                 )
-            return uow.summaries.insert(session_id=0, project_id=project_id, **changes)
+            return indexed(
+                uow, uow.summaries.insert(session_id=0, project_id=project_id, **changes)
+            )
 
         summary = await self.db.write(write)
         accounting.written(calls)
@@ -589,6 +595,18 @@ def _check_range(
             inside = uow.sessions.get(episode.session_id).project_id == project_id
         if not inside:
             raise FailedPrecondition(f"{field} {episode_id} is not an episode of {owner}")
+
+
+def indexed(uow: UnitOfWork, summary: Summary) -> Summary:
+    """``summary``, just written: its embedding queued in the same transaction."""
+    uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary.id])
+    return summary
+
+
+def unindex(uow: UnitOfWork, summary_id: int) -> None:
+    """The job that takes a summary's point out, queued while its row is still
+    there (the job takes the row's tenant); the caller deletes the row next."""
+    uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary_id])
 
 
 def _check_session_of(uow: UnitOfWork, summary: Summary) -> None:

@@ -10,7 +10,7 @@ from nexus_grpc.core.graph import Entity, EntityMerge, MergedSource
 from nexus_grpc.core.names import name_key
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store import dialect
 from nexus_grpc.store.dialect import json_ints, json_texts
 from nexus_grpc.store.graph import Graph, link_episode
 from nexus_grpc.store.sql import now
@@ -288,7 +288,6 @@ def set_notes(conn: Connection, entity_id: int, notes: str | None) -> None:
 
 def delete_entity_row(conn: Connection, entity_id: int) -> None:
     """Remove a merged source (what it held has moved already)."""
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
 
 
@@ -330,7 +329,6 @@ def reinsert_entity(conn: Connection, e: Entity) -> int:
                 values,
             ).fetchone()[0]
         )
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     return entity_id
 
 

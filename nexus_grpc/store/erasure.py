@@ -902,7 +902,7 @@ class ErasureStore:
             ).rowcount
         return removed
 
-    def delete_overviews(self, project_ids: Sequence[int]) -> int:
+    def _delete_overviews(self, project_ids: Sequence[int]) -> int:
         projects = [int(p) for p in project_ids if p]
         if not projects:
             return 0
@@ -956,7 +956,7 @@ class ErasureStore:
     def delete_project_records(self, project_id: int) -> Counts:
         """What a deleted project leaves outside its rows: its overviews, the
         events and selections recorded in it, and the jobs for it."""
-        overviews = self.delete_overviews([project_id])
+        overviews = self._delete_overviews([project_id])
         events = self.conn.execute(
             "DELETE FROM extraction_events WHERE project_id = ?", (project_id,)
         ).rowcount

@@ -38,7 +38,7 @@ from nexus_grpc.core.names import best_display, display_form, index_tokens, name
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store import dialect
 from nexus_grpc.store.dialect import json_ints, json_texts, no_limit, pinned_join
 from nexus_grpc.store.sql import now
 
@@ -167,12 +167,10 @@ def insert_entity(
     confidence: float | None = None,
     fallback_tenant: str = DEFAULT_TENANT,
     resolution: str = RESOLVED,
-    embedded: bool = False,
 ) -> int:
     """A new entity for a surface name, with that name as its first alias.
 
-    Queues the entity's embedding in the same transaction; ``embedded``: the
-    caller writes its vector in this transaction (store/postgres/vectors.py).
+    Its embedding is the domain's to queue (domain/entity_writes.py).
     """
     ts = now()
     project_id, session_id = graph
@@ -208,8 +206,6 @@ def insert_entity(
     add_alias(conn, entity_id, surface, method=method, episode_id=episode_id, refresh=False)
     if episode_id is not None:
         link_episode(conn, entity_id, episode_id)
-    if not embedded:
-        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     return entity_id
 
 
@@ -226,9 +222,9 @@ def add_alias(
 ) -> bool:
     """Record a surface name of an entity; True when the name is new to it.
 
-    A new alias's words join the entity's tokens, the display name becomes
-    the best of its names, and its vector (which carries the aliases) is
-    queued for re-embedding.
+    A new alias's words join the entity's tokens and the display name becomes
+    the best of its names (``refresh``); its vector, which carries the
+    aliases, is the domain's to queue again (domain/entity_writes.py).
     """
     row = conn.execute(
         "SELECT project_id, session_id, type FROM entities WHERE id = ?", (entity_id,)
@@ -247,7 +243,6 @@ def add_alias(
     _add_tokens(conn, entity_id, project_id, session_id, etype, [norm])
     if refresh:
         refresh_display_name(conn, entity_id)
-        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     return True
 
 
@@ -340,8 +335,6 @@ def mention(
         " confidence = COALESCE(?, confidence), last_seen_at = ? WHERE id = ?",
         (1 if new_mention else 0, notes, confidence, now(), entity_id),
     )
-    if notes is not None:
-        jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
 
 
 def set_resolution(conn: Connection, entity_id: int, state: str) -> None:
@@ -417,9 +410,6 @@ def delete_entity(conn: Connection, entity_id: int) -> int:
         "SELECT COUNT(*) FROM relationships WHERE from_id = ? OR to_id = ?",
         (entity_id, entity_id),
     ).fetchone()[0]
-    # Queued while the row is there, to take its tenant; run once it is gone,
-    # it deletes the point.
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id])
     conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
     return int(edges)
 
@@ -660,18 +650,6 @@ def relationship_at(
     return None if row is None else relationship_from_row(row)
 
 
-def get_relationship(conn: Connection, rel_id: int) -> Relationship:
-    row = conn.execute(f"SELECT {REL_COLUMNS} FROM relationships WHERE id = ?", (rel_id,))
-    found = row.fetchone()
-    if found is None:
-        raise NotFound(
-            f"relationship {rel_id} does not exist",
-            resource_type="relationship",
-            resource_name=str(rel_id),
-        )
-    return relationship_from_row(found)
-
-
 def get_relationships(conn: Connection, ids: Sequence[int]) -> list[Relationship]:
     rows = conn.execute(
         f"SELECT {REL_COLUMNS} FROM relationships"
@@ -732,6 +710,7 @@ def list_relationships(
 
 
 # Traversal ------------------------------------------------------------------
+
 
 # Bidirectional walk.  UNION (not UNION ALL) drops rows already produced, so a
 # cycle cannot feed itself; the depth bound ends the walk.  Each direction is

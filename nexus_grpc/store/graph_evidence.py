@@ -78,15 +78,6 @@ def evidence_of(conn: Connection, from_id: int, label: str) -> list[Evidence]:
     return [_evidence(r) for r in rows]
 
 
-def evidence_by_ids(conn: Connection, ids: Sequence[int]) -> list[Evidence]:
-    rows = conn.execute(
-        f"SELECT {_EVIDENCE_COLUMNS} FROM relationship_evidence"
-        f" WHERE id IN (SELECT value FROM {json_ints(conn)}) ORDER BY id",
-        (_ids_json(ids),),
-    ).fetchall()
-    return [_evidence(r) for r in rows]
-
-
 def evidence_in_project(
     conn: Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[Evidence]:

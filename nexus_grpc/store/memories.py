@@ -68,7 +68,8 @@ def insert(
     *,
     embedded: bool = False,
 ) -> Memory:
-    """Insert a memory and queue its embedding (and its expiry). ``embedded``:
+    """Insert a memory and queue its embedding (its expiry is the domain's,
+    domain/memory_upkeep.py). ``embedded``:
     the caller writes its vector in this same transaction (store/postgres/vectors.py),
     so no index job is queued."""
     ts = now()
@@ -100,8 +101,6 @@ def insert(
     memory_id = int(row[0])
     if not embedded:
         jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
-    if values.get("expire_at") is not None:
-        jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, values["expire_at"])
     return get(conn, memory_id)
 
 
@@ -228,8 +227,6 @@ def update(conn: Connection, memory_id: int, changes: Mapping[str, Any]) -> Memo
             (*params, now(), memory_id),
         )
         jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
-        if changes.get("expire_at") is not None:
-            jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, changes["expire_at"])
     return get(conn, memory_id)
 
 

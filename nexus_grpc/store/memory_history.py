@@ -20,7 +20,6 @@ from nexus_grpc.core.records import UPDATE as UPDATE
 from nexus_grpc.core.records import ChangedBy as ChangedBy
 from nexus_grpc.core.records import Revision as Revision
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store import jobs
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.sql import now
 
@@ -82,18 +81,17 @@ def record_deletion(
     conn: Connection,
     previous: Memory,
     by: ChangedBy,
-    retention: float,
+    purge_after: float,
     action: int = DELETE,
 ) -> None:
-    """The delete's (or expiry's) revision, and the job that purges the
-    memory's history once ``retention`` seconds have passed."""
-    purge_after = now() + retention
+    """The delete's (or expiry's) revision, and every version of the memory
+    marked to go at ``purge_after`` (the domain queues the purge,
+    domain/memory_upkeep.py)."""
     record(conn, previous, action, [], by, purge_after)
     conn.execute(
         "UPDATE memory_history SET purge_after = ? WHERE memory_id = ?",
         (purge_after, previous.id),
     )
-    jobs.enqueue(conn, jobs.PURGE_MEMORY_HISTORY, [previous.id], run_after=purge_after)
 
 
 def last(conn: Connection, memory_id: int) -> Revision | None:

@@ -11,7 +11,6 @@ from nexus_grpc.core.models import MemoryKind, Project
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
-from nexus_grpc.store import jobs
 from nexus_grpc.store.dialect import INTEGRITY_ERRORS
 from nexus_grpc.store.savepoints import savepoint
 from nexus_grpc.store.sql import now
@@ -110,10 +109,7 @@ def insert(conn: Connection, values: Mapping[str, Any], tenant: str = DEFAULT_TE
     ).fetchone()
     if row is None:
         raise name_taken(conn, values.get("name", ""), tenant)
-    project = get(conn, int(row[0]))
-    if project.retention is not None:
-        jobs.schedule(conn, jobs.RETAIN_PROJECT, project.id, ts)
-    return project
+    return get(conn, int(row[0]))
 
 
 def get(conn: Connection, project_id: int, tenant: str | None = None) -> Project:
@@ -195,48 +191,7 @@ def update(
             if not renamed:
                 raise
             raise name_taken(conn, changes["name"], project.tenant) from None
-        if changes.get("retention") is not None:
-            # The sweep runs now and schedules itself from there on.
-            jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, now())
     return get(conn, project_id)
-
-
-def delete(conn: Connection, project_id: int, tenant: str | None = None) -> int:
-    """Detach the project's sessions, then delete it and what only it owned:
-    its memories, its graph and its overviews (their index points go through index
-    jobs in the same transaction).  Returns the sessions detached.  The caller
-    has already decided that every USER memory in it may go."""
-    get(conn, project_id, tenant)
-    # Detached sessions' summaries carry the project in their vector payload.
-    jobs.enqueue_select(
-        conn,
-        jobs.INDEX_SUMMARY,
-        "SELECT s.id FROM summaries s JOIN sessions ss ON ss.id = s.session_id"
-        " WHERE ss.project_id = ?",
-        (project_id,),
-    )
-    for table, kind in (("memories", jobs.INDEX_MEMORY), ("summaries", jobs.INDEX_SUMMARY)):
-        jobs.enqueue_select(
-            conn, kind, f"SELECT id FROM {table} WHERE project_id = ?", (project_id,)
-        )
-    jobs.enqueue_select(
-        conn, jobs.INDEX_ENTITY, "SELECT id FROM entities WHERE project_id = ?", (project_id,)
-    )
-    # A project's deletion takes its memories' history with it at once: no
-    # owner is left to read it, and nothing would purge it later.
-    conn.execute(
-        "DELETE FROM memory_history WHERE memory_id IN"
-        " (SELECT id FROM memories WHERE project_id = ?)",
-        (project_id,),
-    )
-    conn.execute("DELETE FROM memories WHERE project_id = ?", (project_id,))
-    # Its graph goes too (edges and episode links by cascade).
-    conn.execute("DELETE FROM entities WHERE project_id = ?", (project_id,))
-    detached = conn.execute(
-        "UPDATE sessions SET project_id = NULL WHERE project_id = ?", (project_id,)
-    ).rowcount
-    conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
-    return detached
 
 
 def session_users(conn: Connection, project_id: int) -> dict[str, int]:

@@ -3,9 +3,10 @@
 The other writers stamp what the server assigns (create and update times,
 counters, a history entry's time and author) as they write; a restore keeps
 the exported values instead, so each row here is inserted with them given.
-Each function queues what the row's live writer would queue for its derived
-state (an index job, an expiry, a retention sweep), at ``jobs.BULK``, behind
-live traffic. The SQL is shared by SQLite and PostgreSQL.
+What a row's live writer would queue for its derived state (an index job, an
+expiry, a retention sweep) is queued by the domain (domain/restore.py), in the
+same transaction, at ``jobs.BULK``, behind live traffic. The SQL is shared by
+SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import AlreadyExists
 from nexus_grpc.store import entity_merges as merge_store
 from nexus_grpc.store import graph as graph_store
-from nexus_grpc.store import jobs, memory_history, projects
+from nexus_grpc.store import memory_history, projects
 from nexus_grpc.store.graph import Entity, Relationship
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.summaries import Summary
@@ -32,7 +33,6 @@ def insert_project(
     created_at: float,
     updated_at: float,
     tenant: str,
-    at: float,
 ) -> int:
     """``values``: the project's columns (store/projects.py's COLUMNS).
     ALREADY_EXISTS when ``tenant`` has a project of its name: a restore keeps
@@ -67,10 +67,7 @@ def insert_project(
             " without --restore, which gives the new project a free name; nothing was"
             " restored",
         )
-    project_id = int(row[0])
-    if values["retention"] is not None:
-        jobs.schedule(conn, jobs.RETAIN_PROJECT, project_id, at)
-    return project_id
+    return int(row[0])
 
 
 def insert_session(
@@ -141,11 +138,7 @@ def insert_memory(conn: Connection, m: Memory, tenant: str) -> int:
             m.source_episode_id,
         ),
     ).fetchone()
-    memory_id = int(row[0])
-    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id], priority=jobs.BULK)
-    if m.expire_at is not None:
-        jobs.schedule(conn, jobs.EXPIRE_MEMORY, memory_id, m.expire_at)
-    return memory_id
+    return int(row[0])
 
 
 def insert_revision(conn: Connection, r: memory_history.Revision) -> None:
@@ -181,9 +174,7 @@ def insert_entity(conn: Connection, e: Entity, tenant: str) -> int:
             e.resolution,
         ),
     ).fetchone()
-    entity_id = int(row[0])
-    jobs.enqueue(conn, jobs.INDEX_ENTITY, [entity_id], priority=jobs.BULK)
-    return entity_id
+    return int(row[0])
 
 
 def insert_relationship(conn: Connection, r: Relationship) -> int:
@@ -279,6 +270,4 @@ def insert_summary(conn: Connection, s: Summary) -> int:
             s.updated_at,
         ),
     ).fetchone()
-    summary_id = int(row[0])
-    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id], priority=jobs.BULK)
-    return summary_id
+    return int(row[0])

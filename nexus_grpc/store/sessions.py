@@ -187,23 +187,6 @@ def update(
             conn.execute(
                 "UPDATE sessions SET project_id = ? WHERE id = ?", (value or None, session_id)
             )
-            # Its summaries carry the project in their vector payload.
-            jobs.enqueue_select(
-                conn,
-                jobs.INDEX_SUMMARY,
-                "SELECT id FROM summaries WHERE session_id = ?",
-                (session_id,),
-            )
-            if (
-                value
-                and conn.execute(
-                    "SELECT 1 FROM projects WHERE id = ? AND retention IS NOT NULL", (value,)
-                ).fetchone()
-            ):
-                # Reads hide what the project's retention has passed at once;
-                # the sweep (scheduled up to an hour ahead when the project had
-                # nothing to sweep) now looks at what just came in.
-                jobs.schedule(conn, jobs.RETAIN_PROJECT, value, now())
         elif column == "metadata":
             conn.execute(
                 "UPDATE sessions SET metadata = ? WHERE id = ?", (json.dumps(value), session_id)

@@ -14,7 +14,6 @@ from typing import Any
 from nexus_grpc.core.records import Summary as Summary
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import jobs
 from nexus_grpc.store.sql import now
 
 _SELECT = (
@@ -65,9 +64,7 @@ def insert(
             ts,
         ),
     ).fetchone()
-    summary_id = int(row[0])
-    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
-    return get(conn, summary_id)
+    return get(conn, int(row[0]))
 
 
 # A summary belongs to its session's tenant, an overview to its project's.
@@ -167,7 +164,6 @@ def update(
             f"UPDATE summaries SET {cols}, updated_at = ? WHERE id = ?",
             (*changes.values(), now(), summary_id),
         )
-        jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])
     return get(conn, summary_id)
 
 
@@ -179,8 +175,15 @@ def delete(
     retained_at: float | None = None,
 ) -> None:
     get(conn, summary_id, tenant, retained_at=retained_at)
-    jobs.enqueue(conn, jobs.INDEX_SUMMARY, [summary_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
+
+
+def ids_of_session(conn: Connection, session_id: int) -> list[int]:
+    """Every summary of the session, retained or not."""
+    rows = conn.execute(
+        "SELECT id FROM summaries WHERE session_id = ? ORDER BY id", (session_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def list_for_session(

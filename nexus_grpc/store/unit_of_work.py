@@ -27,7 +27,6 @@ from nexus_grpc.store import (
     graph,
     graph_evidence,
     jobs,
-    keyword_index,
     memories,
     memory_candidates,
     memory_history,
@@ -68,7 +67,6 @@ class Table:
 class ProjectTable(Table):
     """``ProjectRepository`` on one connection."""
 
-    delete = bound(projects.delete)
     exists = bound(projects.exists)
     get = bound(projects.get)
     insert = bound(projects.insert)
@@ -106,7 +104,6 @@ class EpisodeTable(Table):
     """``EpisodeRepository`` on one connection."""
 
     backlog = bound(episodes.backlog)
-    delete = bound(episodes.delete)
     failed_extractions = bound(episodes.failed_extractions)
     find = bound(episodes.find)
     find_by_request_id = bound(episodes.find_by_request_id)
@@ -180,7 +177,6 @@ class GraphTable(Table):
     candidate_rows = bound(graph.candidate_rows)
     current_facts = bound(graph.current_facts)
     delete_entity = bound(graph.delete_entity)
-    edges_within = bound(graph.edges_within)
     entities_named = bound(graph.entities_named)
     entities_with_key = bound(graph.entities_with_key)
     entity_graph = bound(graph.entity_graph)
@@ -188,10 +184,8 @@ class GraphTable(Table):
     episode_links_in_project = bound(graph.episode_links_in_project)
     get_entities = bound(graph.get_entities)
     get_entity = bound(graph.get_entity)
-    get_relationship = bound(graph.get_relationship)
     get_relationships = bound(graph.get_relationships)
     insert_entity = bound(graph.insert_entity)
-    link_episode = bound(graph.link_episode)
     list_aliases = bound(graph.list_aliases)
     list_entities = bound(graph.list_entities)
     list_relationships = bound(graph.list_relationships)
@@ -209,8 +203,6 @@ class GraphTable(Table):
     add_evidence = bound(graph_evidence.add_evidence)
     delete_relationships = bound(graph_evidence.delete_relationships)
     drop_episode_evidence = bound(graph_evidence.drop_episode_evidence)
-    drop_triple_evidence = bound(graph_evidence.drop_triple_evidence)
-    evidence_by_ids = bound(graph_evidence.evidence_by_ids)
     evidence_in_project = bound(graph_evidence.evidence_in_project)
     evidence_of = bound(graph_evidence.evidence_of)
     groups_of = bound(graph_evidence.groups_of)
@@ -250,6 +242,7 @@ class SummaryTable(Table):
     find = bound(summaries.find)
     get = bound(summaries.get)
     insert = bound(summaries.insert)
+    ids_of_session = bound(summaries.ids_of_session)
     latest_for_session = bound(summaries.latest_for_session)
     list_for_project = bound(summaries.list_for_project)
     list_for_session = bound(summaries.list_for_session)
@@ -268,7 +261,6 @@ class JobTable(Table):
     delete_created_before = bound(jobs.delete_created_before)
     depths = bound(jobs.depths)
     enqueue = bound(jobs.enqueue)
-    enqueue_select = bound(jobs.enqueue_select)
     finish = bound(jobs.finish)
     next_run_after = bound(jobs.next_run_after)
     pending_count = bound(jobs.pending_count)
@@ -299,14 +291,6 @@ class DocumentTable(Table):
     episodes = bound(documents.episodes)
     memories = bound(documents.memories)
     summaries = bound(documents.summaries)
-
-
-class KeywordIndexTable(Table):
-    """``KeywordIndexRepository`` on one connection."""
-
-    merge_step = bound(keyword_index.merge_step)
-    prepare = bound(keyword_index.prepare)
-    segment_count = bound(keyword_index.segment_count)
 
 
 class UsageTable(Table):
@@ -400,10 +384,6 @@ class SqlUnitOfWork:
     @cached_property
     def documents(self) -> DocumentTable:
         return DocumentTable(self.conn)
-
-    @cached_property
-    def keyword(self) -> KeywordIndexTable:
-        return KeywordIndexTable(self.conn)
 
     @cached_property
     def restore(self) -> RestoreTable:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from nexus_grpc.core import jobs
 from nexus_grpc.core.graph import Interval
 from nexus_grpc.core.storage import Conflict
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.store import graph_evidence
 from tests.graph_support import expect_status, new_project
@@ -132,6 +134,37 @@ async def test_delete_entity_removes_edges_and_vector_point(harness):
 
 async def _has_points(index, ids) -> bool:
     return await index.retrieve_ids("entities", ids) == set(ids)
+
+
+async def test_entity_writes_queue_the_index_job_their_vector_needs(harness):
+    """New notes and a delete each queue the entity's index job with the write
+    (the domain decides it, domain/entity_writes.py), the delete's while the
+    row is there, in its tenant; a mention that changes nothing its vector is
+    made from queues none."""
+    h = harness
+    for worker in h.app.workers:
+        if worker.kind == jobs.INDEX_ENTITY:
+            await worker.stop()  # the jobs stay to be read
+
+    async def queued() -> list[tuple]:
+        def take(c):
+            rows = c.execute(
+                "SELECT target_id, tenant FROM jobs WHERE kind = ? AND state = 'pending'",
+                (jobs.INDEX_ENTITY,),
+            ).fetchall()
+            c.execute("DELETE FROM jobs WHERE kind = ?", (jobs.INDEX_ENTITY,))
+            return [tuple(r) for r in rows]
+
+        return await h.app.db.write_sql(take)
+
+    ada = await entity(h, "Ada", "person")
+    await queued()
+    await entity(h, "Ada", "person", notes="wrote the first program")
+    assert await queued() == [(ada.id, DEFAULT_TENANT)]
+    await entity(h, "Ada", "person")
+    assert await queued() == []
+    await h.graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=ada.id))
+    assert await queued() == [(ada.id, DEFAULT_TENANT)]
 
 
 # Relationships ------------------------------------------------------------------

@@ -8,6 +8,8 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
+from nexus_grpc.core import jobs
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from tests.ollama_stub import Reply
@@ -504,3 +506,74 @@ async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
     stub.default = Reply.of("The user set up Grafana dashboards.")
     done = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert done.content == "The user set up Grafana dashboards."
+
+
+async def summary_jobs(h):
+    """Stop the summaries' indexer, so their index jobs stay to be read; the
+    reader takes the pending ones (target, tenant) and clears them."""
+    for worker in h.app.workers:
+        if worker.kind == jobs.INDEX_SUMMARY:
+            await worker.stop()
+
+    async def queued() -> list[tuple]:
+        def take(c):
+            rows = c.execute(
+                "SELECT target_id, tenant FROM jobs WHERE kind = ? AND state = 'pending'",
+                (jobs.INDEX_SUMMARY,),
+            ).fetchall()
+            c.execute("DELETE FROM jobs WHERE kind = ?", (jobs.INDEX_SUMMARY,))
+            return [tuple(r) for r in rows]
+
+        return await h.app.db.write_sql(take)
+
+    return queued
+
+
+async def test_each_summary_write_queues_its_index_job_in_its_tenant(harness):
+    """Create, update and delete each queue the summary's index job with the
+    write (the domain decides it, domain/summaries.py); the delete's is
+    queued while the row is there, so it carries the summary's tenant."""
+    h = harness
+    queued = await summary_jobs(h)
+    _, sid = await project_session(h)
+    await queued()
+    a = await h.summary.CreateSummary(
+        summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid, content="x"))
+    )
+    assert await queued() == [(a.id, DEFAULT_TENANT)]
+    await h.summary.UpdateSummary(
+        summary_pb2.UpdateSummaryRequest(
+            summary=summary_pb2.Summary(id=a.id, content="y"),
+            update_mask=FieldMask(paths=["content"]),
+        )
+    )
+    assert await queued() == [(a.id, DEFAULT_TENANT)]
+    await h.summary.DeleteSummary(summary_pb2.DeleteSummaryRequest(id=a.id))
+    assert await queued() == [(a.id, DEFAULT_TENANT)]
+
+
+async def test_a_session_moved_to_another_project_queues_its_summaries_index_jobs(harness):
+    """Its summaries carry the project in their vector payload
+    (domain/conversations.py's _session_moved)."""
+    h = harness
+    queued = await summary_jobs(h)
+    _, sid = await project_session(h)
+    a = await h.summary.CreateSummary(
+        summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid, content="x"))
+    )
+    other, _ = await project_session(h, "elsewhere")
+    await queued()
+    await h.memory.UpdateSession(
+        memory_pb2.UpdateSessionRequest(
+            session=memory_pb2.Session(id=sid, project_id=other),
+            update_mask=FieldMask(paths=["project_id"]),
+        )
+    )
+    assert await queued() == [(a.id, DEFAULT_TENANT)]
+    await h.memory.UpdateSession(
+        memory_pb2.UpdateSessionRequest(
+            session=memory_pb2.Session(id=sid, name="renamed"),
+            update_mask=FieldMask(paths=["name"]),
+        )
+    )
+    assert await queued() == []
