@@ -136,17 +136,17 @@ async def test_a_tenant_past_its_budget_waits_for_tomorrow_while_another_flows(h
 
     async def counted(n: int, lease: float) -> list:
         batch = await claim(n, lease)
-        claimed.extend(j for j in batch if j.target_id in bulk_ids and counting)
+        claimed.extend(j for j in batch if j.target_id in bulk_ids)
         return batch
 
-    counting = False
+    # Counted from before the write: a claim made between its commit and this
+    # coroutine's turn is one of the claims the sweep must make unneeded.
     queue.claim = counted  # type: ignore[method-assign]
     await h.app.db.write(
         lambda uow: uow.jobs.enqueue(
             jobs.EXTRACT_EPISODE, ids, run_after=time.time() - 60, priority=jobs.LIVE
         )
     )
-    counting = True
     asked_before = len(stub.requests_to("/api/chat"))
 
     # Tenant b's live episode is extracted all the same.
@@ -169,8 +169,10 @@ async def test_a_tenant_past_its_budget_waits_for_tomorrow_while_another_flows(h
     # (The one claimed is put back with a delay: to within the commit's time.)
     assert all(abs(run_after - tomorrow) < 0.5 for _, _, run_after in rows)
     # The backlog moved in one sweep: the worker claimed no more of a's jobs
-    # than its slots held at once (the first it met), not one per job.
-    assert 1 <= len(claimed) <= h.app.extraction_worker.config.concurrency, len(claimed)
+    # than its slots held at once (the first it met), not one per job. (It may
+    # claim none here: the import's own jobs, due at once, can meet the budget
+    # and sweep the backlog before the claims are counted.)
+    assert len(claimed) <= h.app.extraction_worker.config.concurrency, len(claimed)
     # The worker never paused for them: it is not waiting on the model.
     assert h.app.extraction_worker.waiting_on is None
     # Each episode says why, where its extraction state is shown.

@@ -137,7 +137,7 @@ async def test_a_served_search_asked_twice_embeds_once_and_the_probe_asks_the_mo
         session = await h.memory.CreateSession(
             m.CreateSessionRequest(session=m.Session(name="cache"))
         )
-        await h.memory.CreateEpisode(
+        episode = await h.memory.CreateEpisode(
             m.CreateEpisodeRequest(
                 session_id=session.id,
                 user_message="the staging branch tests fail",
@@ -145,8 +145,11 @@ async def test_a_served_search_asked_twice_embeds_once_and_the_probe_asks_the_mo
             )
         )
 
+        # Its state DONE, not only its point written: the indexer marks the row
+        # after the upsert, and a search between the two shows it PENDING.
         async def indexed() -> bool:
-            return (await h.app.index.count("episodes")) == 1
+            got = await h.memory.GetEpisode(m.GetEpisodeRequest(id=episode.id))
+            return got.embedding_state == m.JOB_STATE_DONE
 
         await wait_until(indexed)
         ask = m.SearchEpisodesRequest(
