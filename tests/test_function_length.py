@@ -28,7 +28,6 @@ ALLOWED = {
     "bench/run_benchmarks.py:seed": 146,
     "bench/run_benchmarks.py:targets_table": 111,
     "bench/run_benchmarks.py:write_report": 171,
-    "proto/gen_client.py:render_method": 86,
 }
 
 
