@@ -25,9 +25,6 @@ LIMIT = 80
 ALLOWED = {
     "bench/e2e_llm/run.py:drive": 128,
     "bench/integrations_overhead.py:measure": 104,
-    "bench/run_benchmarks.py:seed": 146,
-    "bench/run_benchmarks.py:targets_table": 111,
-    "bench/run_benchmarks.py:write_report": 171,
 }
 
 
