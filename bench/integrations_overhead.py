@@ -150,7 +150,7 @@ async def _update_calls(
     (each call changes the text, so every update writes)."""
     flip = [0]
     changed = memory_pb2.Memory()
-    changed.CopyFrom(await client.get_memory(id=memory_id, user_id=USER))
+    changed.CopyFrom((await client.get_memory(id=memory_id, user_id=USER)).to_message())
 
     async def store_put() -> None:
         flip[0] ^= 1
