@@ -123,29 +123,34 @@ async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]
 
 
-async def measure(client: NexusClient, n: int) -> list[Pairs]:
+async def _store_with_facts(client: NexusClient) -> tuple[NexusStore, int, int]:
+    """A NexusStore holding FACTS, its project's id, and fact-0's memory id."""
     store = NexusStore(client=client, project=PROJECT, index_fields=["text"])
     for i, fact in enumerate(FACTS):
         await store.aput(NAMESPACE, f"fact-{i}", {"text": fact})
     project_id = await store._conn.project_id(client)
     memory_id = (await store._find(client, project_id, NAMESPACE, "fact-0")).memory_id  # noqa: SLF001
-    scope = memory_pb2.MemoryScope(project_id=project_id, user_id=USER, include_archived=True)
-    plain_scope = memory_pb2.MemoryScope(project_id=project_id, user_id=USER)
+    return store, project_id, memory_id
 
+
+async def _chat_history(client: NexusClient) -> tuple[NexusChatMessageHistory, memory_pb2.Session]:
+    """A chat history of five turns, and its session."""
     history = NexusChatMessageHistory("bench-chat", client=client, project=PROJECT, user_id=USER)
     for n_turn in range(5):
         await history.aadd_messages(
             [HumanMessage(f"question {n_turn} about the database"), AIMessage("an answer")]
         )
-    session = await client.get_session(external_id=history.external_id)
-    lc = LangChainRetriever(client=client, project=PROJECT, user_id=USER, k=4)
-    li = LlamaIndexRetriever(client=client, project=PROJECT, user_id=USER, similarity_top_k=4)
-    block = NexusMemoryBlock(client=client, project=PROJECT, user_id=USER)
-    asked = [ChatMessage(role="user", content=QUERY)]
+    return history, await client.get_session(external_id=history.external_id)
 
+
+async def _update_calls(
+    client: NexusClient, store: NexusStore, memory_id: int
+) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+    """fact-0 updated through the store, and the same update made directly
+    (each call changes the text, so every update writes)."""
     flip = [0]
     changed = memory_pb2.Memory()
-    changed.CopyFrom(await client.get_memory(id=memory_id, user_id=USER))
+    changed.CopyFrom((await client.get_memory(id=memory_id, user_id=USER)).to_message())
 
     async def store_put() -> None:
         flip[0] ^= 1
@@ -160,6 +165,21 @@ async def measure(client: NexusClient, n: int) -> list[Pairs]:
         await client.update_memory(
             memory=changed, update_mask={"paths": ["title", "content", "metadata"]}, user_id=USER
         )
+
+    return store_put, direct_update
+
+
+async def measure(client: NexusClient, n: int) -> list[Pairs]:
+    store, project_id, memory_id = await _store_with_facts(client)
+    scope = memory_pb2.MemoryScope(project_id=project_id, user_id=USER, include_archived=True)
+    plain_scope = memory_pb2.MemoryScope(project_id=project_id, user_id=USER)
+
+    history, session = await _chat_history(client)
+    lc = LangChainRetriever(client=client, project=PROJECT, user_id=USER, k=4)
+    li = LlamaIndexRetriever(client=client, project=PROJECT, user_id=USER, similarity_top_k=4)
+    block = NexusMemoryBlock(client=client, project=PROJECT, user_id=USER)
+    asked = [ChatMessage(role="user", content=QUERY)]
+    store_put, direct_update = await _update_calls(client, store, memory_id)
 
     async def history_direct() -> None:
         found = await client.get_session(external_id=history.external_id)

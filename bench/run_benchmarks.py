@@ -177,6 +177,34 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         " embed_state, extract_state) VALUES (?, ?, ?, ?, ?, 2, 2)",
         [(e + 1, sid, user_texts[e], ai_texts[e], now) for e, sid in enumerate(episode_sessions)],
     )
+    _seed_graph(conn, now)
+    memory_count = memory_users * MEMORIES_PER_USER
+    # Every memory says "The user likes ...", as real user memories do: words on
+    # every row of a scope, which rank nothing.
+    memory_texts = [f"The user likes {t}" for t in texts(memory_count, 20, 4)]
+    conn.executemany(
+        "INSERT INTO memories (id, kind, title, content, tier, project_id, user_id,"
+        " created_at, updated_at) VALUES (?, 2, ?, ?, 3, 1, ?, ?, ?)",
+        [
+            (i + 1, memory_texts[i][:40], memory_texts[i], f"user{i % memory_users}", now, now)
+            for i in range(memory_count)
+        ],
+    )
+    conn.execute("COMMIT")
+    conn.close()
+
+    asyncio.run(_seed_vectors(data_dir, episode_sessions, memory_count, memory_users))
+    return Seeded(
+        session_scopes=[sid for sid, _, _ in layout[: SESSIONS_PER_PROJECT * 5]],
+        big_project=big_project,
+        lone_sessions=[first_lone + n for n in range(LONE_SESSIONS)],
+        memories=memory_count,
+        episodes=total,
+    )
+
+
+def _seed_graph(conn, now: float) -> None:
+    """ENTITIES entities in GRAPH_PROJECT and RELATIONSHIPS random edges between them."""
     rng = random.Random(3)
     # Each entity with its key and its name as its one alias, as the graph
     # stores a new name (store/graph.py insert_entity): entity search's
@@ -202,83 +230,63 @@ def seed(data_dir: Path, episodes: int, memory_users: int = MEMORY_USERS) -> See
         " VALUES (?, ?, 'related_to', ?, ?)",
         [(a, b, now, now) for a, b in edges],
     )
-    memory_count = memory_users * MEMORIES_PER_USER
-    # Every memory says "The user likes ...", as real user memories do: words on
-    # every row of a scope, which rank nothing.
-    memory_texts = [f"The user likes {t}" for t in texts(memory_count, 20, 4)]
-    conn.executemany(
-        "INSERT INTO memories (id, kind, title, content, tier, project_id, user_id,"
-        " created_at, updated_at) VALUES (?, 2, ?, ?, 3, 1, ?, ?, ?)",
-        [
-            (i + 1, memory_texts[i][:40], memory_texts[i], f"user{i % memory_users}", now, now)
-            for i in range(memory_count)
-        ],
-    )
-    conn.execute("COMMIT")
-    conn.close()
 
-    async def vectors() -> None:
-        index = EdgeVectorIndex(data_dir / "vectors")
-        gen = np.random.default_rng(7)
-        await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
-        await index.ensure_collection("memories", 384, MEMORIES.indexed_fields)
-        for start in range(0, total, 5000):
-            n = min(5000, total - start)
-            vecs = unit_vectors(gen, n)
-            await index.upsert(
-                "episodes",
-                [
-                    VectorPoint(
-                        start + i + 1,
-                        vecs[i].tolist(),
-                        {"sessionId": episode_sessions[start + i], "createdAt": 0},
-                    )
-                    for i in range(n)
-                ],
-            )
-        # Every seeded row gets its point: a row without one would be found by the
-        # start-up reconcile and re-embedded in the background during the runs.
-        await index.ensure_collection(
-            "entities", 384, {"projectId": "integer", "sessionId": "integer"}
+
+async def _seed_vectors(
+    data_dir: Path, episode_sessions: list[int], memory_count: int, memory_users: int
+) -> None:
+    """A random unit vector for every seeded episode, entity and memory."""
+    total = len(episode_sessions)
+    index = EdgeVectorIndex(data_dir / "vectors")
+    gen = np.random.default_rng(7)
+    await index.ensure_collection("episodes", 384, {"sessionId": "integer"})
+    await index.ensure_collection("memories", 384, MEMORIES.indexed_fields)
+    for start in range(0, total, 5000):
+        n = min(5000, total - start)
+        vecs = unit_vectors(gen, n)
+        await index.upsert(
+            "episodes",
+            [
+                VectorPoint(
+                    start + i + 1,
+                    vecs[i].tolist(),
+                    {"sessionId": episode_sessions[start + i], "createdAt": 0},
+                )
+                for i in range(n)
+            ],
         )
-        for start in range(0, ENTITIES, 5000):
-            n = min(5000, ENTITIES - start)
-            vecs = unit_vectors(gen, n)
-            await index.upsert(
-                "entities",
-                [
-                    VectorPoint(
-                        start + i + 1,
-                        vecs[i].tolist(),
-                        {"projectId": GRAPH_PROJECT, "sessionId": 0},
-                    )
-                    for i in range(n)
-                ],
-            )
-        for start in range(0, memory_count, 5000):
-            n = min(5000, memory_count - start)
-            vecs = unit_vectors(gen, n)
-            await index.upsert(
-                "memories",
-                [
-                    VectorPoint(
-                        start + i + 1,
-                        vecs[i].tolist(),
-                        memory_payload(2, 3, 1, f"user{(start + i) % memory_users}", 0, "", ""),
-                    )
-                    for i in range(n)
-                ],
-            )
-        await index.close()
-
-    asyncio.run(vectors())
-    return Seeded(
-        session_scopes=[sid for sid, _, _ in layout[: SESSIONS_PER_PROJECT * 5]],
-        big_project=big_project,
-        lone_sessions=[first_lone + n for n in range(LONE_SESSIONS)],
-        memories=memory_count,
-        episodes=total,
-    )
+    # Every seeded row gets its point: a row without one would be found by the
+    # start-up reconcile and re-embedded in the background during the runs.
+    await index.ensure_collection("entities", 384, {"projectId": "integer", "sessionId": "integer"})
+    for start in range(0, ENTITIES, 5000):
+        n = min(5000, ENTITIES - start)
+        vecs = unit_vectors(gen, n)
+        await index.upsert(
+            "entities",
+            [
+                VectorPoint(
+                    start + i + 1,
+                    vecs[i].tolist(),
+                    {"projectId": GRAPH_PROJECT, "sessionId": 0},
+                )
+                for i in range(n)
+            ],
+        )
+    for start in range(0, memory_count, 5000):
+        n = min(5000, memory_count - start)
+        vecs = unit_vectors(gen, n)
+        await index.upsert(
+            "memories",
+            [
+                VectorPoint(
+                    start + i + 1,
+                    vecs[i].tolist(),
+                    memory_payload(2, 3, 1, f"user{(start + i) % memory_users}", 0, "", ""),
+                )
+                for i in range(n)
+            ],
+        )
+    await index.close()
 
 
 async def closed_loop(
@@ -689,25 +697,23 @@ async def measure(target: str, duration: float, scopes: list[int], server: Serve
 
 def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
     """Each issue's performance target beside what this run measured."""
+    rows = _latency_targets(by, extra, ingests, watch, end_rss, lag)
+    rows += _growth_and_cpu_targets(by, extra, small)
+    out = ["", "## Targets", "", "| target | wanted | this run | met |", "|---|---|---|---|"]
+    for name, wanted, got, met in rows:
+        out.append(f"| {name} | {wanted} | {got:,.2f} | {'yes' if met else 'no'} |")
+    return out
+
+
+def _latency_targets(by, extra, ingests, watch, end_rss, lag) -> list[tuple]:
+    """The targets of issues 3 to 12: latencies, ingest rates, memory and lag."""
     sem, hyb = by[("search_episodes", 16, "semantic")], by[("search_episodes", 16, "hybrid")]
-    kw16, h16, h64 = (
-        by[("search_episodes", 16, "keyword")],
-        by[("health", 16, "")],
-        by[("health", 64, "")],
-    )
-    create = by[("create_episode", 64, "")]
+    h16 = by[("health", 16, "")]
     hood = extra["GetNeighborhood depth 3 (c=1)"]
     mem1, mem_kw = extra["SearchMemories semantic (c=1)"], extra["SearchMemories keyword (c=1)"]
     default1 = extra["SearchEpisodes default, session in a project (c=1)"]
     chat = ingests["chat-length turns"]
-
-    def cpu(res) -> float:
-        return 1000 * res.options["cpu_cores"]["server"] / res.rps if res.rps else 0.0
-
-    def growth(name: str) -> float:
-        return ratio(extra[name]["p50"], small[name]["p50"])
-
-    rows = [
+    return [
         ("semantic search p50 at c=16 (issue 3)", "≤ 20 ms", sem.p50_ms, sem.p50_ms <= 20),
         ("semantic search p99 at c=16 (issue 3)", "≤ 60 ms", sem.p99_ms, sem.p99_ms <= 60),
         ("hybrid search p50 at c=16 (issue 3)", "≤ 20 ms", hyb.p50_ms, hyb.p50_ms <= 20),
@@ -760,6 +766,21 @@ def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
             chat["ingest_rate"] >= 75,
         ),
     ]
+
+
+def _growth_and_cpu_targets(by, extra, small) -> list[tuple]:
+    """Issue 19's targets: latency growth with 10× the data, and server CPU per call."""
+    sem, hyb = by[("search_episodes", 16, "semantic")], by[("search_episodes", 16, "hybrid")]
+    kw16, h64 = by[("search_episodes", 16, "keyword")], by[("health", 64, "")]
+    create = by[("create_episode", 64, "")]
+
+    def cpu(res) -> float:
+        return 1000 * res.options["cpu_cores"]["server"] / res.rps if res.rps else 0.0
+
+    def growth(name: str) -> float:
+        return ratio(extra[name]["p50"], small[name]["p50"])
+
+    rows = []
     for name in (
         "SearchMemories keyword (c=1)",
         "SearchMemories default (c=1)",
@@ -794,10 +815,7 @@ def targets_table(by, extra, small, ingests, watch, end_rss, lag) -> list[str]:
             create.rps >= 0.5 * h64.rps,
         ),
     ]
-    out = ["", "## Targets", "", "| target | wanted | this run | met |", "|---|---|---|---|"]
-    for name, wanted, got, met in rows:
-        out.append(f"| {name} | {wanted} | {got:,.2f} | {'yes' if met else 'no'} |")
-    return out
+    return rows
 
 
 def _mix(weights: dict[str, float]) -> str:
@@ -819,11 +837,45 @@ def write_report(
     seed_s: float,
     kernels: dict[str, float],
 ) -> None:
+    by = {(r, c, m): res for r, c, m, res in results}
+    lines = _report_intro(args, seeded, seed_s)
+    lines += _rpc_tables(results, by, extra, small)
+    lines += _run_notes(args.episodes, server, results, by, ingests, kernels, rss, watch, lag)
+    lines += targets_table(by, extra, small, ingests, watch, rss[1], lag)
+    # The per-thread profile and the before/after hot path are their own commands';
+    # their findings travel with the figures.
+    for findings in ("profile_findings.md", "hot_path_findings.md"):
+        lines += ["", (ROOT / "bench" / findings).read_text().rstrip()]
+    path.write_text("\n".join(lines) + "\n")
+    start_rss, end_rss = rss
+    json_path = path.with_suffix(".json")
+    json_path.write_text(
+        json.dumps(
+            {
+                "runs": [r.to_dict() for *_, r in results],
+                "extra": extra,
+                "small": small,
+                "ingest": ingests,
+                "rss_mb": {"start": start_rss, "end": end_rss},
+                "watch": watch,
+                "kernels": kernels,
+                "event_loop": {
+                    "samples": lag.samples,
+                    "max_lag_ms": lag.max_lag_ms,
+                    "over_100ms": lag.over_100ms,
+                },
+            },
+            indent=1,
+            default=str,
+        )
+    )
+
+
+def _report_intro(args, seeded: Seeded, seed_s: float) -> list[str]:
+    """The report's title, the command that made it, and what it ran on."""
     episodes = args.episodes
     cmd = f"make bench BENCH_EPISODES={episodes} BENCH_DURATION={args.duration:g}"
-    by = {(r, c, m): res for r, c, m, res in results}
-    h64, h16 = by[("health", 64, "")], by[("health", 16, "")]
-    lines = [
+    return [
         "# Benchmarks",
         "",
         "Produced by `bench/run_benchmarks.py`; every figure below comes from one run of:",
@@ -849,6 +901,14 @@ def write_report(
         f" ({SMALL_MEMORY_USERS} users), on a second server started after the first stops.",
         f"- Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
+    ]
+
+
+def _rpc_tables(results, by, extra, small) -> list[str]:
+    """Each RPC's figures at c=16 and c=64, the single-caller searches, and
+    the scope-bound searches on the small database beside the main one's."""
+    h64, h16 = by[("health", 64, "")], by[("health", 16, "")]
+    lines = [
         "| what | concurrency | req/s | p50 ms | p95 ms | p99 ms | errors | vs Health/Check"
         " | server CPU ms a call | cores busy: server / client |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -888,7 +948,14 @@ def write_report(
             f" {ratio(main_p50, figures['p50']):.2f} |"
             f" {figures['cpu_ms']:.2f} |"
         )
-    lines += [
+    return lines
+
+
+def _run_notes(episodes: int, server, results, by, ingests, kernels, rss, watch, lag) -> list[str]:
+    """The run's other figures, one bullet each: ingest, the embedder's
+    kernels, watch delivery, start-up, memory, event-loop lag, the mix and
+    the streams' first hits."""
+    lines = [
         "",
     ]
     for label, ingest in ingests.items():
@@ -948,33 +1015,7 @@ def write_report(
                 f"- {rpc} ({mode}): first hit p50 {res.first_item_p50_ms:.1f} ms vs whole stream"
                 f" p50 {res.p50_ms:.1f} ms."
             )
-    lines += targets_table(by, extra, small, ingests, watch, end_rss, lag)
-    # The per-thread profile and the before/after hot path are their own commands';
-    # their findings travel with the figures.
-    for findings in ("profile_findings.md", "hot_path_findings.md"):
-        lines += ["", (ROOT / "bench" / findings).read_text().rstrip()]
-    path.write_text("\n".join(lines) + "\n")
-    json_path = path.with_suffix(".json")
-    json_path.write_text(
-        json.dumps(
-            {
-                "runs": [r.to_dict() for *_, r in results],
-                "extra": extra,
-                "small": small,
-                "ingest": ingests,
-                "rss_mb": {"start": start_rss, "end": end_rss},
-                "watch": watch,
-                "kernels": kernels,
-                "event_loop": {
-                    "samples": lag.samples,
-                    "max_lag_ms": lag.max_lag_ms,
-                    "over_100ms": lag.over_100ms,
-                },
-            },
-            indent=1,
-            default=str,
-        )
-    )
+    return lines
 
 
 def main() -> int:

@@ -360,29 +360,8 @@ def render_method(
     returns = f"ServerStream[{response_type}]" if streaming else response_type
     out.append(f"    ) -> {returns}:")
 
-    verb = "streams" if streaming else "returns"
-    short = response_type.split(".")[-1]
-    doc = [f'        """{service.name}.{method.name}: {verb} ``{short}``.']
-    comment = types.comments.get((file.name, (6, service_index, 2, method_index)))
-    if comment:
-        doc.append("")
-        doc.extend(wrap(comment, "        "))
-    if method.name in LONG_LIVED:
-        doc.append("")
-        doc.extend(wrap("Meant to stay open: the client's default deadline does not apply.",
-                        "        "))
-    if params:
-        doc.append("")
-        doc.append(f"        Args (the fields of ``{request.name}``):")
-        for field_name, annotation, field_comment in params:
-            text = field_comment or annotation.replace(" | Mapping[str, Any]", "")
-            if field_name == "metadata":
-                text += (" (a mapping or Struct; gRPC call metadata is call_metadata=)")
-            if field_name == "request_id":
-                text += " (filled in with a random id when empty, so retries cannot duplicate)"
-            doc.extend(wrap(f"{field_name}: {text}", "            ", hanging="    "))
-    doc.append('        """')
-    out.extend(doc)
+    out.extend(render_method_doc(types, file, service, service_index, method, method_index,
+                                 params, streaming))
 
     call = "self._stream" if streaming else "await self._unary"
     out.append(f"        return {call}(")
@@ -405,6 +384,45 @@ def render_method(
     out.append("            metadata,")
     out.append("        )")
     return out
+
+
+def render_method_doc(
+    types: Types,
+    file: descriptor_pb2.FileDescriptorProto,
+    service: descriptor_pb2.ServiceDescriptorProto,
+    service_index: int,
+    method: descriptor_pb2.MethodDescriptorProto,
+    method_index: int,
+    params: list[tuple[str, str, str]],
+    streaming: bool,
+) -> list[str]:
+    """A method's docstring: what it returns or streams, the RPC's comment,
+    and each field of its request as an argument."""
+    response_type = types.names[method.output_type]
+    request = types.messages[method.input_type]
+    verb = "streams" if streaming else "returns"
+    short = response_type.split(".")[-1]
+    doc = [f'        """{service.name}.{method.name}: {verb} ``{short}``.']
+    comment = types.comments.get((file.name, (6, service_index, 2, method_index)))
+    if comment:
+        doc.append("")
+        doc.extend(wrap(comment, "        "))
+    if method.name in LONG_LIVED:
+        doc.append("")
+        doc.extend(wrap("Meant to stay open: the client's default deadline does not apply.",
+                        "        "))
+    if params:
+        doc.append("")
+        doc.append(f"        Args (the fields of ``{request.name}``):")
+        for field_name, annotation, field_comment in params:
+            text = field_comment or annotation.replace(" | Mapping[str, Any]", "")
+            if field_name == "metadata":
+                text += (" (a mapping or Struct; gRPC call metadata is call_metadata=)")
+            if field_name == "request_id":
+                text += " (filled in with a random id when empty, so retries cannot duplicate)"
+            doc.extend(wrap(f"{field_name}: {text}", "            ", hanging="    "))
+    doc.append('        """')
+    return doc
 
 
 def render_client_stream(

@@ -359,6 +359,24 @@ async def drive(
         memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name=fixture["project"]))
     )
     watch = graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(project_id=project.id))
+    sessions, episode_index = await _create_episodes(memory, project, episodes)
+    log.info("created %d episodes in %d sessions; waiting for extraction", len(episodes), 4)
+    await _score_extractions(watch, episodes, episode_index, report)
+    await _wait_for_summaries(memory, report)
+    # Then one more summary, asked for.
+    first = sessions[fixture["sessions"][0]["name"]]
+    report["session_summaries"] = await _session_summaries(summary, sessions, first)
+    report["project_overview"] = await _project_overview(summary, project)
+    report["selection"] = await _selections(memory, fixture, project)
+    status = await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
+    report["queues_at_end"] = queues(status)
+
+
+async def _create_episodes(
+    memory: Any, project: Any, episodes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]
+) -> tuple[dict[str, int], dict[int, int]]:
+    """The fixture's sessions and episodes, written: each session's id by name,
+    and each episode's place in ``episodes`` by its id."""
     sessions: dict[str, int] = {}
     episode_index: dict[int, int] = {}
     for i, (s, e) in enumerate(episodes):
@@ -375,8 +393,16 @@ async def drive(
             )
         )
         episode_index[ep.id] = i
-    log.info("created %d episodes in %d sessions; waiting for extraction", len(episodes), 4)
+    return sessions, episode_index
 
+
+async def _score_extractions(
+    watch: Any,
+    episodes: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    episode_index: dict[int, int],
+    report: dict[str, Any],
+) -> None:
+    """Each episode's extraction, scored against the fixture as its event arrives."""
     scores: dict[int, EpisodeScore] = {}
     report["episodes"] = scores_out = []
     while len(scores) < len(episodes):
@@ -396,6 +422,9 @@ async def drive(
     scores_out.extend(asdict(scores[i]) for i in sorted(scores))
     report["extraction"] = extraction_totals([scores[i] for i in sorted(scores)])
 
+
+async def _wait_for_summaries(memory: Any, report: dict[str, Any]) -> None:
+    """Until the automatic session summaries' queue is empty."""
     # The automatic session summaries run in the background: wait for their queue to
     # empty (a job row has no event to wait on; the status RPC shows the queues).
     while True:
@@ -404,8 +433,10 @@ async def drive(
             break
         await asyncio.sleep(5)
     report["queues_after_extraction"] = queues(status)
-    # Then one more summary, asked for.
-    first = sessions[fixture["sessions"][0]["name"]]
+
+
+async def _session_summaries(summary: Any, sessions: dict[str, int], first: int) -> dict[str, Any]:
+    """Each session's summaries, and one more asked for on the first session."""
     summaries: dict[str, Any] = {}
     for name, sid in sessions.items():
         listed = await memory_summaries(summary, sid)
@@ -419,8 +450,11 @@ async def drive(
         summaries["asked for (SummarizeSession, first session)"] = (
             f"{exc.code().name}: {exc.details()}"
         )
-    report["session_summaries"] = summaries
+    return summaries
 
+
+async def _project_overview(summary: Any, project: Any) -> dict[str, Any]:
+    """The project's overview, streamed: its text, and what was stored."""
     overview: dict[str, Any] = {"text": "", "passes": 0}
     try:
         async for part in summary.SummarizeProject(
@@ -433,8 +467,12 @@ async def drive(
                 overview["text"] += part.text_delta
     except grpc.aio.AioRpcError as exc:
         overview["error"] = f"{exc.code().name}: {exc.details()}"
-    report["project_overview"] = overview
+    return overview
 
+
+async def _selections(memory: Any, fixture: Mapping[str, Any], project: Any) -> list[Any]:
+    """The fixture's memories, written, and each question's SelectMemories
+    answer scored against the titles it expects."""
     titles: dict[int, str] = {}
     for m in fixture["memories"]:
         made = await memory.CreateMemory(
@@ -471,9 +509,7 @@ async def drive(
         picked = {p["title"] for p in out["picked"]}
         out["expected_found"] = sum(1 for t in q["expected"] if t in picked)
         selections.append(out)
-    report["selection"] = selections
-    status = await memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest())
-    report["queues_at_end"] = queues(status)
+    return selections
 
 
 def queues(status: Any) -> list[dict[str, Any]]:

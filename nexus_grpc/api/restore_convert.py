@@ -59,95 +59,113 @@ def record(r: memory_pb2.ExportRecord) -> ExportItem:
     if kind == "project":
         return _project(r.project)
     if kind == "session":
-        s = r.session
-        return Session(
-            id=s.id,
-            external_id=s.external_id,
-            name=s.name,
-            project_id=s.project_id,
-            metadata=from_struct(s.metadata, "session.metadata"),
-            created_at=_time(s, "create_time", "session"),
-            user_id=s.user_id,
-            agent_id=s.agent_id,
-        )
+        return _session(r.session)
     if kind == "episode":
-        e = r.episode
-        return Episode(
-            id=e.id,
-            session_id=e.session_id,
-            user_message=e.user_message,
-            ai_response=e.ai_response,
-            metadata=from_struct(e.metadata, "episode.metadata"),
-            created_at=_time(e, "create_time", "episode"),
-            occur_at=_time(e, "occur_time", "episode"),
-            embed_state=JobState.PENDING,
-            extract_state=JobState.DONE,
-        )
+        return _episode(r.episode)
     if kind == "memory":
         return _memory(r.memory, "memory")
     if kind == "memory_revision":
-        m = r.memory_revision
-        return Revision(
-            id=m.id,
-            memory_id=m.memory_id,
-            action=m.change,
-            changed=list(m.changed_fields),
-            previous=_memory(m.previous, "memory_revision.previous"),
-            request_id=m.request_id,
-            principal=m.principal,
-            changed_at=_time(m, "change_time", "memory_revision"),
-            purge_after=None,
-            episode_id=m.episode_id or None,
-            reason=m.reason,
-        )
+        return _revision(r.memory_revision)
     if kind == "entity":
         return _entity(r.entity)
     if kind == "relationship":
-        rel = r.relationship
-        return Relationship(
-            id=rel.id,
-            from_id=rel.from_id,
-            to_id=rel.to_id,
-            label=rel.label,
-            notes=rel.notes or None,
-            mention_count=rel.mention_count,
-            created_at=_time(rel, "create_time", "relationship"),
-            valid_at=_optional_time(rel, "valid_time", "relationship"),
-            invalid_at=_optional_time(rel, "invalid_time", "relationship"),
-            asserted_by=rel.asserted_episode_id or None,
-            ended_by=rel.ended_episode_id or None,
-        )
+        return _relationship(r.relationship)
     if kind == "entity_alias":
-        a = r.entity_alias
-        return EntityAlias(
-            id=0,
-            entity_id=a.entity_id,
-            name=a.name,
-            norm="",
-            method=_METHODS.get(a.method, str(a.method)),
-            score=a.score,
-            episode_id=a.episode_id or None,
-            created_at=_time(a, "create_time", "entity_alias"),
-        )
+        return _alias(r.entity_alias)
     if kind == "entity_episode":
         return EntityEpisode(r.entity_episode.entity_id, r.entity_episode.episode_id)
     if kind == "relationship_evidence":
-        ev = r.relationship_evidence
-        return Evidence(
-            id=ev.id,
-            from_id=ev.from_id,
-            to_id=ev.to_id,
-            label=ev.label,
-            kind=END if ev.ended else ASSERT,
-            at=_time(ev, "time", "relationship_evidence"),
-            episode_id=ev.episode_id or None,
-            mentions=ev.mentions,
-            notes=ev.notes or None,
-            created_at=_time(ev, "create_time", "relationship_evidence"),
-        )
+        return _evidence(r.relationship_evidence)
     if kind == "entity_merge":
         return _merge(r.entity_merge)
     return _summary(r.summary)
+
+
+def _session(s: memory_pb2.Session) -> Session:
+    return Session(
+        id=s.id,
+        external_id=s.external_id,
+        name=s.name,
+        project_id=s.project_id,
+        metadata=from_struct(s.metadata, "session.metadata"),
+        created_at=_time(s, "create_time", "session"),
+        user_id=s.user_id,
+        agent_id=s.agent_id,
+    )
+
+
+def _episode(e: memory_pb2.Episode) -> Episode:
+    return Episode(
+        id=e.id,
+        session_id=e.session_id,
+        user_message=e.user_message,
+        ai_response=e.ai_response,
+        metadata=from_struct(e.metadata, "episode.metadata"),
+        created_at=_time(e, "create_time", "episode"),
+        occur_at=_time(e, "occur_time", "episode"),
+        embed_state=JobState.PENDING,
+        extract_state=JobState.DONE,
+    )
+
+
+def _revision(m: memory_pb2.MemoryRevision) -> Revision:
+    return Revision(
+        id=m.id,
+        memory_id=m.memory_id,
+        action=m.change,
+        changed=list(m.changed_fields),
+        previous=_memory(m.previous, "memory_revision.previous"),
+        request_id=m.request_id,
+        principal=m.principal,
+        changed_at=_time(m, "change_time", "memory_revision"),
+        purge_after=None,
+        episode_id=m.episode_id or None,
+        reason=m.reason,
+    )
+
+
+def _relationship(rel: graph_pb2.Relationship) -> Relationship:
+    return Relationship(
+        id=rel.id,
+        from_id=rel.from_id,
+        to_id=rel.to_id,
+        label=rel.label,
+        notes=rel.notes or None,
+        mention_count=rel.mention_count,
+        created_at=_time(rel, "create_time", "relationship"),
+        valid_at=_optional_time(rel, "valid_time", "relationship"),
+        invalid_at=_optional_time(rel, "invalid_time", "relationship"),
+        asserted_by=rel.asserted_episode_id or None,
+        ended_by=rel.ended_episode_id or None,
+    )
+
+
+def _alias(a: graph_pb2.EntityAlias) -> EntityAlias:
+    return EntityAlias(
+        id=0,
+        entity_id=a.entity_id,
+        name=a.name,
+        norm="",
+        method=_METHODS.get(a.method, str(a.method)),
+        score=a.score,
+        episode_id=a.episode_id or None,
+        created_at=_time(a, "create_time", "entity_alias"),
+    )
+
+
+def _evidence(ev: graph_pb2.RelationshipEvidence) -> Evidence:
+    return Evidence(
+        id=ev.id,
+        from_id=ev.from_id,
+        to_id=ev.to_id,
+        label=ev.label,
+        kind=END if ev.ended else ASSERT,
+        at=_time(ev, "time", "relationship_evidence"),
+        episode_id=ev.episode_id or None,
+        mentions=ev.mentions,
+        notes=ev.notes or None,
+        created_at=_time(ev, "create_time", "relationship_evidence"),
+    )
 
 
 def _merge(m: graph_pb2.EntityMerge) -> EntityMerge:

@@ -74,6 +74,25 @@ class EventBroadcaster:
         Raises ``ResourceExhausted`` when all are taken: the client is told
         the limit and how to raise it, and may retry once a stream closes.
         """
+        held, in_tenant = self._admit(key, name, tenant)
+        self.watchers += 1
+        if key is not None:
+            self._by_key[key] = held + 1
+        if tenant is not None:
+            self._by_tenant[tenant] = in_tenant + 1
+        try:
+            yield
+        finally:
+            self.watchers -= 1
+            if key is not None:
+                _give_back(self._by_key, key)
+            if tenant is not None:
+                _give_back(self._by_tenant, tenant)
+
+    def _admit(self, key: str | None, name: str, tenant: str | None) -> tuple[int, int]:
+        """The streams ``key`` and ``tenant`` hold now, once a new one fits
+        under every limit; ``ResourceExhausted`` (counted in ``refused``) when
+        one is reached."""
         held = self._by_key.get(key, 0) if key is not None else 0
         if key is not None and 0 < self.max_per_key <= held:
             self.refused += 1
@@ -130,19 +149,7 @@ class EventBroadcaster:
                     ErrorInfo("WATCH_STREAM_LIMIT"),
                 ),
             )
-        self.watchers += 1
-        if key is not None:
-            self._by_key[key] = held + 1
-        if tenant is not None:
-            self._by_tenant[tenant] = in_tenant + 1
-        try:
-            yield
-        finally:
-            self.watchers -= 1
-            if key is not None:
-                _give_back(self._by_key, key)
-            if tenant is not None:
-                _give_back(self._by_tenant, tenant)
+        return held, in_tenant
 
     def current(self) -> asyncio.Event:
         """The event the next ``notify`` sets."""

@@ -214,7 +214,7 @@ class EpisodeRepository(Protocol):
 
     def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]: ...
 
-    def requeue_all_failed_extractions(self) -> int: ...
+    def reset_failed_extractions(self) -> list[int]: ...
 
     def retention_cutoff(self, session_id: int, at: float) -> float | None: ...
 
@@ -269,8 +269,6 @@ class MemoryRepository(Protocol):
         values: Mapping[str, Any],
         request_id: str | None,
         tenant: str,
-        *,
-        embedded: bool = ...,
     ) -> Memory: ...
 
     def keyword_search(

@@ -480,4 +480,10 @@ def _requeue_tenant_failed(uow: UnitOfWork, tenant: str) -> int:
 
 
 def _requeue_all_failed(uow: UnitOfWork) -> int:
-    return uow.episodes.requeue_all_failed_extractions()
+    """``all_failed`` for a caller who sees every tenant: every failed episode
+    pending again, each with its extract job (coalescing with a pending one,
+    as ``_requeue_one``'s does)."""
+    uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE)
+    episode_ids = uow.episodes.reset_failed_extractions()
+    uow.jobs.enqueue(jobs.EXTRACT_EPISODE, episode_ids)
+    return len(episode_ids)

@@ -62,6 +62,7 @@ from nexus_grpc.core.records import UPDATE as REVISED
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.core.storage import Database
+from nexus_grpc.domain import memory_upkeep
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.memory_visibility import MemoryScope
 from nexus_grpc.domain.retrieval import memory_ranking
@@ -415,16 +416,16 @@ def _apply(
             changed = [k for k, val in changes.items() if getattr(current, k) != val]
             if changed:
                 uow.memories.record(current, REVISED, changed, by)
-                uow.memories.update(current.id, changes)
+                memory_upkeep.update(uow, current.id, changes)
             done.append(Operation(UPDATE, current.id, 0, c.content, p.reason, user_id))
         else:
             related = 0
             if p.action == SUPERSEDE and current is not None:
                 if current.tier != Tier.ARCHIVE:
                     uow.memories.record(current, REVISED, ["tier"], by)
-                    uow.memories.update(current.id, {"tier": int(Tier.ARCHIVE)})
+                    memory_upkeep.update(uow, current.id, {"tier": int(Tier.ARCHIVE)})
                 related = current.id
-            added = uow.memories.insert(_row(ctx, c), None, tenant)
+            added = memory_upkeep.insert(uow, _row(ctx, c), None, tenant)
             action = SUPERSEDE if related else ADD
             done.append(Operation(action, added.id, related, c.content, p.reason, user_id))
     _finish(uow, ctx, done, llm_calls, "")

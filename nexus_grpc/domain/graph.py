@@ -112,6 +112,28 @@ def _when(as_of: float | None, include_history: bool) -> When:
     return When(history=True) if include_history else CURRENT
 
 
+def _entity_graph_tenant(project_id: int, session_id: int, default_tenant: str) -> str | None:
+    """The caller's tenant (``tenancy.visible()``), once the graph a new
+    entity names (a project's, a session's or neither) is one it may name."""
+    v.positive_id("project_id", project_id, required=False)
+    v.positive_id("session_id", session_id, required=False)
+    if project_id and session_id:
+        raise InvalidArgument(
+            "set project_id or session_id, not both: an entity lives in one graph",
+            fields=("project_id", "session_id"),
+        )
+    tenant = tenancy.visible()
+    if not project_id and not session_id and tenant not in (None, default_tenant):
+        # The graph of no project and no session predates tenants and
+        # belongs to the default tenant; one name in it is one entity.
+        raise InvalidArgument(
+            "set project_id or session_id: the graph outside any project or session"
+            " belongs to the default tenant",
+            fields=("project_id", "session_id"),
+        )
+    return tenant
+
+
 def _entity_by_key(uow: UnitOfWork, graph: tuple[int, int], name: str, etype: str) -> int | None:
     """The entity a name names exactly, under any spelling it is known by:
     its own key first, else the one entity with that key as an alias."""
@@ -180,22 +202,7 @@ class Graph:
             raise InvalidArgument(
                 f"confidence must be between 0 and 1, got {confidence}", field="confidence"
             )
-        v.positive_id("project_id", project_id, required=False)
-        v.positive_id("session_id", session_id, required=False)
-        if project_id and session_id:
-            raise InvalidArgument(
-                "set project_id or session_id, not both: an entity lives in one graph",
-                fields=("project_id", "session_id"),
-            )
-        tenant = tenancy.visible()
-        if not project_id and not session_id and tenant not in (None, self.default_tenant):
-            # The graph of no project and no session predates tenants and
-            # belongs to the default tenant; one name in it is one entity.
-            raise InvalidArgument(
-                "set project_id or session_id: the graph outside any project or session"
-                " belongs to the default tenant",
-                fields=("project_id", "session_id"),
-            )
+        tenant = _entity_graph_tenant(project_id, session_id, self.default_tenant)
 
         vector = None
         if self.inline is not None:

@@ -209,7 +209,7 @@ class Memories:
                 return same, False
             if tier != Tier.ARCHIVE:
                 self._check_cap(uow, kind, project_id, agent_id, user_id, tenant)
-            memory = uow.memories.insert(row, request_id, tenant, embedded=vector is not None)
+            memory = memory_upkeep.insert(uow, row, request_id, tenant, embedded=vector is not None)
             memory_upkeep.schedule_expiry(uow, memory.id, row.get("expire_at"))
             if vector is not None:
                 InlineVectors.put(
@@ -405,7 +405,7 @@ class Memories:
             ]
             if changed:
                 uow.memories.record(current, REVISED, changed, by)
-            updated = uow.memories.update(memory_id, changes)
+            updated = memory_upkeep.update(uow, memory_id, changes)
             memory_upkeep.schedule_expiry(uow, memory_id, changes.get("expire_at"))
             return updated
 
@@ -437,7 +437,7 @@ class Memories:
             else:
                 erasing.scrub_formation_events(uow, [memory_id])
                 memory_upkeep.record_deletion(uow, current, by, self.history_retention)
-                uow.memories.delete(memory_id)
+                memory_upkeep.delete(uow, memory_id)
             erasing.scrub_soon(uow, self.scrub_delay)
 
         await self.db.write(write)

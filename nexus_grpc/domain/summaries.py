@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus_grpc.core import jobs, llm_usage, tenancy
-from nexus_grpc.core.models import Page, Project, episode_text
+from nexus_grpc.core.models import Episode, Page, Project, episode_text
 from nexus_grpc.core.records import Summary
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.core.signals import JobSignals
@@ -273,43 +273,8 @@ class Summaries:
             this_pass = _within_budget(new, budget)
             more = len(this_pass) < len(new) or len(new) == MAX_EPISODES_PER_PASS
             new = this_pass
-            body = "\n\n".join(
-                prompts.dated_text(
-                    e.user_message,
-                    e.ai_response,
-                    # Only an imported exchange (stored well after it happened)
-                    # carries its date: a live one happened when it was stored.
-                    e.occur_at
-                    if abs(e.created_at - e.occur_at) > prompts.IMPORTED_AFTER_SECONDS
-                    else None,
-                )
-                for e in new
-            )
-            # One exchange longer than the context is folded, never cut: its
-            # parts are summarized in order, each into the summary so far.
-            text, calls = previous, 0
-            while True:
-                budget = await llm.input_budget(
-                    self.model, prompts.build_session_text_messages("", text), num_predict
-                )
-                if budget <= 0:
-                    raise LLMInputTooLong(
-                        f"{self.model}'s context has no room to fold episode {new[0].id}"
-                    )
-                head = tokens.split_to_budget(body, budget)[0]
-                body = body[len(head) :]
-                answer = await llm.chat_text(
-                    self.model,
-                    prompts.build_session_text_messages(head, text),
-                    **prompts.SESSION_SUMMARY_OPTIONS,
-                )
-                calls += 1
-                if not answer:
-                    raise LLMBadOutput("the summary model answered with empty text")
-                text = answer
-                if not body.strip():
-                    break
-            assert text is not None
+            body = _dated_body(new)
+            text, calls = await self._fold(body, previous, new[0].id)
             if calls > 1:
                 log.info(
                     "session %d: episode %d was longer than %s's context; folded in %d calls",
@@ -354,6 +319,38 @@ class Summaries:
             accounting.written(spent)
         self.signals.wake(jobs.INDEX_SUMMARY, jobs.SUMMARIZE_SESSION)
         return summary
+
+    async def _fold(self, body: str, previous: str | None, first_id: int) -> tuple[str, int]:
+        """``body`` summarized into ``previous`` (None: a first summary), and
+        the calls it took. One exchange longer than the context is folded,
+        never cut: its parts are summarized in order, each into the summary
+        so far."""
+        assert self.llm is not None
+        llm, num_predict = self.llm, prompts.SESSION_SUMMARY_OPTIONS["num_predict"]
+        text, calls = previous, 0
+        while True:
+            budget = await llm.input_budget(
+                self.model, prompts.build_session_text_messages("", text), num_predict
+            )
+            if budget <= 0:
+                raise LLMInputTooLong(
+                    f"{self.model}'s context has no room to fold episode {first_id}"
+                )
+            head = tokens.split_to_budget(body, budget)[0]
+            body = body[len(head) :]
+            answer = await llm.chat_text(
+                self.model,
+                prompts.build_session_text_messages(head, text),
+                **prompts.SESSION_SUMMARY_OPTIONS,
+            )
+            calls += 1
+            if not answer:
+                raise LLMBadOutput("the summary model answered with empty text")
+            text = answer
+            if not body.strip():
+                break
+        assert text is not None
+        return text, calls
 
     @staticmethod
     def _pending_episodes(uow: UnitOfWork, session_id: int):
@@ -542,6 +539,20 @@ class Summaries:
                 len(pieces),
                 self.model,
             )
+
+
+def _dated_body(new: Sequence[Episode]) -> str:
+    """The exchanges a pass summarizes, as the prompt gives them."""
+    return "\n\n".join(
+        prompts.dated_text(
+            e.user_message,
+            e.ai_response,
+            # Only an imported exchange (stored well after it happened)
+            # carries its date: a live one happened when it was stored.
+            e.occur_at if abs(e.created_at - e.occur_at) > prompts.IMPORTED_AFTER_SECONDS else None,
+        )
+        for e in new
+    )
 
 
 def _within_budget(episodes: list, budget: int) -> list:

@@ -121,6 +121,17 @@ def pack_int8_matmuls(model_path: str) -> Packed:
 
     if not replaced:
         return Packed(model.SerializeToString(), 0)
+    _swap_nodes(model, replaced, dropped, added)
+    return Packed(model.SerializeToString(), len(replaced))
+
+
+def _swap_nodes(model: Any, replaced: dict[int, Any], dropped: set[int], added: list) -> None:
+    """``model``'s graph with each replaced node swapped for its replacement,
+    the nodes it absorbs and the weights nothing reads any more gone, and
+    ``added`` (the packed weights) in."""
+    from onnx import helper
+
+    graph = model.graph
     nodes = [replaced.get(id(n), n) for n in graph.node if id(n) not in dropped]
     del graph.node[:]
     graph.node.extend(nodes)
@@ -131,7 +142,6 @@ def pack_int8_matmuls(model_path: str) -> Packed:
             del graph.initializer[i]
     if not any(op.domain == _DOMAIN for op in model.opset_import):
         model.opset_import.append(helper.make_opsetid(_DOMAIN, 1))
-    return Packed(model.SerializeToString(), len(replaced))
 
 
 def pack_in_subprocess(model_path: str, timeout: float = 300) -> Packed:

@@ -230,16 +230,9 @@ class LLMClient(abc.ABC):
         num_ctx, num_predict = await self._fit(model, messages, num_predict, limit)
         queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
 
-        async def produce() -> None:
-            try:
-                parts = self._stream(model, messages, temperature, num_predict, num_ctx)
-                async for part in parts:
-                    await queue.put(part)
-                await queue.put(_END)
-            except Exception as exc:
-                await queue.put(self._map_error(exc, model, limit))
-
-        producer = asyncio.create_task(produce())
+        producer = asyncio.create_task(
+            self._produce(queue, model, messages, temperature, num_predict, num_ctx, limit)
+        )
         started = loop.time()
         done_reason: str | None = None
         counted: list[int | None] = [None, None]  # the server's (prompt, completion)
@@ -247,18 +240,9 @@ class LLMClient(abc.ABC):
         outcome = llm_usage.CANCELLED  # unless the stream ends or fails
         try:
             while True:
-                remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
-                    raise self._timed_out(model, limit)
-                try:
-                    item = await asyncio.wait_for(queue.get(), remaining)
-                except TimeoutError:
-                    raise self._timed_out(model, limit) from None
-                if item is _END:
+                item = await self._next_delta(queue, deadline, model, limit)
+                if item is None:
                     break
-                if isinstance(item, LLMError):
-                    raise item
-                assert isinstance(item, StreamDelta)
                 if item.done_reason:
                     done_reason = item.done_reason
                 if item.prompt_tokens is not None:
@@ -292,6 +276,50 @@ class LLMClient(abc.ABC):
                 f"the answer of {model} was cut off at its limit of {num_predict} tokens"
                 " (done_reason=length)"
             )
+
+    async def _produce(
+        self,
+        queue: asyncio.Queue[object],
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        num_predict: int,
+        num_ctx: int,
+        limit: float | None,
+    ) -> None:
+        """``chat_stream``'s producer: the HTTP stream's deltas into ``queue``,
+        then its end, or the error that stopped it."""
+        try:
+            parts = self._stream(model, messages, temperature, num_predict, num_ctx)
+            async for part in parts:
+                await queue.put(part)
+            await queue.put(_END)
+        except Exception as exc:
+            await queue.put(self._map_error(exc, model, limit))
+
+    async def _next_delta(
+        self,
+        queue: asyncio.Queue[object],
+        deadline: float | None,
+        model: str,
+        limit: float | None,
+    ) -> StreamDelta | None:
+        """The producer's next delta, None at the stream's end; raises the
+        producer's error, or the time-out once ``deadline`` (loop time) passes."""
+        loop = asyncio.get_running_loop()
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            raise self._timed_out(model, limit)
+        try:
+            item = await asyncio.wait_for(queue.get(), remaining)
+        except TimeoutError:
+            raise self._timed_out(model, limit) from None
+        if item is _END:
+            return None
+        if isinstance(item, LLMError):
+            raise item
+        assert isinstance(item, StreamDelta)
+        return item
 
     async def list_models(
         self,

@@ -364,22 +364,15 @@ def scope_of(conn: Connection, episode_id: int) -> tuple[int, int] | None:
     return (row[0], row[1]) if row else None
 
 
-def requeue_all_failed_extractions(conn: Connection) -> int:
-    """Queue an extract job for every episode whose extraction failed, and
-    mark them pending again; returns how many."""
-    jobs.requeue_failed(conn, jobs.EXTRACT_EPISODE)
-    jobs.enqueue_select(
-        conn,
-        jobs.EXTRACT_EPISODE,
-        "SELECT id FROM episodes WHERE extract_state = ?",
-        (int(JobState.FAILED),),
-    )
-    return int(
-        conn.execute(
-            "UPDATE episodes SET extract_state = ?, extract_error = '' WHERE extract_state = ?",
-            (int(JobState.PENDING), int(JobState.FAILED)),
-        ).rowcount
-    )
+def reset_failed_extractions(conn: Connection) -> list[int]:
+    """Mark every episode whose extraction failed pending again; returns their
+    ids (their extract jobs are the domain's, domain/extraction.py)."""
+    rows = conn.execute(
+        "UPDATE episodes SET extract_state = ?, extract_error = '' WHERE extract_state = ?"
+        " RETURNING id",
+        (int(JobState.PENDING), int(JobState.FAILED)),
+    ).fetchall()
+    return sorted(int(r[0]) for r in rows)
 
 
 def failed_extractions(conn: Connection, tenant: str) -> list[tuple[int, str]]:

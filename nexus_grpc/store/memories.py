@@ -19,7 +19,7 @@ from nexus_grpc.core.records import UsageOwner as UsageOwner
 from nexus_grpc.core.records import UsageRecord as UsageRecord
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store import dialect
 from nexus_grpc.store.dialect import json_ints, pinned_join
 from nexus_grpc.store.memory_visibility_sql import sql_where
 from nexus_grpc.store.sql import now, placeholders
@@ -65,13 +65,9 @@ def insert(
     values: Mapping[str, Any],
     request_id: str | None,
     tenant: str,
-    *,
-    embedded: bool = False,
 ) -> Memory:
-    """Insert a memory and queue its embedding (its expiry is the domain's,
-    domain/memory_upkeep.py). ``embedded``:
-    the caller writes its vector in this same transaction (store/postgres/vectors.py),
-    so no index job is queued."""
+    """Insert a memory (its index job and expiry are the domain's,
+    domain/memory_upkeep.py)."""
     ts = now()
     row = conn.execute(
         "INSERT INTO memories (kind, title, content, tier, project_id, agent_id, user_id,"
@@ -98,10 +94,7 @@ def insert(
             values.get("source_episode_id"),
         ),
     ).fetchone()
-    memory_id = int(row[0])
-    if not embedded:
-        jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
-    return get(conn, memory_id)
+    return get(conn, int(row[0]))
 
 
 def find(conn: Connection, memory_id: int) -> Memory | None:
@@ -226,13 +219,11 @@ def update(conn: Connection, memory_id: int, changes: Mapping[str, Any]) -> Memo
             f"UPDATE memories SET {', '.join(cols)}, updated_at = ? WHERE id = ?",
             (*params, now(), memory_id),
         )
-        jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])
     return get(conn, memory_id)
 
 
 def delete(conn: Connection, memory_id: int) -> None:
     get(conn, memory_id)
-    jobs.enqueue(conn, jobs.INDEX_MEMORY, [memory_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
 
 

@@ -120,7 +120,7 @@ class EpisodeTable(Table):
     occur_at_of = bound(episodes.occur_at_of)
     oldest_in_project = bound(episodes.oldest_in_project)
     past_retention = bound(episodes.past_retention)
-    requeue_all_failed_extractions = bound(episodes.requeue_all_failed_extractions)
+    reset_failed_extractions = bound(episodes.reset_failed_extractions)
     retention_cutoff = bound(episodes.retention_cutoff)
     scope_of = bound(episodes.scope_of)
     scope_sample = bound(episodes.scope_sample)

@@ -12,6 +12,8 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
+from nexus_grpc.core import jobs
+from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import index_idle, wait_until
 
@@ -54,6 +56,43 @@ async def code_of(coro) -> grpc.StatusCode:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await coro
     return err.value.code()
+
+
+async def test_memory_writes_queue_the_index_job_their_vector_needs(harness):
+    """A create (unless its vector was written beside the row), an update and
+    a delete each queue the memory's index job with the write (the domain
+    decides it, domain/memory_upkeep.py), the delete's while the row is there,
+    in its tenant."""
+    h = harness
+    for worker in h.app.workers:
+        if worker.kind == jobs.INDEX_MEMORY:
+            await worker.stop()  # the jobs stay to be read
+
+    async def queued() -> list[tuple]:
+        def take(c):
+            rows = c.execute(
+                "SELECT target_id, tenant FROM jobs WHERE kind = ? AND state = 'pending'",
+                (jobs.INDEX_MEMORY,),
+            ).fetchall()
+            c.execute("DELETE FROM jobs WHERE kind = ?", (jobs.INDEX_MEMORY,))
+            return [tuple(r) for r in rows]
+
+        return await h.app.db.write_sql(take)
+
+    p1, _, _, _ = await setup_world(h)
+    await queued()
+    mem = await create(h, kind=P, title="db port", tier=LONGTERM, project_id=p1)
+    embedded = h.app.memories.inline is not None
+    assert await queued() == ([] if embedded else [(mem.id, DEFAULT_TENANT)])
+    await h.memory.UpdateMemory(
+        memory_pb2.UpdateMemoryRequest(
+            memory=memory_pb2.Memory(id=mem.id, title="database port"),
+            update_mask=FieldMask(paths=["title"]),
+        )
+    )
+    assert await queued() == [(mem.id, DEFAULT_TENANT)]
+    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mem.id))
+    assert await queued() == [(mem.id, DEFAULT_TENANT)]
 
 
 async def test_crud_roundtrip_and_field_mask(harness):
