@@ -283,6 +283,7 @@ class FakeJob:
     last_error: str = ""
     tenant: str = ""
     attempts: int = 0
+    created_at: float = 0.0
 
 
 class FakeJobs:
@@ -331,6 +332,7 @@ class FakeJobs:
                         priority,
                         id=next(self._next),
                         tenant=self.tenant_of(kind, int(target)),
+                        created_at=time.time(),
                     )
                 )
             else:
@@ -388,15 +390,119 @@ class FakeJobs:
         done = set(job_ids)
         self.rows = [j for j in self.rows if j.id not in done]
 
+    def renew(self, job_ids: Sequence[int], lease: float = job_kinds.LEASE_SECONDS) -> None:
+        """As SQLite's: one process per file, so no lease to extend (a
+        running job stays running until it is finished or sent back)."""
+
+    def reset_running(self) -> int:
+        """As SQLite's: after a restart, running jobs run again, one kept
+        where the same work is queued twice."""
+        running = [j for j in self.rows if j.state == "running"]
+        for job in running:
+            if any(
+                (o.kind, o.target_id) == (job.kind, job.target_id)
+                and o.id != job.id
+                and (o.state == "pending" or (o.state == "running" and o.id > job.id))
+                for o in self.rows
+            ):
+                self.rows.remove(job)
+        back = [j for j in self.rows if j.state == "running"]
+        for job in back:
+            job.state = "pending"
+        return len(back)
+
+    def next_run_after(self, kind: str) -> float | None:
+        due = [j.run_after for j in self.rows if j.kind == kind and j.state == "pending"]
+        return min(due) if due else None
+
+    def _covered_by_pending(self, job_id: int) -> bool:
+        """As the store's: a job whose work was queued again meanwhile goes."""
+        job = next((j for j in self.rows if j.id == job_id), None)
+        if job is None or self.pending_job(job.kind, job.target_id) is None:
+            return False
+        self.rows.remove(job)
+        return True
+
+    def _back_to_pending(self, job_id: int, error: str, delay: float, spend: bool) -> None:
+        if self._covered_by_pending(job_id):
+            return
+        for job in self.rows:
+            if job.id == job_id:
+                job.state, job.run_after = "pending", time.time() + delay
+                job.attempts += 1 if spend else 0
+                job.last_error = error[:2000]
+
+    def retry_later(self, job_id: int, error: str, delay: float) -> None:
+        self._back_to_pending(job_id, error, delay, spend=True)
+
+    def postpone(self, job_id: int, error: str, delay: float) -> None:
+        self._back_to_pending(job_id, error, delay, spend=False)
+
+    def postpone_pending(self, kind: str, error: str, until: float) -> None:
+        for job in self.rows:
+            if job.kind == kind and job.state == "pending":
+                job.run_after, job.last_error = max(job.run_after, until), error[:2000]
+
+    def dead_letter(self, job_id: int, error: str) -> bool:
+        if self._covered_by_pending(job_id):
+            return False
+        for job in self.rows:
+            if job.id == job_id:
+                job.state, job.attempts, job.last_error = "failed", job.attempts + 1, error[:2000]
+        return True
+
     def requeue_failed(self, kind: str, target_id: int | None = None) -> int:
-        failed = [
-            j
-            for j in self.rows
-            if j.kind == kind and j.state == "failed" and target_id in (None, j.target_id)
-        ]
-        for job in failed:
-            self.rows.remove(job)
-        return len(failed)
+        """As the store's: dead-lettered jobs pending again (attempts from
+        zero), one per target, none where the target has a pending job."""
+
+        def failed() -> list[FakeJob]:
+            return [
+                j
+                for j in self.rows
+                if j.kind == kind
+                and j.state == "failed"
+                and (not target_id or j.target_id == target_id)
+            ]
+
+        newest: dict[int, int] = {}
+        for job in self.rows:
+            if job.kind == kind and job.state == "failed":
+                newest[job.target_id] = max(newest.get(job.target_id, 0), job.id)
+        for job in failed():
+            if job.id != newest[job.target_id] or self.pending_job(kind, job.target_id):
+                self.rows.remove(job)
+        back = failed()
+        for job in back:
+            job.state, job.attempts, job.run_after = "pending", 0, time.time()
+        return len(back)
+
+    def pending_count(self, kind: str) -> int:
+        return sum(1 for j in self.rows if j.kind == kind and j.state in ("pending", "running"))
+
+    def depths(self) -> list[job_kinds.QueueDepth]:
+        at = time.time()
+        found = []
+        for kind in job_kinds.ALL_KINDS:
+            mine = [j for j in self.rows if j.kind == kind]
+            waiting = [
+                j.run_after if kind in job_kinds.SCHEDULED_KINDS else j.created_at
+                for j in mine
+                if j.state != "failed"
+            ]
+            found.append(
+                job_kinds.QueueDepth(
+                    kind,
+                    sum(1 for j in mine if j.state in ("pending", "running")),
+                    sum(1 for j in mine if j.state == "failed"),
+                    max(0.0, at - min(waiting)) if waiting else 0.0,
+                )
+            )
+        return found
+
+    def delete_created_before(self, kind: str, before: float) -> int:
+        gone = [j for j in self.rows if j.kind == kind and j.created_at <= before]
+        self.rows = [j for j in self.rows if j not in gone]
+        return len(gone)
 
     def queued_targets(self, kind: str) -> set[int]:
         return {j.target_id for j in self.rows if j.kind == kind and j.state != "failed"}

@@ -34,6 +34,7 @@ async def run(request, tmp_path):
         async def on_fake(case: Case) -> Any:
             return case(uow)
 
+        on_fake.backend = "fake"  # type: ignore[attr-defined]
         yield on_fake
         return
     if request.param == "sqlite":
@@ -41,8 +42,14 @@ async def run(request, tmp_path):
     else:
         db = PostgresDatabase(request.getfixturevalue("pg_url"))
     await db.open()
+
+    async def on_store(case: Case) -> Any:
+        return await db.write(case)
+
+    # What a case may ask: PostgreSQL leases its running jobs, the others do not.
+    on_store.backend = request.param  # type: ignore[attr-defined]
     try:
-        yield db.write
+        yield on_store
     finally:
         await db.close()
 
@@ -210,6 +217,110 @@ async def test_a_job_is_queued_once_per_target_and_a_failed_one_requeued(run):
         return queued, uow.jobs.requeue_failed(jobs.EXTRACT_EPISODE, 2)
 
     assert await run(case) == ([1, 2, 3], 0)
+
+
+async def test_a_job_sent_back_runs_again_later_with_an_attempt_spent_or_not(run):
+    def case(uow):
+        kind = jobs.EXTRACT_EPISODE
+        uow.jobs.enqueue(kind, [1, 2, 3])
+        taken = {j.target_id: j for j in uow.jobs.claim(kind, 10)}
+        running = uow.jobs.pending_count(kind)
+        uow.jobs.retry_later(taken[1].id, "boom", -1)  # due again, an attempt spent
+        uow.jobs.postpone(taken[2].id, "model away", -1)  # due again, none spent
+        uow.jobs.retry_later(taken[3].id, "later", 3600)  # waits an hour
+        due = uow.jobs.next_run_after(kind) - time.time()
+        again = sorted((j.target_id, j.attempts) for j in uow.jobs.claim(kind, 10))
+        then = uow.jobs.next_run_after(kind) - time.time()
+        return running, due, again, then, uow.jobs.next_run_after(jobs.INDEX_EPISODE)
+
+    running, due, again, then, none = await run(case)
+    assert running == 3  # running jobs count as waiting work
+    assert -5 < due < 0
+    assert again == [(1, 1), (2, 0)]
+    assert 3500 < then <= 3600
+    assert none is None
+
+
+async def test_a_dead_letter_waits_for_a_requeue_and_work_queued_again_covers_a_sent_back_job(
+    run,
+):
+    def case(uow):
+        kind = jobs.EXTRACT_EPISODE
+        uow.jobs.enqueue(kind, [1, 2, 3])
+        one, two, three = sorted(uow.jobs.claim(kind, 10), key=lambda j: j.target_id)
+        uow.jobs.enqueue(kind, [2])  # queued again while it runs
+        dead = uow.jobs.dead_letter(one.id, "broken")
+        covered = uow.jobs.dead_letter(two.id, "broken")
+        uow.jobs.dead_letter(three.id, "broken")
+        uow.jobs.enqueue(kind, [3])  # the failed target asked for again
+        depth = {d.kind: d for d in uow.jobs.depths()}[kind]
+        queued = sorted(uow.jobs.queued_targets(kind))
+        one_back = uow.jobs.requeue_failed(kind, 1)
+        rest_back = uow.jobs.requeue_failed(kind)
+        claimed = sorted((j.target_id, j.attempts) for j in uow.jobs.claim(kind, 10))
+        return dead, covered, (depth.pending, depth.failed), queued, one_back, rest_back, claimed
+
+    dead, covered, depth, queued, one_back, rest_back, claimed = await run(case)
+    assert (dead, covered) == (True, False)
+    assert depth == (2, 2)  # 2 and 3 pending again; 1 and 3 failed
+    assert queued == [2, 3]  # a failed job is not work on its way
+    # 1 comes back with its attempts from zero; 3's failed row goes, its pending job stays.
+    assert (one_back, rest_back) == (1, 0)
+    assert claimed == [(1, 0), (2, 0), (3, 0)]
+
+
+async def test_a_kind_waits_for_its_dependency_and_a_rebuild_drops_older_jobs(run):
+    far = 4_000_000_000.0
+
+    def case(uow):
+        before = time.time()
+        uow.jobs.enqueue(jobs.INDEX_EPISODE, [1, 2])
+        uow.jobs.schedule(jobs.EXPIRE_MEMORY, 7, before - 50)
+        uow.jobs.schedule(jobs.RETAIN_PROJECT, 8, far + 100)
+        uow.jobs.postpone_pending(jobs.INDEX_EPISODE, "index away", far)
+        uow.jobs.postpone_pending(jobs.RETAIN_PROJECT, "index away", far)
+        waiting = [j.target_id for j in uow.usage.deferred_jobs(jobs.INDEX_EPISODE, "away", before)]
+        due = (uow.jobs.next_run_after(jobs.INDEX_EPISODE),
+               uow.jobs.next_run_after(jobs.RETAIN_PROJECT))  # fmt: skip
+        ages = {d.kind: (d.pending, d.oldest_pending_age) for d in uow.jobs.depths()}
+        dropped = uow.jobs.delete_created_before(jobs.INDEX_EPISODE, time.time())
+        kept = uow.jobs.delete_created_before(jobs.EXPIRE_MEMORY, before - 1)
+        left = (uow.jobs.pending_count(jobs.INDEX_EPISODE),
+                uow.jobs.pending_count(jobs.EXPIRE_MEMORY))  # fmt: skip
+        return waiting, due, ages, dropped, kept, left
+
+    waiting, due, ages, dropped, kept, left = await run(case)
+    assert sorted(waiting) == [1, 2]
+    assert due == (far, far + 100)  # a later due time is kept
+    # An index job's age is since it was queued, a scheduled one's since it was due.
+    assert ages[jobs.INDEX_EPISODE][0] == 2 and ages[jobs.INDEX_EPISODE][1] < 30
+    assert ages[jobs.EXPIRE_MEMORY][0] == 1 and ages[jobs.EXPIRE_MEMORY][1] >= 50
+    assert ages[jobs.RETAIN_PROJECT] == (1, 0.0)
+    assert ages[jobs.SUMMARIZE_SESSION] == (0, 0.0)
+    assert (dropped, kept, left) == (2, 0, (0, 1))
+
+
+async def test_a_restart_runs_running_jobs_again_where_no_lease_holds_them(run):
+    def case(uow):
+        kind = jobs.EXTRACT_EPISODE
+        uow.jobs.enqueue(kind, [1, 2])
+        taken = uow.jobs.claim(kind, 10)
+        uow.jobs.renew([j.id for j in taken])
+        uow.jobs.enqueue(kind, [1])  # queued again while it runs
+        # A target's next job waits for its running one.
+        waits = [j.target_id for j in uow.jobs.claim(kind, 10)]
+        count = uow.jobs.pending_count(kind)
+        reset = uow.jobs.reset_running()
+        return waits, count, reset, sorted(j.target_id for j in uow.jobs.claim(kind, 10))
+
+    waits, count, reset, after = await run(case)
+    assert (waits, count) == ([], 3)
+    if run.backend == "postgresql":
+        # Running jobs may be another live instance's: they wait for their leases.
+        assert (reset, after) == (0, [])
+    else:
+        # One process per file: the running ones run again, 1 once.
+        assert (reset, after) == (1, [1, 2])
 
 
 async def test_a_job_is_queued_in_its_targets_tenant(run):
