@@ -39,6 +39,7 @@ from nexus_grpc.core.models import (
     Session,
     SummaryProgress,
 )
+from nexus_grpc.core.records import EventFilter, ExtractionEvent, Summary
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store.usage import DEFER_SWEEP
@@ -113,6 +114,9 @@ class FakeSessions:
     def __init__(self) -> None:
         self.rows: dict[int, Session] = {}
         self._next = _ids()
+        # Set by FakeUnitOfWork (retention reads the project and the episodes).
+        self.projects: FakeProjects
+        self.episodes: FakeEpisodes
 
     def insert(
         self,
@@ -140,17 +144,97 @@ class FakeSessions:
         self.rows[session.id] = session
         return session
 
+    def _mine(self, session: Session, tenant: str | None, retained_at: float | None) -> bool:
+        return (tenant is None or session.tenant == tenant) and not (
+            retained_at is not None and self.past(session, retained_at)
+        )
+
+    def past(self, session: Session, at: float, cutoff: float | None = None) -> bool:
+        """As the store's (sessions._retained): created before its project's
+        retention cutoff, with no episode since. ``cutoff``: that one instead."""
+        if cutoff is None:
+            project = self.projects.rows.get(session.project_id)
+            if project is None or project.retention is None:
+                return False
+            cutoff = at - project.retention
+        return session.created_at < cutoff and not any(
+            e.session_id == session.id and e.occur_at >= cutoff for e in self.episodes.rows.values()
+        )
+
     def get(
         self, session_id: int, tenant: str | None = None, *, retained_at: float | None = None
     ) -> Session:
         session = self.rows.get(session_id)
-        if session is None or (tenant is not None and session.tenant != tenant):
+        if session is None or not self._mine(session, tenant, retained_at):
             raise NotFound(
                 f"session {session_id} does not exist",
                 resource_type="session",
                 resource_name=session_id,
             )
         return session
+
+    def get_by_external_id(
+        self, external_id: str, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> Session:
+        for session in sorted(self.rows.values(), key=lambda s: s.id):
+            if session.external_id == external_id and self._mine(session, tenant, retained_at):
+                return session
+        raise NotFound(
+            f"session with external_id {external_id!r} does not exist",
+            resource_type="session",
+            resource_name=external_id,
+        )
+
+    def list_page(
+        self,
+        after_id: int | None,
+        limit: int,
+        project_id: int,
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> list[Session]:
+        found = [
+            s
+            for s in sorted(self.rows.values(), key=lambda s: s.id)
+            if s.id > (after_id or 0)
+            and (not project_id or s.project_id == project_id)
+            and self._mine(s, tenant, retained_at)
+        ]
+        return found[:limit]
+
+    def project_session_ids(self, project_id: int) -> list[int]:
+        return [s.id for s in self.rows.values() if project_id and s.project_id == project_id]
+
+    def user_session_ids(self, project_id: int, user_id: str) -> list[int]:
+        return [
+            s.id
+            for s in self.rows.values()
+            if project_id and (s.project_id, s.user_id) == (project_id, user_id)
+        ]
+
+    def update(
+        self, session_id: int, changes: Mapping[str, Any], tenant: str | None = None
+    ) -> Session:
+        session = self.get(session_id, tenant)
+        for column in changes:
+            if column not in ("name", "project_id", "metadata"):
+                raise ValueError(f"not an updatable session column: {column}")
+        values = dict(changes)
+        if "project_id" in values:
+            values["project_id"] = values["project_id"] or 0
+        if "metadata" in values:
+            values["metadata"] = dict(values["metadata"])
+        self.rows[session_id] = replace(session, **values)
+        return self.rows[session_id]
+
+    def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
+        found = sorted(
+            s.id
+            for s in self.rows.values()
+            if project_id and s.project_id == project_id and self.past(s, 0.0, cutoff)
+        )
+        return found[:limit]
 
 
 class FakeEpisodes:
@@ -642,6 +726,279 @@ def _holds(r: Relationship, when: When) -> bool:
     return r.invalid_at is None
 
 
+class FakeSummaries:
+    """Session summaries (a session's, its project read at query time) and
+    project overviews (a project's alone)."""
+
+    def __init__(self, projects: FakeProjects, sessions: FakeSessions, episodes: FakeEpisodes):
+        self.rows: dict[int, Summary] = {}
+        self._projects = projects
+        self._sessions = sessions
+        self._episodes = episodes
+        self._next = _ids()
+
+    def _read(self, row: Summary) -> Summary:
+        """As the store reads it: a session summary in its session's project."""
+        if not row.session_id:
+            return row
+        session = self._sessions.rows.get(row.session_id)
+        return replace(row, project_id=0 if session is None else session.project_id)
+
+    def _project_of(self, row: Summary) -> int:
+        return self._read(row).project_id
+
+    def _tenant_of(self, row: Summary) -> str | None:
+        session = self._sessions.rows.get(row.session_id)
+        if session is not None:
+            return session.tenant
+        return self._projects.tenant_of(row.project_id)
+
+    def past(self, row: Summary, cutoff: float) -> bool:
+        """As the store's (summaries._PAST): last written before the cutoff;
+        or its session is past it; or it names the episodes it covers and
+        none of them is as recent."""
+        session = self._sessions.rows.get(row.session_id)
+        if row.updated_at < cutoff or (
+            session is not None and self._sessions.past(session, 0.0, cutoff)
+        ):
+            return True
+        return (
+            bool(row.session_id)
+            and row.last_episode_id > 0
+            and not any(
+                e.session_id == row.session_id
+                and row.first_episode_id <= e.id <= row.last_episode_id
+                and e.occur_at >= cutoff
+                for e in self._episodes.rows.values()
+            )
+        )
+
+    def _kept(self, row: Summary, retained_at: float | None) -> bool:
+        if retained_at is None:
+            return True
+        project = self._projects.rows.get(self._project_of(row))
+        return (
+            project is None
+            or project.retention is None
+            or not self.past(row, retained_at - project.retention)
+        )
+
+    def _in_project(self, row: Summary, project_id: int) -> bool:
+        if row.session_id:
+            session = self._sessions.rows.get(row.session_id)
+            return session is not None and bool(project_id) and session.project_id == project_id
+        return row.project_id == project_id
+
+    def _ordered(self) -> list[Summary]:
+        return [self._read(r) for _, r in sorted(self.rows.items())]
+
+    def insert(
+        self,
+        *,
+        session_id: int,
+        project_id: int,
+        content: str,
+        first_episode_id: int = 0,
+        last_episode_id: int = 0,
+        episode_count: int = 0,
+    ) -> Summary:
+        at = time.time()
+        summary = Summary(
+            next(self._next), session_id, 0 if session_id else project_id, content,
+            first_episode_id, last_episode_id, episode_count, at, at,
+        )  # fmt: skip
+        self.rows[summary.id] = summary
+        return self._read(summary)
+
+    def find(
+        self, summary_id: int, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> Summary | None:
+        row = self.rows.get(summary_id)
+        if row is None or (tenant is not None and self._tenant_of(row) != tenant):
+            return None
+        return self._read(row) if self._kept(row, retained_at) else None
+
+    def get(
+        self, summary_id: int, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> Summary:
+        summary = self.find(summary_id, tenant, retained_at=retained_at)
+        if summary is None:
+            raise NotFound(
+                f"summary {summary_id} does not exist",
+                resource_type="summary",
+                resource_name=str(summary_id),
+            )
+        return summary
+
+    def update(
+        self,
+        summary_id: int,
+        changes: Mapping[str, Any],
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> Summary:
+        self.get(summary_id, tenant, retained_at=retained_at)
+        if changes:
+            row = self.rows[summary_id]
+            self.rows[summary_id] = replace(row, **changes, updated_at=time.time())
+        return self.get(summary_id)
+
+    def delete(
+        self, summary_id: int, tenant: str | None = None, *, retained_at: float | None = None
+    ) -> None:
+        self.get(summary_id, tenant, retained_at=retained_at)
+        del self.rows[summary_id]
+
+    def ids_of_session(self, session_id: int) -> list[int]:
+        return sorted(i for i, r in self.rows.items() if r.session_id == session_id)
+
+    def list_for_session(
+        self, session_id: int, after_id: int | None, limit: int, *, retained_at: float | None = None
+    ) -> list[Summary]:
+        return [
+            r
+            for r in self._ordered()
+            if r.session_id == session_id
+            and r.id > (after_id or 0)
+            and self._kept(self.rows[r.id], retained_at)
+        ][:limit]
+
+    def list_for_project(
+        self, project_id: int, after_id: int | None, limit: int, *, retained_at: float | None = None
+    ) -> list[Summary]:
+        return [
+            r
+            for r in self._ordered()
+            if self._in_project(self.rows[r.id], project_id)
+            and r.id > (after_id or 0)
+            and self._kept(self.rows[r.id], retained_at)
+        ][:limit]
+
+    def latest_for_session(
+        self, session_id: int, *, retained_at: float | None = None
+    ) -> Summary | None:
+        mine = [
+            r
+            for r in self._ordered()
+            if r.session_id == session_id and self._kept(self.rows[r.id], retained_at)
+        ]
+        return max(mine, key=lambda r: (r.last_episode_id, r.id), default=None)
+
+    def overview(self, project_id: int, *, retained_at: float | None = None) -> Summary | None:
+        mine = [
+            r
+            for r in self._ordered()
+            if not r.session_id
+            and r.project_id == project_id
+            and self._kept(self.rows[r.id], retained_at)
+        ]
+        return mine[-1] if mine else None
+
+    def project_session_summaries(
+        self, project_id: int, *, retained_at: float | None = None
+    ) -> list[Summary]:
+        mine = [
+            r
+            for r in self._ordered()
+            if r.session_id
+            and self._in_project(self.rows[r.id], project_id)
+            and self._kept(self.rows[r.id], retained_at)
+        ]
+        return sorted(mine, key=lambda r: (r.updated_at, r.id))
+
+    def project_recent_episodes(
+        self, project_id: int, limit: int, *, since: float | None = None
+    ) -> list[tuple[int, str, str]]:
+        sessions = set(self._sessions.project_session_ids(project_id))
+        found = sorted(
+            (e for e in self._episodes.rows.values() if e.session_id in sessions
+             and (since is None or e.occur_at >= since)),
+            key=lambda e: e.id,
+        )[-limit:] if limit > 0 else []  # fmt: skip
+        return [(e.id, e.user_message, e.ai_response) for e in found]
+
+    def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
+        return [
+            i
+            for i, r in sorted(self.rows.items())
+            if self._in_project(r, project_id) and self.past(r, cutoff)
+        ][:limit]
+
+
+class FakeMeta:
+    """Facts about the database itself."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+
+    def get(self, key: str) -> str | None:
+        return self.rows.get(key)
+
+    def put(self, key: str, value: str) -> None:
+        self.rows[key] = value
+
+    def probe(self) -> int:
+        """The store counts its schema's objects; a fake's schema is its facts' table."""
+        return 1
+
+    def touch(self, at: float) -> None:
+        self.put("write_probe", repr(at))
+
+
+class FakeEvents:
+    """The extraction events WatchExtractions replays: ids only grow, each
+    event in its session's tenant, kept after the session goes."""
+
+    def __init__(self, sessions: FakeSessions) -> None:
+        self.rows: dict[int, tuple[ExtractionEvent, str]] = {}
+        self._sessions = sessions
+        self._next = _ids()
+
+    def insert(
+        self,
+        episode_id: int,
+        session_id: int,
+        project_id: int,
+        status: int,
+        error: str = "",
+        payload: dict[str, Any] | None = None,
+    ) -> int:
+        session = self._sessions.rows.get(session_id)
+        event = ExtractionEvent(
+            next(self._next), episode_id, session_id, project_id, status, error[:2000],
+            json.loads(json.dumps(payload or {})), time.time(),
+        )  # fmt: skip
+        self.rows[event.id] = (event, "" if session is None else session.tenant)
+        return event.id
+
+    def page_after(self, after_id: int, where: EventFilter, limit: int) -> list[ExtractionEvent]:
+        found = []
+        for event, tenant in (self.rows[i] for i in sorted(self.rows)):
+            if (
+                event.id > after_id
+                and where.episode_id in (0, event.episode_id)
+                and where.session_id in (0, event.session_id)
+                and where.project_id in (0, event.project_id)
+                and where.tenant in (None, tenant)
+                and (not where.since or event.created_at >= where.since)
+            ):
+                found.append(event)
+        return found[:limit]
+
+    def any_for_episode(self, episode_id: int, tenant: str | None = None) -> bool:
+        return any(
+            event.episode_id == episode_id and tenant in (None, owner)
+            for event, owner in self.rows.values()
+        )
+
+    def delete_before(self, cutoff: float, limit: int) -> int:
+        gone = [i for i in sorted(self.rows) if self.rows[i][0].created_at < cutoff][:limit]
+        for i in gone:
+            del self.rows[i]
+        return len(gone)
+
+
 class FakeUsage:
     """The LLM's account, and the tenants of LLM jobs' targets."""
 
@@ -789,15 +1146,21 @@ class FakeUnitOfWork:
     projects: FakeProjects = field(default_factory=FakeProjects)
     sessions: FakeSessions = field(default_factory=FakeSessions)
     graph: FakeGraph = field(default_factory=FakeGraph)
+    meta: FakeMeta = field(default_factory=FakeMeta)
     jobs: FakeJobs = field(init=False)
     episodes: FakeEpisodes = field(init=False)
     usage: FakeUsage = field(init=False)
+    summaries: FakeSummaries = field(init=False)
+    events: FakeEvents = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
         self.episodes = FakeEpisodes(self.sessions, self.jobs)
         self.jobs.episodes = self.episodes
+        self.sessions.projects, self.sessions.episodes = self.projects, self.episodes
         self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
+        self.summaries = FakeSummaries(self.projects, self.sessions, self.episodes)
+        self.events = FakeEvents(self.sessions)
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

@@ -17,6 +17,7 @@ from nexus_grpc.core import jobs
 from nexus_grpc.core.graph import ASSERT, END, HISTORY, Interval
 from nexus_grpc.core.llm_usage import LLMCall, StageBucket
 from nexus_grpc.core.models import JobState, MemoryFormation, NewEpisode
+from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, EventFilter
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.postgres.database import PostgresDatabase
 from nexus_grpc.store.sqlite.database import Database
@@ -141,6 +142,247 @@ async def test_an_external_id_is_one_session_per_tenant(run):
     assert await run(case) == "refused"
 
 
+async def test_sessions_are_found_listed_moved_and_hidden_past_their_projects_retention(run):
+    def case(uow):
+        kept = uow.projects.insert({"name": "kept", "retention": 3600.0}, "t1")
+        plain = uow.projects.insert({"name": "plain"}, "t1")
+        now = time.time()
+        recent = uow.sessions.insert("recent", "r", kept.id, {}, "t1", user_id="ann")
+        stale = uow.sessions.insert("stale", "s", kept.id, {}, "t1", user_id="bob")
+        other = uow.sessions.insert("other", "o", plain.id, {}, "t1", user_id="ann")
+        loose = uow.sessions.insert("loose", "", 0, {}, "t2")
+        uow.episodes.insert(recent.id, "soon", "", {}, None, now + 5000)
+        uow.episodes.insert(stale.id, "long ago", "", {}, None, now - 7200)
+        at = now + 7200  # the cutoff is an hour from now: only recent has an episode since
+
+        def page(after_id=None, limit=10, project_id=0, tenant=None, **kw):
+            found = uow.sessions.list_page(after_id, limit, project_id, tenant, **kw)
+            return [s.external_id for s in found]
+
+        def missing(lookup) -> str:
+            try:
+                lookup()
+            except NotFound as exc:
+                return exc.resource.resource_type
+            return "found"
+
+        pages = [
+            page(project_id=kept.id),
+            page(project_id=kept.id, retained_at=at),
+            page(tenant="t1"),
+            page(after_id=recent.id, limit=1),
+            page(tenant="t2"),
+        ]
+        lookups = [
+            missing(lambda: uow.sessions.get(stale.id, "t1", retained_at=at)),
+            missing(lambda: uow.sessions.get_by_external_id("stale", "t1", retained_at=at)),
+            missing(lambda: uow.sessions.get_by_external_id("loose", "t1")),
+            uow.sessions.get_by_external_id("recent", "t1", retained_at=at).id == recent.id,
+            uow.sessions.get(stale.id, "t1").id == stale.id,
+        ]
+        ids = (
+            sorted(uow.sessions.project_session_ids(kept.id)),
+            uow.sessions.project_session_ids(0),
+            uow.sessions.past_retention(kept.id, now + 3600, 10),
+            uow.sessions.past_retention(plain.id, now + 3600, 10),
+        )
+        moved = uow.sessions.update(
+            other.id, {"project_id": kept.id, "name": "moved", "metadata": {"x": 1}}, "t1"
+        )
+        refused = missing(lambda: uow.sessions.update(loose.id, {"name": "x"}, "t1"))
+        users = sorted(uow.sessions.user_session_ids(kept.id, "ann"))
+        unfiled = uow.sessions.update(other.id, {"project_id": 0}).project_id
+        return (
+            pages, lookups, ids, (moved.project_id, moved.name, moved.metadata), refused,
+            users, unfiled, (recent.id, stale.id, other.id, kept.id),
+        )  # fmt: skip
+
+    pages, lookups, ids, moved, refused, users, unfiled, made = await run(case)
+    recent, stale, other, kept = made
+    assert pages == [
+        ["recent", "stale"],
+        ["recent"],
+        ["recent", "stale", "other"],
+        ["stale"],
+        ["loose"],
+    ]
+    assert lookups == ["session", "session", "session", True, True]
+    # The sweep's cutoff is given: other has no episode since it, whatever its project keeps.
+    assert ids == ([recent, stale], [], [stale], [other])
+    assert moved == (kept, "moved", {"x": 1})
+    assert refused == "session"
+    assert users == [recent, other]
+    assert unfiled == 0
+
+
+async def test_summaries_are_read_in_their_sessions_project_and_hidden_past_its_retention(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p", "retention": 3600.0}, "t1")
+        plain = uow.projects.insert({"name": "q"}, "t2")
+        now = time.time()
+        session = uow.sessions.insert("s", "", project.id, {}, "t1")
+        old = uow.episodes.insert(session.id, "old", "a", {}, None, now - 7200)
+        new = uow.episodes.insert(session.id, "new", "b", {}, None, now)
+
+        def summary(session_id: int, project_id: int, first: int = 0, last: int = 0):
+            return uow.summaries.insert(
+                session_id=session_id, project_id=project_id, content=f"{first}-{last}",
+                first_episode_id=first, last_episode_id=last, episode_count=last and 1,
+            ).id  # fmt: skip
+
+        stale = summary(session.id, 0, old.id, old.id)
+        fresh = summary(session.id, project.id, old.id, new.id)
+        whole = summary(session.id, 0)
+        overview = summary(0, project.id)
+        theirs = summary(0, plain.id)
+        soon = now + 10  # the cutoff is before now: the old episode is past it
+        later = now + 7200  # every summary was written before the cutoff
+
+        def ids(found) -> list[int]:
+            return [s.id for s in found]
+
+        def missing(lookup) -> bool:
+            try:
+                lookup()
+            except NotFound:
+                return True
+            return False
+
+        lists = [
+            ids(uow.summaries.list_for_project(project.id, None, 10)),
+            ids(uow.summaries.list_for_project(project.id, None, 10, retained_at=soon)),
+            ids(uow.summaries.list_for_project(project.id, None, 10, retained_at=later)),
+            ids(uow.summaries.list_for_project(plain.id, None, 10, retained_at=later)),
+            ids(uow.summaries.list_for_session(session.id, stale, 10)),
+            ids(uow.summaries.list_for_session(session.id, None, 1, retained_at=soon)),
+        ]
+        reads = [
+            uow.summaries.latest_for_session(session.id).id,
+            uow.summaries.latest_for_session(session.id, retained_at=later),
+            uow.summaries.overview(project.id).id,
+            uow.summaries.overview(project.id, retained_at=later),
+            uow.summaries.find(stale, "t1", retained_at=soon),
+            uow.summaries.find(stale, "t2"),
+            uow.summaries.find(theirs, "t2").project_id,
+            uow.summaries.get(fresh, "t1").project_id,
+            missing(lambda: uow.summaries.get(theirs, "t1")),
+        ]
+        past = (
+            uow.summaries.past_retention(project.id, now - 3590, 10),
+            uow.summaries.past_retention(project.id, now + 3600, 2),
+        )
+        refused = missing(lambda: uow.summaries.update(stale, {"content": "x"}, retained_at=soon))
+        rewritten = uow.summaries.update(stale, {"content": "rewritten"}, "t1").content
+        oldest_first = ids(uow.summaries.project_session_summaries(project.id))
+        episodes = (
+            uow.summaries.project_recent_episodes(project.id, 1),
+            uow.summaries.project_recent_episodes(project.id, 10, since=now - 100),
+            [e for e, _, _ in uow.summaries.project_recent_episodes(project.id, 10)],
+        )
+        refused_delete = missing(lambda: uow.summaries.delete(theirs, "t1"))
+        uow.summaries.delete(whole, "t1")
+        left = uow.summaries.ids_of_session(session.id)
+        return (
+            lists, reads, past, (refused, rewritten), oldest_first, episodes,
+            refused_delete, left, (stale, fresh, whole, overview, theirs),
+            (project.id, plain.id, old.id, new.id),
+        )  # fmt: skip
+
+    (
+        lists,
+        reads,
+        past,
+        update,
+        oldest_first,
+        episodes,
+        refused_delete,
+        left,
+        made,
+        more,
+    ) = await run(case)
+    stale, fresh, whole, overview, theirs = made
+    project, plain, old, new = more
+    assert lists == [
+        [stale, fresh, whole, overview],
+        [fresh, whole, overview],  # stale covers only an episode past the cutoff
+        [],
+        [theirs],  # a project with no retention keeps all
+        [fresh, whole],
+        [fresh],
+    ]
+    assert reads == [fresh, None, overview, None, None, None, plain, project, True]
+    assert past == ([stale], [stale, fresh])
+    assert update == (True, "rewritten")
+    assert oldest_first == [fresh, whole, stale]  # the rewritten one is the newest material
+    assert episodes == ([(new, "new", "b")], [(new, "new", "b")], [old, new])
+    assert refused_delete is True
+    assert left == [stale, fresh]
+
+
+async def test_extraction_events_page_by_filter_in_their_sessions_tenant_and_ids_only_grow(run):
+    def case(uow):
+        one = uow.sessions.insert("a", "", 0, {}, "t1")
+        two = uow.sessions.insert("b", "", 0, {}, "t2")
+        made = [
+            uow.events.insert(10, one.id, 5, EXTRACTION_DONE, payload={"entities": 2}),
+            uow.events.insert(11, one.id, 5, EXTRACTION_FAILED, "x" * 3000),
+            uow.events.insert(12, two.id, 6, EXTRACTION_DONE),
+            uow.events.insert(13, 999, 0, EXTRACTION_DONE),  # its session is gone: no tenant
+        ]
+
+        def page(after_id: int = 0, limit: int = 10, **where) -> list[tuple]:
+            return [
+                (e.id, e.episode_id, e.session_id, e.project_id, e.status, len(e.error), e.payload)
+                for e in uow.events.page_after(after_id, EventFilter(**where), limit)
+            ]
+
+        pages = [
+            [e[0] for e in page()],
+            page(made[0], tenant="t1"),
+            page(project_id=5, limit=1),
+            [e[0] for e in page(session_id=two.id)],
+            [e[0] for e in page(episode_id=13, tenant="")],
+            page(since=time.time() + 100),
+        ]
+        seen = [
+            uow.events.any_for_episode(10),
+            uow.events.any_for_episode(10, "t1"),
+            uow.events.any_for_episode(10, "t2"),
+            uow.events.any_for_episode(99),
+        ]
+        trimmed = uow.events.delete_before(time.time() + 1, 2)
+        after_trim = [e[0] for e in page()]
+        everything = uow.events.delete_before(time.time() + 1, 10)
+        latest = uow.events.insert(14, one.id, 5, EXTRACTION_DONE)
+        return made, one.id, two.id, pages, seen, (trimmed, after_trim, everything), latest
+
+    made, one, two, pages, seen, trims, latest = await run(case)
+    assert pages == [
+        made,
+        [(made[1], 11, one, 5, EXTRACTION_FAILED, 2000, {})],
+        [(made[0], 10, one, 5, EXTRACTION_DONE, 0, {"entities": 2})],
+        [made[2]],
+        [made[3]],
+        [],
+    ]
+    assert seen == [True, True, False, False]
+    assert trims == (2, made[2:], 2)
+    assert latest > made[-1]  # an id is never reused
+
+
+async def test_the_database_keeps_facts_about_itself(run):
+    def case(uow):
+        before = uow.meta.get("contract.fact")
+        uow.meta.put("contract.fact", "a")
+        uow.meta.put("contract.fact", "b")
+        uow.meta.touch(12.5)
+        return before, uow.meta.get("contract.fact"), uow.meta.get("write_probe"), uow.meta.probe()
+
+    before, fact, probe_row, schema = await run(case)
+    assert (before, fact, probe_row) == (None, "b", "12.5")
+    assert schema > 0
+
+
 async def test_episodes_are_stored_as_given_and_found_by_request_id(run):
     def case(uow):
         session = uow.sessions.insert("s", "", 0, {}, "t1", user_id="ann")
@@ -229,14 +471,18 @@ async def test_a_job_sent_back_runs_again_later_with_an_attempt_spent_or_not(run
         uow.jobs.postpone(taken[2].id, "model away", -1)  # due again, none spent
         uow.jobs.retry_later(taken[3].id, "later", 3600)  # waits an hour
         due = uow.jobs.next_run_after(kind) - time.time()
-        again = sorted((j.target_id, j.attempts) for j in uow.jobs.claim(kind, 10))
+        claimed = uow.jobs.claim(kind, 10)
+        again = sorted((j.target_id, j.attempts) for j in claimed)
         then = uow.jobs.next_run_after(kind) - time.time()
-        return running, due, again, then, uow.jobs.next_run_after(jobs.INDEX_EPISODE)
+        uow.jobs.finish([j.id for j in claimed])
+        left = sorted(uow.jobs.queued_targets(kind))
+        return running, due, again, then, uow.jobs.next_run_after(jobs.INDEX_EPISODE), left
 
-    running, due, again, then, none = await run(case)
+    running, due, again, then, none, left = await run(case)
     assert running == 3  # running jobs count as waiting work
     assert -5 < due < 0
     assert again == [(1, 1), (2, 0)]
+    assert left == [3]
     assert 3500 < then <= 3600
     assert none is None
 
