@@ -17,10 +17,11 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from nexus_grpc.core import jobs as job_kinds
+from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import (
     CURRENT,
     Entity,
@@ -34,14 +35,33 @@ from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
     Episode,
     JobState,
+    MemoryKind,
+    MemoryScope,
     NewEpisode,
     Project,
     Session,
     SummaryProgress,
+    Tier,
 )
-from nexus_grpc.core.records import EventFilter, ExtractionEvent, Summary
+from nexus_grpc.core.records import (
+    DELETE,
+    ChangedBy,
+    EventFilter,
+    ExtractionEvent,
+    Memory,
+    MemoryUsage,
+    Revision,
+    SelectionAnswer,
+    SelectionKey,
+    SelectionPick,
+    Summary,
+    UsageOwner,
+    UsageRecord,
+)
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
+from nexus_grpc.store.selections import KEEP_SECONDS
 from nexus_grpc.store.usage import DEFER_SWEEP
 
 
@@ -377,13 +397,25 @@ class FakeJobs:
         self._sessions = sessions
         # Set by FakeUnitOfWork (the episodes are made after the jobs).
         self.episodes: FakeEpisodes | None = None
+        self.memories: FakeMemories | None = None
+        self.summaries: FakeSummaries | None = None
         self._next = _ids()
 
     def tenant_of(self, kind: str, target_id: int) -> str:
         """As the store's (store/jobs.TENANT_OF): the tenant of the job's
         target, '' when it is gone; the kinds whose targets these fakes do
-        not hold (entities, memories, summaries) answer ''."""
+        not hold (entities, erasures) answer ''."""
         session_id: int | None = None
+        if kind in (
+            job_kinds.INDEX_MEMORY,
+            job_kinds.EXPIRE_MEMORY,
+            job_kinds.PURGE_MEMORY_HISTORY,
+        ):
+            memory = None if self.memories is None else self.memories.rows.get(target_id)
+            return "" if memory is None else memory.tenant
+        if kind == job_kinds.INDEX_SUMMARY and self.summaries is not None:
+            summary = self.summaries.find(target_id)
+            return "" if summary is None else self.summaries.tenant_of(summary) or ""
         if kind in (job_kinds.INDEX_EPISODE, job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
             episode = None if self.episodes is None else self.episodes.rows.get(target_id)
             session_id = None if episode is None else episode.session_id
@@ -726,6 +758,350 @@ def _holds(r: Relationship, when: When) -> bool:
     return r.invalid_at is None
 
 
+class FakeMemories:
+    """Memories, their history, their usage, formation's candidates and
+    selections' answers. Visibility is the domain's rule in Python
+    (domain/memory_visibility.visible), with the caller's tenant and expiry
+    as the store's SQL adds them. Keyword search (the stores' own full-text
+    ranking) is not faked: a rule that needs it has a whole-server test.
+
+    A write queues no index job: the domain queues it (domain/memory_upkeep.py).
+    """
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Memory] = {}
+        self.history: dict[int, Revision] = {}
+        self.usage: list[tuple[MemoryUsage, str, int, str]] = []  # row, user, project, tenant
+        self.candidates: dict[int, str] = {}
+        self.selections: list[tuple[SelectionKey, str, str, float]] = []
+        self._next = _ids()
+        self._revision_ids = _ids()
+        self._usage_ids = _ids()
+
+    # -- rows
+
+    def insert(
+        self,
+        values: Mapping[str, Any],
+        request_id: str | None,
+        tenant: str,
+        *,
+        embedded: bool = False,
+    ) -> Memory:
+        at = time.time()
+        memory = Memory(
+            id=next(self._next),
+            kind=values["kind"],
+            title=values["title"],
+            content=values["content"],
+            tier=values["tier"],
+            project_id=values["project_id"],
+            agent_id=values["agent_id"],
+            user_id=values["user_id"],
+            session_id=values["session_id"],
+            confidence=values["confidence"],
+            metadata=json.loads(json.dumps(values["metadata"])),
+            created_at=at,
+            updated_at=at,
+            request_id=request_id or None,
+            tenant=tenant,
+            expire_at=values.get("expire_at"),
+            source=values.get("source", "client"),
+            source_episode_id=values.get("source_episode_id"),
+        )
+        self.rows[memory.id] = memory
+        return memory
+
+    def find(self, memory_id: int) -> Memory | None:
+        return self.rows.get(memory_id)
+
+    def get(self, memory_id: int) -> Memory:
+        memory = self.rows.get(memory_id)
+        if memory is None:
+            raise NotFound(
+                f"memory {memory_id} does not exist",
+                resource_type="memory",
+                resource_name=str(memory_id),
+            )
+        return memory
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
+        return {i: self.rows[i] for i in ids if i in self.rows}
+
+    def find_by_request_id(self, tenant: str, user_id: str, request_id: str) -> Memory | None:
+        return next(
+            (
+                m
+                for m in self.rows.values()
+                if (m.tenant, m.user_id, m.request_id) == (tenant, user_id, request_id)
+            ),
+            None,
+        )
+
+    def update(self, memory_id: int, changes: Mapping[str, Any]) -> Memory:
+        memory = self.get(memory_id)
+        if changes:
+            values = dict(changes)
+            if "metadata" in values:
+                values["metadata"] = json.loads(json.dumps(values["metadata"]))
+            self.rows[memory_id] = replace(memory, **values, updated_at=time.time())
+        return self.rows[memory_id]
+
+    def delete(self, memory_id: int) -> None:
+        self.get(memory_id)
+        del self.rows[memory_id]
+        # Its usage goes with it (the store's ON DELETE CASCADE); its history stays.
+        self.usage = [u for u in self.usage if u[0].memory_id != memory_id]
+
+    @staticmethod
+    def _live(m: Memory | None, at: float) -> bool:
+        return m is not None and (m.expire_at is None or m.expire_at > at)
+
+    def count_in_cap_scope(
+        self, kind: int, project_id: int, agent_id: str, user_id: str, tenant: str
+    ) -> int:
+        """As the store's: PROJECT memories per (project, agent), USER ones per
+        (project, agent, user) in the tenant; live, ARCHIVE not counted."""
+        at = time.time()
+        return sum(
+            1
+            for m in self.rows.values()
+            if m.kind == kind
+            and (m.project_id, m.agent_id) == (project_id, agent_id)
+            and (kind == MemoryKind.PROJECT or (m.user_id, m.tenant) == (user_id, tenant))
+            and m.tier != Tier.ARCHIVE
+            and self._live(m, at)
+        )
+
+    def texts_of_owner(
+        self,
+        *,
+        kind: int,
+        project_id: int,
+        agent_id: str,
+        user_id: str,
+        tier: int,
+        session_id: int | None,
+        tenant: str,
+        containing: Sequence[str] = (),
+    ) -> list[tuple[int, str, str]]:
+        at = time.time()
+        return [
+            (m.id, m.title, m.content)
+            for m in sorted(self.rows.values(), key=lambda m: m.id)
+            if (m.tenant, m.kind, m.project_id, m.agent_id, m.user_id, m.tier)
+            == (tenant, kind, project_id, agent_id, user_id, tier)
+            and self._live(m, at)
+            and session_id in (None, m.session_id)
+            and all(word in _ascii_lower(m.content) for word in containing)
+        ]
+
+    def list_in_project(
+        self, project_id: int, tenant: str | None, after_id: int | None, limit: int, at: float
+    ) -> list[Memory]:
+        return [
+            m
+            for m in sorted(self.rows.values(), key=lambda m: m.id)
+            if m.project_id == project_id
+            and m.id > (after_id or 0)
+            and self._live(m, at)
+            and tenant in (None, m.tenant)
+        ][:limit]
+
+    # -- what a scope sees
+
+    def _visible(self, m: Memory, scope: MemoryScope, at: float | None) -> bool:
+        tenant = tenancy.visible()
+        return (
+            memory_visibility.visible(
+                scope,
+                kind=m.kind,
+                tier=m.tier,
+                project_id=m.project_id,
+                user_id=m.user_id,
+                session_id=m.session_id,
+                agent_id=m.agent_id,
+            )  # fmt: skip
+            and tenant in (None, m.tenant)
+            and self._live(m, time.time() if at is None else at)
+        )
+
+    def list_visible(
+        self,
+        scope: MemoryScope,
+        *,
+        at: float | None = None,
+        kind: int = 0,
+        after_id: int | None = None,
+        limit: int = 50,
+        newest_first: bool = False,
+    ) -> list[Memory]:
+        found = sorted(
+            (m for m in self.rows.values() if self._visible(m, scope, at) and kind in (0, m.kind)),
+            key=lambda m: m.id,
+            reverse=newest_first,
+        )
+        if newest_first:
+            start = after_id if after_id is not None else 2**62
+            return [m for m in found if m.id < start][:limit]
+        return [m for m in found if m.id > (after_id or 0)][:limit]
+
+    def get_visible(
+        self, ids: Sequence[int], scope: MemoryScope, *, at: float | None = None
+    ) -> dict[int, Memory]:
+        return {
+            i: self.rows[i]
+            for i in ids
+            if i in self.rows and self._visible(self.rows[i], scope, at)
+        }
+
+    def scope_sample(self, scope: MemoryScope, limit: int, *, at: float | None = None) -> list[str]:
+        """As the store's: the scope's newest memories (its user's and its
+        project's), title and content."""
+        found = self.list_visible(scope, at=at, limit=limit, newest_first=True)
+        return [f"{m.title}\n{m.content}" for m in found]
+
+    # -- usage
+
+    @staticmethod
+    def _owned(row: tuple[MemoryUsage, str, int, str], owner: UsageOwner) -> bool:
+        _, user_id, project_id, tenant = row
+        return (user_id, project_id) == (owner.user_id, owner.project_id) and owner.tenant in (
+            None,
+            tenant,
+        )
+
+    def record_usage(
+        self, thread_id: str, owner: UsageOwner, context: str, used: Sequence[UsageRecord]
+    ) -> dict[int, Memory]:
+        """As the store's: a usage row per live memory (in its tenant) and its
+        counters; memories deleted or expired meanwhile are skipped."""
+        at = time.time()
+        live = [
+            u for u in used if u.memory_id in self.rows and self._live(self.rows[u.memory_id], at)
+        ]
+        for u in live:
+            memory = self.rows[u.memory_id]
+            row = MemoryUsage(
+                next(self._usage_ids), u.memory_id, thread_id, context, u.relevance, u.category, at
+            )
+            self.usage.append((row, owner.user_id, owner.project_id, memory.tenant))
+            self.rows[u.memory_id] = replace(
+                memory, use_count=memory.use_count + 1, last_used_at=at
+            )
+        return {u.memory_id: self.rows[u.memory_id] for u in live}
+
+    def _usage(self, owner: UsageOwner, after_id: int | None, limit: int, **match: Any):
+        return [
+            row
+            for row, *_ in (r for r in self.usage if self._owned(r, owner))
+            if row.id > (after_id or 0) and all(getattr(row, k) == v for k, v in match.items())
+        ][:limit]
+
+    def usage_by_memory(
+        self, memory_id: int, owner: UsageOwner, after_id: int | None, limit: int
+    ) -> list[MemoryUsage]:
+        return self._usage(owner, after_id, limit, memory_id=memory_id)
+
+    def usage_by_thread(
+        self, thread_id: str, owner: UsageOwner, after_id: int | None, limit: int
+    ) -> list[MemoryUsage]:
+        return self._usage(owner, after_id, limit, thread_id=thread_id)
+
+    def usage_by_owner(
+        self, owner: UsageOwner, after_id: int | None, limit: int
+    ) -> list[MemoryUsage]:
+        return self._usage(owner, after_id, limit)
+
+    def used_in_thread(self, thread_id: str, owner: UsageOwner, ids: Sequence[int]) -> set[int]:
+        if not thread_id or not ids:
+            return set()
+        return {
+            r.memory_id for r in self._usage(owner, None, len(self.usage), thread_id=thread_id)
+        } & set(ids)
+
+    # -- history
+
+    def record(
+        self,
+        previous: Memory,
+        action: int,
+        changed: Sequence[str],
+        by: ChangedBy,
+        purge_after: float | None = None,
+        at: float | None = None,
+    ) -> None:
+        revision = Revision(
+            next(self._revision_ids), previous.id, action, list(changed),
+            Memory(**json.loads(json.dumps(asdict(previous)))), by.request_id, by.principal,
+            time.time() if at is None else at, purge_after, by.episode_id, by.reason,
+        )  # fmt: skip
+        self.history[revision.id] = revision
+
+    def record_deletion(
+        self, previous: Memory, by: ChangedBy, purge_after: float, action: int = DELETE
+    ) -> None:
+        self.record(previous, action, [], by, purge_after)
+        for i, r in self.history.items():
+            if r.memory_id == previous.id:
+                self.history[i] = replace(r, purge_after=purge_after)
+
+    def last(self, memory_id: int) -> Revision | None:
+        mine = [r for _, r in sorted(self.history.items()) if r.memory_id == memory_id]
+        return mine[-1] if mine else None
+
+    def page(self, memory_id: int, after_id: int | None, limit: int) -> list[Revision]:
+        return [
+            r
+            for _, r in sorted(self.history.items())
+            if r.memory_id == memory_id and r.id > (after_id or 0)
+        ][:limit]
+
+    def purge(self, memory_ids: Sequence[int], at: float) -> int:
+        gone = [
+            i
+            for i, r in self.history.items()
+            if r.memory_id in set(memory_ids) and r.purge_after is not None and r.purge_after <= at
+        ]
+        for i in gone:
+            del self.history[i]
+        return len(gone)
+
+    # -- formation's candidates, selections' answers
+
+    def put_candidates(self, episode_id: int, candidates: list[dict[str, Any]]) -> None:
+        self.candidates[episode_id] = json.dumps(candidates)
+
+    def candidates_of(self, episode_id: int) -> list[dict[str, Any]] | None:
+        held = self.candidates.get(episode_id)
+        return None if held is None else list(json.loads(held))
+
+    def find_selection(self, key: SelectionKey) -> tuple[str, SelectionAnswer] | None:
+        since = time.time() - KEEP_SECONDS
+        for held, digest, answer, at in self.selections:
+            if held == key and at >= since:
+                data = json.loads(answer)
+                picks = [SelectionPick(**p) for p in data.pop("picks")]
+                return digest, SelectionAnswer(picks, **data)
+        return None
+
+    def insert_selection(self, key: SelectionKey, digest: str, answer: SelectionAnswer) -> None:
+        """As the store's: an answer past KEEP_SECONDS under the same key gives way."""
+        at = time.time()
+        self.selections = [
+            s for s in self.selections if not (s[0] == key and s[3] < at - KEEP_SECONDS)
+        ]
+        self.selections.append((key, digest, json.dumps(asdict(answer)), at))
+
+
+def _ascii_lower(text: str) -> str:
+    """lower() as both databases fold: ASCII letters only."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 class FakeSummaries:
     """Session summaries (a session's, its project read at query time) and
     project overviews (a project's alone)."""
@@ -747,7 +1123,7 @@ class FakeSummaries:
     def _project_of(self, row: Summary) -> int:
         return self._read(row).project_id
 
-    def _tenant_of(self, row: Summary) -> str | None:
+    def tenant_of(self, row: Summary) -> str | None:
         session = self._sessions.rows.get(row.session_id)
         if session is not None:
             return session.tenant
@@ -814,7 +1190,7 @@ class FakeSummaries:
         self, summary_id: int, tenant: str | None = None, *, retained_at: float | None = None
     ) -> Summary | None:
         row = self.rows.get(summary_id)
-        if row is None or (tenant is not None and self._tenant_of(row) != tenant):
+        if row is None or (tenant is not None and self.tenant_of(row) != tenant):
             return None
         return self._read(row) if self._kept(row, retained_at) else None
 
@@ -1147,6 +1523,7 @@ class FakeUnitOfWork:
     sessions: FakeSessions = field(default_factory=FakeSessions)
     graph: FakeGraph = field(default_factory=FakeGraph)
     meta: FakeMeta = field(default_factory=FakeMeta)
+    memories: FakeMemories = field(default_factory=FakeMemories)
     jobs: FakeJobs = field(init=False)
     episodes: FakeEpisodes = field(init=False)
     usage: FakeUsage = field(init=False)
@@ -1161,6 +1538,7 @@ class FakeUnitOfWork:
         self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
         self.summaries = FakeSummaries(self.projects, self.sessions, self.episodes)
         self.events = FakeEvents(self.sessions)
+        self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

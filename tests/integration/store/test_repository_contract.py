@@ -13,11 +13,30 @@ from typing import Any
 
 import pytest
 
-from nexus_grpc.core import jobs
+from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.graph import ASSERT, END, HISTORY, Interval
 from nexus_grpc.core.llm_usage import LLMCall, StageBucket
-from nexus_grpc.core.models import JobState, MemoryFormation, NewEpisode
-from nexus_grpc.core.records import EXTRACTION_DONE, EXTRACTION_FAILED, EventFilter
+from nexus_grpc.core.models import (
+    JobState,
+    MemoryFormation,
+    MemoryKind,
+    MemoryScope,
+    NewEpisode,
+    Tier,
+)
+from nexus_grpc.core.records import (
+    DELETE,
+    EXTRACTION_DONE,
+    EXTRACTION_FAILED,
+    UPDATE,
+    ChangedBy,
+    EventFilter,
+    SelectionAnswer,
+    SelectionKey,
+    SelectionPick,
+    UsageOwner,
+    UsageRecord,
+)
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.postgres.database import PostgresDatabase
 from nexus_grpc.store.sqlite.database import Database
@@ -579,17 +598,27 @@ async def test_a_job_is_queued_in_its_targets_tenant(run):
         uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [mine.id, theirs.id, 999])
         uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, [two.id])
         uow.jobs.enqueue(jobs.RETAIN_PROJECT, [project.id])
+        memory = uow.memories.insert(_memory(), None, "t3").id
+        uow.jobs.enqueue(jobs.INDEX_MEMORY, [memory, 999])
+        summary = uow.summaries.insert(session_id=one.id, project_id=0, content="s").id
+        overview = uow.summaries.insert(session_id=0, project_id=project.id, content="o").id
+        uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary, overview])
+        kinds = (jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION, jobs.RETAIN_PROJECT,
+                 jobs.INDEX_MEMORY, jobs.INDEX_SUMMARY)  # fmt: skip
         return {
             kind: sorted((j.target_id, j.tenant) for j in uow.jobs.claim(kind, 10))
-            for kind in (jobs.EXTRACT_EPISODE, jobs.SUMMARIZE_SESSION, jobs.RETAIN_PROJECT)
-        }, (mine.id, theirs.id, two.id, project.id)
+            for kind in kinds
+        }, (mine.id, theirs.id, two.id, project.id, memory, summary, overview)
 
-    got, (mine, theirs, session, project) = await run(case)
+    got, (mine, theirs, session, project, memory, summary, overview) = await run(case)
     assert got == {
         # A target that is gone has no tenant.
         jobs.EXTRACT_EPISODE: [(mine, "t1"), (theirs, "t2"), (999, "")],
         jobs.SUMMARIZE_SESSION: [(session, "t2")],
         jobs.RETAIN_PROJECT: [(project, "t2")],
+        jobs.INDEX_MEMORY: sorted([(memory, "t3"), (999, "")]),
+        # A summary is its session's tenant's, an overview its project's.
+        jobs.INDEX_SUMMARY: sorted([(summary, "t1"), (overview, "t2")]),
     }
 
 
@@ -895,3 +924,306 @@ async def test_a_users_share_defers_only_that_users_jobs_and_a_resume_frees_them
     assert [j.target_id for j in later] == [ids[2]]
     assert other == []
     assert [j.target_id for j in after] == [ids[2]]
+
+
+def _memory(**given: Any) -> dict[str, Any]:
+    """A memory's values as the domain hands them to ``memories.insert``."""
+    values: dict[str, Any] = {
+        "kind": int(MemoryKind.USER), "title": "t", "content": "c", "tier": int(Tier.LONGTERM),
+        "project_id": 0, "agent_id": "", "user_id": "ann", "session_id": 0,
+        "confidence": 0.9, "metadata": {"k": [1]},
+    }  # fmt: skip
+    values.update(given)
+    return values
+
+
+def _missing(lookup: Callable[[], Any]) -> bool:
+    try:
+        lookup()
+    except NotFound:
+        return True
+    return False
+
+
+async def test_memories_are_stored_found_by_their_owners_retry_key_changed_and_deleted(run):
+    def case(uow):
+        mine = uow.memories.insert(_memory(), "r-1", "t1")
+        shared = uow.memories.insert(
+            _memory(kind=int(MemoryKind.PROJECT), user_id="", project_id=5), "r-1", "t1"
+        )
+        elsewhere = uow.memories.insert(_memory(), "r-1", "t2")
+        keyless = uow.memories.insert(_memory(source="formation"), "", "t1")
+        found = [
+            uow.memories.find_by_request_id(tenant, user, "r-1")
+            for tenant, user in (("t1", "ann"), ("t1", ""), ("t2", "ann"), ("t1", "bob"))
+        ]
+        got = uow.memories.get(mine.id)
+        changed = uow.memories.update(
+            mine.id, {"content": "new", "metadata": {"x": 2}, "tier": int(Tier.SESSION)}
+        )
+        same = uow.memories.update(mine.id, {})
+        uow.memories.delete(shared.id)
+        return (
+            (mine.id, shared.id, elsewhere.id),
+            [None if f is None else f.id for f in found],
+            (got.kind, got.title, got.content, got.tier, got.project_id, got.agent_id,
+             got.user_id, got.session_id, got.confidence, got.metadata, got.request_id,
+             got.tenant, got.source, got.use_count, got.last_used_at, got.expire_at),
+            (keyless.request_id, keyless.source),
+            (changed.content, changed.metadata, changed.tier, changed.updated_at >= got.updated_at,
+             changed.created_at == got.created_at, same.updated_at == changed.updated_at),
+            (uow.memories.find(shared.id), sorted(uow.memories.get_many([mine.id, shared.id, 999])),
+             _missing(lambda: uow.memories.get(shared.id)),
+             _missing(lambda: uow.memories.delete(shared.id)),
+             _missing(lambda: uow.memories.update(999, {"content": "x"}))),
+        )  # fmt: skip
+
+    ids, found, got, keyless, changed, gone = await run(case)
+    mine, shared, elsewhere = ids
+    # A retry key is its owner's: a PROJECT memory's owner has no user.
+    assert found == [mine, shared, elsewhere, None]
+    assert got == (
+        int(MemoryKind.USER), "t", "c", int(Tier.LONGTERM), 0, "", "ann", 0, 0.9, {"k": [1]},
+        "r-1", "t1", "client", 0, None, None,
+    )  # fmt: skip
+    assert keyless == (None, "formation")
+    assert changed == ("new", {"x": 2}, int(Tier.SESSION), True, True, True)
+    assert gone == (None, [mine], True, True, True)
+
+
+async def test_a_scope_sees_its_project_its_user_and_its_session_in_its_tenant_until_expiry(run):
+    P, U = int(MemoryKind.PROJECT), int(MemoryKind.USER)
+    TASK, SESSION, ARCHIVE = int(Tier.TASK), int(Tier.SESSION), int(Tier.ARCHIVE)
+
+    def case(uow):
+        now = time.time()
+        rows = [
+            (_memory(kind=P, user_id="", project_id=5, agent_id="a"), "t1"),  # 1
+            (_memory(kind=P, user_id="", project_id=6), "t1"),  # 2: another project
+            (_memory(project_id=0), "t1"),  # 3: ann's own, everywhere
+            (_memory(project_id=5, agent_id="b"), "t1"),  # 4
+            (_memory(project_id=6), "t1"),  # 5: ann's in another project
+            (_memory(project_id=5, user_id="bob"), "t1"),  # 6
+            (_memory(project_id=5, tier=TASK, session_id=7, content="Seven STARS"), "t1"),  # 7
+            (_memory(project_id=5, tier=TASK, session_id=8), "t1"),  # 8: another session
+            (_memory(project_id=5, tier=SESSION, session_id=0), "t1"),  # 9: outside a session
+            (_memory(project_id=5, tier=ARCHIVE), "t1"),  # 10
+            (_memory(project_id=5, expire_at=now + 50), "t1"),  # 11: expires soon
+            (_memory(project_id=5), "t2"),  # 12: another tenant's ann
+            (_memory(project_id=5, expire_at=now - 10), "t1"),  # 13: expired
+        ]
+        ids = [
+            uow.memories.insert({**v, "title": f"t{n}"}, None, tenant).id
+            for n, (v, tenant) in enumerate(rows, 1)
+        ]
+        number = {memory_id: n for n, memory_id in enumerate(ids, 1)}
+
+        def seen(found) -> list[int]:
+            return [number[m.id] for m in found]
+
+        scope = MemoryScope(project_id=5, user_id="ann", session_id=7)
+        later = now + 100
+        every_tenant = seen(uow.memories.list_visible(scope))
+        token = tenancy.bind(tenancy.Caller("t1"))
+        try:
+            lists = [
+                seen(uow.memories.list_visible(scope)),
+                seen(
+                    uow.memories.list_visible(
+                        MemoryScope(
+                            project_id=5, user_id="ann", session_id=7, include_archived=True
+                        )
+                    )
+                ),
+                seen(
+                    uow.memories.list_visible(
+                        MemoryScope(project_id=5, user_id="ann", agent_id="a")
+                    )
+                ),
+                seen(uow.memories.list_visible(scope, at=later)),
+                seen(uow.memories.list_visible(scope, kind=U)),
+                seen(uow.memories.list_visible(scope, newest_first=True, limit=2)),
+                seen(uow.memories.list_visible(scope, newest_first=True, after_id=ids[8])),
+                seen(uow.memories.list_visible(scope, after_id=ids[2], limit=2)),
+                seen(uow.memories.list_visible(MemoryScope(user_id="ann"))),
+                seen(uow.memories.list_visible(MemoryScope(project_id=5))),
+                # An empty scope sees nothing (on PostgreSQL too: a query, not an error).
+                seen(uow.memories.list_visible(MemoryScope())),
+            ]
+            asked = [ids[n - 1] for n in (1, 2, 6, 8, 10, 11)] + [999]
+            picked = [
+                sorted(number[i] for i in uow.memories.get_visible(asked, scope)),
+                sorted(number[i] for i in uow.memories.get_visible(asked, scope, at=later)),
+                uow.memories.get_visible([], scope),
+            ]
+            sample = uow.memories.scope_sample(scope, 2)
+        finally:
+            tenancy.reset(token)
+        owners = [
+            uow.memories.count_in_cap_scope(P, 5, "a", "", "t1"),
+            uow.memories.count_in_cap_scope(U, 5, "", "ann", "t1"),
+            uow.memories.count_in_cap_scope(U, 5, "", "ann", "t2"),
+            seen(uow.memories.list_in_project(5, "t1", None, 20, now)),
+            seen(uow.memories.list_in_project(5, None, None, 20, later)),
+            seen(uow.memories.list_in_project(5, "t1", ids[6], 2, now)),
+        ]
+        texts = [
+            [number[i] for i, _, _ in uow.memories.texts_of_owner(
+                kind=U, project_id=5, agent_id="", user_id="ann", tier=TASK,
+                session_id=session, tenant="t1", containing=words)]
+            for session, words in ((None, ()), (8, ()), (None, ("seven", "stars")), (None, ("x",)))
+        ]  # fmt: skip
+        return every_tenant, lists, picked, sample, owners, texts
+
+    every_tenant, lists, picked, sample, owners, texts = await run(case)
+    assert every_tenant == [1, 3, 4, 7, 9, 11, 12]  # a caller who sees every tenant
+    assert lists == [
+        [1, 3, 4, 7, 9, 11],
+        [1, 3, 4, 7, 9, 10, 11],
+        [1],
+        [1, 3, 4, 7, 9],
+        [3, 4, 7, 9, 11],
+        [11, 9],
+        [7, 4, 3, 1],
+        [4, 7],
+        [3],
+        [1],
+        [],
+    ]
+    assert picked == [[1, 11], [1], {}]
+    assert sample == ["t11\nc", "t9\nc"]
+    assert owners == [
+        1,
+        4,  # 7, 8, 9 and 11: not 4 (another agent), 10 (archived), 12 (another tenant), 13
+        1,  # 12: another tenant's ann is another user
+        [1, 4, 6, 7, 8, 9, 10, 11],
+        [1, 4, 6, 7, 8, 9, 10, 12],
+        [8, 9],
+    ]
+    assert texts == [[7, 8], [8], [7], []]
+
+
+async def test_usage_is_recorded_per_owner_in_its_memorys_tenant_and_goes_with_the_memory(run):
+    def case(uow):
+        a, b = (uow.memories.insert(_memory(project_id=5), None, "t1").id for _ in range(2))
+        gone = uow.memories.insert(_memory(expire_at=time.time() - 1), None, "t1").id
+        owner = UsageOwner("ann", 5, "t1")
+        first = uow.memories.record_usage(
+            "th-1", owner, "prompt",
+            [UsageRecord(a, 0.9, 1), UsageRecord(b, 0.5, 2), UsageRecord(gone, 0.1, 1),
+             UsageRecord(999, 0.1, 1)],
+        )  # fmt: skip
+        second = uow.memories.record_usage("th-2", owner, "again", [UsageRecord(a, 0.7, 1)])
+        uow.memories.record_usage("th-1", UsageOwner("bob", 5, "t1"), "x", [UsageRecord(b, 0.3, 1)])
+        empty = uow.memories.record_usage("th-3", owner, "none", [])
+
+        def rows(found) -> list[tuple]:
+            return [(u.memory_id, u.thread_id, u.context, u.relevance, u.category) for u in found]
+
+        by_owner = uow.memories.usage_by_owner(owner, None, 10)
+        reads = [
+            rows(uow.memories.usage_by_thread("th-1", owner, None, 10)),
+            rows(uow.memories.usage_by_memory(a, owner, None, 10)),
+            rows(uow.memories.usage_by_memory(b, owner, None, 10)),
+            rows(uow.memories.usage_by_owner(owner, by_owner[0].id, 1)),
+            len(uow.memories.usage_by_owner(UsageOwner("ann", 5), None, 10)),
+            rows(uow.memories.usage_by_owner(UsageOwner("ann", 5, "t2"), None, 10)),
+            sorted(uow.memories.used_in_thread("th-1", owner, [a, b, 999])),
+            sorted(uow.memories.used_in_thread("th-2", owner, [b])),
+            sorted(uow.memories.used_in_thread("", owner, [a])),
+            sorted(uow.memories.used_in_thread("th-1", owner, [])),
+        ]
+        uow.memories.delete(a)
+        left = rows(uow.memories.usage_by_owner(owner, None, 10))
+        return (a, b), (sorted(first), first[a].use_count, first[a].last_used_at is not None,
+                        second[a].use_count, empty), reads, left  # fmt: skip
+
+    (a, b), recorded, reads, left = await run(case)
+    assert recorded == ([a, b], 1, True, 2, {})
+    assert reads == [
+        [(a, "th-1", "prompt", 0.9, 1), (b, "th-1", "prompt", 0.5, 2)],
+        [(a, "th-1", "prompt", 0.9, 1), (a, "th-2", "again", 0.7, 1)],
+        [(b, "th-1", "prompt", 0.5, 2)],  # bob's use is bob's
+        [(b, "th-1", "prompt", 0.5, 2)],
+        3,
+        [],
+        [a, b],
+        [],
+        [],
+        [],
+    ]
+    assert left == [(b, "th-1", "prompt", 0.5, 2)]
+
+
+async def test_a_memorys_history_keeps_each_version_and_a_deletions_purge_time(run):
+    def case(uow):
+        mine = uow.memories.insert(_memory(), None, "t1")
+        other = uow.memories.insert(_memory(), None, "t1")
+        uow.memories.record(mine, UPDATE, ["content"], ChangedBy("r-1", "key-a"))
+        second = uow.memories.update(mine.id, {"content": "v2"})
+        uow.memories.record(second, UPDATE, ["tier"], ChangedBy(reason="merged"), at=123.0)
+        uow.memories.record(other, UPDATE, ["title"], ChangedBy())
+        uow.memories.record_deletion(second, ChangedBy("r-2"), 1000.0)
+        uow.memories.delete(mine.id)
+        history = uow.memories.page(mine.id, None, 10)
+        return (
+            mine, second,
+            [(r.action, r.changed, r.previous.content, r.request_id, r.principal,
+              r.purge_after, r.reason) for r in history],
+            history[0].previous, history[1].changed_at,
+            [r.id for r in uow.memories.page(mine.id, history[0].id, 1)] == [history[1].id],
+            uow.memories.last(mine.id).action, uow.memories.last(999),
+            uow.memories.purge([mine.id, other.id], 999.0),
+            uow.memories.purge([mine.id, other.id], 1000.0),
+            uow.memories.page(mine.id, None, 10), len(uow.memories.page(other.id, None, 10)),
+        )  # fmt: skip
+
+    (
+        mine,
+        second,
+        history,
+        first_kept,
+        at,
+        paged,
+        last,
+        none,
+        early,
+        purged,
+        left,
+        other,
+    ) = await run(case)
+    assert history == [
+        (UPDATE, ["content"], "c", "r-1", "key-a", 1000.0, ""),
+        (UPDATE, ["tier"], "v2", "", "", 1000.0, "merged"),
+        (DELETE, [], "v2", "r-2", "", 1000.0, ""),
+    ]
+    assert first_kept == mine  # the whole version, as it was
+    assert (at, paged, last, none) == (123.0, True, DELETE, None)
+    # Only a deleted memory's history is purged, and not before its time.
+    assert (early, purged, left, other) == (0, 3, [], 1)
+
+
+async def test_formations_candidates_and_a_selections_answer_are_kept_for_their_retry(run):
+    def case(uow):
+        session = uow.sessions.insert("s", "", 0, {}, "t1")
+        episode = uow.episodes.insert(session.id, "hi", "", {}, None).id
+        before = uow.memories.candidates_of(episode)
+        uow.memories.put_candidates(episode, [{"title": "x", "n": 1}])
+        uow.memories.put_candidates(episode, [{"title": "y", "tags": ["a"]}])
+        key = SelectionKey("t1", "ann", 5, "req-1")
+        answer = SelectionAnswer([SelectionPick(3, 0.5, 1, False)], "llm", "", 2)
+        unanswered = uow.memories.find_selection(key)
+        uow.memories.insert_selection(key, "abc", answer)
+        return (
+            before,
+            uow.memories.candidates_of(episode),
+            unanswered,
+            uow.memories.find_selection(key) == ("abc", answer),
+            [uow.memories.find_selection(SelectionKey(*k))
+             for k in (("t2", "ann", 5, "req-1"), ("t1", "bob", 5, "req-1"),
+                       ("t1", "ann", 6, "req-1"), ("t1", "ann", 5, "req-2"))],
+        )  # fmt: skip
+
+    assert await run(case) == (
+        None, [{"title": "y", "tags": ["a"]}], None, True, [None, None, None, None],
+    )  # fmt: skip
