@@ -1375,6 +1375,38 @@ class FakeEvents:
         return len(gone)
 
 
+class FakeErasures:
+    """Of what an erasure needs of the store, what an ordinary delete uses:
+    the formation events that name a memory, to scrub its words from them."""
+
+    def __init__(self, memories: FakeMemories, events: FakeEvents) -> None:
+        self._memories = memories
+        self._events = events
+
+    def events_naming_memories(self, memory_ids: Sequence[int]) -> list[tuple[int, dict[str, Any]]]:
+        """As the store's: the events of the episodes that formed these
+        memories (``source_episode_id``) or changed them (their history)."""
+        wanted = set(memory_ids)
+        episodes = {
+            m.source_episode_id
+            for m in self._memories.rows.values()
+            if m.id in wanted and m.source_episode_id is not None
+        } | {
+            r.episode_id
+            for r in self._memories.history.values()
+            if r.memory_id in wanted and r.episode_id is not None
+        }
+        return [
+            (event.id, copy.deepcopy(event.payload))
+            for event, _ in (self._events.rows[i] for i in sorted(self._events.rows))
+            if event.episode_id in episodes
+        ]
+
+    def rewrite_event(self, event_id: int, payload: dict[str, Any]) -> None:
+        event, tenant = self._events.rows[event_id]
+        self._events.rows[event_id] = (replace(event, payload=copy.deepcopy(payload)), tenant)
+
+
 class FakeUsage:
     """The LLM's account, and the tenants of LLM jobs' targets."""
 
@@ -1529,6 +1561,7 @@ class FakeUnitOfWork:
     usage: FakeUsage = field(init=False)
     summaries: FakeSummaries = field(init=False)
     events: FakeEvents = field(init=False)
+    erasures: FakeErasures = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
@@ -1539,6 +1572,7 @@ class FakeUnitOfWork:
         self.summaries = FakeSummaries(self.projects, self.sessions, self.episodes)
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
+        self.erasures = FakeErasures(self.memories, self.events)
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

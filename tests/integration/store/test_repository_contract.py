@@ -1227,3 +1227,32 @@ async def test_formations_candidates_and_a_selections_answer_are_kept_for_their_
     assert await run(case) == (
         None, [{"title": "y", "tags": ["a"]}], None, True, [None, None, None, None],
     )  # fmt: skip
+
+
+async def test_a_deleted_memorys_words_are_found_in_the_formation_events_that_name_it(run):
+    def case(uow):
+        session = uow.sessions.insert("s", "", 0, {}, "t1")
+        formed_in, changed_in, elsewhere = (
+            uow.episodes.insert(session.id, f"e{i}", "", {}, None).id for i in range(3)
+        )
+        memory = uow.memories.insert(
+            _memory(source="formation", source_episode_id=formed_in), None, "t1"
+        )
+        other = uow.memories.insert(_memory(content="other"), None, "t1")
+        uow.memories.record(memory, UPDATE, ["content"], ChangedBy(episode_id=changed_in))
+        uow.memories.record(other, UPDATE, ["content"], ChangedBy(episode_id=elsewhere))
+        said = {"formation": {"operations": [{"memory_id": memory.id, "content": "secret"}]}}
+        events = [
+            uow.events.insert(episode, session.id, 0, EXTRACTION_DONE, payload=said)
+            for episode in (formed_in, changed_in, elsewhere)
+        ]
+        named = sorted(uow.erasures.events_naming_memories([memory.id]))
+        none = uow.erasures.events_naming_memories([999])
+        uow.erasures.rewrite_event(events[0], {"formation": {"operations": []}})
+        after = [e.payload for e in uow.events.page_after(0, EventFilter(), 10)]
+        return events, named, none, after, said
+
+    events, named, none, after, said = await run(case)
+    assert named == [(events[0], said), (events[1], said)]
+    assert none == []
+    assert after == [{"formation": {"operations": []}}, said, said]
