@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.postgres.database import PostgresDatabase
 from nexus_grpc.store.sqlite.database import Database
 from tests.fakes import FakeUnitOfWork
+from tests.test_seam_calls import SEAM, called, declared
 
 Case = Callable[[Any], Any]
 
@@ -72,6 +74,23 @@ async def run(request, tmp_path):
         yield on_store
     finally:
         await db.close()
+
+
+def test_every_seam_method_a_fake_keeps_is_run_here_on_all_three():
+    """A fake method no case here runs could answer otherwise than the store
+    unseen: each one the fakes keep is called by a case (and so runs on the
+    fake, SQLite and PostgreSQL)."""
+    members = declared(SEAM.read_text())
+    run_here = called([Path(__file__).read_text()], set(members))
+    uow = FakeUnitOfWork()
+    kept = {
+        (member, method)
+        for member, methods in members.items()
+        for method in methods
+        if hasattr(getattr(uow, member, None), method)
+    }
+    assert len(kept) > 100
+    assert sorted(kept - run_here) == []
 
 
 async def test_projects_keep_their_settings_and_their_tenant(run):
@@ -443,15 +462,26 @@ async def test_failed_extractions_are_listed_by_tenant_with_their_sessions_user(
             uow.episodes.set_extract_state(episode.id, JobState.FAILED, "model away")
             made.append(episode.id)
         uow.episodes.set_memory_pending([made[0]])
+        uow.episodes.set_memory_state(made[1], JobState.FAILED, "no model")
+        uow.episodes.set_memory_state(made[2], JobState.DONE)
+        uow.episodes.set_memory_state(made[2], None)
         listed = uow.episodes.failed_extractions("t1")
-        first = uow.episodes.get(made[0])
-        return listed == [(made[0], "ann"), (made[1], "")], (
-            first.extract_state,
-            first.extract_error,
-            first.memory_state,
+        first, second, third = (uow.episodes.get(i) for i in made)
+        return (
+            listed == [(made[0], "ann"), (made[1], "")],
+            (
+                first.extract_state,
+                first.extract_error,
+                first.memory_state,
+            ),
+            (second.memory_state, second.memory_error, third.memory_state, third.memory_error),
         )
 
-    assert await run(case) == (True, (JobState.FAILED, "model away", JobState.PENDING))
+    assert await run(case) == (
+        True,
+        (JobState.FAILED, "model away", JobState.PENDING),
+        (JobState.FAILED, "no model", None, ""),
+    )
 
 
 async def test_a_summary_reads_how_far_a_session_got(run):
