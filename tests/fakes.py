@@ -61,6 +61,7 @@ from nexus_grpc.core.records import (
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
+from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
 from nexus_grpc.store.selections import KEEP_SECONDS
 from nexus_grpc.store.usage import DEFER_SWEEP
 
@@ -74,6 +75,9 @@ class FakeProjects:
     def __init__(self) -> None:
         self.rows: dict[int, Project] = {}
         self._next = _ids()
+        # Set by FakeUnitOfWork (the owners read memories and sessions).
+        self.memories: FakeMemories
+        self.sessions: FakeSessions
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
         held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
@@ -89,6 +93,10 @@ class FakeProjects:
             id=next(self._next),
             name=values.get("name", ""),
             description=values.get("description", ""),
+            colour=values.get("colour", ""),
+            icon=values.get("icon", ""),
+            notes=values.get("notes", ""),
+            system_prompt=values.get("system_prompt", ""),
             created_at=at,
             updated_at=at,
             retention=values.get("retention"),
@@ -108,6 +116,50 @@ class FakeProjects:
                 resource_name=project_id,
             )
         return project
+
+    def list_page(
+        self, after_id: int | None, limit: int, tenant: str | None = None
+    ) -> list[Project]:
+        return [
+            p
+            for _, p in sorted(self.rows.items())
+            if p.id > (after_id or 0) and tenant in (None, p.tenant)
+        ][:limit]
+
+    def update(
+        self, project_id: int, changes: Mapping[str, Any], tenant: str | None = None
+    ) -> Project:
+        """As the store's: a rename to a name the tenant holds is refused,
+        naming the project that holds it."""
+        project = self.get(project_id, tenant)
+        name = changes.get("name", project.name)
+        held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (project.tenant, name)]
+        if name != project.name and held:
+            raise AlreadyExists(
+                f"a project named {name!r} already exists in this tenant: project {held[0]}",
+                details=(ResourceInfo("project", str(held[0])),),
+            )
+        if changes:
+            values = {c: v for c, v in changes.items() if c in PROJECT_COLUMNS}
+            if "single_valued_labels" in values:
+                labels = values["single_valued_labels"]
+                values["single_valued_labels"] = tuple(labels) if labels else None
+            self.rows[project_id] = replace(project, **values, updated_at=time.time())
+        return self.rows[project_id]
+
+    def user_memory_owners(self, project_id: int) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for m in self.memories.rows.values():
+            if m.project_id == project_id and m.kind == MemoryKind.USER:
+                found[m.user_id] = found.get(m.user_id, 0) + 1
+        return found
+
+    def session_users(self, project_id: int) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for session in self.sessions.rows.values():
+            if project_id and session.project_id == project_id and session.user_id:
+                found[session.user_id] = found.get(session.user_id, 0) + 1
+        return found
 
     def exists(self, project_id: int, tenant: str | None = None) -> bool:
         project = self.rows.get(project_id)
@@ -137,6 +189,7 @@ class FakeSessions:
         # Set by FakeUnitOfWork (retention reads the project and the episodes).
         self.projects: FakeProjects
         self.episodes: FakeEpisodes
+        self.memories: FakeMemories
 
     def insert(
         self,
@@ -247,6 +300,14 @@ class FakeSessions:
             values["metadata"] = dict(values["metadata"])
         self.rows[session_id] = replace(session, **values)
         return self.rows[session_id]
+
+    def task_memory_owners(self, session_id: int) -> dict[str, int]:
+        """The session's TASK-tier USER memories, counted by user."""
+        found: dict[str, int] = {}
+        for m in self.memories.rows.values():
+            if (m.session_id, m.tier, m.kind) == (session_id, Tier.TASK, MemoryKind.USER):
+                found[m.user_id] = found.get(m.user_id, 0) + 1
+        return found
 
     def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
         found = sorted(
@@ -1573,6 +1634,8 @@ class FakeUnitOfWork:
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
         self.erasures = FakeErasures(self.memories, self.events)
+        self.projects.memories, self.projects.sessions = self.memories, self.sessions
+        self.sessions.memories = self.memories
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

@@ -142,6 +142,98 @@ async def test_a_project_name_is_taken_once_per_tenant_and_the_refusal_names_its
     assert f"a project named 'Atlas' already exists in this tenant: project {first}" in message
 
 
+async def test_projects_are_paged_per_tenant_changed_and_renamed_only_to_a_free_name(run):
+    def case(uow):
+        made = [
+            uow.projects.insert({"name": name, "colour": "teal", "notes": "n"}, tenant)
+            for name, tenant in (("a", "t1"), ("b", "t2"), ("c", "t1"), ("d", "t1"))
+        ]
+        a, b, c, d = (p.id for p in made)
+        pages = [
+            [p.name for p in uow.projects.list_page(None, 10, "t1")],
+            [p.name for p in uow.projects.list_page(a, 1, "t1")],
+            [p.name for p in uow.projects.list_page(None, 10)],
+        ]
+        changed = uow.projects.update(
+            a,
+            {"description": "about", "retention": 60.0, "single_valued_labels": ["owns"],
+             "system_prompt": "be brief"},
+            "t1",
+        )  # fmt: skip
+        cleared = uow.projects.update(a, {"single_valued_labels": [], "retention": None})
+        renamed = uow.projects.update(c, {"name": "b"}, "t1").name  # t2's b is not t1's
+        try:
+            uow.projects.update(d, {"name": "a"}, "t1")
+            refused: Any = None
+        except AlreadyExists as exc:
+            [held] = exc.details
+            refused = (held.resource_name, exc.message)
+        same_name = uow.projects.update(d, {"name": "d", "icon": "star"}).icon
+        other_tenant = _missing(lambda: uow.projects.update(b, {"notes": "x"}, "t1"))
+        return (
+            (a, b, c, d), pages,
+            (changed.description, changed.retention, changed.single_valued_labels,
+             changed.system_prompt, changed.colour, changed.notes, changed.name,
+             changed.updated_at >= made[0].updated_at, changed.created_at == made[0].created_at),
+            (cleared.single_valued_labels, cleared.retention, cleared.description),
+            renamed, refused, same_name, other_tenant,
+        )  # fmt: skip
+
+    ids, pages, changed, cleared, renamed, refused, same_name, other_tenant = await run(case)
+    a = ids[0]
+    assert pages == [["a", "c", "d"], ["c"], ["a", "b", "c", "d"]]
+    assert changed == (
+        "about", 60.0, ("owns",), "be brief", "teal", "n", "a", True, True,
+    )  # fmt: skip
+    assert cleared == (None, None, "about")
+    assert renamed == "b"
+    assert refused[0] == str(a)
+    assert f"a project named 'a' already exists in this tenant: project {a}" in refused[1]
+    assert (same_name, other_tenant) == ("star", True)
+
+
+async def test_a_projects_users_are_counted_from_its_sessions_and_memories(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1").id
+        other = uow.projects.insert({"name": "q"}, "t1").id
+        sessions = [
+            uow.sessions.insert(f"s{i}", "", pid, {}, "t1", user_id=user).id
+            for i, (pid, user) in enumerate(
+                ((project, "ann"), (project, "ann"), (project, "bob"), (project, ""),
+                 (other, "ann"))
+            )
+        ]  # fmt: skip
+        task = int(Tier.TASK)
+        for values in (
+            _memory(project_id=project, user_id="ann"),
+            _memory(project_id=project, user_id="ann", tier=task, session_id=sessions[0]),
+            _memory(project_id=project, user_id="carol", tier=task, session_id=sessions[0]),
+            _memory(project_id=other, user_id="ann", tier=task, session_id=sessions[1]),
+            _memory(kind=int(MemoryKind.PROJECT), user_id="", project_id=project, tier=task,
+                    session_id=sessions[0]),
+        ):  # fmt: skip
+            uow.memories.insert(values, None, "t1")
+        return (
+            uow.projects.session_users(project),
+            uow.projects.session_users(other),
+            uow.projects.user_memory_owners(project),
+            uow.projects.user_memory_owners(999),
+            uow.sessions.task_memory_owners(sessions[0]),
+            uow.sessions.task_memory_owners(sessions[1]),
+            uow.sessions.task_memory_owners(sessions[2]),
+        )
+
+    assert await run(case) == (
+        {"ann": 2, "bob": 1},  # a session with no user is no one's
+        {"ann": 1},
+        {"ann": 2, "carol": 1},  # PROJECT memories have no user
+        {},
+        {"ann": 1, "carol": 1},
+        {"ann": 1},
+        {},
+    )
+
+
 async def test_another_tenants_project_or_session_answers_as_a_missing_one(run):
     def case(uow):
         project = uow.projects.insert({"name": "p"}, "t1")
