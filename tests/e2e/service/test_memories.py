@@ -202,7 +202,7 @@ async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(ha
     punctuation aside, answers with that memory, says so in x-nexus-existing,
     and stores nothing."""
     h = harness
-    p1, p2, s1, s2 = await setup_world(h)
+    p1, *_ = await setup_world(h)
     fact = {"kind": P, "project_id": p1, "title": "Postgres port", "tier": LONGTERM}
     call = h.memory.CreateMemory(
         memory_pb2.CreateMemoryRequest(
@@ -225,60 +225,8 @@ async def test_the_same_words_in_the_same_tier_and_owner_are_not_stored_twice(ha
         f"memory {first.id} already holds these words"
         in dict(await call.trailing_metadata())["x-nexus-existing"]
     )
-
-    # Beyond ASCII too (SQLite's lower() folds only ASCII; the words compared
-    # are Python's).
-    def lives(content: str) -> memory_pb2.CreateMemoryRequest:
-        return memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(
-                kind=U, user_id="bob", title="Wohnort", tier=LONGTERM, content=content
-            )
-        )
-
-    home = await h.memory.CreateMemory(lives("Ich wohne in MÜNCHEN."))
-    assert (await h.memory.CreateMemory(lives("ich wohne in münchen"))).id == home.id
-    assert (await h.memory.CreateMemory(lives("Ich wohne in Köln."))).id != home.id
-
-    # Anything else that differs is another memory: the words, the tier, the
-    # owner (project, agent, user; the origin session for TASK and SESSION).
-    others = [
-        {**fact, "content": "Postgres runs on port 5434"},
-        {**fact, "content": "Postgres runs on port 5433", "tier": ARCHIVE},
-        {**fact, "content": "Postgres runs on port 5433", "project_id": p2},
-        {**fact, "content": "Postgres runs on port 5433", "agent_id": "other-agent"},
-        {**fact, "content": "Postgres runs on port 5433", "kind": U, "user_id": "bob"},
-        {**fact, "content": "Postgres runs on port 5433", "tier": TASK, "session_id": s1},
-        {**fact, "content": "Postgres runs on port 5433", "tier": TASK, "session_id": s2},
-    ]
-    ids = {first.id}
-    for values in others:
-        made = await h.memory.CreateMemory(
-            memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**values))
-        )
-        assert made.id not in ids, values
-        ids.add(made.id)
-    # ... and each of those is itself not stored twice.
-    for values in others:
-        repeat = await h.memory.CreateMemory(
-            memory_pb2.CreateMemoryRequest(memory=memory_pb2.Memory(**values))
-        )
-        assert repeat.id in ids
-    listed = await h.memory.ListMemories(
-        memory_pb2.ListMemoriesRequest(
-            scope=memory_pb2.MemoryScope(project_id=p1, session_id=s1), page_size=100
-        )
-    )
-    # The longterm fact, the other agent's, and s1's task memory.
-    assert len([m for m in listed.memories if "5433" in m.content]) == 3
-
-    # A deleted memory holds nothing: the same words are stored again.
-    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=first.id))
-    anew = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(**fact, content="Postgres runs on port 5433.")
-        )
-    )
-    assert anew.id not in ids
+    # The rule's other cases (beyond ASCII, what else differs, a deleted memory):
+    # tests/unit/test_memory_same_words.py.
 
 
 async def test_user_memory_needs_its_owner_for_get_update_delete(harness):
