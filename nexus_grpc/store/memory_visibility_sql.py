@@ -28,7 +28,8 @@ def sql_where(
         owners.append(f"({a}kind = ? AND {a}user_id = ? AND {a}project_id IN (0, ?))")
         params += [int(MemoryKind.USER), scope.user_id, scope.project_id]
     if not owners:
-        return "0", ()
+        # A boolean on both: PostgreSQL refuses an integer where AND wants one.
+        return "1 = 0", ()
     tenant = tenancy.visible()
     shared = scope.shared_tiers()
     clause = (

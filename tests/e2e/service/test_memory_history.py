@@ -111,57 +111,6 @@ async def test_updates_and_delete_keep_each_previous_version(harness):
     assert seen == [r.id for r in revs]
 
 
-async def test_history_follows_get_memory_ownership(harness):
-    h = harness
-    project = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
-    )
-    session = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
-    )
-    mine = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(kind=U, user_id="alice", title="t", content="c")
-        )
-    )
-    task = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(
-                kind=P,
-                project_id=project.id,
-                session_id=session.id,
-                tier=memory_pb2.TIER_TASK,
-                title="t",
-                content="c",
-            )
-        )
-    )
-    for mem, user, ses in ((mine, "alice", 0), (task, "", session.id)):
-        await h.memory.UpdateMemory(
-            memory_pb2.UpdateMemoryRequest(
-                memory=memory_pb2.Memory(id=mem.id, content="c2"),
-                update_mask=FieldMask(paths=["content"]),
-                user_id=user,
-                session_id=ses,
-            )
-        )
-        assert len((await history(h, mem.id, user, ses)).revisions) == 1
-    # Anyone else reads it as a memory that does not exist, live or deleted.
-    for attempt in (
-        history(h, mine.id, "bob"),
-        history(h, mine.id),
-        history(h, task.id, session_id=session.id + 1000),
-        history(h, task.id),
-        history(h, 10**9, "alice"),
-    ):
-        code, _ = await code_of(attempt)
-        assert code == grpc.StatusCode.NOT_FOUND
-    await h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=mine.id, user_id="alice"))
-    assert len((await history(h, mine.id, "alice")).revisions) == 2
-    code, _ = await code_of(history(h, mine.id, "bob"))
-    assert code == grpc.StatusCode.NOT_FOUND
-
-
 async def test_bad_history_requests_are_invalid_and_name_the_field(harness):
     h = harness
     for request, field in (

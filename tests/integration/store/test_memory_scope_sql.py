@@ -107,7 +107,7 @@ def test_tenant_and_expiry_narrow_the_rows(stored):
 
 
 def test_a_scope_must_name_a_project_or_a_user():
-    assert sql_where(MemoryScope()) == ("0", ())
+    assert sql_where(MemoryScope()) == ("1 = 0", ())
     with pytest.raises(InvalidArgument, match="needs a project_id or a user_id") as err:
         check_scope(MemoryScope(session_id=3))
     assert {d.field for d in err.value.details} == {"scope.project_id", "scope.user_id"}
