@@ -28,6 +28,7 @@ from nexus_grpc.core.graph import (
     CandidateRow,
     Entity,
     EntityAlias,
+    EntityEpisode,
     EntityMerge,
     Evidence,
     Graph,
@@ -867,7 +868,7 @@ class ErasureRepository(Protocol):
 
     def graph_of_episodes(
         self, ids: Sequence[int]
-    ) -> tuple[list[int], list[Evidence], list[int]]: ...
+    ) -> tuple[list[EntityEpisode], list[EntityAlias], list[Evidence], list[int]]: ...
 
     def user_holds(self, tenant: str, user_id: str, project_id: int) -> Counts: ...
 

@@ -165,11 +165,15 @@ def _revisions(uow: UnitOfWork, memory_id: int, after: int | None) -> list[Revis
 
 
 def _graph(uow: UnitOfWork, ids: Sequence[int]) -> list[UserExportItem]:
-    """The entities these episodes mention, the relationships they asserted
-    or ended, and the evidence they gave."""
-    entity_ids, evidence, relationship_ids = uow.erasures.graph_of_episodes(ids)
+    """The entities these episodes mention, with each mention and the aliases
+    they gave; the relationships they asserted or ended, and the evidence
+    they gave."""
+    mentions, aliases, evidence, relationship_ids = uow.erasures.graph_of_episodes(ids)
+    entity_ids = sorted({m.entity_id for m in mentions})
     entities = uow.graph.get_entities(entity_ids)
     items: list[UserExportItem] = [entities[i] for i in entity_ids if i in entities]
+    items += mentions
+    items += aliases
     items += uow.graph.get_relationships(relationship_ids)
     items += evidence
     return items

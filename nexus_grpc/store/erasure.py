@@ -22,12 +22,13 @@ from typing import Any
 from nexus_grpc.core import erasure as e
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core.erasure import Alias, Counts, EpisodeFallout, Erasure, Target
-from nexus_grpc.core.graph import Evidence
+from nexus_grpc.core.graph import EntityAlias, EntityEpisode, Evidence
 from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.core.records import MemoryUsage
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import dialect, jobs
 from nexus_grpc.store.episodes import refresh_neighbours
+from nexus_grpc.store.graph import ALIAS_COLUMNS
 from nexus_grpc.store.sql import now
 
 _COLUMNS = (
@@ -256,16 +257,27 @@ class ErasureStore:
             for r in rows
         ]
 
-    def graph_of_episodes(self, ids: Sequence[int]) -> tuple[list[int], list[Evidence], list[int]]:
-        """What the graph holds from these episodes: the entities they mention,
-        the evidence they gave, and the relationships they asserted or ended."""
+    def graph_of_episodes(
+        self, ids: Sequence[int]
+    ) -> tuple[list[EntityEpisode], list[EntityAlias], list[Evidence], list[int]]:
+        """What the graph holds from these episodes: their mentions of
+        entities, the aliases they gave, the evidence they gave, and the
+        relationships they asserted or ended."""
         members = _ids(ids)
         ints = self._ints
-        entities = [
-            int(r[0])
+        mentions = [
+            EntityEpisode(int(r[0]), int(r[1]))
             for r in self.conn.execute(
-                "SELECT DISTINCT entity_id FROM entity_episodes"
-                f" WHERE episode_id IN (SELECT value FROM {ints}) ORDER BY entity_id",
+                "SELECT entity_id, episode_id FROM entity_episodes"
+                f" WHERE episode_id IN (SELECT value FROM {ints}) ORDER BY entity_id, episode_id",
+                (members,),
+            )
+        ]
+        aliases = [
+            EntityAlias(*r)
+            for r in self.conn.execute(
+                f"SELECT {ALIAS_COLUMNS} FROM entity_aliases"
+                f" WHERE episode_id IN (SELECT value FROM {ints}) ORDER BY id",
                 (members,),
             )
         ]
@@ -286,7 +298,7 @@ class ErasureStore:
                 (members, members),
             )
         ]
-        return entities, evidence, relationships
+        return mentions, aliases, evidence, relationships
 
     def user_holds(self, tenant: str, user_id: str, project_id: int) -> Counts:
         """What the user holds in the tenant (or the project): sessions,

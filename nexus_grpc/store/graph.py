@@ -71,7 +71,7 @@ _REL_FIELDS = (
     "ended_by",
 )
 REL_COLUMNS = ", ".join(_REL_FIELDS)
-_ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
+ALIAS_COLUMNS = "id, entity_id, name, norm, method, score, episode_id, created_at"
 
 
 def _when_clause(when: When, alias: str) -> tuple[str, tuple[float, ...]]:
@@ -470,7 +470,7 @@ def list_aliases(
     conn: Connection, entity_id: int, after_id: int | None, limit: int
 ) -> list[EntityAlias]:
     rows = conn.execute(
-        f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE entity_id = ? AND id > ?"
+        f"SELECT {ALIAS_COLUMNS} FROM entity_aliases WHERE entity_id = ? AND id > ?"
         " ORDER BY id LIMIT ?",
         (entity_id, after_id or 0, limit),
     ).fetchall()
@@ -481,7 +481,7 @@ def aliases_in_project(
     conn: Connection, project_id: int, after_id: int | None, limit: int
 ) -> list[EntityAlias]:
     rows = conn.execute(
-        f"SELECT {_ALIAS_COLUMNS} FROM entity_aliases WHERE project_id = ? AND session_id = 0"
+        f"SELECT {ALIAS_COLUMNS} FROM entity_aliases WHERE project_id = ? AND session_id = 0"
         " AND id > ? ORDER BY id LIMIT ?",
         (project_id, after_id or 0, limit),
     ).fetchall()

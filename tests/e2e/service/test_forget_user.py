@@ -142,6 +142,8 @@ async def test_export_user_holds_their_words_and_none_of_the_other_users(world: 
     text = "\n".join(str(r) for r in records)
     kinds = {r.WhichOneof("record") for r in records}
     assert {"session", "episode", "memory", "entity", "relationship_evidence"} <= kinds
+    # Each mention of an entity in their episodes, not only the entity.
+    assert "entity_episode" in kinds
     for path in ("episode", "reply", "imported", "memory", "formed_user", "entity"):
         assert world.words["alice"][path] in text, path
     assert not any(w in text for w in world.words["bob"].values())
