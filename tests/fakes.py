@@ -33,6 +33,7 @@ from nexus_grpc.core.graph import (
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
+    Backlog,
     Episode,
     JobState,
     MemoryKind,
@@ -319,12 +320,25 @@ class FakeSessions:
 
 
 class FakeEpisodes:
+    """Episodes and their job states, in their sessions' tenants and projects.
+
+    Not faked: the keyword index (``keyword_search``, ``keyword_matching``,
+    ``snippets``): each store matches and ranks with its own full-text engine
+    (FTS5's bm25 over the turn and its neighbours' context, PostgreSQL's
+    ts_rank), which a fake could only imitate with made-up scores; a rule that
+    needs them has a whole-server test. Nor a project being deleted
+    (``projects.deleting``, which hides its sessions' episodes): the fakes'
+    projects have no such state.
+    """
+
     def __init__(self, sessions: FakeSessions, jobs: FakeJobs) -> None:
         self.rows: dict[int, Episode] = {}
         self.request_ids: dict[int, str | None] = {}
         self._sessions = sessions
         self._jobs = jobs
         self._next = _ids()
+        # Set by FakeUnitOfWork (the summaries are made after the episodes).
+        self.summaries: FakeSummaries | None = None
 
     def insert(
         self,
@@ -368,7 +382,7 @@ class FakeEpisodes:
                 acts_for=row.acts_for,
             )
             self.rows[episode.id] = episode
-            self.request_ids[episode.id] = row.request_id
+            self.request_ids[episode.id] = row.request_id or None
             made.append(episode.id)
         return made
 
@@ -382,12 +396,16 @@ class FakeEpisodes:
     def summary_progress(
         self, session_id: int, enough_episodes: int, enough_chars: int
     ) -> SummaryProgress:
-        """As the store's, with no summaries stored: every episode is new."""
+        """As the store's: new episodes are those after the last one a summary
+        of the session covers; the characters are the session's first turns'."""
         if self._jobs.pending_job(job_kinds.SUMMARIZE_SESSION, session_id) is not None:
             return SummaryProgress(True, 0, 0)
-        mine = sorted((e for e in self.rows.values() if e.session_id == session_id),
-                      key=lambda e: e.id)  # fmt: skip
-        new = min(len(mine), enough_episodes)
+        summaries = [] if self.summaries is None else self.summaries.rows.values()
+        covered = max(
+            (r.last_episode_id for r in summaries if r.session_id == session_id), default=0
+        )
+        mine = self._of_session(session_id)
+        new = min(sum(1 for e in mine if e.id > covered), enough_episodes)
         if new < enough_episodes:
             return SummaryProgress(False, new, 0)
         first = mine[: enough_chars + 1]
@@ -422,7 +440,7 @@ class FakeEpisodes:
 
     def set_extract_state(self, episode_id: int, state: JobState, error: str = "") -> None:
         episode = self.rows[episode_id]
-        self.rows[episode_id] = replace(episode, extract_state=state, extract_error=error)
+        self.rows[episode_id] = replace(episode, extract_state=state, extract_error=error[:2000])
 
     def set_memory_state(self, episode_id: int, state: JobState | None, error: str = "") -> None:
         episode = self.rows[episode_id]
@@ -435,6 +453,110 @@ class FakeEpisodes:
             if episode.extract_state == JobState.FAILED and session.tenant == tenant:
                 found.append((episode.id, session.user_id))
         return found
+
+    def _of_session(self, session_id: int) -> list[Episode]:
+        return [self.rows[i] for i in sorted(self.rows) if self.rows[i].session_id == session_id]
+
+    def _of_project(self, project_id: int) -> list[Episode]:
+        sessions = set(self._sessions.project_session_ids(project_id))
+        return [self.rows[i] for i in sorted(self.rows) if self.rows[i].session_id in sessions]
+
+    def list_for_session(
+        self,
+        session_id: int,
+        after_id: int = 0,
+        limit: int = 10_000,
+        *,
+        since: float | None = None,
+    ) -> list[Episode]:
+        """Oldest first; ``since``: none that happened before it."""
+        return [
+            e
+            for e in self._of_session(session_id)
+            if e.id > after_id and (since is None or e.occur_at >= since)
+        ][:limit]
+
+    def list_page(
+        self, session_id: int, before_id: int | None, limit: int, since: float | None = None
+    ) -> list[Episode]:
+        """Newest first, below ``before_id``."""
+        return [
+            e
+            for e in reversed(self._of_session(session_id))
+            if (before_id is None or e.id < before_id) and (since is None or e.occur_at >= since)
+        ][:limit]
+
+    def sessions_of(self, ids: Sequence[int]) -> dict[int, int]:
+        return {i: self.rows[i].session_id for i in ids if i in self.rows}
+
+    def scope_of(self, episode_id: int) -> tuple[int, int] | None:
+        episode = self.rows.get(episode_id)
+        session = None if episode is None else self._sessions.rows.get(episode.session_id)
+        return None if session is None else (session.id, session.project_id or 0)
+
+    def occur_at_of(self, episode_id: int) -> float | None:
+        episode = self.rows.get(episode_id)
+        return None if episode is None else episode.occur_at
+
+    def oldest_in_project(self, project_id: int) -> float | None:
+        return min((e.occur_at for e in self._of_project(project_id)), default=None)
+
+    def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
+        return [e.id for e in self._of_project(project_id) if e.occur_at < cutoff][:limit]
+
+    def retention_cutoff(self, session_id: int, at: float) -> float | None:
+        """The oldest occur_at the session's project keeps at ``at``; None: all."""
+        session = self._sessions.rows.get(session_id)
+        project = None if session is None else self._sessions.projects.rows.get(session.project_id)
+        return None if project is None or project.retention is None else at - project.retention
+
+    def scope_sample(self, session_ids: Sequence[int], limit: int) -> list[str]:
+        """The texts of up to ``limit`` of these sessions' newest episodes."""
+        wanted = set(session_ids)
+        newest = [self.rows[i] for i in sorted(self.rows, reverse=True)]
+        return [f"{e.user_message}\n{e.ai_response}" for e in newest if e.session_id in wanted][
+            :limit
+        ]
+
+    def backlog(self, session_ids: Sequence[int]) -> Backlog:
+        wanted = set(session_ids)
+        mine = [e for e in self.rows.values() if e.session_id in wanted]
+        return Backlog(
+            len(mine),
+            sum(1 for e in mine if e.embed_state == JobState.PENDING),
+            sum(1 for e in mine if e.extract_state == JobState.PENDING),
+            sum(1 for e in mine if e.memory_state == JobState.PENDING),
+        )
+
+    def formation_ahead(self, episode: Episode) -> int | None:
+        """An episode of the same session that happened earlier (or at the same
+        time and was stored first) and still waits for its formation. The
+        store names any one of them (its query has no order): this, the first."""
+        for e in self._of_session(episode.session_id):
+            if e.memory_state == JobState.PENDING and (e.occur_at, e.id) < (
+                episode.occur_at,
+                episode.id,
+            ):
+                return e.id
+        return None
+
+    def set_embed_state(self, ids: Sequence[int], state: JobState, error: str = "") -> None:
+        for i in ids:
+            if i in self.rows:
+                self.rows[i] = replace(self.rows[i], embed_state=state, embed_error=error[:2000])
+
+    def mark_indexed_before(self, before: float) -> None:
+        """After a full rebuild: every episode made by ``before`` is indexed."""
+        for i, e in self.rows.items():
+            if e.created_at <= before:
+                self.rows[i] = replace(e, embed_state=JobState.DONE, embed_error="")
+
+    def reset_failed_extractions(self) -> list[int]:
+        """Every failed extraction pending again; their ids."""
+        failed = sorted(i for i, e in self.rows.items() if e.extract_state == JobState.FAILED)
+        for i in failed:
+            self.rows[i] = replace(self.rows[i], extract_state=JobState.PENDING, extract_error="")
+        return failed
 
 
 @dataclass
@@ -1631,6 +1753,7 @@ class FakeUnitOfWork:
         self.sessions.projects, self.sessions.episodes = self.projects, self.episodes
         self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
         self.summaries = FakeSummaries(self.projects, self.sessions, self.episodes)
+        self.episodes.summaries = self.summaries
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
         self.erasures = FakeErasures(self.memories, self.events)
