@@ -22,6 +22,7 @@ from typing import Any
 
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
 from nexus_grpc.core.graph import (
     CURRENT,
     Entity,
@@ -43,6 +44,7 @@ from nexus_grpc.core.models import (
     Session,
     SummaryProgress,
     Tier,
+    episode_text,
 )
 from nexus_grpc.core.records import (
     DELETE,
@@ -60,6 +62,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.vectors import Document
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
@@ -1590,6 +1593,202 @@ class FakeErasures:
         self._events.rows[event_id] = (replace(event, payload=copy.deepcopy(payload)), tenant)
 
 
+class FakeDocuments:
+    """What each vector collection is built from, read from the fakes' rows as
+    the store reads its tables (store/documents.py): text and payload made by
+    core/documents.py. Not faked yet: ``entities`` (an entity's text names its
+    aliases, which the graph's fake keeps in its own rows)."""
+
+    def __init__(
+        self,
+        episodes: FakeEpisodes,
+        memories: FakeMemories,
+        summaries: FakeSummaries,
+        graph: FakeGraph,
+    ) -> None:
+        self._episodes = episodes
+        self._memories = memories
+        self._summaries = summaries
+        self._graph = graph
+
+    def all_ids(self, table: str) -> set[int]:
+        rows: Mapping[str, Mapping[int, Any]] = {
+            "episodes": self._episodes.rows,
+            "entities": self._graph.entities,
+            "summaries": self._summaries.rows,
+            "memories": self._memories.rows,
+        }
+        if table not in rows:
+            raise ValueError(table)
+        return set(rows[table])
+
+    def episodes(self, ids: Sequence[int]) -> dict[int, Document]:
+        found = self._episodes.get_many(ids)
+        return {
+            i: (
+                episode_text(e.user_message, e.ai_response),
+                episode_payload(e.session_id, e.created_at, e.occur_at),
+            )
+            for i, e in found.items()
+        }
+
+    def summaries(self, ids: Sequence[int]) -> dict[int, Document]:
+        """A session summary's project is its session's, read now."""
+        found = (self._summaries.find(i) for i in ids)
+        return {
+            s.id: (s.content, {"sessionId": s.session_id, "projectId": s.project_id or 0})
+            for s in found
+            if s is not None
+        }
+
+    def memories(self, ids: Sequence[int]) -> dict[int, Document]:
+        found = self._memories.get_many(ids)
+        return {
+            i: (
+                memory_text(m.title, m.content),
+                memory_payload(
+                    m.kind, m.tier, m.project_id, m.user_id, m.session_id, m.agent_id, m.tenant
+                ),
+            )
+            for i, m in found.items()
+        }
+
+
+class FakeRestore:
+    """A restore's writes with the times and counters the export carried, as
+    the store's (store/restore.py): a project or a session keeps its name or
+    external id, refused where the tenant holds it. Not faked yet: the graph's
+    entities, aliases, episode links and merges (and ``ensure_own_alias``),
+    whose rows the graph's fake keeps in its own shape; relationships and
+    evidence are."""
+
+    def __init__(
+        self,
+        projects: FakeProjects,
+        sessions: FakeSessions,
+        memories: FakeMemories,
+        summaries: FakeSummaries,
+        graph: FakeGraph,
+    ) -> None:
+        self._projects = projects
+        self._sessions = sessions
+        self._memories = memories
+        self._summaries = summaries
+        self._graph = graph
+
+    def insert_project(
+        self,
+        values: Mapping[str, Any],
+        created_at: float,
+        updated_at: float,
+        tenant: str,
+    ) -> int:
+        name = values["name"]
+        held = [p.id for p in self._projects.rows.values() if (p.tenant, p.name) == (tenant, name)]
+        if held:
+            message = (
+                f"a project named {name!r} already exists in this tenant: project {held[0]};"
+                " a restore keeps the project's name, and a name is unique in its tenant:"
+                " rename or delete that project first (UpdateProject, DeleteProject), or import"
+                " the file without --restore, which gives the new project a free name; nothing"
+                " was restored"
+            )
+            raise AlreadyExists(
+                message, details=(ResourceInfo("project", str(held[0]), description=message),)
+            )
+        labels = values.get("single_valued_labels")
+        project = Project(
+            id=next(self._projects._next),
+            name=name,
+            description=values["description"],
+            colour=values["colour"],
+            icon=values["icon"],
+            notes=values["notes"],
+            system_prompt=values["system_prompt"],
+            created_at=created_at,
+            updated_at=updated_at,
+            tenant=tenant,
+            retention=values["retention"],
+            single_valued_labels=tuple(labels) if labels else None,
+            memory_formation=values.get("memory_formation"),
+        )
+        self._projects.rows[project.id] = project
+        return project.id
+
+    def insert_session(
+        self,
+        external_id: str,
+        name: str,
+        project_id: int,
+        metadata: Mapping[str, Any],
+        created_at: float,
+        tenant: str,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> int:
+        held = [
+            s.id
+            for s in self._sessions.rows.values()
+            if (s.tenant, s.external_id) == (tenant, external_id)
+        ]
+        if held:
+            raise AlreadyExists(
+                f"a session with external_id {external_id!r} already exists (session {held[0]});"
+                " a restore keeps its sessions' external_ids, so it cannot go into a server"
+                " that already holds one of them"
+            )
+        session = Session(
+            id=next(self._sessions._next),
+            external_id=external_id,
+            name=name,
+            project_id=project_id,
+            metadata=json.loads(json.dumps(metadata)),
+            created_at=created_at,
+            tenant=tenant,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+        self._sessions.rows[session.id] = session
+        return session.id
+
+    def insert_memory(self, m: Memory, tenant: str) -> int:
+        """``m`` with its new project and session ids; its id and retry key go."""
+        memory = replace(
+            m,
+            id=next(self._memories._next),
+            metadata=json.loads(json.dumps(m.metadata)),
+            request_id=None,
+            tenant=tenant,
+        )
+        self._memories.rows[memory.id] = memory
+        return memory.id
+
+    def insert_revision(self, r: Revision) -> None:
+        """``r`` with its new memory id, kept at its own time."""
+        by = ChangedBy(r.request_id, r.principal, r.episode_id, r.reason)
+        self._memories.record(r.previous, r.action, r.changed, by, at=r.changed_at)
+
+    def insert_summary(self, s: Summary) -> int:
+        """A session summary's project is its session's (read at query time)."""
+        summary = replace(
+            s, id=next(self._summaries._next), project_id=0 if s.session_id else s.project_id
+        )
+        self._summaries.rows[summary.id] = summary
+        return summary.id
+
+    def insert_relationship(self, r: Relationship) -> int:
+        relationship_id = next(self._graph._relationship_ids)
+        self._graph.relationships[relationship_id] = replace(
+            r, id=relationship_id, valid_at=r.created_at if r.valid_at is None else r.valid_at
+        )
+        return relationship_id
+
+    def insert_evidence(self, e: Evidence) -> int:
+        evidence_id = next(self._graph._evidence_ids)
+        self._graph.evidence[evidence_id] = replace(e, id=evidence_id)
+        return evidence_id
+
+
 class FakeUsage:
     """The LLM's account, and the tenants of LLM jobs' targets."""
 
@@ -1745,6 +1944,8 @@ class FakeUnitOfWork:
     summaries: FakeSummaries = field(init=False)
     events: FakeEvents = field(init=False)
     erasures: FakeErasures = field(init=False)
+    documents: FakeDocuments = field(init=False)
+    restore: FakeRestore = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
@@ -1759,6 +1960,10 @@ class FakeUnitOfWork:
         self.erasures = FakeErasures(self.memories, self.events)
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
         self.sessions.memories = self.memories
+        self.documents = FakeDocuments(self.episodes, self.memories, self.summaries, self.graph)
+        self.restore = FakeRestore(
+            self.projects, self.sessions, self.memories, self.summaries, self.graph
+        )
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:
