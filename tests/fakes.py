@@ -20,9 +20,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from nexus_grpc.core import erasure as erasure_steps
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
+from nexus_grpc.core.erasure import Counts, Erasure, Target
 from nexus_grpc.core.graph import (
     CURRENT,
     Entity,
@@ -1562,12 +1564,329 @@ class FakeEvents:
 
 
 class FakeErasures:
-    """Of what an erasure needs of the store, what an ordinary delete uses:
-    the formation events that name a memory, to scrub its words from them."""
+    """What an erasure needs of the store (store/erasure.py), as far as the
+    fakes' rows reach: the receipts and buried request ids, what a user or a
+    project holds (what domain/erasure.py plans and reports from), the
+    request ids and formed memories of what goes, the formation events that
+    name a memory (to scrub its words), a summary that may quote what went,
+    the user's records, and the index work still to run.
 
-    def __init__(self, memories: FakeMemories, events: FakeEvents) -> None:
+    Not faked yet: the removals that queue index jobs in the store
+    (``delete_episodes``, ``delete_sessions``, ``delete_memories``,
+    ``delete_entities``, the summaries', ``delete_project_records``), which are
+    moving to the domain on another branch; the graph's side (``graph_of_episodes``,
+    ``episode_fallout``, aliases, facts, merges), whose aliases, episode links and
+    merges the graph's fake keeps in its own shape; and a project being deleted
+    (``mark_project_deleting``, ``delete_project_row``), a state the fakes' projects
+    do not have. A rule that needs them keeps its whole-server test.
+
+    Orders the store leaves to the database (a UNION, a query with no ORDER BY)
+    are by id here; the contract compares them as sets.
+    """
+
+    def __init__(
+        self,
+        sessions: FakeSessions,
+        episodes: FakeEpisodes,
+        memories: FakeMemories,
+        events: FakeEvents,
+        graph: FakeGraph,
+        summaries: FakeSummaries,
+        jobs: FakeJobs,
+        usage: FakeUsage,
+    ) -> None:
+        self.rows: dict[int, tuple[Erasure, str]] = {}  # the receipt, its user's digest
+        self.buried_requests: dict[str, int] = {}
+        self._sessions = sessions
+        self._episodes = episodes
         self._memories = memories
         self._events = events
+        self._graph = graph
+        self._summaries = summaries
+        self._jobs = jobs
+        self._usage = usage
+        self._next = _ids()
+
+    # -- receipts
+
+    def start(self, target: Target, digest: str, principal: str) -> Erasure:
+        erasure = Erasure(
+            id=next(self._next),
+            tenant=target.tenant,
+            kind=target.kind,
+            state=erasure_steps.RUNNING,
+            phase=erasure_steps.PLANNED,
+            user_id=target.user_id,
+            project_id=target.project_id,
+            principal=principal,
+            started_at=time.time(),
+        )
+        self.rows[erasure.id] = (erasure, digest)
+        return erasure
+
+    def get(self, erasure_id: int) -> Erasure | None:
+        held = self.rows.get(erasure_id)
+        return None if held is None else held[0]
+
+    def digest_of(self, erasure_id: int) -> str:
+        held = self.rows.get(erasure_id)
+        return "" if held is None else held[1]
+
+    def _receipts(self) -> list[tuple[Erasure, str]]:
+        return [self.rows[i] for i in sorted(self.rows)]
+
+    def running_for(self, tenant: str, digest: str) -> list[Erasure]:
+        return [
+            r
+            for r, d in self._receipts()
+            if (r.tenant, d, r.state) == (tenant, digest, erasure_steps.RUNNING)
+        ]
+
+    def page(
+        self, tenant: str | None, digest: str | None, before_id: int | None, limit: int
+    ) -> list[Erasure]:
+        """Newest first."""
+        return [
+            r
+            for r, d in reversed(self._receipts())
+            if (before_id is None or r.id < before_id)
+            and tenant in (None, r.tenant)
+            and digest in (None, d)
+        ][:limit]
+
+    def save(self, erasure: Erasure) -> None:
+        """As the store's: what a step changes; its tenant, kind, project,
+        principal and start stay as begun, and counts keep no zeros."""
+        held, digest = self.rows[erasure.id]
+        self.rows[erasure.id] = (
+            replace(
+                held,
+                state=erasure.state,
+                phase=erasure.phase,
+                user_id=erasure.user_id,
+                counts=Counts.from_dict(erasure.counts.as_dict()),
+                planned=Counts.from_dict(erasure.planned.as_dict()),
+                carry=json.loads(json.dumps(erasure.carry)),
+                finished_at=erasure.finished_at,
+            ),
+            digest,
+        )
+
+    def forgotten(self, tenant: str) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for r, digest in self._receipts():
+            if (r.tenant, r.kind, r.state) == (tenant, erasure_steps.USER, erasure_steps.DONE):
+                found[digest] = max(found.get(digest, r.started_at), r.started_at)
+        return found
+
+    def bury_requests(self, digests: Iterable[str], erasure_id: int) -> None:
+        """The first erasure that took a request id keeps it."""
+        for digest in digests:
+            self.buried_requests.setdefault(digest, erasure_id)
+
+    def buried(self, digest: str) -> int | None:
+        return self.buried_requests.get(digest)
+
+    # -- what a user holds
+
+    def _user_sessions(self, tenant: str, user_id: str, project_id: int) -> list[Session]:
+        return [
+            s
+            for _, s in sorted(self._sessions.rows.items())
+            if (s.tenant, s.user_id) == (tenant, user_id)
+            and (not project_id or s.project_id == project_id)
+        ]
+
+    def user_sessions(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [s.id for s in self._user_sessions(tenant, user_id, project_id) if s.id > after][
+            :limit
+        ]
+
+    def episodes_in_sessions(
+        self, session_ids: Sequence[int], limit: int, after: int = 0
+    ) -> list[int]:
+        wanted = set(session_ids)
+        return sorted(
+            i for i, e in self._episodes.rows.items() if e.session_id in wanted and i > after
+        )[:limit]
+
+    def _in_scope(self, e: Episode, tenant: str, project_id: int) -> Session | None:
+        """The episode's session, where it is in the tenant (and the project)."""
+        s = self._sessions.rows[e.session_id]
+        mine = s.tenant == tenant and (not project_id or s.project_id == project_id)
+        return s if mine else None
+
+    def _elsewhere(self, tenant: str, user_id: str, project_id: int) -> list[Episode]:
+        """Episodes written acting for the user in sessions that are not theirs."""
+        return [
+            e
+            for _, e in sorted(self._episodes.rows.items())
+            if e.acts_for == user_id
+            and (s := self._in_scope(e, tenant, project_id)) is not None
+            and s.user_id != user_id
+        ]
+
+    def user_episodes_elsewhere(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [e.id for e in self._elsewhere(tenant, user_id, project_id) if e.id > after][:limit]
+
+    def _user_memories(self, tenant: str, user_id: str, project_id: int) -> list[Memory]:
+        return [
+            m
+            for _, m in sorted(self._memories.rows.items())
+            if (m.tenant, m.kind, m.user_id) == (tenant, MemoryKind.USER, user_id)
+            and (not project_id or m.project_id == project_id)
+        ]
+
+    def user_memories(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [m.id for m in self._user_memories(tenant, user_id, project_id) if m.id > after][
+            :limit
+        ]
+
+    def _user_usage(self, tenant: str, user_id: str, project_id: int) -> list[MemoryUsage]:
+        """A use is the tenant's through the memory it used (as the store's)."""
+        return sorted(
+            (
+                row
+                for row, user, project, _ in self._memories.usage
+                if user == user_id
+                and (not project_id or project == project_id)
+                and (m := self._memories.rows.get(row.memory_id)) is not None
+                and m.tenant == tenant
+            ),
+            key=lambda row: row.id,
+        )
+
+    def user_usage(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[MemoryUsage]:
+        return [u for u in self._user_usage(tenant, user_id, project_id) if u.id > after][:limit]
+
+    def _user_selections(self, tenant: str, user_id: str, project_id: int) -> list[Any]:
+        return [
+            s
+            for s in self._memories.selections
+            if (s[0].tenant, s[0].user_id) == (tenant, user_id)
+            and (not project_id or s[0].project_id == project_id)
+        ]
+
+    def user_holds(self, tenant: str, user_id: str, project_id: int) -> Counts:
+        episodes = sum(
+            1
+            for e in self._episodes.rows.values()
+            if (s := self._in_scope(e, tenant, project_id)) is not None
+            and user_id in (s.user_id, e.acts_for)
+        )
+        return Counts(
+            sessions=len(self._user_sessions(tenant, user_id, project_id)),
+            episodes=episodes,
+            memories=len(self._user_memories(tenant, user_id, project_id)),
+            memory_usage=len(self._user_usage(tenant, user_id, project_id)),
+            selections=len(self._user_selections(tenant, user_id, project_id)),
+        )
+
+    def users_in_project(self, project_id: int) -> list[str]:
+        """Every user the project holds something of (a set: the store's UNION
+        has no order)."""
+        sessions = set(self._sessions.project_session_ids(project_id))
+        users = (
+            {s.user_id for i, s in self._sessions.rows.items() if i in sessions}
+            | {
+                m.user_id
+                for m in self._memories.rows.values()
+                if (m.project_id, m.kind) == (project_id, MemoryKind.USER)
+            }
+            | {e.acts_for for e in self._episodes.rows.values() if e.session_id in sessions}
+        )
+        return sorted(users - {""})
+
+    def user_rows_before(
+        self, project_id: int, user_id: str, before: float
+    ) -> tuple[list[int], list[int], list[int]]:
+        sessions = [
+            s.id
+            for _, s in sorted(self._sessions.rows.items())
+            if project_id
+            and (s.project_id, s.user_id) == (project_id, user_id)
+            and s.created_at < before
+        ]
+        in_project = set(self._sessions.project_session_ids(project_id))
+        elsewhere = [
+            e.id
+            for _, e in sorted(self._episodes.rows.items())
+            if e.session_id in in_project
+            and e.acts_for == user_id
+            and self._sessions.rows[e.session_id].user_id != user_id
+            and e.created_at < before
+        ]
+        memories = [
+            m.id
+            for _, m in sorted(self._memories.rows.items())
+            if (m.project_id, m.kind, m.user_id) == (project_id, MemoryKind.USER, user_id)
+            and m.created_at < before
+        ]
+        return sessions, elsewhere, memories
+
+    # -- what a project holds
+
+    def project_sessions(self, project_id: int, limit: int) -> list[int]:
+        return sorted(self._sessions.project_session_ids(project_id))[:limit]
+
+    def project_memories(self, project_id: int, limit: int) -> list[int]:
+        return sorted(i for i, m in self._memories.rows.items() if m.project_id == project_id)[
+            :limit
+        ]
+
+    def project_entities(self, project_id: int, limit: int) -> list[int]:
+        return sorted(i for i, x in self._graph.entities.items() if x.project_id == project_id)[
+            :limit
+        ]
+
+    def project_holds(self, project_id: int) -> Counts:
+        sessions = set(self._sessions.project_session_ids(project_id))
+        return Counts(
+            sessions=len(sessions),
+            episodes=sum(1 for e in self._episodes.rows.values() if e.session_id in sessions),
+            memories=len(self.project_memories(project_id, len(self._memories.rows))),
+            entities=len(self.project_entities(project_id, len(self._graph.entities))),
+        )
+
+    # -- what goes with episodes and memories
+
+    def episode_requests(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
+        """(tenant, session, request id) of each of these episodes written with one."""
+        found = []
+        for i in sorted(set(ids)):
+            request_id = self._episodes.request_ids.get(i)
+            if i in self._episodes.rows and request_id is not None:
+                session_id = self._episodes.rows[i].session_id
+                found.append((self._sessions.rows[session_id].tenant, session_id, request_id))
+        return found
+
+    def memories_formed_from(self, episode_ids: Sequence[int]) -> list[int]:
+        """Memories one of these episodes formed or changed (a set, as the
+        store's UNION)."""
+        wanted = set(episode_ids)
+        formed = {i for i, m in self._memories.rows.items() if m.source_episode_id in wanted}
+        changed = {
+            r.memory_id
+            for r in self._memories.history.values()
+            if r.episode_id in wanted and r.memory_id in self._memories.rows
+        }
+        return sorted(formed | changed)
+
+    def memory_request_ids(self, ids: Sequence[int]) -> list[tuple[str, str, str]]:
+        """(tenant, user id, request id) of each of these memories created with one."""
+        return [
+            (m.tenant, m.user_id, m.request_id)
+            for i, m in sorted(self._memories.rows.items())
+            if i in set(ids) and m.request_id is not None
+        ]
 
     def events_naming_memories(self, memory_ids: Sequence[int]) -> list[tuple[int, dict[str, Any]]]:
         """As the store's: the events of the episodes that formed these
@@ -1591,6 +1910,54 @@ class FakeErasures:
     def rewrite_event(self, event_id: int, payload: dict[str, Any]) -> None:
         event, tenant = self._events.rows[event_id]
         self._events.rows[event_id] = (replace(event, payload=copy.deepcopy(payload)), tenant)
+
+    def sessions_summarised_since(self, first_seen: dict[int, tuple[int, float]]) -> list[int]:
+        """Of these sessions, those with a summary written since the time given."""
+        return [
+            session_id
+            for session_id, (_, at) in sorted(first_seen.items())
+            if any(
+                r.session_id == session_id and r.updated_at >= at
+                for r in self._summaries.rows.values()
+            )
+        ]
+
+    # -- records
+
+    def delete_user_usage(self, tenant: str, user_id: str, project_id: int) -> int:
+        gone = {u.id for u in self._user_usage(tenant, user_id, project_id)}
+        self._memories.usage = [r for r in self._memories.usage if r[0].id not in gone]
+        return len(gone)
+
+    def delete_user_selections(self, tenant: str, user_id: str, project_id: int) -> int:
+        gone = self._user_selections(tenant, user_id, project_id)
+        self._memories.selections = [s for s in self._memories.selections if s not in gone]
+        return len(gone)
+
+    def unlink_llm_calls(self, tenant: str, user_id: str, project_id: int) -> int:
+        """Keep the calls' counts, with no link to the user."""
+        unlinked = 0
+        for n, c in enumerate(self._usage.rows):
+            if (c.tenant, c.user_id) == (tenant, user_id) and (
+                not project_id or c.project_id == project_id
+            ):
+                self._usage.rows[n] = replace(c, user_id="")
+                unlinked += 1
+        return unlinked
+
+    def index_work_before(self, at: float) -> int:
+        """Index jobs queued by ``at`` that are still to run."""
+        kinds = (
+            job_kinds.INDEX_EPISODE,
+            job_kinds.INDEX_MEMORY,
+            job_kinds.INDEX_ENTITY,
+            job_kinds.INDEX_SUMMARY,
+        )
+        return sum(
+            1
+            for j in self._jobs.rows
+            if j.kind in kinds and j.created_at <= at and j.state in ("pending", "running")
+        )
 
 
 class FakeDocuments:
@@ -1957,7 +2324,10 @@ class FakeUnitOfWork:
         self.episodes.summaries = self.summaries
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
-        self.erasures = FakeErasures(self.memories, self.events)
+        self.erasures = FakeErasures(
+            self.sessions, self.episodes, self.memories, self.events, self.graph,
+            self.summaries, self.jobs, self.usage,
+        )  # fmt: skip
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
         self.sessions.memories = self.memories
         self.documents = FakeDocuments(self.episodes, self.memories, self.summaries, self.graph)
