@@ -27,8 +27,14 @@ from nexus_grpc.core.documents import episode_payload, memory_payload, memory_te
 from nexus_grpc.core.erasure import Counts, Erasure, Target
 from nexus_grpc.core.graph import (
     CURRENT,
+    METHOD_NEW,
+    RESOLVED,
+    CandidateRow,
     Entity,
+    EntityAlias,
+    EntityMerge,
     Evidence,
+    Graph,
     Interval,
     Relationship,
     When,
@@ -48,6 +54,7 @@ from nexus_grpc.core.models import (
     Tier,
     episode_text,
 )
+from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
 from nexus_grpc.core.records import (
     DELETE,
     ChangedBy,
@@ -827,30 +834,443 @@ class FakeJobs:
 
 
 class FakeGraph:
+    """Entities, aliases, tokens, episode links, distinctions, relationships,
+    evidence and merges, each a dict or set of rows as the store's tables
+    hold them. Deleting an entity cascades as the foreign keys do; the edge
+    trigger (an edge never joins two graphs) is the store's alone.
+
+    Set by FakeUnitOfWork: the projects and sessions (an entity's tenant),
+    the episodes (recent mentions, returned episode links).
+    """
+
     def __init__(self) -> None:
         self.entities: dict[int, Entity] = {}
+        self.name_keys: dict[int, str] = {}
+        self.aliases: dict[int, EntityAlias] = {}
+        # An alias row's own (project_id, session_id), written when it was made.
+        self.alias_graphs: dict[int, Graph] = {}
+        self.tokens: set[tuple[int, int, str, str, int]] = set()
+        self.episode_links: set[tuple[int, int]] = set()
+        self.distinctions: set[tuple[int, int]] = set()
         self.evidence: dict[int, Evidence] = {}
         self.relationships: dict[int, Relationship] = {}
+        self.merges: dict[int, EntityMerge] = {}
         self._entity_ids = _ids()
+        self._alias_ids = _ids()
         self._evidence_ids = _ids()
         self._relationship_ids = _ids()
+        self._merge_ids = _ids()
+        self.projects: FakeProjects
+        self.sessions: FakeSessions
+        self.episodes: FakeEpisodes
+
+    # Entities -------------------------------------------------------------
+
+    def _graph_of(self, entity_id: int) -> Graph:
+        e = self.entities[entity_id]
+        return e.project_id, e.session_id
+
+    def _key_taken(self, graph: Graph, key: str, etype: str, but: int) -> bool:
+        return any(
+            (e.project_id, e.session_id, e.type) == (*graph, etype) and self.name_keys[i] == key
+            for i, e in self.entities.items()
+            if i != but
+        )
+
+    def _read(self, entity_id: int) -> Entity:
+        names = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == entity_id]  # fmt: skip
+        return replace(self.entities[entity_id], aliases=tuple(dict.fromkeys(names)))
+
+    def _change(self, entity_id: int, **changes: Any) -> None:
+        if entity_id in self.entities:
+            self.entities[entity_id] = replace(self.entities[entity_id], **changes)
+
+    def _put_entity(self, entity_id: int, e: Entity, key: str) -> None:
+        if self._key_taken((e.project_id, e.session_id), key, e.type, entity_id):
+            raise ValueError("UNIQUE constraint failed: entities identity")
+        self.entities[entity_id] = replace(e, id=entity_id, aliases=())
+        self.name_keys[entity_id] = key
+
+    def entity_id_of(self, key: str, etype: str, project_id: int, session_id: int) -> int | None:
+        for i, e in self.entities.items():
+            if (e.project_id, e.session_id, e.type) == (project_id, session_id, etype):
+                if self.name_keys[i] == key:
+                    return i
+        return None
+
+    def entities_with_key(self, graph: Graph, key: str, types: Iterable[str]) -> list[int]:
+        wanted = set(types)
+        return sorted(
+            {
+                a.entity_id
+                for a in self.aliases.values()
+                if self.alias_graphs[a.id] == tuple(graph)
+                and a.norm == key
+                and self.entities[a.entity_id].type in wanted
+            }
+        )
 
     def insert_entity(
         self,
-        graph: tuple[int, int],
+        graph: Graph,
         surface: str,
         etype: str,
         notes: str | None,
         *,
         source: str,
-        **_: Any,
+        method: str = METHOD_NEW,
+        episode_id: int | None = None,
+        confidence: float | None = None,
+        fallback_tenant: str = DEFAULT_TENANT,
+        resolution: str = RESOLVED,
     ) -> int:
-        entity_id = next(self._entity_ids)
         at = time.time()
-        self.entities[entity_id] = Entity(
-            entity_id, surface, etype, notes, 1, None, source, at, at, graph[0], graph[1]
-        )
+        project_id, session_id = graph
+        display = display_form(surface, etype) or surface.strip()
+        owner = self.projects.rows.get(project_id) or self.sessions.rows.get(session_id)
+        entity = Entity(
+            0, display, etype, notes, 1, 1.0 if confidence is None else confidence, source,
+            at, at, project_id, session_id,
+            owner.tenant if owner is not None else fallback_tenant, (), resolution,
+        )  # fmt: skip
+        entity_id = next(self._entity_ids)
+        self._put_entity(entity_id, entity, name_key(display, etype))
+        self.add_alias(entity_id, surface, method=method, episode_id=episode_id, refresh=False)
+        if episode_id is not None:
+            self._link(entity_id, episode_id)
         return entity_id
+
+    def add_alias(
+        self,
+        entity_id: int,
+        surface: str,
+        *,
+        method: str,
+        score: float = 1.0,
+        episode_id: int | None = None,
+        refresh: bool = True,
+        at: float | None = None,
+    ) -> bool:
+        e = self.entities[entity_id]
+        display = display_form(surface, e.type) or surface.strip()
+        norm = name_key(display, e.type)
+        if any(a.entity_id == entity_id and _ascii_lower(a.name) == _ascii_lower(display)
+               for a in self.aliases.values()):  # fmt: skip
+            return False
+        alias_id = next(self._alias_ids)
+        self.aliases[alias_id] = EntityAlias(
+            alias_id, entity_id, display, norm, method, score, episode_id, at or time.time()
+        )
+        self.alias_graphs[alias_id] = (e.project_id, e.session_id)
+        self._add_tokens(entity_id, [norm])
+        if refresh:
+            self.refresh_display_name(entity_id)
+        return True
+
+    def _add_tokens(self, entity_id: int, norms: Iterable[str]) -> None:
+        e = self.entities[entity_id]
+        for word in {t for n in norms for t in index_tokens(n)}:
+            self.tokens.add((e.project_id, e.session_id, e.type, word, entity_id))
+
+    def rebuild_tokens(self, entity_id: int) -> None:
+        self.tokens = {t for t in self.tokens if t[4] != entity_id}
+        if entity_id in self.entities:
+            self._add_tokens(
+                entity_id, [a.norm for a in self.aliases.values() if a.entity_id == entity_id]
+            )
+
+    def refresh_display_name(self, entity_id: int) -> None:
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        names = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == entity_id]  # fmt: skip
+        if not names:
+            return
+        best = best_display([e.name, *names]) if e.name in names else best_display(names)
+        if best == e.name:
+            return
+        key = name_key(best, e.type)
+        if not self._key_taken(self._graph_of(entity_id), key, e.type, entity_id):
+            self._change(entity_id, name=best)
+            self.name_keys[entity_id] = key
+
+    def _link(self, entity_id: int, episode_id: int) -> bool:
+        if (entity_id, episode_id) in self.episode_links:
+            return False
+        self.episode_links.add((entity_id, episode_id))
+        return True
+
+    def mention(
+        self,
+        entity_id: int,
+        notes: str | None,
+        *,
+        episode_id: int | None = None,
+        confidence: float | None = None,
+    ) -> None:
+        new_mention = episode_id is None or self._link(entity_id, episode_id)
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        self._change(
+            entity_id,
+            mention_count=e.mention_count + (1 if new_mention else 0),
+            notes=e.notes if notes is None else notes,
+            confidence=e.confidence if confidence is None else confidence,
+            last_seen_at=time.time(),
+        )
+
+    def set_resolution(self, entity_id: int, state: str) -> None:
+        self._change(entity_id, resolution=state)
+
+    def get_entity(self, entity_id: int, tenant: str | None = None) -> Entity:
+        e = self.entities.get(entity_id)
+        if e is None or (tenant is not None and e.tenant != tenant):
+            raise NotFound(
+                f"entity {entity_id} does not exist",
+                resource_type="entity",
+                resource_name=str(entity_id),
+            )
+        return self._read(entity_id)
+
+    def get_entities(self, ids: Sequence[int], tenant: str | None = None) -> dict[int, Entity]:
+        return {
+            i: self._read(i)
+            for i in sorted(set(ids))
+            if i in self.entities and (tenant is None or self.entities[i].tenant == tenant)
+        }
+
+    def entities_named(
+        self, project_id: int, session_id: int, keys: Sequence[str], limit: int
+    ) -> list[Entity]:
+        wanted = set(keys)
+        ids = {
+            a.entity_id
+            for a in self.aliases.values()
+            if self.alias_graphs[a.id] == (project_id, session_id) and a.norm in wanted
+        }
+        ordered = sorted(ids, key=lambda i: (-self.entities[i].mention_count, i))
+        return [self._read(i) for i in ordered[:limit]]
+
+    def entity_graph(self, entity_id: int, tenant: str | None = None) -> tuple[int, int] | None:
+        e = self.entities.get(entity_id)
+        if e is None or (tenant is not None and e.tenant != tenant):
+            return None
+        return e.project_id, e.session_id
+
+    def _cascade(self, entity_id: int) -> None:
+        """What the foreign keys of an entity's rows delete with it."""
+        del self.entities[entity_id]
+        del self.name_keys[entity_id]
+        for alias_id in [a.id for a in self.aliases.values() if a.entity_id == entity_id]:
+            del self.aliases[alias_id], self.alias_graphs[alias_id]
+        self.tokens = {t for t in self.tokens if t[4] != entity_id}
+        self.episode_links = {link for link in self.episode_links if link[0] != entity_id}
+        self.distinctions = {d for d in self.distinctions if entity_id not in d}
+        for rows in (self.relationships, self.evidence):
+            for row_id in [r.id for r in rows.values() if entity_id in (r.from_id, r.to_id)]:
+                del rows[row_id]
+
+    def delete_entity(self, entity_id: int) -> int:
+        self.get_entity(entity_id)
+        edges = sum(1 for r in self.relationships.values() if entity_id in (r.from_id, r.to_id))
+        self._cascade(entity_id)
+        return edges
+
+    def list_entities(
+        self,
+        etype: str,
+        project_id: int,
+        after_id: int | None,
+        limit: int,
+        session_id: int = 0,
+        tenant: str | None = None,
+        keys: Sequence[str] = (),
+    ) -> list[Entity]:
+        named = {a.entity_id for a in self.aliases.values() if a.norm in set(keys)}
+        found = [
+            i
+            for i, e in sorted(self.entities.items())
+            if i > (after_id or 0)
+            and (tenant is None or e.tenant == tenant)
+            and (not etype or e.type == etype)
+            and (not project_id or e.project_id == project_id)
+            and (not session_id or (e.project_id == 0 and e.session_id == session_id))
+            and (not keys or i in named)
+        ]
+        return [self._read(i) for i in found[:limit]]
+
+    def recent_entities(self, project_id: int, limit: int, session_id: int = 0) -> list[Entity]:
+        mine = [e for e in self.entities.values()
+                if (e.project_id, e.session_id) == (project_id, session_id)]  # fmt: skip
+        newest = sorted(mine, key=lambda e: (e.last_seen_at or 0.0, e.id), reverse=True)[:limit]
+        return [self._read(e.id) for e in reversed(newest)]
+
+    def list_aliases(self, entity_id: int, after_id: int | None, limit: int) -> list[EntityAlias]:
+        return [a for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                if a.entity_id == entity_id and a.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def aliases_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[EntityAlias]:
+        return [a for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                if self.alias_graphs[a.id] == (project_id, 0)
+                and a.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def episode_links_in_project(
+        self, project_id: int, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[int, int]]:
+        return [
+            link
+            for link in sorted(self.episode_links)
+            if link > (after or (0, 0)) and self._graph_of(link[0]) == (project_id, 0)
+        ][:limit]
+
+    # What entity resolution reads -------------------------------------------
+
+    def resolution_candidates(
+        self, graph: Graph, keys: Iterable[str], words: Iterable[str], *, word_limit: int
+    ) -> list[CandidateRow]:
+        """A word's ``word_limit`` are taken in (type, entity) order: the
+        stores' own order is their index's, which no caller relies on."""
+        graph = tuple(graph)  # type: ignore[assignment]
+        key_set = set(keys)
+        ids = {a.entity_id for a in self.aliases.values()
+               if self.alias_graphs[a.id] == graph and a.norm in key_set}  # fmt: skip
+        for word in set(words):
+            found = sorted(
+                (t[2], t[4]) for t in self.tokens if (t[0], t[1], t[3]) == (*graph, word)
+            )
+            ids.update(entity_id for _, entity_id in found[:word_limit])
+        return self.candidate_rows(ids)
+
+    def block_candidates(
+        self, graph: Graph, blocks: Iterable[str], types: Iterable[str], *, limit: int
+    ) -> list[CandidateRow]:
+        type_set = set(types)
+        ids: set[int] = set()
+        for block in set(blocks):
+            upper = block[:-1] + chr(ord(block[-1]) + 1)
+            found = [t[4] for t in self.tokens
+                     if (t[0], t[1]) == tuple(graph) and t[2] in type_set
+                     and block <= t[3] < upper]  # fmt: skip
+            if len(found) <= limit:
+                ids.update(found)
+        return self.candidate_rows(ids)
+
+    def candidate_rows(self, ids: Iterable[int]) -> list[CandidateRow]:
+        rows = []
+        for i in sorted(set(ids)):
+            if i not in self.entities:
+                continue
+            e = self.entities[i]
+            rows.append(
+                CandidateRow(
+                    i, e.name, self.name_keys[i], e.type, e.notes, e.resolution,
+                    frozenset(a.norm for a in self.aliases.values() if a.entity_id == i),
+                    frozenset(b if a == i else a for a, b in self.distinctions if i in (a, b)),
+                )
+            )  # fmt: skip
+        return rows
+
+    def add_distinction(self, a: int, b: int, episode_id: int | None = None) -> None:
+        self.distinctions.add((min(a, b), max(a, b)))
+
+    def recent_mentions(self, entity_id: int, limit: int) -> list[str]:
+        episodes = [self.episodes.rows[episode_id] for linked, episode_id in self.episode_links
+                    if linked == entity_id and episode_id in self.episodes.rows]  # fmt: skip
+        episodes.sort(key=lambda ep: (ep.occur_at, ep.id), reverse=True)
+        return [ep.user_message for ep in episodes[:limit]]
+
+    # Relationships ---------------------------------------------------------
+
+    def relationship_at(
+        self, from_id: int, to_id: int, label: str, at: float
+    ) -> Relationship | None:
+        rows = [r for r in self.relationships.values()
+                if (r.from_id, r.to_id, r.label) == (from_id, to_id, label)]  # fmt: skip
+        if not rows:
+            return None
+        return max(rows, key=lambda r: (_holds(r, When(as_of=at)), r.valid_at))
+
+    def get_relationships(self, ids: Sequence[int]) -> list[Relationship]:
+        return [self.relationships[i] for i in sorted(set(ids)) if i in self.relationships]
+
+    def current_facts(
+        self, entity_ids: Sequence[int], limit: int
+    ) -> list[tuple[str, str, str, float | None]]:
+        wanted = set(entity_ids)
+        facts = sorted(
+            (r for r in self.relationships.values()
+             if r.invalid_at is None and (r.from_id in wanted or r.to_id in wanted)),
+            key=lambda r: (r.valid_at or 0.0, r.id),
+            reverse=True,
+        )  # fmt: skip
+        return [
+            (self.entities[r.from_id].name, r.label, self.entities[r.to_id].name, r.valid_at)
+            for r in facts[:limit]
+        ]
+
+    def list_relationships(
+        self,
+        entity_id: int,
+        include_inbound: bool,
+        after_id: int | None = None,
+        limit: int = -1,
+        when: When = CURRENT,
+    ) -> list[Relationship]:
+        found = [
+            r
+            for r in sorted(self.relationships.values(), key=lambda r: r.id)
+            if (r.from_id == entity_id or (include_inbound and r.to_id == entity_id))
+            and r.id > (after_id or 0)
+            and _holds(r, when)
+        ]
+        return found if limit < 0 else found[:limit]
+
+    # Traversal ---------------------------------------------------------------
+
+    def _edges_within(self, ids: Iterable[int], when: When) -> list[Relationship]:
+        members = set(ids)
+        return [r for r in sorted(self.relationships.values(), key=lambda r: r.id)
+                if r.from_id in members and r.to_id in members and _holds(r, when)]  # fmt: skip
+
+    def _hop(self, ids: set[int], when: When) -> set[int]:
+        found = set()
+        for r in self.relationships.values():
+            if _holds(r, when):
+                found.update({r.to_id} if r.from_id in ids else set())
+                found.update({r.from_id} if r.to_id in ids else set())
+        return found
+
+    def neighborhood(
+        self, entity_id: int, depth: int, when: When = CURRENT
+    ) -> tuple[list[Entity], list[Relationship]]:
+        self.get_entity(entity_id)
+        reached, frontier = {entity_id}, {entity_id}
+        for _ in range(depth):
+            frontier = self._hop(frontier, when) - reached
+            reached |= frontier
+        nodes = self.get_entities(list(reached))
+        return list(nodes.values()), self._edges_within(nodes, when)
+
+    def neighbors(
+        self, entity_ids: Sequence[int], when: When = CURRENT
+    ) -> tuple[list[Entity], list[Relationship]]:
+        seeds = set(entity_ids)
+        nodes = self.get_entities(list(seeds | self._hop(seeds, when)))
+        return list(nodes.values()), self._edges_within(nodes, when)
+
+    def relationships_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[Relationship]:
+        return [r for r in sorted(self.relationships.values(), key=lambda r: r.id)
+                if self.entities[r.from_id].project_id == project_id
+                and r.id > (after_id or 0)][:limit]  # fmt: skip
+
+    # Evidence and intervals ----------------------------------------------------
 
     def add_evidence(
         self,
@@ -870,8 +1290,27 @@ class FakeGraph:
         )
         return evidence_id
 
+    def drop_episode_evidence(self, episode_id: int) -> set[tuple[int, str]]:
+        said = [e for e in self.evidence.values() if e.episode_id == episode_id]
+        for e in said:
+            del self.evidence[e.id]
+        return {(e.from_id, e.label) for e in said}
+
     def evidence_of(self, from_id: int, label: str) -> list[Evidence]:
-        return [e for e in self.evidence.values() if (e.from_id, e.label) == (from_id, label)]
+        return [e for e in sorted(self.evidence.values(), key=lambda e: e.id)
+                if (e.from_id, e.label) == (from_id, label)]  # fmt: skip
+
+    def evidence_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[Evidence]:
+        return [e for e in sorted(self.evidence.values(), key=lambda e: e.id)
+                if self._graph_of(e.from_id) == (project_id, 0)
+                and e.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def groups_of(self, entity_ids: Sequence[int]) -> set[tuple[int, str]]:
+        wanted = set(entity_ids)
+        return {(e.from_id, e.label) for e in self.evidence.values()
+                if e.from_id in wanted or e.to_id in wanted}  # fmt: skip
 
     def write_intervals(self, from_id: int, label: str, intervals: Sequence[Interval]) -> None:
         """As the store's: a row keeps its id while its interval survives
@@ -920,29 +1359,161 @@ class FakeGraph:
                 interval.ended_by,
             )
 
-    def list_relationships(
+    def delete_relationships(self, from_id: int, to_id: int, label: str) -> int:
+        triple = (from_id, to_id, label)
+        gone = 0
+        for rows in (self.evidence, self.relationships):
+            for row_id in [r.id for r in rows.values() if (r.from_id, r.to_id, r.label) == triple]:
+                del rows[row_id]
+                gone += rows is self.relationships
+        return gone
+
+    # Merges ----------------------------------------------------------------------
+
+    def add_mentions(self, entity_id: int, count: int, notes: str | None = None) -> None:
+        if entity_id in self.entities:
+            e = self.entities[entity_id]
+            self._change(
+                entity_id,
+                mention_count=max(e.mention_count + count, 0),
+                notes=notes if e.notes is None else e.notes,
+            )
+
+    def set_notes(self, entity_id: int, notes: str | None) -> None:
+        self._change(entity_id, notes=notes)
+
+    def delete_entity_row(self, entity_id: int) -> None:
+        if entity_id in self.entities:
+            self._cascade(entity_id)
+
+    def reinsert_entity(self, e: Entity) -> int:
+        entity_id = e.id or next(self._entity_ids)
+        self._put_entity(entity_id, e, f"{name_key(e.name, e.type)}#undo{e.id}")
+        return entity_id
+
+    def restore_name_key(self, entity_id: int) -> None:
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        key = name_key(e.name, e.type)
+        if not self._key_taken(self._graph_of(entity_id), key, e.type, entity_id):
+            self.name_keys[entity_id] = key
+
+    def insert_merge(self, m: EntityMerge) -> int:
+        """The sources are kept as the store's snapshot keeps them: without
+        their aliases (their moved names are ``alias_names``)."""
+        merge_id = next(self._merge_ids)
+        self.merges[merge_id] = replace(
+            m,
+            id=merge_id,
+            source_ids=tuple(m.source_ids),
+            created_at=m.created_at or time.time(),
+            sources=tuple(replace(s, entity=replace(s.entity, aliases=())) for s in m.sources),
+        )
+        return merge_id
+
+    def get_merge(self, merge_id: int, tenant: str | None = None) -> EntityMerge:
+        m = self.merges.get(merge_id)
+        if m is None or (tenant is not None and m.tenant != tenant):
+            raise NotFound(
+                f"merge {merge_id} does not exist",
+                resource_type="merge",
+                resource_name=str(merge_id),
+            )
+        return m
+
+    def merge_by_request(self, tenant: str, request_id: str) -> EntityMerge | None:
+        return next((m for m in self.merges.values()
+                     if (m.tenant, m.request_id) == (tenant, request_id)), None)  # fmt: skip
+
+    def list_merges(
         self,
+        graph: Graph | None,
         entity_id: int,
-        include_inbound: bool,
-        after_id: int | None = None,
-        limit: int = -1,
-        when: When = CURRENT,
-    ) -> list[Relationship]:
-        found = [
-            r
-            for r in sorted(self.relationships.values(), key=lambda r: r.id)
-            if (r.from_id == entity_id or (include_inbound and r.to_id == entity_id))
-            and r.id > (after_id or 0)
-            and _holds(r, when)
+        after_id: int | None,
+        limit: int,
+        tenant: str | None,
+    ) -> list[EntityMerge]:
+        return [
+            m
+            for i, m in sorted(self.merges.items())
+            if i > (after_id or 0)
+            and (graph is None or (m.project_id, m.session_id) == tuple(graph))
+            and (not entity_id or entity_id == m.target_id or entity_id in m.source_ids)
+            and (tenant is None or m.tenant == tenant)
+        ][:limit]
+
+    def merges_after(self, merge: EntityMerge) -> list[EntityMerge]:
+        return [
+            m
+            for i, m in sorted(self.merges.items())
+            if (m.project_id, m.session_id) == (merge.project_id, merge.session_id)
+            and i > merge.id
+            and m.undone_at is None
         ]
-        return found if limit < 0 else found[:limit]
+
+    def mark_undone(self, merge_id: int) -> None:
+        if merge_id in self.merges:
+            self.merges[merge_id] = replace(self.merges[merge_id], undone_at=time.time())
+
+    def _move_alias_rows(self, from_id: int, to_id: int, names: Sequence[str]) -> None:
+        folded = {_ascii_lower(n) for n in names}
+        for a in list(self.aliases.values()):
+            if a.entity_id == from_id and _ascii_lower(a.name) in folded:
+                self.aliases[a.id] = replace(a, entity_id=to_id)
+
+    def move_aliases(self, source_id: int, target_id: int) -> list[str]:
+        held = {_ascii_lower(a.name) for a in self.aliases.values() if a.entity_id == target_id}
+        moved = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == source_id and _ascii_lower(a.name) not in held]  # fmt: skip
+        self._move_alias_rows(source_id, target_id, moved)
+        return moved
+
+    def return_aliases(self, target_id: int, source_id: int, names: Sequence[str]) -> None:
+        self._move_alias_rows(target_id, source_id, names)
+
+    def move_episode_links(self, source_id: int, target_id: int) -> tuple[list[int], list[int]]:
+        mine = sorted(e for linked, e in self.episode_links if linked == source_id)
+        moved = [e for e in mine if self._link(target_id, e)]
+        shared = sorted(set(mine) - set(moved))
+        self.episode_links = {link for link in self.episode_links if link[0] != source_id}
+        return moved, shared
+
+    def return_episode_links(
+        self, target_id: int, source_id: int, moved: Sequence[int], shared: Sequence[int]
+    ) -> None:
+        for episode_id in [*moved, *shared]:
+            if episode_id in self.episodes.rows:
+                self._link(source_id, episode_id)
+        self.episode_links -= {(target_id, e) for e in moved}
+
+    def move_evidence(self, source_id: int, target_id: int) -> tuple[list[int], list[int]]:
+        ends: list[list[int]] = []
+        for column in ("from_id", "to_id"):
+            ids = sorted(e.id for e in self.evidence.values() if getattr(e, column) == source_id)
+            for i in ids:
+                self.evidence[i] = replace(self.evidence[i], **{column: target_id})
+            ends.append(ids)
+        return ends[0], ends[1]
+
+    def return_evidence(
+        self, source_id: int, from_ids: Sequence[int], to_ids: Sequence[int]
+    ) -> None:
+        for column, ids in (("from_id", from_ids), ("to_id", to_ids)):
+            for i in ids:
+                if i in self.evidence:
+                    self.evidence[i] = replace(self.evidence[i], **{column: source_id})
 
 
 def _holds(r: Relationship, when: When) -> bool:
     if when.history:
         return True
     if when.as_of is not None:
-        return r.valid_at <= when.as_of and (r.invalid_at is None or r.invalid_at > when.as_of)
+        return (
+            r.valid_at is not None
+            and r.valid_at <= when.as_of
+            and (r.invalid_at is None or r.invalid_at > when.as_of)
+        )
     return r.invalid_at is None
 
 
@@ -2317,6 +2888,8 @@ class FakeUnitOfWork:
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
         self.episodes = FakeEpisodes(self.sessions, self.jobs)
+        self.graph.projects, self.graph.sessions = self.projects, self.sessions
+        self.graph.episodes = self.episodes
         self.jobs.episodes = self.episodes
         self.sessions.projects, self.sessions.episodes = self.projects, self.episodes
         self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
