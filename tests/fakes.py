@@ -22,6 +22,7 @@ from typing import Any
 
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.erasure import RemovalTargets
 from nexus_grpc.core.graph import (
     CURRENT,
     Entity,
@@ -190,6 +191,9 @@ class FakeSessions:
         self.projects: FakeProjects
         self.episodes: FakeEpisodes
         self.memories: FakeMemories
+        # Set by FakeUnitOfWork too (a session's delete takes its summaries and own graph).
+        self.summaries: FakeSummaries
+        self.graph: FakeGraph
 
     def insert(
         self,
@@ -316,6 +320,63 @@ class FakeSessions:
             if project_id and s.project_id == project_id and self.past(s, 0.0, cutoff)
         )
         return found[:limit]
+
+    def _task_memories(self, session_ids: set[int], user_task_memories: bool) -> list[int]:
+        return sorted(
+            m.id
+            for m in self.memories.rows.values()
+            if m.session_id in session_ids
+            and m.tier == Tier.TASK
+            and (user_task_memories or m.kind == MemoryKind.PROJECT)
+        )
+
+    def _own_graph(self, session_ids: set[int]) -> list[int]:
+        return sorted(
+            e.id
+            for e in self.graph.entities.values()
+            if e.project_id == 0 and e.session_id in session_ids
+        )
+
+    def removal_targets(
+        self, session_ids: Sequence[int], *, user_task_memories: bool = True
+    ) -> RemovalTargets:
+        """As the store's: what deleting these sessions takes that has a point."""
+        wanted = {int(i) for i in session_ids}
+        episodes = self.episodes.rows.values()
+        return RemovalTargets(
+            episodes=tuple(sorted(e.id for e in episodes if e.session_id in wanted)),
+            summaries=tuple(sorted(r.id for r in self.summaries.rows.values()
+                                   if r.session_id in wanted)),
+            entities=tuple(self._own_graph(wanted)),
+            memories=tuple(self._task_memories(wanted, user_task_memories)),
+        )  # fmt: skip
+
+    def delete(
+        self, session_id: int, tenant: str | None = None, *, user_task_memories: bool = True
+    ) -> int:
+        """As the store's: the session, its own graph (edges and evidence by
+        cascade), its TASK-tier memories with their history (``user_task_memories``
+        False: the PROJECT ones only), and by cascade its episodes and
+        summaries. Returns how many episodes went."""
+        self.get(session_id, tenant)
+        graph = set(self._own_graph({session_id}))
+        for entity_id in graph:
+            del self.graph.entities[entity_id]
+        for rows in (self.graph.evidence, self.graph.relationships):
+            for i in [i for i, r in rows.items() if {r.from_id, r.to_id} & graph]:
+                del rows[i]
+        for memory_id in self._task_memories({session_id}, user_task_memories):
+            self.memories.delete(memory_id)
+            for revision in [r for r in self.memories.history.values() if r.memory_id == memory_id]:
+                del self.memories.history[revision.id]
+        episodes = [i for i, e in self.episodes.rows.items() if e.session_id == session_id]
+        for episode_id in episodes:
+            del self.episodes.rows[episode_id]
+            self.episodes.request_ids.pop(episode_id, None)
+        for summary_id in [i for i, r in self.summaries.rows.items() if r.session_id == session_id]:
+            del self.summaries.rows[summary_id]
+        del self.rows[session_id]
+        return len(episodes)
 
 
 class FakeEpisodes:
@@ -1438,11 +1499,16 @@ class FakeEvents:
 
 class FakeErasures:
     """Of what an erasure needs of the store, what an ordinary delete uses:
-    the formation events that name a memory, to scrub its words from them."""
+    the formation events that name a memory, to scrub its words from them;
+    and the reads of the summaries an erased episode may be quoted in."""
 
     def __init__(self, memories: FakeMemories, events: FakeEvents) -> None:
         self._memories = memories
         self._events = events
+        # Set by FakeUnitOfWork (what a removal's summaries are read from).
+        self.sessions: FakeSessions
+        self.episodes: FakeEpisodes
+        self.summaries: FakeSummaries
 
     def events_naming_memories(self, memory_ids: Sequence[int]) -> list[tuple[int, dict[str, Any]]]:
         """As the store's: the events of the episodes that formed these
@@ -1466,6 +1532,19 @@ class FakeErasures:
     def rewrite_event(self, event_id: int, payload: dict[str, Any]) -> None:
         event, tenant = self._events.rows[event_id]
         self._events.rows[event_id] = (replace(event, payload=copy.deepcopy(payload)), tenant)
+
+    def overviews_since(self, since: dict[int, float]) -> list[int]:
+        """As the store's: each project's overviews written since its time."""
+        return [
+            r.id
+            for project_id, at in sorted(since.items())
+            for r in sorted(self.summaries.rows.values(), key=lambda r: r.id)
+            if not r.session_id and r.project_id == project_id and r.updated_at >= at
+        ]
+
+    def sessions_with_episodes(self, session_ids: Sequence[int]) -> list[int]:
+        held = {e.session_id for e in self.episodes.rows.values()}
+        return sorted({int(i) for i in session_ids} & held & set(self.sessions.rows))
 
 
 class FakeUsage:
@@ -1636,6 +1715,9 @@ class FakeUnitOfWork:
         self.erasures = FakeErasures(self.memories, self.events)
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
         self.sessions.memories = self.memories
+        self.sessions.summaries, self.sessions.graph = self.summaries, self.graph
+        self.erasures.sessions, self.erasures.episodes = self.sessions, self.episodes
+        self.erasures.summaries = self.summaries
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:
