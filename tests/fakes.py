@@ -24,7 +24,7 @@ from nexus_grpc.core import erasure as erasure_steps
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
 from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
-from nexus_grpc.core.erasure import Counts, Erasure, Target
+from nexus_grpc.core.erasure import Counts, Erasure, RemovalTargets, Target
 from nexus_grpc.core.graph import (
     CURRENT,
     METHOD_NEW,
@@ -203,6 +203,9 @@ class FakeSessions:
         self.projects: FakeProjects
         self.episodes: FakeEpisodes
         self.memories: FakeMemories
+        # Set by FakeUnitOfWork too (a session's delete takes its summaries and own graph).
+        self.summaries: FakeSummaries
+        self.graph: FakeGraph
 
     def insert(
         self,
@@ -329,6 +332,63 @@ class FakeSessions:
             if project_id and s.project_id == project_id and self.past(s, 0.0, cutoff)
         )
         return found[:limit]
+
+    def _task_memories(self, session_ids: set[int], user_task_memories: bool) -> list[int]:
+        return sorted(
+            m.id
+            for m in self.memories.rows.values()
+            if m.session_id in session_ids
+            and m.tier == Tier.TASK
+            and (user_task_memories or m.kind == MemoryKind.PROJECT)
+        )
+
+    def _own_graph(self, session_ids: set[int]) -> list[int]:
+        return sorted(
+            e.id
+            for e in self.graph.entities.values()
+            if e.project_id == 0 and e.session_id in session_ids
+        )
+
+    def removal_targets(
+        self, session_ids: Sequence[int], *, user_task_memories: bool = True
+    ) -> RemovalTargets:
+        """As the store's: what deleting these sessions takes that has a point."""
+        wanted = {int(i) for i in session_ids}
+        episodes = self.episodes.rows.values()
+        return RemovalTargets(
+            episodes=tuple(sorted(e.id for e in episodes if e.session_id in wanted)),
+            summaries=tuple(sorted(r.id for r in self.summaries.rows.values()
+                                   if r.session_id in wanted)),
+            entities=tuple(self._own_graph(wanted)),
+            memories=tuple(self._task_memories(wanted, user_task_memories)),
+        )  # fmt: skip
+
+    def delete(
+        self, session_id: int, tenant: str | None = None, *, user_task_memories: bool = True
+    ) -> int:
+        """As the store's: the session, its own graph (edges and evidence by
+        cascade), its TASK-tier memories with their history (``user_task_memories``
+        False: the PROJECT ones only), and by cascade its episodes and
+        summaries. Returns how many episodes went."""
+        self.get(session_id, tenant)
+        graph = set(self._own_graph({session_id}))
+        for entity_id in graph:
+            del self.graph.entities[entity_id]
+        for rows in (self.graph.evidence, self.graph.relationships):
+            for i in [i for i, r in rows.items() if {r.from_id, r.to_id} & graph]:
+                del rows[i]
+        for memory_id in self._task_memories({session_id}, user_task_memories):
+            self.memories.delete(memory_id)
+            for revision in [r for r in self.memories.history.values() if r.memory_id == memory_id]:
+                del self.memories.history[revision.id]
+        episodes = [i for i, e in self.episodes.rows.items() if e.session_id == session_id]
+        for episode_id in episodes:
+            del self.episodes.rows[episode_id]
+            self.episodes.request_ids.pop(episode_id, None)
+        for summary_id in [i for i, r in self.summaries.rows.items() if r.session_id == session_id]:
+            del self.summaries.rows[summary_id]
+        del self.rows[session_id]
+        return len(episodes)
 
 
 class FakeEpisodes:
@@ -2142,10 +2202,11 @@ class FakeErasures:
     name a memory (to scrub its words), a summary that may quote what went,
     the user's records, and the index work still to run.
 
-    Not faked yet: the removals that queue index jobs in the store
-    (``delete_episodes``, ``delete_sessions``, ``delete_memories``,
-    ``delete_entities``, the summaries', ``delete_project_records``), which are
-    moving to the domain on another branch; the graph's side (``graph_of_episodes``,
+    Not faked yet: the bulk deletes (``delete_episodes``, ``delete_sessions``,
+    ``delete_memories``, ``delete_entities``, the summaries',
+    ``delete_project_records``), which only delete now (the domain reads what
+    goes and queues its index jobs first; tests/unit/test_removal_jobs.py) and
+    whose cascades the whole-server erasure tests check; the graph's side (``graph_of_episodes``,
     ``episode_fallout``, aliases, facts, merges), whose aliases, episode links and
     merges the graph's fake keeps in its own shape; and a project being deleted
     (``mark_project_deleting``, ``delete_project_row``), a state the fakes' projects
@@ -2530,6 +2591,19 @@ class FakeErasures:
             if j.kind in kinds and j.created_at <= at and j.state in ("pending", "running")
         )
 
+    def overviews_since(self, since: dict[int, float]) -> list[int]:
+        """As the store's: each project's overviews written since its time."""
+        return [
+            r.id
+            for project_id, at in sorted(since.items())
+            for r in sorted(self._summaries.rows.values(), key=lambda r: r.id)
+            if not r.session_id and r.project_id == project_id and r.updated_at >= at
+        ]
+
+    def sessions_with_episodes(self, session_ids: Sequence[int]) -> list[int]:
+        held = {e.session_id for e in self._episodes.rows.values()}
+        return sorted({int(i) for i in session_ids} & held & set(self._sessions.rows))
+
 
 class FakeDocuments:
     """What each vector collection is built from, read from the fakes' rows as
@@ -2907,6 +2981,7 @@ class FakeUnitOfWork:
         self.restore = FakeRestore(
             self.projects, self.sessions, self.memories, self.summaries, self.graph
         )
+        self.sessions.summaries, self.sessions.graph = self.summaries, self.graph
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

@@ -332,9 +332,10 @@ def list_for_session(
 
 
 def delete(conn: Connection, episode_id: int, tenant: str | None = None) -> None:
+    """The row alone (the store's own tests; the service removes episodes by
+    erasure's rule): whoever deletes it queues its index job first."""
     episode = get(conn, episode_id, tenant)
     neighbours = _neighbours(conn, episode.session_id, episode_id)
-    jobs.enqueue(conn, jobs.INDEX_EPISODE, [episode_id])  # before the row goes: its tenant
     conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
     _refresh_context(conn, neighbours)
 

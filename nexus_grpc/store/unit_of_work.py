@@ -95,6 +95,7 @@ class SessionTable(Table):
     list_page = bound(sessions.list_page)
     past_retention = bound(sessions.past_retention)
     project_session_ids = bound(sessions.project_session_ids)
+    removal_targets = bound(sessions.removal_targets)
     task_memory_owners = bound(sessions.task_memory_owners)
     update = bound(sessions.update)
     user_session_ids = bound(sessions.user_session_ids)
