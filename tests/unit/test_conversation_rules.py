@@ -11,6 +11,7 @@ conversions of the wire's types) is tests/e2e/service/test_conversations.py's.
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 import pytest
@@ -179,6 +180,9 @@ async def test_a_bad_episode_is_refused_by_name_and_writes_nothing(uow, c):
     assert "limit" in await refused(InvalidArgument, episode(c, sid, "x" * 100_001))
     assert "project_id 5 does not exist" in await refused(
         FailedPrecondition, episode(c, sid, "x", project_id=5)
+    )
+    assert "occur_time" in await refused(
+        InvalidArgument, episode(c, sid, "x", occur_at=time.time() + 86_400)
     )
     assert uow.episodes.rows == {} and uow.jobs.rows == []
 

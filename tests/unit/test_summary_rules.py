@@ -1,7 +1,7 @@
 """What SummaryService's use cases decide (domain/summaries.py), on the fakes
 of tests/fakes.py: which summaries a call may write and to what, what
 listing and overviews answer, what is refused without a model, and which
-index jobs each write queues.
+index jobs each write queues, and how a pass dates the exchanges it reads.
 
 What a client sees of them over gRPC (the status codes, the overview's
 stream, the model's prompts) is tests/e2e/service/test_summaries.py's.
@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core.models import Episode
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
-from nexus_grpc.domain.summaries import Summaries
+from nexus_grpc.domain.summaries import Summaries, _dated_body
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 
@@ -191,3 +192,14 @@ async def test_a_session_moved_to_another_project_queues_its_summaries_index_job
     assert sorted(index_jobs(uow)) == [(a.id, "default"), (b.id, "default")]
     await conversations.update_session(sid, {"name": "renamed"}, ["name"])
     assert index_jobs(uow) == []
+
+
+def test_a_summary_pass_dates_an_imported_exchange_and_not_a_live_one():
+    """An exchange stored well after it happened (an import, occur_time given)
+    is led by its date; a live one happened when it was stored."""
+    base = 1_683_554_160.0  # 8 May 2023, 13:56 UTC
+    imported = Episode(1, 1, "we moved to Paris", "noted", created_at=base + 86_400, occur_at=base)
+    live = Episode(2, 1, "live now", "ok", created_at=base + 86_400, occur_at=base + 86_430)
+    text = _dated_body([imported, live])
+    assert "(On 08 May 2023, 13:56 UTC)\nUser: we moved to Paris" in text
+    assert "UTC)\nUser: live now" not in text and "User: live now" in text
