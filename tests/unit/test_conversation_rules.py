@@ -232,3 +232,32 @@ async def test_an_episode_attaches_a_session_without_a_project_to_its_project(uo
     assert f"session {sid} belongs to project {pid}, not project_id {other}" in message
     assert len(uow.episodes.rows) == 2
     assert uow.jobs.pending(jobs.INDEX_EPISODE) == sorted(uow.episodes.rows)
+
+
+# A project's retention
+
+
+@pytest.mark.parametrize(
+    ("retention", "words"),
+    [
+        (0.0, "must be positive"),
+        (-5.0, "must be positive"),
+        (101 * 366 * 86_400.0, "at most 100 years"),
+        (5.0000005, "whole seconds"),
+    ],
+)
+async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(uow, c, retention, words):
+    message = await refused(
+        InvalidArgument, c.create_project({"name": "p", "retention": retention})
+    )
+    assert "project.retention" in message and words in message
+    assert uow.projects.rows == {} and uow.jobs.rows == []
+    pid = await project(c, "p", retention=86_400.0)
+    sweeps = [(j.target_id, j.run_after) for j in uow.jobs.rows]
+    assert sweeps == [(pid, uow.projects.rows[pid].created_at)]  # due from its creation
+    message = await refused(
+        InvalidArgument, c.update_project(pid, {"retention": retention}, ["retention"])
+    )
+    assert "project.retention" in message and words in message
+    assert uow.projects.rows[pid].retention == 86_400.0
+    assert [(j.target_id, j.run_after) for j in uow.jobs.rows] == sweeps
