@@ -145,12 +145,13 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
 
 
-async def index_idle(h: Harness) -> bool:
-    """No memory index job is waiting or running."""
+async def index_idle(h: Harness, tables: tuple[str, ...] = ("memories",)) -> bool:
+    """No index job of these tables (memories unless told) is waiting or running."""
+    kinds = ", ".join(f"'index:{t}'" for t in tables)
     n = await h.app.db.read_sql(
         lambda c: c.execute(
             "SELECT COUNT(*) FROM jobs"
-            " WHERE kind = 'index:memories' AND state IN ('pending', 'running')"
+            f" WHERE kind IN ({kinds}) AND state IN ('pending', 'running')"
         ).fetchone()[0]
     )
     return n == 0

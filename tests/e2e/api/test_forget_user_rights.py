@@ -14,7 +14,7 @@ import pytest
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.store import schema
-from tests.support import Harness, bearer, erasure_done, start_harness
+from tests.support import Harness, bearer, erasure_done, index_idle, start_harness, wait_until
 
 BOTH_STORES = True
 
@@ -72,6 +72,9 @@ async def world(tmp_path, store_settings):
             metadata=key(who),
         )
     h.extras["project"] = project.id
+    # The digests compare rows, and an index job finishing marks its row
+    # embedded: wait for them, or a refusal's test reads that as a write.
+    await wait_until(lambda: index_idle(h, ("episodes", "memories")))
     yield h
     await h.close()
 
