@@ -24,7 +24,8 @@ extraction and embeddings.  Three kinds of client, each on its own connection:
   that feed the event log.
 
 The run is 8 rounds (10 in the soak).  Each measures a *baseline* window with
-nothing else running, then a *loaded* window: the slow subscribers reconnect,
+nothing else running (the soak only: the quick test asserts no latency, so it
+spends no time on them), then a *loaded* window: the slow subscribers reconnect,
 each resuming after the last event it read (as a reconnecting client does),
 one batch of cancelled streams runs, RSS is sampled, and the subscribers
 disconnect.  Interleaving the two kinds of window, rather than all baseline
@@ -639,7 +640,8 @@ async def run_streams_fault(
             slow = SlowSubscribers(slow_channel, SLOW_SUBSCRIBERS)
             churn = Churn(churn_channel, seeded)
             for r in range(rounds):
-                figures.baseline.append(await measurer.window(baseline_n))
+                if baseline_n:  # only the soak compares latencies with a baseline
+                    figures.baseline.append(await measurer.window(baseline_n))
                 await slow.open()
                 if r == 0:
                     figures.rss_with_slow = rss_mib(pid)
@@ -719,7 +721,7 @@ async def test_slow_and_cancelled_streams_keep_rss_flat_and_others_answering(tmp
     """Memory stays flat and every other call is answered. How fast the others
     stay is a ratio of latencies, which tests running beside this one on the
     same cores would skew: the soak below measures it (``make soak``, alone)."""
-    figures = await run_streams_fault(tmp_path, 1_000, rounds=8, baseline_n=300)
+    figures = await run_streams_fault(tmp_path, 1_000, rounds=8, baseline_n=0)
     check_rss_plateau(figures.rss)
 
 
