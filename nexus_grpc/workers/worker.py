@@ -92,12 +92,6 @@ class JobWorker:
     ) -> None:
         self.db = db
         self.queue = job_queue.JobQueue(db, kind)
-        self.policy = job_queue.RetryPolicy(
-            max_attempts=config.max_attempts,
-            backoff_base=config.backoff_base,
-            backoff_max=config.backoff_max,
-            postpone_delay=config.postpone_delay,
-        )
         self.signals = signals
         self.kind = kind
         self.handler = handler
@@ -264,6 +258,19 @@ class JobWorker:
         if self.after_commit is not None:
             # Also after a failure: a spurious wake-up costs readers one empty read.
             self.after_commit()
+
+    @property
+    def policy(self) -> job_queue.RetryPolicy:
+        """The retry policy of the worker's config, read when a job fails: a
+        config replaced while the worker runs (the tests' fast backoff) is
+        what its next failure follows, with no second copy to go stale."""
+        c = self.config
+        return job_queue.RetryPolicy(
+            max_attempts=c.max_attempts,
+            backoff_base=c.backoff_base,
+            backoff_max=c.backoff_max,
+            postpone_delay=c.postpone_delay,
+        )
 
     async def _note_dependency(self, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:

@@ -218,8 +218,10 @@ async def test_fault_outlasting_the_attempts_leaves_visible_failures_that_requeu
             assert attempts == N * MAX_ATTEMPTS
         else:
             worker = h.app.extraction_worker
-            # Many more failed calls than max_attempts per job...
-            await wait_until(lambda: _ge(worker.failures, N * MAX_ATTEMPTS * 2), timeout=30)
+            # Many more failed calls than max_attempts per job, each job put off
+            # by the fast postpone set above (the worker reads its config when a
+            # job fails: under the default 5 s this took 25 s)...
+            await wait_until(lambda: _ge(worker.failures, N * MAX_ATTEMPTS * 2), timeout=12)
             # ...and still no attempt spent: each job waits, showing why. Read
             # between two claims: a job the worker holds at that instant shows
             # the attempt it is making, which the wait then gives back.
