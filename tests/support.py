@@ -8,9 +8,12 @@ texts sharing words are close, deterministically, in microseconds.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import math
 import re
+import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,8 +87,61 @@ async def start_harness(
     data_dir: Path, *, embedder=None, index: VectorIndex | None = None, **settings_kw
 ) -> Harness:
     settings = Settings(listen="127.0.0.1:0", data_dir=data_dir, **settings_kw)
-    app = App(settings, embedder=embedder or HashingEmbedder(), index=index)
+    embedder = embedder or HashingEmbedder()
+    if index is None and not settings.qdrant_url and not settings.database_url:
+        await _empty_collections(settings.vectors_dir, embedder.dimension)
+    app = App(settings, embedder=embedder, index=index)
     return harness_for(await start_server(settings, app))
+
+
+#: Per test process: a folder of the server's empty qdrant-edge collections,
+#: by vector dimension.
+_EMPTY_COLLECTIONS: dict[int, Path] = {}
+
+
+async def _empty_collections(vectors_dir: Path, dimension: int) -> None:
+    """Give a new data directory the empty collections a first start creates.
+
+    Creating a qdrant-edge shard and its payload indexes takes a first start
+    0.2 s a collection on these cores (0.8 s of a harness's 1 s), against
+    0.05 s to open one; a suite starts about a thousand servers. So each test
+    process creates them once, as ``Indexer.ensure`` does, and a harness
+    starts on a copy: its server opens real shards (checking their dimension
+    and indexes as at any restart). A first start's creation is still run by
+    every server started another way (a subprocess, the PostgreSQL store, a
+    data directory the test prepared) and by tests/integration/vectors."""
+    template = _EMPTY_COLLECTIONS.get(dimension)
+    if template is None:
+        import tempfile
+
+        from nexus_grpc.domain import vector_collections
+        from nexus_grpc.vectors.edge import EdgeVectorIndex
+
+        folder = tempfile.mkdtemp(prefix="nexus-empty-collections-")
+        atexit.register(shutil.rmtree, folder, True)
+        template = Path(folder) / "vectors"
+        index = EdgeVectorIndex(template)
+        for spec in vector_collections.ALL:
+            await index.ensure_collection(spec.name, dimension, spec.indexed_fields)
+        await index.close()
+        _EMPTY_COLLECTIONS[dimension] = template
+    await asyncio.to_thread(_copy_collections, template, vectors_dir)
+
+
+def _copy_collections(template: Path, vectors_dir: Path) -> None:
+    if vectors_dir.exists() or not vectors_dir.parent.parent.is_dir():
+        return  # the test prepared this directory (or its parent) itself
+    # The shards' write-ahead logs and pages are sparse files of 32 MiB (884 KiB
+    # on disk for the four): a plain copy would write all 495 MiB of them.
+    try:
+        vectors_dir.parent.mkdir(exist_ok=True)
+        subprocess.run(
+            ["cp", "-r", "--sparse=always", str(template), str(vectors_dir)],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        shutil.rmtree(vectors_dir, ignore_errors=True)  # the server meets it itself
 
 
 def harness_for(running: RunningServer) -> Harness:
