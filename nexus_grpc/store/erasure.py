@@ -27,7 +27,7 @@ from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.core.records import MemoryUsage
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import dialect, jobs
-from nexus_grpc.store.episodes import refresh_neighbours
+from nexus_grpc.store.episodes import SqlEpisodes
 from nexus_grpc.store.graph import ALIAS_COLUMNS
 from nexus_grpc.store.sql import now
 
@@ -593,7 +593,7 @@ class ErasureStore:
             f" AND target_id IN (SELECT value FROM {ints})",
             (*_EPISODE_WORK, members),
         ).rowcount
-        jobs.enqueue(self.conn, job_kinds.INDEX_EPISODE, [int(i) for i in ids])
+        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_EPISODE, [int(i) for i in ids])
         events = self.conn.execute(
             f"DELETE FROM extraction_events WHERE episode_id IN (SELECT value FROM {ints})",
             (members,),
@@ -633,7 +633,7 @@ class ErasureStore:
             f"DELETE FROM episodes WHERE id IN (SELECT value FROM {ints})", (members,)
         )
         if neighbours:
-            refresh_neighbours(self.conn, sorted(neighbours - {int(i) for i in ids}))
+            SqlEpisodes(self.conn).refresh_neighbours(sorted(neighbours - {int(i) for i in ids}))
         return Counts(
             episodes=len(ids),
             extraction_events=events,
@@ -672,13 +672,13 @@ class ErasureStore:
         ints = self._ints
         summaries = f"SELECT id FROM summaries WHERE session_id IN (SELECT value FROM {ints})"
         removed = self._count(f"SELECT COUNT(*) FROM ({summaries}) AS s", (members,))
-        jobs.enqueue_select(self.conn, job_kinds.INDEX_SUMMARY, summaries, (members,))
+        jobs.SqlJobs(self.conn).enqueue_select(job_kinds.INDEX_SUMMARY, summaries, (members,))
         own_graph = (
             "SELECT id FROM entities WHERE project_id = 0"
             f" AND session_id IN (SELECT value FROM {ints})"
         )
         entities = self._count(f"SELECT COUNT(*) FROM ({own_graph}) AS g", (members,))
-        jobs.enqueue_select(self.conn, job_kinds.INDEX_ENTITY, own_graph, (members,))
+        jobs.SqlJobs(self.conn).enqueue_select(job_kinds.INDEX_ENTITY, own_graph, (members,))
         self.conn.execute(f"DELETE FROM entities WHERE id IN ({own_graph})", (members,))
         task = (
             f"SELECT id FROM memories WHERE tier = 1 AND session_id IN (SELECT value FROM {ints})"
@@ -714,7 +714,7 @@ class ErasureStore:
             return Counts()
         members = _ids(ids)
         ints = self._ints
-        jobs.enqueue(self.conn, job_kinds.INDEX_MEMORY, [int(i) for i in ids])
+        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_MEMORY, [int(i) for i in ids])
         history = self.conn.execute(
             f"DELETE FROM memory_history WHERE memory_id IN (SELECT value FROM {ints})", (members,)
         ).rowcount
@@ -817,7 +817,7 @@ class ErasureStore:
             f" WHERE from_id IN (SELECT value FROM {ints}) OR to_id IN (SELECT value FROM {ints})",
             (members, members),
         )
-        jobs.enqueue(self.conn, job_kinds.INDEX_ENTITY, [int(i) for i in ids])
+        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_ENTITY, [int(i) for i in ids])
         cancelled = self.conn.execute(
             "DELETE FROM jobs WHERE state = 'pending' AND kind = ?"
             f" AND target_id IN (SELECT value FROM {ints})",
@@ -848,7 +848,7 @@ class ErasureStore:
             )
 
     def reindex_entities(self, ids: Sequence[int]) -> None:
-        jobs.enqueue(self.conn, job_kinds.INDEX_ENTITY, [int(i) for i in ids])
+        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_ENTITY, [int(i) for i in ids])
 
     def drop_merges_touching(self, entity_ids: Sequence[int]) -> int:
         """Forget the merges whose target or sources are these entities: their
@@ -882,7 +882,9 @@ class ErasureStore:
         if not session_ids:
             return 0
         summaries = f"SELECT id FROM summaries WHERE session_id IN (SELECT value FROM {self._ints})"
-        jobs.enqueue_select(self.conn, job_kinds.INDEX_SUMMARY, summaries, (_ids(session_ids),))
+        jobs.SqlJobs(self.conn).enqueue_select(
+            job_kinds.INDEX_SUMMARY, summaries, (_ids(session_ids),)
+        )
         return self.conn.execute(
             f"DELETE FROM summaries WHERE id IN ({summaries})", (_ids(session_ids),)
         ).rowcount
@@ -908,7 +910,9 @@ class ErasureStore:
                 "SELECT id FROM summaries WHERE session_id IS NULL AND project_id = ?"
                 " AND updated_at >= ?"
             )
-            jobs.enqueue_select(self.conn, job_kinds.INDEX_SUMMARY, overviews, (project_id, at))
+            jobs.SqlJobs(self.conn).enqueue_select(
+                job_kinds.INDEX_SUMMARY, overviews, (project_id, at)
+            )
             removed += self.conn.execute(
                 f"DELETE FROM summaries WHERE id IN ({overviews})", (project_id, at)
             ).rowcount
@@ -922,7 +926,9 @@ class ErasureStore:
             "SELECT id FROM summaries WHERE session_id IS NULL"
             f" AND project_id IN (SELECT value FROM {self._ints})"
         )
-        jobs.enqueue_select(self.conn, job_kinds.INDEX_SUMMARY, overviews, (_ids(projects),))
+        jobs.SqlJobs(self.conn).enqueue_select(
+            job_kinds.INDEX_SUMMARY, overviews, (_ids(projects),)
+        )
         return self.conn.execute(
             f"DELETE FROM summaries WHERE id IN ({overviews})", (_ids(projects),)
         ).rowcount
@@ -937,7 +943,7 @@ class ErasureStore:
                 (_ids(session_ids),),
             )
         ]
-        jobs.enqueue(self.conn, job_kinds.SUMMARIZE_SESSION, live)
+        jobs.SqlJobs(self.conn).enqueue(job_kinds.SUMMARIZE_SESSION, live)
         return len(live)
 
     # -- records -------------------------------------------------------------------------
