@@ -101,19 +101,20 @@ def _episodes(rng: random.Random, names: list[tuple[str, str]], n: int) -> list[
     return results
 
 
-def _exact_only(conn, graph, mentions, answers, episode_id):  # noqa: ANN001
+def _exact_only(uow, graph, mentions, answers, episode_id):  # noqa: ANN001
     """The graph write before resolution: a name is its entity only when its
-    key matches; otherwise a new entity."""
+    key matches; otherwise a new entity. It stands in for ``settle``, which
+    the extraction's write calls with its unit of work."""
     resolved: dict[tuple[str, str], int] = {}
     for m in mentions:
-        existing = graph_store.GraphRows(conn).entity_id_of(m.key, m.type, *graph)
+        existing = uow.graph.entity_id_of(m.key, m.type, *graph)
         if existing is None:
-            existing = graph_store.GraphRows(conn).insert_entity(
+            existing = uow.graph.insert_entity(
                 graph, m.surface, m.type, m.notes, source=SOURCE_EXTRACTION,
                 episode_id=episode_id,
             )  # fmt: skip
         else:
-            graph_store.GraphRows(conn).mention(existing, m.notes, episode_id=episode_id)
+            uow.graph.mention(existing, m.notes, episode_id=episode_id)
         resolved[(m.key, m.type)] = existing
     return resolved
 
