@@ -187,6 +187,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.graph_resolution --entities 10000 --episodes 300 --append docs/benchmarks.md
 	$(BIN)/python -m bench.console_pages --append docs/benchmarks.md
 	$(BIN)/python -m bench.job_claims --backlog 10000 --claims 50 --append docs/benchmarks.md
+	$(BIN)/python -m bench.removal_jobs --episodes 200 --sessions 200 --runs 30 --append docs/benchmarks.md
 	$(BIN)/python -m bench.agent_hooks --append docs/benchmarks.md
 	$(BIN)/python -m bench.forget_user --episodes 100000 --user-episodes 10000 --user-memories 1000 --append docs/benchmarks.md
 

@@ -20,12 +20,21 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from nexus_grpc.core import erasure as erasure_steps
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
+from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
+from nexus_grpc.core.erasure import Counts, Erasure, RemovalTargets, Target
 from nexus_grpc.core.graph import (
     CURRENT,
+    METHOD_NEW,
+    RESOLVED,
+    CandidateRow,
     Entity,
+    EntityAlias,
+    EntityMerge,
     Evidence,
+    Graph,
     Interval,
     Relationship,
     When,
@@ -33,6 +42,7 @@ from nexus_grpc.core.graph import (
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
+    Backlog,
     Episode,
     JobState,
     MemoryKind,
@@ -42,7 +52,9 @@ from nexus_grpc.core.models import (
     Session,
     SummaryProgress,
     Tier,
+    episode_text,
 )
+from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
 from nexus_grpc.core.records import (
     DELETE,
     ChangedBy,
@@ -59,6 +71,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
+from nexus_grpc.core.vectors import Document
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
@@ -190,6 +203,9 @@ class FakeSessions:
         self.projects: FakeProjects
         self.episodes: FakeEpisodes
         self.memories: FakeMemories
+        # Set by FakeUnitOfWork too (a session's delete takes its summaries and own graph).
+        self.summaries: FakeSummaries
+        self.graph: FakeGraph
 
     def insert(
         self,
@@ -317,14 +333,84 @@ class FakeSessions:
         )
         return found[:limit]
 
+    def _task_memories(self, session_ids: set[int], user_task_memories: bool) -> list[int]:
+        return sorted(
+            m.id
+            for m in self.memories.rows.values()
+            if m.session_id in session_ids
+            and m.tier == Tier.TASK
+            and (user_task_memories or m.kind == MemoryKind.PROJECT)
+        )
+
+    def _own_graph(self, session_ids: set[int]) -> list[int]:
+        return sorted(
+            e.id
+            for e in self.graph.entities.values()
+            if e.project_id == 0 and e.session_id in session_ids
+        )
+
+    def removal_targets(
+        self, session_ids: Sequence[int], *, user_task_memories: bool = True
+    ) -> RemovalTargets:
+        """As the store's: what deleting these sessions takes that has a point."""
+        wanted = {int(i) for i in session_ids}
+        episodes = self.episodes.rows.values()
+        return RemovalTargets(
+            episodes=tuple(sorted(e.id for e in episodes if e.session_id in wanted)),
+            summaries=tuple(sorted(r.id for r in self.summaries.rows.values()
+                                   if r.session_id in wanted)),
+            entities=tuple(self._own_graph(wanted)),
+            memories=tuple(self._task_memories(wanted, user_task_memories)),
+        )  # fmt: skip
+
+    def delete(
+        self, session_id: int, tenant: str | None = None, *, user_task_memories: bool = True
+    ) -> int:
+        """As the store's: the session, its own graph (edges and evidence by
+        cascade), its TASK-tier memories with their history (``user_task_memories``
+        False: the PROJECT ones only), and by cascade its episodes and
+        summaries. Returns how many episodes went."""
+        self.get(session_id, tenant)
+        graph = set(self._own_graph({session_id}))
+        for entity_id in graph:
+            del self.graph.entities[entity_id]
+        for rows in (self.graph.evidence, self.graph.relationships):
+            for i in [i for i, r in rows.items() if {r.from_id, r.to_id} & graph]:
+                del rows[i]
+        for memory_id in self._task_memories({session_id}, user_task_memories):
+            self.memories.delete(memory_id)
+            for revision in [r for r in self.memories.history.values() if r.memory_id == memory_id]:
+                del self.memories.history[revision.id]
+        episodes = [i for i, e in self.episodes.rows.items() if e.session_id == session_id]
+        for episode_id in episodes:
+            del self.episodes.rows[episode_id]
+            self.episodes.request_ids.pop(episode_id, None)
+        for summary_id in [i for i, r in self.summaries.rows.items() if r.session_id == session_id]:
+            del self.summaries.rows[summary_id]
+        del self.rows[session_id]
+        return len(episodes)
+
 
 class FakeEpisodes:
+    """Episodes and their job states, in their sessions' tenants and projects.
+
+    Not faked: the keyword index (``keyword_search``, ``keyword_matching``,
+    ``snippets``): each store matches and ranks with its own full-text engine
+    (FTS5's bm25 over the turn and its neighbours' context, PostgreSQL's
+    ts_rank), which a fake could only imitate with made-up scores; a rule that
+    needs them has a whole-server test. Nor a project being deleted
+    (``projects.deleting``, which hides its sessions' episodes): the fakes'
+    projects have no such state.
+    """
+
     def __init__(self, sessions: FakeSessions, jobs: FakeJobs) -> None:
         self.rows: dict[int, Episode] = {}
         self.request_ids: dict[int, str | None] = {}
         self._sessions = sessions
         self._jobs = jobs
         self._next = _ids()
+        # Set by FakeUnitOfWork (the summaries are made after the episodes).
+        self.summaries: FakeSummaries | None = None
 
     def insert(
         self,
@@ -368,7 +454,7 @@ class FakeEpisodes:
                 acts_for=row.acts_for,
             )
             self.rows[episode.id] = episode
-            self.request_ids[episode.id] = row.request_id
+            self.request_ids[episode.id] = row.request_id or None
             made.append(episode.id)
         return made
 
@@ -382,12 +468,16 @@ class FakeEpisodes:
     def summary_progress(
         self, session_id: int, enough_episodes: int, enough_chars: int
     ) -> SummaryProgress:
-        """As the store's, with no summaries stored: every episode is new."""
+        """As the store's: new episodes are those after the last one a summary
+        of the session covers; the characters are the session's first turns'."""
         if self._jobs.pending_job(job_kinds.SUMMARIZE_SESSION, session_id) is not None:
             return SummaryProgress(True, 0, 0)
-        mine = sorted((e for e in self.rows.values() if e.session_id == session_id),
-                      key=lambda e: e.id)  # fmt: skip
-        new = min(len(mine), enough_episodes)
+        summaries = [] if self.summaries is None else self.summaries.rows.values()
+        covered = max(
+            (r.last_episode_id for r in summaries if r.session_id == session_id), default=0
+        )
+        mine = self._of_session(session_id)
+        new = min(sum(1 for e in mine if e.id > covered), enough_episodes)
         if new < enough_episodes:
             return SummaryProgress(False, new, 0)
         first = mine[: enough_chars + 1]
@@ -422,7 +512,7 @@ class FakeEpisodes:
 
     def set_extract_state(self, episode_id: int, state: JobState, error: str = "") -> None:
         episode = self.rows[episode_id]
-        self.rows[episode_id] = replace(episode, extract_state=state, extract_error=error)
+        self.rows[episode_id] = replace(episode, extract_state=state, extract_error=error[:2000])
 
     def set_memory_state(self, episode_id: int, state: JobState | None, error: str = "") -> None:
         episode = self.rows[episode_id]
@@ -435,6 +525,110 @@ class FakeEpisodes:
             if episode.extract_state == JobState.FAILED and session.tenant == tenant:
                 found.append((episode.id, session.user_id))
         return found
+
+    def _of_session(self, session_id: int) -> list[Episode]:
+        return [self.rows[i] for i in sorted(self.rows) if self.rows[i].session_id == session_id]
+
+    def _of_project(self, project_id: int) -> list[Episode]:
+        sessions = set(self._sessions.project_session_ids(project_id))
+        return [self.rows[i] for i in sorted(self.rows) if self.rows[i].session_id in sessions]
+
+    def list_for_session(
+        self,
+        session_id: int,
+        after_id: int = 0,
+        limit: int = 10_000,
+        *,
+        since: float | None = None,
+    ) -> list[Episode]:
+        """Oldest first; ``since``: none that happened before it."""
+        return [
+            e
+            for e in self._of_session(session_id)
+            if e.id > after_id and (since is None or e.occur_at >= since)
+        ][:limit]
+
+    def list_page(
+        self, session_id: int, before_id: int | None, limit: int, since: float | None = None
+    ) -> list[Episode]:
+        """Newest first, below ``before_id``."""
+        return [
+            e
+            for e in reversed(self._of_session(session_id))
+            if (before_id is None or e.id < before_id) and (since is None or e.occur_at >= since)
+        ][:limit]
+
+    def sessions_of(self, ids: Sequence[int]) -> dict[int, int]:
+        return {i: self.rows[i].session_id for i in ids if i in self.rows}
+
+    def scope_of(self, episode_id: int) -> tuple[int, int] | None:
+        episode = self.rows.get(episode_id)
+        session = None if episode is None else self._sessions.rows.get(episode.session_id)
+        return None if session is None else (session.id, session.project_id or 0)
+
+    def occur_at_of(self, episode_id: int) -> float | None:
+        episode = self.rows.get(episode_id)
+        return None if episode is None else episode.occur_at
+
+    def oldest_in_project(self, project_id: int) -> float | None:
+        return min((e.occur_at for e in self._of_project(project_id)), default=None)
+
+    def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
+        return [e.id for e in self._of_project(project_id) if e.occur_at < cutoff][:limit]
+
+    def retention_cutoff(self, session_id: int, at: float) -> float | None:
+        """The oldest occur_at the session's project keeps at ``at``; None: all."""
+        session = self._sessions.rows.get(session_id)
+        project = None if session is None else self._sessions.projects.rows.get(session.project_id)
+        return None if project is None or project.retention is None else at - project.retention
+
+    def scope_sample(self, session_ids: Sequence[int], limit: int) -> list[str]:
+        """The texts of up to ``limit`` of these sessions' newest episodes."""
+        wanted = set(session_ids)
+        newest = [self.rows[i] for i in sorted(self.rows, reverse=True)]
+        return [f"{e.user_message}\n{e.ai_response}" for e in newest if e.session_id in wanted][
+            :limit
+        ]
+
+    def backlog(self, session_ids: Sequence[int]) -> Backlog:
+        wanted = set(session_ids)
+        mine = [e for e in self.rows.values() if e.session_id in wanted]
+        return Backlog(
+            len(mine),
+            sum(1 for e in mine if e.embed_state == JobState.PENDING),
+            sum(1 for e in mine if e.extract_state == JobState.PENDING),
+            sum(1 for e in mine if e.memory_state == JobState.PENDING),
+        )
+
+    def formation_ahead(self, episode: Episode) -> int | None:
+        """An episode of the same session that happened earlier (or at the same
+        time and was stored first) and still waits for its formation. The
+        store names any one of them (its query has no order): this, the first."""
+        for e in self._of_session(episode.session_id):
+            if e.memory_state == JobState.PENDING and (e.occur_at, e.id) < (
+                episode.occur_at,
+                episode.id,
+            ):
+                return e.id
+        return None
+
+    def set_embed_state(self, ids: Sequence[int], state: JobState, error: str = "") -> None:
+        for i in ids:
+            if i in self.rows:
+                self.rows[i] = replace(self.rows[i], embed_state=state, embed_error=error[:2000])
+
+    def mark_indexed_before(self, before: float) -> None:
+        """After a full rebuild: every episode made by ``before`` is indexed."""
+        for i, e in self.rows.items():
+            if e.created_at <= before:
+                self.rows[i] = replace(e, embed_state=JobState.DONE, embed_error="")
+
+    def reset_failed_extractions(self) -> list[int]:
+        """Every failed extraction pending again; their ids."""
+        failed = sorted(i for i, e in self.rows.items() if e.extract_state == JobState.FAILED)
+        for i in failed:
+            self.rows[i] = replace(self.rows[i], extract_state=JobState.PENDING, extract_error="")
+        return failed
 
 
 @dataclass
@@ -700,30 +894,443 @@ class FakeJobs:
 
 
 class FakeGraph:
+    """Entities, aliases, tokens, episode links, distinctions, relationships,
+    evidence and merges, each a dict or set of rows as the store's tables
+    hold them. Deleting an entity cascades as the foreign keys do; the edge
+    trigger (an edge never joins two graphs) is the store's alone.
+
+    Set by FakeUnitOfWork: the projects and sessions (an entity's tenant),
+    the episodes (recent mentions, returned episode links).
+    """
+
     def __init__(self) -> None:
         self.entities: dict[int, Entity] = {}
+        self.name_keys: dict[int, str] = {}
+        self.aliases: dict[int, EntityAlias] = {}
+        # An alias row's own (project_id, session_id), written when it was made.
+        self.alias_graphs: dict[int, Graph] = {}
+        self.tokens: set[tuple[int, int, str, str, int]] = set()
+        self.episode_links: set[tuple[int, int]] = set()
+        self.distinctions: set[tuple[int, int]] = set()
         self.evidence: dict[int, Evidence] = {}
         self.relationships: dict[int, Relationship] = {}
+        self.merges: dict[int, EntityMerge] = {}
         self._entity_ids = _ids()
+        self._alias_ids = _ids()
         self._evidence_ids = _ids()
         self._relationship_ids = _ids()
+        self._merge_ids = _ids()
+        self.projects: FakeProjects
+        self.sessions: FakeSessions
+        self.episodes: FakeEpisodes
+
+    # Entities -------------------------------------------------------------
+
+    def _graph_of(self, entity_id: int) -> Graph:
+        e = self.entities[entity_id]
+        return e.project_id, e.session_id
+
+    def _key_taken(self, graph: Graph, key: str, etype: str, but: int) -> bool:
+        return any(
+            (e.project_id, e.session_id, e.type) == (*graph, etype) and self.name_keys[i] == key
+            for i, e in self.entities.items()
+            if i != but
+        )
+
+    def _read(self, entity_id: int) -> Entity:
+        names = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == entity_id]  # fmt: skip
+        return replace(self.entities[entity_id], aliases=tuple(dict.fromkeys(names)))
+
+    def _change(self, entity_id: int, **changes: Any) -> None:
+        if entity_id in self.entities:
+            self.entities[entity_id] = replace(self.entities[entity_id], **changes)
+
+    def _put_entity(self, entity_id: int, e: Entity, key: str) -> None:
+        if self._key_taken((e.project_id, e.session_id), key, e.type, entity_id):
+            raise ValueError("UNIQUE constraint failed: entities identity")
+        self.entities[entity_id] = replace(e, id=entity_id, aliases=())
+        self.name_keys[entity_id] = key
+
+    def entity_id_of(self, key: str, etype: str, project_id: int, session_id: int) -> int | None:
+        for i, e in self.entities.items():
+            if (e.project_id, e.session_id, e.type) == (project_id, session_id, etype):
+                if self.name_keys[i] == key:
+                    return i
+        return None
+
+    def entities_with_key(self, graph: Graph, key: str, types: Iterable[str]) -> list[int]:
+        wanted = set(types)
+        return sorted(
+            {
+                a.entity_id
+                for a in self.aliases.values()
+                if self.alias_graphs[a.id] == tuple(graph)
+                and a.norm == key
+                and self.entities[a.entity_id].type in wanted
+            }
+        )
 
     def insert_entity(
         self,
-        graph: tuple[int, int],
+        graph: Graph,
         surface: str,
         etype: str,
         notes: str | None,
         *,
         source: str,
-        **_: Any,
+        method: str = METHOD_NEW,
+        episode_id: int | None = None,
+        confidence: float | None = None,
+        fallback_tenant: str = DEFAULT_TENANT,
+        resolution: str = RESOLVED,
     ) -> int:
-        entity_id = next(self._entity_ids)
         at = time.time()
-        self.entities[entity_id] = Entity(
-            entity_id, surface, etype, notes, 1, None, source, at, at, graph[0], graph[1]
-        )
+        project_id, session_id = graph
+        display = display_form(surface, etype) or surface.strip()
+        owner = self.projects.rows.get(project_id) or self.sessions.rows.get(session_id)
+        entity = Entity(
+            0, display, etype, notes, 1, 1.0 if confidence is None else confidence, source,
+            at, at, project_id, session_id,
+            owner.tenant if owner is not None else fallback_tenant, (), resolution,
+        )  # fmt: skip
+        entity_id = next(self._entity_ids)
+        self._put_entity(entity_id, entity, name_key(display, etype))
+        self.add_alias(entity_id, surface, method=method, episode_id=episode_id, refresh=False)
+        if episode_id is not None:
+            self._link(entity_id, episode_id)
         return entity_id
+
+    def add_alias(
+        self,
+        entity_id: int,
+        surface: str,
+        *,
+        method: str,
+        score: float = 1.0,
+        episode_id: int | None = None,
+        refresh: bool = True,
+        at: float | None = None,
+    ) -> bool:
+        e = self.entities[entity_id]
+        display = display_form(surface, e.type) or surface.strip()
+        norm = name_key(display, e.type)
+        if any(a.entity_id == entity_id and _ascii_lower(a.name) == _ascii_lower(display)
+               for a in self.aliases.values()):  # fmt: skip
+            return False
+        alias_id = next(self._alias_ids)
+        self.aliases[alias_id] = EntityAlias(
+            alias_id, entity_id, display, norm, method, score, episode_id, at or time.time()
+        )
+        self.alias_graphs[alias_id] = (e.project_id, e.session_id)
+        self._add_tokens(entity_id, [norm])
+        if refresh:
+            self.refresh_display_name(entity_id)
+        return True
+
+    def _add_tokens(self, entity_id: int, norms: Iterable[str]) -> None:
+        e = self.entities[entity_id]
+        for word in {t for n in norms for t in index_tokens(n)}:
+            self.tokens.add((e.project_id, e.session_id, e.type, word, entity_id))
+
+    def rebuild_tokens(self, entity_id: int) -> None:
+        self.tokens = {t for t in self.tokens if t[4] != entity_id}
+        if entity_id in self.entities:
+            self._add_tokens(
+                entity_id, [a.norm for a in self.aliases.values() if a.entity_id == entity_id]
+            )
+
+    def refresh_display_name(self, entity_id: int) -> None:
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        names = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == entity_id]  # fmt: skip
+        if not names:
+            return
+        best = best_display([e.name, *names]) if e.name in names else best_display(names)
+        if best == e.name:
+            return
+        key = name_key(best, e.type)
+        if not self._key_taken(self._graph_of(entity_id), key, e.type, entity_id):
+            self._change(entity_id, name=best)
+            self.name_keys[entity_id] = key
+
+    def _link(self, entity_id: int, episode_id: int) -> bool:
+        if (entity_id, episode_id) in self.episode_links:
+            return False
+        self.episode_links.add((entity_id, episode_id))
+        return True
+
+    def mention(
+        self,
+        entity_id: int,
+        notes: str | None,
+        *,
+        episode_id: int | None = None,
+        confidence: float | None = None,
+    ) -> None:
+        new_mention = episode_id is None or self._link(entity_id, episode_id)
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        self._change(
+            entity_id,
+            mention_count=e.mention_count + (1 if new_mention else 0),
+            notes=e.notes if notes is None else notes,
+            confidence=e.confidence if confidence is None else confidence,
+            last_seen_at=time.time(),
+        )
+
+    def set_resolution(self, entity_id: int, state: str) -> None:
+        self._change(entity_id, resolution=state)
+
+    def get_entity(self, entity_id: int, tenant: str | None = None) -> Entity:
+        e = self.entities.get(entity_id)
+        if e is None or (tenant is not None and e.tenant != tenant):
+            raise NotFound(
+                f"entity {entity_id} does not exist",
+                resource_type="entity",
+                resource_name=str(entity_id),
+            )
+        return self._read(entity_id)
+
+    def get_entities(self, ids: Sequence[int], tenant: str | None = None) -> dict[int, Entity]:
+        return {
+            i: self._read(i)
+            for i in sorted(set(ids))
+            if i in self.entities and (tenant is None or self.entities[i].tenant == tenant)
+        }
+
+    def entities_named(
+        self, project_id: int, session_id: int, keys: Sequence[str], limit: int
+    ) -> list[Entity]:
+        wanted = set(keys)
+        ids = {
+            a.entity_id
+            for a in self.aliases.values()
+            if self.alias_graphs[a.id] == (project_id, session_id) and a.norm in wanted
+        }
+        ordered = sorted(ids, key=lambda i: (-self.entities[i].mention_count, i))
+        return [self._read(i) for i in ordered[:limit]]
+
+    def entity_graph(self, entity_id: int, tenant: str | None = None) -> tuple[int, int] | None:
+        e = self.entities.get(entity_id)
+        if e is None or (tenant is not None and e.tenant != tenant):
+            return None
+        return e.project_id, e.session_id
+
+    def _cascade(self, entity_id: int) -> None:
+        """What the foreign keys of an entity's rows delete with it."""
+        del self.entities[entity_id]
+        del self.name_keys[entity_id]
+        for alias_id in [a.id for a in self.aliases.values() if a.entity_id == entity_id]:
+            del self.aliases[alias_id], self.alias_graphs[alias_id]
+        self.tokens = {t for t in self.tokens if t[4] != entity_id}
+        self.episode_links = {link for link in self.episode_links if link[0] != entity_id}
+        self.distinctions = {d for d in self.distinctions if entity_id not in d}
+        for rows in (self.relationships, self.evidence):
+            for row_id in [r.id for r in rows.values() if entity_id in (r.from_id, r.to_id)]:
+                del rows[row_id]
+
+    def delete_entity(self, entity_id: int) -> int:
+        self.get_entity(entity_id)
+        edges = sum(1 for r in self.relationships.values() if entity_id in (r.from_id, r.to_id))
+        self._cascade(entity_id)
+        return edges
+
+    def list_entities(
+        self,
+        etype: str,
+        project_id: int,
+        after_id: int | None,
+        limit: int,
+        session_id: int = 0,
+        tenant: str | None = None,
+        keys: Sequence[str] = (),
+    ) -> list[Entity]:
+        named = {a.entity_id for a in self.aliases.values() if a.norm in set(keys)}
+        found = [
+            i
+            for i, e in sorted(self.entities.items())
+            if i > (after_id or 0)
+            and (tenant is None or e.tenant == tenant)
+            and (not etype or e.type == etype)
+            and (not project_id or e.project_id == project_id)
+            and (not session_id or (e.project_id == 0 and e.session_id == session_id))
+            and (not keys or i in named)
+        ]
+        return [self._read(i) for i in found[:limit]]
+
+    def recent_entities(self, project_id: int, limit: int, session_id: int = 0) -> list[Entity]:
+        mine = [e for e in self.entities.values()
+                if (e.project_id, e.session_id) == (project_id, session_id)]  # fmt: skip
+        newest = sorted(mine, key=lambda e: (e.last_seen_at or 0.0, e.id), reverse=True)[:limit]
+        return [self._read(e.id) for e in reversed(newest)]
+
+    def list_aliases(self, entity_id: int, after_id: int | None, limit: int) -> list[EntityAlias]:
+        return [a for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                if a.entity_id == entity_id and a.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def aliases_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[EntityAlias]:
+        return [a for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                if self.alias_graphs[a.id] == (project_id, 0)
+                and a.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def episode_links_in_project(
+        self, project_id: int, after: tuple[int, int] | None, limit: int
+    ) -> list[tuple[int, int]]:
+        return [
+            link
+            for link in sorted(self.episode_links)
+            if link > (after or (0, 0)) and self._graph_of(link[0]) == (project_id, 0)
+        ][:limit]
+
+    # What entity resolution reads -------------------------------------------
+
+    def resolution_candidates(
+        self, graph: Graph, keys: Iterable[str], words: Iterable[str], *, word_limit: int
+    ) -> list[CandidateRow]:
+        """A word's ``word_limit`` are taken in (type, entity) order: the
+        stores' own order is their index's, which no caller relies on."""
+        graph = tuple(graph)  # type: ignore[assignment]
+        key_set = set(keys)
+        ids = {a.entity_id for a in self.aliases.values()
+               if self.alias_graphs[a.id] == graph and a.norm in key_set}  # fmt: skip
+        for word in set(words):
+            found = sorted(
+                (t[2], t[4]) for t in self.tokens if (t[0], t[1], t[3]) == (*graph, word)
+            )
+            ids.update(entity_id for _, entity_id in found[:word_limit])
+        return self.candidate_rows(ids)
+
+    def block_candidates(
+        self, graph: Graph, blocks: Iterable[str], types: Iterable[str], *, limit: int
+    ) -> list[CandidateRow]:
+        type_set = set(types)
+        ids: set[int] = set()
+        for block in set(blocks):
+            upper = block[:-1] + chr(ord(block[-1]) + 1)
+            found = [t[4] for t in self.tokens
+                     if (t[0], t[1]) == tuple(graph) and t[2] in type_set
+                     and block <= t[3] < upper]  # fmt: skip
+            if len(found) <= limit:
+                ids.update(found)
+        return self.candidate_rows(ids)
+
+    def candidate_rows(self, ids: Iterable[int]) -> list[CandidateRow]:
+        rows = []
+        for i in sorted(set(ids)):
+            if i not in self.entities:
+                continue
+            e = self.entities[i]
+            rows.append(
+                CandidateRow(
+                    i, e.name, self.name_keys[i], e.type, e.notes, e.resolution,
+                    frozenset(a.norm for a in self.aliases.values() if a.entity_id == i),
+                    frozenset(b if a == i else a for a, b in self.distinctions if i in (a, b)),
+                )
+            )  # fmt: skip
+        return rows
+
+    def add_distinction(self, a: int, b: int, episode_id: int | None = None) -> None:
+        self.distinctions.add((min(a, b), max(a, b)))
+
+    def recent_mentions(self, entity_id: int, limit: int) -> list[str]:
+        episodes = [self.episodes.rows[episode_id] for linked, episode_id in self.episode_links
+                    if linked == entity_id and episode_id in self.episodes.rows]  # fmt: skip
+        episodes.sort(key=lambda ep: (ep.occur_at, ep.id), reverse=True)
+        return [ep.user_message for ep in episodes[:limit]]
+
+    # Relationships ---------------------------------------------------------
+
+    def relationship_at(
+        self, from_id: int, to_id: int, label: str, at: float
+    ) -> Relationship | None:
+        rows = [r for r in self.relationships.values()
+                if (r.from_id, r.to_id, r.label) == (from_id, to_id, label)]  # fmt: skip
+        if not rows:
+            return None
+        return max(rows, key=lambda r: (_holds(r, When(as_of=at)), r.valid_at))
+
+    def get_relationships(self, ids: Sequence[int]) -> list[Relationship]:
+        return [self.relationships[i] for i in sorted(set(ids)) if i in self.relationships]
+
+    def current_facts(
+        self, entity_ids: Sequence[int], limit: int
+    ) -> list[tuple[str, str, str, float | None]]:
+        wanted = set(entity_ids)
+        facts = sorted(
+            (r for r in self.relationships.values()
+             if r.invalid_at is None and (r.from_id in wanted or r.to_id in wanted)),
+            key=lambda r: (r.valid_at or 0.0, r.id),
+            reverse=True,
+        )  # fmt: skip
+        return [
+            (self.entities[r.from_id].name, r.label, self.entities[r.to_id].name, r.valid_at)
+            for r in facts[:limit]
+        ]
+
+    def list_relationships(
+        self,
+        entity_id: int,
+        include_inbound: bool,
+        after_id: int | None = None,
+        limit: int = -1,
+        when: When = CURRENT,
+    ) -> list[Relationship]:
+        found = [
+            r
+            for r in sorted(self.relationships.values(), key=lambda r: r.id)
+            if (r.from_id == entity_id or (include_inbound and r.to_id == entity_id))
+            and r.id > (after_id or 0)
+            and _holds(r, when)
+        ]
+        return found if limit < 0 else found[:limit]
+
+    # Traversal ---------------------------------------------------------------
+
+    def _edges_within(self, ids: Iterable[int], when: When) -> list[Relationship]:
+        members = set(ids)
+        return [r for r in sorted(self.relationships.values(), key=lambda r: r.id)
+                if r.from_id in members and r.to_id in members and _holds(r, when)]  # fmt: skip
+
+    def _hop(self, ids: set[int], when: When) -> set[int]:
+        found = set()
+        for r in self.relationships.values():
+            if _holds(r, when):
+                found.update({r.to_id} if r.from_id in ids else set())
+                found.update({r.from_id} if r.to_id in ids else set())
+        return found
+
+    def neighborhood(
+        self, entity_id: int, depth: int, when: When = CURRENT
+    ) -> tuple[list[Entity], list[Relationship]]:
+        self.get_entity(entity_id)
+        reached, frontier = {entity_id}, {entity_id}
+        for _ in range(depth):
+            frontier = self._hop(frontier, when) - reached
+            reached |= frontier
+        nodes = self.get_entities(list(reached))
+        return list(nodes.values()), self._edges_within(nodes, when)
+
+    def neighbors(
+        self, entity_ids: Sequence[int], when: When = CURRENT
+    ) -> tuple[list[Entity], list[Relationship]]:
+        seeds = set(entity_ids)
+        nodes = self.get_entities(list(seeds | self._hop(seeds, when)))
+        return list(nodes.values()), self._edges_within(nodes, when)
+
+    def relationships_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[Relationship]:
+        return [r for r in sorted(self.relationships.values(), key=lambda r: r.id)
+                if self.entities[r.from_id].project_id == project_id
+                and r.id > (after_id or 0)][:limit]  # fmt: skip
+
+    # Evidence and intervals ----------------------------------------------------
 
     def add_evidence(
         self,
@@ -743,8 +1350,27 @@ class FakeGraph:
         )
         return evidence_id
 
+    def drop_episode_evidence(self, episode_id: int) -> set[tuple[int, str]]:
+        said = [e for e in self.evidence.values() if e.episode_id == episode_id]
+        for e in said:
+            del self.evidence[e.id]
+        return {(e.from_id, e.label) for e in said}
+
     def evidence_of(self, from_id: int, label: str) -> list[Evidence]:
-        return [e for e in self.evidence.values() if (e.from_id, e.label) == (from_id, label)]
+        return [e for e in sorted(self.evidence.values(), key=lambda e: e.id)
+                if (e.from_id, e.label) == (from_id, label)]  # fmt: skip
+
+    def evidence_in_project(
+        self, project_id: int, after_id: int | None, limit: int
+    ) -> list[Evidence]:
+        return [e for e in sorted(self.evidence.values(), key=lambda e: e.id)
+                if self._graph_of(e.from_id) == (project_id, 0)
+                and e.id > (after_id or 0)][:limit]  # fmt: skip
+
+    def groups_of(self, entity_ids: Sequence[int]) -> set[tuple[int, str]]:
+        wanted = set(entity_ids)
+        return {(e.from_id, e.label) for e in self.evidence.values()
+                if e.from_id in wanted or e.to_id in wanted}  # fmt: skip
 
     def write_intervals(self, from_id: int, label: str, intervals: Sequence[Interval]) -> None:
         """As the store's: a row keeps its id while its interval survives
@@ -793,29 +1419,161 @@ class FakeGraph:
                 interval.ended_by,
             )
 
-    def list_relationships(
+    def delete_relationships(self, from_id: int, to_id: int, label: str) -> int:
+        triple = (from_id, to_id, label)
+        gone = 0
+        for rows in (self.evidence, self.relationships):
+            for row_id in [r.id for r in rows.values() if (r.from_id, r.to_id, r.label) == triple]:
+                del rows[row_id]
+                gone += rows is self.relationships
+        return gone
+
+    # Merges ----------------------------------------------------------------------
+
+    def add_mentions(self, entity_id: int, count: int, notes: str | None = None) -> None:
+        if entity_id in self.entities:
+            e = self.entities[entity_id]
+            self._change(
+                entity_id,
+                mention_count=max(e.mention_count + count, 0),
+                notes=notes if e.notes is None else e.notes,
+            )
+
+    def set_notes(self, entity_id: int, notes: str | None) -> None:
+        self._change(entity_id, notes=notes)
+
+    def delete_entity_row(self, entity_id: int) -> None:
+        if entity_id in self.entities:
+            self._cascade(entity_id)
+
+    def reinsert_entity(self, e: Entity) -> int:
+        entity_id = e.id or next(self._entity_ids)
+        self._put_entity(entity_id, e, f"{name_key(e.name, e.type)}#undo{e.id}")
+        return entity_id
+
+    def restore_name_key(self, entity_id: int) -> None:
+        if entity_id not in self.entities:
+            return
+        e = self.entities[entity_id]
+        key = name_key(e.name, e.type)
+        if not self._key_taken(self._graph_of(entity_id), key, e.type, entity_id):
+            self.name_keys[entity_id] = key
+
+    def insert_merge(self, m: EntityMerge) -> int:
+        """The sources are kept as the store's snapshot keeps them: without
+        their aliases (their moved names are ``alias_names``)."""
+        merge_id = next(self._merge_ids)
+        self.merges[merge_id] = replace(
+            m,
+            id=merge_id,
+            source_ids=tuple(m.source_ids),
+            created_at=m.created_at or time.time(),
+            sources=tuple(replace(s, entity=replace(s.entity, aliases=())) for s in m.sources),
+        )
+        return merge_id
+
+    def get_merge(self, merge_id: int, tenant: str | None = None) -> EntityMerge:
+        m = self.merges.get(merge_id)
+        if m is None or (tenant is not None and m.tenant != tenant):
+            raise NotFound(
+                f"merge {merge_id} does not exist",
+                resource_type="merge",
+                resource_name=str(merge_id),
+            )
+        return m
+
+    def merge_by_request(self, tenant: str, request_id: str) -> EntityMerge | None:
+        return next((m for m in self.merges.values()
+                     if (m.tenant, m.request_id) == (tenant, request_id)), None)  # fmt: skip
+
+    def list_merges(
         self,
+        graph: Graph | None,
         entity_id: int,
-        include_inbound: bool,
-        after_id: int | None = None,
-        limit: int = -1,
-        when: When = CURRENT,
-    ) -> list[Relationship]:
-        found = [
-            r
-            for r in sorted(self.relationships.values(), key=lambda r: r.id)
-            if (r.from_id == entity_id or (include_inbound and r.to_id == entity_id))
-            and r.id > (after_id or 0)
-            and _holds(r, when)
+        after_id: int | None,
+        limit: int,
+        tenant: str | None,
+    ) -> list[EntityMerge]:
+        return [
+            m
+            for i, m in sorted(self.merges.items())
+            if i > (after_id or 0)
+            and (graph is None or (m.project_id, m.session_id) == tuple(graph))
+            and (not entity_id or entity_id == m.target_id or entity_id in m.source_ids)
+            and (tenant is None or m.tenant == tenant)
+        ][:limit]
+
+    def merges_after(self, merge: EntityMerge) -> list[EntityMerge]:
+        return [
+            m
+            for i, m in sorted(self.merges.items())
+            if (m.project_id, m.session_id) == (merge.project_id, merge.session_id)
+            and i > merge.id
+            and m.undone_at is None
         ]
-        return found if limit < 0 else found[:limit]
+
+    def mark_undone(self, merge_id: int) -> None:
+        if merge_id in self.merges:
+            self.merges[merge_id] = replace(self.merges[merge_id], undone_at=time.time())
+
+    def _move_alias_rows(self, from_id: int, to_id: int, names: Sequence[str]) -> None:
+        folded = {_ascii_lower(n) for n in names}
+        for a in list(self.aliases.values()):
+            if a.entity_id == from_id and _ascii_lower(a.name) in folded:
+                self.aliases[a.id] = replace(a, entity_id=to_id)
+
+    def move_aliases(self, source_id: int, target_id: int) -> list[str]:
+        held = {_ascii_lower(a.name) for a in self.aliases.values() if a.entity_id == target_id}
+        moved = [a.name for a in sorted(self.aliases.values(), key=lambda a: a.id)
+                 if a.entity_id == source_id and _ascii_lower(a.name) not in held]  # fmt: skip
+        self._move_alias_rows(source_id, target_id, moved)
+        return moved
+
+    def return_aliases(self, target_id: int, source_id: int, names: Sequence[str]) -> None:
+        self._move_alias_rows(target_id, source_id, names)
+
+    def move_episode_links(self, source_id: int, target_id: int) -> tuple[list[int], list[int]]:
+        mine = sorted(e for linked, e in self.episode_links if linked == source_id)
+        moved = [e for e in mine if self._link(target_id, e)]
+        shared = sorted(set(mine) - set(moved))
+        self.episode_links = {link for link in self.episode_links if link[0] != source_id}
+        return moved, shared
+
+    def return_episode_links(
+        self, target_id: int, source_id: int, moved: Sequence[int], shared: Sequence[int]
+    ) -> None:
+        for episode_id in [*moved, *shared]:
+            if episode_id in self.episodes.rows:
+                self._link(source_id, episode_id)
+        self.episode_links -= {(target_id, e) for e in moved}
+
+    def move_evidence(self, source_id: int, target_id: int) -> tuple[list[int], list[int]]:
+        ends: list[list[int]] = []
+        for column in ("from_id", "to_id"):
+            ids = sorted(e.id for e in self.evidence.values() if getattr(e, column) == source_id)
+            for i in ids:
+                self.evidence[i] = replace(self.evidence[i], **{column: target_id})
+            ends.append(ids)
+        return ends[0], ends[1]
+
+    def return_evidence(
+        self, source_id: int, from_ids: Sequence[int], to_ids: Sequence[int]
+    ) -> None:
+        for column, ids in (("from_id", from_ids), ("to_id", to_ids)):
+            for i in ids:
+                if i in self.evidence:
+                    self.evidence[i] = replace(self.evidence[i], **{column: source_id})
 
 
 def _holds(r: Relationship, when: When) -> bool:
     if when.history:
         return True
     if when.as_of is not None:
-        return r.valid_at <= when.as_of and (r.invalid_at is None or r.invalid_at > when.as_of)
+        return (
+            r.valid_at is not None
+            and r.valid_at <= when.as_of
+            and (r.invalid_at is None or r.invalid_at > when.as_of)
+        )
     return r.invalid_at is None
 
 
@@ -1437,12 +2195,330 @@ class FakeEvents:
 
 
 class FakeErasures:
-    """Of what an erasure needs of the store, what an ordinary delete uses:
-    the formation events that name a memory, to scrub its words from them."""
+    """What an erasure needs of the store (store/erasure.py), as far as the
+    fakes' rows reach: the receipts and buried request ids, what a user or a
+    project holds (what domain/erasure.py plans and reports from), the
+    request ids and formed memories of what goes, the formation events that
+    name a memory (to scrub its words), a summary that may quote what went,
+    the user's records, and the index work still to run.
 
-    def __init__(self, memories: FakeMemories, events: FakeEvents) -> None:
+    Not faked yet: the bulk deletes (``delete_episodes``, ``delete_sessions``,
+    ``delete_memories``, ``delete_entities``, the summaries',
+    ``delete_project_records``), which only delete now (the domain reads what
+    goes and queues its index jobs first; tests/unit/test_removal_jobs.py) and
+    whose cascades the whole-server erasure tests check; the graph's side (``graph_of_episodes``,
+    ``episode_fallout``, aliases, facts, merges), whose aliases, episode links and
+    merges the graph's fake keeps in its own shape; and a project being deleted
+    (``mark_project_deleting``, ``delete_project_row``), a state the fakes' projects
+    do not have. A rule that needs them keeps its whole-server test.
+
+    Orders the store leaves to the database (a UNION, a query with no ORDER BY)
+    are by id here; the contract compares them as sets.
+    """
+
+    def __init__(
+        self,
+        sessions: FakeSessions,
+        episodes: FakeEpisodes,
+        memories: FakeMemories,
+        events: FakeEvents,
+        graph: FakeGraph,
+        summaries: FakeSummaries,
+        jobs: FakeJobs,
+        usage: FakeUsage,
+    ) -> None:
+        self.rows: dict[int, tuple[Erasure, str]] = {}  # the receipt, its user's digest
+        self.buried_requests: dict[str, int] = {}
+        self._sessions = sessions
+        self._episodes = episodes
         self._memories = memories
         self._events = events
+        self._graph = graph
+        self._summaries = summaries
+        self._jobs = jobs
+        self._usage = usage
+        self._next = _ids()
+
+    # -- receipts
+
+    def start(self, target: Target, digest: str, principal: str) -> Erasure:
+        erasure = Erasure(
+            id=next(self._next),
+            tenant=target.tenant,
+            kind=target.kind,
+            state=erasure_steps.RUNNING,
+            phase=erasure_steps.PLANNED,
+            user_id=target.user_id,
+            project_id=target.project_id,
+            principal=principal,
+            started_at=time.time(),
+        )
+        self.rows[erasure.id] = (erasure, digest)
+        return erasure
+
+    def get(self, erasure_id: int) -> Erasure | None:
+        held = self.rows.get(erasure_id)
+        return None if held is None else held[0]
+
+    def digest_of(self, erasure_id: int) -> str:
+        held = self.rows.get(erasure_id)
+        return "" if held is None else held[1]
+
+    def _receipts(self) -> list[tuple[Erasure, str]]:
+        return [self.rows[i] for i in sorted(self.rows)]
+
+    def running_for(self, tenant: str, digest: str) -> list[Erasure]:
+        return [
+            r
+            for r, d in self._receipts()
+            if (r.tenant, d, r.state) == (tenant, digest, erasure_steps.RUNNING)
+        ]
+
+    def page(
+        self, tenant: str | None, digest: str | None, before_id: int | None, limit: int
+    ) -> list[Erasure]:
+        """Newest first."""
+        return [
+            r
+            for r, d in reversed(self._receipts())
+            if (before_id is None or r.id < before_id)
+            and tenant in (None, r.tenant)
+            and digest in (None, d)
+        ][:limit]
+
+    def save(self, erasure: Erasure) -> None:
+        """As the store's: what a step changes; its tenant, kind, project,
+        principal and start stay as begun, and counts keep no zeros."""
+        held, digest = self.rows[erasure.id]
+        self.rows[erasure.id] = (
+            replace(
+                held,
+                state=erasure.state,
+                phase=erasure.phase,
+                user_id=erasure.user_id,
+                counts=Counts.from_dict(erasure.counts.as_dict()),
+                planned=Counts.from_dict(erasure.planned.as_dict()),
+                carry=json.loads(json.dumps(erasure.carry)),
+                finished_at=erasure.finished_at,
+            ),
+            digest,
+        )
+
+    def forgotten(self, tenant: str) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for r, digest in self._receipts():
+            if (r.tenant, r.kind, r.state) == (tenant, erasure_steps.USER, erasure_steps.DONE):
+                found[digest] = max(found.get(digest, r.started_at), r.started_at)
+        return found
+
+    def bury_requests(self, digests: Iterable[str], erasure_id: int) -> None:
+        """The first erasure that took a request id keeps it."""
+        for digest in digests:
+            self.buried_requests.setdefault(digest, erasure_id)
+
+    def buried(self, digest: str) -> int | None:
+        return self.buried_requests.get(digest)
+
+    # -- what a user holds
+
+    def _user_sessions(self, tenant: str, user_id: str, project_id: int) -> list[Session]:
+        return [
+            s
+            for _, s in sorted(self._sessions.rows.items())
+            if (s.tenant, s.user_id) == (tenant, user_id)
+            and (not project_id or s.project_id == project_id)
+        ]
+
+    def user_sessions(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [s.id for s in self._user_sessions(tenant, user_id, project_id) if s.id > after][
+            :limit
+        ]
+
+    def episodes_in_sessions(
+        self, session_ids: Sequence[int], limit: int, after: int = 0
+    ) -> list[int]:
+        wanted = set(session_ids)
+        return sorted(
+            i for i, e in self._episodes.rows.items() if e.session_id in wanted and i > after
+        )[:limit]
+
+    def _in_scope(self, e: Episode, tenant: str, project_id: int) -> Session | None:
+        """The episode's session, where it is in the tenant (and the project)."""
+        s = self._sessions.rows[e.session_id]
+        mine = s.tenant == tenant and (not project_id or s.project_id == project_id)
+        return s if mine else None
+
+    def _elsewhere(self, tenant: str, user_id: str, project_id: int) -> list[Episode]:
+        """Episodes written acting for the user in sessions that are not theirs."""
+        return [
+            e
+            for _, e in sorted(self._episodes.rows.items())
+            if e.acts_for == user_id
+            and (s := self._in_scope(e, tenant, project_id)) is not None
+            and s.user_id != user_id
+        ]
+
+    def user_episodes_elsewhere(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [e.id for e in self._elsewhere(tenant, user_id, project_id) if e.id > after][:limit]
+
+    def _user_memories(self, tenant: str, user_id: str, project_id: int) -> list[Memory]:
+        return [
+            m
+            for _, m in sorted(self._memories.rows.items())
+            if (m.tenant, m.kind, m.user_id) == (tenant, MemoryKind.USER, user_id)
+            and (not project_id or m.project_id == project_id)
+        ]
+
+    def user_memories(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[int]:
+        return [m.id for m in self._user_memories(tenant, user_id, project_id) if m.id > after][
+            :limit
+        ]
+
+    def _user_usage(self, tenant: str, user_id: str, project_id: int) -> list[MemoryUsage]:
+        """A use is the tenant's through the memory it used (as the store's)."""
+        return sorted(
+            (
+                row
+                for row, user, project, _ in self._memories.usage
+                if user == user_id
+                and (not project_id or project == project_id)
+                and (m := self._memories.rows.get(row.memory_id)) is not None
+                and m.tenant == tenant
+            ),
+            key=lambda row: row.id,
+        )
+
+    def user_usage(
+        self, tenant: str, user_id: str, project_id: int, limit: int, after: int = 0
+    ) -> list[MemoryUsage]:
+        return [u for u in self._user_usage(tenant, user_id, project_id) if u.id > after][:limit]
+
+    def _user_selections(self, tenant: str, user_id: str, project_id: int) -> list[Any]:
+        return [
+            s
+            for s in self._memories.selections
+            if (s[0].tenant, s[0].user_id) == (tenant, user_id)
+            and (not project_id or s[0].project_id == project_id)
+        ]
+
+    def user_holds(self, tenant: str, user_id: str, project_id: int) -> Counts:
+        episodes = sum(
+            1
+            for e in self._episodes.rows.values()
+            if (s := self._in_scope(e, tenant, project_id)) is not None
+            and user_id in (s.user_id, e.acts_for)
+        )
+        return Counts(
+            sessions=len(self._user_sessions(tenant, user_id, project_id)),
+            episodes=episodes,
+            memories=len(self._user_memories(tenant, user_id, project_id)),
+            memory_usage=len(self._user_usage(tenant, user_id, project_id)),
+            selections=len(self._user_selections(tenant, user_id, project_id)),
+        )
+
+    def users_in_project(self, project_id: int) -> list[str]:
+        """Every user the project holds something of (a set: the store's UNION
+        has no order)."""
+        sessions = set(self._sessions.project_session_ids(project_id))
+        users = (
+            {s.user_id for i, s in self._sessions.rows.items() if i in sessions}
+            | {
+                m.user_id
+                for m in self._memories.rows.values()
+                if (m.project_id, m.kind) == (project_id, MemoryKind.USER)
+            }
+            | {e.acts_for for e in self._episodes.rows.values() if e.session_id in sessions}
+        )
+        return sorted(users - {""})
+
+    def user_rows_before(
+        self, project_id: int, user_id: str, before: float
+    ) -> tuple[list[int], list[int], list[int]]:
+        sessions = [
+            s.id
+            for _, s in sorted(self._sessions.rows.items())
+            if project_id
+            and (s.project_id, s.user_id) == (project_id, user_id)
+            and s.created_at < before
+        ]
+        in_project = set(self._sessions.project_session_ids(project_id))
+        elsewhere = [
+            e.id
+            for _, e in sorted(self._episodes.rows.items())
+            if e.session_id in in_project
+            and e.acts_for == user_id
+            and self._sessions.rows[e.session_id].user_id != user_id
+            and e.created_at < before
+        ]
+        memories = [
+            m.id
+            for _, m in sorted(self._memories.rows.items())
+            if (m.project_id, m.kind, m.user_id) == (project_id, MemoryKind.USER, user_id)
+            and m.created_at < before
+        ]
+        return sessions, elsewhere, memories
+
+    # -- what a project holds
+
+    def project_sessions(self, project_id: int, limit: int) -> list[int]:
+        return sorted(self._sessions.project_session_ids(project_id))[:limit]
+
+    def project_memories(self, project_id: int, limit: int) -> list[int]:
+        return sorted(i for i, m in self._memories.rows.items() if m.project_id == project_id)[
+            :limit
+        ]
+
+    def project_entities(self, project_id: int, limit: int) -> list[int]:
+        return sorted(i for i, x in self._graph.entities.items() if x.project_id == project_id)[
+            :limit
+        ]
+
+    def project_holds(self, project_id: int) -> Counts:
+        sessions = set(self._sessions.project_session_ids(project_id))
+        return Counts(
+            sessions=len(sessions),
+            episodes=sum(1 for e in self._episodes.rows.values() if e.session_id in sessions),
+            memories=len(self.project_memories(project_id, len(self._memories.rows))),
+            entities=len(self.project_entities(project_id, len(self._graph.entities))),
+        )
+
+    # -- what goes with episodes and memories
+
+    def episode_requests(self, ids: Sequence[int]) -> list[tuple[str, int, str]]:
+        """(tenant, session, request id) of each of these episodes written with one."""
+        found = []
+        for i in sorted(set(ids)):
+            request_id = self._episodes.request_ids.get(i)
+            if i in self._episodes.rows and request_id is not None:
+                session_id = self._episodes.rows[i].session_id
+                found.append((self._sessions.rows[session_id].tenant, session_id, request_id))
+        return found
+
+    def memories_formed_from(self, episode_ids: Sequence[int]) -> list[int]:
+        """Memories one of these episodes formed or changed (a set, as the
+        store's UNION)."""
+        wanted = set(episode_ids)
+        formed = {i for i, m in self._memories.rows.items() if m.source_episode_id in wanted}
+        changed = {
+            r.memory_id
+            for r in self._memories.history.values()
+            if r.episode_id in wanted and r.memory_id in self._memories.rows
+        }
+        return sorted(formed | changed)
+
+    def memory_request_ids(self, ids: Sequence[int]) -> list[tuple[str, str, str]]:
+        """(tenant, user id, request id) of each of these memories created with one."""
+        return [
+            (m.tenant, m.user_id, m.request_id)
+            for i, m in sorted(self._memories.rows.items())
+            if i in set(ids) and m.request_id is not None
+        ]
 
     def events_naming_memories(self, memory_ids: Sequence[int]) -> list[tuple[int, dict[str, Any]]]:
         """As the store's: the events of the episodes that formed these
@@ -1466,6 +2542,263 @@ class FakeErasures:
     def rewrite_event(self, event_id: int, payload: dict[str, Any]) -> None:
         event, tenant = self._events.rows[event_id]
         self._events.rows[event_id] = (replace(event, payload=copy.deepcopy(payload)), tenant)
+
+    def sessions_summarised_since(self, first_seen: dict[int, tuple[int, float]]) -> list[int]:
+        """Of these sessions, those with a summary written since the time given."""
+        return [
+            session_id
+            for session_id, (_, at) in sorted(first_seen.items())
+            if any(
+                r.session_id == session_id and r.updated_at >= at
+                for r in self._summaries.rows.values()
+            )
+        ]
+
+    # -- records
+
+    def delete_user_usage(self, tenant: str, user_id: str, project_id: int) -> int:
+        gone = {u.id for u in self._user_usage(tenant, user_id, project_id)}
+        self._memories.usage = [r for r in self._memories.usage if r[0].id not in gone]
+        return len(gone)
+
+    def delete_user_selections(self, tenant: str, user_id: str, project_id: int) -> int:
+        gone = self._user_selections(tenant, user_id, project_id)
+        self._memories.selections = [s for s in self._memories.selections if s not in gone]
+        return len(gone)
+
+    def unlink_llm_calls(self, tenant: str, user_id: str, project_id: int) -> int:
+        """Keep the calls' counts, with no link to the user."""
+        unlinked = 0
+        for n, c in enumerate(self._usage.rows):
+            if (c.tenant, c.user_id) == (tenant, user_id) and (
+                not project_id or c.project_id == project_id
+            ):
+                self._usage.rows[n] = replace(c, user_id="")
+                unlinked += 1
+        return unlinked
+
+    def index_work_before(self, at: float) -> int:
+        """Index jobs queued by ``at`` that are still to run."""
+        kinds = (
+            job_kinds.INDEX_EPISODE,
+            job_kinds.INDEX_MEMORY,
+            job_kinds.INDEX_ENTITY,
+            job_kinds.INDEX_SUMMARY,
+        )
+        return sum(
+            1
+            for j in self._jobs.rows
+            if j.kind in kinds and j.created_at <= at and j.state in ("pending", "running")
+        )
+
+    def overviews_since(self, since: dict[int, float]) -> list[int]:
+        """As the store's: each project's overviews written since its time."""
+        return [
+            r.id
+            for project_id, at in sorted(since.items())
+            for r in sorted(self._summaries.rows.values(), key=lambda r: r.id)
+            if not r.session_id and r.project_id == project_id and r.updated_at >= at
+        ]
+
+    def sessions_with_episodes(self, session_ids: Sequence[int]) -> list[int]:
+        held = {e.session_id for e in self._episodes.rows.values()}
+        return sorted({int(i) for i in session_ids} & held & set(self._sessions.rows))
+
+
+class FakeDocuments:
+    """What each vector collection is built from, read from the fakes' rows as
+    the store reads its tables (store/documents.py): text and payload made by
+    core/documents.py. Not faked yet: ``entities`` (an entity's text names its
+    aliases, which the graph's fake keeps in its own rows)."""
+
+    def __init__(
+        self,
+        episodes: FakeEpisodes,
+        memories: FakeMemories,
+        summaries: FakeSummaries,
+        graph: FakeGraph,
+    ) -> None:
+        self._episodes = episodes
+        self._memories = memories
+        self._summaries = summaries
+        self._graph = graph
+
+    def all_ids(self, table: str) -> set[int]:
+        rows: Mapping[str, Mapping[int, Any]] = {
+            "episodes": self._episodes.rows,
+            "entities": self._graph.entities,
+            "summaries": self._summaries.rows,
+            "memories": self._memories.rows,
+        }
+        if table not in rows:
+            raise ValueError(table)
+        return set(rows[table])
+
+    def episodes(self, ids: Sequence[int]) -> dict[int, Document]:
+        found = self._episodes.get_many(ids)
+        return {
+            i: (
+                episode_text(e.user_message, e.ai_response),
+                episode_payload(e.session_id, e.created_at, e.occur_at),
+            )
+            for i, e in found.items()
+        }
+
+    def summaries(self, ids: Sequence[int]) -> dict[int, Document]:
+        """A session summary's project is its session's, read now."""
+        found = (self._summaries.find(i) for i in ids)
+        return {
+            s.id: (s.content, {"sessionId": s.session_id, "projectId": s.project_id or 0})
+            for s in found
+            if s is not None
+        }
+
+    def memories(self, ids: Sequence[int]) -> dict[int, Document]:
+        found = self._memories.get_many(ids)
+        return {
+            i: (
+                memory_text(m.title, m.content),
+                memory_payload(
+                    m.kind, m.tier, m.project_id, m.user_id, m.session_id, m.agent_id, m.tenant
+                ),
+            )
+            for i, m in found.items()
+        }
+
+
+class FakeRestore:
+    """A restore's writes with the times and counters the export carried, as
+    the store's (store/restore.py): a project or a session keeps its name or
+    external id, refused where the tenant holds it. Not faked yet: the graph's
+    entities, aliases, episode links and merges (and ``ensure_own_alias``),
+    whose rows the graph's fake keeps in its own shape; relationships and
+    evidence are."""
+
+    def __init__(
+        self,
+        projects: FakeProjects,
+        sessions: FakeSessions,
+        memories: FakeMemories,
+        summaries: FakeSummaries,
+        graph: FakeGraph,
+    ) -> None:
+        self._projects = projects
+        self._sessions = sessions
+        self._memories = memories
+        self._summaries = summaries
+        self._graph = graph
+
+    def insert_project(
+        self,
+        values: Mapping[str, Any],
+        created_at: float,
+        updated_at: float,
+        tenant: str,
+    ) -> int:
+        name = values["name"]
+        held = [p.id for p in self._projects.rows.values() if (p.tenant, p.name) == (tenant, name)]
+        if held:
+            message = (
+                f"a project named {name!r} already exists in this tenant: project {held[0]};"
+                " a restore keeps the project's name, and a name is unique in its tenant:"
+                " rename or delete that project first (UpdateProject, DeleteProject), or import"
+                " the file without --restore, which gives the new project a free name; nothing"
+                " was restored"
+            )
+            raise AlreadyExists(
+                message, details=(ResourceInfo("project", str(held[0]), description=message),)
+            )
+        labels = values.get("single_valued_labels")
+        project = Project(
+            id=next(self._projects._next),
+            name=name,
+            description=values["description"],
+            colour=values["colour"],
+            icon=values["icon"],
+            notes=values["notes"],
+            system_prompt=values["system_prompt"],
+            created_at=created_at,
+            updated_at=updated_at,
+            tenant=tenant,
+            retention=values["retention"],
+            single_valued_labels=tuple(labels) if labels else None,
+            memory_formation=values.get("memory_formation"),
+        )
+        self._projects.rows[project.id] = project
+        return project.id
+
+    def insert_session(
+        self,
+        external_id: str,
+        name: str,
+        project_id: int,
+        metadata: Mapping[str, Any],
+        created_at: float,
+        tenant: str,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> int:
+        held = [
+            s.id
+            for s in self._sessions.rows.values()
+            if (s.tenant, s.external_id) == (tenant, external_id)
+        ]
+        if held:
+            raise AlreadyExists(
+                f"a session with external_id {external_id!r} already exists (session {held[0]});"
+                " a restore keeps its sessions' external_ids, so it cannot go into a server"
+                " that already holds one of them"
+            )
+        session = Session(
+            id=next(self._sessions._next),
+            external_id=external_id,
+            name=name,
+            project_id=project_id,
+            metadata=json.loads(json.dumps(metadata)),
+            created_at=created_at,
+            tenant=tenant,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+        self._sessions.rows[session.id] = session
+        return session.id
+
+    def insert_memory(self, m: Memory, tenant: str) -> int:
+        """``m`` with its new project and session ids; its id and retry key go."""
+        memory = replace(
+            m,
+            id=next(self._memories._next),
+            metadata=json.loads(json.dumps(m.metadata)),
+            request_id=None,
+            tenant=tenant,
+        )
+        self._memories.rows[memory.id] = memory
+        return memory.id
+
+    def insert_revision(self, r: Revision) -> None:
+        """``r`` with its new memory id, kept at its own time."""
+        by = ChangedBy(r.request_id, r.principal, r.episode_id, r.reason)
+        self._memories.record(r.previous, r.action, r.changed, by, at=r.changed_at)
+
+    def insert_summary(self, s: Summary) -> int:
+        """A session summary's project is its session's (read at query time)."""
+        summary = replace(
+            s, id=next(self._summaries._next), project_id=0 if s.session_id else s.project_id
+        )
+        self._summaries.rows[summary.id] = summary
+        return summary.id
+
+    def insert_relationship(self, r: Relationship) -> int:
+        relationship_id = next(self._graph._relationship_ids)
+        self._graph.relationships[relationship_id] = replace(
+            r, id=relationship_id, valid_at=r.created_at if r.valid_at is None else r.valid_at
+        )
+        return relationship_id
+
+    def insert_evidence(self, e: Evidence) -> int:
+        evidence_id = next(self._graph._evidence_ids)
+        self._graph.evidence[evidence_id] = replace(e, id=evidence_id)
+        return evidence_id
 
 
 class FakeUsage:
@@ -1623,19 +2956,32 @@ class FakeUnitOfWork:
     summaries: FakeSummaries = field(init=False)
     events: FakeEvents = field(init=False)
     erasures: FakeErasures = field(init=False)
+    documents: FakeDocuments = field(init=False)
+    restore: FakeRestore = field(init=False)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
         self.episodes = FakeEpisodes(self.sessions, self.jobs)
+        self.graph.projects, self.graph.sessions = self.projects, self.sessions
+        self.graph.episodes = self.episodes
         self.jobs.episodes = self.episodes
         self.sessions.projects, self.sessions.episodes = self.projects, self.episodes
         self.usage = FakeUsage(self.projects, self.sessions, self.episodes, self.graph, self.jobs)
         self.summaries = FakeSummaries(self.projects, self.sessions, self.episodes)
+        self.episodes.summaries = self.summaries
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
-        self.erasures = FakeErasures(self.memories, self.events)
+        self.erasures = FakeErasures(
+            self.sessions, self.episodes, self.memories, self.events, self.graph,
+            self.summaries, self.jobs, self.usage,
+        )  # fmt: skip
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
         self.sessions.memories = self.memories
+        self.documents = FakeDocuments(self.episodes, self.memories, self.summaries, self.graph)
+        self.restore = FakeRestore(
+            self.projects, self.sessions, self.memories, self.summaries, self.graph
+        )
+        self.sessions.summaries, self.sessions.graph = self.summaries, self.graph
 
     @contextlib.contextmanager
     def savepoint(self, name: str) -> Iterator[None]:

@@ -128,3 +128,15 @@ class EpisodeFallout:
     #: earliest of the episodes in it was written (a summary written before
     #: that cannot quote them).
     first_seen: dict[int, tuple[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RemovalTargets:
+    """The rows with a vector point that a removal takes, by kind: the domain
+    queues their index jobs (domain/erasure.drop_points) before the store
+    deletes them, since a job reads its target's tenant from the row."""
+
+    episodes: tuple[int, ...] = ()
+    summaries: tuple[int, ...] = ()
+    entities: tuple[int, ...] = ()
+    memories: tuple[int, ...] = ()

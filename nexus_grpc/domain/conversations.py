@@ -614,7 +614,7 @@ class Conversations:
             _check_owners(f"session {session_id} still holds TASK-tier USER memories", owners)
             episodes = uow.erasures.episodes_in_sessions([session_id], erasing.NO_LIMIT)
             erasing.forget_episodes(uow, episodes, whole_sessions=True)
-            uow.sessions.delete(session_id, tenant)
+            erasing.remove_session(uow, session_id, tenant)
             erasing.scrub_soon(uow, self.scrub_delay)
             return len(episodes)
 

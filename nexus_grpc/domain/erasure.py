@@ -38,7 +38,7 @@ from typing import Any
 
 from nexus_grpc.core import erasure as e
 from nexus_grpc.core import jobs
-from nexus_grpc.core.erasure import Counts, Erasure, Target
+from nexus_grpc.core.erasure import Counts, Erasure, RemovalTargets, Target
 from nexus_grpc.core.repositories import UnitOfWork
 from nexus_grpc.domain import facts
 from nexus_grpc.errors import ErrorInfo, FailedPrecondition, FieldViolation
@@ -126,6 +126,71 @@ def memory_request(
     return _digest(uow, "memory", tenant, user_id, request_id, create=create)
 
 
+# -- a removal's follow-up work ---------------------------------------------------------------
+# Each removal queues the index jobs that take its rows' points out of the
+# vector index here, then has the store delete the rows: the store writes
+# what it is told, and plain deletes and erasures share these helpers.
+
+
+def drop_points(uow: UnitOfWork, targets: RemovalTargets) -> None:
+    """Queue the index jobs that take these rows' points out of the vector
+    index, in the removal's own transaction and before its rows go: a job
+    reads its target's tenant from the row. A job already pending for a row
+    coalesces as every queued job does (``jobs.enqueue``): it becomes due now
+    and LIVE, so deleted words leave the index promptly, not behind an
+    import's bulk backlog."""
+    for kind, ids in (
+        (jobs.INDEX_EPISODE, targets.episodes),
+        (jobs.INDEX_SUMMARY, targets.summaries),
+        (jobs.INDEX_ENTITY, targets.entities),
+        (jobs.INDEX_MEMORY, targets.memories),
+    ):
+        if ids:
+            uow.jobs.enqueue(kind, ids)
+
+
+def remove_session(
+    uow: UnitOfWork, session_id: int, tenant: str | None = None, *, user_task_memories: bool = True
+) -> int:
+    """Delete a session with its episodes, summaries, own graph and TASK-tier
+    memories (``user_task_memories`` False: the PROJECT ones only), their
+    points with them. Returns how many episodes went with it."""
+    targets = uow.sessions.removal_targets([session_id], user_task_memories=user_task_memories)
+    drop_points(uow, targets)
+    return uow.sessions.delete(session_id, tenant, user_task_memories=user_task_memories)
+
+
+def remove_summaries(uow: UnitOfWork, ids: Sequence[int]) -> int:
+    """Delete these summaries (or overviews), their points with them."""
+    drop_points(uow, RemovalTargets(summaries=tuple(ids)))
+    for summary_id in ids:
+        uow.summaries.delete(summary_id)
+    return len(ids)
+
+
+def _remove_sessions(uow: UnitOfWork, ids: Sequence[int]) -> Counts:
+    """An erasure's sessions (their episodes gone already), by ``remove_session``'s rule."""
+    if not ids:
+        return Counts()
+    drop_points(uow, uow.sessions.removal_targets(ids))
+    return uow.erasures.delete_sessions(ids)
+
+
+def _remove_episodes(uow: UnitOfWork, ids: Sequence[int], *, whole_sessions: bool) -> Counts:
+    drop_points(uow, RemovalTargets(episodes=tuple(ids)))
+    return uow.erasures.delete_episodes(ids, whole_sessions=whole_sessions)
+
+
+def _remove_memories(uow: UnitOfWork, ids: Sequence[int]) -> Counts:
+    drop_points(uow, RemovalTargets(memories=tuple(ids)))
+    return uow.erasures.delete_memories(ids)
+
+
+def _remove_entities(uow: UnitOfWork, ids: Sequence[int]) -> Counts:
+    drop_points(uow, RemovalTargets(entities=tuple(ids)))
+    return uow.erasures.delete_entities(ids)
+
+
 # -- the rules every deletion follows ----------------------------------------------------------
 
 
@@ -170,7 +235,7 @@ def forget_episodes(
         aliases=store.delete_aliases([a.id for a in fallout.aliases if a.id not in still_given])
     )
     facts_before = store.count_facts(fallout.groups)
-    counts += store.delete_episodes(ids, whole_sessions=whole_sessions)
+    counts += _remove_episodes(uow, ids, whole_sessions=whole_sessions)
     _rederive(uow, fallout.groups)
     counts += Counts(facts=max(0, facts_before - store.count_facts(fallout.groups)))
     touched = set(fallout.linked) | {a.entity_id for a in fallout.aliases}
@@ -202,13 +267,14 @@ def _settle_entities(uow: UnitOfWork, touched: set[int], spoke_of: set[int]) -> 
     store = uow.erasures
     doomed = store.unsupported_entities(sorted(touched))
     counts = Counts(merges=store.drop_merges_touching(sorted(touched)))
-    counts += store.delete_entities(doomed)
+    counts += _remove_entities(uow, doomed)
     survivors = sorted(touched - set(doomed))
     store.clear_entity_notes([i for i in survivors if i in spoke_of])
     for entity_id in survivors:
         uow.graph.refresh_display_name(entity_id)
         uow.graph.rebuild_tokens(entity_id)
-    store.reindex_entities(survivors)
+    if survivors:
+        uow.jobs.enqueue(jobs.INDEX_ENTITY, survivors)
     return counts
 
 
@@ -222,13 +288,19 @@ def _summaries_after(
     removed = rebuilt = 0
     if not whole:
         quoting = store.sessions_summarised_since(first_seen)
-        removed += store.delete_session_summaries(quoting)
-        rebuilt += store.summarize_again(quoting)
+        removed += remove_summaries(
+            uow, [i for s in quoting for i in uow.summaries.ids_of_session(s)]
+        )
+        # Written again from what is left, where anything is.
+        rebuilt_ids = store.sessions_with_episodes(quoting)
+        if rebuilt_ids:
+            uow.jobs.enqueue(jobs.SUMMARIZE_SESSION, rebuilt_ids)
+        rebuilt += len(rebuilt_ids)
     since: dict[int, float] = {}
     for project_id, at in first_seen.values():
         if project_id:
             since[project_id] = min(at, since.get(project_id, at))
-    removed += store.delete_overviews_since(since)
+    removed += remove_summaries(uow, store.overviews_since(since))
     return Counts(summaries_removed=removed, summaries_rebuilt=rebuilt)
 
 
@@ -244,7 +316,7 @@ def forget_memories(uow: UnitOfWork, ids: Sequence[int], *, erasure_id: int = 0)
         store.bury_requests(
             (memory_request(uow, *r) for r in store.memory_request_ids(ids)), erasure_id
         )
-    return store.delete_memories(ids)
+    return _remove_memories(uow, ids)
 
 
 def scrub_formation_events(uow: UnitOfWork, memory_ids: Sequence[int]) -> None:
@@ -287,7 +359,7 @@ def forget_restored(uow: UnitOfWork, tenant: str, project_id: int) -> int:
         sessions, elsewhere, memories = uow.erasures.user_rows_before(project_id, user, erased_at)
         episodes = uow.erasures.episodes_in_sessions(sessions, NO_LIMIT)
         counts += forget_episodes(uow, episodes, whole_sessions=True, formed=True)
-        counts += uow.erasures.delete_sessions(sessions)
+        counts += _remove_sessions(uow, sessions)
         counts += forget_episodes(uow, elsewhere, formed=True)
         counts += forget_memories(uow, memories)
     if counts == Counts():
@@ -405,7 +477,7 @@ def _user_episodes(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
 def _user_sessions(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     store = uow.erasures
     ids = store.user_sessions(erasure.tenant, erasure.user_id, erasure.project_id, CHUNK)
-    return _advance(erasure, store.delete_sessions(ids), len(ids), e.MEMORIES)
+    return _advance(erasure, _remove_sessions(uow, ids), len(ids), e.MEMORIES)
 
 
 def _user_memories(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
@@ -450,32 +522,34 @@ def _project_episodes(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     sessions = store.project_sessions(erasure.project_id, CHUNK)
     ids = store.episodes_in_sessions(sessions, CHUNK) if sessions else []
     # The project's graph and memories go whole after: no per-episode surgery.
-    counts = store.delete_episodes(ids, whole_sessions=True)
+    counts = _remove_episodes(uow, ids, whole_sessions=True)
     return _advance(erasure, counts, len(ids), e.SESSIONS)
 
 
 def _project_sessions(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     store = uow.erasures
     ids = store.project_sessions(erasure.project_id, CHUNK)
-    return _advance(erasure, store.delete_sessions(ids), len(ids), e.MEMORIES)
+    return _advance(erasure, _remove_sessions(uow, ids), len(ids), e.MEMORIES)
 
 
 def _project_memories(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     store = uow.erasures
     ids = store.project_memories(erasure.project_id, CHUNK)
-    return _advance(erasure, store.delete_memories(ids), len(ids), e.GRAPH)
+    return _advance(erasure, _remove_memories(uow, ids), len(ids), e.GRAPH)
 
 
 def _project_graph(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     store = uow.erasures
     ids = store.project_entities(erasure.project_id, CHUNK)
-    counts = Counts(merges=store.drop_merges_touching(ids)) + store.delete_entities(ids)
+    counts = Counts(merges=store.drop_merges_touching(ids)) + _remove_entities(uow, ids)
     return _advance(erasure, counts, len(ids), e.RECORDS)
 
 
 def _project_records(uow: UnitOfWork, erasure: Erasure, at: float) -> Erasure:
     store = uow.erasures
-    counts = store.delete_project_records(erasure.project_id)
+    # updated_at >= 0.0: every overview the project has.
+    overviews = remove_summaries(uow, store.overviews_since({erasure.project_id: 0.0}))
+    counts = store.delete_project_records(erasure.project_id) + Counts(summaries_removed=overviews)
     left = store.project_holds(erasure.project_id)
     erasure = replace(erasure, counts=erasure.counts + counts)
     if left.sessions or left.episodes or left.memories or left.entities:

@@ -91,6 +91,8 @@ SIMILAR = 5
 DEFER_SECONDS = 1.0
 TIERS = {"longterm": Tier.LONGTERM, "session": Tier.SESSION, "task": Tier.TASK}
 FORMATION = "formation"
+#: How formation's own error begins when the extraction it needed failed.
+EXTRACTION_FAILED_PREFIX = "extraction failed: "
 
 
 @dataclass(frozen=True)
@@ -519,7 +521,10 @@ class ExtractionHandoff:
     def extraction_failed(self, uow: UnitOfWork, episode_id: int, error: str) -> None:
         """The episode's extraction was dead-lettered: its formation, which
         needed it, fails with it."""
-        mark_failed(uow, episode_id, f"extraction failed: {error}")
+        # The extraction worker's reason already names its stage when it
+        # gave up on a dependency ("extraction failed: ..."): said once.
+        reason = error.removeprefix(EXTRACTION_FAILED_PREFIX)
+        mark_failed(uow, episode_id, f"{EXTRACTION_FAILED_PREFIX}{reason}")
 
     def extraction_requeued(self, uow: UnitOfWork, session: Session, episode_id: int) -> None:
         """The episode is extracted again: its memories form again from the

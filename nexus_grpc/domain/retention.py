@@ -60,12 +60,9 @@ def sweep(uow: UnitOfWork, project_id: int, at: float) -> None:
         erasing.forget_episodes(uow, left, whole_sessions=True, summaries=False)
         # No user asked for this delete: their TASK-tier memories stay (as
         # SESSION-tier ones do), for them to read and delete; the project's go.
-        uow.sessions.delete(session_id, user_task_memories=False)
+        erasing.remove_session(uow, session_id, user_task_memories=False)
     summaries = uow.summaries.past_retention(project_id, cutoff, CHUNK)
-    for summary_id in summaries:
-        # Its point's job, queued while the row is there (the job takes its tenant).
-        uow.jobs.enqueue(jobs.INDEX_SUMMARY, [summary_id])
-        uow.summaries.delete(summary_id)
+    erasing.remove_summaries(uow, summaries)
     if episodes or sessions or summaries:
         erasing.scrub_soon(uow, erasing.SCRUB_DELAY)
     if CHUNK in (len(episodes), len(sessions), len(summaries)):

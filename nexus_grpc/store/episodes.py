@@ -332,11 +332,10 @@ class SqlEpisodes(OnConnection):
         return [_row(r) for r in rows]
 
     def delete(self, episode_id: int, tenant: str | None = None) -> None:
+        """The row alone (the store's own tests; the service removes episodes by
+        erasure's rule): whoever deletes it queues its index job first."""
         episode = self.get(episode_id, tenant)
         neighbours = self._neighbours(episode.session_id, episode_id)
-        jobs.SqlJobs(self.conn).enqueue(
-            jobs.INDEX_EPISODE, [episode_id]
-        )  # before the row goes: its tenant
         self.conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
         self._refresh_context(neighbours)
 

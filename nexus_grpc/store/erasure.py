@@ -8,9 +8,9 @@ One class implements ``core.repositories.ErasureRepository`` directly on a
 connection of either database: the statements are the same on both, with
 the id lists bound as one JSON parameter (``dialect.json_ints``).
 
-Every removal queues the index jobs that drop the rows' vector points in the
-same transaction (the outbox), before the rows go: a job reads its target's
-tenant from the row.
+A removal queues no job: the domain queues the index jobs that drop the
+rows' vector points in the same transaction, before the rows go (a job reads
+its target's tenant from the row; domain/erasure.drop_points).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from nexus_grpc.core.graph import EntityAlias, EntityEpisode, Evidence
 from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.core.records import MemoryUsage
 from nexus_grpc.core.storage import Connection
-from nexus_grpc.store import dialect, jobs
+from nexus_grpc.store import dialect
 from nexus_grpc.store.episodes import SqlEpisodes
 from nexus_grpc.store.graph import ALIAS_COLUMNS
 from nexus_grpc.store.sql import now
@@ -576,9 +576,8 @@ class ErasureStore:
     def delete_episodes(self, ids: Sequence[int], *, whole_sessions: bool) -> Counts:
         """Remove the episodes and what hangs on them: their extraction events,
         formation candidates, graph evidence, episode links and distinctions,
-        the jobs that would work on them, and (by index jobs) their points.
-        ``whole_sessions``: their sessions go too, so the neighbouring turns'
-        context is left alone."""
+        and the jobs that would work on them. ``whole_sessions``: their
+        sessions go too, so the neighbouring turns' context is left alone."""
         if not ids:
             return Counts()
         members = _ids(ids)
@@ -593,7 +592,6 @@ class ErasureStore:
             f" AND target_id IN (SELECT value FROM {ints})",
             (*_EPISODE_WORK, members),
         ).rowcount
-        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_EPISODE, [int(i) for i in ids])
         events = self.conn.execute(
             f"DELETE FROM extraction_events WHERE episode_id IN (SELECT value FROM {ints})",
             (members,),
@@ -665,20 +663,19 @@ class ErasureStore:
     def delete_sessions(self, ids: Sequence[int]) -> Counts:
         """Remove sessions whose episodes are gone already: their summaries,
         TASK-tier memories (with history), their own graph when outside a
-        project, and the jobs for them."""
+        project, and the jobs for them (their index jobs: the caller's,
+        from ``sessions.removal_targets``)."""
         if not ids:
             return Counts()
         members = _ids(ids)
         ints = self._ints
         summaries = f"SELECT id FROM summaries WHERE session_id IN (SELECT value FROM {ints})"
         removed = self._count(f"SELECT COUNT(*) FROM ({summaries}) AS s", (members,))
-        jobs.SqlJobs(self.conn).enqueue_select(job_kinds.INDEX_SUMMARY, summaries, (members,))
         own_graph = (
             "SELECT id FROM entities WHERE project_id = 0"
             f" AND session_id IN (SELECT value FROM {ints})"
         )
         entities = self._count(f"SELECT COUNT(*) FROM ({own_graph}) AS g", (members,))
-        jobs.SqlJobs(self.conn).enqueue_select(job_kinds.INDEX_ENTITY, own_graph, (members,))
         self.conn.execute(f"DELETE FROM entities WHERE id IN ({own_graph})", (members,))
         task = (
             f"SELECT id FROM memories WHERE tier = 1 AND session_id IN (SELECT value FROM {ints})"
@@ -709,12 +706,11 @@ class ErasureStore:
 
     def delete_memories(self, ids: Sequence[int]) -> Counts:
         """Remove memories with their whole history, their recorded uses and
-        the jobs for them; their points by index jobs."""
+        the jobs for them (their index jobs are the caller's)."""
         if not ids:
             return Counts()
         members = _ids(ids)
         ints = self._ints
-        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_MEMORY, [int(i) for i in ids])
         history = self.conn.execute(
             f"DELETE FROM memory_history WHERE memory_id IN (SELECT value FROM {ints})", (members,)
         ).rowcount
@@ -798,7 +794,8 @@ class ErasureStore:
         ]
 
     def delete_entities(self, ids: Sequence[int]) -> Counts:
-        """Remove entities with their aliases, tokens, links and edges."""
+        """Remove entities with their aliases, tokens, links and edges (their
+        index jobs are the caller's)."""
         if not ids:
             return Counts()
         members = _ids(ids)
@@ -817,7 +814,6 @@ class ErasureStore:
             f" WHERE from_id IN (SELECT value FROM {ints}) OR to_id IN (SELECT value FROM {ints})",
             (members, members),
         )
-        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_ENTITY, [int(i) for i in ids])
         cancelled = self.conn.execute(
             "DELETE FROM jobs WHERE state = 'pending' AND kind = ?"
             f" AND target_id IN (SELECT value FROM {ints})",
@@ -847,9 +843,6 @@ class ErasureStore:
                 (_ids(ids),),
             )
 
-    def reindex_entities(self, ids: Sequence[int]) -> None:
-        jobs.SqlJobs(self.conn).enqueue(job_kinds.INDEX_ENTITY, [int(i) for i in ids])
-
     def drop_merges_touching(self, entity_ids: Sequence[int]) -> int:
         """Forget the merges whose target or sources are these entities: their
         snapshots keep the names and notes the merge moved."""
@@ -878,17 +871,6 @@ class ErasureStore:
 
     # -- summaries -----------------------------------------------------------------------
 
-    def delete_session_summaries(self, session_ids: Sequence[int]) -> int:
-        if not session_ids:
-            return 0
-        summaries = f"SELECT id FROM summaries WHERE session_id IN (SELECT value FROM {self._ints})"
-        jobs.SqlJobs(self.conn).enqueue_select(
-            job_kinds.INDEX_SUMMARY, summaries, (_ids(session_ids),)
-        )
-        return self.conn.execute(
-            f"DELETE FROM summaries WHERE id IN ({summaries})", (_ids(session_ids),)
-        ).rowcount
-
     def sessions_summarised_since(self, first_seen: dict[int, tuple[int, float]]) -> list[int]:
         """Of these sessions, those with a summary written since the time given
         for each."""
@@ -902,49 +884,31 @@ class ErasureStore:
             is not None
         ]
 
-    def delete_overviews_since(self, since: dict[int, float]) -> int:
-        """Remove each project's overviews written since the time given for it."""
-        removed = 0
+    def overviews_since(self, since: dict[int, float]) -> list[int]:
+        """Each project's overviews written since the time given for it."""
+        found: list[int] = []
         for project_id, at in sorted(since.items()):
-            overviews = (
-                "SELECT id FROM summaries WHERE session_id IS NULL AND project_id = ?"
-                " AND updated_at >= ?"
-            )
-            jobs.SqlJobs(self.conn).enqueue_select(
-                job_kinds.INDEX_SUMMARY, overviews, (project_id, at)
-            )
-            removed += self.conn.execute(
-                f"DELETE FROM summaries WHERE id IN ({overviews})", (project_id, at)
-            ).rowcount
-        return removed
+            found += [
+                int(r[0])
+                for r in self.conn.execute(
+                    "SELECT id FROM summaries WHERE session_id IS NULL AND project_id = ?"
+                    " AND updated_at >= ? ORDER BY id",
+                    (project_id, at),
+                )
+            ]
+        return found
 
-    def _delete_overviews(self, project_ids: Sequence[int]) -> int:
-        projects = [int(p) for p in project_ids if p]
-        if not projects:
-            return 0
-        overviews = (
-            "SELECT id FROM summaries WHERE session_id IS NULL"
-            f" AND project_id IN (SELECT value FROM {self._ints})"
-        )
-        jobs.SqlJobs(self.conn).enqueue_select(
-            job_kinds.INDEX_SUMMARY, overviews, (_ids(projects),)
-        )
-        return self.conn.execute(
-            f"DELETE FROM summaries WHERE id IN ({overviews})", (_ids(projects),)
-        ).rowcount
-
-    def summarize_again(self, session_ids: Sequence[int]) -> int:
-        """Queue the sessions' summaries to be written again from what is left."""
-        live = [
+    def sessions_with_episodes(self, session_ids: Sequence[int]) -> list[int]:
+        """Of these sessions, those that still hold an episode."""
+        return [
             int(r[0])
             for r in self.conn.execute(
                 f"SELECT id FROM sessions WHERE id IN (SELECT value FROM {self._ints})"
-                " AND EXISTS (SELECT 1 FROM episodes e WHERE e.session_id = sessions.id)",
+                " AND EXISTS (SELECT 1 FROM episodes e WHERE e.session_id = sessions.id)"
+                " ORDER BY id",
                 (_ids(session_ids),),
             )
         ]
-        jobs.SqlJobs(self.conn).enqueue(job_kinds.SUMMARIZE_SESSION, live)
-        return len(live)
 
     # -- records -------------------------------------------------------------------------
 
@@ -972,9 +936,9 @@ class ErasureStore:
         ).rowcount
 
     def delete_project_records(self, project_id: int) -> Counts:
-        """What a deleted project leaves outside its rows: its overviews, the
-        events and selections recorded in it, and the jobs for it."""
-        overviews = self._delete_overviews([project_id])
+        """What a deleted project leaves outside its rows: the events and
+        selections recorded in it, and the jobs for it (its overviews are
+        removed as summaries are, by the domain)."""
         events = self.conn.execute(
             "DELETE FROM extraction_events WHERE project_id = ?", (project_id,)
         ).rowcount
@@ -989,7 +953,6 @@ class ErasureStore:
             (job_kinds.RETAIN_PROJECT, project_id),
         ).rowcount
         return Counts(
-            summaries_removed=overviews,
             extraction_events=events,
             selections=selections,
             memory_usage=usage,

@@ -32,7 +32,7 @@ from nexus_grpc.core.jobs import SCHEDULED_KINDS as SCHEDULED_KINDS
 from nexus_grpc.core.jobs import SUMMARIZE_SESSION as SUMMARIZE_SESSION
 from nexus_grpc.core.jobs import Job as Job
 from nexus_grpc.core.jobs import QueueDepth as QueueDepth
-from nexus_grpc.store.dialect import of
+from nexus_grpc.store.dialect import json_ints, of
 from nexus_grpc.store.sql import OnConnection, now
 
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
@@ -237,13 +237,19 @@ class SqlJobs(OnConnection):
         and insert one, and the second must not leave its work waiting behind the
         first's later time (a sweep rescheduled an hour ahead while a session moved
         into its project asked for one now). A handler run early re-checks."""
+        # One statement for every target, the ids bound as one JSON array (in
+        # their order, each once: PostgreSQL refuses to update one row twice in
+        # a statement), not one execution per target.
+        ids = list(dict.fromkeys(int(t) for t in target_ids))
+        if not ids:
+            return
         ts = now()
         due = ts if run_after is None else run_after
-        looked_up = kind in TENANT_OF
-        self.conn.executemany(
+        self.conn.execute(
             "INSERT INTO jobs (kind, target_id, run_after, created_at, updated_at, priority,"
             " tenant)"
-            f" VALUES (?, ?, ?, ?, ?, ?, {tenant_of(kind, '?')})"
+            f" SELECT ?, t.value, ?, ?, ?, ?, {tenant_of(kind, 't.value')}"
+            f" FROM {json_ints(self.conn)} AS t WHERE true"
             " ON CONFLICT (kind, target_id) WHERE state = 'pending'"
             # CASE, not MIN: PostgreSQL's MIN is an aggregate only (LEAST is its
             # scalar, which SQLite lacks).
@@ -251,7 +257,7 @@ class SqlJobs(OnConnection):
             " THEN excluded.priority ELSE jobs.priority END,"
             " run_after = CASE WHEN excluded.run_after < jobs.run_after"
             " THEN excluded.run_after ELSE jobs.run_after END",
-            [(kind, t, due, ts, ts, priority, *((t,) if looked_up else ())) for t in target_ids],
+            (kind, due, ts, ts, priority, json.dumps(ids)),
         )
 
     def schedule(self, kind: str, target_id: int, at: float, *, keep_sooner: bool = False) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nexus_grpc.core.erasure import RemovalTargets
 from nexus_grpc.core.models import MemoryKind, Session
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.errors import AlreadyExists, NotFound
-from nexus_grpc.store import jobs
-from nexus_grpc.store.dialect import INTEGRITY_ERRORS
+from nexus_grpc.store.dialect import INTEGRITY_ERRORS, json_ints
 from nexus_grpc.store.episodes import LIVE_SESSION
 from nexus_grpc.store.sql import OnConnection, now
 
@@ -204,6 +204,33 @@ class SqlSessions(OnConnection):
         )
         return {str(r[0]): int(r[1]) for r in rows}
 
+    def removal_targets(
+        self, session_ids: Sequence[int], *, user_task_memories: bool = True
+    ) -> RemovalTargets:
+        """What deleting these sessions takes that has a vector point: their
+        episodes and summaries, the graph of those outside any project (it is
+        theirs alone) and their TASK-tier memories (``user_task_memories`` False:
+        the PROJECT ones only, as ``delete`` takes them). The domain queues their
+        index jobs before the rows go."""
+        members = json.dumps(sorted({int(i) for i in session_ids}))
+        ints = json_ints(self.conn)
+
+        def ids(sql: str, *more: Any) -> tuple[int, ...]:
+            rows = self.conn.execute(
+                f"{sql} IN (SELECT value FROM {ints}){''.join(more)} ORDER BY id", (members,)
+            )
+            return tuple(int(r[0]) for r in rows)
+
+        # tier = 1 (TASK) as a literal: it lets SQLite use the partial index
+        # idx_memories_task_session (migration 11) instead of scanning memories.
+        kinds = "" if user_task_memories else f" AND kind = {int(MemoryKind.PROJECT)}"
+        return RemovalTargets(
+            episodes=ids("SELECT id FROM episodes WHERE session_id"),
+            summaries=ids("SELECT id FROM summaries WHERE session_id"),
+            entities=ids("SELECT id FROM entities WHERE project_id = 0 AND session_id"),
+            memories=ids("SELECT id FROM memories WHERE tier = 1 AND session_id", kinds),
+        )
+
     def delete(
         self,
         session_id: int,
@@ -213,27 +240,21 @@ class SqlSessions(OnConnection):
     ) -> int:
         """Delete a session and (by cascade) its episodes and summaries.
 
-        Index jobs for every episode and summary are queued in the same
-        transaction, so their vector points are removed durably too.
+        The caller has queued the index jobs of what it takes
+        (``removal_targets``), so their vector points are removed durably too.
 
         Its TASK-tier memories go with it; ``user_task_memories`` False keeps
         the USER ones (a delete no user asked for, the retention sweep, must not
         decide for them). The caller has already decided that the USER ones may go.
         """
         self.get(session_id, tenant)
-        jobs.SqlJobs(self.conn).enqueue_select(
-            jobs.INDEX_EPISODE, "SELECT id FROM episodes WHERE session_id = ?", (session_id,)
-        )
-        jobs.SqlJobs(self.conn).enqueue_select(
-            jobs.INDEX_SUMMARY, "SELECT id FROM summaries WHERE session_id = ?", (session_id,)
-        )
         # The graph of a session outside any project is the session's alone: it
-        # goes with it (edges and episode links by cascade), points included.
-        own_graph = "SELECT id FROM entities WHERE project_id = 0 AND session_id = ?"
-        jobs.SqlJobs(self.conn).enqueue_select(jobs.INDEX_ENTITY, own_graph, (session_id,))
-        self.conn.execute(f"DELETE FROM entities WHERE id IN ({own_graph})", (session_id,))
+        # goes with it (edges and episode links by cascade).
+        self.conn.execute(
+            "DELETE FROM entities WHERE project_id = 0 AND session_id = ?", (session_id,)
+        )
         # TASK-tier memories live only as long as their session: they go with it,
-        # points and history included (no one can prove the origin session now).
+        # history included (no one can prove the origin session now).
         # tier = 1 (TASK) as a literal: it lets SQLite use the partial index
         # idx_memories_task_session (migration 11) instead of scanning memories.
         task_memories = "SELECT id FROM memories WHERE session_id = ? AND tier = 1"
@@ -241,7 +262,6 @@ class SqlSessions(OnConnection):
         if not user_task_memories:
             task_memories += " AND kind = ?"
             params = (session_id, int(MemoryKind.PROJECT))
-        jobs.SqlJobs(self.conn).enqueue_select(jobs.INDEX_MEMORY, task_memories, params)
         self.conn.execute(
             f"DELETE FROM memory_history WHERE memory_id IN ({task_memories})", params
         )

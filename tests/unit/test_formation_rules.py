@@ -11,8 +11,8 @@ from dataclasses import asdict
 
 import pytest
 
-from nexus_grpc.core.models import Episode, MemoryFormation, Session
-from nexus_grpc.domain.formation import Forms, candidates_for, forms_for
+from nexus_grpc.core.models import Episode, JobState, MemoryFormation, Session
+from nexus_grpc.domain.formation import HANDOFF, Forms, candidates_for, forms_for
 from nexus_grpc.llm.formation_prompts import FORM_USER, FORM_USER_AND_PROJECT, MemoryCandidate
 from tests.fakes import FakeUnitOfWork
 
@@ -81,3 +81,18 @@ def test_what_forms_picks_the_prompt_and_what_is_kept():
     assert candidates_for(Forms("", True), candidates) == [asdict(ABOUT_PROJECT)]
     assert candidates_for(both, candidates) == [asdict(ABOUT_USER), asdict(ABOUT_PROJECT)]
     assert candidates_for(None, candidates) == []
+
+
+def test_a_failed_extraction_fails_formation_saying_so_once(uow):
+    """The extraction worker's dead-letter reason already names its stage;
+    formation's error on the episode says it once, and says it where the
+    reason did not."""
+    session = uow.sessions.insert("s1", "s1", project(uow, None), {}, user_id="ann")
+    said, bare = (uow.episodes.insert(session.id, "hi", "ok", {}, None) for _ in range(2))
+    for episode in (said, bare):
+        uow.episodes.set_memory_state(episode.id, JobState.PENDING)
+    HANDOFF.extraction_failed(uow, said.id, "extraction failed: Ollama answered HTTP 500")
+    HANDOFF.extraction_failed(uow, bare.id, "the job's lease ran out")
+    assert uow.episodes.find(said.id).memory_error == "extraction failed: Ollama answered HTTP 500"
+    assert uow.episodes.find(bare.id).memory_error == "extraction failed: the job's lease ran out"
+    assert {uow.episodes.find(e.id).memory_state for e in (said, bare)} == {JobState.FAILED}

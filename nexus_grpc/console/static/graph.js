@@ -91,8 +91,12 @@
     style: [
       { selector: "node", style: {
           "label": "data(name)", "font-size": 11, "text-valign": "bottom", "text-margin-y": 3,
-          "width": 18, "height": 18, "color": "#1d2330", "text-background-color": "#fff",
-          "text-background-opacity": 0.85, "text-background-padding": 2,
+          // Names are drawn under the facts (the edges' z-index) with an
+          // outline, not a filled box: a box under the node hid the arrowhead
+          // of every fact arriving from below.
+          "width": 18, "height": 18, "color": "#1d2330", "text-outline-color": "#fff",
+          "text-outline-width": 2, "text-outline-opacity": 0.9,
+          "z-index-compare": "manual", "z-index": 1,
           "min-zoomed-font-size": 7,
           "background-color": function (n) { return COLOURS[n.data("type")] || OTHER; } } },
       { selector: "node[?seed]", style: { "width": 28, "height": 28, "border-width": 3, "border-color": "#1d2330" } },
@@ -103,7 +107,8 @@
           "label": "data(label)", "font-size": 9, "curve-style": "bezier", "width": 1.5,
           "line-color": "#98a2b3", "target-arrow-color": "#98a2b3", "target-arrow-shape": "triangle",
           "text-rotation": "autorotate", "color": "#475467", "text-background-color": "#fcfcfd",
-          "text-background-opacity": 0.85, "text-background-padding": 1, "min-zoomed-font-size": 8 } },
+          "text-background-opacity": 0.85, "text-background-padding": 1, "min-zoomed-font-size": 8,
+          "z-index-compare": "manual", "z-index": 2 } },
       { selector: "edge[?ended]", style: { "line-style": "dashed", "line-color": "#d0d5dd", "color": "#98a2b3" } },
     ],
   });

@@ -234,22 +234,6 @@ async def test_graphs_never_resolve_into_each_other(gh, stub):
     assert not any(RESOLUTION_PROMPT in r.prompt_text() for r in stub.requests_to("/api/chat"))
 
 
-async def test_upsert_entity_reuses_an_entity_under_another_spelling(gh):
-    p = await new_project(gh)
-    first = await gh.graph.UpsertEntity(
-        graph_pb2.UpsertEntityRequest(name="Acme Corp.", type="organization", project_id=p.id)
-    )
-    again = await gh.graph.UpsertEntity(
-        graph_pb2.UpsertEntityRequest(name="ACME", type="organization", project_id=p.id)
-    )
-    assert again.id == first.id and again.mention_count == 2
-    assert set(again.aliases) == {"Acme Corp.", "ACME"}
-    other = await gh.graph.UpsertEntity(
-        graph_pb2.UpsertEntityRequest(name="Acme", type="place", project_id=p.id)
-    )
-    assert other.id != first.id
-
-
 async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
     """The cascade's reads follow the names, not the graph: 2,000 entities,
     and a name resolves from the few its key, words and prefixes reach."""

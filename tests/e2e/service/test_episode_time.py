@@ -1,5 +1,11 @@
 """Episode time: occur_time on CreateEpisode, and SearchEpisodes' time window
-on keyword, semantic and hybrid search, over both vector index backends."""
+on keyword, semantic and hybrid search, over each search backend.
+
+The domain's rules of time (a time in the future refused, a retry that names
+another time, how a summary pass dates an imported exchange) are tested on
+the fakes in tests/unit/test_conversation_rules.py, test_summary_rules.py and
+test_validation.py; here, the wire's own checks of a Timestamp and what each
+backend's window does."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import start_harness, wait_until
+from tests.support import wait_until
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -57,7 +63,9 @@ async def episodes_count(h) -> int:
     )
 
 
-async def test_occur_time_is_stored_and_returned_and_defaults_to_now(h):
+async def test_occur_time_is_stored_and_returned_and_defaults_to_now(harness):
+    """The store's, on each store (the vector backend plays no part)."""
+    h = harness
     session = await h.memory.CreateSession(
         memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
     )
@@ -85,38 +93,38 @@ async def test_occur_time_is_stored_and_returned_and_defaults_to_now(h):
     assert {e.id: e.occur_time.seconds for e in listed.episodes}[old.id] == BASE
 
 
-async def test_bad_times_are_refused_by_name_and_write_nothing(h):
+async def test_a_time_that_is_no_timestamp_is_refused_by_name_and_writes_nothing(harness):
+    """Checked as the request is read (api/convert.py), on CreateEpisode and
+    on SearchEpisodes' stream; and the domain's refusals of a time, by their code."""
+    h = harness
     session = await h.memory.CreateSession(
         memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
     )
+    for occur_time in (Timestamp(seconds=BASE, nanos=-1), Timestamp(seconds=-(10**12))):
+        broken = memory_pb2.CreateEpisodeRequest(
+            session_id=session.id, user_message="x", occur_time=occur_time
+        )
+        code, details = await code_of(h.memory.CreateEpisode(broken))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
     future = memory_pb2.CreateEpisodeRequest(
         session_id=session.id, user_message="later", occur_time=ts(time.time() + DAY)
     )
     code, details = await code_of(h.memory.CreateEpisode(future))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
-    broken = memory_pb2.CreateEpisodeRequest(
-        session_id=session.id, user_message="x", occur_time=Timestamp(seconds=BASE, nanos=-1)
-    )
-    code, details = await code_of(h.memory.CreateEpisode(broken))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
-    huge = memory_pb2.CreateEpisodeRequest(
-        session_id=session.id, user_message="x", occur_time=Timestamp(seconds=-(10**12))
-    )
-    code, details = await code_of(h.memory.CreateEpisode(huge))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "occur_time" in details
     assert await episodes_count(h) == 0
-    # A retry that names another time is a different request.
-    ok = memory_pb2.CreateEpisodeRequest(
-        session_id=session.id, user_message="x", request_id="r1", occur_time=ts(BASE)
+    code, details = await code_of(
+        search(h, session.id, memory_pb2.SEARCH_MODE_KEYWORD, start=BASE + DAY, end=BASE + DAY)
     )
-    first = await h.memory.CreateEpisode(ok)
-    assert (await h.memory.CreateEpisode(ok)).id == first.id
-    other = memory_pb2.CreateEpisodeRequest(
-        session_id=session.id, user_message="x", request_id="r1", occur_time=ts(BASE + 1)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "start_time" in details
+    bad = memory_pb2.SearchEpisodesRequest(
+        query="x", session_id=session.id, end_time=Timestamp(seconds=BASE, nanos=2_000_000_000)
     )
-    code, details = await code_of(h.memory.CreateEpisode(other))
-    assert code == grpc.StatusCode.ALREADY_EXISTS and "occur_time" in details
-    assert await episodes_count(h) == 1
+    code, details = await code_of(_drain(h.memory.SearchEpisodes(bad)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "end_time" in details
+
+
+async def _drain(stream) -> list:
+    return [hit async for hit in stream]
 
 
 async def search(h, session_id, mode, limit=10, start=None, end=None):
@@ -163,57 +171,6 @@ async def test_search_window_applies_on_every_mode(h, mode):
     early = await search(h, session.id, mode, limit=20, end=BASE + 2 * DAY)
     assert sorted(by_day[x.episode.id] for x in early) == [0, 1]
     assert await search(h, session.id, mode, start=BASE + 20 * DAY) == []
-
-
-async def test_search_window_errors(h):
-    session = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
-    )
-    code, details = await code_of(
-        search(h, session.id, memory_pb2.SEARCH_MODE_KEYWORD, start=BASE + DAY, end=BASE + DAY)
-    )
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "start_time" in details
-    bad = memory_pb2.SearchEpisodesRequest(
-        query="x", session_id=session.id, end_time=Timestamp(seconds=BASE, nanos=2_000_000_000)
-    )
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        [x async for x in h.memory.SearchEpisodes(bad)]
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "end_time" in err.value.details()
-
-
-async def test_session_summary_reads_an_imported_exchange_with_its_date(tmp_path):
-    from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
-    from tests.ollama_stub import OllamaStub, Reply
-
-    with OllamaStub() as stub:
-        h = await start_harness(tmp_path / "data", ollama_url=stub.url)
-        try:
-            ses = await h.memory.CreateSession(
-                memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
-            )
-            await h.memory.CreateEpisode(
-                memory_pb2.CreateEpisodeRequest(
-                    session_id=ses.id,
-                    user_message="we moved to Paris",
-                    ai_response="noted",
-                    occur_time=ts(BASE),
-                )
-            )
-            await h.memory.CreateEpisode(
-                memory_pb2.CreateEpisodeRequest(
-                    session_id=ses.id, user_message="live now", ai_response="ok"
-                )
-            )
-            marker = "You summarise a conversation"
-            stub.add_rule(Reply.of("Moved to Paris."), contains=marker, times=1)
-            await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=ses.id))
-            text = [r for r in stub.requests if marker in r.prompt_text()][-1].prompt_text()
-            assert "(On 08 May 2023, 13:56 UTC)\nUser: we moved to Paris" in text
-            # A live exchange happened when it was stored: no date line.
-            assert "UTC)\nUser: live now" not in text and "User: live now" in text
-        finally:
-            await h.close()
 
 
 async def test_recall_eval_stores_the_timed_construction_beside_the_readme_one(harness, tmp_path):

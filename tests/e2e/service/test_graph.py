@@ -1,4 +1,7 @@
-"""GraphService CRUD, traversal and entity search over a real gRPC channel."""
+"""GraphService CRUD, traversal and entity search over a real gRPC channel:
+one test per RPC path for the wiring (status codes, pages, the vector index,
+the store's own edge guard). The rules behind them are decided on the unit
+tier's fakes: tests/unit/test_graph_entities.py and test_graph_relationships.py."""
 
 from __future__ import annotations
 
@@ -52,15 +55,10 @@ async def test_entity_upsert_get_and_mention_counts(harness):
 async def test_entity_errors(harness):
     graph = harness.graph
     await expect_status(entity(harness, "x", "date"), INVALID, "type")
-    await expect_status(entity(harness, "  ", "person"), INVALID, "name")
-    await expect_status(entity(harness, "x", ""), INVALID, "type")
-    await expect_status(entity(harness, "x", "person", confidence=1.5), INVALID, "confidence")
-    await expect_status(entity(harness, "x", "person", project_id=-1), INVALID, "project_id")
     await expect_status(
         entity(harness, "x", "person", project_id=77), grpc.StatusCode.FAILED_PRECONDITION, "77"
     )
     await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=0)), INVALID, "id")
-    await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=-3)), INVALID, "id")
     await expect_status(graph.GetEntity(graph_pb2.GetEntityRequest(id=42)), NOT_FOUND, "42")
     await expect_status(graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=0)), INVALID, "id")
     await expect_status(graph.DeleteEntity(graph_pb2.DeleteEntityRequest(id=42)), NOT_FOUND, "42")
@@ -87,27 +85,10 @@ async def test_list_entities_by_type_and_project_paginated(harness):
         if not token:
             break
     assert names == ["P0", "P1", "P2", "P3", "P4"]
-    mine = await harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(project_id=p1.id))
-    assert [e.project_id for e in mine.entities] == [p1.id] * 6
-    everything = await harness.graph.ListEntities(graph_pb2.ListEntitiesRequest())
-    assert len(everything.entities) == 7
-    await expect_status(
-        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(type="weekday")), INVALID, "type"
-    )
     await expect_status(
         harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(page_token="junk")),
         INVALID,
         "page_token",
-    )
-    await expect_status(
-        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(page_size=-1)),
-        INVALID,
-        "page_size",
-    )
-    await expect_status(
-        harness.graph.ListEntities(graph_pb2.ListEntitiesRequest(project_id=-1)),
-        INVALID,
-        "project_id",
     )
 
 
@@ -185,6 +166,16 @@ async def test_relationship_upsert_list_and_delete(harness):
     )
     assert [r.id for r in both.relationships] == [r1.id, r2.id]
 
+    first = await harness.graph.ListRelationships(
+        graph_pb2.ListRelationshipsRequest(entity_id=a.id, include_inbound=True, page_size=1)
+    )
+    rest = await harness.graph.ListRelationships(
+        graph_pb2.ListRelationshipsRequest(
+            entity_id=a.id, include_inbound=True, page_size=1, page_token=first.next_page_token
+        )
+    )
+    assert [r.id for r in [*first.relationships, *rest.relationships]] == [r1.id, r2.id]
+
     await harness.graph.DeleteRelationship(
         graph_pb2.DeleteRelationshipRequest(from_id=a.id, to_id=b.id, label="works with")
     )
@@ -192,40 +183,11 @@ async def test_relationship_upsert_list_and_delete(harness):
     assert list(out.relationships) == []
 
 
-async def test_relationships_of_a_hub_come_in_pages(harness):
-    hub = await entity(harness, "hub")
-    spokes = [await entity(harness, f"spoke {i}") for i in range(7)]
-    made = [(await edge(harness, hub.id, s.id, "links")).id for s in spokes[:4]]
-    made += [(await edge(harness, s.id, hub.id, "feeds")).id for s in spokes[4:]]
-    seen, token = [], ""
-    for _ in range(10):
-        page = await harness.graph.ListRelationships(
-            graph_pb2.ListRelationshipsRequest(
-                entity_id=hub.id, include_inbound=True, page_size=3, page_token=token
-            )
-        )
-        assert len(page.relationships) <= 3
-        seen += [r.id for r in page.relationships]
-        token = page.next_page_token
-        if not token:
-            break
-    assert seen == sorted(made)  # every edge once, in id order
-    outbound = await harness.graph.ListRelationships(
-        graph_pb2.ListRelationshipsRequest(entity_id=hub.id, page_size=2)
-    )
-    assert [r.id for r in outbound.relationships] == made[:2] and outbound.next_page_token
-
-
 async def test_relationship_errors(harness):
     a, b = await entity(harness, "a"), await entity(harness, "b")
     graph = harness.graph
     await expect_status(edge(harness, 0, b.id), INVALID, "from_id")
-    await expect_status(edge(harness, a.id, -2), INVALID, "to_id")
-    await expect_status(edge(harness, a.id, a.id), INVALID, "different")
-    await expect_status(edge(harness, a.id, b.id, "  "), INVALID, "label")
-    await expect_status(edge(harness, a.id, b.id, "!!!"), INVALID, "label")
     await expect_status(edge(harness, 99, b.id), NOT_FOUND, "from_id")
-    await expect_status(edge(harness, a.id, 98), NOT_FOUND, "to_id")
     elsewhere = await entity(harness, "b", project_id=(await new_project(harness)).id)
     assert elsewhere.id != b.id  # same name and type, another project
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
@@ -279,58 +241,30 @@ def edge_names(sub: graph_pb2.Subgraph, ids: dict[str, int]) -> set[str]:
     return {back[e.from_id] + back[e.to_id] for e in sub.edges}
 
 
-async def test_neighborhood_depths_on_a_graph_with_cycles(harness):
+async def test_neighborhood_and_neighbors_answer_subgraphs(harness):
     ids = await cyclic_graph(harness)
-
-    async def hood(depth: int) -> graph_pb2.Subgraph:
-        return await harness.graph.GetNeighborhood(
-            graph_pb2.GetNeighborhoodRequest(entity_id=ids["a"], depth=depth)
-        )
-
-    default = await hood(0)
-    assert names(default, ids) == {"a", "b", "c"}  # both directions
-    assert edge_names(default, ids) == {"ab", "bc", "ca"}
-    assert default == await hood(1)
-    two = await hood(2)
-    assert names(two, ids) == {"a", "b", "c", "d"}
-    assert edge_names(two, ids) == {"ab", "bc", "ca", "cd"}
-    three = await hood(3)
-    assert names(three, ids) == {"a", "b", "c", "d", "e"}
-    assert edge_names(three, ids) == {"ab", "bc", "ca", "cd", "ed"}
-    assert len(three.nodes) == 5  # no duplicates despite the cycle
-    await expect_status(hood(4), INVALID, "depth")
-    await expect_status(hood(-1), INVALID, "depth")
+    hood = await harness.graph.GetNeighborhood(
+        graph_pb2.GetNeighborhoodRequest(entity_id=ids["a"], depth=2)
+    )
+    assert names(hood, ids) == {"a", "b", "c", "d"}
+    assert edge_names(hood, ids) == {"ab", "bc", "ca", "cd"}
     await expect_status(
-        harness.graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(entity_id=0)),
+        harness.graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(entity_id=1, depth=4)),
         INVALID,
-        "entity_id",
+        "depth",
     )
     await expect_status(
         harness.graph.GetNeighborhood(graph_pb2.GetNeighborhoodRequest(entity_id=999)),
         NOT_FOUND,
         "999",
     )
-    lonely = await harness.graph.GetNeighborhood(
-        graph_pb2.GetNeighborhoodRequest(entity_id=ids["z"])
-    )
-    assert names(lonely, ids) == {"z"} and list(lonely.edges) == []
-
-
-async def test_bulk_neighbors(harness):
-    ids = await cyclic_graph(harness)
     sub = await harness.graph.GetNeighbors(
         graph_pb2.GetNeighborsRequest(entity_ids=[ids["b"], ids["f"], ids["b"]])
     )
-    # b: a (in), c (out); f: e (in).  Every edge inside {a, b, c, e, f}:
     assert names(sub, ids) == {"a", "b", "c", "e", "f"}
     assert edge_names(sub, ids) == {"ab", "bc", "ca", "ef"}
     await expect_status(
         harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest()), INVALID, "entity_ids"
-    )
-    await expect_status(
-        harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest(entity_ids=[ids["a"], 0])),
-        INVALID,
-        "entity_ids",
     )
     await expect_status(
         harness.graph.GetNeighbors(graph_pb2.GetNeighborsRequest(entity_ids=[ids["a"], 555])),
@@ -376,10 +310,3 @@ async def test_entity_search_is_scoped_to_its_project(harness):
     await expect_status(search(999), NOT_FOUND, "999")
     await expect_status(search(p1.id, query="  "), INVALID, "query")
     await expect_status(search(p1.id, limit=1000), INVALID, "limit")
-
-
-async def test_entity_names_match_whatever_their_case(harness):
-    first = await entity(harness, "Python", "technology", notes="a language")
-    again = await entity(harness, "python", "technology")
-    assert again.id == first.id
-    assert again.name == "Python" and again.mention_count == 2 and again.notes == "a language"

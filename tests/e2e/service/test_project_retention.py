@@ -1,6 +1,8 @@
 """A project's retention: its sessions, episodes and summaries past it are
 hidden from every read at once, and a durable job deletes them with their
-index points."""
+index points. Which retention a project may be given, and when its sweep is
+due, are the domain's (tests/unit/test_conversation_rules.py,
+test_retention_followups.py)."""
 
 from __future__ import annotations
 
@@ -237,44 +239,40 @@ async def test_the_sweep_deletes_rows_and_points_past_retention(harness):
     assert hits == [eps["new"]]
 
 
-@pytest.mark.parametrize(
-    "retention, words",
-    [
-        (Duration(seconds=0), "positive"),
-        (Duration(seconds=-5), "positive"),
-        (Duration(seconds=101 * 366 * DAY), "100 years"),
-        (Duration(seconds=5, nanos=-1), "not a valid duration"),
-        (Duration(seconds=5, nanos=500), "whole seconds"),
-    ],
-)
-async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness, retention, words):
+async def test_a_bad_retention_is_refused_by_name_and_writes_nothing(harness):
+    """The wire's own check of a Duration, and one of the domain's refusals,
+    on CreateProject and UpdateProject (the domain's others: the 100-year
+    bound, whole seconds, in tests/unit/test_conversation_rules.py)."""
     h = harness
-    before = await count(h, "SELECT COUNT(*) FROM projects")
-    code, details = await code_of(
-        h.memory.CreateProject(
-            memory_pb2.CreateProjectRequest(
-                project=memory_pb2.Project(name="p", retention=retention)
-            )
-        )
-    )
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "project.retention" in details and words in details
-    assert await count(h, "SELECT COUNT(*) FROM projects") == before
     project = await h.memory.CreateProject(
         memory_pb2.CreateProjectRequest(
             project=memory_pb2.Project(name="p", retention=Duration(seconds=DAY))
         )
     )
     assert project.retention.seconds == DAY
-    code, details = await code_of(
-        h.memory.UpdateProject(
-            memory_pb2.UpdateProjectRequest(
-                project=memory_pb2.Project(id=project.id, retention=retention),
-                update_mask=FieldMask(paths=["retention"]),
+    for retention, words in (
+        (Duration(seconds=5, nanos=-1), "not a valid duration"),
+        (Duration(seconds=-5), "positive"),
+    ):
+        code, details = await code_of(
+            h.memory.CreateProject(
+                memory_pb2.CreateProjectRequest(
+                    project=memory_pb2.Project(name="q", retention=retention)
+                )
             )
         )
-    )
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "project.retention" in details
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "project.retention" in details and words in details
+        code, details = await code_of(
+            h.memory.UpdateProject(
+                memory_pb2.UpdateProjectRequest(
+                    project=memory_pb2.Project(id=project.id, retention=retention),
+                    update_mask=FieldMask(paths=["retention"]),
+                )
+            )
+        )
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and words in details
+    assert await count(h, "SELECT COUNT(*) FROM projects") == 1
     got = await h.memory.GetProject(memory_pb2.GetProjectRequest(id=project.id))
     assert got.retention.seconds == DAY
 

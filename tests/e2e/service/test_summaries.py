@@ -1,6 +1,11 @@
 """SummaryService through the Ollama stand-in: CRUD, the automatic trigger,
 cumulative updates and rollover, project overviews (fallback, truncation,
-streaming, token stripping) and the error cases."""
+streaming, token stripping) and the model's failures.
+
+What the domain decides without a model (which summaries may be written,
+listing, overviews absent or unknown, the refusals without a model, the index
+jobs each write queues) is tested on the fakes in
+tests/unit/test_summary_rules.py; each RPC keeps its wiring here."""
 
 from __future__ import annotations
 
@@ -8,8 +13,6 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from nexus_grpc.core import jobs
-from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from tests.ollama_stub import Reply
@@ -104,85 +107,13 @@ async def test_crud_and_listing(harness):
     assert await code_of(h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=a.id))) == (
         grpc.StatusCode.NOT_FOUND
     )
-
-
-async def test_crud_validation(harness):
-    h = harness
-    pid, sid = await project_session(h)
-    bad = grpc.StatusCode.INVALID_ARGUMENT
-    create = h.summary.CreateSummary
-    assert (
-        await code_of(
-            create(summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(content="x")))
-        )
-        == bad
-    )
-    assert (
-        await code_of(
-            create(summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid)))
-        )
-        == bad
-    )
-    assert (
-        await code_of(
-            create(
-                summary_pb2.CreateSummaryRequest(
-                    summary=summary_pb2.Summary(session_id=999, content="x")
-                )
-            )
-        )
-        == grpc.StatusCode.FAILED_PRECONDITION
-    )
-    assert (
-        await code_of(
-            create(
-                summary_pb2.CreateSummaryRequest(
-                    summary=summary_pb2.Summary(project_id=999, content="x")
-                )
-            )
-        )
-        == grpc.StatusCode.FAILED_PRECONDITION
-    )
-    assert await code_of(h.summary.ListSummaries(summary_pb2.ListSummariesRequest())) == bad
-    assert (
-        await code_of(
-            h.summary.UpdateSummary(
-                summary_pb2.UpdateSummaryRequest(summary=summary_pb2.Summary(id=1, content="x"))
-            )
-        )
-        == bad
-    )  # no mask
-
-
-async def test_overview_absent_is_empty_and_unknown_project_not_found(harness):
-    h = harness
-    pid, _ = await project_session(h)
-    ov = await h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=pid))
-    assert not ov.HasField("overview")
-    assert (
-        await code_of(
-            h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=999))
-        )
-        == grpc.StatusCode.NOT_FOUND
-    )
-
-
-async def test_without_ollama_summarizing_is_unavailable(harness):
-    h = harness
-    pid, sid = await project_session(h)
-    await episode(h, sid)
-    assert (
-        await code_of(
-            h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
-        )
-        == grpc.StatusCode.UNAVAILABLE
-    )
-    stream = h.summary.SummarizeProject(summary_pb2.SummarizeProjectRequest(project_id=pid))
-    assert await code_of(_drain(stream)) == grpc.StatusCode.UNAVAILABLE
-
-
-async def _drain(stream):
-    return [x async for x in stream]
+    # A refusal of the domain's comes back by its code and names what is wrong.
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await h.summary.ListSummaries(summary_pb2.ListSummariesRequest())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "session_id or project_id is required" in err.value.details()
+    missing = h.summary.GetProjectOverview(summary_pb2.GetProjectOverviewRequest(project_id=999))
+    assert await code_of(missing) == grpc.StatusCode.NOT_FOUND
 
 
 # Session summaries ----------------------------------------------------------
@@ -293,13 +224,6 @@ async def _overview(h, pid):
     ]
 
 
-async def test_overview_with_no_data_is_failed_precondition(llm_harness, stub):
-    h = llm_harness
-    pid, _ = await project_session(h)
-    assert await code_of(_overview(h, pid)) == grpc.StatusCode.FAILED_PRECONDITION
-    assert await code_of(_overview(h, 999)) == grpc.StatusCode.NOT_FOUND
-
-
 async def test_overview_streams_text_then_the_stored_row(llm_harness, stub):
     h = llm_harness
     pid, sid = await project_session(h, "Garden")
@@ -403,19 +327,6 @@ async def test_an_episode_longer_than_the_context_is_folded_not_cut(llm_harness,
     assert "Part one: the user likes roses." in sent[1].prompt_text()
 
 
-async def test_a_summary_range_must_run_forwards(harness):
-    _, sid = await project_session(harness)
-    bad = harness.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(
-            summary=summary_pb2.Summary(
-                session_id=sid, content="c", first_episode_id=9, last_episode_id=3
-            )
-        )
-    )
-    assert await code_of(bad) == grpc.StatusCode.INVALID_ARGUMENT
-    assert await summaries_of(harness, sid) == []
-
-
 async def test_a_summary_range_names_episodes_of_its_own_scope(harness):
     """Found by tests/e2e/api/test_fuzz_rpcs.py: a range naming an episode that never
     existed was stored, and the summarizer, which resumes after the latest
@@ -506,74 +417,3 @@ async def test_a_cut_summary_or_overview_is_never_stored(llm_harness, stub):
     stub.default = Reply.of("The user set up Grafana dashboards.")
     done = await h.summary.SummarizeSession(summary_pb2.SummarizeSessionRequest(session_id=sid))
     assert done.content == "The user set up Grafana dashboards."
-
-
-async def summary_jobs(h):
-    """Stop the summaries' indexer, so their index jobs stay to be read; the
-    reader takes the pending ones (target, tenant) and clears them."""
-    for worker in h.app.workers:
-        if worker.kind == jobs.INDEX_SUMMARY:
-            await worker.stop()
-
-    async def queued() -> list[tuple]:
-        def take(c):
-            rows = c.execute(
-                "SELECT target_id, tenant FROM jobs WHERE kind = ? AND state = 'pending'",
-                (jobs.INDEX_SUMMARY,),
-            ).fetchall()
-            c.execute("DELETE FROM jobs WHERE kind = ?", (jobs.INDEX_SUMMARY,))
-            return [tuple(r) for r in rows]
-
-        return await h.app.db.write_sql(take)
-
-    return queued
-
-
-async def test_each_summary_write_queues_its_index_job_in_its_tenant(harness):
-    """Create, update and delete each queue the summary's index job with the
-    write (the domain decides it, domain/summaries.py); the delete's is
-    queued while the row is there, so it carries the summary's tenant."""
-    h = harness
-    queued = await summary_jobs(h)
-    _, sid = await project_session(h)
-    await queued()
-    a = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid, content="x"))
-    )
-    assert await queued() == [(a.id, DEFAULT_TENANT)]
-    await h.summary.UpdateSummary(
-        summary_pb2.UpdateSummaryRequest(
-            summary=summary_pb2.Summary(id=a.id, content="y"),
-            update_mask=FieldMask(paths=["content"]),
-        )
-    )
-    assert await queued() == [(a.id, DEFAULT_TENANT)]
-    await h.summary.DeleteSummary(summary_pb2.DeleteSummaryRequest(id=a.id))
-    assert await queued() == [(a.id, DEFAULT_TENANT)]
-
-
-async def test_a_session_moved_to_another_project_queues_its_summaries_index_jobs(harness):
-    """Its summaries carry the project in their vector payload
-    (domain/conversations.py's _session_moved)."""
-    h = harness
-    queued = await summary_jobs(h)
-    _, sid = await project_session(h)
-    a = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(summary=summary_pb2.Summary(session_id=sid, content="x"))
-    )
-    other, _ = await project_session(h, "elsewhere")
-    await queued()
-    await h.memory.UpdateSession(
-        memory_pb2.UpdateSessionRequest(
-            session=memory_pb2.Session(id=sid, project_id=other),
-            update_mask=FieldMask(paths=["project_id"]),
-        )
-    )
-    assert await queued() == [(a.id, DEFAULT_TENANT)]
-    await h.memory.UpdateSession(
-        memory_pb2.UpdateSessionRequest(
-            session=memory_pb2.Session(id=sid, name="renamed"),
-            update_mask=FieldMask(paths=["name"]),
-        )
-    )
-    assert await queued() == []

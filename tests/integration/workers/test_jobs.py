@@ -51,8 +51,9 @@ def test_deleting_a_row_queues_its_index_job_in_the_rows_tenant(conn):
         None,
         "atlas",
     )  # fmt: skip
+    # The jobs are the domain's (domain/erasure.drop_points, domain/memory_upkeep.py).
+    jobs.SqlJobs(conn).enqueue(jobs.INDEX_EPISODE, [episode.id])
     episodes.SqlEpisodes(conn).delete(episode.id)
-    # A memory's job is the domain's (domain/memory_upkeep.py), queued the same way.
     jobs.SqlJobs(conn).enqueue(jobs.INDEX_MEMORY, [memory.id])
     memories.MemoryRows(conn).delete(memory.id)
     queued = conn.execute("SELECT kind, target_id, tenant FROM jobs WHERE state = 'pending'")

@@ -1,0 +1,80 @@
+"""The document repository's contract (what the vector index is built from):
+the same cases on the fake (tests/fakes.py), SQLite and PostgreSQL (the
+``run`` fixture, tests/integration/store/conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus_grpc.core.models import MemoryKind, Tier
+
+
+async def test_each_collections_text_and_payload_are_read_from_the_rows_that_still_exist(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1").id
+        other = uow.projects.insert({"name": "q"}, "t2").id
+        session = uow.sessions.insert("s", "", project, {}, "t1").id
+        episode = uow.episodes.insert(session, "hello", "hi there", {}, None, 1_234.75)
+        memory = uow.memories.insert(
+            {"kind": int(MemoryKind.USER), "title": "Tea", "content": "green, no sugar",
+             "tier": int(Tier.LONGTERM), "project_id": project, "agent_id": "bot",
+             "user_id": "ann", "session_id": 0, "confidence": 0.9, "metadata": {}},
+            None, "t1",
+        ).id  # fmt: skip
+        summary = uow.summaries.insert(session_id=session, project_id=0, content="they met")
+        overview = uow.summaries.insert(session_id=0, project_id=other, content="all of q")
+        docs = uow.documents
+        return (
+            (episode.id, episode.created_at, session, project, memory),
+            docs.episodes([episode.id, 999]),
+            docs.memories([memory, 999]),
+            docs.summaries([summary.id, overview.id, 999])
+            == {
+                summary.id: ("they met", {"sessionId": session, "projectId": project}),
+                overview.id: ("all of q", {"sessionId": 0, "projectId": other}),
+            },
+            (docs.episodes([999]), docs.memories([999]), docs.summaries([999])),
+        )
+
+    (episode, created, session, project, memory), episodes, memories, summaries, empty = await run(
+        case
+    )
+    assert episodes == {
+        episode: (
+            "User: hello\nAssistant: hi there",
+            {"sessionId": session, "createdAt": int(created), "occurAt": 1_234},
+        )
+    }
+    assert memories == {
+        memory: (
+            "Tea\ngreen, no sugar",
+            {
+                "kind": int(MemoryKind.USER),
+                "tier": int(Tier.LONGTERM),
+                "projectId": project,
+                "userId": "ann",
+                "sessionId": 0,
+                "agentId": "bot",
+                "tenant": "t1",
+            },
+        )  # fmt: skip
+    }
+    assert summaries is True
+    assert empty == ({}, {}, {})
+
+
+async def test_every_id_of_a_collections_table_is_listed_and_an_unknown_table_refused(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1").id
+        session = uow.sessions.insert("s", "", project, {}, "t1").id
+        episodes = [uow.episodes.insert(session, f"e{i}", "", {}, None).id for i in range(3)]
+        entity = uow.graph.insert_entity((project, 0), "Priya", "person", None, source="manual")
+        summary = uow.summaries.insert(session_id=session, project_id=0, content="s").id
+        listed = {t: uow.documents.all_ids(t) for t in ("episodes", "entities", "summaries")}
+        with pytest.raises(ValueError):
+            uow.documents.all_ids("sessions")
+        return listed, (set(episodes), {entity}, {summary}), uow.documents.all_ids("memories")
+
+    listed, made, memories = await run(case)
+    assert listed == dict(zip(("episodes", "entities", "summaries"), made, strict=True))
+    assert memories == set()
