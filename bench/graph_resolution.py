@@ -101,19 +101,20 @@ def _episodes(rng: random.Random, names: list[tuple[str, str]], n: int) -> list[
     return results
 
 
-def _exact_only(conn, graph, mentions, answers, episode_id):  # noqa: ANN001
+def _exact_only(uow, graph, mentions, answers, episode_id):  # noqa: ANN001
     """The graph write before resolution: a name is its entity only when its
-    key matches; otherwise a new entity."""
+    key matches; otherwise a new entity. It stands in for ``settle``, which
+    the extraction's write calls with its unit of work."""
     resolved: dict[tuple[str, str], int] = {}
     for m in mentions:
-        existing = graph_store.entity_id_of(conn, m.key, m.type, *graph)
+        existing = uow.graph.entity_id_of(m.key, m.type, *graph)
         if existing is None:
-            existing = graph_store.insert_entity(
-                conn, graph, m.surface, m.type, m.notes, source=SOURCE_EXTRACTION,
+            existing = uow.graph.insert_entity(
+                graph, m.surface, m.type, m.notes, source=SOURCE_EXTRACTION,
                 episode_id=episode_id,
             )  # fmt: skip
         else:
-            graph_store.mention(conn, existing, m.notes, episode_id=episode_id)
+            uow.graph.mention(existing, m.notes, episode_id=episode_id)
         resolved[(m.key, m.type)] = existing
     return resolved
 
@@ -136,7 +137,9 @@ async def _seed(path: Path, names: list[tuple[str, str]], episodes: int) -> None
         [(i, float(i), 1_700_000_000.0 + i) for i in range(1, episodes + 1)],
     )
     for name, etype in names:
-        graph_store.insert_entity(conn, GRAPH, name, etype, None, source=SOURCE_EXTRACTION)
+        graph_store.GraphRows(conn).insert_entity(
+            GRAPH, name, etype, None, source=SOURCE_EXTRACTION
+        )
     conn.execute("DELETE FROM jobs")
     conn.execute("COMMIT")
     conn.close()
@@ -145,7 +148,7 @@ async def _seed(path: Path, names: list[tuple[str, str]], episodes: int) -> None
 async def _index(index: EdgeVectorIndex, path: Path, embedder) -> None:  # noqa: ANN001
     conn = sqlite_connect(path)
     rows = conn.execute("SELECT id FROM entities ORDER BY id").fetchall()
-    docs = documents.entities(conn, [r[0] for r in rows])
+    docs = documents.SqlDocuments(conn).entities([r[0] for r in rows])
     conn.close()
     await index.ensure_collection(
         "entities", embedder.dimension, {"projectId": "integer", "sessionId": "integer"}

@@ -134,7 +134,7 @@ async def measure(
                         [(jobs.EXTRACT_EPISODE, t, ts, ts, ts, jobs.BULK) for t in chunk],
                     )
                 else:
-                    jobs.enqueue(conn, jobs.EXTRACT_EPISODE, chunk, priority=jobs.BULK)
+                    jobs.SqlJobs(conn).enqueue(jobs.EXTRACT_EPISODE, chunk, priority=jobs.BULK)
 
         started = time.perf_counter()
         await db.write_sql(write)
@@ -147,20 +147,26 @@ async def measure(
         result["enqueue main" if main else "enqueue"] = spent
         await db.write_sql(lambda c: c.execute("DELETE FROM jobs"))
     await db.write_sql(
-        lambda c: jobs.enqueue(c, jobs.EXTRACT_EPISODE, importer, priority=jobs.BULK)
+        lambda c: jobs.SqlJobs(c).enqueue(jobs.EXTRACT_EPISODE, importer, priority=jobs.BULK)
     )
-    await timed(db, lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 1, served=[]), PREPARE, vacuum)
+    await timed(
+        db, lambda c: jobs.SqlJobs(c).claim(jobs.EXTRACT_EPISODE, 1, served=[]), PREPARE, vacuum
+    )
     queued_others = 0
     for tenants in TENANTS:
         for ids in others[queued_others : tenants - 1]:
             await db.write_sql(
-                lambda c, ids=ids: jobs.enqueue(c, jobs.EXTRACT_EPISODE, ids, priority=jobs.BULK)
+                lambda c, ids=ids: jobs.SqlJobs(c).enqueue(
+                    jobs.EXTRACT_EPISODE, ids, priority=jobs.BULK
+                )
             )
         queued_others = tenants - 1
         for batch in BATCHES:
             result[("turns", tenants, batch)] = await timed(
                 db,
-                lambda c, b=batch: jobs.claim(c, jobs.EXTRACT_EPISODE, b, served=["importer"]),
+                lambda c, b=batch: jobs.SqlJobs(c).claim(
+                    jobs.EXTRACT_EPISODE, b, served=["importer"]
+                ),
                 claims,
                 vacuum,
             )

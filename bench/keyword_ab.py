@@ -98,7 +98,7 @@ def run(conn: Any, before: ModuleType, n: int) -> None:
         rows.append((f"SearchEpisodes keyword, {name}", time_both(calls, matches)))
     scope = MemoryScope(project_id=1, user_id="user3")
     where, params = sql_where(scope)
-    common = common_words(memories.scope_sample(conn, scope, SAMPLE_SIZE))
+    common = common_words(memories.MemoryRows(conn).scope_sample(scope, SAMPLE_SIZE))
     asks = [f"what does the user enjoy, {a} or {b}?" for a, b in (t.split() for t in texts)]
     matches = [m for m in (match_expression(t, drop=common) for t in asks) if m]
     calls = {

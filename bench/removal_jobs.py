@@ -19,7 +19,7 @@ Timed, in one transaction each, is queueing those rows' index jobs only (not
 the deletes, which did not change): now, the domain's read
 (``sessions.removal_targets``) and its ``jobs.enqueue`` calls
 (domain/erasure.drop_points); main's, the four ``INSERT ... SELECT``
-statements (``jobs.enqueue_select``) of main's ``sessions.delete`` and
+statements (``jobs.SqlJobs.enqueue_select``) of main's ``sessions.delete`` and
 ``ErasureStore.delete_sessions``. The jobs are dropped in the same
 transaction, so every run starts from an empty queue. The two ways take
 turns (main, now, main, now...), and each figure is the median of
@@ -82,7 +82,7 @@ def main_way(conn: Any, session_ids: list[int]) -> None:
         ),
         (jobs.INDEX_MEMORY, f"SELECT id FROM memories WHERE tier = 1 AND session_id {within}"),
     ):
-        jobs.enqueue_select(conn, kind, select, members)
+        jobs.SqlJobs(conn).enqueue_select(kind, select, members)
 
 
 def domain_way(uow: Any, session_ids: list[int]) -> None:

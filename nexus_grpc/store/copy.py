@@ -188,7 +188,7 @@ def queue_indexing(conn: Connection) -> None:
         (jobs.INDEX_SUMMARY, "summaries"),
         (jobs.INDEX_MEMORY, "memories"),
     ):
-        jobs.enqueue_select(conn, kind, f"SELECT id FROM {table}", ())
+        jobs.SqlJobs(conn).enqueue_select(kind, f"SELECT id FROM {table}", ())
 
 
 def open_source(path: Path) -> sqlite3.Connection:

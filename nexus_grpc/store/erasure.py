@@ -27,7 +27,7 @@ from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.core.records import MemoryUsage
 from nexus_grpc.core.storage import Connection
 from nexus_grpc.store import dialect
-from nexus_grpc.store.episodes import refresh_neighbours
+from nexus_grpc.store.episodes import SqlEpisodes
 from nexus_grpc.store.graph import ALIAS_COLUMNS
 from nexus_grpc.store.sql import now
 
@@ -631,7 +631,7 @@ class ErasureStore:
             f"DELETE FROM episodes WHERE id IN (SELECT value FROM {ints})", (members,)
         )
         if neighbours:
-            refresh_neighbours(self.conn, sorted(neighbours - {int(i) for i in ids}))
+            SqlEpisodes(self.conn).refresh_neighbours(sorted(neighbours - {int(i) for i in ids}))
         return Counts(
             episodes=len(ids),
             extraction_events=events,

@@ -7,21 +7,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.sql import now
+from nexus_grpc.store.sql import OnConnection, now
 
 
-def put(conn: Connection, episode_id: int, candidates: list[dict[str, Any]]) -> None:
-    conn.execute(
-        "INSERT INTO memory_candidates (episode_id, candidates, created_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (episode_id) DO UPDATE SET candidates = excluded.candidates,"
-        " created_at = excluded.created_at",
-        (episode_id, json.dumps(candidates), now()),
-    )
+class MemoryCandidateRows(OnConnection):
+    """The part of ``MemoryRepository`` whose rows this module holds, on one
+    connection (``SqlMemories`` in store/unit_of_work.py is the whole)."""
 
+    __slots__ = ()
 
-def get(conn: Connection, episode_id: int) -> list[dict[str, Any]] | None:
-    row = conn.execute(
-        "SELECT candidates FROM memory_candidates WHERE episode_id = ?", (episode_id,)
-    ).fetchone()
-    return None if row is None else list(json.loads(row[0]))
+    def put_candidates(self, episode_id: int, candidates: list[dict[str, Any]]) -> None:
+        self.conn.execute(
+            "INSERT INTO memory_candidates (episode_id, candidates, created_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (episode_id) DO UPDATE SET candidates = excluded.candidates,"
+            " created_at = excluded.created_at",
+            (episode_id, json.dumps(candidates), now()),
+        )
+
+    def candidates_of(self, episode_id: int) -> list[dict[str, Any]] | None:
+        row = self.conn.execute(
+            "SELECT candidates FROM memory_candidates WHERE episode_id = ?", (episode_id,)
+        ).fetchone()
+        return None if row is None else list(json.loads(row[0]))

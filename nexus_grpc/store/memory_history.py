@@ -19,9 +19,8 @@ from nexus_grpc.core.records import GONE as GONE
 from nexus_grpc.core.records import UPDATE as UPDATE
 from nexus_grpc.core.records import ChangedBy as ChangedBy
 from nexus_grpc.core.records import Revision as Revision
-from nexus_grpc.core.storage import Connection
 from nexus_grpc.store.memories import Memory
-from nexus_grpc.store.sql import now
+from nexus_grpc.store.sql import OnConnection, now
 
 
 def _memory_json(memory: Memory) -> str:
@@ -44,80 +43,82 @@ def _row(r: sqlite3.Row) -> Revision:
     )
 
 
-def record(
-    conn: Connection,
-    previous: Memory,
-    action: int,
-    changed: Sequence[str],
-    by: ChangedBy,
-    purge_after: float | None = None,
-    at: float | None = None,
-) -> None:
-    """``at``: when the change was made (now, unless a restore gives the exported time)."""
-    conn.execute(
-        "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
-        " session_id, request_id, principal, changed_at, purge_after, episode_id, reason)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            previous.id,
-            action,
-            json.dumps(list(changed)),
-            _memory_json(previous),
-            previous.kind,
-            previous.user_id,
-            previous.tier,
-            previous.session_id,
-            by.request_id,
-            by.principal,
-            now() if at is None else at,
-            purge_after,
-            by.episode_id,
-            by.reason,
-        ),
-    )
+class MemoryHistoryRows(OnConnection):
+    """The part of ``MemoryRepository`` whose rows this module holds, on one
+    connection (``SqlMemories`` in store/unit_of_work.py is the whole)."""
 
+    __slots__ = ()
 
-def record_deletion(
-    conn: Connection,
-    previous: Memory,
-    by: ChangedBy,
-    purge_after: float,
-    action: int = DELETE,
-) -> None:
-    """The delete's (or expiry's) revision, and every version of the memory
-    marked to go at ``purge_after`` (the domain queues the purge,
-    domain/memory_upkeep.py)."""
-    record(conn, previous, action, [], by, purge_after)
-    conn.execute(
-        "UPDATE memory_history SET purge_after = ? WHERE memory_id = ?",
-        (purge_after, previous.id),
-    )
+    def record(
+        self,
+        previous: Memory,
+        action: int,
+        changed: Sequence[str],
+        by: ChangedBy,
+        purge_after: float | None = None,
+        at: float | None = None,
+    ) -> None:
+        """``at``: when the change was made (now, unless a restore gives the exported time)."""
+        self.conn.execute(
+            "INSERT INTO memory_history (memory_id, action, changed, previous, kind, user_id, tier,"
+            " session_id, request_id, principal, changed_at, purge_after, episode_id, reason)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                previous.id,
+                action,
+                json.dumps(list(changed)),
+                _memory_json(previous),
+                previous.kind,
+                previous.user_id,
+                previous.tier,
+                previous.session_id,
+                by.request_id,
+                by.principal,
+                now() if at is None else at,
+                purge_after,
+                by.episode_id,
+                by.reason,
+            ),
+        )
 
+    def record_deletion(
+        self,
+        previous: Memory,
+        by: ChangedBy,
+        purge_after: float,
+        action: int = DELETE,
+    ) -> None:
+        """The delete's (or expiry's) revision, and every version of the memory
+        marked to go at ``purge_after`` (the domain queues the purge,
+        domain/memory_upkeep.py)."""
+        self.record(previous, action, [], by, purge_after)
+        self.conn.execute(
+            "UPDATE memory_history SET purge_after = ? WHERE memory_id = ?",
+            (purge_after, previous.id),
+        )
 
-def last(conn: Connection, memory_id: int) -> Revision | None:
-    row = conn.execute(
-        "SELECT * FROM memory_history WHERE memory_id = ? ORDER BY id DESC LIMIT 1",
-        (memory_id,),
-    ).fetchone()
-    return _row(row) if row else None
+    def last(self, memory_id: int) -> Revision | None:
+        row = self.conn.execute(
+            "SELECT * FROM memory_history WHERE memory_id = ? ORDER BY id DESC LIMIT 1",
+            (memory_id,),
+        ).fetchone()
+        return _row(row) if row else None
 
+    def page(self, memory_id: int, after_id: int | None, limit: int) -> list[Revision]:
+        """Oldest first."""
+        rows = self.conn.execute(
+            "SELECT * FROM memory_history WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (memory_id, after_id or 0, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
 
-def page(conn: Connection, memory_id: int, after_id: int | None, limit: int) -> list[Revision]:
-    """Oldest first."""
-    rows = conn.execute(
-        "SELECT * FROM memory_history WHERE memory_id = ? AND id > ? ORDER BY id LIMIT ?",
-        (memory_id, after_id or 0, limit),
-    ).fetchall()
-    return [_row(r) for r in rows]
-
-
-def purge(conn: Connection, memory_ids: Sequence[int], at: float) -> int:
-    """Remove the history of deleted memories whose retention ended by ``at``."""
-    removed = 0
-    for memory_id in memory_ids:
-        removed += conn.execute(
-            "DELETE FROM memory_history WHERE memory_id = ? AND purge_after IS NOT NULL"
-            " AND purge_after <= ?",
-            (memory_id, at),
-        ).rowcount
-    return removed
+    def purge(self, memory_ids: Sequence[int], at: float) -> int:
+        """Remove the history of deleted memories whose retention ended by ``at``."""
+        removed = 0
+        for memory_id in memory_ids:
+            removed += self.conn.execute(
+                "DELETE FROM memory_history WHERE memory_id = ? AND purge_after IS NOT NULL"
+                " AND purge_after <= ?",
+                (memory_id, at),
+            ).rowcount
+        return removed

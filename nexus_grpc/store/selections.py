@@ -15,8 +15,7 @@ import json
 from dataclasses import asdict
 
 from nexus_grpc.core.records import SelectionAnswer, SelectionKey, SelectionPick
-from nexus_grpc.core.storage import Connection
-from nexus_grpc.store.sql import now
+from nexus_grpc.store.sql import OnConnection, now
 
 #: How long a selection's answer stays replayable.
 KEEP_SECONDS = 86_400.0
@@ -24,43 +23,48 @@ KEEP_SECONDS = 86_400.0
 PURGE_BATCH = 16
 
 
-def find(conn: Connection, key: SelectionKey) -> tuple[str, SelectionAnswer] | None:
-    """The stored answer under ``key`` and the digest of the request it
-    answered; None when there is none (or it is past KEEP_SECONDS)."""
-    row = conn.execute(
-        "SELECT request_sha256, answer FROM memory_selections WHERE tenant = ? AND user_id = ?"
-        " AND project_id = ? AND request_id = ? AND created_at >= ?",
-        (*key.values(), now() - KEEP_SECONDS),
-    ).fetchone()
-    if row is None:
-        return None
-    data = json.loads(row[1])
-    answer = SelectionAnswer(
-        [SelectionPick(**p) for p in data["picks"]],
-        data["method"],
-        data["degraded_reason"],
-        data["title_batches"],
-    )
-    return str(row[0]), answer
+class SelectionRows(OnConnection):
+    """The part of ``MemoryRepository`` whose rows this module holds, on one
+    connection (``SqlMemories`` in store/unit_of_work.py is the whole)."""
 
+    __slots__ = ()
 
-def insert(conn: Connection, key: SelectionKey, digest: str, answer: SelectionAnswer) -> None:
-    """Keep ``answer`` under ``key`` (a row past KEEP_SECONDS under the same
-    key gives way), and remove a few others past it."""
-    at = now()
-    cutoff = at - KEEP_SECONDS
-    conn.execute(
-        "DELETE FROM memory_selections WHERE id IN (SELECT id FROM memory_selections"
-        " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
-        (cutoff, PURGE_BATCH),
-    )
-    conn.execute(
-        "DELETE FROM memory_selections WHERE tenant = ? AND user_id = ? AND project_id = ?"
-        " AND request_id = ? AND created_at < ?",
-        (*key.values(), cutoff),
-    )
-    conn.execute(
-        "INSERT INTO memory_selections (tenant, user_id, project_id, request_id,"
-        " request_sha256, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (*key.values(), digest, json.dumps(asdict(answer)), at),
-    )
+    def find_selection(self, key: SelectionKey) -> tuple[str, SelectionAnswer] | None:
+        """The stored answer under ``key`` and the digest of the request it
+        answered; None when there is none (or it is past KEEP_SECONDS)."""
+        row = self.conn.execute(
+            "SELECT request_sha256, answer FROM memory_selections WHERE tenant = ? AND user_id = ?"
+            " AND project_id = ? AND request_id = ? AND created_at >= ?",
+            (*key.values(), now() - KEEP_SECONDS),
+        ).fetchone()
+        if row is None:
+            return None
+        data = json.loads(row[1])
+        answer = SelectionAnswer(
+            [SelectionPick(**p) for p in data["picks"]],
+            data["method"],
+            data["degraded_reason"],
+            data["title_batches"],
+        )
+        return str(row[0]), answer
+
+    def insert_selection(self, key: SelectionKey, digest: str, answer: SelectionAnswer) -> None:
+        """Keep ``answer`` under ``key`` (a row past KEEP_SECONDS under the same
+        key gives way), and remove a few others past it."""
+        at = now()
+        cutoff = at - KEEP_SECONDS
+        self.conn.execute(
+            "DELETE FROM memory_selections WHERE id IN (SELECT id FROM memory_selections"
+            " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+            (cutoff, PURGE_BATCH),
+        )
+        self.conn.execute(
+            "DELETE FROM memory_selections WHERE tenant = ? AND user_id = ? AND project_id = ?"
+            " AND request_id = ? AND created_at < ?",
+            (*key.values(), cutoff),
+        )
+        self.conn.execute(
+            "INSERT INTO memory_selections (tenant, user_id, project_id, request_id,"
+            " request_sha256, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*key.values(), digest, json.dumps(asdict(answer)), at),
+        )

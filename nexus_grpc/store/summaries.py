@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus_grpc.core.records import Summary as Summary
-from nexus_grpc.core.storage import Connection
 from nexus_grpc.errors import NotFound
-from nexus_grpc.store.sql import now
+from nexus_grpc.store.sql import OnConnection, now
 
 _SELECT = (
     "SELECT s.id, COALESCE(s.session_id, 0) AS session_id,"
@@ -36,35 +35,6 @@ def _row(r: sqlite3.Row) -> Summary:
         created_at=r["created_at"],
         updated_at=r["updated_at"],
     )
-
-
-def insert(
-    conn: Connection,
-    *,
-    session_id: int,
-    project_id: int,
-    content: str,
-    first_episode_id: int = 0,
-    last_episode_id: int = 0,
-    episode_count: int = 0,
-) -> Summary:
-    ts = now()
-    row = conn.execute(
-        "INSERT INTO summaries (session_id, project_id, content, first_episode_id,"
-        " last_episode_id, episode_count, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (
-            session_id or None,
-            None if session_id else (project_id or None),
-            content,
-            first_episode_id,
-            last_episode_id,
-            episode_count,
-            ts,
-            ts,
-        ),
-    ).fetchone()
-    return get(conn, int(row[0]))
 
 
 # A summary belongs to its session's tenant, an overview to its project's.
@@ -111,176 +81,198 @@ _PAST = (
 )
 
 
-def find(
-    conn: Connection,
-    summary_id: int,
-    tenant: str | None = None,
-    *,
-    retained_at: float | None = None,
-) -> Summary | None:
-    kept, kept_params = _retained(retained_at)
-    if tenant is None:
-        row = conn.execute(f"{_SELECT} WHERE s.id = ?{kept}", (summary_id, *kept_params)).fetchone()
-    else:
-        row = conn.execute(
-            f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?{kept}",
-            (summary_id, tenant, *kept_params),
+class SqlSummaries(OnConnection):
+    """``SummaryRepository`` on one connection."""
+
+    __slots__ = ()
+
+    def insert(
+        self,
+        *,
+        session_id: int,
+        project_id: int,
+        content: str,
+        first_episode_id: int = 0,
+        last_episode_id: int = 0,
+        episode_count: int = 0,
+    ) -> Summary:
+        ts = now()
+        row = self.conn.execute(
+            "INSERT INTO summaries (session_id, project_id, content, first_episode_id,"
+            " last_episode_id, episode_count, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                session_id or None,
+                None if session_id else (project_id or None),
+                content,
+                first_episode_id,
+                last_episode_id,
+                episode_count,
+                ts,
+                ts,
+            ),
         ).fetchone()
-    return _row(row) if row else None
+        return self.get(int(row[0]))
 
+    def find(
+        self,
+        summary_id: int,
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> Summary | None:
+        kept, kept_params = _retained(retained_at)
+        if tenant is None:
+            row = self.conn.execute(
+                f"{_SELECT} WHERE s.id = ?{kept}", (summary_id, *kept_params)
+            ).fetchone()
+        else:
+            row = self.conn.execute(
+                f"{_SELECT} WHERE s.id = ? AND {_TENANT} = ?{kept}",
+                (summary_id, tenant, *kept_params),
+            ).fetchone()
+        return _row(row) if row else None
 
-def get(
-    conn: Connection,
-    summary_id: int,
-    tenant: str | None = None,
-    *,
-    retained_at: float | None = None,
-) -> Summary:
-    """The summary; NOT_FOUND, with one message, when it does not exist or
-    belongs to another tenant (``tenant`` None: any tenant), or, given
-    ``retained_at``, is past its project's retention then."""
-    summary = find(conn, summary_id, tenant, retained_at=retained_at)
-    if summary is None:
-        raise NotFound(
-            f"summary {summary_id} does not exist",
-            resource_type="summary",
-            resource_name=str(summary_id),
+    def get(
+        self,
+        summary_id: int,
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> Summary:
+        """The summary; NOT_FOUND, with one message, when it does not exist or
+        belongs to another tenant (``tenant`` None: any tenant), or, given
+        ``retained_at``, is past its project's retention then."""
+        summary = self.find(summary_id, tenant, retained_at=retained_at)
+        if summary is None:
+            raise NotFound(
+                f"summary {summary_id} does not exist",
+                resource_type="summary",
+                resource_name=str(summary_id),
+            )
+        return summary
+
+    def update(
+        self,
+        summary_id: int,
+        changes: Mapping[str, Any],
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> Summary:
+        self.get(summary_id, tenant, retained_at=retained_at)
+        if changes:
+            cols = ", ".join(f"{k} = ?" for k in changes)
+            self.conn.execute(
+                f"UPDATE summaries SET {cols}, updated_at = ? WHERE id = ?",
+                (*changes.values(), now(), summary_id),
+            )
+        return self.get(summary_id)
+
+    def delete(
+        self,
+        summary_id: int,
+        tenant: str | None = None,
+        *,
+        retained_at: float | None = None,
+    ) -> None:
+        self.get(summary_id, tenant, retained_at=retained_at)
+        self.conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
+
+    def ids_of_session(self, session_id: int) -> list[int]:
+        """Every summary of the session, retained or not."""
+        rows = self.conn.execute(
+            "SELECT id FROM summaries WHERE session_id = ? ORDER BY id", (session_id,)
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def list_for_session(
+        self,
+        session_id: int,
+        after_id: int | None,
+        limit: int,
+        *,
+        retained_at: float | None = None,
+    ) -> list[Summary]:
+        kept, kept_params = _retained(retained_at)
+        rows = self.conn.execute(
+            f"{_SELECT} WHERE s.session_id = ?{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
+            (session_id, *kept_params, after_id or 0, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def list_for_project(
+        self,
+        project_id: int,
+        after_id: int | None,
+        limit: int,
+        *,
+        retained_at: float | None = None,
+    ) -> list[Summary]:
+        """The project's overviews and the summaries of its sessions, oldest first."""
+        kept, kept_params = _retained(retained_at)
+        rows = self.conn.execute(
+            f"{_SELECT} WHERE (s.project_id = ? AND s.session_id IS NULL"
+            " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
+            f"{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
+            (project_id, project_id, *kept_params, after_id or 0, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def latest_for_session(
+        self, session_id: int, *, retained_at: float | None = None
+    ) -> Summary | None:
+        kept, kept_params = _retained(retained_at)
+        row = self.conn.execute(
+            f"{_SELECT} WHERE s.session_id = ?{kept}"
+            " ORDER BY s.last_episode_id DESC, s.id DESC LIMIT 1",
+            (session_id, *kept_params),
+        ).fetchone()
+        return _row(row) if row else None
+
+    def overview(self, project_id: int, *, retained_at: float | None = None) -> Summary | None:
+        kept, kept_params = _retained(retained_at)
+        row = self.conn.execute(
+            f"{_SELECT} WHERE s.project_id = ? AND s.session_id IS NULL{kept}"
+            " ORDER BY s.id DESC LIMIT 1",
+            (project_id, *kept_params),
+        ).fetchone()
+        return _row(row) if row else None
+
+    def project_session_summaries(
+        self, project_id: int, *, retained_at: float | None = None
+    ) -> list[Summary]:
+        """Summaries of the project's sessions, oldest material first."""
+        kept, kept_params = _retained(retained_at)
+        rows = self.conn.execute(
+            f"{_SELECT} WHERE s.session_id IN (SELECT id FROM sessions WHERE project_id = ?)"
+            f"{kept} ORDER BY s.updated_at, s.id",
+            (project_id, *kept_params),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def project_recent_episodes(
+        self, project_id: int, limit: int, *, since: float | None = None
+    ) -> list[tuple[int, str, str]]:
+        """The project's most recent episodes, (id, user, ai), returned oldest first.
+        ``since``: only episodes whose occur_at is not before it (a retention;
+        a session past it has no episode since, so none of its own is read)."""
+        kept = "" if since is None else " AND e.occur_at >= ?"
+        rows = self.conn.execute(
+            "SELECT e.id, e.user_message, e.ai_response FROM episodes e"
+            f" WHERE e.session_id IN (SELECT id FROM sessions WHERE project_id = ?){kept}"
+            " ORDER BY e.id DESC LIMIT ?",
+            (project_id, *(() if since is None else (since,)), limit),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in reversed(rows)]
+
+    def past_retention(self, project_id: int, cutoff: float, limit: int) -> list[int]:
+        """The project's summaries (its overviews and its sessions') that reads
+        hide as past the retention whose cutoff is ``cutoff`` (``_retained``)."""
+        rows = self.conn.execute(
+            "SELECT s.id FROM summaries s WHERE (s.project_id = ? AND s.session_id IS NULL"
+            " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
+            f" AND {_PAST.format(cutoff='?')} ORDER BY s.id LIMIT ?",
+            (project_id, project_id, cutoff, cutoff, cutoff, cutoff, limit),
         )
-    return summary
-
-
-def update(
-    conn: Connection,
-    summary_id: int,
-    changes: Mapping[str, Any],
-    tenant: str | None = None,
-    *,
-    retained_at: float | None = None,
-) -> Summary:
-    get(conn, summary_id, tenant, retained_at=retained_at)
-    if changes:
-        cols = ", ".join(f"{k} = ?" for k in changes)
-        conn.execute(
-            f"UPDATE summaries SET {cols}, updated_at = ? WHERE id = ?",
-            (*changes.values(), now(), summary_id),
-        )
-    return get(conn, summary_id)
-
-
-def delete(
-    conn: Connection,
-    summary_id: int,
-    tenant: str | None = None,
-    *,
-    retained_at: float | None = None,
-) -> None:
-    get(conn, summary_id, tenant, retained_at=retained_at)
-    conn.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
-
-
-def ids_of_session(conn: Connection, session_id: int) -> list[int]:
-    """Every summary of the session, retained or not."""
-    rows = conn.execute(
-        "SELECT id FROM summaries WHERE session_id = ? ORDER BY id", (session_id,)
-    ).fetchall()
-    return [int(r[0]) for r in rows]
-
-
-def list_for_session(
-    conn: Connection,
-    session_id: int,
-    after_id: int | None,
-    limit: int,
-    *,
-    retained_at: float | None = None,
-) -> list[Summary]:
-    kept, kept_params = _retained(retained_at)
-    rows = conn.execute(
-        f"{_SELECT} WHERE s.session_id = ?{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
-        (session_id, *kept_params, after_id or 0, limit),
-    ).fetchall()
-    return [_row(r) for r in rows]
-
-
-def list_for_project(
-    conn: Connection,
-    project_id: int,
-    after_id: int | None,
-    limit: int,
-    *,
-    retained_at: float | None = None,
-) -> list[Summary]:
-    """The project's overviews and the summaries of its sessions, oldest first."""
-    kept, kept_params = _retained(retained_at)
-    rows = conn.execute(
-        f"{_SELECT} WHERE (s.project_id = ? AND s.session_id IS NULL"
-        " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
-        f"{kept} AND s.id > ? ORDER BY s.id LIMIT ?",
-        (project_id, project_id, *kept_params, after_id or 0, limit),
-    ).fetchall()
-    return [_row(r) for r in rows]
-
-
-def latest_for_session(
-    conn: Connection, session_id: int, *, retained_at: float | None = None
-) -> Summary | None:
-    kept, kept_params = _retained(retained_at)
-    row = conn.execute(
-        f"{_SELECT} WHERE s.session_id = ?{kept}"
-        " ORDER BY s.last_episode_id DESC, s.id DESC LIMIT 1",
-        (session_id, *kept_params),
-    ).fetchone()
-    return _row(row) if row else None
-
-
-def overview(
-    conn: Connection, project_id: int, *, retained_at: float | None = None
-) -> Summary | None:
-    kept, kept_params = _retained(retained_at)
-    row = conn.execute(
-        f"{_SELECT} WHERE s.project_id = ? AND s.session_id IS NULL{kept}"
-        " ORDER BY s.id DESC LIMIT 1",
-        (project_id, *kept_params),
-    ).fetchone()
-    return _row(row) if row else None
-
-
-def project_session_summaries(
-    conn: Connection, project_id: int, *, retained_at: float | None = None
-) -> list[Summary]:
-    """Summaries of the project's sessions, oldest material first."""
-    kept, kept_params = _retained(retained_at)
-    rows = conn.execute(
-        f"{_SELECT} WHERE s.session_id IN (SELECT id FROM sessions WHERE project_id = ?)"
-        f"{kept} ORDER BY s.updated_at, s.id",
-        (project_id, *kept_params),
-    ).fetchall()
-    return [_row(r) for r in rows]
-
-
-def project_recent_episodes(
-    conn: Connection, project_id: int, limit: int, *, since: float | None = None
-) -> list[tuple[int, str, str]]:
-    """The project's most recent episodes, (id, user, ai), returned oldest first.
-    ``since``: only episodes whose occur_at is not before it (a retention;
-    a session past it has no episode since, so none of its own is read)."""
-    kept = "" if since is None else " AND e.occur_at >= ?"
-    rows = conn.execute(
-        "SELECT e.id, e.user_message, e.ai_response FROM episodes e"
-        f" WHERE e.session_id IN (SELECT id FROM sessions WHERE project_id = ?){kept}"
-        " ORDER BY e.id DESC LIMIT ?",
-        (project_id, *(() if since is None else (since,)), limit),
-    ).fetchall()
-    return [(r[0], r[1], r[2]) for r in reversed(rows)]
-
-
-def past_retention(conn: Connection, project_id: int, cutoff: float, limit: int) -> list[int]:
-    """The project's summaries (its overviews and its sessions') that reads
-    hide as past the retention whose cutoff is ``cutoff`` (``_retained``)."""
-    rows = conn.execute(
-        "SELECT s.id FROM summaries s WHERE (s.project_id = ? AND s.session_id IS NULL"
-        " OR s.session_id IN (SELECT id FROM sessions WHERE project_id = ?))"
-        f" AND {_PAST.format(cutoff='?')} ORDER BY s.id LIMIT ?",
-        (project_id, project_id, cutoff, cutoff, cutoff, cutoff, limit),
-    )
-    return [r[0] for r in rows]
+        return [r[0] for r in rows]

@@ -5,17 +5,11 @@ from __future__ import annotations
 from functools import cached_property
 
 from nexus_grpc.core.repositories import InlineVectorRepository
-from nexus_grpc.store.postgres import vectors
-from nexus_grpc.store.unit_of_work import SqlUnitOfWork, Table, bound
-
-
-class InlineVectorTable(Table):
-    """``InlineVectorRepository``: pgvector points in the row's own transaction."""
-
-    put = bound(vectors.put)
+from nexus_grpc.store.postgres.vectors import PgInlineVectors
+from nexus_grpc.store.unit_of_work import SqlUnitOfWork
 
 
 class PostgresUnitOfWork(SqlUnitOfWork):
     @cached_property
     def vectors(self) -> InlineVectorRepository:
-        return InlineVectorTable(self.conn)
+        return PgInlineVectors(self.conn)

@@ -16,8 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nexus_grpc.core.storage import Connection, StoreError
+from nexus_grpc.core.storage import StoreError
 from nexus_grpc.core.vectors import VectorTableMissing
+from nexus_grpc.store.sql import OnConnection
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
@@ -29,24 +30,29 @@ def _vector(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in values) + "]"
 
 
-def put(
-    conn: Connection,
-    collection: str,
-    row_id: int,
-    vector: Sequence[float],
-    payload: Mapping[str, Any],
-) -> None:
-    """Upsert one point of ``collection`` in the caller's transaction."""
-    if not _NAME.fullmatch(collection):
-        raise ValueError(f"bad collection name {collection!r}")
-    try:
-        conn.execute(
-            f"INSERT INTO vectors_{collection} (id, embedding, payload)"
-            " VALUES (?, ?::vector, ?::jsonb) ON CONFLICT (id) DO UPDATE"
-            " SET embedding = excluded.embedding, payload = excluded.payload",
-            (int(row_id), _vector(vector), json.dumps(dict(payload))),
-        )
-    except StoreError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
-            raise VectorTableMissing(str(exc).splitlines()[0]) from exc
-        raise
+class PgInlineVectors(OnConnection):
+    """``InlineVectorRepository`` on one connection."""
+
+    __slots__ = ()
+
+    def put(
+        self,
+        collection: str,
+        row_id: int,
+        vector: Sequence[float],
+        payload: Mapping[str, Any],
+    ) -> None:
+        """Upsert one point of ``collection`` in the caller's transaction."""
+        if not _NAME.fullmatch(collection):
+            raise ValueError(f"bad collection name {collection!r}")
+        try:
+            self.conn.execute(
+                f"INSERT INTO vectors_{collection} (id, embedding, payload)"
+                " VALUES (?, ?::vector, ?::jsonb) ON CONFLICT (id) DO UPDATE"
+                " SET embedding = excluded.embedding, payload = excluded.payload",
+                (int(row_id), _vector(vector), json.dumps(dict(payload))),
+            )
+        except StoreError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
+                raise VectorTableMissing(str(exc).splitlines()[0]) from exc
+            raise

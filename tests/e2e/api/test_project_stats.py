@@ -98,8 +98,8 @@ async def world(tmp_path, store_settings):
 
         # One piece of work given up: the third episode's memory formation.
         await h.app.db.write_sql(
-            lambda conn: episode_store.set_memory_state(
-                conn, episodes[2].id, JobState.FAILED, "gave up"
+            lambda conn: episode_store.SqlEpisodes(conn).set_memory_state(
+                episodes[2].id, JobState.FAILED, "gave up"
             )
         )
 

@@ -222,13 +222,12 @@ async def _populate(h) -> None:
     # An extraction outcome and a selection's usage, written as their
     # workers write them (no model runs in this harness).
     await h.app.db.write_sql(
-        lambda c: event_store.insert(
-            c, episodes[0].id, s1.id, project.id, event_store.DONE, payload={"note": MARKER}
+        lambda c: event_store.SqlExtractionEvents(c).insert(
+            episodes[0].id, s1.id, project.id, event_store.DONE, payload={"note": MARKER}
         )
     )
     await h.app.db.write_sql(
-        lambda c: memory_store.record_usage(
-            c,
+        lambda c: memory_store.MemoryRows(c).record_usage(
             "alice-thread",
             memory_store.UsageOwner("alice", 0),
             MARKER,

@@ -251,8 +251,8 @@ async def test_resolution_reads_only_its_candidates_in_a_large_graph(gh, stub):
 
     def fill(conn) -> None:
         for i, surname in enumerate(surnames):
-            graph_store.insert_entity(
-                conn, (p.id, 0), f"Person{i:04d} {surname}", "person", None, source="manual"
+            graph_store.GraphRows(conn).insert_entity(
+                (p.id, 0), f"Person{i:04d} {surname}", "person", None, source="manual"
             )
 
     await gh.app.db.write_sql(fill)

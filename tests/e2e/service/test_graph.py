@@ -193,7 +193,9 @@ async def test_relationship_errors(harness):
     await expect_status(edge(harness, a.id, elsewhere.id), FAILED, "one project")
     with pytest.raises(Conflict, match="different graphs"):  # the store's own guard
         await harness.app.db.write_sql(
-            lambda c: graph_evidence.write_intervals(c, elsewhere.id, "x", [Interval(a.id, 1.0)])
+            lambda c: graph_evidence.EvidenceRows(c).write_intervals(
+                elsewhere.id, "x", [Interval(a.id, 1.0)]
+            )
         )
     await expect_status(
         graph.ListRelationships(graph_pb2.ListRelationshipsRequest(entity_id=0)),

@@ -183,7 +183,7 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
         )
     )
     for kind in (jobs.INDEX_EPISODE, jobs.EXTRACT_EPISODE):
-        claimed = await h.app.db.write_sql(lambda c, k=kind: jobs.claim(c, k, 5))
+        claimed = await h.app.db.write_sql(lambda c, k=kind: jobs.SqlJobs(c).claim(k, 5))
         if kind == jobs.INDEX_EPISODE and h.app.inline_vectors is not None:
             # PostgreSQL with pgvector: the live episode's vector was written
             # in its own transaction, so it has no index job to wait behind
@@ -195,8 +195,8 @@ async def test_import_jobs_wait_behind_live_traffic(harness):
         assert {j.target_id for j in claimed} == {live.id, *imported.episode_ids[:4]}
     # Live work on an imported episode is live: its job moves ahead of the import's.
     target = imported.episode_ids[-1]
-    await h.app.db.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [target]))
-    claimed = await h.app.db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 1))
+    await h.app.db.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.INDEX_EPISODE, [target]))
+    claimed = await h.app.db.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 1))
     assert [j.target_id for j in claimed] == [target]
 
 

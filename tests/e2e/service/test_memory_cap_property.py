@@ -63,7 +63,9 @@ class World:
         await self.db.open()
         self.memories = Memories(self.db, JobSignals(), HashingEmbedder(), None, cap=CAP)  # type: ignore[arg-type]
         self.project = (
-            await self.db.write_sql(lambda c: project_store.insert(c, {"name": "shared"}))
+            await self.db.write_sql(
+                lambda c: project_store.ProjectRows(c).insert({"name": "shared"})
+            )
         ).id
 
     def run(self, coro):

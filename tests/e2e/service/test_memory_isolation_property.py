@@ -178,13 +178,13 @@ class World:
         def setup(conn):
             # Tenant t1 holds p1, p2 and sessions 1-3 (in p1); t2 holds p3 and session 4.
             projects = [
-                project_store.insert(conn, {"name": f"p{i}"}, tenant).id
+                project_store.ProjectRows(conn).insert({"name": f"p{i}"}, tenant).id
                 for i, tenant in ((1, "t1"), (2, "t1"), (3, "t2"))
             ]
             sessions = [
-                session_store.insert(
-                    conn, f"00000000-0000-0000-0000-00000000000{i}", "", project, {}, tenant
-                ).id
+                session_store.SqlSessions(conn)
+                .insert(f"00000000-0000-0000-0000-00000000000{i}", "", project, {}, tenant)
+                .id
                 for i, project, tenant in (
                     (1, projects[0], "t1"),
                     (2, projects[0], "t1"),
@@ -227,10 +227,10 @@ class World:
 
     async def drain_index(self) -> None:
         kind = vector_collections.MEMORIES.job_kind
-        batch = await self.db.write_sql(lambda c: job_store.claim(c, kind, 10_000))
+        batch = await self.db.write_sql(lambda c: job_store.SqlJobs(c).claim(kind, 10_000))
         if batch:
             await self.indexer.run(vector_collections.MEMORIES, batch)
-            await self.db.write_sql(lambda c: job_store.finish(c, [j.id for j in batch]))
+            await self.db.write_sql(lambda c: job_store.SqlJobs(c).finish([j.id for j in batch]))
 
     def close(self) -> None:
         if self.inline is not None:

@@ -16,11 +16,13 @@ pytestmark = pytest.mark.usefixtures("two_sessions")
 
 
 def add(conn, session_id, user, answer):
-    return episodes.insert(conn, session_id, user, answer, {}, None).id
+    return episodes.SqlEpisodes(conn).insert(session_id, user, answer, {}, None).id
 
 
 def found(conn, query, scope):
-    return [i for i, _ in episodes.keyword_search(conn, match_expression(query), scope, 10)]
+    return [
+        i for i, _ in episodes.SqlEpisodes(conn).keyword_search(match_expression(query), scope, 10)
+    ]
 
 
 def test_an_answer_found_by_the_question_in_the_turn_before_it(conn):
@@ -39,7 +41,7 @@ def test_deleting_an_episode_rewrites_its_neighbours_context(conn):
     last = add(conn, 1, "three", "gamma")
     assert set(found(conn, "zebra", [1])) == {first, middle}
     assert set(found(conn, "alpha", [1])) == {first, middle}
-    episodes.delete(conn, middle)
+    episodes.SqlEpisodes(conn).delete(middle)
     assert found(conn, "zebra", [1]) == []
     # The last episode now follows the first: "alpha" reaches it as context.
     assert set(found(conn, "alpha", [1])) == {first, last}
@@ -71,12 +73,15 @@ def test_snippets_mark_matches_in_the_episode_not_its_context(conn):
     add(conn, 1, "[2023] Ann: look up", "Bob: the kestrel landed")
     follower = add(conn, 1, "Ann: anyway", "Bob: later")
     assert found(conn, "kestrel", [1]) == [1, follower]
-    matched = episodes.snippets(conn, match_expression("kestrel"), [1, follower])
+    matched = episodes.SqlEpisodes(conn).snippets(match_expression("kestrel"), [1, follower])
     assert matched[1] == "Bob: the [kestrel] landed"
     # Found through its context only: its own text, nothing marked.
     assert matched[follower] == "Ann: anyway"
     # A bracket already in the text is not taken for a match.
-    assert episodes.snippets(conn, match_expression("look"), [1])[1] == "[2023] Ann: [look] up"
+    assert (
+        episodes.SqlEpisodes(conn).snippets(match_expression("look"), [1])[1]
+        == "[2023] Ann: [look] up"
+    )
 
 
 def test_migration_fills_context_for_existing_episodes(tmp_path):

@@ -56,6 +56,8 @@ def test_a_scope_of_more_sessions_than_sqlite_binds_still_searches(tmp_path):
     # A stricter SQLite build: 999 bound variables at most.
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     scope = list(range(1, 40001))
-    hits = episodes.keyword_search(conn, match_expression("zebra"), scope, 10)
+    hits = episodes.SqlEpisodes(conn).keyword_search(match_expression("zebra"), scope, 10)
     assert [h[0] for h in hits] == [1]
-    assert episodes.keyword_search(conn, match_expression("zebra"), scope[:-1], 10) == []
+    assert (
+        episodes.SqlEpisodes(conn).keyword_search(match_expression("zebra"), scope[:-1], 10) == []
+    )

@@ -20,11 +20,13 @@ QUERY = match_expression("kumquat harbour lantern")
 
 
 def session(conn, name: str) -> int:
-    return sessions.insert(conn, name, name, 0, {}).id
+    return sessions.SqlSessions(conn).insert(name, name, 0, {}).id
 
 
 def fill(conn, session_id: int, texts) -> list[int]:
-    return [episodes.insert(conn, session_id, text, "Noted.", {}, None).id for text in texts]
+    return [
+        episodes.SqlEpisodes(conn).insert(session_id, text, "Noted.", {}, None).id for text in texts
+    ]
 
 
 MINE = (
@@ -45,7 +47,7 @@ def test_rows_outside_the_scope_change_no_episode_score(conn, size, windowed):
     window = TimeWindow(time.time() - 3600, time.time() + 3600) if windowed else None
 
     def ranked():
-        return episodes.keyword_search(conn, QUERY, scope, 10, window)
+        return episodes.SqlEpisodes(conn).keyword_search(QUERY, scope, 10, window)
 
     before = ranked()
     assert [score for _, score in before] == sorted((s for _, s in before), reverse=True)
@@ -54,7 +56,7 @@ def test_rows_outside_the_scope_change_no_episode_score(conn, size, windowed):
     added = fill(conn, theirs, ["kumquat " * 5 + "harbour"] * 30 + ["lantern"] * 30)
     assert ranked() == before
     for episode_id in added:
-        episodes.delete(conn, episode_id)
+        episodes.SqlEpisodes(conn).delete(episode_id)
     assert ranked() == before
     # The scope's own rows do move it: the counts are its own.
     fill(conn, scope[0], ["kumquat harbour"] * 3)
@@ -81,16 +83,18 @@ def test_other_users_and_tenants_change_no_memory_score(conn):
     conn.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES (1, 'p', 0, 0)")
     for i, text in enumerate(MINE):
         kind = MemoryKind.USER if i % 2 else MemoryKind.PROJECT
-        memories.insert(conn, memory(text, kind, 1, "ann" if i % 2 else ""), None, "a")
+        memories.MemoryRows(conn).insert(memory(text, kind, 1, "ann" if i % 2 else ""), None, "a")
     scope = MemoryScope(project_id=1, user_id="ann")
 
     def ranked():
-        return [(m.id, s) for m, s in memories.keyword_search(conn, QUERY, scope, 10)]
+        return [(m.id, s) for m, s in memories.MemoryRows(conn).keyword_search(QUERY, scope, 10)]
 
     before = ranked()
     assert len(before) == 3 and before[0][1] > 1
     others = [
-        memories.insert(conn, memory(f"kumquat harbour {i}", MemoryKind.USER, p, user), None, t)
+        memories.MemoryRows(conn).insert(
+            memory(f"kumquat harbour {i}", MemoryKind.USER, p, user), None, t
+        )
         for i in range(20)
         for p, user, t in ((1, "bob", "a"), (0, "ann", "b"), (1, "ann", "b"))
     ]
@@ -112,8 +116,8 @@ def counts(conn) -> dict[int, tuple[int, int]]:
 def test_a_sessions_episode_count_follows_its_episodes(conn):
     one, two = session(conn, "one"), session(conn, "two")
     ids = fill(conn, one, ["a", "b", "c"])
-    episodes.insert_many(conn, [NewEpisode(two, t, "", {}, None) for t in ("d", "e")])
-    episodes.delete(conn, ids[1])
+    episodes.SqlEpisodes(conn).insert_many([NewEpisode(two, t, "", {}, None) for t in ("d", "e")])
+    episodes.SqlEpisodes(conn).delete(ids[1])
     conn.execute("UPDATE episodes SET session_id = ? WHERE id = ?", (two, ids[2]))
     assert counts(conn) == {one: (1, 1), two: (3, 3)}
     conn.execute("DELETE FROM sessions WHERE id = ?", (two,))

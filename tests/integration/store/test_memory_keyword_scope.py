@@ -27,15 +27,15 @@ def falcons(conn):
 @pytest.mark.parametrize("user", USERS)
 def test_each_user_finds_their_own_and_the_projects_memories_only(conn, user):
     scope = MemoryScope(project_id=1, user_id=user)
-    found = memories.keyword_search(conn, match_expression("falcon"), scope, 50)
+    found = memories.MemoryRows(conn).keyword_search(match_expression("falcon"), scope, 50)
     assert sorted((m.kind, m.user_id) for m, _ in found) == [(1, ""), (2, user)]
 
 
 def test_a_renamed_memory_is_found_by_its_new_words_only(conn):
     conn.execute("UPDATE memories SET content = 'ann keeps an owl' WHERE user_id = 'ann'")
     scope = MemoryScope(project_id=1, user_id="ann")
-    owl = memories.keyword_search(conn, match_expression("owl"), scope, 50)
+    owl = memories.MemoryRows(conn).keyword_search(match_expression("owl"), scope, 50)
     assert [m.user_id for m, _ in owl] == ["ann"]
-    falcon = memories.keyword_search(conn, match_expression("falcon"), scope, 50)
+    falcon = memories.MemoryRows(conn).keyword_search(match_expression("falcon"), scope, 50)
     assert [m.user_id for m, _ in falcon] == [""]
     assert conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")

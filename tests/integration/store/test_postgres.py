@@ -93,22 +93,24 @@ async def test_a_retried_episode_is_stored_once_on_both_stores(db):
 
 
 async def test_jobs_claim_retry_and_dead_letter_on_both_stores(db):
-    await db.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [1, 2]))
-    first = await db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 10))
+    await db.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.INDEX_EPISODE, [1, 2]))
+    first = await db.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 10))
     assert sorted(j.target_id for j in first) == [1, 2]
     # Work for target 1 arrives while its job runs: it waits for that one.
-    await db.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [1, 3]))
-    second = await db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 10))
+    await db.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.INDEX_EPISODE, [1, 3]))
+    second = await db.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 10))
     assert [j.target_id for j in second] == [3]
     done = next(j for j in first if j.target_id == 1)
-    await db.write_sql(lambda c: jobs.finish(c, [done.id]))
-    third = await db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 10))
+    await db.write_sql(lambda c: jobs.SqlJobs(c).finish([done.id]))
+    third = await db.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 10))
     assert [j.target_id for j in third] == [1]
     other = next(j for j in first if j.target_id == 2)
-    assert await db.write_sql(lambda c: jobs.dead_letter(c, other.id, "boom"))
-    depth = {d.kind: d for d in await db.read_sql(jobs.depths)}[jobs.INDEX_EPISODE]
+    assert await db.write_sql(lambda c: jobs.SqlJobs(c).dead_letter(other.id, "boom"))
+    depth = {d.kind: d for d in await db.read_sql(lambda conn: jobs.SqlJobs(conn).depths())}[
+        jobs.INDEX_EPISODE
+    ]
     assert (depth.pending, depth.failed) == (2, 1)  # 1 and 3 still running
-    assert await db.write_sql(lambda c: jobs.requeue_failed(c, jobs.INDEX_EPISODE)) == 1
+    assert await db.write_sql(lambda c: jobs.SqlJobs(c).requeue_failed(jobs.INDEX_EPISODE)) == 1
 
 
 async def test_extraction_events_page_in_order_and_by_tenant_on_both_stores(db):
@@ -116,23 +118,30 @@ async def test_extraction_events_page_in_order_and_by_tenant_on_both_stores(db):
     session = await conv.create_session("", "", 0, {})
     ids = [
         await db.write_sql(
-            lambda c, i=i: event_store.insert(c, 100 + i, session.id, 0, event_store.DONE)
+            lambda c, i=i: event_store.SqlExtractionEvents(c).insert(
+                100 + i, session.id, 0, event_store.DONE
+            )
         )
         for i in range(3)
     ]
     assert ids == sorted(ids)
     page = await db.read_sql(
-        lambda c: event_store.page_after(c, ids[0], event_store.EventFilter(), 10)
+        lambda c: event_store.SqlExtractionEvents(c).page_after(
+            ids[0], event_store.EventFilter(), 10
+        )
     )
     assert [e.episode_id for e in page] == [101, 102]
     other = event_store.EventFilter(tenant="someone-else")
-    assert await db.read_sql(lambda c: event_store.page_after(c, 0, other, 10)) == []
+    assert (
+        await db.read_sql(lambda c: event_store.SqlExtractionEvents(c).page_after(0, other, 10))
+        == []
+    )
 
 
 async def test_meta_upsert_on_both_stores(db):
-    await db.write_sql(lambda c: meta.put(c, "k", "1"))
-    await db.write_sql(lambda c: meta.put(c, "k", "2"))
-    assert await db.read_sql(lambda c: meta.get(c, "k")) == "2"
+    await db.write_sql(lambda c: meta.SqlMeta(c).put("k", "1"))
+    await db.write_sql(lambda c: meta.SqlMeta(c).put("k", "2"))
+    assert await db.read_sql(lambda c: meta.SqlMeta(c).get("k")) == "2"
 
 
 # Only PostgreSQL
@@ -192,14 +201,14 @@ async def test_a_retry_sent_to_two_instances_at_once_is_one_episode(two):
 
 async def test_instances_claiming_together_never_take_one_job_twice(two):
     a, b = two
-    await a.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, range(1, 301)))
+    await a.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.INDEX_EPISODE, range(1, 301)))
 
     async def drain(db: PostgresDatabase) -> list[int]:
         taken: list[int] = []
         # A claim may come back empty while jobs remain (another instance
         # locked the same candidates): only an empty queue ends the drain.
         while await pending(db):
-            batch = await db.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 7))
+            batch = await db.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 7))
             taken += [j.target_id for j in batch]
         return taken
 
@@ -270,12 +279,12 @@ async def test_instances_claiming_two_tenants_together_take_each_job_once_in_tur
 
 async def test_a_dead_instances_jobs_are_taken_over_when_the_lease_runs_out(two):
     a, b = two
-    await a.write_sql(lambda c: jobs.enqueue(c, jobs.EXTRACT_EPISODE, [5]))
-    [job] = await a.write_sql(lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 10))
+    await a.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.EXTRACT_EPISODE, [5]))
+    [job] = await a.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.EXTRACT_EPISODE, 10))
     # A live lease keeps the job with its instance...
-    assert await b.write_sql(lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 10)) == []
-    await a.write_sql(lambda c: jobs.renew(c, [job.id]))
-    assert await b.write_sql(lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 10)) == []
+    assert await b.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.EXTRACT_EPISODE, 10)) == []
+    await a.write_sql(lambda c: jobs.SqlJobs(c).renew([job.id]))
+    assert await b.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.EXTRACT_EPISODE, 10)) == []
     # ...and when instance a stops renewing (it died), the lease runs out.
     await a.close()
     await b.write_sql(
@@ -283,19 +292,19 @@ async def test_a_dead_instances_jobs_are_taken_over_when_the_lease_runs_out(two)
             "UPDATE jobs SET lease_until = lease_until - ?", (jobs.LEASE_SECONDS + 1,)
         )
     )
-    [taken] = await b.write_sql(lambda c: jobs.claim(c, jobs.EXTRACT_EPISODE, 10))
+    [taken] = await b.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.EXTRACT_EPISODE, 10))
     assert (taken.id, taken.target_id) == (job.id, 5)
     assert taken.attempts == job.attempts + 1  # a job that kills instances reaches the dead letter
-    await b.write_sql(lambda c: jobs.finish(c, [taken.id]))
+    await b.write_sql(lambda c: jobs.SqlJobs(c).finish([taken.id]))
     assert await rows(b, "SELECT COUNT(*) FROM jobs") == [(0,)]
     await a.open()  # for the fixture's close
 
 
 async def test_restarting_an_instance_leaves_the_others_running_jobs_alone(two):
     a, b = two
-    await a.write_sql(lambda c: jobs.enqueue(c, jobs.INDEX_EPISODE, [1]))
-    await a.write_sql(lambda c: jobs.claim(c, jobs.INDEX_EPISODE, 10))
-    assert await b.write_sql(jobs.reset_running) == 0
+    await a.write_sql(lambda c: jobs.SqlJobs(c).enqueue(jobs.INDEX_EPISODE, [1]))
+    await a.write_sql(lambda c: jobs.SqlJobs(c).claim(jobs.INDEX_EPISODE, 10))
+    assert await b.write_sql(lambda conn: jobs.SqlJobs(conn).reset_running()) == 0
     assert await rows(b, "SELECT state FROM jobs") == [("running",)]
 
 
@@ -326,7 +335,7 @@ async def test_an_extraction_event_on_one_instance_wakes_listeners_on_another(tw
     await heard.until(lambda p: p == [""])
     session = await conversations(a).create_session("", "", 0, {})
     event_id = await a.write_sql(
-        lambda c: event_store.insert(c, 1, session.id, 0, event_store.DONE)
+        lambda c: event_store.SqlExtractionEvents(c).insert(1, session.id, 0, event_store.DONE)
     )
     await heard.until(lambda p: str(event_id) in p)
     assert heard.payloads == ["", str(event_id)]
@@ -339,12 +348,14 @@ async def test_a_rolled_back_event_wakes_no_one(two):
     await heard.until(lambda p: p == [""])
 
     def insert_then_fail(conn: sqlite3.Connection) -> None:
-        event_store.insert(conn, 1, 1, 0, event_store.DONE)
+        event_store.SqlExtractionEvents(conn).insert(1, 1, 0, event_store.DONE)
         raise NotFound("rolled back", resource_type="test", resource_name="rollback")
 
     with pytest.raises(NotFound):
         await a.write_sql(insert_then_fail)
     # A committed event after it is heard alone.
-    committed = await a.write_sql(lambda c: event_store.insert(c, 2, 1, 0, event_store.DONE))
+    committed = await a.write_sql(
+        lambda c: event_store.SqlExtractionEvents(c).insert(2, 1, 0, event_store.DONE)
+    )
     await heard.until(lambda p: str(committed) in p)
     assert heard.payloads == ["", str(committed)]

@@ -76,8 +76,8 @@ async def test_a_sweep_leaves_alone_a_job_a_claim_took_while_it_waited(pg_url, t
         before = claim.execute("SELECT run_after FROM jobs WHERE id = %s", (claimed,)).fetchone()
 
         def run_sweep() -> list[int]:
-            moved = usage.defer_tenant_jobs(
-                PgConnection(sweep), jobs.EXTRACT_EPISODE, "t1", FAR, "over budget"
+            moved = usage.SqlUsage(PgConnection(sweep)).defer_tenant_jobs(
+                jobs.EXTRACT_EPISODE, "t1", FAR, "over budget"
             )
             sweep.commit()
             return [j.id for j in moved]

@@ -22,14 +22,17 @@ pytestmark = pytest.mark.usefixtures("two_sessions")
 
 
 def ranked(conn, scope):
-    return {q: episodes.keyword_search(conn, match_expression(q), scope, 50) for q in QUERIES}
+    return {
+        q: episodes.SqlEpisodes(conn).keyword_search(match_expression(q), scope, 50)
+        for q in QUERIES
+    }
 
 
 def test_merging_leaves_few_segments_and_the_same_results(conn):
     # One commit per episode, as live traffic writes them: a segment each.
     for i in range(300):
         conn.execute("BEGIN IMMEDIATE")
-        episodes.insert(conn, 1 + i % 2, text(i), f"answer {i}", {}, None)
+        episodes.SqlEpisodes(conn).insert(1 + i % 2, text(i), f"answer {i}", {}, None)
         conn.execute("COMMIT")
     before = keyword_index.segment_count(conn, "episodes_fts")
     results = {scope: ranked(conn, list(scope)) for scope in ((1,), (2,), (1, 2))}
@@ -53,7 +56,7 @@ def test_merging_leaves_few_segments_and_the_same_results(conn):
 
 def test_a_step_with_nothing_to_merge_writes_nothing(conn):
     conn.execute("BEGIN IMMEDIATE")
-    episodes.insert(conn, 1, "one turn", "one answer", {}, None)
+    episodes.SqlEpisodes(conn).insert(1, "one turn", "one answer", {}, None)
     conn.execute("COMMIT")
     keyword_index.prepare(conn, "episodes_fts")
     while keyword_index.merge_step(conn, "episodes_fts", 64):
