@@ -4,27 +4,32 @@ bad one named by its index and kind; a record that collides with what the
 server holds, found while writing, leaving nothing (the whole restore is one
 write); a stream past its limits ended at once.
 
-The stream restored is a project seeded through the domain's use cases and
-exported by domain/export.py on the fakes, so its records are what
-ExportProject sends. The fakes do not write a restore's entities, aliases,
-episode links or merges (tests/fakes.py's FakeRestore), so no test here
-restores a stream to the end: each is refused before its graph is written.
+The stream restored is a project seeded through the domain's use cases,
+worn as a used server's would be, and exported by domain/export.py on the
+fakes, so its records are what ExportProject sends; what was restored is
+read back by the same export.
+
+Also here: a restore writes every record as it was exported, in new ids
+(times, counters, history authors and sources kept; extraction not run
+again), in the caller's tenant.
 
 What a client sees of them (the status codes and messages over the wire, an
 empty record refused by the wire's conversion, the admin key, the real
-stores' transactions) is tests/e2e/service/test_restore_project.py's.
+stores' transactions, the command's file) is
+tests/e2e/service/test_restore_project.py's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
-from nexus_grpc.core.graph import Entity, Relationship
-from nexus_grpc.core.models import Episode, MemoryKind, Session
+from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core.graph import SOURCE_EXTRACTION, Entity, Relationship
+from nexus_grpc.core.models import Episode, JobState, MemoryKind, Project, Session
 from nexus_grpc.core.records import Memory, Revision
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import restore
@@ -34,7 +39,7 @@ from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.domain.restore import ProjectRestore, RestoreIntake
 from nexus_grpc.domain.summaries import Summaries
-from nexus_grpc.errors import AlreadyExists, InvalidArgument
+from nexus_grpc.errors import AlreadyExists, InvalidArgument, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 BASE = 1_683_554_160  # 8 May 2023, 13:56 UTC
@@ -88,6 +93,16 @@ async def exported() -> list[ExportItem]:
         sessions[0], 0, "MINE they talked",
         {"first_episode_id": episodes[0], "last_episode_id": episodes[2], "episode_count": 2},
     )  # fmt: skip
+    # Worn: server-assigned fields a fresh write would not give.
+    rows = uow.memories.rows
+    alice = next(m for m in rows.values() if m.title == "alice likes")
+    rows[alice.id] = replace(alice, use_count=3, last_used_at=1_700_000_000.5)
+    for i, revision in uow.memories.history.items():
+        uow.memories.history[i] = replace(revision, principal="ops")
+    entities = uow.graph.entities
+    entities[ada.id] = replace(
+        entities[ada.id], source=SOURCE_EXTRACTION, mention_count=4, last_seen_at=BASE + 100.5
+    )
     return [item async for item in ProjectExport(db).records(project.id)]
 
 
@@ -123,6 +138,10 @@ def rows(uow: FakeUnitOfWork) -> dict[str, Any]:
         "summaries": dict(uow.summaries.rows),
         "jobs": len(uow.jobs.rows),
     }
+
+
+def of(items: list[ExportItem], kind: type) -> list:
+    return [x for x in items if isinstance(x, kind)]
 
 
 def _first(items: list[ExportItem], kind: type) -> int:
@@ -204,6 +223,53 @@ def _cases() -> dict[str, Callable[[list[ExportItem]], tuple[list[ExportItem], s
 CASES = list(_cases())
 
 
+#: References, by the type of record they name.
+REFERENCES: dict[str, type] = {
+    "project_id": Project,
+    "session_id": Session,
+    "memory_id": Memory,
+    "episode_id": Episode,
+    "source_episode_id": Episode,
+    "asserted_by": Episode,
+    "ended_by": Episode,
+    "first_episode_id": Episode,
+    "last_episode_id": Episode,
+    "entity_id": Entity,
+    "from_id": Entity,
+    "to_id": Entity,
+    "target_id": Entity,
+}
+#: Derived state the receiving server rebuilds rather than copies.
+DERIVED = {"embed_state", "embed_error", "extract_state", "extract_error", "memory_state"}
+
+
+def normalized(items: list[ExportItem]) -> list[tuple[str, dict[str, Any]]]:
+    """Each record with every id replaced by the position of its row among
+    the records of its type, and the derived fields left out."""
+    order: dict[type, dict[int, int]] = {}
+    for item in items:
+        if hasattr(item, "id"):
+            seen = order.setdefault(type(item), {})
+            seen[item.id] = len(seen)
+
+    def clean(item: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(item):
+            value = getattr(item, f.name)
+            if f.name in DERIVED:
+                continue
+            if f.name == "id":
+                value = order[type(item)][value]
+            elif f.name in REFERENCES and value:
+                value = order[REFERENCES[f.name]][value]
+            elif f.name == "previous":
+                value = clean(value)
+            out[f.name] = value
+        return out
+
+    return [(restore.kind_of(item), clean(item)) for item in items]
+
+
 def test_the_export_passes_every_check(items):
     """The stream the cases below break is one a restore takes whole: each
     case breaks one record of it."""
@@ -215,6 +281,51 @@ def test_the_export_passes_every_check(items):
     ]  # fmt: skip
     plan = restore._plan(items, BASE)
     assert [x for _, x in plan.items] == items[1:]
+
+
+async def test_a_restore_writes_every_record_as_it_was_exported_in_new_ids(items, target):
+    restored = await ProjectRestore(OneTransaction(target), JobSignals()).restore(items)
+    assert restored.counts == {
+        "session": 2, "episode": 4, "memory": 2, "memory_revision": 1, "entity": 2,
+        "relationship": 1, "entity_alias": 2, "entity_episode": 0,
+        "relationship_evidence": 1, "entity_merge": 0, "summary": 1,
+    }  # fmt: skip
+    assert restored.erased == 0
+    again = [x async for x in ProjectExport(FakeDatabase(target)).records(restored.project_id)]
+    # Times, counters, history authors and sources came back as they were; only
+    # the ids are new (the target held a project and a session already).
+    assert normalized(again) == normalized(items)
+    assert again[0].id != items[0].id and again[1].id != items[1].id
+    used = next(m for m in of(again, Memory) if m.title == "alice likes")
+    assert (used.use_count, used.last_used_at) == (3, 1_700_000_000.5)
+    assert [r.principal for r in of(again, Revision)] == ["ops"]
+    # Extraction is not run again: the graph came with the stream. The
+    # episodes are indexed anew, behind live traffic.
+    episodes = of(again, Episode)
+    assert {e.extract_state for e in episodes} == {JobState.DONE}
+    assert target.jobs.pending(jobs.EXTRACT_EPISODE) == []
+    assert sorted(target.jobs.pending(jobs.INDEX_EPISODE)) == sorted(e.id for e in episodes)
+    assert {j.priority for j in target.jobs.rows if j.kind == jobs.INDEX_EPISODE} == {jobs.BULK}
+
+
+async def test_a_restore_goes_into_the_callers_own_tenant(items, target):
+    """An admin key sees every tenant but restores into its own, as
+    CreateProject creates there."""
+    token = tenancy.bind(tenancy.Caller("acme", None, all_tenants=True))
+    try:
+        restored = await ProjectRestore(OneTransaction(target), JobSignals()).restore(items)
+    finally:
+        tenancy.reset(token)
+    project = restored.project_id
+    sessions = [s for s in target.sessions.rows.values() if s.project_id == project]
+    assert target.projects.rows[project].tenant == "acme"
+    assert {s.tenant for s in sessions} == {"acme"}
+    assert {m.tenant for m in target.memories.rows.values() if m.project_id == project} == {"acme"}
+    assert {e.tenant for e in target.graph.entities.values() if e.project_id == project} == {"acme"}
+    # Another tenant's key does not see it; the tenant's own does.
+    with pytest.raises(NotFound):
+        target.projects.get(project, "globex")
+    assert target.projects.get(project, "acme").name == "MINE project"
 
 
 @pytest.mark.parametrize("case", CASES)
