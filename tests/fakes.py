@@ -2669,10 +2669,9 @@ class FakeDocuments:
 class FakeRestore:
     """A restore's writes with the times and counters the export carried, as
     the store's (store/restore.py): a project or a session keeps its name or
-    external id, refused where the tenant holds it. Not faked yet: the graph's
-    entities, aliases, episode links and merges (and ``ensure_own_alias``),
-    whose rows the graph's fake keeps in its own shape; relationships and
-    evidence are."""
+    external id, refused where the tenant holds it; the graph's rows go into
+    the graph's fake as the store's graph writes put them (an alias indexed,
+    an episode link once)."""
 
     def __init__(
         self,
@@ -2787,6 +2786,36 @@ class FakeRestore:
         )
         self._summaries.rows[summary.id] = summary
         return summary.id
+
+    def insert_entity(self, e: Entity, tenant: str) -> int:
+        """``e`` with its new project id, in the project's graph; its own id is
+        ignored, its times, counters, source and resolution kept."""
+        entity_id = next(self._graph._entity_ids)
+        self._graph._put_entity(
+            entity_id, replace(e, session_id=0, tenant=tenant), name_key(e.name, e.type)
+        )
+        return entity_id
+
+    def insert_alias(self, a: EntityAlias) -> None:
+        """``a`` with its new entity and episode ids, and its words indexed."""
+        self._graph.add_alias(
+            a.entity_id, a.name, method=a.method, score=a.score, episode_id=a.episode_id,
+            refresh=False, at=a.created_at,
+        )  # fmt: skip
+
+    def insert_episode_link(self, entity_id: int, episode_id: int) -> None:
+        self._graph._link(entity_id, episode_id)
+
+    def insert_merge(self, m: EntityMerge) -> int:
+        return self._graph.insert_merge(m)
+
+    def ensure_own_alias(self, entity_ids: Sequence[int]) -> None:
+        """Entities restored without aliases (an older export) are known by their name."""
+        graph = self._graph
+        for entity_id in entity_ids:
+            if not any(a.entity_id == entity_id for a in graph.aliases.values()):
+                name = graph.entities[entity_id].name
+                graph.add_alias(entity_id, name, method=METHOD_NEW, refresh=False)
 
     def insert_relationship(self, r: Relationship) -> int:
         relationship_id = next(self._graph._relationship_ids)

@@ -1,5 +1,10 @@
 """ExportProject and the `nexus-grpc export` / `nexus-grpc import` commands:
-a project moves to another server and exports the same again."""
+a project moves to another server and exports the same again.
+
+What an export leaves out (an expired memory, an episode past retention, a
+user's memories for a key not acting for that user) is decided by
+domain/export.py and tested on the fakes (tests/unit/test_export_rules.py);
+here are the RPC's and the commands' wiring."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import pytest_asyncio
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -316,34 +322,6 @@ async def test_export_follows_tenant_and_user_rules(tmp_path):
         await h.close()
 
 
-async def test_an_expired_memory_is_not_exported(harness):
-    h = harness
-    project = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
-    )
-    kept = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(kind=P, project_id=project.id, title="kept", content="c")
-        )
-    )
-    gone = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(kind=P, project_id=project.id, title="gone", content="c")
-        )
-    )
-    # Expired a moment ago; its removal job has not run yet.
-    await h.app.db.write_sql(
-        lambda c: c.execute("UPDATE memories SET expire_at = 1 WHERE id = ?", (gone.id,))
-    )
-    records = [
-        r
-        async for r in h.memory.ExportProject(
-            memory_pb2.ExportProjectRequest(project_id=project.id)
-        )
-    ]
-    assert [r.memory.id for r in records if r.HasField("memory")] == [kept.id]
-
-
 # Importing again -------------------------------------------------------------
 
 TABLES = (
@@ -389,6 +367,20 @@ async def source(tmp_path):
         yield a, project_id, tmp_path / "first.jsonl", lines
     finally:
         await a.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def source_file(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A seeded project's export and its file, made once for the module's
+    tests that only read it (its server is gone: ``source`` keeps one)."""
+    folder = tmp_path_factory.mktemp("source")
+    a = await start_harness(folder / "a")
+    try:
+        project_id = await seed(a, "MINE")
+        lines = await exported(a, project_id, folder / "first.jsonl")
+    finally:
+        await a.close()
+    return folder / "first.jsonl", lines
 
 
 async def test_importing_a_file_again_duplicates_nothing_and_says_so(source, harness, tmp_path):
@@ -438,8 +430,10 @@ def cut_after(lines: list[str], kind: str, nth: int) -> list[str]:
         ("summary", 1),  # one summary of two
     ],
 )
-async def test_an_interrupted_import_finishes_when_run_again(source, harness, tmp_path, kind, nth):
-    _, _, path, lines = source
+async def test_an_interrupted_import_finishes_when_run_again(
+    source_file, harness, tmp_path, kind, nth
+):
+    path, lines = source_file
     b = harness
     # The first run stops after the cut: what it wrote stays.
     partial = tmp_path / "partial.jsonl"
@@ -473,8 +467,10 @@ async def test_an_interrupted_import_finishes_when_run_again(source, harness, tm
     assert await rows(b) == counts
 
 
-async def test_a_failed_import_names_its_project_and_into_finishes_it(source, harness, tmp_path):
-    _, _, path, lines = source
+async def test_a_failed_import_names_its_project_and_into_finishes_it(
+    source_file, harness, tmp_path
+):
+    path, lines = source_file
     b = harness
     empty = await rows(b)
     # Broken before anything but the project record: nothing is written.

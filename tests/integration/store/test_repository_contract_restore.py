@@ -7,8 +7,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nexus_grpc.core.graph import ASSERT, END, HISTORY, Evidence, Relationship
+from nexus_grpc.core.graph import (
+    ASSERT,
+    END,
+    HISTORY,
+    METHOD_NEW,
+    PENDING,
+    Entity,
+    EntityAlias,
+    EntityMerge,
+    Evidence,
+    MergedSource,
+    Relationship,
+)
 from nexus_grpc.core.models import MemoryKind, Tier
+from nexus_grpc.core.names import name_key
 from nexus_grpc.core.records import UPDATE, Memory, Revision, Summary
 from nexus_grpc.errors import AlreadyExists
 
@@ -211,3 +224,62 @@ async def test_restored_relationships_and_evidence_keep_their_times_and_episodes
         (evidence[0], porto, ASSERT, 110.0, said, 2, "n", 50.0),
         (evidence[1], porto, END, 200.0, None, 1, None, 60.0),
     ]
+
+
+async def test_restored_entities_keep_their_counters_with_their_aliases_links_and_merges(run):
+    """An entity is written as exported (times, counters, source, resolution;
+    its graph the project's, its tenant the restore's); its aliases keep how
+    each was resolved and are indexed; an entity that came without any is
+    known by its name; episode links and merges are kept as they were."""
+
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1").id
+        session = uow.sessions.insert("s", "", project, {}, "t1").id
+        said = uow.episodes.insert(session, "hi", "", {}, None).id
+        ada = uow.restore.insert_entity(
+            Entity(777, "Ada", "person", "n", 4, 0.5, "extraction", 30.0, 10.0, project, 9,
+                   "elsewhere", ("x",), PENDING), "t1",
+        )  # fmt: skip
+        hal = uow.restore.insert_entity(
+            Entity(778, "HAL", "technology", None, 1, 1.0, "manual", None, 20.0, project), "t1"
+        )
+        uow.restore.insert_alias(EntityAlias(0, ada, "Ada", "", "exact", 1.0, None, 12.0))
+        uow.restore.insert_alias(EntityAlias(0, ada, "Ada Lovelace", "", "llm", 0.8, said, 15.0))
+        uow.restore.insert_episode_link(ada, said)
+        uow.restore.ensure_own_alias([ada, hal])
+        was = Entity(0, "Countess", "person", None, 2, 1.0, "extraction", 5.0, 5.0, project, 0,
+                     "t1")  # fmt: skip
+        merge = uow.restore.insert_merge(
+            EntityMerge(0, project, 0, "t1", ada, (), "llm", "same person", 40.0,
+                        principal="ops", target_notes="old",
+                        sources=(MergedSource(was, ("Countess",), (said,)),))
+        )  # fmt: skip
+        e = uow.graph.get_entity(ada, "t1")
+        m = uow.graph.get_merge(merge, "t1")
+        own = uow.graph.list_aliases(hal, None, 10)
+        return (
+            (e.name, e.type, e.notes, e.mention_count, e.confidence, e.source, e.last_seen_at,
+             e.created_at, e.project_id == project, e.session_id, e.tenant, e.aliases,
+             e.resolution, ada != 777),
+            [(a.name, a.norm, a.method, a.score, a.episode_id == said, a.created_at)
+             for a in uow.graph.list_aliases(ada, None, 10)],
+            [(a.name, a.method, a.created_at > 0) for a in own],
+            uow.graph.entities_with_key((project, 0), name_key("Ada Lovelace", "person"),
+                                        ["person"]) == [ada],
+            uow.graph.episode_links_in_project(project, None, 10) == [(ada, said)],
+            (m.target_id == ada, m.method, m.reason, m.created_at, m.principal, m.target_notes,
+             m.sources == (MergedSource(was, ("Countess",), (said,)),)),
+        )  # fmt: skip
+
+    entity, aliases, own, indexed, linked, merge = await run(case)
+    assert entity == (
+        "Ada", "person", "n", 4, 0.5, "extraction", 30.0, 10.0, True, 0, "t1",
+        ("Ada", "Ada Lovelace"), PENDING, True,
+    )  # fmt: skip
+    assert aliases == [
+        ("Ada", name_key("Ada", "person"), "exact", 1.0, False, 12.0),
+        ("Ada Lovelace", name_key("Ada Lovelace", "person"), "llm", 0.8, True, 15.0),
+    ]
+    assert own == [("HAL", METHOD_NEW, True)]
+    assert (indexed, linked) == (True, True)
+    assert merge == (True, "llm", "same person", 40.0, "ops", "old", True)
