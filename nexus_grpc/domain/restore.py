@@ -226,8 +226,7 @@ def _confidence(field_name: str, value: float) -> None:
 
 
 def _count(field_name: str, value: int) -> None:
-    if value < 0:
-        raise InvalidArgument(f"{field_name} must not be negative, got {value}", field=field_name)
+    v.count(field_name, value)
 
 
 def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:

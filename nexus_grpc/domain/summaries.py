@@ -111,9 +111,7 @@ class Summaries:
         last = v.positive_id(
             "summary.last_episode_id", values.get("last_episode_id", 0), required=False
         )
-        count = v.positive_id(
-            "summary.episode_count", values.get("episode_count", 0), required=False
-        )
+        count = v.count("summary.episode_count", values.get("episode_count", 0))
         if first and last and first > last:
             raise InvalidArgument(
                 f"summary.first_episode_id {first} is after summary.last_episode_id {last}",

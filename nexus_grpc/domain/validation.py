@@ -95,6 +95,19 @@ def positive_id(field: str, value: int, *, required: bool = True) -> int:
     return value
 
 
+#: The largest count a store keeps (PostgreSQL's INTEGER columns: episode_count,
+#: use_count, mention_count); a larger one is refused here, not by the database.
+MAX_COUNT = 2**31 - 1
+
+
+def count(field: str, value: int) -> int:
+    if not 0 <= value <= MAX_COUNT:
+        raise InvalidArgument(
+            f"{field} must be a count from 0 to {MAX_COUNT}, got {value}", field=field
+        )
+    return value
+
+
 def metadata(field: str, value: Mapping[str, Any]) -> dict[str, Any]:
     encoded = json.dumps(value)
     if len(encoded) > MAX_METADATA_BYTES:

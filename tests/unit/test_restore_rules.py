@@ -30,7 +30,7 @@ import pytest
 from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.graph import SOURCE_EXTRACTION, Entity, Relationship
 from nexus_grpc.core.models import Episode, JobState, MemoryKind, Project, Session
-from nexus_grpc.core.records import Memory, Revision
+from nexus_grpc.core.records import Memory, Revision, Summary
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import restore
 from nexus_grpc.domain.conversations import Conversations
@@ -213,6 +213,16 @@ def _cases() -> dict[str, Callable[[list[ExportItem]], tuple[list[ExportItem], s
             f"record 2 (session): session.id {i[1].id} is a second session record",  # type: ignore[union-attr]
         ),
         "a revision before its memory": revision_alone,
+        "a count past what a store keeps": lambda i: (
+            _edited(i, Entity, mention_count=2**31),
+            f"record {_first(i, Entity)} (entity): entity.mention_count must be a count from 0"
+            " to 2147483647, got 2147483648",
+        ),
+        "a negative count": lambda i: (
+            _edited(i, Summary, episode_count=-1),
+            f"record {_first(i, Summary)} (summary): summary.episode_count must be a count from"
+            " 0 to 2147483647, got -1",
+        ),
         "a user memory without its user": lambda i: (
             _edited(i, Memory, kind=int(MemoryKind.USER)),
             f"record {_first(i, Memory)} (memory): memory.user_id is required for a USER memory",

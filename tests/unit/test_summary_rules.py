@@ -203,3 +203,19 @@ def test_a_summary_pass_dates_an_imported_exchange_and_not_a_live_one():
     text = _dated_body([imported, live])
     assert "(On 08 May 2023, 13:56 UTC)\nUser: we moved to Paris" in text
     assert "UTC)\nUser: live now" not in text and "User: live now" in text
+
+
+async def test_an_episode_count_is_a_count_a_store_keeps(uow, summaries):
+    """PostgreSQL keeps episode_count in an INTEGER: a larger one was INTERNAL
+    there (the fuzz soak found it); it is refused by name before anything is
+    written, on both stores alike."""
+    _, session = session_in(uow)
+    for bad in (2**31, -1):
+        message = await refused(
+            InvalidArgument,
+            summaries.create(session, 0, "s", {"episode_count": bad}),
+        )
+        assert message == f"summary.episode_count must be a count from 0 to 2147483647, got {bad}"
+    assert not uow.summaries.rows
+    made = await summaries.create(session, 0, "s", {"episode_count": 2**31 - 1})
+    assert made.episode_count == 2**31 - 1
