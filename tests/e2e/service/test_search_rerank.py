@@ -137,6 +137,11 @@ async def test_only_the_first_candidates_go_to_the_reranker_and_the_rest_follow_
         await h.close()
 
 
+# Only the slow service needs the short timeout it trips; the others answer (or
+# refuse the connection) at once, and a timeout as short on a loaded machine
+# (a stalled loop, the stopped stand-in's port taken by another test's server)
+# would name the timeout rather than their own fault.
+SLOW_TIMEOUT, OTHER_TIMEOUT = 0.3, 3.0
 FAULTS = {
     "slow": (lambda stub: stub.delay(30), "did not answer within 0.30 s"),
     "failing": (
@@ -150,7 +155,8 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_a_reranker_that_fails_leaves_the_fused_order_and_says_why(tmp_path, reranker, fault):
-    h = await serve(tmp_path, reranker, reranker_timeout=0.3)
+    timeout = SLOW_TIMEOUT if fault == "slow" else OTHER_TIMEOUT
+    h = await serve(tmp_path, reranker, reranker_timeout=timeout)
     try:
         session, ids = await world(h)
         fused, _ = await search(h, session, mode=DEFAULT, skip_rerank=True)
