@@ -49,6 +49,10 @@ class Recording(HandlerInterceptor[str]):
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, ...]] = []
+        # The client has its status once the abort is sent; the epilogue runs
+        # after, in the handler's own task, which a server stopped at once
+        # would cancel: a test waits on this before it stops the server.
+        self.ended = asyncio.Event()
 
     def intercept(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
@@ -74,6 +78,7 @@ class Recording(HandlerInterceptor[str]):
 
     def epilogue(self, call: str, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
         self.seen.append((call, "epilogue", str(cancelled)))
+        self.ended.set()
 
 
 async def _unary_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -170,6 +175,8 @@ async def _failed_unary_call(
     async with _serving(interceptor) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             await channel.unary_unary(f"/{SERVICE}/UnaryUnary")(request, timeout=10)
+        if isinstance(interceptor, Recording):
+            await asyncio.wait_for(interceptor.ended.wait(), 10)
     return failed.value
 
 
