@@ -14,6 +14,7 @@ import math
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import grpc
 
 from nexus_grpc.app import App
 from nexus_grpc.client.connection import open_channel
+from nexus_grpc.domain import vector_collections
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -31,6 +33,7 @@ from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2_grpc as summary_
 from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import RunningServer, start_server
 from nexus_grpc.vectors import VectorIndex
+from nexus_grpc.vectors.edge import EdgeVectorIndex
 
 
 class HashingEmbedder:
@@ -112,11 +115,6 @@ async def _empty_collections(vectors_dir: Path, dimension: int) -> None:
     data directory the test prepared) and by tests/integration/vectors."""
     template = _EMPTY_COLLECTIONS.get(dimension)
     if template is None:
-        import tempfile
-
-        from nexus_grpc.domain import vector_collections
-        from nexus_grpc.vectors.edge import EdgeVectorIndex
-
         folder = tempfile.mkdtemp(prefix="nexus-empty-collections-")
         atexit.register(shutil.rmtree, folder, True)
         template = Path(folder) / "vectors"

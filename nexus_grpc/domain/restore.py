@@ -225,10 +225,6 @@ def _confidence(field_name: str, value: float) -> None:
         )
 
 
-def _count(field_name: str, value: int) -> None:
-    v.count(field_name, value)
-
-
 def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:
     if m.kind not in (int(MemoryKind.PROJECT), int(MemoryKind.USER)):
         raise InvalidArgument(
@@ -251,7 +247,7 @@ def _check_memory(plan: _Plan, m: Memory, prefix: str, at: float) -> Memory:
     if m.session_id:
         _named(plan.sessions, f"{prefix}session_id", m.session_id, "session")
     _confidence(f"{prefix}confidence", m.confidence)
-    _count(f"{prefix}use_count", m.use_count)
+    v.count(f"{prefix}use_count", m.use_count)
     return replace(
         m,
         metadata=v.metadata(f"{prefix}metadata", m.metadata),
@@ -418,7 +414,7 @@ def _check_entity(plan: _Plan, item: Entity, at: float) -> Entity:
     plan.entity_keys.add(key)
     _notes(item.notes or "")
     _confidence("entity.confidence", item.confidence)
-    _count("entity.mention_count", item.mention_count)
+    v.count("entity.mention_count", item.mention_count)
     if item.source not in (SOURCE_EXTRACTION, SOURCE_MANUAL):
         raise InvalidArgument(
             f"entity.source must be EXTRACTION or MANUAL, got {item.source}",
@@ -449,7 +445,7 @@ def _check_relationship(plan: _Plan, item: Relationship, at: float) -> Relations
         if episode:
             _named(plan.episodes, f"relationship.{name}_episode_id", episode, "episode")
     _notes(item.notes or "")
-    _count("relationship.mention_count", item.mention_count)
+    v.count("relationship.mention_count", item.mention_count)
     return replace(item, label=label, created_at=created, valid_at=valid)
 
 
@@ -490,7 +486,7 @@ def _check_evidence(plan: _Plan, item: Evidence, at: float) -> Evidence:
         )
     if item.episode_id:
         _named(plan.episodes, "relationship_evidence.episode_id", item.episode_id, "episode")
-    _count("relationship_evidence.mentions", item.mentions)
+    v.count("relationship_evidence.mentions", item.mentions)
     _notes(item.notes or "")
     return replace(item, label=_label(item.label), created_at=_time(item.created_at, at))
 
@@ -518,7 +514,7 @@ def _check_summary(plan: _Plan, item: Summary, at: float) -> Summary:
     else:
         _in_project(plan, "summary.project_id", item.project_id)
     v.text("summary.content", item.content, limit=v.MAX_MESSAGE_CHARS, required=True)
-    _count("summary.episode_count", item.episode_count)
+    v.count("summary.episode_count", item.episode_count)
     created = _time(item.created_at, at)
     return replace(item, created_at=created, updated_at=_time(item.updated_at, created))
 
