@@ -261,6 +261,22 @@ class _Slot:
             self.raw = None
 
 
+def _wake(slot: _Slot, channels: Sequence[str]) -> None:
+    """On the slot's thread: a NOTIFY on each channel, so its listeners stop
+    waiting. Only on a live connection: when the database cannot be reached
+    the listeners are not connected either, and end within their wait."""
+    import psycopg
+
+    raw = slot.raw
+    if raw is None or raw.closed or raw.broken:
+        return
+    try:
+        for channel in channels:
+            raw.execute("SELECT pg_notify(%s, '')", (channel,))
+    except psycopg.Error as exc:
+        log.debug("waking the listeners: %s", exc)
+
+
 class PostgresDatabase:
     """``Database``'s interface (open, write, read, read_in_transaction,
     close) over a pool of PostgreSQL connections."""
@@ -310,8 +326,18 @@ class PostgresDatabase:
             self._free.put_nowait(slot)
 
     async def close(self) -> None:
+        # A listener's thread sees its stop flag only when its wait for a
+        # notification ends (0.5 s at most): a NOTIFY on its channel ends the
+        # wait now, and the joins run off the event loop, which they would
+        # otherwise hold still.
         for listener in self._listeners:
-            listener.stop()
+            listener.ask_to_stop()
+        if self._listeners and self._slots:
+            slot = self._slots[0]
+            channels = sorted({listener.channel for listener in self._listeners})
+            await self._on(slot, lambda: _wake(slot, channels))
+        for listener in self._listeners:
+            await asyncio.to_thread(listener.join)
         self._listeners = []
         for slot in self._slots:
             await self._on(slot, slot.close)
@@ -460,8 +486,10 @@ class _Listener:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def ask_to_stop(self) -> None:
         self._stopping.set()
+
+    def join(self) -> None:
         self._thread.join(timeout=5)
 
     def _deliver(self, payload: str) -> None:
@@ -481,6 +509,8 @@ class _Listener:
                     self._deliver("")
                     while not self._stopping.is_set():
                         for note in conn.notifies(timeout=0.5):
+                            if self._stopping.is_set():
+                                break  # the wake-up of close(), or one that came with it
                             self._deliver(note.payload)
             except psycopg.Error as exc:
                 self.connected.clear()

@@ -93,7 +93,10 @@ async def test_extraction_and_resolution_count_each_attempt_with_the_servers_tok
     async def settled() -> memory_pb2.GetUsageResponse | None:
         report = await _usage(gh, project_id=p.id)
         found = _stages(report).get("resolution")
-        return report if found is not None and found.calls == 2 else None
+        # The second answer's call is counted when it returns; the merge it
+        # decides commits after: wait for both.
+        merged = report.total.entities == 2
+        return report if found is not None and found.calls == 2 and merged else None
 
     report = await wait_until(settled, timeout=20)
     stages = _stages(report)
