@@ -54,8 +54,34 @@ run: $(STAMP)
 # core keep the CPUs busy. Each worker has its own embedded PostgreSQL, and each
 # test its own ports, files and databases. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
-test: $(STAMP) proto-check console-assets-check ts-test $(HOSTS_STAMP)
-	$(BIN)/python -m pytest -q -rfEs -m "not slow" -n $(TEST_WORKERS)
+# The suite's temporary files (each test's data directory, the embedded
+# PostgreSQL's) go on a tmpfs where one has room: a run writes ~185,000 files,
+# and on a disk mounted with discard their creation, fsyncs and removal cost
+# a fifth of make test's time (docs/testing.md). A kill -9 leaves the page
+# cache as it is, so what the kill tests prove holds on a tmpfs too.
+# TEST_TMPDIR=/some/dir picks another place.
+TEST_TMPDIR ?= $(shell avail=$$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $$4}'); \
+	if [ "$${avail:-0}" -gt 4194304 ]; then echo /dev/shm/nexus-grpc-tests-$$(id -u); \
+	else echo $${TMPDIR:-/tmp}; fi)
+# worksteal: an idle worker takes tests queued on another, so the run does not
+# end with one worker draining a long queue while the others wait.
+# PYTHONDONTWRITEBYTECODE= : the compiled modules (pytest's rewritten test
+# modules among them) are reused by every worker and every server subprocess,
+# where a machine that sets it would have each compile them again.
+# The TypeScript client's tests (ts-test) spend most of their 25 s waiting on
+# the servers they start, so they run beside pytest; their report follows
+# pytest's, and either failing fails the target.
+test: $(STAMP) proto-check console-assets-check $(TS_STAMP) $(HOSTS_STAMP)
+	mkdir -p $(TEST_TMPDIR)
+	@export TMPDIR=$(TEST_TMPDIR) PYTHONDONTWRITEBYTECODE=; \
+	(cd $(TS) && npm test --silent) > $(TEST_TMPDIR)/ts-test.log 2>&1 & ts=$$!; \
+	echo '$(BIN)/python -m pytest -q -rfEs -m "not slow" -n $(TEST_WORKERS) --dist worksteal'; \
+	$(BIN)/python -m pytest -q -rfEs -m "not slow" -n $(TEST_WORKERS) --dist worksteal; py=$$?; \
+	wait $$ts; tsrc=$$?; \
+	echo "--- the TypeScript client's tests (cd $(TS) && npm test), run beside pytest:"; \
+	cat $(TEST_TMPDIR)/ts-test.log; \
+	echo "pytest exit $$py, TypeScript tests exit $$tsrc"; \
+	[ $$py -eq 0 ] && [ $$tsrc -eq 0 ]
 
 # The fast tier alone (docs/testing.md): the domain's rules on in-memory fakes
 # of the repositories, no database, no server; seconds, for the edit-test loop.

@@ -57,7 +57,6 @@ from nexus_grpc.store.postgres.database import PostgresDatabase, is_postgres_url
 from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 from nexus_grpc.vectors import (
     EdgeVectorIndex,
-    QdrantVectorIndex,
     VectorIndex,
     VectorIndexUnavailable,
 )
@@ -157,6 +156,9 @@ EDGE_WITH_POSTGRES = (
 
 def make_index(settings: Settings) -> VectorIndex:
     if settings.qdrant_url:
+        # Imported here: qdrant-client costs every other start half a second.
+        from nexus_grpc.vectors.remote import QdrantVectorIndex
+
         return QdrantVectorIndex(url=settings.qdrant_url, api_key=settings.qdrant_api_key or None)
     if settings.database_url:
         return PgVectorIndex(settings.database_url)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +64,18 @@ async def gh(tmp_path, stub: OllamaStub, store_settings: dict[str, str]) -> Asyn
     h = await start_graph_harness(tmp_path / "data", stub, **store_settings)
     yield h
     await h.close()
+
+
+@pytest.fixture
+def disk_path() -> Iterator[Path]:
+    """A directory on a disk file system, for the few tests whose rule is the
+    disk's: ``make test`` puts ``tmp_path`` on a tmpfs (docs/testing.md), where
+    an fsync costs nothing (so commits need no grouping) and a page read
+    through a memory map is allocated (so a sparse file's holes fill).
+    /var/tmp is on disk (FHS)."""
+    path = Path(tempfile.mkdtemp(prefix="nexus-disk-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

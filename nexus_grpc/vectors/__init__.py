@@ -5,6 +5,8 @@ system of record's own PostgreSQL, is SQL and lives in the store
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nexus_grpc.core.vectors import (
     CollectionNotFound,
     Cond,
@@ -20,7 +22,20 @@ from nexus_grpc.core.vectors import (
 )
 
 from .edge import EdgeVectorIndex
-from .remote import QdrantVectorIndex
+
+if TYPE_CHECKING:
+    from .remote import QdrantVectorIndex
+
+
+def __getattr__(name: str) -> object:
+    # qdrant-client takes half a second to import, and only a server given
+    # --qdrant-url uses it: the embedded and pgvector indexes start without it.
+    if name == "QdrantVectorIndex":
+        from .remote import QdrantVectorIndex
+
+        return QdrantVectorIndex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CollectionNotFound",

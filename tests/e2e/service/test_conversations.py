@@ -17,7 +17,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.struct_pb2 import Struct
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import erasure_done
+from tests.support import erasure_done, start_harness
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -313,7 +313,17 @@ async def test_delete_episode(harness):
     )
 
 
-async def test_64_concurrent_creates_all_succeed(harness, store_kind):
+async def test_64_concurrent_creates_all_succeed(disk_path, store_settings, store_kind):
+    # On disk (tests/conftest.py): commits group because an fsync takes time,
+    # which on a tmpfs it does not.
+    harness = await start_harness(disk_path / "data", **store_settings)
+    try:
+        await _64_concurrent_creates(harness, store_kind)
+    finally:
+        await harness.close()
+
+
+async def _64_concurrent_creates(harness, store_kind) -> None:
     s = await new_session(harness)
     # Only the creates commit while they run: the background workers (which
     # commit their own batches) are stopped, so the count measures grouping.

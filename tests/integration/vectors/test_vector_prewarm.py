@@ -72,8 +72,9 @@ def test_stop_ends_reading_between_chunks(tmp_path: Path) -> None:
     assert PageCacheWarmer(1 << 30).warm([ghost, big]) == CHUNK * 3
 
 
-async def test_index_warms_shards_it_opens_and_still_answers(tmp_path: Path) -> None:
-    d = tmp_path / "vectors"
+async def test_index_warms_shards_it_opens_and_still_answers(disk_path: Path) -> None:
+    # On disk (tests/conftest.py): on a tmpfs the pages qdrant reads are allocated.
+    d = disk_path / "vectors"
     writer = EdgeVectorIndex(d)
     await writer.ensure_collection("mem", DIM, {"user": "integer"})
     await writer.upsert("mem", [VectorPoint(i, vec(i), {"user": i % 2}) for i in range(50)])
