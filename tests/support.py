@@ -89,6 +89,11 @@ class Harness:
 async def start_harness(
     data_dir: Path, *, embedder=None, index: VectorIndex | None = None, **settings_kw
 ) -> Harness:
+    # No page-cache warm-up unless a test asks for one (it has its own tests,
+    # tests/integration/vectors/test_vector_prewarm.py): a harness's shards hold a
+    # few points, and on make test's tmpfs the warmer would read the 106 MB of
+    # pages qdrant's maps allocate there, at every start.
+    settings_kw.setdefault("vector_prewarm_mb", 0)
     settings = Settings(listen="127.0.0.1:0", data_dir=data_dir, **settings_kw)
     embedder = embedder or HashingEmbedder()
     if index is None and not settings.qdrant_url and not settings.database_url:
