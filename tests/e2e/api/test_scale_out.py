@@ -133,9 +133,16 @@ async def test_a_round_robin_client_spreads_calls_over_the_instances(pair):
 
     a, b = pair
     # Only the calls commit now: the background workers (which commit their
-    # own claims) are stopped, so each instance's commit count is its share.
+    # own claims), the upkeep loops and the start-up tasks (a reconcile, budgets
+    # resumed: late on a loaded machine) are stopped or done, so each
+    # instance's commit count is its share.
     for worker in [*a.app.workers, *b.app.workers]:
         await worker.stop()
+    for h in pair:
+        if h.app.keyword_upkeep is not None:
+            await h.app.keyword_upkeep.stop()
+        await h.app.storage_upkeep.stop()
+        await asyncio.gather(*h.app._background)
     addresses = ",".join(h.target for h in pair)
     channel = open_channel(f"ipv4:{addresses}", options=[("grpc.lb_policy_name", "round_robin")])
     try:
