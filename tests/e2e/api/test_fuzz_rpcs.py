@@ -99,7 +99,10 @@ from tests.ollama_stub import OllamaStub, RecordedRequest, Reply
 from tests.support import Harness, start_harness, wait_until
 
 SOAK = os.environ.get("NEXUS_SOAK") == "1"
-QUICK_EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "100"))
+# make test's share: every RPC and field, 50 draws each (100 until make test had
+# to fit 6 minutes: 40 s of its CPU went here, half of it hypothesis drawing
+# strings; docs/testing.md). Depth is make soak's: 300 draws on both stores.
+QUICK_EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "50"))
 # On PostgreSQL (each example's digest reads every table again): fewer.
 QUICK_EXAMPLES_PG = int(os.environ.get("NEXUS_FUZZ_EXAMPLES_PG", "20"))
 SLOW_EXAMPLES = 2000 if SOAK else 300
