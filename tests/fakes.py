@@ -73,8 +73,10 @@ from nexus_grpc.core.records import (
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.core.vectors import Document
 from nexus_grpc.domain import memory_visibility
-from nexus_grpc.errors import AlreadyExists, NotFound, ResourceInfo
+from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
+from nexus_grpc.store.projects import name_taken as project_name_taken
+from nexus_grpc.store.restore import RESTORE_KEEPS_NAME
 from nexus_grpc.store.selections import KEEP_SECONDS
 from nexus_grpc.store.usage import DEFER_SWEEP
 
@@ -95,11 +97,7 @@ class FakeProjects:
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
         held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
         if held:
-            raise AlreadyExists(
-                f"a project named {values['name']!r} already exists in this tenant:"
-                f" project {held[0]}",
-                details=(ResourceInfo("project", str(held[0])),),
-            )
+            raise project_name_taken(values["name"], held[0])
         at = time.time()
         labels = values.get("single_valued_labels")
         project = Project(
@@ -148,10 +146,7 @@ class FakeProjects:
         name = changes.get("name", project.name)
         held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (project.tenant, name)]
         if name != project.name and held:
-            raise AlreadyExists(
-                f"a project named {name!r} already exists in this tenant: project {held[0]}",
-                details=(ResourceInfo("project", str(held[0])),),
-            )
+            raise project_name_taken(name, held[0])
         if changes:
             values = {c: v for c, v in changes.items() if c in PROJECT_COLUMNS}
             if "single_valued_labels" in values:
@@ -2697,16 +2692,7 @@ class FakeRestore:
         name = values["name"]
         held = [p.id for p in self._projects.rows.values() if (p.tenant, p.name) == (tenant, name)]
         if held:
-            message = (
-                f"a project named {name!r} already exists in this tenant: project {held[0]};"
-                " a restore keeps the project's name, and a name is unique in its tenant:"
-                " rename or delete that project first (UpdateProject, DeleteProject), or import"
-                " the file without --restore, which gives the new project a free name; nothing"
-                " was restored"
-            )
-            raise AlreadyExists(
-                message, details=(ResourceInfo("project", str(held[0]), description=message),)
-            )
+            raise project_name_taken(name, held[0], RESTORE_KEEPS_NAME)
         labels = values.get("single_valued_labels")
         project = Project(
             id=next(self._projects._next),

@@ -61,6 +61,21 @@ def _tenant_clause(tenant: str | None) -> tuple[str, tuple[str, ...]]:
     return (live, ()) if tenant is None else (f" AND tenant = ?{live}", (tenant,))
 
 
+#: What a create or rename refused for its name may do instead.
+USE_OR_RENAME = (
+    "a project's name is unique in its tenant, so use that project or choose another name"
+)
+
+
+def name_taken(name: str, held: int | None, what_to_do: str = USE_OR_RENAME) -> AlreadyExists:
+    """ALREADY_EXISTS for ``name``, naming the project ``held`` that has it
+    (its id, in the message and a ResourceInfo). The fakes raise it too."""
+    where = f": project {held}" if held is not None else ""
+    message = f"a project named {name!r} already exists in this tenant{where}; {what_to_do}"
+    details = () if held is None else (ResourceInfo("project", str(held), description=message),)
+    return AlreadyExists(message, details=details)
+
+
 class ProjectRows(OnConnection):
     """The part of ``ProjectRepository`` whose rows this module holds, on one
     connection (``SqlProjects`` in store/unit_of_work.py is the whole)."""
@@ -75,20 +90,10 @@ class ProjectRows(OnConnection):
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def name_taken(
-        self,
-        name: str,
-        tenant: str,
-        what_to_do: str = "a project's name is unique in its tenant, so use that project or"
-        " choose another name",
-    ) -> AlreadyExists:
+    def name_taken(self, name: str, tenant: str, what_to_do: str = USE_OR_RENAME) -> AlreadyExists:
         """ALREADY_EXISTS for a create or rename to ``name``, naming the project
         of ``tenant`` that holds it (its id, in the message and a ResourceInfo)."""
-        held = self.named(name, tenant)
-        where = f": project {held}" if held is not None else ""
-        message = f"a project named {name!r} already exists in this tenant{where}; {what_to_do}"
-        details = () if held is None else (ResourceInfo("project", str(held), description=message),)
-        return AlreadyExists(message, details=details)
+        return name_taken(name, self.named(name, tenant), what_to_do)
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
         """A new project; ALREADY_EXISTS when ``tenant`` has one of its name (a

@@ -26,6 +26,13 @@ from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.sql import OnConnection
 from nexus_grpc.store.summaries import Summary
 
+#: What a restore refused for its project's name may do instead.
+RESTORE_KEEPS_NAME = (
+    "a restore keeps the project's name, and a name is unique in its tenant: rename or delete"
+    " that project first (UpdateProject, DeleteProject), or import the file without --restore,"
+    " which gives the new project a free name; nothing was restored"
+)
+
 
 class SqlRestore(OnConnection):
     """``RestoreRepository`` on one connection."""
@@ -66,12 +73,7 @@ class SqlRestore(OnConnection):
         ).fetchone()
         if row is None:
             raise projects.ProjectRows(self.conn).name_taken(
-                values["name"],
-                tenant,
-                "a restore keeps the project's name, and a name is unique in its tenant: rename"
-                " or delete that project first (UpdateProject, DeleteProject), or import the file"
-                " without --restore, which gives the new project a free name; nothing was"
-                " restored",
+                values["name"], tenant, RESTORE_KEEPS_NAME
             )
         return int(row[0])
 
