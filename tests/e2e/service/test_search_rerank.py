@@ -1,7 +1,16 @@
 """The reranker stage through the real server: a rerank service stand-in over
-real HTTP orders the default mode's fused candidates; a slow, failing,
-malformed or absent one leaves the fused order with a reason on every hit,
-never an error; a request can opt out; health and metrics report it."""
+real HTTP orders the default mode's fused candidates of episodes, memories and
+entities and reads only the caller's scope; a slow or failing one leaves the
+fused order with a reason on every hit and the trailer, never an error, and
+is skipped for a while; the caller's gRPC deadline bounds it; a request can
+opt out; health and metrics report it.
+
+The stage's and the service's rules are decided on plain inputs in
+tests/unit/test_rerank_rules_stage.py (only the first candidates reordered,
+the rest in fused order, ties, any failure keeping the fused order, the
+cooldown, the caller's share of the deadline); each way the client finds an
+answer unusable (malformed, unreachable, an error status) is
+tests/integration/rerank/test_rerank_client.py's."""
 
 from __future__ import annotations
 
@@ -120,27 +129,11 @@ async def test_the_reranker_orders_the_fused_candidates_and_sees_only_the_scope(
         await h.close()
 
 
-async def test_only_the_first_candidates_go_to_the_reranker_and_the_rest_follow_fused(
-    tmp_path, reranker
-):
-    h = await serve(tmp_path, reranker, reranker_candidates=2)
-    try:
-        session, ids = await world(h)
-        hits, _ = await search(h, session, mode=DEFAULT, limit=4)
-        fused, _ = await search(h, session, mode=DEFAULT, limit=4, skip_rerank=True)
-        [sent] = reranker.requests
-        assert len(sent.documents) == 2
-        assert [x.reranked for x in hits] == [True, True, False, False]
-        assert {x.episode.id for x in hits[:2]} == {x.episode.id for x in fused[:2]}
-        assert [x.episode.id for x in hits[2:]] == [x.episode.id for x in fused[2:]]
-    finally:
-        await h.close()
-
-
-# Only the slow service needs the short timeout it trips; the others answer (or
-# refuse the connection) at once, and a timeout as short on a loaded machine
-# (a stalled loop, the stopped stand-in's port taken by another test's server)
-# would name the timeout rather than their own fault.
+# Only the slow service needs the short timeout it trips; the failing one
+# answers at once, and a timeout as short on a loaded machine (a stalled loop)
+# would name the timeout rather than its own fault. The other faults (a
+# malformed answer, a service that is gone) are the client's to tell apart:
+# tests/integration/rerank/test_rerank_client.py.
 SLOW_TIMEOUT, OTHER_TIMEOUT = 0.3, 3.0
 FAULTS = {
     "slow": (lambda stub: stub.delay(30), "did not answer within 0.30 s"),
@@ -148,8 +141,6 @@ FAULTS = {
         lambda stub: stub.fail_with(500, {"error": {"code": 500, "message": "model crashed"}}),
         "HTTP 500: model crashed",
     ),
-    "malformed": (lambda stub: stub.answer_with({"results": []}), "scored 0 of the"),
-    "absent": (lambda stub: stub.stop(), "cannot reach"),
 }
 
 
