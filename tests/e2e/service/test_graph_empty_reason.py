@@ -1,7 +1,9 @@
-"""An empty graph says why (ListEntities' first page, unfiltered, sends
-x-nexus-empty-reason): nothing stored yet, exchanges waiting for an LLM,
-or extraction found nothing. A project the caller cannot see reads as one
-with nothing stored, in the same words."""
+"""An empty graph says why over gRPC (ListEntities' first page, unfiltered,
+sends x-nexus-empty-reason, on both stores' backlog counts): nothing stored
+yet, exchanges waiting for an LLM; a filtered or non-empty listing sends
+none. The reasons themselves (every wording, another tenant's project or
+session, extraction that found nothing, a session's own graph) are decided on
+the unit tier's fakes: tests/unit/test_graph_empty_reasons.py."""
 
 from __future__ import annotations
 
