@@ -23,6 +23,7 @@ import pytest
 from nexus_grpc.core.models import SearchMode, SearchSource
 from nexus_grpc.domain.retrieval.call import Call, Candidate
 from nexus_grpc.domain.retrieval.explain import Trace
+from nexus_grpc.domain.retrieval.explain_recorder import Recorder
 from nexus_grpc.domain.retrieval.rerank import Rerank, Reranked
 from nexus_grpc.rerank import RerankTimeout
 from nexus_grpc.rerank.rerank_errors import RerankRejected, RerankSkipped
@@ -202,3 +203,41 @@ async def test_documents_are_cut_to_what_a_cross_encoder_reads():
     await reranker.rerank("q", ["x" * 5000, "short"])
     [(_, texts, _)] = service.asked
     assert [len(t) for t in texts] == [2000, 5]
+
+
+def reranked_stage(trace: Trace, key: int):
+    return next(s for s in trace.explanation(key) if s.stage == "reranked")
+
+
+async def test_explain_reads_the_rerankers_order_and_why_a_hit_past_it_has_none():
+    service = service_of({1: 0.2, 2: 0.9, 3: 1.0})
+    reranker = Reranker(service, candidates=2, timeout=3.0)  # type: ignore[arg-type]
+    out = await Rerank().apply(engine(reranker), call(), fused(1, 2, 3))
+    trace = Trace()
+    Rerank().explain(trace, out)
+    assert [(reranked_stage(trace, k).rank, reranked_stage(trace, k).score) for k in (2, 1)] == [
+        (1, 0.9),
+        (2, 0.2),
+    ]
+    past = reranked_stage(trace, 3)
+    assert (past.rank, past.note) == (
+        0,
+        "past the reranker's 2 candidates: in fused order after them",
+    )
+
+
+def test_explain_says_why_the_reranker_was_skipped_and_a_single_path_says_nothing():
+    reranker = Reranker(Service(), candidates=30, timeout=3.0)  # type: ignore[arg-type]
+    stage = Rerank()
+    for on, asked, note in (
+        (engine(reranker), call(rerank=False), "skipped: skip_rerank asked for the fused order"),
+        (engine(None), call(), "skipped: no reranker is configured (--reranker-url)"),
+    ):
+        asked.explain = True
+        recorder = Recorder(asked)
+        recorder.skipped(on, asked, [stage], [])
+        assert reranked_stage(recorder.trace, 1).note == note
+    single = call(SearchMode.KEYWORD)
+    recorder = Recorder(single)
+    recorder.skipped(engine(reranker), single, [stage], [])
+    assert not any(s.stage == "reranked" for s in recorder.trace.explanation(1))
