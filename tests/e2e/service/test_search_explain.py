@@ -1,6 +1,10 @@
 """``explain``: each hit says what every stage of the pipeline made of it
 (issue 37, item 1), for episodes, memories and entities, and nothing of it is
-computed or sent without it. A real server, a real reranker stand-in."""
+computed or sent without it. A real server, a real reranker stand-in.
+
+The record's own rules are the unit tier's: stage order and misses in
+tests/unit/test_explain.py, the reranker's order, a hit past its candidates,
+its failure and its skip in tests/unit/test_rerank_rules_stage.py."""
 
 from __future__ import annotations
 
