@@ -72,9 +72,7 @@ def held(uow, from_id: int, label: str) -> list[tuple[int, float, float | None]]
 
 def relationship_id(uow, from_id: int, to_id: int) -> int:
     [found] = [
-        r.id
-        for r in uow.graph.list_relationships(from_id, False, when=HISTORY)
-        if r.to_id == to_id
+        r.id for r in uow.graph.list_relationships(from_id, False, when=HISTORY) if r.to_id == to_id
     ]
     return found
 

@@ -3,7 +3,8 @@ project's setting (USER by default) and whether the session names its user
 decide; what extraction keeps for the job is only what may form.
 
 The job's decisions against kept memories (identical, similar, the time rule,
-the cap) need the index and the LLM stand-in: tests/e2e/service/test_memory_formation.py."""
+the cap), with a scripted model: tests/unit/test_formation_job.py; the worker's
+wiring through a whole server: tests/e2e/service/test_memory_formation.py."""
 
 from __future__ import annotations
 

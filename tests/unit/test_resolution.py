@@ -1,5 +1,7 @@
 """Entity resolution's cascade on its own: key, containment, shingles, else new
-(domain/resolution_rules.py), decided over candidate rows as the store hands them over."""
+(domain/resolution_rules.py), decided over candidate rows as the store hands them over.
+The use case around it (the graph read, the model's question, a pending name):
+tests/unit/test_resolution_use_case.py."""
 
 from __future__ import annotations
 
