@@ -4,8 +4,9 @@ on keyword, semantic and hybrid search, over each search backend.
 The domain's rules of time (a time in the future refused, a retry that names
 another time, how a summary pass dates an imported exchange) are tested on
 the fakes in tests/unit/test_conversation_rules.py, test_summary_rules.py and
-test_validation.py; here, the wire's own checks of a Timestamp and what each
-backend's window does."""
+test_validation.py, and how the recall evaluation reads a session's date in
+tests/unit/test_episode_time_rules.py; here, the wire's own checks of a
+Timestamp, what each store keeps and what each backend's window does."""
 
 from __future__ import annotations
 
@@ -178,7 +179,6 @@ async def test_recall_eval_stores_the_timed_construction_beside_the_readme_one(h
 
     from nexus_grpc.evaluation.recall import evaluate, session_time
 
-    assert session_time("1:56 pm on 8 May, 2023") == BASE
     conversation = {
         "speaker_a": "Ann",
         "speaker_b": "Bo",

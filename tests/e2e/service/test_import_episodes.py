@@ -1,5 +1,13 @@
-"""ImportEpisodes: a client stream of episodes written in batches, answered
-once with counts, ids and per-item errors; its jobs wait behind live ones."""
+"""ImportEpisodes over gRPC: a client stream of episodes written in batches by
+each store, answered once with counts, ids and per-item errors (their codes,
+and the items the wire cannot decode or convert), the call's refusal past the
+limit, the generated client, the store's claim order (import jobs behind live
+ones) and the keyword context each store keeps.
+
+The domain's rules of an import (stream order across batches, a resent import
+or a request_id twice in one stream replayed, a bad item failing alone, what
+a call past the limit keeps) are tested on the fakes in
+tests/unit/test_import_rules.py."""
 
 from __future__ import annotations
 
@@ -76,22 +84,6 @@ async def test_import_writes_every_episode_in_stream_order_with_its_time(harness
     assert len(listed.episodes) == 300
 
 
-async def test_resending_an_import_replays_it_and_writes_nothing_new(harness):
-    h = harness
-    a = await session(h)
-    items = [item(a, i) for i in range(300)]
-    first = await h.memory.ImportEpisodes(stream(items))
-    assert first.created == 300
-    again = await h.memory.ImportEpisodes(stream(items))
-    assert (again.received, again.created, again.replayed, again.failed) == (300, 0, 300, 0)
-    assert list(again.episode_ids) == list(first.episode_ids)
-    assert await count(h) == 300
-    # The same request_id twice in one stream: the second is a replay of the first.
-    twice = await h.memory.ImportEpisodes(stream([item(a, 1000), item(a, 1000)]))
-    assert (twice.created, twice.replayed) == (1, 1)
-    assert twice.episode_ids[0] == twice.episode_ids[1]
-
-
 async def test_a_bad_item_is_reported_and_written_nothing_while_the_others_go_on(harness):
     h = harness
     a = await session(h)
@@ -156,17 +148,17 @@ async def test_undecodable_bytes_are_that_items_error(harness):
 
 
 async def test_more_than_the_limit_stores_what_came_before_and_says_so(harness, monkeypatch):
+    """The call's refusal, by its code, after what came before it was stored
+    (the rule itself, at the real limit's shape: tests/unit/test_import_rules.py)."""
     h = harness
-    monkeypatch.setattr(episode_import, "MAX_IMPORT_EPISODES", 300)
+    monkeypatch.setattr(episode_import, "MAX_IMPORT_EPISODES", 2)
     a = await session(h)
-    within = await h.memory.ImportEpisodes(stream([item(a, i) for i in range(300)]))
-    assert within.created == 300
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await h.memory.ImportEpisodes(stream([item(a, i) for i in range(300, 700)]))
+        await h.memory.ImportEpisodes(stream([item(a, i) for i in range(5)]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "at most 300 episodes per ImportEpisodes call" in err.value.details()
-    assert "the first 300 were stored" in err.value.details()
-    assert await count(h) == 600  # item 600 (the 301st) and after: not written
+    assert "at most 2 episodes per ImportEpisodes call" in err.value.details()
+    assert "the first 2 were stored" in err.value.details()
+    assert await count(h) == 2  # item 2 (the 3rd) and after: not written
 
 
 async def test_import_jobs_wait_behind_live_traffic(harness):
