@@ -13,13 +13,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 from nexus_grpc.runtime.config import OPTIONS, help_text
-
-README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_serve_help_comes_from_the_same_declarations() -> None:
@@ -38,31 +33,13 @@ def test_serve_help_comes_from_the_same_declarations() -> None:
     assert "one of text, json" in out
 
 
-@pytest.mark.parametrize(
-    ("flag", "value", "expected"),
-    [
-        ("--log-format", "xml", "--log-format: 'xml' is not one of text, json"),
-    ],
-)
-def test_a_bad_value_stops_the_start_naming_its_flag(tmp_path, flag, value, expected) -> None:
+def test_a_bad_value_stops_the_start_naming_its_flag(tmp_path) -> None:
     data = tmp_path / "data"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nexus_grpc.cli",
-            "serve",
-            "--data-dir",
-            str(data),
-            "--listen",
-            "127.0.0.1:0",
-            flag,
-            value,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+        [sys.executable, "-m", "nexus_grpc.cli", "serve", "--data-dir", str(data),
+         "--listen", "127.0.0.1:0", "--log-format", "xml"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
     assert proc.returncode != 0
-    assert expected in proc.stderr, proc.stderr[-2000:]
+    assert "--log-format: 'xml' is not one of text, json" in proc.stderr, proc.stderr[-2000:]
     assert not data.exists(), "a refused start must not create its data directory"

@@ -10,22 +10,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
-
-@pytest.mark.parametrize(
-    ("flag", "value", "expected"),
-    [
-        ("--reranker-url", "ftp://box/rerank", "is not an http:// or https:// URL"),
-    ],
-)
-def test_a_bad_reranker_setting_stops_the_start_naming_its_flag(tmp_path, flag, value, expected):
+def test_a_bad_reranker_setting_stops_the_start_naming_its_flag(tmp_path):
     data = tmp_path / "data"
     proc = subprocess.run(
         [sys.executable, "-m", "nexus_grpc.cli", "serve", "--data-dir", str(data),
-         "--listen", "127.0.0.1:0", flag, value],
+         "--listen", "127.0.0.1:0", "--reranker-url", "ftp://box/rerank"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode != 0
-    assert expected in proc.stderr, proc.stderr[-2000:]
+    assert "is not an http:// or https:// URL" in proc.stderr, proc.stderr[-2000:]
     assert not data.exists()
