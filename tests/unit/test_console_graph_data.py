@@ -1,13 +1,15 @@
 """The graph page's data (console/page_data.py), as pure functions of the
 server's answers: each entity as it stood on a date (not there before its
 first fact, told apart when no fact of it held then), the slider's range
-over the facts' own span, and the layout's entities, the same every time."""
+over the facts' own span, the layout's entities, the same every time, and
+the cap on what a page draws."""
 
 from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.console.page_data import (
+    MAX_NODES,
     capped_graph,
     fact_times,
     first_fact_times,
@@ -90,3 +92,26 @@ def test_the_layout_holds_every_entity_ever_drawn_in_a_fixed_order():
     assert laid["nodes"][0] == [1, 0, "Alice", "person"]
     assert sorted(n[2] for n in laid["nodes"]) == ["Alice", "Lisbon", "Mist", "Porto"]
     assert laid["edges"] == [[1, 2], [1, 3]]
+
+
+def test_a_large_graph_is_capped_with_the_entity_asked_about_first():
+    """A hub with more neighbours than a page draws (the whole-console test's
+    world): MAX_NODES of them, the hub first, no edge to one left out."""
+    spokes = MAX_NODES + 20
+    hub = entity(1, "Hub", "concept")
+    nodes = [hub] + [entity(100 + n, f"Spoke {n:03d}", "concept") for n in range(spokes)]
+    links = [
+        graph_pb2.Relationship(id=1000 + n, from_id=1, to_id=100 + n, label="links")
+        for n in range(spokes)
+    ]
+    view = capped_graph(nodes, links, [1])
+    assert view["capped"] and len(view["nodes"]) == MAX_NODES == view["max_nodes"]
+    assert view["total_nodes"] == spokes + 1 and view["total_edges"] == spokes
+    assert view["nodes"][0]["name"] == "Hub"  # the entity asked about is always drawn
+    kept = {n["id"] for n in view["nodes"]}
+    assert all(e["from_id"] in kept and e["to_id"] in kept for e in view["edges"])
+    assert len(view["edges"]) == MAX_NODES - 1
+    # Ties of degree go by id: the spokes drawn are the first ones.
+    assert [n["id"] for n in view["nodes"][1:3]] == [100, 101]
+    small = capped_graph(nodes[:3], links[:2], [1])
+    assert not small["capped"] and small["total_nodes"] == len(small["nodes"]) == 3

@@ -197,6 +197,9 @@ async def test_a_post_with_the_token_reaches_its_route_with_its_form():
          ["127.0.0.1", "localhost", "127.0.0.1:80", "127.0.0.1:8091"]),
         ("127.0.0.1", 80, ["127.0.0.1", "localhost", "[::1]", "127.0.0.1:80", "localhost:80"],
          ["127.0.0.1:8090", "evil.example", "127.0.0.1.evil.example"]),
+        # The console's own names, and the foreign ones, of the whole-console tests.
+        ("127.0.0.1", 8090, ["127.0.0.1:8090", "localhost:8090", "[::1]:8090"],
+         ["evil.example:8090", "127.0.0.1:9999", "localhost.evil:8090"]),
     ],
 )  # fmt: skip
 async def test_on_loopback_only_the_consoles_own_hosts_are_served(bound, port, served, refused):
@@ -208,6 +211,21 @@ async def test_on_loopback_only_the_consoles_own_hosts_are_served(bound, port, s
             answer = await http.get("/", headers={"host": host})
             assert answer.status_code == 403, host
             assert "is not this console's address" in answer.text
+            assert '"path"' not in answer.text  # the page behind was never reached
+
+
+# Origin -------------------------------------------------------------------------
+
+
+async def test_a_request_from_another_origin_is_refused():
+    guard = Guard(behind, GuardSettings(host="127.0.0.1", port=8090, loopback=True))
+    async with client(guard) as http:
+        same = await http.get("/.json", headers={"origin": "http://127.0.0.1:8090"})
+        assert same.status_code == 200 and same.json()["path"] == "/.json"
+        for origin in ("http://evil.example", "null"):
+            answer = await http.get("/.json", headers={"origin": origin})
+            assert answer.status_code == 403, origin
+            assert "another origin" in answer.json()["error"]["message"], origin
 
 
 # Where a browser is sent --------------------------------------------------------
@@ -242,3 +260,15 @@ def test_a_path_of_the_console_comes_back_encoded(given, kept):
 def test_another_site_or_a_scheme_becomes_the_default(given):
     assert safe_next(given) == "/"
     assert safe_next(given, "/projects/3") == "/projects/3"
+
+
+@pytest.mark.parametrize(
+    "back",
+    ["/\t/evil.example", "/\n/evil.example", "//evil.example", "/\\evil.example",
+     "\\\\evil.example", "\\evil.example", "https://evil.example", "javascript:alert(1)",
+     " //evil.example"],
+)  # fmt: skip
+def test_a_go_back_link_that_would_leave_the_console_goes_to_the_project(back):
+    """The delete-memory page's go-back link, as the whole-console test sends it:
+    anything that is not a path of this console is the project's page."""
+    assert safe_next(back, "/projects/7") == "/projects/7"

@@ -18,6 +18,16 @@ def test_the_forget_form_goes_on_only_with_the_id_typed_exactly(typed):
     assert "nothing was forgotten" in refused.value.message
 
 
+@pytest.mark.parametrize("typed", ["", "Dave", "dave ", " dave", "dav"])
+def test_a_typed_id_not_exactly_the_users_says_to_type_it_exactly(typed):
+    """The values the whole-console test once posted, one request each: the
+    form says how to go on, naming the id to type."""
+    with pytest.raises(BadRequest) as refused:
+        check_typed({"user_id": "dave", "typed_user_id": typed}, "dave")
+    assert refused.value.field == "typed_user_id"
+    assert "type the user id exactly as shown (dave)" in refused.value.message
+
+
 def test_the_id_typed_exactly_is_enough():
     check_typed({"typed_user_id": "ali ce/2"}, "ali ce/2")
 

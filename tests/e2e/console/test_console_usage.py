@@ -5,6 +5,11 @@ A real server over real gRPC whose LLM is the Ollama stand-in: two episodes
 are extracted and a session summarised (three calls, two stages) in tenant
 acme, which has a daily budget; the console is in-process (httpx's ASGI
 transport), as in test_console_app.py.
+
+The chart's geometry from a window's figures (tests/unit/test_console_usage_chart.py)
+and a window the page does not draw, refused before the server is asked
+(tests/unit/test_console_params.py), are tested without a server; here, the
+page and its twin drawing a real server's usage.
 """
 
 from __future__ import annotations

@@ -56,8 +56,10 @@ Pass criteria:
   one gapless, duplicate-free run of event ids across all its reconnections.
 
 Two focused tests follow: the separate cap on WatchExtractions streams
-(``--max-watch-streams``), and that a paused subscriber is sent no further
-ahead than flow control allows, however far behind it is.
+(``--max-watch-streams``; that it is a flag and an env var is a pure fact of
+config.py, tested in tests/unit/test_server_settings.py), and that a paused
+subscriber is sent no further ahead than flow control allows, however far
+behind it is.
 """
 
 from __future__ import annotations
@@ -86,7 +88,6 @@ from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2_grpc as graph_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2_grpc as memory_grpc
-from nexus_grpc.runtime.config import OPTIONS, env_default
 from tests.ollama_stub import OllamaStub, Reply
 from tests.process import ServerProcess
 from tests.support import start_harness
@@ -634,9 +635,10 @@ async def run_streams_fault(
             "ping_ids": seeded.ping_ids, "session_id": seeded.session_id,
         })  # fmt: skip
         figures.rss_idle = rss_mib(pid)
-        async with local_channel(
-            server.target, *SLOW_READER_OPTIONS
-        ) as slow_channel, local_channel(server.target) as churn_channel:
+        async with (
+            local_channel(server.target, *SLOW_READER_OPTIONS) as slow_channel,
+            local_channel(server.target) as churn_channel,
+        ):
             slow = SlowSubscribers(slow_channel, SLOW_SUBSCRIBERS)
             churn = Churn(churn_channel, seeded)
             for r in range(rounds):
@@ -734,13 +736,6 @@ async def test_soak_ten_thousand_cancelled_streams(tmp_path):
 
 
 # -- the cap on watch streams ---------------------------------------------------------------
-
-
-def test_max_watch_streams_is_a_flag_and_an_env_var(monkeypatch):
-    option = OPTIONS["max_watch_streams"]
-    assert (option.flag, option.env) == ("--max-watch-streams", ("NEXUS_MAX_WATCH_STREAMS",))
-    monkeypatch.setenv("NEXUS_MAX_WATCH_STREAMS", "7")
-    assert env_default("max_watch_streams") == "7"
 
 
 async def test_watch_streams_beyond_the_cap_are_refused_with_how_to_raise_it(tmp_path):

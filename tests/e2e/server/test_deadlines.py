@@ -1,4 +1,7 @@
-"""The caller's deadline reaches the dependencies an RPC waits on."""
+"""The caller's deadline reaches the dependencies an RPC waits on.
+
+The budget a dependency is given (our limit cut to what the caller has left)
+is a pure function, tested in tests/unit/test_server_runtime.py."""
 
 from __future__ import annotations
 
@@ -14,18 +17,6 @@ from nexus_grpc.vectors import EdgeVectorIndex, QdrantVectorIndex
 from tests.ollama_stub import Reply
 
 
-def test_budget_is_our_limit_cut_to_what_the_caller_has_left():
-    assert deadlines.budget(30.0, "x") == 30.0  # no call in progress: our limit alone
-    deadlines.start(2.0)
-    assert 1.5 < deadlines.budget(30.0, "x") <= 2.0
-    assert deadlines.budget(0.5, "x") == 0.5
-    deadlines.start(-0.01)
-    with pytest.raises(DeadlineExceeded, match="deadline passed before calling the thing"):
-        deadlines.budget(30.0, "calling the thing")
-    deadlines.start(None)
-    assert deadlines.remaining() is None
-
-
 async def test_ollama_call_gives_up_when_the_rpc_deadline_does(stub):
     llm = OllamaClient(stub.url, timeout=30)
     stub.enqueue(Reply.slow(10, "{}"))
@@ -33,8 +24,9 @@ async def test_ollama_call_gives_up_when_the_rpc_deadline_does(stub):
         deadlines.start(0.3)
         started = time.monotonic()
         with pytest.raises(LLMUnavailable, match=r"within 0\.[0-3]"):
-            await llm.chat_text("qwen2.5:3b", [{"role": "user", "content": "hi"}],
-                                temperature=0.1, num_predict=10)
+            await llm.chat_text(
+                "qwen2.5:3b", [{"role": "user", "content": "hi"}], temperature=0.1, num_predict=10
+            )
         assert time.monotonic() - started < 3  # not the client's own 30 s
     finally:
         deadlines.start(None)

@@ -1,4 +1,7 @@
-"""Prometheus metrics on their own HTTP port, scraped as Prometheus would."""
+"""Prometheus metrics on their own HTTP port, scraped as Prometheus would.
+
+How ``--metrics-listen`` is read is a pure function, tested in
+tests/unit/test_server_settings.py."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.observability.metrics import split_host_port
 from tests.support import start_harness, wait_until
 
 CREATE_SESSION = "/nexus.memory.v1.MemoryService/CreateSession"
@@ -162,14 +164,6 @@ async def test_refused_calls_are_counted(tmp_path):
         )  # fmt: skip
     finally:
         await h.close()
-
-
-def test_metrics_listen_parsing():
-    assert split_host_port("127.0.0.1:9464") == ("127.0.0.1", 9464)
-    assert split_host_port(":9464") == ("0.0.0.0", 9464)
-    assert split_host_port("[::1]:9464") == ("::1", 9464)
-    with pytest.raises(ValueError):
-        split_host_port("9464")
 
 
 async def test_event_loop_lag_is_exported(metered):

@@ -1,5 +1,9 @@
 """`nexus-grpc eval recall --construction photos`: a shared photo's caption is
-stored after the turn that shared it, beside the README's construction."""
+stored after the turn that shared it, beside the README's construction, and
+found where the README's text cannot be, through a real server.
+
+What each construction sends for a conversation is tested without a server in
+tests/unit/test_eval_recall_photos.py; this test is the path's wiring."""
 
 import json
 

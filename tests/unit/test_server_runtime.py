@@ -1,4 +1,12 @@
-"""Log records are written by their own thread: a stuck stderr never stalls the caller."""
+"""The server's runtime helpers on their own: the deadline budget a dependency
+is given, the loop-lag histogram's buckets, and the log writer's thread (a
+stuck stderr never stalls the caller, the request id and traceback are taken
+on the caller's side, a full queue drops and says how many), on an in-memory
+stream.
+
+What stays whole-server, in tests/e2e/server: the caller's deadline reaching
+the servicer, the LLM client and the vector index (test_deadlines.py), a
+blocked loop seen by the monitor and in the service status (test_loop_lag.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +18,37 @@ from collections.abc import Iterator
 
 import pytest
 
+from nexus_grpc.errors import DeadlineExceeded
 from nexus_grpc.observability import logs
 from nexus_grpc.rpc.requests import request_id_var
+from nexus_grpc.runtime import deadlines
+from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLagMonitor
+
+
+def test_budget_is_our_limit_cut_to_what_the_caller_has_left():
+    assert deadlines.budget(30.0, "x") == 30.0  # no call in progress: our limit alone
+    deadlines.start(2.0)
+    assert 1.5 < deadlines.budget(30.0, "x") <= 2.0
+    assert deadlines.budget(0.5, "x") == 0.5
+    deadlines.start(-0.01)
+    with pytest.raises(DeadlineExceeded, match="deadline passed before calling the thing"):
+        deadlines.budget(30.0, "calling the thing")
+    deadlines.start(None)
+    assert deadlines.remaining() is None
+
+
+def test_buckets_are_cumulative():
+    monitor = LoopLagMonitor()
+    for lag in (0.0005, 0.003, 0.003, 0.07, 3.0):
+        monitor.record(lag)
+    snap = monitor.snapshot()
+    assert snap.samples == 5 and snap.max_seconds == 3.0
+    by_bound = dict(zip(LAG_BUCKETS, snap.bucket_counts, strict=True))
+    assert by_bound[0.001] == 1 and by_bound[0.005] == 3 and by_bound[0.1] == 4
+    assert by_bound[5.0] == 5
+
+
+# The log writer's thread ---------------------------------------------------------------
 
 
 class HeldStream(io.StringIO):
