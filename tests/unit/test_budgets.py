@@ -1,7 +1,12 @@
 """A tenant's daily LLM token budget and its users' share of it
 (domain/budgets.py): the day it counts, what is spent against it, which
-jobs of a batch it holds back, what a key is told of it, and the held work
-a raised budget frees."""
+jobs of a batch it holds back, which tenants' lines and what of them a key
+is told, the summaries it refuses (domain/summaries.py) without asking the
+model, and the held work a raised budget frees.
+
+What a client sees over gRPC (the workers holding the jobs, the status
+codes and details, GetServiceStatus, doctor) is
+tests/e2e/service/test_llm_budgets.py's."""
 
 from __future__ import annotations
 
@@ -12,8 +17,11 @@ import pytest
 from nexus_grpc.core import jobs, tenancy
 from nexus_grpc.core.jobs import Job
 from nexus_grpc.core.llm_usage import LLMCall, WorkOwner
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import budgets
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets, TenantSpend
+from nexus_grpc.domain.summaries import Summaries
+from nexus_grpc.errors import QuotaViolation, ResourceExhausted
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 DAY = 86_400.0
@@ -214,3 +222,69 @@ async def test_work_a_budget_held_runs_at_once_when_it_no_longer_holds_it():
         if j.kind == jobs.EXTRACT_EPISODE
     )
     assert await raised.resume(jobs.SUMMARIZE_SESSION, None) == 0
+
+
+async def test_each_key_is_told_its_own_tenants_spend_and_an_admin_every_tenants():
+    """A tenant's key sees its own tenant's line only; a key that sees every
+    tenant, each tenant with a budget of its own or a spend today, and its own."""
+    uow = FakeUnitOfWork()
+    now = time.time()
+    _spend(uow, "a", now, 150)  # past a's 100 a day
+    _spend(uow, "b", now, 500)
+    found = Budgets(FakeDatabase(uow), BudgetPolicy(1_000_000, {"a": 100}))
+
+    async def report(caller: tenancy.Caller) -> dict[str, TenantSpend]:
+        token = tenancy.bind(caller)
+        try:
+            return {line.tenant: line for line in await found.report(caller.tenant)}
+        finally:
+            tenancy.reset(token)
+
+    mine = await report(tenancy.Caller("a"))
+    assert list(mine) == ["a"]
+    assert mine["a"].limit == 100 and mine["a"].exhausted
+    assert mine["a"].resets_at == budgets.next_day(now)
+    theirs = await report(tenancy.Caller("b"))
+    assert list(theirs) == ["b"]
+    assert theirs["b"].limit == 1_000_000 and not theirs["b"].exhausted
+    assert 0 < theirs["b"].shown < 1_000_000
+    every = await report(tenancy.Caller("ops", all_tenants=True))
+    assert set(every) == {"a", "b", "ops"}
+    assert every["a"] == mine["a"] and every["b"] == theirs["b"]
+    assert every["ops"].shown == 0
+
+
+class NoModel:
+    """A model that must not be asked: any use of it fails the test."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the model was asked ({name})")
+
+
+async def test_past_its_budget_a_tenants_summaries_are_refused_without_asking_the_model():
+    uow = FakeUnitOfWork()
+    project = uow.projects.insert({"name": "p"}, "a")
+    session = uow.sessions.insert("s", "", project.id, {}, "a")
+    uow.episodes.insert(session.id, "The staging database listens on port 5433.", "ok", {}, None)
+    _spend(uow, "a", time.time(), 150)
+    held = Budgets(FakeDatabase(uow), BudgetPolicy(1_000_000, {"a": 100}))
+    summaries = Summaries(FakeDatabase(uow), JobSignals(), NoModel(), "m", budgets=held)  # type: ignore[arg-type]
+    token = tenancy.bind(tenancy.Caller("a"))
+    try:
+        for call in (
+            summaries.summarize_session(session.id),
+            _drain(summaries.summarize_project(project.id)),
+        ):
+            with pytest.raises(ResourceExhausted) as refused:
+                await call
+            assert "tenant 'a' has spent its LLM token budget" in refused.value.message
+            [quota] = [d for d in refused.value.details if isinstance(d, QuotaViolation)]
+            assert quota.quota_id == budgets.QUOTA_ID == "llm-tokens-per-day"
+    finally:
+        tenancy.reset(token)
+    assert uow.summaries.rows == {} and uow.usage.rows[1:] == []
+
+
+async def _drain(stream) -> None:
+    async for _ in stream:
+        pass

@@ -3,10 +3,11 @@ domain on the fakes of tests/fakes.py.
 
 The cap bounds what one selection reads: PROJECT memories per (project,
 agent), USER memories per (project, agent, user), the ARCHIVE tier outside
-it. A TASK or SESSION memory stored with a session answers by id only in
-that session. What a client sees of these over gRPC (the status codes) is
-tests/e2e/service/test_memories.py's: ``test_cap_per_project_and_agent``
-and ``test_user_memory_needs_its_owner_for_get_update_delete``.
+it. A USER memory answers by id only to its user, and a TASK or SESSION
+memory stored with a session only in that session. What a client sees of
+these over gRPC (the status codes) is tests/e2e/service/test_memories.py's:
+``test_cap_per_project_and_agent`` and
+``test_user_memory_needs_its_owner_for_get_update_delete``.
 """
 
 from __future__ import annotations
@@ -128,3 +129,25 @@ async def test_a_session_tier_memory_answers_by_id_only_in_its_origin_session():
         assert (await m.get(mem, "")).id == mem
     with pytest.raises(InvalidArgument, match="session_id"):
         await m.get(shared, "", -1)
+
+
+async def test_a_user_memory_answers_by_id_only_to_its_user():
+    """No user, or another user, reads a USER memory's id as one that does not
+    exist, and their update or delete writes nothing."""
+    uow = FakeUnitOfWork()
+    m = memories(uow, cap=10)
+    mem = await create(m, kind=U, title="alice likes tea", user_id="alice")
+    # The positive case first: its owner reads it, so a NotFound below is the
+    # refusal, not a memory that was never there.
+    assert (await m.get(mem, "alice")).id == mem
+    for uid in ("", "bob"):
+        with pytest.raises(NotFound, match=f"memory {mem} does not exist"):
+            await m.get(mem, uid)
+        with pytest.raises(NotFound, match=f"memory {mem} does not exist"):
+            await m.update(mem, {"title": "pwned"}, ["title"], uid)
+        with pytest.raises(NotFound, match=f"memory {mem} does not exist"):
+            await m.delete(mem, uid)
+    assert (await m.get(mem, "alice")).title == "alice likes tea"
+    assert uow.memories.page(mem, None, 10) == []
+    await m.delete(mem, "alice")
+    assert uow.memories.rows == {}

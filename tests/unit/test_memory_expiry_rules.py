@@ -5,8 +5,9 @@ An expiry is an expire_time in the future or a positive ttl of at most 100
 years; anything else is refused by name and writes nothing. Each write with
 an expiry schedules the ``expire:memory`` job for it in its own transaction;
 the job removes a memory whose expiry passed, reschedules one whose expiry
-moved later, and leaves one that no longer expires. An expired memory leaves
-the cap at once, before the job runs (the count is the store's
+moved later, and leaves one that no longer expires. An expired memory is
+missing by id (get, update, delete) and from the listing, and leaves
+the cap, at once, before the job runs (the count is the store's
 ``count_in_cap_scope``, the same on the fake, SQLite and PostgreSQL by
 tests/integration/store/test_repository_contract.py). What a client sees over gRPC (the
 status codes, every read hiding it, the worker removing the row and its
@@ -21,15 +22,15 @@ from typing import Any
 import pytest
 
 from nexus_grpc.core import jobs
-from nexus_grpc.core.models import MemoryKind
+from nexus_grpc.core.models import MemoryKind, MemoryScope
 from nexus_grpc.core.records import EXPIRE, UPDATE
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import memory_upkeep
 from nexus_grpc.domain.memories import Memories
-from nexus_grpc.errors import FailedPrecondition, InvalidArgument
+from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 
-U = int(MemoryKind.USER)
+P, U = int(MemoryKind.PROJECT), int(MemoryKind.USER)
 ALICE: dict[str, Any] = {"kind": U, "user_id": "alice", "title": "t", "content": "c"}
 
 
@@ -120,3 +121,31 @@ async def test_an_expired_memory_leaves_the_cap_before_the_job_removes_it():
     # hour away.
     uow.memories.update(first.id, {"expire_at": time.time() - 1})
     assert (await m.create({**ALICE, "title": "b"})).title == "b"
+
+
+async def test_an_expired_memory_is_hidden_by_id_and_from_listing_before_the_job_runs():
+    uow = FakeUnitOfWork()
+    m = memories(uow)
+    project = uow.projects.insert({"name": "p"}).id
+    keep = await m.create({**ALICE, "kind": P, "user_id": "", "project_id": project})
+    later = await m.create({**ALICE, "project_id": project, "ttl": 3600.0})
+    scope = MemoryScope(project_id=project, user_id="alice")
+    # The positive case first: before its expiry, its owner reads it everywhere.
+    assert (await m.get(later.id, "alice")).id == later.id
+    listed = await m.list_visible(scope, 0, 0, "")
+    assert {x.id for x in listed.items} == {keep.id, later.id}
+    # Time passes for this memory only: its expiry is in the past, the job an
+    # hour away.
+    uow.memories.update(later.id, {"expire_at": time.time() - 1})
+    assert [x.id for x in (await m.list_visible(scope, 0, 0, "")).items] == [keep.id]
+    for call in (
+        m.get(later.id, "alice"),
+        m.update(later.id, {"title": "x"}, ["title"], "alice"),
+        m.delete(later.id, "alice"),
+    ):
+        with pytest.raises(NotFound, match=f"memory {later.id} does not exist"):
+            await call
+    # The row is still there, unchanged, for the job to remove.
+    row = uow.memories.find(later.id)
+    assert row is not None and row.title == "t"
+    assert uow.memories.page(later.id, None, 10) == []

@@ -2,7 +2,12 @@
 server with the Ollama stand-in: past its budget a tenant's LLM jobs wait
 for the next UTC day, saying why, while other tenants' work keeps flowing;
 its selections rank by similarity and its summaries are refused; searches
-and the figures are unaffected."""
+and the figures are unaffected.
+
+The budget's own rules (the day, what counts, which jobs are held, which
+lines each key is told, summaries refused without asking the model, held
+work resumed) are tests/unit/test_budgets.py's, on the fakes; here are the
+workers, the RPCs' status codes and details, and doctor."""
 
 from __future__ import annotations
 
@@ -262,8 +267,10 @@ async def _drain(stream) -> None:
 
 
 async def test_each_key_sees_its_own_tenants_spend_and_an_admin_every_tenants(h, stub):
+    """GetServiceStatus's budgets as each key's tenant reaches the domain, and
+    doctor printing them; which lines a key is told (another tenant's own
+    line, every tenant's for an admin) is tests/unit/test_budgets.py's."""
     await _extracted(h, A, await _session(h, A), "I met Ana in Lisbon.")
-    await _extracted(h, B, await _session(h, B), "Bo moved to Oslo.")
 
     async def budgets(key) -> dict[str, memory_pb2.TenantBudget]:
         status = await h.memory.GetServiceStatus(memory_pb2.GetServiceStatusRequest(), metadata=key)
@@ -273,14 +280,11 @@ async def test_each_key_sees_its_own_tenants_spend_and_an_admin_every_tenants(h,
     assert list(mine) == ["a"]
     assert mine["a"].llm_tokens_per_day == A_BUDGET and mine["a"].exhausted
     assert mine["a"].resets_at.seconds == next_day(time.time())
-    theirs = await budgets(B)
-    assert list(theirs) == ["b"]
-    assert theirs["b"].llm_tokens_per_day == 1_000_000 and not theirs["b"].exhausted
-    assert 0 < theirs["b"].llm_tokens_today < 1_000_000
+    assert list(await budgets(B)) == ["b"]
     every = await budgets(ADMIN)
-    assert set(every) == {"a", "b", "ops"}
-    assert every["a"] == mine["a"] and every["b"] == theirs["b"]
-    assert every["ops"].llm_tokens_today == 0
+    assert set(every) == {"a", "ops"}  # b has neither a budget of its own nor a spend
+    assert every["a"] == mine["a"]
+    assert every["ops"].llm_tokens_per_day == 1_000_000 and every["ops"].llm_tokens_today == 0
     # doctor prints them (an admin key: every tenant's).
     out = io.StringIO()
     await doctor(h.target, 5.0, out=out, api_key=ADMIN_KEY)

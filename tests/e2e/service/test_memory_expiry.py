@@ -1,8 +1,11 @@
 """Memory expiry over gRPC: expire_time or ttl on create, hidden from every read
 from the moment it expires, removed with its index point by a durable job;
 TASK-tier memories go with their deleted session. The domain's rules (what
-expiry is refused, where each write puts the job, what the job does, the cap)
-are tests/unit/test_memory_expiry_rules.py's; these are the wiring."""
+expiry is refused, where each write puts the job, what the job does, the cap,
+an expired memory missing by id and from the listing before the job runs) are
+tests/unit/test_memory_expiry_rules.py's; these are the wiring: the RPCs'
+status codes, every search path hiding it, the worker removing the row and
+its point, a session's delete."""
 
 from __future__ import annotations
 
@@ -108,19 +111,12 @@ async def test_an_expired_memory_is_hidden_at_once_before_the_job_removes_it(har
     )
     seen = await seen_everywhere(h, project.id, "alice")
     assert all(v == {keep.id} for v in seen.values()), seen
-    for call in (
-        h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=later.id, user_id="alice")),
-        h.memory.UpdateMemory(
-            memory_pb2.UpdateMemoryRequest(
-                memory=memory_pb2.Memory(id=later.id, title="x"),
-                update_mask=FieldMask(paths=["title"]),
-                user_id="alice",
-            )
-        ),
-        h.memory.DeleteMemory(memory_pb2.DeleteMemoryRequest(id=later.id, user_id="alice")),
-    ):
-        code, _ = await code_of(call)
-        assert code == grpc.StatusCode.NOT_FOUND
+    # By id it reads as missing (UpdateMemory and DeleteMemory too, and the
+    # listing: tests/unit/test_memory_expiry_rules.py).
+    code, _ = await code_of(
+        h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=later.id, user_id="alice"))
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
     assert await rows(h, "SELECT id FROM memories WHERE id = ?", later.id) == [(later.id,)]
 
 
