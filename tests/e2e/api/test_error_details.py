@@ -5,14 +5,16 @@ exist (ResourceInfo), the reason (ErrorInfo). The Python client raises the
 typed error for the status, with those details decoded.
 
 Real server, real channels: the raw stubs read the trailer with grpcio-status,
-as any grpc client would; the NexusClient reads it for its callers.
+as any grpc client would; the NexusClient reads it for its callers. The
+details as values (the codec, each error's status code, the trailer beside
+the x-request-id, the client's typed errors made from a code, what a
+reworded or pickled error keeps) are tested in tests/unit/test_errors_details.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import uuid
 
 import grpc
@@ -35,10 +37,8 @@ from nexus_grpc.client import (
     QuotaViolation,
     ResourceInfo,
 )
-from nexus_grpc.errors import InvalidArgument, NotFound
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.rpc.error_status import MAX_DETAILS_BYTES, rich_status
 from tests.support import bearer, start_harness, wait_until
 
 USER = memory_pb2.MEMORY_KIND_USER
@@ -410,70 +410,3 @@ async def test_the_client_types_refusals_of_caps_and_keys(tmp_path):
             watch.cancel()
     finally:
         await h.close()
-
-
-def test_a_client_error_made_from_a_code_is_the_typed_one_and_pickles_with_its_details():
-    err = NexusClientError(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "page_size must not be negative, got -1",
-        "rid-1",
-        (FieldViolation("page_size", "page_size must not be negative, got -1"),),
-    )
-    assert type(err) is NexusInvalidArgument
-    again = pickle.loads(pickle.dumps(err))
-    assert type(again) is NexusInvalidArgument
-    assert (again.code, again.message, again.request_id) == (err.code, err.message, "rid-1")
-    assert again.field_violations == err.field_violations
-    # A code without a subclass stays the base class.
-    assert type(NexusClientError(grpc.StatusCode.DATA_LOSS, "x")) is NexusClientError
-
-
-# --- the domain errors themselves ---------------------------------------------------------
-
-
-def test_domain_errors_keep_their_details_when_reworded_or_pickled():
-    err = InvalidArgument("memory.title is required", field="memory.title")
-    reworded = err.reworded("record 3 (memory): memory.title is required")
-    assert type(reworded) is InvalidArgument
-    assert reworded.field == "memory.title"
-    assert reworded.message.startswith("record 3")
-    assert pickle.loads(pickle.dumps(err)).details == err.details
-    # The resource is named by whoever raises, never read out of the message.
-    missing = NotFound("summary 12 does not exist", resource_type="summary", resource_name=12)
-    assert missing.resource == ResourceInfo("summary", "12", description=missing.message)
-    with pytest.raises(TypeError):
-        NotFound("summary 12 does not exist")  # type: ignore[call-arg]
-
-
-def test_details_too_big_for_a_trailer_are_left_off_and_the_status_still_goes():
-    many = [FieldViolation(f"field_{i}", "x" * 900) for i in range(20)]
-    status = rich_status(grpc.StatusCode.INVALID_ARGUMENT, "too much", many)
-    [(key, value)] = status.trailing_metadata
-    decoded = status_pb2.Status.FromString(value)
-    assert (decoded.code, decoded.message) == (
-        grpc.StatusCode.INVALID_ARGUMENT.value[0],
-        "too much",
-    )
-    assert len(decoded.details) == 0
-    few = rich_status(grpc.StatusCode.INVALID_ARGUMENT, "fine", many[:2])
-    assert len(status_pb2.Status.FromString(few.trailing_metadata[0][1]).details) == 1
-    assert len(value) <= MAX_DETAILS_BYTES
-
-
-def test_one_codec_packs_and_unpacks_every_kind_of_detail():
-    """The server packs and the client unpacks with status_details: every kind
-    of detail comes back as it went, in the codec's order."""
-    from nexus_grpc.errors import ErrorInfo, PreconditionViolation, QuotaViolation
-    from nexus_grpc.status_details import pack, unpack
-
-    sent = (
-        FieldViolation("memory.title", "memory.title is required"),
-        FieldViolation("scope.user_id", "not yours"),
-        QuotaViolation("tenant:t", "at most 4", "max-concurrent-rpcs-per-tenant", 4),
-        PreconditionViolation("STATE", "episode 3", "still pending"),
-        ResourceInfo("session", "5", description="session 5 does not exist"),
-        ErrorInfo("SESSION_USER_NOT_PERMITTED", {"session_id": "5", "user_id": "alice"}),
-    )
-    status = pack(grpc.StatusCode.PERMISSION_DENIED.value[0], "no", sent)
-    assert status.code == grpc.StatusCode.PERMISSION_DENIED.value[0] and status.message == "no"
-    assert unpack(status) == sent
