@@ -223,31 +223,6 @@ async def test_the_memory_cap_is_a_quota_failure_naming_the_owner_and_limit(harn
     assert (info.reason, info.domain) == ("MEMORY_CAP_REACHED", "nexus-grpc")
 
 
-async def test_the_servers_concurrency_cap_is_a_quota_failure(tmp_path):
-    h = await start_harness(tmp_path / "data", max_concurrent_rpcs=1)
-    try:
-        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest())
-
-        async def holds_the_slot() -> bool:
-            return h.app.graph_events.watchers == 1
-
-        await wait_until(holds_the_slot)  # the open stream holds the only slot
-        err = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest()))
-        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "--max-concurrent-rpcs" in err.details()
-        [quota] = unpacked(rich(err), error_details_pb2.QuotaFailure)
-        [violation] = quota.violations
-        assert (violation.subject, violation.quota_id, violation.quota_value) == (
-            "server",
-            "max-concurrent-rpcs",
-            1,
-        )
-        assert request_id(err)
-        watch.cancel()
-    finally:
-        await h.close()
-
-
 KEY_A = "error-details-key-a-000001"
 ADMIN = "error-details-admin-00001"
 
