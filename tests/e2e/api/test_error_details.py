@@ -8,7 +8,12 @@ Real server, real channels: the raw stubs read the trailer with grpcio-status,
 as any grpc client would; the NexusClient reads it for its callers. The
 details as values (the codec, each error's status code, the trailer beside
 the x-request-id, the client's typed errors made from a code, what a
-reworded or pickled error keeps) are tested in tests/unit/test_errors_details.py.
+reworded or pickled error keeps) are tested in tests/unit/test_errors_details.py;
+the details each refusal of the interceptors carries (a missing, unknown or
+unpermitted key, the per-key, per-tenant and server caps, the watch-stream
+caps) in tests/unit/test_auth_interceptor.py, tests/unit/test_limits_rules.py
+and tests/unit/test_limits_watch_streams.py. Here, one refusal of each path
+over the wire.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from nexus_grpc.client import (
 )
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import bearer, start_harness, wait_until
+from tests.support import start_harness, wait_until
 
 USER = memory_pb2.MEMORY_KIND_USER
 
@@ -245,69 +250,6 @@ def keys_file(tmp_path):
         )
     )
     return str(path)
-
-
-async def test_per_key_and_watch_caps_and_auth_refusals_carry_their_details(tmp_path):
-    h = await start_harness(
-        tmp_path / "data",
-        auth_keys_file=keys_file(tmp_path),
-        max_concurrent_rpcs=8,
-        max_concurrent_rpcs_per_key=1,
-        max_watch_streams=1,
-    )
-    a = bearer(KEY_A)
-    try:
-        # The key's one call slot, held by a watch stream (the server's only
-        # watch slot too).
-        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=a)
-
-        async def watching() -> bool:
-            return h.app.graph_events.watchers == 1
-
-        await wait_until(watching)
-        per_key = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=a))
-        assert per_key.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        [quota] = unpacked(rich(per_key), error_details_pb2.QuotaFailure)
-        assert [(v.subject, v.quota_id, v.quota_value) for v in quota.violations] == [
-            ("api_key:a", "max-concurrent-rpcs-per-key", 1)
-        ]
-
-        # Another key gets a call slot but not a second watch stream.
-        admin = bearer(ADMIN)
-        second = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=admin)
-        streams = await refusal(second.read())
-        assert streams.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        [quota] = unpacked(rich(streams), error_details_pb2.QuotaFailure)
-        assert [(v.subject, v.quota_id, v.quota_value) for v in quota.violations] == [
-            ("server", "max-watch-streams", 1)
-        ]
-        [info] = unpacked(rich(streams), error_details_pb2.ErrorInfo)
-        assert info.reason == "WATCH_STREAM_LIMIT"
-        watch.cancel()
-
-        missing = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest()))
-        assert missing.code() == grpc.StatusCode.UNAUTHENTICATED
-        [info] = unpacked(rich(missing), error_details_pb2.ErrorInfo)
-        assert info.reason == "API_KEY_MISSING"
-        unknown = await refusal(
-            h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=bearer("nope-key"))
-        )
-        [info] = unpacked(rich(unknown), error_details_pb2.ErrorInfo)
-        assert info.reason == "API_KEY_INVALID"
-
-        async def watch_gone() -> bool:
-            return h.app.graph_events.watchers == 0
-
-        await wait_until(watch_gone)
-        other_user = await refusal(
-            h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=1, user_id="mallory"), metadata=a)
-        )
-        assert other_user.code() == grpc.StatusCode.PERMISSION_DENIED
-        [info] = unpacked(rich(other_user), error_details_pb2.ErrorInfo)
-        assert info.reason == "USER_NOT_PERMITTED"
-        assert dict(info.metadata) == {"api_key": "a", "user_id": "mallory"}
-    finally:
-        await h.close()
 
 
 # --- the Python client's typed errors ----------------------------------------------------
