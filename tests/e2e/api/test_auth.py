@@ -10,7 +10,8 @@ key, an admin-only method, a user the key does not hold, the principal and
 tenant a servicer sees) is in tests/unit/test_auth_interceptor.py; the key
 file, the bearer key and the user ids of a request (the walk's helpers below
 included) in tests/unit/test_auth_keys.py. Here: the wiring, every RPC behind
-the check over the wire, and TLS.
+the check over the wire, and TLS (the settings' own checks are in
+tests/unit/test_auth_tls_settings.py).
 """
 
 from __future__ import annotations
@@ -356,17 +357,6 @@ async def test_mtls_requires_a_client_certificate(tmp_path, certs):
             assert await _health(ch) == grpc.StatusCode.OK
     finally:
         await h.close()
-
-
-async def test_tls_settings_are_checked_before_start(tmp_path, certs):
-    with pytest.raises(ValueError, match="together"):
-        await start_harness(tmp_path / "a", tls_cert=str(certs / "server.pem"))
-    with pytest.raises(ValueError, match="needs"):
-        await start_harness(tmp_path / "b", tls_client_ca=str(certs / "ca.pem"))
-    with pytest.raises(ValueError, match="cannot read"):
-        await start_harness(
-            tmp_path / "c", tls_cert=str(tmp_path / "nope.pem"), tls_key=str(certs / "server.key")
-        )
 
 
 GRPCURL = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")
