@@ -12,7 +12,9 @@ reworded or pickled error keeps) are tested in tests/unit/test_errors_details.py
 the details each refusal of the interceptors carries (a missing, unknown or
 unpermitted key, the per-key, per-tenant and server caps, the watch-stream
 caps) in tests/unit/test_auth_interceptor.py, tests/unit/test_limits_rules.py
-and tests/unit/test_limits_watch_streams.py. Here, one refusal of each path
+and tests/unit/test_limits_watch_streams.py; the domain's own (the memory
+cap's QuotaFailure, a merge's missing entities) in
+tests/unit/test_errors_domain_details.py. Here, one refusal of each path
 over the wire.
 """
 
@@ -186,46 +188,6 @@ async def test_not_found_names_the_missing_resource_in_a_resource_info(harness):
         [info] = unpacked(rich(err), error_details_pb2.ResourceInfo)
         assert (info.resource_type, info.resource_name) == (resource_type, resource_name)
         assert not unpacked(rich(err), error_details_pb2.BadRequest)
-
-
-async def test_a_merge_of_missing_entities_names_each(harness):
-    h = harness
-    target = await h.graph.UpsertEntity(
-        graph_pb2.UpsertEntityRequest(name="Ada", type="person", project_id=0)
-    )
-    err = await refusal(
-        h.graph.MergeEntities(
-            graph_pb2.MergeEntitiesRequest(target_id=target.id, source_ids=[9001, 9002])
-        )
-    )
-    assert err.code() == grpc.StatusCode.NOT_FOUND
-    infos = unpacked(rich(err), error_details_pb2.ResourceInfo)
-    assert [(i.resource_type, i.resource_name) for i in infos] == [
-        ("entity", "9001"),
-        ("entity", "9002"),
-    ]
-
-
-# --- QuotaFailure -----------------------------------------------------------------------
-
-
-async def test_the_memory_cap_is_a_quota_failure_naming_the_owner_and_limit(harness):
-    h = harness
-    h.app.memories.cap = 1
-    memory = memory_pb2.Memory(kind=USER, title="t1", content="c", user_id="alice")
-    await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory))
-    memory.title = "t2"
-    err = await refusal(h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory)))
-    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "the limit is 1 per user, project and agent" in err.details()
-    status = rich(err)
-    [quota] = unpacked(status, error_details_pb2.QuotaFailure)
-    [violation] = quota.violations
-    assert violation.quota_id == "memories-per-owner"
-    assert violation.quota_value == 1
-    assert violation.subject == "user:alice project:0 agent:"
-    [info] = unpacked(status, error_details_pb2.ErrorInfo)
-    assert (info.reason, info.domain) == ("MEMORY_CAP_REACHED", "nexus-grpc")
 
 
 KEY_A = "error-details-key-a-000001"
