@@ -8,10 +8,11 @@ must refuse a user the key does not hold.
 What the interceptor decides of one call (a missing, malformed or unknown
 key, an admin-only method, a user the key does not hold, the principal and
 tenant a servicer sees) is in tests/unit/test_auth_interceptor.py; the key
-file, the bearer key and the user ids of a request (the walk's helpers below
-included) in tests/unit/test_auth_keys.py. Here: the wiring, every RPC behind
-the check over the wire, and TLS (the settings' own checks are in
-tests/unit/test_auth_tls_settings.py).
+file, the bearer key and the user ids of a request in
+tests/unit/test_auth_keys.py (whose walk sets user ids as ``request_for``
+below does: a change to one belongs in the other). Here: the wiring, every
+RPC behind the check over the wire, and TLS (the settings' own checks are
+in tests/unit/test_auth_tls_settings.py).
 """
 
 from __future__ import annotations
