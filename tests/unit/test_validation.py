@@ -93,3 +93,13 @@ def test_times_in_the_future_and_backwards_windows_are_refused():
         "start_time",
         "end_time",
     }
+
+
+@pytest.mark.parametrize("bad", ["a\x1b[31mred", "two\nlines", "evil\u202etxt.exe", "tab\tname"])
+@pytest.mark.parametrize("field", ["project.name", "session.name", "memory.title", "name"])
+def test_every_name_field_refuses_control_characters(field, bad):
+    """The four values tests/e2e/api/test_small_holes.py sent to each RPC's
+    name field (it keeps one, for the wiring): the refusal names the field."""
+    e = refusal(v.name, field, bad)
+    assert e.field == field
+    assert e.message.startswith(f"{field} must not contain control characters")

@@ -4,6 +4,15 @@ The walk tests derive the RPC list from the service descriptors, so a new
 RPC is covered the day it is added: every method must refuse a call without
 a key, and every method whose request carries a ``user_id`` (at any depth)
 must refuse a user the key does not hold.
+
+What the interceptor decides of one call (a missing, malformed or unknown
+key, an admin-only method, a user the key does not hold, the principal and
+tenant a servicer sees) is in tests/unit/test_auth_interceptor.py; the key
+file, the bearer key and the user ids of a request in
+tests/unit/test_auth_keys.py (whose walk sets user ids as ``request_for``
+below does: a change to one belongs in the other). Here: the wiring, every
+RPC behind the check over the wire, and TLS (the settings' own checks are
+in tests/unit/test_auth_tls_settings.py).
 """
 
 from __future__ import annotations
@@ -31,12 +40,6 @@ from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.rpc.auth import (
     ADMIN_METHODS,
     DOMAIN_CHECKS_USER,
-    KeyFileError,
-    KeyRing,
-    Principal,
-    bearer_key,
-    current_principal,
-    request_user_ids,
 )
 from tests.support import METHODS, bearer, start_harness
 
@@ -151,24 +154,6 @@ def request_for(method, user: str | None = None) -> Message:
 USER_METHODS = [(s, m) for s, m in METHODS if _has_user(m.input_type)]
 
 
-def test_the_walk_finds_the_user_scoped_rpcs():
-    names = {m.name for _, m in USER_METHODS}
-    assert {
-        "CreateMemory",
-        "GetMemory",
-        "ListMemories",
-        "UpdateMemory",
-        "DeleteMemory",
-        "SearchMemories",
-        "SelectMemories",
-        "ListMemoryUsage",
-        "ListMemoryHistory",
-    } <= names
-    # Every user_id the walk sets is one the server's check sees.
-    for _, method in USER_METHODS:
-        assert set(request_user_ids(request_for(method, OUTSIDER))) == {OUTSIDER}, method.name
-
-
 async def test_every_method_refuses_a_call_without_a_key(auth_harness):
     channel = auth_harness.channel
     codes = await asyncio.gather(*(call(channel, s, m, request_for(m)) for s, m in METHODS))
@@ -177,17 +162,11 @@ async def test_every_method_refuses_a_call_without_a_key(auth_harness):
     assert len(METHODS) > 40
 
 
-@pytest.mark.parametrize(
-    "metadata",
-    [
-        bearer("not-a-key-we-issued-000000"),
-        (("authorization", ALICE_KEY),),  # no scheme
-        (("authorization", f"Basic {ALICE_KEY}"),),
-        (("authorization", "Bearer "),),
-    ],
-)
-async def test_every_method_refuses_an_unknown_or_malformed_key(auth_harness, metadata):
+async def test_every_method_refuses_an_unknown_key(auth_harness):
+    """Malformed headers read as no key (tests/unit/test_auth_keys.py) and are
+    refused as missing ones (tests/unit/test_auth_interceptor.py)."""
     channel = auth_harness.channel
+    metadata = bearer("not-a-key-we-issued-000000")
     codes = await asyncio.gather(
         *(call(channel, s, m, request_for(m), metadata) for s, m in METHODS)
     )
@@ -222,17 +201,6 @@ async def test_the_same_calls_pass_the_check_for_held_users_and_wildcard_keys(au
             if c in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
         }
         assert not refused, (key, user, refused)
-
-
-async def test_every_admin_method_refuses_a_key_that_is_not_admin(auth_harness):
-    channel = auth_harness.channel
-    admin = [(s, m) for s, m in METHODS if _path(s, m) in ADMIN_METHODS]
-    assert {m.name for _, m in admin} == {"ReconcileIndex", "RestoreProject", "ListErasures"}
-    for key in (ALICE_KEY, ANY_KEY):
-        codes = await asyncio.gather(
-            *(call(channel, s, m, request_for(m), bearer(key)) for s, m in admin)
-        )
-        assert set(codes) == {grpc.StatusCode.PERMISSION_DENIED}, (key, codes)
 
 
 async def test_admin_acts_for_anyone_and_only_admin_reconciles(auth_harness):
@@ -288,24 +256,6 @@ async def test_a_refused_call_does_no_work(auth_harness):
     assert list(memories.memories) == []
 
 
-async def test_servicers_see_the_principal_of_the_key(auth_harness, monkeypatch):
-    seen = []
-    status = auth_harness.app.status
-
-    async def spy():
-        seen.append(current_principal())
-        return await status()
-
-    monkeypatch.setattr(auth_harness.app, "status", spy)
-    await auth_harness.memory.GetServiceStatus(
-        memory_pb2.GetServiceStatusRequest(), metadata=bearer(ALICE_KEY)
-    )
-    await auth_harness.memory.GetServiceStatus(
-        memory_pb2.GetServiceStatusRequest(), metadata=bearer(ADMIN_KEY)
-    )
-    assert [p.name for p in seen] == ["orchestrator", "ops"]
-
-
 async def test_health_and_reflection_stay_open_without_a_key(auth_harness):
     channel = auth_harness.channel
     reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
@@ -318,56 +268,6 @@ async def test_health_and_reflection_stay_open_without_a_key(auth_harness):
     async for response in responses:
         names |= {s.name for s in response.list_services_response.service}
     assert "nexus.memory.v1.MemoryService" in names
-
-
-def test_key_ring_keeps_digests_only_and_rejects_bad_files(tmp_path):
-    ring = KeyRing.from_file(key_file(tmp_path / "keys.json"))
-    assert ALICE_KEY not in repr(vars(ring))
-    assert ring.lookup(ALICE_KEY) == Principal("orchestrator", frozenset({"alice", "bob"}))
-    assert ring.lookup(ADMIN_KEY).admin
-    assert ring.lookup(ANY_KEY).may_act_for("anyone")
-    # The tenant defaults to the key's name; several keys may share one.
-    assert ring.lookup(ALICE_KEY).tenant == "orchestrator"
-    assert ring.lookup(ANY_KEY).tenant == ring.lookup(ADMIN_KEY).tenant == "ops"
-    assert ring.lookup("nope") is None
-    bad = [
-        {},
-        {"keys": []},
-        {"keys": [{"key": "short", "name": "x"}]},
-        {"keys": [{"key": ALICE_KEY}]},
-        {"keys": [{"key": ALICE_KEY, "name": "x", "users": "alice"}]},
-        {"keys": [{"key": ALICE_KEY, "name": "x", "key_sha256": "00" * 32}]},
-        {"keys": [{"key": ALICE_KEY, "name": "a"}, {"key": ALICE_KEY, "name": "b"}]},
-        {"keys": [{"key_sha256": "abc", "name": "x"}]},
-        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": ""}]},
-        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": "two words"}]},
-        {"keys": [{"key": ALICE_KEY, "name": "x", "tenant": 7}]},
-        # Two tenants' keys under one name: logs and per-key limits could not
-        # tell them apart (the probe's two "gw" keys shared one watch bucket).
-        {
-            "keys": [
-                {"key": ALICE_KEY, "name": "gw", "tenant": "t1"},
-                {"key": ADMIN_KEY, "name": "gw", "tenant": "t2"},
-            ]
-        },
-    ]
-    for data in bad:
-        with pytest.raises(KeyFileError):
-            KeyRing.from_dict(data)
-    with pytest.raises(KeyFileError, match=r"keys\[1\]: name 'gw' is already the name of"):
-        KeyRing.from_dict(bad[-1])
-    # Each key is counted as itself: its place in the file, not its name.
-    assert ring.lookup(ALICE_KEY).key_id != ring.lookup(ADMIN_KEY).key_id
-    with pytest.raises(KeyFileError):
-        KeyRing.from_file(tmp_path / "missing.json")
-
-
-def test_bearer_key_parsing():
-    assert bearer_key((("authorization", "Bearer abc"),)) == "abc"
-    assert bearer_key((("authorization", "bearer  abc "),)) == "abc"
-    assert bearer_key((("authorization", "Basic abc"),)) is None
-    assert bearer_key((("x-other", "Bearer abc"),)) is None
-    assert bearer_key(None) is None
 
 
 # --- TLS ---------------------------------------------------------------------------
@@ -458,17 +358,6 @@ async def test_mtls_requires_a_client_certificate(tmp_path, certs):
             assert await _health(ch) == grpc.StatusCode.OK
     finally:
         await h.close()
-
-
-async def test_tls_settings_are_checked_before_start(tmp_path, certs):
-    with pytest.raises(ValueError, match="together"):
-        await start_harness(tmp_path / "a", tls_cert=str(certs / "server.pem"))
-    with pytest.raises(ValueError, match="needs"):
-        await start_harness(tmp_path / "b", tls_client_ca=str(certs / "ca.pem"))
-    with pytest.raises(ValueError, match="cannot read"):
-        await start_harness(
-            tmp_path / "c", tls_cert=str(tmp_path / "nope.pem"), tls_key=str(certs / "server.key")
-        )
 
 
 GRPCURL = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")

@@ -5,14 +5,23 @@ exist (ResourceInfo), the reason (ErrorInfo). The Python client raises the
 typed error for the status, with those details decoded.
 
 Real server, real channels: the raw stubs read the trailer with grpcio-status,
-as any grpc client would; the NexusClient reads it for its callers.
+as any grpc client would; the NexusClient reads it for its callers. The
+details as values (the codec, each error's status code, the trailer beside
+the x-request-id, the client's typed errors made from a code, what a
+reworded or pickled error keeps) are tested in tests/unit/test_errors_details.py;
+the details each refusal of the interceptors carries (a missing, unknown or
+unpermitted key, the per-key, per-tenant and server caps, the watch-stream
+caps) in tests/unit/test_auth_interceptor.py, tests/unit/test_limits_rules.py
+and tests/unit/test_limits_watch_streams.py; the domain's own (the memory
+cap's QuotaFailure, a merge's missing entities) in
+tests/unit/test_errors_domain_details.py. Here, one refusal of each path
+over the wire.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import uuid
 
 import grpc
@@ -35,11 +44,9 @@ from nexus_grpc.client import (
     QuotaViolation,
     ResourceInfo,
 )
-from nexus_grpc.errors import InvalidArgument, NotFound
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.rpc.error_status import MAX_DETAILS_BYTES, rich_status
-from tests.support import bearer, start_harness, wait_until
+from tests.support import start_harness, wait_until
 
 USER = memory_pb2.MEMORY_KIND_USER
 
@@ -183,71 +190,6 @@ async def test_not_found_names_the_missing_resource_in_a_resource_info(harness):
         assert not unpacked(rich(err), error_details_pb2.BadRequest)
 
 
-async def test_a_merge_of_missing_entities_names_each(harness):
-    h = harness
-    target = await h.graph.UpsertEntity(
-        graph_pb2.UpsertEntityRequest(name="Ada", type="person", project_id=0)
-    )
-    err = await refusal(
-        h.graph.MergeEntities(
-            graph_pb2.MergeEntitiesRequest(target_id=target.id, source_ids=[9001, 9002])
-        )
-    )
-    assert err.code() == grpc.StatusCode.NOT_FOUND
-    infos = unpacked(rich(err), error_details_pb2.ResourceInfo)
-    assert [(i.resource_type, i.resource_name) for i in infos] == [
-        ("entity", "9001"),
-        ("entity", "9002"),
-    ]
-
-
-# --- QuotaFailure -----------------------------------------------------------------------
-
-
-async def test_the_memory_cap_is_a_quota_failure_naming_the_owner_and_limit(harness):
-    h = harness
-    h.app.memories.cap = 1
-    memory = memory_pb2.Memory(kind=USER, title="t1", content="c", user_id="alice")
-    await h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory))
-    memory.title = "t2"
-    err = await refusal(h.memory.CreateMemory(memory_pb2.CreateMemoryRequest(memory=memory)))
-    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "the limit is 1 per user, project and agent" in err.details()
-    status = rich(err)
-    [quota] = unpacked(status, error_details_pb2.QuotaFailure)
-    [violation] = quota.violations
-    assert violation.quota_id == "memories-per-owner"
-    assert violation.quota_value == 1
-    assert violation.subject == "user:alice project:0 agent:"
-    [info] = unpacked(status, error_details_pb2.ErrorInfo)
-    assert (info.reason, info.domain) == ("MEMORY_CAP_REACHED", "nexus-grpc")
-
-
-async def test_the_servers_concurrency_cap_is_a_quota_failure(tmp_path):
-    h = await start_harness(tmp_path / "data", max_concurrent_rpcs=1)
-    try:
-        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest())
-
-        async def holds_the_slot() -> bool:
-            return h.app.graph_events.watchers == 1
-
-        await wait_until(holds_the_slot)  # the open stream holds the only slot
-        err = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest()))
-        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "--max-concurrent-rpcs" in err.details()
-        [quota] = unpacked(rich(err), error_details_pb2.QuotaFailure)
-        [violation] = quota.violations
-        assert (violation.subject, violation.quota_id, violation.quota_value) == (
-            "server",
-            "max-concurrent-rpcs",
-            1,
-        )
-        assert request_id(err)
-        watch.cancel()
-    finally:
-        await h.close()
-
-
 KEY_A = "error-details-key-a-000001"
 ADMIN = "error-details-admin-00001"
 
@@ -270,69 +212,6 @@ def keys_file(tmp_path):
         )
     )
     return str(path)
-
-
-async def test_per_key_and_watch_caps_and_auth_refusals_carry_their_details(tmp_path):
-    h = await start_harness(
-        tmp_path / "data",
-        auth_keys_file=keys_file(tmp_path),
-        max_concurrent_rpcs=8,
-        max_concurrent_rpcs_per_key=1,
-        max_watch_streams=1,
-    )
-    a = bearer(KEY_A)
-    try:
-        # The key's one call slot, held by a watch stream (the server's only
-        # watch slot too).
-        watch = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=a)
-
-        async def watching() -> bool:
-            return h.app.graph_events.watchers == 1
-
-        await wait_until(watching)
-        per_key = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=a))
-        assert per_key.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        [quota] = unpacked(rich(per_key), error_details_pb2.QuotaFailure)
-        assert [(v.subject, v.quota_id, v.quota_value) for v in quota.violations] == [
-            ("api_key:a", "max-concurrent-rpcs-per-key", 1)
-        ]
-
-        # Another key gets a call slot but not a second watch stream.
-        admin = bearer(ADMIN)
-        second = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(), metadata=admin)
-        streams = await refusal(second.read())
-        assert streams.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        [quota] = unpacked(rich(streams), error_details_pb2.QuotaFailure)
-        assert [(v.subject, v.quota_id, v.quota_value) for v in quota.violations] == [
-            ("server", "max-watch-streams", 1)
-        ]
-        [info] = unpacked(rich(streams), error_details_pb2.ErrorInfo)
-        assert info.reason == "WATCH_STREAM_LIMIT"
-        watch.cancel()
-
-        missing = await refusal(h.memory.ListProjects(memory_pb2.ListProjectsRequest()))
-        assert missing.code() == grpc.StatusCode.UNAUTHENTICATED
-        [info] = unpacked(rich(missing), error_details_pb2.ErrorInfo)
-        assert info.reason == "API_KEY_MISSING"
-        unknown = await refusal(
-            h.memory.ListProjects(memory_pb2.ListProjectsRequest(), metadata=bearer("nope-key"))
-        )
-        [info] = unpacked(rich(unknown), error_details_pb2.ErrorInfo)
-        assert info.reason == "API_KEY_INVALID"
-
-        async def watch_gone() -> bool:
-            return h.app.graph_events.watchers == 0
-
-        await wait_until(watch_gone)
-        other_user = await refusal(
-            h.memory.GetMemory(memory_pb2.GetMemoryRequest(id=1, user_id="mallory"), metadata=a)
-        )
-        assert other_user.code() == grpc.StatusCode.PERMISSION_DENIED
-        [info] = unpacked(rich(other_user), error_details_pb2.ErrorInfo)
-        assert info.reason == "USER_NOT_PERMITTED"
-        assert dict(info.metadata) == {"api_key": "a", "user_id": "mallory"}
-    finally:
-        await h.close()
 
 
 # --- the Python client's typed errors ----------------------------------------------------
@@ -410,70 +289,3 @@ async def test_the_client_types_refusals_of_caps_and_keys(tmp_path):
             watch.cancel()
     finally:
         await h.close()
-
-
-def test_a_client_error_made_from_a_code_is_the_typed_one_and_pickles_with_its_details():
-    err = NexusClientError(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "page_size must not be negative, got -1",
-        "rid-1",
-        (FieldViolation("page_size", "page_size must not be negative, got -1"),),
-    )
-    assert type(err) is NexusInvalidArgument
-    again = pickle.loads(pickle.dumps(err))
-    assert type(again) is NexusInvalidArgument
-    assert (again.code, again.message, again.request_id) == (err.code, err.message, "rid-1")
-    assert again.field_violations == err.field_violations
-    # A code without a subclass stays the base class.
-    assert type(NexusClientError(grpc.StatusCode.DATA_LOSS, "x")) is NexusClientError
-
-
-# --- the domain errors themselves ---------------------------------------------------------
-
-
-def test_domain_errors_keep_their_details_when_reworded_or_pickled():
-    err = InvalidArgument("memory.title is required", field="memory.title")
-    reworded = err.reworded("record 3 (memory): memory.title is required")
-    assert type(reworded) is InvalidArgument
-    assert reworded.field == "memory.title"
-    assert reworded.message.startswith("record 3")
-    assert pickle.loads(pickle.dumps(err)).details == err.details
-    # The resource is named by whoever raises, never read out of the message.
-    missing = NotFound("summary 12 does not exist", resource_type="summary", resource_name=12)
-    assert missing.resource == ResourceInfo("summary", "12", description=missing.message)
-    with pytest.raises(TypeError):
-        NotFound("summary 12 does not exist")  # type: ignore[call-arg]
-
-
-def test_details_too_big_for_a_trailer_are_left_off_and_the_status_still_goes():
-    many = [FieldViolation(f"field_{i}", "x" * 900) for i in range(20)]
-    status = rich_status(grpc.StatusCode.INVALID_ARGUMENT, "too much", many)
-    [(key, value)] = status.trailing_metadata
-    decoded = status_pb2.Status.FromString(value)
-    assert (decoded.code, decoded.message) == (
-        grpc.StatusCode.INVALID_ARGUMENT.value[0],
-        "too much",
-    )
-    assert len(decoded.details) == 0
-    few = rich_status(grpc.StatusCode.INVALID_ARGUMENT, "fine", many[:2])
-    assert len(status_pb2.Status.FromString(few.trailing_metadata[0][1]).details) == 1
-    assert len(value) <= MAX_DETAILS_BYTES
-
-
-def test_one_codec_packs_and_unpacks_every_kind_of_detail():
-    """The server packs and the client unpacks with status_details: every kind
-    of detail comes back as it went, in the codec's order."""
-    from nexus_grpc.errors import ErrorInfo, PreconditionViolation, QuotaViolation
-    from nexus_grpc.status_details import pack, unpack
-
-    sent = (
-        FieldViolation("memory.title", "memory.title is required"),
-        FieldViolation("scope.user_id", "not yours"),
-        QuotaViolation("tenant:t", "at most 4", "max-concurrent-rpcs-per-tenant", 4),
-        PreconditionViolation("STATE", "episode 3", "still pending"),
-        ResourceInfo("session", "5", description="session 5 does not exist"),
-        ErrorInfo("SESSION_USER_NOT_PERMITTED", {"session_id": "5", "user_id": "alice"}),
-    )
-    status = pack(grpc.StatusCode.PERMISSION_DENIED.value[0], "no", sent)
-    assert status.code == grpc.StatusCode.PERMISSION_DENIED.value[0] and status.message == "no"
-    assert unpack(status) == sent

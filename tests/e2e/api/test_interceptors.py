@@ -1,5 +1,9 @@
 """The interceptor base applies its hooks to every kind of handler, and the
-service interceptor wraps every kind of server-streaming handler."""
+service interceptor wraps every kind of server-streaming handler: on a real
+grpc server, the wiring. The base's rules called directly (an abort in the
+prologue, an error mapped by on_error, a cancelled stream's epilogue, which
+interceptors see the messages, a refused handler of each kind) are in
+tests/unit/test_api_interception.py."""
 
 from __future__ import annotations
 
@@ -9,11 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from nexus_grpc.api.interceptors import ServiceInterceptor
-from nexus_grpc.rpc.interception import HandlerInterceptor, rebuild, refused
+from nexus_grpc.rpc.interception import HandlerInterceptor
 
 
 async def test_a_stream_written_with_context_write_passes_through():
@@ -49,10 +52,6 @@ class Recording(HandlerInterceptor[str]):
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, ...]] = []
-        # The client has its status once the abort is sent; the epilogue runs
-        # after, in the handler's own task, which a server stopped at once
-        # would cancel: a test waits on this before it stops the server.
-        self.ended = asyncio.Event()
 
     def intercept(
         self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
@@ -78,7 +77,6 @@ class Recording(HandlerInterceptor[str]):
 
     def epilogue(self, call: str, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
         self.seen.append((call, "epilogue", str(cancelled)))
-        self.ended.set()
 
 
 async def _unary_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -167,99 +165,3 @@ async def test_the_base_runs_each_hook_around_every_kind_of_handler():
         ("StreamStream", "response", "b'B'"),
         ("StreamStream", "epilogue", "False"),
     ]
-
-
-async def _failed_unary_call(
-    interceptor: grpc.aio.ServerInterceptor, request: bytes
-) -> grpc.aio.AioRpcError:
-    async with _serving(interceptor) as channel:
-        with pytest.raises(grpc.aio.AioRpcError) as failed:
-            await channel.unary_unary(f"/{SERVICE}/UnaryUnary")(request, timeout=10)
-        if isinstance(interceptor, Recording):
-            await asyncio.wait_for(interceptor.ended.wait(), 10)
-    return failed.value
-
-
-async def test_an_abort_in_the_prologue_ends_the_call_and_the_epilogue_still_runs():
-    recording = Recording()
-    refused_call = await _failed_unary_call(recording, b"refuse")
-    assert refused_call.code() == grpc.StatusCode.FAILED_PRECONDITION
-    # An abort is the interceptor's own answer, not an error to map.
-    assert recording.seen == [
-        ("UnaryUnary", "prologue", "b'refuse'"),
-        ("UnaryUnary", "epilogue", "False"),
-    ]
-
-
-async def test_an_unexpected_exception_goes_to_on_error_which_may_answer_for_it():
-    recording = Recording()
-    failed = await _failed_unary_call(recording, b"boom")
-    assert (failed.code(), failed.details()) == (
-        grpc.StatusCode.DATA_LOSS,
-        "mapped: boom",
-    )
-    assert recording.seen[1:] == [
-        ("UnaryUnary", "error", "ValueError"),
-        ("UnaryUnary", "epilogue", "False"),
-    ]
-
-
-async def test_a_stream_the_client_cancels_ends_with_a_cancelled_epilogue():
-    recording = Recording()
-    ended = asyncio.Event()
-    epilogue = recording.epilogue
-
-    def noted(call: str, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
-        epilogue(call, context, cancelled)
-        ended.set()
-
-    recording.epilogue = noted  # type: ignore[method-assign]
-    async with _serving(recording) as channel:
-        stream = channel.unary_stream(f"/{SERVICE}/UnaryStream")(b"a wait", timeout=10)
-        assert await stream.read() == b"a"
-        stream.cancel()
-        await asyncio.wait_for(ended.wait(), 10)
-    assert recording.seen[-1] == ("UnaryStream", "epilogue", "True")
-
-
-class Quiet(HandlerInterceptor[None]):
-    """Only a prologue: the messages pass without a hook call each."""
-
-
-def test_messages_are_only_seen_by_interceptors_that_ask_to_see_them():
-    assert (Quiet._sees_requests, Quiet._sees_responses) == (False, False)
-    assert (Recording._sees_requests, Recording._sees_responses) == (True, True)
-
-
-async def test_a_refused_handler_of_each_kind_aborts_without_reading_the_request():
-    def undecodable(_data: bytes) -> bytes:
-        raise AssertionError("a refused call's request is never deserialised")
-
-    class Refusing(HandlerInterceptor[None]):
-        def intercept(
-            self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
-        ) -> grpc.RpcMethodHandler:
-            async def abort(context: grpc.aio.ServicerContext) -> None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "no")
-
-            # As if the request could not be parsed: a refusal that read it
-            # would fail with UNKNOWN instead.
-            fn = handler.unary_unary or handler.unary_stream or handler.stream_unary
-            unreadable = rebuild(handler, fn or handler.stream_stream, undecodable)
-            return refused(unreadable, abort)
-
-    async with _serving(Refusing()) as channel:
-        path = f"/{SERVICE}/"
-        calls = [
-            channel.unary_unary(path + "UnaryUnary")(b"x", timeout=10),
-            channel.unary_stream(path + "UnaryStream")(b"x", timeout=10),
-            channel.stream_unary(path + "StreamUnary")(_requests(b"x"), timeout=10),
-            channel.stream_stream(path + "StreamStream")(_requests(b"x"), timeout=10),
-        ]
-        for call in calls:
-            with pytest.raises(grpc.aio.AioRpcError) as refused_call:
-                if hasattr(call, "__aiter__"):
-                    [item async for item in call]
-                else:
-                    await call
-            assert refused_call.value.code() == grpc.StatusCode.UNAUTHENTICATED

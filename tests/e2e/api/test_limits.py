@@ -1,4 +1,10 @@
-"""The concurrent-RPC cap: calls past it are refused, counted and logged."""
+"""The concurrent-RPC cap: calls past it are refused, counted and logged.
+
+Here, the caps over real streams and a start refused for its limits (the
+wiring); each cap's decision and its message and details, and every limit
+the start refuses, are tested on the interceptor and server.check_limits
+directly in tests/unit/test_limits_rules.py.
+"""
 
 from __future__ import annotations
 
@@ -43,8 +49,9 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
         listen="127.0.0.1:0", data_dir=tmp_path / "d", max_concurrent_rpcs=1, **store_settings
     )
     recorder = Recorder()
-    running = await start_server(settings, App(settings, embedder=HashingEmbedder()),
-                                 observer=recorder)
+    running = await start_server(
+        settings, App(settings, embedder=HashingEmbedder()), observer=recorder
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
     try:
         watch = graph_grpc.GraphServiceStub(channel).WatchExtractions(
@@ -61,8 +68,10 @@ async def test_calls_past_the_cap_are_resource_exhausted_and_counted(tmp_path, s
         # The server records the call once its status is sent, which may be just
         # after the client has it.
         await asyncio.wait_for(recorder.refused.wait(), 10)
-        assert ("/nexus.memory.v1.MemoryService/ListProjects",
-                grpc.StatusCode.RESOURCE_EXHAUSTED) in recorder.codes
+        assert (
+            "/nexus.memory.v1.MemoryService/ListProjects",
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ) in recorder.codes
         # Health stays answerable when the server is saturated.
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -308,21 +317,3 @@ async def test_one_tenants_watch_streams_leave_room_for_other_tenants(tenants):
     assert not mine.done()
     for call in [*held, mine]:
         call.cancel()
-
-
-async def test_a_per_tenant_limit_not_below_the_servers_stops_the_start(tmp_path):
-    keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"keys": [{"key": KEY_A, "name": "a", "users": "*"}]}))
-    settings = Settings(
-        listen="127.0.0.1:0",
-        data_dir=tmp_path / "d",
-        auth_keys_file=str(keys),
-        max_concurrent_rpcs=16,
-        max_concurrent_rpcs_per_key=4,
-        max_concurrent_rpcs_per_tenant=16,
-    )
-    with pytest.raises(StartupError) as err:
-        await start_server(settings, App(settings, embedder=HashingEmbedder()))
-    assert "--max-concurrent-rpcs-per-tenant (16) must be below --max-concurrent-rpcs (16)" in (
-        str(err.value)
-    )

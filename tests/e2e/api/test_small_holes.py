@@ -1,9 +1,14 @@
-"""The smaller holes a probe found: oversized pages, forged request ids and
-log lines, one key holding every watch slot, control characters in names."""
+"""The smaller holes a probe found: oversized pages, one key holding every
+watch slot, control characters in names.
+
+Here, each over the wire (the wiring). The rules are tested directly in the
+unit tier: a forged x-request-id replaced (tests/unit/test_limits_rules.py),
+a forged log line escaped (tests/unit/test_api_log_lines.py), the control
+characters a name may not hold (tests/unit/test_validation.py).
+"""
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 
@@ -13,7 +18,6 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.observability import logs
 from tests.support import bearer, start_harness, wait_until
 
 # The `small` server runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -108,49 +112,11 @@ async def test_a_response_over_the_limit_is_logged_and_counted_as_what_it_was(tm
         await h.close()
 
 
-async def test_an_x_request_id_must_be_a_bounded_token(small, caplog):
+async def test_control_characters_are_refused_in_names_and_titles(small):
+    """Each RPC's name field is checked (the wiring); the characters refused are
+    tested on domain/validation.py in tests/unit/test_validation.py."""
     h = small
-    call = h.memory.GetServiceStatus(
-        memory_pb2.GetServiceStatusRequest(), metadata=(("x-request-id", "client-42.a:b"),)
-    )
-    await call
-    assert dict(await call.trailing_metadata())["x-request-id"] == "client-42.a:b"
-    for bad in ("a b c", "x" * 129):
-        with caplog.at_level(logging.WARNING, logger="nexus_grpc.access"):
-            call = h.memory.GetServiceStatus(
-                memory_pb2.GetServiceStatusRequest(), metadata=(("x-request-id", bad),)
-            )
-            await call
-        echoed = dict(await call.trailing_metadata())["x-request-id"]
-        assert echoed != bad and len(echoed) == 16 and echoed.isalnum()
-        assert any("x-request-id replaced by " + echoed in r.getMessage() for r in caplog.records)
-
-
-def test_every_text_log_line_escapes_control_characters():
-    out = io.StringIO()
-    logs.configure("INFO", "text", stream=out)
-    try:
-        logging.getLogger("nexus_grpc.test").warning(
-            "name %s", "ok\x1b[2J\nFAKE 2026 INFO forged line\u202egnp.exe"
-        )
-    finally:
-        logs.stop()
-    text = out.getvalue()
-    assert text.count("\n") == 1, text  # one record, one line
-    assert "\\x1b[2J\\nFAKE" in text and "\\u202e" in text and "\x1b" not in text
-    out = io.StringIO()
-    logs.configure("INFO", "json", stream=out)
-    try:
-        logging.getLogger("nexus_grpc.test").warning("name %s", "ok\x1b\n\u202e")
-    finally:
-        logs.stop()
-    [line] = out.getvalue().splitlines()
-    assert json.loads(line)["msg"] == "name ok\x1b\n\u202e"  # escaped in transit, exact inside
-
-
-@pytest.mark.parametrize("bad", ["a\x1b[31mred", "two\nlines", "evil\u202etxt.exe", "tab\tname"])
-async def test_control_characters_are_refused_in_names_and_titles(small, bad):
-    h = small
+    bad = "a\x1b[31mred"
     ok = await h.memory.CreateProject(
         memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="fine"))
     )
