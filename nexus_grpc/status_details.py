@@ -6,7 +6,7 @@ packed into a ``google.rpc.Status`` in the ``grpc-status-details-bin``
 trailer, grpc's ``examples/python/errors`` way. The server packs them
 (``rpc/error_status.py``) and the Python client unpacks them
 (``client/base.py``) with the two functions here, so the two sides cannot
-drift apart; ``tests/e2e/api/test_error_details.py`` round-trips every kind.
+drift apart; ``tests/unit/test_errors_details.py`` round-trips every kind.
 
 It imports neither the server's code nor the client's: both import it.
 """

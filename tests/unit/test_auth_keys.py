@@ -2,8 +2,8 @@
 may hold, what the ring keeps of it, how a bearer key is read off the
 metadata, and which user ids a request names.
 
-Moved from tests/e2e/api/test_auth.py and tests/e2e/api/test_key_file_tenants.py,
-where they ran beside a server they never called; what the interceptor
+Moved from the whole-server tier (tests/e2e/api/test_auth.py and a file of
+the key file's tenants), where they ran beside a server they never called; what the interceptor
 decides of a call is in tests/unit/test_auth_interceptor.py, and the wiring
 (every RPC behind the check, over the wire) stays in tests/e2e/api/test_auth.py.
 """
