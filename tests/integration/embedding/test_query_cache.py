@@ -1,5 +1,8 @@
 """The query-vector cache: the real MiniLM model and the real Ollama client
-against the Ollama stand-in, then a served SearchEpisodes and readiness probe."""
+against the Ollama stand-in, then a served SearchEpisodes and readiness probe.
+
+Its size as a setting (the default, zero for none, a size refused) is
+tests/unit/test_embedding_choice.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import pytest
 
 from nexus_grpc.embedding import MiniLMEmbedder, OllamaEmbedder, QueryVectorCache
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from nexus_grpc.runtime.config import Settings, settings_from
 from tests.e2e.server.test_metrics import sample, scrape
 from tests.ollama_stub import OllamaStub
 from tests.support import start_harness, wait_until
@@ -113,15 +115,6 @@ async def test_documents_are_never_cached(stub: OllamaStub) -> None:
         assert len(stub.requests_to(EMBED)) == 2 and len(cache) == 0
     finally:
         await cache.close()
-
-
-def test_the_size_is_a_setting_and_zero_turns_it_off() -> None:
-    assert Settings().query_vector_cache == 2048
-    assert settings_from({"query_vector_cache": "0"}).query_vector_cache == 0
-    with pytest.raises(SystemExit, match="--query-vector-cache: must be between 0"):
-        settings_from({"query_vector_cache": "-1"})
-    with pytest.raises(ValueError, match="positive"):
-        QueryVectorCache(MiniLMEmbedder(), capacity=0)
 
 
 async def test_a_served_search_asked_twice_embeds_once_and_the_probe_asks_the_model(

@@ -2,7 +2,11 @@
 that behaves as a real Ollama does: a prompt over ``num_ctx`` loses its front,
 an answer over ``num_predict`` is cut with ``done_reason: "length"``, and a
 schema in ``format`` is not a promise.  Each failure mode is shown happening
-first (the positive case), then handled."""
+first (the positive case), then handled.
+
+The estimate's upper bound is checked here, beside the stand-in's tokenizer it
+is checked against; the arithmetic of splitting a text to a budget and of the
+window a request asks for is tests/unit/test_llm_tokens.py's."""
 
 from __future__ import annotations
 
@@ -60,22 +64,6 @@ def test_estimate_is_an_upper_bound_for_real_tokenizers(text: str) -> None:
     counted = len(wordpiece.encode(text, add_special_tokens=False).ids)
     assert 0 < counted <= tokens.estimate_tokens(text)
     assert len(stub_tokens(text)) <= tokens.estimate_tokens(text)
-
-
-def test_split_to_budget_keeps_every_character_and_each_part_fits() -> None:
-    text = ("Alice works at Acme on the Nexus project. " * 40 + "\n\n") * 5
-    parts = tokens.split_to_budget(text, 500)
-    assert len(parts) > 1
-    assert "".join(parts) == text
-    assert all(tokens.estimate_tokens(p) <= 500 for p in parts)
-    # Cut at sentence ends, not mid-word.
-    assert all(p.endswith((". ", "\n")) for p in parts[:-1])
-
-
-def test_num_ctx_steps_and_limit() -> None:
-    assert tokens.num_ctx_for(100, 500, 32768) == 2048
-    assert tokens.num_ctx_for(3000, 1500, 32768) == 8192
-    assert tokens.num_ctx_for(30000, 1500, 32768) == 32768
 
 
 # -- num_ctx: the front of a prompt ------------------------------------------------

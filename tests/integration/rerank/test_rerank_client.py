@@ -1,5 +1,11 @@
-"""The rerank client against each server's answer shape, over real HTTP: what
-it sends, what it reads back, and every way an answer can be unusable."""
+"""The rerank client against each server's answer shape, over real HTTP (the
+rerank stand-in of tests/rerank_stub.py): what it sends, what it reads back,
+and every way a call can fail (a timeout, a stopped service, an error status,
+an answer that is no JSON).
+
+What it makes of a URL and of an answer's body without a service (the
+endpoint a URL names, each way a JSON answer can be unusable, the wording of
+an error status for each service's error body) is tests/unit/test_rerank_answers.py's."""
 
 from __future__ import annotations
 
@@ -13,8 +19,6 @@ from nexus_grpc.rerank import (
     RerankRejected,
     RerankTimeout,
     RerankUnreachable,
-    endpoint_of,
-    scores_from,
 )
 from tests.rerank_stub import FLAVORS, RerankStub, word_overlap
 
@@ -91,28 +95,6 @@ async def test_top_n_asks_for_every_document_and_the_key_goes_as_a_bearer_token(
             await wrong.close()
 
 
-@pytest.mark.parametrize(
-    ("url", "endpoint"),
-    [
-        ("http://gpu-box.lan:8080", "http://gpu-box.lan:8080/rerank"),
-        ("http://gpu-box.lan:8080/", "http://gpu-box.lan:8080/rerank"),
-        ("http://gpu-box.lan:8080/v1", "http://gpu-box.lan:8080/v1/rerank"),
-        ("https://api.jina.ai/v1/rerank", "https://api.jina.ai/v1/rerank"),
-        ("https://api.cohere.com/v2", "https://api.cohere.com/v2/rerank"),
-        ("http://tei:80/rerank/", "http://tei:80/rerank"),
-        ("http://box:8080/v1/reranking", "http://box:8080/v1/reranking"),
-    ],
-)
-def test_the_url_names_the_endpoint_and_a_bare_host_gets_rerank(url, endpoint):
-    assert endpoint_of(url) == endpoint
-
-
-@pytest.mark.parametrize("url", ["gpu-box:8080", "ftp://box/rerank", "http://", ""])
-def test_a_url_that_is_not_http_is_refused(url):
-    with pytest.raises(ValueError, match="http"):
-        endpoint_of(url)
-
-
 async def test_a_slow_service_times_out_within_the_budget_given():
     with RerankStub("llama.cpp") as stub:
         stub.delay(30)
@@ -146,23 +128,7 @@ async def test_a_stopped_service_is_unreachable():
             {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
             "HTTP 503: Loading model",
         ),
-        (
-            429,
-            {"error": "Model is overloaded", "error_type": "Overloaded"},
-            "HTTP 429: Model is overloaded",
-        ),
-        (
-            422,
-            {"detail": [{"loc": ["body", "query"], "msg": "field required"}]},
-            "HTTP 422: field required",
-        ),
-        (
-            400,
-            {"message": "invalid request: model must be specified"},
-            "HTTP 400: invalid request: model must be specified",
-        ),
         (502, "Bad Gateway", "HTTP 502: Bad Gateway"),
-        (500, {}, "HTTP 500: {}"),
     ],
 )
 async def test_an_error_status_keeps_the_services_own_message(status, body, words):
@@ -198,20 +164,13 @@ async def test_cohere_refuses_a_request_without_its_model():
             await client.close()
 
 
+# The answers that are no JSON (the client's to refuse) and one that is but
+# holds no usable score; every other way a JSON answer is unusable is
+# tests/unit/test_rerank_answers.py's.
 MALFORMED = [
     ("not json", True, "not JSON"),
     ('{"results": [{"index": 0, "relevance_score": 0.5', True, "not JSON"),
     ('{"results": [{"index": 0, "relevance_score": NaN}]}', True, "score nan"),
-    ({"results": "none"}, False, "without results"),
-    ({"object": "list"}, False, "without results"),
-    ([1, 2, 3, 4], False, "not an object"),
-    ({"results": [{"relevance_score": 0.5}]}, False, "index None"),
-    ({"results": [{"index": 7, "relevance_score": 0.5}]}, False, "index 7 for 4 documents"),
-    ({"results": [{"index": True, "relevance_score": 0.5}]}, False, "index True"),
-    ({"results": [{"index": 0}]}, False, "score None"),
-    ({"results": [{"index": 0, "relevance_score": "high"}]}, False, "score 'high'"),
-    ({"results": [{"index": 0, "score": 1.0}, {"index": 0, "score": 0.5}]}, False, "twice"),
-    ({"results": [{"index": 0, "relevance_score": 1.0}]}, False, "scored 1 of the 4"),
 ]
 
 
@@ -225,12 +184,6 @@ async def test_a_malformed_answer_is_refused_by_what_is_wrong(answer, raw, words
                 await client.scores(QUERY, DOCUMENTS, 5.0)
         finally:
             await client.close()
-
-
-def test_a_non_finite_score_is_refused():
-    # Python's json reads NaN and Infinity, which no score may be.
-    with pytest.raises(RerankBadAnswer, match="score inf"):
-        scores_from({"results": [{"index": 0, "relevance_score": float("inf")}]}, 1)
 
 
 async def test_no_documents_asks_nothing():

@@ -2,7 +2,9 @@
 
 The real-model run itself takes tens of minutes (``make e2e-llm``, part of
 ``make soak``); these checks keep its hand-written expected lists fair and
-its arithmetic right, in milliseconds."""
+its arithmetic right, in milliseconds: they read the run's committed files
+(bench/e2e_llm/episodes.json, its scoring in bench/e2e_llm/run.py) and start
+no model, server or network."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 
-E2E = Path(__file__).resolve().parents[3] / "bench" / "e2e_llm"
+E2E = Path(__file__).resolve().parents[2] / "bench" / "e2e_llm"
 FIXTURE = json.loads((E2E / "episodes.json").read_text())
 EPISODES = [e for s in FIXTURE["sessions"] for e in s["episodes"]]
 
