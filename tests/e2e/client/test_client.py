@@ -1,10 +1,12 @@
 """NexusClient and doctor against a tiny in-process grpc.aio server
 (tests/fake_server.py).
+
+That every RPC has its generated method, and the retry policy, are read without a
+server in tests/unit/test_client_generated.py.
 """
 
 from __future__ import annotations
 
-import inspect
 import io
 from collections.abc import AsyncIterator
 
@@ -13,10 +15,8 @@ import grpc.aio
 import pytest
 from google.protobuf import struct_pb2
 
-from nexus_grpc.client import RPCS, NexusClient, NexusClientError, ServerStream
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.client import NexusClient, NexusClientError, ServerStream
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.ops.against_server.doctor import doctor
 from tests.fake_server import REQUEST_ID, FakeMemory, free_port, running_server
 
@@ -32,32 +32,6 @@ async def client(server) -> AsyncIterator[NexusClient]:
     target, _ = server
     async with NexusClient(target, api_key="sekret", timeout=5.0) as c:
         yield c
-
-
-# --- method table ---------------------------------------------------------------------
-
-
-def test_every_rpc_has_a_real_method():
-    services = {
-        "MemoryService": memory_pb2.DESCRIPTOR.services_by_name["MemoryService"],
-        "GraphService": graph_pb2.DESCRIPTOR.services_by_name["GraphService"],
-        "SummaryService": summary_pb2.DESCRIPTOR.services_by_name["SummaryService"],
-    }
-    expected = {
-        (service, method.name, method.server_streaming)
-        for service, descriptor in services.items()
-        for method in descriptor.methods
-    }
-    assert {(s, r, streaming) for _, s, r, streaming in RPCS} == expected
-    for name, _service, rpc, streaming in RPCS:
-        method = NexusClient.__dict__.get(name)
-        assert method is not None, name
-        assert method.__name__ == name
-        assert rpc in (method.__doc__ or "")
-        assert inspect.iscoroutinefunction(method) is (not streaming), name
-    for name in ("create_project", "search_episodes", "watch_extractions",
-                 "summarize_project", "check_health"):
-        assert callable(getattr(NexusClient, name))
 
 
 # --- unary ------------------------------------------------------------------------------
