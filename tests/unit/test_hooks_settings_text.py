@@ -5,8 +5,9 @@ command the host runs parsed back by ``hooks run``'s parser.
 
 No file is read or written here: each test hands the functions the text a settings
 file holds, as ``install`` and ``uninstall`` do. (Those two on real files in a home and
-a work tree, the key file, the receipts: tests/e2e/agent_hooks/test_settings_files.py;
-the CLIs reading what was written: test_claude_code.py, test_codex.py, test_gemini.py.)"""
+a work tree, the key file, the receipts: test_hooks_install_files.py; the CLIs reading
+what was written: tests/e2e/agent_hooks/test_claude_code.py, test_codex.py,
+test_gemini.py.)"""
 
 from __future__ import annotations
 

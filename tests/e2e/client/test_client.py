@@ -2,7 +2,9 @@
 (tests/fake_server.py).
 
 That every RPC has its generated method, and the retry policy, are read without a
-server in tests/unit/test_client_generated.py.
+server in tests/unit/test_client_generated.py; a request's refusals made before a call
+(a message and keywords together, call metadata where the request has no field) in
+tests/unit/test_client_requests_and_views.py.
 """
 
 from __future__ import annotations
@@ -80,8 +82,6 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
         call_metadata=[("x-trace", "def")],
     )  # fmt: skip
     assert memory.seen_metadata[-1]["x-trace"] == "def"
-    with pytest.raises(TypeError):
-        await client.get_episode(id=episode.id, metadata={"x-trace": "abc"})
     # The call option's old spelling still works, and says it is deprecated.
     with pytest.warns(DeprecationWarning, match="use call_metadata="):
         await client.get_episode(id=episode.id, metadata=[("x-trace", "old")])
@@ -91,13 +91,6 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
             session_id=1, user_message="z", metadata=[("x-trace", "older")]
         )
     assert memory.seen_metadata[-1]["x-trace"] == "older"
-
-
-async def test_request_and_kwargs_together_is_a_type_error(client):
-    with pytest.raises(TypeError):
-        await client.get_episode(memory_pb2.GetEpisodeRequest(id=1), id=2)
-    with pytest.raises(TypeError):
-        await client.get_episode(memory_pb2.GetProjectRequest(id=1))
 
 
 # --- errors -----------------------------------------------------------------------------

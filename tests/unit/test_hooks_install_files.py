@@ -1,14 +1,15 @@
 """``hooks install`` and ``uninstall`` on the user's own settings files: everything
 that was there stays, byte for byte, and uninstall takes out exactly ours.
 
-Here on real files, in a work tree and a home: where each goes, the key file, the
-receipt that says which file the install created. The edits as text, for every shape
-of settings file and of Codex's config.toml, what counts as ours, and the command line
-parsed back: tests/unit/test_hooks_settings_text.py; so the file tests below keep two
-shapes of each file, one per branch of ``uninstall`` (the user's content written back;
-an empty object, or no file, left as it was).
-(The CLIs reading what was written: test_claude_code.py, test_codex.py,
-test_gemini.py.)"""
+Writing those files is these functions' whole job, so each test gives them a work tree
+and a home under tmp_path: where each file goes, the key file and its mode, the receipt
+that says which file the install created, the refusals that write nothing. No host and
+no server. The edits as text, for every shape of settings file and of Codex's
+config.toml, what counts as ours, and the command line parsed back:
+test_hooks_settings_text.py; so the tests here keep two shapes of each file, one per
+branch of ``uninstall`` (the user's content written back; an empty object, or no file,
+left as it was). (The CLIs reading what was written: tests/e2e/agent_hooks/
+test_claude_code.py, test_codex.py, test_gemini.py.)"""
 
 from __future__ import annotations
 
