@@ -4,7 +4,8 @@
 That every RPC has its generated method, and the retry policy, are read without a
 server in tests/unit/test_client_generated.py; a request's refusals made before a call
 (a message and keywords together, call metadata where the request has no field) in
-tests/unit/test_client_requests_and_views.py.
+tests/unit/test_client_requests_and_views.py; doctor's report of a given status, line by
+line, in tests/unit/test_client_doctor_report.py.
 """
 
 from __future__ import annotations
