@@ -131,10 +131,25 @@ async def test_setup_failure_raises():
 
 async def test_cli_main_writes_json(target, tmp_path, capsys):
     path = tmp_path / "out.json"
-    args = _parse([
-        "--target", target, "--rpc", "health,create_episode", "-c", "4", "-d", "0.5",
-        "--warmup", "0.2", "--sessions", "2", "--json", str(path), "--quiet",
-    ])
+    args = _parse(
+        [
+            "--target",
+            target,
+            "--rpc",
+            "health,create_episode",
+            "-c",
+            "4",
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--sessions",
+            "2",
+            "--json",
+            str(path),
+            "--quiet",
+        ]
+    )
     # main() runs its own event loop, so it goes to a thread while this loop serves.
     assert await asyncio.to_thread(main, args) == 0
     runs = json.loads(path.read_text())
@@ -149,10 +164,22 @@ async def test_cli_main_writes_json(target, tmp_path, capsys):
 
 
 async def test_cli_main_reports_errors_and_progress(target, capsys):
-    args = _parse([
-        "--target", target, "--rpc", "health", "-c", "2", "-d", "1.2", "--warmup", "0",
-        "--health-service", "nope",
-    ])
+    args = _parse(
+        [
+            "--target",
+            target,
+            "--rpc",
+            "health",
+            "-c",
+            "2",
+            "-d",
+            "1.2",
+            "--warmup",
+            "0",
+            "--health-service",
+            "nope",
+        ]
+    )
     assert await asyncio.to_thread(main, args) == 1
     captured = capsys.readouterr()
     assert "NOT_FOUND" in captured.out
@@ -221,8 +248,24 @@ async def _nothing_left(harness) -> None:
     ],
 )
 async def test_every_command_the_readme_documents_removes_what_it_made(harness, documented):
-    args = _parse(["--target", harness.target, *documented, "-c", "4", "-d", "0.5",
-                   "--warmup", "0.1", "--sessions", "2", "--seed-episodes", "4", "--quiet"])
+    args = _parse(
+        [
+            "--target",
+            harness.target,
+            *documented,
+            "-c",
+            "4",
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--sessions",
+            "2",
+            "--seed-episodes",
+            "4",
+            "--quiet",
+        ]
+    )
     assert await asyncio.to_thread(main, args) == 0
     await _nothing_left(harness)
 

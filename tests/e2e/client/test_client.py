@@ -71,9 +71,9 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
     episode = await client.create_episode(
         session_id=1, user_message="x", metadata={"source": "test"}
     )
-    assert episode.metadata == struct_pb2.Struct(fields={
-        "source": struct_pb2.Value(string_value="test")
-    })
+    assert episode.metadata == struct_pb2.Struct(
+        fields={"source": struct_pb2.Value(string_value="test")}
+    )
     await client.get_episode(id=episode.id, call_metadata=[("x-trace", "abc")])
     assert memory.seen_metadata[-1]["x-trace"] == "abc"
     assert memory.seen_metadata[-1]["authorization"] == "Bearer sekret"
@@ -88,9 +88,7 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
         await client.get_episode(id=episode.id, metadata=[("x-trace", "old")])
     assert memory.seen_metadata[-1]["x-trace"] == "old"
     with pytest.warns(DeprecationWarning, match="the request's own field"):
-        await client.create_episode(
-            session_id=1, user_message="z", metadata=[("x-trace", "older")]
-        )
+        await client.create_episode(session_id=1, user_message="z", metadata=[("x-trace", "older")])
     assert memory.seen_metadata[-1]["x-trace"] == "older"
 
 
@@ -195,8 +193,15 @@ async def test_doctor_serving(server):
     out = io.StringIO()
     assert await doctor(target, 2.0, out=out) == 0
     text = out.getvalue()
-    for needle in ("SERVING", "schema version    3", "minilm-int8", "384", "sqlite",
-                   "embedding", "extraction"):
+    for needle in (
+        "SERVING",
+        "schema version    3",
+        "minilm-int8",
+        "384",
+        "sqlite",
+        "embedding",
+        "extraction",
+    ):
         assert needle in text, needle
 
 

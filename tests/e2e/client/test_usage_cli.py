@@ -61,8 +61,10 @@ async def test_the_table_shows_each_stage_and_what_it_cost_per_episode(seeded):
     assert resolution.split()[:4] == ["resolution", "1", "400~", "20~"]
     assert total.split() == ["total", "3", "1,600", "320", "122.9"]
     assert "~: some calls' tokens are estimated" in table
-    assert "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls," \
+    assert (
+        "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls,"
         " 960 tokens" in table
+    )
     # The tenant's figures include what no project holds (a selection).
     async with NexusClient(seeded.target) as client:
         tenant = await usage_table(client, since="2h", bucket="hour")
