@@ -4,6 +4,10 @@ The hosts' payloads and transcripts here have the shapes the pinned CLIs write
 (test_claude_code.py, test_codex.py and test_gemini.py drive the CLIs
 themselves); this module covers what a host run cannot easily vary: replays,
 budgets, isolation, and a server that is down, slow or refusing.
+
+What needs no subprocess or server, the payloads' refusals and fields, the flags'
+refusals and the block cut to its budget: tests/unit/test_hooks_input_and_context.py;
+here one budget and one unreadable input stay, for the command's wiring.
 """
 
 from __future__ import annotations
@@ -285,18 +289,13 @@ async def test_context_stays_within_its_token_budget(harness, home, project):
     start = {"session_id": session, "cwd": str(project), "hook_event_name": "SessionStart",
              "source": "startup"}  # fmt: skip
     env = base_env(home)
-    for budget in (300, 1500):
-        ran = await hook(
-            "claude-code", start, env=env, cwd=project,
-            flags=flags(harness, "--session-tokens", str(budget)),
-        )  # fmt: skip
-        context = context_of(ran)
-        assert 0 < estimate_tokens(context) <= budget, ran
-        shown = context.count("Staging fact number")
-        assert shown >= 1
-        if budget == 300:
-            fewer = shown
-    assert shown > fewer
+    ran = await hook(
+        "claude-code", start, env=env, cwd=project,
+        flags=flags(harness, "--session-tokens", "300"),
+    )  # fmt: skip
+    context = context_of(ran)
+    assert 0 < estimate_tokens(context) <= 300, ran
+    assert context.count("Staging fact number") >= 1
     nothing = await hook(
         "claude-code", start, env=env, cwd=project, flags=flags(harness, "--session-tokens", "0")
     )
@@ -421,20 +420,15 @@ async def test_a_refused_key_adds_nothing_and_says_why(tmp_path, home, project):
 
 
 async def test_input_it_cannot_read_is_one_line_and_exit_0(home, project):
-    for stdin, says in (
-        (b"not json", "not JSON"),
-        (b'{"hook_event_name": "PreToolUse", "session_id": "s"}', "not one of ours"),
-        (b'{"hook_event_name": "Stop"}', "without a session_id"),
-    ):
-        from tests.e2e.agent_hooks.conftest import NEXUS, run
+    from tests.e2e.agent_hooks.conftest import NEXUS, run
 
-        ran = await run(
-            [NEXUS, "hooks", "run", "claude-code", "--target", _closed_port()],
-            env=base_env(home), cwd=project, stdin=stdin,
-        )  # fmt: skip
-        assert (ran.returncode, ran.stdout) == (0, "")
-        [line] = ran.stderr.splitlines()
-        assert says in line
+    ran = await run(
+        [NEXUS, "hooks", "run", "claude-code", "--target", _closed_port()],
+        env=base_env(home), cwd=project, stdin=b'{"hook_event_name": "PreToolUse"}',
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, "")
+    [line] = ran.stderr.splitlines()
+    assert "not one of ours" in line
     # A flag this version does not know (a command another version installed):
     # exit 2 would make Claude Code block the prompt.
     ran = await run(

@@ -1,5 +1,9 @@
 """nexus-grpc bench against the fake in-process server of tests/fake_server.py, and
-against a real one for what a run leaves behind."""
+against a real one for what a run leaves behind.
+
+The arithmetic and the report without a server (percentiles, --mix, the options refused
+before a call, a load's figures, the missed-rate warning's words, the table):
+tests/unit/test_bench_results.py."""
 
 from __future__ import annotations
 
@@ -18,8 +22,6 @@ from nexus_grpc.ops.against_server.bench import (
     add_arguments,
     format_result,
     main,
-    parse_mix,
-    percentile,
     run_bench,
 )
 from tests.fake_server import free_port, running_server
@@ -43,26 +45,6 @@ def _assert_sane(result: BenchResult) -> None:
     assert result.errors == {}
     assert 0 < result.min_ms <= result.p50_ms <= result.p95_ms <= result.p99_ms <= result.max_ms
     assert result.rps > 0
-
-
-def test_percentile_nearest_rank():
-    values = sorted(float(i) for i in range(1, 101))
-    assert percentile(values, 50) == 50
-    assert percentile(values, 95) == 95
-    assert percentile(values, 99) == 99
-    assert percentile(values, 100) == 100
-    assert percentile([7.0], 99) == 7.0
-    assert percentile([], 50) == 0.0
-
-
-def test_parse_mix():
-    assert parse_mix("create=4,search=4,watch=1,health=1") == {
-        "create": 4.0, "search": 4.0, "watch": 1.0, "health": 1.0,
-    }
-    with pytest.raises(BenchError):
-        parse_mix("create=1,bogus=2")
-    with pytest.raises(BenchError):
-        parse_mix("create=0")
 
 
 async def test_health_closed_loop(target):
@@ -149,10 +131,25 @@ async def test_setup_failure_raises():
 
 async def test_cli_main_writes_json(target, tmp_path, capsys):
     path = tmp_path / "out.json"
-    args = _parse([
-        "--target", target, "--rpc", "health,create_episode", "-c", "4", "-d", "0.5",
-        "--warmup", "0.2", "--sessions", "2", "--json", str(path), "--quiet",
-    ])
+    args = _parse(
+        [
+            "--target",
+            target,
+            "--rpc",
+            "health,create_episode",
+            "-c",
+            "4",
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--sessions",
+            "2",
+            "--json",
+            str(path),
+            "--quiet",
+        ]
+    )
     # main() runs its own event loop, so it goes to a thread while this loop serves.
     assert await asyncio.to_thread(main, args) == 0
     runs = json.loads(path.read_text())
@@ -167,10 +164,22 @@ async def test_cli_main_writes_json(target, tmp_path, capsys):
 
 
 async def test_cli_main_reports_errors_and_progress(target, capsys):
-    args = _parse([
-        "--target", target, "--rpc", "health", "-c", "2", "-d", "1.2", "--warmup", "0",
-        "--health-service", "nope",
-    ])
+    args = _parse(
+        [
+            "--target",
+            target,
+            "--rpc",
+            "health",
+            "-c",
+            "2",
+            "-d",
+            "1.2",
+            "--warmup",
+            "0",
+            "--health-service",
+            "nope",
+        ]
+    )
     assert await asyncio.to_thread(main, args) == 1
     captured = capsys.readouterr()
     assert "NOT_FOUND" in captured.out
@@ -181,11 +190,6 @@ def test_cli_main_unreachable(capsys):
     args = _parse(["--target", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.3"])
     assert main(args) == 2
     assert "cannot connect" in capsys.readouterr().err
-
-
-def test_cli_main_bad_rpc(capsys):
-    assert main(_parse(["--rpc", "nope"])) == 2
-    assert "unknown --rpc" in capsys.readouterr().err
 
 
 # --- what a run leaves behind, against the real server ---------------------------------
@@ -244,8 +248,24 @@ async def _nothing_left(harness) -> None:
     ],
 )
 async def test_every_command_the_readme_documents_removes_what_it_made(harness, documented):
-    args = _parse(["--target", harness.target, *documented, "-c", "4", "-d", "0.5",
-                   "--warmup", "0.1", "--sessions", "2", "--seed-episodes", "4", "--quiet"])
+    args = _parse(
+        [
+            "--target",
+            harness.target,
+            *documented,
+            "-c",
+            "4",
+            "-d",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--sessions",
+            "2",
+            "--seed-episodes",
+            "4",
+            "--quiet",
+        ]
+    )
     assert await asyncio.to_thread(main, args) == 0
     await _nothing_left(harness)
 

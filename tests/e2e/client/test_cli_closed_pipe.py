@@ -68,8 +68,6 @@ def test_a_broken_pipe_that_is_not_stdouts_is_still_an_error(tmp_path):
         "cli.cmd_doctor = broken\n"
         "sys.exit(cli.main(['doctor']))\n"
     )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "BrokenPipeError" in done.stderr

@@ -1,10 +1,15 @@
 """NexusClient and doctor against a tiny in-process grpc.aio server
 (tests/fake_server.py).
+
+That every RPC has its generated method, and the retry policy, are read without a
+server in tests/unit/test_client_generated.py; a request's refusals made before a call
+(a message and keywords together, call metadata where the request has no field) in
+tests/unit/test_client_requests_and_views.py; doctor's report of a given status, line by
+line, in tests/unit/test_client_doctor_report.py.
 """
 
 from __future__ import annotations
 
-import inspect
 import io
 from collections.abc import AsyncIterator
 
@@ -13,10 +18,8 @@ import grpc.aio
 import pytest
 from google.protobuf import struct_pb2
 
-from nexus_grpc.client import RPCS, NexusClient, NexusClientError, ServerStream
-from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
+from nexus_grpc.client import NexusClient, NexusClientError, ServerStream
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.ops.against_server.doctor import doctor
 from tests.fake_server import REQUEST_ID, FakeMemory, free_port, running_server
 
@@ -32,32 +35,6 @@ async def client(server) -> AsyncIterator[NexusClient]:
     target, _ = server
     async with NexusClient(target, api_key="sekret", timeout=5.0) as c:
         yield c
-
-
-# --- method table ---------------------------------------------------------------------
-
-
-def test_every_rpc_has_a_real_method():
-    services = {
-        "MemoryService": memory_pb2.DESCRIPTOR.services_by_name["MemoryService"],
-        "GraphService": graph_pb2.DESCRIPTOR.services_by_name["GraphService"],
-        "SummaryService": summary_pb2.DESCRIPTOR.services_by_name["SummaryService"],
-    }
-    expected = {
-        (service, method.name, method.server_streaming)
-        for service, descriptor in services.items()
-        for method in descriptor.methods
-    }
-    assert {(s, r, streaming) for _, s, r, streaming in RPCS} == expected
-    for name, _service, rpc, streaming in RPCS:
-        method = NexusClient.__dict__.get(name)
-        assert method is not None, name
-        assert method.__name__ == name
-        assert rpc in (method.__doc__ or "")
-        assert inspect.iscoroutinefunction(method) is (not streaming), name
-    for name in ("create_project", "search_episodes", "watch_extractions",
-                 "summarize_project", "check_health"):
-        assert callable(getattr(NexusClient, name))
 
 
 # --- unary ------------------------------------------------------------------------------
@@ -94,9 +71,9 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
     episode = await client.create_episode(
         session_id=1, user_message="x", metadata={"source": "test"}
     )
-    assert episode.metadata == struct_pb2.Struct(fields={
-        "source": struct_pb2.Value(string_value="test")
-    })
+    assert episode.metadata == struct_pb2.Struct(
+        fields={"source": struct_pb2.Value(string_value="test")}
+    )
     await client.get_episode(id=episode.id, call_metadata=[("x-trace", "abc")])
     assert memory.seen_metadata[-1]["x-trace"] == "abc"
     assert memory.seen_metadata[-1]["authorization"] == "Bearer sekret"
@@ -106,24 +83,13 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
         call_metadata=[("x-trace", "def")],
     )  # fmt: skip
     assert memory.seen_metadata[-1]["x-trace"] == "def"
-    with pytest.raises(TypeError):
-        await client.get_episode(id=episode.id, metadata={"x-trace": "abc"})
     # The call option's old spelling still works, and says it is deprecated.
     with pytest.warns(DeprecationWarning, match="use call_metadata="):
         await client.get_episode(id=episode.id, metadata=[("x-trace", "old")])
     assert memory.seen_metadata[-1]["x-trace"] == "old"
     with pytest.warns(DeprecationWarning, match="the request's own field"):
-        await client.create_episode(
-            session_id=1, user_message="z", metadata=[("x-trace", "older")]
-        )
+        await client.create_episode(session_id=1, user_message="z", metadata=[("x-trace", "older")])
     assert memory.seen_metadata[-1]["x-trace"] == "older"
-
-
-async def test_request_and_kwargs_together_is_a_type_error(client):
-    with pytest.raises(TypeError):
-        await client.get_episode(memory_pb2.GetEpisodeRequest(id=1), id=2)
-    with pytest.raises(TypeError):
-        await client.get_episode(memory_pb2.GetProjectRequest(id=1))
 
 
 # --- errors -----------------------------------------------------------------------------
@@ -227,8 +193,15 @@ async def test_doctor_serving(server):
     out = io.StringIO()
     assert await doctor(target, 2.0, out=out) == 0
     text = out.getvalue()
-    for needle in ("SERVING", "schema version    3", "minilm-int8", "384", "sqlite",
-                   "embedding", "extraction"):
+    for needle in (
+        "SERVING",
+        "schema version    3",
+        "minilm-int8",
+        "384",
+        "sqlite",
+        "embedding",
+        "extraction",
+    ):
         assert needle in text, needle
 
 

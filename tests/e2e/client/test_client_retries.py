@@ -1,33 +1,17 @@
-"""The typed client's gRPC retries, against the real server killed and restarted mid-run."""
+"""The typed client's gRPC retries, against the real server killed and restarted mid-run.
+
+Which calls are retried, and the policy handed to gRPC: tests/unit/test_client_generated.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
 import grpc
 import pytest
 
 from nexus_grpc.client import NexusClient, NexusClientError
-from nexus_grpc.client.connection import RetryPolicy, retryable_methods, service_config
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.process import ServerProcess
-
-
-def test_only_calls_safe_to_repeat_are_retried():
-    methods = {m for _, m in retryable_methods()}
-    # Reads, and the creates the server deduplicates by request_id.
-    assert {"GetEpisode", "ListEpisodes", "SearchEpisodes", "WatchExtractions",
-            "GetServiceStatus", "Check", "CreateEpisode", "CreateMemory"} <= methods
-    # Writes that could apply twice or answer differently on a repeat.
-    assert not methods & {"CreateSession", "CreateProject", "UpdateMemory", "DeleteEpisode",
-                          "UpsertEntity", "SummarizeSession", "SummarizeProject",
-                          "ExtractEpisode", "ReconcileIndex", "CreateSummary"}
-    config = json.loads(service_config(RetryPolicy(max_attempts=3, initial_backoff=0.25)))
-    policy = config["methodConfig"][0]["retryPolicy"]
-    assert policy["maxAttempts"] == 3
-    assert policy["initialBackoff"] == "0.25s"
-    assert policy["retryableStatusCodes"] == ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
 
 
 async def test_creates_ride_through_a_restart_without_duplicates(tmp_path):
@@ -54,9 +38,7 @@ async def test_creates_ride_through_a_restart_without_duplicates(tmp_path):
             async def one(i: int) -> memory_pb2.Episode:
                 nonlocal done, restart
                 await asyncio.sleep(i * 0.025)  # some before, some during, some after
-                episode = await client.create_episode(
-                    session_id=session.id, user_message=f"m{i}"
-                )
+                episode = await client.create_episode(session_id=session.id, user_message=f"m{i}")
                 done += 1
                 if done == 10:
                     restart = asyncio.create_task(kill_and_restart())

@@ -1,6 +1,10 @@
 """The Python client against a real server: enum fields take their labels and
 come back as enum members whose str is the name; results are views that work
-as the messages they wrap; empty answers say why (the x-nexus-* trailers)."""
+as the messages they wrap; empty answers say why (the x-nexus-* trailers).
+
+Here each through a real server's answers; the client's own side without one, the
+labels a request is built from, an unknown label's refusal, a view of a given message:
+tests/unit/test_client_requests_and_views.py."""
 
 from __future__ import annotations
 
@@ -52,17 +56,6 @@ async def test_enum_fields_take_short_and_full_labels_and_numbers(client):
         query="c0", scope={"user_id": "alice"}, mode="KEYWORD"
     ).collect()
     assert [h.memory.title for h in hits] == ["t0"]
-
-
-async def test_an_unknown_label_names_the_field_and_the_valid_labels(client):
-    with pytest.raises(ValueError) as info:
-        await client.create_memory(memory={"kind": "USR", "title": "t", "content": "c"})
-    message = str(info.value)
-    assert message.startswith("memory.kind: unknown MemoryKind label 'USR'")
-    assert "valid labels: UNSPECIFIED, PROJECT, USER" in message
-    assert "MEMORY_KIND_PROJECT, MEMORY_KIND_USER" in message
-    with pytest.raises(ValueError, match="mode: unknown SearchMode label 'FUZZY'"):
-        await client.search_episodes(query="x", session_id=1, mode="FUZZY").collect()
 
 
 async def test_results_read_enums_as_members_whose_str_is_the_name(client):

@@ -66,7 +66,5 @@ async def test_forget_user_prints_progress_and_a_receipt_without_content(seeded,
     )
     assert again == 1
     assert "user 'alice' holds nothing here" in capsys.readouterr().err
-    bob = await asyncio.to_thread(
-        main, ["export-user", "--user", "bob", "--target", seeded.target]
-    )
+    bob = await asyncio.to_thread(main, ["export-user", "--user", "bob", "--target", seeded.target])
     assert bob == 0 and WORD in capsys.readouterr().out

@@ -1,7 +1,11 @@
 """An agent's conversation through both chat adapters: a tool-calling turn (user,
 assistant with tool calls, tool result, answer), system messages, a greeting with no
 question, a message with an image. LangChain's history and LlamaIndex's memory block
-keep them alike, as exchanges that search and extraction read (issue 47.4)."""
+keep them alike, as exchanges that search and extraction read (issue 47.4).
+
+Here through a real server, stored and read back; the pairing of LangChain's messages
+into exchanges, without one: tests/unit/test_frameworks_chat_turns.py (whose
+conversation the LangChain history here stores)."""
 
 from __future__ import annotations
 
@@ -10,10 +14,7 @@ from google.protobuf import json_format, struct_pb2
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     HumanMessage,
-    SystemMessage,
-    ToolMessage,
 )
 from langchain_core.tools import tool
 from llama_index.core.base.llms.types import ChatMessage
@@ -26,14 +27,9 @@ from nexus_grpc.integrations.llamaindex import NexusMemoryBlock
 from tests.e2e.frameworks.conftest import indexed, project_named
 from tests.graph_support import EMPTY
 from tests.support import wait_until
+from tests.unit.test_frameworks_chat_turns import EXPECTED, WEATHER_TURN, langchain_conversation
 
 STUB_DEFAULT_REPLY = EMPTY
-
-WEATHER_TURN = (
-    '[tool call] get_weather({"city": "Paris"})\n\n'
-    "[tool result] get_weather: 18°C and sunny in Paris\n\n"
-    "It is 18°C and sunny in Paris."
-)
 
 
 @tool
@@ -94,28 +90,6 @@ async def test_a_langchain_agent_loop_stores_its_tool_calling_turn_as_one_exchan
     ]
 
 
-def langchain_conversation() -> list:
-    return [
-        AIMessage("Hello! How can I help?"),
-        SystemMessage("Answer briefly."),
-        HumanMessage("What's the weather in Paris?"),
-        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
-        ToolMessage("18°C and sunny in Paris", tool_call_id="c1"),
-        AIMessage("It is 18°C and sunny in Paris."),
-        HumanMessage(
-            [
-                {"type": "text", "text": "And this one?"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-            ]
-        ),
-        # A streamed answer, accumulated: a chunk.
-        AIMessageChunk(
-            [{"type": "reasoning", "reasoning": "a bridge"}, {"type": "text", "text": "Oslo."}]
-        ),
-        HumanMessage("Thanks!"),
-    ]
-
-
 def llamaindex_conversation() -> list[ChatMessage]:
     return [
         ChatMessage(role="assistant", content="Hello! How can I help?"),
@@ -149,20 +123,6 @@ def llamaindex_conversation() -> list[ChatMessage]:
         ChatMessage(role="assistant", content="Oslo."),
         ChatMessage(role="user", content="Thanks!"),
     ]
-
-
-EXPECTED = [
-    (
-        "What's the weather in Paris?",
-        WEATHER_TURN,
-        {
-            "messages_before": [
-                {"role": "assistant", "text": "Hello! How can I help?"},
-                {"role": "system", "text": "Answer briefly."},
-            ]
-        },
-    ),
-]
 
 
 async def test_both_adapters_keep_the_same_conversation_the_same_way(harness, client):

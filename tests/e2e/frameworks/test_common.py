@@ -1,17 +1,14 @@
 """What the adapters share: the install without frameworks, the project looked up by
-name in the key's own tenant (an admin's too), refusals as Python's exceptions."""
+name in the key's own tenant (an admin's too). Refusals as Python's exceptions, given
+the client's error without a server: tests/unit/test_frameworks_conventional_errors.py."""
 
 from __future__ import annotations
 
 import json
-import pickle
 
-import grpc
 import pytest
 
-from nexus_grpc.client import NexusClient, NexusClientError, NexusInvalidArgument
-from nexus_grpc.errors import FieldViolation
-from nexus_grpc.integrations.conventional_errors import BUILTIN_FOR, conventional
+from nexus_grpc.client import NexusClient
 from nexus_grpc.integrations.langgraph import NexusStore
 from tests.e2e.client.test_light_install import run_light
 from tests.support import start_harness
@@ -90,21 +87,3 @@ async def test_an_admin_key_finds_and_creates_the_project_in_its_own_tenant(tmp_
                     await NexusStore(client=nobody, project="assistant").aget(("x",), "k")
     finally:
         await h.close()
-
-
-def test_a_refusal_is_both_its_nexus_class_and_pythons_conventional_one():
-    original = NexusClientError(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "memory.title is required",
-        "req-1",
-        (FieldViolation("memory.title", "memory.title is required"),),
-    )
-    converted = conventional(original)
-    assert isinstance(converted, ValueError) and isinstance(converted, NexusInvalidArgument)
-    assert str(converted) == "INVALID_ARGUMENT: memory.title is required (request id req-1)"
-    assert converted.field_violations == original.field_violations
-    assert str(pickle.loads(pickle.dumps(converted))) == str(converted)
-    for code, builtin in BUILTIN_FOR.items():
-        assert isinstance(conventional(NexusClientError(code, "m")), builtin)
-    internal = conventional(NexusClientError(grpc.StatusCode.INTERNAL, "boom"))
-    assert isinstance(internal, RuntimeError) and internal.message == "boom"

@@ -1,4 +1,7 @@
-"""The shared load loop, driven by calls that need no server: what it records is exact."""
+"""The shared load loop, driven by calls that need no server: what it records is exact.
+
+The arithmetic of what it recorded (medians, percentiles, summaries, a schedule kept
+or missed), given the calls rather than timed: tests/unit/test_loadtest_loop_arithmetic.py."""
 
 from __future__ import annotations
 
@@ -7,16 +10,7 @@ import random
 
 import pytest
 
-from nexus_grpc.loadtest.loop import LoadError, drive, median, percentile, ratio, single
-
-
-def test_median_ratio_and_percentile():
-    assert median([3.0, 1.0, 2.0]) == 2.0
-    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
-    assert median([]) == 0.0
-    assert ratio(3.0, 4.0) == 0.75
-    assert ratio(3.0, 0.0) == 0.0  # a baseline that made no call
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+from nexus_grpc.loadtest.loop import LoadError, drive, single
 
 
 async def test_closed_loop_records_every_call_and_counts_failures_by_kind():

