@@ -1,4 +1,8 @@
-"""With glibc's mmap threshold fixed, long embedding batches leave no memory behind."""
+"""With glibc's mmap threshold fixed, long embedding batches leave no memory behind.
+
+When the threshold is set (Linux, a C library with ``mallopt``, what it is
+asked) is tested with stand-ins for the C library in
+tests/unit/test_observability_heap.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,16 @@
-"""Prometheus metrics on their own HTTP port, scraped as Prometheus would.
+"""Prometheus metrics on their own HTTP port, scraped as Prometheus would from a
+whole server: the interceptor's calls counted and timed by their code (a
+refused one too), an open stream in the gauge, the jobs read from the server's
+store and its workers' counters, the loop lag, two servers keeping their own
+metrics and a stopped endpoint refusing the scrape.
 
 How ``--metrics-listen`` is read is a pure function, tested in
-tests/unit/test_server_settings.py."""
+tests/unit/test_server_settings.py. What each family reports from the values it
+is given (the histograms' buckets, the depths, ages and dead letters by kind, the
+counters summed by kind, the last depths when a read cannot be made, the
+optional families, observers combined) is tested in
+tests/unit/test_metrics_rules.py; how the stores compute a queue's depth and age
+in tests/integration/store/test_repository_contract.py."""
 
 from __future__ import annotations
 
@@ -65,10 +74,6 @@ async def test_rpc_counter_and_latency_histogram_by_method_and_code(metered):
     assert sample(samples, "nexus_rpc_requests_total", method=get_session, code="NOT_FOUND") == 1
     count = sample(samples, "nexus_rpc_duration_seconds_count", method=CREATE_SESSION, code="OK")
     assert count == 1
-    inf = sample(
-        samples, "nexus_rpc_duration_seconds_bucket", method=CREATE_SESSION, code="OK", le="+Inf"
-    )
-    assert inf == 1
     assert sample(samples, "nexus_rpc_duration_seconds_sum", method=CREATE_SESSION, code="OK") > 0
 
 
@@ -95,16 +100,11 @@ async def test_queue_depth_oldest_age_and_worker_counters(metered):
 
     # No Ollama is configured, so extraction waits in the queue while indexing completes.
     samples = await wait_until(extraction_waiting_and_indexed)
-
-    # The waiting job's age grows with the clock, and is never more than the
-    # time since it could have been queued.
-    async def aged(seconds: float):
-        scraped = await scrape(metered)
-        age = sample(scraped, "nexus_job_oldest_pending_age_seconds", kind="extract:episode")
-        return (age, time.time()) if age is not None and age >= seconds else None
-
-    age, read_by = await wait_until(lambda: aged(1.0), timeout=20)
-    assert 1.0 <= age <= read_by - queued_after
+    read_by = time.time()
+    # The waiting job's age, read from the store: never more than the time
+    # since it could have been queued.
+    age = sample(samples, "nexus_job_oldest_pending_age_seconds", kind="extract:episode")
+    assert age is not None and 0 <= age <= read_by - queued_after
     assert sample(samples, "nexus_job_oldest_pending_age_seconds", kind="index:episodes") == 0
     assert sample(samples, "nexus_job_dead_letters", kind="extract:episode") == 0
     assert sample(samples, "nexus_job_failures_total", kind="index:episodes") == 0
@@ -173,7 +173,4 @@ async def test_event_loop_lag_is_exported(metered):
         return samples if count and count >= 2 else None
 
     samples = await wait_until(sampled)
-    count = sample(samples, "nexus_event_loop_lag_seconds_count")
-    assert sample(samples, "nexus_event_loop_lag_seconds_bucket", le="+Inf") == count
-    assert sample(samples, "nexus_event_loop_lag_seconds_bucket", le="0.1") <= count
     assert 0 <= sample(samples, "nexus_event_loop_lag_max_seconds") < 5

@@ -1,4 +1,13 @@
-"""Optional OpenTelemetry traces, recorded by the SDK's in-memory exporter."""
+"""Optional OpenTelemetry traces from a whole server, recorded by the SDK's
+in-memory exporter: the interceptor opens and closes each RPC's span from a
+real client's call (its request id, the trace the client sent, its code), and
+the App's proxies nest the database's, the index's, the embedder's and the
+LLM's spans under it; off by default, the App's components are the real objects.
+
+The tracing module's own rules (a span's name, kind and attributes, an error
+span for a failed call but not a cancelled one, child spans only inside an RPC,
+nothing propagated or wrapped when off, refused settings) are unit tests, in
+tests/unit/test_tracing_rules.py."""
 
 from __future__ import annotations
 
@@ -11,7 +20,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from nexus_grpc.app import App  # noqa: E402
 from nexus_grpc.client import NexusClient, NexusClientError  # noqa: E402
@@ -41,14 +49,13 @@ def by_name(exporter, name):
 
 def children(exporter, parent):
     return [
-        span for span in exporter.get_finished_spans()
+        span
+        for span in exporter.get_finished_spans()
         if span.parent is not None and span.parent.span_id == parent.context.span_id
     ]
 
 
-async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
-    tmp_path, spans, stub
-):
+async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(tmp_path, spans, stub):
     client_tracer = TracerProvider()
     client_spans = InMemorySpanExporter()
     client_tracer.add_span_processor(SimpleSpanProcessor(client_spans))
@@ -58,7 +65,8 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
             with client_tracer.get_tracer("test").start_as_current_span("orchestrator"):
                 session = await client.create_session(session=memory_pb2.Session(name="traced"))
                 await client.create_episode(
-                    session_id=session.id, user_message="apples are red",
+                    session_id=session.id,
+                    user_message="apples are red",
                     call_metadata=[("x-request-id", "trace-req-1")],
                 )
                 # Embeds the query and searches the index, whatever it finds.
@@ -78,7 +86,6 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
     create = by_name(spans, "nexus.memory.v1.MemoryService/CreateEpisode")
     assert len(create) == 1, "one span per RPC"
     (create,) = create
-    assert create.kind == SpanKind.SERVER
     assert create.attributes["nexus.request_id"] == "trace-req-1"
     assert create.attributes["rpc.grpc.status_code"] == 0
     # The client's context travelled in the metadata: same trace, caller as parent.
@@ -96,7 +103,6 @@ async def test_each_rpc_is_a_span_with_child_spans_under_the_callers_trace(
 
     (missing,) = by_name(spans, "nexus.memory.v1.MemoryService/GetSession")
     assert missing.attributes["rpc.grpc.status_code"] == 5  # NOT_FOUND
-    assert missing.status.status_code == StatusCode.ERROR
 
 
 async def test_off_by_default_nothing_is_wrapped(tmp_path):
@@ -107,6 +113,3 @@ async def test_off_by_default_nothing_is_wrapped(tmp_path):
     # (The query-vector cache is a component of its own, not a tracing proxy.)
     assert type(app.embedder) is QueryVectorCache
     assert type(app.embedder.inner) is HashingEmbedder
-    metadata: list[tuple[str, str]] = []
-    tracing.inject(metadata)  # no active span: nothing to propagate
-    assert metadata == []
