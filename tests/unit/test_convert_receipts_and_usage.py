@@ -4,8 +4,9 @@
 (api/usage_convert.py). What each keeps, what it defaults, what it refuses.
 
 GetUsage's request checks are tests/unit/test_api_usage_request.py's; the
-wiring of each RPC stays in its whole-server test (tests/e2e/api/
-test_get_usage.py, test_forget_user_rights.py, tests/e2e/service/).
+wiring of each RPC stays in its whole-server test (GetUsage's in
+tests/e2e/api/test_get_usage.py, ForgetUser's receipts in
+tests/e2e/api/test_forget_user_rights.py, summaries' in tests/e2e/service/).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ keeps, leaves unset or defaults on the way out. No server: a message built
 here stands in for the one a client sends.
 
 Whole-server tests keep the wiring (that an RPC reads its fields through these
-and the refusal reaches the client as INVALID_ARGUMENT): tests/e2e/service/
-test_episode_time.py, test_memory_expiry.py, test_project_retention.py.
+and the refusal reaches the client as INVALID_ARGUMENT):
+tests/e2e/service/test_episode_time.py, tests/e2e/service/test_memory_expiry.py,
+tests/e2e/service/test_project_retention.py.
 """
 
 from __future__ import annotations
