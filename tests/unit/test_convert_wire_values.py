@@ -23,7 +23,8 @@ from nexus_grpc.api import convert
 from nexus_grpc.core import models
 from nexus_grpc.core.models import Episode, JobState, Project, SearchMode, SearchSource, Session
 from nexus_grpc.core.records import Memory, MemoryUsage, Revision
-from nexus_grpc.domain.retrieval.hits import MemoryHit, StageScore
+from nexus_grpc.domain.retrieval.hits import EpisodeHit, MemoryHit, StageScore
+from nexus_grpc.domain.selection import Selection
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.runtime.loop_lag import LAG_BUCKETS, LoopLag
@@ -332,6 +333,32 @@ def test_a_degraded_reason_goes_out_with_a_urls_credentials_masked():
     hit = convert.memory_hit(MemoryHit(a_memory(), 0.5, (), degraded_reason=reason))
     assert "hunter2" not in hit.degraded_reason
     assert hit.degraded_reason.startswith("semantic search down: http://***@embedder:8080/v1")
+
+
+def test_an_episode_hit_carries_its_snippet_and_the_paths_that_found_it():
+    episode = Episode(id=3, session_id=2, user_message="u", ai_response="a", occur_at=BASE)
+    hit = EpisodeHit(
+        episode, 0.8, "the <port>", (SearchSource.KEYWORD, SearchSource.SEMANTIC), reranked=True
+    )
+    out = convert.episode_hit(hit)
+    assert (out.episode.id, out.score, out.snippet, out.reranked) == (3, 0.8, "the <port>", True)
+    assert list(out.sources) == [
+        memory_pb2.SEARCH_SOURCE_KEYWORD,
+        memory_pb2.SEARCH_SOURCE_SEMANTIC,
+    ]
+    assert not out.HasField("explanation") and out.degraded_reason == ""
+
+
+def test_a_selected_memory_says_how_and_why_it_was_chosen():
+    chosen = Selection(
+        a_memory(), 0.9, models.MemoryCategory.NECESSARY, True, "semantic",
+        degraded_reason="no model: http://u:hunter2@llm/v1", title_batches=2,
+    )  # fmt: skip
+    out = convert.selected_memory(chosen)
+    assert (out.memory.id, out.relevance, out.previously_used) == (7, 0.9, True)
+    assert out.category == memory_pb2.MEMORY_CATEGORY_NECESSARY
+    assert (out.method, out.title_batches) == ("semantic", 2)
+    assert "hunter2" not in out.degraded_reason and out.degraded_reason.startswith("no model")
 
 
 # Projects, sessions, episodes -------------------------------------------------
