@@ -8,6 +8,11 @@ method of the three service descriptors is walked over rows of several KB
 each at the default page size: every page fits the limit, holds at least one
 row, and the pages together hold every row once. A List RPC added later
 fails here until it has rows to walk.
+
+Here, each List RPC's wiring (its servicer fits its page to the server's
+limit, on both stores). The cut itself (where a page is cut, that it keeps
+one row, that the token resumes after the last row sent, and the walk of
+large episodes) is tested on api/pages.py in tests/unit/test_convert_page_fit.py.
 """
 
 from __future__ import annotations

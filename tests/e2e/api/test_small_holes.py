@@ -4,7 +4,10 @@ watch slot, control characters in names.
 Here, each over the wire (the wiring). The rules are tested directly in the
 unit tier: a forged x-request-id replaced (tests/unit/test_limits_rules.py),
 a forged log line escaped (tests/unit/test_api_log_lines.py), the control
-characters a name may not hold (tests/unit/test_validation.py).
+characters a name may not hold (tests/unit/test_validation.py), a page of
+large episodes cut to the message limit and paged on
+(tests/unit/test_convert_page_fit.py; ListEpisodes' wiring, with every other
+List RPC's, is tests/e2e/api/test_list_pages.py).
 """
 
 from __future__ import annotations
@@ -34,39 +37,6 @@ async def small(tmp_path, store_settings):
     h = await start_harness(tmp_path / "data", max_message_bytes=LIMIT, **store_settings)
     yield h
     await h.close()
-
-
-async def test_a_page_of_large_episodes_fits_the_message_limit_and_pages_on(small):
-    h = small
-    session = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session())
-    )
-    big = "x" * 90_000
-    created = [
-        (
-            await h.memory.CreateEpisode(
-                memory_pb2.CreateEpisodeRequest(
-                    session_id=session.id, user_message=f"{i} {big}", ai_response=big
-                )
-            )
-        ).id
-        for i in range(12)
-    ]
-    # 12 episodes of ~180 kB are ~2 MB: the default page (50) cannot be one message.
-    seen, token, pages = [], "", 0
-    while True:
-        page = await h.memory.ListEpisodes(
-            memory_pb2.ListEpisodesRequest(session_id=session.id, page_token=token)
-        )
-        assert page.ByteSize() <= LIMIT
-        assert page.episodes, "a page must hold at least one episode"
-        seen += [e.id for e in page.episodes]
-        pages += 1
-        token = page.next_page_token
-        if not token:
-            break
-    assert pages > 1
-    assert seen == sorted(created, reverse=True)  # every one, once, newest first
 
 
 async def test_a_response_over_the_limit_is_logged_and_counted_as_what_it_was(tmp_path, caplog):
