@@ -127,15 +127,15 @@ class ReflectionServicer:
         return self._pool.FindFileByName(name)
 
     def _file_of(self, symbol: str) -> Any:
-        if symbol.startswith("grpc.reflection.v1."):
-            return self._v1_pool.FindFileContainingSymbol(symbol)
+        pool = self._v1_pool if symbol.startswith("grpc.reflection.v1.") else self._pool
         try:
-            return self._pool.FindFileContainingSymbol(symbol)
+            return pool.FindFileContainingSymbol(symbol)
         except KeyError:
-            # Python's pool does not index methods: a method is in its service's file.
+            # Python's pool does not index methods: a method is in its service's
+            # file, in either pool (grpcurl asks v1's own methods by name too).
             service, _, method = symbol.rpartition(".")
-            if service and method in self._pool.FindServiceByName(service).methods_by_name:
-                return self._pool.FindFileContainingSymbol(service)
+            if service and method in pool.FindServiceByName(service).methods_by_name:
+                return pool.FindFileContainingSymbol(service)
             raise
 
     def _files(

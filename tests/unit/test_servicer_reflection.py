@@ -99,6 +99,13 @@ async def test_the_v1_file_is_v1alphas_in_the_v1_package():
     assert set(files) == {"grpc/reflection/v1/reflection.proto"}
 
 
+async def test_a_v1_method_is_found_in_the_v1_file_as_ours_are_in_theirs():
+    # The method fallback once served only our pool, so v1's own method was
+    # NOT_FOUND where v1alpha's and ours were found.
+    files = await files_for(f"{V1}.ServerReflectionInfo")
+    assert set(files) == {"grpc/reflection/v1/reflection.proto"}
+
+
 @pytest.mark.parametrize(
     "symbol",
     [
