@@ -3,9 +3,9 @@ message: the secrets a configured URL carries (``url_secrets``), which of
 them ``remember`` keeps, how ``scrub`` replaces them and masks the URLs in a
 text, and the URLs ``mask_url`` cannot read.
 
-How each masked URL reads, and that no credential of a running server's
-configuration reaches an answer or the log, is the whole-server tier's:
-tests/e2e/api/test_credentials.py.
+How each configured URL reads masked is tests/unit/test_errors_masked_urls.py's;
+that no credential of a running server's configuration reaches an answer or
+the log is the whole-server tier's: tests/e2e/api/test_credentials.py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """WatchExtractions' slots and wake-ups (core/events.py), on the broadcaster
-alone: the server's, one key's and one tenant's caps on open streams, what a
-refusal tells the client, a slot given back when its stream ends, and the
-notify/close wake-ups a waiting stream reads again on.
+alone, beside the caps tests/unit/test_limits_watch_streams.py tests: a key
+with no name is called by its id, a refused stream holds no slot, a stream
+that fails gives its slots back, and the notify/close wake-ups a waiting
+stream reads again on.
 
-That the refusals reach a client over the wire with their details, and that
-the caps are flags, is the whole-server tier's: tests/e2e/api/test_limits.py,
-test_small_holes.py, test_error_details.py and
-tests/e2e/faults/test_fault_streams.py.
+That the refusals reach a client over the wire with their details is the
+whole-server tier's: tests/e2e/api/test_limits.py, test_small_holes.py and
+test_error_details.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import contextlib
 import pytest
 
 from nexus_grpc.core.events import EventBroadcaster
-from nexus_grpc.errors import ErrorInfo, QuotaViolation, ResourceExhausted
+from nexus_grpc.errors import ErrorInfo, ResourceExhausted
 
 
 def _refusal(b: EventBroadcaster, **who: str | None) -> ResourceExhausted:
@@ -25,68 +25,12 @@ def _refusal(b: EventBroadcaster, **who: str | None) -> ResourceExhausted:
     return err.value
 
 
-def test_one_key_holds_at_most_its_cap_and_the_refusal_names_the_key_and_the_flag():
-    b = EventBroadcaster(max_watchers=10, max_per_key=2)
-    with b.watching("k1", "alice"), b.watching("k1", "alice"):
-        refused = _refusal(b, key="k1", name="alice")
-        # Another key is not held back by this one's streams.
-        with b.watching("k2", "bob"):
-            assert b.watchers == 3
-    assert "'alice' already has 2" in refused.message
-    assert "--max-watch-streams-per-key" in refused.message and "(now 2)" in refused.message
-    quota, info = refused.details
-    assert quota == QuotaViolation(
-        "api_key:alice",
-        "WatchExtractions streams per API key: at most 2; this key has 2 open",
-        quota_id="max-watch-streams-per-key",
-        quota_value=2,
-    )
-    assert info == ErrorInfo("WATCH_STREAM_LIMIT_PER_KEY", {"api_key": "alice"})
-
-
 def test_a_key_with_no_name_is_called_by_its_id():
     b = EventBroadcaster(max_per_key=1)
     with b.watching("key-7"):
         refused = _refusal(b, key="key-7")
     assert "'key-7' already has 1" in refused.message
     assert refused.details[1] == ErrorInfo("WATCH_STREAM_LIMIT_PER_KEY", {"api_key": "key-7"})
-
-
-def test_the_keys_of_one_tenant_hold_at_most_the_tenants_cap_together():
-    b = EventBroadcaster(max_watchers=10, max_per_key=5, max_per_tenant=2)
-    with b.watching("k1", tenant="ta"), b.watching("k2", tenant="ta"):
-        refused = _refusal(b, key="k3", tenant="ta")
-        with b.watching("k4", tenant="tb"):  # another tenant has its own count
-            pass
-    assert "tenant 'ta' already have 2" in refused.message
-    assert "--max-watch-streams-per-tenant" in refused.message
-    quota, info = refused.details
-    assert (quota.subject, quota.quota_id, quota.quota_value) == (
-        "tenant:ta",
-        "max-watch-streams-per-tenant",
-        2,
-    )
-    assert info == ErrorInfo("WATCH_STREAM_LIMIT_PER_TENANT", {"tenant": "ta"})
-
-
-def test_the_server_holds_at_most_its_cap_whoever_asks():
-    b = EventBroadcaster(max_watchers=2, max_per_key=0)
-    with b.watching(), b.watching("k1"):
-        refused = _refusal(b, key="k2")
-    assert "the server already has 2 WatchExtractions streams open" in refused.message
-    assert "--max-watch-streams /" in refused.message
-    quota, info = refused.details
-    assert (quota.subject, quota.quota_id, quota.quota_value) == ("server", "max-watch-streams", 2)
-    assert info == ErrorInfo("WATCH_STREAM_LIMIT")
-
-
-def test_a_cap_of_zero_or_less_is_no_limit():
-    b = EventBroadcaster(max_watchers=0, max_per_key=-1, max_per_tenant=0)
-    with contextlib.ExitStack() as streams:
-        for _ in range(40):
-            streams.enter_context(b.watching("k1", tenant="ta"))
-        assert b.watchers == 40
-    assert b.refused == 0
 
 
 def test_a_refused_stream_holds_no_slot_and_is_counted():
