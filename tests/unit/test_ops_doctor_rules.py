@@ -1,0 +1,188 @@
+"""``nexus-grpc doctor``'s wording and the health check's settings
+(nexus_grpc/ops/against_server/doctor.py), on plain values: a queue's age,
+the service status as report lines (dependencies, the event loop, queues,
+the tenants' LLM tokens), the name a certificate is checked against and
+the probe an mTLS server's environment gives. Dialling a server is
+tests/e2e/api/test_auth.py's and tests/e2e/server/test_health_check_command.py's
+(which also holds local_target's and the TLS probe's first cases, on real
+certificates)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.against_server.doctor import (
+    HEALTH_CLIENT_CERT_ENV,
+    HEALTH_CLIENT_KEY_ENV,
+    HealthConfigError,
+    HealthProbe,
+    _age,
+    _checkable_name,
+    _report,
+    certificate_names,
+    probe_from_environment,
+)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.0, "-"), (-3.0, "-"), (4.25, "4.2s"), (119.9, "119.9s"), (120.0, "2.0m"),
+     (7199.0, "120.0m"), (7200.0, "2.0h"), (90_000.0, "25.0h")],
+)  # fmt: skip
+def test_a_queues_oldest_age_is_shown_in_seconds_minutes_or_hours(seconds, shown):
+    assert _age(seconds) == shown
+
+
+def _lines(status: memory_pb2.ServiceStatus) -> list[str]:
+    said: list[str] = []
+    _report(status, said.append)
+    return said
+
+
+def test_a_bare_status_reports_its_state_schema_and_embedder_only():
+    assert _lines(memory_pb2.ServiceStatus(schema_version=12)) == [
+        "  state             ?",
+        "  schema version    12",
+        "  embedding         ? (dimension 0)",
+    ]
+
+
+def test_each_dependency_is_marked_ok_off_or_fail_with_its_detail():
+    status = memory_pb2.ServiceStatus(
+        state="DEGRADED",
+        dependencies=[
+            memory_pb2.DependencyStatus(name="database", ok=True),
+            memory_pb2.DependencyStatus(name="llm", ok=True, off=True, detail="not configured"),
+            memory_pb2.DependencyStatus(name="vectors", ok=False, detail="index away"),
+        ],
+    )
+    assert _lines(status)[3:] == [
+        "  dependencies",
+        "    ok    database",
+        "    off   llm       not configured",
+        "    FAIL  vectors   index away",
+    ]
+
+
+def test_the_event_loop_line_gives_its_worst_delay_and_late_wakeups():
+    status = memory_pb2.ServiceStatus(
+        event_loop=memory_pb2.EventLoopStatus(samples=600, max_lag_ms=212.6, over_100ms=3)
+    )
+    assert _lines(status)[3] == (
+        "  event loop        worst delay 213 ms; 3 of 600 wake-ups over 100 ms late"
+    )
+
+
+def test_queues_are_a_table_with_their_oldest_pending_age():
+    status = memory_pb2.ServiceStatus(
+        queues=[
+            memory_pb2.QueueStatus(
+                kind="index:episodes", pending=3, oldest_pending_age_seconds=300
+            ),
+            memory_pb2.QueueStatus(kind="extract", failed=2),
+        ]
+    )
+    assert [line.split() for line in _lines(status)[3:]] == [
+        ["queues"],
+        ["kind", "pending", "failed", "oldest"],
+        ["index:episodes", "3", "0", "5.0m"],
+        ["extract", "0", "2", "-"],
+    ]
+
+
+def test_only_tenants_with_a_budget_or_a_spend_are_listed_with_their_users():
+    status = memory_pb2.ServiceStatus(
+        budgets=[
+            memory_pb2.TenantBudget(tenant="idle"),
+            memory_pb2.TenantBudget(
+                tenant="atlas",
+                llm_tokens_today=120_000,
+                llm_tokens_per_day=100_000,
+                exhausted=True,
+                llm_tokens_per_day_per_user=50_000,
+                users=[
+                    memory_pb2.UserBudget(user_id="ann", llm_tokens_today=60_000, exhausted=True)
+                ],
+            ),
+            memory_pb2.TenantBudget(tenant="bo", llm_tokens_today=1_500),
+        ]
+    )
+    assert _lines(status)[3:] == [
+        "  LLM tokens today (docs/usage.md)",
+        "    atlas  120,000 of 100,000  SPENT: its LLM work waits for 00:00 UTC",
+        "           user 'ann': 60,000 of 50,000 a user  SPENT: their LLM work waits for 00:00 UTC",
+        "    bo     1,500 (no budget)",
+    ]
+
+
+def test_a_plain_name_is_checked_before_a_wildcard_whose_star_is_filled():
+    assert _checkable_name(["*.nexus.lan", "nexus.lan"]) == "nexus.lan"
+    assert _checkable_name(["*.nexus.lan"]) == "health.nexus.lan"
+    assert _checkable_name(["*bad.lan"]) is None
+    assert _checkable_name([]) is None
+
+
+def test_a_file_that_is_not_a_certificate_has_no_names(tmp_path):
+    junk = tmp_path / "server.pem"
+    junk.write_bytes(b"not a certificate")
+    assert certificate_names(str(junk)) == []
+    assert certificate_names(str(tmp_path / "missing.pem")) == []
+
+
+def _tls_files(tmp_path):
+    (tmp_path / "server.pem").write_bytes(b"server chain")
+    (tmp_path / "server.key").write_bytes(b"server key")
+    (tmp_path / "client.pem").write_bytes(b"client chain")
+    (tmp_path / "client.key").write_bytes(b"client key")
+    return {
+        "NEXUS_LISTEN": "[::]:7443",
+        "NEXUS_TLS_CERT": str(tmp_path / "server.pem"),
+        "NEXUS_TLS_KEY": str(tmp_path / "server.key"),
+        "NEXUS_TLS_CLIENT_CA": str(tmp_path / "ca.pem"),
+    }
+
+
+def test_with_a_client_ca_the_probe_presents_the_servers_own_certificate(tmp_path):
+    probe = probe_from_environment(_tls_files(tmp_path))
+    assert probe == HealthProbe(
+        "[::1]:7443",
+        tls=True,
+        root_certificates=b"server chain",
+        certificate_chain=b"server chain",
+        private_key=b"server key",
+        server_name=None,  # the file names nothing it could be checked against
+        own_client_certificate=True,
+    )
+    assert probe.describe() == "[::1]:7443 (mTLS)"
+
+
+def test_a_health_client_certificate_replaces_the_servers_own(tmp_path):
+    env = _tls_files(tmp_path) | {
+        HEALTH_CLIENT_CERT_ENV: str(tmp_path / "client.pem"),
+        HEALTH_CLIENT_KEY_ENV: str(tmp_path / "client.key"),
+    }
+    probe = probe_from_environment(env)
+    assert (probe.certificate_chain, probe.private_key) == (b"client chain", b"client key")
+    assert probe.root_certificates == b"server chain"  # the server is still pinned
+    assert probe.own_client_certificate is False
+
+
+def test_a_health_client_key_without_its_certificate_is_refused(tmp_path):
+    env = _tls_files(tmp_path) | {HEALTH_CLIENT_KEY_ENV: str(tmp_path / "client.key")}
+    with pytest.raises(HealthConfigError, match="NEXUS_HEALTH_CLIENT_CERT and .* go together"):
+        probe_from_environment(env)
+
+
+def test_an_unreadable_health_client_key_is_named(tmp_path):
+    env = _tls_files(tmp_path) | {
+        HEALTH_CLIENT_CERT_ENV: str(tmp_path / "client.pem"),
+        HEALTH_CLIENT_KEY_ENV: str(tmp_path / "gone.key"),
+    }
+    with pytest.raises(HealthConfigError, match=f"{HEALTH_CLIENT_KEY_ENV}: cannot read"):
+        probe_from_environment(env)
+
+
+def test_a_probe_describes_how_it_dials():
+    assert HealthProbe("127.0.0.1:50051").describe() == "127.0.0.1:50051 (plaintext)"
+    assert HealthProbe("h:1", tls=True).describe() == "h:1 (TLS)"
