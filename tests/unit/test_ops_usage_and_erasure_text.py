@@ -1,0 +1,201 @@
+"""The wording of ``nexus-grpc usage`` and of ``forget-user``'s progress and
+receipt (nexus_grpc/ops/against_server/usage.py, forgetting.py), from a
+GetUsage answer or an Erasure built in place: whose figures, the stage
+table with its totals and estimates, the per-episode cost, the busy days or
+hours, every budget state, the progress bar and the receipt's counts. The
+commands against a server are tests/e2e/client/test_usage_cli.py's (which
+also holds --since's reading and the first budget lines) and
+test_privacy_cli.py's."""
+
+from __future__ import annotations
+
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.against_server.forgetting import BAR, progress_line, receipt_text
+from nexus_grpc.ops.against_server.usage import budget_lines, format_report
+
+MIDNIGHT = 1_765_065_600  # 2025-12-07T00:00:00Z
+
+
+def _usage(**kw) -> memory_pb2.GetUsageResponse:
+    report = memory_pb2.GetUsageResponse(tenant="acme", bucket=memory_pb2.USAGE_BUCKET_DAY, **kw)
+    report.start_time.FromSeconds(MIDNIGHT - 86_400)
+    report.end_time.FromSeconds(MIDNIGHT + 3600)
+    report.budget.resets_at.FromSeconds(MIDNIGHT + 86_400)
+    return report
+
+
+def _stage(stage: str, calls: int, prompt: int, completion: int, **kw) -> memory_pb2.StageUsage:
+    return memory_pb2.StageUsage(
+        stage=stage, calls=calls, prompt_tokens=prompt, completion_tokens=completion, **kw
+    )
+
+
+def test_the_header_names_the_project_by_name_and_id_or_by_id_alone():
+    assert format_report(_usage(project_id=4), "atlas").splitlines()[0] == (
+        "LLM usage of tenant 'acme', project 'atlas' (4), 2025-12-06 00:00:00 to"
+        " 2025-12-07 01:00:00 UTC"
+    )
+    assert (
+        format_report(_usage(project_id=4))
+        .splitlines()[0]
+        .startswith("LLM usage of tenant 'acme', project 4, ")
+    )
+
+
+def test_the_stage_table_sums_a_total_row_and_marks_estimated_tokens():
+    report = _usage()
+    report.total.stages.extend(
+        [
+            _stage(
+                "extraction",
+                1200,
+                1_500_000,
+                300_000,
+                seconds=1234.56,
+                outcomes={"ok": 1199, "timeout": 1},
+            ),
+            _stage("summary", 10, 2000, 500, seconds=3.0, estimated_calls=2),
+        ]
+    )
+    report.total.episodes = 400
+    lines = format_report(report).splitlines()
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == [
+        "stage",
+        "calls",
+        "prompt",
+        "tok",
+        "compl.",
+        "tok",
+        "seconds",
+        "outcomes",
+    ]
+    assert table[1].split() == [
+        "extraction",
+        "1,200",
+        "1,500,000",
+        "300,000",
+        "1,234.6",
+        "ok",
+        "1199,",
+        "timeout",
+        "1",
+    ]
+    assert table[2].split() == ["summary", "10", "2,000~", "500~", "3.0"]
+    assert table[3].split() == ["total", "1,210", "1,502,000", "300,500", "1,237.6"]
+    assert table[4] == "~: some calls' tokens are estimated (the server did not count them)"
+    assert table[6] == (
+        "episodes 400, memories formed 0, entities written 0; per episode: 3.02 calls, 4,506 tokens"
+    )
+
+
+def test_without_episodes_there_is_no_per_episode_cost_and_no_estimate_note():
+    report = _usage()
+    report.total.stages.append(_stage("overview", 2, 100, 10))
+    text = format_report(report)
+    assert "episodes 0, memories formed 0, entities written 0" in text.splitlines()
+    assert "per episode" not in text and "estimated" not in text
+
+
+def test_only_busy_buckets_are_listed_by_day_or_by_hour():
+    report = _usage()
+    quiet, busy = report.buckets.add(), report.buckets.add()
+    quiet.start_time.FromSeconds(MIDNIGHT - 86_400)
+    busy.start_time.FromSeconds(MIDNIGHT + 3600)
+    busy.stages.append(_stage("extraction", 3, 100, 20))
+    busy.episodes, busy.memories_formed, busy.entities = 5, 1, 2
+    lines = format_report(report).splitlines()
+    assert lines[-2].split() == ["day", "calls", "tokens", "episodes", "memories", "entities"]
+    assert lines[-1].split() == ["2025-12-07", "3", "120", "5", "1", "2"]
+    report.bucket = memory_pb2.USAGE_BUCKET_HOUR
+    lines = format_report(report).splitlines()
+    assert lines[-2].split()[0] == "hour"
+    assert lines[-1].split()[:2] == ["2025-12-07", "01:00"]
+
+
+def _budget(spent: int, per_day: int = 0, **kw) -> memory_pb2.TenantBudget:
+    budget = memory_pb2.TenantBudget(llm_tokens_today=spent, llm_tokens_per_day=per_day, **kw)
+    budget.resets_at.FromSeconds(MIDNIGHT)
+    return budget
+
+
+def test_a_tenant_without_a_daily_budget_is_told_what_it_spent():
+    assert budget_lines(_budget(1234)) == ["today: 1,234 tokens spent (no daily budget)"]
+    assert budget_lines(_budget(1234), mine=True) == [
+        "today: 1,234 tokens spent by this key's users' work (no daily budget)"
+    ]
+
+
+def test_a_spent_budget_seen_by_a_users_key_counts_its_users_work():
+    assert budget_lines(_budget(80, 100, exhausted=True), mine=True) == [
+        "today: the budget of 100 tokens is spent (80 by this key's users' work);"
+        " LLM work waits until it resets 2025-12-07 00:00 UTC"
+    ]
+
+
+def test_an_overspent_budget_has_nothing_left_not_a_negative():
+    assert budget_lines(_budget(120, 100)) == [
+        "today: 120 of 100 tokens spent, 0 left (resets 2025-12-07 00:00 UTC)"
+    ]
+
+
+def test_each_user_is_shown_against_the_share_or_alone_without_one():
+    budget = _budget(300, 1000, llm_tokens_per_day_per_user=100)
+    budget.users.add(user_id="ann", llm_tokens_today=100, exhausted=True)
+    budget.users.add(user_id="bo", llm_tokens_today=130)
+    assert budget_lines(budget)[1:] == [
+        "  user 'ann': 100 of 100 tokens a user (spent: their LLM work waits)",
+        "  user 'bo': 130 of 100 tokens a user (0 left)",
+    ]
+    budget.llm_tokens_per_day_per_user = 0
+    assert budget_lines(budget)[1:] == ["  user 'ann': 100 tokens", "  user 'bo': 130 tokens"]
+
+
+def _erasure(**kw) -> memory_pb2.Erasure:
+    values = {"state": memory_pb2.ERASURE_STATE_RUNNING} | kw
+    erasure = memory_pb2.Erasure(id=9, user_id="alice", tenant="acme", phase="episodes", **values)
+    erasure.planned.episodes, erasure.planned.sessions, erasure.planned.memories = 6, 2, 2
+    return erasure
+
+
+def test_the_progress_bar_fills_with_what_went_of_what_was_found():
+    erasure = _erasure()
+    erasure.counts.episodes, erasure.counts.sessions = 3, 2
+    line = progress_line(erasure)
+    assert line == (
+        f"[{'#' * 15}{'.' * (BAR - 15)}]  50% episodes  episodes 3/6, sessions 2/2, memories 0/2"
+    )
+
+
+def test_counts_past_the_plan_do_not_overfill_the_bar():
+    erasure = _erasure()
+    erasure.counts.episodes = 60  # more went than was found: a row written meanwhile
+    assert progress_line(erasure).startswith(f"[{'#' * 18}{'.' * 12}]  60%")
+
+
+def test_a_done_erasure_or_one_that_found_nothing_shows_a_full_bar():
+    done = _erasure(state=memory_pb2.ERASURE_STATE_DONE)
+    assert progress_line(done).startswith(f"[{'#' * BAR}] 100%")
+    empty = memory_pb2.Erasure(phase="started")
+    assert progress_line(empty).startswith(f"[{'#' * BAR}] 100% started")
+
+
+def test_the_receipt_says_whose_erasure_where_and_only_the_counts_that_are_not_zero():
+    erasure = _erasure(state=memory_pb2.ERASURE_STATE_DONE, project_id=4)
+    erasure.start_time.FromSeconds(MIDNIGHT)
+    erasure.counts.episodes, erasure.counts.memory_history = 6, 3
+    assert receipt_text(erasure).splitlines() == [
+        "erasure 9 of user 'alice' in tenant 'acme', project 4: done",
+        "  started  2025-12-07T00:00:00Z",
+        "  episodes               6",
+        "  memory history         3",
+    ]
+
+
+def test_a_receipt_without_a_user_or_a_project_says_a_user_in_every_project():
+    erasure = memory_pb2.Erasure(id=1, tenant="acme", state=memory_pb2.ERASURE_STATE_RUNNING)
+    erasure.end_time.FromSeconds(MIDNIGHT)
+    assert receipt_text(erasure).splitlines() == [
+        "erasure 1 of a user in tenant 'acme', every project: running",
+        "  finished 2025-12-07T00:00:00Z",
+    ]
