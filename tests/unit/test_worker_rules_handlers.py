@@ -21,6 +21,7 @@ from nexus_grpc.core.vectors import CollectionNotFound, VectorIndexUnavailable, 
 from nexus_grpc.domain.summaries import NothingToSummarize
 from nexus_grpc.domain.vector_collections import EPISODES, CollectionSpec
 from nexus_grpc.errors import DependencyError, FailedPrecondition, NotFound, Unavailable
+from nexus_grpc.workers import expiry, history_purge, retention
 from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.extractor import ExtractionHandler
 from nexus_grpc.workers.indexer import Indexer, mark_episode_failed, note_episode_retry
@@ -287,3 +288,56 @@ def test_an_episodes_index_failure_and_retry_show_on_the_episode():
     mark_episode_failed(uow, job, "dead")
     row = uow.episodes.rows[episode.id]
     assert (row.embed_state, row.embed_error) == (JobState.FAILED, "dead")
+
+
+# ---- the scheduled sweeps: expiry, retention, history purge -------------------------------
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+def _recorder(calls: list) -> Any:
+    def record(uow: Any, **kw: Any) -> None:
+        calls.append((uow, kw))
+
+    return record
+
+
+async def test_each_expiry_job_removes_its_own_memory_at_the_batchs_time(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(expiry.memory_upkeep, "expire", _recorder(calls))
+    monkeypatch.setattr(expiry, "time", _Clock(500.0))
+    outcomes = await expiry.MemoryExpiry(history_retention=30.0).handle(_jobs(4, 9))
+    for o in outcomes:
+        o.write("uow")
+    assert calls == [
+        ("uow", {"memory_id": 4, "at": 500.0, "history_retention": 30.0}),
+        ("uow", {"memory_id": 9, "at": 500.0, "history_retention": 30.0}),
+    ]
+    assert [o.error for o in outcomes] == [None, None]
+
+
+async def test_each_retention_job_sweeps_its_own_project(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(retention.retention, "sweep", _recorder(calls))
+    monkeypatch.setattr(retention, "time", _Clock(700.0))
+    for o in await retention.sweep_retention(_jobs(2, 3)):
+        o.write("uow")
+    assert calls == [
+        ("uow", {"project_id": 2, "at": 700.0}),
+        ("uow", {"project_id": 3, "at": 700.0}),
+    ]
+
+
+async def test_each_purge_job_drops_its_own_memorys_history(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(history_purge.memory_upkeep, "purge_history", _recorder(calls))
+    monkeypatch.setattr(history_purge, "time", _Clock(900.0))
+    for o in await history_purge.purge_history(_jobs(6)):
+        o.write("uow")
+    assert calls == [("uow", {"memory_id": 6, "at": 900.0})]
