@@ -2,9 +2,12 @@
 values: where a question's first evidence lands becomes recall@k, MRR, the
 reach past 10 and recall@10 per category; the percentiles of latency; the
 report's lines; the timed and photos constructions' texts; the command's
-own refusals before any server is asked. Storing and asking over gRPC is
-tests/e2e/service/test_recall_eval_photos.py's and test_recall_floor.py's;
-the session date's reading is test_episode_time_rules.py's."""
+own refusals before any server is asked; and, with a scripted MemoryService
+in-process, what each construction stores, where a question's first evidence
+ranks among the hits, and the wait for indexing. Storing and asking over
+gRPC on a real server is tests/e2e/service/test_recall_eval_photos.py's and
+test_recall_floor.py's; the session date's reading is
+test_episode_time_rules.py's."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import argparse
 import pytest
 
 from nexus_grpc.evaluation import recall
+from nexus_grpc.evaluation.locomo import Conversation, EpisodeText, Question, SessionText
 from nexus_grpc.evaluation.recall import (
     EvalError,
     ModeResult,
@@ -202,3 +206,121 @@ def test_progress_on_a_terminal_overwrites_one_line_and_ends_it_when_final(monot
     progress("asked 4 searches", final=True)
     clear = "\r\x1b[2K"
     assert out.text == f"{clear}asking: 1/4{clear}asking: 3/4{clear}asked 4 searches\n"
+
+
+# ---- storing and asking, with a scripted stub in-process ------------------------------------
+
+
+class _Hit:
+    def __init__(self, episode_id: int) -> None:
+        self.episode = argparse.Namespace(id=episode_id)
+
+
+class ScriptedMemory:
+    """The MemoryService calls the evaluation makes, answered in-process."""
+
+    def __init__(self, hits: list[int] | None = None, queues: list | None = None) -> None:
+        self.hits = hits or []
+        self.queues = queues or []
+        self.searches: list = []
+        self.episodes: list = []
+        self._ids = iter(range(1000, 2000))
+
+    async def CreateProject(self, request, **_kw):  # noqa: N802 - the RPC's name
+        return argparse.Namespace(id=7)
+
+    async def CreateSession(self, request, **_kw):  # noqa: N802
+        return argparse.Namespace(id=next(self._ids))
+
+    async def CreateEpisode(self, request, **_kw):  # noqa: N802
+        self.episodes.append(request)
+        return argparse.Namespace(id=next(self._ids))
+
+    async def GetServiceStatus(self, request, **_kw):  # noqa: N802
+        return argparse.Namespace(queues=self.queues)
+
+    async def _search(self):
+        for episode_id in self.hits:
+            yield _Hit(episode_id)
+
+    def SearchEpisodes(self, request, **_kw):  # noqa: N802
+        self.searches.append(request)
+        return self._search()
+
+
+def _conversation() -> Conversation:
+    date = "1:56 pm on 8 May, 2023"
+    episodes = (
+        EpisodeText(f"[{date}] Ann: look", "Bo: nice", ("D1:1", "D1:2"), user_photo="a sunset"),
+        EpisodeText(f"[{date}] Ann: a beagle", recall.NO_REPLY, ("D1:3",), ai_photo="unused"),
+    )
+    question = Question("Which dog?", 2, frozenset({1}))
+    return Conversation("26", ("Ann", "Bo"), (SessionText(date, episodes),), (question,))
+
+
+async def test_a_questions_rank_is_where_its_first_evidence_episode_is_found():
+    stored = recall.Stored(_conversation(), project_id=7, episode_ids=[501, 502])
+    stub = ScriptedMemory(hits=[900, 501, 502, 502])  # 502 is episode 1: the evidence
+    results = await recall._ask(stub, [stored], ["fused"], 10, 5.0, recall.Progress(None))  # type: ignore[arg-type]
+    assert results["fused"].ranks == [3]
+    [search] = stub.searches
+    assert (search.project_id, search.query, search.limit, search.skip_rerank) == (
+        7,
+        "Which dog?",
+        10,
+        True,
+    )
+
+
+async def test_evidence_not_in_the_hits_is_a_miss():
+    stored = recall.Stored(
+        _conversation(), project_id=7, episode_ids=[501, 502], construction="timed"
+    )
+    stub = ScriptedMemory(hits=[501])
+    results = await recall._ask(stub, [stored], ["keyword"], 10, 5.0, recall.Progress(None))  # type: ignore[arg-type]
+    assert results["timed:keyword"].ranks == [None]
+    assert stub.searches[0].skip_rerank is False
+
+
+async def test_the_timed_construction_moves_the_date_into_each_episodes_time():
+    stub = ScriptedMemory()
+    done = [0]
+    await recall._store(stub, _conversation(), "run1", 5.0, done, "timed")  # type: ignore[arg-type]
+    start = recall.session_time("1:56 pm on 8 May, 2023")
+    got = [(e.user_message, e.occur_time.seconds, e.request_id) for e in stub.episodes]
+    assert got == [
+        ("Ann: look", int(start), "run1-26-timed-1-0"),
+        ("Ann: a beagle", int(start) + recall.TURN_SECONDS, "run1-26-timed-1-1"),
+    ]
+    assert done == [2]
+
+
+async def test_the_photos_construction_adds_each_caption_but_not_to_a_missing_reply():
+    stub = ScriptedMemory()
+    stored = await recall._store(stub, _conversation(), "run1", 5.0, [0], "photos")  # type: ignore[arg-type]
+    got = [(e.user_message, e.ai_response, e.HasField("occur_time")) for e in stub.episodes]
+    assert got == [
+        ("[1:56 pm on 8 May, 2023] Ann: look [shared a photo: a sunset]", "Bo: nice", False),
+        ("[1:56 pm on 8 May, 2023] Ann: a beagle", recall.NO_REPLY, False),
+    ]
+    assert (stored.project_id, stored.construction, len(stored.episode_ids)) == (7, "photos", 2)
+
+
+def _queue(pending: int, failed: int = 0):
+    return argparse.Namespace(kind=recall.INDEX_QUEUE, pending=pending, failed=failed)
+
+
+async def _wait(stub: ScriptedMemory, deadline_s: float) -> None:
+    await recall._wait_indexed(stub, recall.Progress(None), 5.0, deadline_s)  # type: ignore[arg-type]
+
+
+async def test_indexing_is_done_when_nothing_waits_and_fails_on_a_failed_episode():
+    await _wait(ScriptedMemory(queues=[_queue(0)]), 60.0)
+    await _wait(ScriptedMemory(queues=[]), 60.0)  # no index queue: nothing to wait for
+    with pytest.raises(EvalError, match="2 episodes failed to index; see GetServiceStatus"):
+        await _wait(ScriptedMemory(queues=[_queue(3, 2)]), 60.0)
+
+
+async def test_indexing_past_its_deadline_says_how_many_still_wait():
+    with pytest.raises(EvalError, match=r"3 episodes still waiting to be indexed after -1.0s"):
+        await _wait(ScriptedMemory(queues=[_queue(3)]), -1.0)
