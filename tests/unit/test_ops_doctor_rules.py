@@ -1,18 +1,28 @@
 """``nexus-grpc doctor``'s wording and the health check's settings
 (nexus_grpc/ops/against_server/doctor.py), on plain values: a queue's age,
 the service status as report lines (dependencies, the event loop, queues,
-the tenants' LLM tokens), the name a certificate is checked against and
-the probe an mTLS server's environment gives. Dialling a server is
+the tenants' LLM tokens), the name a certificate is checked against, the
+probe an mTLS server's environment gives, and (a scripted client in place of
+NexusClient) the exit status each answer or failure gives. Dialling a server is
 tests/e2e/api/test_auth.py's and tests/e2e/server/test_health_check_command.py's
 (which also holds local_target's and the TLS probe's first cases, on real
 certificates)."""
 
 from __future__ import annotations
 
+import io
+
+import grpc
 import pytest
 
+from nexus_grpc.client.base import NexusClientError
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from nexus_grpc.ops.against_server import doctor as doctor_module
 from nexus_grpc.ops.against_server.doctor import (
+    EXIT_DEGRADED,
+    EXIT_SERVING,
+    EXIT_UNHEALTHY,
+    EXIT_UNREACHABLE,
     HEALTH_CLIENT_CERT_ENV,
     HEALTH_CLIENT_KEY_ENV,
     HealthConfigError,
@@ -186,3 +196,110 @@ def test_an_unreadable_health_client_key_is_named(tmp_path):
 def test_a_probe_describes_how_it_dials():
     assert HealthProbe("127.0.0.1:50051").describe() == "127.0.0.1:50051 (plaintext)"
     assert HealthProbe("h:1", tls=True).describe() == "h:1 (TLS)"
+
+
+# ---- the exit status, with a scripted client in place of NexusClient -------------------------
+
+
+class ScriptedClient:
+    """What doctor and health_check ask of NexusClient, answered from a script."""
+
+    script: dict = {}
+    opened: list = []
+
+    def __init__(self, target: str, **kw: object) -> None:
+        ScriptedClient.opened.append((target, kw))
+
+    async def __aenter__(self) -> ScriptedClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109 - NexusClient's
+        if self.script.get("ready") is not None:
+            raise self.script["ready"]
+
+    async def _answer(self, name: str) -> object:
+        found = self.script[name]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    async def check_health(self) -> object:
+        return await self._answer("health")
+
+    async def get_service_status(self) -> object:
+        return await self._answer("status")
+
+
+def _fail(code: grpc.StatusCode) -> NexusClientError:
+    return NexusClientError(code, "said no")
+
+
+SERVING = memory_pb2.ServiceStatus(state="SERVING")
+
+
+@pytest.mark.parametrize(
+    ("script", "code", "says"),
+    [
+        ({"ready": TimeoutError()}, EXIT_UNREACHABLE, "unreachable: no connection within 2s"),
+        ({"health": _fail(grpc.StatusCode.UNAVAILABLE)}, EXIT_UNREACHABLE, "unreachable: "),
+        ({"health": "SERVING", "status": SERVING}, EXIT_SERVING, "state             SERVING"),
+        ({"health": "SERVING", "status": memory_pb2.ServiceStatus(state="DEGRADED")},
+         EXIT_DEGRADED, "state             DEGRADED"),
+        ({"health": "NOT_SERVING", "status": SERVING}, EXIT_DEGRADED,
+         "health check      NOT_SERVING"),
+        ({"health": _fail(grpc.StatusCode.INTERNAL), "status": SERVING}, EXIT_DEGRADED,
+         "health check      error (INTERNAL: said no)"),
+        ({"health": "SERVING", "status": _fail(grpc.StatusCode.UNAUTHENTICATED)}, EXIT_SERVING,
+         "service status    unavailable: UNAUTHENTICATED: said no"),
+        ({"health": "NOT_SERVING", "status": _fail(grpc.StatusCode.PERMISSION_DENIED)},
+         EXIT_DEGRADED, "service status    unavailable"),
+        ({"health": "SERVING", "status": _fail(grpc.StatusCode.DEADLINE_EXCEEDED)},
+         EXIT_UNREACHABLE, "service status    unavailable"),
+    ],
+)  # fmt: skip
+async def test_doctors_exit_status_says_serving_degraded_or_unreachable(
+    monkeypatch, script, code, says
+):
+    monkeypatch.setattr(doctor_module, "NexusClient", ScriptedClient)
+    monkeypatch.setattr(ScriptedClient, "script", script)
+    out = io.StringIO()
+    assert await doctor_module.doctor("h:1", 2.0, out=out) == code
+    assert out.getvalue().startswith("nexus-grpc doctor: h:1\n")
+    assert says in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("health", "code", "line"),
+    [
+        ("SERVING", EXIT_SERVING, "SERVING: h:1 (plaintext)\n"),
+        ("NOT_SERVING", EXIT_UNHEALTHY, "NOT_SERVING: h:1 (plaintext)\n"),
+        (_fail(grpc.StatusCode.UNAVAILABLE), EXIT_UNHEALTHY,
+         "unhealthy: h:1 (plaintext): UNAVAILABLE: said no\n"),
+    ],
+)  # fmt: skip
+async def test_the_health_check_is_healthy_only_when_serving(monkeypatch, health, code, line):
+    monkeypatch.setattr(doctor_module, "NexusClient", ScriptedClient)
+    monkeypatch.setattr(ScriptedClient, "script", {"health": health})
+    out = io.StringIO()
+    assert await doctor_module.health_check(HealthProbe("h:1"), 2.0, out=out) == code
+    assert out.getvalue() == line
+
+
+async def test_a_refused_mtls_check_with_the_servers_own_certificate_says_what_to_set(monkeypatch):
+    monkeypatch.setattr(doctor_module, "NexusClient", ScriptedClient)
+    monkeypatch.setattr(ScriptedClient, "script", {"health": _fail(grpc.StatusCode.UNAVAILABLE)})
+    monkeypatch.setattr(ScriptedClient, "opened", [])
+    probe = HealthProbe(
+        "h:1", tls=True, certificate_chain=b"c", server_name="nexus.lan",
+        own_client_certificate=True,
+    )  # fmt: skip
+    out = io.StringIO()
+    assert await doctor_module.health_check(probe, 2.0, out=out) == EXIT_UNHEALTHY
+    assert out.getvalue().startswith("unhealthy: h:1 (mTLS): UNAVAILABLE: said no (mTLS: the")
+    assert f"set {HEALTH_CLIENT_CERT_ENV} and {HEALTH_CLIENT_KEY_ENV} to a client" in out.getvalue()
+    [(_, options)] = ScriptedClient.opened
+    assert options["options"] == [("grpc.ssl_target_name_override", "nexus.lan")]
+    assert options["retry"] is None  # one try, within Docker's timeout
