@@ -2,15 +2,26 @@
 receipt (nexus_grpc/ops/against_server/usage.py, forgetting.py), from a
 GetUsage answer or an Erasure built in place: whose figures, the stage
 table with its totals and estimates, the per-episode cost, the busy days or
-hours, every budget state, the progress bar and the receipt's counts. The
+hours, every budget state, the progress bar and the receipt's counts; and,
+with a scripted client, how forget-user follows an erasure to its receipt and
+what export-user writes. The
 commands against a server are tests/e2e/client/test_usage_cli.py's (which
 also holds --since's reading and the first budget lines) and
 test_privacy_cli.py's."""
 
 from __future__ import annotations
 
+import io
+import json
+
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.ops.against_server.forgetting import BAR, progress_line, receipt_text
+from nexus_grpc.ops.against_server.forgetting import (
+    BAR,
+    export_user,
+    forget_user,
+    progress_line,
+    receipt_text,
+)
 from nexus_grpc.ops.against_server.usage import budget_lines, format_report
 
 MIDNIGHT = 1_765_065_600  # 2025-12-07T00:00:00Z
@@ -199,3 +210,74 @@ def test_a_receipt_without_a_user_or_a_project_says_a_user_in_every_project():
         "erasure 1 of a user in tenant 'acme', every project: running",
         "  finished 2025-12-07T00:00:00Z",
     ]
+
+
+# ---- forget-user and export-user, with a scripted client ------------------------------------
+
+
+class ScriptedErasures:
+    """forget_user, watch_erasure and export_user answered from a script."""
+
+    def __init__(self, started: memory_pb2.Erasure, watched: list[memory_pb2.Erasure]) -> None:
+        self.started, self.watched = started, watched
+        self.asked: list = []
+
+    async def forget_user(self, **kw):
+        self.asked.append(("forget_user", kw))
+        return self.started
+
+    async def watch_erasure(self, **kw):
+        self.asked.append(("watch_erasure", kw))
+        for erasure in self.watched:
+            yield erasure
+
+    async def export_user(self, **kw):
+        self.asked.append(("export_user", kw))
+        yield memory_pb2.ExportRecord(session=memory_pb2.Session(id=1, name="café"))
+        yield memory_pb2.ExportRecord(episode=memory_pb2.Episode(id=2))
+        yield memory_pb2.ExportRecord(episode=memory_pb2.Episode(id=3))
+
+
+def _step(state: int, episodes: int) -> memory_pb2.Erasure:
+    erasure = memory_pb2.Erasure(id=9, tenant="acme", state=state, phase="episodes")
+    erasure.planned.episodes, erasure.counts.episodes = 2, episodes
+    return erasure
+
+
+async def test_forgetting_waits_for_the_receipt_showing_each_step_and_names_the_user():
+    RUNNING, DONE = memory_pb2.ERASURE_STATE_RUNNING, memory_pb2.ERASURE_STATE_DONE
+    client = ScriptedErasures(
+        memory_pb2.Erasure(id=9, joined=True),
+        [_step(RUNNING, 1), _step(DONE, 2), _step(RUNNING, 99)],  # nothing read past DONE
+    )
+    steps: list[str] = []
+    out = io.StringIO()
+    receipt = await forget_user(client, "alice", 4, out=out, progress=steps.append)  # type: ignore[arg-type]
+    assert client.asked[0] == ("forget_user", {"user_id": "alice", "project_id": 4})
+    assert steps[0] == "joined erasure 9, already running"
+    assert [s.split("]")[1].split()[0] for s in steps[1:]] == ["50%", "100%"]
+    assert receipt.user_id == "alice"  # a done receipt forgets the id; the caller named it
+    assert out.getvalue().startswith(
+        "erasure 9 of user 'alice' in tenant 'acme', every project: done\n"
+    )
+
+
+async def test_forgetting_without_waiting_prints_the_erasure_as_it_started_as_json():
+    started = memory_pb2.Erasure(id=9, user_id="alice", state=memory_pb2.ERASURE_STATE_RUNNING)
+    client = ScriptedErasures(started, [])
+    out = io.StringIO()
+    await forget_user(client, "alice", 0, wait=False, as_json=True, out=out)  # type: ignore[arg-type]
+    assert [name for name, _ in client.asked] == ["forget_user"]
+    assert json.loads(out.getvalue()) == {
+        "id": "9", "user_id": "alice", "state": "ERASURE_STATE_RUNNING",
+    }  # fmt: skip
+
+
+async def test_a_users_export_is_one_json_line_a_record_counted_by_kind():
+    client = ScriptedErasures(memory_pb2.Erasure(), [])
+    out = io.StringIO()
+    counts = await export_user(client, "alice", 4, out)  # type: ignore[arg-type]
+    assert dict(counts) == {"session": 1, "episode": 2}
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and "café" in lines[0]  # as written, not \\u-escaped
+    assert json.loads(lines[1]) == {"episode": {"id": "2"}}
