@@ -1,10 +1,11 @@
 """What the ``nexus-grpc`` command (nexus_grpc/cli.py) refuses from its
-arguments before it dials anything, and how ``usage`` turns its options into
-a GetUsage request (nexus_grpc/ops/against_server/usage.py, with a scripted
-client): the status and the words of each refusal, the count line, and
-stdout's closed-pipe wrapper. The commands against a running server are
-tests/e2e/client/ (test_privacy_cli.py, test_usage_cli.py,
-test_cli_closed_pipe.py, test_light_install.py) and tests/e2e/api/test_auth.py."""
+arguments before it dials anything (the status and the words of each
+refusal), the count line, stdout's closed-pipe wrapper, and the GetUsage
+request ``usage`` makes of its options (nexus_grpc/ops/against_server/usage.py,
+with a scripted client; its refusals are tests/unit/test_client_usage_table.py's).
+The commands against a running server are tests/e2e/client/ (test_privacy_cli.py,
+test_usage_cli.py, test_cli_closed_pipe.py, test_light_install.py) and
+tests/e2e/api/test_auth.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from nexus_grpc import cli
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from nexus_grpc.ops.against_server.usage import UsageError, usage_table
+from nexus_grpc.ops.against_server.usage import usage_table
 
 
 def test_import_into_a_negative_project_id_is_refused_with_status_2(capsys):
@@ -95,16 +96,6 @@ def test_stdout_passes_writes_through_until_its_reader_is_gone():
         gone.flush()
     # Not an Exception: no command's own `except OSError` mistakes it for its failure.
     assert not issubclass(cli._ReaderGone, Exception)
-
-
-async def test_usage_refuses_a_project_and_a_tenant_together():
-    with pytest.raises(UsageError, match="--project or --tenant, not both"):
-        await usage_table(object(), project="atlas", tenant="acme")  # type: ignore[arg-type]
-
-
-async def test_usage_refuses_a_since_that_is_not_a_duration_before_asking():
-    with pytest.raises(UsageError, match="--since '7 days'"):
-        await usage_table(object(), since="7 days")  # type: ignore[arg-type]
 
 
 class _UsageClient:

@@ -1,9 +1,9 @@
 """``nexus-grpc doctor``'s wording and the health check's settings
-(nexus_grpc/ops/against_server/doctor.py), on plain values: a queue's age,
-the service status as report lines (dependencies, the event loop, queues,
-the tenants' LLM tokens), the name a certificate is checked against, the
-probe an mTLS server's environment gives, and (a scripted client in place of
-NexusClient) the exit status each answer or failure gives. Dialling a server is
+(nexus_grpc/ops/against_server/doctor.py), on plain values: a queue's age at
+each unit's edge, the name a certificate is checked against, the probe an
+mTLS server's environment gives, and (a scripted client in place of
+NexusClient) the exit status each answer or failure gives. The status report's
+lines are tests/unit/test_client_doctor_report.py's. Dialling a server is
 tests/e2e/api/test_auth.py's and tests/e2e/server/test_health_check_command.py's
 (which also holds local_target's and the TLS probe's first cases, on real
 certificates)."""
@@ -29,7 +29,6 @@ from nexus_grpc.ops.against_server.doctor import (
     HealthProbe,
     _age,
     _checkable_name,
-    _report,
     certificate_names,
     probe_from_environment,
 )
@@ -42,88 +41,6 @@ from nexus_grpc.ops.against_server.doctor import (
 )  # fmt: skip
 def test_a_queues_oldest_age_is_shown_in_seconds_minutes_or_hours(seconds, shown):
     assert _age(seconds) == shown
-
-
-def _lines(status: memory_pb2.ServiceStatus) -> list[str]:
-    said: list[str] = []
-    _report(status, said.append)
-    return said
-
-
-def test_a_bare_status_reports_its_state_schema_and_embedder_only():
-    assert _lines(memory_pb2.ServiceStatus(schema_version=12)) == [
-        "  state             ?",
-        "  schema version    12",
-        "  embedding         ? (dimension 0)",
-    ]
-
-
-def test_each_dependency_is_marked_ok_off_or_fail_with_its_detail():
-    status = memory_pb2.ServiceStatus(
-        state="DEGRADED",
-        dependencies=[
-            memory_pb2.DependencyStatus(name="database", ok=True),
-            memory_pb2.DependencyStatus(name="llm", ok=True, off=True, detail="not configured"),
-            memory_pb2.DependencyStatus(name="vectors", ok=False, detail="index away"),
-        ],
-    )
-    assert _lines(status)[3:] == [
-        "  dependencies",
-        "    ok    database",
-        "    off   llm       not configured",
-        "    FAIL  vectors   index away",
-    ]
-
-
-def test_the_event_loop_line_gives_its_worst_delay_and_late_wakeups():
-    status = memory_pb2.ServiceStatus(
-        event_loop=memory_pb2.EventLoopStatus(samples=600, max_lag_ms=212.6, over_100ms=3)
-    )
-    assert _lines(status)[3] == (
-        "  event loop        worst delay 213 ms; 3 of 600 wake-ups over 100 ms late"
-    )
-
-
-def test_queues_are_a_table_with_their_oldest_pending_age():
-    status = memory_pb2.ServiceStatus(
-        queues=[
-            memory_pb2.QueueStatus(
-                kind="index:episodes", pending=3, oldest_pending_age_seconds=300
-            ),
-            memory_pb2.QueueStatus(kind="extract", failed=2),
-        ]
-    )
-    assert [line.split() for line in _lines(status)[3:]] == [
-        ["queues"],
-        ["kind", "pending", "failed", "oldest"],
-        ["index:episodes", "3", "0", "5.0m"],
-        ["extract", "0", "2", "-"],
-    ]
-
-
-def test_only_tenants_with_a_budget_or_a_spend_are_listed_with_their_users():
-    status = memory_pb2.ServiceStatus(
-        budgets=[
-            memory_pb2.TenantBudget(tenant="idle"),
-            memory_pb2.TenantBudget(
-                tenant="atlas",
-                llm_tokens_today=120_000,
-                llm_tokens_per_day=100_000,
-                exhausted=True,
-                llm_tokens_per_day_per_user=50_000,
-                users=[
-                    memory_pb2.UserBudget(user_id="ann", llm_tokens_today=60_000, exhausted=True)
-                ],
-            ),
-            memory_pb2.TenantBudget(tenant="bo", llm_tokens_today=1_500),
-        ]
-    )
-    assert _lines(status)[3:] == [
-        "  LLM tokens today (docs/usage.md)",
-        "    atlas  120,000 of 100,000  SPENT: its LLM work waits for 00:00 UTC",
-        "           user 'ann': 60,000 of 50,000 a user  SPENT: their LLM work waits for 00:00 UTC",
-        "    bo     1,500 (no budget)",
-    ]
 
 
 def test_a_plain_name_is_checked_before_a_wildcard_whose_star_is_filled():

@@ -1,13 +1,11 @@
-"""The wording of ``nexus-grpc usage`` and of ``forget-user``'s progress and
-receipt (nexus_grpc/ops/against_server/usage.py, forgetting.py), from a
-GetUsage answer or an Erasure built in place: whose figures, the stage
-table with its totals and estimates, the per-episode cost, the busy days or
-hours, every budget state, the progress bar and the receipt's counts; and,
-with a scripted client, how forget-user follows an erasure to its receipt and
-what export-user writes. The
-commands against a server are tests/e2e/client/test_usage_cli.py's (which
-also holds --since's reading and the first budget lines) and
-test_privacy_cli.py's."""
+"""The wording of ``nexus-grpc usage``'s budget lines and of ``forget-user``'s
+progress and receipt (nexus_grpc/ops/against_server/usage.py, forgetting.py),
+from a TenantBudget or an Erasure built in place: the budget states and user
+lines tests/unit/test_client_usage_table.py leaves out (which holds the
+table, the header, --since and the first budget lines), the progress bar and
+the receipt's counts; and, with a scripted client, how forget-user follows an
+erasure to its receipt and what export-user writes. The commands against a
+server are tests/e2e/client/test_usage_cli.py's and test_privacy_cli.py's."""
 
 from __future__ import annotations
 
@@ -22,106 +20,9 @@ from nexus_grpc.ops.against_server.forgetting import (
     progress_line,
     receipt_text,
 )
-from nexus_grpc.ops.against_server.usage import budget_lines, format_report
+from nexus_grpc.ops.against_server.usage import budget_lines
 
 MIDNIGHT = 1_765_065_600  # 2025-12-07T00:00:00Z
-
-
-def _usage(**kw) -> memory_pb2.GetUsageResponse:
-    report = memory_pb2.GetUsageResponse(tenant="acme", bucket=memory_pb2.USAGE_BUCKET_DAY, **kw)
-    report.start_time.FromSeconds(MIDNIGHT - 86_400)
-    report.end_time.FromSeconds(MIDNIGHT + 3600)
-    report.budget.resets_at.FromSeconds(MIDNIGHT + 86_400)
-    return report
-
-
-def _stage(stage: str, calls: int, prompt: int, completion: int, **kw) -> memory_pb2.StageUsage:
-    return memory_pb2.StageUsage(
-        stage=stage, calls=calls, prompt_tokens=prompt, completion_tokens=completion, **kw
-    )
-
-
-def test_the_header_names_the_project_by_name_and_id_or_by_id_alone():
-    assert format_report(_usage(project_id=4), "atlas").splitlines()[0] == (
-        "LLM usage of tenant 'acme', project 'atlas' (4), 2025-12-06 00:00:00 to"
-        " 2025-12-07 01:00:00 UTC"
-    )
-    assert (
-        format_report(_usage(project_id=4))
-        .splitlines()[0]
-        .startswith("LLM usage of tenant 'acme', project 4, ")
-    )
-
-
-def test_the_stage_table_sums_a_total_row_and_marks_estimated_tokens():
-    report = _usage()
-    report.total.stages.extend(
-        [
-            _stage(
-                "extraction",
-                1200,
-                1_500_000,
-                300_000,
-                seconds=1234.56,
-                outcomes={"ok": 1199, "timeout": 1},
-            ),
-            _stage("summary", 10, 2000, 500, seconds=3.0, estimated_calls=2),
-        ]
-    )
-    report.total.episodes = 400
-    lines = format_report(report).splitlines()
-    table = lines[lines.index("") + 1 :]
-    assert table[0].split() == [
-        "stage",
-        "calls",
-        "prompt",
-        "tok",
-        "compl.",
-        "tok",
-        "seconds",
-        "outcomes",
-    ]
-    assert table[1].split() == [
-        "extraction",
-        "1,200",
-        "1,500,000",
-        "300,000",
-        "1,234.6",
-        "ok",
-        "1199,",
-        "timeout",
-        "1",
-    ]
-    assert table[2].split() == ["summary", "10", "2,000~", "500~", "3.0"]
-    assert table[3].split() == ["total", "1,210", "1,502,000", "300,500", "1,237.6"]
-    assert table[4] == "~: some calls' tokens are estimated (the server did not count them)"
-    assert table[6] == (
-        "episodes 400, memories formed 0, entities written 0; per episode: 3.02 calls, 4,506 tokens"
-    )
-
-
-def test_without_episodes_there_is_no_per_episode_cost_and_no_estimate_note():
-    report = _usage()
-    report.total.stages.append(_stage("overview", 2, 100, 10))
-    text = format_report(report)
-    assert "episodes 0, memories formed 0, entities written 0" in text.splitlines()
-    assert "per episode" not in text and "estimated" not in text
-
-
-def test_only_busy_buckets_are_listed_by_day_or_by_hour():
-    report = _usage()
-    quiet, busy = report.buckets.add(), report.buckets.add()
-    quiet.start_time.FromSeconds(MIDNIGHT - 86_400)
-    busy.start_time.FromSeconds(MIDNIGHT + 3600)
-    busy.stages.append(_stage("extraction", 3, 100, 20))
-    busy.episodes, busy.memories_formed, busy.entities = 5, 1, 2
-    lines = format_report(report).splitlines()
-    assert lines[-2].split() == ["day", "calls", "tokens", "episodes", "memories", "entities"]
-    assert lines[-1].split() == ["2025-12-07", "3", "120", "5", "1", "2"]
-    report.bucket = memory_pb2.USAGE_BUCKET_HOUR
-    lines = format_report(report).splitlines()
-    assert lines[-2].split()[0] == "hour"
-    assert lines[-1].split()[:2] == ["2025-12-07", "01:00"]
 
 
 def _budget(spent: int, per_day: int = 0, **kw) -> memory_pb2.TenantBudget:
@@ -130,8 +31,7 @@ def _budget(spent: int, per_day: int = 0, **kw) -> memory_pb2.TenantBudget:
     return budget
 
 
-def test_a_tenant_without_a_daily_budget_is_told_what_it_spent():
-    assert budget_lines(_budget(1234)) == ["today: 1,234 tokens spent (no daily budget)"]
+def test_a_users_key_without_a_daily_budget_is_told_its_users_spend():
     assert budget_lines(_budget(1234), mine=True) == [
         "today: 1,234 tokens spent by this key's users' work (no daily budget)"
     ]

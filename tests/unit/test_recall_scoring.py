@@ -7,7 +7,8 @@ in-process, what each construction stores, where a question's first evidence
 ranks among the hits, and the wait for indexing. Storing and asking over
 gRPC on a real server is tests/e2e/service/test_recall_eval_photos.py's and
 test_recall_floor.py's; the session date's reading is
-test_episode_time_rules.py's."""
+test_episode_time_rules.py's; the photos construction's captions are
+tests/unit/test_eval_recall_photos.py's."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from nexus_grpc.evaluation.recall import (
     format_report,
     percentile,
     result_key,
-    with_photo,
 )
 
 
@@ -86,11 +86,6 @@ def test_a_percentile_is_the_nearest_rank_of_the_sorted_latencies():
 def test_a_timed_episode_loses_its_date_prefix_and_only_its_own():
     assert _timed_text("8 May", "[8 May] Ann: hi") == "Ann: hi"
     assert _timed_text("8 May", "[9 May] Ann: hi") == "[9 May] Ann: hi"
-
-
-def test_a_shared_photos_caption_follows_its_turn_and_no_caption_adds_nothing():
-    assert with_photo("Ann: look", "a sunset") == "Ann: look [shared a photo: a sunset]"
-    assert with_photo("Ann: look", "") == "Ann: look"
 
 
 def test_the_readme_constructions_modes_keep_their_names_the_others_are_prefixed():
@@ -295,14 +290,12 @@ async def test_the_timed_construction_moves_the_date_into_each_episodes_time():
     assert done == [2]
 
 
-async def test_the_photos_construction_adds_each_caption_but_not_to_a_missing_reply():
+async def test_the_photos_construction_never_captions_a_missing_reply():
+    """A turn with no reply keeps "(no reply)", whatever caption the data set holds."""
     stub = ScriptedMemory()
     stored = await recall._store(stub, _conversation(), "run1", 5.0, [0], "photos")  # type: ignore[arg-type]
-    got = [(e.user_message, e.ai_response, e.HasField("occur_time")) for e in stub.episodes]
-    assert got == [
-        ("[1:56 pm on 8 May, 2023] Ann: look [shared a photo: a sunset]", "Bo: nice", False),
-        ("[1:56 pm on 8 May, 2023] Ann: a beagle", recall.NO_REPLY, False),
-    ]
+    assert stub.episodes[1].ai_response == recall.NO_REPLY
+    assert not stub.episodes[1].HasField("occur_time")
     assert (stored.project_id, stored.construction, len(stored.episode_ids)) == (7, "photos", 2)
 
 
