@@ -4,9 +4,8 @@ each unit's edge, the name a certificate is checked against, the probe an
 mTLS server's environment gives, and (a scripted client in place of
 NexusClient) the exit status each answer or failure gives. The status report's
 lines are tests/unit/test_client_doctor_report.py's. Dialling a server is
-tests/e2e/api/test_auth.py's and tests/e2e/server/test_health_check_command.py's
-(which also holds local_target's and the TLS probe's first cases, on real
-certificates)."""
+tests/e2e/api/test_auth.py's and tests/e2e/server/test_health_check_command.py's;
+local_target and the plain and TLS probes are tests/unit/test_server_settings.py's."""
 
 from __future__ import annotations
 

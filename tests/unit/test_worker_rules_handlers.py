@@ -72,14 +72,7 @@ def _verdicts(outcomes: list) -> list[tuple[int, type | None, str]]:
     ]
 
 
-# ---- dependency_failures: what a failed dependency is worth -------------------------------
-
-
-def test_an_unreachable_dependency_postpones_a_final_one_gives_up_others_retry():
-    assert type(failure_for(Down("refused"), "x")) is Postpone
-    assert type(failure_for(CutOff("cut off"), "x")) is GiveUp
-    retry = failure_for(Garbled("not JSON"), "extraction failed")
-    assert (type(retry), str(retry)) == (Retry, "extraction failed: not JSON")
+# ---- dependency_failures: which failure wins (its three outcomes: test_error_roots.py) ---------
 
 
 def test_unreachable_wins_over_not_retryable():
