@@ -2,8 +2,12 @@
 (nexus_grpc/ops/against_server/transfer.py): the JSON Lines an export writes
 and how a line that is not a record is refused, the keys an import compares
 records by (what counts as the same episode, memory or summary), the
-project values a new project is created with, and the free name taken when
-the file's is in use (with a scripted client). The whole export and import
+project values a new project is created with, the free name taken when the
+file's is in use, and (with a scripted client) an import's decisions: a file
+out of shape refused, a new project created with formation off and the
+file's set back at the end, a second run writing only what the project does
+not hold, and the refusals of another tenant's project, of a session outside
+any project and of an episode the server refuses. The whole export and import
 through a server are tests/e2e/service/test_export_project.py's and
 tests/e2e/client/'s."""
 
@@ -25,6 +29,7 @@ from nexus_grpc.ops.against_server.transfer import (
     _memory_key,
     _project_values,
     _summary_key,
+    import_project,
     read_records,
     record_to_json,
 )
@@ -141,3 +146,179 @@ async def test_the_free_name_search_gives_up_after_its_tries():
     with pytest.raises(NexusClientError):
         await _create_under_a_free_name(client, memory_pb2.Project(name="atlas"))  # type: ignore[arg-type]
     assert len(client.tried) == FREE_NAME_TRIES
+
+
+# ---- an import's decisions, with a scripted client ------------------------------------------
+
+
+def _lines(*records: memory_pb2.ExportRecord) -> list[str]:
+    return [json.dumps(record_to_json(r)) for r in records]
+
+
+FILE_PROJECT = memory_pb2.ExportRecord(
+    project=memory_pb2.Project(
+        id=3, name="atlas", notes="n", memory_formation=memory_pb2.MEMORY_FORMATION_USER
+    )
+)
+FILE_SESSION = memory_pb2.ExportRecord(
+    session=memory_pb2.Session(id=30, external_id="s-ext", name="first")
+)
+
+
+def _file_episode(episode_id: int, text: str, at: int) -> memory_pb2.ExportRecord:
+    episode = memory_pb2.Episode(id=episode_id, session_id=30, user_message=text)
+    episode.occur_time.FromSeconds(at)
+    return memory_pb2.ExportRecord(episode=episode)
+
+
+class ImportClient:
+    """The calls an import makes, answered from what the "server" holds."""
+
+    def __init__(self, *, held_session=None, held_records=(), tenant="acme", failing=()):
+        self.held_session = held_session
+        self.held_records = list(held_records)
+        self.tenant = tenant
+        self.failing = set(failing)
+        self.calls: list[tuple[str, object]] = []
+
+    async def get_session(self, *, external_id):
+        if self.held_session is None:
+            raise NexusClientError(grpc.StatusCode.NOT_FOUND, "no session")
+        return self.held_session
+
+    async def get_project(self, *, id):
+        return memory_pb2.Project(
+            id=id, tenant="acme", memory_formation=memory_pb2.MEMORY_FORMATION_OFF
+        )
+
+    async def get_service_status(self):
+        return memory_pb2.ServiceStatus(tenant=self.tenant)
+
+    async def export_project(self, *, project_id, timeout):  # noqa: ASYNC109 - the client's
+        for record in self.held_records:
+            yield record
+
+    async def create_project(self, *, project):
+        self.calls.append(
+            (
+                "create_project",
+                memory_pb2.Project(name=project.name, memory_formation=project.memory_formation),
+            )
+        )
+        return memory_pb2.Project(id=50, name=project.name)
+
+    async def create_session(self, *, session):
+        self.calls.append(("create_session", session.project_id))
+        return memory_pb2.Session(id=60, project_id=session.project_id)
+
+    async def import_episodes(self, requests, *, timeout):  # noqa: ASYNC109 - the client's
+        sent = [
+            (r.episode.session_id, r.episode.user_message, r.episode.request_id) for r in requests
+        ]
+        self.calls.append(("import_episodes", sent))
+        answer = memory_pb2.ImportEpisodesResponse(
+            created=len(sent), episode_ids=range(70, 70 + len(sent))
+        )
+        for index, (_, text, _) in enumerate(sent):
+            if text in self.failing:
+                answer.failed += 1
+                answer.errors.add(index=index, message="refused")
+        return answer
+
+    async def update_project(self, *, project, update_mask):
+        self.calls.append(
+            ("update_project", (project.id, project.memory_formation, list(update_mask.paths)))
+        )
+        return project
+
+
+@pytest.mark.parametrize(
+    ("records", "says"),
+    [
+        ([FILE_SESSION], "the file must begin with its project record"),
+        ([], "the file must begin with its project record"),
+        ([FILE_PROJECT, FILE_PROJECT], "the file holds more than one project"),
+        ([FILE_PROJECT, memory_pb2.ExportRecord()], "an empty ExportRecord"),
+        (
+            [FILE_PROJECT, memory_pb2.ExportRecord(memory_revision=memory_pb2.MemoryRevision())],
+            "a memory_revision comes before any memory",
+        ),
+    ],
+)
+async def test_a_file_out_of_shape_is_refused(records, says):
+    client = ImportClient()
+    with pytest.raises(ValueError, match=says):
+        await import_project(client, _lines(*records))  # type: ignore[arg-type]
+
+
+async def test_a_new_import_creates_the_project_with_formation_off_then_sets_the_files():
+    """The file brings the memories its episodes formed: forming them again
+    while its episodes go in would say them twice."""
+    client = ImportClient()
+    told = []
+    lines = _lines(
+        FILE_PROJECT, FILE_SESSION, _file_episode(31, "hi", 100), _file_episode(32, "bye", 200)
+    )
+    result = await import_project(client, lines, on_project=lambda *a: told.append(a))  # type: ignore[arg-type]
+    assert client.calls == [
+        (
+            "create_project",
+            memory_pb2.Project(name="atlas", memory_formation=memory_pb2.MEMORY_FORMATION_OFF),
+        ),
+        ("create_session", 50),
+        ("import_episodes", [(60, "hi", "import-31"), (60, "bye", "import-32")]),
+        ("update_project", (50, memory_pb2.MEMORY_FORMATION_USER, ["memory_formation"])),
+    ]
+    assert told == [(50, False, "")]
+    assert (result.project_id, result.resumed) == (50, False)
+    assert result.created == {"project": 1, "session": 1, "episode": 2}
+
+
+async def test_an_import_run_again_writes_only_what_the_project_does_not_hold():
+    held = [
+        FILE_SESSION,
+        memory_pb2.ExportRecord(session=memory_pb2.Session(id=80, external_id="s-ext")),
+        _file_episode(81, "hi", 100),
+    ]
+    held[2].episode.session_id = 80
+    held[2].episode.occur_time.nanos = 400  # read back a few hundred ns off: the same
+    client = ImportClient(
+        held_session=memory_pb2.Session(id=80, project_id=9), held_records=held[1:]
+    )
+    lines = _lines(
+        FILE_PROJECT, FILE_SESSION, _file_episode(31, "hi", 100), _file_episode(32, "bye", 200)
+    )
+    result = await import_project(client, lines)  # type: ignore[arg-type]
+    assert [c for c in client.calls if c[0] != "update_project"] == [
+        ("import_episodes", [(80, "bye", "import-32")]),
+    ]
+    assert (result.project_id, result.resumed) == (9, True)
+    assert result.created == {"episode": 1}
+    assert result.existing == {"project": 1, "session": 1, "episode": 1}
+
+
+async def test_an_import_into_another_tenants_project_is_refused_before_writing():
+    client = ImportClient(tenant="bravo")
+    with pytest.raises(ValueError, match="project 9 belongs to tenant 'acme', not to this key's"):
+        await import_project(client, _lines(FILE_PROJECT, FILE_SESSION), into=9)  # type: ignore[arg-type]
+    assert client.calls == []
+
+
+async def test_a_file_whose_session_is_on_the_server_outside_any_project_is_refused():
+    client = ImportClient(held_session=memory_pb2.Session(id=80, project_id=0))
+    with pytest.raises(
+        ValueError, match="session s-ext of this file is already on the server, outside any"
+    ):
+        await import_project(client, _lines(FILE_PROJECT, FILE_SESSION))  # type: ignore[arg-type]
+    assert client.calls == []
+
+
+async def test_an_episode_the_server_refuses_fails_the_import_naming_its_exported_id():
+    client = ImportClient(failing={"bye"})
+    lines = _lines(
+        FILE_PROJECT, FILE_SESSION, _file_episode(31, "hi", 100), _file_episode(32, "bye", 200)
+    )
+    with pytest.raises(
+        ValueError, match=r"^1 episodes were not imported; the first \(exported id 32\): refused"
+    ):
+        await import_project(client, lines)  # type: ignore[arg-type]
