@@ -42,7 +42,7 @@ from nexus_grpc.core.graph import (
     When,
 )
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
+from nexus_grpc.core.llm_usage import ActivityBucket, LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
     Backlog,
     Episode,
@@ -97,9 +97,11 @@ class FakeProjects:
         self.rows: dict[int, Project] = {}
         self.deleting: dict[int, int] = {}
         self._next = _ids()
-        # Set by FakeUnitOfWork (the owners read memories and sessions).
+        # Set by FakeUnitOfWork (the owners and figures read memories,
+        # sessions, their episodes and the graph).
         self.memories: FakeMemories
         self.sessions: FakeSessions
+        self.graph: FakeGraph
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
         held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
@@ -198,6 +200,78 @@ class FakeProjects:
     def retention_of(self, project_id: int) -> float | None:
         project = self.rows.get(project_id)
         return None if project is None else project.retention
+
+    # -- its figures (store/project_stats.py): every user counted
+
+    def count_sessions(self, project_id: int, cutoff: float | None) -> int:
+        """With a retention ``cutoff``: those created since it or holding an
+        episode that happened since it."""
+        return sum(
+            1
+            for x in self.sessions.rows.values()
+            if x.project_id == project_id
+            and (cutoff is None or x.created_at >= cutoff or self._since(x.id, cutoff))
+        )
+
+    def _since(self, session_id: int, cutoff: float) -> bool:
+        return any(
+            e.session_id == session_id and e.occur_at >= cutoff
+            for e in self.sessions.episodes.rows.values()
+        )
+
+    def count_episodes(self, project_id: int, cutoff: float | None) -> tuple[int, int, int]:
+        """(episodes, pieces of work pending, pieces failed): embedding,
+        extraction and formation each count once."""
+        mine = [
+            e
+            for e in self.sessions.episodes.rows.values()
+            if (x := self.sessions.rows.get(e.session_id)) is not None
+            and project_id
+            and x.project_id == project_id
+            and (cutoff is None or e.occur_at >= cutoff)
+        ]
+        states = [s for e in mine for s in (e.embed_state, e.extract_state, e.memory_state)]
+        return len(mine), states.count(JobState.PENDING), states.count(JobState.FAILED)
+
+    def count_memories(self, project_id: int, at: float) -> list[tuple[int, str, bool, int]]:
+        """(kind, user, archived, count) per (kind, user, tier) of the project's
+        live PROJECT and USER memories (a set: the store's GROUP BY has no order)."""
+        groups: dict[tuple[int, str, int], int] = {}
+        for m in self.memories.rows.values():
+            if (
+                m.project_id == project_id
+                and m.kind in (MemoryKind.PROJECT, MemoryKind.USER)
+                and (m.expire_at is None or m.expire_at > at)
+            ):
+                key = (int(m.kind), m.user_id, int(m.tier))
+                groups[key] = groups.get(key, 0) + 1
+        return [(k, u, t == Tier.ARCHIVE, n) for (k, u, t), n in sorted(groups.items())]
+
+    def _graph_ids(self, project_id: int) -> list[int]:
+        return sorted(
+            i
+            for i, e in self.graph.entities.items()
+            if (e.project_id, e.session_id) == (project_id, 0)
+        )
+
+    def count_graph(self, project_id: int) -> tuple[int, int]:
+        """(entities, facts that hold now) of the project's graph."""
+        ids = set(self._graph_ids(project_id))
+        facts = sum(
+            1
+            for r in self.graph.relationships.values()
+            if r.from_id in ids and r.invalid_at is None
+        )
+        return len(ids), facts
+
+    def most_connected(self, project_id: int, limit: int) -> list[int]:
+        """By relationships (every interval, either end), most first, ties by id."""
+        rows = self.graph.relationships.values()
+
+        def degree(i: int) -> int:
+            return sum((r.from_id == i) + (r.to_id == i) for r in rows)
+
+        return sorted(self._graph_ids(project_id), key=lambda i: (-degree(i), i))[:limit]
 
 
 class FakeSessions:
@@ -3153,7 +3227,8 @@ class FakeRestore:
 
 
 class FakeUsage:
-    """The LLM's account, and the tenants of LLM jobs' targets."""
+    """The LLM's account, what the LLM work was for (episodes, memories
+    formed, entities), and the tenants of LLM jobs' targets."""
 
     def __init__(
         self,
@@ -3165,6 +3240,8 @@ class FakeUsage:
     ) -> None:
         self.rows: list[LLMCall] = []
         self._projects = projects
+        # Set by FakeUnitOfWork (the memories are made apart).
+        self._memories: FakeMemories
         self._sessions = sessions
         self._episodes = episodes
         self._graph = graph
@@ -3224,6 +3301,58 @@ class FakeUsage:
             )
             for (b, stage, outcome), calls in sorted(groups.items())
         ]
+
+    def activity_buckets(
+        self,
+        start: float,
+        end: float,
+        bucket_seconds: float,
+        *,
+        tenant: str | None = None,
+        project_id: int | None = None,
+        users: Sequence[str] | None = None,
+    ) -> list[ActivityBucket]:
+        """As the store's: episodes stored, memories formation created and
+        entities created in [start, end) of one project or one tenant, by
+        bucket; with ``users``, only what work for them made (their sessions'
+        episodes, the memories formed from those or their USER memories
+        formed, the entities those episodes mention)."""
+        if users is not None and not users:
+            return []
+        named = None if users is None else set(users)
+        sessions = self._sessions.rows
+
+        def owned(project: int, owner_tenant: str) -> bool:
+            return project == project_id if project_id is not None else owner_tenant == tenant
+
+        def theirs(episode_id: int | None) -> bool:
+            e = self._episodes.rows.get(episode_id) if episode_id is not None else None
+            return e is not None and named is not None and sessions[e.session_id].user_id in named
+
+        counts: dict[int, list[int]] = {}
+
+        def count(at: float, column: int) -> None:
+            if start <= at < end:
+                counts.setdefault(int(at // bucket_seconds), [0, 0, 0])[column] += 1
+
+        for e in self._episodes.rows.values():
+            x = sessions[e.session_id]
+            if owned(x.project_id, x.tenant) and (named is None or x.user_id in named):
+                count(e.created_at, 0)
+        for m in self._memories.rows.values():
+            if owned(m.project_id, m.tenant) and m.source == "formation":
+                if named is None or (
+                    m.user_id in named if m.kind == MemoryKind.USER else
+                    m.kind == MemoryKind.PROJECT and theirs(m.source_episode_id)
+                ):  # fmt: skip
+                    count(m.created_at, 1)
+        for entity_id, n in self._graph.entities.items():
+            if owned(n.project_id, n.tenant) and (
+                named is None
+                or any(theirs(ep) for i, ep in self._graph.episode_links if i == entity_id)
+            ):
+                count(n.created_at, 2)
+        return [ActivityBucket(b, *counts[b]) for b in sorted(counts)]
 
     def _owner_of(self, kind: str, target_id: int) -> WorkOwner | None:
         if kind in (job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
@@ -3327,6 +3456,8 @@ class FakeUnitOfWork:
             self.summaries, self.jobs, self.usage,
         )  # fmt: skip
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
+        self.projects.graph = self.graph
+        self.usage._memories = self.memories
         self.sessions.memories = self.memories
         self.documents = FakeDocuments(self.episodes, self.memories, self.summaries, self.graph)
         self.restore = FakeRestore(
