@@ -24,7 +24,13 @@ from typing import Any
 from nexus_grpc.core import erasure as erasure_steps
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
+from nexus_grpc.core.documents import (
+    entity_payload,
+    entity_text,
+    episode_payload,
+    memory_payload,
+    memory_text,
+)
 from nexus_grpc.core.erasure import Alias, Counts, EpisodeFallout, Erasure, RemovalTargets, Target
 from nexus_grpc.core.graph import (
     CURRENT,
@@ -3013,8 +3019,7 @@ class FakeErasures:
 class FakeDocuments:
     """What each vector collection is built from, read from the fakes' rows as
     the store reads its tables (store/documents.py): text and payload made by
-    core/documents.py. Not faked yet: ``entities`` (an entity's text names its
-    aliases, which the graph's fake keeps in its own rows)."""
+    core/documents.py; an entity's text names its aliases, first made first."""
 
     def __init__(
         self,
@@ -3047,6 +3052,17 @@ class FakeDocuments:
                 episode_payload(e.session_id, e.created_at, e.occur_at),
             )
             for i, e in found.items()
+        }
+
+    def entities(self, ids: Sequence[int]) -> dict[int, Document]:
+        graph = self._graph
+        return {
+            i: (
+                entity_text(e.name, e.type, e.notes, graph._read(i).aliases),
+                entity_payload(e.project_id, e.session_id),
+            )
+            for i in ids
+            if (e := graph.entities.get(i)) is not None
         }
 
     def summaries(self, ids: Sequence[int]) -> dict[int, Document]:

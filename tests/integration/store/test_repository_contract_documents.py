@@ -1,4 +1,5 @@
-"""The document repository's contract (what the vector index is built from):
+"""The document repository's contract (what the vector index is built from,
+an entity's with its other names):
 the same cases on the fake (tests/fakes.py), SQLite and PostgreSQL (the
 ``run`` fixture, tests/integration/store/conftest.py)."""
 
@@ -78,3 +79,28 @@ async def test_every_id_of_a_collections_table_is_listed_and_an_unknown_table_re
     listed, made, memories = await run(case)
     assert listed == dict(zip(("episodes", "entities", "summaries"), made, strict=True))
     assert memories == set()
+
+
+async def test_an_entitys_text_names_its_other_names_and_its_payload_its_graph(run):
+    def case(uow):
+        project = uow.projects.insert({"name": "p"}, "t1").id
+        loose = uow.sessions.insert("loose", "", 0, {}, "t1").id
+        priya = uow.graph.insert_entity(
+            (project, 0), "Priya", "person", "a chemist", source="manual"
+        )
+        uow.graph.add_alias(priya, "Raman", method="exact", refresh=False)
+        uow.graph.add_alias(priya, "P. R.", method="exact", refresh=False)
+        porto = uow.graph.insert_entity((0, loose), "Porto", "place", None, source="manual")
+        return (project, loose, priya, porto), uow.documents.entities([priya, porto, 999])
+
+    (project, loose, priya, porto), docs = await run(case)
+    assert docs == {
+        priya: (
+            "Priya (person; also Raman, P. R.): a chemist",
+            {"projectId": project, "sessionId": 0},
+        ),
+        porto: (
+            "Porto (place)",
+            {"projectId": 0, "sessionId": loose},
+        ),
+    }
