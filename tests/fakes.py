@@ -16,6 +16,7 @@ import copy
 import itertools
 import json
 import math
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -79,7 +80,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
-from nexus_grpc.core.vectors import Document
+from nexus_grpc.core.vectors import Document, VectorTableMissing
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
@@ -3436,6 +3437,32 @@ class FakeUsage:
                 j.run_after, j.last_error = at, ""
 
 
+class FakeVectors:
+    """Vectors beside their rows, as PostgreSQL's pgvector tables keep them
+    (store/postgres/vectors.py): a point per (collection, id), written
+    again by a later put; a collection exists once the vector index made it
+    (``make``, its ``ensure_collection``). A collection never made refuses
+    the put as a missing table does (SQLite has no such repository)."""
+
+    NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
+
+    def __init__(self) -> None:
+        self.collections: dict[str, dict[int, tuple[list[float], dict[str, Any]]]] = {}
+
+    def make(self, collection: str) -> None:
+        self.collections.setdefault(collection, {})
+
+    def put(
+        self, collection: str, row_id: int, vector: Sequence[float], payload: Mapping[str, Any]
+    ) -> None:
+        if not self.NAME.fullmatch(collection):
+            raise ValueError(f"bad collection name {collection!r}")
+        points = self.collections.get(collection)
+        if points is None:
+            raise VectorTableMissing(f'relation "vectors_{collection}" does not exist')
+        points[int(row_id)] = ([float(x) for x in vector], json.loads(json.dumps(dict(payload))))
+
+
 @dataclass
 class FakeUnitOfWork:
     """``core.repositories.UnitOfWork`` in memory: one "database" the unit
@@ -3454,6 +3481,7 @@ class FakeUnitOfWork:
     erasures: FakeErasures = field(init=False)
     documents: FakeDocuments = field(init=False)
     restore: FakeRestore = field(init=False)
+    vectors: FakeVectors = field(default_factory=FakeVectors)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
