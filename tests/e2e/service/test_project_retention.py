@@ -1,8 +1,12 @@
 """A project's retention: its sessions, episodes and summaries past it are
-hidden from every read at once, and a durable job deletes them with their
-index points. Which retention a project may be given, and when its sweep is
-due, are the domain's (tests/unit/test_conversation_rules.py,
-test_retention_followups.py)."""
+hidden from every read at once (every search mode, the exports, the
+summaries' reads), and a durable job deletes them with their index points
+(one sweep here, for the worker's wiring: its job runs, the points leave the
+vector index, the kept turn is keyword-searchable). What a sweep deletes and
+keeps (summaries included) and when it runs next are the domain's, tested on
+the fakes in tests/unit/test_retention_sweep.py; which retention a project
+may be given, and when its sweep is due, in tests/unit/test_conversation_rules.py
+and test_retention_followups.py."""
 
 from __future__ import annotations
 
@@ -477,34 +481,3 @@ async def test_a_summary_of_only_exchanges_past_retention_is_hidden(harness):
     assert code == grpc.StatusCode.NOT_FOUND
     page = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=mixed.id))
     assert [x.content for x in page.summaries] == ["old and new"]
-
-
-async def test_the_sweep_deletes_summaries_past_retention(harness):
-    h = harness
-    project, mixed, _, eps, made = await summaries_world(h)
-    kept = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(
-            summary=summary_pb2.Summary(
-                session_id=mixed.id, content="kept", first_episode_id=eps["new"]
-            )
-        )
-    )
-    only_old = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(
-            summary=summary_pb2.Summary(
-                session_id=mixed.id,
-                content="only old",
-                first_episode_id=eps["old"],
-                last_episode_id=eps["old"],
-            )
-        )
-    )
-    assert only_old.id != kept.id
-    await set_retention(h, project.id, 2 * DAY)
-
-    async def swept():
-        return await count(h, "SELECT COUNT(*) FROM summaries") == 1
-
-    await wait_until(swept, timeout=20)
-    assert await count(h, "SELECT COUNT(*) FROM summaries WHERE id = ?", kept.id) == 1
-    assert made["stale"].id != kept.id
