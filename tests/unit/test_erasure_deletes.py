@@ -259,3 +259,32 @@ async def test_delete_project_hides_it_at_once_and_its_erasure_takes_everything(
     assert w["project"] not in uow.projects.rows
     c_ = after.counts
     assert (c_.sessions, c_.episodes, c_.memories, c_.entities) == (2, 3, 3, 2)
+
+
+async def test_delete_project_refused_to_a_key_for_other_users_then_taken_by_one_for_all(uow, c):
+    """The cascade must not bypass USER-memory ownership (DeleteMemory's rule);
+    a key that may act for every owner deletes the project with them, and the
+    user's memory outside it stays (test_tenants.py's case, on the fakes)."""
+    project = uow.projects.insert({"name": "p"}, "team").id
+    session = uow.sessions.insert("s", "", project, {}, "team", user_id="alice").id
+    uow.episodes.insert(session, "zebra", "", {}, None, acts_for="alice")
+    memory(uow, project, 0, MemoryKind.USER, "alice", Tier.LONGTERM)
+    memory(uow, project, 0, MemoryKind.PROJECT, "", Tier.LONGTERM)
+    outside = memory(uow, 0, 0, MemoryKind.USER, "alice", Tier.LONGTERM)
+    before = rows(uow)
+    with (
+        acting_as(tenancy.Caller("team", frozenset({"bob"}))),
+        pytest.raises(FailedPrecondition) as err,
+    ):
+        await c.delete_project(project)
+    assert "1 of users this key may not act for" in err.value.message
+    assert "alice" not in err.value.message  # names only users the key may act for
+    assert rows(uow) == before and uow.erasures.rows == {}
+    with acting_as(ALICE):
+        started = await c.delete_project(project)
+    for _ in range(100):
+        after = erasure.step(uow, started.id, time.time() + 1)
+        if after is not None and after.phase == e.DISK:
+            break
+    assert [(m.project_id, m.user_id) for m in uow.memories.rows.values()] == [(0, "alice")]
+    assert list(uow.memories.rows) == [outside]
