@@ -2,7 +2,8 @@
 events' (domain/event_retention.purge), run on the fakes of tests/fakes.py:
 what goes (episodes, sessions and summaries past the retention, with the
 index jobs that take their points out), what stays (what is kept, a deleted
-session's users' TASK memories), and when the sweep runs next.
+session's users' TASK memories), and when the sweep runs next; and a summary
+written from exchanges past the retention hidden before any sweep.
 
 The world is tests/e2e/service/test_project_retention.py's; that file keeps
 the worker's wiring (a sweep run by its job, the points gone from the vector
@@ -20,8 +21,11 @@ import pytest
 from nexus_grpc.core import jobs
 from nexus_grpc.core.models import MemoryKind, NewEpisode, Tier
 from nexus_grpc.core.records import Summary
+from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import erasure, event_retention, retention
-from tests.fakes import FakeUnitOfWork
+from nexus_grpc.domain.summaries import Summaries
+from nexus_grpc.errors import NotFound
+from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 DAY = 86_400
 NOW = time.time()
@@ -167,3 +171,19 @@ def test_extraction_events_past_their_retention_go_a_chunk_at_a_time(uow, monkey
     assert event_retention.purge(uow, later, DAY) == 2
     assert event_retention.purge(uow, later, DAY) == 1
     assert uow.events.rows == {}
+
+
+async def test_a_summary_of_only_exchanges_past_retention_is_hidden_before_the_sweep(uow):
+    """Written now, but from an exchange past the retention (an imported
+    conversation summarized since): hidden, while one that also covers a kept
+    exchange stays; no sweep has run."""
+    project, mixed, _, eps = world(uow)
+    only_old = summary(uow, mixed, 0, "only old", NOW, eps["old"], eps["old"])
+    summary(uow, mixed, 0, "old and new", NOW, eps["old"], eps["new"])
+    keep(uow, project, 2 * DAY)
+    summaries = Summaries(FakeDatabase(uow), JobSignals(), None, "qwen2.5:3b")
+    with pytest.raises(NotFound):
+        await summaries.get(only_old)
+    page = await summaries.list(mixed, 0, 10, "")
+    assert [x.content for x in page.items] == ["old and new"]
+    assert len(uow.summaries.rows) == 2  # the reads alone hide it
