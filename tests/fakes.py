@@ -15,6 +15,8 @@ import contextlib
 import copy
 import itertools
 import json
+import math
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -23,8 +25,14 @@ from typing import Any
 from nexus_grpc.core import erasure as erasure_steps
 from nexus_grpc.core import jobs as job_kinds
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.documents import episode_payload, memory_payload, memory_text
-from nexus_grpc.core.erasure import Counts, Erasure, RemovalTargets, Target
+from nexus_grpc.core.documents import (
+    entity_payload,
+    entity_text,
+    episode_payload,
+    memory_payload,
+    memory_text,
+)
+from nexus_grpc.core.erasure import Alias, Counts, EpisodeFallout, Erasure, RemovalTargets, Target
 from nexus_grpc.core.graph import (
     CURRENT,
     METHOD_NEW,
@@ -32,6 +40,7 @@ from nexus_grpc.core.graph import (
     CandidateRow,
     Entity,
     EntityAlias,
+    EntityEpisode,
     EntityMerge,
     Evidence,
     Graph,
@@ -40,7 +49,7 @@ from nexus_grpc.core.graph import (
     When,
 )
 from nexus_grpc.core.jobs import Job
-from nexus_grpc.core.llm_usage import LLMCall, StageBucket, WorkOwner
+from nexus_grpc.core.llm_usage import ActivityBucket, LLMCall, StageBucket, WorkOwner
 from nexus_grpc.core.models import (
     Backlog,
     Episode,
@@ -71,7 +80,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.core.tenancy import DEFAULT_TENANT
-from nexus_grpc.core.vectors import Document
+from nexus_grpc.core.vectors import Document, VectorTableMissing
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
@@ -87,12 +96,19 @@ def _ids() -> Iterator[int]:
 
 
 class FakeProjects:
+    """Projects, and the erasure deleting each one being deleted
+    (``deleting``): from then on no read sees it (nor its sessions and their
+    episodes), and its name is its tenant's to take again."""
+
     def __init__(self) -> None:
         self.rows: dict[int, Project] = {}
+        self.deleting: dict[int, int] = {}
         self._next = _ids()
-        # Set by FakeUnitOfWork (the owners read memories and sessions).
+        # Set by FakeUnitOfWork (the owners and figures read memories,
+        # sessions, their episodes and the graph).
         self.memories: FakeMemories
         self.sessions: FakeSessions
+        self.graph: FakeGraph
 
     def insert(self, values: Mapping[str, Any], tenant: str = DEFAULT_TENANT) -> Project:
         held = [p.id for p in self.rows.values() if (p.tenant, p.name) == (tenant, values["name"])]
@@ -118,8 +134,11 @@ class FakeProjects:
         self.rows[project.id] = project
         return project
 
+    def _live(self, project_id: int) -> Project | None:
+        return None if project_id in self.deleting else self.rows.get(project_id)
+
     def get(self, project_id: int, tenant: str | None = None) -> Project:
-        project = self.rows.get(project_id)
+        project = self._live(project_id)
         if project is None or (tenant is not None and project.tenant != tenant):
             raise NotFound(
                 f"project {project_id} does not exist",
@@ -134,7 +153,7 @@ class FakeProjects:
         return [
             p
             for _, p in sorted(self.rows.items())
-            if p.id > (after_id or 0) and tenant in (None, p.tenant)
+            if p.id > (after_id or 0) and tenant in (None, p.tenant) and p.id not in self.deleting
         ][:limit]
 
     def update(
@@ -170,11 +189,11 @@ class FakeProjects:
         return found
 
     def exists(self, project_id: int, tenant: str | None = None) -> bool:
-        project = self.rows.get(project_id)
+        project = self._live(project_id)
         return project is not None and (tenant is None or project.tenant == tenant)
 
     def tenant_of(self, project_id: int) -> str | None:
-        project = self.rows.get(project_id)
+        project = self._live(project_id)
         return None if project is None else project.tenant
 
     def memory_formation(self, project_id: int) -> int | None:
@@ -188,6 +207,78 @@ class FakeProjects:
     def retention_of(self, project_id: int) -> float | None:
         project = self.rows.get(project_id)
         return None if project is None else project.retention
+
+    # -- its figures (store/project_stats.py): every user counted
+
+    def count_sessions(self, project_id: int, cutoff: float | None) -> int:
+        """With a retention ``cutoff``: those created since it or holding an
+        episode that happened since it."""
+        return sum(
+            1
+            for x in self.sessions.rows.values()
+            if x.project_id == project_id
+            and (cutoff is None or x.created_at >= cutoff or self._since(x.id, cutoff))
+        )
+
+    def _since(self, session_id: int, cutoff: float) -> bool:
+        return any(
+            e.session_id == session_id and e.occur_at >= cutoff
+            for e in self.sessions.episodes.rows.values()
+        )
+
+    def count_episodes(self, project_id: int, cutoff: float | None) -> tuple[int, int, int]:
+        """(episodes, pieces of work pending, pieces failed): embedding,
+        extraction and formation each count once."""
+        mine = [
+            e
+            for e in self.sessions.episodes.rows.values()
+            if (x := self.sessions.rows.get(e.session_id)) is not None
+            and project_id
+            and x.project_id == project_id
+            and (cutoff is None or e.occur_at >= cutoff)
+        ]
+        states = [s for e in mine for s in (e.embed_state, e.extract_state, e.memory_state)]
+        return len(mine), states.count(JobState.PENDING), states.count(JobState.FAILED)
+
+    def count_memories(self, project_id: int, at: float) -> list[tuple[int, str, bool, int]]:
+        """(kind, user, archived, count) per (kind, user, tier) of the project's
+        live PROJECT and USER memories (a set: the store's GROUP BY has no order)."""
+        groups: dict[tuple[int, str, int], int] = {}
+        for m in self.memories.rows.values():
+            if (
+                m.project_id == project_id
+                and m.kind in (MemoryKind.PROJECT, MemoryKind.USER)
+                and (m.expire_at is None or m.expire_at > at)
+            ):
+                key = (int(m.kind), m.user_id, int(m.tier))
+                groups[key] = groups.get(key, 0) + 1
+        return [(k, u, t == Tier.ARCHIVE, n) for (k, u, t), n in sorted(groups.items())]
+
+    def _graph_ids(self, project_id: int) -> list[int]:
+        return sorted(
+            i
+            for i, e in self.graph.entities.items()
+            if (e.project_id, e.session_id) == (project_id, 0)
+        )
+
+    def count_graph(self, project_id: int) -> tuple[int, int]:
+        """(entities, facts that hold now) of the project's graph."""
+        ids = set(self._graph_ids(project_id))
+        facts = sum(
+            1
+            for r in self.graph.relationships.values()
+            if r.from_id in ids and r.invalid_at is None
+        )
+        return len(ids), facts
+
+    def most_connected(self, project_id: int, limit: int) -> list[int]:
+        """By relationships (every interval, either end), most first, ties by id."""
+        rows = self.graph.relationships.values()
+
+        def degree(i: int) -> int:
+            return sum((r.from_id == i) + (r.to_id == i) for r in rows)
+
+        return sorted(self._graph_ids(project_id), key=lambda i: (-degree(i), i))[:limit]
 
 
 class FakeSessions:
@@ -229,8 +320,12 @@ class FakeSessions:
         return session
 
     def _mine(self, session: Session, tenant: str | None, retained_at: float | None) -> bool:
-        return (tenant is None or session.tenant == tenant) and not (
-            retained_at is not None and self.past(session, retained_at)
+        """The tenant's (any, for None), not in a project being deleted, and
+        (given ``retained_at``) not past its project's retention then."""
+        return (
+            (tenant is None or session.tenant == tenant)
+            and session.project_id not in self.projects.deleting
+            and not (retained_at is not None and self.past(session, retained_at))
         )
 
     def past(self, session: Session, at: float, cutoff: float | None = None) -> bool:
@@ -393,9 +488,9 @@ class FakeEpisodes:
     ``snippets``): each store matches and ranks with its own full-text engine
     (FTS5's bm25 over the turn and its neighbours' context, PostgreSQL's
     ts_rank), which a fake could only imitate with made-up scores; a rule that
-    needs them has a whole-server test. Nor a project being deleted
-    (``projects.deleting``, which hides its sessions' episodes): the fakes'
-    projects have no such state.
+    needs them has a whole-server test. A project being deleted
+    (FakeProjects.deleting) hides its sessions' episodes from ``get``, and
+    keeps none of them by ``retention_cutoff``.
     """
 
     def __init__(self, sessions: FakeSessions, jobs: FakeJobs) -> None:
@@ -488,7 +583,8 @@ class FakeEpisodes:
     ) -> Episode:
         episode = self.rows.get(episode_id)
         if episode is not None and tenant is not None:
-            if self._sessions.rows[episode.session_id].tenant != tenant:
+            session = self._sessions.rows[episode.session_id]
+            if session.tenant != tenant or session.project_id in self._sessions.projects.deleting:
                 episode = None
         if episode is None:
             raise NotFound(
@@ -572,9 +668,12 @@ class FakeEpisodes:
         return [e.id for e in self._of_project(project_id) if e.occur_at < cutoff][:limit]
 
     def retention_cutoff(self, session_id: int, at: float) -> float | None:
-        """The oldest occur_at the session's project keeps at ``at``; None: all."""
+        """The oldest occur_at the session's project keeps at ``at``; None: all.
+        A project being deleted keeps nothing (infinity)."""
         session = self._sessions.rows.get(session_id)
         project = None if session is None else self._sessions.projects.rows.get(session.project_id)
+        if project is not None and project.id in self._sessions.projects.deleting:
+            return math.inf
         return None if project is None or project.retention is None else at - project.retention
 
     def scope_sample(self, session_ids: Sequence[int], limit: int) -> list[str]:
@@ -907,6 +1006,8 @@ class FakeGraph:
         self.tokens: set[tuple[int, int, str, str, int]] = set()
         self.episode_links: set[tuple[int, int]] = set()
         self.distinctions: set[tuple[int, int]] = set()
+        # The episode that said a distinction (the first kept, as the store's row).
+        self.distinction_episodes: dict[tuple[int, int], int | None] = {}
         self.evidence: dict[int, Evidence] = {}
         self.relationships: dict[int, Relationship] = {}
         self.merges: dict[int, EntityMerge] = {}
@@ -1124,6 +1225,9 @@ class FakeGraph:
         self.tokens = {t for t in self.tokens if t[4] != entity_id}
         self.episode_links = {link for link in self.episode_links if link[0] != entity_id}
         self.distinctions = {d for d in self.distinctions if entity_id not in d}
+        self.distinction_episodes = {
+            d: e for d, e in self.distinction_episodes.items() if d in self.distinctions
+        }
         for rows in (self.relationships, self.evidence):
             for row_id in [r.id for r in rows.values() if entity_id in (r.from_id, r.to_id)]:
                 del rows[row_id]
@@ -1231,7 +1335,10 @@ class FakeGraph:
         return rows
 
     def add_distinction(self, a: int, b: int, episode_id: int | None = None) -> None:
-        self.distinctions.add((min(a, b), max(a, b)))
+        pair = (min(a, b), max(a, b))
+        if pair not in self.distinctions:
+            self.distinctions.add(pair)
+            self.distinction_episodes[pair] = episode_id
 
     def recent_mentions(self, entity_id: int, limit: int) -> list[str]:
         episodes = [self.episodes.rows[episode_id] for linked, episode_id in self.episode_links
@@ -2190,29 +2297,26 @@ class FakeEvents:
 
 
 class FakeErasures:
-    """What an erasure needs of the store (store/erasure.py), as far as the
-    fakes' rows reach: the receipts and buried request ids, what a user or a
-    project holds (what domain/erasure.py plans and reports from), the
-    request ids and formed memories of what goes, the formation events that
-    name a memory (to scrub its words), a summary that may quote what went,
-    the user's records, and the index work still to run.
+    """What an erasure needs of the store (store/erasure.py), on the fakes'
+    rows: the receipts and buried request ids, what a user or a project
+    holds (what domain/erasure.py plans and reports from), the request ids
+    and formed memories of what goes, the graph an episode touched (its
+    links, aliases, evidence and the facts it said), the formation events
+    that name a memory (to scrub its words), a summary that may quote what
+    went, the user's and the project's records, the index work still to run,
+    a project being deleted, and the bulk deletes with what the store's
+    foreign keys take with them (a row that only names a deleted episode
+    keeps its row without it).
 
-    Not faked yet: the bulk deletes (``delete_episodes``, ``delete_sessions``,
-    ``delete_memories``, ``delete_entities``, the summaries',
-    ``delete_project_records``), which only delete now (the domain reads what
-    goes and queues its index jobs first; tests/unit/test_removal_jobs.py) and
-    whose cascades the whole-server erasure tests check; the graph's side (``graph_of_episodes``,
-    ``episode_fallout``, aliases, facts, merges), whose aliases, episode links and
-    merges the graph's fake keeps in its own shape; and a project being deleted
-    (``mark_project_deleting``, ``delete_project_row``), a state the fakes' projects
-    do not have. A rule that needs them keeps its whole-server test.
-
-    Orders the store leaves to the database (a UNION, a query with no ORDER BY)
-    are by id here; the contract compares them as sets.
+    Not kept: the keyword index, so a deleted episode's neighbours' context
+    (``delete_episodes`` without ``whole_sessions``) has nothing to refresh
+    here. Orders the store leaves to the database (a UNION, a query with no
+    ORDER BY) are by id here; the contract compares them as sets.
     """
 
     def __init__(
         self,
+        projects: FakeProjects,
         sessions: FakeSessions,
         episodes: FakeEpisodes,
         memories: FakeMemories,
@@ -2224,6 +2328,7 @@ class FakeErasures:
     ) -> None:
         self.rows: dict[int, tuple[Erasure, str]] = {}  # the receipt, its user's digest
         self.buried_requests: dict[str, int] = {}
+        self._projects = projects
         self._sessions = sessions
         self._episodes = episodes
         self._memories = memories
@@ -2599,12 +2704,323 @@ class FakeErasures:
         held = {e.session_id for e in self._episodes.rows.values()}
         return sorted({int(i) for i in session_ids} & held & set(self._sessions.rows))
 
+    # -- a project being deleted
+
+    def mark_project_deleting(self, project_id: int, erasure_id: int) -> None:
+        """As the store's: hidden from every read, its name given back to its
+        tenant (the one it holds meanwhile has a control character)."""
+        project = self._projects.rows[project_id]
+        self._projects.rows[project_id] = replace(project, name=f"\x1fdeleting {erasure_id}")
+        self._projects.deleting[project_id] = erasure_id
+
+    def delete_project_row(self, project_id: int) -> int:
+        """The row; its overviews go with it (the store's ON DELETE CASCADE)."""
+        if self._projects.rows.pop(project_id, None) is None:
+            return 0
+        self._projects.deleting.pop(project_id, None)
+        for i in [i for i, r in self._summaries.rows.items() if r.project_id == project_id]:
+            del self._summaries.rows[i]
+        return 1
+
+    def delete_project_records(self, project_id: int) -> Counts:
+        """The events, selections and uses recorded in the project, and its
+        pending retention sweep."""
+        events = [i for i, (ev, _) in self._events.rows.items() if ev.project_id == project_id]
+        for i in events:
+            del self._events.rows[i]
+        memories = self._memories
+        selections = [s for s in memories.selections if s[0].project_id == project_id]
+        memories.selections = [s for s in memories.selections if s[0].project_id != project_id]
+        usage = [u for u in memories.usage if u[2] == project_id]
+        memories.usage = [u for u in memories.usage if u[2] != project_id]
+        return Counts(
+            extraction_events=len(events),
+            selections=len(selections),
+            memory_usage=len(usage),
+            jobs_cancelled=self._cancel((job_kinds.RETAIN_PROJECT,), [project_id]),
+        )
+
+    # -- the graph an episode touched
+
+    def _episode_aliases(self, wanted: set[int]) -> list[EntityAlias]:
+        return [a for _, a in sorted(self._graph.aliases.items()) if a.episode_id in wanted]
+
+    def graph_of_episodes(
+        self, ids: Sequence[int]
+    ) -> tuple[list[EntityEpisode], list[EntityAlias], list[Evidence], list[int]]:
+        """Their mentions (by entity, episode), the aliases and evidence they
+        gave, and the relationships they asserted or ended (by id)."""
+        wanted = {int(i) for i in ids}
+        graph = self._graph
+        mentions = [EntityEpisode(*link) for link in sorted(graph.episode_links)
+                    if link[1] in wanted]  # fmt: skip
+        evidence = [v for _, v in sorted(graph.evidence.items()) if v.episode_id in wanted]
+        relationships = sorted(
+            r.id for r in graph.relationships.values() if {r.asserted_by, r.ended_by} & wanted
+        )
+        return mentions, self._episode_aliases(wanted), evidence, relationships
+
+    def episode_fallout(self, ids: Sequence[int]) -> EpisodeFallout:
+        wanted = {int(i) for i in ids}
+        graph = self._graph
+        found = EpisodeFallout()
+        found.groups = {(v.from_id, v.label) for v in graph.evidence.values()
+                        if v.episode_id in wanted}  # fmt: skip
+        for entity_id, episode_id in sorted(graph.episode_links):
+            if episode_id in wanted:
+                found.linked[entity_id] = found.linked.get(entity_id, 0) + 1
+        found.aliases = [Alias(a.id, a.entity_id, a.name) for a in self._episode_aliases(wanted)]
+        for i in sorted(wanted & set(self._episodes.rows)):
+            episode = self._episodes.rows[i]
+            session = self._sessions.rows[episode.session_id]
+            held = found.first_seen.get(session.id)
+            first = episode.created_at if held is None else min(held[1], episode.created_at)
+            found.first_seen[session.id] = (session.project_id or 0, first)
+        return found
+
+    def _linked_episodes(self, entity_id: int, gone: set[int]) -> list[Episode]:
+        """The episodes linked to the entity that are not in ``gone``, by id."""
+        ids = sorted(e for linked, e in self._graph.episode_links
+                     if linked == entity_id and e not in gone)  # fmt: skip
+        return [self._episodes.rows[i] for i in ids if i in self._episodes.rows]
+
+    def aliases_still_given(self, aliases: Sequence[Alias], gone: Sequence[int]) -> dict[int, int]:
+        """For each alias, the first episode not in ``gone`` linked to its
+        entity that says its name (folded as SQLite's lower())."""
+        given: dict[int, int] = {}
+        for alias in aliases:
+            name = alias.name.lower()
+            for e in self._linked_episodes(alias.entity_id, {int(i) for i in gone}):
+                if name in _ascii_lower(e.user_message) or name in _ascii_lower(e.ai_response):
+                    given[alias.id] = e.id
+                    break
+        return given
+
+    def last_names(self, aliases: Sequence[Alias], gone: Sequence[int]) -> dict[int, int]:
+        """Of these aliases, one per entity left with no other alias that
+        episodes not in ``gone`` still link: the one it is shown under (else
+        its first), with the first of those episodes."""
+        by_entity: dict[int, list[Alias]] = {}
+        for alias in aliases:
+            by_entity.setdefault(alias.entity_id, []).append(alias)
+        kept: dict[int, int] = {}
+        for entity_id, doomed in sorted(by_entity.items()):
+            going = {a.id for a in doomed}
+            if any(a.entity_id == entity_id and a.id not in going
+                   for a in self._graph.aliases.values()):  # fmt: skip
+                continue
+            links = sorted(e for linked, e in self._graph.episode_links
+                           if linked == entity_id and e not in {int(i) for i in gone})  # fmt: skip
+            if not links or entity_id not in self._graph.entities:
+                continue
+            name = self._graph.entities[entity_id].name
+            shown = next((a for a in doomed if a.name == name), doomed[0])
+            kept[shown.id] = links[0]
+        return kept
+
+    def give_alias(self, alias_id: int, episode_id: int) -> None:
+        alias = self._graph.aliases.get(alias_id)
+        if alias is not None:
+            self._graph.aliases[alias_id] = replace(alias, episode_id=episode_id)
+
+    def delete_aliases(self, alias_ids: Sequence[int]) -> int:
+        """The alias rows alone (the domain rebuilds the survivors' tokens)."""
+        gone = {int(i) for i in alias_ids} & set(self._graph.aliases)
+        for alias_id in gone:
+            del self._graph.aliases[alias_id], self._graph.alias_graphs[alias_id]
+        return len(gone)
+
+    def count_facts(self, groups: Iterable[tuple[int, str]]) -> int:
+        return sum(
+            1
+            for from_id, label in groups
+            for r in self._graph.relationships.values()
+            if (r.from_id, r.label) == (from_id, label)
+        )
+
+    def unsupported_entities(self, ids: Sequence[int]) -> list[int]:
+        """Of these, those extraction made that no episode link or evidence
+        holds up (a set: the store's query has no order)."""
+        graph = self._graph
+        linked = {entity_id for entity_id, _ in graph.episode_links}
+        evidenced = {i for v in graph.evidence.values() for i in (v.from_id, v.to_id)}
+        return sorted(
+            i
+            for i in {int(i) for i in ids}
+            if i in graph.entities
+            and graph.entities[i].source == "extraction"
+            and i not in linked | evidenced
+        )
+
+    def clear_entity_notes(self, ids: Sequence[int]) -> None:
+        for entity_id in ids:
+            self._graph._change(entity_id, notes=None)
+
+    def drop_merges_touching(self, entity_ids: Sequence[int]) -> int:
+        """Forget the merges whose target or a source is one of these."""
+        touched = {int(i) for i in entity_ids}
+        doomed = [i for i, m in self._graph.merges.items()
+                  if m.target_id in touched or touched & set(m.source_ids)]  # fmt: skip
+        for merge_id in doomed:
+            del self._graph.merges[merge_id]
+        return len(doomed)
+
+    # -- the bulk deletes
+
+    def _cancel(self, kinds: tuple[str, ...], targets: Iterable[int]) -> int:
+        """Pending jobs of these kinds for these targets go; how many did."""
+        wanted = {int(i) for i in targets}
+        gone = [j for j in self._jobs.rows
+                if j.state == "pending" and j.kind in kinds and j.target_id in wanted]  # fmt: skip
+        self._jobs.rows = [j for j in self._jobs.rows if j not in gone]
+        return len(gone)
+
+    def _drop_episode_rows(self, wanted: set[int]) -> None:
+        """The episode rows, and what the store's foreign keys do with them:
+        links and formation candidates go; aliases, distinctions, evidence,
+        facts and memories keep their row without the episode."""
+        graph = self._graph
+        for i in wanted & set(self._episodes.rows):
+            del self._episodes.rows[i]
+            self._episodes.request_ids.pop(i, None)
+            self._memories.candidates.pop(i, None)
+        graph.episode_links = {link for link in graph.episode_links if link[1] not in wanted}
+        for pair, said in graph.distinction_episodes.items():
+            graph.distinction_episodes[pair] = None if said in wanted else said
+        for rows, columns in (
+            (graph.aliases, ("episode_id",)),
+            (graph.evidence, ("episode_id",)),
+            (graph.relationships, ("asserted_by", "ended_by")),
+            (self._memories.rows, ("source_episode_id",)),
+        ):
+            for row_id, row in list(rows.items()):
+                cleared = {c: None for c in columns if getattr(row, c) in wanted}
+                if cleared:
+                    rows[row_id] = replace(row, **cleared)
+
+    def delete_episodes(self, ids: Sequence[int], *, whole_sessions: bool) -> Counts:
+        """As the store's: the episodes with their events, formation
+        candidates, evidence, episode links (their entities' mention counts
+        down) and distinctions, and their pending extraction and formation.
+        ``whole_sessions`` only spares the neighbours' keyword context, which
+        the fakes do not keep."""
+        if not ids:
+            return Counts()
+        wanted = {int(i) for i in ids}
+        graph = self._graph
+        indexed = sum(1 for i in wanted if i in self._episodes.rows
+                      and self._episodes.rows[i].embed_state == JobState.DONE)  # fmt: skip
+        cancelled = self._cancel((job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES), wanted)
+        events = [i for i, (ev, _) in self._events.rows.items() if ev.episode_id in wanted]
+        for i in events:
+            del self._events.rows[i]
+        candidates = sum(1 for i in wanted if i in self._memories.candidates)
+        evidence = [i for i, v in graph.evidence.items() if v.episode_id in wanted]
+        for i in evidence:
+            del graph.evidence[i]
+        mentions: dict[int, int] = {}
+        for entity_id, episode_id in graph.episode_links:
+            if episode_id in wanted:
+                mentions[entity_id] = mentions.get(entity_id, 0) + 1
+        for entity_id, n in mentions.items():
+            count = graph.entities[entity_id].mention_count
+            graph._change(entity_id, mention_count=max(count - n, 0))
+        said = [d for d, e in graph.distinction_episodes.items() if e in wanted]
+        graph.distinctions -= set(said)
+        for pair in said:
+            del graph.distinction_episodes[pair]
+        self._drop_episode_rows(wanted)
+        return Counts(
+            episodes=len(ids),
+            extraction_events=len(events),
+            formation_candidates=candidates,
+            evidence=len(evidence),
+            mentions=sum(mentions.values()),
+            vectors=indexed,
+            jobs_cancelled=cancelled,
+        )
+
+    def delete_sessions(self, ids: Sequence[int]) -> Counts:
+        """As the store's: sessions whose episodes are gone, with their
+        summaries, TASK-tier memories (``delete_memories``), own graph outside
+        a project, extraction events and pending summaries."""
+        if not ids:
+            return Counts()
+        wanted = {int(i) for i in ids}
+        summaries = [i for i, r in self._summaries.rows.items() if r.session_id in wanted]
+        own_graph = self._sessions._own_graph(wanted)
+        for entity_id in own_graph:
+            self._graph._cascade(entity_id)
+        gone = self.delete_memories(self._sessions._task_memories(wanted, True))
+        cancelled = self._cancel((job_kinds.SUMMARIZE_SESSION,), wanted)
+        events = [i for i, (ev, _) in self._events.rows.items() if ev.session_id in wanted]
+        for i in events:
+            del self._events.rows[i]
+        for i in summaries:
+            del self._summaries.rows[i]
+        left = {i for i, e in self._episodes.rows.items() if e.session_id in wanted}
+        self._drop_episode_rows(left)
+        sessions = [i for i in wanted if self._sessions.rows.pop(i, None) is not None]
+        return gone + Counts(
+            sessions=len(sessions),
+            summaries_removed=len(summaries),
+            entities=len(own_graph),
+            jobs_cancelled=cancelled,
+            extraction_events=len(events),
+        )
+
+    def delete_memories(self, ids: Sequence[int]) -> Counts:
+        """As the store's: the memories with their whole history, their uses,
+        and their pending expiry and history purge."""
+        if not ids:
+            return Counts()
+        wanted = {int(i) for i in ids}
+        memories = self._memories
+        history = [i for i, r in memories.history.items() if r.memory_id in wanted]
+        for i in history:
+            del memories.history[i]
+        usage = [u for u in memories.usage if u[0].memory_id in wanted]
+        memories.usage = [u for u in memories.usage if u[0].memory_id not in wanted]
+        cancelled = self._cancel((job_kinds.EXPIRE_MEMORY, job_kinds.PURGE_MEMORY_HISTORY), wanted)
+        removed = [i for i in wanted if memories.rows.pop(i, None) is not None]
+        return Counts(
+            memories=len(removed),
+            memory_history=len(history),
+            memory_usage=len(usage),
+            vectors=len(removed),
+            jobs_cancelled=cancelled,
+        )
+
+    def delete_entities(self, ids: Sequence[int]) -> Counts:
+        """As the store's: the entities with their aliases, tokens, links,
+        distinctions, edges and evidence, and their pending resolution."""
+        if not ids:
+            return Counts()
+        wanted = {int(i) for i in ids}
+        graph = self._graph
+        counted = [
+            sum(1 for r in rows.values() if {r.from_id, r.to_id} & wanted)
+            for rows in (graph.relationships, graph.evidence)
+        ]
+        aliases = sum(1 for a in graph.aliases.values() if a.entity_id in wanted)
+        cancelled = self._cancel((job_kinds.RESOLVE_ENTITY,), wanted)
+        removed = sorted(wanted & set(graph.entities))
+        for entity_id in removed:
+            graph._cascade(entity_id)
+        return Counts(
+            entities=len(removed),
+            aliases=aliases,
+            facts=counted[0],
+            evidence=counted[1],
+            vectors=len(removed),
+            jobs_cancelled=cancelled,
+        )
+
 
 class FakeDocuments:
     """What each vector collection is built from, read from the fakes' rows as
     the store reads its tables (store/documents.py): text and payload made by
-    core/documents.py. Not faked yet: ``entities`` (an entity's text names its
-    aliases, which the graph's fake keeps in its own rows)."""
+    core/documents.py; an entity's text names its aliases, first made first."""
 
     def __init__(
         self,
@@ -2637,6 +3053,17 @@ class FakeDocuments:
                 episode_payload(e.session_id, e.created_at, e.occur_at),
             )
             for i, e in found.items()
+        }
+
+    def entities(self, ids: Sequence[int]) -> dict[int, Document]:
+        graph = self._graph
+        return {
+            i: (
+                entity_text(e.name, e.type, e.notes, graph._read(i).aliases),
+                entity_payload(e.project_id, e.session_id),
+            )
+            for i in ids
+            if (e := graph.entities.get(i)) is not None
         }
 
     def summaries(self, ids: Sequence[int]) -> dict[int, Document]:
@@ -2817,7 +3244,8 @@ class FakeRestore:
 
 
 class FakeUsage:
-    """The LLM's account, and the tenants of LLM jobs' targets."""
+    """The LLM's account, what the LLM work was for (episodes, memories
+    formed, entities), and the tenants of LLM jobs' targets."""
 
     def __init__(
         self,
@@ -2829,6 +3257,8 @@ class FakeUsage:
     ) -> None:
         self.rows: list[LLMCall] = []
         self._projects = projects
+        # Set by FakeUnitOfWork (the memories are made apart).
+        self._memories: FakeMemories
         self._sessions = sessions
         self._episodes = episodes
         self._graph = graph
@@ -2888,6 +3318,58 @@ class FakeUsage:
             )
             for (b, stage, outcome), calls in sorted(groups.items())
         ]
+
+    def activity_buckets(
+        self,
+        start: float,
+        end: float,
+        bucket_seconds: float,
+        *,
+        tenant: str | None = None,
+        project_id: int | None = None,
+        users: Sequence[str] | None = None,
+    ) -> list[ActivityBucket]:
+        """As the store's: episodes stored, memories formation created and
+        entities created in [start, end) of one project or one tenant, by
+        bucket; with ``users``, only what work for them made (their sessions'
+        episodes, the memories formed from those or their USER memories
+        formed, the entities those episodes mention)."""
+        if users is not None and not users:
+            return []
+        named = None if users is None else set(users)
+        sessions = self._sessions.rows
+
+        def owned(project: int, owner_tenant: str) -> bool:
+            return project == project_id if project_id is not None else owner_tenant == tenant
+
+        def theirs(episode_id: int | None) -> bool:
+            e = self._episodes.rows.get(episode_id) if episode_id is not None else None
+            return e is not None and named is not None and sessions[e.session_id].user_id in named
+
+        counts: dict[int, list[int]] = {}
+
+        def count(at: float, column: int) -> None:
+            if start <= at < end:
+                counts.setdefault(int(at // bucket_seconds), [0, 0, 0])[column] += 1
+
+        for e in self._episodes.rows.values():
+            x = sessions[e.session_id]
+            if owned(x.project_id, x.tenant) and (named is None or x.user_id in named):
+                count(e.created_at, 0)
+        for m in self._memories.rows.values():
+            if owned(m.project_id, m.tenant) and m.source == "formation":
+                if named is None or (
+                    m.user_id in named if m.kind == MemoryKind.USER else
+                    m.kind == MemoryKind.PROJECT and theirs(m.source_episode_id)
+                ):  # fmt: skip
+                    count(m.created_at, 1)
+        for entity_id, n in self._graph.entities.items():
+            if owned(n.project_id, n.tenant) and (
+                named is None
+                or any(theirs(ep) for i, ep in self._graph.episode_links if i == entity_id)
+            ):
+                count(n.created_at, 2)
+        return [ActivityBucket(b, *counts[b]) for b in sorted(counts)]
 
     def _owner_of(self, kind: str, target_id: int) -> WorkOwner | None:
         if kind in (job_kinds.EXTRACT_EPISODE, job_kinds.FORM_MEMORIES):
@@ -2955,6 +3437,32 @@ class FakeUsage:
                 j.run_after, j.last_error = at, ""
 
 
+class FakeVectors:
+    """Vectors beside their rows, as PostgreSQL's pgvector tables keep them
+    (store/postgres/vectors.py): a point per (collection, id), written
+    again by a later put; a collection exists once the vector index made it
+    (``make``, its ``ensure_collection``). A collection never made refuses
+    the put as a missing table does (SQLite has no such repository)."""
+
+    NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
+
+    def __init__(self) -> None:
+        self.collections: dict[str, dict[int, tuple[list[float], dict[str, Any]]]] = {}
+
+    def make(self, collection: str) -> None:
+        self.collections.setdefault(collection, {})
+
+    def put(
+        self, collection: str, row_id: int, vector: Sequence[float], payload: Mapping[str, Any]
+    ) -> None:
+        if not self.NAME.fullmatch(collection):
+            raise ValueError(f"bad collection name {collection!r}")
+        points = self.collections.get(collection)
+        if points is None:
+            raise VectorTableMissing(f'relation "vectors_{collection}" does not exist')
+        points[int(row_id)] = ([float(x) for x in vector], json.loads(json.dumps(dict(payload))))
+
+
 @dataclass
 class FakeUnitOfWork:
     """``core.repositories.UnitOfWork`` in memory: one "database" the unit
@@ -2973,6 +3481,7 @@ class FakeUnitOfWork:
     erasures: FakeErasures = field(init=False)
     documents: FakeDocuments = field(init=False)
     restore: FakeRestore = field(init=False)
+    vectors: FakeVectors = field(default_factory=FakeVectors)
 
     def __post_init__(self) -> None:
         self.jobs = FakeJobs(self.projects, self.sessions)
@@ -2987,10 +3496,12 @@ class FakeUnitOfWork:
         self.events = FakeEvents(self.sessions)
         self.jobs.memories, self.jobs.summaries = self.memories, self.summaries
         self.erasures = FakeErasures(
-            self.sessions, self.episodes, self.memories, self.events, self.graph,
+            self.projects, self.sessions, self.episodes, self.memories, self.events, self.graph,
             self.summaries, self.jobs, self.usage,
         )  # fmt: skip
         self.projects.memories, self.projects.sessions = self.memories, self.sessions
+        self.projects.graph = self.graph
+        self.usage._memories = self.memories
         self.sessions.memories = self.memories
         self.documents = FakeDocuments(self.episodes, self.memories, self.summaries, self.graph)
         self.restore = FakeRestore(

@@ -4,10 +4,12 @@ request joins one that runs, the writes refused while it runs or after it
 buried their request ids, its last step over the user's records, when its
 files may be scrubbed, and its final receipt.
 
-What a client sees of them is the whole-server tier's:
-tests/e2e/service/test_forget_user.py (a ForgetUser through every path,
-a replayed request id refused, a second request joining) and
-tests/e2e/api/test_forget_user_rights.py (who may ask, who reads the receipts).
+A whole erasure run step by step on the fakes (what goes and stays, a
+replayed request id, a second request joining) is
+tests/unit/test_forget_user_erasure.py's; who may ask and who reads the
+receipts, tests/unit/test_forget_rights.py's. What a client sees of them is
+the whole-server tier's: tests/e2e/service/test_forget_user.py (every byte
+scan) and tests/e2e/api/test_forget_user_rights.py (the wiring).
 """
 
 from __future__ import annotations

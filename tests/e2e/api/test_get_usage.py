@@ -1,7 +1,10 @@
-"""GetUsage on the wire: a bad field refused (the status, a message naming
-what is wrong, the field), and each key reading its own tenant's figures
-only; an admin key any tenant's. Every field's check is in
-tests/unit/test_api_usage_request.py."""
+"""GetUsage on the wire: a key's report as the client reads it (the stages'
+totals and the budget, its tenant or one of its projects), and a bad field
+refused (the status, a message naming what is wrong, the field). Which
+tenant a key may read (another tenant's project NOT_FOUND, only an admin
+naming another tenant) and the work the calls were for are tested on the
+use case, on the fakes, in tests/unit/test_activity_usage_reports.py; every
+field's check in tests/unit/test_api_usage_request.py."""
 
 from __future__ import annotations
 
@@ -96,32 +99,6 @@ async def test_a_key_reads_its_tenant_or_one_of_its_projects(h):
     # Its budget: none of its own, and no default.
     assert tenant.budget.tenant == "a" and tenant.budget.llm_tokens_per_day == 0
     assert tenant.budget.llm_tokens_today == 154 and not tenant.budget.exhausted
-
-
-async def test_nothing_of_another_tenant_is_seen_and_only_an_admin_names_one(h):
-    pa, pb = await _seed(h)
-    missing = await _refused(h, A, grpc.StatusCode.NOT_FOUND, project_id=999_999)
-    theirs = await _refused(h, A, grpc.StatusCode.NOT_FOUND, project_id=pb)
-    # Another tenant's project answers exactly as a missing one.
-    assert theirs.replace(str(pb), "N") == missing.replace("999999", "N")
-    denied = await _refused(h, A, grpc.StatusCode.PERMISSION_DENIED, tenant="b")
-    assert "only an admin key may name another tenant" in denied
-    # An admin reads any tenant, by name or by project.
-    b = await _usage(h, ADMIN, tenant="b")
-    assert b.tenant == "b" and _totals(b) == {"extraction": (1, 7000, 700, {"ok": 1})}
-    assert b.budget.llm_tokens_per_day == 5000 and b.budget.exhausted
-    assert _totals(await _usage(h, ADMIN, project_id=pb)) == _totals(b)
-    # Its own tenant (named "ops") spent nothing.
-    assert _totals(await _usage(h, ADMIN)) == {}
-    # A tenant nobody has used reads as nothing, not as an error.
-    assert _totals(await _usage(h, ADMIN, tenant="nobody")) == {}
-
-
-async def _refused(h: Harness, key, code: grpc.StatusCode, **kw) -> str:
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await _usage(h, key, **kw)
-    assert err.value.code() == code, err.value.details()
-    return err.value.details()
 
 
 def _violations(exc: grpc.aio.AioRpcError) -> list[str]:

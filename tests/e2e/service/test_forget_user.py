@@ -4,20 +4,25 @@ stored, memories formed from what they said, the graph extraction made of
 it, a session summary and a project overview), for two users; one is
 forgotten; then none of that user's words is in any table, and on SQLite in
 no byte of any file of the data directory, while every word of the other
-user is still there (docs/privacy.md)."""
+user is still there (docs/privacy.md); and ExportUser holds one user's words
+only.
+
+The erasure's rules on the same world, run step by step on the fakes (what
+goes, what the receipt counts, the shared entity, a replayed request id, a
+second request joining, a queued formation job cancelled), are
+tests/unit/test_forget_user_erasure.py's; who may forget whom,
+tests/unit/test_forget_rights.py's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
 import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.forgetting import DECISION_PROMPT, EMPTY, World, every_text, files_of, tail
-from tests.ollama_stub import Reply
-from tests.support import erasure_done, wait_until
+from tests.forgetting import EMPTY, World, every_text, files_of, tail
+from tests.support import erasure_done
 
 BOTH_STORES = True
 STUB_DEFAULT_REPLY = EMPTY
@@ -88,54 +93,6 @@ async def test_a_forgotten_user_leaves_no_word_in_any_table_and_the_other_user_k
         assert b"alice" not in everything
 
 
-async def test_a_replayed_request_id_brings_nothing_back(world: World):
-    h = world.h
-    started = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
-    await erasure_done(h, started.id)
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await h.memory.CreateMemory(
-            memory_pb2.CreateMemoryRequest(
-                memory=memory_pb2.Memory(
-                    kind=memory_pb2.MEMORY_KIND_USER,
-                    user_id="alice",
-                    project_id=world.project,
-                    title="direct",
-                    content=f"stored {world.words['alice']['memory']}",
-                ),
-                request_id="mem-alice",
-            )
-        )
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "erasure" in err.value.details() and "request_id" in err.value.details()
-    # A new request id writes again: a user who comes back is not refused.
-    again = await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(
-                kind=memory_pb2.MEMORY_KIND_USER,
-                user_id="alice",
-                project_id=world.project,
-                title="new",
-                content="a new start",
-            ),
-            request_id="mem-alice-2",
-        )
-    )
-    assert again.id
-
-
-async def test_a_second_request_while_one_runs_joins_it(world: World):
-    h = world.h
-    first = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
-    second = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
-    if second.id == first.id:
-        assert second.joined
-    else:  # the first had finished already
-        assert (await h.memory.GetErasure(memory_pb2.GetErasureRequest(id=first.id))).state == (
-            memory_pb2.ERASURE_STATE_DONE
-        )
-    await erasure_done(h, first.id)
-
-
 async def test_export_user_holds_their_words_and_none_of_the_other_users(world: World):
     h = world.h
     records = [r async for r in h.memory.ExportUser(memory_pb2.ExportUserRequest(user_id="alice"))]
@@ -147,75 +104,3 @@ async def test_export_user_holds_their_words_and_none_of_the_other_users(world: 
     for path in ("episode", "reply", "imported", "memory", "formed_user", "entity"):
         assert world.words["alice"][path] in text, path
     assert not any(w in text for w in world.words["bob"].values())
-
-
-async def test_a_queued_formation_job_brings_nothing_back(gh, stub):
-    """Alice's episode is extracted and its formation waits on a model that
-    fails; she is forgotten meanwhile; when the model answers again nothing
-    of hers forms."""
-    h = gh
-    project = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
-    )
-    session = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(
-            session=memory_pb2.Session(project_id=project.id, user_id="alice")
-        )
-    )
-    # A similar memory she holds makes formation ask the model.
-    await h.memory.CreateMemory(
-        memory_pb2.CreateMemoryRequest(
-            memory=memory_pb2.Memory(
-                kind=memory_pb2.MEMORY_KIND_USER,
-                user_id="alice",
-                project_id=project.id,
-                title="home",
-                content="The user lives in Lisbon.",
-            )
-        )
-    )
-    stub.add_rule(Reply.error_status(500, "model away"), contains=DECISION_PROMPT)
-    stub.add_rule(
-        {
-            **EMPTY,
-            "ended": [],
-            "memories": [
-                {
-                    "about": "user",
-                    "title": "home",
-                    "content": "The user lives in Porto now.",
-                    "tier": "longterm",
-                    "quote": "I moved to Porto",
-                }
-            ],
-        },
-        contains="User message:\nI moved to Porto",
-    )
-    episode = await h.memory.CreateEpisode(
-        memory_pb2.CreateEpisodeRequest(
-            session_id=session.id, user_message="I moved to Porto", ai_response="ok"
-        )
-    )
-
-    async def formation_waits() -> bool:
-        got = await h.memory.GetEpisode(memory_pb2.GetEpisodeRequest(id=episode.id))
-        return got.memory_state == memory_pb2.JOB_STATE_PENDING and bool(got.memory_error)
-
-    await wait_until(formation_waits, timeout=30)
-    started = await h.memory.ForgetUser(memory_pb2.ForgetUserRequest(user_id="alice"))
-    receipt = await erasure_done(h, started.id)
-    assert receipt.counts.jobs_cancelled >= 1
-    stub.reset()  # the model answers again
-
-    async def nothing_left() -> bool:
-        def read(conn):
-            return [
-                conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0],
-                conn.execute(
-                    "SELECT COUNT(*) FROM jobs WHERE kind IN ('form:memories', 'extract:episode')"
-                ).fetchone()[0],
-            ]
-
-        return await h.app.db.read_sql(read) == [0, 0]
-
-    await wait_until(nothing_left, timeout=10)

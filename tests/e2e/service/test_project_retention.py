@@ -1,8 +1,13 @@
 """A project's retention: its sessions, episodes and summaries past it are
-hidden from every read at once, and a durable job deletes them with their
-index points. Which retention a project may be given, and when its sweep is
-due, are the domain's (tests/unit/test_conversation_rules.py,
-test_retention_followups.py)."""
+hidden from every read at once (every search mode, the exports, the
+summaries' reads), and a durable job deletes them with their index points
+(one sweep here, for the worker's wiring: its job runs, the points leave the
+vector index, the kept turn is keyword-searchable). What a sweep deletes and
+keeps (summaries included), when it runs next, and a summary written only
+from exchanges past the retention hidden before it, are the domain's, tested
+on the fakes in tests/unit/test_retention_sweep.py; which retention a project
+may be given, and when its sweep is due, in tests/unit/test_conversation_rules.py
+and test_retention_followups.py."""
 
 from __future__ import annotations
 
@@ -451,60 +456,3 @@ async def test_an_overview_reads_no_exchange_past_retention(llm_harness, stub):
     assert parts[-1].summary.content == "Only the new one."
     text = [r for r in stub.requests if OVERVIEW_PROMPT in r.prompt_text()][-1].prompt_text()
     assert "zebra new" in text and "zebra old" not in text and "zebra stale" not in text
-
-
-async def test_a_summary_of_only_exchanges_past_retention_is_hidden(harness):
-    """Written now, but from an exchange past the retention (an imported
-    conversation summarized since): hidden, while one that also covers a kept
-    exchange stays."""
-    h = harness
-    await stop_sweeps(h)
-    project, mixed, _, eps = await world(h)
-    summaries = {}
-    for name, first in (("only old", eps["old"]), ("old and new", eps["old"])):
-        last = eps["old"] if name == "only old" else eps["new"]
-        summaries[name] = await h.summary.CreateSummary(
-            summary_pb2.CreateSummaryRequest(
-                summary=summary_pb2.Summary(
-                    session_id=mixed.id, content=name, first_episode_id=first, last_episode_id=last
-                )
-            )
-        )
-    await set_retention(h, project.id, 2 * DAY)
-    code, _ = await code_of(
-        h.summary.GetSummary(summary_pb2.GetSummaryRequest(id=summaries["only old"].id))
-    )
-    assert code == grpc.StatusCode.NOT_FOUND
-    page = await h.summary.ListSummaries(summary_pb2.ListSummariesRequest(session_id=mixed.id))
-    assert [x.content for x in page.summaries] == ["old and new"]
-
-
-async def test_the_sweep_deletes_summaries_past_retention(harness):
-    h = harness
-    project, mixed, _, eps, made = await summaries_world(h)
-    kept = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(
-            summary=summary_pb2.Summary(
-                session_id=mixed.id, content="kept", first_episode_id=eps["new"]
-            )
-        )
-    )
-    only_old = await h.summary.CreateSummary(
-        summary_pb2.CreateSummaryRequest(
-            summary=summary_pb2.Summary(
-                session_id=mixed.id,
-                content="only old",
-                first_episode_id=eps["old"],
-                last_episode_id=eps["old"],
-            )
-        )
-    )
-    assert only_old.id != kept.id
-    await set_retention(h, project.id, 2 * DAY)
-
-    async def swept():
-        return await count(h, "SELECT COUNT(*) FROM summaries") == 1
-
-    await wait_until(swept, timeout=20)
-    assert await count(h, "SELECT COUNT(*) FROM summaries WHERE id = ?", kept.id) == 1
-    assert made["stale"].id != kept.id
