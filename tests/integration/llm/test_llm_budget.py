@@ -6,7 +6,12 @@ first (the positive case), then handled.
 
 The estimate's upper bound is checked here, beside the stand-in's tokenizer it
 is checked against; the arithmetic of splitting a text to a budget and of the
-window a request asks for is tests/unit/test_llm_tokens.py's."""
+window a request asks for is tests/unit/test_llm_tokens.py's. What the client
+decides from the context it read, on a scripted backend without HTTP (a prompt
+that does not fit refused before it is sent, a cut answer retried once with
+twice the room and then refused with the reason, a retry too slow for the
+deadline, cut text never returned) is tests/unit/test_llm_requests_rules.py's;
+here each backend's positive case shows the stand-in's cut and window read."""
 
 from __future__ import annotations
 
@@ -107,24 +112,6 @@ async def test_context_is_read_per_model(stub: OllamaStub, llm: OllamaClient) ->
     assert budget == 8192 - 1000 - tokens.estimate_messages(MSGS)
 
 
-async def test_prompt_over_the_model_context_is_refused_not_cut(
-    stub: OllamaStub, llm: OllamaClient
-) -> None:
-    stub.context_lengths = {"qwen2.5:0.5b": 2048}
-    msgs = [{"role": "user", "content": "x" * 1000}]
-    stub.enqueue({"ok": True})
-    assert await llm.chat_json("qwen2.5:0.5b", msgs, {}, temperature=0, num_predict=500)
-    with pytest.raises(LLMInputTooLong, match="do not fit qwen2.5:0.5b's context of 2048"):
-        await llm.chat_json(
-            "qwen2.5:0.5b",
-            [{"role": "user", "content": "x" * 3000}],
-            {},
-            temperature=0,
-            num_predict=500,
-        )
-    assert len(stub.requests_to("/api/chat")) == 1  # nothing was sent to be cut
-
-
 async def test_unknown_model_context_is_unreachable(stub: OllamaStub, llm: OllamaClient) -> None:
     with pytest.raises(LLMUnreachable, match="ollama pull llama9"):
         await llm.context_length("llama9")
@@ -151,34 +138,6 @@ async def test_cut_answer_is_retried_once_with_more_room(
     first, second = stub.requests_to("/api/chat")
     assert first["options"]["num_predict"] == room // 2 + 1
     assert second["options"]["num_predict"] == 2 * (room // 2 + 1)
-
-
-async def test_answer_cut_twice_fails_with_the_reason(stub: OllamaStub, llm: OllamaClient) -> None:
-    stub.default = Reply(content=ANSWER)
-    with pytest.raises(LLMCutOff, match="cut off at its limit of 20 tokens after a retry"):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
-
-
-async def test_a_retry_too_slow_for_the_deadline_still_fails_as_cut_off(
-    stub: OllamaStub, llm: OllamaClient
-) -> None:
-    # The first answer is cut at once; the retry with twice the room is slow
-    # (as a real small model is: 1,500 tokens took up to 115 s on 2 cores).
-    stub.add_rule(Reply.of(ANSWER), times=1)
-    stub.default = Reply(content=ANSWER, delay=5)
-    with pytest.raises(LLMCutOff, match="retry with 20 did not finish within the 1s deadline"):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=1)
-    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
-
-
-async def test_cut_text_is_never_returned(stub: OllamaStub, llm: OllamaClient) -> None:
-    stub.default = Reply(content="The user set up Grafana dashboards and Prometheus alerts.")
-    # The positive case: with room, the whole text.
-    text = await llm.chat_text(MODEL, MSGS, temperature=0, num_predict=100)
-    assert text.endswith("alerts.")
-    with pytest.raises(LLMCutOff):
-        await llm.chat_text(MODEL, MSGS, temperature=0, num_predict=4)
 
 
 async def test_cut_stream_raises_after_the_deltas(stub: OllamaStub, llm: OllamaClient) -> None:
