@@ -11,7 +11,10 @@ decides from the context it read, on a scripted backend without HTTP (a prompt
 that does not fit refused before it is sent, a cut answer retried once with
 twice the room and then refused with the reason, a retry too slow for the
 deadline, cut text never returned) is tests/unit/test_llm_requests_rules.py's;
-here each backend's positive case shows the stand-in's cut and window read."""
+here each backend's positive case shows the stand-in's cut and window read.
+The OpenAI-compatible client's own reading of /v1/models and llama-server's
+/props, its request bodies, events and error statuses are
+tests/unit/test_llm_requests_openai.py's, on httpx's in-process transport."""
 
 from __future__ import annotations
 
@@ -24,7 +27,6 @@ import pytest
 from nexus_grpc.llm import (
     LLMBadOutput,
     LLMCutOff,
-    LLMInputTooLong,
     LLMUnreachable,
     OllamaClient,
     OpenAIClient,
@@ -211,30 +213,3 @@ async def test_openai_models_and_errors(stub: OllamaStub, openai: OpenAIClient) 
     stub.stop()
     with pytest.raises(LLMUnreachable, match="cannot reach"):
         await openai.list_models()
-
-
-async def test_openai_context_from_llama_cpp_props_and_model_meta(stub: OllamaStub) -> None:
-    # llama-server: 16,384 tokens over 2 slots is 8,192 per request, and the
-    # model was trained for 32,768: a request gets the smaller.
-    stub.llama_cpp_slot_ctx = 8192
-    client = OpenAIClient(stub.url, timeout=5)
-    try:
-        assert await client.context_length(MODEL) == 8192
-        stub.llama_cpp_slot_ctx = 65536
-        assert await client.context_length("qwen2.5:1.5b") == 32768  # n_ctx_train
-        assert len(stub.requests_to("/props")) == 2
-    finally:
-        await client.close()
-
-
-async def test_openai_context_override(stub: OllamaStub) -> None:
-    client = OpenAIClient(stub.url, timeout=5, context_length=2048)
-    try:
-        assert await client.context_length(MODEL) == 2048
-        with pytest.raises(LLMInputTooLong):
-            await client.chat_text(
-                MODEL, [{"role": "user", "content": "x" * 3000}], temperature=0, num_predict=10
-            )
-        assert stub.requests_to("/v1/chat/completions") == []
-    finally:
-        await client.close()
