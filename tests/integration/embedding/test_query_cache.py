@@ -1,14 +1,15 @@
-"""The query-vector cache: the real MiniLM model and the real Ollama client
-against the Ollama stand-in, then a served SearchEpisodes and readiness probe.
+"""The query-vector cache in front of the real MiniLM model (a hit is the
+model's own vector, bit for bit), then with the real Ollama client against the
+Ollama stand-in behind a served SearchEpisodes and readiness probe.
 
-Its size as a setting (the default, zero for none, a size refused) is
+Its rules (a hit without the embedder, a returned vector the caller may
+change, concurrent callers sharing one embedding, a cancelled caller, a
+failure not kept, least recently used out first, documents not cached) are
+tests/unit/test_query_cache_rules.py's, on an embedder without a model; its
+size as a setting (the default, zero for none, a size refused) is
 tests/unit/test_embedding_choice.py's."""
 
 from __future__ import annotations
-
-import asyncio
-
-import pytest
 
 from nexus_grpc.embedding import MiniLMEmbedder, OllamaEmbedder, QueryVectorCache
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
@@ -32,87 +33,6 @@ async def test_a_repeated_query_is_the_models_own_vector_without_running_it() ->
         assert (cache.hits, cache.misses) == (1, 1)
         other = await cache.embed_query("what does the user enjoy, coffee or juice?")
         assert other != first and model._queries.batches > runs
-    finally:
-        await cache.close()
-
-
-async def test_a_returned_vector_can_be_changed_without_changing_the_cache() -> None:
-    model = MiniLMEmbedder()
-    cache = QueryVectorCache(model, capacity=8)
-    try:
-        vector = await cache.embed_query("postgres replication latency")
-        kept = list(vector)
-        vector[0] = 42.0
-        assert await cache.embed_query("postgres replication latency") == kept
-    finally:
-        await cache.close()
-
-
-async def test_concurrent_callers_share_one_embedding(stub: OllamaStub) -> None:
-    cache = QueryVectorCache(OllamaEmbedder(stub.url, dimension=384), capacity=8)
-    try:
-        vectors = await asyncio.gather(*(cache.embed_query("deadline moved") for _ in range(8)))
-        assert len(stub.requests_to(EMBED)) == 1
-        assert all(v == vectors[0] for v in vectors) and len(vectors[0]) == 384
-        assert (cache.hits, cache.misses) == (7, 1)
-    finally:
-        await cache.close()
-
-
-async def test_a_cancelled_caller_does_not_cancel_the_others(stub: OllamaStub) -> None:
-    cache = QueryVectorCache(OllamaEmbedder(stub.url, dimension=384), capacity=8)
-    stub.delay(0.5)  # the embedding is still in flight when the first caller leaves
-    try:
-        leaving = asyncio.create_task(cache.embed_query("budget approval"))
-        staying = asyncio.create_task(cache.embed_query("budget approval"))
-        await stub.wait_for_requests(1, path=EMBED)
-        leaving.cancel()
-        vector = await staying
-        assert leaving.cancelled() and len(vector) == 384
-        assert len(stub.requests_to(EMBED)) == 1
-        stub.clear_faults()
-        assert await cache.embed_query("budget approval") == vector  # and it was kept
-        assert len(stub.requests_to(EMBED)) == 1
-    finally:
-        await cache.close()
-
-
-async def test_a_failure_is_not_remembered(stub: OllamaStub) -> None:
-    cache = QueryVectorCache(OllamaEmbedder(stub.url, dimension=384), capacity=8)
-    try:
-        stub.fail_with(503, "loading model")
-        with pytest.raises(Exception, match="503"):
-            await cache.embed_query("water the plants")
-        assert len(cache) == 0
-        stub.clear_faults()
-        assert len(await cache.embed_query("water the plants")) == 384
-        assert len(stub.requests_to(EMBED)) == 2
-    finally:
-        await cache.close()
-
-
-async def test_the_least_recently_used_text_goes_first(stub: OllamaStub) -> None:
-    cache = QueryVectorCache(OllamaEmbedder(stub.url, dimension=384), capacity=2)
-    try:
-        await cache.embed_query("one")
-        await cache.embed_query("two")
-        await cache.embed_query("one")  # "two" is now the least recently used
-        await cache.embed_query("three")
-        assert len(cache) == 2 and len(stub.requests_to(EMBED)) == 3
-        await cache.embed_query("one")
-        assert len(stub.requests_to(EMBED)) == 3
-        await cache.embed_query("two")
-        assert len(stub.requests_to(EMBED)) == 4
-    finally:
-        await cache.close()
-
-
-async def test_documents_are_never_cached(stub: OllamaStub) -> None:
-    cache = QueryVectorCache(OllamaEmbedder(stub.url, dimension=384), capacity=8)
-    try:
-        await cache.embed(["an episode"])
-        await cache.embed(["an episode"])
-        assert len(stub.requests_to(EMBED)) == 2 and len(cache) == 0
     finally:
         await cache.close()
 

@@ -5,7 +5,10 @@ closed port, a deadline, an HTTP error).
 The pure code they use is tested in the unit tier: the text cleaning in
 tests/unit/test_llm_text.py, the prompts and the parsing of their answers in
 tests/unit/test_llm_extraction_prompts.py, tests/unit/test_llm_summary_prompts.py
-and tests/unit/test_llm_selection_prompts.py."""
+and tests/unit/test_llm_selection_prompts.py; what the client decides about a
+request on a scripted backend (a JSON answer parsed as sent, never through the
+think stripper, and refused when it is not one object; how each Ollama status
+and transport error is classed) in tests/unit/test_llm_requests_rules.py."""
 
 from __future__ import annotations
 
@@ -50,28 +53,6 @@ async def test_chat_json_sends_schema_and_options(stub: OllamaStub, llm: LLMClie
     assert not request.truncated
     # The context window was read once, from /api/show, before the call.
     assert [r["model"] for r in stub.requests_to("/api/show")] == [MODEL]
-
-
-async def test_chat_json_is_never_passed_through_the_think_stripper(
-    stub: OllamaStub, llm: LLMClient
-) -> None:
-    note = {"name": "Qwen3", "notes": "emits <think>...</think> blocks before answering"}
-    stub.enqueue({"entities": [note]})
-    # The positive case: the answer is parsed as sent, the note intact.
-    assert await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100) == {
-        "entities": [note]
-    }
-    # Text around JSON is not JSON: a schema-constrained answer never has any.
-    stub.enqueue('<think>let me see</think>\n{"a": 1}')
-    with pytest.raises(LLMBadOutput, match="did not answer JSON"):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100)
-
-
-@pytest.mark.parametrize("content", ["not json at all", "[1, 2]", "", "<think>never closed"])
-async def test_chat_json_bad_answer(stub: OllamaStub, llm: LLMClient, content: str) -> None:
-    stub.enqueue(content)
-    with pytest.raises(LLMBadOutput):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
 
 
 async def test_malformed_body_is_bad_output(stub: OllamaStub, llm: LLMClient) -> None:

@@ -1,16 +1,21 @@
 """Every request the LLM clients send is accounted (core/llm_usage.py): the
 server's own token counts (Ollama's prompt_eval_count/eval_count, OpenAI's
 usage), an estimate where it gives none, how long it took and how it ended,
-under the caller's stage, project and tenant."""
+under the caller's stage, project and tenant: here, that each backend hands
+its server's counts (or none) to the account, a stream's included, and that a
+failing and a timed-out request are counted.
+
+The account's rules on a scripted backend without HTTP (a cut-off answer and
+its retry as two calls, a bad answer with its tokens, a stream the caller
+stops reading, a nested stage, a call outside any ledger) are
+tests/unit/test_llm_accounting_rules.py's."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMCutOff, LLMError, OllamaClient, OpenAIClient
+from nexus_grpc.llm import LLMClient, LLMError, OllamaClient, OpenAIClient
 from nexus_grpc.llm import tokens as llm_tokens
 from tests.ollama_stub import OllamaStub, Reply, stub_tokens
 
@@ -86,28 +91,6 @@ async def test_where_the_server_gives_no_counts_they_are_estimated(
     assert streamed.completion_tokens == llm_tokens.approximate_tokens("one two")
 
 
-async def test_a_cut_off_answer_and_its_retry_are_two_calls(stub: OllamaStub, client: LLMClient):
-    long = " ".join(["word"] * 40)
-    stub.enqueue(long, long)  # cut at 10 tokens, then again at 20
-    with llm_usage.ledger(llm_usage.SUMMARY) as ledger, pytest.raises(LLMCutOff):
-        await client.chat_text(MODEL, MSGS, temperature=0, num_predict=10)
-    first, retry = ledger.unwritten()
-    assert (first.outcome, retry.outcome) == ("cut_off", "cut_off")
-    # Both answers were paid for: the server wrote their tokens.
-    assert (first.completion_tokens, retry.completion_tokens) == (10, 20)
-
-
-async def test_an_answer_that_is_not_json_is_a_bad_answer_with_its_tokens(
-    stub: OllamaStub, client: LLMClient
-):
-    stub.enqueue("sure! here are the entities")
-    with llm_usage.ledger(llm_usage.EXTRACTION) as ledger, pytest.raises(LLMBadOutput):
-        await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100)
-    [call] = ledger.unwritten()
-    assert call.outcome == "bad_answer"
-    assert call.completion_tokens == len(stub_tokens("sure! here are the entities"))
-
-
 async def test_a_server_error_and_a_timeout_count_calls_without_tokens(
     stub: OllamaStub, client: LLMClient
 ):
@@ -120,39 +103,3 @@ async def test_a_server_error_and_a_timeout_count_calls_without_tokens(
     assert (failed.outcome, slow.outcome) == ("unreachable", "timeout")
     assert failed.tokens == slow.tokens == 0
     assert slow.seconds >= 0.25
-
-
-async def test_a_stream_the_caller_stops_reading_is_cancelled(
-    stub: OllamaStub, client: LLMClient
-):
-    stub.enqueue(Reply(content="a b", chunks=("a", "b"), chunk_delay=30))
-    with llm_usage.ledger(llm_usage.OVERVIEW) as ledger:
-        stream = client.chat_stream(MODEL, MSGS, temperature=0, num_predict=9)
-        assert await anext(stream) == "a"
-        await asyncio.wait_for(stream.aclose(), 2)
-    [call] = ledger.unwritten()
-    assert call.outcome == "cancelled"
-    assert call.estimated and call.completion_tokens == llm_tokens.approximate_tokens("a")
-
-
-async def test_a_nested_stage_counts_apart_in_the_same_ledger(stub: OllamaStub, client: LLMClient):
-    stub.enqueue({}, {}, {})
-    with llm_usage.ledger(llm_usage.EXTRACTION, 3, "acme") as ledger:
-        await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-        with llm_usage.stage(llm_usage.RESOLUTION):
-            await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-        await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-    assert [(c.stage, c.tenant) for c in ledger.unwritten()] == [
-        ("extraction", "acme"), ("resolution", "acme"), ("extraction", "acme")]  # fmt: skip
-    written = ledger.unwritten()[:1]
-    ledger.written(written)
-    assert [c.stage for c in ledger.unwritten()] == ["resolution", "extraction"]
-
-
-async def test_a_call_outside_any_ledger_is_counted_as_unattributed(
-    stub: OllamaStub, client: LLMClient
-):
-    stub.enqueue({})
-    await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-    calls, _, _ = client.usage.snapshot()
-    assert calls == {("unattributed", "ok"): 1}

@@ -6,7 +6,15 @@ first (the positive case), then handled.
 
 The estimate's upper bound is checked here, beside the stand-in's tokenizer it
 is checked against; the arithmetic of splitting a text to a budget and of the
-window a request asks for is tests/unit/test_llm_tokens.py's."""
+window a request asks for is tests/unit/test_llm_tokens.py's. What the client
+decides from the context it read, on a scripted backend without HTTP (a prompt
+that does not fit refused before it is sent, a cut answer retried once with
+twice the room and then refused with the reason, a retry too slow for the
+deadline, cut text never returned) is tests/unit/test_llm_requests_rules.py's;
+here each backend's positive case shows the stand-in's cut and window read.
+The OpenAI-compatible client's own reading of /v1/models and llama-server's
+/props, its request bodies, events and error statuses are
+tests/unit/test_llm_requests_openai.py's, on httpx's in-process transport."""
 
 from __future__ import annotations
 
@@ -19,7 +27,6 @@ import pytest
 from nexus_grpc.llm import (
     LLMBadOutput,
     LLMCutOff,
-    LLMInputTooLong,
     LLMUnreachable,
     OllamaClient,
     OpenAIClient,
@@ -107,24 +114,6 @@ async def test_context_is_read_per_model(stub: OllamaStub, llm: OllamaClient) ->
     assert budget == 8192 - 1000 - tokens.estimate_messages(MSGS)
 
 
-async def test_prompt_over_the_model_context_is_refused_not_cut(
-    stub: OllamaStub, llm: OllamaClient
-) -> None:
-    stub.context_lengths = {"qwen2.5:0.5b": 2048}
-    msgs = [{"role": "user", "content": "x" * 1000}]
-    stub.enqueue({"ok": True})
-    assert await llm.chat_json("qwen2.5:0.5b", msgs, {}, temperature=0, num_predict=500)
-    with pytest.raises(LLMInputTooLong, match="do not fit qwen2.5:0.5b's context of 2048"):
-        await llm.chat_json(
-            "qwen2.5:0.5b",
-            [{"role": "user", "content": "x" * 3000}],
-            {},
-            temperature=0,
-            num_predict=500,
-        )
-    assert len(stub.requests_to("/api/chat")) == 1  # nothing was sent to be cut
-
-
 async def test_unknown_model_context_is_unreachable(stub: OllamaStub, llm: OllamaClient) -> None:
     with pytest.raises(LLMUnreachable, match="ollama pull llama9"):
         await llm.context_length("llama9")
@@ -151,34 +140,6 @@ async def test_cut_answer_is_retried_once_with_more_room(
     first, second = stub.requests_to("/api/chat")
     assert first["options"]["num_predict"] == room // 2 + 1
     assert second["options"]["num_predict"] == 2 * (room // 2 + 1)
-
-
-async def test_answer_cut_twice_fails_with_the_reason(stub: OllamaStub, llm: OllamaClient) -> None:
-    stub.default = Reply(content=ANSWER)
-    with pytest.raises(LLMCutOff, match="cut off at its limit of 20 tokens after a retry"):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10)
-    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
-
-
-async def test_a_retry_too_slow_for_the_deadline_still_fails_as_cut_off(
-    stub: OllamaStub, llm: OllamaClient
-) -> None:
-    # The first answer is cut at once; the retry with twice the room is slow
-    # (as a real small model is: 1,500 tokens took up to 115 s on 2 cores).
-    stub.add_rule(Reply.of(ANSWER), times=1)
-    stub.default = Reply(content=ANSWER, delay=5)
-    with pytest.raises(LLMCutOff, match="retry with 20 did not finish within the 1s deadline"):
-        await llm.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=1)
-    assert [r["options"]["num_predict"] for r in stub.requests_to("/api/chat")] == [10, 20]
-
-
-async def test_cut_text_is_never_returned(stub: OllamaStub, llm: OllamaClient) -> None:
-    stub.default = Reply(content="The user set up Grafana dashboards and Prometheus alerts.")
-    # The positive case: with room, the whole text.
-    text = await llm.chat_text(MODEL, MSGS, temperature=0, num_predict=100)
-    assert text.endswith("alerts.")
-    with pytest.raises(LLMCutOff):
-        await llm.chat_text(MODEL, MSGS, temperature=0, num_predict=4)
 
 
 async def test_cut_stream_raises_after_the_deltas(stub: OllamaStub, llm: OllamaClient) -> None:
@@ -252,30 +213,3 @@ async def test_openai_models_and_errors(stub: OllamaStub, openai: OpenAIClient) 
     stub.stop()
     with pytest.raises(LLMUnreachable, match="cannot reach"):
         await openai.list_models()
-
-
-async def test_openai_context_from_llama_cpp_props_and_model_meta(stub: OllamaStub) -> None:
-    # llama-server: 16,384 tokens over 2 slots is 8,192 per request, and the
-    # model was trained for 32,768: a request gets the smaller.
-    stub.llama_cpp_slot_ctx = 8192
-    client = OpenAIClient(stub.url, timeout=5)
-    try:
-        assert await client.context_length(MODEL) == 8192
-        stub.llama_cpp_slot_ctx = 65536
-        assert await client.context_length("qwen2.5:1.5b") == 32768  # n_ctx_train
-        assert len(stub.requests_to("/props")) == 2
-    finally:
-        await client.close()
-
-
-async def test_openai_context_override(stub: OllamaStub) -> None:
-    client = OpenAIClient(stub.url, timeout=5, context_length=2048)
-    try:
-        assert await client.context_length(MODEL) == 2048
-        with pytest.raises(LLMInputTooLong):
-            await client.chat_text(
-                MODEL, [{"role": "user", "content": "x" * 3000}], temperature=0, num_predict=10
-            )
-        assert stub.requests_to("/v1/chat/completions") == []
-    finally:
-        await client.close()

@@ -1,11 +1,15 @@
 """The rerank client against each server's answer shape, over real HTTP (the
-rerank stand-in of tests/rerank_stub.py): what it sends, what it reads back,
-and every way a call can fail (a timeout, a stopped service, an error status,
-an answer that is no JSON).
+rerank stand-in of tests/rerank_stub.py): what it sends and reads back from
+each, TEI's own refusal of ``documents``, and the failures only a socket
+shows (a real timeout, a stopped service, a path the server does not serve).
 
 What it makes of a URL and of an answer's body without a service (the
 endpoint a URL names, each way a JSON answer can be unusable, the wording of
-an error status for each service's error body) is tests/unit/test_rerank_answers.py's."""
+an error status for each service's error body) is tests/unit/test_rerank_answers.py's;
+what it sends and decides on httpx's in-process transport (``top_n`` and the
+key as a bearer token, ``texts`` once TEI refused ``documents``, no request for
+no documents, an error status with the service's words, an answer that is no
+JSON, a timeout, no connection) is tests/unit/test_rerank_client_rules_requests.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ import time
 import pytest
 
 from nexus_grpc.rerank import (
-    RerankBadAnswer,
     RerankClient,
     RerankRejected,
     RerankTimeout,
@@ -73,28 +76,6 @@ async def test_tei_is_asked_with_texts_once_it_refused_documents():
     assert "model" not in first  # none configured, none sent
 
 
-async def test_top_n_asks_for_every_document_and_the_key_goes_as_a_bearer_token():
-    with RerankStub("llama.cpp") as stub:
-        stub.require_key("s3cret")
-        client = RerankClient(stub.url + "/v1", api_key="s3cret")
-        try:
-            assert await client.scores(QUERY, DOCUMENTS, 5.0) == expected()
-        finally:
-            await client.close()
-        [sent] = stub.requests
-        assert sent.path == "/v1/rerank"
-        assert sent["top_n"] == len(DOCUMENTS)
-        assert sent.headers["authorization"] == "Bearer s3cret"
-        wrong = RerankClient(stub.endpoint, api_key="guess")
-        try:
-            with pytest.raises(
-                RerankRejected, match=r"refused our credentials \(--reranker-api-key\)"
-            ):
-                await wrong.scores(QUERY, DOCUMENTS, 5.0)
-        finally:
-            await wrong.close()
-
-
 async def test_a_slow_service_times_out_within_the_budget_given():
     with RerankStub("llama.cpp") as stub:
         stub.delay(30)
@@ -120,30 +101,6 @@ async def test_a_stopped_service_is_unreachable():
         await client.close()
 
 
-@pytest.mark.parametrize(
-    ("status", "body", "words"),
-    [
-        (
-            503,
-            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
-            "HTTP 503: Loading model",
-        ),
-        (502, "Bad Gateway", "HTTP 502: Bad Gateway"),
-    ],
-)
-async def test_an_error_status_keeps_the_services_own_message(status, body, words):
-    with RerankStub("llama.cpp") as stub:
-        stub.fail_with(status, body)
-        client = RerankClient(stub.endpoint)
-        try:
-            with pytest.raises(RerankRejected) as info:
-                await client.scores(QUERY, DOCUMENTS, 5.0)
-        finally:
-            await client.close()
-    assert info.value.status == status
-    assert words in info.value.message
-
-
 async def test_a_missing_endpoint_says_llama_server_needs_reranking():
     with RerankStub("tei") as stub:
         client = RerankClient(stub.url + "/v1/rerank")
@@ -152,45 +109,3 @@ async def test_a_missing_endpoint_says_llama_server_needs_reranking():
                 await client.scores(QUERY, DOCUMENTS, 5.0)
         finally:
             await client.close()
-
-
-async def test_cohere_refuses_a_request_without_its_model():
-    with RerankStub("cohere") as stub:
-        client = RerankClient(stub.endpoint)  # no --reranker-model
-        try:
-            with pytest.raises(RerankRejected, match="model must be specified"):
-                await client.scores(QUERY, DOCUMENTS, 5.0)
-        finally:
-            await client.close()
-
-
-# The answers that are no JSON (the client's to refuse) and one that is but
-# holds no usable score; every other way a JSON answer is unusable is
-# tests/unit/test_rerank_answers.py's.
-MALFORMED = [
-    ("not json", True, "not JSON"),
-    ('{"results": [{"index": 0, "relevance_score": 0.5', True, "not JSON"),
-    ('{"results": [{"index": 0, "relevance_score": NaN}]}', True, "score nan"),
-]
-
-
-@pytest.mark.parametrize(("answer", "raw", "words"), MALFORMED)
-async def test_a_malformed_answer_is_refused_by_what_is_wrong(answer, raw, words):
-    with RerankStub("llama.cpp") as stub:
-        stub.answer_with(answer, raw=raw)
-        client = RerankClient(stub.endpoint)
-        try:
-            with pytest.raises(RerankBadAnswer, match=words):
-                await client.scores(QUERY, DOCUMENTS, 5.0)
-        finally:
-            await client.close()
-
-
-async def test_no_documents_asks_nothing():
-    with RerankStub("llama.cpp") as stub:
-        client = RerankClient(stub.endpoint)
-        try:
-            assert await client.scores(QUERY, [], 5.0) == []
-        finally:
-            await client.close()
-        assert stub.requests == []
