@@ -13,15 +13,17 @@ server: tests/e2e/agent_hooks/test_hook_run.py.)"""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from nexus_grpc.agent_hooks import capture, recall
+from nexus_grpc.agent_hooks import capture, recall, run
 from nexus_grpc.agent_hooks.deadline import Deadline, DeadlinePassed
 from nexus_grpc.agent_hooks.hosts import Event
 from nexus_grpc.agent_hooks.payloads import HookInput
@@ -38,6 +40,9 @@ class Failed(grpc.RpcError):
 
     def code(self) -> grpc.StatusCode:
         return self._code
+
+    def details(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class Stream:
@@ -444,3 +449,31 @@ def test_the_project_cache_keys_by_server_and_key_and_never_holds_the_key(tmp_pa
         default_path({"HOME": "/h"}).as_posix() == "/h/.cache/nexus-grpc/agent-hooks-projects.json"
     )
     assert not Credentials(api_key="k").tls and Credentials(root_certificates=b"pem").tls
+
+
+# --- the command around them -----------------------------------------------------------
+
+
+def test_the_default_project_is_the_git_work_trees_folder_else_the_folder():
+    repo = Path(__file__).resolve().parents[2]  # this checkout: its .git marks the work tree
+    assert run.project_name(str(repo / "tests" / "unit")) == repo.name
+    assert run.project_name("/proc/self/..") == "proc"  # no .git above it
+
+
+def test_a_failure_is_told_saying_the_servers_status_and_message():
+    assert run._describe(Failed(grpc.StatusCode.UNAUTHENTICATED, "unknown API key")) == (
+        "the server answered UNAUTHENTICATED: unknown API key"
+    )
+    assert run._describe(Failed(grpc.StatusCode.UNAVAILABLE)) == "the server answered UNAVAILABLE"
+    assert run._describe(DeadlinePassed("the 2 s deadline passed")) == "the 2 s deadline passed"
+    assert run._describe(KeyError()) == "KeyError"
+
+
+def test_the_key_comes_from_its_file_then_the_flag_then_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEXUS_API_KEY", "from-env")
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file\n")
+    given = argparse.Namespace(api_key_file=str(key_file), api_key="from-flag")
+    assert run._api_key(given) == "from-file"
+    assert run._api_key(argparse.Namespace(api_key_file="", api_key="from-flag")) == "from-flag"
+    assert run._api_key(argparse.Namespace(api_key_file="", api_key="")) == "from-env"
