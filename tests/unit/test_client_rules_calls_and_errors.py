@@ -10,6 +10,7 @@ requests built and refused before a call: test_client_requests_and_views.py.)"""
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,7 @@ from nexus_grpc.client import (
     NexusUnimplemented,
 )
 from nexus_grpc.client.base import _text_metadata
+from nexus_grpc.client.connection import RetryPolicy, bearer_metadata, service_config
 from nexus_grpc.client.views import DEGRADED_KEY, EMPTY_REASON_KEY, SELECTION_METHOD_KEY
 from nexus_grpc.errors import ErrorInfo, FieldViolation, QuotaViolation, ResourceInfo
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
@@ -358,3 +360,21 @@ async def test_a_stream_that_fails_raises_nexus_client_error_once(stubs):
             seen.append(hit.snippet)
     assert seen == ["a"] and info.value.request_id == "r-2"
     assert [h async for h in stream] == []
+
+
+# --- the channel's service config ------------------------------------------------------
+
+
+def test_every_channel_checks_the_whole_servers_health_so_round_robin_skips_a_sick_one():
+    plain = json.loads(service_config(None))
+    assert plain == {"healthCheckConfig": {"serviceName": ""}}  # no retries: tried once
+    retried = json.loads(service_config(RetryPolicy(initial_backoff=0.1, max_backoff=5.0)))
+    assert retried["healthCheckConfig"] == {"serviceName": ""}
+    policy = retried["methodConfig"][0]["retryPolicy"]
+    assert (policy["initialBackoff"], policy["maxBackoff"]) == ("0.1s", "5s")
+    assert policy["maxAttempts"] == 5 and policy["backoffMultiplier"] == 2.0
+
+
+def test_a_key_travels_as_a_bearer_token_and_no_key_as_nothing():
+    assert bearer_metadata("sekret") == (("authorization", "Bearer sekret"),)
+    assert bearer_metadata("") == () and bearer_metadata(None) == ()
