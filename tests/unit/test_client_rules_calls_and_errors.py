@@ -27,10 +27,17 @@ from nexus_grpc.client import (
     NexusNotFound,
     NexusResourceExhausted,
     NexusUnimplemented,
+    SearchSource,
 )
 from nexus_grpc.client.base import _text_metadata
 from nexus_grpc.client.connection import RetryPolicy, bearer_metadata, service_config
-from nexus_grpc.client.views import DEGRADED_KEY, EMPTY_REASON_KEY, SELECTION_METHOD_KEY
+from nexus_grpc.client.views import (
+    DEGRADED_KEY,
+    EMPTY_REASON_KEY,
+    SELECTION_METHOD_KEY,
+    MessageView,
+    view,
+)
 from nexus_grpc.errors import ErrorInfo, FieldViolation, QuotaViolation, ResourceInfo
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
@@ -378,3 +385,17 @@ def test_every_channel_checks_the_whole_servers_health_so_round_robin_skips_a_si
 def test_a_key_travels_as_a_bearer_token_and_no_key_as_nothing():
     assert bearer_metadata("sekret") == (("authorization", "Bearer sekret"),)
     assert bearer_metadata("") == () and bearer_metadata(None) == ()
+
+
+def test_an_enum_value_newer_than_this_client_reads_as_its_number():
+    hit = view(memory_pb2.SearchHit(sources=[memory_pb2.SEARCH_SOURCE_KEYWORD, 99]))
+    assert hit.sources == [SearchSource.KEYWORD, 99]
+    assert type(hit.sources[1]) is int
+    episode = view(memory_pb2.Episode(memory_state=42))
+    assert episode.memory_state == 42 and type(episode.memory_state) is int
+
+
+def test_a_streamed_item_with_no_enum_to_show_stays_the_message_and_an_answer_is_a_view():
+    bare = memory_pb2.DeleteMemoryResponse()
+    assert view(bare) is bare
+    assert type(view(bare, {})) is MessageView
