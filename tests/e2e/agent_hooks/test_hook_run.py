@@ -7,13 +7,16 @@ budgets, isolation, and a server that is down, slow or refusing.
 
 What needs no subprocess or server, the payloads' refusals and fields, the flags'
 refusals and the block cut to its budget: tests/unit/test_hooks_input_and_context.py;
-here one budget and one unreadable input stay, for the command's wiring.
+here one budget and one unreadable input stay, for the command's wiring. What a hook
+recalls and records on a stand-in for its wire (the order of a session start's
+memories, the memory search standing in for a failed selection, a stop's request id
+and cut text, a session of another project, a project create lost in a race):
+tests/unit/test_hooks_rules_recall_and_capture.py.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
 import json
 import socket
 import sys
@@ -23,10 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from nexus_grpc.agent_hooks.deadline import Deadline
-from nexus_grpc.agent_hooks.project_cache import ProjectCache
-from nexus_grpc.agent_hooks.wire import Credentials, Wire
-from nexus_grpc.agent_hooks.workspace import Workspace
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
 from nexus_grpc.session_names import session_external_id
 from tests.e2e.agent_hooks.conftest import base_env, context_of, hook
@@ -311,30 +310,6 @@ async def test_reading_creates_nothing_before_the_first_exchange(harness, home, 
         assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
     page = await harness.memory.ListProjects(pb.ListProjectsRequest(page_size=10))
     assert list(page.projects) == []
-
-
-async def test_a_stop_that_loses_the_race_to_create_the_project_settles_on_the_winner(
-    harness, tmp_path
-):
-    """Two agents' first exchanges at once: both look for the project, find
-    none and create it. A project's name is unique in its tenant, so the
-    second create is refused; that hook uses the project the first made."""
-    won = await harness.memory.CreateProject(
-        pb.CreateProjectRequest(project=pb.Project(name="webshop"))
-    )
-    wire = Wire(harness.target, Credentials())
-    cache = ProjectCache(tmp_path / "projects.json", target=harness.target, api_key="")
-    workspace = Workspace(
-        wire, Deadline(10.0), host="claude-code", project="webshop", user="dana", cache=cache
-    )
-    try:
-        # The create after a look that found nothing (the other hook's create
-        # committed in between); the sync channel runs beside the server's loop.
-        assert await asyncio.to_thread(workspace._create) == won.id
-    finally:
-        wire.close()
-    page = await harness.memory.ListProjects(pb.ListProjectsRequest(page_size=10))
-    assert [p.id for p in page.projects] == [won.id]
 
 
 class Blackhole:

@@ -5,7 +5,12 @@ That every RPC has its generated method, and the retry policy, are read without 
 server in tests/unit/test_client_generated.py; a request's refusals made before a call
 (a message and keywords together, call metadata where the request has no field) in
 tests/unit/test_client_requests_and_views.py; doctor's report of a given status, line by
-line, in tests/unit/test_client_doctor_report.py.
+line, in tests/unit/test_client_doctor_report.py. What the client makes of a call and
+its failure, on a stand-in stub (the deadline and metadata given, ``metadata=``'s
+deprecated spelling, a failure's class, request id and decoded details, an RPC the
+server lacks, a stream's trailers and cancel) in
+tests/unit/test_client_rules_calls_and_errors.py; here, each path once over a real
+channel.
 """
 
 from __future__ import annotations
@@ -77,19 +82,6 @@ async def test_request_metadata_field_vs_call_metadata(client, server):
     await client.get_episode(id=episode.id, call_metadata=[("x-trace", "abc")])
     assert memory.seen_metadata[-1]["x-trace"] == "abc"
     assert memory.seen_metadata[-1]["authorization"] == "Bearer sekret"
-    # The request's metadata field and the call's metadata, in one call.
-    await client.create_episode(
-        session_id=1, user_message="y", metadata={"source": "both"},
-        call_metadata=[("x-trace", "def")],
-    )  # fmt: skip
-    assert memory.seen_metadata[-1]["x-trace"] == "def"
-    # The call option's old spelling still works, and says it is deprecated.
-    with pytest.warns(DeprecationWarning, match="use call_metadata="):
-        await client.get_episode(id=episode.id, metadata=[("x-trace", "old")])
-    assert memory.seen_metadata[-1]["x-trace"] == "old"
-    with pytest.warns(DeprecationWarning, match="the request's own field"):
-        await client.create_episode(session_id=1, user_message="z", metadata=[("x-trace", "older")])
-    assert memory.seen_metadata[-1]["x-trace"] == "older"
 
 
 # --- errors -----------------------------------------------------------------------------
@@ -104,13 +96,6 @@ async def test_error_maps_to_nexus_client_error(client):
     assert err.request_id == REQUEST_ID
     assert "NOT_FOUND" in str(err)
     assert isinstance(err.__cause__, grpc.aio.AioRpcError)
-
-
-async def test_unimplemented_rpc_maps_too(client):
-    with pytest.raises(NexusClientError) as info:
-        await client.get_project(id=1)
-    assert info.value.code == grpc.StatusCode.UNIMPLEMENTED
-    assert info.value.request_id is None
 
 
 async def test_unreachable_server():

@@ -2,7 +2,9 @@
 server, driven by the `mcp` SDK's own client over stdio and over streamable HTTP.
 (The command's flags, parsed without a subprocess: tests/unit/test_mcp_options.py; the
 tools' argument bounds and checks, called without the SDK's transport:
-tests/unit/test_mcp_arguments.py.)"""
+tests/unit/test_mcp_arguments.py; each tool's calls, answers and rules on a stand-in
+client (another project's session or entity, tier filtering, limits met, failures as
+tool errors, the project found by name): tests/unit/test_mcp_tools_answers.py.)"""
 
 from __future__ import annotations
 
@@ -376,16 +378,10 @@ async def test_every_tool_refuses_bad_arguments_before_any_call_and_writes_nothi
     assert (await client.list_sessions()).sessions == []
 
 
-async def test_grpc_failures_reach_the_agent_with_their_status_and_message(harness, client):
+async def test_grpc_failures_reach_the_agent_with_their_status_and_message(harness):
     async with stdio_agent(harness.target, "errors") as agent:
         message = await refused(agent, "memory_forget", "NOT_FOUND", memory_id=987654)
         assert "987654" in message
-        # Another project's entity is not this project's to read.
-        other = await client.create_project(project=memory_pb2.Project(name="elsewhere"))
-        foreign = await client.upsert_entity(name="Rust", type="technology", project_id=other.id)
-        message = await refused(agent, "memory_get_neighborhood", "NOT_FOUND",
-                                entity_id=foreign.id)  # fmt: skip
-        assert "not in project 'errors'" in message
         await refused(agent, "memory_get_neighborhood", "NOT_FOUND", entity_id=987654)
     async with stdio_agent("127.0.0.1:1", "down") as agent:
         result = await agent.call_tool("memory_query", {"query": "anything", "session_id": "s"})
