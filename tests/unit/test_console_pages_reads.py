@@ -529,7 +529,11 @@ async def test_an_entitys_graph_now_with_the_slider_and_layout_over_every_interv
     assert [n["name"] for n in view["nodes"]] == ["Alice", "Porto"]
     assert [e["to_name"] for e in view["edges"]] == ["Porto"]
     assert sorted(n[2] for n in view["layout"]["nodes"]) == ["Alice", "Lisbon", "Porto"]
-    assert view["slider"]["marks"] == ["2024-03-01T00:00:00Z", "2024-06-01T00:00:00Z"]
+    slider = view["slider"]
+    assert slider["marks"] == ["2024-03-01T00:00:00Z", "2024-06-01T00:00:00Z"]
+    # The facts' span, 5% of it on either side: not the years since.
+    assert (slider["min"], slider["last"]) == ("2024-02-25T09:36:00Z", "2024-06-01T00:00:00Z")
+    assert slider["max"] == "2024-06-05T14:24:00Z"
     walks = client.asked("get_neighborhood")
     assert walks == [
         {"entity_id": 1, "depth": 2, "include_history": False},

@@ -119,6 +119,7 @@ async def test_a_failure_of_the_console_itself_is_a_plain_500_with_no_details():
         ("/status?window=month", "window: must be one of day, week, got 'month'"),
         (f"/projects/{PROJECT}/graph.json?as_of=yesterday", "as_of: must be an RFC 3339 time"),
         (f"/projects/{PROJECT}/memories?include_archived=maybe", "include_archived"),
+        (f"/projects/{PROJECT}/search.json?q=x&mode=fuzzy", "mode: must be one of"),
         ("/projects/abc.json", "project_id: must be a positive id"),
         ("/projects/abc/episodes/1", "project_id: must be a positive id"),
         (f"/projects/{PROJECT}/episodes/0.json", "episode_id: must be a positive id"),
