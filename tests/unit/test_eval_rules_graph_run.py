@@ -406,6 +406,12 @@ def test_the_report_prints_each_project_the_total_and_every_miss():
     run.outcomes = [graph_eval.Outcome(SECOND, status=FAILED, error="boom")]
     scored = _scored("p")
     scored.unlocated = [f"mention {n}" for n in range(22)]
+    scored.gold[(0, 1, 0)], scored.predicted[(0, 1, 0)] = "porto", 2  # porto split in two
+    scored.wrong_current = [score.Mismatch("kim", "lives_in", ("lisbon",), ())]
+    scored.wrong_as_of = [score.Mismatch("kim", "lives_in", ("lisbon",), ("porto",), JUNE)]
+    state.llm_merges.append((1, (2,), "same city"))
+    state.entities[2] = graph_pb2.Entity(id=2, name="Oporto", resolution_pending=True)
+    scored.names[2] = "Oporto"
     report = {
         "seconds": 1.5,
         "still_pending_after_settle": {"resolve:entity": 1},
@@ -421,6 +427,11 @@ def test_the_report_prints_each_project_the_total_and_every_miss():
     assert f"  FAILED: {SECOND.where}: boom" in text
     assert "  not found: mention 19" in text and "mention 20" not in text
     assert "  ... 2 more not found" in text
+    assert "  split: porto is kept as Lisbon (#1), Oporto (#2)" in text
+    assert "  current: kim lives_in: expected ['lisbon'], got []" in text
+    assert "  as of 2024-06-01T00:00:00Z: kim lives_in: expected ['lisbon'], got ['porto']" in text
+    assert "  LLM merge: Oporto (#2) into Lisbon (#1): same city" in text
+    assert "  pending: Oporto (#2)" in text
     [alexes, total] = [line for line in text.splitlines() if line.startswith(("alexes ", "all "))]
     # One entity for two places: B3 precision 1/2, recall 1, F1 2/3.
     assert alexes.split()[1:4] == ["0.500", "1.000", "0.667"]
@@ -446,3 +457,65 @@ def test_the_command_refuses_a_lone_cert_or_key_and_mtls_without_roots(tmp_path,
     assert "--cert/--key need --cacert (mTLS runs over TLS)" in capsys.readouterr().err
     assert graph_eval.main(_args(cacert=tmp_path / "missing.pem")) == 2
     assert "missing.pem" in capsys.readouterr().err
+
+
+# The whole run on stand-in stubs ---------------------------------------------------------------
+
+
+def _watch(events: dict[int, list[Any]]) -> Any:
+    """WatchExtractions answering each episode's reads in turn (EOF: none yet)."""
+
+    def watch(request: Any, timeout: Any, metadata: Any) -> Call:
+        return Call(events[request.episode_id].pop(0))
+
+    return watch
+
+
+async def test_a_run_stores_each_episode_in_turn_and_reads_a_late_one_again_after_settling():
+    """The second episode's event is not there within its timeout (the server
+    is serving, with an LLM: the run goes on); once the queues are settled it
+    is read again, and counts as DONE."""
+    made = iter([51, 52])
+    memory = Stub(
+        CreateProject=memory_pb2.Project(id=7),
+        CreateSession=memory_pb2.Session(id=70),
+        CreateEpisode=lambda r: memory_pb2.Episode(id=next(made)),
+        GetServiceStatus=memory_pb2.ServiceStatus(state="SERVING", dependencies=[_dep("ollama")]),
+        GetUsage=memory_pb2.GetUsageResponse(
+            total=memory_pb2.UsagePeriod(
+                stages=[memory_pb2.StageUsage(stage="extraction", calls=2, prompt_tokens=300)]
+            )
+        ),
+    )
+    chen = graph_pb2.Entity(id=2, name="Alex Chen", type="person", aliases=["Alex"])
+    first = graph_pb2.ExtractionEvent(
+        status=graph_pb2.EXTRACTION_STATUS_DONE, llm_calls=1,
+        entities=[graph_pb2.Entity(id=1, name="Alex Kim", type="person"), chen,
+                  graph_pb2.Entity(id=4, name="Lisbon", type="place")],
+    )  # fmt: skip
+    late = graph_pb2.ExtractionEvent(
+        status=graph_pb2.EXTRACTION_STATUS_DONE, llm_calls=1, entities=[chen]
+    )
+    graph = _graph_stub({1: [LIVES]})
+    graph.WatchExtractions = _watch({51: [first], 52: [grpc.aio.EOF, late]})  # type: ignore[method-assign]
+    graph_set = graph_eval.GraphSet(files=("alexes.json",), projects=(PROJECT,))
+    report = await graph_eval._run(
+        client(memory, graph), graph_set, "t:1", 1.0, -1.0, graph_eval.Progress(None)
+    )
+    t = report["total"]
+    assert (t["episodes"], t["done"], t["timed_out"]) == (2, 2, 0)
+    assert (t["mentions"], t["mentions_located"], t["bcubed_f1"], t["false_merges"]) == (
+        4, 4, 1.0, 0
+    )  # fmt: skip
+    assert t["current_facts"]["accuracy"] == 1.0 and t["as_of"]["accuracy"] == 1.0
+    assert (t["llm_calls"], t["llm_calls_per_episode"]) == (2, 1.0)
+    assert t["llm_cost"]["calls"] == 2 and t["llm_tokens_per_episode"] == 150.0
+    assert report["still_pending_after_settle"] == {}
+    one = report["projects"]["alexes"]
+    assert one["project_id"] == 7 and [e["episode_id"] for e in one["episodes"]] == [51, 52]
+    assert one["episodes"][1]["entities"] == ["Alex Chen (person, #2)"]
+    assert report["misses"]["alexes"]["episodes"] == []
+    # Each episode stored in its session with a request id of its own.
+    ids = [r.request_id for r in memory.requests["CreateEpisode"]]
+    assert len(set(ids)) == 2 and all(r.session_id == 70 for r in memory.requests["CreateEpisode"])
+    assert memory.requests["CreateProject"][0].project.name.startswith("graph-eval alexes ")
