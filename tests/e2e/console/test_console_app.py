@@ -13,11 +13,12 @@ from the server's answers, given a stand-in client, in
 test_console_pages_reads.py; and the routes on that stand-in (the HTTP status
 of each gRPC status and of a bad query string, as a page and as JSON, the
 go-back link, the static assets, what a page renders of a capped graph or an
-empty search) in test_console_pages_routes.py. Here each page and defence
-keeps the test of its wiring: a foreign Host, a change behind its
-confirmation and CSRF token, a bad query string and the server's not found
-of a project, an episode and a memory, answered as a page and as its JSON
-twin.
+empty search) in test_console_pages_routes.py, and the login form (a wrong
+token, too many, the cookie over TLS, the logout) in test_console_pages_login.py.
+Here each page and defence keeps the test of its wiring: a foreign Host, a
+login beyond loopback, a change behind its confirmation and CSRF token, a bad
+query string and the server's not found of a project, an episode and a memory,
+answered as a page and as its JSON twin.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.console.routes import build_app
-from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings, LoginLimits
+from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings
 from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import HashingEmbedder, start_harness, wait_until
@@ -368,39 +369,6 @@ async def test_beyond_loopback_every_page_asks_for_the_token(world):
         # Beyond loopback the Host is the operator's name for the machine.
         answer = await script.get("/.json", headers={**bearer, "host": "console.lan:8090"})
         assert answer.status_code == 200
-
-
-async def test_over_tls_the_login_cookie_is_secure(world):
-    guard = GuardSettings(host="0.0.0.0", port=8443, loopback=False, login_token="t" * 32)
-    app = build_app(NexusClient(world.harness.target, api_key=TEAM_KEY), guard)
-    # What a TLS proxy in front of the console forwards (X-Forwarded-Proto):
-    # the request's scheme is https.
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="https://console.lan:8443"
-    ) as https:
-        await https.get("/login")
-        right = await https.post(
-            "/login", data={"token": "t" * 32, "csrf_token": https.cookies.get(CSRF_COOKIE)}
-        )
-        assert right.status_code == 303
-        assert right.headers["set-cookie"].endswith("HttpOnly; SameSite=Strict; Secure")
-        assert (await https.get("/.json")).status_code == 200
-
-
-async def test_wrong_tokens_are_stopped_with_a_clear_message(world):
-    guard = GuardSettings(host="0.0.0.0", port=8090, loopback=False, login_token="t" * 32)
-    async with console(world, TEAM_KEY, guard) as http:
-        await http.get("/login")
-        token = http.cookies.get(CSRF_COOKIE)
-        for _ in range(LoginLimits().per_client):
-            wrong = await http.post("/login", data={"token": "guess", "csrf_token": token})
-            assert wrong.status_code == 401
-        stopped = await http.post("/login", data={"token": "t" * 32, "csrf_token": token})
-        assert stopped.status_code == 429 and LOGIN_COOKIE not in http.cookies
-        assert "too many wrong tokens from 127.0.0.1 (10 in 5 minutes): try again in" in (
-            unescape(stopped.text)
-        )
-        assert 'name="token"' in stopped.text  # the login page, saying why
 
 
 async def test_the_api_key_never_reaches_the_browser(world, team):
