@@ -475,3 +475,131 @@ async def test_the_static_assets_ship_in_the_package_and_pages_load_nothing_from
     assert page.status_code == 200
     assert "http://" not in page.text.replace(f"http://{HOST}", "") and "https://" not in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
+
+
+# Every page and its twin ----------------------------------------------------------------------
+
+
+def _everything() -> StandIn:
+    """A stand-in that answers every page's reads: one project, one session
+    of alice's with one episode, one memory, one entity, one erasure."""
+    said = memory_pb2.Episode(id=5, session_id=1, user_message="I live in Lisbon")
+    alice = graph_pb2.Entity(id=1, name="Alice", type="person", project_id=PROJECT)
+    erasure = memory_pb2.Erasure(
+        id=12, state=memory_pb2.ERASURE_STATE_DONE, user_id="erin",
+        counts=memory_pb2.ErasureCounts(sessions=1), planned=memory_pb2.ErasureCounts(sessions=1),
+    )  # fmt: skip
+    return StandIn(
+        list_projects=memory_pb2.ListProjectsResponse(projects=[ATLAS]),
+        get_project=ATLAS,
+        get_project_stats=memory_pb2.ProjectStats(top_entity_ids=[1]),
+        get_service_status=memory_pb2.ServiceStatus(state="SERVING", tenant="acme"),
+        get_usage=memory_pb2.GetUsageResponse(
+            tenant="acme",
+            total=memory_pb2.UsagePeriod(),
+            budget=memory_pb2.TenantBudget(tenant="acme"),
+        ),  # fmt: skip
+        list_sessions=memory_pb2.ListSessionsResponse(
+            sessions=[memory_pb2.Session(id=1, project_id=PROJECT, user_id="alice")]
+        ),
+        get_session=memory_pb2.Session(id=1, project_id=PROJECT, user_id="alice"),
+        list_episodes=memory_pb2.ListEpisodesResponse(episodes=[said]),
+        get_episode=said,
+        list_memories=memory_pb2.ListMemoriesResponse(
+            memories=[memory_pb2.Memory(id=3, project_id=PROJECT, content="Alice likes tea")]
+        ),
+        get_entity=alice,
+        get_neighbors=graph_pb2.Subgraph(nodes=[alice]),
+        get_neighborhood=graph_pb2.Subgraph(nodes=[alice]),
+        list_entity_aliases=graph_pb2.ListEntityAliasesResponse(),
+        list_merges=graph_pb2.ListMergesResponse(),
+        search_episodes=Stream([memory_pb2.SearchHit(episode=said)]),
+        export_user=Stream([memory_pb2.ExportRecord(session=memory_pb2.Session(id=1))]),
+        list_erasures=memory_pb2.ListErasuresResponse(erasures=[erasure]),
+        get_erasure=erasure,
+    )
+
+
+PAGES = {
+    "/": lambda v: [p["name"] for p in v["projects"]] == ["Atlas"],
+    "/status": lambda v: v["tenant"] == "acme" and v["usage_window"] == "day",
+    f"/projects/{PROJECT}": lambda v: v["sessions"][0]["episodes"][0]["id"] == 5,
+    f"/projects/{PROJECT}/episodes/5": lambda v: v["episode"]["user_message"] == "I live in Lisbon",
+    f"/projects/{PROJECT}/memories?user_id=alice": lambda v: (
+        [m["id"] for m in v["memories"]] == [3]
+    ),
+    f"/projects/{PROJECT}/graph": lambda v: [n["name"] for n in v["nodes"]] == ["Alice"],
+    f"/projects/{PROJECT}/graph?entity_id=1": lambda v: v["entity"]["name"] == "Alice",
+    f"/projects/{PROJECT}/search?q=lisbon": lambda v: (
+        [h["episode"]["id"] for h in v["hits"]] == [5]
+    ),
+    "/users?user_id=alice": lambda v: v["counts"]["session"] == 1,
+    "/erasures": lambda v: [e["id"] for e in v["erasures"]] == [12],
+    "/erasures/12": lambda v: v["erasure"]["finished"],
+}
+
+
+@pytest.mark.parametrize("url", list(PAGES))
+async def test_every_page_renders_the_view_its_json_twin_answers(url):
+    path, _, query = url.partition("?")
+    twin = ("/.json" if path == "/" else f"{path}.json") + (f"?{query}" if query else "")
+    async with console(_everything()) as http:
+        data, page = await http.get(twin), await http.get(url)
+    assert data.status_code == 200 and data.headers["content-type"] == "application/json"
+    assert PAGES[url](data.json()), data.json()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "Traceback" not in page.text and "{{" not in page.text
+
+
+async def test_a_change_or_a_forget_the_server_refuses_is_its_status_and_changes_nothing():
+    client = StandIn(
+        undo_merge=NexusClientError(grpc.StatusCode.FAILED_PRECONDITION, "a later merge", "r"),
+        forget_user=NexusClientError(grpc.StatusCode.NOT_FOUND, "user 'bob' holds nothing", "r"),
+        get_erasure=memory_pb2.Erasure(id=1),
+    )
+    async with console(client) as http:
+        token = await csrf(http)
+        undo = await http.post(f"/projects/{PROJECT}/undo-merge/9", data={"csrf_token": token})
+        forget = await http.post(
+            "/users/forget", data={"user_id": "bob", "typed_user_id": "bob", "csrf_token": token}
+        )
+        bad = await http.get("/erasures/x/events")
+    assert undo.status_code == 409 and "a later merge" in undo.text
+    assert forget.status_code == 404 and "user &#39;bob&#39; holds nothing" in forget.text
+    assert bad.status_code == 400 and "erasure_id" in bad.json()["error"]["message"]
+
+
+async def test_retrying_an_extraction_of_the_projects_episode_queues_it_again():
+    client = StandIn(
+        get_episode=memory_pb2.Episode(id=5, session_id=1),
+        get_session=memory_pb2.Session(id=1, project_id=PROJECT),
+        get_project=ATLAS,
+        extract_episode=graph_pb2.ExtractEpisodeResponse(queued=1),
+    )
+    async with console(client) as http:
+        token = await csrf(http)
+        back = f"/projects/{PROJECT}/episodes/5"
+        done = await http.post(
+            f"/projects/{PROJECT}/retry-extraction/5", data={"csrf_token": token, "back": back}
+        )
+    assert done.status_code == 303
+    assert done.headers["location"] == (
+        f"{back}?done=extraction+of+episode+5+queued+again+%281+job%29"
+    )
+    assert client.asked("extract_episode") == [{"episode_id": 5}]
+
+
+async def test_the_timeline_stream_ends_when_the_servers_stream_fails():
+    lost = NexusClientError(grpc.StatusCode.UNAVAILABLE, "gone", "r")
+    events = Stream([], error=lost)
+    client = StandIn(
+        get_project=ATLAS,
+        get_episode=memory_pb2.Episode(id=1, embedding_state=memory_pb2.JOB_STATE_DONE),
+        watch_extractions=events,
+    )
+    async with console(client) as http:
+        await csrf(http)
+        answer = await http.get(f"/projects/{PROJECT}/events?episodes=1")
+    # The states once, then the end: the page reloads or works on without them.
+    assert re.findall(r"^event: (\w+)$", answer.text, re.M) == ["episode"]
+    assert events.cancelled
