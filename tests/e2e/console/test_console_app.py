@@ -12,8 +12,8 @@ graph's data and its cap in test_console_graph_data.py; what each page builds
 from the server's answers, given a stand-in client, in
 test_console_pages_reads.py; and the routes on that stand-in (the HTTP status
 of each gRPC status and of a bad query string, as a page and as JSON, the
-go-back link, the static assets, what a page renders of a capped graph or an
-empty search) in test_console_pages_routes.py, and the login form (a wrong
+go-back link, the static assets, what a page renders of a capped graph, an
+empty or a degraded search) in test_console_pages_routes.py, and the login form (a wrong
 token, too many, the cookie over TLS, the logout) in test_console_pages_login.py.
 Here each page and defence keeps the test of its wiring: a foreign Host, a
 login beyond loopback, a change behind its confirmation and CSRF token, a bad
@@ -36,7 +36,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from nexus_grpc.client import NexusClient
 from nexus_grpc.console.routes import build_app
 from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings
-from nexus_grpc.embedding import EmbedderUnavailable
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import HashingEmbedder, start_harness, wait_until
 
@@ -80,7 +79,6 @@ async def world(tmp_path_factory):
     )
     embedder = HashingEmbedder()
     h = await start_harness(tmp / "data", embedder=embedder, auth_keys_file=str(keys))
-    h.extras["embedder"] = embedder
     ids: dict[str, int] = {}
     async with NexusClient(h.target, api_key=TEAM_KEY) as team:
         project = await team.create_project(project=memory_pb2.Project(name="Atlas"))
@@ -391,23 +389,6 @@ async def test_retrying_dead_letters_is_confirmed_and_needs_the_csrf_token(world
     done = await team.post("/retry-failed-extractions", data={"csrf_token": token})
     assert done.status_code == 303
     assert done.headers["location"].startswith("/status?done=0+failed")
-
-
-async def test_a_degraded_search_shows_why(world, team):
-    pid, embedder = world.project_id, world.harness.extras["embedder"]
-    # A query no search has embedded yet (the query vector cache would answer).
-    url = f"/projects/{pid}/search.json?q=where+is+Lisbon+now"
-    embedder.fail_with = EmbedderUnavailable("the embedding server is down")
-    try:
-        view = (await team.get(url)).json()
-        page = await team.get(url.replace(".json", ""))
-    finally:
-        embedder.fail_with = None
-    assert "error" not in view, view
-    assert view["degraded_reason"] and [h["episode"]["id"] for h in view["hits"]] == [
-        world.ids["episode"]
-    ]
-    assert "Degraded answer" in page.text and view["degraded_reason"] in page.text
 
 
 async def test_the_search_playground_shows_each_stages_rank_and_score(world, team):
