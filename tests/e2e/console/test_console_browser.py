@@ -6,8 +6,10 @@ Ollama stand-in with scripted answers (tests/e2e/console/world.py).
 One browser, one server and two consoles (a key for every user, and a key
 that may act only for alice) serve the whole module. What needs no browser
 but needs the scripted world (what an episode produced, the dates of old
-episodes, the graph as of 2024, live streams held open) is asked of the
-same consoles over plain HTTP.
+episodes, live streams held open) is asked of the same consoles over plain
+HTTP. The slider's range over the facts of 2024 is computed without a server
+(tests/unit/test_console_graph_data.py, from the walk with every interval in
+test_console_pages_reads.py).
 """
 
 from __future__ import annotations
@@ -386,15 +388,6 @@ async def test_a_memory_formed_from_an_old_episode_says_when_it_was_said(setup):
     assert times[str(w.episodes["lisbon"])] == "2024-03-01T00:00:00Z"
     assert times[str(w.episodes["porto"])] == "2024-06-01T00:00:00Z"
     assert "said 2024-06-01" in page and "said 2024-03-01" in page
-
-
-async def test_the_slider_spans_the_facts_of_2024_not_the_years_since(setup):
-    graph = f"{setup.team}/projects/{setup.world.project_id}/graph.json"
-    async with httpx.AsyncClient() as http:
-        slider = (await http.get(graph)).json()["slider"]
-    # Facts began and ended between 1 March and 1 June 2024; 5% of that on either side.
-    assert slider["min"].startswith("2024-02-2") and slider["max"].startswith("2024-06-0")
-    assert slider["marks"][0] == "2024-03-01T00:00:00Z" and slider["last"] == "2024-06-01T00:00:00Z"
 
 
 async def test_twenty_open_live_streams_leave_the_key_its_watch_slots(setup):

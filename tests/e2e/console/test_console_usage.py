@@ -6,17 +6,18 @@ are extracted and a session summarised (three calls, two stages) in tenant
 acme, which has a daily budget; the console is in-process (httpx's ASGI
 transport), as in test_console_app.py.
 
-The chart's geometry from a window's figures (tests/unit/test_console_usage_chart.py)
-and a window the page does not draw, refused before the server is asked
-(tests/unit/test_console_params.py), are tested without a server; here, the
-page and its twin drawing a real server's usage.
+The chart's geometry from a window's figures (tests/unit/test_console_usage_chart.py),
+a window the page does not draw, refused before the server is asked, as a
+page and as JSON (tests/unit/test_console_params.py, test_console_pages_routes.py),
+and the window's whole UTC buckets asked of GetUsage (test_console_pages_reads.py)
+are tested without a server; here, the page and its twin drawing a real
+server's usage.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from html import unescape
 
 import httpx
 import pytest
@@ -204,14 +205,6 @@ async def test_a_week_by_day_holds_the_same_calls(setup):
     assert usage["buckets"][-1]["stages"] == day["total"]["stages"]
     assert page.status_code == 200 and "Tokens per day" in page.text
     assert '<b aria-current="true">last 7 days, by day</b>' in page.text
-
-
-@pytest.mark.parametrize("path", ["/status.json?window=month", "/status?window=month"])
-async def test_an_unknown_window_is_a_bad_request(setup, path):
-    async with console(setup, TEAM_KEY) as (http, _):
-        answer = await http.get(path)
-    assert answer.status_code == 400
-    assert "window: must be one of day, week, got 'month'" in unescape(answer.text)
 
 
 async def test_a_user_key_sees_its_users_work_and_another_tenant_none_of_it(setup):

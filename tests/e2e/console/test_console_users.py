@@ -9,7 +9,12 @@ in any order: alice and bob are never forgotten.
 
 What console/people.py decides on its own (the typed id, the download's file
 name, an erasure's progress) is tested without a server in
-tests/unit/test_console_people.py; here, the wiring of each page and endpoint.
+tests/unit/test_console_people.py; what the user page counts of an export and
+the receipts list, given a stand-in client, in test_console_pages_people.py;
+the routes on that stand-in (the forget form, the download's headers and its
+refusal before any byte, a live stream only for a browser that loaded a page,
+a user's links on the memories page and the timeline) in
+test_console_pages_routes.py. Here, the wiring of each page and endpoint.
 """
 
 from __future__ import annotations
@@ -177,16 +182,6 @@ async def test_a_user_who_holds_nothing_is_the_servers_not_found(world, team):
         assert "attachment" not in answer.headers.get("content-disposition", "")
     twin = (await team.get("/users.json?user_id=nobody")).json()
     assert twin["error"] == {"code": "NOT_FOUND", "message": "user 'nobody' holds nothing here"}
-    bad = await team.get("/users.json?user_id=alice&project_id=x")
-    assert bad.status_code == 400 and "project_id" in bad.json()["error"]["message"]
-
-
-async def test_users_link_to_their_page_where_they_appear(world, team):
-    atlas = world.projects["atlas"]
-    memories = (await team.get(f"/projects/{atlas}/memories?user_id=alice")).text
-    assert 'href="/users?user_id=alice"' in memories
-    timeline = (await team.get(f"/projects/{atlas}")).text
-    assert 'class="user-link" href="/users?user_id=bob"' in timeline
 
 
 # The export --------------------------------------------------------------------
@@ -313,12 +308,6 @@ async def test_a_running_erasure_page_follows_it_with_or_without_javascript(worl
     await wait_until(finished, timeout=30)
     done = (await team.get(f"/erasures/{started.id}")).text
     assert 'http-equiv="refresh"' not in done and "erasure.js" not in done
-
-
-async def test_the_live_erasure_stream_needs_a_console_page(world):
-    async with console(world, TEAM_KEY) as fresh:  # never loaded a page: no cookie
-        answer = await fresh.get("/erasures/1/events")
-        assert answer.status_code == 403 and "console page" in answer.json()["error"]["message"]
 
 
 # Who may ------------------------------------------------------------------------

@@ -5,7 +5,11 @@ merge.
 
 The command's arithmetic, its set format's checks and the careful stand-in
 against the service's own prompts are pure, and are tested in
-tests/unit/test_eval_graph.py."""
+tests/unit/test_eval_graph.py; its run on stand-in stubs (an episode's event,
+the stop on a server without an LLM, the graph read back through merges, a
+project scored, the figures and the printed report) in
+tests/unit/test_eval_rules_graph_run.py. Here, each of those against a real
+server's answers."""
 
 from __future__ import annotations
 

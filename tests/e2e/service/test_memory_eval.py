@@ -2,7 +2,9 @@
 real server with the careful stand-in and the real embedder.
 
 The command's scoring and its set checks are pure, and are tested in
-tests/unit/test_eval_memory.py."""
+tests/unit/test_eval_memory.py; which fact a memory states, a formation's end
+read from its events, the storing and reading back on stand-in stubs and the
+printed report in tests/unit/test_eval_rules_memory_run.py."""
 
 from __future__ import annotations
 
