@@ -1,6 +1,6 @@
 """What memory formation keeps, merges or refuses (domain/formation.py's
 ``MemoryFormationJob``), run as the form:memories worker runs it on the fakes
-of tests/fakes.py after the episode's extraction (tests/unit/test_extraction_rules.py's
+of tests/fakes.py after the episode's extraction (tests/unit/extraction_world.py's
 ``World``), with a scripted model in-process answering both the extraction
 (with memory candidates) and formation's question.
 
@@ -41,7 +41,8 @@ from nexus_grpc.domain.formation import HANDOFF, MemoryFormationJob
 from nexus_grpc.domain.retrieval.hits import MemoryHit
 from nexus_grpc.llm.formation_prompts import FORM_USER, parse_memories
 from tests.fakes import FakeDatabase, FakeUnitOfWork
-from tests.unit.test_extraction_rules import MODEL, World
+from tests.unit.extraction_world import World
+from tests.unit.scripted_models import MODEL
 
 DECISION_PROMPT = "Kept memories:"
 MARCH, JUNE, JANUARY = 1_709_251_200, 1_717_200_000, 1_704_067_200
