@@ -1,8 +1,9 @@
 """The account of every request an LLM client sends (llm/client.py into
 core/llm_usage.py), on a client whose backend is a script (no HTTP;
-``ScriptedClient`` of tests/unit/scripted_models.py): the server's own token counts, an estimate where it gives none, how each request
-ended, under the caller's stage, project and tenant; and the ledger's own
-rules (a nested stage, calls written, a call outside any ledger).
+``ScriptedClient`` of tests/unit/scripted_models.py): the server's own token
+counts, an estimate where it gives none, how each request ended, under the
+caller's stage, project and tenant; and the ledger's own rules (a nested
+stage, calls written, a call outside any ledger).
 
 That each real backend (Ollama's prompt_eval_count/eval_count, OpenAI's usage)
 hands its server's counts to this account, and leaves an estimate where the
