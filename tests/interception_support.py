@@ -1,8 +1,9 @@
 """Stand-ins for driving the interceptor base (rpc/interception.py), shared by
 the tiers that test it: ``Recording``, an interceptor that writes down every
-hook it is given; ``Quiet``, one with no hooks of its own; ``Details`` and
-``RecordingContext``, what grpc would hand a handler, so the unit tests can
-call a wrapped handler directly; ``items``, a request stream.
+hook it is given; ``Quiet``, one with no hooks of its own; ``Details``, what
+grpc hands ``intercept_service``, so the unit tests can call a wrapped handler
+directly (with tests/unit/grpc_contexts.py's context); ``items``, a request
+stream.
 
 Not a test module: tests/unit/test_api_interception.py and
 test_rpc_interception_rules.py call handlers with these directly,
@@ -18,26 +19,6 @@ import grpc
 import grpc.aio
 
 from nexus_grpc.rpc.interception import HandlerInterceptor
-
-
-class Aborted(grpc.aio.AbortError):
-    """What ``RecordingContext.abort`` raises, as grpc's context does."""
-
-
-class RecordingContext:
-    """A servicer context that records the abort (and raises ``Aborted``) and
-    every message written with ``write``."""
-
-    def __init__(self) -> None:
-        self.aborted: tuple = ()
-        self.written: list[Any] = []
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self.aborted = (code, message)
-        raise Aborted()
-
-    async def write(self, message: Any) -> None:
-        self.written.append(message)
 
 
 class Recording(HandlerInterceptor[str]):
