@@ -12,8 +12,6 @@ checks and buckets are tests/unit/test_usage_report.py's.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,18 +24,10 @@ from nexus_grpc.domain.budgets import BudgetPolicy, Budgets
 from nexus_grpc.domain.usage_report import DAY, UsageReport, UsageReports
 from nexus_grpc.errors import NotFound, PermissionDenied
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 A = tenancy.Caller("a")
 ADMIN = tenancy.Caller("ops", all_tenants=True)
-
-
-@contextmanager
-def acting_as(caller: tenancy.Caller) -> Iterator[None]:
-    token = tenancy.bind(caller)
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 @pytest.fixture

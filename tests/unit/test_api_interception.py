@@ -2,7 +2,9 @@
 wrapped handler runs when the prologue aborts, when the servicer raises or
 is cancelled, which interceptors see each message, a refused handler of
 each kind, and the bounded drain of a refused client stream. A context that
-records the abort stands in for grpc's; no server, no channel.
+records the abort stands in for grpc's (tests/unit/grpc_contexts.py; the
+recording interceptor is tests/interception_support.py's); no server, no
+channel.
 
 tests/e2e/api/test_interceptors.py keeps the wiring: every hook around each
 of the four kinds of handler on a real grpc server, and a stream written
@@ -20,62 +22,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from nexus_grpc.rpc.interception import HandlerInterceptor, drain, refused
-
-
-class Aborted(grpc.aio.AbortError):
-    pass
-
-
-class Context:
-    def __init__(self) -> None:
-        self.aborted: tuple = ()
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self.aborted = (code, message)
-        raise Aborted()
-
-
-class Recording(HandlerInterceptor[str]):
-    """Writes down every hook it is given (tests/e2e/api/test_interceptors.py's)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, ...]] = []
-
-    def intercept(
-        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        return self.wrap(handler, details.method.rsplit("/", 1)[-1])
-
-    async def prologue(self, call: str, context: grpc.aio.ServicerContext, request: Any) -> None:
-        self.seen.append((call, "prologue", repr(request)))
-        if request == b"refuse":
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "refused in the prologue")
-
-    async def on_request(self, call: str, context: grpc.aio.ServicerContext, request: Any) -> None:
-        self.seen.append((call, "request", repr(request)))
-
-    async def on_response(
-        self, call: str, context: grpc.aio.ServicerContext, response: Any
-    ) -> None:
-        self.seen.append((call, "response", repr(response)))
-
-    async def on_error(self, call: str, context: grpc.aio.ServicerContext, exc: Exception) -> None:
-        self.seen.append((call, "error", type(exc).__name__))
-        await context.abort(grpc.StatusCode.DATA_LOSS, f"mapped: {exc}")
-
-    def epilogue(self, call: str, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
-        self.seen.append((call, "epilogue", str(cancelled)))
-
-
-class Quiet(HandlerInterceptor[None]):
-    """Only a prologue: the messages pass without a hook call each."""
-
-
-class Details:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
+from nexus_grpc.rpc.interception import drain, refused
+from tests.interception_support import Details, Quiet, Recording, items
+from tests.unit.grpc_contexts import Aborted, AbortingContext
 
 
 async def _unary_unary(request: bytes, context: Any) -> bytes:
@@ -94,10 +43,13 @@ async def test_an_abort_in_the_prologue_ends_the_call_and_the_epilogue_still_run
     handler = recording.intercept(
         grpc.unary_unary_rpc_method_handler(_unary_unary), Details("/test.Kinds/UnaryUnary")
     )
-    context = Context()
+    context = AbortingContext()
     with pytest.raises(Aborted):
         await handler.unary_unary(b"refuse", context)
-    assert context.aborted == (grpc.StatusCode.FAILED_PRECONDITION, "refused in the prologue")
+    assert (context.code, context.message) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "refused in the prologue",
+    )
     # An abort is the interceptor's own answer, not an error to map.
     assert recording.seen == [
         ("UnaryUnary", "prologue", "b'refuse'"),
@@ -110,10 +62,10 @@ async def test_an_unexpected_exception_goes_to_on_error_which_may_answer_for_it(
     handler = recording.intercept(
         grpc.unary_unary_rpc_method_handler(_unary_unary), Details("/test.Kinds/UnaryUnary")
     )
-    context = Context()
+    context = AbortingContext()
     with pytest.raises(Aborted):
         await handler.unary_unary(b"boom", context)
-    assert context.aborted == (grpc.StatusCode.DATA_LOSS, "mapped: boom")
+    assert (context.code, context.message) == (grpc.StatusCode.DATA_LOSS, "mapped: boom")
     assert recording.seen[1:] == [
         ("UnaryUnary", "error", "ValueError"),
         ("UnaryUnary", "epilogue", "False"),
@@ -136,7 +88,7 @@ async def test_a_stream_the_client_cancels_ends_with_a_cancelled_epilogue():
     got: list[bytes] = []
 
     async def read() -> None:
-        async for item in handler.unary_stream(b"a wait", Context()):
+        async for item in handler.unary_stream(b"a wait", AbortingContext()):
             got.append(item)
 
     task = asyncio.ensure_future(read())
@@ -151,11 +103,6 @@ async def test_a_stream_the_client_cancels_ends_with_a_cancelled_epilogue():
 
 def _never_read(_data: bytes) -> bytes:
     raise AssertionError("a refused call's request is never deserialised")
-
-
-async def _items(*items: bytes) -> AsyncIterator[bytes]:
-    for item in items:
-        yield item
 
 
 async def _no(context: Any) -> None:
@@ -189,15 +136,15 @@ async def test_a_refused_handler_of_each_kind_aborts_without_reading_the_request
             handler.response_streaming,
         ), kind
         assert refusal.request_deserializer is None, kind
-        context = Context()
+        context = AbortingContext()
         fn = getattr(refusal, kind)
-        request = _items(b"x") if handler.request_streaming else b"x"
+        request = items(b"x") if handler.request_streaming else b"x"
         with pytest.raises(Aborted):
             if handler.response_streaming:
                 [item async for item in fn(request, context)]
             else:
                 await fn(request, context)
-        assert context.aborted == (grpc.StatusCode.UNAUTHENTICATED, "no"), kind
+        assert (context.code, context.message) == (grpc.StatusCode.UNAUTHENTICATED, "no"), kind
 
 
 async def test_draining_a_refused_stream_is_bounded_in_bytes_and_time():

@@ -1,7 +1,7 @@
 """What the auth interceptor (rpc/auth.py) decides of a call, called directly:
 the handler it gives back for a method and its metadata, and the prologue's
 check of the user ids a request names. A context that records the abort
-stands in for grpc's; no server, no channel.
+stands in for grpc's (tests/unit/grpc_contexts.py); no server, no channel.
 
 The wiring (every RPC of the three services behind this check, the status
 code and message over the wire, health and reflection open) stays in
@@ -14,7 +14,6 @@ from __future__ import annotations
 import grpc
 import grpc.aio
 import pytest
-from google.rpc import status_pb2
 
 from nexus_grpc.core import tenancy
 from nexus_grpc.errors import ErrorInfo
@@ -27,7 +26,7 @@ from nexus_grpc.rpc.auth import (
     Principal,
     current_principal,
 )
-from nexus_grpc.status_details import DETAILS_KEY, unpack
+from tests.unit.grpc_contexts import Aborted, AbortingContext
 
 ALICE_KEY = "alice-orchestrator-key-0001"
 ADMIN_KEY = "ops-admin-key-000000000001"
@@ -43,30 +42,6 @@ RING = KeyRing.from_dict(
 )
 GET_MEMORY = "/nexus.memory.v1.MemoryService/GetMemory"
 RECONCILE = "/nexus.memory.v1.MemoryService/ReconcileIndex"
-
-
-class Aborted(grpc.aio.AbortError):
-    """What the recording context raises, as grpc's abort does."""
-
-
-class Context:
-    """The part of a servicer context the interceptor uses: the abort, kept."""
-
-    def __init__(self) -> None:
-        self.code: grpc.StatusCode | None = None
-        self.message = ""
-        self.trailers: tuple = ()
-
-    def trailing_metadata(self) -> tuple:
-        return ()
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self.code, self.message, self.trailers = code, message, tuple(trailing_metadata)
-        raise Aborted()
-
-    def details(self) -> tuple:
-        [value] = [v for k, v in self.trailers if k == DETAILS_KEY]
-        return unpack(status_pb2.Status.FromString(value))
 
 
 class Details:
@@ -87,8 +62,8 @@ def bearer(key: str) -> tuple:
     return (("authorization", f"Bearer {key}"),)
 
 
-async def refusal(handler: grpc.RpcMethodHandler, request=None) -> Context:
-    context = Context()
+async def refusal(handler: grpc.RpcMethodHandler, request=None) -> AbortingContext:
+    context = AbortingContext()
     with pytest.raises(Aborted):
         await handler.unary_unary(request, context)
     return context
@@ -149,7 +124,9 @@ async def test_every_admin_method_refuses_a_key_that_is_not_admin(method, key, n
 
 async def test_an_admin_key_calls_an_admin_method():
     handler = AuthInterceptor(RING).intercept(unary(), Details(RECONCILE, bearer(ADMIN_KEY)))
-    assert await handler.unary_unary(memory_pb2.ReconcileIndexRequest(), Context()) == "served"
+    assert (
+        await handler.unary_unary(memory_pb2.ReconcileIndexRequest(), AbortingContext()) == "served"
+    )
 
 
 async def test_a_bidi_stream_is_refused_rather_than_let_past_the_user_check():
@@ -159,7 +136,7 @@ async def test_a_bidi_stream_is_refused_rather_than_let_past_the_user_check():
     handler = AuthInterceptor(RING).intercept(
         grpc.stream_stream_rpc_method_handler(bidi), Details(GET_MEMORY, bearer(ALICE_KEY))
     )
-    context = Context()
+    context = AbortingContext()
 
     async def nothing():
         return
@@ -195,7 +172,7 @@ async def test_a_user_the_key_does_not_hold_is_permission_denied_naming_both():
 )  # fmt: skip
 async def test_held_users_wildcard_keys_and_admins_pass_the_check(key, user):
     handler = AuthInterceptor(RING).intercept(unary(), Details(GET_MEMORY, bearer(key)))
-    assert await handler.unary_unary(get_memory(user), Context()) == "served"
+    assert await handler.unary_unary(get_memory(user), AbortingContext()) == "served"
 
 
 @pytest.mark.parametrize("method", sorted(DOMAIN_CHECKS_USER))
@@ -212,7 +189,7 @@ async def test_forget_and_export_leave_the_user_to_the_domain(method):
     handler = AuthInterceptor(RING).intercept(
         grpc.unary_unary_rpc_method_handler(servicer), Details(method, bearer(ALICE_KEY))
     )
-    assert await handler.unary_unary(request, Context()) == "served"
+    assert await handler.unary_unary(request, AbortingContext()) == "served"
     assert seen == [tenancy.Caller("orchestrator", frozenset({"alice", "bob"}))]
 
 
@@ -227,7 +204,7 @@ async def test_the_servicer_sees_the_principal_and_the_tenant_of_the_key():
         handler = AuthInterceptor(RING).intercept(
             grpc.unary_unary_rpc_method_handler(servicer), Details(GET_MEMORY, bearer(key))
         )
-        await handler.unary_unary(memory_pb2.GetServiceStatusRequest(), Context())
+        await handler.unary_unary(memory_pb2.GetServiceStatusRequest(), AbortingContext())
     assert [p.name for p, _ in seen] == ["orchestrator", "ops"]
     assert seen[0][1] == tenancy.Caller("orchestrator", frozenset({"alice", "bob"}))
     assert seen[1][1] == tenancy.Caller("ops", None, all_tenants=True)

@@ -6,43 +6,30 @@ Moved from the whole-server tier (tests/e2e/api/test_auth.py and a file of
 the key file's tenants), where they ran beside a server they never called; what the interceptor
 decides of a call is in tests/unit/test_auth_interceptor.py, and the wiring
 (every RPC behind the check, over the wire) stays in tests/e2e/api/test_auth.py.
+The keys, the key file and the walk that sets a request's user ids are one copy
+in tests/auth_walk.py, which both files import.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.message import Message
-from google.protobuf.message_factory import GetMessageClass
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.gen.nexus.summary.v1 import summary_service_pb2 as summary_pb2
 from nexus_grpc.rpc.auth import KeyFileError, KeyRing, Principal, bearer_key, request_user_ids
-
-ALICE_KEY = "alice-orchestrator-key-0001"
-ADMIN_KEY = "ops-admin-key-000000000001"
-ANY_KEY = "any-user-service-key-00001"
-OUTSIDER = "mallory"
-
-#: The key file of tests/e2e/api/test_auth.py.
-KEY_FILE = {
-    "keys": [
-        {"key": ALICE_KEY, "name": "orchestrator", "users": ["alice", "bob"]},
-        {
-            "key_sha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
-            "name": "ops",
-            "users": [],
-            "admin": True,
-        },
-        # Shares the admin's tenant: several keys may hold one.
-        {"key": ANY_KEY, "name": "gateway", "users": "*", "tenant": "ops"},
-    ]
-}
+from tests.auth_walk import (
+    ADMIN_KEY,
+    ALICE_KEY,
+    ANY_KEY,
+    KEY_FILE,
+    OUTSIDER,
+    has_user,
+    request_for,
+)
 
 # --- the key ring -------------------------------------------------------------------
 
@@ -201,31 +188,8 @@ SERVICES = [
 METHODS = [method for service in SERVICES for method in service.methods]
 
 
-def _has_user(desc: Descriptor, depth: int = 0) -> bool:
-    if depth > 6 or desc.full_name.startswith("google.protobuf."):
-        return False
-    return any(
-        (f.name == "user_id" and f.type == FieldDescriptor.TYPE_STRING)
-        or (f.message_type is not None and _has_user(f.message_type, depth + 1))
-        for f in desc.fields
-    )
-
-
-def _set_users(message: Message, user: str, depth: int = 0) -> None:
-    for f in message.DESCRIPTOR.fields:
-        if f.name == "user_id" and f.type == FieldDescriptor.TYPE_STRING:
-            setattr(message, f.name, user)
-        elif f.message_type is not None and _has_user(f.message_type, depth + 1):
-            if f.message_type.GetOptions().map_entry:
-                continue
-            if f.is_repeated:
-                _set_users(getattr(message, f.name).add(), user, depth + 1)
-            else:
-                _set_users(getattr(message, f.name), user, depth + 1)
-
-
 def test_the_walk_finds_the_user_scoped_rpcs():
-    user_methods = [m for m in METHODS if _has_user(m.input_type)]
+    user_methods = [m for m in METHODS if has_user(m.input_type)]
     names = {m.name for m in user_methods}
     assert {
         "CreateMemory",
@@ -240,8 +204,7 @@ def test_the_walk_finds_the_user_scoped_rpcs():
     } <= names
     # Every user_id the walk sets is one the server's check sees.
     for method in user_methods:
-        request = GetMessageClass(method.input_type)()
-        _set_users(request, OUTSIDER)
+        request = request_for(method, OUTSIDER)
         assert set(request_user_ids(request)) == {OUTSIDER}, method.name
 
 

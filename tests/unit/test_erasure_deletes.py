@@ -17,8 +17,6 @@ the files keep after each delete is tests/e2e/service/test_deletes_leave_nothing
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -33,18 +31,10 @@ from nexus_grpc.domain import erasure, facts, retention
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.errors import FailedPrecondition, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork, dumps
+from tests.unit.callers import acting_as
 
 ALICE = tenancy.Caller("team", frozenset({"alice"}))
 CAROL = tenancy.Caller("team", frozenset({"carol"}))
-
-
-@contextmanager
-def acting_as(caller: tenancy.Caller) -> Iterator[None]:
-    token = tenancy.bind(caller)
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 def memory(uow: FakeUnitOfWork, project: int, session: int, kind: MemoryKind, user: str,

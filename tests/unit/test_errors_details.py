@@ -1,7 +1,8 @@
 """A refusal's details as values (errors.py, rpc/error_status.py,
 status_details.py, the client's typed errors): the codec both sides share,
 the status code of each domain error, the trailer that carries the details,
-what a reworded or pickled error keeps. Called directly; no server.
+what a reworded or pickled error keeps. Called directly, with the recording
+context of tests/unit/grpc_contexts.py; no server.
 
 Moved from tests/e2e/api/test_error_details.py, which keeps one call per
 kind of detail over the wire (what grpcio-status and the NexusClient read
@@ -45,6 +46,7 @@ from nexus_grpc.rpc.error_status import (
     status_code,
 )
 from nexus_grpc.status_details import DETAILS_KEY, unpack
+from tests.unit.grpc_contexts import Aborted, AbortingContext
 
 
 def test_a_client_error_made_from_a_code_is_the_typed_one_and_pickles_with_its_details():
@@ -133,28 +135,8 @@ def test_each_domain_error_has_its_status_code(error, code):
     assert status_code(error) is code
 
 
-class Aborted(grpc.aio.AbortError):
-    pass
-
-
-class Context:
-    """The part of a servicer context abort() uses: the trailers already set
-    (the service interceptor's x-request-id), and the abort, kept."""
-
-    def __init__(self, trailers: tuple = ()) -> None:
-        self._trailers = trailers
-        self.aborted: tuple = ()
-
-    def trailing_metadata(self) -> tuple:
-        return self._trailers
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self.aborted = (code, message, tuple(trailing_metadata))
-        raise Aborted()
-
-
 async def test_a_refusal_with_details_keeps_the_x_request_id_beside_them():
-    context = Context((("x-request-id", "rid-7"),))
+    context = AbortingContext((("x-request-id", "rid-7"),))
     violation = FieldViolation("memory.title", "memory.title is required and must not be blank")
     with pytest.raises(Aborted):
         await abort(context, grpc.StatusCode.INVALID_ARGUMENT, violation.description, [violation])
@@ -168,14 +150,14 @@ async def test_a_refusal_with_details_keeps_the_x_request_id_beside_them():
 
 
 async def test_a_refusal_without_details_is_the_code_and_message_alone():
-    context = Context((("x-request-id", "rid-8"),))
+    context = AbortingContext((("x-request-id", "rid-8"),))
     with pytest.raises(Aborted):
         await abort(context, grpc.StatusCode.NOT_FOUND, "gone")
     assert context.aborted == (grpc.StatusCode.NOT_FOUND, "gone", ())
 
 
 async def test_a_domain_error_goes_out_with_its_code_message_and_resource():
-    context = Context()
+    context = AbortingContext()
     error = NotFound("session 98765 does not exist", resource_type="session", resource_name=98765)
     with pytest.raises(Aborted):
         await abort_with_error(context, error)

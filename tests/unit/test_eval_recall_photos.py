@@ -2,37 +2,19 @@
 construction stores for a LoCoMo conversation, read from the requests the
 evaluation sends (a stand-in stub records them). A shared photo's caption is
 stored after the turn that shared it, the image search's query never, and an
-odd last turn gets no reply and no caption.
+odd last turn gets no reply and no caption. The conversation is
+tests/photo_conversation.py's, which the e2e test reads too.
 
 That the photos construction then finds what the README's text cannot, through
 a real server, stays in tests/e2e/service/test_recall_eval_photos.py."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 from nexus_grpc.evaluation.locomo import NO_REPLY, load
 from nexus_grpc.evaluation.recall import _store, with_photo
-
-CONVERSATION = {
-    "speaker_a": "Ann",
-    "speaker_b": "Bo",
-    "session_1_date_time": "1:56 pm on 8 May, 2023",
-    "session_1": [
-        {
-            "speaker": "Ann",
-            "dia_id": "D1:1",
-            "text": "Look what I finished this weekend!",
-            "img_url": ["https://example.invalid/a.jpg"],
-            "blip_caption": "a photo of a painting of a sunset over a lake",
-            "query": "painting sunrise",
-        },
-        {"speaker": "Bo", "dia_id": "D1:2", "text": "Wow, gorgeous colours"},
-        {"speaker": "Ann", "dia_id": "D1:3", "text": "We also adopted a beagle"},
-    ],
-    "qa": [{"question": "Who painted a sunset?", "evidence": ["D1:1"], "category": 4}],
-}
+from tests.photo_conversation import conversation_file
 
 
 class RecordingStub:
@@ -53,10 +35,8 @@ class RecordingStub:
 
 
 async def stored(tmp_path, construction: str) -> list[tuple[str, str]]:
-    path = tmp_path / "conv.json"
-    path.write_text(json.dumps(CONVERSATION))
     stub = RecordingStub()
-    await _store(stub, load(path), "run", 5.0, [0], construction)  # type: ignore[arg-type]
+    await _store(stub, load(conversation_file(tmp_path)), "run", 5.0, [0], construction)  # type: ignore[arg-type]
     return stub.episodes
 
 

@@ -10,14 +10,11 @@ users, the commands' files) is tests/e2e/service/test_export_project.py's.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.core.graph import Relationship
 from nexus_grpc.core.models import Episode, MemoryKind
 from nexus_grpc.core.records import Memory
@@ -28,6 +25,7 @@ from nexus_grpc.domain.graph import Graph
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.errors import InvalidArgument, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 DAY = 86_400.0
 
@@ -40,15 +38,6 @@ def uow() -> FakeUnitOfWork:
 @pytest.fixture
 def db(uow: FakeUnitOfWork) -> FakeDatabase:
     return FakeDatabase(uow)
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str, users: frozenset[str] | None = None) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant, users))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 async def export(db: FakeDatabase, project_id: int) -> list[ExportItem]:

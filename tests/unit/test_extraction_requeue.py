@@ -18,7 +18,7 @@ from nexus_grpc.core.records import EXTRACTION_FAILED
 from nexus_grpc.domain.episode_followups import queue_followups
 from nexus_grpc.domain.extraction import mark_failed, note_retry
 from nexus_grpc.errors import InvalidArgument, NotFound
-from tests.unit.test_extraction_rules import World
+from tests.unit.extraction_world import World
 
 
 def stored(w: World, session_id: int, text: str = "hello") -> int:

@@ -16,24 +16,17 @@ How names resolve: tests/unit/test_resolution_use_case.py."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from nexus_grpc.core.events import EventBroadcaster
 from nexus_grpc.core.graph import SOURCE_EXTRACTION
 from nexus_grpc.core.models import JobState
 from nexus_grpc.core.records import EXTRACTION_DONE, ExtractionEvent
-from nexus_grpc.core.signals import JobSignals
-from nexus_grpc.domain.extraction import Extraction
 from nexus_grpc.llm import LLMUnavailable, LLMUnreachable, tokens
 from nexus_grpc.workers.dependency_failures import failure_for
 from nexus_grpc.workers.worker import Postpone
-from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.extraction_world import World
+from tests.unit.scripted_models import MODEL
 
-MODEL = "qwen2.5:3b"
-EMPTY: dict[str, Any] = {"entities": [], "relationships": []}
 ALICE: dict[str, Any] = {
     "entities": [
         {"name": "Alice", "type": "person", "notes": "Leads the Atlas project"},
@@ -41,110 +34,6 @@ ALICE: dict[str, Any] = {
     ],
     "relationships": [{"from": "Alice", "to": "Atlas", "label": "leads", "notes": None}],
 }
-
-# An answer, or what gives one from the prompt's text (None: not this rule's).
-Answer = dict[str, Any] | Exception | Callable[[str], dict[str, Any] | None]
-
-
-@dataclass(frozen=True)
-class Asked:
-    """One call the domain made to the model."""
-
-    model: str
-    messages: Sequence[dict[str, str]]
-    schema: dict[str, Any]
-    temperature: float
-    num_predict: int
-
-    @property
-    def prompt(self) -> str:
-        return "\n".join(m["content"] for m in self.messages)
-
-
-@dataclass
-class ScriptedModel:
-    """The model as the domain calls it (``LLMClient.input_budget`` and
-    ``chat_json``), in-process: an answer is the first rule's whose text the
-    prompt holds, else the next queued one, else ``default``; every call is
-    kept in ``calls``. Its context is ``context`` tokens, measured with the
-    client's own estimate."""
-
-    queued: list[Answer] = field(default_factory=list)
-    default: Answer = field(default_factory=lambda: EMPTY)
-    context: int = 32768
-    rules: list[tuple[str, Answer]] = field(default_factory=list)
-    calls: list[Asked] = field(default_factory=list)
-
-    def on(self, text: str, answer: Answer) -> None:
-        self.rules.append((text, answer))
-
-    async def input_budget(
-        self,
-        model: str,
-        fixed: Sequence[Any],
-        num_predict: int,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - LLMClient's signature
-    ) -> int:
-        return tokens.input_budget(self.context, num_predict, tokens.estimate_messages(fixed))
-
-    async def chat_json(
-        self,
-        model: str,
-        messages: Sequence[dict[str, str]],
-        schema: dict[str, Any],
-        *,
-        temperature: float,
-        num_predict: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - LLMClient's signature
-    ) -> dict[str, Any]:
-        asked = Asked(model, list(messages), dict(schema), temperature, num_predict)
-        self.calls.append(asked)
-        answer = next((a for text, a in self.rules if text in asked.prompt), None)
-        if answer is None:
-            answer = self.queued.pop(0) if self.queued else self.default
-        if callable(answer) and not isinstance(answer, Exception):
-            answer = answer(asked.prompt) or EMPTY
-        if isinstance(answer, Exception):
-            raise answer
-        return copy.deepcopy(answer)
-
-
-@dataclass
-class World:
-    """The fakes, the scripted model, and the extract worker's two steps."""
-
-    uow: FakeUnitOfWork = field(default_factory=FakeUnitOfWork)
-    model: ScriptedModel = field(default_factory=ScriptedModel)
-
-    def project(self, name: str = "p") -> int:
-        return self.uow.projects.insert({"name": name}).id
-
-    def session(self, project_id: int = 0, user_id: str = "") -> int:
-        n = len(self.uow.sessions.rows) + 1
-        return self.uow.sessions.insert(f"s{n}", "", project_id, {}, user_id=user_id).id
-
-    def episode(
-        self, session_id: int, user: str = "hello", ai: str = "hi", at: float | None = None
-    ) -> int:
-        return self.uow.episodes.insert(session_id, user, ai, {}, None, at).id
-
-    def extraction(self) -> Extraction:
-        return Extraction(
-            FakeDatabase(self.uow),  # type: ignore[arg-type]
-            JobSignals(),
-            EventBroadcaster(),
-            self.model,  # type: ignore[arg-type]
-            model=MODEL,
-            timeout=5.0,
-        )
-
-    async def extract(self, episode_id: int) -> ExtractionEvent:
-        """Extract the episode and commit it; returns its event."""
-        write = await self.extraction().run(episode_id)
-        assert write is not None
-        event_id = write(self.uow)
-        return self.uow.events.rows[event_id][0]
 
 
 def named(event: ExtractionEvent, name: str) -> dict[str, Any]:

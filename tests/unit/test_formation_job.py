@@ -1,6 +1,6 @@
 """What memory formation keeps, merges or refuses (domain/formation.py's
 ``MemoryFormationJob``), run as the form:memories worker runs it on the fakes
-of tests/fakes.py after the episode's extraction (tests/unit/test_extraction_rules.py's
+of tests/fakes.py after the episode's extraction (tests/unit/extraction_world.py's
 ``World``), with a scripted model in-process answering both the extraction
 (with memory candidates) and formation's question.
 
@@ -41,7 +41,8 @@ from nexus_grpc.domain.formation import HANDOFF, MemoryFormationJob
 from nexus_grpc.domain.retrieval.hits import MemoryHit
 from nexus_grpc.llm.formation_prompts import FORM_USER, parse_memories
 from tests.fakes import FakeDatabase, FakeUnitOfWork
-from tests.unit.test_extraction_rules import MODEL, World
+from tests.unit.extraction_world import World
+from tests.unit.scripted_models import MODEL
 
 DECISION_PROMPT = "Kept memories:"
 MARCH, JUNE, JANUARY = 1_709_251_200, 1_717_200_000, 1_704_067_200
@@ -125,6 +126,20 @@ class Forming:
             values["memory_formation"] = int(formation)
         return self.uow.projects.insert(values).id
 
+    def alices_session(self) -> int:
+        """A session of a new project, whose user is alice."""
+        return self.uow.sessions.insert("s", "", self.project(), {}, user_id="alice").id
+
+    async def vegetarian(self, session_id: int) -> int:
+        """Alice says, in March, that she is vegetarian: the memory it forms."""
+        _, first = await self.tell(
+            session_id,
+            "I'm vegetarian these days.",
+            said("The user is vegetarian.", "I'm vegetarian these days"),
+            at=MARCH,
+        )
+        return operations(first)[0]["memory_id"]
+
     def decide(self, choose: Choose) -> None:
         self.w.model.rules = [r for r in self.w.model.rules if r[0] != DECISION_PROMPT]
         self.w.model.rules.insert(0, (DECISION_PROMPT, deciding(choose)))
@@ -195,7 +210,7 @@ def actions(event: ExtractionEvent) -> list[str]:
 
 async def test_what_the_user_says_about_themselves_becomes_their_memory():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id  # USER: the default
+    s = f.alices_session()  # USER: the default
     ep, event = await f.tell(
         s, "I'm vegetarian now, so no meat suggestions please.",
         said("The user is vegetarian.", "I'm vegetarian now"),
@@ -215,14 +230,8 @@ async def test_what_the_user_says_about_themselves_becomes_their_memory():
 
 async def test_a_repeat_in_other_words_is_already_known_and_asks_nothing():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
-    _, first = await f.tell(
-        s,
-        "I'm vegetarian these days.",
-        said("The user is vegetarian.", "I'm vegetarian these days"),
-        at=MARCH,
-    )
-    old_id = operations(first)[0]["memory_id"]
+    s = f.alices_session()
+    old_id = await f.vegetarian(s)
     before = len(f.w.model.calls)
     _, again = await f.tell(
         s,
@@ -238,14 +247,8 @@ async def test_a_repeat_in_other_words_is_already_known_and_asks_nothing():
 
 async def test_a_changed_preference_supersedes_archiving_the_old_one_with_its_history():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
-    _, first = await f.tell(
-        s,
-        "I'm vegetarian these days.",
-        said("The user is vegetarian.", "I'm vegetarian these days"),
-        at=MARCH,
-    )
-    old_id = operations(first)[0]["memory_id"]
+    s = f.alices_session()
+    old_id = await f.vegetarian(s)
     # A change: the careful model says the old one no longer holds.
     f.decide(lambda content, kept: ("SUPERSEDE", kept[0][0]))
     ep, changed = await f.tell(
@@ -266,7 +269,7 @@ async def test_a_changed_preference_supersedes_archiving_the_old_one_with_its_hi
 
 async def test_chatter_questions_and_the_assistants_claims_form_nothing():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
+    s = f.alices_session()
     ep, event = await f.tell(
         s, "Hi! Could you recommend a good book?",
         # A question is not a fact, and the AI's words are not the user's.
@@ -372,7 +375,7 @@ async def test_a_session_that_names_no_user_is_not_asked_for_user_memories():
 
 async def test_a_sessions_episodes_form_in_time_order_and_old_news_changes_nothing():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
+    s = f.alices_session()
     f.decide(lambda content, kept: ("SUPERSEDE", kept[0][0]))
     # June's exchange is stored before March's: March's forms first all the same.
     june = f.store(
@@ -407,7 +410,7 @@ async def test_a_sessions_episodes_form_in_time_order_and_old_news_changes_nothi
 
 async def test_forming_an_episode_again_changes_nothing():
     f = Forming()
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
+    s = f.alices_session()
     ep, first = await f.tell(
         s,
         "I am allergic to peanuts.",
@@ -425,7 +428,7 @@ async def test_forming_an_episode_again_changes_nothing():
 
 async def test_at_the_memory_cap_an_episodes_formation_is_refused_whole():
     f = Forming(cap=1)
-    s = f.uow.sessions.insert("s", "", f.project(), {}, user_id="alice").id
+    s = f.alices_session()
     await f.tell(
         s,
         "I am allergic to peanuts.",

@@ -15,6 +15,7 @@ from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import JobState
 from nexus_grpc.domain.empty_answers import EmptyAnswers
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.seeding import project_session
 
 NOTHING = (
     "NOTHING_STORED: no entity is stored in this graph, and no exchange of it is stored to"
@@ -37,11 +38,6 @@ def with_llm(uow: FakeUnitOfWork) -> EmptyAnswers:
     return EmptyAnswers(FakeDatabase(uow), llm_configured=True)
 
 
-def project_with_session(uow: FakeUnitOfWork, tenant: str = "default") -> tuple[int, int]:
-    pid = uow.projects.insert({"name": f"p{len(uow.projects.rows)}"}, tenant).id
-    return pid, uow.sessions.insert(f"ext-{pid}", "", pid, {}, tenant).id
-
-
 def say(uow: FakeUnitOfWork, session_id: int, n: int = 1) -> list[int]:
     return [uow.episodes.insert(session_id, "I moved to Porto.", "", {}, None).id for _ in range(n)]
 
@@ -53,7 +49,7 @@ async def why(answers: EmptyAnswers, project_id: int = 0, session_id: int = 0) -
 async def test_a_graph_with_no_exchange_has_nothing_stored_and_so_does_one_not_there(
     uow, without_llm
 ):
-    pid, _ = project_with_session(uow)
+    pid, _ = project_session(uow)
     assert await why(without_llm, pid) == NOTHING
     # A project that does not exist says the same.
     assert await why(without_llm, pid + 1000) == NOTHING
@@ -61,7 +57,7 @@ async def test_a_graph_with_no_exchange_has_nothing_stored_and_so_does_one_not_t
 
 
 async def test_another_tenants_project_and_session_read_as_nothing_stored(uow, without_llm):
-    pid, sid = project_with_session(uow, "default")
+    pid, sid = project_session(uow)
     say(uow, sid)
     lone = uow.sessions.insert("lone", "", 0, {}, "default").id
     say(uow, lone)
@@ -75,7 +71,7 @@ async def test_another_tenants_project_and_session_read_as_nothing_stored(uow, w
 
 
 async def test_exchanges_waiting_without_an_llm_say_no_llm_is_configured(uow, without_llm):
-    pid, sid = project_with_session(uow)
+    pid, sid = project_session(uow)
     say(uow, sid)
     waiting = await why(without_llm, pid)
     assert waiting.startswith("LLM_OFF: no LLM server is configured"), waiting
@@ -85,7 +81,7 @@ async def test_exchanges_waiting_without_an_llm_say_no_llm_is_configured(uow, wi
 
 
 async def test_exchanges_waiting_for_a_configured_llm_say_they_still_wait(uow, with_llm):
-    pid, sid = project_with_session(uow)
+    pid, sid = project_session(uow)
     say(uow, sid, 2)
     assert await why(with_llm, pid) == (
         "JOBS_PENDING: 2 exchanges still wait for entity extraction"
@@ -93,7 +89,7 @@ async def test_exchanges_waiting_for_a_configured_llm_say_they_still_wait(uow, w
 
 
 async def test_extraction_that_found_nothing_says_how_many_exchanges_it_read(uow, with_llm):
-    pid, sid = project_with_session(uow)
+    pid, sid = project_session(uow)
     for episode in say(uow, sid, 3):
         uow.episodes.set_extract_state(episode, JobState.DONE)
     found = await why(with_llm, pid)
@@ -103,7 +99,7 @@ async def test_extraction_that_found_nothing_says_how_many_exchanges_it_read(uow
 
 async def test_a_session_outside_a_project_is_its_own_graph(uow, without_llm):
     lone = uow.sessions.insert("lone", "", 0, {}, "default").id
-    pid, sid = project_with_session(uow)
+    pid, sid = project_session(uow)
     say(uow, sid)  # the project's exchange is no part of the lone session's graph
     assert await why(without_llm, 0, lone) == NOTHING
     say(uow, lone)

@@ -6,8 +6,9 @@ and a home under tmp_path: where each file goes, the key file and its mode, the 
 that says which file the install created, the refusals that write nothing. No host and
 no server. The edits as text, for every shape of settings file and of Codex's
 config.toml, what counts as ours, and the command line parsed back:
-test_hooks_settings_text.py; so the tests here keep two shapes of each file, one per
-branch of ``uninstall`` (the user's content written back; an empty object, or no file,
+test_hooks_settings_text.py; so the tests here keep two shapes of each file (of
+tests/unit/hooks_settings_shapes.py, which both files read), one per branch of
+``uninstall`` (the user's content written back; an empty object, or no file,
 left as it was). (The CLIs reading what was written: tests/e2e/agent_hooks/
 test_claude_code.py, test_codex.py, test_gemini.py.)"""
 
@@ -26,21 +27,17 @@ import pytest
 from nexus_grpc.agent_hooks import json_text
 from nexus_grpc.agent_hooks.install import InstallError, Plan, install, uninstall
 from nexus_grpc.agent_hooks.options import run_parser
+from tests.unit.hooks_settings_shapes import (
+    CLAUDE_SHAPES,
+    CODEX_CONFIGS,
+    GEMINI_WITH_COMMENTS,
+    ours,
+)
 
-CLAUDE_SHAPES = {
-    "four spaces, their own hooks, no final newline": """{
-    "model": "opus",
-    "hooks": {
-        "UserPromptSubmit": [
-            {"hooks": [{"type": "command", "command": "~/bin/prompt-guard"}]}
-        ],
-        "PreToolUse": [
-            {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/bash-guard"}]}
-        ]
-    }
-}""",
-    "empty object": "{}",
-}
+# Of the shapes the text tests take, one per branch of ``uninstall``: the
+# user's content written back, and an empty object (or no file) left as it was.
+CLAUDE_FILE_SHAPES = ["four spaces, their own hooks, no final newline", "empty object"]
+CODEX_FILE_SHAPES = ["none", "no final newline"]
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -58,16 +55,10 @@ def do_uninstall(host: str, cwd: Path, home: Path, scope: str = "project") -> No
     uninstall(host, scope, cwd=cwd, environ=env_for(home), out=io.StringIO())
 
 
-def ours(data: dict, event: str) -> list[str]:
-    return [
-        h["command"]
-        for g in data["hooks"][event]
-        for h in g["hooks"]
-        if "hooks run" in h["command"]
-    ]
-
-
-@pytest.mark.parametrize("shape", CLAUDE_SHAPES)
+# Two shapes of each file, one per branch of ``uninstall``.
+@pytest.mark.parametrize(
+    "shape", ["four spaces, their own hooks, no final newline", "empty object"]
+)
 def test_claude_settings_come_back_byte_for_byte(tmp_path, shape):
     project, home = tmp_path / "repo", tmp_path / "home"
     (project / ".git").mkdir(parents=True)
@@ -183,19 +174,6 @@ def test_every_flag_reaches_the_command(tmp_path):
     assert (args.deadline, args.session_tokens, args.prompt_tokens) == (0.8, 300, 200)
 
 
-GEMINI_WITH_COMMENTS = """{
-  // the user's notes
-  "general": {"vimMode": true}, /* and more */
-  "hooks": {
-    "BeforeAgent": [
-      // theirs
-      {"hooks": [{"type": "command", "command": "./lint-prompt"}]}
-    ]
-  }
-}
-"""
-
-
 def test_gemini_settings_with_comments_come_back_byte_for_byte(tmp_path):
     home = tmp_path / "home"
     settings = home / ".gemini" / "settings.json"
@@ -209,13 +187,7 @@ def test_gemini_settings_with_comments_come_back_byte_for_byte(tmp_path):
     assert settings.read_text() == GEMINI_WITH_COMMENTS
 
 
-CODEX_CONFIGS = {
-    "none": None,
-    "no final newline": 'model = "o3"\n[profiles.fast]\nmodel = "gpt-5-mini"',
-}
-
-
-@pytest.mark.parametrize("config_shape", CODEX_CONFIGS)
+@pytest.mark.parametrize("config_shape", CODEX_FILE_SHAPES)
 def test_codex_trust_goes_into_config_toml_and_comes_out_exactly(tmp_path, config_shape):
     home = tmp_path / "home"
     codex = home / ".codex"

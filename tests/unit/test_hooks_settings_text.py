@@ -25,30 +25,14 @@ from nexus_grpc.agent_hooks.install import Plan, _key_file, command_line
 from nexus_grpc.agent_hooks.options import add_install, run_parser
 from nexus_grpc.agent_hooks.settings_file import is_ours
 from tests import readme
-
-CLAUDE_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
-GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent")
-
-CLAUDE_SHAPES = {
-    "four spaces, their own hooks, no final newline": """{
-    "model": "opus",
-    "hooks": {
-        "UserPromptSubmit": [
-            {"hooks": [{"type": "command", "command": "~/bin/prompt-guard"}]}
-        ],
-        "PreToolUse": [
-            {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/bash-guard"}]}
-        ]
-    }
-}""",
-    "one line": (
-        '{"model":"opus","hooks":{"Stop":[{"hooks":[{"type":"command","command":"say done"}]}]}}\n'
-    ),
-    "tabs": '{\n\t"env": {\n\t\t"FOO": "1"\n\t}\n}\n',
-    "empty object": "{}",
-    "empty hooks and an empty event list": '{\n  "hooks": {"Stop": []}\n}\n',
-    "unicode": '{\n  "statusLine": "\u2713 caf\u00e9",\n  "hooks": {}\n}\n',
-}
+from tests.unit.hooks_settings_shapes import (
+    CLAUDE_EVENTS,
+    CLAUDE_SHAPES,
+    CODEX_CONFIGS,
+    GEMINI_EVENTS,
+    GEMINI_WITH_COMMENTS,
+    ours,
+)
 
 
 def command(host: str, target: str) -> str:
@@ -60,15 +44,6 @@ def added(text: str, host: str, events: tuple[str, ...], target: str) -> tuple[s
     created = settings_file.created_by_adding(text, events)
     group = settings_file.group(command(host, target), 5)
     return settings_file.add(text, dict.fromkeys(events, group)), created
-
-
-def ours(data: dict, event: str) -> list[str]:
-    return [
-        h["command"]
-        for g in data["hooks"][event]
-        for h in g["hooks"]
-        if "hooks run" in h["command"]
-    ]
 
 
 @pytest.mark.parametrize("shape", CLAUDE_SHAPES)
@@ -137,19 +112,6 @@ def test_settings_that_cannot_be_edited_are_refused(text, why):
         added(text, "claude-code", CLAUDE_EVENTS, "h:1")
 
 
-GEMINI_WITH_COMMENTS = """{
-  // the user's notes
-  "general": {"vimMode": true}, /* and more */
-  "hooks": {
-    "BeforeAgent": [
-      // theirs
-      {"hooks": [{"type": "command", "command": "./lint-prompt"}]}
-    ]
-  }
-}
-"""
-
-
 def test_gemini_settings_with_comments_come_back_byte_for_byte():
     text, created = added(GEMINI_WITH_COMMENTS, "gemini", GEMINI_EVENTS, "h:1")
     data = json_text.parse(text).data()
@@ -176,15 +138,6 @@ def test_only_our_commands_count_as_ours():
 
 # --- Codex's trust ----------------------------------------------------------------------
 
-CODEX_CONFIGS = {
-    "none": None,
-    "empty": "",
-    "no final newline": 'model = "o3"\n[profiles.fast]\nmodel = "gpt-5-mini"',
-    "a hook trusted in /hooks": (
-        'model = "o3"\n\n[hooks.state."/somewhere/hooks.json:stop:0:0"]\n'
-        'trusted_hash = "sha256:00"\n'
-    ),
-}
 HOOKS_FILE = Path("/home/dev/.codex/hooks.json")
 
 

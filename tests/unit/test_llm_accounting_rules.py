@@ -1,8 +1,9 @@
 """The account of every request an LLM client sends (llm/client.py into
-core/llm_usage.py), on a client whose backend is a script (no HTTP): the
-server's own token counts, an estimate where it gives none, how each request
-ended, under the caller's stage, project and tenant; and the ledger's own
-rules (a nested stage, calls written, a call outside any ledger).
+core/llm_usage.py), on a client whose backend is a script (no HTTP;
+``ScriptedClient`` of tests/unit/scripted_models.py): the server's own token
+counts, an estimate where it gives none, how each request ended, under the
+caller's stage, project and tenant; and the ledger's own rules (a nested
+stage, calls written, a call outside any ledger).
 
 That each real backend (Ollama's prompt_eval_count/eval_count, OpenAI's usage)
 hands its server's counts to this account, and leaves an estimate where the
@@ -12,100 +13,18 @@ the Ollama stand-in."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMBadOutput, LLMClient, LLMCutOff, LLMError, LLMUnavailable
+from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMError, LLMUnavailable
 from nexus_grpc.llm import tokens as llm_tokens
-from nexus_grpc.llm.client import ChatAnswer, Message, StreamDelta
+from nexus_grpc.llm.client import StreamDelta
+from tests.unit.scripted_models import MODEL, ScriptedClient, answer
 
-MODEL = "qwen2.5:3b"
 MSGS = [{"role": "user", "content": "What did Ann say about the Lisbon trip?"}]
-
-
-class ScriptedClient(LLMClient):
-    """An LLM client whose backend answers from a script, without HTTP.
-
-    ``answers``: what each ``_chat`` request gets, in order (a ChatAnswer, or an
-    exception it raises); ``streams``: what each ``_stream`` yields (a list of
-    StreamDelta; an ``asyncio.Event`` in it waits for that event).
-    ``contexts``: each model's context window as the server would say it (a
-    model not named: ``context``; None: the server does not say)."""
-
-    server_name = "Scripted"
-
-    def __init__(
-        self,
-        *answers: ChatAnswer | BaseException,
-        streams: Sequence[Sequence[StreamDelta | asyncio.Event]] = (),
-        context: int | None = 32768,
-        contexts: Mapping[str, int] | None = None,
-        context_length: int = 0,
-        models: Sequence[str] = (MODEL,),
-        host: str = "http://llm.local:11434",
-        timeout: float = 5,
-    ) -> None:
-        super().__init__(host, timeout=timeout, context_length=context_length)
-        self.answers = list(answers)
-        self.streams = [list(s) for s in streams]
-        self.context = context
-        self.contexts = dict(contexts or {})
-        self.models = list(models)
-        #: (model, num_predict, num_ctx, schema) of each request sent.
-        self.sent: list[tuple[str, int, int, Mapping[str, Any] | None]] = []
-        self.context_reads: list[str] = []
-
-    async def close(self) -> None:
-        pass
-
-    async def _fetch_context_length(self, model: str) -> int | None:
-        self.context_reads.append(model)
-        return self.contexts.get(model, self.context)  # type: ignore[arg-type]
-
-    async def _chat(
-        self,
-        model: str,
-        messages: Sequence[Message],
-        temperature: float,
-        num_predict: int,
-        num_ctx: int,
-        schema: Mapping[str, Any] | None,
-    ) -> ChatAnswer:
-        self.sent.append((model, num_predict, num_ctx, schema))
-        answer = self.answers.pop(0)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
-    async def _stream(
-        self,
-        model: str,
-        messages: Sequence[Message],
-        temperature: float,
-        num_predict: int,
-        num_ctx: int,
-    ) -> AsyncIterator[StreamDelta]:
-        self.sent.append((model, num_predict, num_ctx, None))
-        for item in self.streams.pop(0):
-            if isinstance(item, asyncio.Event):
-                await item.wait()
-            else:
-                yield item
-
-    async def _list_models(self) -> list[str]:
-        return list(self.models)
-
-    def _map_error(self, exc: Exception, model: str | None, limit: float | None) -> LLMError:
-        if isinstance(exc, LLMError):
-            return exc
-        return self._map_transport(exc, model, limit)
-
-
-def answer(text: str, prompt: int | None = 12, completion: int | None = 9, done: str = "stop"):
-    return ChatAnswer(text, done, prompt, completion)
 
 
 async def test_a_call_counts_the_tokens_the_server_says_under_the_callers_ledger() -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from nexus_grpc.core import llm_usage
 from nexus_grpc.llm import OllamaClient, OpenAIClient, make_client, tokens
+from tests.unit.in_process_http import in_process_clients
 
 MODEL = "qwen2.5:3b"
 MSGS = [{"role": "user", "content": "hi"}]
@@ -78,23 +79,13 @@ async def connect(
     ollama: Ollama, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Callable[..., OllamaClient]]:
     """An OllamaClient made as the server makes it, its HTTP in-process."""
-    made: list[OllamaClient] = []
-    real = httpx.AsyncClient
 
-    def in_process(**options: Any) -> httpx.AsyncClient:
-        return real(transport=httpx.MockTransport(ollama), **options)
-
-    def make(**options: Any) -> OllamaClient:
+    def client(**options: Any) -> OllamaClient:
         options.setdefault("timeout", 5)
-        with monkeypatch.context() as patch:
-            patch.setattr(httpx, "AsyncClient", in_process)
-            client = OllamaClient("http://ollama.local:11434", **options)
-        made.append(client)
-        return client
+        return OllamaClient("http://ollama.local:11434", **options)
 
-    yield make
-    for client in made:
-        await client.close()
+    async with in_process_clients(ollama, monkeypatch, client) as make:
+        yield make
 
 
 # -- the context window ---------------------------------------------------------------

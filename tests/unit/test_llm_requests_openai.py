@@ -21,6 +21,7 @@ import pytest
 
 from nexus_grpc.core import llm_usage
 from nexus_grpc.llm import LLMBadOutput, LLMUnavailable, LLMUnreachable, OpenAIClient, tokens
+from tests.unit.in_process_http import in_process_clients
 
 MODEL = "qwen2.5:3b"
 MSGS = [{"role": "user", "content": "hi"}]
@@ -89,23 +90,13 @@ async def connect(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Callable[..., OpenAIClient]]:
     """An OpenAIClient made as the server makes it, over the in-process transport."""
-    made: list[OpenAIClient] = []
-    real = httpx.AsyncClient
 
-    def in_process(**options: Any) -> httpx.AsyncClient:
-        return real(transport=httpx.MockTransport(server), **options)
-
-    def make(host: str = "http://llm.local:8080/v1", **options: Any) -> OpenAIClient:
+    def openai(host: str = "http://llm.local:8080/v1", **options: Any) -> OpenAIClient:
         options.setdefault("timeout", 5)
-        with monkeypatch.context() as patch:
-            patch.setattr(httpx, "AsyncClient", in_process)
-            client = OpenAIClient(host, **options)
-        made.append(client)
-        return client
+        return OpenAIClient(host, **options)
 
-    yield make
-    for client in made:
-        await client.close()
+    async with in_process_clients(server, monkeypatch, openai) as make:
+        yield make
 
 
 # -- the context window ---------------------------------------------------------------

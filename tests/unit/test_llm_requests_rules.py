@@ -30,7 +30,7 @@ from nexus_grpc.llm import (
     tokens,
 )
 from nexus_grpc.llm.client import StreamDelta
-from tests.unit.test_llm_accounting_rules import MODEL, ScriptedClient, answer
+from tests.unit.scripted_models import MODEL, ScriptedClient, answer
 
 SYSTEM = "SYSTEM-RULES: answer in JSON."
 MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}]

@@ -27,6 +27,7 @@ from nexus_grpc.rerank import (
     RerankTimeout,
     RerankUnreachable,
 )
+from tests.unit.in_process_http import in_process_clients
 
 DOCUMENTS = [
     "the weather in Lisbon is mild in winter",
@@ -78,22 +79,12 @@ async def connect(
 ) -> AsyncIterator[Callable[..., RerankClient]]:
     """A RerankClient made as the server makes it (its own headers: its key),
     its HTTP client over httpx's in-process transport to ``service``."""
-    made: list[RerankClient] = []
-    real = httpx.AsyncClient
 
-    def in_process(**options: Any) -> httpx.AsyncClient:
-        return real(transport=httpx.MockTransport(service), **options)
+    def rerank(url: str = "http://rerank.local:8080", **options: Any) -> RerankClient:
+        return RerankClient(url, **options)
 
-    def make(url: str = "http://rerank.local:8080", **options: Any) -> RerankClient:
-        with monkeypatch.context() as patch:
-            patch.setattr(httpx, "AsyncClient", in_process)
-            client = RerankClient(url, **options)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        await client.close()
+    async with in_process_clients(service, monkeypatch, rerank) as make:
+        yield make
 
 
 async def test_every_document_is_sent_and_scored_by_its_index(service: Service, connect) -> None:

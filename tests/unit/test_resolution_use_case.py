@@ -4,7 +4,7 @@
 question an episode for what they leave open, and a name kept apart, pending,
 until the ``resolve:entity`` job asks again. Run as the workers run it on the
 fakes of tests/fakes.py, with the scripted model of
-tests/unit/test_extraction_rules.py in-process.
+tests/unit/scripted_models.py in-process (tests/unit/extraction_world.py).
 
 The whole-server tests (tests/e2e/service/test_entity_resolution.py) keep the
 wiring: the resolve:entity worker merging a pending name, any of a person's
@@ -32,7 +32,8 @@ from nexus_grpc.domain.entity_resolution import EntityResolution
 from nexus_grpc.errors import NotFound
 from nexus_grpc.llm import LLMUnavailable
 from tests.fakes import FakeDatabase
-from tests.unit.test_extraction_rules import MODEL, World
+from tests.unit.extraction_world import World
+from tests.unit.scripted_models import MODEL
 
 RESOLUTION_PROMPT = "Names and their candidates"
 

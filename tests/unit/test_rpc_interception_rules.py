@@ -4,7 +4,8 @@ seen in order, a handler that writes with ``context.write``, an error from a
 stream, a wrapped handler keeping or swapping its (de)serializers, an unknown
 method passing through, an interceptor with no hooks leaving the messages
 untouched, and an undecodable request described in our words. Called directly
-with a stand-in context; no server, no channel.
+with a stand-in context (tests/unit/grpc_contexts.py) and the recording
+interceptor of tests/interception_support.py; no server, no channel.
 
 The prologue's abort, an error mapped by ``on_error``, a cancelled stream, the
 refused handlers and the bounded drain are in tests/unit/test_api_interception.py;
@@ -19,56 +20,8 @@ import grpc
 import pytest
 
 from nexus_grpc.rpc.interception import HandlerInterceptor, Undecodable
-
-
-class Context:
-    def __init__(self) -> None:
-        self.written: list[Any] = []
-
-    async def write(self, message: Any) -> None:
-        self.written.append(message)
-
-
-class Recording(HandlerInterceptor[str]):
-    """Writes down every hook it is given, in order."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, ...]] = []
-
-    def intercept(
-        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        return self.wrap(handler, details.method.rsplit("/", 1)[-1])
-
-    async def prologue(self, call: str, context: Any, request: Any) -> None:
-        self.seen.append((call, "prologue", repr(request)))
-
-    async def on_request(self, call: str, context: Any, request: Any) -> None:
-        self.seen.append((call, "request", repr(request)))
-
-    async def on_response(self, call: str, context: Any, response: Any) -> None:
-        self.seen.append((call, "response", repr(response)))
-
-    async def on_error(self, call: str, context: Any, exc: Exception) -> None:
-        self.seen.append((call, "error", type(exc).__name__))
-
-    def epilogue(self, call: str, context: Any, cancelled: bool) -> None:
-        self.seen.append((call, "epilogue", str(cancelled)))
-
-
-class Quiet(HandlerInterceptor[None]):
-    """No hooks of its own."""
-
-
-class Details:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-async def _items(*items: bytes) -> AsyncIterator[bytes]:
-    for item in items:
-        yield item
+from tests.interception_support import Details, Quiet, Recording, items
+from tests.unit.grpc_contexts import AbortingContext
 
 
 async def _joined(requests: AsyncIterator[bytes], context: Any) -> bytes:
@@ -92,7 +45,7 @@ def _wrapped(interceptor: HandlerInterceptor[Any], handler: grpc.RpcMethodHandle
 async def test_each_streamed_request_is_seen_as_the_servicer_reads_it():
     recording = Recording()
     handler = _wrapped(recording, grpc.stream_unary_rpc_method_handler(_joined), "In")
-    assert await handler.stream_unary(_items(b"x", b"y"), Context()) == b"x+y"
+    assert await handler.stream_unary(items(b"x", b"y"), AbortingContext()) == b"x+y"
     assert recording.seen == [
         ("In", "prologue", "None"),  # a client stream: no one request to show
         ("In", "request", "b'x'"),
@@ -105,7 +58,7 @@ async def test_each_streamed_request_is_seen_as_the_servicer_reads_it():
 async def test_each_streamed_answer_is_seen_before_it_is_sent():
     recording = Recording()
     handler = _wrapped(recording, grpc.unary_stream_rpc_method_handler(_counted), "Out")
-    assert [item async for item in handler.unary_stream(b"2", Context())] == [b"0", b"1"]
+    assert [item async for item in handler.unary_stream(b"2", AbortingContext())] == [b"0", b"1"]
     assert recording.seen == [
         ("Out", "prologue", "b'2'"),
         ("Out", "response", "b'0'"),
@@ -117,7 +70,7 @@ async def test_each_streamed_answer_is_seen_before_it_is_sent():
 async def test_both_ways_each_message_is_seen_in_turn():
     recording = Recording()
     handler = _wrapped(recording, grpc.stream_stream_rpc_method_handler(_echoed), "Both")
-    answers = [item async for item in handler.stream_stream(_items(b"a", b"b"), Context())]
+    answers = [item async for item in handler.stream_stream(items(b"a", b"b"), AbortingContext())]
     assert answers == [b"A", b"B"]
     assert [hook for _, hook, _ in recording.seen] == [
         "prologue",
@@ -130,13 +83,13 @@ async def test_both_ways_each_message_is_seen_in_turn():
 
 
 async def test_a_stream_written_with_context_write_is_awaited_not_iterated():
-    async def writes(request: bytes, context: Context) -> None:
+    async def writes(request: bytes, context: AbortingContext) -> None:
         await context.write(b"one")
         await context.write(b"two")
 
     recording = Recording()
     handler = _wrapped(recording, grpc.unary_stream_rpc_method_handler(writes), "Watch")
-    context = Context()
+    context = AbortingContext()
     assert [item async for item in handler.unary_stream(b"w", context)] == []
     assert context.written == [b"one", b"two"]
     assert recording.seen[-1] == ("Watch", "epilogue", "False")
@@ -147,11 +100,11 @@ async def test_an_error_from_a_stream_goes_to_on_error_and_is_raised_when_not_an
         yield b"first"
         raise KeyError("gone")
 
-    recording = Recording()
+    recording = Recording(answer_errors=False)
     handler = _wrapped(recording, grpc.unary_stream_rpc_method_handler(breaks), "Breaks")
     got: list[bytes] = []
     with pytest.raises(KeyError):
-        async for item in handler.unary_stream(b"r", Context()):
+        async for item in handler.unary_stream(b"r", AbortingContext()):
             got.append(item)
     assert got == [b"first"]
     assert recording.seen[-2:] == [("Breaks", "error", "KeyError"), ("Breaks", "epilogue", "False")]
@@ -188,7 +141,7 @@ async def test_an_unknown_method_passes_through_and_a_known_one_is_wrapped():
         return grpc.unary_stream_rpc_method_handler(_counted)
 
     handler = await recording.intercept_service(known, Details("/test.Kinds/Count"))
-    assert [item async for item in handler.unary_stream(b"1", Context())] == [b"0"]
+    assert [item async for item in handler.unary_stream(b"1", AbortingContext())] == [b"0"]
     assert recording.seen[0] == ("Count", "prologue", "b'1'")
 
 
@@ -201,8 +154,8 @@ async def test_an_interceptor_without_hooks_hands_the_messages_on_untouched():
 
     handler = grpc.stream_unary_rpc_method_handler(reads)
     wrapped = await Quiet().intercept_service(_async(handler), Details("/test.Kinds/In"))
-    requests = _items(b"x")
-    assert await wrapped.stream_unary(requests, Context()) == b"done"
+    requests = items(b"x")
+    assert await wrapped.stream_unary(requests, AbortingContext()) == b"done"
     assert seen == [requests]  # the client's stream itself, not one read through a hook
 
 

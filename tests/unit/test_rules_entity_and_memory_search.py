@@ -13,14 +13,11 @@ tests/e2e/service/test_memories.py for memories).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, MemoryScope, SearchMode, Tier
 from nexus_grpc.domain.retrieval.call import Call
 from nexus_grpc.domain.retrieval.common_terms import ScopeVocabulary
@@ -28,15 +25,7 @@ from nexus_grpc.domain.retrieval.entity_kind import Entities, GraphRequest, in_g
 from nexus_grpc.domain.retrieval.memory_kind import Memories, visible_now
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
+from tests.unit.callers import acting_as
 
 
 def _engine(uow: FakeUnitOfWork) -> SimpleNamespace:

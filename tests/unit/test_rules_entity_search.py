@@ -1,6 +1,7 @@
 """A whole SearchEntities (domain/retrieval/search.py's EntitySearch, its
 recipe run by the pipeline) on the graph's fake, with a scripted embedder
-and the nearest neighbours a scripted index answers: an entity the query
+and the nearest neighbours a scripted index answers (both of
+tests/unit/search_stand_ins.py): an entity the query
 names and one it means both come, the one found both ways first; the page
 is cut at the limit; with the index down the names still answer, each hit
 saying why the answer is less, and with nothing named the search is
@@ -15,32 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.core.vectors import VectorHit, VectorIndexUnavailable
 from nexus_grpc.domain.retrieval import explain
 from nexus_grpc.domain.retrieval.search import EntitySearch
 from nexus_grpc.errors import InvalidArgument, Unavailable
 from tests.fakes import FakeDatabase, FakeUnitOfWork
-
-
-class Embedder:
-    similarity_floor = 0.1
-    similarity_temperature = 0.05
-
-    async def embed_query(self, text: str) -> list[float]:
-        return [1.0, 0.0]
-
-
-class Index:
-    """Answers with ``hits`` ((id, cosine) pairs), or is down."""
-
-    def __init__(self, *hits: tuple[int, float], down: bool = False) -> None:
-        self.hits = [VectorHit(i, s, {}) for i, s in hits]
-        self.down = down
-
-    async def search(self, collection: str, vector, *, filter, limit: int):
-        if self.down:
-            raise VectorIndexUnavailable("qdrant timed out")
-        return self.hits[:limit]
+from tests.unit.search_stand_ins import Embedder, Index
 
 
 @pytest.fixture

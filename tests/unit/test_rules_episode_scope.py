@@ -11,24 +11,12 @@ tier's: tests/e2e/service/test_search_scope.py.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.domain.retrieval.episode_scope import check_session_graph, episode_scope
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound
 from tests.fakes import FakeUnitOfWork
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
+from tests.unit.callers import acting_as
 
 
 @pytest.fixture

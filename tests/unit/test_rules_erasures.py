@@ -12,19 +12,17 @@ tests/e2e/api/test_forget_user_rights.py and tests/e2e/service/test_forget_user.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
 from nexus_grpc.core import erasure as e
-from nexus_grpc.core import jobs, tenancy
+from nexus_grpc.core import jobs
 from nexus_grpc.core.erasure import Counts, Target
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain import erasure, erasures
 from nexus_grpc.domain.erasures import Erasures, _nothing_held
 from nexus_grpc.errors import InvalidArgument, NotFound, PermissionDenied
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 T1 = "t1"
 
@@ -49,17 +47,6 @@ def signals() -> JobSignals:
 @pytest.fixture
 def use(uow: FakeUnitOfWork, signals: JobSignals) -> Erasures:
     return Erasures(FakeDatabase(uow), signals, T1)
-
-
-@contextlib.contextmanager
-def acting_as(
-    tenant: str, users: frozenset[str] | None = None, all_tenants: bool = False
-) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant, users, all_tenants))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 async def _refused(call) -> NotFound:

@@ -13,19 +13,18 @@ the filter run by a real index is the whole-server tier's
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.core.documents import memory_payload
 from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.core.vectors import Cond, MatchAny, Range
 from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope, vector_filter, visible
 from nexus_grpc.errors import InvalidArgument
+from tests.unit.callers import acting_as
 
 COLUMNS = ("kind", "tier", "project_id", "user_id", "session_id", "agent_id")
 # Every owner, tier, session and agent a memory may have among two projects,
@@ -69,15 +68,6 @@ def holds(cond: Cond, payload: Mapping[str, Any]) -> bool:
 
 def _payload(row: Mapping[str, Any], tenant: str = "t1") -> dict[str, Any]:
     return memory_payload(tenant=tenant, **row)
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str, all_tenants: bool = False) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant, None, all_tenants))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 @pytest.mark.parametrize("scope", SCOPES, ids=repr)

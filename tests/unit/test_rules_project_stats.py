@@ -14,19 +14,17 @@ tests/e2e/api/test_project_stats.py.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind
 from nexus_grpc.domain import project_stats
 from nexus_grpc.domain.project_stats import ProjectStatistics
 from nexus_grpc.errors import NotFound
 from tests.fakes import FakeDatabase, FakeProjects, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 USER, PROJECT = int(MemoryKind.USER), int(MemoryKind.PROJECT)
 
@@ -69,15 +67,6 @@ MEMORIES = [
     (USER, "alice", True, 1),
     (USER, "carol", False, 3),
 ]
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str, users: frozenset[str] | None = None) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant, users))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 def _world(memories=MEMORIES, retention: float | None = None):

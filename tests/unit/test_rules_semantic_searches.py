@@ -1,11 +1,11 @@
-"""Whole semantic-mode searches (domain/retrieval/search.py) on the fakes,
-with a scripted embedder and the nearest neighbours a scripted index
-answers (which may be stale, as a derived index may briefly be): SearchEpisodes
-returns, nearest first and at most the limit, only episodes whose rows
-exist, in the asking scope and the project's retention and the window; a
-keyword search with no word to search answers nothing without searching; the
-memories' vector path alone (formation's similar memories, selection's
-fallback) keeps only memories the scope sees.
+"""Whole semantic-mode searches (domain/retrieval/search.py) on the fakes, with a
+scripted embedder and the nearest neighbours a scripted index
+(tests/unit/search_stand_ins.py) answers (which may be stale, as a derived
+index may briefly be): SearchEpisodes returns, nearest first and at most the
+limit, only episodes whose rows exist, in the asking scope and the project's
+retention and the window; a keyword search with no word to search answers
+nothing without searching; the memories' vector path alone (formation's
+similar memories, selection's fallback) keeps only memories the scope sees.
 
 Keyword and hybrid modes need the stores' full-text ranking (not faked): the
 whole-server tier's (tests/e2e/service/test_search_scope.py,
@@ -26,29 +26,11 @@ from nexus_grpc.core.models import (
     Tier,
     TimeWindow,
 )
-from nexus_grpc.core.vectors import VectorHit
 from nexus_grpc.domain.retrieval.search import EpisodeSearch, MemorySearch
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.search_stand_ins import Embedder, Index
 
 DAY = 86_400.0
-
-
-class Embedder:
-    similarity_floor = 0.1
-    similarity_temperature = 0.05
-
-    async def embed_query(self, text: str) -> list[float]:
-        return [1.0, 0.0]
-
-
-class Index:
-    def __init__(self, *hits: tuple[int, float]) -> None:
-        self.hits = [VectorHit(i, s, {}) for i, s in hits]
-        self.searched = 0
-
-    async def search(self, collection: str, vector, *, filter, limit: int):
-        self.searched += 1
-        return self.hits[:limit]
 
 
 @pytest.fixture

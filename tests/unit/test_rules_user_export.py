@@ -14,12 +14,8 @@ may export, over the wire).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
-from nexus_grpc.core import tenancy
 from nexus_grpc.core.models import MemoryKind, Session, Tier
 from nexus_grpc.core.records import (
     UPDATE,
@@ -35,17 +31,9 @@ from nexus_grpc.domain.erasures import _nothing_held
 from nexus_grpc.domain.user_export import UserExport
 from nexus_grpc.errors import InvalidArgument, NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 T1 = "t1"
-
-
-@contextlib.contextmanager
-def acting_as(tenant: str, users: frozenset[str] | None = None) -> Iterator[None]:
-    token = tenancy.bind(tenancy.Caller(tenant, users))
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 def _memory(uow: FakeUnitOfWork, user_id: str, project_id: int, kind=MemoryKind.USER) -> int:

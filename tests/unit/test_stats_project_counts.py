@@ -10,8 +10,6 @@ over the wire), and tests/unit/test_api_stats_request.py each field's check.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,20 +20,12 @@ from nexus_grpc.core.models import JobState, MemoryKind, NewEpisode, Tier
 from nexus_grpc.domain.project_stats import ProjectStatistics, ProjectStats
 from nexus_grpc.errors import NotFound
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.callers import acting_as
 
 DAY = 86_400
 TEAM = tenancy.Caller("acme")
 ALICE = tenancy.Caller("acme", frozenset({"alice"}))
 RIVAL = tenancy.Caller("other")
-
-
-@contextmanager
-def acting_as(caller: tenancy.Caller) -> Iterator[None]:
-    token = tenancy.bind(caller)
-    try:
-        yield
-    finally:
-        tenancy.reset(token)
 
 
 def _memory(uow: FakeUnitOfWork, kind: MemoryKind, project_id: int, user_id: str = "",

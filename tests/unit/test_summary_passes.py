@@ -28,6 +28,7 @@ from nexus_grpc.llm import LLMClient, LLMUnavailable
 from nexus_grpc.llm.client import ChatAnswer, StreamDelta
 from nexus_grpc.llm.tokens import estimate_messages, estimate_tokens
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.seeding import episode, project_session
 
 MODEL = "qwen2.5:3b"
 SESSION_PROMPT = "You summarise a conversation"
@@ -142,15 +143,6 @@ def model() -> Scripted:
 @pytest.fixture
 def summaries(uow: FakeUnitOfWork, model: Scripted) -> Summaries:
     return Summaries(FakeDatabase(uow), JobSignals(), model, MODEL)
-
-
-def project_session(uow: FakeUnitOfWork, name: str = "proj") -> tuple[int, int]:
-    project = uow.projects.insert({"name": name})
-    return project.id, uow.sessions.insert(f"ext-{name}", "", project.id, {}).id
-
-
-def episode(uow: FakeUnitOfWork, session_id: int, user: str = "hi", ai: str = "hello"):
-    return uow.episodes.insert(session_id, user, ai, {}, None)
 
 
 async def refused(error: type[Exception], call) -> str:

@@ -20,6 +20,7 @@ from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.summaries import Summaries, _dated_body
 from nexus_grpc.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from tests.fakes import FakeDatabase, FakeUnitOfWork
+from tests.unit.seeding import project_session
 
 
 @pytest.fixture
@@ -41,11 +42,6 @@ def in_tenant() -> Iterator[None]:
     tenancy.reset(token)
 
 
-def session_in(uow: FakeUnitOfWork, name: str = "proj", tenant: str = "default") -> tuple[int, int]:
-    project = uow.projects.insert({"name": name}, tenant)
-    return project.id, uow.sessions.insert(f"ext-{name}", "", project.id, {}, tenant).id
-
-
 def index_jobs(uow: FakeUnitOfWork) -> list[tuple[int, str]]:
     """The pending summary index jobs (target, tenant), taken off the queue."""
     found = [(j.target_id, j.tenant) for j in uow.jobs.rows if j.kind == jobs.INDEX_SUMMARY]
@@ -60,8 +56,8 @@ async def refused(error: type[Exception], call) -> str:
 
 
 async def test_a_summary_belongs_to_a_session_or_a_project_that_exists(uow, summaries):
-    pid, sid = session_in(uow)
-    _, other_sid = session_in(uow, "other")
+    pid, sid = project_session(uow)
+    _, other_sid = project_session(uow, "other")
     create = summaries.create
     assert "needs a session_id or a project_id" in await refused(
         InvalidArgument, create(0, 0, "x", {})
@@ -89,7 +85,7 @@ async def test_a_summary_belongs_to_a_session_or_a_project_that_exists(uow, summ
 
 
 async def test_another_tenants_session_or_project_reads_as_missing(uow, summaries, in_tenant):
-    pid, sid = session_in(uow, "theirs")  # the default tenant's
+    pid, sid = project_session(uow, "theirs")  # the default tenant's
     assert "summary.session_id" in await refused(
         FailedPrecondition, summaries.create(sid, 0, "x", {})
     )
@@ -110,7 +106,7 @@ async def test_another_tenants_session_or_project_reads_as_missing(uow, summarie
 
 
 async def test_summaries_are_listed_by_session_or_by_project_a_page_at_a_time(uow, summaries):
-    pid, sid = session_in(uow)
+    pid, sid = project_session(uow)
     a = await summaries.create(sid, 0, "first", {})
     b = await summaries.create(0, pid, "overview", {})
     assert [s.id for s in (await summaries.list(sid, 0, 0, "")).items] == [a.id]
@@ -125,7 +121,7 @@ async def test_summaries_are_listed_by_session_or_by_project_a_page_at_a_time(uo
 
 
 async def test_an_update_names_its_field_and_changes_only_the_content(uow, summaries):
-    _, sid = session_in(uow)
+    _, sid = project_session(uow)
     a = await summaries.create(sid, 0, "first", {"episode_count": 2})
     assert "update_mask" in await refused(InvalidArgument, summaries.update(a.id, "x", []))
     await refused(InvalidArgument, summaries.update(a.id, "x", ["episode_count"]))
@@ -138,7 +134,7 @@ async def test_an_update_names_its_field_and_changes_only_the_content(uow, summa
 async def test_a_project_without_an_overview_has_none_and_an_unknown_one_is_not_found(
     uow, summaries
 ):
-    pid, _ = session_in(uow)
+    pid, _ = project_session(uow)
     assert await summaries.get_overview(pid) is None
     assert "project 999 does not exist" in await refused(NotFound, summaries.get_overview(999))
     overview = await summaries.create(0, pid, "overview", {})
@@ -152,7 +148,7 @@ async def drain(stream) -> list:
 async def test_without_a_model_summarizing_is_unavailable_once_there_is_something_to_say(
     uow, summaries
 ):
-    pid, sid = session_in(uow)
+    pid, sid = project_session(uow)
     # Nothing to write an overview from: that is said first, model or not.
     message = await refused(FailedPrecondition, drain(summaries.summarize_project(pid)))
     assert f"project {pid} has no session summaries and no episodes" in message
@@ -170,7 +166,7 @@ async def test_each_summary_write_queues_its_index_job_in_its_tenant(uow, summar
     """Create, update and delete each queue the summary's index job with the
     write; the delete's is queued while the row is there, so it carries the
     summary's tenant (a job queued after would carry none)."""
-    _, sid = session_in(uow, "ours", "team")
+    _, sid = project_session(uow, "ours", "team")
     a = await summaries.create(sid, 0, "x", {})
     assert index_jobs(uow) == [(a.id, "team")]
     await summaries.update(a.id, "y", ["content"])
@@ -182,8 +178,8 @@ async def test_each_summary_write_queues_its_index_job_in_its_tenant(uow, summar
 async def test_a_session_moved_to_another_project_queues_its_summaries_index_jobs(uow, summaries):
     """Its summaries carry the project in their vector payload
     (domain/conversations.py's _session_moved); a rename moves nothing."""
-    _, sid = session_in(uow)
-    other, _ = session_in(uow, "elsewhere")
+    _, sid = project_session(uow)
+    other, _ = project_session(uow, "elsewhere")
     a = await summaries.create(sid, 0, "x", {})
     b = await summaries.create(sid, 0, "y", {})
     index_jobs(uow)
@@ -209,7 +205,7 @@ async def test_an_episode_count_is_a_count_a_store_keeps(uow, summaries):
     """PostgreSQL keeps episode_count in an INTEGER: a larger one was INTERNAL
     there (the fuzz soak found it); it is refused by name before anything is
     written, on both stores alike."""
-    _, session = session_in(uow)
+    _, session = project_session(uow)
     for bad in (2**31, -1):
         message = await refused(
             InvalidArgument,

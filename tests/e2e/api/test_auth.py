@@ -9,8 +9,8 @@ What the interceptor decides of one call (a missing, malformed or unknown
 key, an admin-only method, a user the key does not hold, the principal and
 tenant a servicer sees) is in tests/unit/test_auth_interceptor.py; the key
 file, the bearer key and the user ids of a request in
-tests/unit/test_auth_keys.py (whose walk sets user ids as ``request_for``
-below does: a change to one belongs in the other). Here: the wiring, every
+tests/unit/test_auth_keys.py (the keys and the walk that sets a request's
+user ids are one copy, tests/auth_walk.py, which that file proves). Here: the wiring, every
 RPC behind the check over the wire, and TLS (the settings' own checks are
 in tests/unit/test_auth_tls_settings.py).
 """
@@ -18,7 +18,6 @@ in tests/unit/test_auth_tls_settings.py).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import shutil
@@ -29,7 +28,6 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -41,39 +39,20 @@ from nexus_grpc.rpc.auth import (
     ADMIN_METHODS,
     DOMAIN_CHECKS_USER,
 )
+from tests.auth_walk import ADMIN_KEY, ALICE_KEY, ANY_KEY, KEY_FILE, OUTSIDER, has_user, request_for
 from tests.support import METHODS, bearer, start_harness
 
 # The key checks run on SQLite and on PostgreSQL (tests/conftest.py): a refused
 # call must write nothing on either store.
 BOTH_STORES = True
 
-ALICE_KEY = "alice-orchestrator-key-0001"
-ADMIN_KEY = "ops-admin-key-000000000001"
-ANY_KEY = "any-user-service-key-00001"
-OUTSIDER = "mallory"
 
 # Calls are answered before any work, so one deadline fits all.
 CALL_TIMEOUT = 10
 
 
 def key_file(path: Path) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "keys": [
-                    {"key": ALICE_KEY, "name": "orchestrator", "users": ["alice", "bob"]},
-                    {
-                        "key_sha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
-                        "name": "ops",
-                        "users": [],
-                        "admin": True,
-                    },
-                    # Shares the admin's tenant: several keys may hold one.
-                    {"key": ANY_KEY, "name": "gateway", "users": "*", "tenant": "ops"},
-                ]
-            }
-        )
-    )
+    path.write_text(json.dumps(KEY_FILE))
     return path
 
 
@@ -121,37 +100,7 @@ async def call(
     return grpc.StatusCode.OK
 
 
-def _has_user(desc: Descriptor, depth: int = 0) -> bool:
-    if depth > 6 or desc.full_name.startswith("google.protobuf."):
-        return False
-    return any(
-        (f.name == "user_id" and f.type == FieldDescriptor.TYPE_STRING)
-        or (f.message_type is not None and _has_user(f.message_type, depth + 1))
-        for f in desc.fields
-    )
-
-
-def _set_users(message: Message, user: str, depth: int = 0) -> None:
-    for f in message.DESCRIPTOR.fields:
-        if f.name == "user_id" and f.type == FieldDescriptor.TYPE_STRING:
-            setattr(message, f.name, user)
-        elif f.message_type is not None and _has_user(f.message_type, depth + 1):
-            if f.message_type.GetOptions().map_entry:
-                continue
-            if f.is_repeated:
-                _set_users(getattr(message, f.name).add(), user, depth + 1)
-            else:
-                _set_users(getattr(message, f.name), user, depth + 1)
-
-
-def request_for(method, user: str | None = None) -> Message:
-    request = GetMessageClass(method.input_type)()
-    if user is not None:
-        _set_users(request, user)
-    return request
-
-
-USER_METHODS = [(s, m) for s, m in METHODS if _has_user(m.input_type)]
+USER_METHODS = [(s, m) for s, m in METHODS if has_user(m.input_type)]
 
 
 async def test_every_method_refuses_a_call_without_a_key(auth_harness):

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from nexus_grpc.api.interceptors import ServiceInterceptor
-from nexus_grpc.rpc.interception import HandlerInterceptor
+from tests.interception_support import Recording
 
 
 async def test_a_stream_written_with_context_write_passes_through():
@@ -45,38 +44,6 @@ async def test_a_stream_written_with_context_write_passes_through():
 # --- the base every interceptor of ours builds on ------------------------------------
 
 SERVICE = "test.Kinds"
-
-
-class Recording(HandlerInterceptor[str]):
-    """Writes down every hook it is given, by method name."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, ...]] = []
-
-    def intercept(
-        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        return self.wrap(handler, details.method.rsplit("/", 1)[-1])
-
-    async def prologue(self, call: str, context: grpc.aio.ServicerContext, request: Any) -> None:
-        self.seen.append((call, "prologue", repr(request)))
-        if request == b"refuse":
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "refused in the prologue")
-
-    async def on_request(self, call: str, context: grpc.aio.ServicerContext, request: Any) -> None:
-        self.seen.append((call, "request", repr(request)))
-
-    async def on_response(
-        self, call: str, context: grpc.aio.ServicerContext, response: Any
-    ) -> None:
-        self.seen.append((call, "response", repr(response)))
-
-    async def on_error(self, call: str, context: grpc.aio.ServicerContext, exc: Exception) -> None:
-        self.seen.append((call, "error", type(exc).__name__))
-        await context.abort(grpc.StatusCode.DATA_LOSS, f"mapped: {exc}")
-
-    def epilogue(self, call: str, context: grpc.aio.ServicerContext, cancelled: bool) -> None:
-        self.seen.append((call, "epilogue", str(cancelled)))
 
 
 async def _unary_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:

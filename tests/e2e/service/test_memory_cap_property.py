@@ -3,8 +3,9 @@ refuses a user who is under their own cap, where the check and the insert
 share a transaction that other transactions may run beside.
 
 The property (random sequences of creates, archive and un-archive updates and
-deletes, each checked against a plain model of every owner's count) and its
-run on the fakes are tests/unit/test_memory_cap_fairness.py's; the count the
+deletes, each checked against a plain model of every owner's count) is
+tests/memory_cap_check.py's, and its run on the fakes
+tests/unit/test_memory_cap_fairness.py's; the count the
 rule reads is the same on the fake, SQLite and PostgreSQL by
 tests/integration/store/test_repository_contract.py. Here the domain runs on
 a real PostgreSQL database, with the property's own sequences.
@@ -22,8 +23,8 @@ from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.memories import Memories
 from nexus_grpc.store import Database
 from nexus_grpc.store import projects as project_store
+from tests.memory_cap_check import CAP, SETTINGS, check, ops
 from tests.support import HashingEmbedder
-from tests.unit.test_memory_cap_fairness import CAP, SETTINGS, check, ops
 
 
 class World:

@@ -3,36 +3,15 @@ stored after the turn that shared it, beside the README's construction, and
 found where the README's text cannot be, through a real server.
 
 What each construction sends for a conversation is tested without a server in
-tests/unit/test_eval_recall_photos.py; this test is the path's wiring."""
-
-import json
+tests/unit/test_eval_recall_photos.py; this test is the path's wiring. The
+conversation both read is tests/photo_conversation.py's."""
 
 from nexus_grpc.evaluation.recall import evaluate
+from tests.photo_conversation import conversation_file
 
 
 async def test_photos_construction_keeps_each_shared_photos_caption(harness, tmp_path):
-    conversation = {
-        "speaker_a": "Ann",
-        "speaker_b": "Bo",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {
-                "speaker": "Ann",
-                "dia_id": "D1:1",
-                "text": "Look what I finished this weekend!",
-                "img_url": ["https://example.invalid/a.jpg"],
-                "blip_caption": "a photo of a painting of a sunset over a lake",
-                "query": "painting sunrise",
-            },
-            {"speaker": "Bo", "dia_id": "D1:2", "text": "Wow, gorgeous colours"},
-            {"speaker": "Ann", "dia_id": "D1:3", "text": "We also adopted a beagle"},
-        ],
-        "qa": [
-            {"question": "Who painted a sunset?", "evidence": ["D1:1"], "category": 4},
-        ],
-    }
-    path = tmp_path / "conv.json"
-    path.write_text(json.dumps(conversation))
+    path = conversation_file(tmp_path)
     report = await evaluate(
         harness.target, [str(path)], modes=("keyword",), progress_out=None, construction="all"
     )
