@@ -6,22 +6,25 @@ a session outside any project only its own, project_id alone the project;
 a session moved into or out of a project moves its episodes with it at once,
 and a deleted project's session is NOT_FOUND; a query of FTS syntax alone has
 no word and finds nothing, without an error; a keyword hit's snippet brackets
-the word it matched.
+the word it matched; with the embedder down, a hybrid search answers from the
+keyword path alone and says why, and a semantic one is UNAVAILABLE.
 
-The same scope on the semantic and hybrid paths, and the RPC's wiring, are
-tests/e2e/service/test_search_scope.py's; the stores' own ranking and FTS
-syntax reaching a real engine are the e2e and store tiers'.
+The same scope on the semantic and hybrid paths, and the RPC's wiring (the
+x-nexus-degraded trailer among it), are tests/e2e/service/test_search_scope.py's;
+the stores' own ranking and FTS syntax reaching a real engine are the e2e and
+store tiers'.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nexus_grpc.core.models import SearchMode
+from nexus_grpc.core.models import SearchMode, SearchSource
 from nexus_grpc.core.signals import JobSignals
 from nexus_grpc.domain.conversations import Conversations
 from nexus_grpc.domain.retrieval.search import EpisodeSearch
-from nexus_grpc.errors import NotFound
+from nexus_grpc.embedding import EmbedderUnavailable
+from nexus_grpc.errors import NotFound, Unavailable
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 
 KEYWORD = SearchMode.KEYWORD
@@ -107,3 +110,36 @@ async def test_a_keyword_hit_brackets_the_word_it_matched_in_its_snippet(uow, co
     hits = await search(uow, "replication", session_id=s.id)
     assert [h.episode.user_message for h in hits] == ["postgres replication lag"]
     assert hits[0].snippet.count("[replication]") == 1
+
+
+class DownEmbedder:
+    """An embedding server that cannot be reached."""
+
+    similarity_floor = 0.1
+    similarity_temperature = 0.05
+
+    async def embed_query(self, text: str) -> list[float]:
+        raise EmbedderUnavailable("embedding server is down")
+
+
+class NoIndex:
+    async def search(self, collection: str, vector, *, filter, limit: int):
+        raise AssertionError("the index is never reached without a query vector")
+
+
+async def test_hybrid_answers_from_keywords_when_the_semantic_path_is_down(uow, conv):
+    s = await conv.create_session("", "", 0, {})
+    await conv.create_episode(s.id, "postgres replication lag", "", {}, "")
+    search = EpisodeSearch(FakeDatabase(uow), DownEmbedder(), NoIndex())  # type: ignore[arg-type]
+    reasons: list[str] = []
+    hits = [
+        h
+        async for h in search.search(
+            "replication", s.id, 0, 10, SearchMode.HYBRID, on_degraded=reasons.append
+        )
+    ]
+    assert [h.sources for h in hits] == [(SearchSource.KEYWORD,)]
+    assert len(reasons) == 1 and "embedding server is down" in reasons[0]
+    # Asking for meaning alone still says plainly that it cannot answer.
+    with pytest.raises(Unavailable):
+        [h async for h in search.search("replication", s.id, 0, 10, SearchMode.SEMANTIC)]
