@@ -567,11 +567,13 @@ class FakeEpisodes:
     characters and the next question's first, as the store's ``context``),
     ranked as SQLite ranks (``_keyword_ranked``: BM25 with the scope's IDF).
     Its words are the stores' tokens lower-cased, never stemmed and never
-    folded to ASCII: where the stores' engines go further (English stems, and
-    on SQLite diacritics), they disagree with the fake and with each other,
-    and neither the contract (test_repository_contract_keyword.py) nor a unit
-    test relies on it. Exact scores are the fake's own: only what is matched,
-    the scope, the limit and a clear-cut order are the stores'. A snippet is
+    folded to ASCII: both stores stem English words (FTS5's porter, PostgreSQL's
+    snowball, which differ in places) and SQLite folds diacritics; the fake
+    does neither, so neither the contract (test_repository_contract_keyword.py)
+    nor a unit test uses an inflected form of a query word or an accent.
+    Neither store drops stop words (the domain leaves them out of a query).
+    Exact scores are the fake's own: only what is matched, the scope, the
+    limit and a clear-cut order are the stores'. A snippet is
     the text shown whole up to SNIPPET_TOKENS tokens (longer: cut around the
     first hit), each hit in [ and ]. A project being deleted
     (FakeProjects.deleting) hides its sessions' episodes from ``get``, and
