@@ -61,6 +61,7 @@ from nexus_grpc.core.models import (
     Session,
     SummaryProgress,
     Tier,
+    TimeWindow,
     episode_text,
 )
 from nexus_grpc.core.names import best_display, display_form, index_tokens, name_key
@@ -83,6 +84,8 @@ from nexus_grpc.core.tenancy import DEFAULT_TENANT
 from nexus_grpc.core.vectors import Document, VectorTableMissing
 from nexus_grpc.domain import memory_visibility
 from nexus_grpc.errors import AlreadyExists, NotFound
+from nexus_grpc.store.episodes import CONTEXT_CHARS
+from nexus_grpc.store.keyword_scoring import K1, match_words, scope_idf
 from nexus_grpc.store.projects import COLUMNS as PROJECT_COLUMNS
 from nexus_grpc.store.projects import name_taken as project_name_taken
 from nexus_grpc.store.restore import RESTORE_KEEPS_NAME
@@ -93,6 +96,80 @@ from nexus_grpc.store.usage import DEFER_SWEEP
 def _ids() -> Iterator[int]:
     """Ids from 1, as a table's; copied with the rest by a savepoint."""
     return itertools.count(1)
+
+
+# -- the keyword index (episodes' and memories' keyword_search, keyword_matching, snippets)
+
+#: A token as both stores cut text (FTS5's unicode61, PostgreSQL's parser): a
+#: run of letters and digits, lower-cased; "_" and punctuation separate.
+_TOKEN = re.compile(r"[^\W_]+")
+#: Tokens a snippet shows around its first hit (FTS5's snippet() is given 16).
+SNIPPET_TOKENS = 16
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def _phrases(match: str) -> list[tuple[str, ...]]:
+    """The query's quoted words, each as its tokens (a word the domain kept
+    whole, such as "a_b", is a phrase of two), those with none left out."""
+    return [p for p in (tuple(_tokens(w)) for w in match_words(match)) if p]
+
+
+def _holds_phrase(tokens: Sequence[str], phrase: tuple[str, ...]) -> bool:
+    n = len(phrase)
+    return any(tuple(tokens[i : i + n]) == phrase for i in range(len(tokens) - n + 1))
+
+
+def _keyword_ranked(
+    columns: Mapping[int, Sequence[tuple[str, float]]],
+    phrases: Sequence[tuple[str, ...]],
+    total: int,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """SQLite's ranking (store/sqlite/keyword_search.py) of the rows ``columns``
+    gives (id -> (text, weight) per column): each phrase's weight in a row is
+    the sum of the weights of the columns holding it, saturated as BM25 does
+    (k1 = 1.2), times its IDF in the scope of ``total`` rows; best first,
+    newest first among equals."""
+    held = {
+        i: [sum(w for text, w in cols if _holds_phrase(_tokens(text), p)) for p in phrases]
+        for i, cols in columns.items()
+    }
+    idf = [scope_idf(total, sum(1 for h in held.values() if h[n])) for n in range(len(phrases))]
+    scored = [
+        (i, sum(idf[n] * w * (K1 + 1.0) / (w + K1) for n, w in enumerate(h) if w))
+        for i, h in held.items()
+        if any(h)
+    ]
+    return sorted(scored, key=lambda s: (-s[1], -s[0]))[:limit]
+
+
+def _snippet(text: str, phrases: Sequence[tuple[str, ...]]) -> tuple[str, bool]:
+    """``text`` with each phrase it holds in [ and ], cut to SNIPPET_TOKENS
+    tokens from just before the first hit ("…" where it was cut); and whether
+    it held one. A text of SNIPPET_TOKENS tokens or fewer is shown whole, as
+    both stores show it."""
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    tokens = [text[a:b].lower() for a, b in spans]
+    hit = [False] * len(tokens)
+    for p in phrases:
+        for i in range(len(tokens) - len(p) + 1):
+            if tuple(tokens[i : i + len(p)]) == p:
+                hit[i : i + len(p)] = [True] * len(p)
+    first = hit.index(True) if any(hit) else 0
+    start = (
+        0 if len(tokens) <= SNIPPET_TOKENS else max(0, min(first - 2, len(tokens) - SNIPPET_TOKENS))
+    )
+    end = min(len(tokens), start + SNIPPET_TOKENS)
+    out, at = [], 0 if start == 0 else spans[start][0]
+    for i in range(start, end):
+        a, b = spans[i]
+        out.append(text[at:a] + (f"[{text[a:b]}]" if hit[i] else text[a:b]))
+        at = b
+    tail = text[at:] if end == len(tokens) else "…"
+    return ("…" if start else "") + "".join(out) + tail, any(hit)
 
 
 class FakeProjects:
@@ -484,11 +561,21 @@ class FakeSessions:
 class FakeEpisodes:
     """Episodes and their job states, in their sessions' tenants and projects.
 
-    Not faked: the keyword index (``keyword_search``, ``keyword_matching``,
-    ``snippets``): each store matches and ranks with its own full-text engine
-    (FTS5's bm25 over the turn and its neighbours' context, PostgreSQL's
-    ts_rank), which a fake could only imitate with made-up scores; a rule that
-    needs them has a whole-server test. A project being deleted
+    The keyword index (``keyword_search``, ``keyword_matching``, ``snippets``)
+    is a plain one: an episode is found by its own turns and by its
+    neighbouring turns' text (the previous answer's last CONTEXT_CHARS
+    characters and the next question's first, as the store's ``context``),
+    ranked as SQLite ranks (``_keyword_ranked``: BM25 with the scope's IDF).
+    Its words are the stores' tokens lower-cased, never stemmed and never
+    folded to ASCII: both stores stem English words (FTS5's porter, PostgreSQL's
+    snowball, which differ in places) and SQLite folds diacritics; the fake
+    does neither, so neither the contract (test_repository_contract_keyword.py)
+    nor a unit test uses an inflected form of a query word or an accent.
+    Neither store drops stop words (the domain leaves them out of a query).
+    Exact scores are the fake's own: only what is matched, the scope, the
+    limit and a clear-cut order are the stores'. A snippet is
+    the text shown whole up to SNIPPET_TOKENS tokens (longer: cut around the
+    first hit), each hit in [ and ]. A project being deleted
     (FakeProjects.deleting) hides its sessions' episodes from ``get``, and
     keeps none of them by ``retention_cutoff``.
     """
@@ -723,6 +810,73 @@ class FakeEpisodes:
         for i in failed:
             self.rows[i] = replace(self.rows[i], extract_state=JobState.PENDING, extract_error="")
         return failed
+
+    # -- the keyword index
+
+    def _columns(self, episode: Episode) -> list[tuple[str, float]]:
+        """What keyword search reads of an episode, weighted as the stores
+        weigh it: its own turns 1.0 each, its neighbouring turns 0.5."""
+        mine = self._of_session(episode.session_id)
+        before = [e for e in mine if e.id < episode.id]
+        after = [e for e in mine if e.id > episode.id]
+        context = (
+            (before[-1].ai_response[-CONTEXT_CHARS:] if before else "")
+            + "\n"
+            + (after[0].user_message[:CONTEXT_CHARS] if after else "")
+        )
+        return [(episode.user_message, 1.0), (episode.ai_response, 1.0), (context, 0.5)]
+
+    def keyword_search(
+        self,
+        match: str,
+        session_ids: Sequence[int] | None,
+        limit: int,
+        window: TimeWindow | None = None,
+    ) -> list[tuple[int, float]]:
+        """(episode id, score with higher better), best first: the episodes of
+        ``session_ids`` (every session's, when None) that occurred inside
+        ``window``, the IDF counted over them."""
+        phrases = _phrases(match)
+        if not phrases or (session_ids is not None and not session_ids):
+            return []
+        wanted = None if session_ids is None else set(session_ids)
+        scope = [
+            e
+            for e in self.rows.values()
+            if (wanted is None or e.session_id in wanted)
+            and (window is None or window.holds(e.occur_at))
+        ]
+        columns = {e.id: self._columns(e) for e in scope}
+        return _keyword_ranked(columns, phrases, len(scope), limit)
+
+    def _matches(self, match: str, ids: Sequence[int]) -> list[Episode]:
+        phrases = _phrases(match)
+        return [
+            self.rows[i]
+            for i in dict.fromkeys(ids)
+            if i in self.rows
+            and any(
+                _holds_phrase(_tokens(text), p)
+                for text, _ in self._columns(self.rows[i])
+                for p in phrases
+            )
+        ]
+
+    def keyword_matching(self, match: str, ids: Sequence[int]) -> set[int]:
+        """The ids among ``ids`` that ``match`` matches (in the episode or its
+        neighbouring turns), however they would rank."""
+        return {e.id for e in self._matches(match, ids)}
+
+    def snippets(self, match: str, ids: Sequence[int]) -> dict[int, str]:
+        """The matching text of each id that matches: the user message's when
+        it holds a hit or the answer holds none, else the answer's."""
+        phrases = _phrases(match)
+        out = {}
+        for e in self._matches(match, ids):
+            user, in_user = _snippet(e.user_message, phrases)
+            answer, in_answer = _snippet(e.ai_response, phrases)
+            out[e.id] = user if in_user or not in_answer else answer
+        return out
 
 
 @dataclass
@@ -1683,8 +1837,11 @@ class FakeMemories:
     """Memories, their history, their usage, formation's candidates and
     selections' answers. Visibility is the domain's rule in Python
     (domain/memory_visibility.visible), with the caller's tenant and expiry
-    as the store's SQL adds them. Keyword search (the stores' own full-text
-    ranking) is not faked: a rule that needs it has a whole-server test.
+    as the store's SQL adds them. Keyword search matches a memory's title and
+    content as FakeEpisodes' index matches an episode's turns (the same
+    tokens, no stems), ranked as SQLite ranks: the IDF counted over the
+    owners' memories (the user's USER memories in the caller's tenant and the
+    project's PROJECT memories), the visibility rule deciding what is found.
 
     A write queues no index job: the domain queues it (domain/memory_upkeep.py).
     """
@@ -1874,6 +2031,45 @@ class FakeMemories:
             i: self.rows[i]
             for i in ids
             if i in self.rows and self._visible(self.rows[i], scope, at)
+        }
+
+    def keyword_search(
+        self, match: str, scope: MemoryScope, limit: int, *, at: float | None = None
+    ) -> list[tuple[Memory, float]]:
+        """(memory, score with higher better), best first, of those the scope sees."""
+        phrases = _phrases(match)
+        if not phrases or (not scope.project_id and not scope.user_id):
+            return []
+        tenant = tenancy.visible()
+        total = sum(
+            1
+            for m in self.rows.values()
+            if (
+                m.kind == MemoryKind.USER
+                and m.user_id == scope.user_id
+                and tenant in (None, m.tenant)
+            )
+            or (m.kind == MemoryKind.PROJECT and m.project_id == scope.project_id)
+        )
+        columns = {
+            m.id: [(m.title, 1.0), (m.content, 1.0)]
+            for m in self.rows.values()
+            if self._visible(m, scope, at)
+        }
+        return [(self.rows[i], s) for i, s in _keyword_ranked(columns, phrases, total, limit)]
+
+    def keyword_matching(self, match: str, ids: Sequence[int]) -> set[int]:
+        """The ids among ``ids`` that ``match`` matches, however they would rank."""
+        phrases = _phrases(match)
+        return {
+            i
+            for i in ids
+            if i in self.rows
+            and any(
+                _holds_phrase(_tokens(text), p)
+                for text in (self.rows[i].title, self.rows[i].content)
+                for p in phrases
+            )
         }
 
     def scope_sample(self, scope: MemoryScope, limit: int, *, at: float | None = None) -> list[str]:

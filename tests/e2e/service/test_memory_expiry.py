@@ -1,11 +1,14 @@
 """Memory expiry over gRPC: expire_time or ttl on create, hidden from every read
-from the moment it expires, removed with its index point by a durable job;
-TASK-tier memories go with their deleted session. The domain's rules (what
-expiry is refused, where each write puts the job, what the job does, the cap,
-an expired memory missing by id and from the listing before the job runs) are
-tests/unit/test_memory_expiry_rules.py's; these are the wiring: the RPCs'
-status codes, every search path hiding it, the worker removing the row and
-its point, a session's delete."""
+from the moment it expires, removed with its index point by a durable job.
+The domain's rules (what expiry is refused, where each write puts the job,
+what the job does, the cap, an expired memory missing by id and from the
+listing before the job runs) are tests/unit/test_memory_expiry_rules.py's,
+an expired memory hidden from keyword search
+tests/unit/test_search_rules_retention_keyword.py's, and the TASK-tier
+memories that go with a deleted session tests/unit/test_isolation_session_memories.py's
+(DeleteSession's wiring: tests/e2e/service/test_conversations.py). These are
+the wiring: the RPCs' status codes, the semantic path and selection hiding
+it, the worker removing the row and its point."""
 
 from __future__ import annotations
 
@@ -47,14 +50,13 @@ async def seen_everywhere(h, project_id: int, user: str) -> dict[str, set[int]]:
     scope = memory_pb2.MemoryScope(project_id=project_id, user_id=user)
     listed = await h.memory.ListMemories(memory_pb2.ListMemoriesRequest(scope=scope, page_size=100))
     found = {"list": {x.id for x in listed.memories}}
-    for name, mode in (
-        ("keyword", memory_pb2.SEARCH_MODE_KEYWORD),
-        ("semantic", memory_pb2.SEARCH_MODE_SEMANTIC),
-    ):
-        hits = h.memory.SearchMemories(
-            memory_pb2.SearchMemoriesRequest(query="zebra", scope=scope, limit=50, mode=mode)
+    # Keyword search: tests/unit/test_search_rules_retention_keyword.py.
+    hits = h.memory.SearchMemories(
+        memory_pb2.SearchMemoriesRequest(
+            query="zebra", scope=scope, limit=50, mode=memory_pb2.SEARCH_MODE_SEMANTIC
         )
-        found[name] = {x.memory.id async for x in hits}
+    )
+    found["semantic"] = {x.memory.id async for x in hits}
     selected = h.memory.SelectMemories(
         memory_pb2.SelectMemoriesRequest(prompt="zebra?", scope=scope, limit=50)
     )
@@ -206,43 +208,3 @@ async def test_bad_expiry_is_refused_by_name_and_writes_nothing(harness):
         assert code == grpc.StatusCode.INVALID_ARGUMENT and field in details, details
     assert await rows(h, "SELECT id FROM memories") == []
     assert await rows(h, "SELECT id FROM jobs WHERE kind = 'expire:memory'") == []
-
-
-async def test_task_memories_go_with_their_deleted_session(harness):
-    h = harness
-    project = await h.memory.CreateProject(
-        memory_pb2.CreateProjectRequest(project=memory_pb2.Project(name="p"))
-    )
-    s1 = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
-    )
-    s2 = await h.memory.CreateSession(
-        memory_pb2.CreateSessionRequest(session=memory_pb2.Session(project_id=project.id))
-    )
-    made = {}
-    for name, session, tier in (
-        ("task", s1.id, memory_pb2.TIER_TASK),
-        ("session", s1.id, memory_pb2.TIER_SESSION),
-        ("longterm", s1.id, memory_pb2.TIER_LONGTERM),
-        ("other task", s2.id, memory_pb2.TIER_TASK),
-    ):
-        mem = await h.memory.CreateMemory(
-            memory_pb2.CreateMemoryRequest(
-                memory=memory_pb2.Memory(
-                    kind=P,
-                    project_id=project.id,
-                    session_id=session,
-                    tier=tier,
-                    title=name,
-                    content="c",
-                )
-            )
-        )
-        made[name] = mem.id
-    await indexed(h)
-    await h.memory.DeleteSession(memory_pb2.DeleteSessionRequest(id=s1.id))
-    left = {r[0] for r in await rows(h, "SELECT id FROM memories")}
-    assert left == {made["session"], made["longterm"], made["other task"]}
-    await indexed(h)
-    points = await h.app.index.retrieve_ids(vector_collections.MEMORIES.name, list(made.values()))
-    assert points == left

@@ -3,7 +3,7 @@
 Random interleavings of create, update, delete (one at a time and all of one
 user's), expiry (a memory's expire_at passing), history reads, indexing,
 list, keyword/semantic/hybrid search, selection and project export run against the real
-domain objects, a real SQLite database and the embedded vector index.
+domain objects, a real PostgreSQL database and its pgvector index.
 After every read the answer is compared with a plain Python model of who may
 see what: nothing outside the viewer's scope is ever returned, and list and
 keyword search return exactly the visible set.
@@ -19,11 +19,14 @@ an admin's, who sees both), and a memory of another tenant must be exactly as
 invisible and unaddressable as one that does not exist.  Creating a memory in
 another tenant's project or session is refused as if it did not exist.
 
-It runs on SQLite (with the Qdrant index) and on PostgreSQL (with pgvector in
-the same database, its scope filters turned into SQL, and new memories' vectors
-written in their rows' transactions). ``max_examples`` is 200 on SQLite and
-40 on PostgreSQL (each example costs more round trips there) by default;
-``NEXUS_SOAK=1`` runs far more.
+It runs on PostgreSQL (with pgvector in the same database, its scope filters
+turned into SQL, and new memories' vectors written in their rows'
+transactions), 40 examples by default; ``NEXUS_SOAK=1`` runs far more. The
+same machine without the vector paths (list, keyword search, a model's
+selection, export, every write) runs on the fakes, whose keyword index and
+visibility are the stores' by contract, in
+tests/unit/test_isolation_memory_property.py; the vector filter's translation
+for Qdrant is tests/unit/test_vector_filters_translation.py's.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -67,6 +69,8 @@ from nexus_grpc.store import projects as project_store
 from nexus_grpc.store import sessions as session_store
 from nexus_grpc.store.memories import Memory
 from nexus_grpc.store.memory_history import Revision
+from nexus_grpc.store.postgres.database import PostgresDatabase
+from nexus_grpc.store.postgres.vector_index import PgVectorIndex
 from nexus_grpc.vectors import VectorIndex
 from nexus_grpc.workers.indexer import Indexer
 from tests.support import HashingEmbedder
@@ -143,22 +147,13 @@ class HostileLLM:
 class World:
     """One database, index and loop shared by every example (reset between)."""
 
-    def __init__(self, tmp: Path, database_url: str = "") -> None:
+    def __init__(self, database_url: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.embedder = HashingEmbedder()
         self.inline: InlineVectors | None = None
-        if database_url:
-            from nexus_grpc.store.postgres.database import PostgresDatabase
-            from nexus_grpc.store.postgres.vector_index import PgVectorIndex
-
-            self.db = cast(Database, PostgresDatabase(database_url))
-            self.index: VectorIndex = PgVectorIndex(database_url)
-            self.inline = InlineVectors(self.embedder)
-        else:
-            from nexus_grpc.vectors import QdrantVectorIndex
-
-            self.db = Database(tmp / "prop.sqlite3", synchronous="OFF")
-            self.index = QdrantVectorIndex(location=":memory:")
+        self.db = cast(Database, PostgresDatabase(database_url))
+        self.index: VectorIndex = PgVectorIndex(database_url)
+        self.inline = InlineVectors(self.embedder)
         self.run(self._open())
 
     async def _open(self) -> None:
@@ -533,19 +528,17 @@ def make_machine(world: World):
     return IsolationMachine
 
 
-EXAMPLES = {"sqlite": 5000 if SOAK else 200, "postgresql": 1000 if SOAK else 40}
+EXAMPLES = 1000 if SOAK else 40
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_memory_isolation_state_machine(tmp_path, store, request):
-    url = request.getfixturevalue("pg_url") if store == "postgresql" else ""
-    world = World(tmp_path, url)
+def test_memory_isolation_state_machine(pg_url):
+    world = World(pg_url)
     try:
         machine = make_machine(world)
         run_state_machine_as_test(
             machine,
             settings=settings(
-                max_examples=EXAMPLES[store],
+                max_examples=EXAMPLES,
                 stateful_step_count=50 if SOAK else 25,
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -557,6 +550,5 @@ def test_memory_isolation_state_machine(tmp_path, store, request):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_memory_isolation_soak(tmp_path, store, request):
-    test_memory_isolation_state_machine(tmp_path, store, request)
+def test_memory_isolation_soak(pg_url):
+    test_memory_isolation_state_machine(pg_url)

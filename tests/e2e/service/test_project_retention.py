@@ -1,8 +1,10 @@
 """A project's retention: its sessions, episodes and summaries past it are
-hidden from every read at once (every search mode, the exports, the
-summaries' reads), and a durable job deletes them with their index points
-(one sweep here, for the worker's wiring: its job runs, the points leave the
-vector index, the kept turn is keyword-searchable). What a sweep deletes and
+hidden from every read at once (the semantic and hybrid searches, the exports,
+the summaries' reads; keyword search in
+tests/unit/test_search_rules_retention_keyword.py, on the fakes), and a
+durable job deletes them with their index points (one sweep here, for the
+worker's wiring: its job runs, the points leave the vector index, the kept
+turn is keyword-searchable). What a sweep deletes and
 keeps (summaries included), when it runs next, and a summary written only
 from exchanges past the retention hidden before it, are the domain's, tested
 on the fakes in tests/unit/test_retention_sweep.py; which retention a project
@@ -30,8 +32,8 @@ from tests.support import wait_until
 BOTH_STORES = True
 
 DAY = 86_400
+# Keyword search: tests/unit/test_search_rules_retention_keyword.py.
 MODES = [
-    memory_pb2.SEARCH_MODE_KEYWORD,
     memory_pb2.SEARCH_MODE_SEMANTIC,
     memory_pb2.SEARCH_MODE_HYBRID,
 ]

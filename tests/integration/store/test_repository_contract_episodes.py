@@ -1,7 +1,7 @@
 """The episode repository's contract: the same cases on the fake
 (tests/fakes.py), SQLite and PostgreSQL (the ``run`` fixture,
-tests/integration/store/conftest.py). The keyword index is the stores' own
-and is not faked (tests/fakes.py, FakeEpisodes)."""
+tests/integration/store/conftest.py). The keyword index has its own
+contract file (test_repository_contract_keyword.py)."""
 
 from __future__ import annotations
 
