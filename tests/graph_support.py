@@ -1,6 +1,10 @@
 """Helpers of the graph and extraction tests: a harness wired to the Ollama
-stand-in with fast retries, the canned extraction answers, and short-hand
-calls that create a project, a session or an episode."""
+stand-in with fast retries, the canned extraction answers (and ``answer`` to
+write one, ``script`` to give it to an episode's extraction), short-hand
+calls that create a project, a session or an episode (``say``: one whose
+extraction is done), and a project's entities. Not a test module: the entity
+resolution and graph tests (tests/e2e/service/test_entity_resolution.py,
+test_graph_time_and_merges.py, ...) share them."""
 
 from __future__ import annotations
 
@@ -81,3 +85,45 @@ async def expect_status(coro, code: grpc.StatusCode, text: str = "") -> str:
     assert info.value.code() == code, info.value.details()
     assert text in info.value.details(), info.value.details()
     return info.value.details()
+
+
+def answer(entities, relationships=(), ended=()):
+    """An extraction's answer: entities as (name, type, notes), facts as
+    (from, label, to), ended facts alike."""
+    return {
+        "entities": [{"name": n, "type": t, "notes": notes} for n, t, notes in entities],
+        "relationships": [
+            {"from": a, "to": b, "label": label, "notes": None} for a, label, b in relationships
+        ],
+        "ended": [{"from": a, "to": b, "label": label} for a, label, b in ended],
+    }
+
+
+def script(stub, user: str, reply: dict) -> None:
+    """Answer the extraction of the episode whose user message is ``user``."""
+    stub.add_rule(reply, contains=f"User message:\n{user}\n")
+
+
+async def say(h: Harness, stub, session_id: int, user: str, reply: dict, **kw):
+    """An episode saying ``user``, its extraction answered ``reply``; waits
+    until it is done and returns the episode and its event."""
+    script(stub, user, reply)
+    ep = await h.memory.CreateEpisode(
+        memory_pb2.CreateEpisodeRequest(
+            session_id=session_id, user_message=user, ai_response="Noted.", **kw
+        )
+    )
+    event = await event_for(h, ep.id)
+    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE, event.error
+    return ep, event
+
+
+async def entities_of(h: Harness, project_id: int) -> list[graph_pb2.Entity]:
+    """The project's entities (its first hundred)."""
+    return list(
+        (
+            await h.graph.ListEntities(
+                graph_pb2.ListEntitiesRequest(project_id=project_id, page_size=100)
+            )
+        ).entities
+    )

@@ -1,7 +1,9 @@
 """The users' own settings files that ``hooks install`` must give back byte
 for byte, in each shape a file may take (Claude Code's settings.json,
 Gemini's with comments, Codex's config.toml), the events each host gets our
-hook on, and ``ours``, our commands among an event's groups. Not a test
+hook on, ``ours``, our commands among an event's groups, and
+``assert_ours_after_theirs``, what an install must leave of the user's
+settings around our groups. Not a test
 module: the edits as text (tests/unit/test_hooks_settings_text.py, every
 shape) and the edits on real files (test_hooks_install_files.py, one shape
 per branch of ``uninstall``) are tested on the same files."""
@@ -62,3 +64,18 @@ def ours(data: dict, event: str) -> list[str]:
         for h in g["hooks"]
         if "hooks run" in h["command"]
     ]
+
+
+def assert_ours_after_theirs(before: dict, after: dict, events, command: str) -> None:
+    """``after`` (settings read back after an install) holds ``command`` once
+    on each of ``events``, after the user's own groups; every other key and
+    every group of ``before`` is kept as it was."""
+    for event in events:
+        assert ours(after, event) == [command]
+        their_groups = before.get("hooks", {}).get(event, [])
+        assert after["hooks"][event][: len(their_groups)] == their_groups  # theirs first
+    assert {k: v for k, v in after.items() if k != "hooks"} == {
+        k: v for k, v in before.items() if k != "hooks"
+    }
+    for event, groups in before.get("hooks", {}).items():
+        assert after["hooks"][event][: len(groups)] == groups

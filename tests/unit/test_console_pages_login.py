@@ -1,6 +1,6 @@
 """The console's login, logout and retry-every-failed-extraction routes
 (console/routes.py), in-process on the stand-in client of
-tests/unit/test_console_pages_reads.py: what the login form answers to a wrong
+tests/unit/console_stand_ins.py: what the login form answers to a wrong
 token, a right one and one too many wrong ones, the login cookie over TLS, a
 console on loopback that asks no login, the logout, and the confirmed retry.
 The guard's own rules (the cookie's value and lifetime, the limits' arithmetic)
@@ -19,7 +19,7 @@ from nexus_grpc.console.routes import build_app
 from nexus_grpc.console.security import CSRF_COOKIE, LOGIN_COOKIE, GuardSettings, LoginLimits
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.unit.test_console_pages_reads import StandIn
+from tests.unit.console_stand_ins import StandIn
 
 TOKEN = "t" * 32
 

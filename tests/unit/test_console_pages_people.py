@@ -1,5 +1,5 @@
 """A person's pages (console/people.py) from a stand-in client's answers
-(tests/unit/test_console_pages_reads.py's): the user page counts
+(tests/unit/console_stand_ins.py's): the user page counts
 ExportUser's records as they pass, by kind and by project, episodes written
 for the user in others' sessions apart; the projects named, as far as the key
 may read them; the receipts list; an erasure's page. The typed id, the
@@ -17,7 +17,7 @@ from nexus_grpc.client import NexusClientError
 from nexus_grpc.console import people
 from nexus_grpc.console.params import BadRequest
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.unit.test_console_pages_reads import StandIn, Stream, by_id
+from tests.unit.console_stand_ins import StandIn, Stream, by_id
 
 
 def _session(i: int, project: int) -> memory_pb2.ExportRecord:

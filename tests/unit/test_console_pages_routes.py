@@ -1,5 +1,5 @@
 """The console's routes (console/routes.py) and their templates, in-process:
-the app built on a stand-in client (tests/unit/test_console_pages_reads.py's)
+the app built on a stand-in client (tests/unit/console_stand_ins.py's)
 and called through httpx's ASGI transport, with no server, channel or socket.
 
 What a route decides itself: the HTTP status of each gRPC status and of a
@@ -31,7 +31,7 @@ from nexus_grpc.console.routes import HTTP_STATUS, build_app
 from nexus_grpc.console.security import CSRF_COOKIE, GuardSettings
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.unit.test_console_pages_reads import ATLAS, PROJECT, Answer, StandIn, Stream
+from tests.unit.console_stand_ins import ATLAS, PROJECT, Answer, StandIn, Stream
 
 HOST = "127.0.0.1:8090"
 

@@ -1,6 +1,6 @@
 """What ``pip install 'nexus-grpc[console]'`` brings, read from pyproject.toml and
 the installed distributions' metadata: the console's web stack and the client, no
-server dependency (the walk of tests/unit/test_mcp_packaging.py).
+server dependency (the walk of tests/unit/distribution_walk.py).
 
 (The console serving where the server's dependencies cannot import, and the
 command without the extra, in child interpreters:
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import tomllib
 
-from tests.unit.test_mcp_packaging import ROOT, SERVER_DISTRIBUTIONS, _closure, _name
+from tests.unit.distribution_walk import ROOT, SERVER_DISTRIBUTIONS, closure, distribution_name
 
 
 def test_the_console_extra_brings_no_server_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extra = project["optional-dependencies"]["console"]
-    assert [_name(r) for r in extra] == ["starlette", "uvicorn", "jinja2"]
-    brought = _closure(extra + project["dependencies"])
+    assert [distribution_name(r) for r in extra] == ["starlette", "uvicorn", "jinja2"]
+    brought = closure(extra + project["dependencies"])
     assert {"starlette", "uvicorn", "jinja2", "grpcio"} <= brought
     assert brought.isdisjoint(SERVER_DISTRIBUTIONS), brought & SERVER_DISTRIBUTIONS

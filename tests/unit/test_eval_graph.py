@@ -11,7 +11,6 @@ the LLM settles later stay whole-server, in tests/e2e/service/test_graph_eval.py
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +20,7 @@ from nexus_grpc.evaluation.graph_set import ENTITY_TYPES, DataError, load
 from nexus_grpc.llm.extraction_prompts import ENTITY_TYPES as SERVICE_TYPES
 from nexus_grpc.llm.resolution_prompts import Candidate, Question, build_resolution_messages
 from tests.careful_model import CarefulModel
-
-DEV_SET = Path(__file__).resolve().parents[2] / "bench" / "eval" / "graph-dev.json"
-
+from tests.unit.graph_dev_set import DEV_SET, changed_dev_set
 
 # The arithmetic ---------------------------------------------------------------------
 
@@ -88,14 +85,6 @@ def test_a_mention_is_found_by_its_surface_among_its_episodes_entities():
 # The set format -------------------------------------------------------------------------
 
 
-def _set(tmp_path: Path, mutate) -> Path:
-    data = json.loads(DEV_SET.read_text(encoding="utf-8"))
-    mutate(data)
-    path = tmp_path / "set.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize(
     ("mutate", "place", "problem"),
     [
@@ -133,7 +122,7 @@ def _set(tmp_path: Path, mutate) -> Path:
     ],
 )
 def test_a_bad_set_fails_naming_the_place(tmp_path, mutate, place, problem):
-    path = _set(tmp_path, mutate)
+    path = changed_dev_set(tmp_path, mutate)
     with pytest.raises(DataError) as info:
         load([path])
     assert f"{path}: {place}: " in str(info.value) and problem in str(info.value)
@@ -151,7 +140,7 @@ def test_the_set_knows_the_services_entity_types_and_the_dev_set_is_big_enough()
 
 
 def test_a_bad_set_stops_the_command_with_its_place(tmp_path, capsys):
-    path = _set(tmp_path, lambda d: d["projects"][0].pop("expected"))
+    path = changed_dev_set(tmp_path, lambda d: d["projects"][0].pop("expected"))
     assert cli_main(["eval", "graph", "--target", "127.0.0.1:1", "--data", str(path)]) == 2
     assert f"{path}: projects[0]: missing 'expected'" in capsys.readouterr().err
 

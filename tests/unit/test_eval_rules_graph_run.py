@@ -1,6 +1,7 @@
 """``nexus-grpc eval graph``'s run (evaluation/graph_eval.py) without a server:
-its calls answered by stand-in stubs (an object per service whose methods
-answer a request from a table), its report's arithmetic on plain values.
+its calls answered by stand-in stubs (tests/unit/grpc_stubs.py: an object
+per service whose methods answer a request from a table), its report's
+arithmetic on plain values.
 
 What an episode's event tells (its status, its entities; none within the
 timeout), a server that cannot extract stopping the run with the reason, an
@@ -39,31 +40,9 @@ from nexus_grpc.evaluation.graph_set import (
 )
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests.unit.grpc_stubs import Stub
 
 JUNE = 1_717_200_000.0  # 2024-06-01
-
-
-class Stub:
-    """A gRPC stub's stand-in: ``Name(request, timeout=, metadata=)`` answered
-    by ``answers[Name](request)``, each request recorded."""
-
-    def __init__(self, **answers: Any) -> None:
-        self.answers = answers
-        self.requests: dict[str, list[Any]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        answer = self.answers[name]
-
-        async def call(request: Any, timeout: Any = None, metadata: Any = None) -> Any:  # noqa: ASYNC109
-            self.requests.setdefault(name, []).append(request)
-            found = answer(request) if callable(answer) else answer
-            if isinstance(found, BaseException):
-                raise found
-            return found
-
-        return call
 
 
 def client(memory: Stub | None = None, graph: Stub | None = None) -> graph_eval._Client:

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from nexus_grpc.evaluation.graph_set import DataError, load
-from tests.unit.test_eval_graph import DEV_SET, _set
+from tests.unit.graph_dev_set import DEV_SET, changed_dev_set
 
 P0 = "projects[0]"
 E0 = f"{P0}.sessions[0].episodes[0]"
@@ -56,7 +56,7 @@ CASES = [
 
 @pytest.mark.parametrize(("mutate", "place", "problem"), CASES)
 def test_a_bad_set_is_refused_naming_the_place_of_what_is_wrong(tmp_path, mutate, place, problem):
-    path = _set(tmp_path, mutate)
+    path = changed_dev_set(tmp_path, mutate)
     entities = len(json.loads(DEV_SET.read_text())["projects"][0]["expected"]["entities"])
     with pytest.raises(DataError) as info:
         load([path])
@@ -90,7 +90,7 @@ def test_the_same_words_twice_in_a_set_are_refused(tmp_path):
         first[1]["user"] = first[0]["user"]
 
     with pytest.raises(DataError, match=r"episodes\[1\]\.user: the same text as"):
-        load([_set(tmp_path, mutate)])
+        load([changed_dev_set(tmp_path, mutate)])
 
 
 def test_a_loaded_set_knows_which_facts_hold_now_and_which_held_at_a_time():

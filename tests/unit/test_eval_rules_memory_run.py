@@ -1,7 +1,7 @@
 """``nexus-grpc eval memories``' run (evaluation/memory_eval.py) without a
 server: which fact a memory states, the set's refusals, a formation's end
 read from its events, the storing and reading back on stand-in stubs
-(tests/unit/test_eval_rules_graph_run.py's), and the printed report.
+(tests/unit/grpc_stubs.py's), and the printed report.
 
 Its scoring on hand-made memories is in test_eval_memory.py; the dev set
 against issue 27's bar, through a real server, stays in
@@ -18,7 +18,7 @@ from nexus_grpc.evaluation import memory_eval
 from nexus_grpc.evaluation.memory_eval import DataError, EvalError, Fact, match
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.unit.test_eval_rules_graph_run import Stub
+from tests.unit.grpc_stubs import Stub
 
 FACTS = {
     "a-home": Fact("a-home", "alice", ("The user lives in Porto.",)),

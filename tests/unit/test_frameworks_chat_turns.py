@@ -14,57 +14,13 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     ChatMessage,
     HumanMessage,
-    SystemMessage,
-    ToolMessage,
 )
 
 from nexus_grpc.integrations import langchain
 from nexus_grpc.integrations.exchanges import Conversation, Exchange, Said
-
-WEATHER_TURN = (
-    '[tool call] get_weather({"city": "Paris"})\n\n'
-    "[tool result] get_weather: 18°C and sunny in Paris\n\n"
-    "It is 18°C and sunny in Paris."
-)
-
-
-def langchain_conversation() -> list:
-    return [
-        AIMessage("Hello! How can I help?"),
-        SystemMessage("Answer briefly."),
-        HumanMessage("What's the weather in Paris?"),
-        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "c1"}]),
-        ToolMessage("18°C and sunny in Paris", tool_call_id="c1"),
-        AIMessage("It is 18°C and sunny in Paris."),
-        HumanMessage(
-            [
-                {"type": "text", "text": "And this one?"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-            ]
-        ),
-        # A streamed answer, accumulated: a chunk.
-        AIMessageChunk(
-            [{"type": "reasoning", "reasoning": "a bridge"}, {"type": "text", "text": "Oslo."}]
-        ),
-        HumanMessage("Thanks!"),
-    ]
-
-
-EXPECTED = [
-    (
-        "What's the weather in Paris?",
-        WEATHER_TURN,
-        {
-            "messages_before": [
-                {"role": "assistant", "text": "Hello! How can I help?"},
-                {"role": "system", "text": "Answer briefly."},
-            ]
-        },
-    ),
-]
+from tests.agent_conversation import EXPECTED, langchain_conversation
 
 
 def exchanges(said: list[Said]) -> tuple[list[tuple[str, str, dict]], list[Said]]:

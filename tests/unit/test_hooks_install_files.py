@@ -31,6 +31,7 @@ from tests.unit.hooks_settings_shapes import (
     CLAUDE_SHAPES,
     CODEX_CONFIGS,
     GEMINI_WITH_COMMENTS,
+    assert_ours_after_theirs,
     ours,
 )
 
@@ -69,15 +70,10 @@ def test_claude_settings_come_back_byte_for_byte(tmp_path, shape):
 
     do_install("claude-code", project, home, target="10.0.0.5:50051")
     after = json.loads(settings.read_text())
-    for event in ("SessionStart", "UserPromptSubmit", "Stop"):
-        assert ours(after, event) == ["nexus-grpc hooks run claude-code --target 10.0.0.5:50051"]
-        their_groups = before.get("hooks", {}).get(event, [])
-        assert after["hooks"][event][: len(their_groups)] == their_groups  # theirs first
-    assert {k: v for k, v in after.items() if k != "hooks"} == {
-        k: v for k, v in before.items() if k != "hooks"
-    }
-    for event, groups in before.get("hooks", {}).items():
-        assert after["hooks"][event][: len(groups)] == groups
+    assert_ours_after_theirs(
+        before, after, ("SessionStart", "UserPromptSubmit", "Stop"),
+        "nexus-grpc hooks run claude-code --target 10.0.0.5:50051",
+    )  # fmt: skip
 
     do_install("claude-code", project, home, target="10.0.0.6:50051")  # again: replaces
     again = json.loads(settings.read_text())

@@ -31,6 +31,7 @@ from tests.unit.hooks_settings_shapes import (
     CODEX_CONFIGS,
     GEMINI_EVENTS,
     GEMINI_WITH_COMMENTS,
+    assert_ours_after_theirs,
     ours,
 )
 
@@ -52,15 +53,7 @@ def test_claude_settings_come_back_byte_for_byte(shape):
     before = json_text.parse(original).data()
     text, created = added(original, "claude-code", CLAUDE_EVENTS, "10.0.0.5:50051")
     after = json.loads(text)
-    for event in CLAUDE_EVENTS:
-        assert ours(after, event) == [command("claude-code", "10.0.0.5:50051")]
-        their_groups = before.get("hooks", {}).get(event, [])
-        assert after["hooks"][event][: len(their_groups)] == their_groups  # theirs first
-    assert {k: v for k, v in after.items() if k != "hooks"} == {
-        k: v for k, v in before.items() if k != "hooks"
-    }
-    for event, groups in before.get("hooks", {}).items():
-        assert after["hooks"][event][: len(groups)] == groups
+    assert_ours_after_theirs(before, after, CLAUDE_EVENTS, command("claude-code", "10.0.0.5:50051"))
 
     # Installing again replaces ours: the old taken out with the receipt, the new added.
     mine = is_ours("claude-code")

@@ -2,7 +2,8 @@
 check of them (server.check_limits), called directly: the concurrent-call
 caps of the server, of one key and of one tenant, the response size limit,
 and the x-request-id a client may set. A context that records what the
-interceptor sets and aborts with stands in for grpc's; a call is held open
+interceptor sets and aborts with (tests/unit/grpc_contexts.py's
+InterceptedContext) stands in for grpc's; a call is held open
 by a servicer waiting on an event, so no server, channel or sleep.
 
 The wiring stays in tests/e2e/api/test_limits.py (the caps over real
@@ -20,7 +21,6 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from google.rpc import status_pb2
 
 from nexus_grpc.api.interceptors import REQUEST_ID, KeySlots, ServiceInterceptor
 from nexus_grpc.app import StartupError
@@ -30,7 +30,7 @@ from nexus_grpc.rpc.auth import AuthInterceptor, KeyRing
 from nexus_grpc.rpc.requests import RequestObserver
 from nexus_grpc.runtime.config import Settings
 from nexus_grpc.server import check_limits
-from nexus_grpc.status_details import DETAILS_KEY, unpack
+from tests.unit.grpc_contexts import Aborted, InterceptedContext
 
 METHOD = "/nexus.memory.v1.MemoryService/ListProjects"
 KEY_A, KEY_B, KEY_C = "limits-key-a-000000000001", "limits-key-b-000000000001", "limits-key-c-0001"
@@ -109,42 +109,6 @@ def test_key_slots_count_each_owner_against_one_limit():
 # --- the interceptor on one call ---------------------------------------------------------
 
 
-class Aborted(grpc.aio.AbortError):
-    pass
-
-
-class Context:
-    """What the interceptors use of a servicer context: the trailers set,
-    the status the call ended with, and the abort, kept."""
-
-    def __init__(self) -> None:
-        self.trailers: tuple = ()
-        self._code: grpc.StatusCode | None = None
-        self.message = ""
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def set_trailing_metadata(self, trailers) -> None:
-        self.trailers = tuple(trailers)
-
-    def trailing_metadata(self) -> tuple:
-        return self.trailers
-
-    def code(self) -> grpc.StatusCode | None:
-        return self._code
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self._code, self.message = code, message
-        if trailing_metadata:
-            self.trailers = tuple(trailing_metadata)
-        raise Aborted()
-
-    def details(self) -> tuple:
-        [value] = [v for k, v in self.trailers if k == DETAILS_KEY]
-        return unpack(status_pb2.Status.FromString(value))
-
-
 class Recorder(RequestObserver):
     def __init__(self) -> None:
         self.codes: list[grpc.StatusCode] = []
@@ -189,8 +153,8 @@ async def served(request, context):
     return memory_pb2.ListProjectsResponse()
 
 
-async def refused_with(handler) -> Context:
-    context = Context()
+async def refused_with(handler) -> InterceptedContext:
+    context = InterceptedContext()
     with pytest.raises(Aborted):
         await handler.unary_unary(memory_pb2.ListProjectsRequest(), context)
     return context
@@ -199,7 +163,9 @@ async def refused_with(handler) -> Context:
 async def open_call(service, metadata=(), keys=True) -> tuple[asyncio.Task, Held]:
     held = Held()
     handler = chain(service, held, metadata, keys)
-    task = asyncio.ensure_future(handler.unary_unary(memory_pb2.ListProjectsRequest(), Context()))
+    task = asyncio.ensure_future(
+        handler.unary_unary(memory_pb2.ListProjectsRequest(), InterceptedContext())
+    )
     await held.inside.wait()
     return task, held
 
@@ -221,7 +187,7 @@ async def test_a_call_past_the_servers_cap_is_a_quota_failure_and_its_slot_comes
     held.go.set()
     await task
     await chain(service, served, keys=False).unary_unary(
-        memory_pb2.ListProjectsRequest(), Context()
+        memory_pb2.ListProjectsRequest(), InterceptedContext()
     )
     assert recorder.codes == [
         grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -244,12 +210,12 @@ async def test_one_key_at_its_limit_leaves_the_server_to_the_others():
     )  # fmt: skip
     # Another key is served meanwhile; the key's slot is its own again once freed.
     await chain(service, served, key(KEY_B)).unary_unary(
-        memory_pb2.ListProjectsRequest(), Context()
+        memory_pb2.ListProjectsRequest(), InterceptedContext()
     )
     held.go.set()
     await task
     await chain(service, served, key(KEY_A)).unary_unary(
-        memory_pb2.ListProjectsRequest(), Context()
+        memory_pb2.ListProjectsRequest(), InterceptedContext()
     )
 
 
@@ -268,13 +234,13 @@ async def test_one_tenants_keys_together_leave_the_server_to_other_tenants():
     )  # fmt: skip
     # Tenant tb is served.
     await chain(service, served, key(KEY_B)).unary_unary(
-        memory_pb2.ListProjectsRequest(), Context()
+        memory_pb2.ListProjectsRequest(), InterceptedContext()
     )
     held_a.go.set()
     held_c.go.set()
     await asyncio.gather(first, second)
     await chain(service, served, key(KEY_C)).unary_unary(
-        memory_pb2.ListProjectsRequest(), Context()
+        memory_pb2.ListProjectsRequest(), InterceptedContext()
     )
 
 
@@ -305,13 +271,13 @@ async def test_a_response_over_the_message_limit_is_refused_and_counted_as_such(
 # --- the x-request-id -----------------------------------------------------------------------
 
 
-def rid(context: Context) -> str:
+def rid(context: InterceptedContext) -> str:
     return dict(context.trailers)["x-request-id"]
 
 
 async def test_a_client_request_id_that_is_a_bounded_token_is_echoed():
     service = ServiceInterceptor(max_concurrent=0)
-    context = Context()
+    context = InterceptedContext()
     await chain(service, served, (("x-request-id", "client-42.a:b"),), keys=False).unary_unary(
         memory_pb2.ListProjectsRequest(), context
     )
@@ -322,7 +288,7 @@ async def test_a_client_request_id_that_is_a_bounded_token_is_echoed():
 @pytest.mark.parametrize("bad", ["a b c", "x" * 129])
 async def test_any_other_request_id_is_replaced_and_the_swap_logged(bad, caplog):
     service = ServiceInterceptor(max_concurrent=0)
-    context = Context()
+    context = InterceptedContext()
     with caplog.at_level(logging.WARNING, logger="nexus_grpc.access"):
         await chain(service, served, (("x-request-id", bad),), keys=False).unary_unary(
             memory_pb2.ListProjectsRequest(), context

@@ -6,9 +6,10 @@ alone names nothing; an entity named by a longer name scores by its words
 And the episodes' and memories' keyword paths skip a query with no word
 left to match without reading anything.
 
-Their full-text ranking is each store's (not faked); a real SearchEntities
-is the whole-server tier's (tests/e2e/service/test_graph.py,
-test_search_explain.py).
+Their full-text ranking as each store scores it, and a real SearchEntities,
+are the whole-server tier's (tests/e2e/service/test_graph.py,
+test_search_explain.py): the fakes keep a keyword index too, but it neither
+stems nor folds accents, and its exact scores are its own.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ and the vector query (unless nothing else is left), and the last-word
 filters hold a row to the scope, the window and the retention; a hit with
 no keyword snippet shows its own text, cut.
 
-Episodes' keyword ranking is each store's (not faked), and a real search
-over the index is the whole-server tier's (tests/e2e/service/test_search_scope.py,
-tests/e2e/service/test_project_retention.py).
+Episodes' keyword ranking as each store scores it, and a real search over
+the index, are the whole-server tier's (tests/e2e/service/test_search_scope.py,
+tests/e2e/service/test_project_retention.py): the fakes keep a keyword index
+too, but it neither stems nor folds accents, and its exact scores are its own.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ retention and the window; a keyword search with no word to search answers
 nothing without searching; the memories' vector path alone (formation's
 similar memories, selection's fallback) keeps only memories the scope sees.
 
-Keyword and hybrid modes need the stores' full-text ranking (not faked): the
-whole-server tier's (tests/e2e/service/test_search_scope.py,
-test_search_scores.py).
+Keyword and hybrid modes as each store ranks them are the whole-server tier's
+(tests/e2e/service/test_search_scope.py, test_search_scores.py): the fakes
+keep a keyword index too, but it neither stems nor folds accents, and its
+exact scores are its own.
 """
 
 from __future__ import annotations
@@ -99,10 +100,16 @@ async def test_a_session_outside_any_project_sees_only_its_own(world):
     assert [h.episode.id for h in hits] == [e["c1"]]
 
 
-async def test_a_keyword_search_with_no_word_answers_nothing_without_searching(world):
+def _no_keyword_search(*args: object, **kwargs: object) -> None:
+    raise AssertionError(f"the keyword index was searched: {args}")
+
+
+async def test_a_keyword_search_with_no_word_answers_nothing_without_searching(world, monkeypatch):
     uow, s, _ = world
     search = EpisodeSearch(FakeDatabase(uow), Embedder(), Index())  # type: ignore[arg-type]
-    # The fakes have no full-text search: one asked for would fail the test.
+    # The fakes' keyword index answers a search; here one asked for fails the test.
+    monkeypatch.setattr(uow.episodes, "keyword_search", _no_keyword_search)
+    monkeypatch.setattr(uow.episodes, "keyword_matching", _no_keyword_search)
     hits = [h async for h in search.search("?!", s["a"], 0, 10, SearchMode.KEYWORD)]
     assert hits == []
 

@@ -3,7 +3,8 @@ server: the ``x-nexus-*`` trailers a servicer sets (api/trailers.py), and the
 status the service interceptor (api/interceptors.py) gives a call whose
 request cannot be decoded, whose servicer raises a domain error or an
 unexpected one, and how it counts a streamed call. A context that records
-what is set and the abort stands in for grpc's.
+what is set and the abort (tests/unit/grpc_contexts.py's
+InterceptedContext) stands in for grpc's.
 
 The caps, the request id and the response-size check are
 tests/unit/test_limits_rules.py's; the wiring (the trailers and statuses as
@@ -24,46 +25,16 @@ from nexus_grpc.api.interceptors import ServiceInterceptor
 from nexus_grpc.errors import NotFound
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.rpc.requests import RequestObserver
+from tests.unit.grpc_contexts import Aborted, InterceptedContext
 
 METHOD = "/nexus.memory.v1.MemoryService/ListProjects"
-
-
-class Aborted(grpc.aio.AbortError):
-    pass
-
-
-class Context:
-    """The part of a servicer context these use: trailing metadata and the abort, kept."""
-
-    def __init__(self, trailers: tuple = ()) -> None:
-        self.trailers = trailers
-        self.code_set: grpc.StatusCode | None = None
-        self.message = ""
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def set_trailing_metadata(self, trailers) -> None:
-        self.trailers = tuple(trailers)
-
-    def trailing_metadata(self) -> tuple:
-        return self.trailers
-
-    def code(self) -> grpc.StatusCode | None:
-        return self.code_set
-
-    async def abort(self, code, message="", trailing_metadata=()):
-        self.code_set, self.message = code, message
-        if trailing_metadata:
-            self.trailers = tuple(trailing_metadata)
-        raise Aborted()
 
 
 # Trailers --------------------------------------------------------------------
 
 
 def test_a_trailer_is_added_beside_those_already_set():
-    context = Context((("x-request-id", "r-1"),))
+    context = InterceptedContext((("x-request-id", "r-1"),))
     trailers.add(context, trailers.DEGRADED, "semantic search unavailable")
     trailers.add(context, trailers.SELECTION_METHOD, "llm")
     assert context.trailers == (
@@ -74,7 +45,7 @@ def test_a_trailer_is_added_beside_those_already_set():
 
 
 def test_a_trailer_set_again_replaces_its_value():
-    context = Context((("x-request-id", "r-1"), (trailers.EMPTY_REASON, "first")))
+    context = InterceptedContext((("x-request-id", "r-1"), (trailers.EMPTY_REASON, "first")))
     reporter = trailers.reporter(context, trailers.EMPTY_REASON)
     reporter("NO_MEMORIES: second")
     assert context.trailers == (
@@ -84,7 +55,7 @@ def test_a_trailer_set_again_replaces_its_value():
 
 
 def test_a_trailer_is_one_line_of_ascii_without_credentials_and_cut_short():
-    context = Context()
+    context = InterceptedContext()
     trailers.add(context, trailers.DEGRADED, "down:\n  http://u:hunter2@embedder:8080/v1  \tcafé")
     [(_, shown)] = context.trailers
     assert shown == "down: http://***@embedder:8080/v1 caf?"
@@ -130,7 +101,7 @@ async def answered(request, context):
 async def test_a_request_that_does_not_decode_is_invalid_argument_in_our_words():
     handler = unary(answered)
     request = handler.request_deserializer(b"\xff\xff\xff")  # not a ListProjectsRequest
-    context = Context()
+    context = InterceptedContext()
     with pytest.raises(Aborted):
         await handler.unary_unary(request, context)
     assert context.code_set == grpc.StatusCode.INVALID_ARGUMENT
@@ -150,7 +121,7 @@ async def test_a_domain_error_goes_out_as_its_status_with_credentials_masked():
             resource_name=9,
         )
 
-    context = Context()
+    context = InterceptedContext()
     with pytest.raises(Aborted):
         await unary(missing).unary_unary(memory_pb2.ListProjectsRequest(), context)
     assert context.code_set == grpc.StatusCode.NOT_FOUND
@@ -162,7 +133,7 @@ async def test_an_unexpected_error_is_internal_with_the_request_id_and_not_its_t
         raise RuntimeError("secret internals")
 
     recorder = Recorder()
-    context = Context()
+    context = InterceptedContext()
     with caplog.at_level(logging.ERROR, logger="nexus_grpc.access"), pytest.raises(Aborted):
         await unary(broken, recorder).unary_unary(memory_pb2.ListProjectsRequest(), context)
     [(_, rid)] = [t for t in context.trailers if t[0] == "x-request-id"]
@@ -182,7 +153,10 @@ async def test_a_server_stream_is_counted_open_until_it_ends():
     handler = ServiceInterceptor(max_concurrent=0, observer=recorder).intercept(
         grpc.unary_stream_rpc_method_handler(two), Details()
     )
-    sent = [m.id async for m in handler.unary_stream(memory_pb2.ListProjectsRequest(), Context())]
+    sent = [
+        m.id
+        async for m in handler.unary_stream(memory_pb2.ListProjectsRequest(), InterceptedContext())
+    ]
     assert sent == [1, 2]
     assert recorder.seen == [
         ("started", METHOD),

@@ -1,4 +1,6 @@
-"""What the agent-hook tests share: the hook and the hosts as subprocesses.
+"""What the agent-hook tests share: the hook and the hosts as subprocesses,
+the episodes a hook recorded in an agent's session (``episodes_of``) and a
+hung server (``Blackhole``) that every host's hook must give up on.
 
 The hosts are the real CLIs from npm, pinned by clients/agent-hosts/package-lock.json
 and installed into that folder by ``make agent-hosts`` (``npm ci``; ``make test``
@@ -12,14 +14,18 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
+from nexus_grpc.session_names import session_external_id
 from tests.model_api_stub import ModelAPIStub
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -151,3 +157,43 @@ def context_of(ran: Ran) -> str:
     if not ran.stdout.strip():
         return ""
     return json.loads(ran.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+async def episodes_of(harness, agent_session: str, project: str = "webshop") -> list:
+    """The episodes the hook recorded in the agent's session of ``project``."""
+    external = session_external_id(project, agent_session)
+    session = await harness.memory.GetSession(pb.GetSessionRequest(external_id=external))
+    page = await harness.memory.ListEpisodes(
+        pb.ListEpisodesRequest(session_id=session.id, page_size=100)
+    )
+    return list(page.episodes)
+
+
+class Blackhole:
+    """A TCP listener that accepts connections and never answers: a hung server."""
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.held: list[socket.socket] = []
+        self.stop = threading.Event()
+
+        def accept() -> None:
+            self.sock.settimeout(0.1)
+            while not self.stop.is_set():
+                try:
+                    self.held.append(self.sock.accept()[0])
+                except OSError:
+                    continue
+
+        self.thread = threading.Thread(target=accept, daemon=True)
+        self.thread.start()
+        return f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2)
+        for s in self.held:
+            s.close()
+        self.sock.close()

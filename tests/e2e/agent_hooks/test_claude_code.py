@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
-from tests.e2e.agent_hooks.conftest import REPLY, base_env, hook, host_bin, install, run
-from tests.e2e.agent_hooks.test_hook_run import Blackhole
+from tests.e2e.agent_hooks.conftest import REPLY, Blackhole, base_env, hook, host_bin, install, run
 from tests.model_api_stub import ANTHROPIC
 
 # The user's own project settings: their permissions, and a hook of theirs on

@@ -9,10 +9,9 @@ from __future__ import annotations
 import uuid
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
-from tests.e2e.agent_hooks.conftest import base_env, context_of, hook
-from tests.e2e.agent_hooks.test_hook_run import episodes_of
-from tests.e2e.service.test_memory_formation import formed, said, script
+from tests.e2e.agent_hooks.conftest import base_env, context_of, episodes_of, hook
 from tests.graph_support import EMPTY
+from tests.memory_formation_support import formed, said, script
 
 STUB_DEFAULT_REPLY = EMPTY
 TOLD = "I'm on the platform team now, so route infra questions to me."

@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
-from tests.e2e.agent_hooks.conftest import NEXUS, REPLY, base_env, host_bin, install, run
-from tests.e2e.agent_hooks.test_hook_run import Blackhole
+from tests.e2e.agent_hooks.conftest import NEXUS, REPLY, Blackhole, base_env, host_bin, install, run
 from tests.model_api_stub import GEMINI
 
 # The user's own settings, with a comment (Gemini CLI reads JSON with comments).

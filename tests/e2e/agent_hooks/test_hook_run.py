@@ -20,17 +20,16 @@ import ast
 import json
 import socket
 import sys
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as pb
-from nexus_grpc.session_names import session_external_id
-from tests.e2e.agent_hooks.conftest import base_env, context_of, hook
-from tests.e2e.api.test_auth import certs  # noqa: F401 - the throwaway CA fixture
+from tests.e2e.agent_hooks.conftest import Blackhole, base_env, context_of, episodes_of, hook
+from tests.light_install import BLOCKER
 from tests.support import start_harness
+from tests.tls_certificates import ca_server_and_client, openssl_or_skip
 
 PROMPT = "Which port does the staging database listen on?"
 ANSWER = "The staging database listens on port 5433; production stays on 5432."
@@ -74,15 +73,6 @@ def claude_transcript(path: Path, session: str, turns: list[tuple[str, str, str]
             parent = uid
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-async def episodes_of(harness, agent_session: str, project: str = "webshop") -> list:
-    external = session_external_id(project, agent_session)
-    session = await harness.memory.GetSession(pb.GetSessionRequest(external_id=external))
-    page = await harness.memory.ListEpisodes(
-        pb.ListEpisodesRequest(session_id=session.id, page_size=100)
-    )
-    return list(page.episodes)
 
 
 async def test_a_stop_records_the_exchange_once_in_the_agents_session(
@@ -312,36 +302,6 @@ async def test_reading_creates_nothing_before_the_first_exchange(harness, home, 
     assert list(page.projects) == []
 
 
-class Blackhole:
-    """A TCP listener that accepts connections and never answers: a hung server."""
-
-    def __enter__(self) -> str:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.held: list[socket.socket] = []
-        self.stop = threading.Event()
-
-        def accept() -> None:
-            self.sock.settimeout(0.1)
-            while not self.stop.is_set():
-                try:
-                    self.held.append(self.sock.accept()[0])
-                except OSError:
-                    continue
-
-        self.thread = threading.Thread(target=accept, daemon=True)
-        self.thread.start()
-        return f"127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
-        for s in self.held:
-            s.close()
-        self.sock.close()
-
-
 def _closed_port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -422,7 +382,6 @@ async def test_a_hook_runs_on_the_client_install_and_imports_only_what_it_needs(
     neither the typed client nor any other command's modules: its start-up is
     paid on every prompt."""
     from tests.e2e.agent_hooks.conftest import run
-    from tests.e2e.client.test_light_install import BLOCKER
 
     code = BLOCKER + (
         "import sys\nfrom nexus_grpc.cli import main\ncode = main()\n"
@@ -447,7 +406,14 @@ async def test_a_hook_runs_on_the_client_install_and_imports_only_what_it_needs(
     assert episode.user_message == PROMPT
 
 
-async def test_a_hook_speaks_mtls_with_a_key_file(tmp_path, home, project, certs):  # noqa: F811
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    """A throwaway CA, a server certificate for 127.0.0.1/localhost and a client one."""
+    openssl_or_skip()
+    return ca_server_and_client(tmp_path_factory.mktemp("certs"))
+
+
+async def test_a_hook_speaks_mtls_with_a_key_file(tmp_path, home, project, certs):
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"keys": [{"key": "hooks-key-0000000002", "name": "dev",
                                           "users": "*"}]}))  # fmt: skip

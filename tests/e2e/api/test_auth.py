@@ -41,6 +41,7 @@ from nexus_grpc.rpc.auth import (
 )
 from tests.auth_walk import ADMIN_KEY, ALICE_KEY, ANY_KEY, KEY_FILE, OUTSIDER, has_user, request_for
 from tests.support import METHODS, bearer, start_harness
+from tests.tls_certificates import ca_server_and_client, openssl_or_skip
 
 # The key checks run on SQLite and on PostgreSQL (tests/conftest.py): a refused
 # call must write nothing on either store.
@@ -222,35 +223,11 @@ async def test_health_and_reflection_stay_open_without_a_key(auth_harness):
 # --- TLS ---------------------------------------------------------------------------
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _issue(name: str, cn: str, ext: str, cwd: Path) -> None:
-    (cwd / f"{name}.ext").write_text(ext + "\n")
-    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
-             cwd=cwd)  # fmt: skip
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "2", "-out", f"{name}.pem",
-             "-extfile", f"{name}.ext", cwd=cwd)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
     """A throwaway CA, a server certificate for 127.0.0.1/localhost and a client one."""
-    if shutil.which("openssl") is None:
-        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failed setup
-            pytest.fail("openssl CLI not installed")
-        pytest.skip("openssl CLI not installed")
-    d = tmp_path_factory.mktemp("certs")
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=nexus test CA", cwd=d)  # fmt: skip
-    _issue("server", "localhost",
-           "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth", d)  # fmt: skip
-    _issue("client", "orchestrator", "extendedKeyUsage=clientAuth", d)
-    return d
+    openssl_or_skip()
+    return ca_server_and_client(tmp_path_factory.mktemp("certs"))
 
 
 async def _health(channel: grpc.aio.Channel) -> grpc.StatusCode:

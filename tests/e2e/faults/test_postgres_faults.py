@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.server import SERVICE_NAMES
 from tests import pg
-from tests.e2e.faults.test_startup_failures import assert_clean_exit, serve
+from tests.failed_starts import assert_clean_exit, serve
 from tests.support import start_harness
 
 

@@ -16,7 +16,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -24,35 +23,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nexus_grpc.store.sqlite.migrations import LATEST_VERSION, migrate
+from tests.failed_starts import assert_clean_exit, serve
 from tests.process import PORT_LINE
-
-EXIT_WITHIN = 30.0  # seconds; a failed start takes ~2 s here, a hang never ends
-
-
-def serve(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[int, str, float]:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "nexus_grpc.cli", "serve", "--data-dir", str(data_dir),
-         "--listen", "127.0.0.1:0", "--vector-prewarm-mb", "0", *extra],
-        capture_output=True, text=True, timeout=EXIT_WITHIN * 2,
-        env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    return proc.returncode, proc.stderr, time.monotonic() - started
-
-
-def last_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def assert_clean_exit(rc: int, stderr: str, took: float, *named: str) -> None:
-    line = last_line(stderr)
-    assert rc == 2, stderr[-3000:]
-    assert took < EXIT_WITHIN, took
-    assert line.startswith("nexus-grpc: "), stderr[-3000:]
-    for what in named:
-        assert what in line, (what, line)
-    assert "Traceback" not in stderr, stderr[-3000:]
 
 
 def healthy_database(path: Path, episodes: int = 0) -> None:

@@ -4,8 +4,8 @@ question, a message with an image. LangChain's history and LlamaIndex's memory b
 keep them alike, as exchanges that search and extraction read (issue 47.4).
 
 Here through a real server, stored and read back; the pairing of LangChain's messages
-into exchanges, without one: tests/unit/test_frameworks_chat_turns.py (whose
-conversation the LangChain history here stores)."""
+into exchanges, without one: tests/unit/test_frameworks_chat_turns.py (the
+conversation both store is tests/agent_conversation.py's)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from nexus_grpc.client import NexusClient
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.integrations.langchain import NexusChatMessageHistory
 from nexus_grpc.integrations.llamaindex import NexusMemoryBlock
+from tests.agent_conversation import EXPECTED, WEATHER_TURN, langchain_conversation
 from tests.e2e.frameworks.conftest import indexed, project_named
 from tests.graph_support import EMPTY
 from tests.support import wait_until
-from tests.unit.test_frameworks_chat_turns import EXPECTED, WEATHER_TURN, langchain_conversation
 
 STUB_DEFAULT_REPLY = EMPTY
 

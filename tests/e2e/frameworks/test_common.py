@@ -10,7 +10,7 @@ import pytest
 
 from nexus_grpc.client import NexusClient
 from nexus_grpc.integrations.langgraph import NexusStore
-from tests.e2e.client.test_light_install import run_light
+from tests.light_install import run_light
 from tests.support import start_harness
 
 FRAMEWORKS = ("langgraph", "langchain_core", "llama_index", "agents")

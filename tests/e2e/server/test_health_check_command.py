@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,28 +28,9 @@ from nexus_grpc.ops.against_server.doctor import (
     probe_from_environment,
 )
 from tests.support import Harness, start_harness
+from tests.tls_certificates import issue, make_ca, openssl_or_skip
 
 # --- certificates ------------------------------------------------------------------------
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _ca(name: str, cwd: Path) -> None:
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
-             "-subj", f"/CN={name}", cwd=cwd)  # fmt: skip
-
-
-def _issue(name: str, ca: str, cn: str, ext: str, cwd: Path) -> None:
-    (cwd / f"{name}.ext").write_text(ext + "\n")
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
-             cwd=cwd)  # fmt: skip
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-             "-CAcreateserial", "-days", "2", "-out", f"{name}.pem",
-             "-extfile", f"{name}.ext", cwd=cwd)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -61,22 +40,19 @@ def certs(tmp_path_factory) -> Path:
     The server certificates name a LAN host only, not 127.0.0.1, where the health
     check dials: a check that verified the dialled address would fail on them.
     """
-    if shutil.which("openssl") is None:
-        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failed setup
-            pytest.fail("openssl CLI not installed")
-        pytest.skip("openssl CLI not installed")
+    openssl_or_skip()
     d = tmp_path_factory.mktemp("certs")
-    _ca("server-ca", d)
-    _ca("client-ca", d)
-    _issue("server", "server-ca", "nexus.lan",
-           "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
-    _issue("wildcard", "server-ca", "lan",
-           "subjectAltName=DNS:*.nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
-    _issue("client", "client-ca", "healthcheck", "extendedKeyUsage=clientAuth", d)
+    make_ca("server-ca", d)
+    make_ca("client-ca", d)
+    issue("server", "server-ca", "nexus.lan",
+          "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
+    issue("wildcard", "server-ca", "lan",
+          "subjectAltName=DNS:*.nexus.lan\nextendedKeyUsage=serverAuth", d)  # fmt: skip
+    issue("client", "client-ca", "healthcheck", "extendedKeyUsage=clientAuth", d)
     # One CA for both sides, a certificate good for both uses (what step-ca and
     # cfssl's "peer" profile issue): the server's own certificate passes mTLS.
-    _issue("peer", "client-ca", "nexus.lan",
-           "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth,clientAuth", d)  # fmt: skip
+    issue("peer", "client-ca", "nexus.lan",
+          "subjectAltName=DNS:nexus.lan\nextendedKeyUsage=serverAuth,clientAuth", d)  # fmt: skip
     return d
 
 

@@ -18,14 +18,13 @@ import asyncio
 import json
 import time
 import urllib.error
-import urllib.request
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests.metrics_scrape import get_metrics_page, sample, scrape
 from tests.support import start_harness, wait_until
 
 CREATE_SESSION = "/nexus.memory.v1.MemoryService/CreateSession"
@@ -37,29 +36,6 @@ async def metered(tmp_path):
     h = await start_harness(tmp_path / "data", metrics_listen="127.0.0.1:0")
     yield h
     await h.close()
-
-
-def _get(url: str) -> tuple[int, str, str]:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return response.status, response.headers["Content-Type"], response.read().decode()
-
-
-async def scrape(h) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample on /metrics, keyed by (name, sorted labels)."""
-    assert h.running.metrics is not None
-    status, content_type, text = await asyncio.to_thread(
-        _get, f"http://127.0.0.1:{h.running.metrics.port}/metrics"
-    )
-    assert status == 200 and content_type.startswith("text/plain")
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def sample(samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
 
 
 async def test_rpc_counter_and_latency_histogram_by_method_and_code(metered):
@@ -145,7 +121,7 @@ async def test_two_servers_keep_their_own_metrics_and_stop_serving_them(tmp_path
     finally:
         await other.close()
     with pytest.raises(urllib.error.URLError):
-        await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
+        await asyncio.to_thread(get_metrics_page, f"http://127.0.0.1:{port}/metrics")
 
 
 async def test_refused_calls_are_counted(tmp_path):

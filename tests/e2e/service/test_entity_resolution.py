@@ -20,16 +20,17 @@ import grpc
 
 from nexus_grpc.domain.resolution_rules import BLOCK_LIMIT, Match, Mention, Unsure
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
-from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.graph_support import (
     EMPTY,
-    event_for,
+    answer,
+    entities_of,
     expect_status,
     new_project,
     new_session,
+    say,
 )
 from tests.ollama_stub import Reply
-from tests.support import Harness, wait_until
+from tests.support import wait_until
 
 BOTH_STORES = True
 STUB_DEFAULT_REPLY = EMPTY
@@ -37,21 +38,6 @@ RESOLUTION_PROMPT = "Names and their candidates"
 
 
 # Through the server ---------------------------------------------------------------
-
-
-def answer(entities, relationships=(), ended=()):
-    return {
-        "entities": [{"name": n, "type": t, "notes": notes} for n, t, notes in entities],
-        "relationships": [
-            {"from": a, "to": b, "label": label, "notes": None} for a, label, b in relationships
-        ],
-        "ended": [{"from": a, "to": b, "label": label} for a, label, b in ended],
-    }
-
-
-def script(stub, user: str, reply: dict) -> None:
-    """Answer the extraction of the episode whose user message is ``user``."""
-    stub.add_rule(reply, contains=f"User message:\n{user}\n")
 
 
 def choose(stub, pick: str | None) -> None:
@@ -69,28 +55,6 @@ def choose(stub, pick: str | None) -> None:
         return Reply.of({"answers": [{"name": n, "entity_id": chosen} for n in numbers]})
 
     stub.responder = respond
-
-
-async def say(h: Harness, stub, session_id: int, user: str, reply: dict, **kw):
-    script(stub, user, reply)
-    ep = await h.memory.CreateEpisode(
-        memory_pb2.CreateEpisodeRequest(
-            session_id=session_id, user_message=user, ai_response="Noted.", **kw
-        )
-    )
-    event = await event_for(h, ep.id)
-    assert event.status == graph_pb2.EXTRACTION_STATUS_DONE, event.error
-    return ep, event
-
-
-async def entities_of(h: Harness, project_id: int) -> list[graph_pb2.Entity]:
-    return list(
-        (
-            await h.graph.ListEntities(
-                graph_pb2.ListEntitiesRequest(project_id=project_id, page_size=100)
-            )
-        ).entities
-    )
 
 
 async def test_a_persons_second_name_joins_her_and_finds_her(gh, stub):

@@ -12,8 +12,17 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.e2e.service.test_entity_resolution import answer, entities_of, say, script
-from tests.graph_support import EMPTY, event_for, expect_status, new_project, new_session
+from tests.graph_support import (
+    EMPTY,
+    answer,
+    entities_of,
+    event_for,
+    expect_status,
+    new_project,
+    new_session,
+    say,
+    script,
+)
 from tests.support import Harness
 
 BOTH_STORES = True

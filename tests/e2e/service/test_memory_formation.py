@@ -20,22 +20,11 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.graph_support import EMPTY, expect_status, new_project
+from tests.memory_formation_support import formed, said, script
 from tests.support import Harness, take
 
 BOTH_STORES = True
 STUB_DEFAULT_REPLY = EMPTY
-
-
-def said(content: str, quote: str, about: str = "user", tier: str = "longterm") -> dict:
-    return {"about": about, "title": content[:30], "content": content, "tier": tier, "quote": quote}
-
-
-def extraction(user: str, *memories: dict) -> dict:
-    return {**EMPTY, "ended": [], "memories": list(memories)}
-
-
-def script(stub, user: str, *memories: dict) -> None:
-    stub.add_rule(extraction(user, *memories), contains=f"User message:\n{user}\n")
 
 
 async def session_for(h: Harness, project_id: int, user_id: str = "", agent_id: str = ""):
@@ -44,18 +33,6 @@ async def session_for(h: Harness, project_id: int, user_id: str = "", agent_id: 
             session=memory_pb2.Session(project_id=project_id, user_id=user_id, agent_id=agent_id)
         )
     )
-
-
-async def formed(h: Harness, episode_id: int, limit: float = 20.0) -> graph_pb2.ExtractionEvent:
-    """The event that ends the episode's memory formation."""
-    call = h.graph.WatchExtractions(graph_pb2.WatchExtractionsRequest(episode_id=episode_id))
-    try:
-        while True:
-            [event] = await take(call, 1, limit)
-            if event.HasField("memory_formation"):
-                return event
-    finally:
-        call.cancel()
 
 
 async def tell(h: Harness, stub, session_id: int, user: str, *memories: dict):

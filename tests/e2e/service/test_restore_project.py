@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.ops.against_server.transfer import read_records
-from tests.e2e.service.test_export_project import (
+from tests.project_transfer import (
     REFERENCES,
     cli,
     exported,
@@ -46,14 +46,7 @@ DERIVED = {"embedding_state", "embedding_error", "extraction_state", "extraction
 def compared(lines: list[str]) -> list[tuple[str, dict]]:
     """``normalized`` (ids replaced by positions), but leaving out only the
     derived fields: ``normalized`` leaves out what `import` cannot keep."""
-    from tests.e2e.service import test_export_project as export_tests
-
-    kept = export_tests.ASSIGNED
-    try:
-        export_tests.ASSIGNED = DERIVED
-        return normalized(lines)
-    finally:
-        export_tests.ASSIGNED = kept
+    return normalized(lines, DERIVED)
 
 
 @pytest.fixture

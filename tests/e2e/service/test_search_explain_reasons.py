@@ -15,7 +15,7 @@ import pytest
 
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.e2e.service.test_search_honesty import QUESTION, indexed, note
+from tests.search_explanations import QUESTION, indexed, note
 from tests.support import Harness, start_harness
 
 HYBRID = memory_pb2.SEARCH_MODE_HYBRID

@@ -13,7 +13,8 @@ import pytest
 
 from nexus_grpc.embedding import make_embedder
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import Harness, start_harness, wait_until
+from tests.search_explanations import QUESTION, indexed, note
+from tests.support import Harness, start_harness
 
 # Every harness test here runs on SQLite and on PostgreSQL (tests/conftest.py).
 BOTH_STORES = True
@@ -23,7 +24,6 @@ KEYWORD, SEMANTIC, HYBRID = (
     memory_pb2.SEARCH_MODE_SEMANTIC,
     memory_pb2.SEARCH_MODE_HYBRID,
 )
-QUESTION = "which port is the database on"
 README = (
     ("Our Postgres runs on port 5433", "Noted."),
     ("Our Postgres runs on port 5433", "Noted."),
@@ -39,19 +39,6 @@ async def h(tmp_path, store_settings):
     )
     yield harness
     await harness.close()
-
-
-async def indexed(h: Harness) -> None:
-    async def idle() -> bool:
-        pending = await h.app.db.read_sql(
-            lambda c: c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'"
-                " AND state IN ('pending', 'running')"
-            ).fetchone()[0]
-        )
-        return pending == 0
-
-    await wait_until(idle, timeout=60)
 
 
 async def project_of(h: Harness, exchanges) -> int:
@@ -94,10 +81,6 @@ async def memories(h: Harness, project_id: int, mode: int) -> list:
         query=QUESTION, scope=memory_pb2.MemoryScope(project_id=project_id), mode=mode
     )
     return [hit async for hit in h.memory.SearchMemories(request)]
-
-
-def note(hit, stage: str) -> str:
-    return next(s.note for s in hit.explanation.stages if s.stage == stage)
 
 
 async def test_a_hit_whose_meaning_matched_nothing_does_not_come_back(h):

@@ -23,7 +23,7 @@ import pytest
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.ops.against_server.doctor import doctor
-from tests.e2e.server.test_metrics import sample, scrape
+from tests.metrics_scrape import sample, scrape
 from tests.rerank_stub import RerankStub, word_overlap
 from tests.support import start_harness, wait_until
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from nexus_grpc.embedding import MiniLMEmbedder, OllamaEmbedder, QueryVectorCache
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as m
-from tests.e2e.server.test_metrics import sample, scrape
+from tests.metrics_scrape import sample, scrape
 from tests.ollama_stub import OllamaStub
 from tests.support import start_harness, wait_until
 

@@ -42,7 +42,7 @@ from nexus_grpc.errors import AlreadyExists, NotFound
 from nexus_grpc.store.postgres.database import PostgresDatabase
 from nexus_grpc.store.sqlite.database import Database
 from tests.fakes import FakeUnitOfWork
-from tests.test_seam_calls import SEAM, called, declared
+from tests.seam_walk import SEAM, called, declared
 
 Case = Callable[[Any], Any]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
 
 from nexus_grpc.core import erasure as e
 from nexus_grpc.core import jobs
@@ -25,16 +24,7 @@ from nexus_grpc.core.records import (
     UsageOwner,
     UsageRecord,
 )
-
-
-def _memory(**given: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "kind": int(MemoryKind.USER), "title": "t", "content": "c", "tier": int(Tier.LONGTERM),
-        "project_id": 0, "agent_id": "", "user_id": "ann", "session_id": 0,
-        "confidence": 0.9, "metadata": {},
-    }  # fmt: skip
-    values.update(given)
-    return values
+from tests.integration.store.memory_values import memory_values
 
 
 async def test_receipts_are_kept_paged_newest_first_and_a_finished_users_digest_remembered(run):
@@ -147,12 +137,14 @@ async def test_what_a_user_holds_is_read_in_their_tenant_whole_or_in_one_project
                      user_id="ann", created_at=now - 3600, updated_at=now - 3600)  # fmt: skip
         memories = {
             "p-old": uow.restore.insert_memory(old, "t1"),
-            "p": uow.memories.insert(_memory(project_id=p), "m-1", "t1").id,
-            "q": uow.memories.insert(_memory(project_id=q), None, "t1").id,
-            "r": uow.memories.insert(_memory(project_id=r), None, "t2").id,
-            "bob": uow.memories.insert(_memory(project_id=p, user_id="bob"), None, "t1").id,
+            "p": uow.memories.insert(memory_values(project_id=p), "m-1", "t1").id,
+            "q": uow.memories.insert(memory_values(project_id=q), None, "t1").id,
+            "r": uow.memories.insert(memory_values(project_id=r), None, "t2").id,
+            "bob": uow.memories.insert(memory_values(project_id=p, user_id="bob"), None, "t1").id,
             "of p": uow.memories.insert(
-                _memory(project_id=p, kind=int(MemoryKind.PROJECT), user_id="carol"), None, "t1"
+                memory_values(project_id=p, kind=int(MemoryKind.PROJECT), user_id="carol"),
+                None,
+                "t1",
             ).id,
         }
         used = [UsageRecord(memories[k], 0.5, 1) for k in ("p", "q", "bob")]
@@ -227,9 +219,9 @@ async def test_a_projects_users_and_what_each_held_before_a_time_are_found(run):
         old = Memory(0, int(MemoryKind.USER), "old", "c", int(Tier.LONGTERM), p,
                      user_id="dan", created_at=now - 3600, updated_at=now - 3600)  # fmt: skip
         dan_old = uow.restore.insert_memory(old, "t1")
-        dan_new = uow.memories.insert(_memory(project_id=p, user_id="dan"), None, "t1").id
+        dan_new = uow.memories.insert(memory_values(project_id=p, user_id="dan"), None, "t1").id
         uow.memories.insert(
-            _memory(project_id=p, kind=int(MemoryKind.PROJECT), user_id="erin"), None, "t1"
+            memory_values(project_id=p, kind=int(MemoryKind.PROJECT), user_id="erin"), None, "t1"
         )
         store = uow.erasures
         return (
@@ -260,8 +252,10 @@ async def test_what_a_project_holds_is_counted_and_listed_by_id(run):
         theirs = uow.sessions.insert("other", "", q, {}, "t1").id
         for s in (*mine, mine[0], theirs):
             uow.episodes.insert(s, "x", "", {}, None)
-        memories = [uow.memories.insert(_memory(project_id=p), None, "t1").id for _ in range(2)]
-        uow.memories.insert(_memory(project_id=q), None, "t1")
+        memories = [
+            uow.memories.insert(memory_values(project_id=p), None, "t1").id for _ in range(2)
+        ]
+        uow.memories.insert(memory_values(project_id=q), None, "t1")
         entities = [
             uow.graph.insert_entity((p, 0), n, "person", None, source="manual")
             for n in ("Ann", "Bo")
@@ -289,14 +283,14 @@ async def test_the_request_ids_and_formed_memories_of_what_goes_are_found(run):
         _, sessions, episodes = _people(uow, now)
         said = episodes["ann-p"]
         formed = uow.memories.insert(
-            _memory(source="formation", source_episode_id=said[0]), "m-1", "t1"
+            memory_values(source="formation", source_episode_id=said[0]), "m-1", "t1"
         )
-        changed = uow.memories.insert(_memory(), None, "t1")
+        changed = uow.memories.insert(memory_values(), None, "t1")
         uow.memories.record(changed, UPDATE, ["content"], ChangedBy(episode_id=said[1]))
-        gone = uow.memories.insert(_memory(), None, "t1")
+        gone = uow.memories.insert(memory_values(), None, "t1")
         uow.memories.record(gone, UPDATE, ["content"], ChangedBy(episode_id=said[1]))
         uow.memories.delete(gone.id)
-        other = uow.memories.insert(_memory(), "m-2", "t2")
+        other = uow.memories.insert(memory_values(), "m-2", "t2")
         store = uow.erasures
         return (
             (sessions, episodes, formed.id, changed.id, other.id),
@@ -342,8 +336,8 @@ async def test_a_summary_written_since_an_episode_is_found_per_session(run):
 
 async def test_a_users_records_go_in_their_scope_and_their_llm_calls_lose_the_link(run):
     def case(uow):
-        mine = uow.memories.insert(_memory(project_id=5), None, "t1").id
-        theirs = uow.memories.insert(_memory(project_id=5), None, "t2").id
+        mine = uow.memories.insert(memory_values(project_id=5), None, "t1").id
+        theirs = uow.memories.insert(memory_values(project_id=5), None, "t2").id
         for owner, used in (
             (UsageOwner("ann", 5, "t1"), mine), (UsageOwner("ann", 6, "t1"), mine),
             (UsageOwner("bob", 5, "t1"), mine), (UsageOwner("ann", 5, "t2"), theirs),
@@ -396,7 +390,7 @@ async def test_index_work_still_to_run_is_counted_up_to_a_time(run):
     def case(uow):
         session = uow.sessions.insert("s", "", 0, {}, "t1").id
         episodes = [uow.episodes.insert(session, "x", "", {}, None).id for _ in range(3)]
-        memory = uow.memories.insert(_memory(), None, "t1").id
+        memory = uow.memories.insert(memory_values(), None, "t1").id
         uow.jobs.enqueue(jobs.INDEX_EPISODE, episodes)
         uow.jobs.enqueue(jobs.INDEX_MEMORY, [memory])
         uow.jobs.enqueue(jobs.EXTRACT_EPISODE, episodes)  # not index work

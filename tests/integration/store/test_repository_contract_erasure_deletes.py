@@ -10,7 +10,6 @@ database, a case compares sets."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from nexus_grpc.core import jobs
 from nexus_grpc.core.erasure import Alias, Counts
@@ -26,16 +25,7 @@ from nexus_grpc.core.records import (
     UsageRecord,
 )
 from nexus_grpc.errors import NotFound
-
-
-def _memory(**given: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "kind": int(MemoryKind.USER), "title": "t", "content": "c", "tier": int(Tier.LONGTERM),
-        "project_id": 0, "agent_id": "", "user_id": "ann", "session_id": 0,
-        "confidence": 0.9, "metadata": {},
-    }  # fmt: skip
-    values.update(given)
-    return values
+from tests.integration.store.memory_values import memory_values
 
 
 def _queued(uow, kind: str) -> list[int]:
@@ -207,8 +197,10 @@ def _link_everything(uow, e1, e2, priya, porto, p, s):
     uow.events.insert(e2, s, p, 1)
     uow.memories.put_candidates(e1, [{"content": "x"}])
     uow.graph.add_distinction(priya, porto, e1)
-    formed = uow.memories.insert(_memory(source="formation", source_episode_id=e1), None, "t1")
-    changed = uow.memories.insert(_memory(), None, "t1")
+    formed = uow.memories.insert(
+        memory_values(source="formation", source_episode_id=e1), None, "t1"
+    )
+    changed = uow.memories.insert(memory_values(), None, "t1")
     uow.memories.record(changed, UPDATE, ["content"], ChangedBy(episode_id=e1))
     uow.jobs.enqueue(jobs.EXTRACT_EPISODE, [e1, e2])
     uow.jobs.enqueue(jobs.FORM_MEMORIES, [e1])
@@ -269,12 +261,12 @@ async def test_sessions_go_with_their_summaries_task_memories_own_graph_and_reco
         for session in (s, loose):
             uow.summaries.insert(session_id=session, project_id=p, content="sum")
         overview = uow.summaries.insert(session_id=0, project_id=p, content="all").id
-        task = uow.memories.insert(_memory(tier=int(Tier.TASK), session_id=loose), None, "t1")
+        task = uow.memories.insert(memory_values(tier=int(Tier.TASK), session_id=loose), None, "t1")
         uow.memories.insert(
-            _memory(tier=int(Tier.TASK), session_id=loose, kind=int(MemoryKind.PROJECT)), None,
-            "t1",
+            memory_values(tier=int(Tier.TASK), session_id=loose, kind=int(MemoryKind.PROJECT)),
+            None, "t1",
         )  # fmt: skip
-        uow.memories.insert(_memory(tier=int(Tier.LONGTERM), session_id=loose), None, "t1")
+        uow.memories.insert(memory_values(tier=int(Tier.LONGTERM), session_id=loose), None, "t1")
         uow.memories.record(task, UPDATE, ["content"], ChangedBy())
         uow.memories.record_usage("th", UsageOwner("ann", 0, "t1"), "x",
                                   [UsageRecord(task.id, 0.5, 1)])  # fmt: skip
@@ -320,7 +312,9 @@ async def test_sessions_go_with_their_summaries_task_memories_own_graph_and_reco
 
 async def test_memories_go_with_their_history_uses_and_pending_upkeep(run):
     def case(uow):
-        gone, kept = (uow.memories.insert(_memory(project_id=5), None, "t1") for _ in range(2))
+        gone, kept = (
+            uow.memories.insert(memory_values(project_id=5), None, "t1") for _ in range(2)
+        )
         for m in (gone, kept):
             uow.memories.record(m, UPDATE, ["content"], ChangedBy())
             uow.memories.record_usage("th", UsageOwner("ann", 5, "t1"), "x",
@@ -354,7 +348,7 @@ async def test_a_project_being_deleted_is_hidden_then_its_records_and_row_go(run
         (p, s, _), (e1, e2, _), _, _ = _talk(uow)
         other = uow.projects.insert({"name": "q"}, "t1").id
         overview = uow.summaries.insert(session_id=0, project_id=p, content="all").id
-        memory = uow.memories.insert(_memory(project_id=p), None, "t1")
+        memory = uow.memories.insert(memory_values(project_id=p), None, "t1")
         uow.memories.record_usage("th", UsageOwner("ann", p, "t1"), "x",
                                   [UsageRecord(memory.id, 0.5, 1)])  # fmt: skip
         uow.memories.record_usage("th", UsageOwner("ann", other, "t1"), "x",

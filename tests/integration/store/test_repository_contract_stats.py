@@ -7,22 +7,11 @@ leaves an order to the database (a GROUP BY), a case compares sets."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from nexus_grpc.core.graph import Entity, Interval
 from nexus_grpc.core.llm_usage import ActivityBucket
 from nexus_grpc.core.models import JobState, MemoryKind, NewEpisode, Tier
 from nexus_grpc.core.records import Memory
-
-
-def _memory(**given: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "kind": int(MemoryKind.USER), "title": "t", "content": "c", "tier": int(Tier.LONGTERM),
-        "project_id": 0, "agent_id": "", "user_id": "ann", "session_id": 0,
-        "confidence": 0.9, "metadata": {},
-    }  # fmt: skip
-    values.update(given)
-    return values
+from tests.integration.store.memory_values import memory_values
 
 
 async def test_a_projects_sessions_and_episodes_are_counted_as_its_retention_keeps_them(run):
@@ -61,11 +50,12 @@ async def test_a_projects_live_memories_are_counted_by_kind_user_and_archive(run
     def case(uow):
         p, q = (uow.projects.insert({"name": n}, "t1").id for n in "pq")
         for values in (
-            _memory(project_id=p), _memory(project_id=p), _memory(project_id=p, user_id="bob"),
-            _memory(project_id=p, tier=int(Tier.ARCHIVE)),
-            _memory(project_id=p, tier=int(Tier.SESSION)),
-            _memory(project_id=p, kind=int(MemoryKind.PROJECT), user_id=""),
-            _memory(project_id=p, expire_at=500.0), _memory(project_id=q),
+            memory_values(project_id=p), memory_values(project_id=p),
+            memory_values(project_id=p, user_id="bob"),
+            memory_values(project_id=p, tier=int(Tier.ARCHIVE)),
+            memory_values(project_id=p, tier=int(Tier.SESSION)),
+            memory_values(project_id=p, kind=int(MemoryKind.PROJECT), user_id=""),
+            memory_values(project_id=p, expire_at=500.0), memory_values(project_id=q),
         ):  # fmt: skip
             uow.memories.insert(values, None, "t1")
         expired = Memory(0, int(MemoryKind.USER), "t", "c", int(Tier.LONGTERM), p,
@@ -134,13 +124,13 @@ async def test_activity_is_bucketed_by_project_or_tenant_and_for_named_users(run
         [e_bob] = uow.episodes.insert_many([NewEpisode(bob, "z", "", {}, None, created_at=150.0)])
         uow.episodes.insert_many([NewEpisode(theirs, "w", "", {}, None, created_at=100.0)])
         for values, at in (
-            (_memory(project_id=p, source="formation", source_episode_id=e_ann[0]), 200.0),
-            (_memory(project_id=p, kind=int(MemoryKind.PROJECT), user_id="", source="formation",
-                     source_episode_id=e_ann[1]), 3_800.0),
-            (_memory(project_id=q, kind=int(MemoryKind.PROJECT), user_id="", source="formation",
-                     source_episode_id=e_bob), 300.0),
-            (_memory(project_id=q, user_id="bob", source="client"), 300.0),
-            (_memory(project_id=r, source="formation"), 300.0),
+            (memory_values(project_id=p, source="formation", source_episode_id=e_ann[0]), 200.0),
+            (memory_values(project_id=p, kind=int(MemoryKind.PROJECT), user_id="",
+                           source="formation", source_episode_id=e_ann[1]), 3_800.0),
+            (memory_values(project_id=q, kind=int(MemoryKind.PROJECT), user_id="",
+                           source="formation", source_episode_id=e_bob), 300.0),
+            (memory_values(project_id=q, user_id="bob", source="client"), 300.0),
+            (memory_values(project_id=r, source="formation"), 300.0),
         ):  # fmt: skip
             m = Memory(0, values["kind"], "t", "c", values["tier"], values["project_id"],
                        user_id=values["user_id"], created_at=at, updated_at=at,
