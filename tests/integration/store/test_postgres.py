@@ -258,16 +258,28 @@ async def test_instances_claiming_two_tenants_together_take_each_job_once_in_tur
     bravo = await queue_for(two[1], "bravo", 120)
     batches: list[list[str]] = []
 
-    async def drain(q: JobQueue, db: PostgresDatabase) -> list[int]:
-        taken: list[int] = []
+    def took(taken: list[int], batch: list) -> None:
+        taken += [j.target_id for j in batch]
+        batches.append([j.tenant for j in batch])
+
+    async def drain(q: JobQueue, db: PostgresDatabase, taken: list[int]) -> list[int]:
         while await pending(db):  # an empty claim may have lost a race
             if batch := await q.claim(6, jobs.LEASE_SECONDS):
-                taken += [j.target_id for j in batch]
-                batches.append([j.tenant for j in batch])
+                took(taken, batch)
         return taken
 
     dbs = (*two, *two)
-    got = await asyncio.gather(*(drain(JobQueue(db, jobs.EXTRACT_EPISODE), db) for db in dbs))
+    queues = [JobQueue(db, jobs.EXTRACT_EPISODE) for db in dbs]
+    # Every claimer claims once, all at the same time, before any drains on:
+    # on a busy machine one claimer could otherwise drain the queue alone
+    # (it did once under CI), and the sharing below would be luck's.
+    firsts = await asyncio.gather(*(q.claim(6, jobs.LEASE_SECONDS) for q in queues))
+    started: list[list[int]] = [[] for _ in queues]
+    for taken, batch in zip(started, firsts, strict=True):
+        took(taken, batch)
+    got = await asyncio.gather(
+        *(drain(q, db, taken) for q, db, taken in zip(queues, dbs, started, strict=True))
+    )
     assert sorted(t for taken in got for t in taken) == sorted(atlas + bravo)
     assert sum(1 for taken in got if taken) >= 2  # the work really was shared
     # A batch takes the tenants round by round (each one's oldest, then each
