@@ -1,0 +1,33 @@
+"""The LLM calls a GetUsage report is read from, and what tenant a's report
+holds: shared by the use case on the fakes
+(tests/unit/test_activity_usage_reports.py) and the RPC on the wire
+(tests/e2e/api/test_get_usage.py). Not a test module."""
+
+from __future__ import annotations
+
+import time
+
+from nexus_grpc.core.llm_usage import LLMCall
+
+#: Tenant a's stages: calls, prompt and completion tokens, outcomes.
+A_TOTALS = {
+    "extraction": (2, 100, 10, {"ok": 1, "timeout": 1}),
+    "summary": (1, 40, 4, {"ok": 1}),
+}
+#: Tenant a's project pa alone: the summary ran in a session outside any project.
+A_PROJECT_TOTALS = {"extraction": (2, 100, 10, {"ok": 1, "timeout": 1})}
+#: Tenant a's seconds of extraction, and its tokens today.
+A_EXTRACTION_SECONDS = 121.0
+A_TOKENS_TODAY = 154
+
+
+def usage_calls(pa: int, pb: int) -> list[LLMCall]:
+    """The calls of tenant a (project ``pa``) and tenant b (project ``pb``), made
+    now, so they count against the day's budgets too."""
+    at = time.time()
+    return [
+        LLMCall("extraction", pa, "a", 100, 10, 1.0, "ok", at),
+        LLMCall("extraction", pa, "a", 0, 0, 120.0, "timeout", at),
+        LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
+        LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
+    ]
