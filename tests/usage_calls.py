@@ -1,7 +1,10 @@
 """The LLM calls a GetUsage report is read from, and what tenant a's report
 holds: shared by the use case on the fakes
 (tests/unit/test_activity_usage_reports.py) and the RPC on the wire
-(tests/e2e/api/test_get_usage.py). Not a test module."""
+(tests/e2e/api/test_get_usage.py); and the table ``nexus-grpc usage`` prints
+for project atlas, checked alike from a given report
+(tests/unit/test_client_usage_table.py) and from a real server
+(tests/e2e/client/test_usage_cli.py). Not a test module."""
 
 from __future__ import annotations
 
@@ -31,3 +34,21 @@ def usage_calls(pa: int, pb: int) -> list[LLMCall]:
         LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
         LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
     ]
+
+
+def check_atlas_table(table: str) -> None:
+    """The table of project atlas (id 1, tenant default): two extractions (one
+    timed out), a resolution whose tokens were estimated, over two episodes."""
+    lines = table.splitlines()
+    assert lines[0].startswith("LLM usage of tenant 'default', project 'atlas' (1), ")
+    assert lines[1] == "today: 2,900 tokens spent (no daily budget)"
+    header, extraction, resolution, total = lines[3:7]
+    assert header.split() == ["stage", "calls", "prompt", "tok", "compl.", "tok", "seconds",
+                              "outcomes"]  # fmt: skip
+    assert extraction.split() == ["extraction", "2", "1,200", "300", "122.5", "ok", "1,",
+                                  "timeout", "1"]  # fmt: skip
+    assert resolution.split()[:4] == ["resolution", "1", "400~", "20~"]
+    assert total.split() == ["total", "3", "1,600", "320", "122.9"]
+    assert "~: some calls' tokens are estimated" in table
+    assert "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls," \
+        " 960 tokens" in table  # fmt: skip
