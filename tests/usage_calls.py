@@ -9,6 +9,10 @@ for project atlas, checked alike from a given report
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
 
 from nexus_grpc.core.llm_usage import LLMCall
 
@@ -34,6 +38,26 @@ def usage_calls(pa: int, pb: int) -> list[LLMCall]:
         LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
         LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
     ]
+
+
+async def a_reads_its_tenant_and_project(
+    read: Callable[..., Awaitable[Any]], totals: Callable[[Any], dict], pa: int
+) -> Any:
+    """Tenant a's key reads its tenant's report (``read()``), its project pa's
+    (``read(project_id=pa)``) and its tenant named (``read(tenant="a")``), each
+    with the totals of ``usage_calls``; ``totals`` turns a report into
+    stage -> (calls, prompt, completion, outcomes). The tenant's report."""
+    tenant = await read()
+    assert (tenant.tenant, tenant.project_id) == ("a", 0)
+    assert totals(tenant) == A_TOTALS
+    [extraction, _] = tenant.total.stages
+    assert extraction.seconds == pytest.approx(A_EXTRACTION_SECONDS)
+    project = await read(project_id=pa)
+    assert (project.tenant, project.project_id) == ("a", pa)
+    assert totals(project) == A_PROJECT_TOTALS
+    # Its own tenant, named, is its own to read.
+    assert totals(await read(tenant="a")) == totals(tenant)
+    return tenant
 
 
 def check_atlas_table(table: str) -> None:

@@ -25,13 +25,7 @@ from nexus_grpc.domain.usage_report import DAY, UsageReport, UsageReports
 from nexus_grpc.errors import NotFound, PermissionDenied
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 from tests.unit.callers import acting_as
-from tests.usage_calls import (
-    A_EXTRACTION_SECONDS,
-    A_PROJECT_TOTALS,
-    A_TOKENS_TODAY,
-    A_TOTALS,
-    usage_calls,
-)
+from tests.usage_calls import A_TOKENS_TODAY, a_reads_its_tenant_and_project, usage_calls
 
 A = tenancy.Caller("a")
 ADMIN = tenancy.Caller("ops", all_tenants=True)
@@ -68,16 +62,7 @@ def _totals(report: UsageReport) -> dict[str, tuple]:
 
 async def test_a_key_reads_its_tenant_or_one_of_its_projects(uow):
     pa, _ = _seed(uow)
-    tenant = await usage(uow, A)
-    assert (tenant.tenant, tenant.project_id) == ("a", 0)
-    assert _totals(tenant) == A_TOTALS
-    [extraction, _] = tenant.total.stages
-    assert extraction.seconds == pytest.approx(A_EXTRACTION_SECONDS)
-    project = await usage(uow, A, project_id=pa)
-    assert (project.tenant, project.project_id) == ("a", pa)
-    assert _totals(project) == A_PROJECT_TOTALS
-    # Its own tenant, named, is its own to read.
-    assert _totals(await usage(uow, A, tenant="a")) == _totals(tenant)
+    tenant = await a_reads_its_tenant_and_project(lambda **kw: usage(uow, A, **kw), _totals, pa)
     # Its budget: none of its own, and no default.
     assert tenant.budget.tenant == "a" and tenant.budget.limit == 0
     assert tenant.budget.spent == A_TOKENS_TODAY and not tenant.budget.exhausted

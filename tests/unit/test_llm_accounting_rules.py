@@ -20,10 +20,14 @@ from typing import Any
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMError, LLMUnavailable
+from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMUnavailable
 from nexus_grpc.llm import tokens as llm_tokens
 from nexus_grpc.llm.client import StreamDelta
-from tests.llm_accounting_checks import MSGS, estimated_answer_and_stream
+from tests.llm_accounting_checks import (
+    MSGS,
+    an_error_and_a_timeout,
+    estimated_answer_and_stream,
+)
 from tests.unit.scripted_models import MODEL, ScriptedClient, answer
 
 
@@ -101,13 +105,7 @@ async def test_an_answer_that_is_not_json_is_a_bad_answer_with_its_tokens() -> N
 
 async def test_a_server_error_and_a_timeout_count_calls_without_tokens() -> None:
     client = ScriptedClient(LLMUnavailable("HTTP 503: busy"), TimeoutError())
-    with llm_usage.ledger(llm_usage.FORMATION) as ledger:
-        for _ in range(2):
-            with pytest.raises(LLMError):
-                await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=0.3)
-    failed, slow = ledger.unwritten()
-    assert (failed.outcome, slow.outcome) == ("unreachable", "timeout")
-    assert failed.tokens == slow.tokens == 0
+    failed, slow = await an_error_and_a_timeout(client, MODEL)
     assert not failed.estimated and not slow.estimated
 
 

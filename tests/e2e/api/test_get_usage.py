@@ -19,13 +19,7 @@ from grpc_status import rpc_status
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import Harness, bearer, start_harness
-from tests.usage_calls import (
-    A_EXTRACTION_SECONDS,
-    A_PROJECT_TOTALS,
-    A_TOKENS_TODAY,
-    A_TOTALS,
-    usage_calls,
-)
+from tests.usage_calls import A_TOKENS_TODAY, a_reads_its_tenant_and_project, usage_calls
 
 BOTH_STORES = True
 A_KEY = "tenant-a-key-000000000001"
@@ -84,16 +78,7 @@ def _totals(report: memory_pb2.GetUsageResponse) -> dict[str, tuple]:
 
 async def test_a_key_reads_its_tenant_or_one_of_its_projects(h):
     pa, _ = await _seed(h)
-    tenant = await _usage(h, A)
-    assert (tenant.tenant, tenant.project_id) == ("a", 0)
-    assert _totals(tenant) == A_TOTALS
-    [extraction, _] = tenant.total.stages
-    assert extraction.seconds == pytest.approx(A_EXTRACTION_SECONDS)
-    project = await _usage(h, A, project_id=pa)
-    assert (project.tenant, project.project_id) == ("a", pa)
-    assert _totals(project) == A_PROJECT_TOTALS
-    # Its own tenant, named, is its own to read.
-    assert _totals(await _usage(h, A, tenant="a")) == _totals(tenant)
+    tenant = await a_reads_its_tenant_and_project(lambda **kw: _usage(h, A, **kw), _totals, pa)
     # Its budget: none of its own, and no default.
     assert tenant.budget.tenant == "a" and tenant.budget.llm_tokens_per_day == 0
     assert tenant.budget.llm_tokens_today == A_TOKENS_TODAY and not tenant.budget.exhausted

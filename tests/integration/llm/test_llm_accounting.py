@@ -17,8 +17,12 @@ from __future__ import annotations
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMClient, LLMError, OllamaClient, OpenAIClient
-from tests.llm_accounting_checks import MSGS, estimated_answer_and_stream
+from nexus_grpc.llm import LLMClient, OllamaClient, OpenAIClient
+from tests.llm_accounting_checks import (
+    MSGS,
+    an_error_and_a_timeout,
+    estimated_answer_and_stream,
+)
 from tests.ollama_stub import OllamaStub, Reply, stub_tokens
 
 MODEL = "qwen2.5:3b"
@@ -89,11 +93,5 @@ async def test_a_server_error_and_a_timeout_count_calls_without_tokens(
     stub: OllamaStub, client: LLMClient
 ):
     stub.enqueue(Reply.error_status(503, "busy"), Reply.slow(5, "{}"))
-    with llm_usage.ledger(llm_usage.FORMATION) as ledger:
-        for _ in range(2):
-            with pytest.raises(LLMError):
-                await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=0.3)
-    failed, slow = ledger.unwritten()
-    assert (failed.outcome, slow.outcome) == ("unreachable", "timeout")
-    assert failed.tokens == slow.tokens == 0
+    failed, slow = await an_error_and_a_timeout(client, MODEL)
     assert slow.seconds >= 0.25
