@@ -4,7 +4,8 @@
 says of one stage). Not a test module: the honesty tests
 (tests/e2e/service/test_search_honesty.py) and the explain reasons'
 (test_search_explain_reasons.py) ask the same question and read the same
-notes."""
+notes; the score-independence test (tests/e2e/api/test_score_independence.py)
+waits for the index alike."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ in the same scope, a user key's limited to its users' work.
 
 The calls are tests/e2e/api/test_get_usage.py's; that file keeps the wiring
 (a report as the client reads it, and a bad field refused). The window's
-checks and buckets are tests/unit/test_usage_report.py's.
+checks and buckets are tests/unit/test_usage_report.py's. The calls both files
+seed, and tenant a's totals, are tests/usage_calls.py's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import pytest
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.llm_usage import LLMCall
 from nexus_grpc.core.models import MemoryKind, NewEpisode, Tier
 from nexus_grpc.core.records import Memory
 from nexus_grpc.domain.budgets import BudgetPolicy, Budgets
@@ -25,6 +25,7 @@ from nexus_grpc.domain.usage_report import DAY, UsageReport, UsageReports
 from nexus_grpc.errors import NotFound, PermissionDenied
 from tests.fakes import FakeDatabase, FakeUnitOfWork
 from tests.unit.callers import acting_as
+from tests.usage_calls import A_TOKENS_TODAY, a_reads_its_tenant_and_project, usage_calls
 
 A = tenancy.Caller("a")
 ADMIN = tenancy.Caller("ops", all_tenants=True)
@@ -40,15 +41,7 @@ def _seed(uow: FakeUnitOfWork) -> tuple[int, int]:
     against the budgets too)."""
     pa = uow.projects.insert({"name": "pa"}, "a").id
     pb = uow.projects.insert({"name": "pb"}, "b").id
-    at = time.time()
-    uow.usage.insert(
-        [
-            LLMCall("extraction", pa, "a", 100, 10, 1.0, "ok", at),
-            LLMCall("extraction", pa, "a", 0, 0, 120.0, "timeout", at),
-            LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
-            LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
-        ]
-    )
+    uow.usage.insert(usage_calls(pa, pb))
     return pa, pb
 
 
@@ -69,22 +62,10 @@ def _totals(report: UsageReport) -> dict[str, tuple]:
 
 async def test_a_key_reads_its_tenant_or_one_of_its_projects(uow):
     pa, _ = _seed(uow)
-    tenant = await usage(uow, A)
-    assert (tenant.tenant, tenant.project_id) == ("a", 0)
-    assert _totals(tenant) == {
-        "extraction": (2, 100, 10, {"ok": 1, "timeout": 1}),
-        "summary": (1, 40, 4, {"ok": 1}),
-    }
-    [extraction, _] = tenant.total.stages
-    assert extraction.seconds == pytest.approx(121.0)
-    project = await usage(uow, A, project_id=pa)
-    assert (project.tenant, project.project_id) == ("a", pa)
-    assert _totals(project) == {"extraction": (2, 100, 10, {"ok": 1, "timeout": 1})}
-    # Its own tenant, named, is its own to read.
-    assert _totals(await usage(uow, A, tenant="a")) == _totals(tenant)
+    tenant = await a_reads_its_tenant_and_project(lambda **kw: usage(uow, A, **kw), _totals, pa)
     # Its budget: none of its own, and no default.
     assert tenant.budget.tenant == "a" and tenant.budget.limit == 0
-    assert tenant.budget.spent == 154 and not tenant.budget.exhausted
+    assert tenant.budget.spent == A_TOKENS_TODAY and not tenant.budget.exhausted
 
 
 async def test_another_tenants_project_answers_as_a_missing_one(uow):

@@ -18,6 +18,7 @@ from nexus_grpc.ops.against_server.usage import (
     since_seconds,
     usage_table,
 )
+from tests.usage_calls import check_atlas_table
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("24h", 86_400), ("7d", 604_800),
@@ -87,7 +88,8 @@ def test_the_window_is_shown_to_the_second_so_its_end_is_not_read_as_a_day_befor
 
 def _stages(period: memory_pb2.UsagePeriod) -> None:
     """What tests/e2e/client/test_usage_cli.py stores: two extractions (one timed
-    out), a resolution whose tokens were estimated."""
+    out), a resolution whose tokens were estimated (the table both read is
+    tests/usage_calls.py's check_atlas_table)."""
     period.stages.add(stage="extraction", calls=2, prompt_tokens=1200, completion_tokens=300,
                       seconds=122.5, outcomes={"ok": 1, "timeout": 1})  # fmt: skip
     period.stages.add(stage="resolution", calls=1, prompt_tokens=400, completion_tokens=20,
@@ -103,19 +105,7 @@ def _project_report() -> memory_pb2.GetUsageResponse:
 
 def test_the_table_shows_each_stage_and_what_it_cost_per_episode():
     table = format_report(_project_report(), "atlas")
-    lines = table.splitlines()
-    assert lines[0].startswith("LLM usage of tenant 'default', project 'atlas' (1), ")
-    assert lines[1] == "today: 2,900 tokens spent (no daily budget)"
-    header, extraction, resolution, total = lines[3:7]
-    assert header.split() == ["stage", "calls", "prompt", "tok", "compl.", "tok", "seconds",
-                              "outcomes"]  # fmt: skip
-    assert extraction.split() == ["extraction", "2", "1,200", "300", "122.5", "ok", "1,",
-                                  "timeout", "1"]  # fmt: skip
-    assert resolution.split()[:4] == ["resolution", "1", "400~", "20~"]
-    assert total.split() == ["total", "3", "1,600", "320", "122.9"]
-    assert "~: some calls' tokens are estimated" in table
-    assert "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls," \
-        " 960 tokens" in table  # fmt: skip
+    check_atlas_table(table)
 
 
 def test_a_project_named_by_id_only_and_no_estimate_or_episode_say_no_more():

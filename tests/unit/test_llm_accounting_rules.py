@@ -8,7 +8,8 @@ stage, calls written, a call outside any ledger).
 That each real backend (Ollama's prompt_eval_count/eval_count, OpenAI's usage)
 hands its server's counts to this account, and leaves an estimate where the
 server gives none, is tests/integration/llm/test_llm_accounting.py's, against
-the Ollama stand-in."""
+the Ollama stand-in. The messages both send, and the check of an estimated
+answer and stream both make, are tests/llm_accounting_checks.py's."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ from typing import Any
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMError, LLMUnavailable
+from nexus_grpc.llm import LLMBadOutput, LLMCutOff, LLMUnavailable
 from nexus_grpc.llm import tokens as llm_tokens
 from nexus_grpc.llm.client import StreamDelta
+from tests.llm_accounting_checks import (
+    MSGS,
+    an_error_and_a_timeout,
+    estimated_answer_and_stream,
+)
 from tests.unit.scripted_models import MODEL, ScriptedClient, answer
-
-MSGS = [{"role": "user", "content": "What did Ann say about the Lisbon trip?"}]
 
 
 async def test_a_call_counts_the_tokens_the_server_says_under_the_callers_ledger() -> None:
@@ -63,15 +67,8 @@ async def test_where_the_server_gives_no_counts_they_are_estimated() -> None:
         answer('{"ok": true}', None, None),
         streams=[[StreamDelta("one"), StreamDelta(" two", "stop")]],
     )
-    with llm_usage.ledger(llm_usage.SELECTION) as ledger:
-        await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100)
-        _ = [d async for d in client.chat_stream(MODEL, MSGS, temperature=0, num_predict=50)]
-    answered, streamed = ledger.unwritten()
-    assert answered.estimated and streamed.estimated
-    assert answered.prompt_tokens == llm_tokens.approximate_messages(MSGS)
-    assert answered.completion_tokens == llm_tokens.approximate_tokens('{"ok": true}')
+    _, streamed = await estimated_answer_and_stream(client, MODEL)
     assert streamed.prompt_tokens == llm_tokens.approximate_messages(MSGS)
-    assert streamed.completion_tokens == llm_tokens.approximate_tokens("one two")
 
 
 async def test_one_missing_count_is_estimated_and_the_other_kept() -> None:
@@ -108,13 +105,7 @@ async def test_an_answer_that_is_not_json_is_a_bad_answer_with_its_tokens() -> N
 
 async def test_a_server_error_and_a_timeout_count_calls_without_tokens() -> None:
     client = ScriptedClient(LLMUnavailable("HTTP 503: busy"), TimeoutError())
-    with llm_usage.ledger(llm_usage.FORMATION) as ledger:
-        for _ in range(2):
-            with pytest.raises(LLMError):
-                await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=0.3)
-    failed, slow = ledger.unwritten()
-    assert (failed.outcome, slow.outcome) == ("unreachable", "timeout")
-    assert failed.tokens == slow.tokens == 0
+    failed, slow = await an_error_and_a_timeout(client, MODEL)
     assert not failed.estimated and not slow.estimated
 
 

@@ -9,7 +9,8 @@ JSON or holds a score that is no number, a timeout, no connection).
 The endpoint a URL names and each unusable JSON answer are
 tests/unit/test_rerank_answers.py's; each real server's answer shape, TEI's
 real refusal, a real timeout and a stopped service, over real HTTP against the
-rerank stand-in, are tests/integration/rerank/test_rerank_client.py's."""
+rerank stand-in, are tests/integration/rerank/test_rerank_client.py's. The
+query and documents both score are tests/rerank_documents.py's."""
 
 from __future__ import annotations
 
@@ -27,15 +28,9 @@ from nexus_grpc.rerank import (
     RerankTimeout,
     RerankUnreachable,
 )
+from tests.rerank_documents import DOCUMENTS, QUERY
 from tests.unit.in_process_http import in_process_clients
 
-DOCUMENTS = [
-    "the weather in Lisbon is mild in winter",
-    "postgres replication lag grew after the upgrade",
-    "replication of the postgres primary to the replica",
-    "a recipe for bread with flour, water and salt",
-]
-QUERY = "postgres replication"
 SCORES = [0.0, 0.5, 1.0, 0.25]
 TEI_REFUSAL = (
     "Failed to deserialize the JSON body into the target type: missing field `texts`"

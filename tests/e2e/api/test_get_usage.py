@@ -4,7 +4,8 @@ refused (the status, a message naming what is wrong, the field). Which
 tenant a key may read (another tenant's project NOT_FOUND, only an admin
 naming another tenant) and the work the calls were for are tested on the
 use case, on the fakes, in tests/unit/test_activity_usage_reports.py; every
-field's check in tests/unit/test_api_usage_request.py."""
+field's check in tests/unit/test_api_usage_request.py. The calls both seed are
+tests/usage_calls.py's."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from nexus_grpc.core.llm_usage import LLMCall
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from tests.support import Harness, bearer, start_harness
+from tests.usage_calls import A_TOKENS_TODAY, a_reads_its_tenant_and_project, usage_calls
 
 BOTH_STORES = True
 A_KEY = "tenant-a-key-000000000001"
@@ -59,13 +60,7 @@ async def _seed(h: Harness) -> tuple[int, int]:
     """A project of each tenant, and the calls they made (today, so they count
     against the budgets too)."""
     pa, pb = await _project(h, A, "pa"), await _project(h, B, "pb")
-    at = time.time()
-    calls = [
-        LLMCall("extraction", pa, "a", 100, 10, 1.0, "ok", at),
-        LLMCall("extraction", pa, "a", 0, 0, 120.0, "timeout", at),
-        LLMCall("summary", 0, "a", 40, 4, 0.5, "ok", at),  # a session outside any project
-        LLMCall("extraction", pb, "b", 7000, 700, 3.0, "ok", at),
-    ]
+    calls = usage_calls(pa, pb)
     await h.app.db.write(lambda uow: uow.usage.insert(calls))
     return pa, pb
 
@@ -83,22 +78,10 @@ def _totals(report: memory_pb2.GetUsageResponse) -> dict[str, tuple]:
 
 async def test_a_key_reads_its_tenant_or_one_of_its_projects(h):
     pa, _ = await _seed(h)
-    tenant = await _usage(h, A)
-    assert (tenant.tenant, tenant.project_id) == ("a", 0)
-    assert _totals(tenant) == {
-        "extraction": (2, 100, 10, {"ok": 1, "timeout": 1}),
-        "summary": (1, 40, 4, {"ok": 1}),
-    }
-    [extraction, _] = tenant.total.stages
-    assert extraction.seconds == pytest.approx(121.0)
-    project = await _usage(h, A, project_id=pa)
-    assert (project.tenant, project.project_id) == ("a", pa)
-    assert _totals(project) == {"extraction": (2, 100, 10, {"ok": 1, "timeout": 1})}
-    # Its own tenant, named, is its own to read.
-    assert _totals(await _usage(h, A, tenant="a")) == _totals(tenant)
+    tenant = await a_reads_its_tenant_and_project(lambda **kw: _usage(h, A, **kw), _totals, pa)
     # Its budget: none of its own, and no default.
     assert tenant.budget.tenant == "a" and tenant.budget.llm_tokens_per_day == 0
-    assert tenant.budget.llm_tokens_today == 154 and not tenant.budget.exhausted
+    assert tenant.budget.llm_tokens_today == A_TOKENS_TODAY and not tenant.budget.exhausted
 
 
 def _violations(exc: grpc.aio.AioRpcError) -> list[str]:

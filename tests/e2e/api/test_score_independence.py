@@ -15,7 +15,8 @@ tenant's rows lowered another's scores (security probe 5: any key learned in
 two searches whether a word is anywhere on the server); and the common-words
 sample of alice's memories read the 200 newest USER memories of any user
 called alice, of every tenant, before keeping hers. The server is restarted
-before each look, so that no cache keeps an earlier answer.
+before each look, so that no cache keeps an earlier answer. Waiting for the
+index is tests/search_explanations.py's ``indexed``, as for the honesty tests.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import pytest
 
 from nexus_grpc.gen.nexus.graph.v1 import graph_service_pb2 as graph_pb2
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
-from tests.support import Harness, bearer, start_harness, wait_until
+from tests.search_explanations import indexed
+from tests.support import Harness, bearer, start_harness
 
 T = TypeVar("T")
 
@@ -96,19 +98,6 @@ def key_file(path: Path) -> Path:
 
 async def start(data: Path, keys: Path, store_settings: dict) -> Harness:
     return await start_harness(data, auth_keys_file=str(keys), **store_settings)
-
-
-async def indexed(h: Harness) -> None:
-    async def idle() -> bool:
-        pending = await h.app.db.read_sql(
-            lambda c: c.execute(
-                "SELECT COUNT(*) FROM jobs WHERE kind LIKE 'index:%'"
-                " AND state IN ('pending', 'running')"
-            ).fetchone()[0]
-        )
-        return pending == 0
-
-    await wait_until(idle, timeout=60)
 
 
 async def together(calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:

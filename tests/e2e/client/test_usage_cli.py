@@ -3,7 +3,8 @@ tenant or a project found by name, against a real server that sums the calls it 
 
 The command's own rules without a server (``--since``, the refusals made before a call,
 the budget lines, the table's rows from a given GetUsageResponse):
-tests/unit/test_client_usage_table.py."""
+tests/unit/test_client_usage_table.py. The table both check is
+tests/usage_calls.py's check_atlas_table."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from nexus_grpc.core.llm_usage import LLMCall
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
 from nexus_grpc.ops.against_server.usage import usage_table
 from tests.support import start_harness
+from tests.usage_calls import check_atlas_table
 
 
 @pytest.fixture
@@ -50,21 +52,7 @@ async def seeded(tmp_path):
 async def test_the_table_shows_each_stage_and_what_it_cost_per_episode(seeded):
     async with NexusClient(seeded.target) as client:
         table = await usage_table(client, project="atlas", since="1d")
-    lines = table.splitlines()
-    assert lines[0].startswith("LLM usage of tenant 'default', project 'atlas' (1), ")
-    assert lines[1] == "today: 2,900 tokens spent (no daily budget)"
-    header, extraction, resolution, total = lines[3:7]
-    assert header.split() == ["stage", "calls", "prompt", "tok", "compl.", "tok", "seconds",
-                              "outcomes"]  # fmt: skip
-    assert extraction.split() == ["extraction", "2", "1,200", "300", "122.5", "ok", "1,",
-                                  "timeout", "1"]  # fmt: skip
-    assert resolution.split()[:4] == ["resolution", "1", "400~", "20~"]
-    assert total.split() == ["total", "3", "1,600", "320", "122.9"]
-    assert "~: some calls' tokens are estimated" in table
-    assert (
-        "episodes 2, memories formed 0, entities written 0; per episode: 1.50 calls,"
-        " 960 tokens" in table
-    )
+    check_atlas_table(table)
     # The tenant's figures include what no project holds (a selection).
     async with NexusClient(seeded.target) as client:
         tenant = await usage_table(client, since="2h", bucket="hour")

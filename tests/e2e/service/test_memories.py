@@ -2,7 +2,8 @@
 
 Isolation is checked here for every kind and tier on semantic and hybrid
 search (and selection, in test_selection.py); the same scopes on the list and
-on keyword search are tests/unit/test_isolation_memory_paths.py's, on the fakes.
+on keyword search are tests/unit/test_isolation_memory_paths.py's, on the fakes
+(the memories and scopes both use are tests/scoped_memories.py's).
 
 What the domain decides (a memory refused by name with nothing written, what
 an update may change, listing, the index job each write queues, and the
@@ -19,6 +20,7 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from nexus_grpc.gen.nexus.memory.v1 import memory_service_pb2 as memory_pb2
+from tests.scoped_memories import memory_specs, scope_cases
 from tests.support import index_idle, wait_until
 
 # Every test here runs on SQLite and on PostgreSQL (tests/conftest.py).
@@ -299,76 +301,12 @@ async def _visible_on_vector_paths(
 async def test_isolation_for_every_kind_and_tier_on_semantic_and_hybrid_search(harness):
     h = harness
     p1, p2, s1, s2 = await setup_world(h)
-    specs = {
-        # title: fields
-        "p1-task-s1": dict(kind=P, project_id=p1, tier=TASK, session_id=s1),
-        "p1-session-s1": dict(kind=P, project_id=p1, tier=SESSION, session_id=s1),
-        "p1-task-nosession": dict(kind=P, project_id=p1, tier=TASK),
-        "p1-longterm": dict(kind=P, project_id=p1, tier=LONGTERM, session_id=s1),
-        "p1-archive": dict(kind=P, project_id=p1, tier=ARCHIVE),
-        "p2-longterm": dict(kind=P, project_id=p2, tier=LONGTERM),
-        "alice-longterm": dict(kind=U, user_id="alice", tier=LONGTERM),
-        "alice-p1-longterm": dict(kind=U, user_id="alice", project_id=p1, tier=LONGTERM),
-        "alice-p2-longterm": dict(kind=U, user_id="alice", project_id=p2, tier=LONGTERM),
-        "alice-session-s2": dict(
-            kind=U, user_id="alice", project_id=p1, tier=SESSION, session_id=s2
-        ),
-        "bob-longterm": dict(kind=U, user_id="bob", tier=LONGTERM),
-        "bob-p1-task-s1": dict(kind=U, user_id="bob", project_id=p1, tier=TASK, session_id=s1),
-        "p1-agent-x": dict(kind=P, project_id=p1, tier=LONGTERM, agent_id="x"),
-    }
+    specs = memory_specs(p1, p2, s1, s2)
     for title, fields in specs.items():
         await create(h, title=title, **fields)
     await wait_until(lambda: index_idle(h))
 
-    cases = [
-        (
-            memory_pb2.MemoryScope(project_id=p1, user_id="alice", session_id=s1),
-            {
-                "p1-task-s1",
-                "p1-session-s1",
-                "p1-task-nosession",
-                "p1-longterm",
-                "alice-longterm",
-                "alice-p1-longterm",
-                "p1-agent-x",
-            },
-        ),
-        (
-            memory_pb2.MemoryScope(project_id=p1, user_id="alice", session_id=s2),
-            {
-                "p1-task-nosession",
-                "p1-longterm",
-                "alice-longterm",
-                "alice-p1-longterm",
-                "alice-session-s2",
-                "p1-agent-x",
-            },
-        ),
-        (
-            memory_pb2.MemoryScope(
-                project_id=p1, user_id="bob", session_id=s1, include_archived=True
-            ),
-            {
-                "p1-task-s1",
-                "p1-session-s1",
-                "p1-task-nosession",
-                "p1-longterm",
-                "p1-archive",
-                "bob-longterm",
-                "bob-p1-task-s1",
-                "p1-agent-x",
-            },
-        ),
-        (memory_pb2.MemoryScope(user_id="alice"), {"alice-longterm"}),
-        (memory_pb2.MemoryScope(project_id=p2), {"p2-longterm"}),
-        (
-            memory_pb2.MemoryScope(project_id=p2, user_id="alice"),
-            {"p2-longterm", "alice-longterm", "alice-p2-longterm"},
-        ),
-        (memory_pb2.MemoryScope(project_id=p1, agent_id="x"), {"p1-agent-x"}),
-        (memory_pb2.MemoryScope(user_id="carol", project_id=p2), {"p2-longterm"}),
-    ]
+    cases = scope_cases(memory_pb2.MemoryScope, p1, p2, s1, s2)
     for scope, expected in cases:
         found = await _visible_on_vector_paths(h, scope)
         assert set(found) == {"semantic", "hybrid"}

@@ -8,19 +8,24 @@ failing and a timed-out request are counted.
 The account's rules on a scripted backend without HTTP (a cut-off answer and
 its retry as two calls, a bad answer with its tokens, a stream the caller
 stops reading, a nested stage, a call outside any ledger) are
-tests/unit/test_llm_accounting_rules.py's."""
+tests/unit/test_llm_accounting_rules.py's. The messages both send, and the
+check of an estimated answer and stream both make, are
+tests/llm_accounting_checks.py's."""
 
 from __future__ import annotations
 
 import pytest
 
 from nexus_grpc.core import llm_usage
-from nexus_grpc.llm import LLMClient, LLMError, OllamaClient, OpenAIClient
-from nexus_grpc.llm import tokens as llm_tokens
+from nexus_grpc.llm import LLMClient, OllamaClient, OpenAIClient
+from tests.llm_accounting_checks import (
+    MSGS,
+    an_error_and_a_timeout,
+    estimated_answer_and_stream,
+)
 from tests.ollama_stub import OllamaStub, Reply, stub_tokens
 
 MODEL = "qwen2.5:3b"
-MSGS = [{"role": "user", "content": "What did Ann say about the Lisbon trip?"}]
 
 
 @pytest.fixture(params=["ollama", "openai"])
@@ -81,25 +86,12 @@ async def test_where_the_server_gives_no_counts_they_are_estimated(
 ):
     stub.enqueue(Reply.of({"ok": True}, uncounted=True))
     stub.enqueue(Reply(content="one two", uncounted=True))
-    with llm_usage.ledger(llm_usage.SELECTION) as ledger:
-        await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=100)
-        _ = [d async for d in client.chat_stream(MODEL, MSGS, temperature=0, num_predict=50)]
-    answered, streamed = ledger.unwritten()
-    assert answered.estimated and streamed.estimated
-    assert answered.prompt_tokens == llm_tokens.approximate_messages(MSGS)
-    assert answered.completion_tokens == llm_tokens.approximate_tokens('{"ok": true}')
-    assert streamed.completion_tokens == llm_tokens.approximate_tokens("one two")
+    await estimated_answer_and_stream(client, MODEL)
 
 
 async def test_a_server_error_and_a_timeout_count_calls_without_tokens(
     stub: OllamaStub, client: LLMClient
 ):
     stub.enqueue(Reply.error_status(503, "busy"), Reply.slow(5, "{}"))
-    with llm_usage.ledger(llm_usage.FORMATION) as ledger:
-        for _ in range(2):
-            with pytest.raises(LLMError):
-                await client.chat_json(MODEL, MSGS, {}, temperature=0, num_predict=10, timeout=0.3)
-    failed, slow = ledger.unwritten()
-    assert (failed.outcome, slow.outcome) == ("unreachable", "timeout")
-    assert failed.tokens == slow.tokens == 0
+    failed, slow = await an_error_and_a_timeout(client, MODEL)
     assert slow.seconds >= 0.25

@@ -9,7 +9,8 @@ an error status for each service's error body) is tests/unit/test_rerank_answers
 what it sends and decides on httpx's in-process transport (``top_n`` and the
 key as a bearer token, ``texts`` once TEI refused ``documents``, no request for
 no documents, an error status with the service's words, an answer that is no
-JSON, a timeout, no connection) is tests/unit/test_rerank_client_rules_requests.py's."""
+JSON, a timeout, no connection) is tests/unit/test_rerank_client_rules_requests.py's.
+The query and documents both score are tests/rerank_documents.py's."""
 
 from __future__ import annotations
 
@@ -23,15 +24,8 @@ from nexus_grpc.rerank import (
     RerankTimeout,
     RerankUnreachable,
 )
+from tests.rerank_documents import DOCUMENTS, QUERY
 from tests.rerank_stub import FLAVORS, RerankStub, word_overlap
-
-DOCUMENTS = [
-    "the weather in Lisbon is mild in winter",
-    "postgres replication lag grew after the upgrade",
-    "replication of the postgres primary to the replica",
-    "a recipe for bread with flour, water and salt",
-]
-QUERY = "postgres replication"
 
 
 def expected(query: str = QUERY, documents: list[str] = DOCUMENTS) -> list[float]:
