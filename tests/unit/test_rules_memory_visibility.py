@@ -13,43 +13,17 @@ the filter run by a real index is the whole-server tier's
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from nexus_grpc.core.documents import memory_payload
-from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.core.vectors import Cond, MatchAny, Range
 from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope, vector_filter, visible
 from nexus_grpc.errors import InvalidArgument
+from tests.memory_visibility_grid import ROWS, SCOPES
 from tests.unit.callers import acting_as
-
-COLUMNS = ("kind", "tier", "project_id", "user_id", "session_id", "agent_id")
-# Every owner, tier, session and agent a memory may have among two projects,
-# two users, two sessions and two agents (PROJECT memories have no user, and
-# USER memories may live outside any project).
-ROWS = [
-    dict(zip(COLUMNS, combo, strict=True))
-    for combo in itertools.product(
-        (int(MemoryKind.PROJECT), int(MemoryKind.USER)),
-        [int(t) for t in Tier],
-        (0, 1, 2),
-        ("", "ann", "bob"),
-        (0, 1, 2),
-        ("", "agent-a"),
-    )
-    if (combo[0] == MemoryKind.PROJECT) == (combo[3] == "") and (combo[0], combo[2]) != (1, 0)
-]
-SCOPES = [
-    MemoryScope(project_id=1),
-    MemoryScope(project_id=1, session_id=1),
-    MemoryScope(user_id="ann"),
-    MemoryScope(project_id=2, user_id="ann", session_id=2),
-    MemoryScope(project_id=1, user_id="bob", agent_id="agent-a"),
-    MemoryScope(project_id=1, user_id="ann", include_archived=True),
-]
 
 
 def holds(cond: Cond, payload: Mapping[str, Any]) -> bool:

@@ -5,42 +5,18 @@ empty scope narrows it as documented."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from nexus_grpc.core import tenancy
-from nexus_grpc.core.models import MemoryKind, Tier
 from nexus_grpc.domain.memory_visibility import MemoryScope, check_scope, visible
 from nexus_grpc.errors import InvalidArgument
 from nexus_grpc.store.memory_visibility_sql import sql_where
+from tests.memory_visibility_grid import COLUMNS, ROWS
+from tests.memory_visibility_grid import SCOPES as ASKED
 
 NOW = 1_000_000.0
-COLUMNS = ("kind", "tier", "project_id", "user_id", "session_id", "agent_id")
-# Every owner, tier, session and agent a memory may have among two projects,
-# two users, two sessions and two agents (PROJECT memories have no user, and
-# USER memories may live outside any project).
-ROWS = [
-    dict(zip(COLUMNS, combo, strict=True))
-    for combo in itertools.product(
-        (int(MemoryKind.PROJECT), int(MemoryKind.USER)),
-        [int(t) for t in Tier],
-        (0, 1, 2),
-        ("", "ann", "bob"),
-        (0, 1, 2),
-        ("", "agent-a"),
-    )
-    if (combo[0] == MemoryKind.PROJECT) == (combo[3] == "") and (combo[0], combo[2]) != (1, 0)
-]
-SCOPES = [
-    MemoryScope(project_id=1),
-    MemoryScope(project_id=1, session_id=1),
-    MemoryScope(user_id="ann"),
-    MemoryScope(project_id=2, user_id="ann", session_id=2),
-    MemoryScope(project_id=1, user_id="bob", agent_id="agent-a"),
-    MemoryScope(project_id=1, user_id="ann", include_archived=True),
-    MemoryScope(),
-]
+
+SCOPES = [*ASKED, MemoryScope()]
 
 
 @pytest.fixture
